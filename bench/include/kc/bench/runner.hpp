@@ -1,0 +1,91 @@
+// kc/bench/runner.hpp — kc-bench: check, then time, every registered kernel against its baseline.
+//
+// Built on Google Benchmark: each (kernel, problem) is one benchmark named
+// "<kernel id>/<shape>" with manual time (the median of CUDA-event samples) and counters for
+// TFLOPS, GB/s, % of baseline and % of ceiling, so --benchmark_filter, --benchmark_repetitions,
+// --benchmark_format=json and --benchmark_out work as usual. kc's own flags are listed by usage().
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "kc/bench/report.hpp"
+#include "kc/common/registry.hpp"
+#include "kc/common/timing.hpp"
+
+namespace kc::bench {
+
+struct Options {
+  bool list = false;
+  bool help = false;
+  bool check_only = false;
+  bool include_negative_controls = false;
+  std::string filter;                         // regex searched in kernel ids
+  std::vector<std::string> shapes;            // overrides each op's documented shapes
+  double alpha = 1.0, beta = 0.0;             // scalars for --shapes problems
+  std::optional<std::string> markdown_dir;    // "auto": <source>/docs/benchmarks/<gpu slug>
+  std::uint64_t seed = 2026;
+  TimingConfig timing;
+};
+
+// Takes kc's flags out of `args` (args[0] is the program) and leaves the rest for Google
+// Benchmark. Throws kc::Error on a malformed value.
+Options parse_options(std::vector<std::string>& args);
+std::string usage();
+
+// Registers every stage's ops and kernels, in stage order.
+void register_all_stages(Registry& registry);
+
+// The --list table: id, rung, dtype, minimum capability, constraints and idea of each kernel.
+std::string list_kernels(const Registry& registry, const std::string& filter);
+
+RunInfo collect_run_info(Context& context, const std::string& command);
+
+// Short name of the commit the binary runs from: $KC_GIT_COMMIT if set, else `git describe` of
+// the source tree, else "unknown".
+std::string current_commit();
+
+class Session {
+ public:
+  Session(const Registry& registry, Context& context, const Options& options);
+  // Registers one Google Benchmark per (selected kernel, problem), each op's baseline first.
+  // Throws kc::Error when nothing matches the filter or shapes.
+  void register_benchmarks();
+  // Correctness only, no timing, no Google Benchmark: one line per (kernel, problem).
+  void check_all();
+  const std::vector<Result>& results() const { return results_; }
+  bool any_failed() const;
+  std::string summary() const;
+
+ private:
+  struct Item {
+    const OpSpec* op;
+    const KernelEntry* kernel;  // null for the baseline
+    Problem problem;
+  };
+  std::vector<Item> plan() const;
+  void run_item(const Item& item, benchmark::State& state);
+  Result& result_for(const Item& item);
+  // Fills `result` with the check outcome; returns true when the item may be timed.
+  bool check_item(const Item& item, Result& result);
+
+  const Registry& registry_;
+  Context& context_;
+  Options options_;
+  std::vector<Result> results_;
+  std::map<std::string, std::vector<double>> samples_;  // pooled across repetitions
+  std::string context_lost_;  // set after a sticky CUDA error: the rest cannot run
+};
+
+// The whole program; returns the exit code (0 all good, 1 a kernel failed or bad arguments,
+// 2 no GPU). `register_negative_controls` adds the deliberately wrong kernels that
+// --include-negative-controls asks for.
+int run_main(int argc, char** argv, const std::function<void(Registry&)>& register_negative_controls);
+
+}  // namespace kc::bench

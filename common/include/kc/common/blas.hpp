@@ -1,0 +1,94 @@
+// kc/common/blas.hpp — cuBLAS and cuBLASLt, wrapped for row-major kc problems.
+//
+// kc stores matrices row-major; cuBLAS is column-major. A row-major M x N matrix C is the
+// column-major N x M matrix C^T, and C = A.B  <=>  C^T = B^T . A^T, so every wrapper here calls
+// cuBLAS with the operands swapped and m/n exchanged. Accumulation is pinned to FP32 or better:
+// FP32 SGEMM runs with CUBLAS_PEDANTIC_MATH (no silent TF32), half types with CUBLAS_COMPUTE_32F.
+#pragma once
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "kc/common/buffer.hpp"
+#include "kc/common/dtype.hpp"
+
+namespace kc {
+
+struct GemmShape {
+  std::int64_t m = 0, n = 0, k = 0;
+};
+
+// How B is stored, row-major: K x N (the textbook C = A.B), or N x K (C = A.B^T, cuBLAS "TN",
+// the layout of a PyTorch nn.Linear weight and the fastest for tensor cores).
+enum class BLayout { k_by_n, n_by_k };
+std::string_view b_layout_name(BLayout layout);
+
+class CublasHandle {
+ public:
+  CublasHandle();
+  ~CublasHandle();
+  CublasHandle(const CublasHandle&) = delete;
+  CublasHandle& operator=(const CublasHandle&) = delete;
+  cublasHandle_t get() const { return handle_; }
+
+ private:
+  cublasHandle_t handle_ = nullptr;
+};
+
+class CublasLtHandle {
+ public:
+  CublasLtHandle();
+  ~CublasLtHandle();
+  CublasLtHandle(const CublasLtHandle&) = delete;
+  CublasLtHandle& operator=(const CublasLtHandle&) = delete;
+  cublasLtHandle_t get() const { return handle_; }
+
+ private:
+  cublasLtHandle_t handle_ = nullptr;
+};
+
+// C = alpha.A.B + beta.C in FP32 with CUBLAS_PEDANTIC_MATH: true FP32 FFMA, no TF32.
+void cublas_sgemm(cublasHandle_t handle, cudaStream_t stream, GemmShape shape, float alpha,
+                  const float* a, const float* b, BLayout b_layout, float beta, float* c);
+
+// The same in FP64: the reference for shapes too large for the CPU.
+void cublas_dgemm(cublasHandle_t handle, cudaStream_t stream, GemmShape shape, double alpha,
+                  const double* a, const double* b, BLayout b_layout, double beta, double* c);
+
+// cublasGemmEx: A and B of `ab_type` (f16, bf16), C of `c_type` (same or f32),
+// CUBLAS_COMPUTE_32F, alpha/beta in FP32.
+void cublas_gemm_ex(cublasHandle_t handle, cudaStream_t stream, GemmShape shape, DType ab_type,
+                    DType c_type, float alpha, const void* a, const void* b, BLayout b_layout,
+                    float beta, void* c);
+
+// One cuBLASLt matmul plan: descriptors and the heuristic's best algorithm chosen once, then run
+// many times. FP32 accumulation (CUBLAS_COMPUTE_32F); for FP8 inputs C is bf16/f16/f32 and B
+// must be N x K (the only FP8 layout cuBLASLt offers).
+class CublasLtGemm {
+ public:
+  CublasLtGemm(cublasLtHandle_t handle, GemmShape shape, DType ab_type, DType c_type,
+               BLayout b_layout, std::size_t workspace_bytes = std::size_t{32} << 20);
+  ~CublasLtGemm();
+  CublasLtGemm(const CublasLtGemm&) = delete;
+  CublasLtGemm& operator=(const CublasLtGemm&) = delete;
+
+  void run(float alpha, const void* a, const void* b, float beta, void* c,
+           cudaStream_t stream) const;
+
+ private:
+  void plan(GemmShape shape, DType ab_type, DType c_type, BLayout b_layout,
+            std::size_t workspace_bytes);
+  void release() noexcept;
+
+  cublasLtHandle_t handle_;
+  cublasLtMatmulDesc_t operation_ = nullptr;
+  cublasLtMatrixLayout_t layout_a_ = nullptr, layout_b_ = nullptr, layout_c_ = nullptr;
+  cublasLtMatmulAlgo_t algorithm_{};
+  mutable DeviceBuffer<std::byte> workspace_;
+};
+
+}  // namespace kc

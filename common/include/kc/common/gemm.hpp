@@ -1,0 +1,75 @@
+// kc/common/gemm.hpp — GEMM as a kc op: C = alpha.A.B + beta.C, row-major.
+//
+// One factory describes every GEMM flavour kc measures (FP32 SGEMM in stage 1, BF16/FP16 tensor-core
+// GEMM in stage 3): operands, the double-precision reference (CPU for small problems, cuBLAS FP64 on
+// the GPU for large ones), the tolerance, the FLOP/byte count and the cuBLAS baseline.
+// BLAS semantics: when beta == 0, C is not read (it may hold NaN), so kernels must not compute
+// beta * C unconditionally.
+#pragma once
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "kc/common/blas.hpp"
+#include "kc/common/registry.hpp"
+
+namespace kc {
+
+struct GemmOpConfig {
+  std::string name;                           // "sgemm"
+  DType ab_type = DType::f32;                 // A and B
+  DType c_type = DType::f32;                  // C
+  BLayout b_layout = BLayout::k_by_n;
+  MathUnit math = MathUnit::fp32_cuda_core;   // the unit kernels of this op use
+  DType precision = DType::f32;               // tolerance class (see compare.hpp)
+  std::vector<Problem> bench_problems;        // empty: the default GEMM shapes
+};
+
+// Builds the OpSpec. Baseline: cublasSgemm (pedantic FP32) for f32, cublasGemmEx
+// (CUBLAS_COMPUTE_32F) for f16/bf16.
+OpSpec make_gemm_op(const GemmOpConfig& config);
+
+// The square and non-square shapes kc-bench times by default, and the odd shapes
+// (1, 17, 127, 1000, 4093 in every dimension, M != N != K) the conformance tests check, plus
+// alpha/beta cases.
+std::vector<Problem> default_gemm_bench_problems(const std::string& op);
+std::vector<Problem> default_gemm_conformance_problems(const std::string& op);
+
+GemmShape gemm_shape(const Problem& problem);
+
+// Row-major reference in double: C = alpha.A.B + beta.C_in. `c_in` is not read when beta == 0
+// (pass nullptr). A is M x K; B is K x N or N x K per `b_layout`; C is M x N.
+void gemm_reference(GemmShape shape, double alpha, const double* a, const double* b,
+                    BLayout b_layout, double beta, const double* c_in, double* c_out);
+
+// What a GEMM kernel needs, pulled out of the operands with their types checked.
+template <typename TIn, typename TOut = TIn>
+struct GemmArgs {
+  int m = 0, n = 0, k = 0;
+  float alpha = 1.f, beta = 0.f;
+  const TIn* a = nullptr;  // M x K, leading dimension lda (= K)
+  const TIn* b = nullptr;  // K x N (ldb = N) or N x K (ldb = K)
+  TOut* c = nullptr;       // M x N, leading dimension ldc (= N)
+  int lda = 0, ldb = 0, ldc = 0;
+};
+
+template <typename TIn, typename TOut = TIn>
+GemmArgs<TIn, TOut> gemm_args(const Problem& problem, Operands& operands, BLayout b_layout) {
+  const GemmShape s = gemm_shape(problem);
+  GemmArgs<TIn, TOut> args;
+  args.m = static_cast<int>(s.m);
+  args.n = static_cast<int>(s.n);
+  args.k = static_cast<int>(s.k);
+  args.alpha = static_cast<float>(problem.alpha);
+  args.beta = static_cast<float>(problem.beta);
+  args.a = operands["A"].data<TIn>();
+  args.b = operands["B"].data<TIn>();
+  args.c = operands["C"].data<TOut>();
+  args.lda = args.k;
+  args.ldb = b_layout == BLayout::k_by_n ? args.n : args.k;
+  args.ldc = args.n;
+  return args;
+}
+
+}  // namespace kc

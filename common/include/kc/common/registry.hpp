@@ -1,0 +1,100 @@
+// kc/common/registry.hpp — every kernel, described once, found by one runner.
+//
+// An OpSpec says what an op computes and how to judge it: how to make its operands, its reference,
+// its tolerance, its FLOP/byte count and its baseline (cuBLAS, or the copy bandwidth). A
+// KernelEntry is one implementation of an op: a rung of a ladder. Each stage exposes
+// `void kc::stageN::register_kernels(kc::Registry&)`, an explicit call (a static library drops
+// self-registering static objects).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kc/common/compare.hpp"
+#include "kc/common/context.hpp"
+#include "kc/common/problem.hpp"
+#include "kc/common/roofline.hpp"
+
+namespace kc {
+
+// Returns "" when the problem is supported, otherwise a sentence saying why not
+// ("K must be a multiple of 8 (got 1031)").
+using SupportsFn = std::function<std::string(const Problem&)>;
+using LaunchFn = std::function<void(const Problem&, Operands&, cudaStream_t)>;
+using ReferenceFn =
+    std::function<std::map<std::string, std::vector<double>>(const Problem&, const Operands&, Context&)>;
+
+struct Accuracy {
+  Tolerance tolerance;
+  double scale = 1.0;  // multiplies atol; see compare.hpp
+};
+
+struct OpSpec {
+  std::string name;                    // "sgemm"
+  std::string description;             // "C = alpha.A.B + beta.C, FP32, row-major"
+  std::vector<std::string> dim_names;  // {"M", "N", "K"}
+  Bound bound = Bound::compute;        // which ceiling the % of ceiling refers to
+  MathUnit math = MathUnit::fp32_cuda_core;
+  std::function<Work(const Problem&)> work;
+  SupportsFn supports;  // limits that hold for every kernel of the op (may be empty)
+  // Allocates every operand, fills inputs with seeded random values and poisons outputs.
+  std::function<Operands(const Problem&, std::uint64_t seed, Context&)> make_operands;
+  // Reference values (double) of each output, by operand name, from the untouched operands.
+  ReferenceFn reference;
+  std::function<Accuracy(const Problem&, const Tensor& output)> accuracy;
+  // The peer every kernel is compared with, run on the same operands.
+  std::string baseline_name;           // "cublasSgemm (FP32, pedantic)"
+  std::function<void(const Problem&, Operands&, Context&)> baseline;
+  std::vector<Problem> bench_problems;        // the documented shapes kc-bench times by default
+  std::vector<Problem> conformance_problems;  // odd shapes and edge cases the tests check
+};
+
+struct KernelEntry {
+  std::string id;           // "stage1/sgemm/01_naive": <stage>/<op>/<name>
+  std::string op;           // "sgemm"
+  int rung = 0;             // position in its ladder
+  std::string idea;         // one line: what this rung teaches
+  DType dtype = DType::f32;
+  int min_compute_capability = 80;
+  std::string constraints;  // human-readable shape constraints, "" if any shape works
+  SupportsFn supports;      // the same constraints as code (may be empty)
+  LaunchFn launch;
+  std::string report;       // docs table this kernel belongs in; empty = its stage ("stage1")
+
+  std::string stage() const;         // "stage1"
+  std::string report_group() const;  // report, or stage()
+};
+
+class Registry {
+ public:
+  // Throws kc::Error on a duplicate name or an incomplete spec.
+  void add_op(OpSpec op);
+  // Throws kc::Error unless the id is "<stageN>/<op>/<name>", unique, its op is registered and
+  // its launch function is set.
+  void add_kernel(KernelEntry kernel);
+
+  bool has_op(std::string_view name) const;
+  const OpSpec& op(std::string_view name) const;
+  const KernelEntry& kernel(std::string_view id) const;
+  // Kernels in registration order.
+  const std::vector<KernelEntry>& kernels() const { return kernels_; }
+  const std::vector<OpSpec>& ops() const { return ops_; }
+  // Kernels whose id matches `pattern` (ECMAScript regex, searched anywhere in the id; "" = all).
+  std::vector<const KernelEntry*> select(const std::string& pattern) const;
+
+ private:
+  std::vector<OpSpec> ops_;
+  std::vector<KernelEntry> kernels_;
+};
+
+// "" when `kernel` can run `problem` (on `device`, when given), otherwise the reason.
+std::string unsupported_reason(const Registry& registry, const KernelEntry& kernel,
+                               const Problem& problem, const DeviceInfo* device);
+
+}  // namespace kc

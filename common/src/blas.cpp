@@ -1,0 +1,175 @@
+#include "kc/common/blas.hpp"
+
+#include "kc/common/error.hpp"
+
+namespace kc {
+namespace {
+
+cudaDataType_t cuda_type(DType t) {
+  switch (t) {
+    case DType::f64: return CUDA_R_64F;
+    case DType::f32: return CUDA_R_32F;
+    case DType::f16: return CUDA_R_16F;
+    case DType::bf16: return CUDA_R_16BF;
+    case DType::f8e4m3: return CUDA_R_8F_E4M3;
+    case DType::f8e5m2: return CUDA_R_8F_E5M2;
+    case DType::i8: return CUDA_R_8I;
+    case DType::i32: return CUDA_R_32I;
+    default: break;
+  }
+  throw Error(fmt::format("cuBLAS has no data type for kc dtype {}", dtype_name(t)));
+}
+
+void require_gemm_shape(GemmShape s) {
+  require(s.m >= 1 && s.n >= 1 && s.k >= 1, "GEMM needs M, N, K >= 1 (got {}x{}x{})", s.m, s.n, s.k);
+  require(s.m <= INT32_MAX && s.n <= INT32_MAX && s.k <= INT32_MAX,
+          "cuBLAS takes 32-bit dimensions; {}x{}x{} is too large", s.m, s.n, s.k);
+}
+
+// Column-major view of the row-major product (see blas.hpp): the first cuBLAS operand is our B.
+struct ColumnMajorCall {
+  cublasOperation_t op_b;  // applied to our B, cuBLAS's "A"
+  int m, n, k;             // cuBLAS's m (our N), n (our M), k
+  int ld_b, ld_a, ld_c;
+};
+
+ColumnMajorCall column_major(GemmShape s, BLayout b_layout) {
+  ColumnMajorCall call{};
+  call.m = static_cast<int>(s.n);
+  call.n = static_cast<int>(s.m);
+  call.k = static_cast<int>(s.k);
+  call.op_b = b_layout == BLayout::k_by_n ? CUBLAS_OP_N : CUBLAS_OP_T;
+  call.ld_b = static_cast<int>(b_layout == BLayout::k_by_n ? s.n : s.k);
+  call.ld_a = static_cast<int>(s.k);
+  call.ld_c = static_cast<int>(s.n);
+  return call;
+}
+
+// Restores the handle's math mode on scope exit, so one wrapper cannot change another's math.
+class ScopedMathMode {
+ public:
+  ScopedMathMode(cublasHandle_t handle, cublasMath_t mode) : handle_(handle) {
+    KC_CUBLAS_CHECK(cublasGetMathMode(handle_, &previous_));
+    KC_CUBLAS_CHECK(cublasSetMathMode(handle_, mode));
+  }
+  ~ScopedMathMode() { (void)cublasSetMathMode(handle_, previous_); }
+  ScopedMathMode(const ScopedMathMode&) = delete;
+  ScopedMathMode& operator=(const ScopedMathMode&) = delete;
+
+ private:
+  cublasHandle_t handle_;
+  cublasMath_t previous_ = CUBLAS_DEFAULT_MATH;
+};
+
+}  // namespace
+
+std::string_view b_layout_name(BLayout layout) {
+  return layout == BLayout::k_by_n ? "B K×N" : "B N×K";
+}
+
+CublasHandle::CublasHandle() { KC_CUBLAS_CHECK(cublasCreate(&handle_)); }
+CublasHandle::~CublasHandle() { (void)cublasDestroy(handle_); }
+CublasLtHandle::CublasLtHandle() { KC_CUBLAS_CHECK(cublasLtCreate(&handle_)); }
+CublasLtHandle::~CublasLtHandle() { (void)cublasLtDestroy(handle_); }
+
+void cublas_sgemm(cublasHandle_t handle, cudaStream_t stream, GemmShape shape, float alpha,
+                  const float* a, const float* b, BLayout b_layout, float beta, float* c) {
+  require_gemm_shape(shape);
+  const ColumnMajorCall call = column_major(shape, b_layout);
+  ScopedMathMode pedantic(handle, CUBLAS_PEDANTIC_MATH);
+  KC_CUBLAS_CHECK(cublasSetStream(handle, stream));
+  KC_CUBLAS_CHECK(cublasSgemm(handle, call.op_b, CUBLAS_OP_N, call.m, call.n, call.k, &alpha, b,
+                              call.ld_b, a, call.ld_a, &beta, c, call.ld_c));
+}
+
+void cublas_dgemm(cublasHandle_t handle, cudaStream_t stream, GemmShape shape, double alpha,
+                  const double* a, const double* b, BLayout b_layout, double beta, double* c) {
+  require_gemm_shape(shape);
+  const ColumnMajorCall call = column_major(shape, b_layout);
+  ScopedMathMode pedantic(handle, CUBLAS_PEDANTIC_MATH);
+  KC_CUBLAS_CHECK(cublasSetStream(handle, stream));
+  KC_CUBLAS_CHECK(cublasDgemm(handle, call.op_b, CUBLAS_OP_N, call.m, call.n, call.k, &alpha, b,
+                              call.ld_b, a, call.ld_a, &beta, c, call.ld_c));
+}
+
+void cublas_gemm_ex(cublasHandle_t handle, cudaStream_t stream, GemmShape shape, DType ab_type,
+                    DType c_type, float alpha, const void* a, const void* b, BLayout b_layout,
+                    float beta, void* c) {
+  require_gemm_shape(shape);
+  require(ab_type == DType::f16 || ab_type == DType::bf16,
+          "cublas_gemm_ex: inputs must be f16 or bf16, not {}", dtype_name(ab_type));
+  const ColumnMajorCall call = column_major(shape, b_layout);
+  ScopedMathMode math(handle, CUBLAS_DEFAULT_MATH);
+  KC_CUBLAS_CHECK(cublasSetStream(handle, stream));
+  KC_CUBLAS_CHECK(cublasGemmEx(handle, call.op_b, CUBLAS_OP_N, call.m, call.n, call.k, &alpha, b,
+                               cuda_type(ab_type), call.ld_b, a, cuda_type(ab_type), call.ld_a,
+                               &beta, c, cuda_type(c_type), call.ld_c, CUBLAS_COMPUTE_32F,
+                               CUBLAS_GEMM_DEFAULT));
+}
+
+CublasLtGemm::CublasLtGemm(cublasLtHandle_t handle, GemmShape shape, DType ab_type, DType c_type,
+                           BLayout b_layout, std::size_t workspace_bytes)
+    : handle_(handle), workspace_(workspace_bytes) {
+  try {
+    plan(shape, ab_type, c_type, b_layout, workspace_bytes);
+  } catch (...) {
+    release();  // the destructor does not run for a half-built object
+    throw;
+  }
+}
+
+void CublasLtGemm::plan(GemmShape shape, DType ab_type, DType c_type, BLayout b_layout,
+                        std::size_t workspace_bytes) {
+  require_gemm_shape(shape);
+  const bool fp8 = ab_type == DType::f8e4m3 || ab_type == DType::f8e5m2;
+  require(!fp8 || b_layout == BLayout::n_by_k,
+          "cuBLASLt FP8 matmul needs B stored N x K (\"TN\"); got {}", b_layout_name(b_layout));
+  const ColumnMajorCall call = column_major(shape, b_layout);
+  KC_CUBLAS_CHECK(cublasLtMatmulDescCreate(&operation_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t op_n = CUBLAS_OP_N;
+  KC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(operation_, CUBLASLT_MATMUL_DESC_TRANSA,
+                                                 &call.op_b, sizeof(call.op_b)));
+  KC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(operation_, CUBLASLT_MATMUL_DESC_TRANSB, &op_n,
+                                                 sizeof(op_n)));
+  // cuBLASLt's "A" is our B (stored rows x cols in column-major terms), "B" is our A.
+  const std::uint64_t b_rows = call.op_b == CUBLAS_OP_N ? call.m : call.k;
+  const std::uint64_t b_cols = call.op_b == CUBLAS_OP_N ? call.k : call.m;
+  KC_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout_a_, cuda_type(ab_type), b_rows, b_cols, call.ld_b));
+  KC_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout_b_, cuda_type(ab_type), call.k, call.n, call.ld_a));
+  KC_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout_c_, cuda_type(c_type), call.m, call.n, call.ld_c));
+
+  cublasLtMatmulPreference_t preference = nullptr;
+  KC_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
+  KC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes, sizeof(workspace_bytes)));
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  int found = 0;
+  const cublasStatus_t status =
+      cublasLtMatmulAlgoGetHeuristic(handle_, operation_, layout_a_, layout_b_, layout_c_, layout_c_,
+                                     preference, 1, &heuristic, &found);
+  (void)cublasLtMatmulPreferenceDestroy(preference);
+  KC_CUBLAS_CHECK(status);
+  require(found > 0, "cuBLASLt found no algorithm for {}x{}x{} {} -> {} ({})", shape.m, shape.n,
+          shape.k, dtype_name(ab_type), dtype_name(c_type), b_layout_name(b_layout));
+  algorithm_ = heuristic.algo;
+}
+
+CublasLtGemm::~CublasLtGemm() { release(); }
+
+void CublasLtGemm::release() noexcept {
+  if (layout_c_ != nullptr) (void)cublasLtMatrixLayoutDestroy(layout_c_);
+  if (layout_b_ != nullptr) (void)cublasLtMatrixLayoutDestroy(layout_b_);
+  if (layout_a_ != nullptr) (void)cublasLtMatrixLayoutDestroy(layout_a_);
+  if (operation_ != nullptr) (void)cublasLtMatmulDescDestroy(operation_);
+  layout_a_ = layout_b_ = layout_c_ = nullptr;
+  operation_ = nullptr;
+}
+
+void CublasLtGemm::run(float alpha, const void* a, const void* b, float beta, void* c,
+                       cudaStream_t stream) const {
+  KC_CUBLAS_CHECK(cublasLtMatmul(handle_, operation_, &alpha, b, layout_a_, a, layout_b_, &beta, c,
+                                 layout_c_, c, layout_c_, &algorithm_, workspace_.data(),
+                                 workspace_.bytes(), stream));
+}
+
+}  // namespace kc

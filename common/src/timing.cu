@@ -1,0 +1,138 @@
+#include <nvtx3/nvtx3.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+#include "kc/common/error.hpp"
+#include "kc/common/timing.hpp"
+
+namespace kc {
+namespace {
+
+__global__ void scrub_read_kernel(const float4* data, std::size_t count, float* sink) {
+  float sum = 0.f;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    const float4 v = data[i];
+    sum += v.x + v.y + v.z + v.w;
+  }
+  if (sum == 1234.5678f) *sink = sum;  // keeps the loads alive; never true for the zeroed buffer
+}
+
+// RAII pair of CUDA events.
+class EventPair {
+ public:
+  EventPair() {
+    KC_CUDA_CHECK(cudaEventCreate(&start_));
+    KC_CUDA_CHECK(cudaEventCreate(&stop_));
+  }
+  ~EventPair() {
+    (void)cudaEventDestroy(start_);
+    (void)cudaEventDestroy(stop_);
+  }
+  EventPair(const EventPair&) = delete;
+  EventPair& operator=(const EventPair&) = delete;
+  cudaEvent_t start() const { return start_; }
+  cudaEvent_t stop() const { return stop_; }
+  double elapsed_ms() const {
+    KC_CUDA_CHECK(cudaEventSynchronize(stop_));
+    float ms = 0.f;
+    KC_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
+    return ms;
+  }
+
+ private:
+  cudaEvent_t start_ = nullptr;
+  cudaEvent_t stop_ = nullptr;
+};
+
+double percentile(const std::vector<double>& sorted, double q) {
+  const double position = q * static_cast<double>(sorted.size() - 1);
+  const auto lower = static_cast<std::size_t>(std::floor(position));
+  const auto upper = static_cast<std::size_t>(std::ceil(position));
+  const double fraction = position - static_cast<double>(lower);
+  return sorted[lower] + (sorted[upper] - sorted[lower]) * fraction;
+}
+
+}  // namespace
+
+L2Scrubber::L2Scrubber(std::size_t l2_bytes)
+    : buffer_((2 * l2_bytes + 4 * sizeof(float4)) / sizeof(float)), sink_(1) {
+  KC_CUDA_CHECK(cudaMemset(buffer_.data(), 0, buffer_.bytes()));
+}
+
+void L2Scrubber::scrub(cudaStream_t stream) {
+  const std::size_t count = buffer_.size() / 4;
+  scrub_read_kernel<<<1024, 256, 0, stream>>>(reinterpret_cast<const float4*>(buffer_.data()),
+                                              count, sink_.data());
+  KC_CHECK_LAUNCH();
+}
+
+double TimingStats::spread_percent() const {
+  return median_ms > 0.0 ? 100.0 * (p90_ms - p10_ms) / median_ms : 0.0;
+}
+
+TimingStats summarize_samples(std::vector<double> samples_ms) {
+  require(!samples_ms.empty(), "summarize_samples needs at least one sample");
+  TimingStats stats;
+  std::vector<double> sorted = samples_ms;
+  std::sort(sorted.begin(), sorted.end());
+  stats.samples_ms = std::move(samples_ms);
+  stats.median_ms = percentile(sorted, 0.5);
+  stats.min_ms = sorted.front();
+  stats.max_ms = sorted.back();
+  stats.p10_ms = percentile(sorted, 0.1);
+  stats.p90_ms = percentile(sorted, 0.9);
+  return stats;
+}
+
+TimingStats time_launches(const Launch& launch, cudaStream_t stream, L2Scrubber* scrubber,
+                          const TimingConfig& config, const std::string& nvtx_name) {
+  require(config.min_samples >= 1 && config.max_samples >= config.min_samples,
+          "TimingConfig: need 1 <= min_samples <= max_samples (got {} and {})", config.min_samples,
+          config.max_samples);
+  EventPair events;
+  double estimate_ms = 0.0;
+  for (int i = 0; i < std::max(1, config.warmup_launches); ++i) {
+    KC_CUDA_CHECK(cudaEventRecord(events.start(), stream));
+    launch(stream);
+    KC_CUDA_CHECK(cudaEventRecord(events.stop(), stream));
+    estimate_ms = events.elapsed_ms();
+  }
+  int samples = config.max_samples;
+  if (estimate_ms > 0.0)
+    samples = static_cast<int>(std::ceil(config.target_total_ms / estimate_ms));
+  samples = std::clamp(samples, config.min_samples, config.max_samples);
+
+  std::vector<double> times;
+  times.reserve(static_cast<std::size_t>(samples));
+  for (int i = 0; i < samples; ++i) {
+    if (config.scrub_l2 && scrubber != nullptr) scrubber->scrub(stream);
+    nvtx3::scoped_range range{nvtx_name.c_str()};
+    KC_CUDA_CHECK(cudaEventRecord(events.start(), stream));
+    launch(stream);
+    KC_CUDA_CHECK(cudaEventRecord(events.stop(), stream));
+    times.push_back(events.elapsed_ms());
+  }
+  return summarize_samples(std::move(times));
+}
+
+double measure_copy_bandwidth_gbps(std::size_t bytes, cudaStream_t stream) {
+  DeviceBuffer<std::byte> source(bytes);
+  DeviceBuffer<std::byte> destination(bytes);
+  KC_CUDA_CHECK(cudaMemsetAsync(source.data(), 1, bytes, stream));
+  TimingConfig config;
+  config.warmup_launches = 3;
+  config.min_samples = 10;
+  config.max_samples = 20;
+  config.scrub_l2 = false;  // far larger than the L2 already
+  const TimingStats stats = time_launches(
+      [&](cudaStream_t s) {
+        KC_CUDA_CHECK(cudaMemcpyAsync(destination.data(), source.data(), bytes,
+                                      cudaMemcpyDeviceToDevice, s));
+      },
+      stream, nullptr, config, "common/copy/cudaMemcpyAsync");
+  return 2.0 * static_cast<double>(bytes) / (stats.median_ms * 1e-3) / 1e9;
+}
+
+}  // namespace kc

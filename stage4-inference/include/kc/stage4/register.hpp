@@ -1,0 +1,11 @@
+// kc/stage4/register.hpp — a Llama-style inference engine.
+#pragma once
+
+#include "kc/common/registry.hpp"
+
+namespace kc::stage4 {
+
+// Adds this stage's ops and kernels to the registry (none yet: see README.md).
+void register_kernels(Registry& registry);
+
+}  // namespace kc::stage4

@@ -1,0 +1,72 @@
+// kc-bench end to end on a GPU: the negative controls are reported FAILED and never timed, and a
+// real kernel produces the Markdown and JSON tables. Skips without a GPU.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "kc/testing/negative_controls.hpp"
+#include "support/gpu_test.hpp"
+#include "support/run_program.hpp"
+
+namespace {
+
+using kc::testing::ProgramRun;
+using kc::testing::run_kc_bench;
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+TEST(KcBenchGpu, NegativeControlsAreReportedFailedAndNeverTimed) {
+  KC_SKIP_WITHOUT_GPU();
+  const auto dir = std::filesystem::temp_directory_path() / "kc_bench_negative";
+  std::filesystem::remove_all(dir);
+  const ProgramRun r = run_kc_bench("--include-negative-controls --filter 'nc_' --shapes 127x129x131 "
+                             "--max-samples 5 --markdown " + dir.string());
+  EXPECT_EQ(r.exit_code, 1) << "a failed kernel must fail the run\n" << r.output;
+  const std::string json = read_file(dir / "negative-controls.json");
+  for (const auto& control : kc::testing::negative_controls()) {
+    const auto at = json.find("\"kernel\": \"" + control.id + "\"");
+    ASSERT_NE(at, std::string::npos) << control.id << " missing from\n" << json;
+    const std::string row = json.substr(at, json.find('}', at) - at);
+    EXPECT_NE(row.find("\"status\": \"FAILED\""), std::string::npos) << row;
+    EXPECT_NE(row.find("\"tflops\": null"), std::string::npos) << "a FAILED kernel was timed: " << row;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(KcBenchGpu, NaiveRungProducesTablesAgainstCublas) {
+  KC_SKIP_WITHOUT_GPU();
+  const auto dir = std::filesystem::temp_directory_path() / "kc_bench_naive";
+  std::filesystem::remove_all(dir);
+  const ProgramRun r = run_kc_bench("--filter stage1/sgemm/01_naive --shapes 512x384x256 --max-samples 5 "
+                             "--markdown " + dir.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string md = read_file(dir / "stage1.md");
+  const std::string json = read_file(dir / "stage1.json");
+  EXPECT_NE(md.find("01_naive"), std::string::npos) << md;
+  EXPECT_NE(md.find("cuBLAS SGEMM"), std::string::npos) << md;
+  const auto at = json.find("\"kernel\": \"stage1/sgemm/01_naive\"");
+  ASSERT_NE(at, std::string::npos) << json;
+  const std::string row = json.substr(at, json.find('}', at) - at);
+  EXPECT_NE(row.find("\"status\": \"ok\""), std::string::npos) << row;
+  EXPECT_EQ(row.find("\"pct_of_baseline\": null"), std::string::npos) << "compared with cuBLAS: " << row;
+  EXPECT_EQ(row.find("\"tflops\": null"), std::string::npos) << row;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(KcBenchGpu, RefusedShapesAreExplainedNotFailed) {
+  KC_SKIP_WITHOUT_GPU();
+  const ProgramRun r = run_kc_bench("--filter stage1/sgemm/01_naive --shapes 70000x70000x2 --max-samples 5");
+  EXPECT_EQ(r.exit_code, 0) << "refusing an unsupported shape is not a failure\n" << r.output;
+  EXPECT_NE(r.output.find("refused"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("32-bit"), std::string::npos) << r.output;
+}
+
+}  // namespace

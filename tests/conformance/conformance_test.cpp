@@ -1,0 +1,79 @@
+// Conformance: every registered kernel of one stage against its op's reference, on every
+// conformance problem (odd shapes 1, 17, 127, 1000, 4093 in each dimension, M != N != K, alpha and
+// beta cases), with several seeds. Outputs are NaN-poisoned, so unwritten elements fail.
+// Built once per stage (KC_CONFORMANCE_STAGE); skips without a GPU.
+//
+// KC_CONFORMANCE_SEEDS=N sets the number of seeds (default 3); the compute-sanitizer run uses 1.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "kc/bench/runner.hpp"
+#include "kc/common/check.hpp"
+#include "support/gpu_test.hpp"
+
+namespace kc {
+namespace {
+
+const Registry& registry() {
+  static const Registry r = [] {
+    Registry all;
+    bench::register_all_stages(all);
+    return all;
+  }();
+  return r;
+}
+
+std::vector<std::string> kernel_ids() {
+  std::vector<std::string> ids;
+  for (const KernelEntry& k : registry().kernels())
+    if (k.stage() == KC_CONFORMANCE_STAGE) ids.push_back(k.id);
+  return ids;
+}
+
+int seed_count() {
+  const char* text = std::getenv("KC_CONFORMANCE_SEEDS");
+  return text != nullptr && std::atoi(text) > 0 ? std::atoi(text) : 3;
+}
+
+class Conformance : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Conformance, MatchesTheReferenceOnOddShapesAndFreshSeeds) {
+  KC_SKIP_WITHOUT_GPU();
+  Context& context = testing::shared_context();
+  const KernelEntry& kernel = registry().kernel(GetParam());
+  if (context.device().compute_capability() < kernel.min_compute_capability)
+    GTEST_SKIP() << kernel.id << " needs sm_" << kernel.min_compute_capability << "; this GPU is sm_"
+                 << context.device().compute_capability();
+  int checked = 0;
+  int refused = 0;
+  for (const Problem& problem : registry().op(kernel.op).conformance_problems) {
+    for (int seed = 1; seed <= seed_count(); ++seed) {
+      const CheckOutcome outcome = check_kernel(registry(), kernel, problem, 1000 * seed + checked, context);
+      if (outcome.status == CheckOutcome::Status::unsupported) {
+        EXPECT_FALSE(outcome.detail.empty()) << "a refusal must say why";
+        ++refused;
+        break;  // the same for every seed
+      }
+      ++checked;
+      EXPECT_TRUE(outcome.passed()) << kernel.id << " on " << problem.label() << ", seed " << seed
+                                    << ": " << outcome.detail;
+    }
+  }
+  EXPECT_GT(checked, 0) << kernel.id << " refused every conformance problem";
+  std::printf("%s: %d checks passed, %d problems refused\n", kernel.id.c_str(), checked, refused);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, Conformance, ::testing::ValuesIn(kernel_ids()),
+                         [](const ::testing::TestParamInfo<std::string>& param_info) {
+                           std::string name = param_info.param;
+                           for (char& c : name)
+                             if (c == '/') c = '_';
+                           return name;
+                         });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Conformance);
+
+}  // namespace
+}  // namespace kc

@@ -1,0 +1,71 @@
+// Element types, shape parsing and the host-side decoding of stored elements.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "kc/common/dtype.hpp"
+#include "kc/common/error.hpp"
+#include "kc/common/fill.hpp"
+#include "kc/common/problem.hpp"
+
+namespace kc {
+namespace {
+
+TEST(DType, NamesRoundTripAndUnknownNamesAreExplained) {
+  for (DType t : {DType::f64, DType::f32, DType::tf32, DType::f16, DType::bf16, DType::f8e4m3,
+                  DType::f8e5m2, DType::i32, DType::i8, DType::i4})
+    EXPECT_EQ(parse_dtype(dtype_name(t)), t);
+  try {
+    parse_dtype("float32");
+    FAIL() << "expected kc::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("bf16"), std::string::npos) << "lists the valid names";
+  }
+}
+
+TEST(DType, SizesIncludingPackedInt4) {
+  EXPECT_EQ(dtype_bytes(DType::f32, 10), 40u);
+  EXPECT_EQ(dtype_bytes(DType::bf16, 3), 6u);
+  EXPECT_EQ(dtype_bytes(DType::f8e4m3, 5), 5u);
+  EXPECT_EQ(dtype_bytes(DType::i4, 5), 3u);  // rounds up to whole bytes
+  EXPECT_EQ(dtype_bits(DType::tf32), 32);
+  EXPECT_FALSE(dtype_is_float(DType::i8));
+  EXPECT_TRUE(dtype_is_float(DType::f8e5m2));
+}
+
+TEST(DType, DecodesKnownBitPatterns) {
+  const std::uint16_t bf16_one = 0x3F80, f16_minus_two = 0xC000;
+  const std::uint8_t e4m3_one = 0x38, int4_pair = 0x9F;  // low nibble -1, high nibble -7
+  const float f32_value = 2.5f;
+  std::byte buffer[4];
+  std::memcpy(buffer, &bf16_one, 2);
+  EXPECT_EQ(decode_element(buffer, DType::bf16, 0), 1.0);
+  std::memcpy(buffer, &f16_minus_two, 2);
+  EXPECT_EQ(decode_element(buffer, DType::f16, 0), -2.0);
+  std::memcpy(buffer, &e4m3_one, 1);
+  EXPECT_EQ(decode_element(buffer, DType::f8e4m3, 0), 1.0);
+  std::memcpy(buffer, &int4_pair, 1);
+  EXPECT_EQ(decode_element(buffer, DType::i4, 0), -1.0);
+  EXPECT_EQ(decode_element(buffer, DType::i4, 1), -7.0);
+  std::memcpy(buffer, &f32_value, 4);
+  EXPECT_EQ(decode_element(buffer, DType::f32, 0), 2.5);
+}
+
+TEST(Problem, ParsesShapesAndRejectsMalformedOnes) {
+  EXPECT_EQ(parse_shape("4096x4096x4096"), (std::vector<std::int64_t>{4096, 4096, 4096}));
+  EXPECT_EQ(parse_shape("17"), (std::vector<std::int64_t>{17}));
+  for (const char* bad : {"", "x", "4096x", "4096xx2", "0x4x4", "-1x2x3", "4k", "12 x 3"})
+    EXPECT_THROW(parse_shape(bad), Error) << bad;
+}
+
+TEST(Problem, LabelShowsNonDefaultScalars) {
+  Problem p{"sgemm", {3, 4, 5}};
+  EXPECT_EQ(p.shape(), "3x4x5");
+  EXPECT_EQ(p.label(), "3x4x5");
+  p.alpha = 1.5;
+  p.beta = -1;
+  EXPECT_EQ(p.label(), "3x4x5 a=1.5 b=-1");
+}
+
+}  // namespace
+}  // namespace kc

@@ -1,0 +1,148 @@
+// Registry rules, and the rules every registered kernel of every stage must follow.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "kc/bench/runner.hpp"
+#include "kc/common/gemm.hpp"
+#include "kc/common/registry.hpp"
+#include "kc/testing/negative_controls.hpp"
+
+namespace kc {
+namespace {
+
+OpSpec small_gemm_op() {
+  GemmOpConfig config;
+  config.name = "sgemm";
+  return make_gemm_op(config);
+}
+
+KernelEntry entry(std::string id, std::string op = "sgemm") {
+  KernelEntry k;
+  k.id = std::move(id);
+  k.op = std::move(op);
+  k.rung = 1;
+  k.idea = "test";
+  k.launch = [](const Problem&, Operands&, cudaStream_t) {};
+  return k;
+}
+
+std::string message_of(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Registry, AcceptsAWellFormedKernel) {
+  Registry r;
+  r.add_op(small_gemm_op());
+  r.add_kernel(entry("stage1/sgemm/01_naive"));
+  EXPECT_EQ(r.kernel("stage1/sgemm/01_naive").stage(), "stage1");
+  EXPECT_EQ(r.kernel("stage1/sgemm/01_naive").report_group(), "stage1");
+}
+
+TEST(Registry, RejectsMalformedIdsWithAnExplanation) {
+  Registry r;
+  r.add_op(small_gemm_op());
+  for (const char* bad : {"sgemm/01", "stage5/sgemm/x", "stage1/sgemm/", "stage1/sgemm/a b",
+                          "stage1/sgemm/x/y", "Stage1/sgemm/x"})
+    EXPECT_NE(message_of([&] { r.add_kernel(entry(bad)); }).find("stageN/<op>/<name>"),
+              std::string::npos)
+        << bad;
+}
+
+TEST(Registry, RejectsDuplicatesUnknownOpsAndMismatches) {
+  Registry r;
+  r.add_op(small_gemm_op());
+  r.add_kernel(entry("stage1/sgemm/a"));
+  EXPECT_NE(message_of([&] { r.add_kernel(entry("stage1/sgemm/a")); }).find("twice"), std::string::npos);
+  EXPECT_NE(message_of([&] { r.add_kernel(entry("stage2/softmax/a", "softmax")); }).find("not registered"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] { r.add_kernel(entry("stage1/hgemm/a", "sgemm")); }).find("filed under"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] { r.add_op(small_gemm_op()); }).find("twice"), std::string::npos);
+  KernelEntry no_launch = entry("stage1/sgemm/b");
+  no_launch.launch = nullptr;
+  EXPECT_NE(message_of([&] { r.add_kernel(no_launch); }).find("no launch"), std::string::npos);
+  KernelEntry bad_cc = entry("stage1/sgemm/c");
+  bad_cc.min_compute_capability = 9;
+  EXPECT_NE(message_of([&] { r.add_kernel(bad_cc); }).find("capability"), std::string::npos);
+}
+
+TEST(Registry, RejectsAnIncompleteOp) {
+  Registry r;
+  OpSpec op = small_gemm_op();
+  op.reference = nullptr;
+  EXPECT_THROW(r.add_op(op), Error);
+}
+
+TEST(Registry, SelectsByRegexAndExplainsABadOne) {
+  Registry r;
+  r.add_op(small_gemm_op());
+  r.add_kernel(entry("stage1/sgemm/01_naive"));
+  r.add_kernel(entry("stage1/sgemm/02_coalesced"));
+  EXPECT_EQ(r.select("").size(), 2u);
+  EXPECT_EQ(r.select("02_").size(), 1u);
+  EXPECT_EQ(r.select("stage1/sgemm").size(), 2u);
+  EXPECT_EQ(r.select("stage2").size(), 0u);
+  EXPECT_NE(message_of([&] { r.select("(("); }).find("regular expression"), std::string::npos);
+}
+
+TEST(Registry, UnsupportedReasonsNameTheConstraint) {
+  Registry r;
+  r.add_op(small_gemm_op());
+  KernelEntry k = entry("stage1/sgemm/needs_multiple_of_32");
+  k.min_compute_capability = 90;
+  k.supports = [](const Problem& p) -> std::string {
+    return p.dims[0] % 32 == 0 ? "" : "M must be a multiple of 32";
+  };
+  r.add_kernel(k);
+  const KernelEntry& kernel = r.kernel(k.id);
+  EXPECT_EQ(unsupported_reason(r, kernel, {"sgemm", {64, 1, 1}}, nullptr), "");
+  EXPECT_EQ(unsupported_reason(r, kernel, {"sgemm", {33, 1, 1}}, nullptr), "M must be a multiple of 32");
+  EXPECT_NE(unsupported_reason(r, kernel, {"sgemm", {64, 1}}, nullptr).find("dimensions"), std::string::npos);
+  EXPECT_NE(unsupported_reason(r, kernel, {"softmax", {64, 1, 1}}, nullptr).find("implements"),
+            std::string::npos);
+  DeviceInfo ampere;
+  ampere.name = "A100";
+  ampere.cc_major = 8;
+  EXPECT_NE(unsupported_reason(r, kernel, {"sgemm", {64, 1, 1}}, &ampere).find("9.0"), std::string::npos);
+  // 32-bit indexing limit of the op applies to every kernel
+  EXPECT_NE(unsupported_reason(r, kernel, {"sgemm", {65536, 65536, 64}}, nullptr).find("32-bit"),
+            std::string::npos);
+}
+
+// --- the real registry --------------------------------------------------------------------
+
+TEST(AllStages, RegisterWithoutErrorsAndFollowTheRules) {
+  Registry r;
+  bench::register_all_stages(r);
+  ASSERT_FALSE(r.kernels().empty());
+  std::map<std::string, std::set<int>> rungs;  // per stage/op: rung numbers are unique
+  for (const KernelEntry& k : r.kernels()) {
+    const OpSpec& op = r.op(k.op);
+    EXPECT_FALSE(op.conformance_problems.empty()) << k.id << ": its op has no conformance problems";
+    EXPECT_FALSE(op.bench_problems.empty()) << k.id << ": its op has no documented shapes";
+    EXPECT_TRUE(static_cast<bool>(op.baseline)) << k.op << " has no baseline to compare with";
+    EXPECT_GE(k.rung, 1) << k.id;
+    EXPECT_TRUE(rungs[k.stage() + "/" + k.op].insert(k.rung).second) << k.id << ": rung number reused";
+    EXPECT_EQ(k.id.find("/nc_"), std::string::npos) << "negative controls stay out of the real registry";
+  }
+}
+
+TEST(AllStages, NegativeControlsRegisterBesideTheRealKernels) {
+  Registry r;
+  bench::register_all_stages(r);
+  const std::size_t real = r.kernels().size();
+  testing::register_negative_controls(r);
+  EXPECT_EQ(r.kernels().size(), real + testing::negative_controls().size());
+  for (const auto& control : testing::negative_controls())
+    EXPECT_EQ(r.kernel(control.id).report_group(), "negative-controls");
+}
+
+}  // namespace
+}  // namespace kc

@@ -1,0 +1,137 @@
+// kc-bench's report writers and option parser (host code, no GPU needed).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "kc/bench/report.hpp"
+#include "kc/bench/runner.hpp"
+
+namespace kc::bench {
+namespace {
+
+RunInfo info() {
+  RunInfo i;
+  i.gpu = "NVIDIA H200";
+  i.gpu_details = "sm_90, 132 SMs, 60 MiB L2, 140 GiB";
+  i.driver = "580.159.04, supports CUDA 13.0";
+  i.cuda_runtime = "13.0";
+  i.cublas = "13.1.0";
+  i.peak_sm_clock_mhz = 1980;
+  i.date = "2026-11-29 12:00 UTC";
+  i.commit = "0123456789ab";
+  i.command = "kc-bench --filter stage1";
+  return i;
+}
+
+Result row(std::string kernel, bool baseline, Status status, double tflops, double pct) {
+  Result r;
+  r.kernel = std::move(kernel);
+  r.is_baseline = baseline;
+  r.rung = baseline ? 0 : 1;
+  r.group = baseline ? "" : "stage1";
+  r.op = "sgemm";
+  r.op_description = "C = alpha.A.B + beta.C";
+  r.dtype = "f32";
+  r.shape = "4096x4096x4096";
+  r.status = status;
+  r.median_ms = 2.0;
+  r.p10_ms = 1.9;
+  r.p90_ms = 2.1;
+  r.samples = 50;
+  r.tflops = tflops;
+  r.gbps = 100;
+  r.baseline = "cuBLAS SGEMM (FP32, pedantic)";
+  r.baseline_ms = baseline ? 0.0 : 1.9;
+  r.pct_of_baseline = pct;
+  r.ceiling = "FP32 CUDA cores, 66.9 TFLOPS";
+  r.pct_of_ceiling = 100 * tflops / 66.9;
+  return r;
+}
+
+std::vector<Result> sample_results() {
+  std::vector<Result> results;
+  results.push_back(row("cuBLAS SGEMM (FP32, pedantic)", true, Status::ok, 51.0, 0));
+  results.push_back(row("stage1/sgemm/01_naive", false, Status::ok, 48.45, 95.0));
+  Result failed = row("stage1/sgemm/02_broken", false, Status::failed, 0, 0);
+  failed.rung = 2;
+  failed.detail = "C: FAILED: 3 of 9 elements outside |out-ref| <= ...";
+  results.push_back(failed);
+  Result other = row("stage2/softmax/01", false, Status::ok, 0, 0);
+  other.group = "stage2";
+  other.op = "softmax";
+  results.push_back(other);
+  return results;
+}
+
+TEST(Report, PrettyShapes) {
+  EXPECT_EQ(pretty_shape("4096x4096x4096"), "4096³");
+  EXPECT_EQ(pretty_shape("4093x2049x1031"), "4093×2049×1031");
+  EXPECT_EQ(pretty_shape("32768x4096"), "32768×4096");
+}
+
+TEST(Report, JsonEscapes) {
+  EXPECT_EQ(json_escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+  EXPECT_EQ(json_escape(std::string("\x01", 1)), "\\u0001");
+}
+
+TEST(Report, MarkdownIsHeadedByWhereAndWhenAndShowsRatiosAndFailures) {
+  const std::string md = render_markdown(info(), "stage1", sample_results());
+  for (const char* expected : {"NVIDIA H200", "580.159.04", "13.0", "1980 MHz", "2026-11-29",
+                               "0123456789ab", "kc-bench --filter stage1", "4096³",
+                               "48.5 (95%)", "cuBLAS SGEMM (FP32, pedantic)", "FAILED"})
+    EXPECT_NE(md.find(expected), std::string::npos) << "missing '" << expected << "' in\n" << md;
+  EXPECT_EQ(md.find("softmax"), std::string::npos) << "other groups stay out";
+  EXPECT_NE(md.find("outside \\|out-ref\\|"), std::string::npos) << "'|' escaped inside cells";
+}
+
+TEST(Report, JsonCarriesTheRequiredFieldsPerResult) {
+  const std::string js = render_json(info(), "stage1", sample_results());
+  for (const char* expected :
+       {"\"kernel\": \"stage1/sgemm/01_naive\"", "\"op\": \"sgemm\"", "\"dtype\": \"f32\"",
+        "\"shape\": \"4096x4096x4096\"", "\"tflops\": 48.450", "\"gbps\": 100.0",
+        "\"baseline\": \"cuBLAS SGEMM (FP32, pedantic)\"", "\"pct_of_baseline\": 95.00",
+        "\"pct_of_ceiling\":", "\"correct\": true", "\"correct\": false", "\"commit\": \"0123456789ab\""})
+    EXPECT_NE(js.find(expected), std::string::npos) << "missing " << expected << " in\n" << js;
+  // a failed kernel has no timing
+  const auto failed = js.find("02_broken");
+  ASSERT_NE(failed, std::string::npos);
+  EXPECT_NE(js.find("\"tflops\": null", failed), std::string::npos);
+}
+
+TEST(Report, WritesOneMarkdownAndOneJsonPerGroup) {
+  const auto dir = std::filesystem::temp_directory_path() / "kc_report_test";
+  std::filesystem::remove_all(dir);
+  const auto written = write_reports(dir.string(), info(), sample_results());
+  EXPECT_EQ(written.size(), 4u);  // stage1 and stage2, .md and .json each
+  for (const char* name : {"stage1.md", "stage1.json", "stage2.md", "stage2.json"})
+    EXPECT_TRUE(std::filesystem::exists(dir / name)) << name;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Options, ParsesKcFlagsAndLeavesBenchmarkFlags) {
+  std::vector<std::string> args{"kc-bench", "--filter", "stage1", "--shapes=4096x4096x4096,128x8192x8192",
+                                "--benchmark_repetitions=3", "--markdown", "--seed=7",
+                                "--max-samples=20", "--beta=0.5"};
+  const Options o = parse_options(args);
+  EXPECT_EQ(o.filter, "stage1");
+  EXPECT_EQ(o.shapes, (std::vector<std::string>{"4096x4096x4096", "128x8192x8192"}));
+  EXPECT_EQ(o.markdown_dir, std::optional<std::string>("auto"));
+  EXPECT_EQ(o.seed, 7u);
+  EXPECT_EQ(o.timing.max_samples, 20);
+  EXPECT_EQ(o.beta, 0.5);
+  EXPECT_EQ(args, (std::vector<std::string>{"kc-bench", "--benchmark_repetitions=3"}));
+}
+
+TEST(Options, RejectsWhatItCannotUse) {
+  const auto parse = [](std::vector<std::string> args) { return parse_options(args); };
+  EXPECT_THROW(parse({"kc-bench", "--shapes=4096x"}), Error);
+  EXPECT_THROW(parse({"kc-bench", "--seed=abc"}), Error);
+  EXPECT_THROW(parse({"kc-bench", "--filter"}), Error);
+  EXPECT_THROW(parse({"kc-bench", "--frobnicate"}), Error);
+  EXPECT_THROW(parse({"kc-bench", "--min-samples=10", "--max-samples=5"}), Error);
+}
+
+}  // namespace
+}  // namespace kc::bench
