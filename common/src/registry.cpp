@@ -86,6 +86,11 @@ std::string unsupported_reason(const Registry& registry, const KernelEntry& kern
     return fmt::format("{} needs compute capability {}.{} or newer; {} is {}.{}", kernel.id,
                        kernel.min_compute_capability / 10, kernel.min_compute_capability % 10,
                        device->name, device->cc_major, device->cc_minor);
+  if (device != nullptr && kernel.max_compute_capability != 0 &&
+      device->compute_capability() > kernel.max_compute_capability)
+    return fmt::format("{} is built only for sm_{} (architecture-specific instructions); {} is {}.{}",
+                       kernel.id, kernel.max_compute_capability, device->name, device->cc_major,
+                       device->cc_minor);
   if (op.supports) {
     std::string reason = op.supports(problem);
     if (!reason.empty()) return reason;

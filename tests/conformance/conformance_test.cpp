@@ -44,9 +44,12 @@ TEST_P(Conformance, MatchesTheReferenceOnOddShapesAndFreshSeeds) {
   KC_SKIP_WITHOUT_GPU();
   Context& context = testing::shared_context();
   const KernelEntry& kernel = registry().kernel(GetParam());
-  if (context.device().compute_capability() < kernel.min_compute_capability)
-    GTEST_SKIP() << kernel.id << " needs sm_" << kernel.min_compute_capability << "; this GPU is sm_"
-                 << context.device().compute_capability();
+  const int cc = context.device().compute_capability();
+  if (cc < kernel.min_compute_capability ||
+      (kernel.max_compute_capability != 0 && cc > kernel.max_compute_capability))
+    GTEST_SKIP() << kernel.id << " runs on sm_" << kernel.min_compute_capability << " to sm_"
+                 << (kernel.max_compute_capability ? std::to_string(kernel.max_compute_capability) : "any")
+                 << "; this GPU is sm_" << cc;
   int checked = 0;
   int refused = 0;
   for (const Problem& problem : registry().op(kernel.op).conformance_problems) {

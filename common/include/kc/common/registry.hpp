@@ -62,6 +62,9 @@ struct KernelEntry {
   std::string idea;         // one line: what this rung teaches
   DType dtype = DType::f32;
   int min_compute_capability = 80;
+  // 0: any newer GPU too. 90 for code built only for sm_90a (wgmma, setmaxnreg): arch-specific
+  // machine code does not run on later architectures.
+  int max_compute_capability = 0;
   std::string constraints;  // human-readable shape constraints, "" if any shape works
   SupportsFn supports;      // the same constraints as code (may be empty)
   LaunchFn launch;
