@@ -51,6 +51,9 @@ struct OpSpec {
   // The peer every kernel is compared with, run on the same operands.
   std::string baseline_name;           // "cublasSgemm (FP32, pedantic)"
   std::function<void(const Problem&, Operands&, Context&)> baseline;
+  // False when the baseline does not compute the op but bounds it, e.g. a device-to-device copy
+  // of the op's minimum bytes for a memory-bound op: its output is then not checked.
+  bool baseline_computes_op = true;
   std::vector<Problem> bench_problems;        // the documented shapes kc-bench times by default
   std::vector<Problem> conformance_problems;  // odd shapes and edge cases the tests check
 };
