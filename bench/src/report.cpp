@@ -8,6 +8,8 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
+#include <cstdlib>
 
 #include "kc/common/error.hpp"
 
@@ -19,15 +21,21 @@ std::string number(double value, int digits) {
   return fmt::format("{:.{}f}", value, digits);
 }
 
-// Rows that belong in `group`: its kernels, plus the baselines of the (op, shape) pairs they ran.
+bool is_reference_row(const Result& r) { return r.is_baseline || r.is_peer; }
+
+// Rows that belong in `group`: its kernels, plus the baselines and peers of the (op, shape) pairs
+// they ran; baselines first, then peers, then kernels.
 std::vector<const Result*> rows_of_group(const std::string& group, const std::vector<Result>& results) {
   std::set<std::pair<std::string, std::string>> used;
   for (const Result& r : results)
-    if (!r.is_baseline && r.group == group) used.insert({r.op, r.shape});
+    if (!is_reference_row(r) && r.group == group) used.insert({r.op, r.shape});
   std::vector<const Result*> rows;
+  for (const bool want_baseline : {true, false})
+    for (const Result& r : results)
+      if (r.is_baseline == want_baseline && is_reference_row(r) && used.count({r.op, r.shape}))
+        rows.push_back(&r);
   for (const Result& r : results)
-    if ((!r.is_baseline && r.group == group) || (r.is_baseline && used.count({r.op, r.shape})))
-      rows.push_back(&r);
+    if (!is_reference_row(r) && r.group == group) rows.push_back(&r);
   return rows;
 }
 
@@ -55,7 +63,7 @@ std::string table_cell(const std::string& text) {
 }
 
 std::string short_name(const Result& r) {
-  if (r.is_baseline) return r.kernel;
+  if (is_reference_row(r)) return r.kernel;
   const auto slash = r.kernel.rfind('/');
   return slash == std::string::npos ? r.kernel : r.kernel.substr(slash + 1);
 }
@@ -161,8 +169,11 @@ std::string render_markdown(const RunInfo& info, const std::string& group,
     for (const std::string& kernel : kernels) {
       const auto of_kernel = [&](const Result* r) { return r->kernel == kernel; };
       const Result& any = **std::find_if(op_rows.begin(), op_rows.end(), of_kernel);
-      md += fmt::format("| {} | {} |", any.is_baseline ? "–" : std::to_string(any.rung),
-                        any.is_baseline ? "**" + kernel + "**" : "`" + short_name(any) + "`");
+      md += fmt::format("| {} | {} |",
+                        any.is_baseline ? "–" : any.is_peer ? "peer" : std::to_string(any.rung),
+                        any.is_baseline ? "**" + kernel + "**"
+                        : any.is_peer   ? "*" + kernel + "*"
+                                        : "`" + short_name(any) + "`");
       for (const Result* column : columns) {
         const auto cell_it = std::find_if(op_rows.begin(), op_rows.end(), [&](const Result* r) {
           return r->kernel == kernel && problem_key(*r) == problem_key(*column);
@@ -184,15 +195,20 @@ std::string render_markdown(const RunInfo& info, const std::string& group,
     md += "\n### Details\n\n| kernel | shape | status | median ms | spread p10–p90 | samples | TFLOPS | GB/s "
           "| % of baseline | % of ceiling | rel. error |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
     for (const Result* r : op_rows) {
-      if (r->status == Status::ok) {
+      const std::string name = is_reference_row(*r) ? r->kernel : "`" + short_name(*r) + "`";
+      if (r->status == Status::ok && r->is_peer) {
+        md += fmt::format("| {} | {} | ok (peer script) | {:.4f} | – | – | {:.2f} | {:.0f} | {} | {:.1f}% | – |\n",
+                          name, pretty_problem(*r), r->median_ms, r->tflops, r->gbps,
+                          r->baseline_ms <= 0 ? "–" : fmt::format("{:.1f}%", r->pct_of_baseline),
+                          r->pct_of_ceiling);
+      } else if (r->status == Status::ok) {
         md += fmt::format("| {} | {} | ok | {:.4f} | {:.1f}% | {} | {:.2f} | {:.0f} | {} | {:.1f}% | {:.1e} |\n",
-                          r->is_baseline ? r->kernel : "`" + short_name(*r) + "`", pretty_problem(*r),
+                          name, pretty_problem(*r),
                           r->median_ms, r->spread_percent(), r->samples, r->tflops, r->gbps,
                           r->is_baseline || r->baseline_ms <= 0 ? "–" : fmt::format("{:.1f}%", r->pct_of_baseline),
                           r->pct_of_ceiling, r->rel_frobenius);
       } else {
-        md += fmt::format("| {} | {} | {} | | | | | | | | {} |\n",
-                          r->is_baseline ? r->kernel : "`" + short_name(*r) + "`", pretty_problem(*r),
+        md += fmt::format("| {} | {} | {} | | | | | | | | {} |\n", name, pretty_problem(*r),
                           status_name(r->status), table_cell(r->detail));
       }
     }
@@ -223,6 +239,7 @@ std::string render_json(const RunInfo& info, const std::string& group,
     js += "    {";
     js += fmt::format("\"kernel\": \"{}\", ", json_escape(r->kernel));
     js += fmt::format("\"is_baseline\": {}, ", r->is_baseline ? "true" : "false");
+    js += fmt::format("\"is_peer\": {}, ", r->is_peer ? "true" : "false");
     js += fmt::format("\"rung\": {}, ", r->rung);
     js += fmt::format("\"op\": \"{}\", ", json_escape(r->op));
     js += fmt::format("\"dtype\": \"{}\", ", json_escape(r->dtype));
@@ -253,7 +270,7 @@ std::vector<std::string> write_reports(const std::string& directory, const RunIn
                                        const std::vector<Result>& results) {
   std::vector<std::string> groups;
   for (const Result& r : results)
-    if (!r.is_baseline && std::find(groups.begin(), groups.end(), r.group) == groups.end())
+    if (!is_reference_row(r) && std::find(groups.begin(), groups.end(), r.group) == groups.end())
       groups.push_back(r.group);
   std::error_code error;
   std::filesystem::create_directories(directory, error);
@@ -273,6 +290,34 @@ std::vector<std::string> write_reports(const std::string& directory, const RunIn
     }
   }
   return written;
+}
+
+std::vector<PeerTiming> parse_peer_timings(const std::string& text) {
+  std::vector<PeerTiming> timings;
+  std::istringstream lines(text);
+  std::string line;
+  int number = 0;
+  while (std::getline(lines, line)) {
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty() || line[0] == '#' || line.rfind("op\t", 0) == 0) continue;
+    std::vector<std::string> fields;
+    std::size_t begin = 0;
+    while (true) {
+      const std::size_t tab = line.find('\t', begin);
+      fields.push_back(line.substr(begin, tab == std::string::npos ? std::string::npos : tab - begin));
+      if (tab == std::string::npos) break;
+      begin = tab + 1;
+    }
+    require(fields.size() == 4, "peer timings line {}: expected 4 tab-separated fields "
+            "(op, shape, peer, median_ms), got {}: '{}'", number, fields.size(), line);
+    char* end = nullptr;
+    const double ms = std::strtod(fields[3].c_str(), &end);
+    require(end != fields[3].c_str() && *end == '\0' && ms > 0.0,
+            "peer timings line {}: median_ms must be a positive number, got '{}'", number, fields[3]);
+    timings.push_back({fields[0], fields[1], fields[2], ms});
+  }
+  return timings;
 }
 
 }  // namespace kc::bench

@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <fstream>
+#include <sstream>
 #include <memory>
 
 #include "kc/common/check.hpp"
@@ -97,6 +99,7 @@ std::string usage() {
   --shapes=S[,S...]      problems to run instead of each op's documented shapes, e.g. 4096x4096x4096
   --alpha=X --beta=Y     scalars for --shapes problems (default 1 and 0)
   --markdown[=DIR]       write DIR/<group>.md and .json (default: docs/benchmarks/<gpu>)
+  --peers=FILE           merge outside peer timings (TSV from bench/peers/*.py) into the tables
   --check-only           check correctness on the problems, time nothing
   --seed=N               seed of the random inputs (default 2026)
   --min-samples=N --max-samples=N --target-ms=T
@@ -142,6 +145,8 @@ Options parse_options(std::vector<std::string>& args) {
       options.beta = parse_double("--beta", required_value("--beta"));
     } else if (take_flag(arg, "--markdown", value)) {
       options.markdown_dir = value ? *value : std::string("auto");
+    } else if (take_flag(arg, "--peers", value)) {
+      options.peers_file = required_value("--peers");
     } else if (take_flag(arg, "--seed", value)) {
       options.seed = parse_number<std::uint64_t>("--seed", required_value("--seed"));
     } else if (take_flag(arg, "--min-samples", value)) {
@@ -396,6 +401,47 @@ void Session::check_all() {
   }
 }
 
+std::vector<std::string> Session::merge_peers(const std::vector<PeerTiming>& timings) {
+  std::vector<std::string> warnings;
+  for (const PeerTiming& t : timings) {
+    const auto measured = std::find_if(results_.begin(), results_.end(), [&](const Result& r) {
+      return !r.is_peer && r.op == t.op && r.shape == t.shape && r.alpha == 1.0 && r.beta == 0.0;
+    });
+    if (measured == results_.end()) {
+      warnings.push_back(fmt::format("peer '{}' for {} {} ignored: this run measured no such problem",
+                                     t.peer, t.op, t.shape));
+      continue;
+    }
+    const OpSpec& op = registry_.op(t.op);
+    const Problem problem{t.op, parse_shape(t.shape)};
+    Result peer = *measured;  // op, shape, description, ceiling, baseline name
+    peer.kernel = t.peer;
+    peer.is_baseline = false;
+    peer.is_peer = true;
+    peer.rung = 0;
+    peer.group.clear();
+    peer.dtype.clear();
+    peer.status = Status::ok;
+    peer.detail = "timed by a bench/peers script on this machine; not checked by kc";
+    peer.rel_frobenius = 0.0;
+    peer.median_ms = peer.p10_ms = peer.p90_ms = t.median_ms;
+    peer.samples = 0;
+    const Achieved rate = achieved(op.work(problem), t.median_ms);
+    peer.tflops = rate.tflops;
+    peer.gbps = rate.gbps;
+    peer.pct_of_ceiling = op.bound == Bound::compute
+                              ? 100.0 * rate.tflops / peak_tflops(context_.device(), op.math)
+                              : 100.0 * rate.gbps / context_.copy_bandwidth_gbps();
+    const auto baseline = std::find_if(results_.begin(), results_.end(), [&](const Result& r) {
+      return r.is_baseline && r.op == t.op && r.shape == t.shape && r.status == Status::ok;
+    });
+    peer.baseline_ms = baseline != results_.end() ? baseline->median_ms : 0.0;
+    peer.pct_of_baseline = peer.baseline_ms > 0 ? 100.0 * peer.baseline_ms / t.median_ms : 0.0;
+    results_.push_back(std::move(peer));
+  }
+  return warnings;
+}
+
 bool Session::any_failed() const {
   return std::any_of(results_.begin(), results_.end(), [](const Result& r) {
     return r.status == Status::failed || r.status == Status::harness_error || r.status == Status::skipped;
@@ -455,6 +501,14 @@ int run_main(int argc, char** argv, const std::function<void(Registry&)>& regist
     session.register_benchmarks();
     benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();
+    if (!options.peers_file.empty()) {
+      std::ifstream file(options.peers_file);
+      require(static_cast<bool>(file), "cannot read --peers file '{}'", options.peers_file);
+      std::stringstream text;
+      text << file.rdbuf();
+      for (const std::string& warning : session.merge_peers(parse_peer_timings(text.str())))
+        fmt::print(stderr, "kc-bench: {}\n", warning);
+    }
     fmt::print("{}", session.summary());
     if (options.markdown_dir) {
       const RunInfo info = collect_run_info(context, command);

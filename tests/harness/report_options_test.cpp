@@ -135,3 +135,35 @@ TEST(Options, RejectsWhatItCannotUse) {
 
 }  // namespace
 }  // namespace kc::bench
+
+namespace kc::bench {
+namespace {
+
+TEST(Peers, ParsesTheTsvAndExplainsBadLines) {
+  const auto timings = parse_peer_timings(
+      "op\tshape\tpeer\tmedian_ms\n# comment\nrmsnorm_bf16\t32768x4096\ttorch.compile\t0.125\n");
+  ASSERT_EQ(timings.size(), 1u);
+  EXPECT_EQ(timings[0].op, "rmsnorm_bf16");
+  EXPECT_EQ(timings[0].shape, "32768x4096");
+  EXPECT_EQ(timings[0].peer, "torch.compile");
+  EXPECT_DOUBLE_EQ(timings[0].median_ms, 0.125);
+  EXPECT_THROW(parse_peer_timings("rmsnorm_bf16\t32768x4096\t0.1\n"), Error);
+  EXPECT_THROW(parse_peer_timings("rmsnorm_bf16\t32768x4096\ttorch\tfast\n"), Error);
+  EXPECT_THROW(parse_peer_timings("rmsnorm_bf16\t32768x4096\ttorch\t-1\n"), Error);
+}
+
+TEST(Peers, PeerRowsAppearBesideTheBaselineInTheTables) {
+  std::vector<Result> results = sample_results();
+  Result peer = results[0];
+  peer.kernel = "torch.compile";
+  peer.is_baseline = false;
+  peer.is_peer = true;
+  results.push_back(peer);
+  const std::string md = render_markdown(info(), "stage1", results);
+  EXPECT_NE(md.find("| peer | *torch.compile* |"), std::string::npos) << md;
+  const std::string js = render_json(info(), "stage1", results);
+  EXPECT_NE(js.find("\"is_peer\": true"), std::string::npos) << js;
+}
+
+}  // namespace
+}  // namespace kc::bench

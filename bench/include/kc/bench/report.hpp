@@ -34,6 +34,7 @@ const char* status_name(Status status);
 struct Result {
   std::string kernel;         // "stage1/sgemm/01_naive", or the baseline's name
   bool is_baseline = false;
+  bool is_peer = false;       // timed outside kc-bench (bench/peers/), merged with --peers
   int rung = 0;
   std::string group;          // report table: "stage1"
   std::string op;             // "sgemm"
@@ -70,6 +71,18 @@ std::string render_json(const RunInfo& info, const std::string& group,
 // (baseline rows go with the groups whose kernels share their op and shape). Returns the paths.
 std::vector<std::string> write_reports(const std::string& directory, const RunInfo& info,
                                        const std::vector<Result>& results);
+
+// One timing from an outside peer (bench/peers/*.py), as read from a --peers TSV file.
+struct PeerTiming {
+  std::string op;     // kc op name, e.g. "rmsnorm_bf16"
+  std::string shape;  // Problem::shape(), e.g. "32768x4096"
+  std::string peer;   // "torch.compile"
+  double median_ms = 0.0;
+};
+
+// Parses "op<TAB>shape<TAB>peer<TAB>median_ms" lines; a header line starting with "op" and lines
+// starting with '#' are skipped. Throws kc::Error naming the line of anything malformed.
+std::vector<PeerTiming> parse_peer_timings(const std::string& text);
 
 // A minimal JSON string escape (quotes, backslashes, control characters).
 std::string json_escape(const std::string& text);

@@ -30,6 +30,7 @@ struct Options {
   std::vector<std::string> shapes;            // overrides each op's documented shapes
   double alpha = 1.0, beta = 0.0;             // scalars for --shapes problems
   std::optional<std::string> markdown_dir;    // "auto": <source>/docs/benchmarks/<gpu slug>
+  std::string peers_file;                     // TSV of outside peer timings to merge (bench/peers/)
   std::uint64_t seed = 2026;
   TimingConfig timing;
 };
@@ -59,6 +60,10 @@ class Session {
   void register_benchmarks();
   // Correctness only, no timing, no Google Benchmark: one line per (kernel, problem).
   void check_all();
+  // Adds rows for outside peers timed on this machine (bench/peers/), for the (op, shape) pairs
+  // this run measured, with rates from kc's own FLOP/byte count. Returns warnings for rows that
+  // matched nothing.
+  std::vector<std::string> merge_peers(const std::vector<PeerTiming>& timings);
   const std::vector<Result>& results() const { return results_; }
   bool any_failed() const;
   std::string summary() const;
