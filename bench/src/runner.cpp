@@ -98,7 +98,7 @@ std::string usage() {
   --filter=REGEX         kernels whose id matches, e.g. stage1, stage1/sgemm, 05_
   --shapes=S[,S...]      problems to run instead of each op's documented shapes, e.g. 4096x4096x4096
   --alpha=X --beta=Y     scalars for --shapes problems (default 1 and 0)
-  --markdown[=DIR]       write DIR/<group>.md and .json (default: docs/benchmarks/<gpu>)
+  --markdown [DIR]       write DIR/<group>.md and .json (default: docs/benchmarks/<gpu>)
   --peers=FILE           merge outside peer timings (TSV from bench/peers/*.py) into the tables
   --check-only           check correctness on the problems, time nothing
   --seed=N               seed of the random inputs (default 2026)
@@ -144,6 +144,8 @@ Options parse_options(std::vector<std::string>& args) {
     } else if (take_flag(arg, "--beta", value)) {
       options.beta = parse_double("--beta", required_value("--beta"));
     } else if (take_flag(arg, "--markdown", value)) {
+      // The folder is optional: "--markdown", "--markdown=DIR" or "--markdown DIR".
+      if (!value && i + 1 < args.size() && args[i + 1].rfind("-", 0) != 0) value = args[++i];
       options.markdown_dir = value ? *value : std::string("auto");
     } else if (take_flag(arg, "--peers", value)) {
       options.peers_file = required_value("--peers");

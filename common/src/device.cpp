@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cstdio>
 #include <memory>
+#include <regex>
 
 #include "kc/common/error.hpp"
 
@@ -15,19 +16,15 @@ namespace {
 
 std::string read_driver_release() {
   // The kernel driver's own release string; /proc is cheaper and steadier than spawning nvidia-smi.
+  // "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build ..."
   std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen("/proc/driver/nvidia/version", "r"),
                                              &std::fclose);
   if (!file) return {};
   char line[512] = {};
   if (std::fgets(line, sizeof line, file.get()) == nullptr) return {};
-  // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Tue ..."
-  const std::string text(line);
-  const auto marker = text.find("Kernel Module");
-  if (marker == std::string::npos) return {};
-  std::size_t begin = text.find_first_not_of(' ', marker + 13);
-  if (begin == std::string::npos) return {};
-  std::size_t end = text.find(' ', begin);
-  return text.substr(begin, end - begin);
+  static const std::regex release("\\b([0-9]+\\.[0-9]+(\\.[0-9]+)?)\\b");
+  std::cmatch match;
+  return std::regex_search(line, match, release) ? match[1].str() : std::string();
 }
 
 int attribute(cudaDeviceAttr attr, int ordinal) {

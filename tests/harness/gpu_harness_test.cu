@@ -43,13 +43,15 @@ TEST(DeviceFacts, AreFilledIn) {
 TEST(RandomFill, IsSeededDeterministicAndNeverConstant) {
   KC_SKIP_WITHOUT_GPU();
   for (DType t : {DType::f32, DType::f16, DType::bf16, DType::f8e4m3, DType::i8, DType::i4}) {
-    const auto first = random_values(t, 4097, 11);
-    const auto again = random_values(t, 4097, 11);
-    const auto other = random_values(t, 4097, 12);
+    // integers draw from [a, b]: give them a range with more than three values in it
+    const FillSpec spec = dtype_is_float(t) ? FillSpec::uniform(-1, 1) : FillSpec::uniform(-100, 100);
+    const auto first = random_values(t, 4097, 11, spec);
+    const auto again = random_values(t, 4097, 11, spec);
+    const auto other = random_values(t, 4097, 12, spec);
     EXPECT_EQ(first, again) << dtype_name(t) << ": same seed, same values";
     EXPECT_NE(first, other) << dtype_name(t) << ": new seed, new values";
     const std::set<double> distinct(first.begin(), first.end());
-    EXPECT_GT(distinct.size(), t == DType::i4 ? 10u : 100u) << dtype_name(t);
+    EXPECT_GT(distinct.size(), t == DType::i4 ? 10u : 100u) << dtype_name(t);  // i4 has 15 values
     const bool any_zero_run = std::all_of(first.begin(), first.end(), [](double v) { return v == 0; });
     EXPECT_FALSE(any_zero_run) << dtype_name(t);
   }

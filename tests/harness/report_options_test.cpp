@@ -124,6 +124,17 @@ TEST(Options, ParsesKcFlagsAndLeavesBenchmarkFlags) {
   EXPECT_EQ(args, (std::vector<std::string>{"kc-bench", "--benchmark_repetitions=3"}));
 }
 
+TEST(Options, MarkdownFolderIsOptional) {
+  std::vector<std::string> spaced{"kc-bench", "--markdown", "out/dir", "--filter=x"};
+  EXPECT_EQ(parse_options(spaced).markdown_dir, std::optional<std::string>("out/dir"));
+  std::vector<std::string> joined{"kc-bench", "--markdown=out/dir"};
+  EXPECT_EQ(parse_options(joined).markdown_dir, std::optional<std::string>("out/dir"));
+  std::vector<std::string> bare{"kc-bench", "--markdown", "--filter=x"};
+  const Options o = parse_options(bare);
+  EXPECT_EQ(o.markdown_dir, std::optional<std::string>("auto"));
+  EXPECT_EQ(o.filter, "x");
+}
+
 TEST(Options, RejectsWhatItCannotUse) {
   const auto parse = [](std::vector<std::string> args) { return parse_options(args); };
   EXPECT_THROW(parse({"kc-bench", "--shapes=4096x"}), Error);
