@@ -39,14 +39,17 @@ if [ -z "${KC_SKIP_TESTS:-}" ]; then
 fi
 
 if [ -z "${KC_SKIP_SANITIZER:-}" ] && command -v compute-sanitizer >/dev/null 2>&1; then
-  step "compute-sanitizer memcheck over the conformance suite (one seed)"
-  for exe in "$build"/tests/kc_conformance_stage*; do
-    [ -x "$exe" ] || continue
-    "$exe" --gtest_list_tests | grep -q "^  " || continue  # a stage with no kernels yet
-    KC_CONFORMANCE_SEEDS=1 compute-sanitizer --tool memcheck --error-exitcode 3 "$exe" \
-      >> "$out/memcheck.log" 2>&1 || { status=1; echo "memcheck: $(basename "$exe") reported errors"; }
+  for tool in memcheck racecheck; do
+    step "compute-sanitizer $tool over the conformance suite (one seed, problems up to 2^28 MACs)"
+    for exe in "$build"/tests/kc_conformance_stage*; do
+      [ -x "$exe" ] || continue
+      "$exe" --gtest_list_tests | grep -q "^  " || continue  # a stage with no kernels yet
+      KC_CONFORMANCE_SEEDS=1 KC_CONFORMANCE_MAX_WORK=268435456 \
+        compute-sanitizer --tool "$tool" --error-exitcode 3 "$exe" >> "$out/$tool.log" 2>&1 \
+        || { status=1; echo "$tool: $(basename "$exe") reported errors"; }
+    done
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$out/$tool.log" | sort | uniq -c
   done
-  grep -E "ERROR SUMMARY|PASSED|FAILED" "$out/memcheck.log" | sort | uniq -c
 fi
 
 if [ -z "${KC_SKIP_BENCH:-}" ]; then
