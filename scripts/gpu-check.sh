@@ -11,6 +11,8 @@
 #   KC_BENCH_ARGS="..."     extra kc-bench arguments
 #   KC_SKIP_TESTS=1 KC_SKIP_SANITIZER=1 KC_SKIP_BENCH=1
 #   KC_BUILD_DIR=DIR        build folder (default build/gpu-check)
+#   KC_RUN_TUNER=1          also run kc-sgemm-tune (stage 1, rung 10's search) before the bench
+#   KC_SKIP_PEERS=1         do not time the PyTorch peers (bench/peers/torch_peers.py)
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 out="${1:-$root/gpu-check-$(date -u +%Y%m%dT%H%M%SZ)}"
@@ -52,10 +54,27 @@ if [ -z "${KC_SKIP_SANITIZER:-}" ] && command -v compute-sanitizer >/dev/null 2>
   done
 fi
 
+if [ -n "${KC_RUN_TUNER:-}" ]; then
+  step "kc-sgemm-tune: rung 10's search space"
+  "$build/stage1-sgemm/kc-sgemm-tune" --json "$out/sgemm_tune.json" > "$out/sgemm_tune.log" 2>&1 || status=1
+  tail -n 30 "$out/sgemm_tune.log"
+fi
+
+peers=()
+if [ -z "${KC_SKIP_BENCH:-}" ] && [ -z "${KC_SKIP_PEERS:-}" ] && python3 -c "import torch" 2>/dev/null; then
+  step "PyTorch peers (bench/peers/torch_peers.py)"
+  if python3 "$root/bench/peers/torch_peers.py" --out "$out/peers.tsv" > "$out/peers.log" 2>&1; then
+    peers=(--peers "$out/peers.tsv")
+  else
+    status=1
+  fi
+  tail -n 20 "$out/peers.log"
+fi
+
 if [ -z "${KC_SKIP_BENCH:-}" ]; then
   step "kc-bench on the documented shapes"
   # shellcheck disable=SC2086
-  "$build/bench/kc-bench" ${KC_BENCH_FILTER:+--filter "$KC_BENCH_FILTER"} --markdown \
+  "$build/bench/kc-bench" ${KC_BENCH_FILTER:+--filter "$KC_BENCH_FILTER"} "${peers[@]}" --markdown \
     --benchmark_out="$out/benchmark.json" --benchmark_out_format=json ${KC_BENCH_ARGS:-} \
     > "$out/kc-bench.log" 2>&1 || status=1
   sed -n '/^kernel  /,$p' "$out/kc-bench.log" | tail -n 80

@@ -1,4 +1,5 @@
-// Files every stage-1 rung with the registry: id, rung number, one-line idea and launch.
+// Files every stage-1 rung with the registry: id, rung number, one-line idea, constraints and
+// launch.
 #include <utility>
 
 #include "kc/stage1/sgemm.hpp"
@@ -8,7 +9,9 @@ namespace {
 
 using SgemmLaunch = void (*)(const SgemmArgs&, cudaStream_t);
 
-KernelEntry sgemm_entry(std::string name, int rung, std::string idea, SgemmLaunch launch) {
+// `constraints` and `supports` describe shapes the rung refuses (empty: any shape).
+KernelEntry sgemm_entry(std::string name, int rung, std::string idea, SgemmLaunch launch,
+                        std::string constraints = {}, SupportsFn supports = {}) {
   KernelEntry entry;
   entry.id = "stage1/sgemm/" + name;
   entry.op = "sgemm";
@@ -16,6 +19,8 @@ KernelEntry sgemm_entry(std::string name, int rung, std::string idea, SgemmLaunc
   entry.idea = std::move(idea);
   entry.dtype = DType::f32;
   entry.min_compute_capability = 80;
+  entry.constraints = std::move(constraints);
+  entry.supports = std::move(supports);
   entry.launch = [launch](const Problem& problem, Operands& operands, cudaStream_t stream) {
     launch(gemm_args<float>(problem, operands, BLayout::k_by_n), stream);
   };
@@ -23,6 +28,15 @@ KernelEntry sgemm_entry(std::string name, int rung, std::string idea, SgemmLaunc
 }
 
 }  // namespace
+
+std::string float4_rows_constraint(const Problem& problem) {
+  const GemmShape s = gemm_shape(problem);
+  if (s.k % 4 == 0 && s.n % 4 == 0) return {};
+  return fmt::format(
+      "{}: this rung reads rows of A (K long) and B and C (N long) as float4, which needs K and N "
+      "to be multiples of 4 (K % 4 = {}, N % 4 = {}); rungs 08-10 run any shape",
+      problem.shape(), s.k % 4, s.n % 4);
+}
 
 OpSpec make_sgemm_op() {
   GemmOpConfig config;
@@ -37,9 +51,44 @@ OpSpec make_sgemm_op() {
 
 void register_kernels(Registry& registry) {
   if (!registry.has_op("sgemm")) registry.add_op(make_sgemm_op());
-  registry.add_kernel(sgemm_entry("01_naive", 1,
-                                  "one thread per C element, straight from global memory",
-                                  &sgemm_01_naive));
+  const std::string float4_rows = "K and N multiples of 4 (float4 rows)";
+  registry.add_kernel(sgemm_entry(
+      "01_naive", 1, "one thread per C element, straight from global memory", &sgemm_01_naive,
+      "N <= 2,097,120 (grid.y holds N/32 blocks, at most 65535)", [](const Problem& problem) {
+        constexpr std::int64_t max_n = 65535 * 32;
+        const GemmShape s = gemm_shape(problem);
+        return s.n <= max_n ? std::string()
+                            : fmt::format("{}: N = {} exceeds {}: the naive rung puts N/32 blocks "
+                                          "on grid.y, which holds at most 65535",
+                                          problem.shape(), s.n, max_n);
+      }));
+  registry.add_kernel(sgemm_entry("02_coalesced", 2,
+                                  "consecutive threads take consecutive columns: coalesced loads and stores",
+                                  &sgemm_02_coalesced));
+  registry.add_kernel(sgemm_entry("03_smem_tiling", 3,
+                                  "32 x 32 tiles of A and B staged in shared memory, reused 32 times",
+                                  &sgemm_03_smem_tiling));
+  registry.add_kernel(sgemm_entry("04_blocktile_1d", 4,
+                                  "each thread computes a column of 8 outputs: one B load per 8 FMAs",
+                                  &sgemm_04_blocktile_1d));
+  registry.add_kernel(sgemm_entry("05_blocktile_2d", 5,
+                                  "each thread computes an 8 x 8 register tile: outer products",
+                                  &sgemm_05_blocktile_2d));
+  registry.add_kernel(sgemm_entry("06_vectorized", 6,
+                                  "float4 global loads, A transposed in shared memory, LDS.128",
+                                  &sgemm_06_vectorized, float4_rows, &float4_rows_constraint));
+  registry.add_kernel(sgemm_entry("07_bank_conflict_free", 7,
+                                  "padded A tile and spread thread tiles: no shared-memory bank conflicts",
+                                  &sgemm_07_bank_conflict_free, float4_rows, &float4_rows_constraint));
+  registry.add_kernel(sgemm_entry("08_warptile", 8,
+                                  "block, warp and thread tiles; any shape (scalar fallback when unaligned)",
+                                  &sgemm_08_warptile));
+  registry.add_kernel(sgemm_entry("09_cp_async", 9,
+                                  "3-stage cp.async pipeline with zero-fill, grouped raster",
+                                  &sgemm_09_cp_async));
+  registry.add_kernel(sgemm_entry("10_autotuned", 10,
+                                  "tile shape and split-K per shape class, from a searched space",
+                                  &sgemm_10_autotuned));
 }
 
 }  // namespace kc::stage1

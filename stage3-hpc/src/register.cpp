@@ -1,7 +1,106 @@
+// Files the stage-3 ops and every rung of the tensor-core GEMM ladder with the registry.
 #include "kc/stage3/register.hpp"
 
-namespace kc::stage3 {
+#include <memory>
+#include <utility>
 
-void register_kernels(Registry& /*registry*/) {}
+#include "hgemm.hpp"
+#include "tma_descriptor.hpp"
+
+namespace kc::stage3 {
+namespace {
+
+constexpr int kAmpere = 80;
+constexpr int kHopper = 90;
+constexpr const char* kShapeConstraint = "K % 8 == 0";
+
+using PortableLaunch = void (*)(const HgemmArgs&, cudaStream_t);
+using HopperLaunch = void (*)(const HgemmArgs&, cudaStream_t, HopperLaunchCache&);
+
+KernelEntry ladder_entry(const std::string& op, const std::string& name, int rung, std::string idea) {
+  KernelEntry entry;
+  entry.id = "stage3/" + op + "/" + name;
+  entry.op = op;
+  entry.rung = rung;
+  entry.idea = std::move(idea);
+  entry.dtype = DType::bf16;
+  entry.constraints = kShapeConstraint;
+  entry.supports = &hgemm_shape_error;
+  entry.report = kReportGroup;
+  return entry;
+}
+
+KernelEntry portable_entry(const std::string& name, int rung, std::string idea, PortableLaunch launch) {
+  KernelEntry entry = ladder_entry(kHgemmOp, name, rung, std::move(idea));
+  entry.min_compute_capability = kAmpere;
+  entry.launch = [launch](const Problem& problem, Operands& operands, cudaStream_t stream) {
+    launch(gemm_args<bf16>(problem, operands, BLayout::n_by_k), stream);
+  };
+  return entry;
+}
+
+// sm_90a machine code (wgmma, setmaxnreg, multicast) runs on compute capability 9.0 only. Each
+// entry owns its cache of tensor maps and launch facts.
+KernelEntry hopper_entry(const std::string& name, int rung, std::string idea, HopperLaunch launch) {
+  KernelEntry entry = ladder_entry(kHgemmOp, name, rung, std::move(idea));
+  entry.min_compute_capability = kHopper;
+  entry.max_compute_capability = kHopper;
+  auto cache = std::make_shared<HopperLaunchCache>();
+  entry.launch = [launch, cache](const Problem& problem, Operands& operands, cudaStream_t stream) {
+    launch(gemm_args<bf16>(problem, operands, BLayout::n_by_k), stream, *cache);
+  };
+  return entry;
+}
+
+KernelEntry fused_entry() {
+  KernelEntry entry = ladder_entry(kBiasGeluOp, "10_fused_bias_gelu", 10,
+                                   "bias + GELU applied to the accumulators before the TMA store");
+  entry.min_compute_capability = kHopper;
+  entry.max_compute_capability = kHopper;
+  auto cache = std::make_shared<HopperLaunchCache>();
+  entry.launch = [cache](const Problem& problem, Operands& operands, cudaStream_t stream) {
+    BiasGeluArgs args;
+    args.gemm = gemm_args<bf16>(problem, operands, BLayout::n_by_k);
+    args.bias = operands["bias"].data<bf16>();
+    gemm_bias_gelu_10_fused(args, stream, *cache);
+  };
+  return entry;
+}
+
+}  // namespace
+
+void register_kernels(Registry& registry) {
+  if (!registry.has_op(kHgemmOp)) registry.add_op(make_hgemm_bf16_op());
+  if (!registry.has_op(kBiasGeluOp)) registry.add_op(make_gemm_bias_gelu_bf16_op());
+
+  registry.add_kernel(portable_entry("01_wmma", 1,
+                                     "WMMA 16x16x16 fragments, tiles staged through shared memory",
+                                     &hgemm_01_wmma));
+  registry.add_kernel(portable_entry("02_mma_ldmatrix", 2,
+                                     "mma.sync m16n8k16 fed by ldmatrix from 128B-swizzled shared memory",
+                                     &hgemm_02_mma_ldmatrix));
+  registry.add_kernel(portable_entry("03_cp_async", 3,
+                                     "3-stage cp.async pipeline: loads overlap the MMAs",
+                                     &hgemm_03_cp_async));
+  registry.add_kernel(hopper_entry("04_tma_wgmma", 4,
+                                   "TMA loads on mbarriers, WGMMA from one warpgroup (64x256 tiles)",
+                                   &hgemm_04_tma_wgmma));
+  registry.add_kernel(hopper_entry("05_two_consumers", 5,
+                                   "two consumer warpgroups share 128x256 tiles",
+                                   &hgemm_05_two_consumers));
+  registry.add_kernel(hopper_entry("06_warp_specialized", 6,
+                                   "producer warpgroup (setmaxnreg down) feeds two consumers (up)",
+                                   &hgemm_06_warp_specialized));
+  registry.add_kernel(hopper_entry("07_persistent", 7,
+                                   "persistent blocks, tile scheduler, grouped raster order",
+                                   &hgemm_07_persistent));
+  registry.add_kernel(hopper_entry("08_cluster_multicast", 8,
+                                   "clusters of 2 CTAs share B tiles through TMA multicast",
+                                   &hgemm_08_cluster_multicast));
+  registry.add_kernel(hopper_entry("09_tma_store", 9,
+                                   "epilogue through swizzled shared memory and TMA stores",
+                                   &hgemm_09_tma_store));
+  registry.add_kernel(fused_entry());
+}
 
 }  // namespace kc::stage3

@@ -5,6 +5,8 @@
 
 #include <cuda_runtime.h>
 
+#include <string>
+
 #include "kc/common/gemm.hpp"
 #include "kc/common/registry.hpp"
 
@@ -17,6 +19,24 @@ using SgemmArgs = GemmArgs<float>;
 OpSpec make_sgemm_op();
 
 void sgemm_01_naive(const SgemmArgs& args, cudaStream_t stream);
+void sgemm_02_coalesced(const SgemmArgs& args, cudaStream_t stream);
+void sgemm_03_smem_tiling(const SgemmArgs& args, cudaStream_t stream);
+void sgemm_04_blocktile_1d(const SgemmArgs& args, cudaStream_t stream);
+void sgemm_05_blocktile_2d(const SgemmArgs& args, cudaStream_t stream);
+void sgemm_06_vectorized(const SgemmArgs& args, cudaStream_t stream);       // K, N multiples of 4
+void sgemm_07_bank_conflict_free(const SgemmArgs& args, cudaStream_t stream);  // K, N multiples of 4
+void sgemm_08_warptile(const SgemmArgs& args, cudaStream_t stream);
+void sgemm_09_cp_async(const SgemmArgs& args, cudaStream_t stream);
+void sgemm_10_autotuned(const SgemmArgs& args, cudaStream_t stream);
+
+// Runs entry `config` of rung 10's search space (kSearchSpace in sgemm_autotune.hpp) with
+// `splits` blocks per C tile along K (1 = no split-K). Rungs 09 and 10 and kc-sgemm-tune go
+// through it. Throws kc::Error for an unknown config or splits < 1.
+void sgemm_search_space_launch(int config, int splits, const SgemmArgs& args, cudaStream_t stream);
+
+// The constraint of rungs 06 and 07 as a kernel `supports` function: "" when K and N are
+// multiples of 4, otherwise a sentence saying why the rung refuses the shape.
+std::string float4_rows_constraint(const Problem& problem);
 
 // Adds the sgemm op (if missing) and every stage-1 rung.
 void register_kernels(Registry& registry);

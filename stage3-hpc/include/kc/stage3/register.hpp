@@ -5,7 +5,8 @@
 
 namespace kc::stage3 {
 
-// Adds this stage's ops and kernels to the registry (none yet: see README.md).
+// Adds the stage-3 ops (hgemm_bf16, gemm_bias_gelu_bf16) and the tensor-core GEMM ladder
+// (stage3/hgemm_bf16/01_wmma ... 09_tma_store, stage3/gemm_bias_gelu_bf16/10_fused_bias_gelu).
 void register_kernels(Registry& registry);
 
 }  // namespace kc::stage3

@@ -1,0 +1,216 @@
+// Rung 09 — a cp.async multi-stage pipeline (the kernel; 09_cp_async.cu runs it).
+//
+// Idea: in rung 08 every k tile goes load -> wait -> multiply -> wait, and while a block waits
+// for global memory its FMA units only have the other resident block's work. Here the loads of
+// the next STAGES - 1 k tiles are already in flight while the current one is multiplied. They are
+// issued with cp.async (SASS: LDGSTS), which copies global memory straight into shared memory
+// without passing through registers: the thread issues the copy and moves on, no registers are
+// tied up holding loaded values, and cp.async.wait_group later says when a tile has landed.
+//   * B: one 16-byte cp.async per float4 (LDGSTS.E.BYPASS.128: through the L2 only).
+//   * A: must land transposed, which a 16-byte copy cannot do, so each element is its own 4-byte
+//     cp.async to its transposed place (a_scatter_slot: 8 lanes take 8 consecutive k of one row,
+//     one 32-byte sector; the padded row length 4 + bm keeps the 32 stores of a warp in 32 banks).
+//   * Outside A or B, the copy's source size is 0 (or less than 16 bytes): cp.async fills the rest
+//     of the destination with zeros. So partial tiles, K = 1 and N = 1 need no special path; only
+//     rows of B that are not 16-byte aligned (N not a multiple of 4) switch B to 4-byte copies.
+// One __syncthreads per k tile suffices: when all threads pass the barrier at the top of
+// iteration kt, tile kt has landed for everyone and everyone has finished multiplying tile
+// kt - 1, whose stage the new copies then overwrite.
+//
+// What changed from rung 08: cp.async copies into STAGES shared-memory buffers (3 here, dynamic
+// shared memory) instead of a single buffer filled through registers; and blocks visit the tiles
+// of C in a grouped raster (grouped_tile: 8 tile rows at a time) so that the A rows and B columns
+// of the blocks resident together are reused from the L2.
+//
+// Expected limiter: instruction issue. Per k tile of 512 FFMA a thread also issues 32 LDS.128
+// and, in the sm_90a SASS, about 90 copy, address and loop instructions (bk = 16 halves that
+// share: rung 10 tries it); then how well the compiler hides LDS latency inside a k tile.
+// The target is cuBLAS's pedantic FP32 SGEMM, timed in the same kc-bench run.
+//
+// SASS to look for (the kernel is instantiated in 10_autotuned.cu; entry 0 is this rung):
+// LDGSTS.E.BYPASS.128.ZFILL (B), LDGSTS.E with a zero-fill predicate (A), LDGDEPBAR (commit),
+// DEPBAR.LE SB0, 0x1 (wait), then 32 LDS.128 and 512 FFMA per k tile, no LDL/STL:
+//   cuobjdump --dump-sass <build>/stage1-sgemm/CMakeFiles/kc_stage1.dir/kernels/10_autotuned.cu.o
+//   (then grep -E 'Function|LDGSTS|DEPBAR|LDL|STL')
+//
+// Run just this rung:  kc-bench --filter stage1/sgemm/09_cp_async
+#pragma once
+
+#include "kc/stage1/sgemm.hpp"
+#include "kc/stage1/sgemm_tiling.hpp"
+#include "sgemm_common.cuh"
+
+namespace kc::stage1 {
+
+// cp.async: copy `src_bytes` (0 or 4) bytes from global to shared memory and zero-fill the rest of
+// the 4-byte destination. `.ca` keeps the line in L1: the 8 floats of a sector are fetched by 8
+// consecutive lanes.
+__device__ __forceinline__ void cp_async_4(float* smem, const float* global, int src_bytes) {
+  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(address), "l"(global),
+               "r"(src_bytes)
+               : "memory");
+}
+
+// The same for 16 bytes (src_bytes 0..16, `global` 16-byte aligned); `.cg` bypasses L1, since
+// a float4 of B is read once per block.
+__device__ __forceinline__ void cp_async_16(float* smem, const float* global, int src_bytes) {
+  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(global),
+               "r"(src_bytes)
+               : "memory");
+}
+
+// Closes the group of copies issued since the previous commit.
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+
+// Waits until at most `kPending` of this thread's committed groups are still in flight.
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+// What a launch of the pipelined kernel needs besides the matrices.
+struct PipelineParams {
+  int tiles_m = 0, tiles_n = 0;  // C cut into tiles of bm x bn
+  int raster_group = 1;          // see grouped_tile
+  int k_per_split = 0;           // K range of one blockIdx.z (split-K, rung 10); >= K: no split
+  bool b_rows_aligned = false;   // rows of B start on 16-byte boundaries: 16-byte copies
+  bool c_rows_aligned = false;   // rows of C start on 16-byte boundaries: float4 stores
+  bool accumulate = false;       // split-K: add alpha * A.B into C (already beta * C) atomically
+};
+
+// `Tiles::config()` is the WarpTileConfig (a type, because C++17 cannot take a struct as a
+// template parameter).
+template <typename Tiles>
+__global__ void __launch_bounds__(Tiles::config().threads(), Tiles::config().min_blocks_per_sm())
+    sgemm_pipelined_kernel(SgemmArgs args, PipelineParams params) {
+  constexpr WarpTileConfig kConfig = Tiles::config();
+  static_assert(is_valid(kConfig), "invalid tile configuration: config_error() in sgemm_tiling.hpp says why");
+  static_assert(kConfig.stages >= 2, "a pipeline needs at least two stages");
+  constexpr int kStages = kConfig.stages;
+  constexpr int kThreads = kConfig.threads();
+  constexpr int kTileRows = kConfig.bm, kTileCols = kConfig.bn, kTileK = kConfig.bk;
+  constexpr int kAStride = kConfig.a_stride();
+  constexpr int kAStageFloats = kTileK * kAStride;
+  constexpr int kBStageFloats = kTileK * kTileCols;
+
+  extern __shared__ float4 smem_float4[];  // declared as float4: 16-byte aligned for cp.async
+  float* const smem_a = reinterpret_cast<float*>(smem_float4);  // kStages transposed A tiles
+  float* const smem_b = smem_a + kStages * kAStageFloats;        // kStages B tiles
+
+  const TileElement tile =
+      grouped_tile(static_cast<int>(blockIdx.x), params.tiles_m, params.tiles_n, params.raster_group);
+  const int row0 = tile.row * kTileRows;
+  const int col0 = tile.col * kTileCols;
+  const int k_begin = static_cast<int>(blockIdx.z) * params.k_per_split;
+  const int k_end = min(args.k, k_begin + params.k_per_split);
+  const int k_tiles = ceil_div(k_end - k_begin, kTileK);  // >= 1: the host never plans an empty split
+  const int tid = static_cast<int>(threadIdx.x);
+
+  // What this thread copies in every k tile: the A elements of slots tid, tid + kThreads, ...
+  // (a_scatter_slot) and the B float4 of the same slots (vec4_slot). Their rows and columns
+  // differ from the first slot's by compile-time constants (a_scatter_slot_of_pass,
+  // vec4_slot_of_pass), so only the first slot's position, one pointer into A and one into B
+  // are kept in registers. Clamping keeps those pointers inside the matrices; the guards below
+  // keep a thread from reading through a clamped one.
+  const TileElement a_first = a_scatter_slot(tid, kTileRows);
+  const TileElement b_first = vec4_slot(tid, kTileCols);
+  const int a_rows_left = args.m - (row0 + a_first.row);          // row offsets below this are inside A
+  const int b_cols_inside = max(0, min(4, args.n - (col0 + b_first.col)));  // of the thread's float4
+  const float* const a_thread = args.a + min(row0 + a_first.row, args.m - 1) * args.lda;
+  const float* const b_thread = args.b + min(col0 + b_first.col, args.n - 1);
+  float* const a_thread_smem = smem_a + a_first.col * kAStride + a_first.row;
+  float* const b_thread_smem = smem_b + b_first.row * kTileCols + b_first.col;
+
+  // Issues the copies of k tile `k_tile` (counted from k_begin) into stage `stage`.
+  const auto copy_tile = [&](int stage, int k_tile) {
+    const int k_tile0 = k_begin + k_tile * kTileK;
+#pragma unroll
+    for (int pass = 0; pass < kTileRows * kTileK / kThreads; ++pass) {
+      const TileElement offset = a_scatter_slot_of_pass(TileElement{0, 0}, pass, kTileRows, kThreads);
+      const int k = k_tile0 + a_first.col + offset.col;
+      const bool inside = offset.row < a_rows_left && k < k_end;
+      cp_async_4(a_thread_smem + stage * kAStageFloats + offset.col * kAStride + offset.row,
+                 inside ? a_thread + (offset.row * args.lda + k) : args.a, inside ? 4 : 0);
+    }
+#pragma unroll
+    for (int pass = 0; pass < kTileK * kTileCols / 4 / kThreads; ++pass) {
+      const int row = vec4_slot_of_pass(TileElement{0, 0}, pass, kTileCols, kThreads).row;
+      const int k = k_tile0 + b_first.row + row;
+      float* const dst = b_thread_smem + stage * kBStageFloats + row * kTileCols;
+      if (params.b_rows_aligned) {
+        const int inside = k < k_end ? b_cols_inside : 0;  // floats to copy; the rest is zero-filled
+        cp_async_16(dst, inside > 0 ? b_thread + k * args.ldb : args.b, 4 * inside);
+      } else {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const bool inside = k < k_end && j < b_cols_inside;
+          cp_async_4(dst + j, inside ? b_thread + (k * args.ldb + j) : args.b, inside ? 4 : 0);
+        }
+      }
+    }
+  };
+
+  // Prologue: tiles 0 .. kStages - 2 in flight. A group is committed even when it is empty, so
+  // that group g always holds tile g and wait_group counts stay in step with tiles.
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < k_tiles) copy_tile(s, s);
+    cp_async_commit();
+  }
+
+  const FragmentPlacement place = warptile_placement(kConfig, tid);
+  float acc[kConfig.tm][kConfig.tn] = {};
+  int read_stage = 0;
+  int write_stage = kStages - 1;
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    cp_async_wait<kStages - 2>();  // this thread's copies of tile kt have landed
+    __syncthreads();               // everyone's have; everyone is done with tile kt - 1
+    if (kt + kStages - 1 < k_tiles) copy_tile(write_stage, kt + kStages - 1);
+    cp_async_commit();
+    multiply_tile<kTileK, kConfig.tm, kConfig.tn, kAStride, kTileCols>(
+        smem_a + read_stage * kAStageFloats, smem_b + read_stage * kBStageFloats, place, acc);
+    read_stage = read_stage + 1 == kStages ? 0 : read_stage + 1;
+    write_stage = write_stage + 1 == kStages ? 0 : write_stage + 1;
+  }
+  cp_async_wait<0>();  // only empty groups can be left; leave nothing in flight at exit
+  store_register_tile(args, row0, col0, place, acc, params.c_rows_aligned, params.accumulate);
+}
+
+// Split-K (rung 10) first sets C to beta * C (0 when beta == 0, without reading C); the blocks of
+// all splits then add alpha * (their part of A.B) into it. Defined in 09_cp_async.cu.
+void scale_c_by_beta(const SgemmArgs& args, cudaStream_t stream);
+
+// Launches the pipelined kernel for `Tiles` with `requested_splits` split-K blocks per tile
+// (1: no split; see plan_split_k) and blocks in grouped-raster order of `raster_group` rows.
+template <typename Tiles>
+void launch_pipelined(const SgemmArgs& args, int requested_splits, int raster_group, cudaStream_t stream) {
+  constexpr WarpTileConfig kConfig = Tiles::config();
+  constexpr int kSmemBytes = kConfig.smem_bytes();
+  // More than 48 KiB of dynamic shared memory must be opted into, once per kernel; a static
+  // local makes it once per process (the attribute stays set).
+  static const bool smem_opt_in_done = [] {
+    KC_CUDA_CHECK(cudaFuncSetAttribute(sgemm_pipelined_kernel<Tiles>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+    return true;
+  }();
+  (void)smem_opt_in_done;
+
+  const SplitK split = plan_split_k(args.k, kConfig.bk, requested_splits);
+  PipelineParams params;
+  params.tiles_m = ceil_div(args.m, kConfig.bm);
+  params.tiles_n = ceil_div(args.n, kConfig.bn);
+  params.raster_group = raster_group;
+  params.k_per_split = split.k_per_split;
+  params.b_rows_aligned = rows_are_float4_aligned(args.b, args.ldb);
+  params.c_rows_aligned = rows_are_float4_aligned(args.c, args.ldc);
+  params.accumulate = split.splits > 1;
+  if (params.accumulate) scale_c_by_beta(args, stream);
+  const dim3 grid(static_cast<unsigned>(params.tiles_m) * static_cast<unsigned>(params.tiles_n), 1,
+                  static_cast<unsigned>(split.splits));
+  sgemm_pipelined_kernel<Tiles><<<grid, kConfig.threads(), kSmemBytes, stream>>>(args, params);
+  KC_CHECK_LAUNCH();
+}
+
+}  // namespace kc::stage1

@@ -1,0 +1,215 @@
+// kc/core/elementwise.cuh — element-wise functors, their composition, and one kernel to map them.
+//
+// A memory-bound element-wise kernel costs its loads and stores; the arithmetic in between is
+// nearly free. So "bias + GELU" should not be a bias kernel followed by a GELU kernel (two round
+// trips through DRAM), nor a hand-written bias_gelu kernel (one kernel per pair, forever).
+// Instead the arithmetic is a functor on floats, functors compose, and one kernel, map(), applies
+// any composition to any number of input views:
+//
+//   map(y, then(Add{}, GeluTanh{}), stream, x, broadcast_rows(bias, rows, cols))  // gelu(x + b)
+//   map(y, on_first(Silu{}, Mul{}), stream, column_slice(in, 0, h), column_slice(in, h, h))  // SwiGLU
+//
+// Views carry strides, so broadcasting (stride 0) and slicing cost nothing. map() uses 16-byte
+// accesses when every view allows them (see vector_io.hpp) and scalar accesses otherwise.
+//
+// Activations return the limits at +-inf (relu, silu, gelu: +inf -> +inf, -inf -> 0) instead of
+// the NaN that evaluating x * sigmoid(x) at -inf would give; NaN stays NaN.
+#pragma once
+
+#ifndef __CUDACC__
+#error "kc/core/elementwise.cuh holds device code: include it from .cu files compiled by nvcc"
+#endif
+
+#include <cuda_runtime.h>
+
+#include <math_constants.h>
+
+#include <cstdint>
+#include <utility>
+
+#include "kc/common/error.hpp"
+#include "kc/core/launch.hpp"
+#include "kc/core/tensor_view.hpp"
+#include "kc/core/vector_io.hpp"
+
+namespace kc::core {
+
+// ---- unary functors: float -> float ------------------------------------------------------------
+
+struct Scale {
+  float factor = 1.f;
+  __device__ __forceinline__ float operator()(float x) const { return factor * x; }
+};
+
+struct Relu {
+  // Not fmaxf(x, 0): that would turn NaN into 0.
+  __device__ __forceinline__ float operator()(float x) const { return x < 0.f ? 0.f : x; }
+};
+
+// -inf has the limit 0 for every activation here; the formulas would give -inf * 0 = NaN.
+__device__ __forceinline__ float zero_at_minus_infinity(float x, float value) {
+  return x == -CUDART_INF_F ? 0.f : value;
+}
+
+struct Silu {
+  __device__ __forceinline__ float operator()(float x) const {
+    return zero_at_minus_infinity(x, x / (1.f + __expf(-x)));
+  }
+};
+
+// GELU, tanh form (GPT-2, "gelu_pytorch_tanh"): 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3).
+// Evaluated as x * sigmoid(2u), the same function: for negative x, 1 + tanh(u) cancels to a few
+// significant bits, while 1 / (1 + exp(-2u)) keeps full float precision (and costs one exp).
+struct GeluTanh {
+  __device__ __forceinline__ float operator()(float x) const {
+    constexpr float kTwoSqrt2OverPi = 2.f * 0.7978845608028654f;
+    constexpr float kCubic = 0.044715f;
+    const float two_u = kTwoSqrt2OverPi * (x + kCubic * x * x * x);
+    return zero_at_minus_infinity(x, x / (1.f + __expf(-two_u)));
+  }
+};
+
+// GELU, exact form: 0.5 x (1 + erf(x / sqrt(2))), evaluated as 0.5 x erfc(-x / sqrt(2)) so that
+// negative x does not lose its digits to the cancellation in 1 + erf.
+struct GeluErf {
+  __device__ __forceinline__ float operator()(float x) const {
+    constexpr float kInvSqrt2 = 0.7071067811865476f;
+    return zero_at_minus_infinity(x, 0.5f * x * erfcf(-x * kInvSqrt2));
+  }
+};
+
+// ---- binary functors: (float, float) -> float --------------------------------------------------
+
+struct Add {
+  __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
+};
+
+struct Mul {
+  __device__ __forceinline__ float operator()(float a, float b) const { return a * b; }
+};
+
+// ---- composition -------------------------------------------------------------------------------
+
+// outer(inner(x...)): e.g. compose(Relu{}, Scale{2}) is relu(2x).
+template <class Outer, class Inner>
+struct Compose {
+  Outer outer;
+  Inner inner;
+  template <typename... Args>
+  __device__ __forceinline__ float operator()(Args... args) const {
+    return outer(inner(args...));
+  }
+};
+
+// then(Add{}, GeluTanh{}): gelu(a + b) — an n-ary functor followed by a unary one.
+template <class First, class Next>
+__host__ __device__ Compose<Next, First> then(First first, Next next) {
+  return {next, first};
+}
+
+template <class Outer, class Inner>
+__host__ __device__ Compose<Outer, Inner> compose(Outer outer, Inner inner) {
+  return {outer, inner};
+}
+
+// on_first(Silu{}, Mul{}): silu(a) * b — a unary functor applied to the first operand only.
+template <class Unary, class Binary>
+struct OnFirst {
+  Unary unary;
+  Binary binary;
+  __device__ __forceinline__ float operator()(float a, float b) const { return binary(unary(a), b); }
+};
+
+template <class Unary, class Binary>
+__host__ __device__ OnFirst<Unary, Binary> on_first(Unary unary, Binary binary) {
+  return {unary, binary};
+}
+
+// ---- map: y[r][c] = op(inputs[r][c]...) ---------------------------------------------------------
+
+inline constexpr int kMapThreads = 256;
+inline constexpr std::int64_t kMaxGridY = 65535;
+
+namespace detail {
+
+template <typename T, int kVec>
+struct FloatVector {
+  float values[kVec];
+};
+
+template <typename T, int kVec>
+__device__ __forceinline__ FloatVector<T, kVec> load_at(const MatrixView<const T>& view,
+                                                        std::int64_t row, std::int64_t col) {
+  FloatVector<T, kVec> result;
+  load_floats<T, kVec>(view.data + view.offset(row, col), result.values);
+  return result;
+}
+
+template <class Op, typename T, int kVec, std::size_t... I>
+__device__ __forceinline__ float apply_at(const Op& op, const FloatVector<T, kVec> (&loaded)[sizeof...(I)],
+                                          int i, std::index_sequence<I...>) {
+  return op(loaded[I].values[i]...);
+}
+
+}  // namespace detail
+
+// Each thread handles kVec adjacent columns of one row; blockIdx.y walks the rows. kVec > 1
+// requires every view to pass can_vectorize(view, kVec).
+template <typename T, int kVec, class Op, class... Inputs>
+__global__ void __launch_bounds__(kMapThreads)
+    map_kernel(MatrixView<T> out, Op op, Inputs... inputs) {
+  constexpr std::size_t kInputs = sizeof...(Inputs);
+  const std::int64_t col =
+      (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * kVec;
+  if (col >= out.shape[1]) return;
+  for (std::int64_t row = blockIdx.y; row < out.shape[0]; row += gridDim.y) {
+    const detail::FloatVector<T, kVec> loaded[kInputs] = {
+        detail::load_at<T, kVec>(inputs, row, col)...};
+    float result[kVec];
+#pragma unroll
+    for (int i = 0; i < kVec; ++i)
+      result[i] = detail::apply_at(op, loaded, i, std::make_index_sequence<kInputs>{});
+    store_floats<T, kVec>(out.data + out.offset(row, col), result);
+  }
+}
+
+template <typename T, int kVec, class Op, class... Inputs>
+void launch_map_with_width(const MatrixView<T>& out, Op op, cudaStream_t stream,
+                           const Inputs&... inputs) {
+  const std::int64_t threads_per_row = ceil_div(out.shape[1], kVec);
+  const dim3 grid(static_cast<unsigned>(ceil_div(threads_per_row, kMapThreads)),
+                  static_cast<unsigned>(std::min<std::int64_t>(out.shape[0], kMaxGridY)));
+  map_kernel<T, kVec><<<grid, kMapThreads, 0, stream>>>(out, op, inputs...);
+}
+
+namespace detail {
+template <typename T, class... Inputs>
+bool check_map_shapes(const MatrixView<T>& out, const Inputs&... inputs) {
+  static_assert(sizeof...(Inputs) >= 1, "map needs at least one input");
+  const bool shapes_match =
+      ((inputs.shape[0] == out.shape[0] && inputs.shape[1] == out.shape[1]) && ...);
+  require(shapes_match, "map: every input must have the output's shape {}x{} (broadcast with a "
+          "stride-0 view)", out.shape[0], out.shape[1]);
+  return out.shape[0] > 0 && out.shape[1] > 0;
+}
+}  // namespace detail
+
+// out = op(inputs...), element by element; every input has out's shape (broadcast with stride
+// 0). 16-byte accesses when every view allows them, scalar accesses otherwise.
+template <typename T, class Op, class... Inputs>
+void map(const MatrixView<T>& out, Op op, cudaStream_t stream, const Inputs&... inputs) {
+  if (!detail::check_map_shapes(out, inputs...)) return;
+  constexpr int kWidth = kVectorWidth<T>;
+  if (can_vectorize(out, kWidth) && (can_vectorize(inputs, kWidth) && ...))
+    launch_map_with_width<T, kWidth>(out, op, stream, inputs...);
+  else
+    launch_map_with_width<T, 1>(out, op, stream, inputs...);
+}
+
+// map() with scalar accesses only.
+template <typename T, class Op, class... Inputs>
+void map_scalar(const MatrixView<T>& out, Op op, cudaStream_t stream, const Inputs&... inputs) {
+  if (detail::check_map_shapes(out, inputs...)) launch_map_with_width<T, 1>(out, op, stream, inputs...);
+}
+
+}  // namespace kc::core

@@ -1,0 +1,136 @@
+// kc/core/reduce.cuh — warp and block reductions: sum, max, and the (max, sum) pair of softmax.
+//
+// Hand-written on purpose: they are the lesson of stage 2 (CUB's BlockReduce does the same job and
+// serves as the peer of the plain row reductions; see README.md).
+//
+//   warp level   five __shfl_xor_sync butterfly steps: every lane ends with the warp's result,
+//                no shared memory, no __syncthreads.
+//   block level  each warp reduces its own values, lane 0 of every warp parks its partial in
+//                shared memory, one __syncthreads, then every warp reduces the (at most 32)
+//                partials itself, so the result needs no second broadcast through shared memory.
+//
+// Max propagates NaN (PTX max.NaN, sm_80+): the maximum of a row holding a NaN is NaN, as in
+// torch.amax; fmaxf would silently drop it.
+//
+// The (max, sum) pair is online softmax's state: `sum` is a sum of exp(x - max) over the values
+// seen so far. Two states combine by rescaling each sum to the larger max. The rescale factor is
+// taken as exactly 1 when a state's max already is the combined max, so that two empty states
+// (-inf, 0) combine to (-inf, 0) instead of to exp(-inf - -inf) = NaN.
+#pragma once
+
+#ifndef __CUDACC__
+#error "kc/core/reduce.cuh holds device code: include it from .cu files compiled by nvcc"
+#endif
+
+#include <cuda_runtime.h>
+
+#include <math_constants.h>
+
+namespace kc::core {
+
+inline constexpr int kWarpSize = 32;
+inline constexpr unsigned kFullWarpMask = 0xffffffffu;
+
+__device__ __forceinline__ float max_propagate_nan(float a, float b) {
+  float result;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(result) : "f"(a), "f"(b));
+  return result;
+}
+
+struct SumOp {
+  __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
+  static __device__ __forceinline__ float identity() { return 0.f; }
+};
+
+struct MaxOp {
+  __device__ __forceinline__ float operator()(float a, float b) const {
+    return max_propagate_nan(a, b);
+  }
+  static __device__ __forceinline__ float identity() { return -CUDART_INF_F; }
+};
+
+// Online-softmax state: the running maximum and the sum of exp(x - max).
+struct MaxSum {
+  float max;
+  float sum;
+};
+
+// exp(from - to), with exp(-inf - -inf) and exp(inf - inf) taken as 1 when from == to.
+__device__ __forceinline__ float rescale_factor(float from, float to) {
+  return from == to ? 1.f : __expf(from - to);
+}
+
+struct MaxSumOp {
+  __device__ __forceinline__ MaxSum operator()(MaxSum a, MaxSum b) const {
+    const float max = max_propagate_nan(a.max, b.max);
+    return {max, a.sum * rescale_factor(a.max, max) + b.sum * rescale_factor(b.max, max)};
+  }
+  static __device__ __forceinline__ MaxSum identity() { return {-CUDART_INF_F, 0.f}; }
+};
+
+// Adds one value to an online-softmax state: when x raises the maximum, the sum so far is
+// rescaled to the new maximum. One exp per value, plus one per new maximum. A -inf contributes 0
+// (even to a state whose maximum is -inf); a +inf makes the sum exp(inf - inf) = NaN, as in the
+// max-subtracted formula, and a NaN makes it NaN.
+__device__ __forceinline__ MaxSum online_softmax_update(MaxSum state, float x) {
+  if (x > state.max) {
+    state.sum *= __expf(state.max - x);
+    state.max = x;
+  }
+  state.sum += x == -CUDART_INF_F ? 0.f : __expf(x - state.max);
+  return state;
+}
+
+__device__ __forceinline__ float shuffle_xor(float value, int lane_mask) {
+  return __shfl_xor_sync(kFullWarpMask, value, lane_mask);
+}
+
+__device__ __forceinline__ MaxSum shuffle_xor(MaxSum value, int lane_mask) {
+  return {__shfl_xor_sync(kFullWarpMask, value.max, lane_mask),
+          __shfl_xor_sync(kFullWarpMask, value.sum, lane_mask)};
+}
+
+// Butterfly reduction over the 32 lanes of a warp; every lane returns the result. All 32 lanes
+// must call it (lanes without data pass Op::identity()).
+template <typename Value, class Op>
+__device__ __forceinline__ Value warp_reduce(Value value, Op op) {
+#pragma unroll
+  for (int lane_mask = kWarpSize / 2; lane_mask > 0; lane_mask /= 2)
+    value = op(value, shuffle_xor(value, lane_mask));
+  return value;
+}
+
+__device__ __forceinline__ float warp_reduce_sum(float value) { return warp_reduce(value, SumOp{}); }
+__device__ __forceinline__ float warp_reduce_max(float value) { return warp_reduce(value, MaxOp{}); }
+__device__ __forceinline__ MaxSum warp_reduce_max_sum(MaxSum value) {
+  return warp_reduce(value, MaxSumOp{});
+}
+
+// Reduction over the whole block; every thread returns the result. blockDim.x must be a multiple
+// of 32 (at most 1024) and every thread must call it. `warp_partials` is a __shared__ array of 32
+// values; it may be reused by the next call (the trailing barrier protects it).
+template <typename Value, class Op>
+__device__ __forceinline__ Value block_reduce(Value value, Op op, Value* warp_partials) {
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
+  const int warps = static_cast<int>(blockDim.x) / kWarpSize;
+  value = warp_reduce(value, op);
+  if (lane == 0) warp_partials[warp] = value;
+  __syncthreads();
+  value = lane < warps ? warp_partials[lane] : Op::identity();
+  value = warp_reduce(value, op);
+  __syncthreads();
+  return value;
+}
+
+__device__ __forceinline__ float block_reduce_sum(float value, float* warp_partials) {
+  return block_reduce(value, SumOp{}, warp_partials);
+}
+__device__ __forceinline__ float block_reduce_max(float value, float* warp_partials) {
+  return block_reduce(value, MaxOp{}, warp_partials);
+}
+__device__ __forceinline__ MaxSum block_reduce_max_sum(MaxSum value, MaxSum* warp_partials) {
+  return block_reduce(value, MaxSumOp{}, warp_partials);
+}
+
+}  // namespace kc::core

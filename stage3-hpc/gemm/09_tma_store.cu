@@ -1,0 +1,34 @@
+// Rung 09 — the epilogue through shared memory with a TMA store (sm_90a).
+//
+// Idea: in rungs 04-08 every consumer thread writes its own 4-byte pairs to C: each warp store
+// touches 8 rows x 16 bytes, half-used 32-byte sectors, and 128 store instructions per thread per
+// tile. Instead, the consumers write their BF16 results into shared memory (64 x 64 boxes in the
+// 128-byte swizzle, so the writes are bank-conflict-free), fence the generic proxy against the
+// async proxy (fence.proxy.async), meet at a named barrier, and one thread hands each box to TMA
+// (cp.async.bulk.tensor global.shared::cta), which writes whole lines and clips at the edges of C.
+// The stores complete in the background (bulk async-groups) while the warpgroup goes on; only the
+// next use of the buffer waits for them to have read it (cp.async.bulk.wait_group.read).
+//
+// What changed from rung 07: the epilogue (store_accumulators_tma in warp_specialized_gemm.cuh).
+// A consumer's 64 x 256 result leaves in two passes of 64 x 128 through a 16 KiB buffer, so the
+// epilogue takes 32 KiB of shared memory and the pipeline keeps its 4 stages of 48 KiB.
+// TMA needs rows of C to be a multiple of 16 bytes: when N % 8 != 0 this rung falls back to rung
+// 07's direct stores.
+//
+// Layouts: A row-major M x K, B N x K, C row-major. Any M, N; K a multiple of 8.
+// SASS to look for: UTMASTG.2D, UTMACMDFLUSH, FENCE.VIEW.ASYNC.S, BAR.SYNC with a named barrier,
+// plus everything of rung 07.
+// Expected limiter: tensor-core throughput.
+//
+// Run just this rung:  kc-bench --filter stage3/hgemm_bf16/09_tma_store
+#include "warp_specialized_gemm.cuh"
+
+namespace kc::stage3 {
+
+void hgemm_09_tma_store(const HgemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache) {
+  using Config = WarpSpecializedConfig<1, EpilogueKind::tma_store, LinearCombination>;
+  launch_warp_specialized<Config>(args, linear_combination(args), Schedule::persistent, stream,
+                                  cache);
+}
+
+}  // namespace kc::stage3

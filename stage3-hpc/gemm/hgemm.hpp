@@ -1,0 +1,66 @@
+// hgemm.hpp — the stage-3 tensor-core GEMM ladder: ops, shape limits and one launch per rung.
+//
+// Every rung computes C = alpha.A.B^T + beta.C with A (M x K), B (N x K) and C (M x N) row-major
+// BF16 and FP32 accumulation: B is stored N x K ("TN", the layout of an nn.Linear weight), so both
+// operands are K-contiguous, which is what ldmatrix, TMA and WGMMA read without a transpose.
+// Rung 10 computes C = gelu(alpha.A.B^T + beta.C + bias) (op gemm_bias_gelu_bf16).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "kc/common/gemm.hpp"
+#include "kc/common/registry.hpp"
+
+namespace kc::stage3 {
+
+using bf16 = __nv_bfloat16;
+using HgemmArgs = GemmArgs<bf16>;
+
+// The fused op's arguments: the GEMM plus a bias row vector of N elements.
+struct BiasGeluArgs {
+  HgemmArgs gemm;
+  const bf16* bias = nullptr;
+};
+
+inline constexpr const char* kHgemmOp = "hgemm_bf16";
+inline constexpr const char* kBiasGeluOp = "gemm_bias_gelu_bf16";
+inline constexpr const char* kReportGroup = "stage3-gemm";
+
+// hgemm_bf16: BF16 in and out, B N x K, FP32 accumulation; baseline cublasGemmEx, COMPUTE_32F.
+OpSpec make_hgemm_bf16_op();
+// gemm_bias_gelu_bf16: the same GEMM followed by + bias[col] and GELU (tanh form); baseline
+// cublasGemmEx followed by a separate bias+GELU kernel.
+OpSpec make_gemm_bias_gelu_bf16_op();
+
+// Shapes every rung of the ladder accepts: any M and N, K a multiple of 8 (rows of A and B are
+// moved in 16-byte pieces: vector loads, cp.async and TMA all need 16-byte aligned rows).
+// Returns "" or the reason a shape is refused.
+std::string hgemm_shape_error(const Problem& problem);
+
+class HopperLaunchCache;  // tma_descriptor.hpp: TMA descriptors and launch facts, built once
+
+// sm_80 and newer.
+void hgemm_01_wmma(const HgemmArgs& args, cudaStream_t stream);
+void hgemm_02_mma_ldmatrix(const HgemmArgs& args, cudaStream_t stream);
+void hgemm_03_cp_async(const HgemmArgs& args, cudaStream_t stream);
+// sm_90a only.
+void hgemm_04_tma_wgmma(const HgemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
+void hgemm_05_two_consumers(const HgemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
+void hgemm_06_warp_specialized(const HgemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
+void hgemm_07_persistent(const HgemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
+void hgemm_08_cluster_multicast(const HgemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
+void hgemm_09_tma_store(const HgemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
+void gemm_bias_gelu_10_fused(const BiasGeluArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
+
+// The baseline's second kernel: C[i][j] = gelu(C[i][j] + bias[j]) in place, C row-major M x N.
+void bias_gelu_inplace(bf16* c, const bf16* bias, int m, int n, cudaStream_t stream);
+
+// GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), on the host in double (the
+// reference). The device version is gelu_tanh() in epilogue.cuh.
+double gelu_tanh_reference(double x);
+
+}  // namespace kc::stage3

@@ -1,0 +1,366 @@
+// warp_specialized_gemm.cuh — the kernel of rungs 06-10: a producer warpgroup feeding two consumer
+// warpgroups through a ring of shared-memory stages, with a tile loop, optional clusters with TMA
+// multicast, and a choice of epilogue. Each rung file picks one configuration and says what it adds:
+//
+//   06 warp specialization   one tile per block                   direct stores
+//   07 persistent            one block per SM, grouped raster     direct stores
+//   08 clusters + multicast  as 07, 2 CTAs share each B tile      direct stores
+//   09 TMA store epilogue    as 07                                smem + TMA store
+//   10 fused bias + GELU     as 09, with gelu(acc + bias)         smem + TMA store
+//
+// The pipeline. Stage s has two mbarriers: full[s] (1 arrival: the producer's arrive.expect_tx,
+// plus the TMA bytes) and empty[s] (one arrival per consumer warp of every CTA that reads the stage).
+// The producer thread waits for empty[s], announces the bytes and issues the TMA copies into s;
+// the consumers wait for full[s], run the WGMMAs, and arrive on empty[s] once those WGMMAs have
+// finished reading (wgmma.wait_group). Both sides walk the stages in the same order, flipping the
+// parity they wait for at each wrap-around, across K steps and across tiles alike.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "hopper_common.cuh"
+
+namespace kc::stage3 {
+
+enum class EpilogueKind {
+  direct_store,  // registers -> global, per-thread 4-byte stores (rungs 06-08)
+  tma_store,     // registers -> swizzled shared tile -> one TMA store per 64 x 64 box (09, 10)
+};
+
+template <class TransformT>
+struct WarpSpecializedParams {
+  CUtensorMap a;   // A: M x K in boxes of 128 x 64
+  CUtensorMap b;   // B: N x K in boxes of (256 / cluster_m) x 64
+  CUtensorMap c;   // C: M x N in boxes of 64 x 64 (only when use_tma_store)
+  bf16* c_pointer;
+  int m, n, k;
+  int tiles_m, tiles_n;   // 128 x 256 output tiles
+  int cluster_tiles_m;    // tile rows handled together by one cluster: ceil(tiles_m / cluster_m)
+  int raster_band;        // grouped raster band height, in cluster tile rows
+  bool use_tma_store;     // C rows are 16-byte multiples (N % 8 == 0): TMA can store them
+  TransformT transform;
+};
+
+template <int kClusterMValue, EpilogueKind kEpilogueValue, class TransformT>
+struct WarpSpecializedConfig {
+  using Transform = TransformT;
+  using Params = WarpSpecializedParams<TransformT>;
+  static constexpr int kClusterM = kClusterMValue;
+  static constexpr EpilogueKind kEpilogue = kEpilogueValue;
+
+  static constexpr int kConsumers = 2;  // warpgroups 1 and 2; warpgroup 0 produces
+  static constexpr int kThreads = (1 + kConsumers) * kWarpgroupThreads;
+  static constexpr int kConsumerWarps = kConsumers * kWarpgroupThreads / 32;
+  static constexpr int kBlockM = kConsumers * kWarpgroupRows;  // 128
+  static constexpr int kBlockN = kHopperBlockN;                // 256
+  static constexpr int kTileBytesA = kBlockM * kTileRowBytes;  // 16 KiB
+  static constexpr int kTileBytesB = kBlockN * kTileRowBytes;  // 32 KiB
+  static constexpr int kStageBytes = kTileBytesA + kTileBytesB;
+  // With multicast each CTA of a cluster loads 1/kClusterM of the B tile into every CTA.
+  static constexpr int kBSliceRows = kBlockN / kClusterM;
+  static constexpr int kBSliceBytes = kBSliceRows * kTileRowBytes;
+  // The epilogue buffer: per consumer, 64 rows x 128 columns (half the tile's width, stored in
+  // two passes) as two 64 x 64 swizzled boxes.
+  static constexpr int kStoreBox = 64;
+  static constexpr int kStoreBoxBytes = kStoreBox * kStoreBox * 2;
+  static constexpr int kStorePassColumns = 128;
+  static constexpr int kEpilogueBytesPerConsumer = kWarpgroupRows * kStorePassColumns * 2;
+  static constexpr int kEpilogueBytes =
+      kEpilogue == EpilogueKind::tma_store ? kConsumers * kEpilogueBytesPerConsumer : 0;
+  static constexpr int kMaxStages = 4;
+  static constexpr int kBarrierBytes = 2 * kMaxStages * 8;
+  static constexpr int kStagesThatFit =
+      (kMaxDynamicSmem - kSmemAlignment - kEpilogueBytes - kBarrierBytes) / kStageBytes;
+  static constexpr int kStages = kStagesThatFit < kMaxStages ? kStagesThatFit : kMaxStages;
+  static constexpr int kSmemBytes =
+      kSmemAlignment + kStages * kStageBytes + kEpilogueBytes + kBarrierBytes;
+  // setmaxnreg: 384 threads start with 168 registers each (65536 / 384, rounded down to 8);
+  // the producer needs few, the consumers hold 128 accumulators each. 128 x 40 + 256 x 232 = 64512.
+  static constexpr int kProducerRegisters = 40;
+  static constexpr int kConsumerRegisters = 232;
+  // Raster band of 8 tile rows (in cluster tile rows), for the persistent schedule.
+  static constexpr int kRasterBandTileRows = 8;
+
+  static_assert(kStages >= 2, "a pipeline needs at least two stages");
+  static_assert(kSmemBytes <= kMaxDynamicSmem, "shared memory over the per-block limit");
+  static_assert(kClusterM == 1 || kClusterM == 2, "clusters of 1 or 2 CTAs along M");
+  static_assert(kBSliceBytes % kSmemAlignment == 0, "B slices must stay 1024-byte aligned");
+  static_assert(kBlockN % kStorePassColumns == 0 && kStorePassColumns % kStoreBox == 0,
+                "store passes are whole boxes");
+};
+
+#if KC_STAGE3_SM90A
+
+template <int kStages>
+struct PipelineState {
+  int stage = 0;
+  std::uint32_t phase = 0;
+  __device__ void advance() {
+    if (++stage == kStages) {
+      stage = 0;
+      phase ^= 1;
+    }
+  }
+};
+
+// The tile of C that cluster tile `linear` gives to CTA `cta_rank`: clusters split a 2-tile-high
+// strip along M, and both CTAs share its B tile (multicast).
+template <class Config>
+__device__ __forceinline__ TileCoord cta_tile(const typename Config::Params& params, int linear,
+                                              std::uint32_t cta_rank) {
+  const TileCoord cluster_tile =
+      grouped_tile(linear, params.cluster_tiles_m, params.tiles_n, params.raster_band);
+  return {cluster_tile.m * Config::kClusterM + static_cast<int>(cta_rank), cluster_tile.n};
+}
+
+// Epilogue through shared memory: every thread writes its fragment pairs, as BF16, into the
+// consumer's buffer of two 64 x 64 boxes (128-byte swizzle: a warp's column of 8 rows x 16 bytes
+// lands on 32 distinct banks), then one thread stores each box with TMA, which writes whole lines
+// and clips at the edges of C. The 64 x 256 result goes out in two passes of 128 columns, so the
+// buffer is 16 KiB per consumer and the pipeline keeps 4 stages. Before writing into the buffer,
+// a pass waits until the stores issued from it last time have finished reading it.
+template <class Config>
+__device__ __forceinline__ void store_accumulators_tma(const typename Config::Params& params,
+                                                       std::uint8_t* buffer, int consumer,
+                                                       int row0, int col0,
+                                                       const float (&acc)[kAccumulators]) {
+  const int thread = threadIdx.x % kWarpgroupThreads;
+  const int lane = threadIdx.x % 32;
+  const int warp = thread / 32;
+  const int barrier_id = 1 + consumer;  // one named barrier per consumer warpgroup
+  const auto value = [&](float accumulator, int row, int col) {
+    return row < params.m && col < params.n ? params.transform(accumulator, row, col) : 0.f;
+  };
+  constexpr int kSlicesPerPass = Config::kStorePassColumns / 8;
+#pragma unroll
+  for (int pass = 0; pass < kHopperBlockN / Config::kStorePassColumns; ++pass) {
+    if (thread == 0) sm90::tma_store_wait_smem_read();
+    sm90::named_barrier_sync(barrier_id, kWarpgroupThreads);
+#pragma unroll
+    for (int slice = 0; slice < kSlicesPerPass; ++slice) {
+      const int j = pass * kSlicesPerPass + slice;  // 8-column slice of the 256-column tile
+      const int pass_col = 8 * slice + 2 * (lane % 4);
+      const int box = pass_col / Config::kStoreBox;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int row = 16 * warp + lane / 4 + 8 * half;
+        const int col = col0 + pass * Config::kStorePassColumns + pass_col;
+        const float v0 = value(acc[4 * j + 2 * half], row0 + row, col);
+        const float v1 = value(acc[4 * j + 2 * half + 1], row0 + row, col + 1);
+        std::uint8_t* destination = buffer + box * Config::kStoreBoxBytes +
+                                    swizzle_128b_element_offset(row, pass_col % Config::kStoreBox);
+        *reinterpret_cast<__nv_bfloat162*>(destination) = __floats2bfloat162_rn(v0, v1);
+      }
+    }
+    sm90::fence_proxy_async_shared();  // the TMA engine reads through the async proxy
+    sm90::named_barrier_sync(barrier_id, kWarpgroupThreads);
+    if (thread == 0 && row0 < params.m) {  // boxes wholly past M or N are not issued
+#pragma unroll
+      for (int box = 0; box < Config::kStorePassColumns / Config::kStoreBox; ++box) {
+        const int box_col0 = col0 + pass * Config::kStorePassColumns + box * Config::kStoreBox;
+        if (box_col0 < params.n)
+          sm90::tma_store_2d(&params.c, buffer + box * Config::kStoreBoxBytes, box_col0, row0);
+      }
+      sm90::tma_store_commit_group();
+    }
+  }
+}
+
+template <class Config>
+__global__ void __launch_bounds__(Config::kThreads, 1)
+    warp_specialized_gemm_kernel(const __grid_constant__ typename Config::Params params) {
+  extern __shared__ std::uint8_t smem_raw[];
+  std::uint8_t* smem = aligned_dynamic_smem(smem_raw);
+  const auto tile_a = [&](int stage) { return smem + stage * Config::kTileBytesA; };
+  const auto tile_b = [&](int stage) {
+    return smem + Config::kStages * Config::kTileBytesA + stage * Config::kTileBytesB;
+  };
+  std::uint8_t* epilogue_buffer = smem + Config::kStages * Config::kStageBytes;
+  auto* full = reinterpret_cast<std::uint64_t*>(epilogue_buffer + Config::kEpilogueBytes);
+  std::uint64_t* empty = full + Config::kStages;
+
+  const int warpgroup = threadIdx.x / kWarpgroupThreads;
+  const std::uint32_t cta_rank = Config::kClusterM > 1 ? sm90::cluster_cta_rank() : 0;
+  const int cluster = Config::kClusterM > 1 ? static_cast<int>(sm90::cluster_id_x()) : blockIdx.x;
+  const int clusters = Config::kClusterM > 1 ? static_cast<int>(sm90::cluster_count_x()) : gridDim.x;
+  const int cluster_tiles = params.cluster_tiles_m * params.tiles_n;
+  const int k_tiles = ceil_div(params.k, kHopperBlockK);
+
+  if (threadIdx.x == 0) {
+    for (int stage = 0; stage < Config::kStages; ++stage) {
+      sm90::mbarrier_init(&full[stage], 1);
+      sm90::mbarrier_init(&empty[stage], Config::kConsumerWarps * Config::kClusterM);
+    }
+    sm90::fence_barrier_init();
+  }
+  // Barriers must be initialised in every CTA before any peer multicasts into it or arrives on it.
+  if constexpr (Config::kClusterM > 1)
+    sm90::cluster_sync();
+  else
+    __syncthreads();
+
+  if (warpgroup == 0) {
+    // ---- producer: one thread issues every TMA copy ----
+    sm90::setmaxnreg_decrease<Config::kProducerRegisters>();
+    if (threadIdx.x == 0) {
+      PipelineState<Config::kStages> state;
+      for (int linear = cluster; linear < cluster_tiles; linear += clusters) {
+        const TileCoord tile = cta_tile<Config>(params, linear, cta_rank);
+        // A box may hang over the edge of its matrix (the overhang reads as zeros), but it always
+        // starts inside it. Only in a cluster can a start fall outside: the second CTA of the last
+        // strip when the tile rows are odd (it still takes part in the B multicast and discards
+        // its results), or the second B slice when N ends within the first half of the tile
+        // (those rows only feed columns past N, which are never stored).
+        const int a_row = min(tile.m * Config::kBlockM, params.m - 1);
+        const int b_row = min(tile.n * Config::kBlockN + static_cast<int>(cta_rank) * Config::kBSliceRows,
+                              params.n - 1);
+        for (int k_tile = 0; k_tile < k_tiles; ++k_tile) {
+          const int k0 = k_tile * kHopperBlockK;
+          sm90::mbarrier_wait(&empty[state.stage], state.phase ^ 1);
+          sm90::mbarrier_arrive_expect_tx(&full[state.stage], Config::kStageBytes);
+          sm90::tma_load_2d(tile_a(state.stage), &params.a, &full[state.stage], k0, a_row);
+          if constexpr (Config::kClusterM == 1) {
+            sm90::tma_load_2d(tile_b(state.stage), &params.b, &full[state.stage], k0, b_row);
+          } else {
+            constexpr std::uint16_t kAllCtas = (1u << Config::kClusterM) - 1;
+            sm90::tma_load_2d_multicast(tile_b(state.stage) + cta_rank * Config::kBSliceBytes,
+                                        &params.b, &full[state.stage], k0, b_row, kAllCtas);
+          }
+          state.advance();
+        }
+      }
+    }
+  } else {
+    // ---- consumers: WGMMA on their 64-row half, then the epilogue ----
+    sm90::setmaxnreg_increase<Config::kConsumerRegisters>();
+    const int consumer = warpgroup - 1;
+    const int lane = threadIdx.x % 32;
+    const auto release = [&](int stage) {
+      if (lane != 0) return;
+      if constexpr (Config::kClusterM == 1) {
+        sm90::mbarrier_arrive(&empty[stage]);
+      } else {
+        // Both CTAs' producers write into this stage (each its B slice): free it for both.
+        for (int rank = 0; rank < Config::kClusterM; ++rank)
+          sm90::mbarrier_arrive_cluster(&empty[stage], static_cast<std::uint32_t>(rank));
+      }
+    };
+
+    PipelineState<Config::kStages> state;
+    float acc[kAccumulators];
+    for (int linear = cluster; linear < cluster_tiles; linear += clusters) {
+      const TileCoord tile = cta_tile<Config>(params, linear, cta_rank);
+#pragma unroll
+      for (int i = 0; i < kAccumulators; ++i) acc[i] = 0.f;
+
+      // Keep one K step of WGMMAs in flight: after issuing step k, wait until only it is running,
+      // which means step k - 1 has finished reading its stage, and release that stage.
+      int previous_stage = 0;
+      for (int k_tile = 0; k_tile < k_tiles; ++k_tile) {
+        sm90::mbarrier_wait(&full[state.stage], state.phase);
+        wgmma_k_step(acc, sm90::smem_u32(tile_a(state.stage)) + consumer * kWarpgroupRows * kTileRowBytes,
+                     sm90::smem_u32(tile_b(state.stage)));
+        sm90::wgmma_wait_group<1>();
+        if (k_tile > 0) release(previous_stage);
+        previous_stage = state.stage;
+        state.advance();
+      }
+      sm90::wgmma_wait_group<0>();
+      release(previous_stage);
+      sm90::fence_accumulators(acc);
+
+      if (tile.m < params.tiles_m) {
+        const int row0 = tile.m * Config::kBlockM + consumer * kWarpgroupRows;
+        const int col0 = tile.n * Config::kBlockN;
+        if constexpr (Config::kEpilogue == EpilogueKind::tma_store) {
+          if (params.use_tma_store) {
+            store_accumulators_tma<Config>(params, epilogue_buffer + consumer * Config::kEpilogueBytesPerConsumer,
+                                           consumer, row0, col0, acc);
+            continue;
+          }
+        }
+        store_accumulators_direct(params.c_pointer, params.m, params.n, row0, col0, acc, params.transform);
+      }
+    }
+    if constexpr (Config::kEpilogue == EpilogueKind::tma_store)
+      if (threadIdx.x % kWarpgroupThreads == 0) sm90::tma_store_wait_all();
+  }
+  // No CTA may exit while its peer can still arrive on its barriers or multicast into it.
+  if constexpr (Config::kClusterM > 1) sm90::cluster_sync();
+}
+
+#else  // not the sm_90a device pass: an empty kernel the launch code never runs
+
+template <class Config>
+__global__ void __launch_bounds__(Config::kThreads, 1)
+    warp_specialized_gemm_kernel(const __grid_constant__ typename Config::Params) {}
+
+#endif  // KC_STAGE3_SM90A
+
+// How the output tiles are handed out.
+enum class Schedule {
+  one_tile_per_block,  // grid = number of tiles, plain column-major order
+  persistent,          // grid = what fits on the GPU at once, grouped raster order
+};
+
+template <class Config>
+void launch_warp_specialized(const HgemmArgs& args, const typename Config::Transform& transform,
+                             Schedule schedule, cudaStream_t stream, HopperLaunchCache& cache) {
+  const void* kernel = reinterpret_cast<const void*>(&warp_specialized_gemm_kernel<Config>);
+  cache.prepare_kernel(kernel, Config::kSmemBytes);
+
+  typename Config::Params params{};
+  params.a = cache.tensor_map(operand_tile_map(args.a, args.m, args.k, Config::kBlockM));
+  params.b = cache.tensor_map(operand_tile_map(args.b, args.n, args.k, Config::kBSliceRows));
+  params.use_tma_store = Config::kEpilogue == EpilogueKind::tma_store && args.n % 8 == 0;
+  if (params.use_tma_store) {
+    TmaMatrix2d c_map;
+    c_map.base = args.c;
+    c_map.rows = static_cast<std::uint64_t>(args.m);
+    c_map.cols = static_cast<std::uint64_t>(args.n);
+    c_map.box_rows = Config::kStoreBox;
+    c_map.box_cols = Config::kStoreBox;
+    c_map.swizzle_128b = true;
+    params.c = cache.tensor_map(c_map);
+  }
+  params.c_pointer = args.c;
+  params.m = args.m;
+  params.n = args.n;
+  params.k = args.k;
+  params.tiles_m = ceil_div(args.m, Config::kBlockM);
+  params.tiles_n = ceil_div(args.n, Config::kBlockN);
+  params.cluster_tiles_m = ceil_div(params.tiles_m, Config::kClusterM);
+  params.transform = transform;
+
+  const int cluster_tiles = params.cluster_tiles_m * params.tiles_n;
+  int clusters = cluster_tiles;
+  if (schedule == Schedule::persistent) {
+    params.raster_band = std::max(1, Config::kRasterBandTileRows / Config::kClusterM);
+    const int resident = cache.resident_blocks(kernel, Config::kThreads, Config::kSmemBytes,
+                                               Config::kClusterM) / Config::kClusterM;
+    clusters = std::min(clusters, resident);
+  } else {
+    params.raster_band = params.cluster_tiles_m;  // one band: m fastest, like a plain grid
+  }
+
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(clusters * Config::kClusterM), 1, 1);
+  config.blockDim = dim3(Config::kThreads, 1, 1);
+  config.dynamicSmemBytes = Config::kSmemBytes;
+  config.stream = stream;
+  cudaLaunchAttribute cluster_attribute{};
+  cluster_attribute.id = cudaLaunchAttributeClusterDimension;
+  cluster_attribute.val.clusterDim.x = Config::kClusterM;
+  cluster_attribute.val.clusterDim.y = 1;
+  cluster_attribute.val.clusterDim.z = 1;
+  if (Config::kClusterM > 1) {
+    config.attrs = &cluster_attribute;
+    config.numAttrs = 1;
+  }
+  KC_CUDA_CHECK(cudaLaunchKernelEx(&config, warp_specialized_gemm_kernel<Config>, params));
+}
+
+}  // namespace kc::stage3

@@ -1,0 +1,222 @@
+// The index arithmetic of the tensor-core GEMM ladder, checked on the CPU: the 128-byte swizzle
+// (conflict-free shared-memory access, the TMA/WGMMA pattern), the tile raster order of the
+// persistent rungs, and the TMA box rules.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gemm_layout.hpp"
+#include "kc/common/error.hpp"
+#include "tma_descriptor.hpp"
+
+namespace kc::stage3 {
+namespace {
+
+constexpr int kBanks = 32;
+constexpr int kBankBytes = 4;
+
+int bank_of(int byte_offset) { return (byte_offset / kBankBytes) % kBanks; }
+
+// The banks a 16-byte access at `byte_offset` touches.
+std::set<int> banks_of_chunk(int byte_offset) {
+  std::set<int> banks;
+  for (int word = 0; word < 4; ++word) banks.insert(bank_of(byte_offset + word * kBankBytes));
+  return banks;
+}
+
+TEST(Swizzle128B, IsAPermutationOfTheChunksOfEveryRow) {
+  for (int row = 0; row < 64; ++row) {
+    std::set<int> chunks;
+    for (int chunk = 0; chunk < 8; ++chunk) {
+      const int offset = swizzle_128b_offset(row, chunk);
+      EXPECT_GE(offset, row * 128);
+      EXPECT_LT(offset, row * 128 + 128);
+      chunks.insert(offset);
+    }
+    EXPECT_EQ(chunks.size(), 8u) << "row " << row;
+  }
+}
+
+TEST(Swizzle128B, EqualsTheHardwarePatternXorOfAddressBits7to9Into4to6) {
+  for (int row = 0; row < 256; ++row)
+    for (int col = 0; col < 64; ++col) {
+      const int plain = row * 128 + col * 2;
+      const int hardware = plain ^ (((plain >> 7) & 7) << 4);
+      EXPECT_EQ(swizzle_128b_element_offset(row, col), hardware) << row << "," << col;
+    }
+}
+
+// ldmatrix reads 8 rows x 16 bytes per phase, all at the same logical chunk: without the swizzle
+// all eight would sit in the same 4 banks (8-way conflict); with it they cover all 32.
+TEST(Swizzle128B, EightRowsOfOneLogicalChunkHitAll32Banks) {
+  for (int first_row = 0; first_row < 128; first_row += 8)
+    for (int chunk = 0; chunk < 8; ++chunk) {
+      std::set<int> banks;
+      for (int row = first_row; row < first_row + 8; ++row) {
+        const std::set<int> touched = banks_of_chunk(swizzle_128b_offset(row, chunk));
+        banks.insert(touched.begin(), touched.end());
+      }
+      EXPECT_EQ(banks.size(), static_cast<std::size_t>(kBanks)) << "rows " << first_row << "+, chunk " << chunk;
+    }
+}
+
+TEST(Swizzle128B, WithoutItTheSameAccessIsAnEightWayConflict) {  // the control: the test can fail
+  std::set<int> banks;
+  for (int row = 0; row < 8; ++row) {
+    const std::set<int> touched = banks_of_chunk(row * 128 + 3 * 16);
+    banks.insert(touched.begin(), touched.end());
+  }
+  EXPECT_EQ(banks.size(), 4u);
+}
+
+// The epilogue of rungs 09/10: lane l of a warp writes 4 bytes at row l/4, columns 8j + 2(l%4).
+TEST(Swizzle128B, EpilogueFragmentWritesOfAWarpAreConflictFree) {
+  for (int warp = 0; warp < 4; ++warp)
+    for (int half = 0; half < 2; ++half)
+      for (int j = 0; j < 32; ++j) {
+        std::set<int> banks;
+        for (int lane = 0; lane < 32; ++lane) {
+          const int row = 16 * warp + lane / 4 + 8 * half;
+          const int col = (8 * j + 2 * (lane % 4)) % 64;
+          banks.insert(bank_of(swizzle_128b_element_offset(row, col)));
+        }
+        EXPECT_EQ(banks.size(), static_cast<std::size_t>(kBanks)) << "warp " << warp << " j " << j;
+      }
+}
+
+// ---- tile raster order ----------------------------------------------------------------------------
+
+TEST(GroupedRaster, VisitsEveryTileExactlyOnce) {
+  for (int tiles_m : {1, 2, 3, 7, 8, 9, 32, 33, 64})
+    for (int tiles_n : {1, 2, 5, 16, 56})
+      for (int band : {1, 2, 4, 8, 16, 1000}) {
+        std::set<std::pair<int, int>> seen;
+        for (int linear = 0; linear < tiles_m * tiles_n; ++linear) {
+          const TileCoord t = grouped_tile(linear, tiles_m, tiles_n, band);
+          ASSERT_GE(t.m, 0);
+          ASSERT_LT(t.m, tiles_m);
+          ASSERT_GE(t.n, 0);
+          ASSERT_LT(t.n, tiles_n);
+          seen.insert({t.m, t.n});
+        }
+        EXPECT_EQ(seen.size(), static_cast<std::size_t>(tiles_m * tiles_n))
+            << tiles_m << "x" << tiles_n << " band " << band;
+      }
+}
+
+TEST(GroupedRaster, ABandAtLeastAsTallAsTheMatrixIsPlainColumnMajorOrder) {
+  const int tiles_m = 5, tiles_n = 3;
+  for (int linear = 0; linear < tiles_m * tiles_n; ++linear) {
+    const TileCoord t = grouped_tile(linear, tiles_m, tiles_n, tiles_m);
+    EXPECT_EQ(t.m, linear % tiles_m);
+    EXPECT_EQ(t.n, linear / tiles_m);
+  }
+}
+
+TEST(GroupedRaster, WalksDownABandBeforeMovingRight) {
+  const TileCoord first = grouped_tile(0, 64, 56, 8);
+  const TileCoord eighth = grouped_tile(7, 64, 56, 8);
+  const TileCoord ninth = grouped_tile(8, 64, 56, 8);
+  EXPECT_EQ(first.m, 0);
+  EXPECT_EQ(eighth.m, 7);
+  EXPECT_EQ(eighth.n, 0);
+  EXPECT_EQ(ninth.m, 0);
+  EXPECT_EQ(ninth.n, 1);
+}
+
+// What the order is for: the tiles one wave of 132 persistent blocks works on (8192 x 14336 output
+// in 128 x 256 tiles = 64 x 56) read few A row-panels and few B column-panels.
+TEST(GroupedRaster, OneWaveTouchesFewPanels) {
+  const int tiles_m = 64, tiles_n = 56, wave = 132;
+  std::set<int> rows, cols, plain_rows, plain_cols;
+  for (int linear = 0; linear < wave; ++linear) {
+    const TileCoord t = grouped_tile(linear, tiles_m, tiles_n, 8);
+    rows.insert(t.m);
+    cols.insert(t.n);
+    const TileCoord p = grouped_tile(linear, tiles_m, tiles_n, tiles_m);
+    plain_rows.insert(p.m);
+    plain_cols.insert(p.n);
+  }
+  EXPECT_EQ(rows.size(), 8u);
+  EXPECT_EQ(cols.size(), 17u);  // ceil(132 / 8)
+  // Panels read per wave: 8 + 17 = 25 grouped, against 64 + 3 = 67 in plain order.
+  EXPECT_LT(rows.size() + cols.size(), plain_rows.size() + plain_cols.size());
+}
+
+TEST(GroupedRaster, ShortLastBandStaysInsideTheMatrix) {
+  // 10 tile rows in bands of 4: the last band has 2 rows.
+  std::set<int> last_band_rows;
+  for (int linear = 8 * 3; linear < 10 * 3; ++linear) last_band_rows.insert(grouped_tile(linear, 10, 3, 4).m);
+  EXPECT_EQ(last_band_rows, (std::set<int>{8, 9}));
+}
+
+TEST(CeilDiv, RoundsUp) {
+  EXPECT_EQ(ceil_div(1, 128), 1);
+  EXPECT_EQ(ceil_div(128, 128), 1);
+  EXPECT_EQ(ceil_div(129, 128), 2);
+  EXPECT_EQ(ceil_div(4093, 64), 64);
+}
+
+// ---- TMA boxes --------------------------------------------------------------------------------------
+
+TmaMatrix2d matrix(std::uint64_t rows, std::uint64_t cols, std::uint32_t box_rows,
+                   std::uint32_t box_cols, bool swizzle = true) {
+  alignas(256) static const char storage[256] = {};
+  TmaMatrix2d m;
+  m.base = storage;
+  m.rows = rows;
+  m.cols = cols;
+  m.box_rows = box_rows;
+  m.box_cols = box_cols;
+  m.swizzle_128b = swizzle;
+  return m;
+}
+
+std::string rule_broken_by(const TmaMatrix2d& m) {
+  try {
+    (void)tma_encoding(m);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(TmaEncoding, ListsDimensionsInnermostFirstWithByteStrides) {
+  const TmaEncoding e = tma_encoding(matrix(4093, 1032, 128, 64));
+  EXPECT_EQ(e.global_dim[0], 1032u);
+  EXPECT_EQ(e.global_dim[1], 4093u);
+  EXPECT_EQ(e.global_stride_bytes[0], 1032u * 2);
+  EXPECT_EQ(e.box_dim[0], 64u);
+  EXPECT_EQ(e.box_dim[1], 128u);
+  EXPECT_EQ(e.element_stride[0], 1u);
+  EXPECT_EQ(e.element_stride[1], 1u);
+}
+
+TEST(TmaEncoding, AcceptsMatricesSmallerThanTheBox) {  // the out-of-bounds part reads as zeros
+  const TmaEncoding e = tma_encoding(matrix(1, 8, 256, 64));
+  EXPECT_EQ(e.global_dim[0], 8u);
+  EXPECT_EQ(e.box_dim[1], 256u);
+}
+
+TEST(TmaEncoding, RefusesRowsThatAreNot16ByteMultiples) {
+  EXPECT_NE(rule_broken_by(matrix(128, 1031, 128, 64)).find("multiple of 8"), std::string::npos);
+  EXPECT_NE(rule_broken_by(matrix(128, 4, 128, 64)).find("multiple of 16 bytes"), std::string::npos);
+}
+
+TEST(TmaEncoding, RefusesBoxesTheHardwareCannotMove) {
+  EXPECT_NE(rule_broken_by(matrix(512, 512, 512, 64)).find("1..256"), std::string::npos);
+  EXPECT_NE(rule_broken_by(matrix(512, 512, 128, 128)).find("at most 128 bytes"), std::string::npos);
+  EXPECT_EQ(rule_broken_by(matrix(512, 512, 128, 128, false)), "");  // fine without the swizzle
+  EXPECT_NE(rule_broken_by(matrix(512, 512, 128, 4, false)).find("multiple of 16 bytes"), std::string::npos);
+}
+
+TEST(TmaEncoding, RefusesAMisalignedBase) {
+  TmaMatrix2d m = matrix(64, 64, 64, 64);
+  m.base = static_cast<const char*>(m.base) + 2;
+  EXPECT_NE(rule_broken_by(m).find("16-byte aligned"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kc::stage3

@@ -1,0 +1,140 @@
+// The stage-3 ops and ladder as the registry sees them: which kernels exist, where they may run,
+// which shapes they refuse and why, and the host side of the fused op (GELU reference, work).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "hgemm.hpp"
+#include "kc/common/registry.hpp"
+#include "kc/stage3/register.hpp"
+
+namespace kc::stage3 {
+namespace {
+
+Registry stage3_registry() {
+  Registry registry;
+  register_kernels(registry);
+  return registry;
+}
+
+TEST(Stage3Ladder, RegistersTenRungsInOrderInTheStage3GemmReport) {
+  const Registry registry = stage3_registry();
+  ASSERT_EQ(registry.kernels().size(), 10u);
+  for (std::size_t i = 0; i < registry.kernels().size(); ++i) {
+    const KernelEntry& k = registry.kernels()[i];
+    EXPECT_EQ(k.rung, static_cast<int>(i) + 1) << k.id;
+    EXPECT_EQ(k.report_group(), "stage3-gemm") << k.id;
+    EXPECT_EQ(k.dtype, DType::bf16) << k.id;
+    EXPECT_FALSE(k.constraints.empty()) << k.id;
+  }
+  EXPECT_EQ(registry.kernels().back().id, "stage3/gemm_bias_gelu_bf16/10_fused_bias_gelu");
+}
+
+TEST(Stage3Ladder, HopperRungsRunOnSm90OnlyAndTheOthersFromSm80) {
+  const Registry registry = stage3_registry();
+  for (const KernelEntry& k : registry.kernels()) {
+    if (k.rung <= 3) {
+      EXPECT_EQ(k.min_compute_capability, 80) << k.id;
+      EXPECT_EQ(k.max_compute_capability, 0) << k.id;
+    } else {
+      EXPECT_EQ(k.min_compute_capability, 90) << k.id;
+      EXPECT_EQ(k.max_compute_capability, 90) << k.id;
+    }
+  }
+}
+
+TEST(Stage3Ladder, OnAnAmpereOrBlackwellGpuHopperRungsAreRefusedWithAReason) {
+  const Registry registry = stage3_registry();
+  DeviceInfo ampere;
+  ampere.name = "NVIDIA A100";
+  ampere.cc_major = 8;
+  DeviceInfo blackwell;
+  blackwell.name = "NVIDIA B200";
+  blackwell.cc_major = 10;
+  const KernelEntry& wgmma = registry.kernel("stage3/hgemm_bf16/04_tma_wgmma");
+  const Problem problem{"hgemm_bf16", {256, 256, 256}};
+  EXPECT_NE(unsupported_reason(registry, wgmma, problem, &ampere).find("9.0"), std::string::npos);
+  EXPECT_NE(unsupported_reason(registry, wgmma, problem, &blackwell).find("sm_90"), std::string::npos);
+  const KernelEntry& mma = registry.kernel("stage3/hgemm_bf16/03_cp_async");
+  EXPECT_EQ(unsupported_reason(registry, mma, problem, &ampere), "");
+  EXPECT_EQ(unsupported_reason(registry, mma, problem, &blackwell), "");
+}
+
+TEST(Stage3Ladder, EveryRungTakesAnyMAndNButRefusesKNotAMultipleOf8) {
+  const Registry registry = stage3_registry();
+  for (const KernelEntry& k : registry.kernels()) {
+    for (const auto& dims : {std::vector<std::int64_t>{1, 1, 8}, {4093, 17, 1032}, {129, 4093, 264}})
+      EXPECT_EQ(unsupported_reason(registry, k, {k.op, dims}, nullptr), "") << k.id;
+    const std::string reason = unsupported_reason(registry, k, {k.op, {128, 128, 1031}}, nullptr);
+    EXPECT_NE(reason.find("multiple of 8"), std::string::npos) << k.id << ": " << reason;
+  }
+}
+
+TEST(Stage3Ops, ConformanceProblemsMixAcceptedEdgeShapesAndRefusals) {
+  const Registry registry = stage3_registry();
+  for (const char* name : {kHgemmOp, kBiasGeluOp}) {
+    const OpSpec& op = registry.op(name);
+    int accepted = 0, refused = 0, odd_m = 0, odd_n = 0, partial_k_tile = 0, scaled = 0;
+    for (const Problem& p : op.conformance_problems) {
+      if (!hgemm_shape_error(p).empty()) {
+        ++refused;
+        continue;
+      }
+      ++accepted;
+      odd_m += p.dims[0] % 2;
+      odd_n += p.dims[1] % 2;
+      partial_k_tile += p.dims[2] % 64 != 0;
+      scaled += p.alpha != 1.0 || p.beta != 0.0;
+    }
+    EXPECT_GE(accepted, 15) << name;
+    EXPECT_GE(refused, 1) << name;
+    EXPECT_GE(odd_m, 3) << name;
+    EXPECT_GE(odd_n, 3) << name;
+    EXPECT_GE(partial_k_tile, 3) << name;
+    EXPECT_GE(scaled, 2) << name;
+  }
+}
+
+TEST(Stage3Ops, BenchProblemsAreTheDocumentedShapes) {
+  const OpSpec op = make_hgemm_bf16_op();
+  std::vector<std::string> shapes;
+  for (const Problem& p : op.bench_problems) shapes.push_back(p.shape());
+  for (const char* expected : {"4096x4096x4096", "8192x8192x8192", "8192x14336x4096", "8192x4096x14336",
+                               "2048x2048x2048", "4093x2049x1032"})
+    EXPECT_NE(std::find(shapes.begin(), shapes.end(), expected), shapes.end()) << expected;
+  for (const Problem& p : op.bench_problems) EXPECT_EQ(hgemm_shape_error(p), "") << p.shape();
+}
+
+TEST(Stage3Ops, HgemmIsBf16TnOnTheTensorCoresAgainstCublasGemmEx) {
+  const OpSpec op = make_hgemm_bf16_op();
+  EXPECT_EQ(op.math, MathUnit::fp16_tensor);
+  EXPECT_NE(op.description.find("B N×K"), std::string::npos) << op.description;
+  EXPECT_NE(op.baseline_name.find("GemmEx"), std::string::npos);
+  EXPECT_TRUE(op.baseline_computes_op);
+}
+
+TEST(Stage3Ops, FusedOpCountsTheBiasAndNamesItsTwoKernelBaseline) {
+  const OpSpec gemm = make_hgemm_bf16_op();
+  const OpSpec fused = make_gemm_bias_gelu_bf16_op();
+  const Problem p{kBiasGeluOp, {8192, 14336, 4096}};
+  const Problem q{kHgemmOp, {8192, 14336, 4096}};
+  EXPECT_DOUBLE_EQ(fused.work(p).flops, gemm.work(q).flops);
+  EXPECT_DOUBLE_EQ(fused.work(p).bytes, gemm.work(q).bytes + 2.0 * 14336);
+  EXPECT_NE(fused.baseline_name.find("bias+GELU kernel"), std::string::npos);
+  EXPECT_NE(fused.description.find("gelu"), std::string::npos);
+}
+
+TEST(GeluReference, IsTheTanhForm) {
+  EXPECT_DOUBLE_EQ(gelu_tanh_reference(0.0), 0.0);
+  EXPECT_NEAR(gelu_tanh_reference(1.0), 0.8411919906, 1e-9);
+  EXPECT_NEAR(gelu_tanh_reference(-1.0), -0.1588080094, 1e-9);
+  EXPECT_NEAR(gelu_tanh_reference(6.0), 6.0, 1e-6);
+  EXPECT_NEAR(gelu_tanh_reference(-6.0), 0.0, 1e-6);
+  // The erf form differs by ~1e-4 here: the reference must not silently be the other GELU.
+  const double erf_form = 0.5 * 1.0 * (1.0 + std::erf(1.0 / std::sqrt(2.0)));
+  EXPECT_GT(std::fabs(gelu_tanh_reference(1.0) - erf_form), 1e-5);
+}
+
+}  // namespace
+}  // namespace kc::stage3
