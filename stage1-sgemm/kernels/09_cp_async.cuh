@@ -13,6 +13,10 @@
 //   * Outside A or B, the copy's source size is 0 (or less than 16 bytes): cp.async fills the rest
 //     of the destination with zeros. So partial tiles, K = 1 and N = 1 need no special path; only
 //     rows of B that are not 16-byte aligned (N not a multiple of 4) switch B to 4-byte copies.
+//   * Interior blocks, whose every tile lies inside A and B (most blocks of a large problem), copy
+//     through a second instantiation of the loop without any of those checks: each thread walks
+//     one pointer into A and one into B, and every copy address is that pointer plus a
+//     compile-time offset. The checks cost more issue slots than the copies themselves.
 // One __syncthreads per k tile suffices: when all threads pass the barrier at the top of
 // iteration kt, tile kt has landed for everyone and everyone has finished multiplying tile
 // kt - 1, whose stage the new copies then overwrite.
@@ -80,73 +84,98 @@ struct PipelineParams {
   bool accumulate = false;       // split-K: add alpha * A.B into C (already beta * C) atomically
 };
 
-// `Tiles::config()` is the WarpTileConfig (a type, because C++17 cannot take a struct as a
-// template parameter).
-template <typename Tiles>
-__global__ void __launch_bounds__(Tiles::config().threads(), Tiles::config().min_blocks_per_sm())
-    sgemm_pipelined_kernel(SgemmArgs args, PipelineParams params) {
+// Where a block works: its tile of C and its K range.
+struct BlockWork {
+  int row0 = 0, col0 = 0;     // top-left element of the block's tile of C
+  int k_begin = 0, k_end = 0;
+  int k_tiles = 0;            // >= 1: the host never plans an empty split
+};
+
+// The main loop of one block. kFullTiles: every tile this block copies lies wholly inside A and
+// B (the block's rows and columns are inside the matrices, B's rows are 16-byte aligned and the K
+// range is whole k tiles), so the copies need no bounds checks and each thread just walks two
+// pointers. Most blocks of a large problem take that path; the blocks on the right and bottom
+// edges, and any K that is not a multiple of the k tile, take the checked one.
+template <typename Tiles, bool kFullTiles>
+__device__ __forceinline__ void run_pipeline(const SgemmArgs& args, const PipelineParams& params,
+                                             const BlockWork& work, float* smem_a, float* smem_b) {
   constexpr WarpTileConfig kConfig = Tiles::config();
-  static_assert(is_valid(kConfig), "invalid tile configuration: config_error() in sgemm_tiling.hpp says why");
-  static_assert(kConfig.stages >= 2, "a pipeline needs at least two stages");
   constexpr int kStages = kConfig.stages;
   constexpr int kThreads = kConfig.threads();
   constexpr int kTileRows = kConfig.bm, kTileCols = kConfig.bn, kTileK = kConfig.bk;
   constexpr int kAStride = kConfig.a_stride();
   constexpr int kAStageFloats = kTileK * kAStride;
   constexpr int kBStageFloats = kTileK * kTileCols;
-
-  extern __shared__ float4 smem_float4[];  // declared as float4: 16-byte aligned for cp.async
-  float* const smem_a = reinterpret_cast<float*>(smem_float4);  // kStages transposed A tiles
-  float* const smem_b = smem_a + kStages * kAStageFloats;        // kStages B tiles
-
-  const TileElement tile =
-      grouped_tile(static_cast<int>(blockIdx.x), params.tiles_m, params.tiles_n, params.raster_group);
-  const int row0 = tile.row * kTileRows;
-  const int col0 = tile.col * kTileCols;
-  const int k_begin = static_cast<int>(blockIdx.z) * params.k_per_split;
-  const int k_end = min(args.k, k_begin + params.k_per_split);
-  const int k_tiles = ceil_div(k_end - k_begin, kTileK);  // >= 1: the host never plans an empty split
+  constexpr int kAPasses = kTileRows * kTileK / kThreads;
+  constexpr int kBPasses = kTileK * kTileCols / 4 / kThreads;
+  constexpr int kBRowsPerPass = kThreads / (kTileCols / 4);
   const int tid = static_cast<int>(threadIdx.x);
 
   // What this thread copies in every k tile: the A elements of slots tid, tid + kThreads, ...
   // (a_scatter_slot) and the B float4 of the same slots (vec4_slot). Their rows and columns
   // differ from the first slot's by compile-time constants (a_scatter_slot_of_pass,
   // vec4_slot_of_pass), so only the first slot's position, one pointer into A and one into B
-  // are kept in registers. Clamping keeps those pointers inside the matrices; the guards below
-  // keep a thread from reading through a clamped one.
+  // are kept in registers.
   const TileElement a_first = a_scatter_slot(tid, kTileRows);
   const TileElement b_first = vec4_slot(tid, kTileCols);
-  const int a_rows_left = args.m - (row0 + a_first.row);          // row offsets below this are inside A
-  const int b_cols_inside = max(0, min(4, args.n - (col0 + b_first.col)));  // of the thread's float4
-  const float* const a_thread = args.a + min(row0 + a_first.row, args.m - 1) * args.lda;
-  const float* const b_thread = args.b + min(col0 + b_first.col, args.n - 1);
   float* const a_thread_smem = smem_a + a_first.col * kAStride + a_first.row;
   float* const b_thread_smem = smem_b + b_first.row * kTileCols + b_first.col;
 
+  // Checked path: clamping keeps the pointers inside the matrices; the guards keep a thread from
+  // reading through a clamped one, and a source size of 0 makes cp.async write zeros instead.
+  const int a_rows_left = args.m - (work.row0 + a_first.row);  // row offsets below this are inside A
+  const int b_cols_inside = max(0, min(4, args.n - (work.col0 + b_first.col)));  // of the thread's float4
+  const float* const a_thread = args.a + min(work.row0 + a_first.row, args.m - 1) * args.lda;
+  const float* const b_thread = args.b + min(work.col0 + b_first.col, args.n - 1);
+
+  // Full-tile path: the first element this thread copies in k tile 0, and how far its later
+  // passes lie below it.
+  const float* const a_full = args.a + (work.row0 + a_first.row) * args.lda + work.k_begin + a_first.col;
+  const float* const b_full = args.b + (work.k_begin + b_first.row) * args.ldb + work.col0 + b_first.col;
+  const int a_pass_stride = (kThreads / 8) * args.lda;     // a_scatter_slot_of_pass: rows apart
+  const int b_pass_stride = kBRowsPerPass * args.ldb;
+
   // Issues the copies of k tile `k_tile` (counted from k_begin) into stage `stage`.
   const auto copy_tile = [&](int stage, int k_tile) {
-    const int k_tile0 = k_begin + k_tile * kTileK;
+    float* const a_dst = a_thread_smem + stage * kAStageFloats;
+    float* const b_dst = b_thread_smem + stage * kBStageFloats;
+    if constexpr (kFullTiles) {
+      const float* const a_src = a_full + k_tile * kTileK;
+      const float* const b_src = b_full + k_tile * kTileK * args.ldb;
 #pragma unroll
-    for (int pass = 0; pass < kTileRows * kTileK / kThreads; ++pass) {
-      const TileElement offset = a_scatter_slot_of_pass(TileElement{0, 0}, pass, kTileRows, kThreads);
-      const int k = k_tile0 + a_first.col + offset.col;
-      const bool inside = offset.row < a_rows_left && k < k_end;
-      cp_async_4(a_thread_smem + stage * kAStageFloats + offset.col * kAStride + offset.row,
-                 inside ? a_thread + (offset.row * args.lda + k) : args.a, inside ? 4 : 0);
-    }
+      for (int pass = 0; pass < kAPasses; ++pass) {
+        constexpr int kPassesPerSector = 8 * kTileRows / kThreads;
+        const TileElement offset = a_scatter_slot_of_pass(TileElement{0, 0}, pass, kTileRows, kThreads);
+        cp_async_4(a_dst + offset.col * kAStride + offset.row,
+                   a_src + (pass % kPassesPerSector) * a_pass_stride + offset.col, 4);
+      }
 #pragma unroll
-    for (int pass = 0; pass < kTileK * kTileCols / 4 / kThreads; ++pass) {
-      const int row = vec4_slot_of_pass(TileElement{0, 0}, pass, kTileCols, kThreads).row;
-      const int k = k_tile0 + b_first.row + row;
-      float* const dst = b_thread_smem + stage * kBStageFloats + row * kTileCols;
-      if (params.b_rows_aligned) {
-        const int inside = k < k_end ? b_cols_inside : 0;  // floats to copy; the rest is zero-filled
-        cp_async_16(dst, inside > 0 ? b_thread + k * args.ldb : args.b, 4 * inside);
-      } else {
+      for (int pass = 0; pass < kBPasses; ++pass)
+        cp_async_16(b_dst + pass * kBRowsPerPass * kTileCols, b_src + pass * b_pass_stride, 16);
+    } else {
+      const int k_tile0 = work.k_begin + k_tile * kTileK;
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const bool inside = k < k_end && j < b_cols_inside;
-          cp_async_4(dst + j, inside ? b_thread + (k * args.ldb + j) : args.b, inside ? 4 : 0);
+      for (int pass = 0; pass < kAPasses; ++pass) {
+        const TileElement offset = a_scatter_slot_of_pass(TileElement{0, 0}, pass, kTileRows, kThreads);
+        const int k = k_tile0 + a_first.col + offset.col;
+        const bool inside = offset.row < a_rows_left && k < work.k_end;
+        cp_async_4(a_dst + offset.col * kAStride + offset.row,
+                   inside ? a_thread + (offset.row * args.lda + k) : args.a, inside ? 4 : 0);
+      }
+#pragma unroll
+      for (int pass = 0; pass < kBPasses; ++pass) {
+        const int row = vec4_slot_of_pass(TileElement{0, 0}, pass, kTileCols, kThreads).row;
+        const int k = k_tile0 + b_first.row + row;
+        float* const dst = b_dst + row * kTileCols;
+        if (params.b_rows_aligned) {
+          const int inside = k < work.k_end ? b_cols_inside : 0;  // floats to copy; the rest is zero-filled
+          cp_async_16(dst, inside > 0 ? b_thread + k * args.ldb : args.b, 4 * inside);
+        } else {
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const bool inside = k < work.k_end && j < b_cols_inside;
+            cp_async_4(dst + j, inside ? b_thread + (k * args.ldb + j) : args.b, inside ? 4 : 0);
+          }
         }
       }
     }
@@ -156,7 +185,7 @@ __global__ void __launch_bounds__(Tiles::config().threads(), Tiles::config().min
   // that group g always holds tile g and wait_group counts stay in step with tiles.
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < k_tiles) copy_tile(s, s);
+    if (s < work.k_tiles) copy_tile(s, s);
     cp_async_commit();
   }
 
@@ -164,10 +193,10 @@ __global__ void __launch_bounds__(Tiles::config().threads(), Tiles::config().min
   float acc[kConfig.tm][kConfig.tn] = {};
   int read_stage = 0;
   int write_stage = kStages - 1;
-  for (int kt = 0; kt < k_tiles; ++kt) {
+  for (int kt = 0; kt < work.k_tiles; ++kt) {
     cp_async_wait<kStages - 2>();  // this thread's copies of tile kt have landed
     __syncthreads();               // everyone's have; everyone is done with tile kt - 1
-    if (kt + kStages - 1 < k_tiles) copy_tile(write_stage, kt + kStages - 1);
+    if (kt + kStages - 1 < work.k_tiles) copy_tile(write_stage, kt + kStages - 1);
     cp_async_commit();
     multiply_tile<kTileK, kConfig.tm, kConfig.tn, kAStride, kTileCols>(
         smem_a + read_stage * kAStageFloats, smem_b + read_stage * kBStageFloats, place, acc);
@@ -175,7 +204,35 @@ __global__ void __launch_bounds__(Tiles::config().threads(), Tiles::config().min
     write_stage = write_stage + 1 == kStages ? 0 : write_stage + 1;
   }
   cp_async_wait<0>();  // only empty groups can be left; leave nothing in flight at exit
-  store_register_tile(args, row0, col0, place, acc, params.c_rows_aligned, params.accumulate);
+  store_register_tile(args, work.row0, work.col0, place, acc, params.c_rows_aligned, params.accumulate);
+}
+
+// `Tiles::config()` is the WarpTileConfig (a type, because C++17 cannot take a struct as a
+// template parameter).
+template <typename Tiles>
+__global__ void __launch_bounds__(Tiles::config().threads(), Tiles::config().min_blocks_per_sm())
+    sgemm_pipelined_kernel(SgemmArgs args, PipelineParams params) {
+  constexpr WarpTileConfig kConfig = Tiles::config();
+  static_assert(is_valid(kConfig), "invalid tile configuration: config_error() in sgemm_tiling.hpp says why");
+  static_assert(kConfig.stages >= 2, "a pipeline needs at least two stages");
+  extern __shared__ float4 smem_float4[];  // declared as float4: 16-byte aligned for cp.async
+  float* const smem_a = reinterpret_cast<float*>(smem_float4);       // kStages transposed A tiles
+  float* const smem_b = smem_a + kConfig.stages * kConfig.bk * kConfig.a_stride();  // kStages B tiles
+
+  const TileElement tile =
+      grouped_tile(static_cast<int>(blockIdx.x), params.tiles_m, params.tiles_n, params.raster_group);
+  BlockWork work;
+  work.row0 = tile.row * kConfig.bm;
+  work.col0 = tile.col * kConfig.bn;
+  work.k_begin = static_cast<int>(blockIdx.z) * params.k_per_split;
+  work.k_end = min(args.k, work.k_begin + params.k_per_split);
+  work.k_tiles = ceil_div(work.k_end - work.k_begin, kConfig.bk);
+  const bool full_tiles = work.row0 + kConfig.bm <= args.m && work.col0 + kConfig.bn <= args.n &&
+                          params.b_rows_aligned && (work.k_end - work.k_begin) % kConfig.bk == 0;
+  if (full_tiles)  // the same for every thread of the block: no divergence
+    run_pipeline<Tiles, true>(args, params, work, smem_a, smem_b);
+  else
+    run_pipeline<Tiles, false>(args, params, work, smem_a, smem_b);
 }
 
 // Split-K (rung 10) first sets C to beta * C (0 when beta == 0, without reading C); the blocks of

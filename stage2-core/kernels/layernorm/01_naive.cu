@@ -12,6 +12,7 @@
 // Run just this rung:  kc-bench --filter 'stage2/layernorm_.*/01_naive'
 #include "kc/core/dtype_traits.hpp"
 #include "kc/core/launch.hpp"
+#include "kc/core/reduce.cuh"
 #include "kc/stage2/kernels.hpp"
 
 namespace kc::stage2 {
@@ -25,15 +26,16 @@ __global__ void layernorm_naive_kernel(LayerNormArgs<T> args) {
   if (row >= args.rows) return;
   const T* x = args.x + row * args.cols;
   T* y = args.y + row * args.cols;
-  float sum = 0.f;
-  for (int c = 0; c < args.cols; ++c) sum += core::to_float(x[c]);
-  const float mean = sum / args.cols;
-  float squares = 0.f;
+  // Compensated (Kahan) sums: a plain running float sum over a long row drifts by ~n*eps.
+  core::CompensatedSum sum;
+  for (int c = 0; c < args.cols; ++c) sum.add(core::to_float(x[c]));
+  const float mean = sum.value() / args.cols;
+  core::CompensatedSum squares;
   for (int c = 0; c < args.cols; ++c) {
     const float d = core::to_float(x[c]) - mean;
-    squares += d * d;
+    squares.add(d * d);
   }
-  const float inv_std = rsqrtf(squares / args.cols + args.eps);
+  const float inv_std = rsqrtf(squares.value() / args.cols + args.eps);
   for (int c = 0; c < args.cols; ++c)
     y[c] = core::from_float<T>((core::to_float(x[c]) - mean) * inv_std * core::to_float(args.weight[c]) +
                                core::to_float(args.bias[c]));

@@ -1,7 +1,9 @@
 // RMSNorm rung 01 — naive: one thread per row.
 //
 // Idea: the definition, transcribed. y = x / sqrt(mean(x^2) + eps) * weight. Thread r walks row r
-// twice: once for the sum of squares, once to scale and write.
+// twice: once for the sum of squares, once to scale and write. The sum is compensated (Kahan): a
+// single thread adding 40000 squares into one float would drift by ~1e-4 relative, too much for an
+// f32 result.
 //
 // What to notice: a warp's 32 threads read 32 different rows, cols elements apart, so each load
 // instruction touches 32 separate sectors and uses 2 bytes of each 32-byte sector (bf16). The L1
@@ -13,6 +15,7 @@
 // Run just this rung:  kc-bench --filter 'stage2/rmsnorm_.*/01_naive'
 #include "kc/core/dtype_traits.hpp"
 #include "kc/core/launch.hpp"
+#include "kc/core/reduce.cuh"
 #include "kc/stage2/kernels.hpp"
 
 namespace kc::stage2 {
@@ -26,12 +29,12 @@ __global__ void rmsnorm_naive_kernel(RmsNormArgs<T> args) {
   if (row >= args.rows) return;
   const T* x = args.x + row * args.cols;
   T* y = args.y + row * args.cols;
-  float sum_squares = 0.f;
+  core::CompensatedSum sum_squares;  // a plain running float sum drifts on long rows
   for (int c = 0; c < args.cols; ++c) {
     const float v = core::to_float(x[c]);
-    sum_squares += v * v;
+    sum_squares.add(v * v);
   }
-  const float inv_rms = rsqrtf(sum_squares / args.cols + args.eps);
+  const float inv_rms = rsqrtf(sum_squares.value() / args.cols + args.eps);
   for (int c = 0; c < args.cols; ++c)
     y[c] = core::from_float<T>(core::to_float(x[c]) * inv_rms * core::to_float(args.weight[c]));
 }

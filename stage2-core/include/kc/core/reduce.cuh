@@ -49,6 +49,24 @@ struct MaxOp {
   static __device__ __forceinline__ float identity() { return -CUDART_INF_F; }
 };
 
+// A running sum with Kahan's compensation, for a thread that adds a whole row by itself. A plain
+// float running sum over n terms drifts by up to ~n*eps (1.5e-4 relative for 40000 equal terms,
+// measured); the compensated sum stays near 2*eps. Tree reductions (warp and block level) get
+// ~log2(n)*eps for free, which is one more reason the later rungs use them. NaN and Inf propagate
+// as in a plain sum: once the sum is infinite the compensation is held at 0 (inf - inf would
+// turn it, and then the sum, into NaN).
+struct CompensatedSum {
+  float sum = 0.f;
+  float compensation = 0.f;  // the low-order bits lost by the last additions, negated
+  __device__ __forceinline__ void add(float value) {
+    const float corrected = value - compensation;
+    const float next = sum + corrected;
+    compensation = isfinite(next) ? (next - sum) - corrected : 0.f;
+    sum = next;
+  }
+  __device__ __forceinline__ float value() const { return sum; }
+};
+
 // Online-softmax state: the running maximum and the sum of exp(x - max).
 struct MaxSum {
   float max;
