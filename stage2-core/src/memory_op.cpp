@@ -65,16 +65,16 @@ std::vector<Problem> row_op_conformance_problems(const std::string& op) {
   std::vector<Problem> problems;
   for (std::int64_t cols : {1, 31, 1000, 4097})
     for (std::int64_t rows : {1, 3, 257}) problems.push_back({op, {rows, cols}});
-  for (const auto& [rows, cols] :
-       std::vector<std::pair<std::int64_t, std::int64_t>>{{64, 4096}, {7, 8192}, {5, 2050}, {2, 40000}})
+  for (const auto& [rows, cols] : std::vector<std::pair<std::int64_t, std::int64_t>>{
+           {64, 4096}, {7, 8192}, {5, 1024}, {3, 512}, {5, 2050}, {2, 40000}})
     problems.push_back({op, {rows, cols}});
   return problems;
 }
 
-std::vector<Problem> row_op_bench_problems(const std::string& op, DType dtype) {
-  std::vector<Problem> problems{{op, {32768, 4096}}};
-  if (dtype == DType::bf16) problems.push_back({op, {32768, 8192}});
-  return problems;
+std::vector<Problem> row_op_bench_problems(const std::string& op, DType dtype, BenchTarget target) {
+  if (target == BenchTarget::issue_target && dtype == DType::bf16)
+    return {{op, {32768, 4096}}, {op, {32768, 8192}}};
+  return {{op, {16384, 4096}}};
 }
 
 OpSpec make_memory_op(MemoryOpConfig config, std::shared_ptr<CopyScratch> scratch) {

@@ -21,7 +21,7 @@ MemoryOpConfig row_op(const std::string& base, DType dtype, std::string descript
   config.description = std::move(description);
   config.dtype = dtype;
   config.dim_names = {"rows", "cols"};
-  config.bench_problems = row_op_bench_problems(config.name, dtype);
+  config.bench_problems = row_op_bench_problems(config.name, dtype, BenchTarget::issue_target);
   config.conformance_problems = row_op_conformance_problems(config.name);
   return config;
 }
@@ -151,7 +151,9 @@ void register_norms_for(Registry& registry, const std::shared_ptr<CopyScratch>& 
         &layernorm_02_warp_shuffle<T>},
        {{"03_vectorized", 3, "16-byte loads and stores, three passes"}, &layernorm_03_vectorized<T>},
        {{"04_row_in_registers", 4, "row held in registers: x read once, exact two-pass variance"},
-        &layernorm_04_row_in_registers<T>}});
+        &layernorm_04_row_in_registers<T>},
+       {{"05_lean_two_pass", 5, "rung 04 with the deviations held and two barriers instead of four"},
+        &layernorm_05_lean_two_pass<T>}});
 }
 
 }  // namespace

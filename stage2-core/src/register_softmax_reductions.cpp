@@ -17,13 +17,14 @@ const ShapeFn kColumn = dims_at({0});     // rows
 std::int64_t rows_of(const Problem& p) { return p.dims[0]; }
 std::int64_t cols_of(const Problem& p) { return p.dims[1]; }
 
-MemoryOpConfig rowwise(const std::string& name, DType dtype, std::string description) {
+MemoryOpConfig rowwise(const std::string& name, DType dtype, std::string description,
+                       BenchTarget target = BenchTarget::other) {
   MemoryOpConfig config;
   config.name = name;
   config.description = std::move(description);
   config.dtype = dtype;
   config.dim_names = {"rows", "cols"};
-  config.bench_problems = row_op_bench_problems(name, dtype);
+  config.bench_problems = row_op_bench_problems(name, dtype, target);
   config.conformance_problems = row_op_conformance_problems(name);
   return config;
 }
@@ -33,7 +34,8 @@ MemoryOpConfig softmax_config(DType dtype) {
       rowwise(op_name("softmax", dtype), dtype,
               fmt::format("y = exp(x - max) / sum(exp(x - max)) per row; {} in and out, float math; "
                           "inputs normal(0, 30), far beyond exp's float range",
-                          dtype_name(dtype)));
+                          dtype_name(dtype)),
+              BenchTarget::issue_target);
   // Standard deviation 30: rows reach several hundred, so exp(x) without the max overflows.
   config.operands = {input("x", dtype, kMatrix, FillSpec::normal(0.0, 30.0)),
                      output("y", dtype, kMatrix)};
@@ -132,7 +134,9 @@ void register_for(Registry& registry, const std::shared_ptr<CopyScratch>& scratc
        {{"04_online_vectorized", 4, "online softmax with 16-byte loads and stores"},
         &softmax_04_online_vectorized<T>},
        {{"05_row_in_registers", 5, "row held in registers: one read, one exp per element"},
-        &softmax_05_row_in_registers<T>}});
+        &softmax_05_row_in_registers<T>},
+       {{"06_lean_exp", 6, "rung 05 in under half the instructions: flushing exp, max-then-sum reduction"},
+        &softmax_06_lean_exp<T>}});
 
   for (const ReductionOp& reduction : kReductions) {
     const std::string op = op_name(reduction.name, dtype);

@@ -113,6 +113,31 @@ TEST(RowPlan, LongRowsGetABlockSizedToHoldThem) {
   EXPECT_EQ(plan_row(2050, 1).threads_per_block, 544);  // ceil(2050 / 4) = 513 -> 544
 }
 
+// A plan with every slot full lets the kernel drop its bounds checks: it must hold only when each
+// member's kRowVectorsPerThread slots all land inside the row.
+TEST(RowPlan, EverySlotFullOnlyWhenTheRowFillsTheTeamExactly) {
+  EXPECT_TRUE(plan_row(1024, 8).every_slot_full);    // warp: 128 vectors = 32 lanes x 4
+  EXPECT_FALSE(plan_row(1000, 8).every_slot_full);   // warp: 125 vectors
+  EXPECT_FALSE(plan_row(512, 8).every_slot_full);    // warp: 64 vectors, half the slots empty
+  EXPECT_TRUE(plan_row(512, 4).every_slot_full);     // f32 warp: 128 vectors
+  EXPECT_TRUE(plan_row(4096, 8).every_slot_full);    // block: 128 threads x 4 = 512 vectors
+  EXPECT_TRUE(plan_row(8192, 8).every_slot_full);    // 256 threads x 4
+  EXPECT_TRUE(plan_row(4096, 4).every_slot_full);    // f32: 256 threads x 4
+  EXPECT_TRUE(plan_row(32768, 8).every_slot_full);   // 1024 threads x 4
+  EXPECT_FALSE(plan_row(4104, 8).every_slot_full);   // 513 vectors: 160 threads, 127 slots empty
+  EXPECT_FALSE(plan_row(2050, 1).every_slot_full);   // 544 threads x 4 > 2050
+  EXPECT_FALSE(plan_row(40000, 8).every_slot_full);  // streams: no slots at all
+  for (std::int64_t cols = 1; cols <= 9000; ++cols)
+    for (int width : {1, 4, 8}) {
+      if (cols % width != 0) continue;
+      const RowPlan plan = plan_row(cols, width);
+      if (!plan.every_slot_full) continue;
+      const std::int64_t members = plan.team == RowTeam::warp ? 32 : plan.threads_per_block;
+      // The last slot of the last member is the row's last vector.
+      EXPECT_EQ(members * kRowVectorsPerThread, plan.vectors_per_row) << cols << " / " << width;
+    }
+}
+
 TEST(RowPlan, RowsBeyondOneKiloThreadTimesFourVectorsMustStream) {
   EXPECT_TRUE(plan_row(32768, 8).fits_in_registers);    // 4096 vectors: 1024 threads x 4
   EXPECT_FALSE(plan_row(32776, 8).fits_in_registers);   // 4097 vectors

@@ -103,9 +103,10 @@ std::map<std::string, std::map<std::string, std::vector<double>>> run_every_rung
   return results;
 }
 
-// Row lengths that take every path: scalar warp (37), vector warp (1000), vector block (4096),
-// scalar block (2050), and rows too long to hold in registers (40000).
-const std::int64_t kRowLengths[] = {37, 1000, 2050, 4096, 40000};
+// Row lengths that take every path: scalar warp (37), vector warp (1000), vector warp with every
+// slot full in 16-bit types (1024), vector block (4096, every slot full), scalar block (2050), and
+// rows too long to hold in registers (40000).
+const std::int64_t kRowLengths[] = {37, 1000, 1024, 2050, 4096, 40000};
 const DType kDtypes[] = {DType::bf16, DType::f16, DType::f32};
 
 bool all_nan(const std::vector<double>& y, std::int64_t row, std::int64_t cols) {

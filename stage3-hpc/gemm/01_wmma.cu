@@ -93,13 +93,14 @@ __global__ void __launch_bounds__(kThreads) hgemm_wmma_kernel(HgemmArgs args) {
       wmma::store_matrix_sync(&smem_c[warp_row0 + i * kFragment][warp_col0 + j * kFragment],
                               acc[i][j], kAccStride, wmma::mem_row_major);
   __syncthreads();
-  const LinearCombination transform = linear_combination(args);
+  const LinearCombination linear = linear_combination(args);
   constexpr int kPairsPerRow = kBlockN / 2;
   for (int pair = threadIdx.x; pair < kBlockM * kPairsPerRow; pair += kThreads) {
     const int row = pair / kPairsPerRow;
     const int col = (pair % kPairsPerRow) * 2;
-    store_pair(args.c, args.m, args.n, block_row0 + row, block_col0 + col, smem_c[row][col],
-               smem_c[row][col + 1], transform);
+    store_pair(args.c, args.m, args.n, block_row0 + row, block_col0 + col,
+               make_float2(smem_c[row][col], smem_c[row][col + 1]), linear, Identity{},
+               Identity::ColumnPair{});
   }
 }
 

@@ -13,10 +13,25 @@
 // swizzle, same warp MMA as rung 02 (mma_sync_common.cuh). Shared memory: 3 x 32 KiB, so two
 // blocks fit on an H100/H200 SM.
 //
+// The 16 cp.async of a K step are straight-line code (the chunk walk of mma_sync_common.cuh has a
+// compile-time count): about 150 instructions per thread and K step. Walked by a loop starting at
+// threadIdx.x they were a rolled loop with remainder handling, about 400 instructions and a chain
+// of branches between the barrier and the first MMA of every K step.
+// Occupancy: 237 registers (2 x 128 threads per SM by registers, __launch_bounds__(128, 2)) and
+// 97 KiB of shared memory per block: 8 warps per SM.
+// Bank conflicts: none by construction (CPU-tested in gemm_layout_test.cpp): each 8-lane phase of
+// an ldmatrix reads one 16-byte chunk from 8 consecutive rows, which the swizzle puts in 8
+// different chunk columns; the 8 threads copying one row write its 8 chunks.
+//
 // Layouts: A row-major M x K, B N x K. Any M, N; K a multiple of 8.
-// SASS to look for: LDGSTS.E.BYPASS.128 (cp.async.cg), LDGDEPBAR / DEPBAR.LE, LDSM, HMMA.
-// Expected limiter: tensor issue rate of mma.sync (on Hopper, mma.sync reaches only a fraction of
-// the WGMMA peak) and the ldmatrix traffic that feeds it.
+// SASS to look for: 16 LDGSTS.E.BYPASS.128 (cp.async.cg) without a branch between them, LDGDEPBAR /
+// DEPBAR.LE, LDSM, HMMA.
+// Expected limiter: shared-memory bandwidth and the tensor issue rate of mma.sync, about equally:
+// per K step a block reads 64 KiB through ldmatrix and writes 32 KiB with cp.async for 2.1 MFLOP,
+// so at 128 B/clock an SM tops out near 2.7 kFLOP/clock (~700 TFLOPS on 132 SMs at 1.98 GHz),
+// about where mma.sync itself stops on Hopper (a fraction of the WGMMA peak); a 64 x 64 warp tile
+// is the largest the registers allow, so only WGMMA (rung 04 on) moves that ceiling. Expected
+// effect of the straight-line copies (not yet measured): +10-30% over the rolled loop at 4096^3.
 //
 // Run just this rung:  kc-bench --filter stage3/hgemm_bf16/03_cp_async
 #include "hgemm.hpp"
@@ -48,7 +63,7 @@ __device__ __forceinline__ void cp_async_wait_group() {
 // Starts the copy of one 128 x 64 tile into swizzled shared memory at `tile`.
 __device__ void copy_tile_async(std::uint32_t tile, const bf16* matrix, int rows_total, int k,
                                 int row0, int k0) {
-  for_each_tile_chunk(matrix, rows_total, k, row0, k0, [&](int offset, ChunkSource source) {
+  for_each_tile_chunk(matrix, rows_total, k, row0, k0, [&](int, int offset, ChunkSource source) {
     cp_async_16(tile + offset, source.pointer, source.valid);
   });
 }

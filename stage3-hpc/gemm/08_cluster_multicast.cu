@@ -27,8 +27,8 @@
 namespace kc::stage3 {
 
 void hgemm_08_cluster_multicast(const HgemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache) {
-  using Config = WarpSpecializedConfig<2, EpilogueKind::direct_store, LinearCombination>;
-  launch_warp_specialized<Config>(args, linear_combination(args), Schedule::persistent, stream,
+  using Config = WarpSpecializedConfig<2, EpilogueKind::direct_store, Identity>;
+  launch_warp_specialized<Config>(args, Identity{}, Schedule::persistent, stream,
                                   cache);
 }
 

@@ -12,6 +12,9 @@
 // What changed from rung 07: the epilogue (store_accumulators_tma in warp_specialized_gemm.cuh).
 // A consumer's 64 x 256 result leaves in two passes of 64 x 128 through a 16 KiB buffer, so the
 // epilogue takes 32 KiB of shared memory and the pipeline keeps its 4 stages of 48 KiB.
+// The configuration (TmaStoreConfig in warp_specialized_gemm.cuh: cluster size, stages, store
+// pass width, raster band) is the one kc-hgemm-tune (gemm/tune/hgemm_tune.cu) measures against
+// its alternatives; rung 10 shares it.
 // TMA needs rows of C to be a multiple of 16 bytes: when N % 8 != 0 this rung falls back to rung
 // 07's direct stores.
 //
@@ -26,8 +29,8 @@
 namespace kc::stage3 {
 
 void hgemm_09_tma_store(const HgemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache) {
-  using Config = WarpSpecializedConfig<1, EpilogueKind::tma_store, LinearCombination>;
-  launch_warp_specialized<Config>(args, linear_combination(args), Schedule::persistent, stream,
+  using Config = TmaStoreConfig<Identity>;
+  launch_warp_specialized<Config>(args, Identity{}, Schedule::persistent, stream,
                                   cache);
 }
 

@@ -1,14 +1,18 @@
 // epilogue.cuh — turning FP32 accumulators into BF16 results in C, shared by every rung.
 //
-// An epilogue is a value transform (what to compute from an accumulator at (row, col)) plus a way
-// to move the result to memory. The transforms are the linear combination alpha.acc + beta.C of
-// BLAS and, for rung 10, + bias[col] followed by GELU. Stores here are the direct kind: each thread
-// writes the elements its tensor-core fragment holds, guarded against the edges of C.
+// An epilogue computes activation(alpha.acc + beta.C) and moves the result to memory. The linear
+// combination is BLAS's; the activation is the identity for the plain GEMM (rungs 01-09) and
+// + bias[col] followed by GELU for rung 10. Keeping the two apart lets an epilogue apply the
+// linear combination to a whole tile under one test of beta, and then run the activation as
+// straight-line code (epilogues that branch per element cannot overlap one element's latency with
+// another's work). Stores here are the direct kind: each thread writes the elements its
+// tensor-core fragment holds, guarded against the edges of C.
 #pragma once
 
 #include <cuda_bf16.h>
 
 #include <cstddef>
+#include <cstdint>
 
 #include "hgemm.hpp"
 
@@ -19,72 +23,130 @@ struct LinearCombination {
   float alpha = 1.f;
   float beta = 0.f;
   const bf16* c = nullptr;  // C before the kernel; read only when beta != 0
-  int ldc = 0;
+  int ldc = 0;              // = N
 
-  __device__ float operator()(float acc, int row, int col) const {
-    float value = alpha * acc;
-    if (beta != 0.f) value += beta * __bfloat162float(c[static_cast<std::size_t>(row) * ldc + col]);
+  // The values at (row, col) and (row, col + 1), col even; (row, col) must lie inside C, and
+  // col + 1 may be N (that value is then never stored, and C is not read there).
+  __device__ float2 operator()(float2 acc, int row, int col) const {
+    float2 value = make_float2(alpha * acc.x, alpha * acc.y);
+    if (beta != 0.f) {
+      const bf16* c_row = c + static_cast<std::size_t>(row) * ldc;
+      value.x += beta * __bfloat162float(c_row[col]);
+      if (col + 1 < ldc) value.y += beta * __bfloat162float(c_row[col + 1]);
+    }
     return value;
   }
 };
 
-// GELU, tanh form (the one GPT-2 and many LLM MLPs use):
-// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). tanhf, not tanh.approx: the epilogue is not
-// the bottleneck, and the result then matches the double-precision reference to BF16 rounding.
-__device__ __forceinline__ float gelu_tanh(float x) {
-  constexpr float kSqrt2OverPi = 0.7978845608028654f;
-  constexpr float kCubicCoefficient = 0.044715f;
-  return 0.5f * x * (1.f + tanhf(kSqrt2OverPi * (x + kCubicCoefficient * x * x * x)));
+__host__ __device__ inline LinearCombination linear_combination(const HgemmArgs& args) {
+  return {args.alpha, args.beta, args.c, args.ldc};
 }
 
-// gelu(alpha.acc + beta.C + bias[col]): the fused epilogue of rung 10.
-struct BiasGelu {
-  LinearCombination linear;
-  const bf16* bias = nullptr;
+// An activation maps the linear combination of two neighbouring outputs, (row, col) and
+// (row, col + 1) with col even, to their results, reading no memory. Whatever it needs per output
+// column (the bias of rung 10) it fetches beforehand in column_pair(col, n), once for the two
+// columns a thread holds in a fragment, and gets back for every row it holds there: one load
+// per column, not per element.
 
-  __device__ float operator()(float acc, int row, int col) const {
-    return gelu_tanh(linear(acc, row, col) + __bfloat162float(bias[col]));
+// The plain GEMM: results are the linear combination.
+struct Identity {
+  struct ColumnPair {};  // nothing per column
+  __device__ ColumnPair column_pair(int /*col*/, int /*n*/) const { return {}; }
+  __device__ float2 operator()(float2 value, ColumnPair /*columns*/) const { return value; }
+};
+
+// 2^x on the MUFU unit, flushing results below 2^-126 to zero. __expf compiles to the same MUFU.EX2
+// plus a rescaling that keeps such results as denormals (a compare and two multiplies), which
+// GELU does not need: there exp(-2u) is added to 1.
+__device__ __forceinline__ float exp2_approx_ftz(float x) {
+  float result;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(result) : "f"(x));
+  return result;
+}
+
+// GELU, tanh form (the one GPT-2 and many LLM MLPs use): 0.5 x (1 + tanh(u)) with
+// u = sqrt(2/pi) (x + 0.044715 x^3), evaluated as the same function rewritten,
+// x . sigmoid(2u) = x / (1 + exp(-2u)) = x / (1 + 2^(-2 log2(e) u)):
+// - six FMA-pipe instructions and two MUFU ops (ex2, and rcp inside __fdividef) per element;
+//   tanhf is about twice as long (both MUFU ops plus a polynomial and selects). In the fused
+//   rung the tensor cores wait while the epilogue runs, so these instructions count;
+// - no cancellation: as x -> -inf, 1 + tanh(u) -> 0 loses the digits tanh had (tanh.approx's
+//   2^-11 relative error allows ~1% error in the result at x = -2, ~20% at x = -3 and no correct
+//   digit further out), while 1 + exp(-2u) just grows. The relative error stays within a few
+//   1e-6 (ex2's own, and the rounding of its argument), far below bf16's 2^-9. Limits: for x below about -10,
+//   exp(-2u) overflows to inf and __fdividef(x, inf) = -0; for large x, exp(-2u) = 0 and the
+//   result is x.
+// The double-precision reference (gelu_tanh_reference) keeps the textbook tanh form, and the
+// separate bias+GELU kernel of the unfused baseline calls this same function.
+__device__ __forceinline__ float gelu_tanh(float x) {
+  constexpr float kLog2E = 1.4426950408889634f;
+  constexpr float kMinusTwoSqrt2OverPiLog2E = -2.f * 0.7978845608028654f * kLog2E;
+  constexpr float kCubicCoefficient = 0.044715f;
+  const float exponent = kMinusTwoSqrt2OverPiLog2E * x * fmaf(kCubicCoefficient, x * x, 1.f);
+  return __fdividef(x, 1.f + exp2_approx_ftz(exponent));
+}
+
+// gelu(value + bias[col]): the activation of rung 10.
+struct BiasGelu {
+  const bf16* bias = nullptr;  // N elements, 4-byte aligned (checked at launch)
+
+  // The bits of bias[col] (low half) and bias[col + 1] (high half), zero past N: one 32-bit
+  // register per pair (an epilogue holds 32 pairs next to its 128 accumulators).
+  using ColumnPair = std::uint32_t;
+  // col is even, so a pair inside N is one aligned 4-byte load; only the last column of an odd N
+  // is loaded alone. Each load sits under its own test and compiles to a predicated load, not a
+  // branch. (A bf16 half-assignment instead would keep the halves in separate registers.)
+  __device__ ColumnPair column_pair(int col, int n) const {
+    std::uint32_t bits = 0;
+    if (col + 1 < n) bits = __ldg(reinterpret_cast<const unsigned int*>(bias + col));
+    if (col + 1 == n) bits = __ldg(reinterpret_cast<const unsigned short*>(bias + col));
+    return bits;
+  }
+
+  __device__ float2 operator()(float2 value, ColumnPair bias_bits) const {
+    // A bf16 is the upper half of the float with the same value.
+    const float bias0 = __uint_as_float(bias_bits << 16);
+    const float bias1 = __uint_as_float(bias_bits & 0xFFFF0000u);
+    return make_float2(gelu_tanh(value.x + bias0), gelu_tanh(value.y + bias1));
   }
 };
 
 // Writes the results for C[row][col] and C[row][col + 1] (col is even), skipping what lies
 // outside M x N. A pair is one 4-byte store when N is even; with N odd, rows start at odd element
 // offsets, so the pair is stored as two halves.
-template <class Transform>
-__device__ __forceinline__ void store_pair(bf16* c, int m, int n, int row, int col, float acc0,
-                                           float acc1, const Transform& transform) {
+template <class Activation>
+__device__ __forceinline__ void store_pair(bf16* c, int m, int n, int row, int col, float2 acc,
+                                           const LinearCombination& linear,
+                                           const Activation& activation,
+                                           typename Activation::ColumnPair columns) {
   if (row >= m || col >= n) return;
   bf16* destination = c + static_cast<std::size_t>(row) * n + col;
-  const float v0 = transform(acc0, row, col);
+  const float2 value = activation(linear(acc, row, col), columns);
   if (col + 1 >= n) {
-    *destination = __float2bfloat16_rn(v0);
-    return;
-  }
-  const float v1 = transform(acc1, row, col + 1);
-  if (n % 2 == 0) {
-    *reinterpret_cast<__nv_bfloat162*>(destination) = __floats2bfloat162_rn(v0, v1);
+    *destination = __float2bfloat16_rn(value.x);
+  } else if (n % 2 == 0) {
+    *reinterpret_cast<__nv_bfloat162*>(destination) = __floats2bfloat162_rn(value.x, value.y);
   } else {
-    destination[0] = __float2bfloat16_rn(v0);
-    destination[1] = __float2bfloat16_rn(v1);
+    destination[0] = __float2bfloat16_rn(value.x);
+    destination[1] = __float2bfloat16_rn(value.y);
   }
 }
 
 // One 16 x 8 accumulator block of an mma.sync m16n8 (and of each 8-column slice of a WGMMA m64
 // warp quarter): lane l holds rows l/4 and l/4 + 8, columns 2(l%4) and 2(l%4) + 1, as
-// {c0, c1} (upper row) and {c2, c3} (lower row).
-template <class Transform>
+// {c0, c1} (upper row) and {c2, c3} (lower row). The two rows share one column_pair fetch.
+template <class Activation>
 __device__ __forceinline__ void store_fragment_16x8(bf16* c, int m, int n, int row0, int col0,
                                                     const float* fragment,
-                                                    const Transform& transform) {
+                                                    const LinearCombination& linear,
+                                                    const Activation& activation) {
   const int lane = threadIdx.x % 32;
   const int row = row0 + lane / 4;
   const int col = col0 + 2 * (lane % 4);
-  store_pair(c, m, n, row, col, fragment[0], fragment[1], transform);
-  store_pair(c, m, n, row + 8, col, fragment[2], fragment[3], transform);
-}
-
-__host__ __device__ inline LinearCombination linear_combination(const HgemmArgs& args) {
-  return {args.alpha, args.beta, args.c, args.ldc};
+  const typename Activation::ColumnPair columns = activation.column_pair(col, n);
+  store_pair(c, m, n, row, col, make_float2(fragment[0], fragment[1]), linear, activation, columns);
+  store_pair(c, m, n, row + 8, col, make_float2(fragment[2], fragment[3]), linear, activation,
+             columns);
 }
 
 }  // namespace kc::stage3

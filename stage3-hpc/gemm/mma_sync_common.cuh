@@ -66,22 +66,40 @@ struct MmaSyncTile {
 
 using WarpAccumulators = float[MmaSyncTile::kFragmentsM][MmaSyncTile::kFragmentsN][4];
 
-// Calls copy_chunk(byte offset in the swizzled tile, source chunk) for each 16-byte chunk of the
-// 128 x 64 tile (rows [row0, row0 + 128), columns [k0, k0 + 64)) that this thread copies.
-// Consecutive threads take consecutive chunks of a row: 8 threads cover one 128-byte row, so global
-// reads are whole 128-byte lines and the swizzled shared stores of 8 threads hit distinct banks.
+// The 16-byte chunks of a 128 x 64 tile that one thread moves. Consecutive threads take
+// consecutive chunks of a row: 8 threads cover one 128-byte row, so global reads are whole 128-byte
+// lines and the swizzled shared stores of 8 threads hit distinct banks; the 128 threads cover 16
+// rows per pass, and 8 passes the tile. The pass count is a compile-time constant, so the walk
+// unrolls into straight-line code (a loop starting at threadIdx.x would have a trip count the
+// compiler cannot see: a rolled loop with remainder handling, branches and serialized
+// load -> store pairs).
+inline constexpr int kTileRowsPerPass = MmaSyncTile::kThreads / MmaSyncTile::kChunksPerRow;  // 16
+inline constexpr int kTileChunksPerThread = MmaSyncTile::kBlockM / kTileRowsPerPass;          // 8
+
+__device__ __forceinline__ int tile_chunk_row(int pass) {
+  return pass * kTileRowsPerPass + static_cast<int>(threadIdx.x) / MmaSyncTile::kChunksPerRow;
+}
+__device__ __forceinline__ int tile_chunk_column() {
+  return static_cast<int>(threadIdx.x) % MmaSyncTile::kChunksPerRow;
+}
+// Byte offset in the swizzled tile of this thread's chunk of pass `pass`.
+__device__ __forceinline__ int tile_chunk_offset(int pass) {
+  return swizzle_128b_offset(tile_chunk_row(pass), tile_chunk_column());
+}
+
+// Calls copy_chunk(pass, byte offset in the swizzled tile, source chunk) for each of this thread's
+// chunks of the 128 x 64 tile with rows [row0, row0 + 128) and columns [k0, k0 + 64).
 template <class CopyChunk>
 __device__ __forceinline__ void for_each_tile_chunk(const bf16* matrix, int rows_total, int k,
                                                     int row0, int k0, CopyChunk copy_chunk) {
   static_assert(MmaSyncTile::kBlockM == MmaSyncTile::kBlockN, "A and B tiles share one loader");
-  constexpr int kChunks = MmaSyncTile::kBlockM * MmaSyncTile::kChunksPerRow;
+  static_assert(kTileChunksPerThread * kTileRowsPerPass == MmaSyncTile::kBlockM,
+                "the passes cover the tile exactly");
+  const int col = k0 + tile_chunk_column() * kChunkElements;
 #pragma unroll
-  for (int chunk = threadIdx.x; chunk < kChunks; chunk += MmaSyncTile::kThreads) {
-    const int row = chunk / MmaSyncTile::kChunksPerRow;
-    const int col_chunk = chunk % MmaSyncTile::kChunksPerRow;
-    copy_chunk(swizzle_128b_offset(row, col_chunk),
-               chunk_source(matrix, rows_total, k, row0 + row, k0 + col_chunk * kChunkElements));
-  }
+  for (int pass = 0; pass < kTileChunksPerThread; ++pass)
+    copy_chunk(pass, tile_chunk_offset(pass),
+               chunk_source(matrix, rows_total, k, row0 + tile_chunk_row(pass), col));
 }
 
 // ---- tensor-core instructions ---------------------------------------------------------------------
@@ -144,12 +162,13 @@ __device__ __forceinline__ void warp_mma_tile(std::uint32_t smem_a, std::uint32_
 // Writes a warp's 64 x 64 accumulators to C (guarded at the edges).
 __device__ __forceinline__ void store_warp_tile(const HgemmArgs& args, int row0, int col0,
                                                 const WarpAccumulators& acc) {
-  const LinearCombination transform = linear_combination(args);
+  const LinearCombination linear = linear_combination(args);
 #pragma unroll
   for (int i = 0; i < MmaSyncTile::kFragmentsM; ++i)
 #pragma unroll
     for (int j = 0; j < MmaSyncTile::kFragmentsN; ++j)
-      store_fragment_16x8(args.c, args.m, args.n, row0 + i * 16, col0 + j * 8, acc[i][j], transform);
+      store_fragment_16x8(args.c, args.m, args.n, row0 + i * 16, col0 + j * 8, acc[i][j], linear,
+                          Identity{});
 }
 
 }  // namespace kc::stage3

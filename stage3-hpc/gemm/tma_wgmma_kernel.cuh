@@ -13,7 +13,7 @@ struct TmaWgmmaParams {
   CUtensorMap b;  // B: N x K, boxes of (256 x 64)
   bf16* c;
   int m, n, k;
-  LinearCombination transform;
+  LinearCombination linear;
 };
 
 template <int kWarpgroups>
@@ -82,7 +82,7 @@ __global__ void __launch_bounds__(TmaWgmmaConfig<kWarpgroups>::kThreads, 1)
   sm90::fence_accumulators(acc);
 
   store_accumulators_direct(params.c, params.m, params.n, block_row0 + warpgroup * kWarpgroupRows,
-                            block_col0, acc, params.transform);
+                            block_col0, acc, params.linear, Identity{});
 #endif
 }
 
@@ -99,7 +99,7 @@ void launch_tma_wgmma(const HgemmArgs& args, cudaStream_t stream, HopperLaunchCa
   params.m = args.m;
   params.n = args.n;
   params.k = args.k;
-  params.transform = linear_combination(args);
+  params.linear = linear_combination(args);
   const dim3 grid(ceil_div(args.m, Config::kBlockM), ceil_div(args.n, Config::kBlockN));
   tma_wgmma_kernel<kWarpgroups><<<grid, Config::kThreads, Config::kSmemBytes, stream>>>(params);
 }

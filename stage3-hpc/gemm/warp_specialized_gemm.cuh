@@ -5,7 +5,7 @@
 //   06 warp specialization   one tile per block                   direct stores
 //   07 persistent            one block per SM, grouped raster     direct stores
 //   08 clusters + multicast  as 07, 2 CTAs share each B tile      direct stores
-//   09 TMA store epilogue    as 07                                smem + TMA store
+//   09 TMA store epilogue    as 07 (knobs: TmaStoreConfig)        smem + TMA store
 //   10 fused bias + GELU     as 09, with gelu(acc + bias)         smem + TMA store
 //
 // The pipeline. Stage s has two mbarriers: full[s] (1 arrival: the producer's arrive.expect_tx,
@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "hopper_common.cuh"
+#include "kc/common/error.hpp"
 
 namespace kc::stage3 {
 
@@ -30,7 +31,7 @@ enum class EpilogueKind {
   tma_store,     // registers -> swizzled shared tile -> one TMA store per 64 x 64 box (09, 10)
 };
 
-template <class TransformT>
+template <class ActivationT>
 struct WarpSpecializedParams {
   CUtensorMap a;   // A: M x K in boxes of 128 x 64
   CUtensorMap b;   // B: N x K in boxes of (256 / cluster_m) x 64
@@ -41,15 +42,33 @@ struct WarpSpecializedParams {
   int cluster_tiles_m;    // tile rows handled together by one cluster: ceil(tiles_m / cluster_m)
   int raster_band;        // grouped raster band height, in cluster tile rows
   bool use_tma_store;     // C rows are 16-byte multiples (N % 8 == 0): TMA can store them
-  TransformT transform;
+  LinearCombination linear;  // alpha.acc + beta.C
+  ActivationT activation;    // then this, element by element (epilogue.cuh)
 };
 
-template <int kClusterMValue, EpilogueKind kEpilogueValue, class TransformT>
+// The knobs of the kernel. kc-hgemm-tune (gemm/tune/hgemm_tune.cu) times combinations of them;
+// TmaStoreConfig below is what rungs 09 and 10 use.
+//   kClusterM            1, or 2 CTAs along M sharing each B tile through TMA multicast (rung 08)
+//   kEpilogue            direct stores from registers, or through shared memory and TMA (rung 09)
+//   Activation           what follows alpha.acc + beta.C: Identity, or BiasGelu (rung 10)
+//   kStages              depth of the shared-memory ring; a stage (A 128 x 64 + B 256 x 64) is
+//                        48 KiB, and 4 stages plus a 2-pass epilogue buffer fill the 227 KiB
+//   kStorePassColumns    TMA epilogue only: a consumer's 64 x 256 result leaves in passes of this
+//                        many columns through a 64-row buffer of that width (128: two passes,
+//                        16 KiB per consumer; 256: one pass and no wait for the first pass's stores
+//                        to leave the buffer, but 32 KiB per consumer, which costs a stage)
+//   kRasterBandTileRows  persistent schedule: height, in tiles, of the bands of the grouped raster
+//                        order (gemm_layout.hpp)
+template <int kClusterMValue, EpilogueKind kEpilogueValue, class ActivationT, int kStagesValue = 4,
+          int kStorePassColumnsValue = 128, int kRasterBandTileRowsValue = 8>
 struct WarpSpecializedConfig {
-  using Transform = TransformT;
-  using Params = WarpSpecializedParams<TransformT>;
+  using Activation = ActivationT;
+  using Params = WarpSpecializedParams<ActivationT>;
   static constexpr int kClusterM = kClusterMValue;
   static constexpr EpilogueKind kEpilogue = kEpilogueValue;
+  static constexpr int kStages = kStagesValue;
+  static constexpr int kStorePassColumns = kStorePassColumnsValue;
+  static constexpr int kRasterBandTileRows = kRasterBandTileRowsValue;
 
   static constexpr int kConsumers = 2;  // warpgroups 1 and 2; warpgroup 0 produces
   static constexpr int kThreads = (1 + kConsumers) * kWarpgroupThreads;
@@ -62,34 +81,28 @@ struct WarpSpecializedConfig {
   // With multicast each CTA of a cluster loads 1/kClusterM of the B tile into every CTA.
   static constexpr int kBSliceRows = kBlockN / kClusterM;
   static constexpr int kBSliceBytes = kBSliceRows * kTileRowBytes;
-  // The epilogue buffer: per consumer, 64 rows x 128 columns (half the tile's width, stored in
-  // two passes) as two 64 x 64 swizzled boxes.
+  // The epilogue buffer: per consumer, 64 rows x kStorePassColumns as 64 x 64 swizzled boxes.
   static constexpr int kStoreBox = 64;
   static constexpr int kStoreBoxBytes = kStoreBox * kStoreBox * 2;
-  static constexpr int kStorePassColumns = 128;
   static constexpr int kEpilogueBytesPerConsumer = kWarpgroupRows * kStorePassColumns * 2;
   static constexpr int kEpilogueBytes =
       kEpilogue == EpilogueKind::tma_store ? kConsumers * kEpilogueBytesPerConsumer : 0;
-  static constexpr int kMaxStages = 4;
-  static constexpr int kBarrierBytes = 2 * kMaxStages * 8;
-  static constexpr int kStagesThatFit =
-      (kMaxDynamicSmem - kSmemAlignment - kEpilogueBytes - kBarrierBytes) / kStageBytes;
-  static constexpr int kStages = kStagesThatFit < kMaxStages ? kStagesThatFit : kMaxStages;
+  static constexpr int kBarrierBytes = 2 * kStages * 8;
   static constexpr int kSmemBytes =
       kSmemAlignment + kStages * kStageBytes + kEpilogueBytes + kBarrierBytes;
   // setmaxnreg: 384 threads start with 168 registers each (65536 / 384, rounded down to 8);
   // the producer needs few, the consumers hold 128 accumulators each. 128 x 40 + 256 x 232 = 64512.
   static constexpr int kProducerRegisters = 40;
   static constexpr int kConsumerRegisters = 232;
-  // Raster band of 8 tile rows (in cluster tile rows), for the persistent schedule.
-  static constexpr int kRasterBandTileRows = 8;
 
   static_assert(kStages >= 2, "a pipeline needs at least two stages");
-  static_assert(kSmemBytes <= kMaxDynamicSmem, "shared memory over the per-block limit");
+  static_assert(kSmemBytes <= kMaxDynamicSmem,
+                "shared memory over the per-block limit: fewer stages or a narrower store pass");
   static_assert(kClusterM == 1 || kClusterM == 2, "clusters of 1 or 2 CTAs along M");
   static_assert(kBSliceBytes % kSmemAlignment == 0, "B slices must stay 1024-byte aligned");
   static_assert(kBlockN % kStorePassColumns == 0 && kStorePassColumns % kStoreBox == 0,
                 "store passes are whole boxes");
+  static_assert(kRasterBandTileRows >= 1, "a raster band is at least one tile row");
 };
 
 #if KC_STAGE3_SM90A
@@ -116,43 +129,81 @@ __device__ __forceinline__ TileCoord cta_tile(const typename Config::Params& par
   return {cluster_tile.m * Config::kClusterM + static_cast<int>(cta_rank), cluster_tile.n};
 }
 
+// What the activation needs per column (rung 10's bias) for the 16 (or 32) column pairs a thread
+// writes in one store pass of the TMA epilogue. Identity needs nothing: then this is empty.
+template <class Config>
+struct PassColumns {
+  typename Config::Activation::ColumnPair pair[Config::kStorePassColumns / 8];
+};
+
+template <class Config>
+__device__ __forceinline__ PassColumns<Config> load_pass_columns(
+    const typename Config::Params& params, int col0, int pass) {
+  PassColumns<Config> columns;
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int slice = 0; slice < Config::kStorePassColumns / 8; ++slice)
+    columns.pair[slice] = params.activation.column_pair(
+        col0 + pass * Config::kStorePassColumns + 8 * slice + 2 * (lane % 4), params.n);
+  return columns;
+}
+
 // Epilogue through shared memory: every thread writes its fragment pairs, as BF16, into the
-// consumer's buffer of two 64 x 64 boxes (128-byte swizzle: a warp's column of 8 rows x 16 bytes
+// consumer's buffer of 64 x 64 boxes (128-byte swizzle: a warp's column of 8 rows x 16 bytes
 // lands on 32 distinct banks), then one thread stores each box with TMA, which writes whole lines
-// and clips at the edges of C. The 64 x 256 result goes out in two passes of 128 columns, so the
-// buffer is 16 KiB per consumer and the pipeline keeps 4 stages. Before writing into the buffer,
-// a pass waits until the stores issued from it last time have finished reading it.
+// and clips at the edges of C. The 64 x 256 result goes out in passes of kStorePassColumns
+// columns; before writing into the buffer, a pass waits until the stores issued from it last
+// time have finished reading it.
+// The values: alpha.acc + beta.C first, for the whole tile (one uniform test of beta), then the
+// activation per element pair as straight-line code — no bounds test either, since whatever lies
+// outside C is clipped by TMA, and an activation reads no memory — so the compiler can overlap
+// one element's MUFU latency with the next elements' work, and all of it with the barrier wait
+// before the shared stores. The per-column operands arrive one pass ahead: the first pass's were
+// loaded before the tile's mainloop (`columns`), and each pass loads the next pass's while its
+// own results wait for the barrier, so no load latency is exposed. (All 32 pairs at once would
+// add 16 registers to the 128 accumulators and the elements in flight, and spill.)
 template <class Config>
 __device__ __forceinline__ void store_accumulators_tma(const typename Config::Params& params,
                                                        std::uint8_t* buffer, int consumer,
                                                        int row0, int col0,
-                                                       const float (&acc)[kAccumulators]) {
+                                                       float (&acc)[kAccumulators],
+                                                       PassColumns<Config> columns) {
+  constexpr int kPasses = kHopperBlockN / Config::kStorePassColumns;
+  constexpr int kSlicesPerPass = Config::kStorePassColumns / 8;
   const int thread = threadIdx.x % kWarpgroupThreads;
   const int lane = threadIdx.x % 32;
   const int warp = thread / 32;
   const int barrier_id = 1 + consumer;  // one named barrier per consumer warpgroup
-  const auto value = [&](float accumulator, int row, int col) {
-    return row < params.m && col < params.n ? params.transform(accumulator, row, col) : 0.f;
-  };
-  constexpr int kSlicesPerPass = Config::kStorePassColumns / 8;
+
+  apply_linear_combination(acc, params.linear, params.m, params.n, row0, col0);
+
 #pragma unroll
-  for (int pass = 0; pass < kHopperBlockN / Config::kStorePassColumns; ++pass) {
+  for (int pass = 0; pass < kPasses; ++pass) {
+    __nv_bfloat162 results[kSlicesPerPass][2];
+#pragma unroll
+    for (int slice = 0; slice < kSlicesPerPass; ++slice) {
+      const int j = pass * kSlicesPerPass + slice;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const float2 value = params.activation(
+            make_float2(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]), columns.pair[slice]);
+        results[slice][half] = __floats2bfloat162_rn(value.x, value.y);
+      }
+    }
+    if (pass + 1 < kPasses) columns = load_pass_columns<Config>(params, col0, pass + 1);
+
     if (thread == 0) sm90::tma_store_wait_smem_read();
     sm90::named_barrier_sync(barrier_id, kWarpgroupThreads);
 #pragma unroll
     for (int slice = 0; slice < kSlicesPerPass; ++slice) {
-      const int j = pass * kSlicesPerPass + slice;  // 8-column slice of the 256-column tile
       const int pass_col = 8 * slice + 2 * (lane % 4);
       const int box = pass_col / Config::kStoreBox;
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int row = 16 * warp + lane / 4 + 8 * half;
-        const int col = col0 + pass * Config::kStorePassColumns + pass_col;
-        const float v0 = value(acc[4 * j + 2 * half], row0 + row, col);
-        const float v1 = value(acc[4 * j + 2 * half + 1], row0 + row, col + 1);
         std::uint8_t* destination = buffer + box * Config::kStoreBoxBytes +
                                     swizzle_128b_element_offset(row, pass_col % Config::kStoreBox);
-        *reinterpret_cast<__nv_bfloat162*>(destination) = __floats2bfloat162_rn(v0, v1);
+        *reinterpret_cast<__nv_bfloat162*>(destination) = results[slice][half];
       }
     }
     sm90::fence_proxy_async_shared();  // the TMA engine reads through the async proxy
@@ -253,8 +304,14 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     float acc[kAccumulators];
     for (int linear = cluster; linear < cluster_tiles; linear += clusters) {
       const TileCoord tile = cta_tile<Config>(params, linear, cta_rank);
+      const int col0 = tile.n * Config::kBlockN;
 #pragma unroll
       for (int i = 0; i < kAccumulators; ++i) acc[i] = 0.f;
+      // The TMA epilogue's first per-column operands (rung 10's bias), loaded now: their latency
+      // hides behind the mainloop.
+      PassColumns<Config> first_columns{};
+      if constexpr (Config::kEpilogue == EpilogueKind::tma_store)
+        first_columns = load_pass_columns<Config>(params, col0, 0);
 
       // Keep one K step of WGMMAs in flight: after issuing step k, wait until only it is running,
       // which means step k - 1 has finished reading its stage, and release that stage.
@@ -274,15 +331,15 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
 
       if (tile.m < params.tiles_m) {
         const int row0 = tile.m * Config::kBlockM + consumer * kWarpgroupRows;
-        const int col0 = tile.n * Config::kBlockN;
         if constexpr (Config::kEpilogue == EpilogueKind::tma_store) {
           if (params.use_tma_store) {
             store_accumulators_tma<Config>(params, epilogue_buffer + consumer * Config::kEpilogueBytesPerConsumer,
-                                           consumer, row0, col0, acc);
+                                           consumer, row0, col0, acc, first_columns);
             continue;
           }
         }
-        store_accumulators_direct(params.c_pointer, params.m, params.n, row0, col0, acc, params.transform);
+        store_accumulators_direct(params.c_pointer, params.m, params.n, row0, col0, acc, params.linear,
+                                  params.activation);
       }
     }
     if constexpr (Config::kEpilogue == EpilogueKind::tma_store)
@@ -306,9 +363,13 @@ enum class Schedule {
   persistent,          // grid = what fits on the GPU at once, grouped raster order
 };
 
+// raster_band (persistent schedule only) overrides Config::kRasterBandTileRows: the tuner tries
+// several bands on one compiled kernel.
 template <class Config>
-void launch_warp_specialized(const HgemmArgs& args, const typename Config::Transform& transform,
-                             Schedule schedule, cudaStream_t stream, HopperLaunchCache& cache) {
+void launch_warp_specialized(const HgemmArgs& args, const typename Config::Activation& activation,
+                             Schedule schedule, cudaStream_t stream, HopperLaunchCache& cache,
+                             int raster_band = Config::kRasterBandTileRows) {
+  require(raster_band >= 1, "the raster band must be at least one tile row (got {})", raster_band);
   const void* kernel = reinterpret_cast<const void*>(&warp_specialized_gemm_kernel<Config>);
   cache.prepare_kernel(kernel, Config::kSmemBytes);
 
@@ -333,12 +394,13 @@ void launch_warp_specialized(const HgemmArgs& args, const typename Config::Trans
   params.tiles_m = ceil_div(args.m, Config::kBlockM);
   params.tiles_n = ceil_div(args.n, Config::kBlockN);
   params.cluster_tiles_m = ceil_div(params.tiles_m, Config::kClusterM);
-  params.transform = transform;
+  params.linear = linear_combination(args);
+  params.activation = activation;
 
   const int cluster_tiles = params.cluster_tiles_m * params.tiles_n;
   int clusters = cluster_tiles;
   if (schedule == Schedule::persistent) {
-    params.raster_band = std::max(1, Config::kRasterBandTileRows / Config::kClusterM);
+    params.raster_band = std::max(1, raster_band / Config::kClusterM);  // in cluster tile rows
     const int resident = cache.resident_blocks(kernel, Config::kThreads, Config::kSmemBytes,
                                                Config::kClusterM) / Config::kClusterM;
     clusters = std::min(clusters, resident);
@@ -362,5 +424,12 @@ void launch_warp_specialized(const HgemmArgs& args, const typename Config::Trans
   }
   KC_CUDA_CHECK(cudaLaunchKernelEx(&config, warp_specialized_gemm_kernel<Config>, params));
 }
+
+// Rungs 09 and 10: the TMA-store epilogue with the knobs they run with. kc-hgemm-tune measures the
+// alternatives on the GPU at hand and prints this line for its winner; adopting it is this edit.
+template <class Activation>
+using TmaStoreConfig = WarpSpecializedConfig</*kClusterM=*/1, EpilogueKind::tma_store, Activation,
+                                             /*kStages=*/4, /*kStorePassColumns=*/128,
+                                             /*kRasterBandTileRows=*/8>;
 
 }  // namespace kc::stage3

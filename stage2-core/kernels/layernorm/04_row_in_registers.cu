@@ -5,7 +5,9 @@
 // two-pass variance at no extra DRAM cost), then writes the normalized values. A warp per row for
 // short rows, a block per row for long ones, the rung-03 kernel for rows too long to hold.
 //
-// What changed from rung 03: x leaves DRAM once; the two extra passes run over registers.
+// What changed from rung 03: x leaves DRAM once; the two extra passes run over registers. Rows
+// that fill every slot of the team get a kernel without per-slot bounds checks
+// (RowPlan::every_slot_full).
 //
 // Expected limiter: DRAM bandwidth.
 //
@@ -17,7 +19,7 @@
 namespace kc::stage2 {
 namespace {
 
-template <typename T, int kVec, core::RowTeam kTeam>
+template <typename T, int kVec, core::RowTeam kTeam, bool kEverySlotFull>
 __global__ void __launch_bounds__(core::Team<kTeam>::kMaxThreads)
     layernorm_registers_kernel(LayerNormArgs<T> args) {
   using Team = core::Team<kTeam>;
@@ -25,7 +27,8 @@ __global__ void __launch_bounds__(core::Team<kTeam>::kMaxThreads)
   const std::int64_t row = Team::row();
   if (row >= args.rows) return;  // a whole warp (warp team) or never (block team)
   const std::int64_t offset = row * args.cols;
-  core::RowFragment<kVec, core::kRowVectorsPerThread> fragment(Team::rank(), Team::size(), args.cols);
+  core::RowFragment<kVec, core::kRowVectorsPerThread, kEverySlotFull> fragment(
+      Team::rank(), Team::size(), args.cols);
   fragment.load(core::PlainRow<T>{args.x}, offset);
   const auto identity = [](float v) { return v; };
   const float mean =
@@ -51,8 +54,8 @@ void layernorm_04_row_in_registers(const LayerNormArgs<T>& args, cudaStream_t st
   const int width = core::vector_width(args.cols, sizeof(T), args.x, args.weight, args.bias, args.y);
   core::run_row_kernel<core::kVectorWidth<T>>(
       args.cols, width,
-      [&](auto vec, auto team, const core::RowPlan& plan) {
-        layernorm_registers_kernel<T, decltype(vec)::value, decltype(team)::value>
+      [&](auto vec, auto team, auto full, const core::RowPlan& plan) {
+        layernorm_registers_kernel<T, decltype(vec)::value, decltype(team)::value, decltype(full)::value>
             <<<static_cast<unsigned>(plan.blocks(args.rows)), plan.threads_per_block, 0, stream>>>(args);
       },
       [&] { layernorm_streaming(args, width, stream); });

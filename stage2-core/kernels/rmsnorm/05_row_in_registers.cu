@@ -9,7 +9,9 @@
 // 4 vectors cannot stay in registers and go to the rung-04 kernel.
 //
 // What changed from rung 04: no second pass over the row, no loop-carried loads, a team sized to
-// the row, and __launch_bounds__ so that the held row cannot spill.
+// the row, and __launch_bounds__ so that the held row cannot spill. Rows that fill every slot of
+// the team (32768 x 4096 and x 8192) get a kernel without per-slot bounds checks
+// (RowPlan::every_slot_full): 294 instead of 342 instructions per thread in bf16 (SASS, sm_90a).
 //
 // Expected limiter: DRAM bandwidth.
 //
@@ -20,7 +22,7 @@
 namespace kc::stage2 {
 namespace {
 
-template <typename T, int kVec, core::RowTeam kTeam, class Source>
+template <typename T, int kVec, core::RowTeam kTeam, bool kEverySlotFull, class Source>
 __global__ void __launch_bounds__(core::Team<kTeam>::kMaxThreads)
     rmsnorm_registers_kernel(Source source, const T* __restrict__ weight, T* __restrict__ y,
                              int rows, int cols, float eps) {
@@ -29,7 +31,8 @@ __global__ void __launch_bounds__(core::Team<kTeam>::kMaxThreads)
   const std::int64_t row = Team::row();
   if (row >= rows) return;  // a whole warp (warp team) or never (block team: one block per row)
   const std::int64_t offset = row * cols;
-  core::RowFragment<kVec, core::kRowVectorsPerThread> fragment(Team::rank(), Team::size(), cols);
+  core::RowFragment<kVec, core::kRowVectorsPerThread, kEverySlotFull> fragment(
+      Team::rank(), Team::size(), cols);
   fragment.load(source, offset);
   const float sum_squares = Team::reduce(
       fragment.reduce(core::SumOp{}, [](float v) { return v * v; }, 0.f), core::SumOp{},
@@ -50,8 +53,8 @@ void rmsnorm_in_registers(const Source& source, const T* weight, T* y, int rows,
                           float eps, int width, cudaStream_t stream) {
   core::run_row_kernel<core::kVectorWidth<T>>(
       cols, width,
-      [&](auto vec, auto team, const core::RowPlan& plan) {
-        rmsnorm_registers_kernel<T, decltype(vec)::value, decltype(team)::value>
+      [&](auto vec, auto team, auto full, const core::RowPlan& plan) {
+        rmsnorm_registers_kernel<T, decltype(vec)::value, decltype(team)::value, decltype(full)::value>
             <<<static_cast<unsigned>(plan.blocks(rows)), plan.threads_per_block, 0, stream>>>(
                 source, weight, y, rows, cols, eps);
       },

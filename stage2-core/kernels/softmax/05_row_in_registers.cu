@@ -7,7 +7,9 @@
 // A warp per row for short rows, a block per row for long ones, the rung-04 kernel for rows too
 // long to hold.
 //
-// What changed from rung 04: no second pass over the row, half the exps, one reduction.
+// What changed from rung 04: no second pass over the row, half the exps, one reduction. Rows that
+// fill every slot of the team get a kernel without per-slot bounds checks
+// (RowPlan::every_slot_full). Rung 06 shows what this rung's instruction count costs.
 //
 // Expected limiter: DRAM bandwidth (the exps go to the SFU, one per element).
 //
@@ -19,7 +21,7 @@
 namespace kc::stage2 {
 namespace {
 
-template <typename T, int kVec, core::RowTeam kTeam>
+template <typename T, int kVec, core::RowTeam kTeam, bool kEverySlotFull>
 __global__ void __launch_bounds__(core::Team<kTeam>::kMaxThreads)
     softmax_registers_kernel(SoftmaxArgs<T> args) {
   using Team = core::Team<kTeam>;
@@ -27,7 +29,8 @@ __global__ void __launch_bounds__(core::Team<kTeam>::kMaxThreads)
   const std::int64_t row = Team::row();
   if (row >= args.rows) return;  // a whole warp (warp team) or never (block team)
   const std::int64_t offset = row * args.cols;
-  core::RowFragment<kVec, core::kRowVectorsPerThread> fragment(Team::rank(), Team::size(), args.cols);
+  core::RowFragment<kVec, core::kRowVectorsPerThread, kEverySlotFull> fragment(
+      Team::rank(), Team::size(), args.cols);
   fragment.load(core::PlainRow<T>{args.x}, offset);
   const float local_max = fragment.reduce(core::MaxOp{}, [](float v) { return v; }, -CUDART_INF_F);
   // -inf contributes 0 even where local_max is -inf (exp(-inf - -inf) would be NaN).
@@ -48,8 +51,8 @@ void softmax_05_row_in_registers(const SoftmaxArgs<T>& args, cudaStream_t stream
   const int width = core::vector_width(args.cols, sizeof(T), args.x, args.y);
   core::run_row_kernel<core::kVectorWidth<T>>(
       args.cols, width,
-      [&](auto vec, auto team, const core::RowPlan& plan) {
-        softmax_registers_kernel<T, decltype(vec)::value, decltype(team)::value>
+      [&](auto vec, auto team, auto full, const core::RowPlan& plan) {
+        softmax_registers_kernel<T, decltype(vec)::value, decltype(team)::value, decltype(full)::value>
             <<<static_cast<unsigned>(plan.blocks(args.rows)), plan.threads_per_block, 0, stream>>>(args);
       },
       [&] { softmax_online_streaming(args, width, stream); });

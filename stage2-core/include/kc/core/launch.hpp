@@ -37,6 +37,10 @@ enum class RowTeam { warp, block };
 struct RowPlan {
   RowTeam team = RowTeam::block;
   bool fits_in_registers = true;  // false: the row is too long to hold; stream it instead
+  // Every member of the team holds exactly vectors_per_thread vectors: the row splits into the
+  // team's slots with none left empty (bf16 rows of 1024 or a multiple of 1024 elements), so a
+  // kernel compiled for this case needs no per-slot bounds check.
+  bool every_slot_full = false;
   int threads_per_block = 0;
   int rows_per_block = 1;
   std::int64_t vectors_per_row = 0;
@@ -54,12 +58,14 @@ inline RowPlan plan_row(std::int64_t cols, int vector_width,
     plan.team = RowTeam::warp;
     plan.rows_per_block = kWarpRowsPerBlock;
     plan.threads_per_block = 32 * kWarpRowsPerBlock;
+    plan.every_slot_full = plan.vectors_per_row == std::int64_t{32} * vectors_per_thread;
     return plan;
   }
   const std::int64_t threads = round_up(ceil_div(plan.vectors_per_row, vectors_per_thread), 32);
   plan.team = RowTeam::block;
   plan.fits_in_registers = threads <= kMaxBlockThreads;
   plan.threads_per_block = static_cast<int>(std::min<std::int64_t>(threads, kMaxBlockThreads));
+  plan.every_slot_full = plan.fits_in_registers && plan.vectors_per_row == threads * vectors_per_thread;
   return plan;
 }
 

@@ -16,6 +16,11 @@
 // seen so far. Two states combine by rescaling each sum to the larger max. The rescale factor is
 // taken as exactly 1 when a state's max already is the combined max, so that two empty states
 // (-inf, 0) combine to (-inf, 0) instead of to exp(-inf - -inf) = NaN.
+//
+// The same pair can be reduced in two ways. MaxSumOp combines whole pairs at every shuffle step
+// (two exps per step). MaxThenSum lets the lanes agree on the maximum first, rescales each lane's
+// sum once, then adds the sums: one exp per lane and none inside the shuffle chains, for kernels
+// whose instruction count is their limiter (softmax rung 06).
 #pragma once
 
 #ifndef __CUDACC__
@@ -66,6 +71,18 @@ struct CompensatedSum {
   }
   __device__ __forceinline__ float value() const { return sum; }
 };
+
+// e^x in one MUFU.EX2 (plus the multiply by log2(e)), results below 2^-126 flushed to zero.
+// __expf compiles to ex2.approx.f32 unless the whole file is built with -ftz=true, and for that
+// instruction nvcc wraps every exp in a fix-up for subnormal results: a compare, predicate logic
+// and two predicated multiplies, six instructions around the one that does the work (counted in
+// the SASS of softmax rung 05). Flushing changes an exp below 1.2e-38 into 0, an absolute error
+// far below every tolerance; exp(-inf) is still exactly 0 and NaN stays NaN.
+__device__ __forceinline__ float exp_flush_to_zero(float x) {
+  float result;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(result) : "f"(x * CUDART_L2E_F));
+  return result;
+}
 
 // Online-softmax state: the running maximum and the sum of exp(x - max).
 struct MaxSum {
@@ -124,11 +141,31 @@ __device__ __forceinline__ MaxSum warp_reduce_max_sum(MaxSum value) {
   return warp_reduce(value, MaxSumOp{});
 }
 
+// The (max, sum) reduction of warp_reduce(value, MaxSumOp{}), in two plain butterflies: the
+// maximum M first, then the sum of each lane's sum rescaled once to M. Chosen by overload
+// resolution wherever a reduction (warp_reduce, block_reduce, Team::reduce) is given MaxThenSum.
+// Lanes without data pass MaxThenSum::identity() = (-inf, 0). The same NaN/Inf rules as
+// MaxSumOp: a NaN maximum makes every sum NaN; a lane whose maximum is -inf adds 0.
+struct MaxThenSum {
+  static __device__ __forceinline__ MaxSum identity() { return {-CUDART_INF_F, 0.f}; }
+};
+
+// exp(from - to) as rescale_factor(), with the flushing exp.
+__device__ __forceinline__ float rescale_factor_flush_to_zero(float from, float to) {
+  return from == to ? 1.f : exp_flush_to_zero(from - to);
+}
+
+__device__ __forceinline__ MaxSum warp_reduce(MaxSum value, MaxThenSum) {
+  const float max = warp_reduce_max(value.max);
+  return {max, warp_reduce_sum(value.sum * rescale_factor_flush_to_zero(value.max, max))};
+}
+
 // Reduction over the whole block; every thread returns the result. blockDim.x must be a multiple
 // of 32 (at most 1024) and every thread must call it. `warp_partials` is a __shared__ array of 32
-// values; it may be reused by the next call (the trailing barrier protects it).
+// values that this call uses alone: a kernel that reduces once, or once per array, needs only the
+// barrier that publishes the partials.
 template <typename Value, class Op>
-__device__ __forceinline__ Value block_reduce(Value value, Op op, Value* warp_partials) {
+__device__ __forceinline__ Value block_reduce_once(Value value, Op op, Value* warp_partials) {
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
   const int warps = static_cast<int>(blockDim.x) / kWarpSize;
@@ -136,7 +173,14 @@ __device__ __forceinline__ Value block_reduce(Value value, Op op, Value* warp_pa
   if (lane == 0) warp_partials[warp] = value;
   __syncthreads();
   value = lane < warps ? warp_partials[lane] : Op::identity();
-  value = warp_reduce(value, op);
+  return warp_reduce(value, op);
+}
+
+// block_reduce_once for a `warp_partials` array the next call may reuse: a trailing barrier keeps
+// a fast warp from overwriting partials that a slow warp has not read yet.
+template <typename Value, class Op>
+__device__ __forceinline__ Value block_reduce(Value value, Op op, Value* warp_partials) {
+  value = block_reduce_once(value, op, warp_partials);
   __syncthreads();
   return value;
 }

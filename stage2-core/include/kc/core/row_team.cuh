@@ -42,19 +42,29 @@ struct Team {
                          threadIdx.x / kWarpSize
                    : static_cast<std::int64_t>(blockIdx.x);
   }
-  // Every member returns the team's result. `warp_partials`: __shared__ [32], used by blocks only.
+  // Every member returns the team's result. `warp_partials`: __shared__ [32], used by blocks only;
+  // reduce_once() when no later reduction reuses the array (one barrier instead of two).
   template <typename Value, class Op>
-  __device__ __forceinline__ static Value reduce(Value value, Op op, Value* warp_partials) {
+  __device__ __forceinline__ static Value reduce_once(Value value, Op op, Value* warp_partials) {
     if constexpr (kIsWarp) {
       (void)warp_partials;
       return warp_reduce(value, op);
     } else {
-      return block_reduce(value, op, warp_partials);
+      return block_reduce_once(value, op, warp_partials);
     }
+  }
+  template <typename Value, class Op>
+  __device__ __forceinline__ static Value reduce(Value value, Op op, Value* warp_partials) {
+    value = reduce_once(value, op, warp_partials);
+    if constexpr (!kIsWarp) __syncthreads();  // see block_reduce
+    return value;
   }
 };
 
-template <int kVec, int kSlots>
+// kEverySlotFull: the kernel is launched only for rows that fill every slot of every member
+// (RowPlan::every_slot_full). holds() is then true at compile time and the per-slot checks, with
+// the branches and predicates around them, disappear from the SASS.
+template <int kVec, int kSlots, bool kEverySlotFull = false>
 struct RowFragment {
   float values[kSlots][kVec];
   int rank;
@@ -66,7 +76,9 @@ struct RowFragment {
 
   __device__ __forceinline__ int column(int slot) const { return (rank + slot * team_size) * kVec; }
   // A slot past the row's end holds nothing (cols is a multiple of kVec when kVec > 1).
-  __device__ __forceinline__ bool holds(int slot) const { return column(slot) < cols; }
+  __device__ __forceinline__ bool holds(int slot) const {
+    return kEverySlotFull || column(slot) < cols;
+  }
 
   // All loads are issued before any is used: kSlots x 16 bytes in flight per thread.
   template <class Source>
@@ -126,8 +138,11 @@ void dispatch_row_kernel(const RowPlan& plan, bool vectorized, const Launch& lau
 }
 
 // Launches a row-in-registers kernel for rows of `cols` elements at access width `width`
-// (kFullWidth, i.e. 16 bytes, or 1): plans the team and calls launch(vec, team, plan) through
-// dispatch_row_kernel — or stream() when the rows are too long to hold in registers.
+// (kFullWidth, i.e. 16 bytes, or 1): plans the team and calls launch(vec, team, full, plan)
+// through dispatch_row_kernel — or stream() when the rows are too long to hold in registers.
+// `full` is std::true_type when every slot holds data (RowPlan::every_slot_full), for the kernel
+// to pass on to RowFragment. Only 16-byte accesses get that second kernel: the hidden sizes of
+// real models are multiples of 1024, and the scalar path serves odd shapes.
 template <int kFullWidth, class Launch, class Stream>
 void run_row_kernel(std::int64_t cols, int width, const Launch& launch, const Stream& stream) {
   const bool vectorized = width == kFullWidth;
@@ -136,7 +151,15 @@ void run_row_kernel(std::int64_t cols, int width, const Launch& launch, const St
     stream();
     return;
   }
-  dispatch_row_kernel<kFullWidth>(plan, vectorized, [&](auto vec, auto team) { launch(vec, team, plan); });
+  dispatch_row_kernel<kFullWidth>(plan, vectorized, [&](auto vec, auto team) {
+    if constexpr (decltype(vec)::value == kFullWidth) {
+      if (plan.every_slot_full) {
+        launch(vec, team, std::true_type{}, plan);
+        return;
+      }
+    }
+    launch(vec, team, std::false_type{}, plan);
+  });
 }
 
 }  // namespace kc::core

@@ -64,6 +64,7 @@ template <typename T> void layernorm_01_naive(const LayerNormArgs<T>& args, cuda
 template <typename T> void layernorm_02_warp_shuffle(const LayerNormArgs<T>& args, cudaStream_t stream);
 template <typename T> void layernorm_03_vectorized(const LayerNormArgs<T>& args, cudaStream_t stream);
 template <typename T> void layernorm_04_row_in_registers(const LayerNormArgs<T>& args, cudaStream_t stream);
+template <typename T> void layernorm_05_lean_two_pass(const LayerNormArgs<T>& args, cudaStream_t stream);
 
 // ---- softmax over each row -----------------------------------------------------------------------
 template <typename T>
@@ -78,6 +79,7 @@ template <typename T> void softmax_02_block_3pass(const SoftmaxArgs<T>& args, cu
 template <typename T> void softmax_03_online(const SoftmaxArgs<T>& args, cudaStream_t stream);
 template <typename T> void softmax_04_online_vectorized(const SoftmaxArgs<T>& args, cudaStream_t stream);
 template <typename T> void softmax_05_row_in_registers(const SoftmaxArgs<T>& args, cudaStream_t stream);
+template <typename T> void softmax_06_lean_exp(const SoftmaxArgs<T>& args, cudaStream_t stream);
 
 // ---- row reductions: out[r] = sum / max / mean / sum of squares of row r ------------------------
 enum class RowReduction { sum, max, mean, sum_squares };
