@@ -282,8 +282,8 @@ bool Session::check_item(const Item& item, Result& result) {
     return false;
   }
   const CheckOutcome outcome =
-      item.kernel ? check_kernel(registry_, *item.kernel, item.problem, options_.seed, context_)
-                  : check_baseline(*item.op, item.problem, options_.seed, context_);
+      item.kernel ? check_kernel(registry_, *item.kernel, item.problem, options_.seed, context_, &references_)
+                  : check_baseline(*item.op, item.problem, options_.seed, context_, &references_);
   result.detail = outcome.detail;
   result.rel_frobenius = outcome.worst_rel_frobenius;
   switch (outcome.status) {

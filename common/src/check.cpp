@@ -7,10 +7,25 @@
 
 namespace kc {
 
+const ReferenceCache::Values& ReferenceCache::get(const OpSpec& op, const Problem& problem,
+                                                  std::uint64_t seed, const Operands& operands,
+                                                  Context& context) {
+  const std::string key = op.name + "/" + problem.label() + "/" + std::to_string(seed);
+  if (key != key_) {
+    key_.clear();  // stays empty if the reference throws
+    values_ = op.reference(problem, operands, context);
+    key_ = key;
+  }
+  return values_;
+}
+
 CheckOutcome check_run(const OpSpec& op, const RunFn& run, const Problem& problem,
-                       std::uint64_t seed, Context& context) {
+                       std::uint64_t seed, Context& context, ReferenceCache* cache) {
   Operands operands = op.make_operands(problem, seed, context);
-  const auto reference = op.reference(problem, operands, context);
+  ReferenceCache::Values computed;
+  if (cache == nullptr) computed = op.reference(problem, operands, context);
+  const ReferenceCache::Values& reference =
+      cache != nullptr ? cache->get(op, problem, seed, operands, context) : computed;
   run(problem, operands, context);
   KC_CUDA_CHECK(cudaStreamSynchronize(context.stream()));
 
@@ -40,7 +55,8 @@ CheckOutcome check_run(const OpSpec& op, const RunFn& run, const Problem& proble
 }
 
 CheckOutcome check_kernel(const Registry& registry, const KernelEntry& kernel,
-                          const Problem& problem, std::uint64_t seed, Context& context) {
+                          const Problem& problem, std::uint64_t seed, Context& context,
+                          ReferenceCache* cache) {
   const std::string reason = unsupported_reason(registry, kernel, problem, &context.device());
   if (!reason.empty()) return {CheckOutcome::Status::unsupported, reason, 0.0};
   return check_run(
@@ -49,11 +65,11 @@ CheckOutcome check_kernel(const Registry& registry, const KernelEntry& kernel,
         kernel.launch(p, o, c.stream());
         KC_CHECK_LAUNCH();
       },
-      problem, seed, context);
+      problem, seed, context, cache);
 }
 
 CheckOutcome check_baseline(const OpSpec& op, const Problem& problem, std::uint64_t seed,
-                            Context& context) {
+                            Context& context, ReferenceCache* cache) {
   require(static_cast<bool>(op.baseline), "op '{}' has no baseline", op.name);
   if (op.supports) {
     std::string reason = op.supports(problem);
@@ -62,7 +78,7 @@ CheckOutcome check_baseline(const OpSpec& op, const Problem& problem, std::uint6
   if (!op.baseline_computes_op)
     return {CheckOutcome::Status::passed,
             "the baseline moves the op's bytes without computing the op; nothing to check", 0.0};
-  return check_run(op, op.baseline, problem, seed, context);
+  return check_run(op, op.baseline, problem, seed, context, cache);
 }
 
 }  // namespace kc

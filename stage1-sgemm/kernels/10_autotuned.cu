@@ -4,7 +4,7 @@
 // 4096^3, but a 1024^3 problem has only 64 such tiles for 132 SMs, and 128 x 8192 x 8192 has 64
 // tiles each 8192 deep. So the kernel of rung 09 is a template over its tile parameters (bm, bn,
 // bk, wm, wn, tm, tn, stages; threads follow), kSearchSpace in sgemm_autotune.hpp lists the
-// configurations worth trying (13, each checked by config_error() at compile time), and each
+// configurations worth trying (15, each checked by config_error() at compile time), and each
 // class of shapes (small, long_k, skinny, large: classify_shape) gets the configuration and the
 // split-K factor that measured fastest on the H200.
 //

@@ -76,8 +76,9 @@ __device__ __forceinline__ float exp2_approx_ftz(float x) {
 //   1e-6 (ex2's own, and the rounding of its argument), far below bf16's 2^-9. Limits: for x below about -10,
 //   exp(-2u) overflows to inf and __fdividef(x, inf) = -0; for large x, exp(-2u) = 0 and the
 //   result is x.
-// The double-precision reference (gelu_tanh_reference) keeps the textbook tanh form, and the
-// separate bias+GELU kernel of the unfused baseline calls this same function.
+// The double-precision reference (gelu_tanh_reference) evaluates the same x / (1 + exp(-2u)) in
+// double (the textbook 0.5 x (1 + tanh u) cancels in double too), and the separate bias+GELU
+// kernel of the unfused baseline calls this same function.
 __device__ __forceinline__ float gelu_tanh(float x) {
   constexpr float kLog2E = 1.4426950408889634f;
   constexpr float kMinusTwoSqrt2OverPiLog2E = -2.f * 0.7978845608028654f * kLog2E;

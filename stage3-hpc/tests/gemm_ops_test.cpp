@@ -131,6 +131,15 @@ TEST(GeluReference, IsTheTanhForm) {
   EXPECT_NEAR(gelu_tanh_reference(-1.0), -0.1588080094, 1e-9);
   EXPECT_NEAR(gelu_tanh_reference(6.0), 6.0, 1e-6);
   EXPECT_NEAR(gelu_tanh_reference(-6.0), 0.0, 1e-6);
+  // The same function as the textbook tanh form where that form is accurate ...
+  for (double x = -3.0; x <= 3.0; x += 0.125) {
+    const double u = std::sqrt(2.0 / 3.14159265358979323846) * (x + 0.044715 * x * x * x);
+    EXPECT_NEAR(gelu_tanh_reference(x), 0.5 * x * (1.0 + std::tanh(u)), 1e-15) << x;
+  }
+  // ... and correct in the negative tail, where 1 + tanh(u) cancels even in double: at x = -12,
+  // u = -71.2 and GELU = -12 / (1 + e^142.45) = -1.636e-61, not 0 or 1e-16.
+  EXPECT_LT(gelu_tanh_reference(-12.0), 0.0);
+  EXPECT_NEAR(gelu_tanh_reference(-12.0) / -1.636e-61, 1.0, 1e-3);
   // The erf form differs by ~1e-4 here: the reference must not silently be the other GELU.
   const double erf_form = 0.5 * 1.0 * (1.0 + std::erf(1.0 / std::sqrt(2.0)));
   EXPECT_GT(std::fabs(gelu_tanh_reference(1.0) - erf_form), 1e-5);

@@ -16,6 +16,7 @@
 #include <benchmark/benchmark.h>
 
 #include "kc/bench/report.hpp"
+#include "kc/common/check.hpp"
 #include "kc/common/registry.hpp"
 #include "kc/common/timing.hpp"
 
@@ -86,6 +87,7 @@ class Session {
   std::vector<Result> results_;
   std::map<std::string, std::vector<double>> samples_;  // pooled across repetitions
   std::string context_lost_;  // set after a sticky CUDA error: the rest cannot run
+  ReferenceCache references_; // every rung of a problem is checked against one reference
 };
 
 // The whole program; returns the exit code (0 all good, 1 a kernel failed or bad arguments,

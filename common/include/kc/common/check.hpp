@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <vector>
 #include <string>
 
 #include "kc/common/registry.hpp"
@@ -21,18 +23,35 @@ struct CheckOutcome {
   bool passed() const { return status == Status::passed; }
 };
 
-// Runs `run` on fresh operands of `problem` and compares every output with the op's reference.
+// Remembers the reference of the last (op, problem, seed) checked. Operands are a deterministic
+// function of (problem, seed), so every rung checked on the same problem and seed needs the same
+// reference — and for large memory-bound problems that reference (a CPU computation in double over
+// hundreds of millions of elements) costs more than everything else in the check.
+class ReferenceCache {
+ public:
+  using Values = std::map<std::string, std::vector<double>>;
+  const Values& get(const OpSpec& op, const Problem& problem, std::uint64_t seed,
+                    const Operands& operands, Context& context);
+
+ private:
+  std::string key_;
+  Values values_;
+};
+
+// Runs `run` on fresh operands of `problem` and compares every output with the op's reference
+// (taken from `cache` when it holds this op, problem and seed).
 using RunFn = std::function<void(const Problem&, Operands&, Context&)>;
 CheckOutcome check_run(const OpSpec& op, const RunFn& run, const Problem& problem,
-                       std::uint64_t seed, Context& context);
+                       std::uint64_t seed, Context& context, ReferenceCache* cache = nullptr);
 
 // check_run for a registered kernel, after unsupported_reason() lets it run.
 CheckOutcome check_kernel(const Registry& registry, const KernelEntry& kernel,
-                          const Problem& problem, std::uint64_t seed, Context& context);
+                          const Problem& problem, std::uint64_t seed, Context& context,
+                          ReferenceCache* cache = nullptr);
 
 // check_run for the op's baseline: a mis-configured peer (say, TF32 sneaking into an FP32
 // baseline) is caught like any kernel.
 CheckOutcome check_baseline(const OpSpec& op, const Problem& problem, std::uint64_t seed,
-                            Context& context);
+                            Context& context, ReferenceCache* cache = nullptr);
 
 }  // namespace kc

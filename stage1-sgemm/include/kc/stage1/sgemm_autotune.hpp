@@ -45,7 +45,7 @@ constexpr ShapeClass classify_shape(int m, int n, int k) {
 
 // The search space. Rules (config_error): 4 x 4 sub-tiles, (wm/tm)*(wn/tn) = 32 lanes, at most 64
 // accumulators per thread (128 registers), at most 512 threads, bk a multiple of 8, loads divide
-// evenly among the threads, shared memory within 163 KiB. Kept to 13 entries: CI compiles each
+// evenly among the threads, shared memory within 163 KiB. Kept to 15 entries: CI compiles each
 // one for two architectures on two cores. Entry 0 is rung 09's configuration.
 //                                          bm   bn  bk  wm  wn tm tn stages   threads
 inline constexpr WarpTileConfig kSearchSpace[] = {
@@ -62,6 +62,8 @@ inline constexpr WarpTileConfig kSearchSpace[] = {
     {64, 64, 8, 32, 32, 8, 4, 3},     // 10: small problems                        128
     {64, 64, 16, 32, 32, 8, 4, 4},    // 11                                        128
     {128, 64, 16, 64, 32, 8, 8, 3},   // 12                                        128
+    {128, 128, 32, 32, 64, 8, 8, 2},  // 13: k tile 32: a quarter of bk 8's barriers 256
+    {128, 128, 32, 32, 64, 8, 8, 3},  // 14                                        256
 };
 inline constexpr int kSearchSpaceSize = static_cast<int>(sizeof(kSearchSpace) / sizeof(kSearchSpace[0]));
 
@@ -84,12 +86,14 @@ struct ShapeClassChoice {
   int splits;  // split-K factor (1 = none)
 };
 
-// not yet tuned: a-priori choices, to be replaced by the winners kc-sgemm-tune prints on the H200.
+// Tuned on the H200 (2026-11-29, kc-sgemm-tune at commit 65b8ddb, entries 0-12): the winners by
+// geometric-mean TFLOPS over each class's shapes. For `large`, entries 4 and 5 tied (42.22
+// TFLOPS); 4 is faster on the square shapes (47.5 vs 47.2 TFLOPS at 4096^3).
 inline constexpr ShapeClassChoice kShapeClassChoices[kShapeClassCount] = {
-    {ShapeClass::small, 10, 1},
-    {ShapeClass::long_k, 0, 4},
-    {ShapeClass::skinny, 8, 1},
-    {ShapeClass::large, 0, 1},
+    {ShapeClass::small, 11, 2},   // 64x64x16_w32x32_t8x4_s4, split-K 2
+    {ShapeClass::long_k, 4, 4},   // 128x128x16_w32x64_t8x8_s3, split-K 4
+    {ShapeClass::skinny, 4, 1},   // 128x128x16_w32x64_t8x8_s3
+    {ShapeClass::large, 4, 1},    // 128x128x16_w32x64_t8x8_s3
 };
 
 constexpr ShapeClassChoice choose_config(int m, int n, int k) {
