@@ -132,7 +132,7 @@ std::string render_markdown(const RunInfo& info, const std::string& group,
                       info.copy_gbps);
   md += fmt::format("| date | {} |\n", info.date);
   md += fmt::format("| commit | `{}` |\n", info.commit);
-  md += fmt::format("| command | `{}` |\n\n", info.command);
+  md += fmt::format("| command | `{}` |\n\n", table_cell(info.command));  // filters hold '|'
   md += "Method: each kernel is first checked against a double-precision reference on fresh random "
         "inputs (a kernel that fails is never timed); then each sample is one launch timed with CUDA "
         "events after the L2 is scrubbed; the table shows the median. The baseline runs on the same "

@@ -62,8 +62,13 @@ TEST_P(Conformance, MatchesTheReferenceOnOddShapesAndFreshSeeds) {
   const long long max_work = env_number("KC_CONFORMANCE_MAX_WORK", 0);
   int checked = 0;
   int refused = 0;
+  int above_limit = 0;
   for (const Problem& problem : registry().op(kernel.op).conformance_problems) {
-    if (max_work > 0 && problem_work(problem) > max_work) continue;
+    if (max_work > 0 && problem_work(problem) > max_work &&
+        unsupported_reason(registry(), kernel, problem, &context.device()).empty()) {
+      ++above_limit;
+      continue;
+    }
     for (int seed = 1; seed <= seeds; ++seed) {
       const CheckOutcome outcome = check_kernel(registry(), kernel, problem, 1000 * seed + checked, context);
       if (outcome.status == CheckOutcome::Status::unsupported) {
@@ -76,6 +81,9 @@ TEST_P(Conformance, MatchesTheReferenceOnOddShapesAndFreshSeeds) {
                                     << ": " << outcome.detail;
     }
   }
+  if (checked == 0 && above_limit > 0)
+    GTEST_SKIP() << kernel.id << ": every problem it accepts is above KC_CONFORMANCE_MAX_WORK = "
+                 << max_work << "; nothing checked in this (sanitizer) run";
   EXPECT_GT(checked, 0) << kernel.id << " refused every conformance problem";
   std::printf("%s: %d checks passed, %d problems refused\n", kernel.id.c_str(), checked, refused);
 }

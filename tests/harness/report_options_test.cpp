@@ -84,6 +84,10 @@ TEST(Report, MarkdownIsHeadedByWhereAndWhenAndShowsRatiosAndFailures) {
     EXPECT_NE(md.find(expected), std::string::npos) << "missing '" << expected << "' in\n" << md;
   EXPECT_EQ(md.find("softmax"), std::string::npos) << "other groups stay out";
   EXPECT_NE(md.find("outside \\|out-ref\\|"), std::string::npos) << "'|' escaped inside cells";
+  RunInfo with_pipe = info();
+  with_pipe.command = "kc-bench --filter 'stage2/(rmsnorm|softmax)_bf16/'";
+  EXPECT_NE(render_markdown(with_pipe, "stage1", sample_results()).find("(rmsnorm\\|softmax)"),
+            std::string::npos) << "a regex filter in the command must not split the table row";
 }
 
 TEST(Report, JsonCarriesTheRequiredFieldsPerResult) {
