@@ -12,6 +12,7 @@
 #include <cstdlib>
 
 #include "kc/common/error.hpp"
+#include "kc/common/text_io.hpp"
 
 namespace kc::bench {
 namespace {
@@ -94,26 +95,6 @@ std::string pretty_shape(const std::string& shape) {
   std::string text;
   for (std::size_t i = 0; i < parts.size(); ++i) text += (i ? "×" : "") + parts[i];
   return text;
-}
-
-std::string json_escape(const std::string& text) {
-  std::string out;
-  out.reserve(text.size() + 2);
-  for (const char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20)
-          out += fmt::format("\\u{:04x}", static_cast<int>(c));
-        else
-          out += c;
-    }
-  }
-  return out;
 }
 
 std::string render_markdown(const RunInfo& info, const std::string& group,
@@ -281,11 +262,7 @@ std::vector<std::string> write_reports(const std::string& directory, const RunIn
          {std::pair<std::string, std::string>{".md", render_markdown(info, group, results)},
           std::pair<std::string, std::string>{".json", render_json(info, group, results)}}) {
       const std::string path = (std::filesystem::path(directory) / (group + extension)).string();
-      std::ofstream file(path, std::ios::binary | std::ios::trunc);
-      require(static_cast<bool>(file), "cannot write '{}'", path);
-      file << text;
-      file.close();
-      require(static_cast<bool>(file), "writing '{}' failed (disk full?)", path);
+      write_text_file(path, text);
       written.push_back(path);
     }
   }

@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "kc/common/check.hpp"
+#include "kc/common/text_io.hpp"
 #include "kc/stage1/sgemm.hpp"
 #include "kc/stage2/register.hpp"
 #include "kc/stage3/register.hpp"
@@ -37,20 +38,11 @@ bool take_flag(const std::string& arg, const std::string& name, std::optional<st
   return false;
 }
 
-template <typename T>
-T parse_number(const std::string& flag, const std::string& text) {
-  T value{};
+std::uint64_t parse_seed(const std::string& text) {
+  std::uint64_t value = 0;
   const auto [end, status] = std::from_chars(text.data(), text.data() + text.size(), value);
-  require(status == std::errc() && end == text.data() + text.size(),
-          "{} expects a number, got '{}'", flag, text);
-  return value;
-}
-
-double parse_double(const std::string& flag, const std::string& text) {
-  char* end = nullptr;
-  const double value = std::strtod(text.c_str(), &end);
-  require(!text.empty() && end == text.c_str() + text.size(), "{} expects a number, got '{}'", flag,
-          text);
+  require(!text.empty() && status == std::errc() && end == text.data() + text.size(),
+          "--seed expects a non-negative whole number, got '{}'", text);
   return value;
 }
 
@@ -150,11 +142,11 @@ Options parse_options(std::vector<std::string>& args) {
     } else if (take_flag(arg, "--peers", value)) {
       options.peers_file = required_value("--peers");
     } else if (take_flag(arg, "--seed", value)) {
-      options.seed = parse_number<std::uint64_t>("--seed", required_value("--seed"));
+      options.seed = parse_seed(required_value("--seed"));
     } else if (take_flag(arg, "--min-samples", value)) {
-      options.timing.min_samples = parse_number<int>("--min-samples", required_value("--min-samples"));
+      options.timing.min_samples = parse_int("--min-samples", required_value("--min-samples"));
     } else if (take_flag(arg, "--max-samples", value)) {
-      options.timing.max_samples = parse_number<int>("--max-samples", required_value("--max-samples"));
+      options.timing.max_samples = parse_int("--max-samples", required_value("--max-samples"));
     } else if (take_flag(arg, "--target-ms", value)) {
       options.timing.target_total_ms = parse_double("--target-ms", required_value("--target-ms"));
     } else if (arg.rfind("--benchmark_", 0) == 0) {

@@ -16,12 +16,14 @@
 #include <exception>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "kc/common/check.hpp"
 #include "kc/common/context.hpp"
 #include "kc/common/device.hpp"
+#include "kc/common/text_io.hpp"
 #include "kc/common/timing.hpp"
 #include "kc/stage1/sgemm.hpp"
 #include "kc/stage1/sgemm_autotune.hpp"
@@ -40,30 +42,21 @@ const char* const kUsage =
     "usage: kc-sgemm-tune [--json PATH] [--class small|long_k|skinny|large] [--max-samples N] "
     "[--target-ms MS]\n";
 
-TuneOptions parse_options(int argc, char** argv) {
+// Returns nullopt after printing the usage for --help.
+std::optional<TuneOptions> parse_options(int argc, char** argv) {
   TuneOptions options;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "--help" || flag == "-h") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    }
-    require(i + 1 < argc, "{} needs a value\n{}", flag, kUsage);
-    const std::string value = argv[++i];
-    if (flag == "--json") {
-      options.json_path = value;
-    } else if (flag == "--class") {
-      options.only_class = value;
-    } else if (flag == "--max-samples") {
-      options.max_samples = std::stoi(value);
-      require(options.max_samples >= 5, "--max-samples must be at least 5 (got {})", value);
-    } else if (flag == "--target-ms") {
-      options.target_ms = std::stod(value);
-      require(options.target_ms > 0, "--target-ms must be positive (got {})", value);
-    } else {
-      throw Error(fmt::format("unknown flag '{}'\n{}", flag, kUsage));
-    }
+  const bool run = parse_flag_values(
+      argc, argv, kUsage,
+      {{"--json", [&](const std::string& v) { options.json_path = v; }},
+       {"--class", [&](const std::string& v) { options.only_class = v; }},
+       {"--max-samples", [&](const std::string& v) { options.max_samples = parse_int("--max-samples", v); }},
+       {"--target-ms", [&](const std::string& v) { options.target_ms = parse_double("--target-ms", v); }}});
+  if (!run) {
+    std::fputs(kUsage, stdout);
+    return std::nullopt;
   }
+  require(options.max_samples >= 5, "--max-samples must be at least 5 (got {})", options.max_samples);
+  require(options.target_ms > 0, "--target-ms must be positive (got {})", options.target_ms);
   return options;
 }
 
@@ -129,15 +122,6 @@ std::vector<bool> check_configurations(const OpSpec& op, Context& context) {
   return passed;
 }
 
-std::string json_string(const std::string& text) {
-  std::string out = "\"";
-  for (const char ch : text) {
-    if (ch == '"' || ch == '\\') out += '\\';
-    if (static_cast<unsigned char>(ch) >= 0x20) out += ch;
-  }
-  return out + "\"";
-}
-
 void write_json(const std::string& path, const Context& context, const std::vector<bool>& passed,
                 const std::vector<Timing>& cublas, const std::vector<Timing>& timings,
                 const std::vector<Winner>& winners) {
@@ -170,11 +154,7 @@ void write_json(const std::string& path, const Context& context, const std::vect
                       json_string(config_name(kSearchSpace[winners[i].config])), winners[i].splits,
                       winners[i].geomean_tflops);
   js += "\n  ]\n}\n";
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  require(static_cast<bool>(file), "cannot write '{}'", path);
-  file << js;
-  file.close();
-  require(static_cast<bool>(file), "writing '{}' failed (disk full?)", path);
+  write_text_file(path, js);
   std::printf("wrote %s\n", path.c_str());
 }
 
@@ -260,7 +240,8 @@ int run(const TuneOptions& options) {
 
 int main(int argc, char** argv) {
   try {
-    return kc::stage1::run(kc::stage1::parse_options(argc, argv));
+    const auto options = kc::stage1::parse_options(argc, argv);
+    return options ? kc::stage1::run(*options) : 0;
   } catch (const std::exception& error) {
     std::fprintf(stderr, "kc-sgemm-tune: %s\n", error.what());
     return 1;

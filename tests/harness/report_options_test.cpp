@@ -7,6 +7,7 @@
 
 #include "kc/bench/report.hpp"
 #include "kc/bench/runner.hpp"
+#include "kc/common/text_io.hpp"
 
 namespace kc::bench {
 namespace {
@@ -72,8 +73,9 @@ TEST(Report, PrettyShapes) {
 }
 
 TEST(Report, JsonEscapes) {
-  EXPECT_EQ(json_escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
-  EXPECT_EQ(json_escape(std::string("\x01", 1)), "\\u0001");
+  EXPECT_EQ(kc::json_escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+  EXPECT_EQ(kc::json_escape(std::string("\x01", 1)), "\\u0001");
+  EXPECT_EQ(kc::json_string("x"), "\"x\"");
 }
 
 TEST(Report, MarkdownIsHeadedByWhereAndWhenAndShowsRatiosAndFailures) {

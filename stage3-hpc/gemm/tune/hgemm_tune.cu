@@ -30,6 +30,7 @@
 #include <cstdlib>
 #include <exception>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,7 @@
 #include "kc/common/check.hpp"
 #include "kc/common/context.hpp"
 #include "kc/common/device.hpp"
+#include "kc/common/text_io.hpp"
 #include "kc/common/timing.hpp"
 #include "tma_descriptor.hpp"
 #include "warp_specialized_gemm.cuh"
@@ -52,28 +54,20 @@ struct TuneOptions {
 
 const char* const kUsage = "usage: kc-hgemm-tune [--json PATH] [--max-samples N] [--target-ms MS]\n";
 
-TuneOptions parse_options(int argc, char** argv) {
+// Returns nullopt after printing the usage for --help.
+std::optional<TuneOptions> parse_options(int argc, char** argv) {
   TuneOptions options;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "--help" || flag == "-h") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    }
-    require(i + 1 < argc, "{} needs a value\n{}", flag, kUsage);
-    const std::string value = argv[++i];
-    if (flag == "--json") {
-      options.json_path = value;
-    } else if (flag == "--max-samples") {
-      options.max_samples = std::stoi(value);
-      require(options.max_samples >= 3, "--max-samples must be at least 3 (got {})", value);
-    } else if (flag == "--target-ms") {
-      options.target_ms = std::stod(value);
-      require(options.target_ms > 0, "--target-ms must be positive (got {})", value);
-    } else {
-      throw Error(fmt::format("unknown flag '{}'\n{}", flag, kUsage));
-    }
+  const bool run = parse_flag_values(
+      argc, argv, kUsage,
+      {{"--json", [&](const std::string& v) { options.json_path = v; }},
+       {"--max-samples", [&](const std::string& v) { options.max_samples = parse_int("--max-samples", v); }},
+       {"--target-ms", [&](const std::string& v) { options.target_ms = parse_double("--target-ms", v); }}});
+  if (!run) {
+    std::fputs(kUsage, stdout);
+    return std::nullopt;
   }
+  require(options.max_samples >= 3, "--max-samples must be at least 3 (got {})", options.max_samples);
+  require(options.target_ms > 0, "--target-ms must be positive (got {})", options.target_ms);
   return options;
 }
 
@@ -187,15 +181,6 @@ const std::vector<std::vector<std::int64_t>>& tuning_shapes() {
 }
 
 // ---- step 3: report -------------------------------------------------------------------------------------
-std::string json_string(const std::string& text) {
-  std::string out = "\"";
-  for (const char ch : text) {
-    if (ch == '"' || ch == '\\') out += '\\';
-    if (static_cast<unsigned char>(ch) >= 0x20) out += ch;
-  }
-  return out + "\"";
-}
-
 struct Summary {
   std::vector<int> best_per_shape;  // variant index per tuning shape, -1 if none passed
   int overall = -1;                 // best geometric mean of % of cuBLAS
@@ -302,11 +287,7 @@ void write_json(const std::string& path, const Context& context, const std::vect
   js += "\n  ],\n";
   js += fmt::format("  \"overall\": {{\"variant\": {}, \"config_line\": {}}}\n}}\n", summary.overall,
                     json_string(summary.overall >= 0 ? all[summary.overall].config_line() : ""));
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  require(static_cast<bool>(file), "cannot write '{}'", path);
-  file << js;
-  file.close();
-  require(static_cast<bool>(file), "writing '{}' failed (disk full?)", path);
+  write_text_file(path, js);
   std::printf("wrote %s\n", path.c_str());
 }
 
@@ -375,7 +356,8 @@ int run(const TuneOptions& options) {
 
 int main(int argc, char** argv) {
   try {
-    return kc::stage3::run(kc::stage3::parse_options(argc, argv));
+    const auto options = kc::stage3::parse_options(argc, argv);
+    return options ? kc::stage3::run(*options) : 0;
   } catch (const std::exception& error) {
     std::fprintf(stderr, "kc-hgemm-tune: %s\n", error.what());
     return 1;

@@ -84,7 +84,5 @@ struct PeerTiming {
 // starting with '#' are skipped. Throws kc::Error naming the line of anything malformed.
 std::vector<PeerTiming> parse_peer_timings(const std::string& text);
 
-// A minimal JSON string escape (quotes, backslashes, control characters).
-std::string json_escape(const std::string& text);
 
 }  // namespace kc::bench
