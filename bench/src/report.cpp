@@ -117,7 +117,11 @@ std::string render_markdown(const RunInfo& info, const std::string& group,
   md += "Method: each kernel is first checked against a double-precision reference on fresh random "
         "inputs (a kernel that fails is never timed); then each sample is one launch timed with CUDA "
         "events after the L2 is scrubbed; the table shows the median. The baseline runs on the same "
-        "shapes in the same process; *% of baseline* is baseline time / kernel time.\n";
+        "shapes in the same process; *% of baseline* is baseline time / kernel time. Unless the "
+        "command says `--solo`, each kernel's samples alternate with samples of the baseline (A B B A "
+        "…), and its % of baseline compares those two medians (*baseline ms alongside*): both are "
+        "measured at the same clocks, which drift as the GPU heats. The baseline's own row is its "
+        "run on its own.\n";
 
   // One section per op, in order of first appearance.
   std::vector<std::string> ops;
@@ -174,22 +178,24 @@ std::string render_markdown(const RunInfo& info, const std::string& group,
       md += "\n";
     }
     md += "\n### Details\n\n| kernel | shape | status | median ms | spread p10–p90 | samples | TFLOPS | GB/s "
-          "| % of baseline | % of ceiling | rel. error |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+          "| baseline ms alongside | % of baseline | % of ceiling | rel. error |\n"
+          "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
     for (const Result* r : op_rows) {
       const std::string name = is_reference_row(*r) ? r->kernel : "`" + short_name(*r) + "`";
       if (r->status == Status::ok && r->is_peer) {
-        md += fmt::format("| {} | {} | ok (peer script) | {:.4f} | – | – | {:.2f} | {:.0f} | {} | {:.1f}% | – |\n",
+        md += fmt::format("| {} | {} | ok (peer script) | {:.4f} | – | – | {:.2f} | {:.0f} | – | {} | {:.1f}% | – |\n",
                           name, pretty_problem(*r), r->median_ms, r->tflops, r->gbps,
                           r->baseline_ms <= 0 ? "–" : fmt::format("{:.1f}%", r->pct_of_baseline),
                           r->pct_of_ceiling);
       } else if (r->status == Status::ok) {
-        md += fmt::format("| {} | {} | ok | {:.4f} | {:.1f}% | {} | {:.2f} | {:.0f} | {} | {:.1f}% | {:.1e} |\n",
+        md += fmt::format("| {} | {} | ok | {:.4f} | {:.1f}% | {} | {:.2f} | {:.0f} | {} | {} | {:.1f}% | {:.1e} |\n",
                           name, pretty_problem(*r),
                           r->median_ms, r->spread_percent(), r->samples, r->tflops, r->gbps,
+                          r->baseline_paired ? fmt::format("{:.4f}", r->baseline_ms) : "–",
                           r->is_baseline || r->baseline_ms <= 0 ? "–" : fmt::format("{:.1f}%", r->pct_of_baseline),
                           r->pct_of_ceiling, r->rel_frobenius);
       } else {
-        md += fmt::format("| {} | {} | {} | | | | | | | | {} |\n", name, pretty_problem(*r),
+        md += fmt::format("| {} | {} | {} | | | | | | | | | {} |\n", name, pretty_problem(*r),
                           status_name(r->status), table_cell(r->detail));
       }
     }
@@ -236,6 +242,9 @@ std::string render_json(const RunInfo& info, const std::string& group,
     js += fmt::format("\"tflops\": {}, ", timed ? number(r->tflops, 3) : "null");
     js += fmt::format("\"gbps\": {}, ", timed ? number(r->gbps, 1) : "null");
     js += fmt::format("\"baseline\": \"{}\", ", json_escape(r->baseline));
+    js += fmt::format("\"baseline_ms\": {}, \"baseline_alongside\": {}, ",
+                      timed && !r->is_baseline && r->baseline_ms > 0 ? number(r->baseline_ms, 6) : "null",
+                      r->baseline_paired ? "true" : "false");
     js += fmt::format("\"pct_of_baseline\": {}, ",
                       timed && !r->is_baseline && r->baseline_ms > 0 ? number(r->pct_of_baseline, 2) : "null");
     js += fmt::format("\"ceiling\": \"{}\", ", json_escape(r->ceiling));

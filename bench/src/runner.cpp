@@ -93,6 +93,9 @@ std::string usage() {
   --markdown [DIR]       write DIR/<group>.md and .json (default: docs/benchmarks/<gpu>)
   --peers=FILE           merge outside peer timings (TSV from bench/peers/*.py) into the tables
   --check-only           check correctness on the problems, time nothing
+  --solo                 time each kernel alone and compare it with the baseline's own row
+                         (default: each kernel is timed in alternation with the baseline, sample
+                         by sample, and % of baseline compares those two medians)
   --seed=N               seed of the random inputs (default 2026)
   --min-samples=N --max-samples=N --target-ms=T
                          timed launches per problem: about T ms worth, clamped to [N, N]
@@ -124,6 +127,8 @@ Options parse_options(std::vector<std::string>& args) {
       options.help = true;
     } else if (arg == "--check-only") {
       options.check_only = true;
+    } else if (arg == "--solo") {
+      options.paired_baseline = false;
     } else if (arg == "--include-negative-controls") {
       options.include_negative_controls = true;
     } else if (take_flag(arg, "--filter", value)) {
@@ -299,16 +304,35 @@ void Session::run_item(const Item& item, benchmark::State& state) {
     }
     Operands operands = item.op->make_operands(item.problem, options_.seed + 1, context_);
     const std::string nvtx_name = item.kernel ? item.kernel->id : "baseline/" + item.op->name;
-    const TimingStats stats = time_launches(
-        [&](cudaStream_t stream) {
-          if (item.kernel) {
-            item.kernel->launch(item.problem, operands, stream);
-            KC_CHECK_LAUNCH();
-          } else {
-            item.op->baseline(item.problem, operands, context_);
-          }
-        },
-        context_.stream(), &context_.scrubber(), options_.timing, nvtx_name);
+    const Launch launch = [&](cudaStream_t stream) {
+      if (item.kernel) {
+        item.kernel->launch(item.problem, operands, stream);
+        KC_CHECK_LAUNCH();
+      } else {
+        item.op->baseline(item.problem, operands, context_);
+      }
+    };
+    // A kernel is timed in alternation with its baseline (time_launches_paired), so that its % of
+    // baseline compares two launches at the same clocks; the baseline's own row is its solo run.
+    const bool baseline_ok = std::any_of(results_.begin(), results_.end(), [&](const Result& r) {
+      return r.is_baseline && r.op == result.op && r.shape == result.shape && r.alpha == result.alpha &&
+             r.beta == result.beta && r.status == Status::ok;
+    });
+    const bool paired = item.kernel != nullptr && item.op->baseline && baseline_ok && options_.paired_baseline;
+    TimingStats stats;
+    if (paired) {
+      const Launch baseline = [&](cudaStream_t) { item.op->baseline(item.problem, operands, context_); };
+      const PairedTimingStats both =
+          time_launches_paired(launch, nvtx_name, baseline, "baseline/" + item.op->name + "/alongside",
+                               context_.stream(), &context_.scrubber(), options_.timing);
+      stats = both.first;
+      std::vector<double>& pooled_baseline = samples_["alongside/" + item_key(result.kernel, item.problem)];
+      pooled_baseline.insert(pooled_baseline.end(), both.second.samples_ms.begin(), both.second.samples_ms.end());
+      result.baseline_ms = summarize_samples(pooled_baseline).median_ms;
+      result.baseline_paired = true;
+    } else {
+      stats = time_launches(launch, context_.stream(), &context_.scrubber(), options_.timing, nvtx_name);
+    }
     // Repetitions (--benchmark_repetitions) pool their samples.
     std::vector<double>& pooled = samples_[item_key(result.kernel, item.problem)];
     pooled.insert(pooled.end(), stats.samples_ms.begin(), stats.samples_ms.end());
@@ -329,7 +353,9 @@ void Session::run_item(const Item& item, benchmark::State& state) {
     } else {
       result.pct_of_ceiling = 100.0 * rate.gbps / context_.copy_bandwidth_gbps();
     }
-    if (item.kernel) {
+    if (paired) {
+      result.pct_of_baseline = 100.0 * result.baseline_ms / all.median_ms;
+    } else if (item.kernel) {
       const auto baseline = std::find_if(results_.begin(), results_.end(), [&](const Result& r) {
         return r.is_baseline && r.op == result.op && r.shape == result.shape &&
                r.alpha == result.alpha && r.beta == result.beta && r.status == Status::ok;

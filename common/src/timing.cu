@@ -86,12 +86,16 @@ TimingStats summarize_samples(std::vector<double> samples_ms) {
   return stats;
 }
 
-TimingStats time_launches(const Launch& launch, cudaStream_t stream, L2Scrubber* scrubber,
-                          const TimingConfig& config, const std::string& nvtx_name) {
+namespace {
+
+void require_valid(const TimingConfig& config) {
   require(config.min_samples >= 1 && config.max_samples >= config.min_samples,
           "TimingConfig: need 1 <= min_samples <= max_samples (got {} and {})", config.min_samples,
           config.max_samples);
-  EventPair events;
+}
+
+// Runs the warm-up launches of `launch`; returns the time of the last one (the estimate).
+double warm_up(const Launch& launch, cudaStream_t stream, const TimingConfig& config, EventPair& events) {
   double estimate_ms = 0.0;
   for (int i = 0; i < std::max(1, config.warmup_launches); ++i) {
     KC_CUDA_CHECK(cudaEventRecord(events.start(), stream));
@@ -99,22 +103,60 @@ TimingStats time_launches(const Launch& launch, cudaStream_t stream, L2Scrubber*
     KC_CUDA_CHECK(cudaEventRecord(events.stop(), stream));
     estimate_ms = events.elapsed_ms();
   }
-  int samples = config.max_samples;
-  if (estimate_ms > 0.0)
-    samples = static_cast<int>(std::ceil(config.target_total_ms / estimate_ms));
-  samples = std::clamp(samples, config.min_samples, config.max_samples);
+  return estimate_ms;
+}
 
+int sample_count(double estimate_ms, const TimingConfig& config) {
+  int samples = config.max_samples;
+  if (estimate_ms > 0.0) samples = static_cast<int>(std::ceil(config.target_total_ms / estimate_ms));
+  return std::clamp(samples, config.min_samples, config.max_samples);
+}
+
+// One sample: scrub, then the launch between two events inside an NVTX range.
+double timed_sample(const Launch& launch, cudaStream_t stream, L2Scrubber* scrubber,
+                    const TimingConfig& config, const std::string& nvtx_name, EventPair& events) {
+  if (config.scrub_l2 && scrubber != nullptr) scrubber->scrub(stream);
+  nvtx3::scoped_range range{nvtx_name.c_str()};
+  KC_CUDA_CHECK(cudaEventRecord(events.start(), stream));
+  launch(stream);
+  KC_CUDA_CHECK(cudaEventRecord(events.stop(), stream));
+  return events.elapsed_ms();
+}
+
+}  // namespace
+
+TimingStats time_launches(const Launch& launch, cudaStream_t stream, L2Scrubber* scrubber,
+                          const TimingConfig& config, const std::string& nvtx_name) {
+  require_valid(config);
+  EventPair events;
+  const int samples = sample_count(warm_up(launch, stream, config, events), config);
   std::vector<double> times;
   times.reserve(static_cast<std::size_t>(samples));
-  for (int i = 0; i < samples; ++i) {
-    if (config.scrub_l2 && scrubber != nullptr) scrubber->scrub(stream);
-    nvtx3::scoped_range range{nvtx_name.c_str()};
-    KC_CUDA_CHECK(cudaEventRecord(events.start(), stream));
-    launch(stream);
-    KC_CUDA_CHECK(cudaEventRecord(events.stop(), stream));
-    times.push_back(events.elapsed_ms());
-  }
+  for (int i = 0; i < samples; ++i)
+    times.push_back(timed_sample(launch, stream, scrubber, config, nvtx_name, events));
   return summarize_samples(std::move(times));
+}
+
+PairedTimingStats time_launches_paired(const Launch& first, const std::string& first_nvtx_name,
+                                       const Launch& second, const std::string& second_nvtx_name,
+                                       cudaStream_t stream, L2Scrubber* scrubber,
+                                       const TimingConfig& config) {
+  require_valid(config);
+  EventPair events;
+  const double first_estimate = warm_up(first, stream, config, events);
+  const double second_estimate = warm_up(second, stream, config, events);
+  const int samples = sample_count(std::max(first_estimate, second_estimate), config);
+  std::vector<double> first_times, second_times;
+  first_times.reserve(static_cast<std::size_t>(samples));
+  second_times.reserve(static_cast<std::size_t>(samples));
+  for (int i = 0; i < samples; ++i) {
+    // A B, then B A: neither always runs right after the other (a cooler or hotter start).
+    const bool first_leads = i % 2 == 0;
+    if (first_leads) first_times.push_back(timed_sample(first, stream, scrubber, config, first_nvtx_name, events));
+    second_times.push_back(timed_sample(second, stream, scrubber, config, second_nvtx_name, events));
+    if (!first_leads) first_times.push_back(timed_sample(first, stream, scrubber, config, first_nvtx_name, events));
+  }
+  return {summarize_samples(std::move(first_times)), summarize_samples(std::move(second_times))};
 }
 
 double measure_copy_bandwidth_gbps(std::size_t bytes, cudaStream_t stream) {

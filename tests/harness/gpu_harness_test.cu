@@ -184,6 +184,28 @@ TEST(Timing, MeasuresAKernelOfKnownLength) {
   EXPECT_GE(stats.max_ms, stats.median_ms);
 }
 
+TEST(Timing, PairedTimingAlternatesAndTimesEachSideOnItsOwn) {
+  KC_SKIP_WITHOUT_GPU();
+  Context& context = shared_context();
+  const long long short_cycles = static_cast<long long>(context.device().max_sm_clock_khz) / 5;  // ~0.2 ms
+  TimingConfig config;
+  config.min_samples = 6;
+  config.max_samples = 6;
+  std::vector<char> order;  // which side each launch (warm-ups included) was
+  const PairedTimingStats both = time_launches_paired(
+      [&](cudaStream_t s) { order.push_back('A'); spin_kernel<<<1, 1, 0, s>>>(short_cycles); }, "tests/short",
+      [&](cudaStream_t s) { order.push_back('B'); spin_kernel<<<1, 1, 0, s>>>(3 * short_cycles); }, "tests/long",
+      context.stream(), &context.scrubber(), config);
+  ASSERT_EQ(both.first.samples_ms.size(), 6u);
+  ASSERT_EQ(both.second.samples_ms.size(), 6u);
+  // Warm-ups (2 + 2), then A B B A A B B A ...
+  const std::string timed(order.begin() + 4, order.end());
+  EXPECT_EQ(timed, "ABBAABBAABBA");
+  // Each side's samples are its own: the long spin takes about three times the short one.
+  EXPECT_GT(both.second.median_ms, 2.0 * both.first.median_ms);
+  EXPECT_LT(both.second.median_ms, 4.5 * both.first.median_ms);
+}
+
 TEST(Timing, CopyBandwidthIsPlausible) {
   KC_SKIP_WITHOUT_GPU();
   Context& context = shared_context();

@@ -92,6 +92,22 @@ TEST(Report, MarkdownIsHeadedByWhereAndWhenAndShowsRatiosAndFailures) {
             std::string::npos) << "a regex filter in the command must not split the table row";
 }
 
+TEST(Report, ShowsTheBaselineTimedAlongsideOnlyWhenItWas) {
+  std::vector<Result> results = sample_results();
+  results[1].baseline_paired = true;
+  results[1].baseline_ms = 1.234567;
+  const std::string md = render_markdown(info(), "stage1", results);
+  EXPECT_NE(md.find("baseline ms alongside"), std::string::npos);
+  EXPECT_NE(md.find("| 1.2346 | 95.0% |"), std::string::npos) << md;
+  EXPECT_NE(md.find("alternate with samples of the baseline"), std::string::npos) << "method says how";
+  const std::string js = render_json(info(), "stage1", results);
+  EXPECT_NE(js.find("\"baseline_ms\": 1.234567, \"baseline_alongside\": true"), std::string::npos) << js;
+  results[1].baseline_paired = false;
+  const std::string solo = render_markdown(info(), "stage1", results);
+  EXPECT_EQ(solo.find("| 1.2346 |"), std::string::npos) << "a solo comparison shows no alongside time";
+  EXPECT_NE(render_json(info(), "stage1", results).find("\"baseline_alongside\": false"), std::string::npos);
+}
+
 TEST(Report, JsonCarriesTheRequiredFieldsPerResult) {
   const std::string js = render_json(info(), "stage1", sample_results());
   for (const char* expected :
@@ -128,6 +144,9 @@ TEST(Options, ParsesKcFlagsAndLeavesBenchmarkFlags) {
   EXPECT_EQ(o.timing.max_samples, 20);
   EXPECT_EQ(o.beta, 0.5);
   EXPECT_EQ(args, (std::vector<std::string>{"kc-bench", "--benchmark_repetitions=3"}));
+  EXPECT_TRUE(o.paired_baseline) << "kernels are timed alongside their baseline by default";
+  std::vector<std::string> solo{"kc-bench", "--solo"};
+  EXPECT_FALSE(parse_options(solo).paired_baseline);
 }
 
 TEST(Options, MarkdownFolderIsOptional) {

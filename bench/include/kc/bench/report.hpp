@@ -52,6 +52,7 @@ struct Result {
   double tflops = 0.0, gbps = 0.0;
   std::string baseline;       // name of the peer this row is compared with
   double baseline_ms = 0.0;   // 0 when the baseline was not timed in this run
+  bool baseline_paired = false;  // baseline_ms was timed in alternation with this kernel
   double pct_of_baseline = 0.0;
   std::string ceiling;        // "FP32 CUDA cores, 66.9 TFLOPS"
   double pct_of_ceiling = 0.0;

@@ -27,6 +27,7 @@ struct Options {
   bool help = false;
   bool check_only = false;
   bool include_negative_controls = false;
+  bool paired_baseline = true;                // --solo turns it off: see usage()
   std::string filter;                         // regex searched in kernel ids
   std::vector<std::string> shapes;            // overrides each op's documented shapes
   double alpha = 1.0, beta = 0.0;             // scalars for --shapes problems

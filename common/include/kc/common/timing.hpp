@@ -59,6 +59,21 @@ using Launch = std::function<void(cudaStream_t)>;
 TimingStats time_launches(const Launch& launch, cudaStream_t stream, L2Scrubber* scrubber,
                           const TimingConfig& config, const std::string& nvtx_name);
 
+// Two pieces of work timed in alternation, sample by sample (order A B B A A B ...), each sample
+// after its own L2 scrub. A long or power-hungry run heats the GPU and lowers its clock as it
+// goes (large GEMMs on an H200 drift by 10-15% within a few hundred milliseconds), so two medians
+// taken one after the other compare two temperatures as much as two kernels; taken in
+// alternation, both see the same clocks. Each gets the sample count time_launches would give the
+// slower of the two.
+struct PairedTimingStats {
+  TimingStats first;
+  TimingStats second;
+};
+PairedTimingStats time_launches_paired(const Launch& first, const std::string& first_nvtx_name,
+                                       const Launch& second, const std::string& second_nvtx_name,
+                                       cudaStream_t stream, L2Scrubber* scrubber,
+                                       const TimingConfig& config);
+
 // Measures device-to-device copy bandwidth with cudaMemcpyAsync over `bytes` (read + write bytes
 // counted), median of several copies: the ceiling memory-bound kernels are judged against.
 double measure_copy_bandwidth_gbps(std::size_t bytes, cudaStream_t stream);
