@@ -81,7 +81,8 @@ struct PipelineParams {
   int k_per_split = 0;           // K range of one blockIdx.z (split-K, rung 10); >= K: no split
   bool b_rows_aligned = false;   // rows of B start on 16-byte boundaries: 16-byte copies
   bool c_rows_aligned = false;   // rows of C start on 16-byte boundaries: float4 stores
-  bool accumulate = false;       // split-K: add alpha * A.B into C (already beta * C) atomically
+  bool accumulate = false;       // add alpha * A.B into C (already beta * C) atomically: split-K
+                                 // (rung 10) and stream-K blocks (rung 11)
 };
 
 // Where a block works: its tile of C and its K range.
@@ -207,26 +208,31 @@ __device__ __forceinline__ void run_pipeline(const SgemmArgs& args, const Pipeli
   store_register_tile(args, work.row0, work.col0, place, acc, params.c_rows_aligned, params.accumulate);
 }
 
-// `Tiles::config()` is the WarpTileConfig (a type, because C++17 cannot take a struct as a
-// template parameter).
+// The work of a block that computes tile `tile` (in tiles) of C over k_begin .. k_end - 1.
 template <typename Tiles>
-__global__ void __launch_bounds__(Tiles::config().threads(), Tiles::config().min_blocks_per_sm())
-    sgemm_pipelined_kernel(SgemmArgs args, PipelineParams params) {
+__device__ __forceinline__ BlockWork tile_work(TileElement tile, int k_begin, int k_end) {
+  constexpr WarpTileConfig kConfig = Tiles::config();
+  BlockWork work;
+  work.row0 = tile.row * kConfig.bm;
+  work.col0 = tile.col * kConfig.bn;
+  work.k_begin = k_begin;
+  work.k_end = k_end;
+  work.k_tiles = ceil_div(k_end - k_begin, kConfig.bk);
+  return work;
+}
+
+// Runs the pipeline over `work` in this block, through the unchecked copies when every tile it
+// copies lies inside A and B. The pipelined kernel calls it once per block; rung 11's stream-K
+// blocks once per tile they work on.
+template <typename Tiles>
+__device__ __forceinline__ void run_block_work(const SgemmArgs& args, const PipelineParams& params,
+                                               const BlockWork& work) {
   constexpr WarpTileConfig kConfig = Tiles::config();
   static_assert(is_valid(kConfig), "invalid tile configuration: config_error() in sgemm_tiling.hpp says why");
   static_assert(kConfig.stages >= 2, "a pipeline needs at least two stages");
   extern __shared__ float4 smem_float4[];  // declared as float4: 16-byte aligned for cp.async
   float* const smem_a = reinterpret_cast<float*>(smem_float4);       // kStages transposed A tiles
   float* const smem_b = smem_a + kConfig.stages * kConfig.bk * kConfig.a_stride();  // kStages B tiles
-
-  const TileElement tile =
-      grouped_tile(static_cast<int>(blockIdx.x), params.tiles_m, params.tiles_n, params.raster_group);
-  BlockWork work;
-  work.row0 = tile.row * kConfig.bm;
-  work.col0 = tile.col * kConfig.bn;
-  work.k_begin = static_cast<int>(blockIdx.z) * params.k_per_split;
-  work.k_end = min(args.k, work.k_begin + params.k_per_split);
-  work.k_tiles = ceil_div(work.k_end - work.k_begin, kConfig.bk);
   const bool full_tiles = work.row0 + kConfig.bm <= args.m && work.col0 + kConfig.bn <= args.n &&
                           params.b_rows_aligned && (work.k_end - work.k_begin) % kConfig.bk == 0;
   if (full_tiles)  // the same for every thread of the block: no divergence
@@ -235,9 +241,43 @@ __global__ void __launch_bounds__(Tiles::config().threads(), Tiles::config().min
     run_pipeline<Tiles, false>(args, params, work, smem_a, smem_b);
 }
 
+// `Tiles::config()` is the WarpTileConfig (a type, because C++17 cannot take a struct as a
+// template parameter).
+template <typename Tiles>
+__global__ void __launch_bounds__(Tiles::config().threads(), Tiles::config().min_blocks_per_sm())
+    sgemm_pipelined_kernel(SgemmArgs args, PipelineParams params) {
+  const TileElement tile =
+      grouped_tile(static_cast<int>(blockIdx.x), params.tiles_m, params.tiles_n, params.raster_group);
+  const int k_begin = static_cast<int>(blockIdx.z) * params.k_per_split;
+  run_block_work<Tiles>(args, params, tile_work<Tiles>(tile, k_begin, min(args.k, k_begin + params.k_per_split)));
+}
+
 // Split-K (rung 10) first sets C to beta * C (0 when beta == 0, without reading C); the blocks of
 // all splits then add alpha * (their part of A.B) into it. Defined in 09_cp_async.cu.
 void scale_c_by_beta(const SgemmArgs& args, cudaStream_t stream);
+
+// The launch parameters of a pipelined kernel for `Tiles` over the whole of K (no split), in
+// grouped-raster order of `raster_group` tile rows.
+template <typename Tiles>
+PipelineParams pipeline_params(const SgemmArgs& args, int raster_group) {
+  constexpr WarpTileConfig kConfig = Tiles::config();
+  PipelineParams params;
+  params.tiles_m = ceil_div(args.m, kConfig.bm);
+  params.tiles_n = ceil_div(args.n, kConfig.bn);
+  params.raster_group = raster_group;
+  params.k_per_split = args.k;
+  params.b_rows_aligned = rows_are_float4_aligned(args.b, args.ldb);
+  params.c_rows_aligned = rows_are_float4_aligned(args.c, args.ldc);
+  return params;
+}
+
+// More than 48 KiB of dynamic shared memory must be opted into, once per kernel; callers keep the
+// result in a static local, which makes it once per process (the attribute stays set).
+template <typename Kernel>
+bool allow_dynamic_smem(Kernel* kernel, int bytes) {
+  KC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  return true;
+}
 
 // Launches the pipelined kernel for `Tiles` with `requested_splits` split-K blocks per tile
 // (1: no split; see plan_split_k) and blocks in grouped-raster order of `raster_group` rows.
@@ -245,23 +285,12 @@ template <typename Tiles>
 void launch_pipelined(const SgemmArgs& args, int requested_splits, int raster_group, cudaStream_t stream) {
   constexpr WarpTileConfig kConfig = Tiles::config();
   constexpr int kSmemBytes = kConfig.smem_bytes();
-  // More than 48 KiB of dynamic shared memory must be opted into, once per kernel; a static
-  // local makes it once per process (the attribute stays set).
-  static const bool smem_opt_in_done = [] {
-    KC_CUDA_CHECK(cudaFuncSetAttribute(sgemm_pipelined_kernel<Tiles>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-    return true;
-  }();
-  (void)smem_opt_in_done;
+  static const bool smem_allowed = allow_dynamic_smem(sgemm_pipelined_kernel<Tiles>, kSmemBytes);
+  (void)smem_allowed;
 
   const SplitK split = plan_split_k(args.k, kConfig.bk, requested_splits);
-  PipelineParams params;
-  params.tiles_m = ceil_div(args.m, kConfig.bm);
-  params.tiles_n = ceil_div(args.n, kConfig.bn);
-  params.raster_group = raster_group;
+  PipelineParams params = pipeline_params<Tiles>(args, raster_group);
   params.k_per_split = split.k_per_split;
-  params.b_rows_aligned = rows_are_float4_aligned(args.b, args.ldb);
-  params.c_rows_aligned = rows_are_float4_aligned(args.c, args.ldc);
   params.accumulate = split.splits > 1;
   if (params.accumulate) scale_c_by_beta(args, stream);
   const dim3 grid(static_cast<unsigned>(params.tiles_m) * static_cast<unsigned>(params.tiles_n), 1,

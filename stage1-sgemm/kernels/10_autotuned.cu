@@ -37,11 +37,6 @@
 namespace kc::stage1 {
 namespace {
 
-template <int kIndex>
-struct SearchSpaceTiles {
-  static constexpr WarpTileConfig config() { return kSearchSpace[kIndex]; }
-};
-
 using TileLaunch = void (*)(const SgemmArgs&, int splits, int raster_group, cudaStream_t);
 
 // One instance of the pipelined kernel per search-space entry, and nowhere else.

@@ -89,6 +89,9 @@ void register_kernels(Registry& registry) {
   registry.add_kernel(sgemm_entry("10_autotuned", 10,
                                   "tile shape and split-K per shape class, from a searched space",
                                   &sgemm_10_autotuned));
+  registry.add_kernel(sgemm_entry("11_stream_k", 11,
+                                  "rung 10 plus stream-K: the last, partial wave's tiles split along K over every SM",
+                                  &sgemm_11_stream_k));
 }
 
 }  // namespace kc::stage1

@@ -29,7 +29,7 @@ TEST(Stage1Registry, RegistersTheLadderInOrder) {
   const std::vector<std::string> names = {"01_naive",        "02_coalesced",          "03_smem_tiling",
                                           "04_blocktile_1d", "05_blocktile_2d",       "06_vectorized",
                                           "07_bank_conflict_free", "08_warptile",     "09_cp_async",
-                                          "10_autotuned"};
+                                          "10_autotuned",    "11_stream_k"};
   ASSERT_EQ(registry.kernels().size(), names.size());
   for (std::size_t i = 0; i < names.size(); ++i) {
     const KernelEntry& entry = registry.kernels()[i];

@@ -67,6 +67,15 @@ inline constexpr WarpTileConfig kSearchSpace[] = {
 };
 inline constexpr int kSearchSpaceSize = static_cast<int>(sizeof(kSearchSpace) / sizeof(kSearchSpace[0]));
 
+// Search-space entry `kIndex` as a type, for the kernel templates (`Tiles::config()`): rung 10
+// instantiates the pipelined kernel for every entry, rung 11 its stream-K kernel for the entries
+// its shape classes pick.
+template <int kIndex>
+struct SearchSpaceTiles {
+  static_assert(kIndex >= 0 && kIndex < kSearchSpaceSize, "no such search-space entry");
+  static constexpr WarpTileConfig config() { return kSearchSpace[kIndex]; }
+};
+
 // Rung 09 runs this entry, without split-K.
 inline constexpr int kRung09Config = 0;
 
@@ -96,11 +105,12 @@ inline constexpr ShapeClassChoice kShapeClassChoices[kShapeClassCount] = {
     {ShapeClass::large, 4, 1},    // 128x128x16_w32x64_t8x8_s3
 };
 
-constexpr ShapeClassChoice choose_config(int m, int n, int k) {
-  const ShapeClass shape_class = classify_shape(m, n, k);
+constexpr ShapeClassChoice class_choice(ShapeClass shape_class) {
   for (const ShapeClassChoice& choice : kShapeClassChoices)
     if (choice.shape_class == shape_class) return choice;
   return kShapeClassChoices[kShapeClassCount - 1];
 }
+
+constexpr ShapeClassChoice choose_config(int m, int n, int k) { return class_choice(classify_shape(m, n, k)); }
 
 }  // namespace kc::stage1
