@@ -4,116 +4,66 @@
 // copies 16 bytes from global straight into shared memory without passing through registers and
 // without blocking the thread; copies are grouped (commit_group) and waited for by age
 // (wait_group N: all but the N newest groups have landed). With kStages = 3 tile buffers, the
-// copies for K steps kt+1 and kt+2 are in flight while the warps multiply step kt.
+// copies of the next two K steps are in flight while the warps multiply the current one.
 //
-// What changed from rung 02: global -> shared copies are asynchronous and run kStages - 1 steps
-// ahead; the copy of a chunk past the matrix edge is a cp.async with src-size 0, which writes 16
-// zero bytes. One __syncthreads per K step both publishes the landed stage and tells every thread
-// that the stage computed last iteration is free to be refilled. Same 128 x 128 x 64 tiles, same
-// swizzle, same warp MMA as rung 02 (mma_sync_common.cuh). Shared memory: 3 x 32 KiB, so two
-// blocks fit on an H100/H200 SM.
+// What changed from rung 02: global -> shared copies are asynchronous and run two K steps ahead
+// instead of one, and hold no registers; the copy of a chunk past the matrix edge is a cp.async
+// with src-size 0, which writes 16 zero bytes. The kernel (03_cp_async.cuh) is a template over
+// its tile configuration, MmaSyncConfig<block M, block N, warps M, warps N, stages>; this rung
+// runs Rung03Config, 128 x 256 outputs per block, 2 x 4 warps of 64 x 64, 3 stages of 48 KiB
+// (145 KiB with the alignment slack, 1 block of 8 warps per SM), and kc-mma-sync-tune times it
+// against five other configurations (tune/mma_sync_variants.cu says why those). Three changes
+// inside the K loop, each from a count:
+//   * Fragments one k16 slice ahead, across K steps too. The one barrier per K step sits before
+//     the last slice: by then every warp has loaded the last fragments of the current stage (so
+//     the stage may be refilled) and the barrier publishes the next stage, whose first fragments
+//     are then loaded while the last slice's 32 MMAs run. Before, the barrier was at the top of
+//     the step and every step began with 8 ldmatrix whose latency nothing on the warp covered.
+//   * Copies of interior blocks walk a pointer: every chunk of a block whose tile lies inside A
+//     and B (and K % 64 == 0) exists, so each copy is one pointer plus pass * (rows per pass) * K
+//     plus 64 per K step, and its shared offset the first one's plus a constant (the swizzle row
+//     repeats every 8 rows; passes are 32 rows apart). SASS of the old loop, per thread and K
+//     step next to 128 HMMA and 32 LDSM: 16 cp.async and 164 other instructions (checks,
+//     selects, 64-bit address arithmetic, loop and barrier); now 12 cp.async and 58 others (the
+//     checked path of edge blocks: 133).
+//     Edge blocks keep the checked copies.
+//   * ldmatrix addresses from two registers: slice s of a chunk pair is the slice-0 address XOR
+//     32 s (CPU-tested in gemm_layout_test.cpp). Written as one swizzle_128b_offset per slice and
+//     fragment, the compiler kept 48 offsets live across the loop and spilled at 255 registers;
+//     now 232.
 //
-// The 16 cp.async of a K step are straight-line code (the chunk walk of mma_sync_common.cuh has a
-// compile-time count): about 150 instructions per thread and K step. Walked by a loop starting at
-// threadIdx.x they were a rolled loop with remainder handling, about 400 instructions and a chain
-// of branches between the barrier and the first MMA of every K step.
-// Occupancy: 237 registers (2 x 128 threads per SM by registers, __launch_bounds__(128, 2)) and
-// 97 KiB of shared memory per block: 8 warps per SM.
+// Counts per K step of a 128 x 256 block (4.19 MFLOP): ldmatrix reads 8 warps x 4 slices x 8 x
+// 512 B = 128 KiB of shared memory and cp.async writes 48 KiB: 23.8 FLOP per shared byte, so at
+// 128 B/clock an SM cannot exceed ~3050 FLOP/clock (74% of the 4096 of dense WGMMA; the 128 x 128
+// tile of 4 warps: 96 KiB per 2.1 MFLOP, ~2800). From L2: 48 KiB per 4.19 MFLOP, 5.4 TB/s at
+// 470 TFLOPS (the 128 x 128 tile: 7.3 TB/s).
+// Occupancy: 232 registers (sm_90a; 238 on sm_80; __launch_bounds__(256, 1)), no spills, 1 block
+// of 8 warps per SM. The other configurations: 232-234 (sm_90a), 238-250 (sm_80).
 // Bank conflicts: none by construction (CPU-tested in gemm_layout_test.cpp): each 8-lane phase of
 // an ldmatrix reads one 16-byte chunk from 8 consecutive rows, which the swizzle puts in 8
 // different chunk columns; the 8 threads copying one row write its 8 chunks.
 //
 // Layouts: A row-major M x K, B N x K. Any M, N; K a multiple of 8.
-// SASS to look for: 16 LDGSTS.E.BYPASS.128 (cp.async.cg) without a branch between them, LDGDEPBAR /
-// DEPBAR.LE, LDSM, HMMA.
-// Expected limiter: shared-memory bandwidth and the tensor issue rate of mma.sync, about equally:
-// per K step a block reads 64 KiB through ldmatrix and writes 32 KiB with cp.async for 2.1 MFLOP,
-// so at 128 B/clock an SM tops out near 2.7 kFLOP/clock (~700 TFLOPS on 132 SMs at 1.98 GHz),
-// about where mma.sync itself stops on Hopper (a fraction of the WGMMA peak); a 64 x 64 warp tile
-// is the largest the registers allow, so only WGMMA (rung 04 on) moves that ceiling. Expected
-// effect of the straight-line copies (not yet measured): +10-30% over the rolled loop at 4096^3.
+// SASS to look for (the interior-block loop): 12 LDGSTS.E.BYPASS.LTC128B.128 at one register plus
+// immediate offsets, one DEPBAR.LE SB0, 0x1 (wait_group 1) and one BAR.SYNC per K step, 32
+// LDSM.16.M88.4 whose addresses are LOP3 ... 0x20 / 0x40 / 0x60 (the slice XOR) of one register,
+// 128 HMMA.16816.F32.BF16; no LDL/STL.
+// Expected limiter: the issue rate of mma.sync itself, which on Hopper is a fraction of WGMMA's:
+// kc-mma-sync-peak measures it with operands in registers and with ldmatrix feeding it, and that
+// is the ceiling of this rung and rung 02; then the barrier skew of 8 warps with no second block
+// to fill it. Expected effect of the three changes (not yet measured): fewer issue slots and
+// latency stalls per MMA; how close it gets to 60% of cuBLAS is for kc-mma-sync-tune and kc-bench
+// to say.
 //
 // Run just this rung:  kc-bench --filter stage3/hgemm_bf16/03_cp_async
+// Its configurations:  kc-mma-sync-tune            ceilings: kc-mma-sync-peak
+#include "03_cp_async.cuh"
 #include "hgemm.hpp"
-#include "mma_sync_common.cuh"
 
 namespace kc::stage3 {
-namespace {
-
-using Tile = MmaSyncTile;
-constexpr int kStages = 3;
-constexpr int kStageBytes = Tile::kTileBytesA + Tile::kTileBytesB;
-constexpr int kSmemBytes = kStages * kStageBytes + 1024;  // + slack to align the base to 1024
-
-// 16 bytes global -> shared, bypassing L1 (.cg); src_bytes = 0 writes 16 zero bytes instead.
-__device__ __forceinline__ void cp_async_16(std::uint32_t destination, const void* source, bool valid) {
-  const int source_bytes = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(destination), "l"(source),
-               "r"(source_bytes)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit_group() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int kNewestGroupsInFlight>
-__device__ __forceinline__ void cp_async_wait_group() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kNewestGroupsInFlight) : "memory");
-}
-
-// Starts the copy of one 128 x 64 tile into swizzled shared memory at `tile`.
-__device__ void copy_tile_async(std::uint32_t tile, const bf16* matrix, int rows_total, int k,
-                                int row0, int k0) {
-  for_each_tile_chunk(matrix, rows_total, k, row0, k0, [&](int, int offset, ChunkSource source) {
-    cp_async_16(tile + offset, source.pointer, source.valid);
-  });
-}
-
-__global__ void __launch_bounds__(Tile::kThreads, 2) hgemm_cp_async_kernel(HgemmArgs args) {
-  extern __shared__ std::uint8_t smem_raw[];
-  // The swizzle pattern is defined on 1024-byte blocks: align the stages to one.
-  const std::uint32_t smem_base = (shared_address(smem_raw) + 1023u) & ~1023u;
-  const auto stage_a = [&](int stage) { return smem_base + stage * kStageBytes; };
-  const auto stage_b = [&](int stage) { return smem_base + stage * kStageBytes + Tile::kTileBytesA; };
-
-  const int block_row0 = blockIdx.x * Tile::kBlockM;
-  const int block_col0 = blockIdx.y * Tile::kBlockN;
-  const int warp = threadIdx.x / 32;
-  const int warp_row0 = (warp / Tile::kWarpsN) * Tile::kWarpTileM;
-  const int warp_col0 = (warp % Tile::kWarpsN) * Tile::kWarpTileN;
-  const int k_tiles = ceil_div(args.k, Tile::kBlockK);
-
-  const auto issue_k_tile = [&](int k_tile) {
-    // Always commit a group, even an empty one past the last K step, so that "wait for all but
-    // the newest kStages - 2 groups" keeps meaning "the stage about to be computed has landed".
-    if (k_tile < k_tiles) {
-      const int stage = k_tile % kStages;
-      copy_tile_async(stage_a(stage), args.a, args.m, args.k, block_row0, k_tile * Tile::kBlockK);
-      copy_tile_async(stage_b(stage), args.b, args.n, args.k, block_col0, k_tile * Tile::kBlockK);
-    }
-    cp_async_commit_group();
-  };
-
-  for (int k_tile = 0; k_tile < kStages - 1; ++k_tile) issue_k_tile(k_tile);
-
-  WarpAccumulators acc = {};
-  for (int k_tile = 0; k_tile < k_tiles; ++k_tile) {
-    cp_async_wait_group<kStages - 2>();  // this thread's copies for k_tile have landed
-    __syncthreads();  // everyone's have, and everyone is done computing k_tile - 1
-    issue_k_tile(k_tile + kStages - 1);  // refills the stage of k_tile - 1
-    const int stage = k_tile % kStages;
-    warp_mma_tile(stage_a(stage), stage_b(stage), warp_row0, warp_col0, acc);
-  }
-  cp_async_wait_group<0>();  // no copy may still target shared memory when the block exits
-  store_warp_tile(args, block_row0 + warp_row0, block_col0 + warp_col0, acc);
-}
-
-}  // namespace
 
 void hgemm_03_cp_async(const HgemmArgs& args, cudaStream_t stream) {
-  KC_CUDA_CHECK(cudaFuncSetAttribute(hgemm_cp_async_kernel,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-  const dim3 grid(ceil_div(args.m, Tile::kBlockM), ceil_div(args.n, Tile::kBlockN));
-  hgemm_cp_async_kernel<<<grid, Tile::kThreads, kSmemBytes, stream>>>(args);
+  launch_hgemm_cp_async<Rung03Config>(args, stream);
 }
 
 }  // namespace kc::stage3

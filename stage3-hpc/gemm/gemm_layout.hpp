@@ -1,8 +1,9 @@
 // gemm_layout.hpp — the index arithmetic of the stage-3 GEMM ladder, identical on host and device.
 //
 // Everything here is a pure function so the CPU tests can check it without a GPU: the 128-byte
-// shared-memory swizzle every rung from 02 on uses (and TMA/WGMMA expect), and the raster order in
-// which the persistent rungs walk the output tiles.
+// shared-memory swizzle every rung from 02 on uses (and TMA/WGMMA expect), the raster order in
+// which the persistent rungs walk the output tiles, and the rules a tile shape of the mma.sync
+// rungs must follow.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -58,5 +59,64 @@ __host__ __device__ constexpr TileCoord grouped_tile(int linear, int tiles_m, in
 }
 
 __host__ __device__ constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+// ---- the tile shape of the mma.sync rungs (02, 03) ------------------------------------------------
+// A block computes a block_m x block_n tile of C, stepping through K 64 elements (one swizzled
+// 128-byte row per M or N index) at a time; its warps_m x warps_n warps each own a
+// (block_m / warps_m) x (block_n / warps_n) piece of it as m16n8 accumulator blocks; `stages`
+// K steps of A and B tiles live in shared memory (rung 03's cp.async pipeline).
+inline constexpr int kMmaSyncBlockK = 64;
+inline constexpr int kMmaSyncMaxSmemPerSm = 228 * 1024;     // H100/H200, of which 1 KiB per block is reserved
+inline constexpr int kMmaSyncMaxSmemPerBlock = 227 * 1024;  // H100/H200 opt-in limit (A100: 163 KiB)
+
+struct MmaSyncShape {
+  int block_m = 128, block_n = 128;
+  int warps_m = 2, warps_n = 2;
+  int stages = 3;
+
+  __host__ __device__ constexpr int threads() const { return 32 * warps_m * warps_n; }
+  __host__ __device__ constexpr int warp_tile_m() const { return block_m / warps_m; }
+  __host__ __device__ constexpr int warp_tile_n() const { return block_n / warps_n; }
+  // FP32 accumulators per thread: a warp's m16n8 blocks hold 4 per lane each.
+  __host__ __device__ constexpr int accumulators() const { return warp_tile_m() * warp_tile_n() / 32; }
+  // 16-byte chunks are copied 8 threads to a 128-byte row, so one pass of the block covers
+  // threads / 8 rows.
+  __host__ __device__ constexpr int rows_per_copy_pass() const { return threads() / 8; }
+  __host__ __device__ constexpr int tile_bytes_a() const { return block_m * kMmaSyncBlockK * 2; }
+  __host__ __device__ constexpr int tile_bytes_b() const { return block_n * kMmaSyncBlockK * 2; }
+  __host__ __device__ constexpr int stage_bytes() const { return tile_bytes_a() + tile_bytes_b(); }
+  // + 1 KiB: the swizzle is defined on 1024-byte blocks, so the base is aligned up by hand.
+  __host__ __device__ constexpr int smem_bytes() const { return stages * stage_bytes() + 1024; }
+  // Blocks per SM the registers are planned for: 256 threads x 256 registers fill the 64 K
+  // register file, so a thread may use up to 255 registers (128 accumulators, two sets of
+  // fragments, addresses) without spilling.
+  __host__ __device__ constexpr int min_blocks_per_sm() const { return threads() <= 256 ? 256 / threads() : 1; }
+};
+
+// nullptr when `s` is a valid configuration of the mma.sync kernels, otherwise the rule it
+// breaks. The kernels static_assert is_valid(); the CPU tests print the text.
+__host__ __device__ constexpr const char* mma_sync_config_error(const MmaSyncShape& s) {
+  if (s.block_m <= 0 || s.block_n <= 0 || s.warps_m <= 0 || s.warps_n <= 0 || s.stages <= 0)
+    return "every size must be positive";
+  if (s.block_m % s.warps_m != 0 || s.block_n % s.warps_n != 0)
+    return "block_m must be a multiple of warps_m and block_n of warps_n";
+  if (s.warp_tile_m() % 16 != 0 || s.warp_tile_n() % 16 != 0)
+    return "warp tiles must be multiples of 16 in M (m16 fragments) and N (one ldmatrix.x4 gives two n8 fragments)";
+  if (s.accumulators() > 128)
+    return "a warp tile may hold at most 64 x 64 outputs: 128 FP32 accumulators per thread, plus fragments and "
+           "addresses, is what fits 255 registers without spills";
+  if (s.threads() % 64 != 0 || 256 % s.threads() != 0)
+    return "64, 128 or 256 threads: copy passes of threads / 8 rows must be whole 8-row swizzle patterns, and "
+           "the registers are planned for 256 threads per SM";
+  if (s.block_m % s.rows_per_copy_pass() != 0 || s.block_n % s.rows_per_copy_pass() != 0)
+    return "block_m and block_n must be multiples of threads / 8: every thread copies the same number of chunks";
+  if (s.stages < 2) return "at least two stages: one computed while the next one lands";
+  if (s.smem_bytes() > kMmaSyncMaxSmemPerBlock) return "the stages exceed 227 KiB of shared memory per block";
+  if (s.min_blocks_per_sm() * (s.smem_bytes() + 1024) > kMmaSyncMaxSmemPerSm)
+    return "the blocks per SM the registers allow (256 / threads) do not fit 228 KiB of shared memory together";
+  return nullptr;
+}
+
+__host__ __device__ constexpr bool is_valid(const MmaSyncShape& s) { return mma_sync_config_error(s) == nullptr; }
 
 }  // namespace kc::stage3

@@ -1,6 +1,7 @@
 // The index arithmetic of the tensor-core GEMM ladder, checked on the CPU: the 128-byte swizzle
-// (conflict-free shared-memory access, the TMA/WGMMA pattern), the tile raster order of the
-// persistent rungs, and the TMA box rules.
+// (conflict-free shared-memory access, the TMA/WGMMA pattern), the address arithmetic and tile
+// rules of the mma.sync rungs, the tile raster order of the persistent rungs, and the TMA box
+// rules.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -157,6 +158,79 @@ TEST(CeilDiv, RoundsUp) {
   EXPECT_EQ(ceil_div(128, 128), 1);
   EXPECT_EQ(ceil_div(129, 128), 2);
   EXPECT_EQ(ceil_div(4093, 64), 64);
+}
+
+// ---- the mma.sync rungs (02, 03) ----------------------------------------------------------------
+
+// load_warp_fragments addresses slice s (chunks 2s, 2s + 1) by XOR-ing 32 s into the slice-0
+// address; that is only right if the swizzle commutes with it, for every row a warp can read.
+TEST(MmaSyncFragments, SliceSOfAChunkPairIsTheSlice0OffsetXor32S) {
+  for (int row = 0; row < 256; ++row)
+    for (int chunk = 0; chunk < 2; ++chunk)
+      for (int slice = 0; slice < kMmaSyncBlockK / 16; ++slice)
+        EXPECT_EQ(swizzle_128b_offset(row, chunk + 2 * slice), swizzle_128b_offset(row, chunk) ^ (32 * slice))
+            << "row " << row << ", chunk " << chunk << ", slice " << slice;
+}
+
+// ... and fragment i, 16 i rows further, is 2048 i bytes further whatever the slice.
+TEST(MmaSyncFragments, SixteenRowsFurtherIs2048BytesFurtherInEverySlice) {
+  for (int row = 0; row < 64; ++row)
+    for (int chunk = 0; chunk < 8; ++chunk)
+      for (int i = 1; i < 4; ++i)
+        EXPECT_EQ(swizzle_128b_offset(row + 16 * i, chunk), swizzle_128b_offset(row, chunk) + 2048 * i);
+}
+
+// The copy passes of a thread are threads / 8 rows apart (a multiple of 8), so each lands at the
+// first pass's swizzled offset plus a constant: the kernels add compile-time offsets.
+TEST(MmaSyncCopies, PassesOfAThreadAreAConstantNumberOfBytesApart) {
+  for (const int threads : {64, 128, 256}) {
+    const int rows_per_pass = threads / 8;
+    for (int thread = 0; thread < threads; ++thread)
+      for (int pass = 1; pass < 256 / rows_per_pass; ++pass) {
+        const int row = thread / 8, column = thread % 8;
+        EXPECT_EQ(swizzle_128b_offset(row + pass * rows_per_pass, column),
+                  swizzle_128b_offset(row, column) + pass * rows_per_pass * kSwizzleRowBytes);
+      }
+  }
+}
+
+std::string mma_sync_rule(const MmaSyncShape& shape) {
+  const char* error = mma_sync_config_error(shape);
+  return error == nullptr ? "" : error;
+}
+
+TEST(MmaSyncConfig, TheCandidateShapesAreValid) {
+  for (const MmaSyncShape& shape : {MmaSyncShape{128, 128, 2, 2, 3}, MmaSyncShape{128, 256, 2, 4, 3},
+                                    MmaSyncShape{256, 128, 4, 2, 3}, MmaSyncShape{128, 256, 2, 4, 4},
+                                    MmaSyncShape{256, 128, 4, 2, 4}, MmaSyncShape{128, 256, 2, 4, 2}})
+    EXPECT_EQ(mma_sync_rule(shape), "") << shape.block_m << "x" << shape.block_n << " s" << shape.stages;
+}
+
+TEST(MmaSyncConfig, CountsTheResourcesOfATile) {
+  const MmaSyncShape shape{128, 256, 2, 4, 3};
+  EXPECT_EQ(shape.threads(), 256);
+  EXPECT_EQ(shape.warp_tile_m(), 64);
+  EXPECT_EQ(shape.warp_tile_n(), 64);
+  EXPECT_EQ(shape.accumulators(), 128);
+  EXPECT_EQ(shape.stage_bytes(), 48 * 1024);
+  EXPECT_EQ(shape.smem_bytes(), 3 * 48 * 1024 + 1024);
+  EXPECT_EQ(shape.min_blocks_per_sm(), 1);
+  EXPECT_EQ((MmaSyncShape{128, 128, 2, 2, 3}).min_blocks_per_sm(), 2);
+}
+
+TEST(MmaSyncConfig, RefusesShapesThatCannotWork) {
+  // a 128 x 64 warp tile: 256 accumulators per thread
+  EXPECT_NE(mma_sync_rule({256, 128, 2, 2, 3}).find("64 x 64"), std::string::npos);
+  // 16 warps: 512 threads cannot each have 255 registers
+  EXPECT_NE(mma_sync_rule({256, 256, 4, 4, 2}).find("threads"), std::string::npos);
+  // warp tile of 64 x 24: not a whole number of ldmatrix.x4 B pairs
+  EXPECT_NE(mma_sync_rule({128, 48, 2, 2, 3}).find("multiples of 16"), std::string::npos);
+  EXPECT_NE(mma_sync_rule({128, 128, 2, 2, 1}).find("two stages"), std::string::npos);
+  // 5 stages of 48 KiB: more than 227 KiB
+  EXPECT_NE(mma_sync_rule({128, 256, 2, 4, 5}).find("227 KiB"), std::string::npos);
+  // 4 stages of 32 KiB twice per SM (2 blocks of 128 threads): 260 KiB
+  EXPECT_NE(mma_sync_rule({128, 128, 2, 2, 4}).find("228 KiB"), std::string::npos);
+  EXPECT_NE(mma_sync_rule({128, 128, 3, 2, 3}).find("multiple of warps_m"), std::string::npos);
 }
 
 // ---- TMA boxes --------------------------------------------------------------------------------------
