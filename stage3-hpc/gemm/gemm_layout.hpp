@@ -87,10 +87,16 @@ struct MmaSyncShape {
   __host__ __device__ constexpr int stage_bytes() const { return tile_bytes_a() + tile_bytes_b(); }
   // + 1 KiB: the swizzle is defined on 1024-byte blocks, so the base is aligned up by hand.
   __host__ __device__ constexpr int smem_bytes() const { return stages * stage_bytes() + 1024; }
-  // Blocks per SM the registers are planned for: 256 threads x 256 registers fill the 64 K
-  // register file, so a thread may use up to 255 registers (128 accumulators, two sets of
-  // fragments, addresses) without spilling.
-  __host__ __device__ constexpr int min_blocks_per_sm() const { return threads() <= 256 ? 256 / threads() : 1; }
+  // Threads per SM the registers are planned for. A 64 x 64 warp tile (128 accumulators, two sets
+  // of fragments, addresses) needs up to 255 registers: 256 threads x 256 registers fill the 64 K
+  // register file. A warp tile of at most 2048 outputs (64 accumulators) fits 128 registers, so
+  // 512 threads per SM: twice the warps to hide each other's waits, for more shared-memory reads
+  // per MMA (a 32 x 64 warp tile reads 1.5x the fragment bytes per FLOP of a 64 x 64 one).
+  __host__ __device__ constexpr int planned_threads_per_sm() const { return accumulators() <= 64 ? 512 : 256; }
+  // Blocks per SM the registers are planned for (the kernel's __launch_bounds__ minimum).
+  __host__ __device__ constexpr int min_blocks_per_sm() const {
+    return threads() <= planned_threads_per_sm() ? planned_threads_per_sm() / threads() : 1;
+  }
 };
 
 // nullptr when `s` is a valid configuration of the mma.sync kernels, otherwise the rule it
@@ -107,13 +113,13 @@ __host__ __device__ constexpr const char* mma_sync_config_error(const MmaSyncSha
            "addresses, is what fits 255 registers without spills";
   if (s.threads() % 64 != 0 || 256 % s.threads() != 0)
     return "64, 128 or 256 threads: copy passes of threads / 8 rows must be whole 8-row swizzle patterns, and "
-           "the registers are planned for 256 threads per SM";
+           "a block's registers are planned for at most 256 threads";
   if (s.block_m % s.rows_per_copy_pass() != 0 || s.block_n % s.rows_per_copy_pass() != 0)
     return "block_m and block_n must be multiples of threads / 8: every thread copies the same number of chunks";
   if (s.stages < 2) return "at least two stages: one computed while the next one lands";
   if (s.smem_bytes() > kMmaSyncMaxSmemPerBlock) return "the stages exceed 227 KiB of shared memory per block";
   if (s.min_blocks_per_sm() * (s.smem_bytes() + 1024) > kMmaSyncMaxSmemPerSm)
-    return "the blocks per SM the registers allow (256 / threads) do not fit 228 KiB of shared memory together";
+    return "the blocks per SM the registers are planned for do not fit 228 KiB of shared memory together";
   return nullptr;
 }
 

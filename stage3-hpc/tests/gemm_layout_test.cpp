@@ -202,7 +202,8 @@ std::string mma_sync_rule(const MmaSyncShape& shape) {
 TEST(MmaSyncConfig, TheCandidateShapesAreValid) {
   for (const MmaSyncShape& shape : {MmaSyncShape{128, 128, 2, 2, 3}, MmaSyncShape{128, 256, 2, 4, 3},
                                     MmaSyncShape{256, 128, 4, 2, 3}, MmaSyncShape{128, 256, 2, 4, 4},
-                                    MmaSyncShape{256, 128, 4, 2, 4}, MmaSyncShape{128, 256, 2, 4, 2}})
+                                    MmaSyncShape{256, 128, 4, 2, 4}, MmaSyncShape{128, 256, 2, 4, 2},
+                                    MmaSyncShape{128, 128, 4, 2, 3}, MmaSyncShape{128, 128, 2, 4, 3}})
     EXPECT_EQ(mma_sync_rule(shape), "") << shape.block_m << "x" << shape.block_n << " s" << shape.stages;
 }
 
@@ -216,6 +217,12 @@ TEST(MmaSyncConfig, CountsTheResourcesOfATile) {
   EXPECT_EQ(shape.smem_bytes(), 3 * 48 * 1024 + 1024);
   EXPECT_EQ(shape.min_blocks_per_sm(), 1);
   EXPECT_EQ((MmaSyncShape{128, 128, 2, 2, 3}).min_blocks_per_sm(), 2);
+  // 32 x 64 warp tiles: 64 accumulators fit 128 registers, so two 256-thread blocks per SM
+  const MmaSyncShape narrow{128, 128, 4, 2, 3};
+  EXPECT_EQ(narrow.accumulators(), 64);
+  EXPECT_EQ(narrow.planned_threads_per_sm(), 512);
+  EXPECT_EQ(narrow.min_blocks_per_sm(), 2);
+  EXPECT_EQ(mma_sync_rule(narrow), "");
 }
 
 TEST(MmaSyncConfig, RefusesShapesThatCannotWork) {
@@ -230,6 +237,8 @@ TEST(MmaSyncConfig, RefusesShapesThatCannotWork) {
   EXPECT_NE(mma_sync_rule({128, 256, 2, 4, 5}).find("227 KiB"), std::string::npos);
   // 4 stages of 32 KiB twice per SM (2 blocks of 128 threads): 260 KiB
   EXPECT_NE(mma_sync_rule({128, 128, 2, 2, 4}).find("228 KiB"), std::string::npos);
+  // the same with 32 x 64 warp tiles (2 blocks of 256 threads)
+  EXPECT_NE(mma_sync_rule({128, 128, 4, 2, 4}).find("228 KiB"), std::string::npos);
   EXPECT_NE(mma_sync_rule({128, 128, 3, 2, 3}).find("multiple of warps_m"), std::string::npos);
 }
 
