@@ -54,7 +54,7 @@ KernelEntry hopper_entry(const std::string& name, int rung, std::string idea, Ho
 
 KernelEntry fused_entry() {
   KernelEntry entry = ladder_entry(kBiasGeluOp, "10_fused_bias_gelu", 10,
-                                   "bias + GELU applied to the accumulators before the TMA store");
+                                   "bias + GELU run by the producer warpgroup's idle warps beside the next tile's mainloop");
   entry.min_compute_capability = kHopper;
   entry.max_compute_capability = kHopper;
   auto cache = std::make_shared<HopperLaunchCache>();
