@@ -95,11 +95,14 @@ def main():
     bars.set_ylabel("TFLOPS")
     bars.set_title(f"SGEMM ladder at {args.size}\u00b3")
 
-    for label, s in lines.items():
+    # tab20 rather than the default 10-colour cycle: the ladder has more than ten rungs.
+    palette = matplotlib.colormaps["tab20"].colors
+    for index, (label, s) in enumerate(lines.items()):
         points = sorted(s["points"].items())
         if not points:
             continue
-        style = {"color": "black", "linestyle": "--", "linewidth": 2} if label == "cuBLAS" else {"marker": "o", "markersize": 3}
+        style = ({"color": "black", "linestyle": "--", "linewidth": 2} if label == "cuBLAS"
+                 else {"marker": "o", "markersize": 3, "color": palette[(2 * index) % 20 + (index // 10) % 2]})
         curves.plot([p[0] for p in points], [p[1] for p in points], label=label, **style)
     curves.set_xscale("log", base=2)
     sizes = sorted({size for s in lines.values() for size in s["points"]})

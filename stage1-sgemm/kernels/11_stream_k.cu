@@ -45,8 +45,9 @@
 // the rung-09 k-tile loop six times — data-parallel blocks, a stream-K block's first segment and
 // its second, each with unchecked and checked copies — every one with 64 LDS.128 and 1024 FFMA
 // per k tile of 16 (the unchecked loops are as long as rung 10's, the checked ones within a few
-// instructions); STG.E.128 for the data-parallel stores; REDG.E.ADD.F32.FTZ.RN.STRONG.GPU
-// (sm_90a; RED.E.ADD on sm_80) for the stream-K adds; BAR.SYNC; no LDL/STL (ptxas: 127
+// instructions); STG.E.128 for the data-parallel stores; REDG.E.ADD.F32x4.FTZ.RN.STRONG.GPU
+// (sm_90a; scalar REDG.E.ADD.F32 where C rows are not 16-byte aligned, RED.E.ADD on sm_80) for
+// the stream-K adds; BAR.SYNC; no LDL/STL (ptxas: 127
 // registers on sm_90a, 128 on sm_80, no spills).
 //
 // Run just this rung:  kc-bench --filter stage1/sgemm/11_stream_k
