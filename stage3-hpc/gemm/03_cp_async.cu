@@ -51,9 +51,9 @@
 // Expected limiter: the issue rate of mma.sync itself, which on Hopper is a fraction of WGMMA's:
 // kc-mma-sync-peak measures it with operands in registers and with ldmatrix feeding it, and that
 // is the ceiling of this rung and rung 02; then the barrier skew of 8 warps with no second block
-// to fill it. Measured on the H200 (kc-bench, 2026-11-29): 455.9 TFLOPS at 4096³, 58.7% of cuBLAS
+// to fill it. Measured on the H200 (kc-bench, 2026-11-29): 457.9 TFLOPS at 4096³, 59.3% of cuBLAS
 // (the previous version of this rung: 50.3%); kc-mma-sync-peak puts ldmatrix-fed mma.sync with 8
-// warps per SM at ~79% of cuBLAS, so the rung runs at 74% of its ceiling. ncu at 4096³: tensor
+// warps per SM at ~79% of cuBLAS, so the rung runs at 75% of its ceiling. ncu at 4096³: tensor
 // pipe 76% busy, issue slots 25%, stalls mostly fixed-latency waits and the MMA pipe.
 //
 // Run just this rung:  kc-bench --filter stage3/hgemm_bf16/03_cp_async
