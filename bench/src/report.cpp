@@ -120,8 +120,8 @@ std::string render_markdown(const RunInfo& info, const std::string& group,
         "shapes in the same process; *% of baseline* is baseline time / kernel time. Unless the "
         "command says `--solo`, each kernel's samples alternate with samples of the baseline (A B B A "
         "…), and its % of baseline compares those two medians (*baseline ms alongside*): both are "
-        "measured at the same clocks, which drift as the GPU heats. The baseline's own row is its "
-        "run on its own.\n";
+        "measured at the same clocks, which move with temperature and the board's power limit. The "
+        "baseline's own row is its run on its own.\n";
 
   // One section per op, in order of first appearance.
   std::vector<std::string> ops;
