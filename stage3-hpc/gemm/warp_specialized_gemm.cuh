@@ -175,6 +175,24 @@ __device__ __forceinline__ PassColumns<Config> load_pass_columns(
 template <class Config>
 using PassResults = __nv_bfloat162[Config::kStorePassColumns / 8][2];
 
+// Pass `pass` of a thread's accumulators (alpha.acc + beta.C already applied), as BF16 pairs:
+// finish(slice, value) maps each pair of neighbouring outputs first (the activation of rung 09's
+// epilogue, or nothing when the epilogue warps apply it later).
+template <class Config, class Finish>
+__device__ __forceinline__ void pack_pass(const float (&acc)[kAccumulators], int pass,
+                                          PassResults<Config>& results, Finish finish) {
+  constexpr int kSlicesPerPass = Config::kStorePassColumns / 8;
+#pragma unroll
+  for (int slice = 0; slice < kSlicesPerPass; ++slice) {
+    const int j = pass * kSlicesPerPass + slice;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const float2 value = finish(slice, make_float2(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]));
+      results[slice][half] = __floats2bfloat162_rn(value.x, value.y);
+    }
+  }
+}
+
 // Writes one pass of results into a consumer's buffer of 64 x 64 boxes in the 128-byte swizzle:
 // a warp's column of 8 rows x 16 bytes lands on 32 distinct banks.
 template <class Config>
@@ -233,7 +251,6 @@ __device__ __forceinline__ void store_accumulators_tma(const typename Config::Pa
                                                        float (&acc)[kAccumulators],
                                                        PassColumns<Config> columns) {
   constexpr int kPasses = kHopperBlockN / Config::kStorePassColumns;
-  constexpr int kSlicesPerPass = Config::kStorePassColumns / 8;
   const int thread = threadIdx.x % kWarpgroupThreads;
   const int barrier_id = 1 + consumer;  // one named barrier per consumer warpgroup
 
@@ -242,16 +259,9 @@ __device__ __forceinline__ void store_accumulators_tma(const typename Config::Pa
 #pragma unroll
   for (int pass = 0; pass < kPasses; ++pass) {
     PassResults<Config> results;
-#pragma unroll
-    for (int slice = 0; slice < kSlicesPerPass; ++slice) {
-      const int j = pass * kSlicesPerPass + slice;
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const float2 value = params.activation(
-            make_float2(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]), columns.pair[slice]);
-        results[slice][half] = __floats2bfloat162_rn(value.x, value.y);
-      }
-    }
+    pack_pass<Config>(acc, pass, results, [&](int slice, float2 value) {
+      return params.activation(value, columns.pair[slice]);
+    });
     if (pass + 1 < kPasses) columns = load_pass_columns<Config>(params, col0, pass + 1);
 
     if (thread == 0) sm90::tma_store_wait_smem_read();
@@ -331,29 +341,18 @@ __device__ __forceinline__ bool hand_over_accumulators(const typename Config::Pa
                                                        float (&acc)[kAccumulators],
                                                        PassResults<Config>& held) {
   constexpr int kPasses = kHopperBlockN / Config::kStorePassColumns;
-  constexpr int kSlicesPerPass = Config::kStorePassColumns / 8;
   constexpr bool kHoldLastPass = kPasses > 1;
+  const auto unchanged = [](int, float2 value) { return value; };  // the epilogue warps apply it
 
   apply_linear_combination(acc, params.linear, params.m, params.n, row0, col0);
 
 #pragma unroll
   for (int pass = 0; pass < kPasses; ++pass) {
-    PassResults<Config> results;
-#pragma unroll
-    for (int slice = 0; slice < kSlicesPerPass; ++slice) {
-      const int j = pass * kSlicesPerPass + slice;
-#pragma unroll
-      for (int half = 0; half < 2; ++half)
-        results[slice][half] =
-            __floats2bfloat162_rn(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]);
-    }
     if (kHoldLastPass && pass == kPasses - 1) {
-#pragma unroll
-      for (int slice = 0; slice < kSlicesPerPass; ++slice) {
-        held[slice][0] = results[slice][0];
-        held[slice][1] = results[slice][1];
-      }
+      pack_pass<Config>(acc, pass, held, unchanged);
     } else {
+      PassResults<Config> results;
+      pack_pass<Config>(acc, pass, results, unchanged);
       hand_over_pass<Config>(buffer, buffer_full, buffer_empty, phase, consumer, results);
     }
   }
