@@ -12,19 +12,17 @@
 #include "kc/common/device.hpp"
 #include "kc/stage1/sgemm.hpp"
 #include "kc/stage1/sgemm_autotune.hpp"
+#include "support/gpu_test.hpp"
 
 namespace kc::stage1 {
 namespace {
 
-Context& context() {
-  static Context shared;  // one CUDA context and cuBLAS handle for the whole test program
-  return shared;
-}
+Context& context() { return ::kc::testing::shared_context(); }
 
 class SearchSpace : public ::testing::TestWithParam<int> {};
 
 TEST_P(SearchSpace, EveryConfigurationMatchesTheReferenceSplitOrNot) {
-  if (!has_gpu()) GTEST_SKIP() << "no CUDA GPU visible (" << no_gpu_reason() << ")";
+  KC_SKIP_WITHOUT_GPU();
   const int config = GetParam();
   const OpSpec op = make_sgemm_op();
   const std::vector<Problem> problems = {

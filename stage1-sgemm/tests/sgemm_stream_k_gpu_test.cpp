@@ -18,14 +18,12 @@
 #include "kc/stage1/sgemm.hpp"
 #include "kc/stage1/sgemm_autotune.hpp"
 #include "kc/stage1/stream_k.hpp"
+#include "support/gpu_test.hpp"
 
 namespace kc::stage1 {
 namespace {
 
-Context& context() {
-  static Context shared;  // one CUDA context and cuBLAS handle for the whole test program
-  return shared;
-}
+Context& context() { return ::kc::testing::shared_context(); }
 
 // check_run for a launch function of the sgemm op, on fresh operands of `problem`.
 CheckOutcome check_sgemm(const Problem& problem, std::uint64_t seed,
@@ -44,7 +42,7 @@ std::set<int> stream_k_configs() {
 }
 
 TEST(StreamK, ForcedSmallWavesMatchTheReference) {
-  if (!has_gpu()) GTEST_SKIP() << "no CUDA GPU visible (" << no_gpu_reason() << ")";
+  KC_SKIP_WITHOUT_GPU();
   const std::vector<Problem> problems = {
       {"sgemm", {300, 200, 777}, 1.0, 0.0},     // partial last k tile inside a stream-K segment
       {"sgemm", {129, 131, 65}, -0.5, 0.25},    // odd everything, C read
@@ -89,7 +87,7 @@ TEST(StreamK, ForcedSmallWavesMatchTheReference) {
 // 17 x 17 = 289 tiles of 128 x 128, more than one wave on most GPUs (264 resident blocks on an
 // H200: 25 tail tiles of 16 k tiles over 50 stream-K blocks).
 TEST(StreamK, RegisteredRungMatchesTheReferenceBeyondOneWave) {
-  if (!has_gpu()) GTEST_SKIP() << "no CUDA GPU visible (" << no_gpu_reason() << ")";
+  KC_SKIP_WITHOUT_GPU();
   for (const Problem& problem : {Problem{"sgemm", {2100, 2100, 256}, 1.0, 0.0},
                                  Problem{"sgemm", {2100, 2100, 257}, -1.0, 0.5}}) {
     const CheckOutcome outcome = check_sgemm(problem, 29, &sgemm_11_stream_k);
