@@ -304,39 +304,43 @@ void Session::run_item(const Item& item, benchmark::State& state) {
     }
     Operands operands = item.op->make_operands(item.problem, options_.seed + 1, context_);
     const std::string nvtx_name = item.kernel ? item.kernel->id : "baseline/" + item.op->name;
-    const Launch launch = [&](cudaStream_t stream) {
-      if (item.kernel) {
-        item.kernel->launch(item.problem, operands, stream);
-        KC_CHECK_LAUNCH();
-      } else {
-        item.op->baseline(item.problem, operands, context_);
-      }
+    const Launch baseline_launch = [&](cudaStream_t) { item.op->baseline(item.problem, operands, context_); };
+    const Launch launch = item.kernel ? Launch([&](cudaStream_t stream) {
+      item.kernel->launch(item.problem, operands, stream);
+      KC_CHECK_LAUNCH();
+    })
+                                      : baseline_launch;
+    // Repetitions (--benchmark_repetitions) pool their samples under `key`.
+    const auto pool = [&](const std::string& key, const std::vector<double>& samples) {
+      std::vector<double>& pooled = samples_[key];
+      pooled.insert(pooled.end(), samples.begin(), samples.end());
+      return summarize_samples(pooled);
     };
+    // A kernel's baseline: the baseline's own (solo) row of this problem, if it passed its check.
+    const auto baseline_row =
+        item.kernel == nullptr ? results_.end()
+                               : std::find_if(results_.begin(), results_.end(), [&](const Result& r) {
+                                   return r.is_baseline && r.op == result.op && r.shape == result.shape &&
+                                          r.alpha == result.alpha && r.beta == result.beta &&
+                                          r.status == Status::ok;
+                                 });
+    const bool has_baseline = baseline_row != results_.end();
     // A kernel is timed in alternation with its baseline (time_launches_paired), so that its % of
     // baseline compares two launches at the same clocks; the baseline's own row is its solo run.
-    const bool baseline_ok = std::any_of(results_.begin(), results_.end(), [&](const Result& r) {
-      return r.is_baseline && r.op == result.op && r.shape == result.shape && r.alpha == result.alpha &&
-             r.beta == result.beta && r.status == Status::ok;
-    });
-    const bool paired = item.kernel != nullptr && item.op->baseline && baseline_ok && options_.paired_baseline;
+    const bool paired = has_baseline && options_.paired_baseline;
     TimingStats stats;
     if (paired) {
-      const Launch baseline = [&](cudaStream_t) { item.op->baseline(item.problem, operands, context_); };
       const PairedTimingStats both =
-          time_launches_paired(launch, nvtx_name, baseline, "baseline/" + item.op->name + "/alongside",
+          time_launches_paired(launch, nvtx_name, baseline_launch, "baseline/" + item.op->name + "/alongside",
                                context_.stream(), &context_.scrubber(), options_.timing);
       stats = both.first;
-      std::vector<double>& pooled_baseline = samples_["alongside/" + item_key(result.kernel, item.problem)];
-      pooled_baseline.insert(pooled_baseline.end(), both.second.samples_ms.begin(), both.second.samples_ms.end());
-      result.baseline_ms = summarize_samples(pooled_baseline).median_ms;
+      result.baseline_ms = pool("alongside/" + item_key(result.kernel, item.problem), both.second.samples_ms).median_ms;
       result.baseline_paired = true;
     } else {
       stats = time_launches(launch, context_.stream(), &context_.scrubber(), options_.timing, nvtx_name);
+      if (has_baseline) result.baseline_ms = baseline_row->median_ms;
     }
-    // Repetitions (--benchmark_repetitions) pool their samples.
-    std::vector<double>& pooled = samples_[item_key(result.kernel, item.problem)];
-    pooled.insert(pooled.end(), stats.samples_ms.begin(), stats.samples_ms.end());
-    const TimingStats all = summarize_samples(pooled);
+    const TimingStats all = pool(item_key(result.kernel, item.problem), stats.samples_ms);
     const Work work = item.op->work(item.problem);
     const Achieved rate = achieved(work, all.median_ms);
     check_plausible(rate, work, context_.device(), item.op->math, result.kernel);
@@ -344,7 +348,7 @@ void Session::run_item(const Item& item, benchmark::State& state) {
     result.median_ms = all.median_ms;
     result.p10_ms = all.p10_ms;
     result.p90_ms = all.p90_ms;
-    result.samples = static_cast<int>(pooled.size());
+    result.samples = static_cast<int>(all.samples_ms.size());
     result.tflops = rate.tflops;
     result.gbps = rate.gbps;
     if (item.op->bound == Bound::compute) {
@@ -353,18 +357,7 @@ void Session::run_item(const Item& item, benchmark::State& state) {
     } else {
       result.pct_of_ceiling = 100.0 * rate.gbps / context_.copy_bandwidth_gbps();
     }
-    if (paired) {
-      result.pct_of_baseline = 100.0 * result.baseline_ms / all.median_ms;
-    } else if (item.kernel) {
-      const auto baseline = std::find_if(results_.begin(), results_.end(), [&](const Result& r) {
-        return r.is_baseline && r.op == result.op && r.shape == result.shape &&
-               r.alpha == result.alpha && r.beta == result.beta && r.status == Status::ok;
-      });
-      if (baseline != results_.end()) {
-        result.baseline_ms = baseline->median_ms;
-        result.pct_of_baseline = 100.0 * baseline->median_ms / all.median_ms;
-      }
-    }
+    if (has_baseline) result.pct_of_baseline = 100.0 * result.baseline_ms / all.median_ms;
     for (auto _ : state) state.SetIterationTime(stats.median_ms * 1e-3);
     state.counters["TFLOPS"] = rate.tflops;
     state.counters["GB/s"] = rate.gbps;
@@ -499,13 +492,9 @@ int run_main(int argc, char** argv, const std::function<void(Registry&)>& regist
       fmt::print("{}", list_kernels(registry, options.filter));
       return 0;
     }
-    if (!has_gpu()) {
-      fmt::print(stderr,
-                 "kc-bench: no CUDA GPU is visible ({}), so nothing can be checked or timed; "
-                 "`kc-bench --list` shows the kernels.\n",
-                 no_gpu_reason());
+    if (!gpu_visible_or_explain("kc-bench", ", so nothing can be checked or timed; `kc-bench --list` shows "
+                                            "the kernels."))
       return 2;
-    }
     Context context;
     Session session(registry, context, options);
     fmt::print("kc-bench on {}\n", context.device().summary());

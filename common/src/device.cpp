@@ -9,6 +9,8 @@
 #include <memory>
 #include <regex>
 
+#include <fmt/format.h>
+
 #include "kc/common/error.hpp"
 
 namespace kc {
@@ -51,6 +53,12 @@ std::string no_gpu_reason() {
                        cudaGetErrorString(status));
   if (count == 0) return "the CUDA runtime reports zero devices";
   return {};
+}
+
+bool gpu_visible_or_explain(const std::string& program, const std::string& consequence) {
+  if (has_gpu()) return true;
+  fmt::print(stderr, "{}: no CUDA GPU is visible ({}){}\n", program, no_gpu_reason(), consequence);
+  return false;
 }
 
 double DeviceInfo::dram_peak_gbps() const {

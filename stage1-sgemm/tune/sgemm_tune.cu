@@ -159,11 +159,7 @@ void write_json(const std::string& path, const Context& context, const std::vect
 }
 
 int run(const TuneOptions& options) {
-  if (!has_gpu()) {
-    std::fprintf(stderr, "kc-sgemm-tune: no CUDA GPU is visible (%s); the tuner times kernels on a GPU.\n",
-                 no_gpu_reason().c_str());
-    return 2;
-  }
+  if (!gpu_visible_or_explain("kc-sgemm-tune", "; the tuner times kernels on a GPU.")) return 2;
   Context context;
   std::printf("%s\n", context.device().summary().c_str());
   const OpSpec op = make_sgemm_op();

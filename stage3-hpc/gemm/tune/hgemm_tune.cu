@@ -292,11 +292,7 @@ void write_json(const std::string& path, const Context& context, const std::vect
 }
 
 int run(const TuneOptions& options) {
-  if (!has_gpu()) {
-    std::fprintf(stderr, "kc-hgemm-tune: no CUDA GPU is visible (%s); the tuner times kernels on a GPU.\n",
-                 no_gpu_reason().c_str());
-    return 2;
-  }
+  if (!gpu_visible_or_explain("kc-hgemm-tune", "; the tuner times kernels on a GPU.")) return 2;
   Context context;
   std::printf("%s\n", context.device().summary().c_str());
   if (context.device().compute_capability() != 90) {

@@ -99,11 +99,7 @@ struct Measurement {
 };
 
 int run() {
-  if (!has_gpu()) {
-    std::fprintf(stderr, "kc-mma-sync-peak: no CUDA GPU is visible (%s); it measures a GPU.\n",
-                 no_gpu_reason().c_str());
-    return 2;
-  }
+  if (!gpu_visible_or_explain("kc-mma-sync-peak", "; it measures a GPU.")) return 2;
   Context context;
   const DeviceInfo& device = context.device();
   std::printf("%s\n", device.summary().c_str());

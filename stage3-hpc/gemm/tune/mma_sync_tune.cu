@@ -70,11 +70,7 @@ int run(int argc, char** argv) {
   require(timing.max_samples >= 3, "--max-samples must be at least 3 (got {})", timing.max_samples);
   require(timing.target_total_ms > 0, "--target-ms must be positive (got {})", timing.target_total_ms);
   timing.min_samples = std::min(timing.min_samples, timing.max_samples);
-  if (!has_gpu()) {
-    std::fprintf(stderr, "kc-mma-sync-tune: no CUDA GPU is visible (%s); the tuner times kernels on a GPU.\n",
-                 no_gpu_reason().c_str());
-    return 2;
-  }
+  if (!gpu_visible_or_explain("kc-mma-sync-tune", "; the tuner times kernels on a GPU.")) return 2;
   Context context;
   std::printf("%s\n", context.device().summary().c_str());
   require(context.device().compute_capability() >= 80,

@@ -10,6 +10,12 @@ namespace kc {
 bool has_gpu();
 std::string no_gpu_reason();
 
+// For a program that needs a GPU: true when one is visible; otherwise prints
+// "<program>: no CUDA GPU is visible (<reason>)<consequence>" to stderr and returns false (the
+// programs then exit with status 2). `consequence` starts with its own punctuation, e.g.
+// "; the tuner times kernels on a GPU.".
+bool gpu_visible_or_explain(const std::string& program, const std::string& consequence);
+
 struct DeviceInfo {
   int ordinal = 0;
   std::string name;               // "NVIDIA H200"
