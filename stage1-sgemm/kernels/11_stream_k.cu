@@ -26,11 +26,25 @@
 // Every stream-K range is shorter than a tile's 256 (512) k tiles, so it touches at most two tiles.
 //
 // What changed from rung 10: same configuration choice (choose_config), same kernel pieces
-// (run_pipeline through run_block_work, PipelineParams, BlockWork, in 09_cp_async.cuh); a new
-// kernel whose blocks past the data-parallel ones are stream-K blocks, and the tail-only beta
-// pass. Shapes where plan_stream_k finds nothing to gain (split-K, T <= S, T % S == 0, or tiles
-// with too few k tiles to cut) launch exactly rung 10. Only the configurations of the `skinny`
-// and `large` classes get a stream-K kernel; the other classes use split-K.
+// (run_pipeline through run_block_work, PipelineParams, BlockWork, in 09_cp_async.cuh). One
+// launch is three kernels: the tail-only beta pass; rung 10's own pipelined kernel over the
+// data-parallel tiles (a grid of T - T % S blocks: the first tiles of the grouped raster); and
+// the stream-K kernel, whose blocks are only stream-K blocks. On sm_90 the stream-K kernel is
+// launched as a programmatic dependent of the data-parallel one (cudaLaunchKernelEx with
+// cudaLaunchAttributeProgrammaticStreamSerialization; the pipelined kernel executes
+// griddepcontrol.launch_dependents as it starts), so its blocks take SM slots as the last full
+// wave's blocks retire, exactly as they would in one grid; on sm_80 it starts after the
+// data-parallel kernel ends. Shapes where plan_stream_k finds nothing to gain (split-K, T <= S,
+// T % S == 0, or tiles with too few k tiles to cut) launch exactly rung 10. Only the
+// configurations of the `skinny` and `large` classes get a stream-K kernel; the other classes use
+// split-K.
+// Why three kernels and not one grid whose first blocks are data-parallel and the rest stream-K
+// (this rung's first form): ptxas allocates registers per kernel, and in the one big kernel (six
+// copies of the k-tile loop) its allocation of the data-parallel loop differed from rung 10's;
+// with rung 09's one-k-ahead loop that cost more than stream-K saved (ncu, 4096^3: dispatch
+// stalls 0.66 vs 0.43 cycles per issued instruction; 2.89 ms vs 2.85 ms for rung 10 alone). Run
+// as separate kernels without the programmatic launch, the stream-K blocks waited for the
+// slowest data-parallel block: 94.5-96.0% of cuBLAS at 4096^3 instead of 95.2-96.0%.
 //
 // Results: the tail tiles are sums of atomic additions in whatever order the blocks reach them,
 // so their last bits may differ from run to run (within the FP32 tolerance), as with split-K;
@@ -41,22 +55,20 @@
 // one to two k tiles per segment, small against the ~225 k tiles of a range at 4096^3.
 //
 // SASS to look for (cuobjdump --dump-sass <build>/stage1-sgemm/CMakeFiles/kc_stage1.dir/kernels/
-// 11_stream_k.cu.o, kernel sgemm_stream_k_kernel, then grep -E 'Function|LDGSTS|RED|LDL|STL'):
-// the rung-09 k-tile loop six times — data-parallel blocks, a stream-K block's first segment and
-// its second, each with unchecked and checked copies — every one with 64 LDS.128 and 1024 FFMA
-// per k tile of 16 (the unchecked loops are as long as rung 10's, the checked ones within a few
-// instructions); STG.E.128 for the data-parallel stores; REDG.E.ADD.F32x4.FTZ.RN.STRONG.GPU
-// (sm_90a; scalar REDG.E.ADD.F32 where C rows are not 16-byte aligned, RED.E.ADD on sm_80) for
-// the stream-K adds; BAR.SYNC; no LDL/STL (ptxas: 127 registers on sm_90a, 128 on sm_80, no
-// spills).
+// 11_stream_k.cu.o, kernel sgemm_stream_k_kernel, then grep -E 'Function|LDGSTS|RED|ACQBULK|PREEXIT|LDL|STL'):
+// the rung-09 k-tile loop four times — a stream-K block's first segment and its second, each with
+// unchecked and checked copies — with 64 LDS.128 and 1024 FFMA per k tile of 16;
+// REDG.E.ADD.F32x4.FTZ.RN.STRONG.GPU (sm_90a; scalar REDG.E.ADD.F32 where C rows are not 16-byte
+// aligned, RED.E.ADD on sm_80) for the stream-K adds; ACQBULK (griddepcontrol.wait) before EXIT;
+// no LDL/STL. In the pipelined kernel (10_autotuned.cu.o): PREEXIT (griddepcontrol.launch_dependents)
+// at the top.
 //
-// Measured on the H200 (kc-bench, 2026-11-29, each sample alternating with cuBLAS): 48.5 TFLOPS
-// at 4096^3, 94.8% of cuBLAS (rung 10: 92.8%; 94.3% and 96.1% in two other runs, with rung 11
-// steady at 2.836-2.843 ms and cuBLAS moving between 2.680 and 2.730 ms), 96.2% at 8192^3, and
-// 75% at 4093x2049x1031 (rung 10: 64%), where the 16 tiles past two full waves are shared by one.
+// Measured on the H200: the table and the text in stage1-sgemm/README.md (kc-bench).
 //
 // Run just this rung:  kc-bench --filter stage1/sgemm/11_stream_k
 #include <cuda_runtime.h>
+
+#include <cstddef>
 
 #include "09_cp_async.cuh"
 #include "kc/common/error.hpp"
@@ -82,19 +94,12 @@ __global__ void scale_tail_tiles_kernel(SgemmArgs args, PipelineParams params, i
   }
 }
 
-// Blocks 0 .. data_parallel_tiles - 1 are rung 10's blocks; the rest walk their stream-K range.
+// The stream-K blocks: block b walks its range of the tail's k tiles (stream_k_range), one
+// segment per tile it touches, and adds alpha * each partial sum into C.
 template <typename Tiles>
 __global__ void __launch_bounds__(Tiles::config().threads(), Tiles::config().min_blocks_per_sm())
     sgemm_stream_k_kernel(SgemmArgs args, PipelineParams params, StreamKPlan plan) {
   constexpr int kTileK = Tiles::config().bk;
-  const int block = static_cast<int>(blockIdx.x);
-  if (block < plan.data_parallel_tiles) {
-    PipelineParams storing = params;  // a whole tile: C = alpha * A.B + beta * C, plain stores
-    storing.accumulate = false;
-    const TileElement tile = grouped_tile(block, params.tiles_m, params.tiles_n, params.raster_group);
-    run_block_work<Tiles>(args, storing, tile_work<Tiles>(tile, 0, args.k));
-    return;
-  }
   PipelineParams accumulating = params;  // part of a tile's K: C += alpha * partial sum, atomically
   accumulating.accumulate = true;
   const auto run_segment = [&](const StreamKSegment& segment) {
@@ -111,13 +116,19 @@ __global__ void __launch_bounds__(Tiles::config().threads(), Tiles::config().min
   // pipeline's per-thread set-up alive from one segment to the next, which costs more registers
   // than the 128 a thread has (spills); here little more than range.end stays alive across the
   // first segment (second_segment needs nothing else).
-  const IterationRange range = stream_k_range(plan, block - plan.data_parallel_tiles);
+  const IterationRange range = stream_k_range(plan, static_cast<int>(blockIdx.x));
   const bool two_tiles = spans_two_tiles(plan, range);
   run_segment(first_segment(plan, range));
   if (two_tiles) {
     __syncthreads();  // the first segment's last multiply may still read the stages about to be refilled
     run_segment(second_segment(plan, range));
   }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Launched as the data-parallel kernel's programmatic dependent, this grid may run alongside
+  // it; waiting for that grid before exiting keeps "this kernel is done" meaning "the GEMM is
+  // done" for whatever the stream runs next. (A no-op when launched the ordinary way.)
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
 }
 
 // Blocks of the stream-K kernel one GPU holds at once: occupancy per SM x SMs, asked after the
@@ -126,6 +137,7 @@ template <typename Tiles>
 int query_stream_k_resident_blocks() {
   constexpr WarpTileConfig kConfig = Tiles::config();
   allow_dynamic_smem(sgemm_stream_k_kernel<Tiles>, kConfig.smem_bytes());
+  allow_dynamic_smem(sgemm_pipelined_kernel<Tiles>, kConfig.smem_bytes());  // the data-parallel blocks
   int device = 0;
   int sm_count = 0;
   int blocks_per_sm = 0;
@@ -140,13 +152,33 @@ int query_stream_k_resident_blocks() {
 }
 
 // The same, asked once and kept for the process (kc runs on one GPU per process); the first call
-// also does the shared-memory opt-in every launch needs.
+// also does the shared-memory opt-ins every launch needs (both kernels of the launch).
 template <typename Tiles>
 int stream_k_resident_blocks() {
   static const int resident_blocks = query_stream_k_resident_blocks<Tiles>();
   return resident_blocks;
 }
 
+// Whether this GPU runs programmatic dependent launches (compute capability 9.0 and up); asked
+// once per process.
+bool programmatic_launch_supported() {
+  static const bool supported = [] {
+    int device = 0, major = 0;
+    KC_CUDA_CHECK(cudaGetDevice(&device));
+    KC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    return major >= 9;
+  }();
+  return supported;
+}
+
+// The launch: the tail tiles set to beta * C, rung 10's kernel over the data-parallel tiles
+// (the first data_parallel_tiles of the grouped raster: a grid of that many blocks), then the
+// stream-K kernel. On sm_90 the stream-K kernel is the data-parallel kernel's programmatic
+// dependent: its blocks are scheduled as soon as every data-parallel block has started
+// (griddepcontrol.launch_dependents at the top of the pipelined kernel) and take the SMs the
+// last full wave frees, block by block, instead of waiting for the slowest one. The stream-K
+// blocks read nothing the data-parallel blocks write (other tiles of C), and the beta pass
+// finished before the data-parallel kernel began.
 template <typename Tiles>
 void launch_stream_k(const SgemmArgs& args, const StreamKPlan& plan, cudaStream_t stream) {
   constexpr WarpTileConfig kConfig = Tiles::config();
@@ -154,7 +186,7 @@ void launch_stream_k(const SgemmArgs& args, const StreamKPlan& plan, cudaStream_
           "the stream-K kernel takes ranges of at most one tile's {} k tiles, in at most two tiles; "
           "this plan has {} stream-K blocks and ranges of up to {} k tiles (make plans with plan_stream_k)",
           plan.k_tiles, plan.stream_k_blocks, plan.longest_range());
-  (void)stream_k_resident_blocks<Tiles>();  // makes sure the shared-memory opt-in is done
+  (void)stream_k_resident_blocks<Tiles>();  // makes sure the shared-memory opt-ins are done
   const PipelineParams params = pipeline_params<Tiles>(args, kRasterGroup);
   if (args.beta != 1.f) {  // beta == 1 leaves C as it is
     constexpr int kScaleThreads = 256;
@@ -162,9 +194,24 @@ void launch_stream_k(const SgemmArgs& args, const StreamKPlan& plan, cudaStream_
                                                                             kConfig.bm, kConfig.bn);
     KC_CHECK_LAUNCH();
   }
-  sgemm_stream_k_kernel<Tiles>
-      <<<plan.grid_blocks(), kConfig.threads(), kConfig.smem_bytes(), stream>>>(args, params, plan);
-  KC_CHECK_LAUNCH();
+  if (plan.data_parallel_tiles > 0) {
+    sgemm_pipelined_kernel<Tiles>
+        <<<plan.data_parallel_tiles, kConfig.threads(), kConfig.smem_bytes(), stream>>>(args, params);
+    KC_CHECK_LAUNCH();
+  }
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(plan.stream_k_blocks));
+  config.blockDim = dim3(static_cast<unsigned>(kConfig.threads()));
+  config.dynamicSmemBytes = static_cast<std::size_t>(kConfig.smem_bytes());
+  config.stream = stream;
+  cudaLaunchAttribute programmatic{};
+  programmatic.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  programmatic.val.programmaticStreamSerializationAllowed = 1;
+  if (programmatic_launch_supported()) {
+    config.attrs = &programmatic;
+    config.numAttrs = 1;
+  }
+  KC_CUDA_CHECK(cudaLaunchKernelEx(&config, sgemm_stream_k_kernel<Tiles>, args, params, plan));
 }
 
 // A stream-K kernel instance and what the host needs to launch it.
