@@ -44,7 +44,8 @@
 // with rung 09's one-k-ahead loop that cost more than stream-K saved (ncu, 4096^3: dispatch
 // stalls 0.66 vs 0.43 cycles per issued instruction; 2.89 ms vs 2.85 ms for rung 10 alone). Run
 // as separate kernels without the programmatic launch, the stream-K blocks waited for the
-// slowest data-parallel block: 94.5-96.0% of cuBLAS at 4096^3 instead of 95.2-96.0%.
+// slowest data-parallel block: 94.5-96.0% of cuBLAS at 4096^3 in five runs, against 95.1-96.0% in six
+// with the programmatic launch.
 //
 // Results: the tail tiles are sums of atomic additions in whatever order the blocks reach them,
 // so their last bits may differ from run to run (within the FP32 tolerance), as with split-K;
@@ -63,7 +64,10 @@
 // no LDL/STL. In the pipelined kernel (10_autotuned.cu.o): PREEXIT (griddepcontrol.launch_dependents)
 // at the top.
 //
-// Measured on the H200: the table and the text in stage1-sgemm/README.md (kc-bench).
+// Measured on the H200 (kc-bench, 2026-11-29, commit 4a52019, each sample alternating with
+// cuBLAS): 48.8 TFLOPS at 4096^3, 95.1% of cuBLAS (rung 10: 94.2%; 95.2% and 95.1% in two more
+// runs), 97.9% at 8192^3, 93.9% at 2048^3, and 77% at 4093x2049x1031 (rung 10: 66%), where the 16
+// tiles past two full waves are shared by one.
 //
 // Run just this rung:  kc-bench --filter stage1/sgemm/11_stream_k
 #include <cuda_runtime.h>
