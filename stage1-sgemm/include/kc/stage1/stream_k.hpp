@@ -4,10 +4,11 @@
 // C has T tiles and the GPU holds S blocks at once (occupancy x SMs). Tiles run in waves of S, and
 // when T % S != 0 the last wave leaves S - T % S block slots idle for a whole tile's time. Rung 11
 // keeps the first T - T % S tiles (in the grouped raster order of grouped_tile) as they are: one
-// block each, the data-parallel part. The T % S tail tiles are cut into their k tiles, which are
+// block each of rung 10's kernel, the data-parallel part. The T % S tail tiles are cut into their k tiles, which are
 // numbered tile-major (tail tile 0's k tiles 0 .. k_tiles - 1, then tail tile 1's, ...), and that
 // iteration space is split into contiguous, as-even-as-possible ranges over the stream-K blocks.
-// A block walks its range tile by tile and adds its partial sums into C atomically.
+// A block of the stream-K kernel walks its range tile by tile and adds its partial sums into C
+// atomically.
 //
 // Like sgemm_tiling.hpp, plain constexpr C++: the kernel calls these functions on the device and
 // the CPU tests call the same functions to prove that every (tail tile, k tile) is covered exactly
@@ -31,14 +32,14 @@ struct StreamKPlan {
   int tiles = 0;                // T: tiles of C
   int resident_blocks = 0;      // S: blocks the GPU runs at once
   int k_tiles = 0;              // k tiles per tile of C
-  int data_parallel_tiles = 0;  // tiles computed whole, one block each (all T without stream-K)
+  int data_parallel_tiles = 0;  // tiles computed whole, one block each of rung 10's kernel (all T
+                                // without stream-K)
   int tail_tiles = 0;           // T - data_parallel_tiles, computed by the stream-K blocks
-  int stream_k_blocks = 0;      // 0: no stream-K, the launch is rung 10's
+  int stream_k_blocks = 0;      // blocks of the stream-K kernel; 0: no stream-K, the launch is rung 10's
   int iterations_per_block = 0; // k tiles of every stream-K block ...
   int longer_blocks = 0;        // ... plus one for the first `longer_blocks` of them
 
   constexpr bool uses_stream_k() const { return stream_k_blocks > 0; }
-  constexpr int grid_blocks() const { return data_parallel_tiles + stream_k_blocks; }
   // The tail's iteration space: tail_tiles x k_tiles.
   constexpr int tail_iterations() const { return tail_tiles * k_tiles; }
   // The most k tiles one stream-K block works on.
