@@ -233,10 +233,7 @@ __device__ __forceinline__ void run_pipeline(const SgemmArgs& args, const Pipeli
         load_fragment(smem_a + next_stage * kAStageFloats, place.row0, place.row_step, frag_a[0]);
         load_fragment(smem_b + next_stage * kBStageFloats, place.col0, place.col_step, frag_b[0]);
       }
-#pragma unroll
-      for (int i = 0; i < TM; ++i)
-#pragma unroll
-        for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(frag_a[k % 2][i], frag_b[k % 2][j], acc[i][j]);
+      accumulate_outer_product(frag_a[k % 2], frag_b[k % 2], acc);
     }
     stage = next_stage;
   }

@@ -99,6 +99,16 @@ __device__ __forceinline__ void load_fragment(const float* row, int first, int s
   }
 }
 
+// Rung 05's outer product, as rungs 06 and up write it: acc[i][j] += a[i] * b[j], TM * TN FMAs.
+template <int TM, int TN>
+__device__ __forceinline__ void accumulate_outer_product(const float (&a)[TM], const float (&b)[TN],
+                                                         float (&acc)[TM][TN]) {
+#pragma unroll
+  for (int i = 0; i < TM; ++i)
+#pragma unroll
+    for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+}
+
 // Rung 06. One k tile of the register-tiled product: for each k, the thread's TM values of A and
 // TN values of B come from shared memory as float4 (LDS.128), then TM * TN FMAs update its
 // accumulators. Where the values sit is `place` (see FragmentPlacement); the layouts of the
@@ -113,10 +123,7 @@ __device__ __forceinline__ void multiply_tile(const float* smem_a, const float* 
     float b[TN];
     load_fragment(smem_a + k * kAStride, place.row0, place.row_step, a);
     load_fragment(smem_b + k * kBStride, place.col0, place.col_step, b);
-#pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-      for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+    accumulate_outer_product(a, b, acc);
   }
 }
 
