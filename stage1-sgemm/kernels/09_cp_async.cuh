@@ -24,8 +24,8 @@
 // kt + 1's first k run while the FMAs of tile kt's last k do. With the barrier at the top of
 // the tile (as this rung first had it), every tile began with a barrier and then LDS.128 whose
 // latency nothing in the warp covered. ncu (H200, 4096^3, rung 10's configuration): issue
-// slots busy 79.5% before, 84.2% after; rung 10 went from 92.5% to 94.1-95.6% of cuBLAS at 4096^3
-// (kc-bench runs of 2026-11-29).
+// slots busy 79.5% before, 84.2% after; rung 10 went from 92.5% to 94.1-95.3% of cuBLAS at 4096^3
+// (eight kc-bench runs on the H200, 2026-11-29, commits 4a52019 to 23693f6).
 //
 // What changed from rung 08: cp.async copies into STAGES shared-memory buffers (3 here, dynamic
 // shared memory) instead of a single buffer filled through registers; and blocks visit the tiles
