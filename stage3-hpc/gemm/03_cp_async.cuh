@@ -10,7 +10,8 @@
 namespace kc::stage3 {
 
 // What rung 03 runs. kc-mma-sync-tune prints the line that replaces this one with its winner.
-using Rung03Config = MmaSyncConfig</*kBlockM=*/128, /*kBlockN=*/256, /*kWarpsM=*/2, /*kWarpsN=*/4, /*kStages=*/3>;
+using Rung03Config = MmaSyncConfig</*kBlockM=*/128, /*kBlockN=*/256, /*kWarpsM=*/2, /*kWarpsN=*/4, /*kStages=*/3,
+                                   /*kStagedEpilogue=*/true>;
 
 // 16 bytes global -> shared, bypassing L1 (.cg); src_bytes = 0 writes 16 zero bytes instead.
 __device__ __forceinline__ void cp_async_16(std::uint32_t destination, const void* source, bool valid) {

@@ -73,6 +73,10 @@ struct MmaSyncShape {
   int block_m = 128, block_n = 128;
   int warps_m = 2, warps_n = 2;
   int stages = 3;
+  // How the accumulators reach C: straight from the m16n8 fragments (4-byte stores), or staged as
+  // bf16 through shared memory (the stages, free once the K loop is done) and stored as whole
+  // 128-byte row segments (rung 03; store_warp_tile_staged in mma_sync_common.cuh).
+  bool staged_epilogue = false;
 
   __host__ __device__ constexpr int threads() const { return 32 * warps_m * warps_n; }
   __host__ __device__ constexpr int warp_tile_m() const { return block_m / warps_m; }
@@ -87,6 +91,8 @@ struct MmaSyncShape {
   __host__ __device__ constexpr int stage_bytes() const { return tile_bytes_a() + tile_bytes_b(); }
   // + 1 KiB: the swizzle is defined on 1024-byte blocks, so the base is aligned up by hand.
   __host__ __device__ constexpr int smem_bytes() const { return stages * stage_bytes() + 1024; }
+  // The staged epilogue's buffer, carved from the stages: the block's outputs in bf16.
+  __host__ __device__ constexpr int staged_epilogue_bytes() const { return block_m * block_n * 2; }
   // Threads per SM the registers are planned for. A 64 x 64 warp tile (128 accumulators, two sets
   // of fragments, addresses) needs up to 255 registers: 256 threads x 256 registers fill the 64 K
   // register file. A warp tile of at most 2048 outputs (64 accumulators) fits 128 registers, so
@@ -117,6 +123,8 @@ __host__ __device__ constexpr const char* mma_sync_config_error(const MmaSyncSha
   if (s.block_m % s.rows_per_copy_pass() != 0 || s.block_n % s.rows_per_copy_pass() != 0)
     return "block_m and block_n must be multiples of threads / 8: every thread copies the same number of chunks";
   if (s.stages < 2) return "at least two stages: one computed while the next one lands";
+  if (s.staged_epilogue && s.warp_tile_n() != 64)
+    return "the staged epilogue needs 64-column warp tiles: each output row of a warp is one 128-byte swizzled row";
   if (s.smem_bytes() > kMmaSyncMaxSmemPerBlock) return "the stages exceed 227 KiB of shared memory per block";
   if (s.min_blocks_per_sm() * (s.smem_bytes() + 1024) > kMmaSyncMaxSmemPerSm)
     return "the blocks per SM the registers are planned for do not fit 228 KiB of shared memory together";

@@ -54,10 +54,11 @@ __device__ __forceinline__ std::uint32_t shared_address(const void* pointer) {
 // ---- the block tile as the compiler sees it ------------------------------------------------------
 // A configuration (MmaSyncShape, gemm_layout.hpp) as a type, so tile sizes are compile-time
 // constants of the kernels: MmaSyncConfig<128, 128, 2, 2, 3> is 128 x 128 outputs per block,
-// 2 x 2 warps of 64 x 64, 3 pipeline stages.
-template <int kBlockM_, int kBlockN_, int kWarpsM_, int kWarpsN_, int kStages_>
+// 2 x 2 warps of 64 x 64, 3 pipeline stages, accumulators stored straight to C;
+// MmaSyncConfig<128, 256, 2, 4, 3, true> stores them through shared memory (rung 03).
+template <int kBlockM_, int kBlockN_, int kWarpsM_, int kWarpsN_, int kStages_, bool kStagedEpilogue_ = false>
 struct MmaSyncConfig {
-  static constexpr MmaSyncShape kShape{kBlockM_, kBlockN_, kWarpsM_, kWarpsN_, kStages_};
+  static constexpr MmaSyncShape kShape{kBlockM_, kBlockN_, kWarpsM_, kWarpsN_, kStages_, kStagedEpilogue_};
   static_assert(is_valid(kShape), "invalid mma.sync tile shape: mma_sync_config_error() in gemm_layout.hpp says why");
 
   static constexpr int kBlockM = kBlockM_;
@@ -65,6 +66,7 @@ struct MmaSyncConfig {
   static constexpr int kBlockK = kMmaSyncBlockK;
   static constexpr int kWarpsN = kWarpsN_;
   static constexpr int kStages = kStages_;
+  static constexpr bool kStagedEpilogue = kStagedEpilogue_;
   static constexpr int kThreads = kShape.threads();
   static constexpr int kMinBlocksPerSm = kShape.min_blocks_per_sm();
   static constexpr int kWarpTileM = kShape.warp_tile_m();
@@ -287,15 +289,92 @@ __device__ __forceinline__ void store_warp_tile(const HgemmArgs& args, int row0,
                           Identity{});
 }
 
+// The staged epilogue: a warp writes its accumulators, as bf16 results, into its own rows of a
+// shared-memory buffer (64-column warp tiles: one 128-byte row per output row, chunks swizzled as
+// the operand tiles are, so the 8 rows x 4 lanes of each fragment store hit 32 different banks),
+// then reads them back a 16-byte chunk per lane, 8 lanes to a row, and stores whole 128-byte row
+// segments of C: per thread 16 STG.128 instead of 64 STG.32 that each fill half of eight 32-byte
+// sectors. Between the two a __syncwarp, not a block barrier: each warp reads back only what it
+// wrote. Rows and columns past M and N are not stored; a chunk that straddles N, or any chunk when
+// rows of C are not 16-byte aligned (N % 8 != 0), is stored element by element. The linear
+// combination (and the read of C when beta != 0) happens in FP32 before the one rounding to bf16,
+// as in store_warp_tile.
+template <class Config>
+__device__ __forceinline__ void store_warp_tile_staged(const HgemmArgs& args, int row0, int col0,
+                                                       const WarpAccumulators<Config>& acc, std::uint8_t* buffer) {
+  static_assert(Config::kWarpTileN == 64, "one 128-byte swizzled row per output row");
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const LinearCombination linear = linear_combination(args);
+#pragma unroll
+  for (int i = 0; i < Config::kFragmentsM; ++i)
+#pragma unroll
+    for (int j = 0; j < Config::kFragmentsN; ++j)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {  // rows lane / 4 and lane / 4 + 8 of the m16n8 block
+        const int row = i * 16 + lane / 4 + 8 * half;
+        const int col = j * 8 + 2 * (lane % 4);
+        const bool inside = row0 + row < args.m && col0 + col < args.n;  // C is read only inside
+        const float2 sum = make_float2(acc[i][j][2 * half], acc[i][j][2 * half + 1]);
+        const float2 value = inside ? linear(sum, row0 + row, col0 + col) : sum;
+        *reinterpret_cast<__nv_bfloat162*>(buffer + swizzle_128b_element_offset(row, col)) =
+            __floats2bfloat162_rn(value.x, value.y);
+      }
+  __syncwarp();
+  const bool rows_aligned = args.n % kChunkElements == 0 && reinterpret_cast<std::uintptr_t>(args.c) % 16 == 0;
+  constexpr int kRowsPerPass = 32 / 8;
+#pragma unroll
+  for (int pass = 0; pass < Config::kWarpTileM / kRowsPerPass; ++pass) {
+    const int row = pass * kRowsPerPass + lane / 8;
+    const int chunk = lane % 8;
+    const uint4 bits = *reinterpret_cast<const uint4*>(buffer + swizzle_128b_offset(row, chunk));
+    const int c_row = row0 + row, c_col = col0 + chunk * kChunkElements;
+    if (c_row >= args.m || c_col >= args.n) continue;
+    bf16* destination = args.c + static_cast<std::size_t>(c_row) * args.n + c_col;
+    if (rows_aligned && c_col + kChunkElements <= args.n) {
+      *reinterpret_cast<uint4*>(destination) = bits;
+    } else {
+      const std::uint32_t words[4] = {bits.x, bits.y, bits.z, bits.w};
+#pragma unroll
+      for (int e = 0; e < kChunkElements; ++e)
+        if (c_col + e < args.n)
+          destination[e] = __ushort_as_bfloat16(static_cast<unsigned short>(words[e / 2] >> (16 * (e % 2))));
+    }
+  }
+}
+
+// A block's outputs, as its configuration stores them. The staged epilogue reuses the stages:
+// after the K loop every copy has landed (the main loop's last wait), and one barrier makes sure
+// no warp still reads a stage; then warp w stages its outputs in bytes [w, w + 1) x (its tile's
+// rows x 128) of the stage memory.
+template <class Config>
+__device__ __forceinline__ void store_block_tile(const HgemmArgs& args, int block_row0, int block_col0,
+                                                 WarpOrigin warp, const WarpAccumulators<Config>& acc,
+                                                 std::uint8_t* smem) {
+  if constexpr (Config::kStagedEpilogue) {
+    static_assert(Config::kShape.staged_epilogue_bytes() <= Config::kStages * Config::kStageBytes,
+                  "the stages hold the block's outputs in bf16");
+    __syncthreads();
+    const int warp_index = static_cast<int>(threadIdx.x) / 32;
+    store_warp_tile_staged<Config>(args, block_row0 + warp.row0, block_col0 + warp.col0, acc,
+                                   smem + warp_index * Config::kWarpTileM * kSwizzleRowBytes);
+  } else {
+    store_warp_tile<Config>(args, block_row0 + warp.row0, block_col0 + warp.col0, acc);
+  }
+}
+
 // ---- one block, and its launch -------------------------------------------------------------------
+// The dynamic shared memory, aligned up to 1024 bytes, the period of the swizzle pattern.
+__device__ __forceinline__ std::uint8_t* aligned_dynamic_smem() {
+  extern __shared__ std::uint8_t smem_raw[];
+  return smem_raw + ((1024u - shared_address(smem_raw) % 1024u) % 1024u);
+}
+
 // One block of an mma.sync GEMM: find the block's tile and the warp's place in it, run
 // Mainloop::run<kFullTiles> over K (kFullTiles: block_tiles_are_full, the same for the whole
-// block, so no divergence), then store the accumulators. `smem` is the dynamic shared memory,
-// aligned to 1024 bytes, the period of the swizzle pattern.
+// block, so no divergence), then store the accumulators.
 template <class Config, class Mainloop>
 __device__ __forceinline__ void run_gemm_block(const HgemmArgs& args) {
-  extern __shared__ std::uint8_t smem_raw[];
-  std::uint8_t* const smem = smem_raw + ((1024u - shared_address(smem_raw) % 1024u) % 1024u);
+  std::uint8_t* const smem = aligned_dynamic_smem();
   const int block_row0 = static_cast<int>(blockIdx.x) * Config::kBlockM;
   const int block_col0 = static_cast<int>(blockIdx.y) * Config::kBlockN;
   const WarpOrigin warp = warp_origin<Config>();
@@ -305,7 +384,7 @@ __device__ __forceinline__ void run_gemm_block(const HgemmArgs& args) {
     Mainloop::template run<true>(args, smem, block_row0, block_col0, warp, acc);
   else
     Mainloop::template run<false>(args, smem, block_row0, block_col0, warp, acc);
-  store_warp_tile<Config>(args, block_row0 + warp.row0, block_col0 + warp.col0, acc);
+  store_block_tile<Config>(args, block_row0, block_col0, warp, acc, smem);
 }
 
 // Launches kKernel (a kernel made of run_gemm_block<Config, ...>) over the tiles of C. More than

@@ -242,6 +242,24 @@ TEST(MmaSyncConfig, RefusesShapesThatCannotWork) {
   EXPECT_NE(mma_sync_rule({128, 128, 3, 2, 3}).find("multiple of warps_m"), std::string::npos);
 }
 
+TEST(MmaSyncConfig, TheStagedEpilogueNeeds64ColumnWarpTiles) {
+  // every candidate of kc-mma-sync-tune, staged
+  for (const MmaSyncShape& shape : {MmaSyncShape{128, 256, 2, 4, 3, true}, MmaSyncShape{128, 128, 2, 2, 3, true},
+                                    MmaSyncShape{256, 128, 4, 2, 3, true}, MmaSyncShape{128, 256, 2, 4, 4, true},
+                                    MmaSyncShape{128, 128, 4, 2, 3, true}}) {
+    EXPECT_EQ(mma_sync_rule(shape), "") << shape.block_m << "x" << shape.block_n << " w" << shape.warps_m << "x"
+                                        << shape.warps_n << " s" << shape.stages;
+    // the buffer is carved from the stages: no extra shared memory
+    EXPECT_EQ(shape.smem_bytes(), (MmaSyncShape{shape.block_m, shape.block_n, shape.warps_m, shape.warps_n,
+                                                shape.stages, false})
+                                      .smem_bytes());
+    EXPECT_LE(shape.staged_epilogue_bytes(), shape.stages * shape.stage_bytes());
+  }
+  // 64 x 32 warp tiles: 64-byte rows, not the 128-byte swizzled rows the epilogue is laid out in
+  EXPECT_EQ(mma_sync_rule({128, 128, 2, 4, 3, false}), "");
+  EXPECT_NE(mma_sync_rule({128, 128, 2, 4, 3, true}).find("64-column warp tiles"), std::string::npos);
+}
+
 // ---- TMA boxes --------------------------------------------------------------------------------------
 
 TmaMatrix2d matrix(std::uint64_t rows, std::uint64_t cols, std::uint32_t box_rows,
