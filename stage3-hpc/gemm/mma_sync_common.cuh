@@ -289,16 +289,21 @@ __device__ __forceinline__ void store_warp_tile(const HgemmArgs& args, int row0,
                           Identity{});
 }
 
+// Whether the rows of C start 16-byte aligned (N % 8 == 0 and C itself 16-byte aligned): then
+// an 8-column chunk of a row of C lies wholly inside or wholly outside it, and is one 16-byte store.
+__device__ __forceinline__ bool c_rows_are_16_byte_aligned(const HgemmArgs& args) {
+  return args.n % kChunkElements == 0 && reinterpret_cast<std::uintptr_t>(args.c) % 16 == 0;
+}
+
 // The staged epilogue: a warp writes its accumulators, as bf16 results, into its own rows of a
 // shared-memory buffer (64-column warp tiles: one 128-byte row per output row, chunks swizzled as
 // the operand tiles are, so the 8 rows x 4 lanes of each fragment store hit 32 different banks),
 // then reads them back a 16-byte chunk per lane, 8 lanes to a row, and stores whole 128-byte row
 // segments of C: per thread 16 STG.128 instead of 64 STG.32 that each fill half of eight 32-byte
 // sectors. Between the two a __syncwarp, not a block barrier: each warp reads back only what it
-// wrote. Rows and columns past M and N are not stored; a chunk that straddles N, or any chunk when
-// rows of C are not 16-byte aligned (N % 8 != 0), is stored element by element. The linear
-// combination (and the read of C when beta != 0) happens in FP32 before the one rounding to bf16,
-// as in store_warp_tile.
+// wrote. Needs c_rows_are_16_byte_aligned(args); rows and chunks past M and N are not stored. The
+// linear combination (and the read of C when beta != 0) happens in FP32 before the one rounding
+// to bf16, as in store_warp_tile.
 template <class Config>
 __device__ __forceinline__ void store_warp_tile_staged(const HgemmArgs& args, int row0, int col0,
                                                        const WarpAccumulators<Config>& acc, std::uint8_t* buffer) {
@@ -320,32 +325,23 @@ __device__ __forceinline__ void store_warp_tile_staged(const HgemmArgs& args, in
             __floats2bfloat162_rn(value.x, value.y);
       }
   __syncwarp();
-  const bool rows_aligned = args.n % kChunkElements == 0 && reinterpret_cast<std::uintptr_t>(args.c) % 16 == 0;
   constexpr int kRowsPerPass = 32 / 8;
 #pragma unroll
   for (int pass = 0; pass < Config::kWarpTileM / kRowsPerPass; ++pass) {
     const int row = pass * kRowsPerPass + lane / 8;
     const int chunk = lane % 8;
-    const uint4 bits = *reinterpret_cast<const uint4*>(buffer + swizzle_128b_offset(row, chunk));
     const int c_row = row0 + row, c_col = col0 + chunk * kChunkElements;
-    if (c_row >= args.m || c_col >= args.n) continue;
-    bf16* destination = args.c + static_cast<std::size_t>(c_row) * args.n + c_col;
-    if (rows_aligned && c_col + kChunkElements <= args.n) {
-      *reinterpret_cast<uint4*>(destination) = bits;
-    } else {
-      const std::uint32_t words[4] = {bits.x, bits.y, bits.z, bits.w};
-#pragma unroll
-      for (int e = 0; e < kChunkElements; ++e)
-        if (c_col + e < args.n)
-          destination[e] = __ushort_as_bfloat16(static_cast<unsigned short>(words[e / 2] >> (16 * (e % 2))));
-    }
+    if (c_row < args.m && c_col < args.n)
+      *reinterpret_cast<uint4*>(args.c + static_cast<std::size_t>(c_row) * args.n + c_col) =
+          *reinterpret_cast<const uint4*>(buffer + swizzle_128b_offset(row, chunk));
   }
 }
 
 // A block's outputs, as its configuration stores them. The staged epilogue reuses the stages:
 // after the K loop every copy has landed (the main loop's last wait), and one barrier makes sure
 // no warp still reads a stage; then warp w stages its outputs in bytes [w, w + 1) x (its tile's
-// rows x 128) of the stage memory.
+// rows x 128) of the stage memory. When the rows of C are not 16-byte aligned (N % 8 != 0) there
+// are no whole chunks to store, and every configuration stores straight from the fragments.
 template <class Config>
 __device__ __forceinline__ void store_block_tile(const HgemmArgs& args, int block_row0, int block_col0,
                                                  WarpOrigin warp, const WarpAccumulators<Config>& acc,
@@ -353,13 +349,15 @@ __device__ __forceinline__ void store_block_tile(const HgemmArgs& args, int bloc
   if constexpr (Config::kStagedEpilogue) {
     static_assert(Config::kShape.staged_epilogue_bytes() <= Config::kStages * Config::kStageBytes,
                   "the stages hold the block's outputs in bf16");
-    __syncthreads();
-    const int warp_index = static_cast<int>(threadIdx.x) / 32;
-    store_warp_tile_staged<Config>(args, block_row0 + warp.row0, block_col0 + warp.col0, acc,
-                                   smem + warp_index * Config::kWarpTileM * kSwizzleRowBytes);
-  } else {
-    store_warp_tile<Config>(args, block_row0 + warp.row0, block_col0 + warp.col0, acc);
+    if (c_rows_are_16_byte_aligned(args)) {  // the same for every thread: the barrier is safe
+      __syncthreads();
+      const int warp_index = static_cast<int>(threadIdx.x) / 32;
+      store_warp_tile_staged<Config>(args, block_row0 + warp.row0, block_col0 + warp.col0, acc,
+                                     smem + warp_index * Config::kWarpTileM * kSwizzleRowBytes);
+      return;
+    }
   }
+  store_warp_tile<Config>(args, block_row0 + warp.row0, block_col0 + warp.col0, acc);
 }
 
 // ---- one block, and its launch -------------------------------------------------------------------
