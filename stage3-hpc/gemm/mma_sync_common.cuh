@@ -339,9 +339,9 @@ __device__ __forceinline__ void store_warp_tile_staged(const HgemmArgs& args, in
 
 // A block's outputs, as its configuration stores them. The staged epilogue reuses the stages:
 // after the K loop every copy has landed (the main loop's last wait), and one barrier makes sure
-// no warp still reads a stage; then warp w stages its outputs in bytes [w, w + 1) x (its tile's
-// rows x 128) of the stage memory. When the rows of C are not 16-byte aligned (N % 8 != 0) there
-// are no whole chunks to store, and every configuration stores straight from the fragments.
+// no warp still reads a stage; then warp w stages its outputs in the w-th slice of (warp tile
+// rows x 128) bytes of the stage memory. When the rows of C are not 16-byte aligned (N % 8 != 0)
+// there are no whole chunks to store, and every configuration stores straight from the fragments.
 template <class Config>
 __device__ __forceinline__ void store_block_tile(const HgemmArgs& args, int block_row0, int block_col0,
                                                  WarpOrigin warp, const WarpAccumulators<Config>& acc,

@@ -62,7 +62,6 @@ const std::vector<MmaSyncVariant>& mma_sync_variants() {
         variant_of<MmaSyncConfig<128, 256, 2, 4, 3, true>>(),  variant_of<MmaSyncConfig<128, 256, 2, 4, 3, false>>(),
         variant_of<MmaSyncConfig<128, 128, 2, 2, 3, true>>(),  variant_of<MmaSyncConfig<256, 128, 4, 2, 3, true>>(),
         variant_of<MmaSyncConfig<128, 256, 2, 4, 4, true>>(),  variant_of<MmaSyncConfig<128, 128, 4, 2, 3, true>>(),
-        variant_of<MmaSyncConfig<256, 128, 4, 2, 4, true>>(),
     };
     for (const MmaSyncVariant& candidate : candidates)
       if (list.size() < 6 && !same_shape(candidate.shape, list.front().shape)) list.push_back(candidate);
