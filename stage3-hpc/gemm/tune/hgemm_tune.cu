@@ -10,9 +10,12 @@
 // 1. Checks every variant with kc::check_run on two odd problems (partial tiles in M, N and K, an
 //    odd number of tile rows, more tiles than SMs, alpha/beta with C read). A variant that fails
 //    is reported and never timed.
-// 2. Times the variants that passed and cuBLAS (cublasGemmEx, the op's baseline, on the same
-//    operands) on 2048^3, 4096^3, 8192^3, 8192x14336x4096 and 8192x4096x14336 with
-//    kc::time_launches: L2 scrubbed before each launch, median of at most --max-samples samples.
+// 2. Times each variant that passed in alternation with cuBLAS (cublasGemmEx, the op's baseline,
+//    on the same operands) on 2048^3, 4096^3, 8192^3, 8192x14336x4096 and 8192x4096x14336 with
+//    kc::time_launches_paired: L2 scrubbed before each launch, median of at most --max-samples
+//    samples each, and % of cuBLAS from the two medians of the pair (timed one after the other,
+//    later variants in the list run on a hotter, slower-clocked GPU; see kc-mma-sync-tune). The
+//    cuBLAS line of each shape is its own run, for reference.
 // 3. Prints TFLOPS and % of cuBLAS per shape, the best variant per shape, the variant with the
 //    best geometric mean of % of cuBLAS over the shapes, and the TmaStoreConfig line that adopts
 //    it; --json PATH writes everything. Exits 1 if a variant failed its check.
@@ -20,8 +23,8 @@
 //   kc-hgemm-tune [--json hgemm_tune.json] [--max-samples 10] [--target-ms 25]
 //
 // Needs an sm_90 GPU (H100/H200) and a build with sm_90a code (CMAKE_CUDA_ARCHITECTURES
-// containing 90a). Expected to take well under 90 s on an H200: about 780 timed launches of at
-// most ~2 ms each, and 24 checks against a cuBLAS FP64 reference.
+// containing 90a). Expected to take about two minutes on an H200: about 1500 timed launches of
+// at most ~2 ms each, and 24 checks against a cuBLAS FP64 reference.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -323,18 +326,19 @@ int run(const TuneOptions& options) {
                        100.0, reference.spread_percent()});
     std::printf("\n%s: cuBLAS %.4f ms, %.1f TFLOPS\n", problem.shape().c_str(), reference.median_ms,
                 timings.back().tflops);
-    std::printf("  %-32s %10s %8s %8s %7s\n", "variant", "ms", "TFLOPS", "%cuBLAS", "spread");
+    std::printf("  %-32s %10s %8s %12s %8s %7s\n", "variant", "ms", "TFLOPS", "cuBLAS ms", "%cuBLAS", "spread");
     for (std::size_t v = 0; v < all.size(); ++v) {
       if (!failures[v].empty()) continue;
       const Variant& variant = all[v];
-      const TimingStats stats = time_launches(
+      const PairedTimingStats both = time_launches_paired(
           [&](cudaStream_t stream) { variant.launch(args, variant.raster_band, stream, cache); },
-          context.stream(), &context.scrubber(), timing,
-          fmt::format("stage3/hgemm_bf16/tune/{}", variant.name()));
-      Timing t{problem.shape(), static_cast<int>(v), stats.median_ms, tflops_of(problem, stats.median_ms),
-               100.0 * reference.median_ms / stats.median_ms, stats.spread_percent()};
-      std::printf("  %-32s %10.4f %8.1f %7.1f%% %6.1f%%\n", variant.name().c_str(), t.median_ms,
-                  t.tflops, t.pct_of_cublas, t.spread_percent);
+          fmt::format("stage3/hgemm_bf16/tune/{}", variant.name()),
+          [&](cudaStream_t) { op.baseline(problem, operands, context); }, "stage3/hgemm_bf16/tune/cublas/alongside",
+          context.stream(), &context.scrubber(), timing);
+      Timing t{problem.shape(), static_cast<int>(v), both.first.median_ms, tflops_of(problem, both.first.median_ms),
+               100.0 * both.second.median_ms / both.first.median_ms, both.first.spread_percent()};
+      std::printf("  %-32s %10.4f %8.1f %12.4f %7.1f%% %6.1f%%\n", variant.name().c_str(), t.median_ms, t.tflops,
+                  both.second.median_ms, t.pct_of_cublas, t.spread_percent);
       timings.push_back(t);
     }
   }
