@@ -14,7 +14,7 @@
 
 #include "kc/common/check.hpp"
 #include "kc/common/text_io.hpp"
-#include "kc/stage1/sgemm.hpp"
+#include "kc/stage1/register.hpp"
 #include "kc/stage2/register.hpp"
 #include "kc/stage3/register.hpp"
 #include "kc/stage4/register.hpp"

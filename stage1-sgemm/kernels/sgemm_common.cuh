@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "kc/common/error.hpp"
 #include "kc/stage1/sgemm.hpp"
 #include "kc/stage1/sgemm_tiling.hpp"
 

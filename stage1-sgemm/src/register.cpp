@@ -3,6 +3,8 @@
 #include <utility>
 
 #include "kc/stage1/sgemm.hpp"
+#include "kc/stage1/register.hpp"
+#include "kc/common/gemm.hpp"
 
 namespace kc::stage1 {
 namespace {

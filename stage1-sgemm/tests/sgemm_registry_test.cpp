@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "kc/common/registry.hpp"
+#include "kc/common/gemm.hpp"
 #include "kc/stage1/sgemm.hpp"
+#include "kc/stage1/register.hpp"
 
 namespace kc::stage1 {
 namespace {

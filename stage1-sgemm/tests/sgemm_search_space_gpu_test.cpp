@@ -10,7 +10,9 @@
 #include "kc/common/check.hpp"
 #include "kc/common/context.hpp"
 #include "kc/common/device.hpp"
+#include "kc/common/gemm.hpp"
 #include "kc/stage1/sgemm.hpp"
+#include "kc/stage1/register.hpp"
 #include "kc/stage1/sgemm_autotune.hpp"
 #include "support/gpu_test.hpp"
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kc/common/error.hpp"
+#include "kc/common/gemm.hpp"
 #include "kc/stage1/sgemm.hpp"
 #include "kc/stage1/sgemm_autotune.hpp"
 #include "kc/stage1/stream_k.hpp"

@@ -25,7 +25,9 @@
 #include "kc/common/device.hpp"
 #include "kc/common/text_io.hpp"
 #include "kc/common/timing.hpp"
+#include "kc/common/gemm.hpp"
 #include "kc/stage1/sgemm.hpp"
+#include "kc/stage1/register.hpp"
 #include "kc/stage1/sgemm_autotune.hpp"
 
 namespace kc::stage1 {

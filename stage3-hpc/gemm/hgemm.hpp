@@ -1,19 +1,16 @@
-// hgemm.hpp — the stage-3 tensor-core GEMM ladder: ops, shape limits and one launch per rung.
+// hgemm.hpp — the stage-3 tensor-core GEMM ladder: the arguments and one launch per rung.
 //
 // Every rung computes C = alpha.A.B^T + beta.C with A (M x K), B (N x K) and C (M x N) row-major
 // BF16 and FP32 accumulation: B is stored N x K ("TN", the layout of an nn.Linear weight), so both
 // operands are K-contiguous, which is what ldmatrix, TMA and WGMMA read without a transpose.
-// Rung 10 computes C = gelu(alpha.A.B^T + beta.C + bias) (op gemm_bias_gelu_bf16).
+// Rung 10 computes C = gelu(alpha.A.B^T + beta.C + bias). An argument header: the kernels include
+// it and nothing of the harness; kc/stage3/register.hpp describes the ops to kc-bench.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include <cstdint>
-#include <string>
-
-#include "kc/common/gemm.hpp"
-#include "kc/common/registry.hpp"
+#include "kc/common/gemm_args.hpp"
 
 namespace kc::stage3 {
 
@@ -25,21 +22,6 @@ struct BiasGeluArgs {
   HgemmArgs gemm;
   const bf16* bias = nullptr;
 };
-
-inline constexpr const char* kHgemmOp = "hgemm_bf16";
-inline constexpr const char* kBiasGeluOp = "gemm_bias_gelu_bf16";
-inline constexpr const char* kReportGroup = "stage3-gemm";
-
-// hgemm_bf16: BF16 in and out, B N x K, FP32 accumulation; baseline cublasGemmEx, COMPUTE_32F.
-OpSpec make_hgemm_bf16_op();
-// gemm_bias_gelu_bf16: the same GEMM followed by + bias[col] and GELU (tanh form); baseline
-// cublasGemmEx followed by a separate bias+GELU kernel.
-OpSpec make_gemm_bias_gelu_bf16_op();
-
-// Shapes every rung of the ladder accepts: any M and N, K a multiple of 8 (rows of A and B are
-// moved in 16-byte pieces: vector loads, cp.async and TMA all need 16-byte aligned rows).
-// Returns "" or the reason a shape is refused.
-std::string hgemm_shape_error(const Problem& problem);
 
 class HopperLaunchCache;  // tma_descriptor.hpp: TMA descriptors and launch facts, built once
 
@@ -58,9 +40,5 @@ void gemm_bias_gelu_10_fused(const BiasGeluArgs& args, cudaStream_t stream, Hopp
 
 // The baseline's second kernel: C[i][j] = gelu(C[i][j] + bias[j]) in place, C row-major M x N.
 void bias_gelu_inplace(bf16* c, const bf16* bias, int m, int n, cudaStream_t stream);
-
-// GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), on the host in double (the
-// reference). The device version is gelu_tanh() in epilogue.cuh.
-double gelu_tanh_reference(double x);
 
 }  // namespace kc::stage3

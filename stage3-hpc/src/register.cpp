@@ -5,6 +5,8 @@
 #include <utility>
 
 #include "hgemm.hpp"
+#include "kc/common/gemm.hpp"
+#include "kc/stage3/register.hpp"
 #include "tma_descriptor.hpp"
 
 namespace kc::stage3 {

@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "hgemm.hpp"
+#include "kc/common/gemm.hpp"
+#include "kc/stage3/register.hpp"
 #include "kc/common/check.hpp"
 #include "kc/stage3/register.hpp"
 #include "support/gpu_test.hpp"

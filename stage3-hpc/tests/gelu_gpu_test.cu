@@ -13,6 +13,8 @@
 
 #include "epilogue.cuh"
 #include "hgemm.hpp"
+#include "kc/common/gemm.hpp"
+#include "kc/stage3/register.hpp"
 #include "kc/common/buffer.hpp"
 #include "kc/common/error.hpp"
 #include "support/gpu_test.hpp"

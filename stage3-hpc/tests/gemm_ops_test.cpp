@@ -6,6 +6,8 @@
 #include <string>
 
 #include "hgemm.hpp"
+#include "kc/common/gemm.hpp"
+#include "kc/stage3/register.hpp"
 #include "kc/common/registry.hpp"
 #include "kc/stage3/register.hpp"
 

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "hgemm.hpp"
+#include "kc/common/gemm.hpp"
+#include "kc/stage3/register.hpp"
 #include "kc/common/check.hpp"
 #include "mma_sync_variants.hpp"
 #include "support/gpu_test.hpp"

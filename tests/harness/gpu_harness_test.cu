@@ -12,6 +12,7 @@
 #include "kc/common/fill.hpp"
 #include "kc/common/gemm.hpp"
 #include "kc/stage1/sgemm.hpp"
+#include "kc/stage1/register.hpp"
 #include "support/gpu_test.hpp"
 
 namespace kc {

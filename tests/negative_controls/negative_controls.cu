@@ -4,7 +4,9 @@
 
 #include <cmath>
 
+#include "kc/common/gemm.hpp"
 #include "kc/stage1/sgemm.hpp"
+#include "kc/stage1/register.hpp"
 #include "kc/testing/negative_controls.hpp"
 
 namespace kc::testing {

@@ -38,6 +38,8 @@
 #include <vector>
 
 #include "hgemm.hpp"
+#include "kc/common/gemm.hpp"
+#include "kc/stage3/register.hpp"
 #include "kc/common/check.hpp"
 #include "kc/common/context.hpp"
 #include "kc/common/device.hpp"

@@ -19,6 +19,8 @@
 
 #include "03_cp_async.cuh"
 #include "mma_sync_variants.hpp"
+#include "kc/common/gemm.hpp"
+#include "kc/stage3/register.hpp"
 
 namespace kc::stage3 {
 namespace {

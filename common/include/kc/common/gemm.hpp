@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kc/common/blas.hpp"
+#include "kc/common/gemm_args.hpp"
 #include "kc/common/registry.hpp"
 
 namespace kc {
@@ -44,16 +45,6 @@ void gemm_reference(GemmShape shape, double alpha, const double* a, const double
                     BLayout b_layout, double beta, const double* c_in, double* c_out);
 
 // What a GEMM kernel needs, pulled out of the operands with their types checked.
-template <typename TIn, typename TOut = TIn>
-struct GemmArgs {
-  int m = 0, n = 0, k = 0;
-  float alpha = 1.f, beta = 0.f;
-  const TIn* a = nullptr;  // M x K, leading dimension lda (= K)
-  const TIn* b = nullptr;  // K x N (ldb = N) or N x K (ldb = K)
-  TOut* c = nullptr;       // M x N, leading dimension ldc (= N)
-  int lda = 0, ldb = 0, ldc = 0;
-};
-
 template <typename TIn, typename TOut = TIn>
 GemmArgs<TIn, TOut> gemm_args(const Problem& problem, Operands& operands, BLayout b_layout) {
   const GemmShape s = gemm_shape(problem);

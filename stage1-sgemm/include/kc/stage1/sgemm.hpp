@@ -1,22 +1,15 @@
 // kc/stage1/sgemm.hpp — the FP32 SGEMM ladder: C = alpha.A.B + beta.C, row-major, A M x K,
-// B K x N, C M x N. One launch function per rung; register_kernels() files them all under
-// "stage1/sgemm/<rung>" for kc-bench and the conformance tests.
+// B K x N, C M x N. One launch function per rung. An argument header: the kernels include it and
+// nothing of the harness; kc/stage1/register.hpp files the rungs for kc-bench and the tests.
 #pragma once
 
 #include <cuda_runtime.h>
 
-#include <string>
-
-#include "kc/common/gemm.hpp"
-#include "kc/common/registry.hpp"
+#include "kc/common/gemm_args.hpp"
 
 namespace kc::stage1 {
 
 using SgemmArgs = GemmArgs<float>;
-
-// The "sgemm" op: FP32 in and out, B stored K x N, FP32 CUDA cores, baseline cuBLAS SGEMM
-// with pedantic FP32 math.
-OpSpec make_sgemm_op();
 
 void sgemm_01_naive(const SgemmArgs& args, cudaStream_t stream);
 void sgemm_02_coalesced(const SgemmArgs& args, cudaStream_t stream);
@@ -46,12 +39,5 @@ bool has_stream_k_kernel(int config);
 // rung 10's kernel. Throws kc::Error when has_stream_k_kernel(config) is false or
 // resident_blocks < 0.
 void sgemm_stream_k_launch(int config, int resident_blocks, const SgemmArgs& args, cudaStream_t stream);
-
-// The constraint of rungs 06 and 07 as a kernel `supports` function: "" when K and N are
-// multiples of 4, otherwise a sentence saying why the rung refuses the shape.
-std::string float4_rows_constraint(const Problem& problem);
-
-// Adds the sgemm op (if missing) and every stage-1 rung.
-void register_kernels(Registry& registry);
 
 }  // namespace kc::stage1

@@ -7,6 +7,8 @@
 #include <utility>
 
 #include "hgemm.hpp"
+#include "kc/common/gemm.hpp"
+#include "kc/stage3/register.hpp"
 #include "kc/common/fill.hpp"
 
 namespace kc::stage3 {
