@@ -11,6 +11,7 @@
 #include <sstream>
 #include <cstdlib>
 
+#include "kc/common/dtype.hpp"
 #include "kc/common/error.hpp"
 #include "kc/common/text_io.hpp"
 
@@ -24,16 +25,16 @@ std::string number(double value, int digits) {
 
 bool is_reference_row(const Result& r) { return r.is_baseline || r.is_peer; }
 
-// Rows that belong in `group`: its kernels, plus the baselines and peers of the (op, shape) pairs
-// they ran; baselines first, then peers, then kernels.
+// Rows that belong in `group`: its kernels, plus the baselines and peers of the (op, problem)
+// pairs they ran; baselines first, then peers, then kernels.
 std::vector<const Result*> rows_of_group(const std::string& group, const std::vector<Result>& results) {
   std::set<std::pair<std::string, std::string>> used;
   for (const Result& r : results)
-    if (!is_reference_row(r) && r.group == group) used.insert({r.op, r.shape});
+    if (!is_reference_row(r) && r.group == group) used.insert({r.op, r.label});
   std::vector<const Result*> rows;
   for (const bool want_baseline : {true, false})
     for (const Result& r : results)
-      if (r.is_baseline == want_baseline && is_reference_row(r) && used.count({r.op, r.shape}))
+      if (r.is_baseline == want_baseline && is_reference_row(r) && used.count({r.op, r.label}))
         rows.push_back(&r);
   for (const Result& r : results)
     if (!is_reference_row(r) && r.group == group) rows.push_back(&r);
@@ -44,13 +45,18 @@ std::string headline(const Result& r) {
   return r.compute_bound ? fmt::format("{:.1f}", r.tflops) : fmt::format("{:.0f}", r.gbps);
 }
 
-std::string scalars_suffix(const Result& r) {
-  return r.alpha != 1.0 || r.beta != 0.0 ? fmt::format(" a={:g} b={:g}", r.alpha, r.beta) : "";
-}
+// Identifies a problem within an op: shape, dtype and parameters.
+const std::string& problem_key(const Result& r) { return r.label; }
 
-// Identifies a problem within an op: its shape and scalars.
-std::string problem_key(const Result& r) { return r.shape + scalars_suffix(r); }
-std::string pretty_problem(const Result& r) { return pretty_shape(r.shape) + scalars_suffix(r); }
+// "4096³", with the dtype when the op's section shows several, and the parameters off their
+// defaults: "32768×4096 bf16", "127×129×131 alpha=1.5".
+std::string pretty_problem(const Result& r, bool show_dtype) {
+  std::string text = pretty_shape(r.shape);
+  if (show_dtype) text += " " + r.dtype;
+  const std::string params = params_text(r.params);
+  if (!params.empty()) text += " " + params;
+  return text;
+}
 
 // Text inside a Markdown table cell: '|' would end the cell, a newline the row.
 std::string table_cell(const std::string& text) {
@@ -80,6 +86,13 @@ const char* status_name(Status status) {
     case Status::skipped: return "skipped";
   }
   return "?";
+}
+
+std::string params_text(const std::vector<ReportedParam>& params) {
+  std::string text;
+  for (const ReportedParam& p : params)
+    if (!p.is_default) text += fmt::format("{}{}={:g}", text.empty() ? "" : " ", p.name, p.value);
+  return text;
 }
 
 std::string pretty_shape(const std::string& shape) {
@@ -115,8 +128,9 @@ std::string render_markdown(const RunInfo& info, const std::string& group,
   md += fmt::format("| commit | `{}` |\n", info.commit);
   md += fmt::format("| command | `{}` |\n\n", table_cell(info.command));  // filters hold '|'
   md += "Method: each kernel is first checked against a double-precision reference on fresh random "
-        "inputs (a kernel that fails is never timed); then each sample is one launch timed with CUDA "
-        "events after the L2 is scrubbed; the table shows the median. The baseline runs on the same "
+        "inputs, outputs poisoned with NaN and guard bytes around every tensor (a kernel that fails is "
+        "never timed); then each sample is one launch timed with CUDA events after the L2 is scrubbed; "
+        "the table shows the median, and the output of the last timed launch is checked again. The baseline runs on the same "
         "shapes in the same process; *% of baseline* is baseline time / kernel time. Unless the "
         "command says `--solo`, each kernel's samples alternate with samples of the baseline (A B B A "
         "…), and its % of baseline compares those two medians (*baseline ms alongside*): both are "
@@ -143,11 +157,13 @@ std::string render_markdown(const RunInfo& info, const std::string& group,
     }
     const Result& first = *op_rows.front();
     const std::string unit = first.compute_bound ? "TFLOPS" : "GB/s";
+    const bool show_dtype = std::any_of(op_rows.begin(), op_rows.end(),
+                                        [&](const Result* r) { return r->dtype != first.dtype; });
     md += fmt::format("\n## {}\n\n{}\n\n", op, first.op_description);
     md += fmt::format("Baseline: {}. Ceiling: {}.\n\n", first.baseline.empty() ? "none" : first.baseline,
                       first.ceiling.empty() ? "n/a" : first.ceiling);
     md += fmt::format("### {} (% of baseline)\n\n| rung | kernel |", unit);
-    for (const Result* c : columns) md += fmt::format(" {} |", pretty_problem(*c));
+    for (const Result* c : columns) md += fmt::format(" {} |", pretty_problem(*c, show_dtype));
     md += "\n|---|---|";
     for (std::size_t i = 0; i < columns.size(); ++i) md += "---:|";
     md += "\n";
@@ -182,20 +198,20 @@ std::string render_markdown(const RunInfo& info, const std::string& group,
           "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
     for (const Result* r : op_rows) {
       const std::string name = is_reference_row(*r) ? r->kernel : "`" + short_name(*r) + "`";
-      if (r->status == Status::ok && r->is_peer) {
+      if (r->status == Status::ok && r->peer_outside) {
         md += fmt::format("| {} | {} | ok (peer script) | {:.4f} | – | – | {:.2f} | {:.0f} | – | {} | {:.1f}% | – |\n",
-                          name, pretty_problem(*r), r->median_ms, r->tflops, r->gbps,
+                          name, pretty_problem(*r, true), r->median_ms, r->tflops, r->gbps,
                           r->baseline_ms <= 0 ? "–" : fmt::format("{:.1f}%", r->pct_of_baseline),
                           r->pct_of_ceiling);
       } else if (r->status == Status::ok) {
         md += fmt::format("| {} | {} | ok | {:.4f} | {:.1f}% | {} | {:.2f} | {:.0f} | {} | {} | {:.1f}% | {:.1e} |\n",
-                          name, pretty_problem(*r),
+                          name, pretty_problem(*r, true),
                           r->median_ms, r->spread_percent(), r->samples, r->tflops, r->gbps,
                           r->baseline_paired ? fmt::format("{:.4f}", r->baseline_ms) : "–",
                           r->is_baseline || r->baseline_ms <= 0 ? "–" : fmt::format("{:.1f}%", r->pct_of_baseline),
                           r->pct_of_ceiling, r->rel_frobenius);
       } else {
-        md += fmt::format("| {} | {} | {} | | | | | | | | | {} |\n", name, pretty_problem(*r),
+        md += fmt::format("| {} | {} | {} | | | | | | | | | {} |\n", name, pretty_problem(*r, true),
                           status_name(r->status), table_cell(r->detail));
       }
     }
@@ -227,11 +243,17 @@ std::string render_json(const RunInfo& info, const std::string& group,
     js += fmt::format("\"kernel\": \"{}\", ", json_escape(r->kernel));
     js += fmt::format("\"is_baseline\": {}, ", r->is_baseline ? "true" : "false");
     js += fmt::format("\"is_peer\": {}, ", r->is_peer ? "true" : "false");
+    js += fmt::format("\"peer_outside\": {}, ", r->peer_outside ? "true" : "false");
     js += fmt::format("\"rung\": {}, ", r->rung);
     js += fmt::format("\"op\": \"{}\", ", json_escape(r->op));
     js += fmt::format("\"dtype\": \"{}\", ", json_escape(r->dtype));
     js += fmt::format("\"shape\": \"{}\", ", json_escape(r->shape));
-    js += fmt::format("\"alpha\": {}, \"beta\": {}, ", number(r->alpha, 6), number(r->beta, 6));
+    js += "\"params\": {";
+    for (std::size_t i = 0; i < r->params.size(); ++i)
+      js += fmt::format("{}\"{}\": {}", i ? ", " : "", json_escape(r->params[i].name),
+                        number(r->params[i].value, 6));
+    js += "}, ";
+    js += fmt::format("\"problem\": \"{}\", ", json_escape(r->label));
     js += fmt::format("\"status\": \"{}\", ", status_name(r->status));
     js += fmt::format("\"correct\": {}, ", r->status == Status::ok ? "true" : (r->status == Status::failed ? "false" : "null"));
     js += fmt::format("\"rel_frobenius\": {}, ", timed ? fmt::format("{:.3e}", r->rel_frobenius) : "null");
@@ -295,13 +317,14 @@ std::vector<PeerTiming> parse_peer_timings(const std::string& text) {
       if (tab == std::string::npos) break;
       begin = tab + 1;
     }
-    require(fields.size() == 4, "peer timings line {}: expected 4 tab-separated fields "
-            "(op, shape, peer, median_ms), got {}: '{}'", number, fields.size(), line);
+    require(fields.size() == 5, "peer timings line {}: expected 5 tab-separated fields "
+            "(op, dtype, shape, peer, median_ms), got {}: '{}'", number, fields.size(), line);
     char* end = nullptr;
-    const double ms = std::strtod(fields[3].c_str(), &end);
-    require(end != fields[3].c_str() && *end == '\0' && ms > 0.0,
-            "peer timings line {}: median_ms must be a positive number, got '{}'", number, fields[3]);
-    timings.push_back({fields[0], fields[1], fields[2], ms});
+    const double ms = std::strtod(fields[4].c_str(), &end);
+    require(end != fields[4].c_str() && *end == '\0' && ms > 0.0,
+            "peer timings line {}: median_ms must be a positive number, got '{}'", number, fields[4]);
+    (void)parse_dtype(fields[1]);  // names the accepted spellings when it is not one
+    timings.push_back({fields[0], fields[1], fields[2], fields[3], ms});
   }
   return timings;
 }

@@ -14,10 +14,6 @@
 
 #include "kc/common/check.hpp"
 #include "kc/common/text_io.hpp"
-#include "kc/stage1/register.hpp"
-#include "kc/stage2/register.hpp"
-#include "kc/stage3/register.hpp"
-#include "kc/stage4/register.hpp"
 
 #ifndef KC_SOURCE_DIR
 #define KC_SOURCE_DIR "."
@@ -79,6 +75,12 @@ std::string run_command(const std::string& command) {
 
 std::string item_key(const std::string& kernel, const Problem& p) { return kernel + "/" + p.label(); }
 
+std::vector<ReportedParam> reported_params(const Problem& p) {
+  std::vector<ReportedParam> params;
+  for (const Param& param : p.params) params.push_back({param.name, param.value, param.is_default()});
+  return params;
+}
+
 }  // namespace
 
 std::string usage() {
@@ -89,10 +91,15 @@ std::string usage() {
   --list                 list the registered kernels (works without a GPU) and exit
   --filter=REGEX         kernels whose id matches, e.g. stage1, stage1/sgemm, 05_
   --shapes=S[,S...]      problems to run instead of each op's documented shapes, e.g. 4096x4096x4096
-  --alpha=X --beta=Y     scalars for --shapes problems (default 1 and 0)
-  --markdown [DIR]       write DIR/<group>.md and .json (default: docs/benchmarks/<gpu>)
+                         (each in the dtypes of the op's documented problems, or --dtype)
+  --dtype=T[,T...]       only problems of these dtypes (bf16, f16, f32, ...)
+  --param NAME=VALUE     set a parameter of every problem, e.g. --param alpha=1.5 --param beta=0.5
+                         or --param causal=1 (repeatable; an op without that parameter is an error)
+  --markdown [DIR]       write DIR/<group>.md and .json (default: docs/benchmarks/<gpu>); refused
+                         on a tree with uncommitted changes unless --allow-dirty (then marked)
   --peers=FILE           merge outside peer timings (TSV from bench/peers/*.py) into the tables
   --check-only           check correctness on the problems, time nothing
+  --seeds=N              with --check-only: check every problem with N seeds (default 1)
   --solo                 time each kernel alone and compare it with the baseline's own row
                          (default: each kernel is timed in alternation with the baseline, sample
                          by sample, and % of baseline compares those two medians)
@@ -131,21 +138,32 @@ Options parse_options(std::vector<std::string>& args) {
       options.paired_baseline = false;
     } else if (arg == "--include-negative-controls") {
       options.include_negative_controls = true;
+    } else if (arg == "--allow-dirty") {
+      options.allow_dirty = true;
     } else if (take_flag(arg, "--filter", value)) {
       options.filter = required_value("--filter");
     } else if (take_flag(arg, "--shapes", value)) {
       options.shapes = split(required_value("--shapes"), ',');
       for (const std::string& s : options.shapes) (void)parse_shape(s);  // fail early
-    } else if (take_flag(arg, "--alpha", value)) {
-      options.alpha = parse_double("--alpha", required_value("--alpha"));
-    } else if (take_flag(arg, "--beta", value)) {
-      options.beta = parse_double("--beta", required_value("--beta"));
+    } else if (take_flag(arg, "--dtype", value)) {
+      for (const std::string& name : split(required_value("--dtype"), ','))
+        options.dtypes.push_back(parse_dtype(name));
+    } else if (take_flag(arg, "--param", value)) {
+      options.params.push_back(parse_param(required_value("--param")));
+    } else if (arg == "--alpha" || arg == "--beta" || arg.rfind("--alpha=", 0) == 0 ||
+               arg.rfind("--beta=", 0) == 0) {
+      throw Error(fmt::format("'{}': problem parameters are set with --param now, e.g. --param "
+                              "alpha=1.5 --param beta=0.5",
+                              arg));
     } else if (take_flag(arg, "--markdown", value)) {
       // The folder is optional: "--markdown", "--markdown=DIR" or "--markdown DIR".
       if (!value && i + 1 < args.size() && args[i + 1].rfind("-", 0) != 0) value = args[++i];
       options.markdown_dir = value ? *value : std::string("auto");
     } else if (take_flag(arg, "--peers", value)) {
       options.peers_file = required_value("--peers");
+    } else if (take_flag(arg, "--seeds", value)) {
+      options.seeds = parse_int("--seeds", required_value("--seeds"));
+      require(options.seeds >= 1, "--seeds needs at least 1 (got {})", options.seeds);
     } else if (take_flag(arg, "--seed", value)) {
       options.seed = parse_seed(required_value("--seed"));
     } else if (take_flag(arg, "--min-samples", value)) {
@@ -167,21 +185,19 @@ Options parse_options(std::vector<std::string>& args) {
   return options;
 }
 
-void register_all_stages(Registry& registry) {
-  stage1::register_kernels(registry);
-  stage2::register_kernels(registry);
-  stage3::register_kernels(registry);
-  stage4::register_kernels(registry);
-}
-
 std::string list_kernels(const Registry& registry, const std::string& filter) {
-  std::string text = fmt::format("{:<40} {:>4}  {:<6} {:>5}  {}\n", "kernel", "rung", "dtype", "sm>=", "idea [constraints]");
+  std::string text = fmt::format("{:<44} {:>4}  {:<12} {:>5}  {}\n", "kernel", "rung", "dtypes", "sm>=", "idea [constraints]");
   for (const KernelEntry* k : registry.select(filter)) {
-    text += fmt::format("{:<40} {:>4}  {:<6} {:>5}  {}{}\n", k->id, k->rung, dtype_name(k->dtype),
+    text += fmt::format("{:<44} {:>4}  {:<12} {:>5}  {}{}\n", k->id, k->rung, k->dtypes_text(),
                         k->min_compute_capability, k->idea,
                         k->constraints.empty() ? "" : " [" + k->constraints + "]");
   }
   return text;
+}
+
+bool is_dirty_commit(const std::string& commit) {
+  const std::string suffix = "-dirty";
+  return commit.size() >= suffix.size() && commit.compare(commit.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 std::string current_commit() {
@@ -213,6 +229,47 @@ RunInfo collect_run_info(Context& context, const std::string& command) {
 Session::Session(const Registry& registry, Context& context, const Options& options)
     : registry_(registry), context_(context), options_(options) {}
 
+std::string Session::Item::name() const {
+  return kernel ? kernel->id : peer ? peer->name : op->baseline_name;
+}
+
+bool Session::Item::computes_op() const { return kernel || peer || op->baseline_computes_op; }
+
+std::vector<Problem> Session::problems_of(const OpSpec& op) const {
+  const auto wanted = [&](DType t) {
+    return options_.dtypes.empty() ||
+           std::find(options_.dtypes.begin(), options_.dtypes.end(), t) != options_.dtypes.end();
+  };
+  std::vector<Problem> problems;
+  if (options_.shapes.empty()) {
+    for (const Problem& p : op.bench_problems)
+      if (wanted(p.dtype)) problems.push_back(p);
+  } else {
+    // Each shape in the dtypes of the op's documented problems (or --dtype's, where the op has them).
+    std::vector<DType> dtypes;
+    for (const Problem& p : op.bench_problems)
+      if (std::find(dtypes.begin(), dtypes.end(), p.dtype) == dtypes.end()) dtypes.push_back(p.dtype);
+    if (!options_.dtypes.empty()) {
+      dtypes.clear();
+      for (DType t : options_.dtypes)
+        if (op.has_dtype(t)) dtypes.push_back(t);
+    }
+    for (const std::string& text : options_.shapes) {
+      std::vector<std::int64_t> dims = parse_shape(text);
+      if (dims.size() != op.dim_names.size()) continue;
+      for (DType t : dtypes) problems.push_back(op.problem(dims, t));
+    }
+  }
+  for (Problem& p : problems)
+    for (const auto& [name, value] : options_.params) p.set(name, value);  // names the op's parameters if not one
+  // Parameters can make documented problems equal: keep each once.
+  std::vector<Problem> unique;
+  for (Problem& p : problems)
+    if (std::none_of(unique.begin(), unique.end(), [&](const Problem& u) { return u.label() == p.label(); }))
+      unique.push_back(std::move(p));
+  return unique;
+}
+
 std::vector<Session::Item> Session::plan() const {
   const std::vector<const KernelEntry*> selected = registry_.select(options_.filter);
   require(!selected.empty(), "no kernel id matches --filter '{}'; `kc-bench --list` shows them",
@@ -223,43 +280,38 @@ std::vector<Session::Item> Session::plan() const {
   std::vector<Item> items;
   for (const std::string& name : ops) {
     const OpSpec& op = registry_.op(name);
-    std::vector<Problem> problems;
-    if (options_.shapes.empty()) {
-      problems = op.bench_problems;
-    } else {
-      for (const std::string& text : options_.shapes) {
-        std::vector<std::int64_t> dims = parse_shape(text);
-        if (dims.size() == op.dim_names.size())
-          problems.push_back({op.name, std::move(dims), options_.alpha, options_.beta});
-      }
-    }
-    for (const Problem& problem : problems) {
-      if (op.baseline) items.push_back({&op, nullptr, problem});
+    for (const Problem& problem : problems_of(op)) {
+      std::vector<Item> kernels;
       for (const KernelEntry* k : selected)
-        if (k->op == name) items.push_back({&op, k, problem});
+        if (k->op == name && k->runs_dtype(problem.dtype)) kernels.push_back({&op, k, nullptr, problem});
+      if (kernels.empty()) continue;
+      if (op.baseline) items.push_back({&op, nullptr, nullptr, problem});
+      for (const OpSpec::Peer& peer : op.peers) items.push_back({&op, nullptr, &peer, problem});
+      items.insert(items.end(), kernels.begin(), kernels.end());
     }
   }
-  require(!items.empty(), "none of --shapes fits the selected ops' dimensions");
+  require(!items.empty(), "nothing to run: no selected kernel runs the problems that --shapes and "
+          "--dtype describe (check the dimension count and the kernels' dtypes with --list)");
   return items;
 }
 
 Result& Session::result_for(const Item& item) {
-  const std::string name = item.kernel ? item.kernel->id : item.op->baseline_name;
+  const std::string name = item.name();
+  const std::string label = item.problem.label();
   for (Result& r : results_)
-    if (r.kernel == name && r.op == item.op->name && r.shape == item.problem.shape() &&
-        r.alpha == item.problem.alpha && r.beta == item.problem.beta)
-      return r;
+    if (r.kernel == name && r.op == item.op->name && r.label == label) return r;
   Result& r = results_.emplace_back();
   r.kernel = name;
-  r.is_baseline = item.kernel == nullptr;
+  r.is_baseline = item.kernel == nullptr && item.peer == nullptr;
+  r.is_peer = item.peer != nullptr;
   r.rung = item.kernel ? item.kernel->rung : 0;
   r.group = item.kernel ? item.kernel->report_group() : "";
   r.op = item.op->name;
   r.op_description = item.op->description;
-  r.dtype = item.kernel ? std::string(dtype_name(item.kernel->dtype)) : "";
+  r.dtype = std::string(dtype_name(item.problem.dtype));
   r.shape = item.problem.shape();
-  r.alpha = item.problem.alpha;
-  r.beta = item.problem.beta;
+  r.params = reported_params(item.problem);
+  r.label = label;
   r.compute_bound = item.op->bound == Bound::compute;
   r.baseline = item.op->baseline_name;
   if (item.op->bound == Bound::compute) {
@@ -272,15 +324,19 @@ Result& Session::result_for(const Item& item) {
   return r;
 }
 
+CheckOutcome Session::check_once(const Item& item, std::uint64_t seed) {
+  if (item.kernel) return check_kernel(registry_, *item.kernel, item.problem, seed, context_, &references_);
+  if (item.peer) return check_run(*item.op, item.peer->run, item.problem, seed, context_, &references_);
+  return check_baseline(*item.op, item.problem, seed, context_, &references_);
+}
+
 bool Session::check_item(const Item& item, Result& result) {
   if (!context_lost_.empty()) {
     result.status = Status::skipped;
     result.detail = context_lost_;
     return false;
   }
-  const CheckOutcome outcome =
-      item.kernel ? check_kernel(registry_, *item.kernel, item.problem, options_.seed, context_, &references_)
-                  : check_baseline(*item.op, item.problem, options_.seed, context_, &references_);
+  const CheckOutcome outcome = check_once(item, options_.seed);
   result.detail = outcome.detail;
   result.rel_frobenius = outcome.worst_rel_frobenius;
   switch (outcome.status) {
@@ -289,6 +345,99 @@ bool Session::check_item(const Item& item, Result& result) {
     case CheckOutcome::Status::unsupported: result.status = Status::refused; return false;
   }
   return false;
+}
+
+void Session::time_item(const Item& item, Result& result, benchmark::State& state) {
+  const OpSpec& op = *item.op;
+  const Problem& problem = item.problem;
+  const std::uint64_t seed = options_.seed;
+  // The operands the check used (same seed, so the cached reference is theirs), computed before
+  // the launches below change any input that is also an output.
+  Operands operands = op.make_operands(problem, seed, context_);
+  const References* reference =
+      item.computes_op() ? &references_.get(op, problem, seed, operands, context_) : nullptr;
+
+  const std::string nvtx_name = item.kernel ? item.kernel->id : item.peer ? "peer/" + op.name + "/" + item.peer->name
+                                                                          : "baseline/" + op.name;
+  const auto run_on = [&](Operands& o) -> Launch {
+    if (item.kernel)
+      return [&](cudaStream_t stream) {
+        item.kernel->launch(problem, o, stream);
+        KC_CHECK_LAUNCH();
+      };
+    if (item.peer) return [&](cudaStream_t) { item.peer->run(problem, o, context_); };
+    return [&](cudaStream_t) { op.baseline(problem, o, context_); };
+  };
+  const Launch launch = run_on(operands);
+  const Launch restore = [&](cudaStream_t) { op.reset_operands(problem, operands, seed, context_); };
+
+  // Repetitions (--benchmark_repetitions) pool their samples under `key`.
+  const auto pool = [&](const std::string& key, const std::vector<double>& samples) {
+    std::vector<double>& pooled = samples_[key];
+    pooled.insert(pooled.end(), samples.begin(), samples.end());
+    return summarize_samples(pooled);
+  };
+  // A row's baseline: the baseline's own (solo) row of this problem, if it passed its check.
+  const bool is_baseline = item.kernel == nullptr && item.peer == nullptr;
+  const auto baseline_row =
+      is_baseline ? results_.end()
+                  : std::find_if(results_.begin(), results_.end(), [&](const Result& r) {
+                      return r.is_baseline && r.op == result.op && r.label == result.label &&
+                             r.status == Status::ok;
+                    });
+  const bool has_baseline = baseline_row != results_.end();
+  // A kernel is timed in alternation with its baseline (time_launches_paired), so that its % of
+  // baseline compares two launches at the same clocks; the baseline runs on operands of its own,
+  // so the kernel's last output survives to be checked. The baseline's own row is its solo run.
+  const bool paired = has_baseline && options_.paired_baseline;
+  TimingStats stats;
+  if (paired) {
+    Operands baseline_operands = op.make_operands(problem, seed, context_);
+    const Launch baseline_launch = [&](cudaStream_t) { op.baseline(problem, baseline_operands, context_); };
+    const PairedTimingStats both = time_launches_paired(
+        launch, nvtx_name, baseline_launch, "baseline/" + op.name + "/alongside", context_.stream(),
+        &context_.scrubber(), options_.timing, reference ? restore : Launch());
+    stats = both.first;
+    result.baseline_ms = pool("alongside/" + item_key(result.kernel, problem), both.second.samples_ms).median_ms;
+    result.baseline_paired = true;
+  } else {
+    stats = time_launches(launch, context_.stream(), &context_.scrubber(), options_.timing, nvtx_name,
+                          reference ? restore : Launch());
+    if (has_baseline) result.baseline_ms = baseline_row->median_ms;
+  }
+  if (reference != nullptr) {
+    const CheckOutcome last = judge_outputs(op, problem, operands, *reference, context_);
+    if (!last.passed()) {
+      result.status = Status::failed;
+      result.detail = "the output of the last timed launch is wrong (the first check passed): " + last.detail;
+      state.SkipWithError(result.detail.c_str());
+      return;
+    }
+  }
+  const TimingStats all = pool(item_key(result.kernel, problem), stats.samples_ms);
+  const Work work = op.work(problem);
+  const Achieved rate = achieved(work, all.median_ms);
+  check_plausible(rate, work, context_.device(), op.math, result.kernel);
+
+  result.median_ms = all.median_ms;
+  result.p10_ms = all.p10_ms;
+  result.p90_ms = all.p90_ms;
+  result.samples = static_cast<int>(all.samples_ms.size());
+  result.tflops = rate.tflops;
+  result.gbps = rate.gbps;
+  if (op.bound == Bound::compute) {
+    const double peak = peak_tflops(context_.device(), op.math);
+    result.pct_of_ceiling = peak > 0 ? 100.0 * rate.tflops / peak : 0.0;
+  } else {
+    result.pct_of_ceiling = 100.0 * rate.gbps / context_.copy_bandwidth_gbps();
+  }
+  if (has_baseline) result.pct_of_baseline = 100.0 * result.baseline_ms / all.median_ms;
+  for (auto _ : state) state.SetIterationTime(stats.median_ms * 1e-3);
+  state.counters["TFLOPS"] = rate.tflops;
+  state.counters["GB/s"] = rate.gbps;
+  state.counters["%ceiling"] = result.pct_of_ceiling;
+  if (result.baseline_ms > 0) state.counters["%baseline"] = result.pct_of_baseline;
+  state.counters["spread%"] = all.spread_percent();
 }
 
 void Session::run_item(const Item& item, benchmark::State& state) {
@@ -302,68 +451,7 @@ void Session::run_item(const Item& item, benchmark::State& state) {
       state.SkipWithError(status_name(result.status));
       return;
     }
-    Operands operands = item.op->make_operands(item.problem, options_.seed + 1, context_);
-    const std::string nvtx_name = item.kernel ? item.kernel->id : "baseline/" + item.op->name;
-    const Launch baseline_launch = [&](cudaStream_t) { item.op->baseline(item.problem, operands, context_); };
-    const Launch launch = item.kernel ? Launch([&](cudaStream_t stream) {
-      item.kernel->launch(item.problem, operands, stream);
-      KC_CHECK_LAUNCH();
-    })
-                                      : baseline_launch;
-    // Repetitions (--benchmark_repetitions) pool their samples under `key`.
-    const auto pool = [&](const std::string& key, const std::vector<double>& samples) {
-      std::vector<double>& pooled = samples_[key];
-      pooled.insert(pooled.end(), samples.begin(), samples.end());
-      return summarize_samples(pooled);
-    };
-    // A kernel's baseline: the baseline's own (solo) row of this problem, if it passed its check.
-    const auto baseline_row =
-        item.kernel == nullptr ? results_.end()
-                               : std::find_if(results_.begin(), results_.end(), [&](const Result& r) {
-                                   return r.is_baseline && r.op == result.op && r.shape == result.shape &&
-                                          r.alpha == result.alpha && r.beta == result.beta &&
-                                          r.status == Status::ok;
-                                 });
-    const bool has_baseline = baseline_row != results_.end();
-    // A kernel is timed in alternation with its baseline (time_launches_paired), so that its % of
-    // baseline compares two launches at the same clocks; the baseline's own row is its solo run.
-    const bool paired = has_baseline && options_.paired_baseline;
-    TimingStats stats;
-    if (paired) {
-      const PairedTimingStats both =
-          time_launches_paired(launch, nvtx_name, baseline_launch, "baseline/" + item.op->name + "/alongside",
-                               context_.stream(), &context_.scrubber(), options_.timing);
-      stats = both.first;
-      result.baseline_ms = pool("alongside/" + item_key(result.kernel, item.problem), both.second.samples_ms).median_ms;
-      result.baseline_paired = true;
-    } else {
-      stats = time_launches(launch, context_.stream(), &context_.scrubber(), options_.timing, nvtx_name);
-      if (has_baseline) result.baseline_ms = baseline_row->median_ms;
-    }
-    const TimingStats all = pool(item_key(result.kernel, item.problem), stats.samples_ms);
-    const Work work = item.op->work(item.problem);
-    const Achieved rate = achieved(work, all.median_ms);
-    check_plausible(rate, work, context_.device(), item.op->math, result.kernel);
-
-    result.median_ms = all.median_ms;
-    result.p10_ms = all.p10_ms;
-    result.p90_ms = all.p90_ms;
-    result.samples = static_cast<int>(all.samples_ms.size());
-    result.tflops = rate.tflops;
-    result.gbps = rate.gbps;
-    if (item.op->bound == Bound::compute) {
-      const double peak = peak_tflops(context_.device(), item.op->math);
-      result.pct_of_ceiling = peak > 0 ? 100.0 * rate.tflops / peak : 0.0;
-    } else {
-      result.pct_of_ceiling = 100.0 * rate.gbps / context_.copy_bandwidth_gbps();
-    }
-    if (has_baseline) result.pct_of_baseline = 100.0 * result.baseline_ms / all.median_ms;
-    for (auto _ : state) state.SetIterationTime(stats.median_ms * 1e-3);
-    state.counters["TFLOPS"] = rate.tflops;
-    state.counters["GB/s"] = rate.gbps;
-    state.counters["%ceiling"] = result.pct_of_ceiling;
-    if (result.baseline_ms > 0) state.counters["%baseline"] = result.pct_of_baseline;
-    state.counters["spread%"] = all.spread_percent();
+    time_item(item, result, state);
   } catch (const HarnessError& e) {
     result.status = Status::harness_error;
     result.detail = e.what();
@@ -384,8 +472,10 @@ void Session::run_item(const Item& item, benchmark::State& state) {
 
 void Session::register_benchmarks() {
   for (const Item& item : plan()) {
-    const std::string name =
-        (item.kernel ? item.kernel->id : "baseline/" + item.op->name) + "/" + item.problem.label();
+    const std::string prefix = item.kernel ? item.kernel->id
+                               : item.peer ? "peer/" + item.op->name + "/" + item.peer->name
+                                           : "baseline/" + item.op->name;
+    const std::string name = prefix + "/" + item.problem.label();
     benchmark::RegisterBenchmark(name.c_str(), [this, item](benchmark::State& state) {
       run_item(item, state);
     })
@@ -398,47 +488,65 @@ void Session::register_benchmarks() {
 void Session::check_all() {
   for (const Item& item : plan()) {
     Result& result = result_for(item);
-    try {
-      check_item(item, result);
-    } catch (const CudaError& e) {
-      result.status = Status::harness_error;
-      result.detail = e.what();
-      if (e.is_sticky()) context_lost_ = fmt::format("not run: the CUDA context was lost ({})", e.what());
-    } catch (const std::exception& e) {
-      result.status = Status::harness_error;
-      result.detail = e.what();
+    for (int s = 0; s < options_.seeds; ++s) {
+      const std::uint64_t seed = options_.seed + static_cast<std::uint64_t>(s);
+      try {
+        if (!context_lost_.empty()) {
+          result.status = Status::skipped;
+          result.detail = context_lost_;
+        } else {
+          const CheckOutcome outcome = check_once(item, seed);
+          result.detail = outcome.detail;
+          result.rel_frobenius = std::max(result.rel_frobenius, outcome.worst_rel_frobenius);
+          result.status = outcome.status == CheckOutcome::Status::passed   ? Status::ok
+                          : outcome.status == CheckOutcome::Status::failed ? Status::failed
+                                                                           : Status::refused;
+        }
+      } catch (const CudaError& e) {
+        result.status = Status::harness_error;
+        result.detail = e.what();
+        if (e.is_sticky()) context_lost_ = fmt::format("not run: the CUDA context was lost ({})", e.what());
+      } catch (const std::exception& e) {
+        result.status = Status::harness_error;
+        result.detail = e.what();
+      }
+      fmt::print("{:<8} {:<44} {:<28} seed {:<6} {}\n", status_name(result.status), result.kernel,
+                 item.problem.label(), seed, result.detail);
+      std::fflush(stdout);
+      if (result.status != Status::ok) break;  // a failure stands; a refusal is the same for every seed
     }
-    fmt::print("{:<8} {:<40} {:<22} {}\n", status_name(result.status), result.kernel,
-               item.problem.label(), result.detail);
-    std::fflush(stdout);
   }
 }
 
 std::vector<std::string> Session::merge_peers(const std::vector<PeerTiming>& timings) {
   std::vector<std::string> warnings;
   for (const PeerTiming& t : timings) {
+    const auto at_defaults = [](const Result& r) {
+      return std::all_of(r.params.begin(), r.params.end(), [](const ReportedParam& p) { return p.is_default; });
+    };
     const auto measured = std::find_if(results_.begin(), results_.end(), [&](const Result& r) {
-      return !r.is_peer && r.op == t.op && r.shape == t.shape && r.alpha == 1.0 && r.beta == 0.0;
+      return !r.peer_outside && r.op == t.op && r.dtype == t.dtype && r.shape == t.shape && at_defaults(r);
     });
     if (measured == results_.end()) {
-      warnings.push_back(fmt::format("peer '{}' for {} {} ignored: this run measured no such problem",
-                                     t.peer, t.op, t.shape));
+      warnings.push_back(fmt::format("peer '{}' for {} {} {} ignored: this run measured no such problem",
+                                     t.peer, t.op, t.dtype, t.shape));
       continue;
     }
     const OpSpec& op = registry_.op(t.op);
-    const Problem problem{t.op, parse_shape(t.shape)};
-    Result peer = *measured;  // op, shape, description, ceiling, baseline name
+    const Problem problem = op.problem(parse_shape(t.shape), parse_dtype(t.dtype));
+    Result peer = *measured;  // op, problem, description, ceiling, baseline name
     peer.kernel = t.peer;
     peer.is_baseline = false;
     peer.is_peer = true;
+    peer.peer_outside = true;
     peer.rung = 0;
     peer.group.clear();
-    peer.dtype.clear();
     peer.status = Status::ok;
     peer.detail = "timed by a bench/peers script on this machine; not checked by kc";
     peer.rel_frobenius = 0.0;
     peer.median_ms = peer.p10_ms = peer.p90_ms = t.median_ms;
     peer.samples = 0;
+    peer.baseline_paired = false;
     const Achieved rate = achieved(op.work(problem), t.median_ms);
     peer.tflops = rate.tflops;
     peer.gbps = rate.gbps;
@@ -446,7 +554,7 @@ std::vector<std::string> Session::merge_peers(const std::vector<PeerTiming>& tim
                               ? 100.0 * rate.tflops / peak_tflops(context_.device(), op.math)
                               : 100.0 * rate.gbps / context_.copy_bandwidth_gbps();
     const auto baseline = std::find_if(results_.begin(), results_.end(), [&](const Result& r) {
-      return r.is_baseline && r.op == t.op && r.shape == t.shape && r.status == Status::ok;
+      return r.is_baseline && r.op == t.op && r.label == measured->label && r.status == Status::ok;
     });
     peer.baseline_ms = baseline != results_.end() ? baseline->median_ms : 0.0;
     peer.pct_of_baseline = peer.baseline_ms > 0 ? 100.0 * peer.baseline_ms / t.median_ms : 0.0;
@@ -462,14 +570,14 @@ bool Session::any_failed() const {
 }
 
 std::string Session::summary() const {
-  std::string text = fmt::format("\n{:<44} {:<18} {:>8} {:>10} {:>10} {:>9}\n", "kernel", "shape",
+  std::string text = fmt::format("\n{:<48} {:<30} {:>8} {:>10} {:>10} {:>9}\n", "kernel", "problem",
                                  "status", "TFLOPS", "GB/s", "%base");
   for (const Result& r : results_) {
     if (r.status == Status::ok)
-      text += fmt::format("{:<44} {:<18} {:>8} {:>10.2f} {:>10.0f} {:>9}\n", r.kernel, r.shape, "ok",
+      text += fmt::format("{:<48} {:<30} {:>8} {:>10.2f} {:>10.0f} {:>9}\n", r.kernel, r.label, "ok",
                           r.tflops, r.gbps, r.baseline_ms > 0 ? fmt::format("{:.1f}%", r.pct_of_baseline) : "–");
     else
-      text += fmt::format("{:<44} {:<18} {:>8}  {}\n", r.kernel, r.shape, status_name(r.status), r.detail);
+      text += fmt::format("{:<48} {:<30} {:>8}  {}\n", r.kernel, r.label, status_name(r.status), r.detail);
   }
   return text;
 }
@@ -491,6 +599,15 @@ int run_main(int argc, char** argv, const std::function<void(Registry&)>& regist
     if (options.list) {
       fmt::print("{}", list_kernels(registry, options.filter));
       return 0;
+    }
+    if (options.markdown_dir) {
+      // Published tables name the commit whose kernels they measured: a tree with uncommitted
+      // changes has no such commit.
+      const std::string commit = current_commit();
+      require(options.allow_dirty || !is_dirty_commit(commit),
+              "refusing to write tables from a tree with uncommitted changes ({}): commit first, or "
+              "pass --allow-dirty to write them with the commit marked dirty",
+              commit);
     }
     if (!gpu_visible_or_explain("kc-bench", ", so nothing can be checked or timed; `kc-bench --list` shows "
                                             "the kernels."))
@@ -520,7 +637,7 @@ int run_main(int argc, char** argv, const std::function<void(Registry&)>& regist
     }
     fmt::print("{}", session.summary());
     if (options.markdown_dir) {
-      const RunInfo info = collect_run_info(context, command);
+      RunInfo info = collect_run_info(context, command);
       const std::string directory = *options.markdown_dir == "auto"
                                         ? std::string(KC_SOURCE_DIR) + "/docs/benchmarks/" +
                                               context.device().slug()

@@ -73,10 +73,11 @@ CublasLtHandle::CublasLtHandle() { KC_CUBLAS_CHECK(cublasLtCreate(&handle_)); }
 CublasLtHandle::~CublasLtHandle() { (void)cublasLtDestroy(handle_); }
 
 void cublas_sgemm(cublasHandle_t handle, cudaStream_t stream, GemmShape shape, float alpha,
-                  const float* a, const float* b, BLayout b_layout, float beta, float* c) {
+                  const float* a, const float* b, BLayout b_layout, float beta, float* c,
+                  SgemmMath math) {
   require_gemm_shape(shape);
   const ColumnMajorCall call = column_major(shape, b_layout);
-  ScopedMathMode pedantic(handle, CUBLAS_PEDANTIC_MATH);
+  ScopedMathMode mode(handle, math == SgemmMath::pedantic ? CUBLAS_PEDANTIC_MATH : CUBLAS_DEFAULT_MATH);
   KC_CUBLAS_CHECK(cublasSetStream(handle, stream));
   KC_CUBLAS_CHECK(cublasSgemm(handle, call.op_b, CUBLAS_OP_N, call.m, call.n, call.k, &alpha, b,
                               call.ld_b, a, call.ld_a, &beta, c, call.ld_c));
@@ -108,10 +109,10 @@ void cublas_gemm_ex(cublasHandle_t handle, cudaStream_t stream, GemmShape shape,
 }
 
 CublasLtGemm::CublasLtGemm(cublasLtHandle_t handle, GemmShape shape, DType ab_type, DType c_type,
-                           BLayout b_layout, std::size_t workspace_bytes)
-    : handle_(handle), workspace_(workspace_bytes) {
+                           BLayout b_layout, LtEpilogue epilogue, std::size_t workspace_bytes)
+    : handle_(handle), epilogue_(epilogue), workspace_(workspace_bytes) {
   try {
-    plan(shape, ab_type, c_type, b_layout, workspace_bytes);
+    plan(shape, ab_type, c_type, b_layout, epilogue, workspace_bytes);
   } catch (...) {
     release();  // the destructor does not run for a half-built object
     throw;
@@ -119,7 +120,7 @@ CublasLtGemm::CublasLtGemm(cublasLtHandle_t handle, GemmShape shape, DType ab_ty
 }
 
 void CublasLtGemm::plan(GemmShape shape, DType ab_type, DType c_type, BLayout b_layout,
-                        std::size_t workspace_bytes) {
+                        LtEpilogue epilogue, std::size_t workspace_bytes) {
   require_gemm_shape(shape);
   const bool fp8 = ab_type == DType::f8e4m3 || ab_type == DType::f8e5m2;
   require(!fp8 || b_layout == BLayout::n_by_k,
@@ -131,6 +132,15 @@ void CublasLtGemm::plan(GemmShape shape, DType ab_type, DType c_type, BLayout b_
                                                  &call.op_b, sizeof(call.op_b)));
   KC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(operation_, CUBLASLT_MATMUL_DESC_TRANSB, &op_n,
                                                  sizeof(op_n)));
+  if (epilogue == LtEpilogue::gelu_bias) {
+    // The bias runs along cuBLAS's m, which is our N (column-major view of row-major C).
+    const cublasLtEpilogue_t gelu_bias = CUBLASLT_EPILOGUE_GELU_BIAS;
+    const cudaDataType_t bias_type = cuda_type(c_type);
+    KC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(operation_, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                                   &gelu_bias, sizeof(gelu_bias)));
+    KC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(operation_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                                   &bias_type, sizeof(bias_type)));
+  }
   // cuBLASLt's "A" is our B (stored rows x cols in column-major terms), "B" is our A.
   const std::uint64_t b_rows = call.op_b == CUBLAS_OP_N ? call.m : call.k;
   const std::uint64_t b_cols = call.op_b == CUBLAS_OP_N ? call.k : call.m;
@@ -166,7 +176,12 @@ void CublasLtGemm::release() noexcept {
 }
 
 void CublasLtGemm::run(float alpha, const void* a, const void* b, float beta, void* c,
-                       cudaStream_t stream) const {
+                       cudaStream_t stream, const void* bias) const {
+  if (epilogue_ == LtEpilogue::gelu_bias) {
+    require(bias != nullptr, "cuBLASLt GELU_BIAS epilogue: the bias pointer is null");
+    KC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(operation_, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                   &bias, sizeof(bias)));
+  }
   KC_CUBLAS_CHECK(cublasLtMatmul(handle_, operation_, &alpha, b, layout_a_, a, layout_b_, &beta, c,
                                  layout_c_, c, layout_c_, &algorithm_, workspace_.data(),
                                  workspace_.bytes(), stream));

@@ -1,6 +1,7 @@
 #include "kc/common/dtype.hpp"
 
 #include <array>
+#include <cmath>
 #include <utility>
 
 #include "kc/common/error.hpp"
@@ -57,6 +58,39 @@ std::size_t dtype_bytes(DType t, std::size_t count) {
 
 bool dtype_is_float(DType t) {
   return t != DType::i32 && t != DType::i8 && t != DType::i4;
+}
+
+double unit_roundoff(DType t) {
+  switch (t) {
+    case DType::f64: return std::ldexp(1.0, -53);
+    case DType::f32:
+    case DType::tf32: return std::ldexp(1.0, -24);
+    case DType::f16: return std::ldexp(1.0, -11);
+    case DType::bf16: return std::ldexp(1.0, -8);
+    case DType::f8e4m3: return std::ldexp(1.0, -4);
+    case DType::f8e5m2: return std::ldexp(1.0, -3);
+    case DType::i32:
+    case DType::i8:
+    case DType::i4: return 0.0;
+  }
+  return 0.0;
+}
+
+double subnormal_half_spacing(DType t) {
+  // The spacing of subnormals is 2^(emin - mantissa bits).
+  switch (t) {
+    case DType::f64: return std::ldexp(1.0, -1075);
+    case DType::f32:
+    case DType::tf32: return std::ldexp(1.0, -150);
+    case DType::f16: return std::ldexp(1.0, -25);
+    case DType::bf16: return std::ldexp(1.0, -134);
+    case DType::f8e4m3: return std::ldexp(1.0, -10);
+    case DType::f8e5m2: return std::ldexp(1.0, -17);
+    case DType::i32:
+    case DType::i8:
+    case DType::i4: return 0.0;
+  }
+  return 0.0;
 }
 
 }  // namespace kc

@@ -1,5 +1,6 @@
 #include "kc/common/registry.hpp"
 
+#include <algorithm>
 #include <regex>
 
 namespace kc {
@@ -8,19 +9,61 @@ std::string KernelEntry::stage() const { return id.substr(0, id.find('/')); }
 
 std::string KernelEntry::report_group() const { return report.empty() ? stage() : report; }
 
+bool KernelEntry::runs_dtype(DType dtype) const {
+  return std::find(dtypes.begin(), dtypes.end(), dtype) != dtypes.end();
+}
+
+std::string KernelEntry::dtypes_text() const {
+  std::string text;
+  for (DType t : dtypes) text += (text.empty() ? "" : ",") + std::string(dtype_name(t));
+  return text;
+}
+
+Problem OpSpec::problem(std::vector<std::int64_t> dims, DType dtype, const ParamValues& values) const {
+  return make_problem(name, params, std::move(dims), dtype, values);
+}
+
+bool OpSpec::has_dtype(DType dtype) const {
+  return std::find(dtypes.begin(), dtypes.end(), dtype) != dtypes.end();
+}
+
+namespace {
+
+// "" when `p` is a well-formed problem of `op`: its name, as many dims, one of its dtypes, and its
+// parameters in the op's order.
+std::string malformed_reason(const OpSpec& op, const Problem& p) {
+  if (p.op != op.name) return fmt::format("it names op '{}'", p.op);
+  if (p.dims.size() != op.dim_names.size())
+    return fmt::format("it has {} dimensions, the op {}", p.dims.size(), op.dim_names.size());
+  if (!op.has_dtype(p.dtype)) return fmt::format("the op is not defined for {}", dtype_name(p.dtype));
+  if (p.params.size() != op.params.size()) return "its parameters are not the op's";
+  for (std::size_t i = 0; i < p.params.size(); ++i)
+    if (p.params[i].name != op.params[i].name || p.params[i].default_value != op.params[i].default_value)
+      return fmt::format("parameter {} is '{}', the op's is '{}'", i, p.params[i].name, op.params[i].name);
+  return {};
+}
+
+}  // namespace
+
 void Registry::add_op(OpSpec op) {
   require(!op.name.empty(), "an op needs a name");
   require(!has_op(op.name), "op '{}' registered twice", op.name);
-  require(static_cast<bool>(op.make_operands) && static_cast<bool>(op.reference) &&
-              static_cast<bool>(op.accuracy) && static_cast<bool>(op.work),
-          "op '{}' must define make_operands, reference, accuracy and work", op.name);
+  require(static_cast<bool>(op.make_operands) && static_cast<bool>(op.reset_operands) &&
+              static_cast<bool>(op.reference) && static_cast<bool>(op.accuracy) &&
+              static_cast<bool>(op.work),
+          "op '{}' must define make_operands, reset_operands, reference, accuracy and work "
+          "(build it with kc::build_op)", op.name);
   require(!op.dim_names.empty(), "op '{}' must name its dimensions", op.name);
-  for (const Problem& p : op.bench_problems)
-    require(p.op == op.name && p.dims.size() == op.dim_names.size(),
-            "op '{}': bench problem {} does not match the op", op.name, p.label());
-  for (const Problem& p : op.conformance_problems)
-    require(p.op == op.name && p.dims.size() == op.dim_names.size(),
-            "op '{}': conformance problem {} does not match the op", op.name, p.label());
+  require(!op.dtypes.empty(), "op '{}' must name the dtypes it is defined for", op.name);
+  for (const Problem& p : op.bench_problems) {
+    const std::string reason = malformed_reason(op, p);
+    require(reason.empty(), "op '{}': bench problem {} does not match the op: {}", op.name, p.label(), reason);
+  }
+  for (const Problem& p : op.conformance_problems) {
+    const std::string reason = malformed_reason(op, p);
+    require(reason.empty(), "op '{}': conformance problem {} does not match the op: {}", op.name,
+            p.label(), reason);
+  }
   ops_.push_back(std::move(op));
 }
 
@@ -35,6 +78,10 @@ void Registry::add_kernel(KernelEntry kernel) {
           kernel.id, kernel.op);
   require(static_cast<bool>(kernel.launch), "kernel '{}' has no launch function", kernel.id);
   require(!kernel.idea.empty(), "kernel '{}' needs a one-line idea", kernel.id);
+  require(!kernel.dtypes.empty(), "kernel '{}' must list the dtypes it runs", kernel.id);
+  for (DType t : kernel.dtypes)
+    require(op(kernel.op).has_dtype(t), "kernel '{}' runs {}, for which op '{}' is not defined",
+            kernel.id, dtype_name(t), kernel.op);
   require(kernel.min_compute_capability >= 50, "kernel '{}': minimum compute capability {} is not "
           "a capability (write 80 for sm_80)", kernel.id, kernel.min_compute_capability);
   for (const KernelEntry& k : kernels_)
@@ -82,6 +129,8 @@ std::string unsupported_reason(const Registry& registry, const KernelEntry& kern
   if (problem.dims.size() != op.dim_names.size())
     return fmt::format("{} takes {} dimensions, got {}", op.name, op.dim_names.size(),
                        problem.dims.size());
+  if (!kernel.runs_dtype(problem.dtype))
+    return fmt::format("{} runs {}, not {}", kernel.id, kernel.dtypes_text(), dtype_name(problem.dtype));
   if (device != nullptr && device->compute_capability() < kernel.min_compute_capability)
     return fmt::format("{} needs compute capability {}.{} or newer; {} is {}.{}", kernel.id,
                        kernel.min_compute_capability / 10, kernel.min_compute_capability % 10,

@@ -126,21 +126,25 @@ double timed_sample(const Launch& launch, cudaStream_t stream, L2Scrubber* scrub
 }  // namespace
 
 TimingStats time_launches(const Launch& launch, cudaStream_t stream, L2Scrubber* scrubber,
-                          const TimingConfig& config, const std::string& nvtx_name) {
+                          const TimingConfig& config, const std::string& nvtx_name,
+                          const Launch& before_last_sample) {
   require_valid(config);
   EventPair events;
   const int samples = sample_count(warm_up(launch, stream, config, events), config);
   std::vector<double> times;
   times.reserve(static_cast<std::size_t>(samples));
-  for (int i = 0; i < samples; ++i)
+  for (int i = 0; i < samples; ++i) {
+    if (i == samples - 1 && before_last_sample) before_last_sample(stream);
     times.push_back(timed_sample(launch, stream, scrubber, config, nvtx_name, events));
+  }
   return summarize_samples(std::move(times));
 }
 
 PairedTimingStats time_launches_paired(const Launch& first, const std::string& first_nvtx_name,
                                        const Launch& second, const std::string& second_nvtx_name,
                                        cudaStream_t stream, L2Scrubber* scrubber,
-                                       const TimingConfig& config) {
+                                       const TimingConfig& config,
+                                       const Launch& before_last_first_sample) {
   require_valid(config);
   EventPair events;
   const double first_estimate = warm_up(first, stream, config, events);
@@ -152,6 +156,7 @@ PairedTimingStats time_launches_paired(const Launch& first, const std::string& f
   for (int i = 0; i < samples; ++i) {
     // A B, then B A: neither always runs right after the other (a cooler or hotter start).
     const bool first_leads = i % 2 == 0;
+    if (i == samples - 1 && before_last_first_sample) before_last_first_sample(stream);
     if (first_leads) first_times.push_back(timed_sample(first, stream, scrubber, config, first_nvtx_name, events));
     second_times.push_back(timed_sample(second, stream, scrubber, config, second_nvtx_name, events));
     if (!first_leads) first_times.push_back(timed_sample(first, stream, scrubber, config, first_nvtx_name, events));

@@ -1,6 +1,7 @@
 // Files every stage-1 rung with the registry: id, rung number, one-line idea, constraints and
 // launch.
 #include <utility>
+#include <vector>
 
 #include "kc/stage1/sgemm.hpp"
 #include "kc/stage1/register.hpp"
@@ -11,18 +12,30 @@ namespace {
 
 using SgemmLaunch = void (*)(const SgemmArgs&, cudaStream_t);
 
-// `constraints` and `supports` describe shapes the rung refuses (empty: any shape).
+// The conformance problems rungs 06 and 07 refuse: K or N not a multiple of 4. Listed, not
+// computed, so that the conformance tests catch a constraint that widens or narrows.
+const std::vector<std::string> kFloat4RowsRefusals = {
+    "1x1x1 f32",        "1x17x127 f32",     "17x127x1 f32",     "127x1x17 f32",
+    "17x1000x127 f32",  "1000x127x17 f32",  "127x17x1000 f32",  "4093x17x127 f32",
+    "17x4093x1000 f32", "127x1000x4093 f32", "1000x4093x1 f32", "1x1000x4093 f32",
+    "4093x1x1000 f32",  "129x65x257 f32",   "31x33x35 f32",     "127x129x131 f32 alpha=1.5",
+    "127x129x131 f32 beta=1"};
+
+// `constraints` and `supports` describe shapes the rung refuses (empty: any shape); `refuses`
+// lists the conformance problems among them.
 KernelEntry sgemm_entry(std::string name, int rung, std::string idea, SgemmLaunch launch,
-                        std::string constraints = {}, SupportsFn supports = {}) {
+                        std::string constraints = {}, SupportsFn supports = {},
+                        std::vector<std::string> refuses = {}) {
   KernelEntry entry;
   entry.id = "stage1/sgemm/" + name;
   entry.op = "sgemm";
   entry.rung = rung;
   entry.idea = std::move(idea);
-  entry.dtype = DType::f32;
+  entry.dtypes = {DType::f32};
   entry.min_compute_capability = 80;
   entry.constraints = std::move(constraints);
   entry.supports = std::move(supports);
+  entry.refuses = std::move(refuses);
   entry.launch = [launch](const Problem& problem, Operands& operands, cudaStream_t stream) {
     launch(gemm_args<float>(problem, operands, BLayout::k_by_n), stream);
   };
@@ -43,11 +56,9 @@ std::string float4_rows_constraint(const Problem& problem) {
 OpSpec make_sgemm_op() {
   GemmOpConfig config;
   config.name = "sgemm";
-  config.ab_type = DType::f32;
-  config.c_type = DType::f32;
+  config.dtypes = {DType::f32};
   config.b_layout = BLayout::k_by_n;
   config.math = MathUnit::fp32_cuda_core;
-  config.precision = DType::f32;
   return make_gemm_op(config);
 }
 
@@ -78,10 +89,12 @@ void register_kernels(Registry& registry) {
                                   &sgemm_05_blocktile_2d));
   registry.add_kernel(sgemm_entry("06_vectorized", 6,
                                   "float4 global loads, A transposed in shared memory, LDS.128",
-                                  &sgemm_06_vectorized, float4_rows, &float4_rows_constraint));
+                                  &sgemm_06_vectorized, float4_rows, &float4_rows_constraint,
+                                  kFloat4RowsRefusals));
   registry.add_kernel(sgemm_entry("07_bank_conflict_free", 7,
                                   "padded A tile and spread thread tiles: no shared-memory bank conflicts",
-                                  &sgemm_07_bank_conflict_free, float4_rows, &float4_rows_constraint));
+                                  &sgemm_07_bank_conflict_free, float4_rows, &float4_rows_constraint,
+                                  kFloat4RowsRefusals));
   registry.add_kernel(sgemm_entry("08_warptile", 8,
                                   "block, warp and thread tiles; any shape (scalar fallback when unaligned)",
                                   &sgemm_08_warptile));

@@ -20,7 +20,7 @@ Registry stage1_registry() {
   return registry;
 }
 
-Problem sgemm(std::int64_t m, std::int64_t n, std::int64_t k) { return {"sgemm", {m, n, k}}; }
+Problem sgemm(std::int64_t m, std::int64_t n, std::int64_t k) { return gemm_problem("sgemm", {m, n, k}, DType::f32); }
 
 std::string reason(const Registry& registry, const std::string& name, const Problem& problem) {
   return unsupported_reason(registry, registry.kernel("stage1/sgemm/" + name), problem, nullptr);

@@ -28,11 +28,11 @@ TEST_P(SearchSpace, EveryConfigurationMatchesTheReferenceSplitOrNot) {
   const int config = GetParam();
   const OpSpec op = make_sgemm_op();
   const std::vector<Problem> problems = {
-      {"sgemm", {1, 1, 1}, 1.0, 0.0},          // one element, one k: every copy but one zero-filled
-      {"sgemm", {4093, 17, 127}, 1.0, 0.0},    // N odd: 4-byte copies of B, scalar stores of C
-      {"sgemm", {131, 257, 1031}, -0.5, 0.25}, // unaligned rows, C read
-      {"sgemm", {200, 384, 520}, 1.5, 0.0},    // aligned rows, partial tiles
-      {"sgemm", {256, 256, 4096}, 1.0, 1.0},   // full tiles, long K (split-K ranges of many tiles)
+      gemm_problem("sgemm", {1, 1, 1}, DType::f32, 1.0, 0.0),          // one element, one k: every copy but one zero-filled
+      gemm_problem("sgemm", {4093, 17, 127}, DType::f32, 1.0, 0.0),    // N odd: 4-byte copies of B, scalar stores of C
+      gemm_problem("sgemm", {131, 257, 1031}, DType::f32, -0.5, 0.25), // unaligned rows, C read
+      gemm_problem("sgemm", {200, 384, 520}, DType::f32, 1.5, 0.0),    // aligned rows, partial tiles
+      gemm_problem("sgemm", {256, 256, 4096}, DType::f32, 1.0, 1.0),   // full tiles, long K (split-K ranges of many tiles)
   };
   for (const int splits : {1, 3, 8}) {
     for (const Problem& problem : problems) {

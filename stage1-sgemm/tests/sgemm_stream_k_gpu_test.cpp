@@ -46,14 +46,14 @@ std::set<int> stream_k_configs() {
 TEST(StreamK, ForcedSmallWavesMatchTheReference) {
   KC_SKIP_WITHOUT_GPU();
   const std::vector<Problem> problems = {
-      {"sgemm", {300, 200, 777}, 1.0, 0.0},     // partial last k tile inside a stream-K segment
-      {"sgemm", {129, 131, 65}, -0.5, 0.25},    // odd everything, C read
-      {"sgemm", {1, 1, 1}, 1.0, 0.0},           // one tile: rung 10's launch
-      {"sgemm", {257, 513, 1031}, 1.5, 0.0},    // N odd: 4-byte copies of B, scalar atomics
-      {"sgemm", {257, 513, 1031}, 1.0, 1.0},    // beta = 1: no beta pass over the tail
-      {"sgemm", {1000, 1000, 300}, 0.75, -2.0}, // aligned rows, edge tiles, ranges across tiles
-      {"sgemm", {512, 384, 512}, 1.0, 0.0},     // every tile full: unchecked copies from k_begin != 0
-      {"sgemm", {640, 640, 40}, 1.0, 0.5},      // 3 k tiles per tile: too few to cut, rung 10's launch
+      gemm_problem("sgemm", {300, 200, 777}, DType::f32, 1.0, 0.0),     // partial last k tile inside a stream-K segment
+      gemm_problem("sgemm", {129, 131, 65}, DType::f32, -0.5, 0.25),    // odd everything, C read
+      gemm_problem("sgemm", {1, 1, 1}, DType::f32, 1.0, 0.0),           // one tile: rung 10's launch
+      gemm_problem("sgemm", {257, 513, 1031}, DType::f32, 1.5, 0.0),    // N odd: 4-byte copies of B, scalar atomics
+      gemm_problem("sgemm", {257, 513, 1031}, DType::f32, 1.0, 1.0),    // beta = 1: no beta pass over the tail
+      gemm_problem("sgemm", {1000, 1000, 300}, DType::f32, 0.75, -2.0), // aligned rows, edge tiles, ranges across tiles
+      gemm_problem("sgemm", {512, 384, 512}, DType::f32, 1.0, 0.0),     // every tile full: unchecked copies from k_begin != 0
+      gemm_problem("sgemm", {640, 640, 40}, DType::f32, 1.0, 0.5),      // 3 k tiles per tile: too few to cut, rung 10's launch
   };
   int stream_k_runs = 0;
   int two_tile_runs = 0;
@@ -90,8 +90,8 @@ TEST(StreamK, ForcedSmallWavesMatchTheReference) {
 // H200: 25 tail tiles of 16 k tiles over 50 stream-K blocks).
 TEST(StreamK, RegisteredRungMatchesTheReferenceBeyondOneWave) {
   KC_SKIP_WITHOUT_GPU();
-  for (const Problem& problem : {Problem{"sgemm", {2100, 2100, 256}, 1.0, 0.0},
-                                 Problem{"sgemm", {2100, 2100, 257}, -1.0, 0.5}}) {
+  for (const Problem& problem : {gemm_problem("sgemm", {2100, 2100, 256}, DType::f32, 1.0, 0.0),
+                                 gemm_problem("sgemm", {2100, 2100, 257}, DType::f32, -1.0, 0.5)}) {
     const CheckOutcome outcome = check_sgemm(problem, 29, &sgemm_11_stream_k);
     EXPECT_TRUE(outcome.passed()) << problem.label() << ": " << outcome.detail;
   }

@@ -98,8 +98,8 @@ double tflops_of(const Problem& p, double ms) {
 // Step 1: which configurations compute the right result, split or not.
 std::vector<bool> check_configurations(const OpSpec& op, Context& context) {
   const std::vector<Problem> problems = {
-      {"sgemm", {131, 257, 1031}, 1.0, 0.0},  // N odd: 4-byte copies of B, scalar stores of C
-      {"sgemm", {200, 384, 520}, 1.5, 0.5},   // aligned rows, partial tiles, C read
+      gemm_problem("sgemm", {131, 257, 1031}, DType::f32, 1.0, 0.0),  // N odd: 4-byte copies of B, scalar stores of C
+      gemm_problem("sgemm", {200, 384, 520}, DType::f32, 1.5, 0.5),   // aligned rows, partial tiles, C read
   };
   std::vector<bool> passed(kSearchSpaceSize, true);
   std::printf("checking %d configurations\n", kSearchSpaceSize);
@@ -178,7 +178,7 @@ int run(const TuneOptions& options) {
     // log of TFLOPS summed over the class's shapes, per (config, splits)
     std::map<std::pair<int, int>, double> log_sum;
     for (const auto& dims : plan.shapes) {
-      const Problem problem{"sgemm", dims, 1.0, 0.0};
+      const Problem problem = gemm_problem("sgemm", dims, DType::f32);
       const ShapeClass actual = classify_shape(static_cast<int>(dims[0]), static_cast<int>(dims[1]),
                                                static_cast<int>(dims[2]));
       require(actual == plan.shape_class, "tuning shape {} is class {}, not {}", problem.shape(),

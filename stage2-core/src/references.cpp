@@ -1,5 +1,8 @@
 #include "kc/stage2/references.hpp"
 
+#include <functional>
+#include <vector>
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -7,7 +10,7 @@
 
 #include "kc/common/error.hpp"
 #include "kc/stage2/embedding.hpp"
-#include "kc/stage2/parallel.hpp"
+#include "kc/common/parallel.hpp"
 
 namespace kc::stage2 {
 namespace {
@@ -50,13 +53,18 @@ void rmsnorm_reference(const double* x, const double* weight, std::int64_t rows,
 }
 
 void residual_rmsnorm_reference(const double* x, const double* residual, const double* weight,
-                                std::int64_t rows, std::int64_t cols, double eps, double* sum,
+                                std::int64_t rows, std::int64_t cols, double eps,
+                                const std::function<double(double)>& store, double* sum,
                                 double* y) {
   for_each_row(rows, cols, [&](std::int64_t r) {
     double* s = sum + r * cols;
-    for (std::int64_t c = 0; c < cols; ++c) s[c] = x[r * cols + c] + residual[r * cols + c];
-    const double scale = inverse_rms(s, cols, eps);
-    for (std::int64_t c = 0; c < cols; ++c) y[r * cols + c] = s[c] * scale * weight[c];
+    std::vector<double> stored(static_cast<std::size_t>(cols));
+    for (std::int64_t c = 0; c < cols; ++c) {
+      s[c] = x[r * cols + c] + residual[r * cols + c];
+      stored[static_cast<std::size_t>(c)] = store(s[c]);
+    }
+    const double scale = inverse_rms(stored.data(), cols, eps);
+    for (std::int64_t c = 0; c < cols; ++c) y[r * cols + c] = stored[static_cast<std::size_t>(c)] * scale * weight[c];
   });
 }
 

@@ -1,8 +1,8 @@
 // Element-wise ops: vector add, scale, activations, bias + activation, SwiGLU.
 #include <fmt/format.h>
 
+#include "kc/common/parallel.hpp"
 #include "kc/stage2/kernels.hpp"
-#include "kc/stage2/parallel.hpp"
 #include "kc/stage2/references.hpp"
 #include "register_helpers.hpp"
 
@@ -31,34 +31,22 @@ constexpr ActivationOp kActivations[] = {
     {Activation::gelu_erf, "gelu_erf", "0.5 x (1 + erf(x / sqrt(2)))"},
 };
 
-std::vector<Problem> vector_problems(const std::string& op, double alpha) {
-  std::vector<Problem> problems;
-  for (std::int64_t count : {1, 31, 1000, 4097, 65536, 1000003}) problems.push_back({op, {count}, alpha});
-  return problems;
-}
-
-MemoryOpConfig vector_op(const std::string& name, DType dtype, std::string description, double alpha) {
-  MemoryOpConfig config;
-  config.name = name;
-  config.description = std::move(description);
-  config.dtype = dtype;
-  config.dim_names = {"count"};
-  config.bench_problems = {{name, {kBenchElements}, alpha}};
-  config.conformance_problems = vector_problems(name, alpha);
+OpConfig vector_op(const std::string& name, std::string description,
+                   const std::shared_ptr<CopyScratch>& scratch, const ParamValues& params = {}) {
+  OpConfig config = memory_op(name, std::move(description), {"count"}, scratch);
+  config.bench = {{{kBenchElements}, std::nullopt, params}};
+  for (std::int64_t count : {1, 31, 1000, 4097, 65536, 1000003})
+    config.conformance.push_back({{count}, std::nullopt, params});
   config.flops = [](const Problem& p) { return elements(p); };
   return config;
 }
 
-MemoryOpConfig matrix_op(const std::string& name, DType dtype, std::string description,
-                         std::vector<std::string> dim_names) {
-  MemoryOpConfig config;
-  config.name = name;
-  config.description = std::move(description);
-  config.dtype = dtype;
-  config.dim_names = std::move(dim_names);
+OpConfig matrix_op(const std::string& name, std::string description,
+                   std::vector<std::string> dim_names, const std::shared_ptr<CopyScratch>& scratch) {
+  OpConfig config = memory_op(name, std::move(description), std::move(dim_names), scratch);
   // One shape for every dtype: 8192 x 4096, i.e. 2^25 elements, as the vector ops.
-  config.bench_problems = {{name, {8192, 4096}}};
-  config.conformance_problems = row_op_conformance_problems(name);
+  config.bench = {{{8192, 4096}}};
+  config.conformance = row_op_conformance_problems();
   return config;
 }
 
@@ -72,71 +60,61 @@ std::vector<double> generated(std::size_t count, const F& f) {
   return out;
 }
 
-template <typename T>
-ElementwiseArgs<T> elementwise_args(ElementwiseKind kind, Activation activation, const Problem& p,
-                                    Operands& o) {
-  ElementwiseArgs<T> a;
-  a.kind = kind;
-  a.activation = activation;
-  a.count = p.dims[0];
-  a.alpha = static_cast<float>(p.alpha);
-  a.a = o["a"].data<T>();
-  if (kind == ElementwiseKind::add) a.b = o["b"].data<T>();
-  a.out = o["out"].data<T>();
-  return a;
-}
-
-template <typename T>
 void add_elementwise_ladder(Registry& registry, const std::string& op, ElementwiseKind kind,
                             Activation activation) {
-  add_ladder<ElementwiseArgs<T>>(
-      registry, op, dtype_of_v<T>,
-      [kind, activation](const Problem& p, Operands& o) {
-        return elementwise_args<T>(kind, activation, p, o);
+  add_ladder<ElementwiseArgs>(
+      registry, op,
+      [kind, activation](const Problem& p, Operands& o, auto type) {
+        using T = typename decltype(type)::type;
+        ElementwiseArgs<T> a;
+        a.kind = kind;
+        a.activation = activation;
+        a.count = p.dims[0];
+        if (kind == ElementwiseKind::scale) a.alpha = static_cast<float>(p.param("alpha"));
+        a.a = o["a"].data<T>();
+        if (kind == ElementwiseKind::add) a.b = o["b"].data<T>();
+        a.out = o["out"].data<T>();
+        return a;
       },
-      {{{"01_scalar", 1, "one element per thread, 2- or 4-byte accesses"}, &elementwise_01_scalar<T>},
-       {{"02_vectorized", 2, "16-byte accesses: 8 bf16/fp16 or 4 float per thread"},
-        &elementwise_02_vectorized<T>}});
+      {rung<ElementwiseArgs>("01_scalar", 1, "one element per thread, 2- or 4-byte accesses",
+                             [](const auto& a, cudaStream_t s) { elementwise_01_scalar(a, s); }),
+       rung<ElementwiseArgs>("02_vectorized", 2, "16-byte accesses: 8 bf16/fp16 or 4 float per thread",
+                             [](const auto& a, cudaStream_t s) { elementwise_02_vectorized(a, s); })});
 }
 
-template <typename T>
-void register_for(Registry& registry, const std::shared_ptr<CopyScratch>& scratch) {
-  constexpr DType dtype = dtype_of_v<T>;
-  const std::string type = std::string(dtype_name(dtype));
+}  // namespace
 
+void register_elementwise_ops(Registry& registry, const std::shared_ptr<CopyScratch>& scratch) {
   {
-    MemoryOpConfig config = vector_op(op_name("vector_add", dtype), dtype,
-                                      fmt::format("out = a + b, {}", type), 1.0);
-    config.operands = {input("a", dtype, kVector), input("b", dtype, kVector),
-                       output("out", dtype, kVector)};
-    config.reference = [](const Problem&, const HostTensors& in) {
+    OpConfig config = vector_op("vector_add", "out = a + b", scratch);
+    config.operands = {input("a", kVector), input("b", kVector), output("out", kVector)};
+    config.host_reference = [](const Problem&, const HostTensors& in) {
       const std::vector<double>& a = in.at("a");
       const std::vector<double>& b = in.at("b");
       return HostTensors{{"out", generated(a.size(), [&](std::size_t i) { return a[i] + b[i]; })}};
     };
-    registry.add_op(make_memory_op(std::move(config), scratch));
-    add_elementwise_ladder<T>(registry, op_name("vector_add", dtype), ElementwiseKind::add, Activation::relu);
+    registry.add_op(build_op(std::move(config)));
+    add_elementwise_ladder(registry, "vector_add", ElementwiseKind::add, Activation::relu);
   }
   {
-    // alpha is the problem's scalar: `--alpha` on the kc-bench command line.
-    MemoryOpConfig config = vector_op(op_name("scale", dtype), dtype,
-                                      fmt::format("out = alpha * a (alpha: the problem's scalar), {}", type),
-                                      -1.75);
-    config.operands = {input("a", dtype, kVector), output("out", dtype, kVector)};
-    config.reference = [](const Problem& p, const HostTensors& in) {
-      const double alpha = static_cast<double>(static_cast<float>(p.alpha));  // kernels take a float
+    // alpha is a parameter: `--param alpha=X` on the kc-bench command line.
+    OpConfig config = vector_op("scale", "out = alpha * a, alpha rounded to float", scratch,
+                                {{"alpha", -1.75}});
+    config.params = {{"alpha", 1.0, "the factor"}};
+    config.operands = {input("a", kVector), output("out", kVector)};
+    config.host_reference = [](const Problem& p, const HostTensors& in) {
+      const double alpha = static_cast<double>(static_cast<float>(p.param("alpha")));  // kernels take a float
       const std::vector<double>& a = in.at("a");
       return HostTensors{{"out", generated(a.size(), [&](std::size_t i) { return alpha * a[i]; })}};
     };
-    registry.add_op(make_memory_op(std::move(config), scratch));
-    add_elementwise_ladder<T>(registry, op_name("scale", dtype), ElementwiseKind::scale, Activation::relu);
+    registry.add_op(build_op(std::move(config)));
+    add_elementwise_ladder(registry, "scale", ElementwiseKind::scale, Activation::relu);
   }
   for (const ActivationOp& act : kActivations) {
-    MemoryOpConfig config = vector_op(op_name(act.name, dtype), dtype,
-                                      fmt::format("out = {}, {}; limits at +-inf", act.formula, type), 1.0);
-    config.operands = {input("a", dtype, kVector, kActivationInputs), output("out", dtype, kVector)};
+    OpConfig config = vector_op(act.name, fmt::format("out = {}; limits at +-inf", act.formula), scratch);
+    config.operands = {input("a", kVector, kActivationInputs), output("out", kVector)};
     const Activation activation = act.activation;
-    config.reference = [activation](const Problem&, const HostTensors& in) {
+    config.host_reference = [activation](const Problem&, const HostTensors& in) {
       const std::vector<double>& a = in.at("a");
       return HostTensors{{"out", generated(a.size(), [&](std::size_t i) {
                             return activation_reference(activation, a[i]);
@@ -145,17 +123,15 @@ void register_for(Registry& registry, const std::shared_ptr<CopyScratch>& scratc
     config.flops = [activation](const Problem& p) {
       return (activation == Activation::relu ? 1.0 : 8.0) * elements(p);
     };
-    registry.add_op(make_memory_op(std::move(config), scratch));
-    add_elementwise_ladder<T>(registry, op_name(act.name, dtype), ElementwiseKind::activation, activation);
+    registry.add_op(build_op(std::move(config)));
+    add_elementwise_ladder(registry, act.name, ElementwiseKind::activation, activation);
 
-    const std::string bias_op = op_name(std::string("bias_") + act.name, dtype);
-    MemoryOpConfig bias = matrix_op(bias_op, dtype,
-                                    fmt::format("out = act(x + bias[col]), act(x) = {}, {}", act.formula, type),
-                                    {"rows", "cols"});
-    bias.operands = {input("x", dtype, kMatrix, kActivationInputs),
-                     input("bias", dtype, kRowVector, FillSpec::uniform(-0.5, 0.5)),
-                     output("out", dtype, kMatrix)};
-    bias.reference = [activation](const Problem& p, const HostTensors& in) {
+    const std::string bias_op = std::string("bias_") + act.name;
+    OpConfig bias = matrix_op(bias_op, fmt::format("out = act(x + bias[col]), act(x) = {}", act.formula),
+                              {"rows", "cols"}, scratch);
+    bias.operands = {input("x", kMatrix, kActivationInputs),
+                     input("bias", kRowVector, FillSpec::uniform(-0.5, 0.5)), output("out", kMatrix)};
+    bias.host_reference = [activation](const Problem& p, const HostTensors& in) {
       const std::vector<double>& x = in.at("x");
       const std::vector<double>& b = in.at("bias");
       const auto cols = static_cast<std::size_t>(p.dims[1]);
@@ -166,10 +142,18 @@ void register_for(Registry& registry, const std::shared_ptr<CopyScratch>& scratc
     bias.flops = [activation](const Problem& p) {
       return (activation == Activation::relu ? 2.0 : 9.0) * elements(p);
     };
-    registry.add_op(make_memory_op(std::move(bias), scratch));
-    add_ladder<BiasActivationArgs<T>>(
-        registry, bias_op, dtype,
-        [activation](const Problem& p, Operands& o) {
+    // Rung 01 stores x + bias in the dtype before the activation: two roundings.
+    bias.accuracy = [](const Problem&, const std::string&, DType output) {
+      Accuracy accuracy;
+      accuracy.output = output;
+      accuracy.roundings = 2;
+      return accuracy;
+    };
+    registry.add_op(build_op(std::move(bias)));
+    add_ladder<BiasActivationArgs>(
+        registry, bias_op,
+        [activation](const Problem& p, Operands& o, auto type) {
+          using T = typename decltype(type)::type;
           BiasActivationArgs<T> a;
           a.activation = activation;
           a.rows = static_cast<int>(p.dims[0]);
@@ -179,31 +163,30 @@ void register_for(Registry& registry, const std::shared_ptr<CopyScratch>& scratc
           a.out = o["out"].data<T>();
           return a;
         },
-        {{{"01_unfused", 1, "bias kernel, then activation kernel: out makes a DRAM round trip"},
-          &bias_activation_01_unfused<T>},
-         {{"02_fused", 2, "map(then(Add, act)): one pass, any activation, no new kernel"},
-          &bias_activation_02_fused<T>}});
+        {rung<BiasActivationArgs>("01_unfused", 1,
+                                  "bias kernel, then activation kernel: out makes a DRAM round trip",
+                                  [](const auto& a, cudaStream_t s) { bias_activation_01_unfused(a, s); }),
+         rung<BiasActivationArgs>("02_fused", 2, "map(then(Add, act)): one pass, any activation, no new kernel",
+                                  [](const auto& a, cudaStream_t s) { bias_activation_02_fused(a, s); })});
   }
   {
-    const std::string op = op_name("swiglu", dtype);
-    MemoryOpConfig config = matrix_op(
-        op, dtype,
-        fmt::format("out = silu(gate) * up from the fused projection [gate | up] (rows x 2*hidden), {}", type),
-        {"rows", "hidden"});
-    config.operands = {input("gate_up", dtype,
-                             [](const Problem& p) { return Shape{p.dims[0], 2 * p.dims[1]}; },
+    OpConfig config = matrix_op(
+        "swiglu", "out = silu(gate) * up from the fused projection [gate | up] (rows x 2*hidden)",
+        {"rows", "hidden"}, scratch);
+    config.operands = {input("gate_up", [](const Problem& p) { return Shape{p.dims[0], 2 * p.dims[1]}; },
                              FillSpec::uniform(-4.0, 4.0)),
-                       output("out", dtype, kMatrix)};
-    config.reference = [](const Problem& p, const HostTensors& in) {
+                       output("out", kMatrix)};
+    config.host_reference = [](const Problem& p, const HostTensors& in) {
       std::vector<double> out(static_cast<std::size_t>(p.dims[0] * p.dims[1]));
       swiglu_reference(in.at("gate_up").data(), p.dims[0], p.dims[1], out.data());
       return HostTensors{{"out", std::move(out)}};
     };
     config.flops = [](const Problem& p) { return 6.0 * elements(p); };
-    registry.add_op(make_memory_op(std::move(config), scratch));
-    add_ladder<SwigluArgs<T>>(
-        registry, op, dtype,
-        [](const Problem& p, Operands& o) {
+    registry.add_op(build_op(std::move(config)));
+    add_ladder<SwigluArgs>(
+        registry, "swiglu",
+        [](const Problem& p, Operands& o, auto type) {
+          using T = typename decltype(type)::type;
           SwigluArgs<T> a;
           a.rows = static_cast<int>(p.dims[0]);
           a.hidden = static_cast<int>(p.dims[1]);
@@ -211,18 +194,11 @@ void register_for(Registry& registry, const std::shared_ptr<CopyScratch>& scratc
           a.out = o["out"].data<T>();
           return a;
         },
-        {{{"01_naive", 1, "column-slice views + on_first(Silu, Mul), one element per thread"},
-          &swiglu_01_naive<T>},
-         {{"02_vectorized", 2, "the same views and functor with 16-byte accesses"}, &swiglu_02_vectorized<T>}});
+        {rung<SwigluArgs>("01_naive", 1, "column-slice views + on_first(Silu, Mul), one element per thread",
+                          [](const auto& a, cudaStream_t s) { swiglu_01_naive(a, s); }),
+         rung<SwigluArgs>("02_vectorized", 2, "the same views and functor with 16-byte accesses",
+                          [](const auto& a, cudaStream_t s) { swiglu_02_vectorized(a, s); })});
   }
-}
-
-}  // namespace
-
-void register_elementwise_ops(Registry& registry, const std::shared_ptr<CopyScratch>& scratch) {
-  register_for<__nv_bfloat16>(registry, scratch);
-  register_for<__half>(registry, scratch);
-  register_for<float>(registry, scratch);
 }
 
 }  // namespace kc::stage2::detail

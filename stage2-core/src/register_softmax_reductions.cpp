@@ -1,9 +1,6 @@
 // Softmax and the row reductions (sum, max, mean, sum of squares): op descriptions and ladders.
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <cmath>
-
 #include "kc/stage2/kernels.hpp"
 #include "kc/stage2/references.hpp"
 #include "register_helpers.hpp"
@@ -16,41 +13,28 @@ const ShapeFn kColumn = dims_at({0});     // rows
 
 std::int64_t rows_of(const Problem& p) { return p.dims[0]; }
 std::int64_t cols_of(const Problem& p) { return p.dims[1]; }
+double cols_as_terms(const Problem& p) { return static_cast<double>(cols_of(p)); }
+double one_term(const Problem&) { return 1.0; }
 
-MemoryOpConfig rowwise(const std::string& name, DType dtype, std::string description,
-                       BenchTarget target = BenchTarget::other) {
-  MemoryOpConfig config;
-  config.name = name;
-  config.description = std::move(description);
-  config.dtype = dtype;
-  config.dim_names = {"rows", "cols"};
-  config.bench_problems = row_op_bench_problems(name, dtype, target);
-  config.conformance_problems = row_op_conformance_problems(name);
-  return config;
-}
-
-MemoryOpConfig softmax_config(DType dtype) {
-  MemoryOpConfig config =
-      rowwise(op_name("softmax", dtype), dtype,
-              fmt::format("y = exp(x - max) / sum(exp(x - max)) per row; {} in and out, float math; "
-                          "inputs normal(0, 30), far beyond exp's float range",
-                          dtype_name(dtype)),
-              BenchTarget::issue_target);
+OpConfig softmax_config(const std::shared_ptr<CopyScratch>& scratch) {
+  OpConfig config = memory_op(
+      "softmax",
+      "y = exp(x - max) / sum(exp(x - max)) per row; float math; inputs normal(0, 30), far beyond "
+      "exp's float range",
+      {"rows", "cols"}, scratch);
+  config.bench = row_op_bench_problems(BenchTarget::headline);
+  config.conformance = row_op_conformance_problems();
   // Standard deviation 30: rows reach several hundred, so exp(x) without the max overflows.
-  config.operands = {input("x", dtype, kMatrix, FillSpec::normal(0.0, 30.0)),
-                     output("y", dtype, kMatrix)};
-  config.reference = [](const Problem& p, const HostTensors& in) {
+  config.operands = {input("x", kMatrix, FillSpec::normal(0.0, 30.0)), output("y", kMatrix)};
+  config.host_reference = [](const Problem& p, const HostTensors& in) {
     std::vector<double> y(static_cast<std::size_t>(rows_of(p) * cols_of(p)));
     softmax_reference(in.at("x").data(), rows_of(p), cols_of(p), y.data());
     return HostTensors{{"y", std::move(y)}};
   };
   config.flops = [](const Problem& p) { return 5.0 * elements(p); };
-  // Outputs average 1/cols: an absolute bound of atol alone would let a kernel writing zeros pass.
-  // fp16 cannot resolve less than its subnormal spacing 2^-24, so its bound stops shrinking there.
-  const double resolution = dtype == DType::f16 ? std::ldexp(1.0, -24) / tolerance_for(dtype).atol : 0.0;
-  config.tolerance_scale = [resolution](const Problem& p, const std::string&) {
-    return std::max(1.0 / static_cast<double>(cols_of(p)), resolution);
-  };
+  // Each output divides by a sum over its row. Outputs average 1/cols, so the bound's absolute
+  // part is relative to their rms, not 1: a kernel writing zeros fails.
+  config.accuracy = summing(&cols_as_terms);
   return config;
 }
 
@@ -78,19 +62,17 @@ RowReduceArgs<T> row_reduce_args(RowReduction kind, const Problem& p, Operands& 
   return a;
 }
 
-template <typename T>
-MemoryOpConfig reduction_config(const ReductionOp& reduction) {
-  constexpr DType dtype = dtype_of_v<T>;
-  MemoryOpConfig config =
-      rowwise(op_name(reduction.name, dtype), dtype,
-              fmt::format("{}; {} in and out, float accumulation", reduction.formula, dtype_name(dtype)));
+OpConfig reduction_config(const ReductionOp& reduction, const std::shared_ptr<CopyScratch>& scratch) {
+  OpConfig config = memory_op(reduction.name, fmt::format("{}; float accumulation", reduction.formula),
+                              {"rows", "cols"}, scratch);
+  config.bench = row_op_bench_problems(BenchTarget::other);
+  config.conformance = row_op_conformance_problems();
   // Mostly positive: a row's sum stays far from 0, so its relative error measures the kernel's
   // accumulation, not the cancellation of a sum that happens to land near 0 (the one-thread-per-row
   // rung adds 40000 floats in sequence).
-  config.operands = {input("x", dtype, kMatrix, FillSpec::uniform(-0.5, 1.5)),
-                     output("out", dtype, kColumn)};
+  config.operands = {input("x", kMatrix, FillSpec::uniform(-0.5, 1.5)), output("out", kColumn)};
   const RowReduction kind = reduction.kind;
-  config.reference = [kind](const Problem& p, const HostTensors& in) {
+  config.host_reference = [kind](const Problem& p, const HostTensors& in) {
     std::vector<double> out(static_cast<std::size_t>(rows_of(p)));
     row_reduce_reference(kind, in.at("x").data(), rows_of(p), cols_of(p), out.data());
     return HostTensors{{"out", std::move(out)}};
@@ -98,26 +80,27 @@ MemoryOpConfig reduction_config(const ReductionOp& reduction) {
   config.flops = [kind](const Problem& p) {
     return (kind == RowReduction::sum_squares ? 2.0 : 1.0) * elements(p);
   };
-  // A float sum of cols values carries rounding error growing like sqrt(cols).
-  config.tolerance_scale = [kind](const Problem& p, const std::string&) {
-    return kind == RowReduction::sum || kind == RowReduction::sum_squares
-               ? std::sqrt(static_cast<double>(cols_of(p)))
-               : 1.0;
-  };
+  // A float sum of cols values carries rounding error growing like sqrt(cols); a max is exact.
+  config.accuracy = summing(kind == RowReduction::max ? &one_term : &cols_as_terms);
   config.baseline_name = "CUB BlockReduce, a block per row";
   config.baseline = [kind](const Problem& p, Operands& o, Context& context) {
-    row_reduce_cub(row_reduce_args<T>(kind, p, o), context.stream());
+    switch (p.dtype) {
+      case DType::bf16: row_reduce_cub(row_reduce_args<__nv_bfloat16>(kind, p, o), context.stream()); return;
+      case DType::f16: row_reduce_cub(row_reduce_args<__half>(kind, p, o), context.stream()); return;
+      default: row_reduce_cub(row_reduce_args<float>(kind, p, o), context.stream()); return;
+    }
   };
   return config;
 }
 
-template <typename T>
-void register_for(Registry& registry, const std::shared_ptr<CopyScratch>& scratch) {
-  constexpr DType dtype = dtype_of_v<T>;
-  registry.add_op(make_memory_op(softmax_config(dtype), scratch));
-  add_ladder<SoftmaxArgs<T>>(
-      registry, op_name("softmax", dtype), dtype,
-      [](const Problem& p, Operands& o) {
+}  // namespace
+
+void register_softmax_and_reduction_ops(Registry& registry, const std::shared_ptr<CopyScratch>& scratch) {
+  registry.add_op(build_op(softmax_config(scratch)));
+  add_ladder<SoftmaxArgs>(
+      registry, "softmax",
+      [](const Problem& p, Operands& o, auto type) {
+        using T = typename decltype(type)::type;
         SoftmaxArgs<T> a;
         a.rows = static_cast<int>(rows_of(p));
         a.cols = static_cast<int>(cols_of(p));
@@ -125,39 +108,35 @@ void register_for(Registry& registry, const std::shared_ptr<CopyScratch>& scratc
         a.y = o["y"].data<T>();
         return a;
       },
-      {{{"01_naive_3pass", 1, "one thread per row: max, sum of exp(x - max), write"},
-        &softmax_01_naive_3pass<T>},
-       {{"02_block_3pass", 2, "a block per row, coalesced, the same three passes"},
-        &softmax_02_block_3pass<T>},
-       {{"03_online", 3, "online (max, sum) in one pass, one pair reduction, then the write"},
-        &softmax_03_online<T>},
-       {{"04_online_vectorized", 4, "online softmax with 16-byte loads and stores"},
-        &softmax_04_online_vectorized<T>},
-       {{"05_row_in_registers", 5, "row held in registers: one read, one exp per element"},
-        &softmax_05_row_in_registers<T>},
-       {{"06_lean_exp", 6, "rung 05 in under half the instructions: flushing exp, max-then-sum reduction"},
-        &softmax_06_lean_exp<T>}});
+      {rung<SoftmaxArgs>("01_naive_3pass", 1, "one thread per row: max, sum of exp(x - max), write",
+                         [](const auto& a, cudaStream_t s) { softmax_01_naive_3pass(a, s); }),
+       rung<SoftmaxArgs>("02_block_3pass", 2, "a block per row, coalesced, the same three passes",
+                         [](const auto& a, cudaStream_t s) { softmax_02_block_3pass(a, s); }),
+       rung<SoftmaxArgs>("03_online", 3, "online (max, sum) in one pass, one pair reduction, then the write",
+                         [](const auto& a, cudaStream_t s) { softmax_03_online(a, s); }),
+       rung<SoftmaxArgs>("04_online_vectorized", 4, "online softmax with 16-byte loads and stores",
+                         [](const auto& a, cudaStream_t s) { softmax_04_online_vectorized(a, s); }),
+       rung<SoftmaxArgs>("05_row_in_registers", 5, "row held in registers: one read, one exp per element",
+                         [](const auto& a, cudaStream_t s) { softmax_05_row_in_registers(a, s); }),
+       rung<SoftmaxArgs>("06_lean_exp", 6,
+                         "rung 05 in under half the instructions: flushing exp, max-then-sum reduction",
+                         [](const auto& a, cudaStream_t s) { softmax_06_lean_exp(a, s); })});
 
   for (const ReductionOp& reduction : kReductions) {
-    const std::string op = op_name(reduction.name, dtype);
-    registry.add_op(make_memory_op(reduction_config<T>(reduction), scratch));
+    registry.add_op(build_op(reduction_config(reduction, scratch)));
     const RowReduction kind = reduction.kind;
-    add_ladder<RowReduceArgs<T>>(
-        registry, op, dtype,
-        [kind](const Problem& p, Operands& o) { return row_reduce_args<T>(kind, p, o); },
-        {{{"01_naive", 1, "one thread per row"}, &row_reduce_01_naive<T>},
-         {{"02_warp_shuffle", 2, "a block per row, warp-shuffle reduction"}, &row_reduce_02_warp_shuffle<T>},
-         {{"03_vectorized", 3, "16-byte loads; a warp or a block per row by length"},
-          &row_reduce_03_vectorized<T>}});
+    add_ladder<RowReduceArgs>(
+        registry, reduction.name,
+        [kind](const Problem& p, Operands& o, auto type) {
+          return row_reduce_args<typename decltype(type)::type>(kind, p, o);
+        },
+        {rung<RowReduceArgs>("01_naive", 1, "one thread per row",
+                             [](const auto& a, cudaStream_t s) { row_reduce_01_naive(a, s); }),
+         rung<RowReduceArgs>("02_warp_shuffle", 2, "a block per row, warp-shuffle reduction",
+                             [](const auto& a, cudaStream_t s) { row_reduce_02_warp_shuffle(a, s); }),
+         rung<RowReduceArgs>("03_vectorized", 3, "16-byte loads; a warp or a block per row by length",
+                             [](const auto& a, cudaStream_t s) { row_reduce_03_vectorized(a, s); })});
   }
-}
-
-}  // namespace
-
-void register_softmax_and_reduction_ops(Registry& registry, const std::shared_ptr<CopyScratch>& scratch) {
-  register_for<__nv_bfloat16>(registry, scratch);
-  register_for<__half>(registry, scratch);
-  register_for<float>(registry, scratch);
 }
 
 }  // namespace kc::stage2::detail

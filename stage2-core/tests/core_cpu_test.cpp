@@ -11,7 +11,7 @@
 #include "kc/core/launch.hpp"
 #include "kc/core/tensor_view.hpp"
 #include "kc/core/vector_io.hpp"
-#include "kc/stage2/parallel.hpp"
+#include "kc/common/parallel.hpp"
 
 namespace kc::core {
 namespace {
@@ -223,7 +223,7 @@ TEST(DTypeTraits, RoundToNearestEven) {
 TEST(ParallelFor, CoversEveryIndexExactlyOnce) {
   for (std::int64_t count : {0, 1, 7, 1000, 3000000}) {
     std::vector<std::atomic<int>> hits(static_cast<std::size_t>(count));
-    stage2::parallel_for(count, 1, [&](std::int64_t begin, std::int64_t end) {
+    parallel_for(count, 1, [&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t i = begin; i < end; ++i) hits[static_cast<std::size_t>(i)]++;
     });
     for (const auto& h : hits) ASSERT_EQ(h.load(), 1);

@@ -18,7 +18,6 @@
 #include "kc/common/check.hpp"
 #include "kc/core/launch.hpp"
 #include "kc/core/reduce.cuh"
-#include "kc/stage2/memory_op.hpp"
 #include "kc/stage2/register.hpp"
 #include "stage2_registry.hpp"
 #include "support/gpu_test.hpp"
@@ -74,6 +73,10 @@ struct Case {
   std::map<std::string, std::vector<double>> inputs;  // replaces the random inputs by name
 };
 
+Problem problem(const std::string& op, std::vector<std::int64_t> dims, DType dtype) {
+  return stage2_registry().op(op).problem(std::move(dims), dtype);
+}
+
 // Runs every rung of the op on the hand-made inputs; returns the outputs of each rung by kernel id.
 std::map<std::string, std::map<std::string, std::vector<double>>> run_every_rung(const Case& c) {
   Context& context = shared_context();
@@ -83,17 +86,16 @@ std::map<std::string, std::map<std::string, std::vector<double>>> run_every_rung
     if (kernel.op != c.op) continue;
     Operands operands = op.make_operands(c.problem, 7, context);
     for (const auto& [name, values] : c.inputs) upload(operands[name], values, context.stream());
-    const auto reference = op.reference(c.problem, operands, context);
+    const References reference = op.reference(c.problem, operands, context);
     kernel.launch(c.problem, operands, context.stream());
     KC_CHECK_LAUNCH();
     KC_CUDA_CHECK(cudaStreamSynchronize(context.stream()));
     for (const Tensor& tensor : operands.tensors()) {
       if (!tensor.is_output) continue;
       const std::vector<double> out = download(tensor);
-      const std::vector<double>& expected = reference.at(tensor.name);
-      const Accuracy accuracy = op.accuracy(c.problem, tensor);
+      const std::vector<double> expected = reference.at(tensor.name).to_host(context.stream());
       const CompareResult result =
-          compare(out.data(), expected.data(), out.size(), accuracy.tolerance, accuracy.scale);
+          compare(out.data(), expected.data(), out.size(), op.accuracy(c.problem, tensor));
       EXPECT_EQ(result.mismatches, 0u) << kernel.id << " on " << c.problem.shape() << ", output "
                                        << tensor.name << ": " << result.summary();
       results[kernel.id][tensor.name] = out;
@@ -125,8 +127,7 @@ TEST(NonFinite, SoftmaxRowsFollowTheMaxSubtractedFormula) {
   KC_SKIP_WITHOUT_GPU();
   for (DType dtype : kDtypes)
     for (std::int64_t cols : kRowLengths) {
-      const Case c{op_name("softmax", dtype), {op_name("softmax", dtype), {kRows, cols}},
-                   {{"x", special_rows(cols)}}};
+      const Case c{"softmax", problem("softmax", {kRows, cols}, dtype), {{"x", special_rows(cols)}}};
       for (const auto& [kernel, outputs] : run_every_rung(c)) {
         const std::vector<double>& y = outputs.at("y");
         EXPECT_TRUE(all_nan(y, kHasNan, cols)) << kernel << " cols " << cols;
@@ -144,8 +145,8 @@ TEST(NonFinite, NormRowsTurnNanOnlyWhereTheMathSays) {
   for (DType dtype : kDtypes)
     for (std::int64_t cols : kRowLengths)
       for (const char* base : {"rmsnorm", "layernorm"}) {
-        const std::string op = op_name(base, dtype);
-        for (const auto& [kernel, outputs] : run_every_rung({op, {op, {kRows, cols}}, {{"x", special_rows(cols)}}})) {
+        const std::string op = base;
+        for (const auto& [kernel, outputs] : run_every_rung({op, problem(op, {kRows, cols}, dtype), {{"x", special_rows(cols)}}})) {
           const std::vector<double>& y = outputs.at("y");
           EXPECT_TRUE(all_nan(y, kHasNan, cols)) << kernel << " cols " << cols;
           EXPECT_TRUE(all_nan(y, kAllMinusInf, cols)) << kernel;
@@ -159,10 +160,10 @@ TEST(NonFinite, ResidualRmsNormCarriesInfIntoTheSum) {
   KC_SKIP_WITHOUT_GPU();
   for (DType dtype : kDtypes)
     for (std::int64_t cols : kRowLengths) {
-      const std::string op = op_name("residual_rmsnorm", dtype);
+      const std::string op = "residual_rmsnorm";
       std::vector<double> residual(static_cast<std::size_t>(kRows * cols), 0.25);
       for (const auto& [kernel, outputs] :
-           run_every_rung({op, {op, {kRows, cols}}, {{"x", special_rows(cols)}, {"residual", residual}}})) {
+           run_every_rung({op, problem(op, {kRows, cols}, dtype), {{"x", special_rows(cols)}, {"residual", residual}}})) {
         const std::vector<double>& sum = outputs.at("sum");
         EXPECT_EQ(sum[static_cast<std::size_t>(kHasPlusInf * cols + cols - 1)], kInf) << kernel;
         EXPECT_TRUE(all_nan(outputs.at("y"), kHasNan, cols)) << kernel;
@@ -178,9 +179,9 @@ TEST(NonFinite, RowReductionsPropagateNanAndInf) {
   for (DType dtype : kDtypes)
     for (std::int64_t cols : {37, 1000, 2050, 4096})
       for (const char* base : {"row_sum", "row_max", "row_mean", "row_sumsq"}) {
-        const std::string op = op_name(base, dtype);
+        const std::string op = base;
         for (const auto& [kernel, outputs] :
-             run_every_rung({op, {op, {kRows, cols}}, {{"x", special_rows(cols, 2.0)}}})) {
+             run_every_rung({op, problem(op, {kRows, cols}, dtype), {{"x", special_rows(cols, 2.0)}}})) {
           const std::vector<double>& out = outputs.at("out");
           EXPECT_TRUE(std::isnan(out[kHasNan])) << kernel << ": a NaN in the row";
           EXPECT_EQ(out[kHasPlusInf], kInf) << kernel;
@@ -194,8 +195,8 @@ TEST(NonFinite, ActivationsReturnTheirLimitsAndKeepNan) {
   for (DType dtype : kDtypes)
     for (std::int64_t count : {37, 1000})
       for (const char* base : {"relu", "silu", "gelu_tanh", "gelu_erf"}) {
-        const std::string op = op_name(base, dtype);
-        for (const auto& [kernel, outputs] : run_every_rung({op, {op, {count}}, {{"a", special_values(count)}}})) {
+        const std::string op = base;
+        for (const auto& [kernel, outputs] : run_every_rung({op, problem(op, {count}, dtype), {{"a", special_values(count)}}})) {
           const std::vector<double>& out = outputs.at("out");
           EXPECT_TRUE(std::isnan(out[0])) << kernel;
           EXPECT_EQ(out[1], kInf) << kernel;
@@ -209,12 +210,12 @@ TEST(NonFinite, FusedBiasActivationAndSwigluFollowTheReference) {
   for (DType dtype : kDtypes)
     for (std::int64_t cols : {37, 1000}) {
       for (const char* base : {"bias_relu", "bias_silu", "bias_gelu_tanh", "bias_gelu_erf"}) {
-        const std::string op = op_name(base, dtype);
-        run_every_rung({op, {op, {kRows, cols}}, {{"x", special_rows(cols)}}});
+        const std::string op = base;
+        run_every_rung({op, problem(op, {kRows, cols}, dtype), {{"x", special_rows(cols)}}});
       }
       // silu(gate) * up of two large values must stay inside fp16's range: |large| = 100.
-      const std::string swiglu = op_name("swiglu", dtype);
-      run_every_rung({swiglu, {swiglu, {kRows, cols / 2}}, {{"gate_up", special_rows(cols / 2 * 2, 100.0)}}});
+      const std::string swiglu = "swiglu";
+      run_every_rung({swiglu, problem(swiglu, {kRows, cols / 2}, dtype), {{"gate_up", special_rows(cols / 2 * 2, 100.0)}}});
     }
 }
 
@@ -235,14 +236,14 @@ __global__ void zero_softmax_kernel(float* y, int count) {
 
 TEST(SoftmaxNegativeControl, WithoutTheMaxTheOpsInputsOverflow) {
   KC_SKIP_WITHOUT_GPU();
-  const Problem problem{"softmax_f32", {7, 1000}};
+  const Problem p32 = problem("softmax", {7, 1000}, DType::f32);
   const CheckOutcome outcome = check_run(
-      stage2_registry().op("softmax_f32"),
+      stage2_registry().op("softmax"),
       [](const Problem& p, Operands& o, Context& context) {
         const int rows = static_cast<int>(p.dims[0]), cols = static_cast<int>(p.dims[1]);
         unsafe_softmax_kernel<<<1, 32, 0, context.stream()>>>(o["x"].data<float>(), o["y"].data<float>(), rows, cols);
       },
-      problem, 1, shared_context());
+      p32, 1, shared_context());
   EXPECT_EQ(outcome.status, CheckOutcome::Status::failed) << outcome.detail;
   EXPECT_NE(outcome.detail.find("non-finite"), std::string::npos) << outcome.detail;
 }
@@ -250,25 +251,25 @@ TEST(SoftmaxNegativeControl, WithoutTheMaxTheOpsInputsOverflow) {
 TEST(SoftmaxNegativeControl, ZerosFailBecauseTheToleranceScalesWithTheOutputs) {
   KC_SKIP_WITHOUT_GPU();
   const CheckOutcome outcome = check_run(
-      stage2_registry().op("softmax_bf16"),
+      stage2_registry().op("softmax"),
       [](const Problem&, Operands& o, Context& context) {
         Tensor& y = o["y"];  // bf16 zero is the bit pattern 0
-        KC_CUDA_CHECK(cudaMemsetAsync(y.raw(), 0, y.storage.bytes(), context.stream()));
+        KC_CUDA_CHECK(cudaMemsetAsync(y.raw(), 0, y.bytes(), context.stream()));
       },
-      Problem{"softmax_bf16", {3, 4096}}, 1, shared_context());
+      problem("softmax", {3, 4096}, DType::bf16), 1, shared_context());
   EXPECT_EQ(outcome.status, CheckOutcome::Status::failed) << outcome.detail;
 }
 
 TEST(SoftmaxNegativeControl, ZeroKernelIsCaughtForFloatToo) {
   KC_SKIP_WITHOUT_GPU();
   const CheckOutcome outcome = check_run(
-      stage2_registry().op("softmax_f32"),
+      stage2_registry().op("softmax"),
       [](const Problem& p, Operands& o, Context& context) {
         const int count = static_cast<int>(p.dims[0] * p.dims[1]);
         zero_softmax_kernel<<<static_cast<unsigned>(core::ceil_div(count, 256)), 256, 0, context.stream()>>>(
             o["y"].data<float>(), count);
       },
-      Problem{"softmax_f32", {5, 31}}, 1, shared_context());
+      problem("softmax", {5, 31}, DType::f32), 1, shared_context());
   EXPECT_EQ(outcome.status, CheckOutcome::Status::failed) << outcome.detail;
 }
 

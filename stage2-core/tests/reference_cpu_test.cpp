@@ -76,11 +76,25 @@ TEST(RmsNormReference, NanPoisonsItsRowOnlyAndInfGivesZerosAndNan) {
 TEST(ResidualRmsNormReference, WritesTheSumAndNormalizesIt) {
   const std::vector<double> x = {1.0, 1.0}, residual = {2.0, 3.0}, weight = {1.0, 1.0};
   std::vector<double> sum(2), y(2);
-  residual_rmsnorm_reference(x.data(), residual.data(), weight.data(), 1, 2, 0.0, sum.data(), y.data());
+  const auto exact = [](double s) { return s; };
+  residual_rmsnorm_reference(x.data(), residual.data(), weight.data(), 1, 2, 0.0, exact, sum.data(), y.data());
   EXPECT_EQ(sum[0], 3.0);
   EXPECT_EQ(sum[1], 4.0);
   EXPECT_NEAR(y[0], 3.0 / std::sqrt(12.5), 1e-15);
   EXPECT_NEAR(y[1], 4.0 / std::sqrt(12.5), 1e-15);
+}
+
+TEST(ResidualRmsNormReference, NormalizesTheStoredSum) {
+  // The kernels write the sum in the dtype and normalize what they wrote: the reference's y comes
+  // from the stored (rounded) sum, its `sum` output is exact (the kernel rounds it once).
+  const std::vector<double> x = {1.0, 1.0}, residual = {0.00390625, 3.0}, weight = {1.0, 1.0};
+  std::vector<double> sum(2), y(2);
+  const auto to_integer = [](double s) { return std::round(s); };
+  residual_rmsnorm_reference(x.data(), residual.data(), weight.data(), 1, 2, 0.0, to_integer,
+                             sum.data(), y.data());
+  EXPECT_EQ(sum[0], 1.00390625);
+  EXPECT_NEAR(y[0], 1.0 / std::sqrt(8.5), 1e-15);
+  EXPECT_NEAR(y[1], 4.0 / std::sqrt(8.5), 1e-15);
 }
 
 TEST(LayerNormReference, OneThreeByHand) {

@@ -1,15 +1,17 @@
-// The two stage-3 GEMM ops: hgemm_bf16 (C = alpha.A.B^T + beta.C) and gemm_bias_gelu_bf16
-// (the same, then + bias and GELU). Both are built from kc::make_gemm_op; the fused op wraps its
-// operands, reference and baseline instead of restating them.
+// The two stage-3 GEMM ops: hgemm (C = alpha.A.B^T + beta.C, bf16) and gemm_bias_gelu (the same,
+// then + bias and GELU). Both are described through kc::gemm_op_config; the fused op adds its bias
+// operand and wraps the reference instead of restating them.
 #include <fmt/format.h>
 
 #include <cmath>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <utility>
 
 #include "hgemm.hpp"
 #include "kc/common/gemm.hpp"
 #include "kc/stage3/register.hpp"
-#include "kc/common/fill.hpp"
 
 namespace kc::stage3 {
 namespace {
@@ -19,25 +21,42 @@ constexpr int kKMultiple = 8;  // 16 bytes of bf16
 GemmOpConfig hgemm_config(const std::string& name) {
   GemmOpConfig config;
   config.name = name;
-  config.ab_type = DType::bf16;
-  config.c_type = DType::bf16;
+  config.dtypes = {DType::bf16};
   config.b_layout = BLayout::n_by_k;
   config.math = MathUnit::fp16_tensor;
-  config.precision = DType::bf16;
-  for (const std::vector<std::int64_t>& dims : std::vector<std::vector<std::int64_t>>{
+  for (const Shape& dims : std::vector<Shape>{
            {1024, 1024, 1024}, {2048, 2048, 2048}, {4096, 4096, 4096}, {8192, 8192, 8192},
            {8192, 14336, 4096},  // Llama-3-8B MLP up/gate projection, 8192 tokens
            {8192, 4096, 14336},  // ... and its down projection
            {4093, 2049, 1032}})  // odd M and N: the edge paths, timed
-    config.bench_problems.push_back({name, dims});
+    config.bench.push_back({dims});
+  config.conformance = hgemm_conformance_problems();
   return config;
 }
 
-// Tensor-core GEMM shapes: every M and N edge case, K a multiple of 8 (1 K tile, a partial K tile,
-// many K tiles), alpha/beta, and a few K the ladder must refuse.
-std::vector<Problem> hgemm_conformance_problems(const std::string& op) {
-  std::vector<Problem> problems;
-  const std::vector<std::vector<std::int64_t>> shapes = {
+// cuBLASLt plans of the fused baseline, one per shape, made on first use (in the untimed
+// warm-up launches).
+class LtPlans {
+ public:
+  const CublasLtGemm& get(cublasLtHandle_t handle, GemmShape s) {
+    const auto key = std::make_tuple(s.m, s.n, s.k);
+    auto found = plans_.find(key);
+    if (found == plans_.end())
+      found = plans_.emplace(key, std::make_unique<CublasLtGemm>(handle, s, DType::bf16, DType::bf16,
+                                                                 BLayout::n_by_k, LtEpilogue::gelu_bias))
+                  .first;
+    return *found->second;
+  }
+
+ private:
+  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, std::unique_ptr<CublasLtGemm>> plans_;
+};
+
+}  // namespace
+
+std::vector<ProblemSpec> hgemm_conformance_problems() {
+  std::vector<ProblemSpec> problems;
+  const std::vector<Shape> shapes = {
       // smaller than one tile in M, N or both; one partial K step
       {1, 1, 8}, {1, 257, 8}, {17, 1, 24}, {65, 129, 72}, {129, 65, 264},
       // edges in M and N, N odd (scalar stores) and N % 8 == 0 (TMA stores), K not a multiple of 64
@@ -46,18 +65,21 @@ std::vector<Problem> hgemm_conformance_problems(const std::string& op) {
       {128, 128, 64}, {256, 256, 256}, {384, 512, 640}, {1024, 1024, 1024},
       // many tiles with edges: several persistent waves, cluster strips with an odd tile row count
       {4093, 1000, 1024}, {4093, 2049, 1032}, {1000, 4093, 4096}, {2900, 776, 512},
-      // refused: K not a multiple of 8
+      // refused: K not a multiple of 8 (kHgemmRefusals)
       {17, 17, 17}, {64, 64, 1}, {128, 128, 1031},
   };
-  for (const auto& dims : shapes) problems.push_back({op, dims});
-  problems.push_back({op, {127, 129, 136}, 1.5, 0.0});
-  problems.push_back({op, {127, 129, 136}, 1.0, 1.0});
-  problems.push_back({op, {1000, 1000, 104}, -0.5, 0.25});
-  problems.push_back({op, {256, 264, 256}, 2.0, -1.0});
+  for (const Shape& dims : shapes) problems.push_back({dims});
+  problems.push_back({{127, 129, 136}, std::nullopt, {{"alpha", 1.5}}});
+  problems.push_back({{127, 129, 136}, std::nullopt, {{"beta", 1.0}}});
+  problems.push_back({{1000, 1000, 104}, std::nullopt, {{"alpha", -0.5}, {"beta", 0.25}}});
+  problems.push_back({{256, 264, 256}, std::nullopt, {{"alpha", 2.0}, {"beta", -1.0}}});
   return problems;
 }
 
-}  // namespace
+const std::vector<std::string>& hgemm_refusals() {
+  static const std::vector<std::string> refusals = {"17x17x17 bf16", "64x64x1 bf16", "128x128x1031 bf16"};
+  return refusals;
+}
 
 std::string hgemm_shape_error(const Problem& problem) {
   const GemmShape s = gemm_shape(problem);
@@ -72,62 +94,65 @@ std::string hgemm_shape_error(const Problem& problem) {
 double gelu_tanh_reference(double x) {
   // 0.5 x (1 + tanh(u)) written as x / (1 + exp(-2u)): the same function, but 1 + tanh(u)
   // cancels for x below about -5 even in double (it is then below double's epsilon), which left
-  // the reference with no correct digits in the negative tail (seen on the H200: values of 1e-16
-  // where the function is 1e-40).
+  // the reference with no correct digits in the negative tail.
   const double sqrt_2_over_pi = std::sqrt(2.0 / 3.14159265358979323846);
   const double u = sqrt_2_over_pi * (x + 0.044715 * x * x * x);
   return x / (1.0 + std::exp(-2.0 * u));
 }
 
-OpSpec make_hgemm_bf16_op() {
-  OpSpec op = make_gemm_op(hgemm_config(kHgemmOp));
-  op.conformance_problems = hgemm_conformance_problems(op.name);
-  return op;
-}
+OpSpec make_hgemm_op() { return make_gemm_op(hgemm_config(kHgemmOp)); }
 
-OpSpec make_gemm_bias_gelu_bf16_op() {
-  OpSpec op = make_gemm_op(hgemm_config(kBiasGeluOp));
-  op.conformance_problems = hgemm_conformance_problems(op.name);
-  op.description = "C = gelu_tanh(alpha.A.B + beta.C + bias[col]), row-major, A/B bf16, C bf16, "
-                   "B N×K, FP32 accumulation, bias bf16 of N";
+OpSpec make_gemm_bias_gelu_op() {
+  OpConfig op = gemm_op_config(hgemm_config(kBiasGeluOp));
+  op.description = "C = gelu_tanh(alpha.A.B + beta.C + bias[col]), row-major, A/B/C bf16, B N×K, "
+                   "FP32 accumulation, bias bf16 of N";
+  op.operands.push_back(input("bias", dims_at({1})));
 
-  const auto gemm_work = op.work;
-  op.work = [gemm_work](const Problem& p) {
-    Work w = gemm_work(p);
-    w.bytes += 2.0 * static_cast<double>(gemm_shape(p).n);  // the bias row
-    return w;
-  };
-
-  const auto gemm_operands = op.make_operands;
-  op.make_operands = [gemm_operands](const Problem& p, std::uint64_t seed, Context& context) {
-    Operands operands = gemm_operands(p, seed, context);
-    Tensor& bias = operands.add("bias", DType::bf16, {gemm_shape(p).n}, false);
-    fill_random(bias.raw(), bias.dtype, bias.count(), seed * 4 + 3, FillSpec::uniform(-1, 1),
-                context.stream());
-    return operands;
-  };
-
-  const auto gemm_reference_values = op.reference;
-  op.reference = [gemm_reference_values](const Problem& p, const Operands& o, Context& context) {
-    auto values = gemm_reference_values(p, o, context);
-    const Tensor& bias = o["bias"];
-    const std::vector<double> host_bias =
-        to_host_double(bias.raw(), bias.dtype, bias.count(), context.stream());
+  const auto gemm_host = op.host_reference;
+  op.host_reference = [gemm_host](const Problem& p, const HostTensors& in) {
+    HostTensors values = gemm_host(p, in);
+    const std::vector<double>& bias = in.at("bias");
     std::vector<double>& c = values.at("C");
-    const std::size_t n = host_bias.size();
-    for (std::size_t i = 0; i < c.size(); ++i) c[i] = gelu_tanh_reference(c[i] + host_bias[i % n]);
+    const std::size_t n = bias.size();
+    for (std::size_t i = 0; i < c.size(); ++i) c[i] = gelu_tanh_reference(c[i] + bias[i % n]);
     return values;
   };
-
-  const auto gemm_baseline = op.baseline;
-  op.baseline_name = "cuBLAS GemmEx (bf16, FP32 accumulation) + separate bias+GELU kernel";
-  op.baseline = [gemm_baseline](const Problem& p, Operands& o, Context& context) {
-    gemm_baseline(p, o, context);
-    const GemmShape s = gemm_shape(p);
-    bias_gelu_inplace(o["C"].data<bf16>(), o["bias"].data<bf16>(), static_cast<int>(s.m),
-                      static_cast<int>(s.n), context.stream());
+  const auto gemm_device = op.device_reference;
+  op.device_reference = [gemm_device](const Problem& p, const Operands& o, Context& context) {
+    References values = gemm_device(p, o, context);
+    DeviceBuffer<double>& c = values.at("C");
+    const Tensor& bias = o["bias"];
+    DeviceBuffer<double> bias64(bias.count());
+    convert_to_double(bias.raw(), bias.dtype, bias.count(), bias64.data(), context.stream());
+    bias_gelu_reference_inplace(c.data(), bias64.data(), gemm_shape(p).m, gemm_shape(p).n,
+                                context.stream());
+    return values;
   };
-  return op;
+  // The definition (and the separate-kernel peer) stores alpha.A.B + beta.C in bf16 before the
+  // activation: two roundings.
+  const auto gemm_accuracy = op.accuracy;
+  op.accuracy = [gemm_accuracy](const Problem& p, const std::string& output, DType type) {
+    Accuracy accuracy = gemm_accuracy(p, output, type);
+    accuracy.roundings = 2;
+    return accuracy;
+  };
+
+  auto plans = std::make_shared<LtPlans>();
+  op.baseline_name = "cuBLASLt matmul with its GELU_BIAS epilogue (bf16, FP32 accumulation)";
+  op.baseline = [plans](const Problem& p, Operands& o, Context& context) {
+    plans->get(context.cublaslt(), gemm_shape(p))
+        .run(static_cast<float>(p.param("alpha")), o["A"].raw(), o["B"].raw(),
+             static_cast<float>(p.param("beta")), o["C"].raw(), context.stream(), o["bias"].raw());
+  };
+  const auto gemm_baseline = gemm_op_config(hgemm_config(kHgemmOp)).baseline;
+  op.peers.push_back({"cuBLAS GemmEx + separate bias+GELU kernel", [gemm_baseline](const Problem& p,
+                                                                                 Operands& o, Context& context) {
+                        gemm_baseline(p, o, context);
+                        const GemmShape s = gemm_shape(p);
+                        bias_gelu_inplace(o["C"].data<bf16>(), o["bias"].data<bf16>(), static_cast<int>(s.m),
+                                          static_cast<int>(s.n), context.stream());
+                      }});
+  return build_op(std::move(op));
 }
 
 }  // namespace kc::stage3

@@ -25,9 +25,10 @@ KernelEntry ladder_entry(const std::string& op, const std::string& name, int run
   entry.op = op;
   entry.rung = rung;
   entry.idea = std::move(idea);
-  entry.dtype = DType::bf16;
+  entry.dtypes = {DType::bf16};
   entry.constraints = kShapeConstraint;
   entry.supports = &hgemm_shape_error;
+  entry.refuses = hgemm_refusals();
   entry.report = kReportGroup;
   return entry;
 }
@@ -72,8 +73,8 @@ KernelEntry fused_entry() {
 }  // namespace
 
 void register_kernels(Registry& registry) {
-  if (!registry.has_op(kHgemmOp)) registry.add_op(make_hgemm_bf16_op());
-  if (!registry.has_op(kBiasGeluOp)) registry.add_op(make_gemm_bias_gelu_bf16_op());
+  if (!registry.has_op(kHgemmOp)) registry.add_op(make_hgemm_op());
+  if (!registry.has_op(kBiasGeluOp)) registry.add_op(make_gemm_bias_gelu_op());
 
   registry.add_kernel(portable_entry("01_wmma", 1,
                                      "WMMA 16x16x16 fragments, tiles staged through shared memory",

@@ -52,16 +52,16 @@ std::vector<Problem> problems() {
   return {
       // 65 x 5 = 325 tiles (2-3 per CTA); K = 64: one K step; 8 rows in the last tile row (the
       // second consumer's rows all past M) and 8 columns in the last tile column.
-      {kBiasGeluOp, {8200, 1032, 64}, 1.0, 0.0},
+      gemm_problem(kBiasGeluOp, {8200, 1032, 64}, DType::bf16, 1.0, 0.0),
       // 33 x 17 = 561 tiles (4-5 per CTA), 4 K steps, the last one partial; edges in M and N.
-      {kBiasGeluOp, {4100, 4104, 200}, 1.0, 0.0},
-      {kBiasGeluOp, {4100, 4104, 200}, 1.5, -0.75},
+      gemm_problem(kBiasGeluOp, {4100, 4104, 200}, DType::bf16, 1.0, 0.0),
+      gemm_problem(kBiasGeluOp, {4100, 4104, 200}, DType::bf16, 1.5, -0.75),
       // 8 x 48 = 384 tiles (2-3 per CTA), 16 K steps: the held pass goes out at step 8.
-      {kBiasGeluOp, {1000, 12288, 1024}, -0.5, 0.25},
+      gemm_problem(kBiasGeluOp, {1000, 12288, 1024}, DType::bf16, -0.5, 0.25),
       // N % 8 != 0: direct stores by the consumers on every tile, 33 x 9 = 297 tiles.
-      {kBiasGeluOp, {4100, 2049, 72}, 1.0, 0.0},
+      gemm_problem(kBiasGeluOp, {4100, 2049, 72}, DType::bf16, 1.0, 0.0),
       // One tile: only the last-tile path.
-      {kBiasGeluOp, {100, 200, 8}, 1.0, 1.0},
+      gemm_problem(kBiasGeluOp, {100, 200, 8}, DType::bf16, 1.0, 1.0),
   };
 }
 
@@ -88,9 +88,9 @@ TEST(FusedEpilogueControl, AGemmWithoutBiasAndGeluFails) {
   const std::string reason = cannot_run(plain, context);
   if (!reason.empty()) GTEST_SKIP() << reason;
   const CheckOutcome outcome = check_run(
-      make_gemm_bias_gelu_bf16_op(),
+      make_gemm_bias_gelu_op(),
       [&](const Problem& p, Operands& o, Context& c) { plain.launch(p, o, c.stream()); },
-      {kBiasGeluOp, {4100, 4104, 200}, 1.0, 0.0}, 31, context);
+      gemm_problem(kBiasGeluOp, {4100, 4104, 200}, DType::bf16, 1.0, 0.0), 31, context);
   EXPECT_FALSE(outcome.passed());
 }
 

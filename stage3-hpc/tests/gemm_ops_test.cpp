@@ -27,10 +27,11 @@ TEST(Stage3Ladder, RegistersTenRungsInOrderInTheStage3GemmReport) {
     const KernelEntry& k = registry.kernels()[i];
     EXPECT_EQ(k.rung, static_cast<int>(i) + 1) << k.id;
     EXPECT_EQ(k.report_group(), "stage3-gemm") << k.id;
-    EXPECT_EQ(k.dtype, DType::bf16) << k.id;
+    EXPECT_EQ(k.dtypes, std::vector<DType>{DType::bf16}) << k.id;
+    EXPECT_EQ(k.refuses, hgemm_refusals()) << k.id;
     EXPECT_FALSE(k.constraints.empty()) << k.id;
   }
-  EXPECT_EQ(registry.kernels().back().id, "stage3/gemm_bias_gelu_bf16/10_fused_bias_gelu");
+  EXPECT_EQ(registry.kernels().back().id, "stage3/gemm_bias_gelu/10_fused_bias_gelu");
 }
 
 TEST(Stage3Ladder, HopperRungsRunOnSm90OnlyAndTheOthersFromSm80) {
@@ -54,11 +55,11 @@ TEST(Stage3Ladder, OnAnAmpereOrBlackwellGpuHopperRungsAreRefusedWithAReason) {
   DeviceInfo blackwell;
   blackwell.name = "NVIDIA B200";
   blackwell.cc_major = 10;
-  const KernelEntry& wgmma = registry.kernel("stage3/hgemm_bf16/04_tma_wgmma");
-  const Problem problem{"hgemm_bf16", {256, 256, 256}};
+  const KernelEntry& wgmma = registry.kernel("stage3/hgemm/04_tma_wgmma");
+  const Problem problem = gemm_problem(kHgemmOp, {256, 256, 256}, DType::bf16);
   EXPECT_NE(unsupported_reason(registry, wgmma, problem, &ampere).find("9.0"), std::string::npos);
   EXPECT_NE(unsupported_reason(registry, wgmma, problem, &blackwell).find("sm_90"), std::string::npos);
-  const KernelEntry& mma = registry.kernel("stage3/hgemm_bf16/03_cp_async");
+  const KernelEntry& mma = registry.kernel("stage3/hgemm/03_cp_async");
   EXPECT_EQ(unsupported_reason(registry, mma, problem, &ampere), "");
   EXPECT_EQ(unsupported_reason(registry, mma, problem, &blackwell), "");
 }
@@ -67,8 +68,9 @@ TEST(Stage3Ladder, EveryRungTakesAnyMAndNButRefusesKNotAMultipleOf8) {
   const Registry registry = stage3_registry();
   for (const KernelEntry& k : registry.kernels()) {
     for (const auto& dims : {std::vector<std::int64_t>{1, 1, 8}, {4093, 17, 1032}, {129, 4093, 264}})
-      EXPECT_EQ(unsupported_reason(registry, k, {k.op, dims}, nullptr), "") << k.id;
-    const std::string reason = unsupported_reason(registry, k, {k.op, {128, 128, 1031}}, nullptr);
+      EXPECT_EQ(unsupported_reason(registry, k, gemm_problem(k.op, dims, DType::bf16), nullptr), "") << k.id;
+    const std::string reason =
+        unsupported_reason(registry, k, gemm_problem(k.op, {128, 128, 1031}, DType::bf16), nullptr);
     EXPECT_NE(reason.find("multiple of 8"), std::string::npos) << k.id << ": " << reason;
   }
 }
@@ -87,7 +89,7 @@ TEST(Stage3Ops, ConformanceProblemsMixAcceptedEdgeShapesAndRefusals) {
       odd_m += p.dims[0] % 2;
       odd_n += p.dims[1] % 2;
       partial_k_tile += p.dims[2] % 64 != 0;
-      scaled += p.alpha != 1.0 || p.beta != 0.0;
+      scaled += !p.params_text().empty();
     }
     EXPECT_GE(accepted, 15) << name;
     EXPECT_GE(refused, 1) << name;
@@ -99,7 +101,7 @@ TEST(Stage3Ops, ConformanceProblemsMixAcceptedEdgeShapesAndRefusals) {
 }
 
 TEST(Stage3Ops, BenchProblemsAreTheDocumentedShapes) {
-  const OpSpec op = make_hgemm_bf16_op();
+  const OpSpec op = make_hgemm_op();
   std::vector<std::string> shapes;
   for (const Problem& p : op.bench_problems) shapes.push_back(p.shape());
   for (const char* expected : {"4096x4096x4096", "8192x8192x8192", "8192x14336x4096", "8192x4096x14336",
@@ -109,21 +111,23 @@ TEST(Stage3Ops, BenchProblemsAreTheDocumentedShapes) {
 }
 
 TEST(Stage3Ops, HgemmIsBf16TnOnTheTensorCoresAgainstCublasGemmEx) {
-  const OpSpec op = make_hgemm_bf16_op();
+  const OpSpec op = make_hgemm_op();
   EXPECT_EQ(op.math, MathUnit::fp16_tensor);
   EXPECT_NE(op.description.find("B N×K"), std::string::npos) << op.description;
   EXPECT_NE(op.baseline_name.find("GemmEx"), std::string::npos);
   EXPECT_TRUE(op.baseline_computes_op);
 }
 
-TEST(Stage3Ops, FusedOpCountsTheBiasAndNamesItsTwoKernelBaseline) {
-  const OpSpec gemm = make_hgemm_bf16_op();
-  const OpSpec fused = make_gemm_bias_gelu_bf16_op();
-  const Problem p{kBiasGeluOp, {8192, 14336, 4096}};
-  const Problem q{kHgemmOp, {8192, 14336, 4096}};
+TEST(Stage3Ops, FusedOpCountsTheBiasAndHasCublasLtsFusedEpilogueAsItsBaseline) {
+  const OpSpec gemm = make_hgemm_op();
+  const OpSpec fused = make_gemm_bias_gelu_op();
+  const Problem p = gemm_problem(kBiasGeluOp, {8192, 14336, 4096}, DType::bf16);
+  const Problem q = gemm_problem(kHgemmOp, {8192, 14336, 4096}, DType::bf16);
   EXPECT_DOUBLE_EQ(fused.work(p).flops, gemm.work(q).flops);
   EXPECT_DOUBLE_EQ(fused.work(p).bytes, gemm.work(q).bytes + 2.0 * 14336);
-  EXPECT_NE(fused.baseline_name.find("bias+GELU kernel"), std::string::npos);
+  EXPECT_NE(fused.baseline_name.find("GELU_BIAS"), std::string::npos) << fused.baseline_name;
+  ASSERT_EQ(fused.peers.size(), 1u);
+  EXPECT_NE(fused.peers[0].name.find("bias+GELU kernel"), std::string::npos);
   EXPECT_NE(fused.description.find("gelu"), std::string::npos);
 }
 

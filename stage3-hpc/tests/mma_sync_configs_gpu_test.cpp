@@ -31,8 +31,8 @@ std::vector<Problem> problems() {
   };
   std::vector<Problem> list;
   for (const auto& dims : shapes) {
-    list.push_back({kHgemmOp, dims, 1.0, 0.0});
-    list.push_back({kHgemmOp, dims, -1.5, 0.5});
+    list.push_back(gemm_problem(kHgemmOp, dims, DType::bf16));
+    list.push_back(gemm_problem(kHgemmOp, dims, DType::bf16, -1.5, 0.5));
   }
   return list;
 }
@@ -46,7 +46,7 @@ TEST_P(MmaSyncConfigs, MatchTheReferenceOnOddShapesWithAndWithoutBeta) {
   if (!variant.fits(context.device().smem_per_block_optin))
     GTEST_SKIP() << variant.name() << " needs " << variant.shape.smem_bytes() << " bytes of shared memory per block; "
                  << "this GPU offers " << context.device().smem_per_block_optin;
-  const OpSpec op = make_hgemm_bf16_op();
+  const OpSpec op = make_hgemm_op();
   for (const Problem& problem : problems()) {
     const CheckOutcome outcome = variant.check(op, problem, 23, context);
     EXPECT_TRUE(outcome.passed()) << variant.name() << ", " << problem.label() << ": " << outcome.detail;
@@ -59,13 +59,13 @@ TEST(MmaSyncConfigsControl, AnUnwrittenLastRowFails) {
   KC_SKIP_WITHOUT_GPU();
   const MmaSyncVariant& variant = mma_sync_variants().front();
   const CheckOutcome outcome = check_run(
-      make_hgemm_bf16_op(),
+      make_hgemm_op(),
       [&](const Problem& p, Operands& o, Context& c) {
         HgemmArgs args = gemm_args<bf16>(p, o, BLayout::n_by_k);
         args.m -= 1;
         variant.launch(args, c.stream());
       },
-      {kHgemmOp, {129, 131, 72}, 1.0, 0.0}, 23, ::kc::testing::shared_context());
+      gemm_problem(kHgemmOp, {129, 131, 72}, DType::bf16, 1.0, 0.0), 23, ::kc::testing::shared_context());
   EXPECT_FALSE(outcome.passed());
 }
 

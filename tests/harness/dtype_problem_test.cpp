@@ -58,13 +58,40 @@ TEST(Problem, ParsesShapesAndRejectsMalformedOnes) {
     EXPECT_THROW(parse_shape(bad), Error) << bad;
 }
 
-TEST(Problem, LabelShowsNonDefaultScalars) {
-  Problem p{"sgemm", {3, 4, 5}};
+TEST(Problem, LabelShowsTheDtypeAndTheParametersOffTheirDefaults) {
+  const std::vector<ParamSpec> specs = {{"alpha", 1.0, ""}, {"beta", 0.0, ""}, {"causal", 0.0, ""}};
+  Problem p = make_problem("op", specs, {3, 4, 5}, DType::bf16);
   EXPECT_EQ(p.shape(), "3x4x5");
-  EXPECT_EQ(p.label(), "3x4x5");
-  p.alpha = 1.5;
-  p.beta = -1;
-  EXPECT_EQ(p.label(), "3x4x5 a=1.5 b=-1");
+  EXPECT_EQ(p.label(), "3x4x5 bf16");
+  EXPECT_EQ(p.params_text(), "");
+  p.set("beta", -1).set("alpha", 1.5);
+  EXPECT_EQ(p.label(), "3x4x5 bf16 alpha=1.5 beta=-1");  // in the op's order
+  EXPECT_EQ(p.param("alpha"), 1.5);
+  EXPECT_EQ(p.param("causal"), 0.0);
+  p.set("alpha", 1.0);
+  EXPECT_EQ(p.label(), "3x4x5 bf16 beta=-1");
+}
+
+TEST(Problem, UnknownParametersAreRefusedNamingTheKnownOnes) {
+  const std::vector<ParamSpec> specs = {{"alpha", 1.0, ""}, {"beta", 0.0, ""}};
+  Problem p = make_problem("sgemm", specs, {3, 4, 5}, DType::f32);
+  try {
+    p.set("causal", 1.0);
+    FAIL() << "an unknown parameter was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no parameter 'causal' (its parameters: alpha, beta)"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(p.param("window"), Error);
+  EXPECT_THROW(make_problem("sgemm", specs, {3}, DType::f32, {{"gamma", 2.0}}), Error);
+}
+
+TEST(Problem, ParsesParameters) {
+  EXPECT_EQ(parse_param("causal=1"), (std::pair<std::string, double>{"causal", 1.0}));
+  EXPECT_EQ(parse_param("alpha=-0.5"), (std::pair<std::string, double>{"alpha", -0.5}));
+  for (const char* bad : {"", "causal", "=1", "causal=", "causal=yes", "a=1x"})
+    EXPECT_THROW(parse_param(bad), Error) << bad;
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "kc/common/gemm.hpp"
 #include "kc/stage1/sgemm.hpp"
 #include "kc/stage1/register.hpp"
+#include "kc/stage3/register.hpp"
 #include "support/gpu_test.hpp"
 
 namespace kc {
@@ -105,8 +106,9 @@ TEST(CublasWrappers, SgemmMatchesTheCpuReferenceInBothLayouts) {
     std::vector<double> expected(s.m * s.n);
     gemm_reference(s, 1.5, ha.data(), hb.data(), layout, -0.5, hc.data(), expected.data());
     const auto got = to_host_double(c.data(), DType::f32, c.size(), context.stream());
-    const CompareResult r = compare(got.data(), expected.data(), got.size(), tolerance_for(DType::f32),
-                                    std::sqrt(50.0));
+    Accuracy accuracy{DType::f32};
+    accuracy.terms = 50;
+    const CompareResult r = compare(got.data(), expected.data(), got.size(), accuracy);
     EXPECT_TRUE(r.passed) << b_layout_name(layout) << ": " << r.summary();
   }
 }
@@ -130,26 +132,113 @@ TEST(CublasWrappers, HalfPrecisionGemmExAndLtMatchTheReference) {
     lt.run(1.f, a.data(), b.data(), 0.f, c_lt.data(), context.stream());
     for (const auto* out : {&c, &c_lt}) {
       const auto got = to_host_double(out->data(), t, s.m * s.n, context.stream());
-      const CompareResult r = compare(got.data(), expected.data(), got.size(), tolerance_for(t), 8.0);
+      Accuracy accuracy{t};
+      accuracy.terms = static_cast<double>(s.k);
+      const CompareResult r = compare(got.data(), expected.data(), got.size(), accuracy);
       EXPECT_TRUE(r.passed) << dtype_name(t) << (out == &c ? " GemmEx: " : " Lt: ") << r.summary();
     }
   }
 }
 
-TEST(GemmReference, GpuFp64PathAgreesWithTheCpuPath) {
+// The CPU double reference and cuBLAS FP64 on the GPU agree, for B stored K x N (sgemm) and
+// N x K ("TN", stage 3's hgemm), with alpha and beta.
+TEST(GemmReference, GpuFp64PathAgreesWithTheCpuPathInBothLayoutsOfB) {
+  KC_SKIP_WITHOUT_GPU();
+  Context& context = shared_context();
+  for (const OpSpec& op : {stage1::make_sgemm_op(), stage3::make_hgemm_op()}) {
+    const Problem problem = op.problem({67, 45, 123}, op.dtypes.front(), {{"alpha", 0.75}, {"beta", 0.5}});
+    const Operands operands = op.make_operands(problem, 9, context);
+    const std::int64_t saved = context.cpu_reference_limit;
+    context.cpu_reference_limit = 1ll << 40;
+    const std::vector<double> cpu = op.reference(problem, operands, context).at("C").to_host(context.stream());
+    context.cpu_reference_limit = 0;
+    const std::vector<double> gpu = op.reference(problem, operands, context).at("C").to_host(context.stream());
+    context.cpu_reference_limit = saved;
+    Accuracy fp64{DType::f64};
+    fp64.terms = 123;
+    const CompareResult r = compare(gpu.data(), cpu.data(), cpu.size(), fp64);
+    EXPECT_TRUE(r.passed) << op.name << ": " << r.summary();
+    EXPECT_LT(r.rel_frobenius, 1e-13) << op.name;
+  }
+}
+
+// compare_on_device reduces on the GPU what compare() computes on the host: the same verdict,
+// counts, first bad element and errors, in every floating output type, with planted errors.
+TEST(CompareOnDevice, AgreesWithTheHostCompare) {
+  KC_SKIP_WITHOUT_GPU();
+  Context& context = shared_context();
+  const std::size_t count = 300007;
+  for (DType t : {DType::f32, DType::f16, DType::bf16, DType::f8e4m3}) {
+    DeviceBuffer<std::byte> out(dtype_bytes(t, count));
+    fill_random(out.data(), t, count, 5, FillSpec::normal(0.0, 2.0), context.stream());
+    std::vector<double> ref = to_host_double(out.data(), t, count, context.stream());
+    for (const auto& [planted, correct] : std::vector<std::pair<bool, bool>>{{false, true}, {true, false}}) {
+      (void)correct;
+      std::vector<double> reference = ref;
+      if (planted) {
+        reference[1234] += 0.5;
+        reference[99999] = std::nan("");
+        reference[count - 1] *= 1.5;
+      }
+      DeviceBuffer<double> device_ref(count);
+      device_ref.copy_from_host(reference, context.stream());
+      Accuracy accuracy{t};
+      accuracy.terms = 17;
+      const CompareResult host = compare(ref.data(), reference.data(), count, accuracy);
+      const CompareResult device = compare_on_device(out.data(), t, device_ref.data(), count, accuracy,
+                                                     context.stream());
+      EXPECT_EQ(device.passed, host.passed) << dtype_name(t);
+      EXPECT_EQ(device.passed, !planted) << dtype_name(t) << ": " << device.summary();
+      EXPECT_EQ(device.mismatches, host.mismatches) << dtype_name(t);
+      EXPECT_EQ(device.nonfinite_mismatches, host.nonfinite_mismatches) << dtype_name(t);
+      EXPECT_EQ(device.first_bad_index, host.first_bad_index) << dtype_name(t);
+      EXPECT_EQ(device.first_bad_out, host.first_bad_out) << dtype_name(t);
+      EXPECT_NEAR(device.max_abs_error, host.max_abs_error, 1e-12) << dtype_name(t);
+      EXPECT_NEAR(device.tolerance.atol, host.tolerance.atol, 1e-9 * host.tolerance.atol + 1e-300)
+          << dtype_name(t);
+      if (!planted) EXPECT_EQ(device.rel_frobenius, 0.0) << dtype_name(t);
+    }
+  }
+}
+
+// A write one element past an output's end lands in its guard bytes and fails the check.
+__global__ void write_past_the_end_kernel(float* c, int count) { c[count] = 1.0f; }
+
+TEST(Guards, AWritePastAnOutputFailsTheCheck) {
+  KC_SKIP_WITHOUT_GPU();
+  const OpSpec op = stage1::make_sgemm_op();
+  const Problem problem = gemm_problem("sgemm", {31, 33, 35}, DType::f32);
+  const CheckOutcome correct_then_overflow = check_run(
+      op,
+      [&](const Problem& p, Operands& o, Context& c) {
+        op.baseline(p, o, c);
+        write_past_the_end_kernel<<<1, 1, 0, c.stream()>>>(o["C"].data<float>(), 31 * 33);
+      },
+      problem, 3, shared_context());
+  EXPECT_EQ(correct_then_overflow.status, CheckOutcome::Status::failed);
+  EXPECT_NE(correct_then_overflow.detail.find("guard bytes around 'C'"), std::string::npos)
+      << correct_then_overflow.detail;
+  const CheckOutcome correct = check_run(op, op.baseline, problem, 3, shared_context());
+  EXPECT_TRUE(correct.passed()) << correct.detail;
+}
+
+// reset_operands gives operands back the values make_operands gave them: what lets kc-bench
+// check the output of its last timed launch.
+TEST(Operands, ResetRestoresInputsAndPoisonsOutputs) {
   KC_SKIP_WITHOUT_GPU();
   Context& context = shared_context();
   const OpSpec op = stage1::make_sgemm_op();
-  const Problem problem{"sgemm", {67, 45, 123}, 0.75, 0.5};
-  const Operands operands = op.make_operands(problem, 9, context);
-  const std::int64_t saved = context.cpu_reference_limit;
-  context.cpu_reference_limit = 1ll << 40;
-  const auto cpu = op.reference(problem, operands, context).at("C");
-  context.cpu_reference_limit = 0;
-  const auto gpu = op.reference(problem, operands, context).at("C");
-  context.cpu_reference_limit = saved;
-  const CompareResult r = compare(gpu.data(), cpu.data(), cpu.size(), tolerance_for(DType::f64));
-  EXPECT_TRUE(r.passed) << r.summary();
+  const Problem problem = gemm_problem("sgemm", {20, 30, 40}, DType::f32, 1.0, 0.5);
+  Operands fresh = op.make_operands(problem, 4, context);
+  Operands used = op.make_operands(problem, 4, context);
+  op.baseline(problem, used, context);
+  fill_random(used["A"].raw(), DType::f32, used["A"].count(), 99, FillSpec{}, context.stream());
+  op.reset_operands(problem, used, 4, context);
+  for (const char* name : {"A", "B", "C"}) {
+    const auto a = to_host_double(fresh[name].raw(), DType::f32, fresh[name].count(), context.stream());
+    const auto b = to_host_double(used[name].raw(), DType::f32, used[name].count(), context.stream());
+    EXPECT_EQ(a, b) << name;
+  }
 }
 
 TEST(Baseline, CublasSgemmPassesTheSgemmCheck) {

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "kc/common/check.hpp"
+#include "kc/common/gemm.hpp"
+#include "kc/stage3/register.hpp"
 #include "kc/testing/negative_controls.hpp"
 #include "support/gpu_test.hpp"
 
@@ -25,8 +27,8 @@ CheckOutcome check(const std::string& name, const Problem& problem) {
   return check_kernel(r, r.kernel("stage1/sgemm/" + name), problem, 1, shared_context());
 }
 
-const Problem kOdd{"sgemm", {127, 129, 131}};
-const Problem kTileMultiple{"sgemm", {64, 64, 64}};
+const Problem kOdd = gemm_problem("sgemm", {127, 129, 131}, DType::f32);
+const Problem kTileMultiple = gemm_problem("sgemm", {64, 64, 64}, DType::f32);
 
 TEST(NegativeControls, WritesNothingIsCaught) {
   KC_SKIP_WITHOUT_GPU();
@@ -45,7 +47,7 @@ TEST(NegativeControls, SkippedEdgeTileIsCaughtOnOddShapesOnly) {
 
 TEST(NegativeControls, Fp16RoundingIsCaughtByTheFrobeniusBound) {
   KC_SKIP_WITHOUT_GPU();
-  const CheckOutcome o = check("nc_rounds_through_fp16", Problem{"sgemm", {256, 256, 1024}});
+  const CheckOutcome o = check("nc_rounds_through_fp16", gemm_problem("sgemm", {256, 256, 1024}, DType::f32));
   EXPECT_EQ(o.status, CheckOutcome::Status::failed) << o.detail;
   EXPECT_GT(o.worst_rel_frobenius, 1e-4) << o.detail;
 }
@@ -66,7 +68,7 @@ TEST(NegativeControls, ReadingCWhenBetaIsZeroIsCaught) {
   KC_SKIP_WITHOUT_GPU();
   EXPECT_EQ(check("nc_reads_c_when_beta_zero", kOdd).status, CheckOutcome::Status::failed);
   // With beta != 0 the same kernel is right: only the BLAS rule for beta == 0 catches it.
-  const CheckOutcome with_beta = check("nc_reads_c_when_beta_zero", Problem{"sgemm", {127, 129, 131}, 1.0, 0.5});
+  const CheckOutcome with_beta = check("nc_reads_c_when_beta_zero", gemm_problem("sgemm", {127, 129, 131}, DType::f32, 1.0, 0.5));
   EXPECT_TRUE(with_beta.passed()) << with_beta.detail;
 }
 
@@ -74,11 +76,56 @@ TEST(NegativeControls, EveryControlFailsSomeConformanceProblem) {
   KC_SKIP_WITHOUT_GPU();
   const Registry& r = registry_with_controls();
   for (const auto& control : testing::negative_controls()) {
+    const KernelEntry& kernel = r.kernel(control.id);
     int failures = 0;
-    for (const Problem& p : r.op("sgemm").conformance_problems)
-      failures += check_kernel(r, r.kernel(control.id), p, 3, shared_context()).status ==
-                  CheckOutcome::Status::failed;
+    for (const Problem& p : r.op(kernel.op).conformance_problems)
+      failures += check_kernel(r, kernel, p, 3, shared_context()).status == CheckOutcome::Status::failed;
     EXPECT_GT(failures, 0) << control.id << " (" << control.flaw << ") slipped through every problem";
+  }
+}
+
+// The bf16 bounds against the bugs they exist to catch, at the benchmark shapes (where the old,
+// looser bounds let all three through): a GEMM missing one k column at K = 14336, split-K with
+// bf16 partial sums at K = 4096, and a fused epilogue computing ReLU instead of GELU at every
+// benchmark shape of the fused op. Each must FAIL; the real kernels pass the same checks (the
+// conformance suite, and `kc-bench --check-only --seeds 3` on the benchmark shapes).
+CheckOutcome check_at(const std::string& id, const Problem& problem, std::uint64_t seed) {
+  const Registry& r = registry_with_controls();
+  return check_kernel(r, r.kernel(id), problem, seed, shared_context());
+}
+
+const Problem* bench_problem(const std::string& op, const std::string& shape) {
+  for (const Problem& p : registry_with_controls().op(op).bench_problems)
+    if (p.shape() == shape) return &p;
+  return nullptr;
+}
+
+TEST(NegativeControlsBf16, MissingKColumnFailsAtK14336) {
+  KC_SKIP_WITHOUT_GPU();
+  const Problem* p = bench_problem(stage3::kHgemmOp, "8192x4096x14336");
+  ASSERT_NE(p, nullptr) << "the K = 14336 benchmark shape is gone";
+  const CheckOutcome o = check_at("stage3/hgemm/nc_drops_last_k", *p, 1);
+  EXPECT_EQ(o.status, CheckOutcome::Status::failed) << o.detail;
+  std::printf("nc_drops_last_k at %s: %s\n", p->label().c_str(), o.detail.c_str());
+}
+
+TEST(NegativeControlsBf16, SplitKWithBf16PartialsFailsAt4096) {
+  KC_SKIP_WITHOUT_GPU();
+  const Problem* p = bench_problem(stage3::kHgemmOp, "4096x4096x4096");
+  ASSERT_NE(p, nullptr) << "the 4096^3 benchmark shape is gone";
+  const CheckOutcome o = check_at("stage3/hgemm/nc_split_k_bf16_partials", *p, 1);
+  EXPECT_EQ(o.status, CheckOutcome::Status::failed) << o.detail;
+  std::printf("nc_split_k_bf16_partials at %s: %s\n", p->label().c_str(), o.detail.c_str());
+}
+
+TEST(NegativeControlsBf16, ReluInsteadOfGeluFailsAtEveryBenchmarkShape) {
+  KC_SKIP_WITHOUT_GPU();
+  const auto& problems = registry_with_controls().op(stage3::kBiasGeluOp).bench_problems;
+  ASSERT_FALSE(problems.empty());
+  for (const Problem& p : problems) {
+    const CheckOutcome o = check_at("stage3/gemm_bias_gelu/nc_relu_instead_of_gelu", p, 1);
+    EXPECT_EQ(o.status, CheckOutcome::Status::failed) << p.label() << ": " << o.detail;
+    std::printf("nc_relu_instead_of_gelu at %s: %s\n", p.label().c_str(), o.detail.c_str());
   }
 }
 

@@ -47,7 +47,9 @@ TEST(GemmReference, BetaZeroNeverReadsC) {
 }
 
 TEST(GemmProblems, ConformanceCoversEveryOddSizeInEveryDimension) {
-  const auto problems = default_gemm_conformance_problems("sgemm");
+  GemmOpConfig config;
+  config.name = "sgemm";
+  const auto problems = make_gemm_op(config).conformance_problems;
   for (std::int64_t size : {1, 17, 127, 1000, 4093}) {
     for (int dim = 0; dim < 3; ++dim) {
       bool found = false;
@@ -57,8 +59,8 @@ TEST(GemmProblems, ConformanceCoversEveryOddSizeInEveryDimension) {
   }
   bool beta_nonzero = false, alpha_not_one = false;
   for (const Problem& p : problems) {
-    beta_nonzero |= p.beta != 0.0;
-    alpha_not_one |= p.alpha != 1.0;
+    beta_nonzero |= p.param("beta") != 0.0;
+    alpha_not_one |= p.param("alpha") != 1.0;
   }
   EXPECT_TRUE(beta_nonzero);
   EXPECT_TRUE(alpha_not_one);
@@ -68,13 +70,17 @@ TEST(GemmOp, CountsFlopsAndMinimumBytes) {
   GemmOpConfig config;
   config.name = "sgemm";
   const OpSpec op = make_gemm_op(config);
-  const Work w = op.work({"sgemm", {4096, 2048, 1024}});
+  const Work w = op.work(gemm_problem("sgemm", {4096, 2048, 1024}, DType::f32));
   EXPECT_DOUBLE_EQ(w.flops, 2.0 * 4096 * 2048 * 1024);
   EXPECT_DOUBLE_EQ(w.bytes, 4.0 * (4096.0 * 1024 + 1024.0 * 2048 + 4096.0 * 2048));
-  const Work with_beta = op.work({"sgemm", {4096, 2048, 1024}, 1.0, 0.5});
+  const Work with_beta = op.work(gemm_problem("sgemm", {4096, 2048, 1024}, DType::f32, 1.0, 0.5));
   EXPECT_DOUBLE_EQ(with_beta.bytes - w.bytes, 4.0 * 4096 * 2048);  // C read as well
-  const Accuracy accuracy = op.accuracy({"sgemm", {8, 8, 4096}}, Tensor{});
-  EXPECT_DOUBLE_EQ(accuracy.scale, 64.0);  // sqrt(K)
+  Tensor c;
+  c.dtype = DType::f32;
+  const Accuracy accuracy = op.accuracy(gemm_problem("sgemm", {8, 8, 4096}, DType::f32), c);
+  EXPECT_EQ(accuracy.output, DType::f32);
+  EXPECT_DOUBLE_EQ(accuracy.terms, 4096.0);  // K products summed into each output
+  EXPECT_EQ(accuracy.roundings, 1);
 }
 
 }  // namespace

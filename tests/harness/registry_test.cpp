@@ -102,17 +102,19 @@ TEST(Registry, UnsupportedReasonsNameTheConstraint) {
   };
   r.add_kernel(k);
   const KernelEntry& kernel = r.kernel(k.id);
-  EXPECT_EQ(unsupported_reason(r, kernel, {"sgemm", {64, 1, 1}}, nullptr), "");
-  EXPECT_EQ(unsupported_reason(r, kernel, {"sgemm", {33, 1, 1}}, nullptr), "M must be a multiple of 32");
-  EXPECT_NE(unsupported_reason(r, kernel, {"sgemm", {64, 1}}, nullptr).find("dimensions"), std::string::npos);
-  EXPECT_NE(unsupported_reason(r, kernel, {"softmax", {64, 1, 1}}, nullptr).find("implements"),
+  EXPECT_EQ(unsupported_reason(r, kernel, gemm_problem("sgemm", {64, 1, 1}, DType::f32), nullptr), "");
+  EXPECT_EQ(unsupported_reason(r, kernel, gemm_problem("sgemm", {33, 1, 1}, DType::f32), nullptr), "M must be a multiple of 32");
+  EXPECT_NE(unsupported_reason(r, kernel, gemm_problem("sgemm", {64, 1}, DType::f32), nullptr).find("dimensions"), std::string::npos);
+  EXPECT_NE(unsupported_reason(r, kernel, gemm_problem("softmax", {64, 1, 1}, DType::f32), nullptr).find("implements"),
+            std::string::npos);
+  EXPECT_NE(unsupported_reason(r, kernel, gemm_problem("sgemm", {64, 1, 1}, DType::bf16), nullptr).find("runs f32, not bf16"),
             std::string::npos);
   DeviceInfo ampere;
   ampere.name = "A100";
   ampere.cc_major = 8;
-  EXPECT_NE(unsupported_reason(r, kernel, {"sgemm", {64, 1, 1}}, &ampere).find("9.0"), std::string::npos);
+  EXPECT_NE(unsupported_reason(r, kernel, gemm_problem("sgemm", {64, 1, 1}, DType::f32), &ampere).find("9.0"), std::string::npos);
   // 32-bit indexing limit of the op applies to every kernel
-  EXPECT_NE(unsupported_reason(r, kernel, {"sgemm", {65536, 65536, 64}}, nullptr).find("32-bit"),
+  EXPECT_NE(unsupported_reason(r, kernel, gemm_problem("sgemm", {65536, 65536, 64}, DType::f32), nullptr).find("32-bit"),
             std::string::npos);
 }
 
@@ -120,7 +122,7 @@ TEST(Registry, UnsupportedReasonsNameTheConstraint) {
 
 TEST(AllStages, RegisterWithoutErrorsAndFollowTheRules) {
   Registry r;
-  bench::register_all_stages(r);
+  register_all_stages(r);
   ASSERT_FALSE(r.kernels().empty());
   std::map<std::string, std::set<int>> rungs;  // per stage/op: rung numbers are unique
   for (const KernelEntry& k : r.kernels()) {
@@ -131,12 +133,48 @@ TEST(AllStages, RegisterWithoutErrorsAndFollowTheRules) {
     EXPECT_GE(k.rung, 1) << k.id;
     EXPECT_TRUE(rungs[k.stage() + "/" + k.op].insert(k.rung).second) << k.id << ": rung number reused";
     EXPECT_EQ(k.id.find("/nc_"), std::string::npos) << "negative controls stay out of the real registry";
+    // Every refusal a kernel lists is one of its op's conformance problems.
+    for (const std::string& label : k.refuses) {
+      const bool listed = std::any_of(op.conformance_problems.begin(), op.conformance_problems.end(),
+                                      [&](const Problem& p) { return p.label() == label; });
+      EXPECT_TRUE(listed) << k.id << " refuses '" << label << "', which is no conformance problem";
+    }
+  }
+}
+
+// A kernel refuses exactly the conformance problems it lists (checked here without a GPU; the
+// conformance suite holds every kernel to the same rule on the device).
+TEST(AllStages, KernelsRefuseExactlyTheConformanceProblemsTheyList) {
+  Registry r;
+  register_all_stages(r);
+  for (const KernelEntry& k : r.kernels()) {
+    for (const Problem& p : r.op(k.op).conformance_problems) {
+      if (!k.runs_dtype(p.dtype)) continue;
+      const bool refused = !unsupported_reason(r, k, p, nullptr).empty();
+      const bool listed = std::find(k.refuses.begin(), k.refuses.end(), p.label()) != k.refuses.end();
+      EXPECT_EQ(refused, listed) << k.id << " on " << p.label()
+                                 << (refused ? ": refused but not listed" : ": listed but runs");
+    }
+  }
+}
+
+TEST(AllStages, ProblemsAreWellFormedForTheirOps) {
+  Registry r;
+  register_all_stages(r);
+  for (const OpSpec& op : r.ops()) {
+    EXPECT_FALSE(op.dtypes.empty()) << op.name;
+    for (const auto* problems : {&op.bench_problems, &op.conformance_problems})
+      for (const Problem& p : *problems) {
+        EXPECT_TRUE(op.has_dtype(p.dtype)) << op.name << " " << p.label();
+        ASSERT_EQ(p.params.size(), op.params.size()) << op.name << " " << p.label();
+        for (std::size_t i = 0; i < p.params.size(); ++i) EXPECT_EQ(p.params[i].name, op.params[i].name);
+      }
   }
 }
 
 TEST(AllStages, NegativeControlsRegisterBesideTheRealKernels) {
   Registry r;
-  bench::register_all_stages(r);
+  register_all_stages(r);
   const std::size_t real = r.kernels().size();
   testing::register_negative_controls(r);
   EXPECT_EQ(r.kernels().size(), real + testing::negative_controls().size());

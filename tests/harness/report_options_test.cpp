@@ -36,6 +36,8 @@ Result row(std::string kernel, bool baseline, Status status, double tflops, doub
   r.op_description = "C = alpha.A.B + beta.C";
   r.dtype = "f32";
   r.shape = "4096x4096x4096";
+  r.params = {{"alpha", 1.0, true}, {"beta", 0.0, true}};
+  r.label = "4096x4096x4096 f32";
   r.status = status;
   r.median_ms = 2.0;
   r.p10_ms = 1.9;
@@ -135,14 +137,18 @@ TEST(Report, WritesOneMarkdownAndOneJsonPerGroup) {
 TEST(Options, ParsesKcFlagsAndLeavesBenchmarkFlags) {
   std::vector<std::string> args{"kc-bench", "--filter", "stage1", "--shapes=4096x4096x4096,128x8192x8192",
                                 "--benchmark_repetitions=3", "--markdown", "--seed=7",
-                                "--max-samples=20", "--beta=0.5"};
+                                "--max-samples=20", "--param", "beta=0.5", "--param=causal=1",
+                                "--dtype=bf16,f16", "--seeds", "3", "--allow-dirty"};
   const Options o = parse_options(args);
   EXPECT_EQ(o.filter, "stage1");
   EXPECT_EQ(o.shapes, (std::vector<std::string>{"4096x4096x4096", "128x8192x8192"}));
   EXPECT_EQ(o.markdown_dir, std::optional<std::string>("auto"));
   EXPECT_EQ(o.seed, 7u);
   EXPECT_EQ(o.timing.max_samples, 20);
-  EXPECT_EQ(o.beta, 0.5);
+  EXPECT_EQ(o.params, (ParamValues{{"beta", 0.5}, {"causal", 1.0}}));
+  EXPECT_EQ(o.dtypes, (std::vector<DType>{DType::bf16, DType::f16}));
+  EXPECT_EQ(o.seeds, 3);
+  EXPECT_TRUE(o.allow_dirty);
   EXPECT_EQ(args, (std::vector<std::string>{"kc-bench", "--benchmark_repetitions=3"}));
   EXPECT_TRUE(o.paired_baseline) << "kernels are timed alongside their baseline by default";
   std::vector<std::string> solo{"kc-bench", "--solo"};
@@ -167,6 +173,40 @@ TEST(Options, RejectsWhatItCannotUse) {
   EXPECT_THROW(parse({"kc-bench", "--filter"}), Error);
   EXPECT_THROW(parse({"kc-bench", "--frobnicate"}), Error);
   EXPECT_THROW(parse({"kc-bench", "--min-samples=10", "--max-samples=5"}), Error);
+  EXPECT_THROW(parse({"kc-bench", "--dtype=bf17"}), Error);
+  EXPECT_THROW(parse({"kc-bench", "--param=causal"}), Error);
+  EXPECT_THROW(parse({"kc-bench", "--seeds=0"}), Error);
+  // The old scalar flags say what replaced them.
+  try {
+    parse({"kc-bench", "--beta=0.5"});
+    FAIL() << "--beta was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--param"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Options, DirtyTreesAreRecognized) {
+  EXPECT_TRUE(is_dirty_commit("3f2a9c1d0b7e-dirty"));
+  EXPECT_FALSE(is_dirty_commit("3f2a9c1d0b7e"));
+  EXPECT_FALSE(is_dirty_commit("unknown"));
+}
+
+TEST(Report, ColumnsShowTheDtypeWhenAnOpHasSeveralAndTheParametersOffTheirDefaults) {
+  std::vector<Result> results;
+  Result bf16 = sample_results()[1];
+  bf16.dtype = "bf16";
+  bf16.label = "4096x4096x4096 bf16";
+  Result f32 = sample_results()[1];
+  f32.params = {{"alpha", 1.5, false}, {"beta", 0.0, true}};
+  f32.label = "4096x4096x4096 f32 alpha=1.5";
+  results.push_back(bf16);
+  results.push_back(f32);
+  const std::string md = render_markdown(info(), "stage1", results);
+  EXPECT_NE(md.find("| 4096³ bf16 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 4096³ f32 alpha=1.5 |"), std::string::npos) << md;
+  const std::string js = render_json(info(), "stage1", results);
+  EXPECT_NE(js.find("\"params\": {\"alpha\": 1.500000, \"beta\": 0.000000}"), std::string::npos) << js;
+  EXPECT_NE(js.find("\"dtype\": \"bf16\""), std::string::npos) << js;
 }
 
 }  // namespace
@@ -177,15 +217,17 @@ namespace {
 
 TEST(Peers, ParsesTheTsvAndExplainsBadLines) {
   const auto timings = parse_peer_timings(
-      "op\tshape\tpeer\tmedian_ms\n# comment\nrmsnorm_bf16\t32768x4096\ttorch.compile\t0.125\n");
+      "op\tdtype\tshape\tpeer\tmedian_ms\n# comment\nrmsnorm\tbf16\t32768x4096\ttorch.compile\t0.125\n");
   ASSERT_EQ(timings.size(), 1u);
-  EXPECT_EQ(timings[0].op, "rmsnorm_bf16");
+  EXPECT_EQ(timings[0].op, "rmsnorm");
+  EXPECT_EQ(timings[0].dtype, "bf16");
   EXPECT_EQ(timings[0].shape, "32768x4096");
   EXPECT_EQ(timings[0].peer, "torch.compile");
   EXPECT_DOUBLE_EQ(timings[0].median_ms, 0.125);
-  EXPECT_THROW(parse_peer_timings("rmsnorm_bf16\t32768x4096\t0.1\n"), Error);
-  EXPECT_THROW(parse_peer_timings("rmsnorm_bf16\t32768x4096\ttorch\tfast\n"), Error);
-  EXPECT_THROW(parse_peer_timings("rmsnorm_bf16\t32768x4096\ttorch\t-1\n"), Error);
+  EXPECT_THROW(parse_peer_timings("rmsnorm\tbf16\t32768x4096\t0.1\n"), Error);
+  EXPECT_THROW(parse_peer_timings("rmsnorm\tbf16\t32768x4096\ttorch\tfast\n"), Error);
+  EXPECT_THROW(parse_peer_timings("rmsnorm\tbf16\t32768x4096\ttorch\t-1\n"), Error);
+  EXPECT_THROW(parse_peer_timings("rmsnorm\tbfloat\t32768x4096\ttorch\t1\n"), Error);
 }
 
 TEST(Peers, PeerRowsAppearBesideTheBaselineInTheTables) {
@@ -194,6 +236,7 @@ TEST(Peers, PeerRowsAppearBesideTheBaselineInTheTables) {
   peer.kernel = "torch.compile";
   peer.is_baseline = false;
   peer.is_peer = true;
+  peer.peer_outside = true;
   results.push_back(peer);
   const std::string md = render_markdown(info(), "stage1", results);
   EXPECT_NE(md.find("| peer | *torch.compile* |"), std::string::npos) << md;

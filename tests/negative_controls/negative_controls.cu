@@ -1,12 +1,18 @@
-// The deliberately wrong kernels. Each is the naive SGEMM with exactly one flaw, so a failure can
-// only come from that flaw.
+// The deliberately wrong kernels. The FP32 ones are the naive SGEMM with exactly one flaw, so a
+// failure can only come from that flaw. The bf16 ones are cuBLAS with one realistic flaw around it
+// (a dropped k column, split-K with 16-bit partial sums, the wrong activation): fast enough to run
+// at the benchmark shapes, where the bounds must catch them.
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cmath>
+#include <memory>
 
 #include "kc/common/gemm.hpp"
 #include "kc/stage1/sgemm.hpp"
 #include "kc/stage1/register.hpp"
+#include "kc/stage3/register.hpp"
 #include "kc/testing/negative_controls.hpp"
 
 namespace kc::testing {
@@ -83,11 +89,96 @@ const Control kControls[] = {
      &launch_flawed<Flaw::reads_c_when_beta_zero>},
 };
 
+// ---- bf16: C = alpha.A.B^T + beta.C, A M x K, B N x K, row-major (stage 3's hgemm) ----------------
+
+using bf16 = __nv_bfloat16;
+
+// C (ldc) = alpha . A (lda) . B^T (ldb) + beta . C over the first `k` columns of A and B, through
+// cuBLAS in column-major terms (C^T = B . A^T), FP32 accumulation, bf16 out.
+void gemm_bf16(cublasHandle_t handle, cudaStream_t stream, int m, int n, int k, float alpha,
+               const bf16* a, int lda, const bf16* b, int ldb, float beta, bf16* c, int ldc) {
+  KC_CUBLAS_CHECK(cublasSetStream(handle, stream));
+  KC_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, b, CUDA_R_16BF, ldb, a,
+                               CUDA_R_16BF, lda, &beta, c, CUDA_R_16BF, ldc, CUBLAS_COMPUTE_32F,
+                               CUBLAS_GEMM_DEFAULT));
+}
+
+// c = round(float(p1) + float(p2) + beta . c): the reduction of split-K partials that were
+// stored in bf16.
+__global__ void add_partials_kernel(const bf16* p1, const bf16* p2, bf16* c, std::size_t count, float beta) {
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    float sum = __bfloat162float(p1[i]) + __bfloat162float(p2[i]);
+    if (beta != 0.f) sum += beta * __bfloat162float(c[i]);
+    c[i] = __float2bfloat16(sum);
+  }
+}
+
+// c = max(c + bias[col], 0): ReLU where the op asks for GELU.
+__global__ void bias_relu_kernel(bf16* c, const bf16* bias, std::size_t count, int n) {
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+    c[i] = __float2bfloat16(fmaxf(__bfloat162float(c[i]) + __bfloat162float(bias[i % n]), 0.f));
+}
+
+// One cuBLAS handle for the bf16 controls, created on their first launch (registering them must
+// work without a GPU: kc-bench --list).
+class LazyCublas {
+ public:
+  cublasHandle_t get() {
+    if (!handle_) handle_ = std::make_unique<CublasHandle>();
+    return handle_->get();
+  }
+
+ private:
+  std::unique_ptr<CublasHandle> handle_;
+};
+
+struct Bf16Control {
+  const char* op;
+  const char* name;
+  const char* flaw;
+  void (*launch)(cublasHandle_t, const GemmArgs<bf16>&, const bf16* bias, cudaStream_t);
+};
+
+void drops_last_k(cublasHandle_t handle, const GemmArgs<bf16>& g, const bf16*, cudaStream_t stream) {
+  gemm_bf16(handle, stream, g.m, g.n, g.k - 1, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc);
+}
+
+void split_k_bf16_partials(cublasHandle_t handle, const GemmArgs<bf16>& g, const bf16*, cudaStream_t stream) {
+  const int half = g.k / 2;
+  const std::size_t count = static_cast<std::size_t>(g.m) * g.n;
+  DeviceBuffer<bf16> first(count), second(count);
+  gemm_bf16(handle, stream, g.m, g.n, half, g.alpha, g.a, g.lda, g.b, g.ldb, 0.f, first.data(), g.n);
+  gemm_bf16(handle, stream, g.m, g.n, g.k - half, g.alpha, g.a + half, g.lda, g.b + half, g.ldb, 0.f,
+            second.data(), g.n);
+  add_partials_kernel<<<1024, 256, 0, stream>>>(first.data(), second.data(), g.c, count, g.beta);
+  KC_CHECK_LAUNCH();
+  KC_CUDA_CHECK(cudaStreamSynchronize(stream));  // the partials are freed on return
+}
+
+void relu_instead_of_gelu(cublasHandle_t handle, const GemmArgs<bf16>& g, const bf16* bias, cudaStream_t stream) {
+  gemm_bf16(handle, stream, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc);
+  bias_relu_kernel<<<1024, 256, 0, stream>>>(g.c, bias, static_cast<std::size_t>(g.m) * g.n, g.n);
+  KC_CHECK_LAUNCH();
+}
+
+const Bf16Control kBf16Controls[] = {
+    {stage3::kHgemmOp, "nc_drops_last_k", "cuBLAS over the first K - 1 columns: one k column missing",
+     &drops_last_k},
+    {stage3::kHgemmOp, "nc_split_k_bf16_partials",
+     "split-K in two halves whose partial sums are stored in bf16, then added", &split_k_bf16_partials},
+    {stage3::kBiasGeluOp, "nc_relu_instead_of_gelu", "cuBLAS, then bias + ReLU where the op asks for GELU",
+     &relu_instead_of_gelu},
+};
+
 }  // namespace
 
 std::vector<NegativeControl> negative_controls() {
   std::vector<NegativeControl> list;
   for (const Control& c : kControls) list.push_back({std::string("stage1/sgemm/") + c.name, c.flaw});
+  for (const Bf16Control& c : kBf16Controls)
+    list.push_back({std::string("stage3/") + c.op + "/" + c.name, c.flaw});
   return list;
 }
 
@@ -103,6 +194,25 @@ void register_negative_controls(Registry& registry) {
     const auto launch = c.launch;
     entry.launch = [launch](const Problem& problem, Operands& operands, cudaStream_t stream) {
       launch(gemm_args<float>(problem, operands, BLayout::k_by_n), stream);
+    };
+    registry.add_kernel(std::move(entry));
+  }
+  if (!registry.has_op(stage3::kHgemmOp)) registry.add_op(stage3::make_hgemm_op());
+  if (!registry.has_op(stage3::kBiasGeluOp)) registry.add_op(stage3::make_gemm_bias_gelu_op());
+  auto handle = std::make_shared<LazyCublas>();
+  for (const Bf16Control& c : kBf16Controls) {
+    KernelEntry entry;
+    entry.id = std::string("stage3/") + c.op + "/" + c.name;
+    entry.op = c.op;
+    entry.rung = 0;
+    entry.idea = std::string("NEGATIVE CONTROL: ") + c.flaw;
+    entry.dtypes = {DType::bf16};
+    entry.report = "negative-controls";
+    const auto launch = c.launch;
+    const bool has_bias = std::string(c.op) == stage3::kBiasGeluOp;
+    entry.launch = [launch, handle, has_bias](const Problem& problem, Operands& operands, cudaStream_t stream) {
+      launch(handle->get(), gemm_args<bf16>(problem, operands, BLayout::n_by_k),
+             has_bias ? operands["bias"].data<bf16>() : nullptr, stream);
     };
     registry.add_kernel(std::move(entry));
   }

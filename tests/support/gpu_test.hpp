@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <cstring>
+
 #include "kc/common/context.hpp"
 #include "kc/common/device.hpp"
 
@@ -14,12 +17,23 @@ inline Context& shared_context() {
   return context;
 }
 
+// KC_REQUIRE_GPU=1 (scripts/gpu-check.sh sets it): a machine that should have a GPU but shows
+// none — a broken driver, a container without the device — fails instead of skipping.
+inline bool gpu_required() {
+  const char* value = std::getenv("KC_REQUIRE_GPU");
+  return value != nullptr && std::strcmp(value, "0") != 0 && value[0] != '\0';
+}
+
 }  // namespace kc::testing
 
-// GTEST_SKIP must run in the test body itself, hence a macro.
-#define KC_SKIP_WITHOUT_GPU()                                                        \
-  do {                                                                               \
-    if (!::kc::has_gpu())                                                            \
-      GTEST_SKIP() << "no CUDA GPU visible (" << ::kc::no_gpu_reason()               \
-                   << "); this test runs on a machine with a GPU";                  \
+// GTEST_SKIP and FAIL must run in the test body itself, hence a macro.
+#define KC_SKIP_WITHOUT_GPU()                                                                  \
+  do {                                                                                         \
+    if (!::kc::has_gpu()) {                                                                    \
+      if (::kc::testing::gpu_required())                                                       \
+        FAIL() << "KC_REQUIRE_GPU is set but no CUDA GPU is visible (" << ::kc::no_gpu_reason() \
+               << ")";                                                                         \
+      GTEST_SKIP() << "no CUDA GPU visible (" << ::kc::no_gpu_reason()                         \
+                   << "); this test runs on a machine with a GPU";                            \
+    }                                                                                          \
   } while (0)

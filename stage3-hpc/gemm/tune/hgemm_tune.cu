@@ -146,9 +146,9 @@ std::vector<std::string> check_variants(const OpSpec& op, const std::vector<Vari
   const std::vector<Problem> problems = {
       // 23 tile rows (the second CTA of a cluster's last strip has no tile), 9 tile columns (the
       // last 8 wide), 207 tiles (more than one wave), a K tail of 8
-      {kHgemmOp, {2900, 2056, 520}, 1.0, 0.0},
+      gemm_problem(kHgemmOp, {2900, 2056, 520}, DType::bf16, 1.0, 0.0),
       // C read (beta != 0), alpha scaling, partial tiles everywhere
-      {kHgemmOp, {1000, 776, 1032}, 1.5, -0.5},
+      gemm_problem(kHgemmOp, {1000, 776, 1032}, DType::bf16, 1.5, -0.5),
   };
   std::vector<std::string> failures(all.size());
   std::printf("checking %zu variants\n", all.size());
@@ -198,7 +198,7 @@ Summary summarize(const std::vector<Variant>& all, const std::vector<Timing>& ti
   std::vector<double> log_sum(all.size(), 0.0);
   std::vector<int> counted(all.size(), 0);
   for (const auto& dims : tuning_shapes()) {
-    const std::string shape = Problem{kHgemmOp, dims}.shape();
+    const std::string shape = gemm_problem(kHgemmOp, dims, DType::bf16).shape();
     int best = -1;
     double best_pct = 0;
     for (const Timing& t : timings) {
@@ -226,13 +226,13 @@ void print_summary(const std::vector<Variant>& all, const std::vector<Timing>& t
                    const Summary& summary) {
   std::printf("\n%% of cuBLAS (same run, same operands):\n  %-32s", "variant");
   for (const auto& dims : tuning_shapes())
-    std::printf(" %16s", Problem{kHgemmOp, dims}.shape().c_str());
+    std::printf(" %16s", gemm_problem(kHgemmOp, dims, DType::bf16).shape().c_str());
   std::printf(" %8s\n", "geomean");
   for (std::size_t v = 0; v < all.size(); ++v) {
     if (summary.geomean_pct[v] == 0) continue;
     std::printf("  %-32s", all[v].name().c_str());
     for (const auto& dims : tuning_shapes()) {
-      const std::string shape = Problem{kHgemmOp, dims}.shape();
+      const std::string shape = gemm_problem(kHgemmOp, dims, DType::bf16).shape();
       for (const Timing& t : timings)
         if (t.shape == shape && t.variant == static_cast<int>(v)) std::printf(" %15.1f%%", t.pct_of_cublas);
     }
@@ -242,7 +242,7 @@ void print_summary(const std::vector<Variant>& all, const std::vector<Timing>& t
   for (std::size_t s = 0; s < tuning_shapes().size(); ++s) {
     const int best = summary.best_per_shape[s];
     if (best < 0) continue;
-    const std::string shape = Problem{kHgemmOp, tuning_shapes()[s]}.shape();
+    const std::string shape = gemm_problem(kHgemmOp, tuning_shapes()[s], DType::bf16).shape();
     for (const Timing& t : timings)
       if (t.shape == shape && t.variant == best)
         std::printf("  %-16s %-32s %8.1f TFLOPS %6.1f%% of cuBLAS\n", shape.c_str(),
@@ -287,7 +287,7 @@ void write_json(const std::string& path, const Context& context, const std::vect
   js += "\n  ],\n  \"best_per_shape\": [";
   for (std::size_t s = 0; s < summary.best_per_shape.size(); ++s)
     js += fmt::format("{}\n    {{\"shape\": {}, \"variant\": {}}}", s ? "," : "",
-                      json_string(Problem{kHgemmOp, tuning_shapes()[s]}.shape()),
+                      json_string(gemm_problem(kHgemmOp, tuning_shapes()[s], DType::bf16).shape()),
                       summary.best_per_shape[s]);
   js += "\n  ],\n";
   js += fmt::format("  \"overall\": {{\"variant\": {}, \"config_line\": {}}}\n}}\n", summary.overall,
@@ -307,7 +307,7 @@ int run(const TuneOptions& options) {
                  context.device().cc_major, context.device().cc_minor);
     return 2;
   }
-  const OpSpec op = make_hgemm_bf16_op();
+  const OpSpec op = make_hgemm_op();
   const std::vector<Variant> all = variants();
   HopperLaunchCache cache;
   const std::vector<std::string> failures = check_variants(op, all, cache, context);
@@ -318,7 +318,7 @@ int run(const TuneOptions& options) {
   timing.target_total_ms = options.target_ms;
   std::vector<Timing> timings;
   for (const auto& dims : tuning_shapes()) {
-    const Problem problem{kHgemmOp, dims, 1.0, 0.0};
+    const Problem problem = gemm_problem(kHgemmOp, dims, DType::bf16);
     Operands operands = op.make_operands(problem, 11, context);
     const HgemmArgs args = gemm_args<bf16>(problem, operands, BLayout::n_by_k);
     const TimingStats reference = time_launches(

@@ -43,11 +43,11 @@ const char* const kUsage = "usage: kc-mma-sync-tune [--max-samples N] [--target-
 // Checked on every configuration before anything is timed.
 const std::vector<Problem>& check_problems() {
   static const std::vector<Problem> problems = {
-      {kHgemmOp, {129, 131, 72}, 1.0, 0.0},       // every block on an edge, a partial second K step
-      {kHgemmOp, {1, 1, 8}, 1.0, 0.0},            // one output, one partial K step
-      {kHgemmOp, {257, 383, 1032}, 1.5, -0.5},    // C read, K % 64 == 8
-      {kHgemmOp, {1000, 1000, 1024}, -0.5, 0.25}, // interior blocks take the unchecked copies
-      {kHgemmOp, {520, 1000, 256}, 1.0, 0.0},     // N % 8 == 0: staged stores, edges in M and N
+      gemm_problem(kHgemmOp, {129, 131, 72}, DType::bf16, 1.0, 0.0),       // every block on an edge, a partial second K step
+      gemm_problem(kHgemmOp, {1, 1, 8}, DType::bf16, 1.0, 0.0),            // one output, one partial K step
+      gemm_problem(kHgemmOp, {257, 383, 1032}, DType::bf16, 1.5, -0.5),    // C read, K % 64 == 8
+      gemm_problem(kHgemmOp, {1000, 1000, 1024}, DType::bf16, -0.5, 0.25), // interior blocks take the unchecked copies
+      gemm_problem(kHgemmOp, {520, 1000, 256}, DType::bf16, 1.0, 0.0),     // N % 8 == 0: staged stores, edges in M and N
   };
   return problems;
 }
@@ -83,7 +83,7 @@ int run(int argc, char** argv) {
           "mma.sync bf16 and cp.async need compute capability 8.0 or newer (this GPU: {}.{})",
           context.device().cc_major, context.device().cc_minor);
 
-  const OpSpec op = make_hgemm_bf16_op();
+  const OpSpec op = make_hgemm_op();
   const std::vector<MmaSyncVariant>& variants = mma_sync_variants();
   std::vector<bool> timed(variants.size(), false);
   bool any_failed = false;
@@ -104,7 +104,7 @@ int run(int argc, char** argv) {
   std::vector<std::vector<double>> pct(variants.size(), std::vector<double>(kTimedSides.size(), 0.0));
   for (std::size_t s = 0; s < kTimedSides.size(); ++s) {
     const std::int64_t side = kTimedSides[s];
-    const Problem problem{kHgemmOp, {side, side, side}, 1.0, 0.0};
+    const Problem problem = gemm_problem(kHgemmOp, {side, side, side}, DType::bf16, 1.0, 0.0);
     Operands operands = op.make_operands(problem, 11, context);
     const HgemmArgs args = gemm_args<bf16>(problem, operands, BLayout::n_by_k);
     const double flop = 2.0 * static_cast<double>(side) * side * side;

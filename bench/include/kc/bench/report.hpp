@@ -31,17 +31,27 @@ enum class Status {
 };
 const char* status_name(Status status);
 
+// A named parameter of the problem, as reported: every parameter the op declares, defaults too.
+struct ReportedParam {
+  std::string name;
+  double value = 0.0;
+  bool is_default = true;
+};
+
 struct Result {
-  std::string kernel;         // "stage1/sgemm/01_naive", or the baseline's name
+  std::string kernel;         // "stage1/sgemm/01_naive", or the baseline's or peer's name
   bool is_baseline = false;
-  bool is_peer = false;       // timed outside kc-bench (bench/peers/), merged with --peers
+  bool is_peer = false;       // another implementation timed beside the baseline: the op's peers,
+                              // or outside peers (bench/peers/) merged with --peers
+  bool peer_outside = false;  // the latter: timed by a script, not checked by kc
   int rung = 0;
   std::string group;          // report table: "stage1"
   std::string op;             // "sgemm"
   std::string op_description;
-  std::string dtype;          // "f32"
+  std::string dtype;          // the problem's dtype: "f32"
   std::string shape;          // "4096x4096x4096"
-  double alpha = 1.0, beta = 0.0;
+  std::vector<ReportedParam> params;
+  std::string label;          // Problem::label(): shape, dtype, parameters off their defaults
   Status status = Status::skipped;
   std::string detail;         // check summary, refusal reason or error
   double rel_frobenius = 0.0;
@@ -62,6 +72,8 @@ struct Result {
 
 // "4096³" for cubes, "4093×2049×1031" otherwise.
 std::string pretty_shape(const std::string& shape);
+// The parameters off their defaults: "alpha=1.5 beta=0.5", or "".
+std::string params_text(const std::vector<ReportedParam>& params);
 
 std::string render_markdown(const RunInfo& info, const std::string& group,
                             const std::vector<Result>& results);
@@ -75,14 +87,15 @@ std::vector<std::string> write_reports(const std::string& directory, const RunIn
 
 // One timing from an outside peer (bench/peers/*.py), as read from a --peers TSV file.
 struct PeerTiming {
-  std::string op;     // kc op name, e.g. "rmsnorm_bf16"
+  std::string op;     // kc op name, e.g. "rmsnorm"
+  std::string dtype;  // "bf16"
   std::string shape;  // Problem::shape(), e.g. "32768x4096"
   std::string peer;   // "torch.compile"
   double median_ms = 0.0;
 };
 
-// Parses "op<TAB>shape<TAB>peer<TAB>median_ms" lines; a header line starting with "op" and lines
-// starting with '#' are skipped. Throws kc::Error naming the line of anything malformed.
+// Parses "op<TAB>dtype<TAB>shape<TAB>peer<TAB>median_ms" lines; a header line starting with "op"
+// and lines starting with '#' are skipped. Throws kc::Error naming the line of anything malformed.
 std::vector<PeerTiming> parse_peer_timings(const std::string& text);
 
 

@@ -15,6 +15,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "kc/bench/all_stages.hpp"
 #include "kc/bench/report.hpp"
 #include "kc/common/check.hpp"
 #include "kc/common/registry.hpp"
@@ -28,12 +29,15 @@ struct Options {
   bool check_only = false;
   bool include_negative_controls = false;
   bool paired_baseline = true;                // --solo turns it off: see usage()
+  bool allow_dirty = false;                   // --markdown from a tree with uncommitted changes
   std::string filter;                         // regex searched in kernel ids
   std::vector<std::string> shapes;            // overrides each op's documented shapes
-  double alpha = 1.0, beta = 0.0;             // scalars for --shapes problems
+  std::vector<DType> dtypes;                  // --dtype: only problems of these types
+  ParamValues params;                         // --param name=value, applied to every problem
   std::optional<std::string> markdown_dir;    // "auto": <source>/docs/benchmarks/<gpu slug>
   std::string peers_file;                     // TSV of outside peer timings to merge (bench/peers/)
   std::uint64_t seed = 2026;
+  int seeds = 1;                              // --check-only: seeds checked per problem
   TimingConfig timing;
 };
 
@@ -41,9 +45,6 @@ struct Options {
 // Benchmark. Throws kc::Error on a malformed value.
 Options parse_options(std::vector<std::string>& args);
 std::string usage();
-
-// Registers every stage's ops and kernels, in stage order.
-void register_all_stages(Registry& registry);
 
 // The --list table: id, rung, dtype, minimum capability, constraints and idea of each kernel.
 std::string list_kernels(const Registry& registry, const std::string& filter);
@@ -53,6 +54,8 @@ RunInfo collect_run_info(Context& context, const std::string& command);
 // Short name of the commit the binary runs from: $KC_GIT_COMMIT if set, else `git describe` of
 // the source tree, else "unknown".
 std::string current_commit();
+// True for a commit name that `git describe --dirty` marked: "3f2a9c1d0b7e-dirty".
+bool is_dirty_commit(const std::string& commit);
 
 class Session {
  public:
@@ -71,16 +74,25 @@ class Session {
   std::string summary() const;
 
  private:
+  // One row of the tables: a kernel, the op's baseline or one of its peers, on one problem.
   struct Item {
     const OpSpec* op;
-    const KernelEntry* kernel;  // null for the baseline
+    const KernelEntry* kernel;     // null for the baseline and the peers
+    const OpSpec::Peer* peer;      // set for a peer
     Problem problem;
+    std::string name() const;      // kernel id, baseline name or peer name
+    bool computes_op() const;      // false only for a baseline that bounds the op (a copy)
   };
   std::vector<Item> plan() const;
+  std::vector<Problem> problems_of(const OpSpec& op) const;
   void run_item(const Item& item, benchmark::State& state);
   Result& result_for(const Item& item);
+  CheckOutcome check_once(const Item& item, std::uint64_t seed);
   // Fills `result` with the check outcome; returns true when the item may be timed.
   bool check_item(const Item& item, Result& result);
+  // Times `item` (in alternation with the baseline unless --solo), then checks the output of its
+  // last timed launch; fills `result`.
+  void time_item(const Item& item, Result& result, benchmark::State& state);
 
   const Registry& registry_;
   Context& context_;

@@ -51,9 +51,13 @@ class CublasLtHandle {
   cublasLtHandle_t handle_ = nullptr;
 };
 
-// C = alpha.A.B + beta.C in FP32 with CUBLAS_PEDANTIC_MATH: true FP32 FFMA, no TF32.
+// C = alpha.A.B + beta.C in FP32. Pedantic (the default): CUBLAS_PEDANTIC_MATH, true FP32 FFMA,
+// no TF32, no reduced-precision reductions. Otherwise CUBLAS_DEFAULT_MATH, which is still FP32
+// (TF32 needs CUBLAS_TF32_TENSOR_OP_MATH) but lets cuBLAS pick any of its FP32 kernels.
+enum class SgemmMath { pedantic, default_math };
 void cublas_sgemm(cublasHandle_t handle, cudaStream_t stream, GemmShape shape, float alpha,
-                  const float* a, const float* b, BLayout b_layout, float beta, float* c);
+                  const float* a, const float* b, BLayout b_layout, float beta, float* c,
+                  SgemmMath math = SgemmMath::pedantic);
 
 // The same in FP64: the reference for shapes too large for the CPU.
 void cublas_dgemm(cublasHandle_t handle, cudaStream_t stream, GemmShape shape, double alpha,
@@ -65,22 +69,32 @@ void cublas_gemm_ex(cublasHandle_t handle, cudaStream_t stream, GemmShape shape,
                     DType c_type, float alpha, const void* a, const void* b, BLayout b_layout,
                     float beta, void* c);
 
+// What cuBLASLt does to alpha.A.B + beta.C before storing it.
+enum class LtEpilogue {
+  none,
+  // + bias[col], then GELU (cuBLASLt's tanh form), in FP32, one rounding: CUBLASLT_EPILOGUE_GELU_BIAS.
+  // The bias is a vector of N elements of C's type, passed to run().
+  gelu_bias,
+};
+
 // One cuBLASLt matmul plan: descriptors and the heuristic's best algorithm chosen once, then run
 // many times. FP32 accumulation (CUBLAS_COMPUTE_32F); for FP8 inputs C is bf16/f16/f32 and B
 // must be N x K (the only FP8 layout cuBLASLt offers).
 class CublasLtGemm {
  public:
   CublasLtGemm(cublasLtHandle_t handle, GemmShape shape, DType ab_type, DType c_type,
-               BLayout b_layout, std::size_t workspace_bytes = std::size_t{32} << 20);
+               BLayout b_layout, LtEpilogue epilogue = LtEpilogue::none,
+               std::size_t workspace_bytes = std::size_t{32} << 20);
   ~CublasLtGemm();
   CublasLtGemm(const CublasLtGemm&) = delete;
   CublasLtGemm& operator=(const CublasLtGemm&) = delete;
 
-  void run(float alpha, const void* a, const void* b, float beta, void* c,
-           cudaStream_t stream) const;
+  // `bias`: N elements of C's type, for LtEpilogue::gelu_bias (else ignored).
+  void run(float alpha, const void* a, const void* b, float beta, void* c, cudaStream_t stream,
+           const void* bias = nullptr) const;
 
  private:
-  void plan(GemmShape shape, DType ab_type, DType c_type, BLayout b_layout,
+  void plan(GemmShape shape, DType ab_type, DType c_type, BLayout b_layout, LtEpilogue epilogue,
             std::size_t workspace_bytes);
   void release() noexcept;
 
@@ -88,6 +102,7 @@ class CublasLtGemm {
   cublasLtMatmulDesc_t operation_ = nullptr;
   cublasLtMatrixLayout_t layout_a_ = nullptr, layout_b_ = nullptr, layout_c_ = nullptr;
   cublasLtMatmulAlgo_t algorithm_{};
+  LtEpilogue epilogue_ = LtEpilogue::none;
   mutable DeviceBuffer<std::byte> workspace_;
 };
 

@@ -1,14 +1,14 @@
 // kc/common/check.hpp — run once on fresh random inputs and judge the result.
 //
-// The order matters: operands are made (inputs random, outputs poisoned), the reference is
-// computed from the untouched operands, then the kernel runs, and every output is compared.
-// Both the tests and kc-bench call this; kc-bench times nothing that has not passed it.
+// The order matters: operands are made (inputs random, outputs poisoned, guard bytes written),
+// the reference is computed from the untouched operands, then the kernel runs, and every output is
+// compared on the GPU (compare_on_device) and every guard checked. Both the tests and kc-bench
+// call this; kc-bench times nothing that has not passed it, and checks the output of its last
+// timed launch the same way (judge_outputs).
 #pragma once
 
 #include <cstdint>
 #include <functional>
-#include <map>
-#include <vector>
 #include <string>
 
 #include "kc/common/registry.hpp"
@@ -23,23 +23,25 @@ struct CheckOutcome {
   bool passed() const { return status == Status::passed; }
 };
 
-// Remembers the reference of the last (op, problem, seed) checked. Operands are a deterministic
+// Remembers the references of the last (op, problem, seed) checked. Operands are a deterministic
 // function of (problem, seed), so every rung checked on the same problem and seed needs the same
-// reference — and for large memory-bound problems that reference (a CPU computation in double over
-// hundreds of millions of elements) costs more than everything else in the check.
+// reference — and for large problems that reference costs more than everything else in the check.
 class ReferenceCache {
  public:
-  using Values = std::map<std::string, std::vector<double>>;
-  const Values& get(const OpSpec& op, const Problem& problem, std::uint64_t seed,
-                    const Operands& operands, Context& context);
+  const References& get(const OpSpec& op, const Problem& problem, std::uint64_t seed,
+                        const Operands& operands, Context& context);
 
  private:
   std::string key_;
-  Values values_;
+  References values_;
 };
 
-// Runs `run` on fresh operands of `problem` and compares every output with the op's reference
-// (taken from `cache` when it holds this op, problem and seed).
+// Compares every output in `operands` with `references` and checks every tensor's guard bytes.
+CheckOutcome judge_outputs(const OpSpec& op, const Problem& problem, const Operands& operands,
+                           const References& references, Context& context);
+
+// Runs `run` on fresh operands of `problem` and judges them against the op's reference (taken
+// from `cache` when it holds this op, problem and seed).
 using RunFn = std::function<void(const Problem&, Operands&, Context&)>;
 CheckOutcome check_run(const OpSpec& op, const RunFn& run, const Problem& problem,
                        std::uint64_t seed, Context& context, ReferenceCache* cache = nullptr);

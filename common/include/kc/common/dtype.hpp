@@ -37,6 +37,13 @@ int dtype_bits(DType t);
 // Bytes needed for `count` elements (i4 rounds up to whole bytes).
 std::size_t dtype_bytes(DType t, std::size_t count);
 bool dtype_is_float(DType t);
+// The largest relative error of one rounding to `t` (round to nearest): 2^-8 for bf16, 2^-11 for
+// f16, 2^-24 for f32 and tf32's f32 storage, 2^-53 for f64, 2^-4 for f8e4m3, 2^-3 for f8e5m2;
+// 0 for the integer types, which do not round.
+double unit_roundoff(DType t);
+// Half the spacing of `t`'s subnormal numbers: the absolute rounding error of values that small
+// (f16: 2^-25); 0 for the integer types.
+double subnormal_half_spacing(DType t);
 
 template <typename T> struct dtype_of;
 template <> struct dtype_of<double> { static constexpr DType value = DType::f64; };

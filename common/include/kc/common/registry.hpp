@@ -1,8 +1,9 @@
 // kc/common/registry.hpp — every kernel, described once, found by one runner.
 //
 // An OpSpec says what an op computes and how to judge it: how to make its operands, its reference,
-// its tolerance, its FLOP/byte count and its baseline (cuBLAS, or the copy bandwidth). A
-// KernelEntry is one implementation of an op: a rung of a ladder. Each stage exposes
+// its tolerance, its FLOP/byte count and its baseline (cuBLAS, or the copy bandwidth); ops are
+// described through the one builder in op_builder.hpp. A KernelEntry is one implementation of an
+// op: a rung of a ladder, for one or more dtypes. Each stage exposes
 // `void kc::stageN::register_kernels(kc::Registry&)`, an explicit call (a static library drops
 // self-registering static objects).
 #pragma once
@@ -27,35 +28,50 @@ namespace kc {
 // ("K must be a multiple of 8 (got 1031)").
 using SupportsFn = std::function<std::string(const Problem&)>;
 using LaunchFn = std::function<void(const Problem&, Operands&, cudaStream_t)>;
-using ReferenceFn =
-    std::function<std::map<std::string, std::vector<double>>(const Problem&, const Operands&, Context&)>;
-
-struct Accuracy {
-  Tolerance tolerance;
-  double scale = 1.0;  // multiplies atol; see compare.hpp
-};
+// The reference values of each output, by operand name, in device memory as doubles: computed on
+// the GPU (FP64 cuBLAS, reference kernels) or on the CPU and uploaded (op_builder.hpp decides).
+using References = std::map<std::string, DeviceBuffer<double>>;
+using ReferenceFn = std::function<References(const Problem&, const Operands&, Context&)>;
 
 struct OpSpec {
-  std::string name;                    // "sgemm"
+  std::string name;                    // "sgemm", "rmsnorm"
   std::string description;             // "C = alpha.A.B + beta.C, FP32, row-major"
   std::vector<std::string> dim_names;  // {"M", "N", "K"}
+  std::vector<DType> dtypes;           // the data types the op is defined for
+  std::vector<ParamSpec> params;       // named parameters, with defaults, in label order
   Bound bound = Bound::compute;        // which ceiling the % of ceiling refers to
   MathUnit math = MathUnit::fp32_cuda_core;
   std::function<Work(const Problem&)> work;
   SupportsFn supports;  // limits that hold for every kernel of the op (may be empty)
-  // Allocates every operand, fills inputs with seeded random values and poisons outputs.
+  // Allocates every operand, fills inputs with seeded random values, poisons outputs and writes
+  // the guard bytes (problem.hpp).
   std::function<Operands(const Problem&, std::uint64_t seed, Context&)> make_operands;
-  // Reference values (double) of each output, by operand name, from the untouched operands.
+  // Gives operands made by make_operands for `problem` the values make_operands(problem, seed)
+  // would, in place: how the output of a timed launch is checked after its repeats.
+  std::function<void(const Problem&, Operands&, std::uint64_t seed, Context&)> reset_operands;
+  // Reference values of each output, from the untouched operands.
   ReferenceFn reference;
+  // How accurate each output must be (compare.hpp).
   std::function<Accuracy(const Problem&, const Tensor& output)> accuracy;
   // The peer every kernel is compared with, run on the same operands.
-  std::string baseline_name;           // "cublasSgemm (FP32, pedantic)"
+  std::string baseline_name;           // "cuBLAS SGEMM (FP32, pedantic)"
   std::function<void(const Problem&, Operands&, Context&)> baseline;
   // False when the baseline does not compute the op but bounds it, e.g. a device-to-device copy
   // of the op's minimum bytes for a memory-bound op: its output is then not checked.
   bool baseline_computes_op = true;
+  // Other implementations kc-bench times beside the baseline, on the same operands, each checked
+  // like a kernel (cuBLAS in another math mode, cuDNN): rows of their own in the tables.
+  struct Peer {
+    std::string name;
+    std::function<void(const Problem&, Operands&, Context&)> run;
+  };
+  std::vector<Peer> peers;
   std::vector<Problem> bench_problems;        // the documented shapes kc-bench times by default
   std::vector<Problem> conformance_problems;  // odd shapes and edge cases the tests check
+
+  // A problem of this op: its parameters at their defaults, then `values`.
+  Problem problem(std::vector<std::int64_t> dims, DType dtype, const ParamValues& values = {}) const;
+  bool has_dtype(DType dtype) const;
 };
 
 struct KernelEntry {
@@ -63,18 +79,24 @@ struct KernelEntry {
   std::string op;           // "sgemm"
   int rung = 0;             // position in its ladder
   std::string idea;         // one line: what this rung teaches
-  DType dtype = DType::f32;
+  std::vector<DType> dtypes = {DType::f32};  // the problem dtypes it runs
   int min_compute_capability = 80;
   // 0: any newer GPU too. 90 for code built only for sm_90a (wgmma, setmaxnreg): arch-specific
   // machine code does not run on later architectures.
   int max_compute_capability = 0;
   std::string constraints;  // human-readable shape constraints, "" if any shape works
   SupportsFn supports;      // the same constraints as code (may be empty)
+  // The conformance problems (Problem::label()) this kernel must refuse; it must run every other
+  // one its dtypes and architecture allow. The conformance tests hold it to this list, so a
+  // constraint cannot widen or narrow unnoticed.
+  std::vector<std::string> refuses;
   LaunchFn launch;
   std::string report;       // docs table this kernel belongs in; empty = its stage ("stage1")
 
   std::string stage() const;         // "stage1"
   std::string report_group() const;  // report, or stage()
+  bool runs_dtype(DType dtype) const;
+  std::string dtypes_text() const;   // "bf16,f16,f32"
 };
 
 class Registry {

@@ -56,8 +56,11 @@ TimingStats summarize_samples(std::vector<double> samples_ms);
 using Launch = std::function<void(cudaStream_t)>;
 
 // Warms up, then times launches one at a time on `stream`. `scrubber` may be null (no scrub).
+// `before_last_sample`, when set, runs (untimed, before that sample's L2 scrub) ahead of the last
+// timed launch: it restores the operands, so that the last timed launch's output can be checked.
 TimingStats time_launches(const Launch& launch, cudaStream_t stream, L2Scrubber* scrubber,
-                          const TimingConfig& config, const std::string& nvtx_name);
+                          const TimingConfig& config, const std::string& nvtx_name,
+                          const Launch& before_last_sample = {});
 
 // Two pieces of work timed in alternation, sample by sample (order A B B A A B ...), each sample
 // after its own L2 scrub. A long or power-hungry run heats the GPU and lowers its clock as it
@@ -69,10 +72,12 @@ struct PairedTimingStats {
   TimingStats first;
   TimingStats second;
 };
+// `before_last_first_sample` as time_launches' before_last_sample, for `first`.
 PairedTimingStats time_launches_paired(const Launch& first, const std::string& first_nvtx_name,
                                        const Launch& second, const std::string& second_nvtx_name,
                                        cudaStream_t stream, L2Scrubber* scrubber,
-                                       const TimingConfig& config);
+                                       const TimingConfig& config,
+                                       const Launch& before_last_first_sample = {});
 
 // Measures device-to-device copy bandwidth with cudaMemcpyAsync over `bytes` (read + write bytes
 // counted), median of several copies: the ceiling memory-bound kernels are judged against.

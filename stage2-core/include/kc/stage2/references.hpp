@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "kc/stage2/kernels.hpp"
 
@@ -16,9 +17,12 @@ namespace kc::stage2 {
 void rmsnorm_reference(const double* x, const double* weight, std::int64_t rows, std::int64_t cols,
                        double eps, double* y);
 
-// sum = x + residual, y = rmsnorm(sum) * weight.
+// sum = x + residual; y = rmsnorm(store(sum)) * weight, where store() is what storing the sum
+// does to it (rounding to the dtype the kernels write the residual stream in; identity for an
+// exact reference).
 void residual_rmsnorm_reference(const double* x, const double* residual, const double* weight,
-                                std::int64_t rows, std::int64_t cols, double eps, double* sum,
+                                std::int64_t rows, std::int64_t cols, double eps,
+                                const std::function<double(double)>& store, double* sum,
                                 double* y);
 
 void layernorm_reference(const double* x, const double* weight, const double* bias,

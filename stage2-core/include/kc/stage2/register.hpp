@@ -5,8 +5,9 @@
 
 namespace kc::stage2 {
 
-// Adds every stage-2 op, once per dtype (rmsnorm_bf16, rmsnorm_f16, rmsnorm_f32, ...), and every
-// rung of its ladder (stage2/<op>/<NN_name>). Calling it twice adds nothing the second time.
+// Adds every stage-2 op (rmsnorm, softmax, ..., each for bf16, f16 and f32: the problem's dtype)
+// and every rung of its ladder (stage2/<op>/<NN_name>). Calling it twice adds nothing the second
+// time.
 void register_kernels(Registry& registry);
 
 }  // namespace kc::stage2

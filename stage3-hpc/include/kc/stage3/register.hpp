@@ -1,21 +1,31 @@
 // kc/stage3/register.hpp — the stage-3 ops and ladders, for kc-bench, the tests and the tuners.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
+#include "kc/common/op_builder.hpp"
 #include "kc/common/registry.hpp"
 
 namespace kc::stage3 {
 
-inline constexpr const char* kHgemmOp = "hgemm_bf16";
-inline constexpr const char* kBiasGeluOp = "gemm_bias_gelu_bf16";
+inline constexpr const char* kHgemmOp = "hgemm";
+inline constexpr const char* kBiasGeluOp = "gemm_bias_gelu";
 inline constexpr const char* kReportGroup = "stage3-gemm";
 
-// hgemm_bf16: BF16 in and out, B N x K, FP32 accumulation; baseline cublasGemmEx, COMPUTE_32F.
-OpSpec make_hgemm_bf16_op();
-// gemm_bias_gelu_bf16: the same GEMM followed by + bias[col] and GELU (tanh form); baseline
-// cublasGemmEx followed by a separate bias+GELU kernel.
-OpSpec make_gemm_bias_gelu_bf16_op();
+// hgemm: BF16 in and out (the problem's dtype), B N x K, FP32 accumulation; baseline
+// cublasGemmEx, COMPUTE_32F.
+OpSpec make_hgemm_op();
+// gemm_bias_gelu: the same GEMM followed by + bias[col] and GELU (tanh form); baseline cuBLASLt
+// with its GELU_BIAS epilogue; peer cublasGemmEx followed by a separate bias+GELU kernel (the two
+// launches rung 10 replaces).
+OpSpec make_gemm_bias_gelu_op();
+
+// The conformance problems of both ops (any M and N, K a multiple of 8 and three K that are not,
+// alpha/beta cases), and the labels of those every rung refuses (K % 8 != 0).
+std::vector<ProblemSpec> hgemm_conformance_problems();
+const std::vector<std::string>& hgemm_refusals();
 
 // Shapes every rung of the ladder accepts: any M and N, K a multiple of 8 (rows of A and B are
 // moved in 16-byte pieces: vector loads, cp.async and TMA all need 16-byte aligned rows).
@@ -26,8 +36,13 @@ std::string hgemm_shape_error(const Problem& problem);
 // reference). The device version is gelu_tanh() in epilogue.cuh.
 double gelu_tanh_reference(double x);
 
-// Adds the stage-3 ops (hgemm_bf16, gemm_bias_gelu_bf16) and the tensor-core GEMM ladder
-// (stage3/hgemm_bf16/01_wmma ... 09_tma_store, stage3/gemm_bias_gelu_bf16/10_fused_bias_gelu).
+// C[i][j] = gelu_tanh_reference(C[i][j] + bias[j]) in place, in FP64 on the GPU: the fused op's
+// reference for problems too large for the CPU.
+void bias_gelu_reference_inplace(double* c, const double* bias, std::int64_t m, std::int64_t n,
+                                 cudaStream_t stream);
+
+// Adds the stage-3 ops (hgemm, gemm_bias_gelu) and the tensor-core GEMM ladder
+// (stage3/hgemm/01_wmma ... 09_tma_store, stage3/gemm_bias_gelu/10_fused_bias_gelu).
 void register_kernels(Registry& registry);
 
 }  // namespace kc::stage3

@@ -1,4 +1,4 @@
-// kc/testing/negative_controls.hpp — deliberately wrong SGEMM kernels: a test of the tests.
+// kc/testing/negative_controls.hpp — deliberately wrong kernels: a test of the tests.
 //
 // Each has one realistic flaw. The conformance machinery must report every one of them as
 // failing; kc-bench --include-negative-controls must report them FAILED and never time them.
@@ -12,14 +12,16 @@
 namespace kc::testing {
 
 struct NegativeControl {
-  std::string id;    // "stage1/sgemm/nc_writes_nothing"
+  std::string id;    // "stage1/sgemm/nc_writes_nothing", "stage3/hgemm/nc_drops_last_k"
   std::string flaw;  // what is wrong with it
 };
 
 // The controls, in registration order.
 std::vector<NegativeControl> negative_controls();
 
-// Registers the sgemm op (if missing) and the controls, in the "negative-controls" report group.
+// Registers the ops they implement (sgemm; stage 3's hgemm and gemm_bias_gelu) if missing, and the
+// controls, in the "negative-controls" report group: FP32 SGEMM kernels with one flaw each, and
+// bf16 GEMMs with the flaws the bf16 bounds must catch at the benchmark shapes.
 void register_negative_controls(Registry& registry);
 
 }  // namespace kc::testing

@@ -1,4 +1,4 @@
-// kc/stage2/parallel.hpp — a parallel loop for the CPU references.
+// kc/common/parallel.hpp — a parallel loop for the CPU references.
 //
 // kc-bench checks a 32768 x 8192 problem (268 M elements) before timing it, on the GPU host's
 // CPU: references loop over rows on every core instead of one.
@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-namespace kc::stage2 {
+namespace kc {
 
 // Calls body(begin, end) on disjoint chunks covering [0, count), on up to 16 threads; small
 // loops (`count * cost_per_item` under a million) run on the calling thread.
@@ -31,4 +31,4 @@ void parallel_for(std::int64_t count, std::int64_t cost_per_item, const Body& bo
   for (std::thread& worker : workers) worker.join();
 }
 
-}  // namespace kc::stage2
+}  // namespace kc
