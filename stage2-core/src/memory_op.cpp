@@ -13,9 +13,8 @@ void CopyScratch::copy(std::size_t bytes, cudaStream_t stream) {
     destination_ = DeviceBuffer<std::byte>();
     source_ = DeviceBuffer<std::byte>(bytes);
     destination_ = DeviceBuffer<std::byte>(bytes);
-    // Copy written data, never untouched memory, as every kc input is. (On the H200 the copy
-    // baseline of residual + RMSNorm reported rates above DRAM peak both before and after this
-    // fill; the harness rejects them; the cause is not established.)
+    // Copy written data, never untouched memory, as every kc input is. (An open question about
+    // this baseline's rates: docs/notes/2026-12-01-source-measurements.md.)
     fill_random(source_.data(), DType::i8, bytes, 99, FillSpec::uniform(-127, 127), stream);
   }
   KC_CUDA_CHECK(cudaMemcpyAsync(destination_.data(), source_.data(), bytes,
