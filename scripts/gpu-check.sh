@@ -36,7 +36,8 @@
 # Environment knobs:
 #   KC_BENCH_FILTER=REGEX    as --filter (the switch wins)
 #   KC_BENCH_ARGS="..."      extra arguments for every kc-bench run, split on spaces
-#                            (e.g. "--benchmark_repetitions=3" or "--shapes 8192x8192x8192")
+#                            (e.g. "--benchmark_repetitions=3" or "--solo"; a --shapes here
+#                            applies to every run, so pair it with --filter)
 #   KC_SKIP_TESTS=1          no ctest
 #   KC_SKIP_BENCH=1          no kc-bench and no PyTorch peers
 #   KC_SKIP_PEERS=1          no PyTorch peers (bench/peers/torch_peers.py)
@@ -54,9 +55,9 @@
 # driver, a hidden device) fails instead of skipping.
 #
 # OUT holds: gpu-check.log (everything printed), summary.txt (one line per step), machine.txt,
-# configure.log, build.log, spills.txt, ctest.log, ctest.xml (JUnit), peers.tsv, peers.log,
-# bench/*.log and *.json (Google Benchmark JSON), tables/*.md and *.json (kc-bench's tables),
-# sanitizer/<tool>-<stage>.log.
+# configure.log, build.log, spills.txt, ctest.log, ctest.xml (JUnit), ctest-summary.txt,
+# peers.tsv, peers.log, bench/*.log and *.json (Google Benchmark JSON), tables/*.md and *.json
+# (kc-bench's tables), sanitizer/<tool>-<stage>.log.
 set -uo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
