@@ -145,12 +145,14 @@ end_step() { record_step "$current_step" "$1" $(( SECONDS - step_started )) "${2
 
 # finish: the table of steps, then one line naming the failed steps; exits 0 only if none failed.
 finish() {
-  local i failed=() last
+  local i failed=() skipped=0 last
   for i in "${!step_names[@]}"; do
     [ "${step_results[$i]}" = FAILED ] && failed+=("${step_names[$i]}")
+    [ "${step_results[$i]}" = skipped ] && skipped=$(( skipped + 1 ))
   done
   if [ ${#failed[@]} -eq 0 ]; then
-    last="gpu-check: every step passed (${#step_names[@]} steps in $(seconds_text "$SECONDS"))"
+    last="gpu-check: every step that ran passed ($(( ${#step_names[@]} - skipped )) steps"
+    last="$last$([ "$skipped" -gt 0 ] && echo ", $skipped skipped"); $(seconds_text "$SECONDS"))"
   else
     last="gpu-check: FAILED steps: $(printf '%s, ' "${failed[@]}" | sed 's/, $//')"
     last="$last (${#failed[@]} of ${#step_names[@]} steps; $(seconds_text "$SECONDS") in all)"
