@@ -1,25 +1,28 @@
 #!/usr/bin/env python3
 """PyTorch peers of kc's stage-2 memory-bound ops, timed on this machine's GPU.
 
-For each op and shape it times PyTorch eager and torch.compile of the same computation kc's
-kernels do:
+For each op, dtype and shape it times PyTorch eager and torch.compile of the same computation
+kc's kernels do:
 
-  rmsnorm_<dtype>           F.rms_norm(x, (cols,), weight, eps=1e-6)
-  layernorm_<dtype>         F.layer_norm(x, (cols,), weight, bias, eps=1e-5)
-  softmax_<dtype>           torch.softmax(x, dim=-1)
-  residual_rmsnorm_<dtype>  s = x + residual; returns (s, F.rms_norm(s, (cols,), weight, eps=1e-6))
+  rmsnorm           F.rms_norm(x, (cols,), weight, eps=1e-6)
+  layernorm         F.layer_norm(x, (cols,), weight, bias, eps=1e-5)
+  softmax           torch.softmax(x, dim=-1)
+  residual_rmsnorm  s = x + residual; returns (s, F.rms_norm(s, (cols,), weight, eps=1e-6))
 
-Timing: CUDA events around one call, the L2 flushed before every sample by writing a 256 MB
-buffer, warm-up first (torch.compile compiles during the warm-up), the median of at least 30
-samples. Inputs are random and non-zero (normal activations, weights in [0.5, 1.5], biases in
-[-0.5, 0.5], softmax inputs with standard deviation 30, as in kc).
+Timing: CUDA events around one call, warm-up first (torch.compile compiles during the warm-up),
+the median of at least 30 samples. Before every sample the L2 is scrubbed as kc's L2Scrubber
+does it: by reading a buffer larger than twice the L2 (a sum into a preallocated one-element
+tensor that is kept), so the inputs come from DRAM and no dirty lines are left for the timed call
+to write back. Inputs are random and non-zero (normal activations, weights in [0.5, 1.5], biases
+in [-0.5, 0.5], softmax inputs with standard deviation 30, as in kc).
 
-The results go to --out as a TSV whose op and shape strings are kc's op names and
-Problem::shape(), so `kc-bench --peers FILE` can put them in the same table and compute GB/s with
-kc's own byte count:
+The results go to --out as a TSV of five tab-separated columns: kc's op name (without the dtype),
+the dtype (bf16, f16 or f32), the shape as kc's Problem::shape() writes it, the peer and the
+median time, so `kc-bench --peers FILE` can put them in the same table and compute GB/s with kc's
+own byte count:
 
-  op<TAB>shape<TAB>peer<TAB>median_ms
-  rmsnorm_bf16<TAB>32768x4096<TAB>torch.compile<TAB>0.1234
+  op<TAB>dtype<TAB>shape<TAB>peer<TAB>median_ms
+  rmsnorm<TAB>bf16<TAB>32768x4096<TAB>torch.compile<TAB>0.1234
 
 The script also prints its own table (GB/s there uses the same byte formulas as kc: each input
 read once, each output written once).
@@ -36,7 +39,7 @@ import torch.nn.functional as F
 
 RMSNORM_EPS = 1e-6  # kc::stage2::kRmsNormEps
 LAYERNORM_EPS = 1e-5  # kc::stage2::kLayerNormEps
-FLUSH_BYTES = 256 << 20
+SCRUB_FALLBACK_BYTES = 256 << 20  # when PyTorch does not report the L2 size
 
 DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
 OPS = ("rmsnorm", "layernorm", "softmax", "residual_rmsnorm")
@@ -95,7 +98,29 @@ def minimum_bytes(op, rows, cols, element_bytes):
     return elements * element_bytes
 
 
-def time_ms(fn, args, samples, warmup, flush):
+class L2Scrubber:
+    """Evicts the L2 by reading, as kc's L2Scrubber (common/src/timing.cu) does.
+
+    Writing a buffer would evict the inputs too, but it leaves the L2 full of dirty lines that are
+    written back to DRAM while the next, timed, call runs, and that write-back is charged to the
+    peer. A read pass leaves only clean lines. The buffer is more than twice the L2, as kc's is.
+    The sum lands in a preallocated one-element tensor that this object keeps, so the read is a
+    real kernel whose result is stored, and nothing larger than that element (and the reduction's
+    small scratch) is written.
+    """
+
+    def __init__(self):
+        l2_bytes = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0)
+        scrub_bytes = 2 * l2_bytes + (4 << 20) if l2_bytes > 0 else SCRUB_FALLBACK_BYTES
+        self.buffer = torch.ones(scrub_bytes // 4, dtype=torch.float32, device="cuda")
+        self.sink = torch.zeros((), dtype=torch.float32, device="cuda")
+        self.bytes = self.buffer.numel() * 4
+
+    def scrub(self):
+        torch.sum(self.buffer, dim=0, out=self.sink)
+
+
+def time_ms(fn, args, samples, warmup, scrubber):
     for _ in range(warmup):
         fn(*args)
     torch.cuda.synchronize()
@@ -103,7 +128,7 @@ def time_ms(fn, args, samples, warmup, flush):
     end = torch.cuda.Event(enable_timing=True)
     times = []
     for _ in range(samples):
-        flush.zero_()  # evict the L2: every sample reads its inputs from DRAM
+        scrubber.scrub()  # every sample reads its inputs from DRAM
         start.record()
         fn(*args)
         end.record()
@@ -150,8 +175,9 @@ def main(argv):
         print("torch_peers.py: no CUDA GPU is visible to PyTorch; nothing to time", file=sys.stderr)
         return 2
     print(f"# {torch.cuda.get_device_name()}, PyTorch {torch.__version__}, CUDA {torch.version.cuda}, "
-          f"compile mode {args.compile_mode}, median of {args.samples} samples, L2 flushed")
-    flush = torch.empty(FLUSH_BYTES, dtype=torch.int8, device="cuda")
+          f"compile mode {args.compile_mode}, median of {args.samples} samples")
+    scrubber = L2Scrubber()
+    print(f"# L2 scrubbed before every sample by reading {scrubber.bytes >> 20} MiB")
     generator = torch.Generator(device="cuda")
     generator.manual_seed(2026)
     rows_out = []
@@ -166,20 +192,20 @@ def main(argv):
                 with torch.no_grad():
                     check_same(op, eager(*inputs), compiled(*inputs))  # also compiles
                     for peer, fn in (("torch eager", eager), ("torch.compile", compiled)):
-                        ms = time_ms(fn, inputs, args.samples, args.warmup, flush)
+                        ms = time_ms(fn, inputs, args.samples, args.warmup, scrubber)
                         gbps = minimum_bytes(op, args.rows, cols, element_bytes) / (ms * 1e-3) / 1e9
-                        rows_out.append((f"{op}_{dtype_name}", f"{args.rows}x{cols}", peer, ms, gbps))
-                        print(f"{op}_{dtype_name:<5} {args.rows}x{cols:<6} {peer:<14} {ms:9.4f} ms "
+                        rows_out.append((op, dtype_name, f"{args.rows}x{cols}", peer, ms, gbps))
+                        print(f"{op:<17} {dtype_name:<5} {args.rows}x{cols:<6} {peer:<14} {ms:9.4f} ms "
                               f"{gbps:8.0f} GB/s", flush=True)
                 del inputs
                 torch.cuda.empty_cache()
     with open(args.out, "w", encoding="utf-8") as out:
-        out.write("op\tshape\tpeer\tmedian_ms\n")
-        for op, shape, peer, ms, _ in rows_out:
-            out.write(f"{op}\t{shape}\t{peer}\t{ms:.4f}\n")
-    print(f"\n{'op':<24} {'shape':<12} {'peer':<14} {'median ms':>10} {'GB/s':>8}")
-    for op, shape, peer, ms, gbps in rows_out:
-        print(f"{op:<24} {shape:<12} {peer:<14} {ms:10.4f} {gbps:8.0f}")
+        out.write("op\tdtype\tshape\tpeer\tmedian_ms\n")
+        for op, dtype_name, shape, peer, ms, _ in rows_out:
+            out.write(f"{op}\t{dtype_name}\t{shape}\t{peer}\t{ms:.4f}\n")
+    print(f"\n{'op':<17} {'dtype':<5} {'shape':<12} {'peer':<14} {'median ms':>10} {'GB/s':>8}")
+    for op, dtype_name, shape, peer, ms, gbps in rows_out:
+        print(f"{op:<17} {dtype_name:<5} {shape:<12} {peer:<14} {ms:10.4f} {gbps:8.0f}")
     print(f"wrote {args.out}")
     return 0
 

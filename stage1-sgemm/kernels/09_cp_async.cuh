@@ -23,9 +23,8 @@
 // tile kt, so tile kt's stage takes the copies of tile kt + STAGES, and the LDS.128 of tile
 // kt + 1's first k run while the FMAs of tile kt's last k do. With the barrier at the top of
 // the tile (as this rung first had it), every tile began with a barrier and then LDS.128 whose
-// latency nothing in the warp covered. ncu (H200, 4096^3, rung 10's configuration): issue
-// slots busy 79.5% before, 84.2% after; rung 10 went from 92.5% to 94.1-95.3% of cuBLAS at 4096^3
-// (eight kc-bench runs on the H200, 2026-11-29, commits 4a52019 to 23693f6).
+// latency nothing in the warp covered. Moving the barrier raised ncu's issue-slot utilization
+// and rung 10's share of cuBLAS at 4096^3 (the figures: stage1-sgemm/README.md, rung 09).
 //
 // What changed from rung 08: cp.async copies into STAGES shared-memory buffers (3 here, dynamic
 // shared memory) instead of a single buffer filled through registers; and blocks visit the tiles

@@ -41,11 +41,10 @@
 // Why three kernels and not one grid whose first blocks are data-parallel and the rest stream-K
 // (this rung's first form): ptxas allocates registers per kernel, and in the one big kernel (six
 // copies of the k-tile loop) its allocation of the data-parallel loop differed from rung 10's;
-// with rung 09's one-k-ahead loop that cost more than stream-K saved (ncu, 4096^3: dispatch
-// stalls 0.66 vs 0.43 cycles per issued instruction; 2.89 ms vs 2.85 ms for rung 10 alone). Run
-// as separate kernels without the programmatic launch, the stream-K blocks waited for the
-// slowest data-parallel block: 94.5-96.0% of cuBLAS at 4096^3 in five runs, against 95.1-96.0% in six
-// with the programmatic launch.
+// with rung 09's one-k-ahead loop that cost more than stream-K saved (more dispatch stalls per
+// issued instruction, and slower at 4096^3 than rung 10 alone). Run as separate kernels without
+// the programmatic launch, the stream-K blocks waited for the slowest data-parallel block and
+// did slightly worse than with it. (The figures: stage1-sgemm/README.md, rung 11.)
 //
 // Results: the tail tiles are sums of atomic additions in whatever order the blocks reach them,
 // so their last bits may differ from run to run (within the FP32 tolerance), as with split-K;
@@ -64,10 +63,9 @@
 // no LDL/STL. In the pipelined kernel (10_autotuned.cu.o): PREEXIT (griddepcontrol.launch_dependents)
 // at the top.
 //
-// Measured on the H200 (kc-bench, 2026-11-29, commit 4a52019, each sample alternating with
-// cuBLAS): 48.8 TFLOPS at 4096^3, 95.1% of cuBLAS (rung 10: 94.2%; 95.2% and 95.1% in two more
-// runs), 97.9% at 8192^3, 93.9% at 2048^3, and 77% at 4093x2049x1031 (rung 10: 66%), where the 16
-// tiles past two full waves are shared by one.
+// Stream-K gains most where the last wave is nearly empty, as at 4093x2049x1031, where the 16
+// tiles past two full waves are shared by one wave of blocks. Measured: stage1-sgemm/README.md
+// (rung 11) and docs/benchmarks/h200/stage1.md.
 //
 // Run just this rung:  kc-bench --filter stage1/sgemm/11_stream_k
 #include <cuda_runtime.h>

@@ -1,10 +1,11 @@
 // LayerNorm rung 05 — rung 04's exact two-pass statistics with half the barriers.
 //
-// Idea: rung 04 reads x once, yet first measured 90.6% of copy bandwidth at 32768 x 4096 bf16,
-// where RMSNorm rung 05 measured 97%: rung 04 issued 606 instructions per thread (RMSNorm: 374)
-// and waited at four barriers per row (RMSNorm: two). The softmax ladder (rung 06) shows why instructions
-// matter at one row per block; this rung takes on the barriers and what is left of the
-// instructions:
+// Idea: rung 04 reads x once, yet first reached a lower share of copy bandwidth at 32768 x 4096
+// bf16 than RMSNorm rung 05: rung 04 issued many more instructions per thread and waited at four
+// barriers per row (RMSNorm: two). (The counts and the figures: stage2-core/README.md, LayerNorm,
+// and docs/notes/2026-12-01-source-measurements.md.) The softmax ladder (rung 06) shows why
+// instructions matter at one row per block; this rung takes on the barriers and what is left of
+// the instructions:
 //   1. Each statistic gets its own shared-memory partials (Team::reduce_once). No array is
 //      reused, so neither reduction needs block_reduce's trailing barrier: two barriers per row
 //      instead of four, and every warp waits for the slowest one of its block half as often.
@@ -18,14 +19,14 @@
 // What changed from rung 04: the three points above; same traffic, same statistics. (Both rungs
 // also gained two library changes: bf16 widened with one integer instruction per element, and a
 // kernel without per-slot bounds checks for rows that fill every slot, as 32768 x 4096 and x 8192
-// do.) SASS of the bf16 block-team kernel (nvcc 13.0, sm_90a, without the division slow path):
-// for rows that fill every slot both rungs issue 456 instructions per thread, where nvcc already
-// merged rung 04's two subtractions, so there the difference is 2 barriers instead of 4; for
-// other rows 481 against 558.
+// do.) In the SASS of the bf16 block-team kernel, for rows that fill every slot both rungs issue
+// as many instructions per thread, because nvcc already merges rung 04's two subtractions there,
+// so the difference is 2 barriers instead of 4; for other rows this rung issues fewer (the counts:
+// docs/notes/2026-12-01-source-measurements.md).
 //
-// Expected limiter: DRAM bandwidth. Measured on the H200 (commit c8a51da, bf16): rung 04 rose with
-// the library changes to 4098 GB/s at 32768 x 4096 and 4190 at x 8192 (97.4% and 99.6% of the
-// 4207 GB/s copy); this rung 4091 and 4176 — the two barriers it saves do not show at these sizes.
+// Expected limiter: DRAM bandwidth. With the library changes rung 04 already comes close to copy
+// bandwidth at 32768 x 4096 and x 8192, and the two barriers this rung saves do not show at those
+// sizes. Measured: stage2-core/README.md (LayerNorm) and docs/benchmarks/h200/stage2.md.
 //
 // Run just this rung:  kc-bench --filter 'stage2/layernorm_.*/05_lean_two_pass'
 #include "kc/core/row_source.cuh"

@@ -11,7 +11,8 @@
 // What changed from rung 04: no second pass over the row, no loop-carried loads, a team sized to
 // the row, and __launch_bounds__ so that the held row cannot spill. Rows that fill every slot of
 // the team (32768 x 4096 and x 8192) get a kernel without per-slot bounds checks
-// (RowPlan::every_slot_full): 294 instead of 342 instructions per thread in bf16 (SASS, sm_90a).
+// (RowPlan::every_slot_full), which issues fewer instructions per thread (the SASS counts:
+// docs/notes/2026-12-01-source-measurements.md).
 //
 // Expected limiter: DRAM bandwidth.
 //

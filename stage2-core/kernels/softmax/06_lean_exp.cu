@@ -1,13 +1,13 @@
 // Softmax rung 06 — the same single read as rung 05, with well under half its instructions.
 //
-// Idea: rung 05 moves the minimum bytes, yet measured 79% of copy bandwidth at 32768 x 4096 bf16
-// where RMSNorm rung 05, with the same row team, measured 97%. The SASS says why: rung 05 issued
-// 949 instructions per thread for its 32 values (RMSNorm: 374). A row is 4 warps, an SM gets 248
-// rows and has 4 schedulers issuing one instruction per cycle: 949 x 4 x 248 / 4 = 235 000 cycles,
-// 119 us at 1.98 GHz, against 127 us for DRAM to move the same bytes at copy speed. Issue, not
-// memory, was the limiter. Across the stage-2 register kernels measured on the H200, % of copy
-// fell as instructions per byte rose (residual + RMSNorm 99%, RMSNorm 97%, LayerNorm 91%,
-// softmax 79%).
+// Idea: rung 05 moves the minimum bytes, yet reached a clearly lower share of copy bandwidth at
+// 32768 x 4096 bf16 than RMSNorm rung 05 with the same row team. The SASS says why: rung 05
+// issued about two and a half times RMSNorm's instructions per thread for its 32 values. The time
+// an SM needs to issue them is instructions per thread x 4 warps per row x the rows it gets / 4
+// schedulers issuing one instruction per cycle; for rung 05 that came to about the time DRAM
+// needs to move the same bytes at copy speed. Issue, not memory, was the limiter: across the
+// stage-2 register kernels, % of copy fell as instructions per byte rose. (The counts and the
+// figures: stage2-core/README.md, Softmax, and docs/notes/2026-12-01-source-measurements.md.)
 // Three things cost the instructions:
 //   1. __expf without -ftz: nvcc wraps each ex2.approx.f32 in a subnormal fix-up (compare,
 //      predicate logic, two predicated multiplies). kc::core::exp_flush_to_zero issues the
@@ -23,15 +23,14 @@
 //
 // What changed from rung 05: only the three points above. (Both rungs also gained two library
 // changes: bf16 widened with one integer instruction per element, and a kernel without per-slot
-// bounds checks for rows that fill every slot, which 32768 x 4096 and x 8192 do.) SASS of the bf16
-// block-team kernel for those rows (nvcc 13.0, sm_90a, without the division slow path): rung 05
-// 895 instructions per thread, 54 MUFU, 2 barriers; this rung 378, 36 MUFU, 1 barrier; RMSNorm
-// rung 05 294.
+// bounds checks for rows that fill every slot, which 32768 x 4096 and x 8192 do.) In the SASS of
+// the bf16 block-team kernel for those rows this rung issues well under half of rung 05's
+// instructions per thread, fewer MUFU, and one barrier instead of two (the counts:
+// stage2-core/README.md, rung 06).
 //
-// Expected limiter: DRAM bandwidth. Predicted: at RMSNorm rung 05's level (97% of copy with 374
-// instructions per thread), i.e. about 95% or more of copy, from 79%. Measured on the H200 (commit
-// c8a51da, bf16): 4115 GB/s at 32768 x 4096 and 4182 at x 8192, 97.8% and 99.4% of the 4207 GB/s
-// copy; rung 05 in the same run: 3575 and 3577.
+// Expected limiter: DRAM bandwidth. Predicted: close to RMSNorm rung 05's share of copy
+// bandwidth, whose instruction count this rung approaches. Measured: stage2-core/README.md
+// (Softmax) and docs/benchmarks/h200/stage2.md.
 //
 // Run just this rung:  kc-bench --filter 'stage2/softmax_.*/06_lean_exp'
 #include "kc/core/row_source.cuh"

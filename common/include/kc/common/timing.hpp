@@ -64,10 +64,10 @@ TimingStats time_launches(const Launch& launch, cudaStream_t stream, L2Scrubber*
 
 // Two pieces of work timed in alternation, sample by sample (order A B B A A B ...), each sample
 // after its own L2 scrub. A long or power-hungry run heats the GPU and lowers its clock as it
-// goes (large GEMMs on an H200 drift by 10-15% within a few hundred milliseconds), so two medians
-// taken one after the other compare two temperatures as much as two kernels; taken in
-// alternation, both see the same clocks. Each gets the sample count time_launches would give the
-// slower of the two.
+// goes (a large GEMM's time drifts within a single run; the figures are in
+// docs/notes/2026-12-01-source-measurements.md), so two medians taken one after the other compare
+// two temperatures as much as two kernels; taken in alternation, both see the same clocks. Each
+// gets the sample count time_launches would give the slower of the two.
 struct PairedTimingStats {
   TimingStats first;
   TimingStats second;

@@ -95,15 +95,13 @@ struct ShapeClassChoice {
   int splits;  // split-K factor (1 = none)
 };
 
-// Tuned on the H200 (2026-11-29, kc-sgemm-tune at commit 65b8ddb, entries 0-12): the winners by
-// geometric-mean TFLOPS over each class's shapes. For `large`, entries 4 and 5 tied (42.22
-// TFLOPS); 4 is faster on the square shapes (47.5 vs 47.2 TFLOPS at 4096^3).
-// Re-run at 9e3179d, after rung 09's loop began loading A/B values one k ahead: `long_k`,
-// `skinny` unchanged; `large` tied between entry 9 (64x128x8, 43.18) and 4 (43.05), 4 faster on
-// 2048^3 and 4096^3, so 4 stays; `small` picked entry 9 with split-K 4 (24.77 vs 23.15 TFLOPS for
-// the entry below, timed alone), but kc-bench, timing it alongside cuBLAS (commit 23693f6), put it
-// at 61% / 73% / 107% of cuBLAS at 256^3 / 512^3 / 1024^3 against 81% / 85% / 98% for the entry
-// below, so the entry below stays.
+// The winners of kc-sgemm-tune on the H200 by geometric-mean TFLOPS over each class's shapes.
+// Where two entries tied for a class, the one faster on the square shapes was kept (entry 4 for
+// `large`, in both runs). A re-run after rung 09's loop began loading A/B values one k ahead
+// picked, for `small`, another entry with split-K 4 that was faster timed alone; kc-bench, timing
+// it alongside cuBLAS, put it below the `small` entry here at 256^3 and 512^3, so that entry
+// stays. The runs, with their dates, commits and figures:
+// docs/notes/2026-12-01-source-measurements.md.
 inline constexpr ShapeClassChoice kShapeClassChoices[kShapeClassCount] = {
     {ShapeClass::small, 11, 2},   // 64x64x16_w32x32_t8x4_s4, split-K 2
     {ShapeClass::long_k, 4, 4},   // 128x128x16_w32x64_t8x8_s3, split-K 4
