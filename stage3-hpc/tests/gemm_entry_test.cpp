@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "kc/common/blas.hpp"
 #include "kc/common/error.hpp"
 #include "kc/stage3/gemm.hpp"
 
@@ -148,6 +149,20 @@ TEST(GemmEntryChecks, BiasGeluRefusesMissingOrMisalignedBiasAndAPaddedC) {
   bad_gemm.k = 0;
   expect_refused([&] { check_bias_gelu_args(bad_gemm, fake<const bf16>(4)); },
                  {"kc::stage3::Gemm::run_bias_gelu", "K = 0"});
+}
+
+// The cuBLAS wrapper the fallback calls takes the leading dimensions and checks them before any
+// cuBLAS call (so a null handle is never used here).
+TEST(GemmEntryChecks, TheCublasWrapperChecksLeadingDimensions) {
+  const GemmShape shape{4, 6, 8};
+  const auto call = [&](GemmLeadingDims lds) {
+    cublas_gemm_ex(nullptr, nullptr, shape, DType::bf16, DType::bf16, 1.f, fake<const bf16>(1),
+                   fake<const bf16>(2), BLayout::n_by_k, 0.f, fake<bf16>(3), lds);
+  };
+  expect_refused([&] { call({7, 0, 0}); }, {"lda = 7 is shorter than a row (8 elements)"});
+  expect_refused([&] { call({0, 4, 0}); }, {"ldb = 4 is shorter than a row (8 elements)"});
+  expect_refused([&] { call({0, 0, 5}); }, {"ldc = 5 is shorter than a row (6 elements)"});
+  expect_refused([&] { call({std::int64_t{1} << 32, 0, 0}); }, {"32-bit leading dimensions"});
 }
 
 // ---- the dispatch ------------------------------------------------------------------------------
