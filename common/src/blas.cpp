@@ -33,15 +33,26 @@ struct ColumnMajorCall {
   int ld_b, ld_a, ld_c;
 };
 
-ColumnMajorCall column_major(GemmShape s, BLayout b_layout) {
+// A leading dimension of 0 means dense (`row_length`); any other must hold a row and fit cuBLAS's int.
+int leading_dimension(std::int64_t ld, std::int64_t row_length, const char* name) {
+  if (ld == 0) return static_cast<int>(row_length);
+  require(ld >= row_length,
+          "{} = {} is shorter than a row ({} elements): a leading dimension is the distance "
+          "between the starts of two rows, at least the row length",
+          name, ld, row_length);
+  require(ld <= INT32_MAX, "cuBLAS takes 32-bit leading dimensions; {} = {} is too large", name, ld);
+  return static_cast<int>(ld);
+}
+
+ColumnMajorCall column_major(GemmShape s, BLayout b_layout, GemmLeadingDims lds = {}) {
   ColumnMajorCall call{};
   call.m = static_cast<int>(s.n);
   call.n = static_cast<int>(s.m);
   call.k = static_cast<int>(s.k);
   call.op_b = b_layout == BLayout::k_by_n ? CUBLAS_OP_N : CUBLAS_OP_T;
-  call.ld_b = static_cast<int>(b_layout == BLayout::k_by_n ? s.n : s.k);
-  call.ld_a = static_cast<int>(s.k);
-  call.ld_c = static_cast<int>(s.n);
+  call.ld_b = leading_dimension(lds.ldb, b_layout == BLayout::k_by_n ? s.n : s.k, "ldb");
+  call.ld_a = leading_dimension(lds.lda, s.k, "lda");
+  call.ld_c = leading_dimension(lds.ldc, s.n, "ldc");
   return call;
 }
 
@@ -95,11 +106,11 @@ void cublas_dgemm(cublasHandle_t handle, cudaStream_t stream, GemmShape shape, d
 
 void cublas_gemm_ex(cublasHandle_t handle, cudaStream_t stream, GemmShape shape, DType ab_type,
                     DType c_type, float alpha, const void* a, const void* b, BLayout b_layout,
-                    float beta, void* c) {
+                    float beta, void* c, GemmLeadingDims lds) {
   require_gemm_shape(shape);
   require(ab_type == DType::f16 || ab_type == DType::bf16,
           "cublas_gemm_ex: inputs must be f16 or bf16, not {}", dtype_name(ab_type));
-  const ColumnMajorCall call = column_major(shape, b_layout);
+  const ColumnMajorCall call = column_major(shape, b_layout, lds);
   ScopedMathMode math(handle, CUBLAS_DEFAULT_MATH);
   KC_CUBLAS_CHECK(cublasSetStream(handle, stream));
   KC_CUBLAS_CHECK(cublasGemmEx(handle, call.op_b, CUBLAS_OP_N, call.m, call.n, call.k, &alpha, b,

@@ -16,7 +16,7 @@
 // Expected limiter: latency and shared-memory traffic — one tile in flight, loads and math
 // serialized by __syncthreads, small 64 x 64 tiles (low arithmetic intensity per byte loaded).
 //
-// Run just this rung:  kc-bench --filter stage3/hgemm_bf16/01_wmma
+// Run just this rung:  kc-bench --filter stage3/hgemm/01_wmma
 #include <mma.h>
 
 #include "hgemm.hpp"

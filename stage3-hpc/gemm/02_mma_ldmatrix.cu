@@ -47,7 +47,7 @@
 // Expected limiter: latency — one K step of prefetch and an exposed ldmatrix wait after every
 // barrier, under the mma.sync issue ceiling that kc-mma-sync-peak measures.
 //
-// Run just this rung:  kc-bench --filter stage3/hgemm_bf16/02_mma_ldmatrix
+// Run just this rung:  kc-bench --filter stage3/hgemm/02_mma_ldmatrix
 #include "hgemm.hpp"
 #include "mma_sync_common.cuh"
 

@@ -73,7 +73,7 @@
 // ~79% of cuBLAS, so the rung runs at ~78% of its ceiling. ncu at 4096³: tensor pipe 80% busy
 // (76% with direct stores), issue slots 27%, stalls mostly fixed-latency waits and the MMA pipe.
 //
-// Run just this rung:  kc-bench --filter stage3/hgemm_bf16/03_cp_async
+// Run just this rung:  kc-bench --filter stage3/hgemm/03_cp_async
 // Its configurations:  kc-mma-sync-tune            ceilings: kc-mma-sync-peak
 #include "03_cp_async.cuh"
 #include "hgemm.hpp"

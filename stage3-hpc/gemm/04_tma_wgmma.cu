@@ -20,7 +20,7 @@
 // SYNCS.PHASECHK (mbarrier), HGMMA.64x256x16.F32.BF16, WARPGROUP.ARRIVE, WARPGROUP.DEPBAR.
 // Expected limiter: latency — one 64-row warpgroup per SM and a full drain every K step.
 //
-// Run just this rung:  kc-bench --filter stage3/hgemm_bf16/04_tma_wgmma
+// Run just this rung:  kc-bench --filter stage3/hgemm/04_tma_wgmma
 #include "tma_wgmma_kernel.cuh"
 
 namespace kc::stage3 {

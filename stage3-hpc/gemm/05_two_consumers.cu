@@ -12,7 +12,7 @@
 // Expected limiter: latency of the synchronous K loop (wait_group 0 + __syncthreads per step),
 // and one thread both loading and computing.
 //
-// Run just this rung:  kc-bench --filter stage3/hgemm_bf16/05_two_consumers
+// Run just this rung:  kc-bench --filter stage3/hgemm/05_two_consumers
 #include "tma_wgmma_kernel.cuh"
 
 namespace kc::stage3 {

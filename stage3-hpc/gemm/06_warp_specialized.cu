@@ -19,7 +19,7 @@
 // Expected limiter: tensor-core throughput inside a tile; between tiles, the block's tail (the
 // epilogue of one tile does not overlap the next tile's loads: that is rung 07).
 //
-// Run just this rung:  kc-bench --filter stage3/hgemm_bf16/06_warp_specialized
+// Run just this rung:  kc-bench --filter stage3/hgemm/06_warp_specialized
 #include "warp_specialized_gemm.cuh"
 
 namespace kc::stage3 {

@@ -15,7 +15,7 @@
 // Layouts: A row-major M x K, B N x K. Any M, N; K a multiple of 8. SASS as rung 06.
 // Expected limiter: tensor-core throughput; the partial last wave (tiles % 132) on small problems.
 //
-// Run just this rung:  kc-bench --filter stage3/hgemm_bf16/07_persistent
+// Run just this rung:  kc-bench --filter stage3/hgemm/07_persistent
 #include "warp_specialized_gemm.cuh"
 
 namespace kc::stage3 {

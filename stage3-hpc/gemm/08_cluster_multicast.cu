@@ -21,7 +21,7 @@
 // on a mapa'd address), UCGABAR_ARV / UCGABAR_WAIT (cluster barrier), HGMMA.
 // Expected limiter: tensor-core throughput; multicast trims L2 bandwidth pressure.
 //
-// Run just this rung:  kc-bench --filter stage3/hgemm_bf16/08_cluster_multicast
+// Run just this rung:  kc-bench --filter stage3/hgemm/08_cluster_multicast
 #include "warp_specialized_gemm.cuh"
 
 namespace kc::stage3 {

@@ -23,7 +23,7 @@
 // plus everything of rung 07.
 // Expected limiter: tensor-core throughput.
 //
-// Run just this rung:  kc-bench --filter stage3/hgemm_bf16/09_tma_store
+// Run just this rung:  kc-bench --filter stage3/hgemm/09_tma_store
 #include "warp_specialized_gemm.cuh"
 
 namespace kc::stage3 {

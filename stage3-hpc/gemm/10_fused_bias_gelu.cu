@@ -39,7 +39,7 @@
 // What changed from rung 09: the activation (BiasGelu instead of Identity, epilogue.cuh) and the
 // epilogue kind (EpilogueKind::tma_store_offloaded instead of tma_store); every other knob is
 // rung 09's (OffloadedActivationConfig follows TmaStoreConfig). It is measured as op
-// gemm_bias_gelu_bf16, whose baseline is cublasGemmEx followed by a separate bias+GELU kernel
+// gemm_bias_gelu, whose baseline is cublasGemmEx followed by a separate bias+GELU kernel
 // (bias_gelu_baseline.cu).
 //
 // Layouts: A row-major M x K, B N x K, C row-major, bias a 4-byte aligned row vector of N. Any M,
@@ -56,7 +56,7 @@
 // and direct-store paths.
 // Expected limiter: tensor-core throughput; the MUFU pipe only in each CTA's last tile.
 //
-// Run just this rung:  kc-bench --filter stage3/gemm_bias_gelu_bf16/10_fused_bias_gelu
+// Run just this rung:  kc-bench --filter stage3/gemm_bias_gelu/10_fused_bias_gelu
 #include <cstdint>
 
 #include "warp_specialized_gemm.cuh"

@@ -25,8 +25,8 @@
 namespace kc::stage3 {
 namespace {
 
-constexpr const char* kFusedRung = "stage3/gemm_bias_gelu_bf16/10_fused_bias_gelu";
-constexpr const char* kTmaStoreRung = "stage3/hgemm_bf16/09_tma_store";
+constexpr const char* kFusedRung = "stage3/gemm_bias_gelu/10_fused_bias_gelu";
+constexpr const char* kTmaStoreRung = "stage3/hgemm/09_tma_store";
 
 const Registry& registry() {
   static const Registry r = [] {

@@ -1,4 +1,4 @@
-// Every tile configuration of rung 03's kernel (tune/mma_sync_variants.cu) against the hgemm_bf16
+// Every tile configuration of rung 03's kernel (tune/mma_sync_variants.cu) against the hgemm
 // reference. The conformance suite runs rung 03 only in the configuration it uses now
 // (Rung03Config); this test runs all of them, so a configuration is known to be correct before
 // kc-mma-sync-tune (or an edit of Rung03Config) selects it. C is poisoned with NaN when beta == 0

@@ -323,7 +323,7 @@ int run(const TuneOptions& options) {
     const HgemmArgs args = gemm_args<bf16>(problem, operands, BLayout::n_by_k);
     const TimingStats reference = time_launches(
         [&](cudaStream_t) { op.baseline(problem, operands, context); }, context.stream(),
-        &context.scrubber(), timing, "stage3/hgemm_bf16/tune/cublas");
+        &context.scrubber(), timing, "stage3/hgemm/tune/cublas");
     timings.push_back({problem.shape(), -1, reference.median_ms, tflops_of(problem, reference.median_ms),
                        100.0, reference.spread_percent()});
     std::printf("\n%s: cuBLAS %.4f ms, %.1f TFLOPS\n", problem.shape().c_str(), reference.median_ms,
@@ -334,8 +334,8 @@ int run(const TuneOptions& options) {
       const Variant& variant = all[v];
       const PairedTimingStats both = time_launches_paired(
           [&](cudaStream_t stream) { variant.launch(args, variant.raster_band, stream, cache); },
-          fmt::format("stage3/hgemm_bf16/tune/{}", variant.name()),
-          [&](cudaStream_t) { op.baseline(problem, operands, context); }, "stage3/hgemm_bf16/tune/cublas/alongside",
+          fmt::format("stage3/hgemm/tune/{}", variant.name()),
+          [&](cudaStream_t) { op.baseline(problem, operands, context); }, "stage3/hgemm/tune/cublas/alongside",
           context.stream(), &context.scrubber(), timing);
       Timing t{problem.shape(), static_cast<int>(v), both.first.median_ms, tflops_of(problem, both.first.median_ms),
                100.0 * both.second.median_ms / both.first.median_ms, both.first.spread_percent()};

@@ -114,8 +114,8 @@ int run(int argc, char** argv) {
       if (!timed[v]) continue;
       const PairedTimingStats both = time_launches_paired(
           [&](cudaStream_t stream) { variants[v].launch(args, stream); },
-          "stage3/hgemm_bf16/mma_sync_tune/" + variants[v].name(),
-          [&](cudaStream_t) { op.baseline(problem, operands, context); }, "stage3/hgemm_bf16/mma_sync_tune/cublas",
+          "stage3/hgemm/mma_sync_tune/" + variants[v].name(),
+          [&](cudaStream_t) { op.baseline(problem, operands, context); }, "stage3/hgemm/mma_sync_tune/cublas",
           context.stream(), &context.scrubber(), timing);
       pct[v][s] = 100.0 * both.second.median_ms / both.first.median_ms;
       std::printf("  %-22s %9.1f %9.1f %8.1f%% %7.1f%%\n", variants[v].name().c_str(),

@@ -23,7 +23,7 @@ struct MmaSyncVariant {
   // Whether a GPU offering `smem_per_block_optin` bytes per block can run it (an A100 offers
   // 163 KiB: the 4-stage 128 x 256 tiles need H100/H200).
   bool fits(long long smem_per_block_optin) const { return shape.smem_bytes() <= smem_per_block_optin; }
-  // Runs it once on fresh operands of `problem` (an hgemm_bf16 problem of `op`) and compares C
+  // Runs it once on fresh operands of `problem` (an hgemm problem of `op`) and compares C
   // with the reference (kc::check_run: C poisoned when beta == 0).
   CheckOutcome check(const OpSpec& op, const Problem& problem, std::uint64_t seed, Context& context) const;
 };

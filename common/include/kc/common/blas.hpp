@@ -63,11 +63,18 @@ void cublas_sgemm(cublasHandle_t handle, cudaStream_t stream, GemmShape shape, f
 void cublas_dgemm(cublasHandle_t handle, cudaStream_t stream, GemmShape shape, double alpha,
                   const double* a, const double* b, BLayout b_layout, double beta, double* c);
 
+// Leading dimensions of the row-major operands, in elements: the distance from the start of one
+// row to the start of the next (at least the row length; larger for a matrix that is a window
+// into a wider one). 0 means dense: K for A, N (B K x N) or K (B N x K) for B, N for C.
+struct GemmLeadingDims {
+  std::int64_t lda = 0, ldb = 0, ldc = 0;
+};
+
 // cublasGemmEx: A and B of `ab_type` (f16, bf16), C of `c_type` (same or f32),
-// CUBLAS_COMPUTE_32F, alpha/beta in FP32.
+// CUBLAS_COMPUTE_32F, alpha/beta in FP32. Dense operands, or the leading dimensions in `lds`.
 void cublas_gemm_ex(cublasHandle_t handle, cudaStream_t stream, GemmShape shape, DType ab_type,
                     DType c_type, float alpha, const void* a, const void* b, BLayout b_layout,
-                    float beta, void* c);
+                    float beta, void* c, GemmLeadingDims lds = {});
 
 // What cuBLASLt does to alpha.A.B + beta.C before storing it.
 enum class LtEpilogue {

@@ -1,0 +1,209 @@
+// kc/stage3/gemm.hpp — the public GEMM entry of stage 3: C = alpha.A.B^T + beta.C in BF16.
+//
+// Stage 4 calls the tensor-core GEMM through this header, never through a rung. The op is the
+// stage-3 one (stage3-hpc/README.md): A row-major M x K, B row-major N x K (an nn.Linear weight),
+// C row-major M x N, all BF16, FP32 accumulation; BLAS semantics, so with beta = 0 C is not read.
+// Leading dimensions (kc::GemmArgs::lda, ldb, ldc) are the distances between row starts, in
+// elements: K, K and N for dense operands, larger for windows into wider matrices. They must be
+// set: 0 is refused like any other value below the row length.
+//
+// An entry, on every call:
+//   1. checks the arguments (check_gemm_args, check_bias_gelu_args) and throws kc::Error naming
+//      the argument and the rule before any CUDA call: on bad input nothing runs and nothing is
+//      written;
+//   2. picks the path (choose_gemm_path, choose_bias_gelu_path): a pure function of the shape,
+//      the leading dimensions, the alignment and the GPU, so CPU tests cover it exhaustively;
+//   3. runs it and returns it: a GemmPath names the kc kernel that ran, or "cuBLAS GemmEx" with
+//      the reason for the fallback, so the engine can report which GEMMs still fall back.
+//
+// The dispatch (measured on the H200: docs/benchmarks/h200/stage3-gemm.md; gemm.cpp says why):
+//   - cuBLAS (cublasGemmEx, CUBLAS_COMPUTE_32F) whenever a kc kernel cannot run the call: a GPU
+//     below sm_80; K % 8 != 0; leading dimensions other than the dense K, K, N; A, B or C not
+//     16-byte aligned;
+//   - cuBLAS for M <= 64: small-M (decode) shapes have no kc kernel yet;
+//   - compute capability 9.0 (H100/H200) with sm_90a code in this build: rung 09
+//     (stage3/hgemm/09_tma_store) for outputs of at least 2048 x 2048 elements and 256
+//     columns, where it measured at parity with cuBLAS or above; cuBLAS below that (rung 09
+//     measured 53% of cuBLAS at 1024³) and when the build has no sm_90a code (rung 03 measured
+//     40-65% of cuBLAS on the H200);
+//   - other GPUs from sm_80 on: rung 03 (stage3/hgemm/03_cp_async), except where it cannot
+//     launch: GPUs that offer a block less than its 145 KiB of shared memory (sm_86 and sm_89
+//     offer 99 KiB), and N beyond its grid (N > 65535 x 256); those go to cuBLAS.
+// The fused C = gelu(alpha.A.B^T + beta.C + bias) follows the same rules with rung 10
+// (stage3/gemm_bias_gelu/10_fused_bias_gelu) in rung 09's place; where it does not run
+// (including every GPU other than sm_90), cuBLAS runs the GEMM and stage 3's separate
+// bias_gelu_inplace kernel the epilogue — the unfused baseline rung 10 is measured against.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "kc/common/gemm_args.hpp"
+
+namespace kc {
+class CublasHandle;  // kc/common/blas.hpp
+}
+
+namespace kc::stage3 {
+
+using bf16 = __nv_bfloat16;
+using HgemmArgs = GemmArgs<bf16>;
+
+class HopperLaunchCache;  // TMA descriptors and launch facts of the Hopper rungs
+
+// ---- the decision ----------------------------------------------------------------------------
+
+// What runs.
+enum class GemmKernel {
+  hgemm_09_tma_store,             // stage3/hgemm/09_tma_store (sm_90a)
+  hgemm_03_cp_async,              // stage3/hgemm/03_cp_async (sm_80+)
+  cublas_gemm_ex,                 // cublasGemmEx, BF16, CUBLAS_COMPUTE_32F
+  gemm_bias_gelu_10_fused,        // stage3/gemm_bias_gelu/10_fused_bias_gelu (sm_90a)
+  cublas_gemm_ex_then_bias_gelu,  // cublasGemmEx, then stage 3's bias_gelu_inplace kernel
+};
+
+// Why a call fell back to cuBLAS (none: a kc kernel runs it).
+enum class GemmFallback {
+  none,
+  architecture,         // GPU below sm_80: the kc kernels use mma.sync, ldmatrix, cp.async
+  k_not_multiple_of_8,  // rows of A and B are moved in 16-byte pieces
+  leading_dimensions,   // lda != K, ldb != K or ldc != N: the kc kernels assume dense operands
+  misaligned,           // A, B or C not 16-byte aligned
+  small_m,              // M <= 64: small-M / decode shapes have no kc kernel yet
+  small_output,         // sm_90: M x N below 2048 x 2048 or N < 256, where cuBLAS measured faster
+  no_sm90a_code,        // sm_90 GPU, but this build holds no sm_90a code for the Hopper rungs
+  shared_memory,        // rung 03: a block gets less shared memory than its pipeline needs
+  grid_limit,           // rung 03: N > 65535 x 256, more column blocks than its grid holds
+  not_sm90,             // the fused rung 10 runs on compute capability 9.0 only
+};
+
+struct GemmPath {
+  GemmKernel kernel = GemmKernel::cublas_gemm_ex;
+  GemmFallback fallback = GemmFallback::none;
+
+  bool uses_cublas() const {
+    return kernel == GemmKernel::cublas_gemm_ex ||
+           kernel == GemmKernel::cublas_gemm_ex_then_bias_gelu;
+  }
+  // "stage3/hgemm/09_tma_store", "cuBLAS GemmEx (fallback: K % 8 != 0)",
+  // "cuBLAS GemmEx + stage3 bias_gelu_inplace (fallback: not an sm_90 GPU)".
+  std::string name() const;
+
+  friend bool operator==(const GemmPath& x, const GemmPath& y) {
+    return x.kernel == y.kernel && x.fallback == y.fallback;
+  }
+  friend bool operator!=(const GemmPath& x, const GemmPath& y) { return !(x == y); }
+};
+
+// "stage3/hgemm/09_tma_store", "cuBLAS GemmEx", ...
+std::string_view gemm_kernel_name(GemmKernel kernel);
+// "K % 8 != 0", ...; "" for none.
+std::string_view gemm_fallback_reason(GemmFallback fallback);
+
+// The GPU and the build, as the decision sees them.
+struct GemmTarget {
+  // major * 10 + minor: 90 for H100/H200, 80 for A100.
+  int compute_capability = 0;
+  // Bytes of shared memory a block may opt into: 232448 on H100/H200, 166912 on A100.
+  int shared_memory_per_block = 0;
+  // The build holds sm_90a code for the Hopper rungs (CMAKE_CUDA_ARCHITECTURES has 90a).
+  bool has_sm90a_code = false;
+};
+
+// Whether this build of kc_stage3 holds sm_90a code for the Hopper rungs.
+bool built_with_sm90a_code();
+
+// A call, as the decision sees it.
+struct GemmProblem {
+  int m = 0, n = 0, k = 0;
+  int lda = 0, ldb = 0, ldc = 0;
+  bool operands_16_byte_aligned = false;  // A, B and C all start at 16-byte aligned addresses
+};
+GemmProblem gemm_problem(const HgemmArgs& args);
+
+// The smallest output rung 09 (and rung 10) take on sm_90: 2048 x 2048 elements, the smallest
+// measured shape where rung 09 matched cuBLAS, and at least one 256-column tile wide.
+inline constexpr long long kHopperMinOutputElements = 2048LL * 2048LL;
+inline constexpr int kHopperMinColumns = 256;
+// M at or below this goes to cuBLAS (decode shapes).
+inline constexpr int kSmallM = 64;
+// Rung 03's grid has one block row per 128 rows and one block column per 256 columns, at most
+// 65535 of them (gridDim.y).
+inline constexpr int kRung03MaxN = 65535 * 256;
+// Rung 03's dynamic shared memory: 3 stages of a 128 x 64 A tile and a 256 x 64 B tile in bf16,
+// plus 1 KiB to align the swizzled tiles (Rung03Config in gemm/03_cp_async.cuh).
+inline constexpr int kRung03SharedMemoryBytes = 3 * (128 + 256) * 64 * 2 + 1024;
+
+// The path gemm() takes for `problem` on `target`. Pure: no CUDA call. Expects a problem that
+// check_gemm_args accepted.
+GemmPath choose_gemm_path(const GemmProblem& problem, const GemmTarget& target);
+// The path gemm_bias_gelu() takes: rung 10 where gemm() would take rung 09, otherwise cuBLAS and
+// the separate bias+GELU kernel, with the reason.
+GemmPath choose_bias_gelu_path(const GemmProblem& problem, const GemmTarget& target);
+
+// ---- the checks ------------------------------------------------------------------------------
+
+// Throws kc::Error unless `args` describe a GEMM something can run: M, N, K >= 1; a, b, c non-null
+// and aligned to a bf16 element (2 bytes); lda >= K, ldb >= K, ldc >= N; no matrix spanning more
+// than 2^31 - 1 elements ((rows - 1) x ld + row length: the 32-bit indexing of the kernels and of
+// cuBLAS's int arguments); alpha and beta finite. No CUDA call.
+void check_gemm_args(const HgemmArgs& args);
+
+// check_gemm_args, and for the fused op: bias (N elements) non-null and 4-byte aligned (rung 10
+// reads it in bf16 pairs); C dense (ldc = N: the separate bias+GELU kernel of the fallback walks C
+// as one M x N block); when N % 8 == 0, C and bias 16-byte aligned (that kernel then moves 16-byte
+// vectors). No CUDA call.
+void check_bias_gelu_args(const HgemmArgs& args, const bf16* bias);
+
+// ---- the entry -------------------------------------------------------------------------------
+
+// Owns what the GEMM paths need between calls — the cuBLAS handle and the Hopper rungs' TMA
+// descriptor cache — for one GPU. Create one per device and keep it for the life of the engine:
+// no globals. Not thread-safe: give each host thread its own. The descriptor cache keeps one
+// entry per distinct (pointer, shape) operand, so a caller that cycles through fresh buffers on
+// every call grows it; an engine's fixed weight and activation buffers do not. The first call of
+// a path on new operands does one-time host work (kernel attributes, occupancy, TMA descriptors):
+// run each shape once before capturing the calls in a CUDA graph.
+class Gemm {
+ public:
+  // Reads the compute capability and shared memory of `device` and creates a cuBLAS handle on it
+  // (the current device is restored). Throws kc::CudaError without a GPU.
+  explicit Gemm(int device = 0);
+  // Decides as if on `target`, which may only take away what the device and the build offer (a
+  // lower compute capability, less shared memory, no sm_90a code; an sm_90 decision only on an
+  // sm_90 GPU): how tests run rung 03 and the cuBLAS fallbacks on an H200, and how a what-if
+  // report is made. Throws kc::Error for a target that promises more.
+  Gemm(int device, const GemmTarget& target);
+  ~Gemm();
+  Gemm(const Gemm&) = delete;
+  Gemm& operator=(const Gemm&) = delete;
+  Gemm(Gemm&&) noexcept;
+  Gemm& operator=(Gemm&&) noexcept;
+
+  int device() const { return device_; }
+  const GemmTarget& target() const { return target_; }
+
+  // The path run() would take, after the same checks; launches nothing.
+  GemmPath plan(const HgemmArgs& args) const;
+  GemmPath plan_bias_gelu(const HgemmArgs& args, const bf16* bias) const;
+
+  // C = alpha.A.B^T + beta.C on `stream`, asynchronously. The current device must be device().
+  GemmPath run(const HgemmArgs& args, cudaStream_t stream);
+  // C = gelu_tanh(alpha.A.B^T + beta.C + bias), bias a row vector of N (README: GELU, tanh form).
+  GemmPath run_bias_gelu(const HgemmArgs& args, const bf16* bias, cudaStream_t stream);
+
+ private:
+  void require_current_device() const;
+  void run_cublas(const HgemmArgs& args, cudaStream_t stream);
+
+  int device_ = 0;
+  GemmTarget target_;
+  std::unique_ptr<CublasHandle> cublas_;
+  std::unique_ptr<HopperLaunchCache> hopper_;
+};
+
+}  // namespace kc::stage3

@@ -1,0 +1,328 @@
+// The public GEMM entry of stage 3 (kc/stage3/gemm.hpp): checks, the dispatch, and the Gemm object.
+//
+// The dispatch thresholds come from docs/benchmarks/h200/stage3-gemm.md (kc-bench, H200, BF16, each
+// rung timed in alternation with cublasGemmEx on the same operands):
+//   rung 09, % of cuBLAS:  1024³ 53%   2048³ 98%   4096³ 100%   8192³ 102%
+//                          8192x14336x4096 99%   8192x4096x14336 100%   4093x2049x1032 288%
+//   rung 03, % of cuBLAS:  1024³ 40%   2048³ 65%   4096³ 62%    8192³ 59%   (the MLP shapes 57%)
+//   rung 10 against cuBLAS + the separate bias+GELU kernel: 1024³ 61%, 2048³ and larger 103-109%.
+// So on the H200 rung 09 (and 10) from 2048 x 2048 outputs up, cuBLAS below — and cuBLAS, not
+// rung 03, when the build has no sm_90a code: on an H200 rung 03 never beat cuBLAS except on the
+// odd shape, where cuBLAS itself is slow (74.7 TFLOPS). Nothing between 1024² and 2048² outputs
+// was measured, so the threshold sits at the smallest shape where rung 09 matched cuBLAS. The
+// measured shapes have K from 1032 to 14336; K is not part of the rule. Rung 03 on other GPUs
+// (A100 and later non-Hopper parts) has not been measured against cuBLAS there: it is kc's kernel
+// for them until a table says otherwise. Shapes with M <= 64 (decode) go to cuBLAS on every GPU:
+// a 128-row tile would be mostly empty, and small-M kernels are a later step.
+#include "kc/stage3/gemm.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdint>
+#include <utility>
+
+#include "hgemm.hpp"
+#include "kc/common/blas.hpp"
+#include "kc/common/error.hpp"
+#include "tma_descriptor.hpp"
+
+#ifndef KC_STAGE3_HAS_SM90A
+#define KC_STAGE3_HAS_SM90A 0
+#endif
+
+namespace kc::stage3 {
+namespace {
+
+bool aligned(const void* pointer, std::uintptr_t bytes) {
+  return reinterpret_cast<std::uintptr_t>(pointer) % bytes == 0;
+}
+
+// The largest span of one matrix, in elements, that 32-bit indexing reaches.
+constexpr std::int64_t kMaxMatrixSpan = INT32_MAX;
+
+// One row-major operand: `rows` rows of `cols` elements, `ld` elements apart.
+struct Operand {
+  const char* name;       // "A"
+  const char* ld_name;    // "lda"
+  const char* rows_name;  // "M"
+  const char* cols_name;  // "K"
+  const void* pointer;
+  int rows, cols, ld;
+};
+
+void check_operand(const char* entry, const Operand& x) {
+  require(x.pointer != nullptr,
+          "{}: {} is a null pointer; pass the device address of {} ({} x {}, "
+          "row-major bf16)",
+          entry, x.name, x.name, x.rows_name, x.cols_name);
+  require(aligned(x.pointer, sizeof(bf16)),
+          "{}: {} = {} is not aligned to 2 bytes, the size of one bf16; pass the address of an "
+          "element",
+          entry, x.name, x.pointer);
+  require(x.ld >= x.cols,
+          "{}: {} = {} is smaller than {} = {}, the length of a row of {}; set {} = {} for a dense "
+          "{}, or to the row pitch of the wider matrix {} is a window into",
+          entry, x.ld_name, x.ld, x.cols_name, x.cols, x.name, x.ld_name, x.cols_name, x.name,
+          x.name);
+  const std::int64_t span = (std::int64_t{x.rows} - 1) * x.ld + x.cols;
+  require(
+      span <= kMaxMatrixSpan,
+      "{}: {} spans ({} - 1) x {} + {} = {} elements, more than 2^31 - 1: the kernels and cuBLAS "
+      "index with 32-bit integers; split the GEMM along M or N into smaller ones",
+      entry, x.name, x.rows_name, x.ld_name, x.cols_name, span);
+}
+
+void check_gemm(const char* entry, const HgemmArgs& args) {
+  require(args.m >= 1 && args.n >= 1 && args.k >= 1,
+          "{}: M = {}, N = {}, K = {}; each must be at least 1 (a GEMM with an empty dimension has "
+          "nothing to compute: skip the call)",
+          entry, args.m, args.n, args.k);
+  check_operand(entry, {"A", "lda", "M", "K", args.a, args.m, args.k, args.lda});
+  check_operand(entry, {"B", "ldb", "N", "K", args.b, args.n, args.k, args.ldb});
+  check_operand(entry, {"C", "ldc", "M", "N", args.c, args.m, args.n, args.ldc});
+  require(std::isfinite(args.alpha) && std::isfinite(args.beta),
+          "{}: alpha = {} and beta = {} must both be finite (beta = 0 means C is not read)", entry,
+          args.alpha, args.beta);
+}
+
+constexpr const char* kGemmEntry = "kc::stage3::Gemm::run";
+constexpr const char* kBiasGeluEntry = "kc::stage3::Gemm::run_bias_gelu";
+
+bool dense(const GemmProblem& p) { return p.lda == p.k && p.ldb == p.k && p.ldc == p.n; }
+
+// The reasons no kc kernel can run the call, common to both ops, in the order they are reported.
+GemmFallback hard_constraint(const GemmProblem& p) {
+  if (p.k % 8 != 0) return GemmFallback::k_not_multiple_of_8;
+  if (!dense(p)) return GemmFallback::leading_dimensions;
+  if (!p.operands_16_byte_aligned) return GemmFallback::misaligned;
+  if (p.m <= kSmallM) return GemmFallback::small_m;
+  return GemmFallback::none;
+}
+
+// On an sm_90 GPU: none when the Hopper rung (09 or 10) takes the call.
+GemmFallback hopper_fallback(const GemmProblem& p, const GemmTarget& target) {
+  if (!target.has_sm90a_code) return GemmFallback::no_sm90a_code;
+  const long long outputs = static_cast<long long>(p.m) * p.n;
+  if (outputs < kHopperMinOutputElements || p.n < kHopperMinColumns)
+    return GemmFallback::small_output;
+  return GemmFallback::none;
+}
+
+struct ScopedDevice {
+  explicit ScopedDevice(int device) {
+    KC_CUDA_CHECK(cudaGetDevice(&previous));
+    KC_CUDA_CHECK(cudaSetDevice(device));
+  }
+  ~ScopedDevice() { (void)cudaSetDevice(previous); }
+  ScopedDevice(const ScopedDevice&) = delete;
+  ScopedDevice& operator=(const ScopedDevice&) = delete;
+  int previous = 0;
+};
+
+GemmTarget query_target(int device) {
+  int count = 0;
+  KC_CUDA_CHECK(cudaGetDeviceCount(&count));
+  require(device >= 0 && device < count,
+          "kc::stage3::Gemm: there is no CUDA device {}; this machine has {} (ordinals 0 to {})",
+          device, count, count - 1);
+  int major = 0, minor = 0, shared = 0;
+  KC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  KC_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  KC_CUDA_CHECK(cudaDeviceGetAttribute(&shared, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  return {major * 10 + minor, shared, built_with_sm90a_code()};
+}
+
+}  // namespace
+
+// ---- names -------------------------------------------------------------------------------------
+
+std::string_view gemm_kernel_name(GemmKernel kernel) {
+  switch (kernel) {
+    case GemmKernel::hgemm_09_tma_store: return "stage3/hgemm/09_tma_store";
+    case GemmKernel::hgemm_03_cp_async: return "stage3/hgemm/03_cp_async";
+    case GemmKernel::cublas_gemm_ex: return "cuBLAS GemmEx";
+    case GemmKernel::gemm_bias_gelu_10_fused:
+      return "stage3/gemm_bias_gelu/10_fused_bias_gelu";
+    case GemmKernel::cublas_gemm_ex_then_bias_gelu:
+      return "cuBLAS GemmEx + stage3 bias_gelu_inplace";
+  }
+  return "unknown GEMM kernel";
+}
+
+std::string_view gemm_fallback_reason(GemmFallback fallback) {
+  switch (fallback) {
+    case GemmFallback::none: return "";
+    case GemmFallback::architecture: return "GPU below sm_80";
+    case GemmFallback::k_not_multiple_of_8: return "K % 8 != 0";
+    case GemmFallback::leading_dimensions:
+      return "leading dimensions other than lda = K, ldb = K, ldc = N";
+    case GemmFallback::misaligned: return "A, B or C not 16-byte aligned";
+    case GemmFallback::small_m: return "M <= 64, small-M shapes have no kc kernel yet";
+    case GemmFallback::small_output:
+      return "output below 2048 x 2048 or narrower than 256 columns, where cuBLAS measured faster";
+    case GemmFallback::no_sm90a_code: return "sm_90 GPU, but this build has no sm_90a code";
+    case GemmFallback::shared_memory:
+      return "the GPU offers a block less than rung 03's 145 KiB of shared memory";
+    case GemmFallback::grid_limit: return "N > 16776960, beyond rung 03's grid";
+    case GemmFallback::not_sm90: return "not an sm_90 GPU";
+  }
+  return "unknown reason";
+}
+
+std::string GemmPath::name() const {
+  if (fallback == GemmFallback::none) return std::string(gemm_kernel_name(kernel));
+  return fmt::format("{} (fallback: {})", gemm_kernel_name(kernel), gemm_fallback_reason(fallback));
+}
+
+bool built_with_sm90a_code() { return KC_STAGE3_HAS_SM90A != 0; }
+
+// ---- the decision ------------------------------------------------------------------------------
+
+GemmProblem gemm_problem(const HgemmArgs& args) {
+  GemmProblem p;
+  p.m = args.m;
+  p.n = args.n;
+  p.k = args.k;
+  p.lda = args.lda;
+  p.ldb = args.ldb;
+  p.ldc = args.ldc;
+  p.operands_16_byte_aligned = aligned(args.a, 16) && aligned(args.b, 16) && aligned(args.c, 16);
+  return p;
+}
+
+GemmPath choose_gemm_path(const GemmProblem& p, const GemmTarget& target) {
+  const auto cublas = [](GemmFallback why) { return GemmPath{GemmKernel::cublas_gemm_ex, why}; };
+  if (target.compute_capability < 80) return cublas(GemmFallback::architecture);
+  if (const GemmFallback why = hard_constraint(p); why != GemmFallback::none) return cublas(why);
+  if (target.compute_capability == 90) {
+    const GemmFallback why = hopper_fallback(p, target);
+    if (why != GemmFallback::none) return cublas(why);
+    return {GemmKernel::hgemm_09_tma_store, GemmFallback::none};
+  }
+  if (target.shared_memory_per_block < kRung03SharedMemoryBytes)
+    return cublas(GemmFallback::shared_memory);
+  if (p.n > kRung03MaxN) return cublas(GemmFallback::grid_limit);
+  return {GemmKernel::hgemm_03_cp_async, GemmFallback::none};
+}
+
+GemmPath choose_bias_gelu_path(const GemmProblem& p, const GemmTarget& target) {
+  const auto unfused = [](GemmFallback why) {
+    return GemmPath{GemmKernel::cublas_gemm_ex_then_bias_gelu, why};
+  };
+  if (target.compute_capability != 90) return unfused(GemmFallback::not_sm90);
+  if (const GemmFallback why = hard_constraint(p); why != GemmFallback::none) return unfused(why);
+  if (const GemmFallback why = hopper_fallback(p, target); why != GemmFallback::none)
+    return unfused(why);
+  return {GemmKernel::gemm_bias_gelu_10_fused, GemmFallback::none};
+}
+
+// ---- the checks --------------------------------------------------------------------------------
+
+void check_gemm_args(const HgemmArgs& args) { check_gemm(kGemmEntry, args); }
+
+void check_bias_gelu_args(const HgemmArgs& args, const bf16* bias) {
+  check_gemm(kBiasGeluEntry, args);
+  require(bias != nullptr,
+          "{}: bias is a null pointer; pass the device address of the N = {} bf16 biases",
+          kBiasGeluEntry, args.n);
+  require(aligned(bias, 4),
+          "{}: bias = {} is not 4-byte aligned; the fused kernel reads it in bf16 pairs: allocate "
+          "it on its own or at an even element offset",
+          kBiasGeluEntry, static_cast<const void*>(bias));
+  require(args.ldc == args.n,
+          "{}: ldc = {} but N = {}; the bias+GELU epilogue needs a dense C (ldc = N): run the GEMM "
+          "into a dense buffer, or call run() and apply the epilogue yourself",
+          kBiasGeluEntry, args.ldc, args.n);
+  require(args.n % 8 != 0 || (aligned(args.c, 16) && aligned(bias, 16)),
+          "{}: with N = {} (a multiple of 8) C and bias must be 16-byte aligned (the separate "
+          "bias+GELU kernel moves 16-byte vectors); got C = {}, bias = {}",
+          kBiasGeluEntry, args.n, static_cast<const void*>(args.c), static_cast<const void*>(bias));
+}
+
+// ---- the entry ---------------------------------------------------------------------------------
+
+Gemm::Gemm(int device) : Gemm(device, query_target(device)) {}
+
+Gemm::Gemm(int device, const GemmTarget& target) : device_(device), target_(target) {
+  const GemmTarget actual = query_target(device);
+  require(target.compute_capability <= actual.compute_capability &&
+              target.shared_memory_per_block <= actual.shared_memory_per_block &&
+              (!target.has_sm90a_code || actual.has_sm90a_code) &&
+              (target.compute_capability != 90 || actual.compute_capability == 90),
+          "kc::stage3::Gemm: the target (sm_{}, {} bytes of shared memory per block, sm_90a code: "
+          "{}) promises more than device {} and this build offer (sm_{}, {} bytes, sm_90a code: "
+          "{}); a target may only take capabilities away",
+          target.compute_capability, target.shared_memory_per_block, target.has_sm90a_code, device,
+          actual.compute_capability, actual.shared_memory_per_block, actual.has_sm90a_code);
+  const ScopedDevice on_device(device);
+  cublas_ = std::make_unique<CublasHandle>();
+  hopper_ = std::make_unique<HopperLaunchCache>();
+}
+
+Gemm::~Gemm() = default;
+Gemm::Gemm(Gemm&&) noexcept = default;
+Gemm& Gemm::operator=(Gemm&&) noexcept = default;
+
+GemmPath Gemm::plan(const HgemmArgs& args) const {
+  check_gemm_args(args);
+  return choose_gemm_path(gemm_problem(args), target_);
+}
+
+GemmPath Gemm::plan_bias_gelu(const HgemmArgs& args, const bf16* bias) const {
+  check_bias_gelu_args(args, bias);
+  return choose_bias_gelu_path(gemm_problem(args), target_);
+}
+
+void Gemm::require_current_device() const {
+  require(cublas_ != nullptr,
+          "kc::stage3::Gemm: this object was moved from; use the one it moved to");
+  int current = 0;
+  KC_CUDA_CHECK(cudaGetDevice(&current));
+  require(current == device_,
+          "kc::stage3::Gemm: this object belongs to device {} but device {} is current; call "
+          "cudaSetDevice({}) first, or use the Gemm made for device {}",
+          device_, current, device_, current);
+}
+
+void Gemm::run_cublas(const HgemmArgs& args, cudaStream_t stream) {
+  cublas_gemm_ex(cublas_->get(), stream, GemmShape{args.m, args.n, args.k}, DType::bf16,
+                 DType::bf16, args.alpha, args.a, args.b, BLayout::n_by_k, args.beta, args.c,
+                 GemmLeadingDims{args.lda, args.ldb, args.ldc});
+}
+
+GemmPath Gemm::run(const HgemmArgs& args, cudaStream_t stream) {
+  const GemmPath path = plan(args);
+  require_current_device();
+  switch (path.kernel) {
+    case GemmKernel::hgemm_09_tma_store: hgemm_09_tma_store(args, stream, *hopper_); break;
+    case GemmKernel::hgemm_03_cp_async: hgemm_03_cp_async(args, stream); break;
+    case GemmKernel::cublas_gemm_ex: run_cublas(args, stream); break;
+    case GemmKernel::gemm_bias_gelu_10_fused:
+    case GemmKernel::cublas_gemm_ex_then_bias_gelu:
+      throw Error(
+          fmt::format("kc::stage3::Gemm::run: the plain GEMM was routed to {}; this is a bug "
+                      "in choose_gemm_path",
+                      path.name()));
+  }
+  KC_CHECK_LAUNCH();
+  return path;
+}
+
+GemmPath Gemm::run_bias_gelu(const HgemmArgs& args, const bf16* bias, cudaStream_t stream) {
+  const GemmPath path = plan_bias_gelu(args, bias);
+  require_current_device();
+  if (path.kernel == GemmKernel::gemm_bias_gelu_10_fused) {
+    BiasGeluArgs fused;
+    fused.gemm = args;
+    fused.bias = bias;
+    gemm_bias_gelu_10_fused(fused, stream, *hopper_);
+  } else {
+    run_cublas(args, stream);
+    bias_gelu_inplace(args.c, bias, args.m, args.n, stream);
+  }
+  KC_CHECK_LAUNCH();
+  return path;
+}
+
+}  // namespace kc::stage3

@@ -1,0 +1,370 @@
+// The public GEMM entry (kc/stage3/gemm.hpp) on a GPU:
+//   - refused arguments launch nothing: the CUDA context has no pending error, C still holds the
+//     sentinel written before the call, and a correct call right after it works;
+//   - every path — rung 09, rung 03 (forced through a GemmTarget on an H100/H200), rung 10, and
+//     cuBLAS for each fallback (K % 8 != 0, small M, small output, no sm_90a code, padded leading
+//     dimensions) — matches the op's reference, and run() returns the path plan() announced;
+//   - with padded leading dimensions, the padding of C is left alone.
+// Skips without a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kc/common/buffer.hpp"
+#include "kc/common/check.hpp"
+#include "kc/common/error.hpp"
+#include "kc/common/gemm.hpp"
+#include "kc/stage3/gemm.hpp"
+#include "kc/stage3/register.hpp"
+#include "support/gpu_test.hpp"
+
+namespace kc::stage3 {
+namespace {
+
+// The one place this file uses the harness (Problem, operands, reference, comparison), which is
+// being reworked: runs `entry` on fresh operands of `problem` (hgemm, or gemm_bias_gelu
+// when `bias_gelu`) and compares C with the op's reference. `entry` gets dense arguments, the bias
+// (null for the plain GEMM) and the harness's stream.
+using EntryCall = std::function<void(const HgemmArgs& args, const bf16* bias, cudaStream_t stream)>;
+CheckOutcome check_against_reference(bool bias_gelu, const Problem& problem,
+                                     const EntryCall& entry) {
+  Context& context = ::kc::testing::shared_context();
+  const OpSpec op = bias_gelu ? make_gemm_bias_gelu_op() : make_hgemm_op();
+  const RunFn run = [&](const Problem& p, Operands& operands, Context& c) {
+    const HgemmArgs args = gemm_args<bf16>(p, operands, BLayout::n_by_k);
+    entry(args, bias_gelu ? operands["bias"].data<bf16>() : nullptr, c.stream());
+  };
+  return check_run(op, run, problem, /*seed=*/17, context);
+}
+
+// ---- host data for the tests that do not go through the harness --------------------------------
+
+std::vector<float> values(std::size_t count, std::uint64_t seed) {
+  std::vector<float> v(count);
+  std::uint64_t state = seed * 0x9E3779B97F4A7C15ull + 99;
+  for (float& x : v) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    // Multiples of 1/64 in [-1, 1): exact in bf16, so the host copy is what the device holds.
+    x = static_cast<float>(static_cast<int>(state >> 57) - 64) / 64.f;
+  }
+  return v;
+}
+
+std::vector<bf16> to_bf16(const std::vector<float>& v) {
+  std::vector<bf16> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = __float2bfloat16_rn(v[i]);
+  return out;
+}
+
+std::vector<float> to_float(const std::vector<bf16>& v) {
+  std::vector<float> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = __bfloat162float(v[i]);
+  return out;
+}
+
+// Row-major operands with leading dimensions; padding elements hold `padding_value`.
+struct HostGemm {
+  int m, n, k, lda, ldb, ldc;
+  float alpha, beta;
+  std::vector<float> a, b, c;
+
+  HostGemm(int m_, int n_, int k_, int lda_, int ldb_, int ldc_, float alpha_, float beta_,
+           float padding_value)
+      : m(m_),
+        n(n_),
+        k(k_),
+        lda(lda_),
+        ldb(ldb_),
+        ldc(ldc_),
+        alpha(alpha_),
+        beta(beta_),
+        a(values(static_cast<std::size_t>(m_) * lda_, 1)),
+        b(values(static_cast<std::size_t>(n_) * ldb_, 2)),
+        c(values(static_cast<std::size_t>(m_) * ldc_, 3)) {
+    for (int i = 0; i < m; ++i)
+      for (int j = n; j < ldc; ++j) c[static_cast<std::size_t>(i) * ldc + j] = padding_value;
+  }
+  // alpha.A.B^T + beta.C inside M x N, in double.
+  double reference(int i, int j) const {
+    double dot = 0.0;
+    for (int p = 0; p < k; ++p)
+      dot += static_cast<double>(a[static_cast<std::size_t>(i) * lda + p]) *
+             b[static_cast<std::size_t>(j) * ldb + p];
+    return alpha * dot +
+           (beta == 0.f ? 0.0
+                        : beta * static_cast<double>(c[static_cast<std::size_t>(i) * ldc + j]));
+  }
+};
+
+struct DeviceGemm {
+  DeviceBuffer<bf16> a, b, c;
+  explicit DeviceGemm(const HostGemm& host) : a(host.a.size()), b(host.b.size()), c(host.c.size()) {
+    a.copy_from_host(to_bf16(host.a));
+    b.copy_from_host(to_bf16(host.b));
+    c.copy_from_host(to_bf16(host.c));
+  }
+  HgemmArgs args(const HostGemm& host) {
+    HgemmArgs args;
+    args.m = host.m;
+    args.n = host.n;
+    args.k = host.k;
+    args.alpha = host.alpha;
+    args.beta = host.beta;
+    args.a = a.data();
+    args.b = b.data();
+    args.c = c.data();
+    args.lda = host.lda;
+    args.ldb = host.ldb;
+    args.ldc = host.ldc;
+    return args;
+  }
+};
+
+// C inside M x N against the reference (BF16 output, K-long FP32 dot products: the harness's bound
+// for bf16 scaled by sqrt(K)); C outside it, in the padding, bit-for-bit what it was.
+void expect_result(const HostGemm& host, const std::vector<float>& c_after,
+                   const std::string& what) {
+  const double atol =
+      1e-2 * (std::abs(host.alpha) * std::sqrt(static_cast<double>(host.k)) + std::abs(host.beta));
+  std::size_t wrong = 0, padding_written = 0;
+  for (int i = 0; i < host.m; ++i)
+    for (int j = 0; j < host.ldc; ++j) {
+      const std::size_t at = static_cast<std::size_t>(i) * host.ldc + j;
+      if (j >= host.n) {
+        if (!(c_after[at] == host.c[at])) ++padding_written;
+        continue;
+      }
+      const double want = host.reference(i, j);
+      if (!(std::abs(c_after[at] - want) <= atol + 1.6e-2 * std::abs(want))) {
+        if (wrong == 0)
+          ADD_FAILURE() << what << ": C[" << i << "][" << j << "] = " << c_after[at]
+                        << ", expected " << want;
+        ++wrong;
+      }
+    }
+  EXPECT_EQ(wrong, 0u) << what;
+  EXPECT_EQ(padding_written, 0u) << what << ": the entry wrote into C's padding (columns N to ldc)";
+}
+
+template <class Call>
+void expect_refused(Call call, const std::string& fragment) {
+  try {
+    call();
+  } catch (const CudaError& e) {
+    ADD_FAILURE() << "a CUDA error instead of a refusal: " << e.what();
+    return;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    return;
+  }
+  ADD_FAILURE() << "the call was accepted";
+}
+
+void expect_clean_context() {
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+// The H100/H200 this ladder was measured on, with the Hopper rungs built.
+bool is_measured_hopper(const GemmTarget& target) {
+  return target.compute_capability == 90 && target.has_sm90a_code;
+}
+
+// ---- refusals ----------------------------------------------------------------------------------
+
+TEST(GemmEntryGpu, RefusedArgumentsWriteNothingAndLeaveTheContextUsable) {
+  KC_SKIP_WITHOUT_GPU();
+  Gemm gemm(0);
+  constexpr float kSentinel = 7.f;  // no product of these inputs is exactly 7
+  HostGemm host(96, 80, 64, 64, 64, 80, 1.f, 0.f, kSentinel);
+  std::fill(host.c.begin(), host.c.end(), kSentinel);
+  DeviceGemm device(host);
+  const std::vector<float> c_before = to_float(device.c.to_host());
+  DeviceBuffer<bf16> bias(host.n);
+  bias.copy_from_host(to_bf16(values(host.n, 4)));
+
+  HgemmArgs args = device.args(host);
+  args.ldc = host.n - 1;
+  expect_refused([&] { gemm.run(args, nullptr); }, "ldc = 79 is smaller than N = 80");
+  args = device.args(host);
+  args.lda = 0;
+  expect_refused([&] { gemm.run(args, nullptr); }, "lda = 0 is smaller than K = 64");
+  args = device.args(host);
+  args.alpha = std::numeric_limits<float>::quiet_NaN();
+  expect_refused([&] { gemm.run(args, nullptr); }, "must both be finite");
+  args = device.args(host);
+  args.b = nullptr;
+  expect_refused([&] { gemm.run(args, nullptr); }, "B is a null pointer");
+  args = device.args(host);
+  args.m = 0;
+  expect_refused([&] { gemm.run(args, nullptr); }, "M = 0");
+  args = device.args(host);
+  expect_refused([&] { gemm.run_bias_gelu(args, nullptr, nullptr); }, "bias is a null pointer");
+  args.ldc = host.n + 8;
+  expect_refused([&] { gemm.run_bias_gelu(args, bias.data(), nullptr); }, "dense C");
+  args = device.args(host);
+  expect_refused([&] { gemm.plan(HgemmArgs{}); }, "M = 0");
+
+  expect_clean_context();
+  EXPECT_EQ(to_float(device.c.to_host()), c_before) << "a refused call wrote C";
+
+  const GemmPath path = gemm.run(device.args(host), nullptr);
+  EXPECT_EQ(path, gemm.plan(device.args(host))) << path.name();
+  expect_result(host, to_float(device.c.to_host()),
+                "the call after the refusals (" + path.name() + ")");
+  expect_clean_context();
+}
+
+// ---- each path against the reference -----------------------------------------------------------
+
+struct Case {
+  Problem problem;
+  GemmKernel kernel_on_h200;
+  GemmFallback fallback_on_h200;
+};
+
+void check_cases(Gemm& gemm, bool bias_gelu, const std::vector<Case>& cases) {
+  for (const Case& c : cases) {
+    GemmPath planned, ran;
+    const CheckOutcome outcome = check_against_reference(
+        bias_gelu, c.problem, [&](const HgemmArgs& args, const bf16* bias, cudaStream_t stream) {
+          planned = bias_gelu ? gemm.plan_bias_gelu(args, bias) : gemm.plan(args);
+          ran = bias_gelu ? gemm.run_bias_gelu(args, bias, stream) : gemm.run(args, stream);
+        });
+    EXPECT_TRUE(outcome.passed()) << c.problem.label() << " via " << ran.name() << ": "
+                                  << outcome.detail;
+    EXPECT_EQ(ran, planned) << c.problem.label() << ": ran " << ran.name() << ", planned "
+                            << planned.name();
+    if (is_measured_hopper(gemm.target())) {
+      EXPECT_EQ(ran, (GemmPath{c.kernel_on_h200, c.fallback_on_h200}))
+          << c.problem.label() << ": took " << ran.name();
+    }
+  }
+  expect_clean_context();
+}
+
+TEST(GemmEntryGpu, EachPathMatchesTheReference) {
+  KC_SKIP_WITHOUT_GPU();
+  Gemm gemm(0);
+  const std::vector<Case> cases = {
+      // 2049 x 2056 = 4.2 M outputs: rung 09 on an H100/H200.
+      {gemm_problem(kHgemmOp, {2049, 2056, 72}, DType::bf16, 1.0, 0.0), GemmKernel::hgemm_09_tma_store, GemmFallback::none},
+      {gemm_problem(kHgemmOp, {2048, 2048, 1032}, DType::bf16, 1.5, -0.75),
+       GemmKernel::hgemm_09_tma_store,
+       GemmFallback::none},
+      // N odd: rung 09's direct-store epilogue.
+      {gemm_problem(kHgemmOp, {4093, 2049, 136}, DType::bf16, -0.5, 0.25),
+       GemmKernel::hgemm_09_tma_store,
+       GemmFallback::none},
+      {gemm_problem(kHgemmOp, {1000, 1000, 104}, DType::bf16, 1.0, 1.0),
+       GemmKernel::cublas_gemm_ex,
+       GemmFallback::small_output},
+      {gemm_problem(kHgemmOp, {200, 300, 1031}, DType::bf16, 1.0, 0.5),
+       GemmKernel::cublas_gemm_ex,
+       GemmFallback::k_not_multiple_of_8},
+      {gemm_problem(kHgemmOp, {48, 4096, 512}, DType::bf16, 1.0, 0.0), GemmKernel::cublas_gemm_ex, GemmFallback::small_m},
+  };
+  check_cases(gemm, /*bias_gelu=*/false, cases);
+}
+
+TEST(GemmEntryGpu, BiasGeluMatchesTheReferenceFusedAndUnfused) {
+  KC_SKIP_WITHOUT_GPU();
+  Gemm gemm(0);
+  const std::vector<Case> cases = {
+      {gemm_problem(kBiasGeluOp, {2048, 2056, 64}, DType::bf16, 1.0, 0.0),
+       GemmKernel::gemm_bias_gelu_10_fused,
+       GemmFallback::none},
+      {gemm_problem(kBiasGeluOp, {300, 504, 64}, DType::bf16, 1.0, 0.5),
+       GemmKernel::cublas_gemm_ex_then_bias_gelu,
+       GemmFallback::small_output},
+      // K % 8 != 0 and N odd: cuBLAS and the scalar path of the bias+GELU kernel.
+      {gemm_problem(kBiasGeluOp, {300, 501, 60}, DType::bf16, 1.0, 0.0),
+       GemmKernel::cublas_gemm_ex_then_bias_gelu,
+       GemmFallback::k_not_multiple_of_8},
+  };
+  check_cases(gemm, /*bias_gelu=*/true, cases);
+}
+
+// Rung 03 is kc's kernel on sm_80-class GPUs; on an H100/H200 a target that takes sm_90 away makes
+// the entry run it, and one that takes the sm_90a code away makes it fall back to cuBLAS.
+TEST(GemmEntryGpu, ForcedTargetsRunRung03AndTheNoSm90aFallback) {
+  KC_SKIP_WITHOUT_GPU();
+  const GemmTarget actual = Gemm(0).target();
+  if (actual.compute_capability < 80 || actual.shared_memory_per_block < kRung03SharedMemoryBytes)
+    GTEST_SKIP() << "rung 03 needs sm_80+ and " << kRung03SharedMemoryBytes
+                 << " bytes of shared memory per block; this GPU is sm_"
+                 << actual.compute_capability;
+  Gemm as_sm80(0, GemmTarget{80, kRung03SharedMemoryBytes, false});
+  for (const Problem& problem : {gemm_problem(kHgemmOp, {1000, 1000, 104}, DType::bf16, 1.0, 1.0),
+                                 gemm_problem(kHgemmOp, {257, 4100, 72}, DType::bf16, 1.0, 0.0),
+                                 gemm_problem(kHgemmOp, {2049, 2056, 64}, DType::bf16, -1.0, 0.5)}) {
+    GemmPath ran;
+    const CheckOutcome outcome = check_against_reference(
+        false, problem, [&](const HgemmArgs& args, const bf16*, cudaStream_t stream) {
+          ran = as_sm80.run(args, stream);
+        });
+    EXPECT_TRUE(outcome.passed()) << problem.label() << ": " << outcome.detail;
+    EXPECT_EQ(ran, (GemmPath{GemmKernel::hgemm_03_cp_async, GemmFallback::none})) << ran.name();
+  }
+  // Not sm_90: the fused op falls back to cuBLAS + the separate kernel.
+  GemmPath unfused;
+  const CheckOutcome outcome =
+      check_against_reference(true, gemm_problem(kBiasGeluOp, {2048, 2048, 64}, DType::bf16, 1.0, 0.0),
+                              [&](const HgemmArgs& args, const bf16* bias, cudaStream_t stream) {
+                                unfused = as_sm80.run_bias_gelu(args, bias, stream);
+                              });
+  EXPECT_TRUE(outcome.passed()) << outcome.detail;
+  EXPECT_EQ(unfused, (GemmPath{GemmKernel::cublas_gemm_ex_then_bias_gelu, GemmFallback::not_sm90}));
+
+  if (actual.compute_capability == 90) {
+    Gemm without_sm90a(0, GemmTarget{90, actual.shared_memory_per_block, false});
+    GemmPath ran;
+    const CheckOutcome fallback =
+        check_against_reference(false, gemm_problem(kHgemmOp, {2048, 2048, 64}, DType::bf16, 1.0, 0.0),
+                                [&](const HgemmArgs& args, const bf16*, cudaStream_t stream) {
+                                  ran = without_sm90a.run(args, stream);
+                                });
+    EXPECT_TRUE(fallback.passed()) << fallback.detail;
+    EXPECT_EQ(ran, (GemmPath{GemmKernel::cublas_gemm_ex, GemmFallback::no_sm90a_code}));
+  }
+  expect_refused(
+      [&] {
+        Gemm(0, GemmTarget{actual.compute_capability + 10, actual.shared_memory_per_block, false});
+      },
+      "a target may only take capabilities away");
+  expect_clean_context();
+}
+
+// Leading dimensions other than K, K, N go to cuBLAS, which honours them; the padding of C (columns
+// N to ldc) is never written.
+TEST(GemmEntryGpu, PaddedLeadingDimensionsRunOnCublasAndLeaveThePadding) {
+  KC_SKIP_WITHOUT_GPU();
+  Gemm gemm(0);
+  constexpr float kPadding = 7.f;  // outside the inputs' [-1, 1): a write into the padding shows
+  struct Padded {
+    HostGemm host;
+    GemmFallback reason;
+  };
+  const std::vector<Padded> cases = {
+      {HostGemm(70, 50, 24, 40, 32, 64, 1.25f, -0.5f, kPadding), GemmFallback::leading_dimensions},
+      {HostGemm(130, 300, 64, 64, 64, 304, 1.f, 0.f, kPadding),
+       GemmFallback::leading_dimensions},  // ldc only
+      {HostGemm(65, 33, 20, 24, 20, 33, 1.f, 1.f, kPadding), GemmFallback::k_not_multiple_of_8},
+  };
+  for (const Padded& c : cases) {
+    DeviceGemm device(c.host);
+    const GemmPath path = gemm.run(device.args(c.host), nullptr);
+    EXPECT_EQ(path, (GemmPath{GemmKernel::cublas_gemm_ex, c.reason})) << path.name();
+    expect_result(c.host, to_float(device.c.to_host()), path.name());
+  }
+  expect_clean_context();
+}
+
+}  // namespace
+}  // namespace kc::stage3

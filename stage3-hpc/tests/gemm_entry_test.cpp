@@ -1,0 +1,357 @@
+// The public GEMM entry (kc/stage3/gemm.hpp) without a GPU: every refusal of check_gemm_args and
+// check_bias_gelu_args with the sentence it gives, and the dispatch (choose_gemm_path,
+// choose_bias_gelu_path) over a grid of shapes, leading dimensions, alignments and GPUs — the
+// documented rules as properties of every point, plus the measured H200 shapes by name.
+// Pointers are made-up addresses: nothing here is dereferenced or touches CUDA.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kc/common/blas.hpp"
+#include "kc/common/error.hpp"
+#include "kc/stage3/gemm.hpp"
+
+namespace kc::stage3 {
+namespace {
+
+template <typename T>
+T* fake(std::uintptr_t slot, std::uintptr_t offset_bytes = 0) {
+  return reinterpret_cast<T*>(std::uintptr_t{0x7f0000000000} + slot * 0x10000000 + offset_bytes);
+}
+
+HgemmArgs dense_args(int m, int n, int k) {
+  HgemmArgs args;
+  args.m = m;
+  args.n = n;
+  args.k = k;
+  args.a = fake<const bf16>(1);
+  args.b = fake<const bf16>(2);
+  args.c = fake<bf16>(3);
+  args.lda = k;
+  args.ldb = k;
+  args.ldc = n;
+  return args;
+}
+
+template <class Call>
+void expect_refused(Call call, std::initializer_list<std::string> fragments) {
+  try {
+    call();
+  } catch (const CudaError& e) {
+    ADD_FAILURE() << "reached CUDA: " << e.what();
+    return;
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    for (const std::string& fragment : fragments)
+      EXPECT_NE(message.find(fragment), std::string::npos)
+          << "lacks \"" << fragment << "\": " << message;
+    return;
+  }
+  ADD_FAILURE() << "the arguments were accepted";
+}
+
+// ---- refusals ----------------------------------------------------------------------------------
+
+TEST(GemmEntryChecks, AcceptsDenseAndPaddedOperands) {
+  EXPECT_NO_THROW(check_gemm_args(dense_args(4096, 4096, 4096)));
+  HgemmArgs padded = dense_args(70, 50, 20);
+  padded.lda = 40;
+  padded.ldb = 24;
+  padded.ldc = 64;
+  padded.beta = 0.5f;
+  EXPECT_NO_THROW(check_gemm_args(padded));
+  EXPECT_NO_THROW(check_bias_gelu_args(dense_args(300, 501, 60), fake<const bf16>(4, 4)));
+}
+
+TEST(GemmEntryChecks, RefusesEmptyDimensions) {
+  for (const auto& [m, n, k] : std::vector<std::array<int, 3>>{{0, 8, 8}, {8, -1, 8}, {8, 8, 0}}) {
+    HgemmArgs args = dense_args(8, 8, 8);
+    args.m = m;
+    args.n = n;
+    args.k = k;
+    expect_refused([&] { check_gemm_args(args); },
+                   {"kc::stage3::Gemm::run", "M = " + std::to_string(m), "N = " + std::to_string(n),
+                    "K = " + std::to_string(k), "at least 1", "skip the call"});
+  }
+}
+
+TEST(GemmEntryChecks, RefusesNullAndMisalignedOperandsNamingThem) {
+  HgemmArgs args = dense_args(256, 256, 256);
+  args.a = nullptr;
+  expect_refused([&] { check_gemm_args(args); }, {"A is a null pointer", "M x K"});
+  args = dense_args(256, 256, 256);
+  args.b = nullptr;
+  expect_refused([&] { check_gemm_args(args); }, {"B is a null pointer", "N x K"});
+  args = dense_args(256, 256, 256);
+  args.c = nullptr;
+  args.beta = 0.f;  // C is written even when it is not read
+  expect_refused([&] { check_gemm_args(args); }, {"C is a null pointer", "M x N"});
+  args = dense_args(256, 256, 256);
+  args.b = fake<const bf16>(2, 1);
+  expect_refused([&] { check_gemm_args(args); }, {"B = ", "not aligned to 2 bytes"});
+}
+
+TEST(GemmEntryChecks, RefusesLeadingDimensionsShorterThanARow) {
+  HgemmArgs args = dense_args(128, 96, 64);
+  args.lda = 0;  // not set: refused, not taken as dense
+  expect_refused([&] { check_gemm_args(args); },
+                 {"lda = 0 is smaller than K = 64", "set lda = K for a dense A", "row pitch"});
+  args = dense_args(128, 96, 64);
+  args.ldb = 63;
+  expect_refused([&] { check_gemm_args(args); }, {"ldb = 63 is smaller than K = 64", "row of B"});
+  args = dense_args(128, 96, 64);
+  args.ldc = 95;
+  expect_refused([&] { check_gemm_args(args); }, {"ldc = 95 is smaller than N = 96", "row of C"});
+}
+
+TEST(GemmEntryChecks, RefusesMatricesBeyond32BitIndexing) {
+  HgemmArgs args = dense_args(70000, 1024, 40000);  // A: 69999 x 40000 + 40000 elements
+  expect_refused([&] { check_gemm_args(args); },
+                 {"A spans (M - 1) x lda + K = 2800000000 elements", "2^31 - 1", "split the GEMM"});
+  args = dense_args(1024, 8, 64);
+  args.ldc = 4 << 20;  // C: 1023 rows of 4 Mi elements
+  expect_refused([&] { check_gemm_args(args); }, {"C spans (M - 1) x ldc + N", "32-bit"});
+  args = dense_args(64, 1 << 20, 4096);  // B: 2^20 rows of 4096
+  expect_refused([&] { check_gemm_args(args); }, {"B spans (N - 1) x ldb + K"});
+}
+
+TEST(GemmEntryChecks, RefusesNonFiniteScalars) {
+  for (const float bad :
+       {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    HgemmArgs args = dense_args(64, 64, 64);
+    args.alpha = bad;
+    expect_refused([&] { check_gemm_args(args); }, {"alpha = ", "must both be finite"});
+    args = dense_args(64, 64, 64);
+    args.beta = -bad;
+    expect_refused([&] { check_gemm_args(args); }, {"beta = ", "must both be finite"});
+  }
+}
+
+TEST(GemmEntryChecks, BiasGeluRefusesMissingOrMisalignedBiasAndAPaddedC) {
+  const HgemmArgs args = dense_args(512, 1024, 256);
+  expect_refused([&] { check_bias_gelu_args(args, nullptr); },
+                 {"kc::stage3::Gemm::run_bias_gelu", "bias is a null pointer", "N = 1024"});
+  expect_refused([&] { check_bias_gelu_args(args, fake<const bf16>(4, 2)); },
+                 {"bias = ", "not 4-byte aligned", "bf16 pairs"});
+  // N % 8 == 0: the separate kernel moves 16-byte vectors of C and bias.
+  expect_refused([&] { check_bias_gelu_args(args, fake<const bf16>(4, 4)); },
+                 {"N = 1024 (a multiple of 8)", "16-byte aligned"});
+  HgemmArgs padded = args;
+  padded.ldc = 1032;
+  expect_refused([&] { check_bias_gelu_args(padded, fake<const bf16>(4)); },
+                 {"ldc = 1032 but N = 1024", "dense C"});
+  HgemmArgs bad_gemm = args;
+  bad_gemm.k = 0;
+  expect_refused([&] { check_bias_gelu_args(bad_gemm, fake<const bf16>(4)); },
+                 {"kc::stage3::Gemm::run_bias_gelu", "K = 0"});
+}
+
+// The cuBLAS wrapper the fallback calls takes the leading dimensions and checks them before any
+// cuBLAS call (so a null handle is never used here).
+TEST(GemmEntryChecks, TheCublasWrapperChecksLeadingDimensions) {
+  const GemmShape shape{4, 6, 8};
+  const auto call = [&](GemmLeadingDims lds) {
+    cublas_gemm_ex(nullptr, nullptr, shape, DType::bf16, DType::bf16, 1.f, fake<const bf16>(1),
+                   fake<const bf16>(2), BLayout::n_by_k, 0.f, fake<bf16>(3), lds);
+  };
+  expect_refused([&] { call({7, 0, 0}); }, {"lda = 7 is shorter than a row (8 elements)"});
+  expect_refused([&] { call({0, 4, 0}); }, {"ldb = 4 is shorter than a row (8 elements)"});
+  expect_refused([&] { call({0, 0, 5}); }, {"ldc = 5 is shorter than a row (6 elements)"});
+  expect_refused([&] { call({std::int64_t{1} << 32, 0, 0}); }, {"32-bit leading dimensions"});
+}
+
+// ---- the dispatch ------------------------------------------------------------------------------
+
+constexpr GemmTarget kH200{90, 232448, true};
+constexpr GemmTarget kH200WithoutSm90a{90, 232448, false};
+constexpr GemmTarget kA100{80, 166912, true};
+constexpr GemmTarget kRtx4090{89, 101376, true};
+constexpr GemmTarget kB200{100, 232448, true};
+constexpr GemmTarget kV100{70, 98304, true};
+constexpr GemmTarget kT4{75, 65536, false};
+
+GemmProblem problem(int m, int n, int k) { return {m, n, k, k, k, n, true}; }
+
+GemmPath cublas(GemmFallback why) { return {GemmKernel::cublas_gemm_ex, why}; }
+constexpr GemmPath kRung09{GemmKernel::hgemm_09_tma_store, GemmFallback::none};
+constexpr GemmPath kRung03{GemmKernel::hgemm_03_cp_async, GemmFallback::none};
+
+TEST(GemmDispatch, TheMeasuredH200ShapesAndTheDocumentedFallbacks) {
+  // docs/benchmarks/h200/stage3-gemm.md: rung 09 at parity or above from 2048³ up, 53% at 1024³.
+  EXPECT_EQ(choose_gemm_path(problem(1024, 1024, 1024), kH200), cublas(GemmFallback::small_output));
+  EXPECT_EQ(choose_gemm_path(problem(2048, 2048, 2048), kH200), kRung09);
+  EXPECT_EQ(choose_gemm_path(problem(4096, 4096, 4096), kH200), kRung09);
+  EXPECT_EQ(choose_gemm_path(problem(8192, 8192, 8192), kH200), kRung09);
+  EXPECT_EQ(choose_gemm_path(problem(8192, 14336, 4096), kH200), kRung09);
+  EXPECT_EQ(choose_gemm_path(problem(8192, 4096, 14336), kH200), kRung09);
+  EXPECT_EQ(choose_gemm_path(problem(4093, 2049, 1032), kH200), kRung09);
+  EXPECT_EQ(choose_gemm_path(problem(4093, 2049, 1031), kH200),
+            cublas(GemmFallback::k_not_multiple_of_8));
+  EXPECT_EQ(choose_gemm_path(problem(1, 4096, 4096), kH200), cublas(GemmFallback::small_m));
+  EXPECT_EQ(choose_gemm_path(problem(64, 14336, 4096), kH200), cublas(GemmFallback::small_m));
+  EXPECT_EQ(choose_gemm_path(problem(65, 65536, 4096), kH200), kRung09);  // 4.26 M outputs
+  EXPECT_EQ(choose_gemm_path(problem(65536, 255, 4096), kH200), cublas(GemmFallback::small_output));
+  EXPECT_EQ(choose_gemm_path(problem(4096, 4096, 4096), kH200WithoutSm90a),
+            cublas(GemmFallback::no_sm90a_code));
+  EXPECT_EQ(choose_gemm_path(problem(1024, 1024, 1024), kA100), kRung03);
+  EXPECT_EQ(choose_gemm_path(problem(4096, 4096, 4096), kB200), kRung03);
+  EXPECT_EQ(choose_gemm_path(problem(4096, 4096, 4096), kRtx4090),
+            cublas(GemmFallback::shared_memory));
+  EXPECT_EQ(choose_gemm_path(problem(128, kRung03MaxN, 8), kA100), kRung03);
+  EXPECT_EQ(choose_gemm_path(problem(128, kRung03MaxN + 1, 8), kA100),
+            cublas(GemmFallback::grid_limit));
+  EXPECT_EQ(choose_gemm_path(problem(4096, 4096, 4096), kV100), cublas(GemmFallback::architecture));
+  EXPECT_EQ(choose_gemm_path(problem(4096, 4096, 4095), kT4), cublas(GemmFallback::architecture));
+  GemmProblem padded = problem(4096, 4096, 4096);
+  padded.ldc = 4104;
+  EXPECT_EQ(choose_gemm_path(padded, kH200), cublas(GemmFallback::leading_dimensions));
+  GemmProblem misaligned = problem(4096, 4096, 4096);
+  misaligned.operands_16_byte_aligned = false;
+  EXPECT_EQ(choose_gemm_path(misaligned, kH200), cublas(GemmFallback::misaligned));
+  EXPECT_EQ(choose_gemm_path(misaligned, kA100), cublas(GemmFallback::misaligned));
+}
+
+TEST(GemmDispatch, PathNamesAreTheKernelIdsOrTheFallbackWithItsReason) {
+  EXPECT_EQ(kRung09.name(), "stage3/hgemm/09_tma_store");
+  EXPECT_EQ(kRung03.name(), "stage3/hgemm/03_cp_async");
+  EXPECT_EQ(GemmPath({GemmKernel::gemm_bias_gelu_10_fused, GemmFallback::none}).name(),
+            "stage3/gemm_bias_gelu/10_fused_bias_gelu");
+  EXPECT_EQ(cublas(GemmFallback::k_not_multiple_of_8).name(),
+            "cuBLAS GemmEx (fallback: K % 8 != 0)");
+  EXPECT_EQ(GemmPath({GemmKernel::cublas_gemm_ex_then_bias_gelu, GemmFallback::not_sm90}).name(),
+            "cuBLAS GemmEx + stage3 bias_gelu_inplace (fallback: not an sm_90 GPU)");
+  EXPECT_FALSE(kRung09.uses_cublas());
+  EXPECT_TRUE(cublas(GemmFallback::small_m).uses_cublas());
+  for (const GemmFallback why :
+       {GemmFallback::architecture, GemmFallback::k_not_multiple_of_8,
+        GemmFallback::leading_dimensions, GemmFallback::misaligned, GemmFallback::small_m,
+        GemmFallback::small_output, GemmFallback::no_sm90a_code, GemmFallback::shared_memory,
+        GemmFallback::grid_limit, GemmFallback::not_sm90}) {
+    EXPECT_FALSE(gemm_fallback_reason(why).empty()) << static_cast<int>(why);
+    EXPECT_EQ(cublas(why).name().rfind("cuBLAS GemmEx (fallback: ", 0), 0u) << cublas(why).name();
+  }
+}
+
+TEST(GemmDispatch, ProblemDescriptionSeesLeadingDimensionsAndEveryPointersAlignment) {
+  HgemmArgs args = dense_args(100, 200, 64);
+  args.ldc = 208;
+  const GemmProblem p = gemm_problem(args);
+  EXPECT_EQ(p.m, 100);
+  EXPECT_EQ(p.n, 200);
+  EXPECT_EQ(p.k, 64);
+  EXPECT_EQ(p.lda, 64);
+  EXPECT_EQ(p.ldb, 64);
+  EXPECT_EQ(p.ldc, 208);
+  EXPECT_TRUE(p.operands_16_byte_aligned);
+  for (int which = 0; which < 3; ++which) {
+    HgemmArgs shifted = dense_args(100, 200, 64);
+    if (which == 0) shifted.a = fake<const bf16>(1, 8);
+    if (which == 1) shifted.b = fake<const bf16>(2, 8);
+    if (which == 2) shifted.c = fake<bf16>(3, 8);
+    EXPECT_FALSE(gemm_problem(shifted).operands_16_byte_aligned) << "operand " << which;
+  }
+}
+
+// Every point of the grid obeys the rules of gemm.hpp, in their documented order.
+TEST(GemmDispatch, EveryPointOfTheGridFollowsTheRules) {
+  const std::vector<int> ms = {1, 17, 64, 65, 127, 128, 1000, 2047, 2048, 4093, 8192, 70000};
+  const std::vector<int> ns = {1,    8,    255,  256,   257,         1000,
+                               2048, 2049, 4096, 14336, kRung03MaxN, kRung03MaxN + 8};
+  const std::vector<int> ks = {1, 7, 8, 20, 64, 1031, 1032, 4096, 14336};
+  const std::vector<GemmTarget> targets = {kH200,
+                                           kH200WithoutSm90a,
+                                           kA100,
+                                           kRtx4090,
+                                           kB200,
+                                           kV100,
+                                           kT4,
+                                           GemmTarget{86, 101376, false},
+                                           GemmTarget{87, 166912, true}};
+  enum class Lds { dense, lda, ldb, ldc };
+  std::size_t points = 0, rung09 = 0, rung03 = 0, fused = 0;
+  for (const GemmTarget& target : targets)
+    for (const int m : ms)
+      for (const int n : ns)
+        for (const int k : ks)
+          for (const Lds lds : {Lds::dense, Lds::lda, Lds::ldb, Lds::ldc})
+            for (const bool aligned : {true, false}) {
+              GemmProblem p{m, n, k, k, k, n, aligned};
+              if (lds == Lds::lda) p.lda = k + 8;
+              if (lds == Lds::ldb) p.ldb = k + 8;
+              if (lds == Lds::ldc) p.ldc = n + 1;
+              const GemmPath path = choose_gemm_path(p, target);
+              const GemmPath bias_path = choose_bias_gelu_path(p, target);
+              ++points;
+              const std::string where =
+                  "M " + std::to_string(m) + " N " + std::to_string(n) + " K " + std::to_string(k) +
+                  " lds " + std::to_string(static_cast<int>(lds)) + " aligned " +
+                  std::to_string(aligned) + " sm_" + std::to_string(target.compute_capability) +
+                  " smem " + std::to_string(target.shared_memory_per_block) + " sm90a " +
+                  std::to_string(target.has_sm90a_code) + ": " + path.name();
+
+              // The first rule that applies decides, in the order gemm.hpp lists them.
+              const long long outputs = static_cast<long long>(m) * n;
+              GemmFallback expected = GemmFallback::none;
+              if (target.compute_capability < 80)
+                expected = GemmFallback::architecture;
+              else if (k % 8 != 0)
+                expected = GemmFallback::k_not_multiple_of_8;
+              else if (lds != Lds::dense)
+                expected = GemmFallback::leading_dimensions;
+              else if (!aligned)
+                expected = GemmFallback::misaligned;
+              else if (m <= 64)
+                expected = GemmFallback::small_m;
+              else if (target.compute_capability == 90 && !target.has_sm90a_code)
+                expected = GemmFallback::no_sm90a_code;
+              else if (target.compute_capability == 90 && (outputs < 2048LL * 2048 || n < 256))
+                expected = GemmFallback::small_output;
+              else if (target.compute_capability != 90 && target.shared_memory_per_block < 148480)
+                expected = GemmFallback::shared_memory;
+              else if (target.compute_capability != 90 && n > 65535 * 256)
+                expected = GemmFallback::grid_limit;
+              ASSERT_EQ(path.fallback, expected) << where;
+
+              if (expected != GemmFallback::none) {
+                ASSERT_EQ(path.kernel, GemmKernel::cublas_gemm_ex) << where;
+              } else if (target.compute_capability == 90) {
+                ASSERT_EQ(path.kernel, GemmKernel::hgemm_09_tma_store) << where;
+                ++rung09;
+              } else {
+                ASSERT_EQ(path.kernel, GemmKernel::hgemm_03_cp_async) << where;
+                ++rung03;
+              }
+
+              // The fused op takes rung 10 exactly where the GEMM takes rung 09; otherwise the
+              // unfused pair, for the GEMM's reason (or because the GPU is not sm_90).
+              if (path.kernel == GemmKernel::hgemm_09_tma_store) {
+                ASSERT_EQ(bias_path,
+                          (GemmPath{GemmKernel::gemm_bias_gelu_10_fused, GemmFallback::none}))
+                    << where;
+                ++fused;
+              } else {
+                ASSERT_EQ(bias_path.kernel, GemmKernel::cublas_gemm_ex_then_bias_gelu) << where;
+                ASSERT_EQ(bias_path.fallback,
+                          target.compute_capability != 90 ? GemmFallback::not_sm90 : path.fallback)
+                    << where;
+              }
+            }
+  EXPECT_EQ(points, targets.size() * ms.size() * ns.size() * ks.size() * 4 * 2);
+  EXPECT_GT(rung09, 0u);
+  EXPECT_GT(rung03, 0u);
+  EXPECT_EQ(fused, rung09);
+}
+
+TEST(GemmDispatch, ConstantsMatchTheKernelsTheyDescribe) {
+  EXPECT_EQ(kRung03SharedMemoryBytes, 148480);  // 3 x (16 KiB of A + 32 KiB of B) + 1 KiB: 145 KiB
+  EXPECT_EQ(kRung03MaxN, 16776960);
+  EXPECT_EQ(kHopperMinOutputElements, 2048LL * 2048);
+}
+
+}  // namespace
+}  // namespace kc::stage3
