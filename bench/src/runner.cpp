@@ -486,35 +486,47 @@ void Session::register_benchmarks() {
 }
 
 void Session::check_all() {
-  for (const Item& item : plan()) {
-    Result& result = result_for(item);
+  const std::vector<Item> items = plan();
+  // Seeds outermost within each problem, so that every item of a problem is checked against the
+  // same cached reference before the next seed's is computed.
+  std::size_t begin = 0;
+  while (begin < items.size()) {
+    std::size_t end = begin;
+    while (end < items.size() && items[end].op == items[begin].op &&
+           items[end].problem.label() == items[begin].problem.label())
+      ++end;
     for (int s = 0; s < options_.seeds; ++s) {
       const std::uint64_t seed = options_.seed + static_cast<std::uint64_t>(s);
-      try {
-        if (!context_lost_.empty()) {
-          result.status = Status::skipped;
-          result.detail = context_lost_;
-        } else {
-          const CheckOutcome outcome = check_once(item, seed);
-          result.detail = outcome.detail;
-          result.rel_frobenius = std::max(result.rel_frobenius, outcome.worst_rel_frobenius);
-          result.status = outcome.status == CheckOutcome::Status::passed   ? Status::ok
-                          : outcome.status == CheckOutcome::Status::failed ? Status::failed
-                                                                           : Status::refused;
+      for (std::size_t i = begin; i < end; ++i) {
+        const Item& item = items[i];
+        Result& result = result_for(item);
+        if (s > 0 && result.status != Status::ok) continue;  // a failure stands; a refusal repeats
+        try {
+          if (!context_lost_.empty()) {
+            result.status = Status::skipped;
+            result.detail = context_lost_;
+          } else {
+            const CheckOutcome outcome = check_once(item, seed);
+            result.detail = outcome.detail;
+            result.rel_frobenius = std::max(result.rel_frobenius, outcome.worst_rel_frobenius);
+            result.status = outcome.status == CheckOutcome::Status::passed   ? Status::ok
+                            : outcome.status == CheckOutcome::Status::failed ? Status::failed
+                                                                             : Status::refused;
+          }
+        } catch (const CudaError& e) {
+          result.status = Status::harness_error;
+          result.detail = e.what();
+          if (e.is_sticky()) context_lost_ = fmt::format("not run: the CUDA context was lost ({})", e.what());
+        } catch (const std::exception& e) {
+          result.status = Status::harness_error;
+          result.detail = e.what();
         }
-      } catch (const CudaError& e) {
-        result.status = Status::harness_error;
-        result.detail = e.what();
-        if (e.is_sticky()) context_lost_ = fmt::format("not run: the CUDA context was lost ({})", e.what());
-      } catch (const std::exception& e) {
-        result.status = Status::harness_error;
-        result.detail = e.what();
+        fmt::print("{:<8} {:<48} {:<28} seed {:<6} {}\n", status_name(result.status), result.kernel,
+                   item.problem.label(), seed, result.detail);
+        std::fflush(stdout);
       }
-      fmt::print("{:<8} {:<44} {:<28} seed {:<6} {}\n", status_name(result.status), result.kernel,
-                 item.problem.label(), seed, result.detail);
-      std::fflush(stdout);
-      if (result.status != Status::ok) break;  // a failure stands; a refusal is the same for every seed
     }
+    begin = end;
   }
 }
 
