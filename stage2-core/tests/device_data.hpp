@@ -39,7 +39,7 @@ inline void upload(Tensor& tensor, const std::vector<double>& values, cudaStream
     }
     default: throw Error("upload: unsupported dtype");
   }
-  tensor.storage.copy_from_host(bytes, stream);
+  tensor.upload(bytes.data(), bytes.size(), stream);
 }
 
 inline std::vector<double> download(const Tensor& tensor) {

@@ -28,7 +28,7 @@ TEST(KcBenchGpu, NegativeControlsAreReportedFailedAndNeverTimed) {
   const auto dir = std::filesystem::temp_directory_path() / "kc_bench_negative";
   std::filesystem::remove_all(dir);
   const ProgramRun r = run_kc_bench("--include-negative-controls --filter 'nc_' --shapes 127x129x131 "
-                             "--max-samples 5 --markdown " + dir.string());
+                             "--max-samples 5 --allow-dirty --markdown " + dir.string());
   EXPECT_EQ(r.exit_code, 1) << "a failed kernel must fail the run\n" << r.output;
   const std::string json = read_file(dir / "negative-controls.json");
   for (const auto& control : kc::testing::negative_controls()) {
@@ -46,7 +46,7 @@ TEST(KcBenchGpu, NaiveRungProducesTablesAgainstCublas) {
   const auto dir = std::filesystem::temp_directory_path() / "kc_bench_naive";
   std::filesystem::remove_all(dir);
   const ProgramRun r = run_kc_bench("--filter stage1/sgemm/01_naive --shapes 512x384x256 --max-samples 5 "
-                             "--markdown " + dir.string());
+                             "--allow-dirty --markdown " + dir.string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::string md = read_file(dir / "stage1.md");
   const std::string json = read_file(dir / "stage1.json");

@@ -38,6 +38,11 @@ struct Accuracy {
   int roundings = 1;          // roundings to the output type on the way, by the op's definition or
                               // its unfused rung (2: rounded, then an activation, rounded again)
   double approximation = 0.0; // relative error of approximations the kernels may make beyond that
+  // Absolute error the definition allows from rounding an intermediate before a function of it
+  // (bias + activation stores x + bias first): slope of the function x unit roundoff x the
+  // intermediate's magnitude. Added to atol, and relative to rms(ref) to the Frobenius limit; it
+  // matters where outputs are far smaller than the intermediates (the tail of a GELU).
+  double intermediate_error = 0.0;
 };
 
 // The one tolerance table. With u the unit roundoff of the output type (dtype.hpp: 2^-8 for bf16,
@@ -47,8 +52,10 @@ struct Accuracy {
 // type (1e-5 for f32 and tf32, whose kernels may use fast intrinsics and any summation order; 0
 // below 32 bits, where the output rounding dwarfs both):
 //   rtol = R u + a + f + approximation
-//   atol = (u + a + f + approximation) * rms(ref), at least half the output type's subnormal spacing
+//   atol = (u + a + f + approximation) * rms(ref) + intermediate_error, at least half the output
+//          type's subnormal spacing
 //   max_rel_frobenius = R u + a / 4 + f + approximation
+//                       (+ (half the subnormal spacing + intermediate_error) / rms(ref))
 // For bf16 that is 2^-8 |ref| + 2^-8 rms(ref) per element and 3.9e-3 for the whole: a correct
 // bf16 result is off by at most 2^-8 |ref| (half an ulp), about 1.1e-3 to 1.7e-3 in Frobenius.
 // Integer outputs are exact: all three are 0.
