@@ -106,12 +106,16 @@ void cublas_dgemm(cublasHandle_t handle, cudaStream_t stream, GemmShape shape, d
 
 void cublas_gemm_ex(cublasHandle_t handle, cudaStream_t stream, GemmShape shape, DType ab_type,
                     DType c_type, float alpha, const void* a, const void* b, BLayout b_layout,
-                    float beta, void* c, GemmLeadingDims lds) {
+                    float beta, void* c, GemmLeadingDims lds, GemmReductions reductions) {
   require_gemm_shape(shape);
   require(ab_type == DType::f16 || ab_type == DType::bf16,
           "cublas_gemm_ex: inputs must be f16 or bf16, not {}", dtype_name(ab_type));
   const ColumnMajorCall call = column_major(shape, b_layout, lds);
-  ScopedMathMode math(handle, CUBLAS_DEFAULT_MATH);
+  const auto mode = static_cast<cublasMath_t>(
+      reductions == GemmReductions::fp32
+          ? CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION
+          : CUBLAS_DEFAULT_MATH);
+  ScopedMathMode math(handle, mode);
   KC_CUBLAS_CHECK(cublasSetStream(handle, stream));
   KC_CUBLAS_CHECK(cublasGemmEx(handle, call.op_b, CUBLAS_OP_N, call.m, call.n, call.k, &alpha, b,
                                cuda_type(ab_type), call.ld_b, a, cuda_type(ab_type), call.ld_a,

@@ -176,7 +176,7 @@ OpConfig gemm_op_config(const GemmOpConfig& config) {
 
   const bool fp32_only = config.dtypes.size() == 1 && config.dtypes[0] == DType::f32;
   op.baseline_name = fp32_only ? "cuBLAS SGEMM (FP32, pedantic)"
-                               : fmt::format("cuBLAS GemmEx ({}, FP32 accumulation)", types);
+                               : fmt::format("cuBLAS GemmEx ({}, FP32 accumulation and reductions)", types);
   op.baseline = [layout](const Problem& p, Operands& o, Context& context) {
     const auto alpha = static_cast<float>(p.param("alpha"));
     const auto beta = static_cast<float>(p.param("beta"));
@@ -187,6 +187,22 @@ OpConfig gemm_op_config(const GemmOpConfig& config) {
       cublas_gemm_ex(context.cublas(), context.stream(), gemm_shape(p), p.dtype, p.dtype, alpha,
                      o["A"].raw(), o["B"].raw(), layout, beta, o["C"].raw());
   };
+  // What a caller gets without asking: default math (SGEMM: FP32 still, any of cuBLAS's
+  // kernels; GemmEx: split-K partials may be reduced in the output type). Timed beside the
+  // baseline, and checked: where the default rounds partials to 16 bits the check says so.
+  op.peers.push_back(
+      {fp32_only ? "cuBLAS SGEMM (default math)" : "cuBLAS GemmEx (default math: reductions may round to 16 bits)",
+       [layout](const Problem& p, Operands& o, Context& context) {
+         const auto alpha = static_cast<float>(p.param("alpha"));
+         const auto beta = static_cast<float>(p.param("beta"));
+         if (p.dtype == DType::f32)
+           cublas_sgemm(context.cublas(), context.stream(), gemm_shape(p), alpha, o["A"].data<float>(),
+                        o["B"].data<float>(), layout, beta, o["C"].data<float>(), SgemmMath::default_math);
+         else
+           cublas_gemm_ex(context.cublas(), context.stream(), gemm_shape(p), p.dtype, p.dtype, alpha,
+                          o["A"].raw(), o["B"].raw(), layout, beta, o["C"].raw(), {},
+                          GemmReductions::library_default);
+       }});
   return op;
 }
 

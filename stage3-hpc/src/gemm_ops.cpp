@@ -145,6 +145,7 @@ OpSpec make_gemm_bias_gelu_op() {
              static_cast<float>(p.param("beta")), o["C"].raw(), context.stream(), o["bias"].raw());
   };
   const auto gemm_baseline = gemm_op_config(hgemm_config(kHgemmOp)).baseline;
+  op.peers.clear();  // the plain GEMM's peers compute no bias or GELU
   op.peers.push_back({"cuBLAS GemmEx + separate bias+GELU kernel", [gemm_baseline](const Problem& p,
                                                                                  Operands& o, Context& context) {
                         gemm_baseline(p, o, context);

@@ -34,7 +34,7 @@ TEST(KcBenchGpu, NegativeControlsAreReportedFailedAndNeverTimed) {
   for (const auto& control : kc::testing::negative_controls()) {
     const auto at = json.find("\"kernel\": \"" + control.id + "\"");
     ASSERT_NE(at, std::string::npos) << control.id << " missing from\n" << json;
-    const std::string row = json.substr(at, json.find('}', at) - at);
+    const std::string row = json.substr(at, json.find('\n', at) - at);
     EXPECT_NE(row.find("\"status\": \"FAILED\""), std::string::npos) << row;
     EXPECT_NE(row.find("\"tflops\": null"), std::string::npos) << "a FAILED kernel was timed: " << row;
   }
@@ -54,7 +54,7 @@ TEST(KcBenchGpu, NaiveRungProducesTablesAgainstCublas) {
   EXPECT_NE(md.find("cuBLAS SGEMM"), std::string::npos) << md;
   const auto at = json.find("\"kernel\": \"stage1/sgemm/01_naive\"");
   ASSERT_NE(at, std::string::npos) << json;
-  const std::string row = json.substr(at, json.find('}', at) - at);
+  const std::string row = json.substr(at, json.find('\n', at) - at);
   EXPECT_NE(row.find("\"status\": \"ok\""), std::string::npos) << row;
   EXPECT_EQ(row.find("\"pct_of_baseline\": null"), std::string::npos) << "compared with cuBLAS: " << row;
   EXPECT_EQ(row.find("\"tflops\": null"), std::string::npos) << row;

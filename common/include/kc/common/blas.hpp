@@ -72,9 +72,16 @@ struct GemmLeadingDims {
 
 // cublasGemmEx: A and B of `ab_type` (f16, bf16), C of `c_type` (same or f32),
 // CUBLAS_COMPUTE_32F, alpha/beta in FP32. Dense operands, or the leading dimensions in `lds`.
+//
+// Reductions: by default cuBLAS may reduce split-K partial sums in the output type (bf16/f16),
+// which is not FP32 accumulation: on the H200, GemmEx's bf16 result at 4093x2049x1032 carried
+// errors of several ulps. kc asks for reductions in the compute type
+// (CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION) unless `reductions` says otherwise.
+enum class GemmReductions { fp32, library_default };
 void cublas_gemm_ex(cublasHandle_t handle, cudaStream_t stream, GemmShape shape, DType ab_type,
                     DType c_type, float alpha, const void* a, const void* b, BLayout b_layout,
-                    float beta, void* c, GemmLeadingDims lds = {});
+                    float beta, void* c, GemmLeadingDims lds = {},
+                    GemmReductions reductions = GemmReductions::fp32);
 
 // What cuBLASLt does to alpha.A.B + beta.C before storing it.
 enum class LtEpilogue {
