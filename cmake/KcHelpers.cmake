@@ -22,6 +22,14 @@ function(kc_set_target_options target)
   set_target_properties(${target} PROPERTIES CUDA_SEPARABLE_COMPILATION OFF)
 endfunction()
 
+# kc_mark_kernel_sources(files...)
+# Kernel (rung) files include argument headers only: compiled with KC_KERNEL_SOURCE defined, the
+# harness headers that must stay out of them (the registry, cuBLAS wrappers) stop the build with a
+# message.
+function(kc_mark_kernel_sources)
+  set_source_files_properties(${ARGN} PROPERTIES COMPILE_DEFINITIONS KC_KERNEL_SOURCE=1)
+endfunction()
+
 # kc_add_test(NAME name SOURCES ... LIBS ... LABELS ...)
 # A GoogleTest executable whose cases become ctest tests carrying LABELS (e.g. "stage1;gpu").
 # Discovery runs at test time (PRE_TEST), so building never needs a GPU.

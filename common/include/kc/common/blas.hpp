@@ -6,6 +6,10 @@
 // FP32 SGEMM runs with CUBLAS_PEDANTIC_MATH (no silent TF32), half types with CUBLAS_COMPUTE_32F.
 #pragma once
 
+#ifdef KC_KERNEL_SOURCE
+#error "a kernel (rung) file includes cuBLAS: kernels include argument headers only (kc/common/gemm_args.hpp, kc/stage1/sgemm.hpp, kc/stage2/kernels.hpp, stage 3's hgemm.hpp); the registration lives in src/"
+#endif
+
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>

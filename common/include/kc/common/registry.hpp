@@ -8,6 +8,10 @@
 // self-registering static objects).
 #pragma once
 
+#ifdef KC_KERNEL_SOURCE
+#error "a kernel (rung) file includes the registry: kernels include argument headers only (kc/common/gemm_args.hpp, kc/stage1/sgemm.hpp, kc/stage2/kernels.hpp, stage 3's hgemm.hpp); the registration lives in src/"
+#endif
+
 #include <cuda_runtime.h>
 
 #include <cstdint>
