@@ -110,7 +110,7 @@ struct RegisterStagedMainloop {
         staged_a.load(sources_a, k_tile + 1);
         staged_b.load(sources_b, k_tile + 1);
       }
-      warp_mma_k_step<Config>(shared_address(tile_a(buffer)) + lane.a, shared_address(tile_b(buffer)) + lane.b, acc);
+      warp_mma_k_step<Config>(smem_u32(tile_a(buffer)) + lane.a, smem_u32(tile_b(buffer)) + lane.b, acc);
       // The other buffer was last read in the previous K step, before the barrier that ended it.
       if (has_next) {
         staged_a.store(tile_a(1 - buffer));

@@ -11,11 +11,16 @@
 
 #include <cstdint>
 
+#include "arch/sm90/cluster.cuh"
+#include "arch/sm90/mbarrier.cuh"
+#include "arch/sm90/tma.cuh"
+#include "arch/sm90/tma_descriptor.hpp"
+#include "arch/sm90/warpgroup.cuh"
+#include "arch/sm90/wgmma.cuh"
+#include "arch/util.hpp"
 #include "epilogue.cuh"
 #include "gemm_layout.hpp"
 #include "hgemm.hpp"
-#include "hopper_primitives.cuh"
-#include "tma_descriptor.hpp"
 
 namespace kc::stage3 {
 
@@ -27,7 +32,6 @@ inline constexpr int kWgmmaK = 16;
 inline constexpr int kAccumulators = kWarpgroupRows * kHopperBlockN / kWarpgroupThreads;  // 128
 inline constexpr int kTileRowBytes = kHopperBlockK * 2;                              // 128
 inline constexpr int kMaxDynamicSmem = 227 * 1024;    // per block on sm_90
-inline constexpr int kSmemAlignment = 1024;           // the 128-byte swizzle repeats every 1024 bytes
 
 // The tensor map for an operand (A or B: rows x K, K contiguous) read in boxes of box_rows x 64.
 inline TmaMatrix2d operand_tile_map(const bf16* matrix, int rows, int k, int box_rows) {
@@ -42,13 +46,6 @@ inline TmaMatrix2d operand_tile_map(const bf16* matrix, int rows, int k, int box
 }
 
 #if KC_STAGE3_SM90A
-
-// The 1024-byte aligned start of dynamic shared memory (the launch requests kSmemAlignment extra).
-__device__ __forceinline__ std::uint8_t* aligned_dynamic_smem(std::uint8_t* raw) {
-  const std::uint32_t address = sm90::smem_u32(raw);
-  const std::uint32_t aligned = (address + kSmemAlignment - 1) & ~std::uint32_t(kSmemAlignment - 1);
-  return raw + (aligned - address);
-}
 
 // One K step (64) of one warpgroup: four m64n256k16 WGMMAs on a 64-row slice of the A tile and the
 // 256-row B tile, committed as one group. Both tiles are 1024-byte aligned and swizzled.

@@ -566,8 +566,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
       int previous_stage = 0;
       for (int k_tile = 0; k_tile < k_tiles; ++k_tile) {
         sm90::mbarrier_wait(&full[state.stage], state.phase);
-        wgmma_k_step(acc, sm90::smem_u32(tile_a(state.stage)) + consumer * kWarpgroupRows * kTileRowBytes,
-                     sm90::smem_u32(tile_b(state.stage)));
+        wgmma_k_step(acc, smem_u32(tile_a(state.stage)) + consumer * kWarpgroupRows * kTileRowBytes,
+                     smem_u32(tile_b(state.stage)));
         if constexpr (Config::kOffloadedActivation) {
           // The previous tile's last pass goes out while this step's WGMMAs run. holding_pass
           // and k_tile are the same in every thread of the warpgroup, as the barrier requires.

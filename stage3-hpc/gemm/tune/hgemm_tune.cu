@@ -37,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "arch/sm90/tma_descriptor.hpp"
 #include "hgemm.hpp"
 #include "kc/common/gemm.hpp"
 #include "kc/stage3/register.hpp"
@@ -45,7 +46,6 @@
 #include "kc/common/device.hpp"
 #include "kc/common/text_io.hpp"
 #include "kc/common/timing.hpp"
-#include "tma_descriptor.hpp"
 #include "warp_specialized_gemm.cuh"
 
 namespace kc::stage3 {
