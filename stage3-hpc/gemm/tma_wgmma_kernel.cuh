@@ -4,6 +4,11 @@
 // 05_two_consumers.cu.
 #pragma once
 
+#include "arch/sm90/mbarrier.cuh"
+#include "arch/sm90/tma.cuh"
+#include "arch/sm90/wgmma.cuh"
+#include "arch/util.hpp"
+#include "epilogue_direct_store.cuh"
 #include "hopper_common.cuh"
 
 namespace kc::stage3 {
