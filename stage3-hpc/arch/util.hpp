@@ -31,7 +31,8 @@ __device__ __forceinline__ std::uint32_t smem_u32(const void* pointer) {
 
 // The kSmemAlignment-aligned start of the dynamic shared memory `raw` (the kernel's
 // extern __shared__ array). The runtime only promises 16-byte alignment, so a launch requests
-// kSmemAlignment bytes more than its tiles need.
+// kSmemAlignment bytes more than its tiles need. (The mma.sync kernels compute the same address
+// in another form, mma_sync_dynamic_smem in gemm/mma_sync_common.cuh; it says why.)
 __device__ __forceinline__ std::uint8_t* aligned_dynamic_smem(std::uint8_t* raw) {
   const std::uint32_t address = smem_u32(raw);
   const std::uint32_t aligned = (address + kSmemAlignment - 1) & ~std::uint32_t(kSmemAlignment - 1);

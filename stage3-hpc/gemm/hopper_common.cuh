@@ -13,15 +13,9 @@
 
 #include <cstdint>
 
-#include "arch/sm90/cluster.cuh"
-#include "arch/sm90/mbarrier.cuh"
-#include "arch/sm90/tma.cuh"
+#include "arch/sm90/sm90a.hpp"
 #include "arch/sm90/tma_descriptor.hpp"
-#include "arch/sm90/warpgroup.cuh"
 #include "arch/sm90/wgmma.cuh"
-#include "arch/util.hpp"
-#include "epilogue.cuh"
-#include "gemm_layout.hpp"
 #include "hgemm.hpp"
 
 namespace kc::stage3 {

@@ -34,8 +34,10 @@
 
 #include "arch/sm90/cluster.cuh"
 #include "arch/sm90/mbarrier.cuh"
+#include "arch/sm90/tma.cuh"
 #include "arch/sm90/tma_descriptor.hpp"
 #include "arch/sm90/warpgroup.cuh"
+#include "arch/sm90/wgmma.cuh"
 #include "arch/util.hpp"
 #include "epilogue_direct_store.cuh"
 #include "epilogue_offloaded_activation.cuh"
