@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "kc/common/error.hpp"
+#include "kc/core/gelu.hpp"
 #include "kc/stage2/embedding.hpp"
 #include "kc/common/parallel.hpp"
 
@@ -124,11 +125,9 @@ double activation_reference(Activation activation, double x) {
   switch (activation) {
     case Activation::relu: return x < 0.0 ? 0.0 : x;
     case Activation::silu: return silu(x);
-    case Activation::gelu_tanh: {
-      const double k = std::sqrt(2.0 / M_PI);
-      return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
-    }
-    case Activation::gelu_erf: return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+    // The formulas the kernels evaluate (kc/core/gelu.hpp), in double.
+    case Activation::gelu_tanh: return core::gelu_tanh<core::ReferenceMath>(x);
+    case Activation::gelu_erf: return core::gelu_erf<core::ReferenceMath>(x);
   }
   return x;
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kc/common/error.hpp"
+#include "kc/core/gelu.hpp"
 #include "kc/stage2/embedding.hpp"
 #include "kc/stage2/references.hpp"
 
@@ -143,6 +144,28 @@ TEST(ActivationReference, ValuesAndLimits) {
     EXPECT_EQ(activation_reference(a, -kInf), 0.0);
     EXPECT_TRUE(std::isnan(activation_reference(a, kNaN)));
   }
+}
+
+// The GELU formulas that the kernels and the references share (kc/core/gelu.hpp) are the textbook
+// functions rewritten: equal to them where the textbook forms keep their digits (long double
+// here), and still accurate in the negative tail, where those cancel.
+TEST(GeluFormulas, AreTheTextbookFunctionsWithoutTheirCancellation) {
+  for (double x = -4.0; x <= 8.0; x += 1.0 / 64) {
+    const long double u = 0.7978845608028654L * (x + 0.044715L * x * x * x);
+    const double tanh_form = static_cast<double>(0.5L * x * (1.0L + std::tanh(u)));
+    EXPECT_NEAR(core::gelu_tanh<core::ReferenceMath>(x), tanh_form, 1e-12 * std::fabs(tanh_form)) << x;
+    const double erf_form = static_cast<double>(0.5L * x * (1.0L + std::erf(x / std::sqrt(2.0L))));
+    EXPECT_NEAR(core::gelu_erf<core::ReferenceMath>(x), erf_form, 1e-12 * std::fabs(erf_form)) << x;
+  }
+  // The tail, where 0.5 x (1 + tanh u) in double has no correct digit left: x sigmoid(2u) written
+  // from the other side, x e^(2u) / (1 + e^(2u)), which cannot cancel either.
+  for (double x : {-6.0, -8.0, -12.0, -20.0}) {
+    const double e_two_u = std::exp(2.0 * 0.7978845608028654 * (x + 0.044715 * x * x * x));
+    const double expected = x * e_two_u / (1.0 + e_two_u);
+    EXPECT_NEAR(core::gelu_tanh<core::ReferenceMath>(x), expected, 1e-13 * std::fabs(expected)) << x;
+  }
+  // 0.5 x erfc(-x / sqrt 2) = x Phi(x); Phi(-5) = 2.866515718791939e-7.
+  EXPECT_NEAR(core::gelu_erf<core::ReferenceMath>(-5.0), -5.0 * 2.866515718791939e-7, 1e-20);
 }
 
 TEST(SwigluReference, SiluOfGateTimesUp) {

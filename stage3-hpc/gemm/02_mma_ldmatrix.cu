@@ -30,15 +30,13 @@
 // of 8 warps per SM (2 x 48 KiB of shared memory). The larger tile also moves a quarter fewer global
 // bytes per FLOP.
 //
-// Measured on the H200 (kc-bench, 2026-11-29, commit c8eca4e): 347.6 TFLOPS at 4096³, 43.9% of
-// cuBLAS (44.1% in two repeats; 45.7% at b532f86, whose cuBLAS ran at 782 TFLOPS instead of 795;
-// the previous version, two barriers per K step and 4 warps: 35.5%); rung 03: 61.9%.
-// Why this is not rung 03 and stays below it: the prefetch keeps one
-// K step in flight, not two, and its 48 staged registers leave no room for a second set of
-// fragments, so after each barrier the first slice's 8 ldmatrix are waited for with no other
-// block on the SM to fill the gap; and the 24 loads and stores per thread and K step take issue
-// slots and registers that cp.async does not. Rung 03 removes all three (cp.async, two steps in
-// flight, fragments one slice ahead across the barrier).
+// The measured rows (this rung, and rung 03 above it) are in docs/benchmarks/h200/stage3-gemm.md.
+// Why this is not rung 03 and stays below it: the prefetch keeps one K step in flight, not two,
+// and its 48 staged registers leave no room for a second set of fragments, so after each barrier
+// the first slice's 8 ldmatrix are waited for with no other block on the SM to fill the gap; and
+// the 24 loads and stores per thread and K step take issue slots and registers that cp.async
+// does not. Rung 03 removes all three (cp.async, two steps in flight, fragments one slice ahead
+// across the barrier).
 //
 // Layouts: A row-major M x K, B N x K (non-transposed ldmatrix gives the "col" B fragment). Any M,
 // N; K a multiple of 8. SASS to look for in the K loop: 12 LDG.E.128 before the first HMMA, then
@@ -112,7 +110,7 @@ struct RegisterStagedMainloop {
         staged_a.load(sources_a, k_tile + 1);
         staged_b.load(sources_b, k_tile + 1);
       }
-      warp_mma_k_step<Config>(shared_address(tile_a(buffer)) + lane.a, shared_address(tile_b(buffer)) + lane.b, acc);
+      warp_mma_k_step<Config>(smem_u32(tile_a(buffer)) + lane.a, smem_u32(tile_b(buffer)) + lane.b, acc);
       // The other buffer was last read in the previous K step, before the barrier that ended it.
       if (has_next) {
         staged_a.store(tile_a(1 - buffer));

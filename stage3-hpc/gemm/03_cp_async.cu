@@ -36,11 +36,10 @@
 //     writes 8 rows x 16 bytes: half of eight 32-byte sectors, the other halves coming from
 //     another instruction. After the K loop the stages are free (one barrier), so each warp
 //     writes its 64 x 64 bf16 results into 8 KiB of them (swizzled, conflict-free), reads them
-//     back 16 bytes per lane and stores whole 128-byte row segments: 16 STG.128 per thread. On the
-//     H200 that took rung 03 from 58.6-58.9% to 61.9-62.2% of cuBLAS at 4096³ and from 60-61% to
-//     66-67% at 2048³ (kc-mma-sync-tune, the two epilogues of the same kernel, each timed
-//     alongside cuBLAS, two runs); at 8192³, where a tile's K loop is twice as long, kc-bench
-//     gives 58.7-59.4% against 58% before. When N % 8 != 0 (rows of C not 16-byte aligned) the
+//     back 16 bytes per lane and stores whole 128-byte row segments: 16 STG.128 per thread.
+//     kc-mma-sync-tune times both epilogues of the same kernel (the direct-store configuration
+//     is its control); what that gains is in stage3-hpc/README.md ("The mma.sync epilogue" and
+//     "Rung 03 and the mma.sync ceiling"). When N % 8 != 0 (rows of C not 16-byte aligned) the
 //     direct stores are kept.
 //
 // Counts per K step of a 128 x 256 block (4.19 MFLOP): ldmatrix reads 8 warps x 4 slices x 8 x
@@ -67,11 +66,8 @@
 // kc-mma-sync-peak measures it with operands in registers and with ldmatrix feeding it, and that
 // is the ceiling of this rung and rung 02; then the barrier skew of 8 warps with no second block
 // to fill it, and the tile boundaries (pipeline fill, epilogue) that one block per SM cannot
-// overlap. Measured on the H200 (kc-bench, 2026-11-29, commit c8eca4e): 488.4 TFLOPS at 4096³,
-// 61.9% of cuBLAS (61.7% and 62.1% in two repeats; the version with direct stores: 59.3% in the
-// published run at b532f86); kc-mma-sync-peak puts ldmatrix-fed mma.sync with 8 warps per SM at
-// ~79% of cuBLAS, so the rung runs at ~78% of its ceiling. ncu at 4096³: tensor pipe 80% busy
-// (76% with direct stores), issue slots 27%, stalls mostly fixed-latency waits and the MMA pipe.
+// overlap. The measured rows are in docs/benchmarks/h200/stage3-gemm.md; how close they come to
+// the kc-mma-sync-peak ceiling, and the profile, in stage3-hpc/README.md ("Measured").
 //
 // Run just this rung:  kc-bench --filter stage3/hgemm/03_cp_async
 // Its configurations:  kc-mma-sync-tune            ceilings: kc-mma-sync-peak

@@ -4,6 +4,8 @@
 // the rung; the comments here explain the code.
 #pragma once
 
+#include "arch/sm80/cp_async.cuh"
+#include "arch/util.hpp"
 #include "hgemm.hpp"
 #include "mma_sync_common.cuh"
 
@@ -13,21 +15,6 @@ namespace kc::stage3 {
 using Rung03Config = MmaSyncConfig</*kBlockM=*/128, /*kBlockN=*/256, /*kWarpsM=*/2, /*kWarpsN=*/4, /*kStages=*/3,
                                    /*kStagedEpilogue=*/true>;
 
-// 16 bytes global -> shared, bypassing L1 (.cg); src_bytes = 0 writes 16 zero bytes instead.
-__device__ __forceinline__ void cp_async_16(std::uint32_t destination, const void* source, bool valid) {
-  const int source_bytes = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(destination), "l"(source),
-               "r"(source_bytes)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit_group() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int kNewestGroupsInFlight>
-__device__ __forceinline__ void cp_async_wait_group() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kNewestGroupsInFlight) : "memory");
-}
-
 // Starts the copies of this thread's chunks of one operand's tile for K step `k_tile` into the
 // swizzled tile at shared address `tile`; a chunk past an edge is copied with src-size 0 (zeros).
 template <class Chunks, bool kFullTiles>
@@ -36,7 +23,7 @@ __device__ __forceinline__ void copy_tile_async(std::uint32_t tile, const TileCh
 #pragma unroll
   for (int pass = 0; pass < Chunks::kPasses; ++pass) {
     const ChunkSource source = sources(pass, k_tile);
-    cp_async_16(tile + Chunks::offset(pass), source.pointer, source.valid);
+    sm80::cp_async_16(tile + Chunks::offset(pass), source.pointer, source.valid);
   }
 }
 
@@ -57,7 +44,7 @@ struct CpAsyncMainloop {
   template <bool kFullTiles>
   __device__ static void run(const HgemmArgs& args, std::uint8_t* smem, int block_row0, int block_col0,
                              WarpOrigin warp, WarpAccumulators<Config>& acc) {
-    const std::uint32_t smem_base = shared_address(smem);
+    const std::uint32_t smem_base = smem_u32(smem);
     constexpr int kStages = Config::kStages;
     constexpr int kSlices = Config::kSlices;
     static_assert(kSlices % 2 == 0, "fragment buffers alternate per slice: slice 0 of every K step must use buffer 0");
@@ -74,13 +61,13 @@ struct CpAsyncMainloop {
         copy_tile_async(stage_a(stage), sources_a, k_tile);
         copy_tile_async(stage_b(stage), sources_b, k_tile);
       }
-      cp_async_commit_group();
+      sm80::cp_async_commit_group();
     };
 
     // Every stage starts filled: steps 0 .. kStages - 1 in flight.
 #pragma unroll
     for (int stage = 0; stage < kStages; ++stage) issue_k_tile(stage, stage);
-    cp_async_wait_group<kStages - 1>();  // this thread's copies of step 0 have landed
+    sm80::cp_async_wait_group<kStages - 1>();  // this thread's copies of step 0 have landed
     __syncthreads();                     // everyone's have
 
     const FragmentLaneOffsets lane = fragment_lane_offsets<Config>(warp);
@@ -100,14 +87,14 @@ struct CpAsyncMainloop {
         if (slice == kSlices - 2) {
           // Committed so far: steps 0 .. k_tile + kStages - 1. All but the newest kStages - 2 of
           // them done means step k_tile + 1 is done.
-          cp_async_wait_group<kStages - 2>();
+          sm80::cp_async_wait_group<kStages - 2>();
           __syncthreads();
           issue_k_tile(k_tile + kStages, stage);
         }
       }
       stage = next_stage;
     }
-    cp_async_wait_group<0>();  // only empty groups remain; leave nothing in flight at exit
+    sm80::cp_async_wait_group<0>();  // only empty groups remain; leave nothing in flight at exit
   }
 };
 

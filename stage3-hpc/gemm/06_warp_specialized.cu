@@ -7,7 +7,7 @@
 // (setmaxnreg.inc to 232), wait for a full stage, issue WGMMAs, and free each stage as soon as
 // the WGMMAs reading it have completed — while the next step's WGMMAs already run
 // (wgmma.wait_group 1, not 0). No __syncthreads in the K loop any more: the stage ring and its two
-// barrier arrays (full/empty) are the only synchronization (warp_specialized_gemm.cuh).
+// barrier arrays (full/empty) are the only synchronization (pipeline.cuh).
 //
 // What changed from rung 05: a third warpgroup that only loads; consumers release stages through
 // mbarriers instead of a block-wide barrier, and keep one K step of WGMMAs in flight. Same

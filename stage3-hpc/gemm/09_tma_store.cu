@@ -9,10 +9,10 @@
 // The stores complete in the background (bulk async-groups) while the warpgroup goes on; only the
 // next use of the buffer waits for them to have read it (cp.async.bulk.wait_group.read).
 //
-// What changed from rung 07: the epilogue (store_accumulators_tma in warp_specialized_gemm.cuh).
+// What changed from rung 07: the epilogue (store_accumulators_tma in epilogue_tma_store.cuh).
 // A consumer's 64 x 256 result leaves in two passes of 64 x 128 through a 16 KiB buffer, so the
 // epilogue takes 32 KiB of shared memory and the pipeline keeps its 4 stages of 48 KiB.
-// The configuration (TmaStoreConfig in warp_specialized_gemm.cuh: cluster size, stages, store
+// The configuration (TmaStoreConfig in warp_specialized_config.cuh: cluster size, stages, store
 // pass width, raster band) is the one kc-hgemm-tune (gemm/tune/hgemm_tune.cu) measures against
 // its alternatives; rung 10 shares it.
 // TMA needs rows of C to be a multiple of 16 bytes: when N % 8 != 0 this rung falls back to rung

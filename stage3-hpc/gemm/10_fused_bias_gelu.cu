@@ -12,7 +12,7 @@
 // - The consumers compute alpha.acc + beta.C, round it to BF16 and write it into their swizzled
 //   store buffer (as rung 09 does, but with no activation), then arrive on an mbarrier and go on
 //   with the next tile's mainloop. The handoff has full/empty mbarriers per buffer, like the
-//   pipeline stages (warp_specialized_gemm.cuh: hand_over_pass, run_offloaded_activation).
+//   pipeline stages (epilogue_offloaded_activation.cuh: hand_over_pass, run_offloaded_activation).
 // - The epilogue warps (96 threads, 40 registers) read the buffer in 16-byte chunks through the
 //   same swizzle, add the bias (loaded once per pass, 8 columns per thread), apply gelu_tanh in
 //   FP32, write BF16 back in place, fence against the async proxy and issue the TMA stores; once

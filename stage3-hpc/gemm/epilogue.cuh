@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "hgemm.hpp"
+#include "kc/core/gelu.hpp"
 
 namespace kc::stage3 {
 
@@ -55,37 +56,13 @@ struct Identity {
   __device__ float2 operator()(float2 value, ColumnPair /*columns*/) const { return value; }
 };
 
-// 2^x on the MUFU unit, flushing results below 2^-126 to zero. __expf compiles to the same MUFU.EX2
-// plus a rescaling that keeps such results as denormals (a compare and two multiplies), which
-// GELU does not need: there exp(-2u) is added to 1.
-__device__ __forceinline__ float exp2_approx_ftz(float x) {
-  float result;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(result) : "f"(x));
-  return result;
-}
-
-// GELU, tanh form (the one GPT-2 and many LLM MLPs use): 0.5 x (1 + tanh(u)) with
-// u = sqrt(2/pi) (x + 0.044715 x^3), evaluated as the same function rewritten,
-// x . sigmoid(2u) = x / (1 + exp(-2u)) = x / (1 + 2^(-2 log2(e) u)):
-// - six FMA-pipe instructions and two MUFU ops (ex2, and rcp inside __fdividef) per element;
-//   tanhf is about twice as long (both MUFU ops plus a polynomial and selects). In the fused
-//   rung the tensor cores wait while the epilogue runs, so these instructions count;
-// - no cancellation: as x -> -inf, 1 + tanh(u) -> 0 loses the digits tanh had (tanh.approx's
-//   2^-11 relative error allows ~1% error in the result at x = -2, ~20% at x = -3 and no correct
-//   digit further out), while 1 + exp(-2u) just grows. The relative error stays within a few
-//   1e-6 (ex2's own, and the rounding of its argument), far below bf16's 2^-9. Limits: for x below about -10,
-//   exp(-2u) overflows to inf and __fdividef(x, inf) = -0; for large x, exp(-2u) = 0 and the
-//   result is x.
-// The double-precision reference (gelu_tanh_reference) evaluates the same x / (1 + exp(-2u)) in
-// double (the textbook 0.5 x (1 + tanh u) cancels in double too), and the separate bias+GELU
-// kernel of the unfused baseline calls this same function.
-__device__ __forceinline__ float gelu_tanh(float x) {
-  constexpr float kLog2E = 1.4426950408889634f;
-  constexpr float kMinusTwoSqrt2OverPiLog2E = -2.f * 0.7978845608028654f * kLog2E;
-  constexpr float kCubicCoefficient = 0.044715f;
-  const float exponent = kMinusTwoSqrt2OverPiLog2E * x * fmaf(kCubicCoefficient, x * x, 1.f);
-  return __fdividef(x, 1.f + exp2_approx_ftz(exponent));
-}
+// GELU, tanh form (the one GPT-2 and many LLM MLPs use), in float on the device: the formula
+// x / (1 + exp(-2u)) of kc/core/gelu.hpp with its kernel arithmetic (ex2.approx and an approximate
+// division: six FMA-pipe instructions and two MUFU ops per element). Stage 2's activation kernels
+// call the same formula, its references evaluate it in double, and gelu_tanh_reference
+// (src/gemm_ops.cpp) writes out the same x / (1 + exp(-2u)). The separate bias+GELU kernel of
+// the unfused baseline calls this same function.
+__device__ __forceinline__ float gelu_tanh(float x) { return core::gelu_tanh<core::KernelMath>(x); }
 
 // gelu(value + bias[col]): the activation of rung 10.
 struct BiasGelu {

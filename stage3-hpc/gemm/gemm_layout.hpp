@@ -58,8 +58,6 @@ __host__ __device__ constexpr TileCoord grouped_tile(int linear, int tiles_m, in
   return {first_row + in_band % rows_here, in_band / rows_here};
 }
 
-__host__ __device__ constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
-
 // ---- the tile shape of the mma.sync rungs (02, 03) ------------------------------------------------
 // A block computes a block_m x block_n tile of C, stepping through K 64 elements (one swizzled
 // 128-byte row per M or N index) at a time; its warps_m x warps_n warps each own a

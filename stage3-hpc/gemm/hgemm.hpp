@@ -23,7 +23,7 @@ struct BiasGeluArgs {
   const bf16* bias = nullptr;
 };
 
-class HopperLaunchCache;  // tma_descriptor.hpp: TMA descriptors and launch facts, built once
+class HopperLaunchCache;  // arch/sm90/tma_descriptor.hpp: tensor maps and launch facts, built once
 
 // sm_80 and newer.
 void hgemm_01_wmma(const HgemmArgs& args, cudaStream_t stream);

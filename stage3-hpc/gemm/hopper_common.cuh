@@ -1,5 +1,7 @@
-// hopper_common.cuh — what every Hopper rung (04-10) shares: the operand tiles TMA brings in, the
-// WGMMA work on one K step of them, and the direct-store epilogue of a warpgroup's accumulators.
+// hopper_common.cuh — what every Hopper rung (04-10) shares: the tile sizes, the tensor maps of the
+// operand tiles TMA brings in, and the WGMMA work on one K step of them. The instructions
+// themselves are in arch/sm90/; the epilogues in epilogue_direct_store.cuh and
+// epilogue_tma_store.cuh.
 //
 // Tiles: K steps of 64 bf16 = one 128-byte swizzled row per M (or N) index; a warpgroup owns 64
 // rows of the block tile and all 256 of its columns (wgmma m64n256k16, 128 FP32 accumulators per
@@ -11,11 +13,10 @@
 
 #include <cstdint>
 
-#include "epilogue.cuh"
-#include "gemm_layout.hpp"
+#include "arch/sm90/sm90a.hpp"
+#include "arch/sm90/tma_descriptor.hpp"
+#include "arch/sm90/wgmma.cuh"
 #include "hgemm.hpp"
-#include "hopper_primitives.cuh"
-#include "tma_descriptor.hpp"
 
 namespace kc::stage3 {
 
@@ -27,7 +28,6 @@ inline constexpr int kWgmmaK = 16;
 inline constexpr int kAccumulators = kWarpgroupRows * kHopperBlockN / kWarpgroupThreads;  // 128
 inline constexpr int kTileRowBytes = kHopperBlockK * 2;                              // 128
 inline constexpr int kMaxDynamicSmem = 227 * 1024;    // per block on sm_90
-inline constexpr int kSmemAlignment = 1024;           // the 128-byte swizzle repeats every 1024 bytes
 
 // The tensor map for an operand (A or B: rows x K, K contiguous) read in boxes of box_rows x 64.
 inline TmaMatrix2d operand_tile_map(const bf16* matrix, int rows, int k, int box_rows) {
@@ -43,13 +43,6 @@ inline TmaMatrix2d operand_tile_map(const bf16* matrix, int rows, int k, int box
 
 #if KC_STAGE3_SM90A
 
-// The 1024-byte aligned start of dynamic shared memory (the launch requests kSmemAlignment extra).
-__device__ __forceinline__ std::uint8_t* aligned_dynamic_smem(std::uint8_t* raw) {
-  const std::uint32_t address = sm90::smem_u32(raw);
-  const std::uint32_t aligned = (address + kSmemAlignment - 1) & ~std::uint32_t(kSmemAlignment - 1);
-  return raw + (aligned - address);
-}
-
 // One K step (64) of one warpgroup: four m64n256k16 WGMMAs on a 64-row slice of the A tile and the
 // 256-row B tile, committed as one group. Both tiles are 1024-byte aligned and swizzled.
 __device__ __forceinline__ void wgmma_k_step(float (&acc)[kAccumulators], std::uint32_t a_tile,
@@ -62,47 +55,6 @@ __device__ __forceinline__ void wgmma_k_step(float (&acc)[kAccumulators], std::u
                                 sm90::smem_descriptor_sw128(b_tile + kk * kStepBytes));
   }
   sm90::wgmma_commit_group();
-}
-
-// Writes a warpgroup's 64 x 256 accumulators (rows row0.., columns col0..) straight from registers
-// to C, guarded at the edges. Each 8-column slice of a warp is one m16n8 fragment.
-template <class Activation>
-__device__ __forceinline__ void store_accumulators_direct(bf16* c, int m, int n, int row0, int col0,
-                                                          const float (&acc)[kAccumulators],
-                                                          const LinearCombination& linear,
-                                                          const Activation& activation) {
-  const int warp_row0 = row0 + 16 * ((threadIdx.x % kWarpgroupThreads) / 32);
-#pragma unroll
-  for (int j = 0; j < kHopperBlockN / 8; ++j)
-    store_fragment_16x8(c, m, n, warp_row0, col0 + 8 * j, &acc[4 * j], linear, activation);
-}
-
-// acc = alpha.acc + beta.C over a warpgroup's 64 x 256 accumulators (rows row0.., columns
-// col0..), in place. The test of beta is made once for the tile, so the common beta == 0 case is
-// 128 straight multiplies; with beta != 0, C is read inside M x N only (the rest is never stored).
-__device__ __forceinline__ void apply_linear_combination(float (&acc)[kAccumulators],
-                                                         const LinearCombination& linear, int m,
-                                                         int n, int row0, int col0) {
-  if (linear.beta == 0.f) {
-#pragma unroll
-    for (int i = 0; i < kAccumulators; ++i) acc[i] *= linear.alpha;
-    return;
-  }
-  const int lane = threadIdx.x % 32;
-  const int row = row0 + 16 * ((threadIdx.x % kWarpgroupThreads) / 32) + lane / 4;
-#pragma unroll
-  for (int j = 0; j < kHopperBlockN / 8; ++j) {
-    const int col = col0 + 8 * j + 2 * (lane % 4);
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      float* pair = &acc[4 * j + 2 * half];
-      if (row + 8 * half < m && col < n) {
-        const float2 value = linear(make_float2(pair[0], pair[1]), row + 8 * half, col);
-        pair[0] = value.x;
-        pair[1] = value.y;
-      }
-    }
-  }
 }
 
 #endif  // KC_STAGE3_SM90A

@@ -1,7 +1,7 @@
 // mma_sync_common.cuh — pieces of the sm_80 rungs (01-03): the tile configuration as a type,
-// 16-byte tile chunks and where they come from, ldmatrix, mma.sync m16n8k16, a warp's fragments
-// and MMAs over one K step, the epilogue from the m16n8 accumulators, and one block and its
-// launch (rungs 02 and 03 differ only in their K loop).
+// 16-byte tile chunks and where they come from, a warp's fragments and MMAs over one K step
+// (ldmatrix and mma.sync m16n8k16: arch/sm80/mma.cuh), the epilogue from the m16n8
+// accumulators, and one block and its launch (rungs 02 and 03 differ only in their K loop).
 //
 // Both operands are K-contiguous (A is M x K, B is N x K), so one loader serves A and B: a tile is
 // `rows` rows of the matrix, each a run of K elements moved in 16-byte chunks (8 bf16). K is a
@@ -13,6 +13,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "arch/sm80/mma.cuh"
+#include "arch/util.hpp"
 #include "epilogue.cuh"
 #include "gemm_layout.hpp"
 #include "hgemm.hpp"
@@ -45,10 +47,6 @@ __device__ __forceinline__ uint4 read_chunk(ChunkSource source) {
 __device__ __forceinline__ uint4 load_chunk_or_zero(const bf16* matrix, int rows_total, int k,
                                                     int row, int col) {
   return read_chunk(chunk_source(matrix, rows_total, k, row, col));
-}
-
-__device__ __forceinline__ std::uint32_t shared_address(const void* pointer) {
-  return static_cast<std::uint32_t>(__cvta_generic_to_shared(pointer));
 }
 
 // ---- the block tile as the compiler sees it ------------------------------------------------------
@@ -166,26 +164,6 @@ __device__ __forceinline__ bool block_tiles_are_full(const HgemmArgs& args, int 
          args.k % Config::kBlockK == 0;
 }
 
-// ---- tensor-core instructions ---------------------------------------------------------------------
-// Four 8x8 b16 matrices from shared memory; lane l supplies the row address of matrix l/8, and
-// receives in register i its share (row l/4, elements 2(l%4), +1) of matrix i.
-__device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&registers)[4], std::uint32_t address) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(registers[0]), "=r"(registers[1]), "=r"(registers[2]), "=r"(registers[3])
-               : "r"(address));
-}
-
-// D = A.B + D for one 16 x 8 x 16 block: A row-major fragment (4 registers), B "col" fragment
-// (K-contiguous, 2 registers), FP32 accumulators.
-__device__ __forceinline__ void mma_m16n8k16_bf16(float (&d)[4], const std::uint32_t (&a)[4],
-                                                  std::uint32_t b0, std::uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 // ---- one warp's share of a K step ------------------------------------------------------------------
 // The A and B fragments of one k16 slice: kFragmentsM A blocks of 16 x 16 (4 registers each) and
 // kFragmentsN B blocks of 16 x 8 (2 registers each); 32 registers for a 64 x 64 warp tile.
@@ -236,11 +214,11 @@ __device__ __forceinline__ void load_warp_fragments(WarpFragments<Config>& fragm
   const std::uint32_t b_slice = b_lane ^ (slice * kSliceXor);
 #pragma unroll
   for (int i = 0; i < Config::kFragmentsM; ++i)
-    ldmatrix_x4(fragments.a[i], a_slice + i * 16 * kSwizzleRowBytes);
+    sm80::ldmatrix_x4(fragments.a[i], a_slice + i * 16 * kSwizzleRowBytes);
 #pragma unroll
   for (int j = 0; j < Config::kFragmentsN; j += 2) {
     std::uint32_t pair[4];
-    ldmatrix_x4(pair, b_slice + j * 8 * kSwizzleRowBytes);
+    sm80::ldmatrix_x4(pair, b_slice + j * 8 * kSwizzleRowBytes);
     fragments.b[j][0] = pair[0];
     fragments.b[j][1] = pair[1];
     fragments.b[j + 1][0] = pair[2];
@@ -257,7 +235,7 @@ __device__ __forceinline__ void mma_warp_fragments(WarpAccumulators<Config>& acc
   for (int i = 0; i < Config::kFragmentsM; ++i)
 #pragma unroll
     for (int j = 0; j < Config::kFragmentsN; ++j)
-      mma_m16n8k16_bf16(acc[i][j], fragments.a[i], fragments.b[j][0], fragments.b[j][1]);
+      sm80::mma_m16n8k16_bf16(acc[i][j], fragments.a[i], fragments.b[j][0], fragments.b[j][1]);
 }
 
 // One warp multiplies its share of a K step held in swizzled shared memory (A tile rows = M, B
@@ -361,10 +339,14 @@ __device__ __forceinline__ void store_block_tile(const HgemmArgs& args, int bloc
 }
 
 // ---- one block, and its launch -------------------------------------------------------------------
-// The dynamic shared memory, aligned up to 1024 bytes, the period of the swizzle pattern.
-__device__ __forceinline__ std::uint8_t* aligned_dynamic_smem() {
+// The dynamic shared memory from its first 1024-byte boundary, the period of the swizzle pattern:
+// the value of aligned_dynamic_smem (arch/util.hpp), with the padding computed as
+// (1024 - address % 1024) % 1024. The two forms are equal, but the compiler keeps them apart:
+// this one is what the mma.sync kernels (rungs 02-03 and their tuned variants) are compiled and
+// measured with, and each form turns into different instructions in the other's kernels.
+__device__ __forceinline__ std::uint8_t* mma_sync_dynamic_smem() {
   extern __shared__ std::uint8_t smem_raw[];
-  return smem_raw + ((1024u - shared_address(smem_raw) % 1024u) % 1024u);
+  return smem_raw + ((1024u - smem_u32(smem_raw) % 1024u) % 1024u);
 }
 
 // One block of an mma.sync GEMM: find the block's tile and the warp's place in it, run
@@ -372,7 +354,7 @@ __device__ __forceinline__ std::uint8_t* aligned_dynamic_smem() {
 // block, so no divergence), then store the accumulators.
 template <class Config, class Mainloop>
 __device__ __forceinline__ void run_gemm_block(const HgemmArgs& args) {
-  std::uint8_t* const smem = aligned_dynamic_smem();
+  std::uint8_t* const smem = mma_sync_dynamic_smem();
   const int block_row0 = static_cast<int>(blockIdx.x) * Config::kBlockM;
   const int block_col0 = static_cast<int>(blockIdx.y) * Config::kBlockN;
   const WarpOrigin warp = warp_origin<Config>();

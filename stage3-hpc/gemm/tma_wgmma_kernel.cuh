@@ -4,6 +4,11 @@
 // 05_two_consumers.cu.
 #pragma once
 
+#include "arch/sm90/mbarrier.cuh"
+#include "arch/sm90/tma.cuh"
+#include "arch/sm90/wgmma.cuh"
+#include "arch/util.hpp"
+#include "epilogue_direct_store.cuh"
 #include "hopper_common.cuh"
 
 namespace kc::stage3 {
@@ -73,8 +78,8 @@ __global__ void __launch_bounds__(TmaWgmmaConfig<kWarpgroups>::kThreads, 1)
   for (int k_tile = 0; k_tile < k_tiles; ++k_tile) {
     const int stage = k_tile % Config::kStages;
     sm90::mbarrier_wait(&full[stage], (k_tile / Config::kStages) % 2);
-    wgmma_k_step(acc, sm90::smem_u32(tile_a(stage)) + warpgroup * kWarpgroupRows * kTileRowBytes,
-                 sm90::smem_u32(tile_b(stage)));
+    wgmma_k_step(acc, smem_u32(tile_a(stage)) + warpgroup * kWarpgroupRows * kTileRowBytes,
+                 smem_u32(tile_b(stage)));
     sm90::wgmma_wait_group<0>();
     __syncthreads();  // every warpgroup is done reading this stage
     if (is_loader && k_tile + Config::kStages < k_tiles) load_k_tile(k_tile + Config::kStages);

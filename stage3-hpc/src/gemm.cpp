@@ -25,7 +25,7 @@
 #include "hgemm.hpp"
 #include "kc/common/blas.hpp"
 #include "kc/common/error.hpp"
-#include "tma_descriptor.hpp"
+#include "arch/sm90/tma_descriptor.hpp"
 
 #ifndef KC_STAGE3_HAS_SM90A
 #define KC_STAGE3_HAS_SM90A 0

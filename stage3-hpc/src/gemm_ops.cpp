@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "hgemm.hpp"
+#include "kc/core/gelu.hpp"
 #include "kc/common/gemm.hpp"
 #include "kc/stage3/register.hpp"
 
@@ -91,14 +92,7 @@ std::string hgemm_shape_error(const Problem& problem) {
   return {};
 }
 
-double gelu_tanh_reference(double x) {
-  // 0.5 x (1 + tanh(u)) written as x / (1 + exp(-2u)): the same function, but 1 + tanh(u)
-  // cancels for x below about -5 even in double (it is then below double's epsilon), which left
-  // the reference with no correct digits in the negative tail.
-  const double sqrt_2_over_pi = std::sqrt(2.0 / 3.14159265358979323846);
-  const double u = sqrt_2_over_pi * (x + 0.044715 * x * x * x);
-  return x / (1.0 + std::exp(-2.0 * u));
-}
+double gelu_tanh_reference(double x) { return core::gelu_tanh<core::ReferenceMath>(x); }
 
 OpSpec make_hgemm_op() { return make_gemm_op(hgemm_config(kHgemmOp)); }
 

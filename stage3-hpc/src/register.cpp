@@ -7,7 +7,7 @@
 #include "hgemm.hpp"
 #include "kc/common/gemm.hpp"
 #include "kc/stage3/register.hpp"
-#include "tma_descriptor.hpp"
+#include "arch/sm90/tma_descriptor.hpp"
 
 namespace kc::stage3 {
 namespace {

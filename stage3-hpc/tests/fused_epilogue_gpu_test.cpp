@@ -1,6 +1,6 @@
-// Rung 10's epilogue handoff (warp_specialized_gemm.cuh, EpilogueKind::tma_store_offloaded) on the
-// problems that exercise it hardest. The conformance suite runs rung 10 on odd shapes, but almost
-// all of them give each CTA of the persistent grid at most one tile, and a CTA's last tile never
+// Rung 10's epilogue handoff (epilogue_offloaded_activation.cuh, EpilogueKind::tma_store_offloaded)
+// on the problems that exercise it hardest. The conformance suite runs rung 10 on odd shapes, but
+// almost all of them give each CTA of the persistent grid at most one tile, and a CTA's last tile never
 // goes through the handoff (its consumers apply the activation themselves). Here every CTA gets
 // several tiles, so each handoff buffer goes through many full/empty phases, the last pass of
 // one tile is written during the next tile's mainloop, and the last tile follows handed-over

@@ -8,9 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "arch/sm90/tma_descriptor.hpp"
+#include "arch/util.hpp"
 #include "gemm_layout.hpp"
 #include "kc/common/error.hpp"
-#include "tma_descriptor.hpp"
 
 namespace kc::stage3 {
 namespace {

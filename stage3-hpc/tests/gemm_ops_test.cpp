@@ -9,6 +9,7 @@
 #include "kc/common/gemm.hpp"
 #include "kc/stage3/register.hpp"
 #include "kc/common/registry.hpp"
+#include "kc/core/gelu.hpp"
 #include "kc/stage3/register.hpp"
 
 namespace kc::stage3 {
@@ -149,6 +150,17 @@ TEST(GeluReference, IsTheTanhForm) {
   // The erf form differs by ~1e-4 here: the reference must not silently be the other GELU.
   const double erf_form = 0.5 * 1.0 * (1.0 + std::erf(1.0 / std::sqrt(2.0)));
   EXPECT_GT(std::fabs(gelu_tanh_reference(1.0) - erf_form), 1e-5);
+}
+
+// The op's reference and the formula the kernels evaluate (kc/core/gelu.hpp, which stage 2's
+// references also use) are one function in one form, x / (1 + exp(-2u)): they agree to the
+// rounding of the exponent everywhere, the negative tail included (there exp(-2u) amplifies its
+// argument's rounding, |2u| x 2^-53 relative: about 1e-13 at x = -20, where 2u = -603).
+TEST(GeluReference, IsTheSharedFormula) {
+  for (double x = -20.0; x <= 20.0; x += 1.0 / 32) {
+    const double shared = core::gelu_tanh<core::ReferenceMath>(x);
+    EXPECT_NEAR(gelu_tanh_reference(x), shared, 1e-12 * std::fabs(shared)) << x;
+  }
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // kc-hgemm-tune — measures variants of the warp-specialized Hopper kernel (rungs 07-10) against
 // cuBLAS, so that rungs 09 and 10 can run with the best one (TmaStoreConfig in
-// warp_specialized_gemm.cuh).
+// warp_specialized_config.cuh).
 //
 // The knobs (see WarpSpecializedConfig): clusters of 1 or 2 CTAs with B multicast, 3 or 4
 // pipeline stages, store passes of 128 or 256 columns (a 256-column pass needs the shared memory
@@ -37,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "arch/sm90/tma_descriptor.hpp"
 #include "hgemm.hpp"
 #include "kc/common/gemm.hpp"
 #include "kc/stage3/register.hpp"
@@ -45,7 +46,6 @@
 #include "kc/common/device.hpp"
 #include "kc/common/text_io.hpp"
 #include "kc/common/timing.hpp"
-#include "tma_descriptor.hpp"
 #include "warp_specialized_gemm.cuh"
 
 namespace kc::stage3 {
@@ -98,7 +98,7 @@ struct Variant {
     return fmt::format("cluster{}/stages{}/pass{}/band{}", cluster_m, stages, store_pass_columns,
                        raster_band);
   }
-  // The line of warp_specialized_gemm.cuh that makes rungs 09 and 10 run this variant.
+  // The line of warp_specialized_config.cuh that makes rungs 09 and 10 run this variant.
   std::string config_line() const {
     return fmt::format(
         "using TmaStoreConfig = WarpSpecializedConfig</*kClusterM=*/{}, EpilogueKind::tma_store, "
@@ -252,7 +252,7 @@ void print_summary(const std::vector<Variant>& all, const std::vector<Timing>& t
     const Variant& w = all[summary.overall];
     std::printf("\nbest over all shapes (geometric mean %.1f%% of cuBLAS): %s\n",
                 summary.geomean_pct[summary.overall], w.name().c_str());
-    std::printf("to run rungs 09 and 10 with it, in stage3-hpc/gemm/warp_specialized_gemm.cuh:\n"
+    std::printf("to run rungs 09 and 10 with it, in stage3-hpc/gemm/warp_specialized_config.cuh:\n"
                 "template <class Activation>\n%s\n",
                 w.config_line().c_str());
   }

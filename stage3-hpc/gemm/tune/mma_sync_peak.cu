@@ -21,6 +21,8 @@
 #include <exception>
 #include <string>
 
+#include "arch/sm80/mma.cuh"
+#include "arch/util.hpp"
 #include "kc/common/blas.hpp"
 #include "kc/common/buffer.hpp"
 #include "kc/common/context.hpp"
@@ -55,16 +57,17 @@ __global__ void __launch_bounds__(512, 1) mma_registers_kernel(float* sink, long
   float acc[kChains][4] = {};
   for (long long it = 0; it < iterations; ++it)
 #pragma unroll
-    for (int chain = 0; chain < kChains; ++chain) mma_m16n8k16_bf16(acc[chain], a, b0, b1);
+    for (int chain = 0; chain < kChains; ++chain) sm80::mma_m16n8k16_bf16(acc[chain], a, b0, b1);
   write_sum(sink, &acc[0][0], kChains * 4);
 }
 
 template <bool kSliceAhead>
 __global__ void __launch_bounds__(256, 1) ldmatrix_mma_kernel(float* sink, long long iterations, std::uint32_t seed) {
   extern __shared__ std::uint8_t smem_raw[];
-  const std::uint32_t tile_a = (shared_address(smem_raw) + 1023u) & ~1023u;  // swizzle blocks: 1024-aligned
+  std::uint8_t* const tiles = aligned_dynamic_smem(smem_raw);  // swizzle blocks: 1024-aligned
+  const std::uint32_t tile_a = smem_u32(tiles);
   const std::uint32_t tile_b = tile_a + Tile::kTileBytesA;
-  auto* words = reinterpret_cast<std::uint32_t*>(smem_raw + (tile_a - shared_address(smem_raw)));
+  auto* words = reinterpret_cast<std::uint32_t*>(tiles);
   for (int i = threadIdx.x; i < Tile::kStageBytes / 4; i += blockDim.x) words[i] = operand_bits(seed, i);
   __syncthreads();
 

@@ -8,10 +8,10 @@
 //    more shared memory than the GPU offers is skipped.
 // 2. Times each of them in alternation with cuBLAS (the op's baseline, cublasGemmEx, on the same
 //    operands) at 2048^3, 4096^3 and 8192^3 with kc::time_launches_paired: L2 scrubbed before each
-//    launch, median of at most --max-samples samples each. Alternation matters here: when cuBLAS
-//    was timed once per shape, before the configurations one after the other, the 8192^3 results
-//    on the H200 fell with each configuration's place in the list, run after run (first 58-62% of
-//    cuBLAS, fifth and sixth 52-54%): the later ones ran on a hotter, slower-clocked GPU.
+//    launch, median of at most --max-samples samples each. Alternation matters here: with cuBLAS
+//    timed once per shape and the configurations one after the other, the later ones in the list
+//    run on a hotter, slower-clocked GPU and come out slower for that alone (the run that showed
+//    it: stage3-hpc/README.md, "Rung 03 and the mma.sync ceiling").
 // 3. Prints TFLOPS and % of cuBLAS, and the configuration with the best geometric mean of % of
 //    cuBLAS over the shapes as the one-line edit of 03_cp_async.cuh. Exits 1 if a check failed.
 //

@@ -28,6 +28,7 @@
 #include <utility>
 
 #include "kc/common/error.hpp"
+#include "kc/core/gelu.hpp"
 #include "kc/core/launch.hpp"
 #include "kc/core/tensor_view.hpp"
 #include "kc/core/vector_io.hpp"
@@ -57,24 +58,20 @@ struct Silu {
   }
 };
 
-// GELU, tanh form (GPT-2, "gelu_pytorch_tanh"): 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3).
-// Evaluated as x * sigmoid(2u), the same function: for negative x, 1 + tanh(u) cancels to a few
-// significant bits, while 1 / (1 + exp(-2u)) keeps full float precision (and costs one exp).
+// GELU, tanh form (GPT-2, "gelu_pytorch_tanh"): 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3),
+// evaluated as x / (1 + exp(-2u)), the same function without the cancellation of 1 + tanh(u) for
+// negative x. The formula, shared with the references and stage 3, is in kc/core/gelu.hpp.
 struct GeluTanh {
   __device__ __forceinline__ float operator()(float x) const {
-    constexpr float kTwoSqrt2OverPi = 2.f * 0.7978845608028654f;
-    constexpr float kCubic = 0.044715f;
-    const float two_u = kTwoSqrt2OverPi * (x + kCubic * x * x * x);
-    return zero_at_minus_infinity(x, x / (1.f + __expf(-two_u)));
+    return zero_at_minus_infinity(x, gelu_tanh<KernelMath>(x));
   }
 };
 
 // GELU, exact form: 0.5 x (1 + erf(x / sqrt(2))), evaluated as 0.5 x erfc(-x / sqrt(2)) so that
-// negative x does not lose its digits to the cancellation in 1 + erf.
+// negative x does not lose its digits to the cancellation in 1 + erf (kc/core/gelu.hpp).
 struct GeluErf {
   __device__ __forceinline__ float operator()(float x) const {
-    constexpr float kInvSqrt2 = 0.7071067811865476f;
-    return zero_at_minus_infinity(x, 0.5f * x * erfcf(-x * kInvSqrt2));
+    return zero_at_minus_infinity(x, gelu_erf<KernelMath>(x));
   }
 };
 

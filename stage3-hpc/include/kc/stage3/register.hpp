@@ -33,7 +33,8 @@ const std::vector<std::string>& hgemm_refusals();
 std::string hgemm_shape_error(const Problem& problem);
 
 // GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), on the host in double (the
-// reference). The device version is gelu_tanh() in epilogue.cuh.
+// reference): core::gelu_tanh<core::ReferenceMath>, the formula the kernels evaluate in float
+// (kc/core/gelu.hpp).
 double gelu_tanh_reference(double x);
 
 // C[i][j] = gelu_tanh_reference(C[i][j] + bias[j]) in place, in FP64 on the GPU: the fused op's

@@ -1,4 +1,4 @@
-// tma_descriptor.hpp — TMA tensor maps and the launch facts the Hopper rungs compute once.
+// arch/sm90/tma_descriptor.hpp — TMA tensor maps and the launch facts the Hopper rungs compute once.
 //
 // A TMA copy is described by a CUtensorMap ("tensor map", 128 bytes) built on the host by the
 // driver function cuTensorMapEncodeTiled: the matrix's base address, sizes and row stride, the

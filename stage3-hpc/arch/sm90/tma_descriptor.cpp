@@ -1,4 +1,4 @@
-#include "tma_descriptor.hpp"
+#include "arch/sm90/tma_descriptor.hpp"
 
 #include <fmt/format.h>
 

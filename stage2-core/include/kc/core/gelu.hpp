@@ -1,0 +1,97 @@
+// kc/core/gelu.hpp — GELU, defined once for the kernels and for the references that check them.
+//
+// Each form of GELU is one formula, a template over the arithmetic that evaluates it:
+//
+//   gelu_tanh<ReferenceMath>(x)   double, std::exp, exact division: the host references
+//   gelu_tanh<KernelMath>(x)      float, 2^x on the MUFU unit, approximate division: the kernels
+//
+// (and the same for gelu_erf). A kernel and its reference evaluate the same function in the same
+// algebraic form, so they differ only by the rounding of their arithmetic, never by a different
+// way of writing the function: stage 2's activation kernels, stage 3's fused GEMM epilogue (rung
+// 10) and its unfused baseline all call these.
+//
+// GELU, tanh form (GPT-2, "gelu_pytorch_tanh"): 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3),
+// evaluated as the same function rewritten,
+//
+//   0.5 x (1 + tanh u)  =  x sigmoid(2u)  =  x / (1 + exp(-2u)),   -2u = -2 sqrt(2/pi) x (1 + 0.044715 x^2)
+//
+// - No cancellation. As x -> -inf, 1 + tanh(u) -> 0 loses the digits tanh had: with tanh.approx's
+//   2^-11 relative error, about 1% error in the result at x = -2, 20% at x = -3 and no correct
+//   digit further out; even in double below about x = -5, where 1 + tanh(u) falls below double's
+//   epsilon. 1 + exp(-2u) just grows. In float the relative error stays within a few 1e-6 (ex2's
+//   own, and the rounding of its argument, which grows with |argument|: ~2e-5 near the overflow
+//   edge), far below bf16's 2^-9.
+// - Cheap. exp(-2u) is computed as base^(-2u log_base(e)) in the base the arithmetic has an
+//   instruction for (KernelMath: 2), with log_base(e) folded into the formula's constant. On the
+//   device that is six FMA-pipe instructions and two MUFU ops (ex2, and rcp inside the division)
+//   per element; tanhf is about twice as long (both MUFU ops plus a polynomial and selects). In a
+//   fused GEMM epilogue the tensor cores may wait while it runs, so these instructions count.
+// - Limits, as written: for large x, exp(-2u) = 0 and the result is x; for x below about -10 in
+//   float, exp(-2u) overflows to inf and the result is -0; x = -inf gives -inf / inf = NaN, as
+//   0.5 x (1 + tanh u) does at -inf (stage 2's activation functors return the limit 0 there).
+//
+// GELU, exact form: 0.5 x (1 + erf(x / sqrt 2)), evaluated as 0.5 x erfc(-x / sqrt 2) for the same
+// reason: for negative x, 1 + erf cancels and erfc does not.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+
+namespace kc::core {
+
+inline constexpr double kGeluSqrt2OverPi = 0.7978845608028654;    // sqrt(2 / pi)
+inline constexpr double kGeluCubicCoefficient = 0.044715;
+inline constexpr double kGeluInverseSqrt2 = 0.7071067811865476;  // 1 / sqrt(2)
+
+// The arithmetic of the references: double, the exponential in base e, exact division.
+struct ReferenceMath {
+  using Real = double;
+  static constexpr double kLogBaseOfE = 1.0;  // exp(t) = e^(t . 1)
+  __host__ __device__ static double exp_base(double y) { return std::exp(y); }
+  __host__ __device__ static double divide(double a, double b) { return a / b; }
+  __host__ __device__ static double erfc(double x) { return std::erfc(x); }
+};
+
+#if defined(__CUDACC__)
+
+// The arithmetic of the kernels: float, the exponential in base 2 on the MUFU unit, approximate
+// division.
+struct KernelMath {
+  using Real = float;
+  static constexpr float kLogBaseOfE = 1.4426950408889634f;  // log2(e): exp(t) = 2^(t log2 e)
+
+  // 2^y, flushing results below 2^-126 to zero. __expf compiles to the same MUFU.EX2 plus a
+  // rescaling that keeps such results as denormals (a compare and two multiplies), which GELU does
+  // not need: there the exponential is added to 1.
+  __device__ static float exp_base(float y) {
+    float result;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(result) : "f"(y));
+    return result;
+  }
+  // a / b from MUFU.RCP and a multiply, 2 ulp; for |b| > 2^126 it returns 0, the limit GELU has
+  // there.
+  __device__ static float divide(float a, float b) { return __fdividef(a, b); }
+  __device__ static float erfc(float x) { return erfcf(x); }
+};
+
+#endif  // __CUDACC__
+
+// GELU, tanh form, as x / (1 + exp(-2u)) (see above).
+template <class Math>
+__host__ __device__ __forceinline__ typename Math::Real gelu_tanh(typename Math::Real x) {
+  using Real = typename Math::Real;
+  // -2u = -2 sqrt(2/pi) x (1 + 0.044715 x^2), times log_base(e): the exponent in the base of Math.
+  constexpr Real kExponentScale = Real(-2) * Real(kGeluSqrt2OverPi) * Real(Math::kLogBaseOfE);
+  const Real exponent = kExponentScale * x * (Real(1) + Real(kGeluCubicCoefficient) * (x * x));
+  return Math::divide(x, Real(1) + Math::exp_base(exponent));
+}
+
+// GELU, exact form, as 0.5 x erfc(-x / sqrt 2) (see above).
+template <class Math>
+__host__ __device__ __forceinline__ typename Math::Real gelu_erf(typename Math::Real x) {
+  using Real = typename Math::Real;
+  return Real(0.5) * x * Math::erfc(-x * Real(kGeluInverseSqrt2));
+}
+
+}  // namespace kc::core

@@ -1,0 +1,31 @@
+// arch/sm80/cp_async.cuh — cp.async (sm_80): 16-byte copies from global to shared memory that
+// bypass the registers and do not block the thread. A thread's copies are grouped
+// (commit_group) and waited for by age (wait_group N: all but the N newest groups have landed),
+// which is what a multi-stage pipeline of K steps needs (rung 03).
+#pragma once
+
+#include <cstdint>
+
+namespace kc::stage3::sm80 {
+
+// 16 bytes global -> shared, bypassing L1 (.cg); valid = false writes 16 zero bytes instead
+// (src-size 0: nothing is read, but `source` must still be a valid global address).
+__device__ __forceinline__ void cp_async_16(std::uint32_t destination, const void* source, bool valid) {
+  const int source_bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(destination), "l"(source),
+               "r"(source_bytes)
+               : "memory");
+}
+
+// Closes the group of this thread's copies issued since the last commit.
+__device__ __forceinline__ void cp_async_commit_group() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+// Waits until at most kNewestGroupsInFlight of this thread's committed groups are still in flight.
+template <int kNewestGroupsInFlight>
+__device__ __forceinline__ void cp_async_wait_group() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kNewestGroupsInFlight) : "memory");
+}
+
+}  // namespace kc::stage3::sm80

@@ -1,0 +1,87 @@
+// tile_scheduler.cuh — which 128 x 256 output tiles a CTA of the warp-specialized kernel
+// (rungs 06-10) computes, in which order, and how many CTAs the launch has.
+//
+// The unit of scheduling is the cluster tile: kClusterM tiles stacked along M that the CTAs of one
+// cluster compute together, sharing their B tile (rung 08; without clusters a cluster tile is one
+// tile). Cluster c of a grid of C clusters computes cluster tiles c, c + C, c + 2C, ... in
+// grouped raster order (grouped_tile, gemm_layout.hpp: bands of tile rows walked column by column,
+// so the tiles in flight at once share a few A and B panels in L2).
+//
+//   one_tile_per_block  (rung 06) a grid of one cluster per cluster tile, and one band as high as
+//                       the matrix: plain column-major order, the order of an ordinary grid.
+//   persistent          (rungs 07-10) only as many clusters as are resident at once, each looping
+//                       over its tiles: setup is paid once per CTA, and the producer already loads
+//                       the next tile while the consumers store the last one.
+//
+// Every part of the kernel (producer, consumers, rung 10's epilogue warps) walks the same
+// sequence, which is what keeps their barrier arrivals and waits paired.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "arch/sm90/cluster.cuh"
+#include "arch/sm90/sm90a.hpp"
+#include "arch/sm90/tma_descriptor.hpp"
+#include "gemm_layout.hpp"
+
+namespace kc::stage3 {
+
+// How the output tiles are handed out.
+enum class Schedule {
+  one_tile_per_block,  // grid = number of tiles, plain column-major order
+  persistent,          // grid = what fits on the GPU at once, grouped raster order
+};
+
+// Host side: sets params.raster_band for `schedule` and returns how many clusters to launch.
+// raster_band (persistent schedule only) is in tile rows; params.cluster_tiles_m and
+// params.tiles_n must be set.
+template <class Config>
+int schedule_clusters(typename Config::Params& params, Schedule schedule, int raster_band,
+                      HopperLaunchCache& cache, const void* kernel) {
+  const int cluster_tiles = params.cluster_tiles_m * params.tiles_n;
+  if (schedule == Schedule::one_tile_per_block) {
+    params.raster_band = params.cluster_tiles_m;  // one band: m fastest, like a plain grid
+    return cluster_tiles;
+  }
+  params.raster_band = std::max(1, raster_band / Config::kClusterM);  // in cluster tile rows
+  const int resident = cache.resident_blocks(kernel, Config::kThreads, Config::kSmemBytes,
+                                             Config::kClusterM) / Config::kClusterM;
+  return std::min(cluster_tiles, resident);
+}
+
+#if KC_STAGE3_SM90A
+
+// This CTA's walk over the cluster tiles: first, first + step, ... below count.
+template <class Config>
+struct TileSchedule {
+  std::uint32_t cta_rank;  // this CTA's place in its cluster (0 without clusters)
+  int first;               // this cluster's index in the grid
+  int step;                // clusters in the grid
+  int count;               // cluster tiles in the problem
+
+  // The tile of C that cluster tile `linear` gives to this CTA: clusters split a 2-tile-high strip
+  // along M, and both CTAs share its B tile (multicast).
+  __device__ __forceinline__ TileCoord cta_tile(const typename Config::Params& params, int linear) const {
+    const TileCoord cluster_tile =
+        grouped_tile(linear, params.cluster_tiles_m, params.tiles_n, params.raster_band);
+    return {cluster_tile.m * Config::kClusterM + static_cast<int>(cta_rank), cluster_tile.n};
+  }
+
+  // Whether `linear` is this CTA's last tile.
+  __device__ bool is_last(int linear) const { return linear + step >= count; }
+};
+
+template <class Config>
+__device__ __forceinline__ TileSchedule<Config> tile_schedule(const typename Config::Params& params) {
+  TileSchedule<Config> schedule;
+  schedule.cta_rank = Config::kClusterM > 1 ? sm90::cluster_cta_rank() : 0;
+  schedule.first = Config::kClusterM > 1 ? static_cast<int>(sm90::cluster_id_x()) : blockIdx.x;
+  schedule.step = Config::kClusterM > 1 ? static_cast<int>(sm90::cluster_count_x()) : gridDim.x;
+  schedule.count = params.cluster_tiles_m * params.tiles_n;
+  return schedule;
+}
+
+#endif  // KC_STAGE3_SM90A
+
+}  // namespace kc::stage3
