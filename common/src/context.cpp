@@ -2,6 +2,8 @@
 
 #include "kc/common/error.hpp"
 
+#include <cstdlib>
+
 namespace kc {
 
 Stream::Stream() { KC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
@@ -31,7 +33,15 @@ cublasLtHandle_t Context::cublaslt() {
 }
 
 L2Scrubber& Context::scrubber() {
-  if (!scrubber_) scrubber_ = std::make_unique<L2Scrubber>(static_cast<std::size_t>(device_.l2_bytes));
+  if (!scrubber_) {
+    // The scrub reads kScrubL2Multiple times the L2's size (L2Scrubber reads twice what it is
+    // given). KC_L2_SCRUB_MULTIPLE overrides it, for experiments on how much is enough.
+    double multiple = kScrubL2Multiple;
+    if (const char* text = std::getenv("KC_L2_SCRUB_MULTIPLE"); text != nullptr && std::atof(text) >= 1.0)
+      multiple = std::atof(text);
+    scrubber_ = std::make_unique<L2Scrubber>(
+        static_cast<std::size_t>(multiple / 2.0 * static_cast<double>(device_.l2_bytes)));
+  }
   return *scrubber_;
 }
 

@@ -29,6 +29,11 @@ class Stream {
 
 class Context {
  public:
+  // How many L2 sizes the scrub before each timed launch reads. Twice the L2 left some copy
+  // baselines (residual + RMSNorm, SwiGLU) reading faster than the DRAM can deliver on the H200:
+  // part of their source was still in the L2.
+  static constexpr double kScrubL2Multiple = 4.0;
+
   // Selects the device, sets the persisting-L2 carve-out to 0 (no kernel gets a head start from
   // data pinned in the L2) and creates a stream. Throws kc::Error when there is no GPU.
   explicit Context(int ordinal = 0);
