@@ -12,9 +12,9 @@
 #              once per stage on each op's documented shapes with --markdown: the tables go to
 #              docs/benchmarks/<gpu>/ (the committed tables) and are copied to OUT/tables/.
 #   --quick    the same build and ctest, then only the headline rows, tables to OUT/tables/:
-#                kc-bench --filter '^stage1/sgemm/11_|^stage3/hgemm[^/]*/09_' --shapes 4096x4096x4096
-#                kc-bench --filter '^stage2/(rmsnorm|layernorm|softmax)(_bf16)?/' --shapes 32768x4096
-#                         --peers OUT/peers.tsv
+#                kc-bench --filter '^stage1/sgemm/11_|^stage3/hgemm/09_' --shapes 4096x4096x4096
+#                kc-bench --filter '^stage2/(rmsnorm|layernorm|softmax)/' --shapes 32768x4096
+#                         --dtype bf16 --peers OUT/peers.tsv
 #              (stage 1 rung 11 and stage 3 rung 09 at 4096^3 against cuBLAS; stage 2's RMSNorm,
 #              LayerNorm and softmax ladders at 32768x4096 bf16 against the copy baseline and the
 #              PyTorch peers, timed for those three ops at that shape only).
@@ -339,13 +339,13 @@ bench_run() {
 if [ -z "${KC_SKIP_BENCH:-}" ]; then
   mkdir -p "$out/bench" "$out/tables"
   if [ -n "$filter" ]; then
-    bench_run "--filter '$filter'" filtered --filter "$filter" "${peers_args[@]}" --markdown "$out/tables"
+    bench_run "--filter '$filter'" filtered --filter "$filter" "${peers_args[@]}" --allow-dirty --markdown "$out/tables"
   elif [ "$quick" = 1 ]; then
     bench_run "stage 1 rung 11 and stage 3 rung 09 at 4096^3" quick-gemm \
-      --filter '^stage1/sgemm/11_|^stage3/hgemm[^/]*/09_' --shapes 4096x4096x4096 --markdown "$out/tables"
+      --filter '^stage1/sgemm/11_|^stage3/hgemm/09_' --shapes 4096x4096x4096 --allow-dirty --markdown "$out/tables"
     bench_run "stage 2 RMSNorm, LayerNorm, softmax at 32768x4096 bf16" quick-stage2 \
-      --filter '^stage2/(rmsnorm|layernorm|softmax)(_bf16)?/' --shapes 32768x4096 "${peers_args[@]}" \
-      --markdown "$out/tables"
+      --filter '^stage2/(rmsnorm|layernorm|softmax)/' --shapes 32768x4096 --dtype bf16 "${peers_args[@]}" \
+      --allow-dirty --markdown "$out/tables"
   else
     for stage in stage1 stage2 stage3 stage4; do
       if [ "$("$bench" --list --filter "^$stage/" 2>/dev/null | wc -l)" -le 1 ]; then
