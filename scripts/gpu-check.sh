@@ -321,10 +321,11 @@ bench_run() {
     echo "wrote $path"
     [ "$(dirname "$path")" = "$out/tables" ] || cp "$path" "$out/tables/"
   done < <(grep "^wrote " "$log")
-  # Rows of that table: kernel, shape (e.g. 4096x4096x4096), status, then numbers or the reason.
+  # Rows of that table: kernel, problem (e.g. "4096x4096x4096 bf16 alpha=1.5"), status (padded by
+  # two or more spaces), then numbers or the reason.
   counts="$(sed -n '/^kernel  /,$p' "$log" \
-    | grep -oE ' [0-9]+(x[0-9]+)* +(ok|FAILED|refused|harness error|skipped)( |$)' \
-    | awk '{ $1 = ""; sub(/^ +/, ""); sub(/ +$/, ""); n[$0]++ }
+    | grep -oE '  +(ok|FAILED|refused|harness error|skipped)(  |$)' \
+    | awk '{ sub(/^ +/, ""); sub(/ +$/, ""); n[$0]++ }
            END { printf "%d ok, %d FAILED, %d harness errors, %d skipped, %d refused",
                  n["ok"], n["FAILED"], n["harness error"], n["skipped"], n["refused"] }')"
   case "$rc" in

@@ -23,7 +23,7 @@ def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("report", help="stage3-gemm.json written by kc-bench --markdown")
     parser.add_argument("--output", required=True, help="image to write (.svg or .png)")
-    parser.add_argument("--op", default="hgemm_bf16", help="op to plot (default hgemm_bf16)")
+    parser.add_argument("--op", default="hgemm", help="op to plot (default hgemm)")
     args = parser.parse_args(argv)
 
     import matplotlib

@@ -29,9 +29,9 @@ class Stream {
 
 class Context {
  public:
-  // How many L2 sizes the scrub before each timed launch reads. Twice the L2 left some copy
-  // baselines (residual + RMSNorm, SwiGLU) reading faster than the DRAM can deliver on the H200:
-  // part of their source was still in the L2.
+  // How many L2 sizes the scrub before each timed launch reads: four, a margin over the L2's
+  // two partitions and its replacement policy (docs/notes/2026-12-01-harness-v2-run.md records
+  // the experiment with two and four).
   static constexpr double kScrubL2Multiple = 4.0;
 
   // Selects the device, sets the persisting-L2 carve-out to 0 (no kernel gets a head start from
