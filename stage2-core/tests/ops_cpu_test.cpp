@@ -14,27 +14,12 @@
 #include "kc/common/dtype.hpp"
 #include "kc/common/error.hpp"
 #include "kc/stage2/ops.hpp"
+#include "support/refusals.hpp"
 
 namespace kc::stage2 {
 namespace {
 
-// Runs `call` and expects a kc::Error (not a CUDA error) whose message holds every fragment.
-template <class Call>
-void expect_refused(Call call, std::initializer_list<std::string> fragments) {
-  try {
-    call();
-  } catch (const CudaError& e) {
-    ADD_FAILURE() << "reached the CUDA runtime instead of refusing the arguments: " << e.what();
-    return;
-  } catch (const Error& e) {
-    const std::string message = e.what();
-    for (const std::string& fragment : fragments)
-      EXPECT_NE(message.find(fragment), std::string::npos)
-          << "message lacks \"" << fragment << "\": " << message;
-    return;
-  }
-  ADD_FAILURE() << "the call was accepted";
-}
+using ::kc::testing::expect_refused;
 
 // A made-up device address, 256-byte aligned plus `offset_bytes`.
 template <typename T>

@@ -23,9 +23,13 @@
 #include "kc/stage2/ops.hpp"
 #include "kc/stage2/references.hpp"
 #include "support/gpu_test.hpp"
+#include "support/refusals.hpp"
 
 namespace kc::stage2 {
 namespace {
+
+using ::kc::testing::expect_refused;
+using ::kc::testing::expect_clean_context;
 
 constexpr cudaStream_t kStream = nullptr;  // the legacy stream: copies and launches in order
 
@@ -86,27 +90,6 @@ void expect_close(const std::vector<double>& out, const std::vector<double>& ref
   ASSERT_EQ(out.size(), ref.size()) << what;
   const CompareResult result = compare(out.data(), ref.data(), out.size(), accuracy);
   EXPECT_TRUE(result.passed) << what << ": " << result.summary();
-}
-
-// A kc::Error that is not a CUDA error, with `fragment` in its message.
-template <class Call>
-void expect_refused(Call call, const std::string& fragment) {
-  try {
-    call();
-  } catch (const CudaError& e) {
-    ADD_FAILURE() << "a CUDA error instead of a refusal: " << e.what();
-    return;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-    return;
-  }
-  ADD_FAILURE() << "the call was accepted";
-}
-
-// After a refusal: nothing failed on the device and nothing is pending.
-void expect_clean_context() {
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
 // ---- refusals on the device

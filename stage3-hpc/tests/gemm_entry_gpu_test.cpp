@@ -23,9 +23,13 @@
 #include "kc/stage3/gemm.hpp"
 #include "kc/stage3/register.hpp"
 #include "support/gpu_test.hpp"
+#include "support/refusals.hpp"
 
 namespace kc::stage3 {
 namespace {
+
+using ::kc::testing::expect_refused;
+using ::kc::testing::expect_clean_context;
 
 // The one place this file uses the harness (Problem, operands, reference, comparison), which is
 // being reworked: runs `entry` on fresh operands of `problem` (hgemm, or gemm_bias_gelu
@@ -150,25 +154,6 @@ void expect_result(const HostGemm& host, const std::vector<float>& c_after,
     }
   EXPECT_EQ(wrong, 0u) << what;
   EXPECT_EQ(padding_written, 0u) << what << ": the entry wrote into C's padding (columns N to ldc)";
-}
-
-template <class Call>
-void expect_refused(Call call, const std::string& fragment) {
-  try {
-    call();
-  } catch (const CudaError& e) {
-    ADD_FAILURE() << "a CUDA error instead of a refusal: " << e.what();
-    return;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-    return;
-  }
-  ADD_FAILURE() << "the call was accepted";
-}
-
-void expect_clean_context() {
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
 // The H100/H200 this ladder was measured on, with the Hopper rungs built.

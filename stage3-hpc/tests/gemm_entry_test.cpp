@@ -15,9 +15,12 @@
 #include "kc/common/blas.hpp"
 #include "kc/common/error.hpp"
 #include "kc/stage3/gemm.hpp"
+#include "support/refusals.hpp"
 
 namespace kc::stage3 {
 namespace {
+
+using ::kc::testing::expect_refused;
 
 template <typename T>
 T* fake(std::uintptr_t slot, std::uintptr_t offset_bytes = 0) {
@@ -36,23 +39,6 @@ HgemmArgs dense_args(int m, int n, int k) {
   args.ldb = k;
   args.ldc = n;
   return args;
-}
-
-template <class Call>
-void expect_refused(Call call, std::initializer_list<std::string> fragments) {
-  try {
-    call();
-  } catch (const CudaError& e) {
-    ADD_FAILURE() << "reached CUDA: " << e.what();
-    return;
-  } catch (const Error& e) {
-    const std::string message = e.what();
-    for (const std::string& fragment : fragments)
-      EXPECT_NE(message.find(fragment), std::string::npos)
-          << "lacks \"" << fragment << "\": " << message;
-    return;
-  }
-  ADD_FAILURE() << "the arguments were accepted";
 }
 
 // ---- refusals ----------------------------------------------------------------------------------

@@ -1,0 +1,45 @@
+// Test support: a public entry must refuse bad arguments with a kc::Error a caller can act on,
+// before anything reaches the CUDA runtime, and leave the CUDA context as it found it.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cuda_runtime.h>
+
+#include <initializer_list>
+#include <string>
+
+#include "kc/common/error.hpp"
+
+namespace kc::testing {
+
+// Runs `call` and expects a kc::Error (not a CUDA error) whose message holds every fragment.
+template <class Call>
+void expect_refused(Call call, std::initializer_list<std::string> fragments) {
+  try {
+    call();
+  } catch (const CudaError& e) {
+    ADD_FAILURE() << "reached the CUDA runtime instead of refusing the arguments: " << e.what();
+    return;
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    for (const std::string& fragment : fragments)
+      EXPECT_NE(message.find(fragment), std::string::npos)
+          << "message lacks \"" << fragment << "\": " << message;
+    return;
+  }
+  ADD_FAILURE() << "the call was accepted";
+}
+
+template <class Call>
+void expect_refused(Call call, const std::string& fragment) {
+  expect_refused(call, {fragment});
+}
+
+// After a refusal, on a GPU: nothing failed on the device and nothing is pending.
+inline void expect_clean_context() {
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+}  // namespace kc::testing
