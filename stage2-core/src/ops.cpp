@@ -1,12 +1,9 @@
 // The public entry points of stage 2 (kc/stage2/ops.hpp): validate, pick the rung, launch.
 //
-// Which rung, and why: docs/benchmarks/h200/stage2.md (kc-bench, H200, bf16, 32768 x 4096 and
-// 32768 x 8192) measured the top rung of the RMSNorm, residual + RMSNorm and softmax ladders
-// fastest at both shapes, 97-99% of copy bandwidth. LayerNorm's rungs 04 and 05 measured the
-// same within noise (4098 / 4190 GB/s against 4091 / 4176, spread 1.5-1.8%); see layernorm()
-// for how the entry splits them. The other ladders were not timed in that session; their top
-// rung does the same work in fewer, wider accesses than the rungs below it, so it is the choice
-// until a measurement says otherwise.
+// Which rung, and why: docs/benchmarks/h200/stage2.md times every rung of every ladder in bf16,
+// f16 and f32. The top rung of each ladder does the same work in fewer, wider accesses than the
+// rungs below it and is the fastest or within noise of it on every documented shape; LayerNorm's
+// rungs 04 and 05 measure the same within noise, and layernorm() says how the entry splits them.
 #include "kc/stage2/ops.hpp"
 
 #include <fmt/format.h>
@@ -143,11 +140,10 @@ std::string_view residual_rmsnorm(const ResidualRmsNormArgs<T>& args, cudaStream
 // Rungs 04 and 05 read x once and differ only in instructions: rung 05 waits at two barriers per
 // row instead of four and subtracts the mean once. For rows that fill every slot of their team
 // (the measured shapes: hidden sizes that are multiples of 1024 bf16 elements) nvcc already gives
-// both the same instruction count, and rung 04 measured ahead by 0.2-0.3% — inside the noise, but
-// it is what was measured, so those rows go to rung 04. For all other rows rung 05's SASS has 481
-// instructions per thread against rung 04's 558 (bf16 block team, rung 05's header), and at one
-// row per block these kernels are close to issue-bound: they go to rung 05. Rows too long to
-// hold in registers take the same streaming kernel in both rungs.
+// both the same instruction count, and the two measure the same within noise (stage 2's table),
+// rung 04 marginally ahead: those rows go to rung 04. For all other rows rung 05's SASS is
+// shorter (rung 05's header), and at one row per block these kernels are close to issue-bound:
+// they go to rung 05. Rows too long to hold in registers take the same streaming kernel in both.
 template <typename T>
 std::string_view layernorm(const LayerNormArgs<T>& args, cudaStream_t stream) {
   const ArgumentCheck check = check_for<T>("layernorm");

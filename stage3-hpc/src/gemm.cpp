@@ -1,19 +1,17 @@
 // The public GEMM entry of stage 3 (kc/stage3/gemm.hpp): checks, the dispatch, and the Gemm object.
 //
 // The dispatch thresholds come from docs/benchmarks/h200/stage3-gemm.md (kc-bench, H200, BF16, each
-// rung timed in alternation with cublasGemmEx on the same operands):
-//   rung 09, % of cuBLAS:  1024³ 53%   2048³ 98%   4096³ 100%   8192³ 102%
-//                          8192x14336x4096 99%   8192x4096x14336 100%   4093x2049x1032 288%
-//   rung 03, % of cuBLAS:  1024³ 40%   2048³ 65%   4096³ 62%    8192³ 59%   (the MLP shapes 57%)
-//   rung 10 against cuBLAS + the separate bias+GELU kernel: 1024³ 61%, 2048³ and larger 103-109%.
-// So on the H200 rung 09 (and 10) from 2048 x 2048 outputs up, cuBLAS below — and cuBLAS, not
-// rung 03, when the build has no sm_90a code: on an H200 rung 03 never beat cuBLAS except on the
-// odd shape, where cuBLAS itself is slow (74.7 TFLOPS). Nothing between 1024² and 2048² outputs
-// was measured, so the threshold sits at the smallest shape where rung 09 matched cuBLAS. The
-// measured shapes have K from 1032 to 14336; K is not part of the rule. Rung 03 on other GPUs
-// (A100 and later non-Hopper parts) has not been measured against cuBLAS there: it is kc's kernel
-// for them until a table says otherwise. Shapes with M <= 64 (decode) go to cuBLAS on every GPU:
-// a 128-row tile would be mostly empty, and small-M kernels are a later step.
+// rung timed in alternation with cublasGemmEx on the same operands): rung 09 (and the fused
+// rung 10) are at parity with cuBLAS or above from 2048 x 2048 outputs up and well below at 1024³,
+// where 32 tiles of 128 x 256 leave most of the 132 SMs idle; rung 03 stays below cuBLAS on the
+// H200 except on the odd shape, where cuBLAS itself is slow. So on the H200: rung 09 (and 10)
+// from 2048 x 2048 outputs up, cuBLAS below — and cuBLAS, not rung 03, when the build has no
+// sm_90a code. Nothing between 1024² and 2048² outputs was measured, so the threshold sits at the
+// smallest shape where rung 09 matched cuBLAS. The measured shapes have K from 1032 to 14336; K is
+// not part of the rule. Rung 03 on other GPUs (A100 and later non-Hopper parts) has not been
+// measured against cuBLAS there: it is kc's kernel for them until a table says otherwise. Shapes
+// with M <= 64 (decode) go to cuBLAS on every GPU: a 128-row tile would be mostly empty, and
+// small-M kernels are a later step.
 #include "kc/stage3/gemm.hpp"
 
 #include <fmt/format.h>

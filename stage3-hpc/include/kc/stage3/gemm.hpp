@@ -23,16 +23,16 @@
 //   - cuBLAS for M <= 64: small-M (decode) shapes have no kc kernel yet;
 //   - compute capability 9.0 (H100/H200) with sm_90a code in this build: rung 09
 //     (stage3/hgemm/09_tma_store) for outputs of at least 2048 x 2048 elements and 256
-//     columns, where it measured at parity with cuBLAS or above; cuBLAS below that (rung 09
-//     measured 53% of cuBLAS at 1024³) and when the build has no sm_90a code (rung 03 measured
-//     40-65% of cuBLAS on the H200);
+//     columns, where it measures at parity with cuBLAS or above; cuBLAS below that (too few
+//     tiles for the SMs) and when the build has no sm_90a code (rung 03 stays below cuBLAS on
+//     the H200);
 //   - other GPUs from sm_80 on: rung 03 (stage3/hgemm/03_cp_async), except where it cannot
 //     launch: GPUs that offer a block less than its 145 KiB of shared memory (sm_86 and sm_89
 //     offer 99 KiB), and N beyond its grid (N > 65535 x 256); those go to cuBLAS.
 // The fused C = gelu(alpha.A.B^T + beta.C + bias) follows the same rules with rung 10
 // (stage3/gemm_bias_gelu/10_fused_bias_gelu) in rung 09's place; where it does not run
 // (including every GPU other than sm_90), cuBLAS runs the GEMM and stage 3's separate
-// bias_gelu_inplace kernel the epilogue — the unfused baseline rung 10 is measured against.
+// bias_gelu_inplace kernel the epilogue — the two launches rung 10 replaces.
 #pragma once
 
 #include <cuda_bf16.h>
