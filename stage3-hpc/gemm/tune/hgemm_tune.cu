@@ -46,35 +46,13 @@
 #include "kc/common/device.hpp"
 #include "kc/common/text_io.hpp"
 #include "kc/common/timing.hpp"
+#include "kc/common/tuning.hpp"
 #include "warp_specialized_gemm.cuh"
 
 namespace kc::stage3 {
 namespace {
 
-struct TuneOptions {
-  std::string json_path;
-  int max_samples = 10;
-  double target_ms = 25.0;
-};
-
 const char* const kUsage = "usage: kc-hgemm-tune [--json PATH] [--max-samples N] [--target-ms MS]\n";
-
-// Returns nullopt after printing the usage for --help.
-std::optional<TuneOptions> parse_options(int argc, char** argv) {
-  TuneOptions options;
-  const bool run = parse_flag_values(
-      argc, argv, kUsage,
-      {{"--json", [&](const std::string& v) { options.json_path = v; }},
-       {"--max-samples", [&](const std::string& v) { options.max_samples = parse_int("--max-samples", v); }},
-       {"--target-ms", [&](const std::string& v) { options.target_ms = parse_double("--target-ms", v); }}});
-  if (!run) {
-    std::fputs(kUsage, stdout);
-    return std::nullopt;
-  }
-  require(options.max_samples >= 3, "--max-samples must be at least 3 (got {})", options.max_samples);
-  require(options.target_ms > 0, "--target-ms must be positive (got {})", options.target_ms);
-  return options;
-}
 
 // ---- the variants ---------------------------------------------------------------------------------
 using VariantLaunch = void (*)(const HgemmArgs&, int raster_band, cudaStream_t, HopperLaunchCache&);
@@ -133,170 +111,84 @@ std::vector<Variant> variants() {
   };
 }
 
-// ---- step 1: correctness ----------------------------------------------------------------------------
-RunFn variant_run(const Variant& v, HopperLaunchCache& cache) {
-  return [&v, &cache](const Problem& p, Operands& o, Context& c) {
-    v.launch(gemm_args<bf16>(p, o, BLayout::n_by_k), v.raster_band, c.stream(), cache);
-  };
+// ---- the candidates, the problems --------------------------------------------------------------
+std::vector<tuning::Candidate> candidates_of(const std::vector<Variant>& all, HopperLaunchCache& cache) {
+  std::vector<tuning::Candidate> candidates;
+  for (const Variant& v : all)
+    candidates.push_back({v.name(), [&v, &cache](const Problem& p, Operands& o, Context& c) {
+                            v.launch(gemm_args<bf16>(p, o, BLayout::n_by_k), v.raster_band, c.stream(), cache);
+                          }});
+  return candidates;
 }
 
-std::vector<std::string> check_variants(const OpSpec& op, const std::vector<Variant>& all,
-                                        HopperLaunchCache& cache, Context& context) {
-  // N % 8 == 0 in both, so the TMA-store epilogue (not its direct-store fallback) is what runs.
-  const std::vector<Problem> problems = {
+// N % 8 == 0 in both, so the TMA-store epilogue (not its direct-store fallback) is what runs.
+std::vector<Problem> check_problems() {
+  return {
       // 23 tile rows (the second CTA of a cluster's last strip has no tile), 9 tile columns (the
       // last 8 wide), 207 tiles (more than one wave), a K tail of 8
       gemm_problem(kHgemmOp, {2900, 2056, 520}, DType::bf16, 1.0, 0.0),
       // C read (beta != 0), alpha scaling, partial tiles everywhere
       gemm_problem(kHgemmOp, {1000, 776, 1032}, DType::bf16, 1.5, -0.5),
   };
-  std::vector<std::string> failures(all.size());
-  std::printf("checking %zu variants\n", all.size());
-  for (std::size_t i = 0; i < all.size(); ++i) {
-    for (const Problem& problem : problems) {
-      const CheckOutcome outcome = check_run(op, variant_run(all[i], cache), problem, 7, context);
-      if (!outcome.passed() && failures[i].empty())
-        failures[i] = fmt::format("{}: {}", problem.label(), outcome.detail);
-    }
-    std::printf("  %-6s %-32s %s\n", failures[i].empty() ? "ok" : "FAILED", all[i].name().c_str(),
-                failures[i].c_str());
-  }
-  return failures;
 }
 
-// ---- step 2: timing ---------------------------------------------------------------------------------
-struct Timing {
-  std::string shape;
-  int variant = -1;  // -1: cuBLAS
-  double median_ms = 0, tflops = 0, pct_of_cublas = 0, spread_percent = 0;
-};
-
-double tflops_of(const Problem& p, double ms) {
-  return 2.0 * static_cast<double>(p.dims[0]) * static_cast<double>(p.dims[1]) *
-         static_cast<double>(p.dims[2]) / (ms * 1e9);
+std::vector<Problem> tuning_problems() {
+  std::vector<Problem> problems;
+  for (const std::vector<std::int64_t>& dims : std::vector<std::vector<std::int64_t>>{
+           {2048, 2048, 2048}, {4096, 4096, 4096}, {8192, 8192, 8192},
+           {8192, 14336, 4096},  // Llama-3-8B MLP up/gate projection, 8192 tokens
+           {8192, 4096, 14336}})  // ... and its down projection
+    problems.push_back(gemm_problem(kHgemmOp, dims, DType::bf16));
+  return problems;
 }
 
-const std::vector<std::vector<std::int64_t>>& tuning_shapes() {
-  static const std::vector<std::vector<std::int64_t>> shapes = {
-      {2048, 2048, 2048}, {4096, 4096, 4096}, {8192, 8192, 8192},
-      {8192, 14336, 4096},  // Llama-3-8B MLP up/gate projection, 8192 tokens
-      {8192, 4096, 14336},  // ... and its down projection
-  };
-  return shapes;
-}
-
-// ---- step 3: report -------------------------------------------------------------------------------------
-struct Summary {
-  std::vector<int> best_per_shape;  // variant index per tuning shape, -1 if none passed
-  int overall = -1;                 // best geometric mean of % of cuBLAS
-  std::vector<double> geomean_pct;  // per variant, 0 if not timed
-};
-
-Summary summarize(const std::vector<Variant>& all, const std::vector<Timing>& timings) {
-  Summary summary;
-  summary.geomean_pct.assign(all.size(), 0.0);
-  std::vector<double> log_sum(all.size(), 0.0);
-  std::vector<int> counted(all.size(), 0);
-  for (const auto& dims : tuning_shapes()) {
-    const std::string shape = gemm_problem(kHgemmOp, dims, DType::bf16).shape();
-    int best = -1;
-    double best_pct = 0;
-    for (const Timing& t : timings) {
-      if (t.shape != shape || t.variant < 0) continue;
-      log_sum[t.variant] += std::log(t.pct_of_cublas);
-      ++counted[t.variant];
-      if (t.pct_of_cublas > best_pct) {
-        best = t.variant;
-        best_pct = t.pct_of_cublas;
+// ---- the report ------------------------------------------------------------------------------------
+// The fastest candidate on each problem (index, or -1).
+std::vector<int> best_per_problem(const std::vector<tuning::Measurement>& measurements,
+                                  const std::vector<std::string>& problems) {
+  std::vector<int> best;
+  for (const std::string& label : problems) {
+    int winner = -1;
+    double winner_pct = 0.0;
+    for (const tuning::Measurement& m : measurements)
+      if (m.problem == label && m.candidate >= 0 && m.pct_of_baseline > winner_pct) {
+        winner = m.candidate;
+        winner_pct = m.pct_of_baseline;
       }
-    }
-    summary.best_per_shape.push_back(best);
+    best.push_back(winner);
   }
-  const int shapes = static_cast<int>(tuning_shapes().size());
-  for (std::size_t v = 0; v < all.size(); ++v) {
-    if (counted[v] != shapes) continue;  // failed its check: never timed
-    summary.geomean_pct[v] = std::exp(log_sum[v] / shapes);
-    if (summary.overall < 0 || summary.geomean_pct[v] > summary.geomean_pct[summary.overall])
-      summary.overall = static_cast<int>(v);
-  }
-  return summary;
+  return best;
 }
 
-void print_summary(const std::vector<Variant>& all, const std::vector<Timing>& timings,
-                   const Summary& summary) {
-  std::printf("\n%% of cuBLAS (same run, same operands):\n  %-32s", "variant");
-  for (const auto& dims : tuning_shapes())
-    std::printf(" %16s", gemm_problem(kHgemmOp, dims, DType::bf16).shape().c_str());
+void print_summary(const std::vector<Variant>& all, const std::vector<tuning::Measurement>& measurements,
+                   const std::vector<std::string>& problems, const std::vector<double>& geomeans,
+                   const std::vector<int>& best) {
+  std::printf("\n%% of cuBLAS (same run, alternating):\n  %-32s", "variant");
+  for (const std::string& label : problems) std::printf(" %20s", label.c_str());
   std::printf(" %8s\n", "geomean");
   for (std::size_t v = 0; v < all.size(); ++v) {
-    if (summary.geomean_pct[v] == 0) continue;
+    if (geomeans[v] == 0) continue;
     std::printf("  %-32s", all[v].name().c_str());
-    for (const auto& dims : tuning_shapes()) {
-      const std::string shape = gemm_problem(kHgemmOp, dims, DType::bf16).shape();
-      for (const Timing& t : timings)
-        if (t.shape == shape && t.variant == static_cast<int>(v)) std::printf(" %15.1f%%", t.pct_of_cublas);
-    }
-    std::printf(" %7.1f%%%s\n", summary.geomean_pct[v], v == 0 ? "  (rungs 09/10 now)" : "");
+    for (const std::string& label : problems)
+      for (const tuning::Measurement& m : measurements)
+        if (m.problem == label && m.candidate == static_cast<int>(v)) std::printf(" %19.1f%%", m.pct_of_baseline);
+    std::printf(" %7.1f%%%s\n", geomeans[v], v == 0 ? "  (rungs 09/10 now)" : "");
   }
-  std::printf("\nbest per shape:\n");
-  for (std::size_t s = 0; s < tuning_shapes().size(); ++s) {
-    const int best = summary.best_per_shape[s];
-    if (best < 0) continue;
-    const std::string shape = gemm_problem(kHgemmOp, tuning_shapes()[s], DType::bf16).shape();
-    for (const Timing& t : timings)
-      if (t.shape == shape && t.variant == best)
-        std::printf("  %-16s %-32s %8.1f TFLOPS %6.1f%% of cuBLAS\n", shape.c_str(),
-                    all[best].name().c_str(), t.tflops, t.pct_of_cublas);
-  }
-  if (summary.overall >= 0) {
-    const Variant& w = all[summary.overall];
-    std::printf("\nbest over all shapes (geometric mean %.1f%% of cuBLAS): %s\n",
-                summary.geomean_pct[summary.overall], w.name().c_str());
+  std::printf("\nbest per problem:\n");
+  for (std::size_t s = 0; s < problems.size(); ++s)
+    if (best[s] >= 0) std::printf("  %-20s %s\n", problems[s].c_str(), all[static_cast<std::size_t>(best[s])].name().c_str());
+  const int overall = tuning::best_of(geomeans);
+  if (overall >= 0) {
+    const Variant& w = all[static_cast<std::size_t>(overall)];
+    std::printf("\nbest over all problems (geometric mean %.1f%% of cuBLAS): %s\n", geomeans[static_cast<std::size_t>(overall)],
+                w.name().c_str());
     std::printf("to run rungs 09 and 10 with it, in stage3-hpc/gemm/warp_specialized_config.cuh:\n"
                 "template <class Activation>\n%s\n",
                 w.config_line().c_str());
   }
 }
 
-void write_json(const std::string& path, const Context& context, const std::vector<Variant>& all,
-                const std::vector<std::string>& failures, const std::vector<Timing>& timings,
-                const Summary& summary) {
-  std::string js = "{\n";
-  js += fmt::format("  \"gpu\": {},\n", json_string(context.device().summary()));
-  js += "  \"variants\": [";
-  for (std::size_t i = 0; i < all.size(); ++i) {
-    const Variant& v = all[i];
-    js += fmt::format(
-        "{}\n    {{\"index\": {}, \"name\": {}, \"cluster_m\": {}, \"stages\": {}, "
-        "\"store_pass_columns\": {}, \"raster_band\": {}, \"smem_bytes\": {}, \"passed\": {}, "
-        "\"check_detail\": {}, \"geomean_pct_of_cublas\": {:.2f}}}",
-        i ? "," : "", i, json_string(v.name()), v.cluster_m, v.stages, v.store_pass_columns,
-        v.raster_band, v.smem_bytes, failures[i].empty() ? "true" : "false", json_string(failures[i]),
-        summary.geomean_pct[i]);
-  }
-  js += "\n  ],\n  \"timings\": [";
-  for (std::size_t i = 0; i < timings.size(); ++i) {
-    const Timing& t = timings[i];
-    js += fmt::format(
-        "{}\n    {{\"shape\": {}, \"variant\": {}, \"name\": {}, \"median_ms\": {:.6f}, "
-        "\"tflops\": {:.3f}, \"pct_of_cublas\": {:.2f}, \"spread_percent\": {:.2f}}}",
-        i ? "," : "", json_string(t.shape), t.variant,
-        json_string(t.variant < 0 ? std::string("cublas") : all[t.variant].name()), t.median_ms,
-        t.tflops, t.pct_of_cublas, t.spread_percent);
-  }
-  js += "\n  ],\n  \"best_per_shape\": [";
-  for (std::size_t s = 0; s < summary.best_per_shape.size(); ++s)
-    js += fmt::format("{}\n    {{\"shape\": {}, \"variant\": {}}}", s ? "," : "",
-                      json_string(gemm_problem(kHgemmOp, tuning_shapes()[s], DType::bf16).shape()),
-                      summary.best_per_shape[s]);
-  js += "\n  ],\n";
-  js += fmt::format("  \"overall\": {{\"variant\": {}, \"config_line\": {}}}\n}}\n", summary.overall,
-                    json_string(summary.overall >= 0 ? all[summary.overall].config_line() : ""));
-  write_text_file(path, js);
-  std::printf("wrote %s\n", path.c_str());
-}
-
-int run(const TuneOptions& options) {
+int run(const tuning::Options& options) {
   if (!gpu_visible_or_explain("kc-hgemm-tune", "; the tuner times kernels on a GPU.")) return 2;
   Context context;
   std::printf("%s\n", context.device().summary().c_str());
@@ -310,44 +202,41 @@ int run(const TuneOptions& options) {
   const OpSpec op = make_hgemm_op();
   const std::vector<Variant> all = variants();
   HopperLaunchCache cache;
-  const std::vector<std::string> failures = check_variants(op, all, cache, context);
+  const std::vector<tuning::Candidate> candidates = candidates_of(all, cache);
+  const std::vector<std::string> failures = tuning::check_candidates(op, candidates, check_problems(), context);
 
-  TimingConfig timing;
-  timing.max_samples = options.max_samples;
-  timing.min_samples = std::min(timing.min_samples, options.max_samples);
-  timing.target_total_ms = options.target_ms;
-  std::vector<Timing> timings;
-  for (const auto& dims : tuning_shapes()) {
-    const Problem problem = gemm_problem(kHgemmOp, dims, DType::bf16);
-    Operands operands = op.make_operands(problem, 11, context);
-    const HgemmArgs args = gemm_args<bf16>(problem, operands, BLayout::n_by_k);
-    const TimingStats reference = time_launches(
-        [&](cudaStream_t) { op.baseline(problem, operands, context); }, context.stream(),
-        &context.scrubber(), timing, "stage3/hgemm/tune/cublas");
-    timings.push_back({problem.shape(), -1, reference.median_ms, tflops_of(problem, reference.median_ms),
-                       100.0, reference.spread_percent()});
-    std::printf("\n%s: cuBLAS %.4f ms, %.1f TFLOPS\n", problem.shape().c_str(), reference.median_ms,
-                timings.back().tflops);
-    std::printf("  %-32s %10s %8s %12s %8s %7s\n", "variant", "ms", "TFLOPS", "cuBLAS ms", "%cuBLAS", "spread");
-    for (std::size_t v = 0; v < all.size(); ++v) {
-      if (!failures[v].empty()) continue;
-      const Variant& variant = all[v];
-      const PairedTimingStats both = time_launches_paired(
-          [&](cudaStream_t stream) { variant.launch(args, variant.raster_band, stream, cache); },
-          fmt::format("stage3/hgemm/tune/{}", variant.name()),
-          [&](cudaStream_t) { op.baseline(problem, operands, context); }, "stage3/hgemm/tune/cublas/alongside",
-          context.stream(), &context.scrubber(), timing);
-      Timing t{problem.shape(), static_cast<int>(v), both.first.median_ms, tflops_of(problem, both.first.median_ms),
-               100.0 * both.second.median_ms / both.first.median_ms, both.first.spread_percent()};
-      std::printf("  %-32s %10.4f %8.1f %12.4f %7.1f%% %6.1f%%\n", variant.name().c_str(), t.median_ms, t.tflops,
-                  both.second.median_ms, t.pct_of_cublas, t.spread_percent);
-      timings.push_back(t);
-    }
+  std::vector<tuning::Measurement> measurements;
+  std::vector<std::string> labels;
+  for (const Problem& problem : tuning_problems()) {
+    labels.push_back(problem.label());
+    const auto timed = tuning::time_candidates(
+        op, candidates, [&](int i) { return failures[static_cast<std::size_t>(i)].empty(); }, problem, context,
+        options.timing(), "stage3/hgemm/tune");
+    measurements.insert(measurements.end(), timed.begin(), timed.end());
   }
-
-  const Summary summary = summarize(all, timings);
-  print_summary(all, timings, summary);
-  if (!options.json_path.empty()) write_json(options.json_path, context, all, failures, timings, summary);
+  const std::vector<double> geomeans = tuning::geometric_mean_pct(measurements, candidates.size(), labels);
+  const std::vector<int> best = best_per_problem(measurements, labels);
+  print_summary(all, measurements, labels, geomeans, best);
+  if (!options.json_path.empty()) {
+    const int overall = tuning::best_of(geomeans);
+    std::string extra = "\"best_per_problem\": [";
+    for (std::size_t s = 0; s < labels.size(); ++s)
+      extra += fmt::format("{}{{\"problem\": {}, \"candidate\": {}}}", s ? ", " : "", json_string(labels[s]), best[s]);
+    extra += fmt::format("],\n  \"overall\": {{\"candidate\": {}, \"config_line\": {}}}", overall,
+                         json_string(overall >= 0 ? all[static_cast<std::size_t>(overall)].config_line() : ""));
+    write_text_file(options.json_path,
+                    tuning::results_json("kc-hgemm-tune", context, candidates, failures, measurements, geomeans,
+                                         [&](int i) {
+                                           const Variant& v = all[static_cast<std::size_t>(i)];
+                                           return fmt::format("\"cluster_m\": {}, \"stages\": {}, "
+                                                              "\"store_pass_columns\": {}, \"raster_band\": {}, "
+                                                              "\"smem_bytes\": {}",
+                                                              v.cluster_m, v.stages, v.store_pass_columns,
+                                                              v.raster_band, v.smem_bytes);
+                                         },
+                                         extra));
+    std::printf("wrote %s\n", options.json_path.c_str());
+  }
   for (const std::string& failure : failures)
     if (!failure.empty()) return 1;
   return 0;
@@ -358,7 +247,7 @@ int run(const TuneOptions& options) {
 
 int main(int argc, char** argv) {
   try {
-    const auto options = kc::stage3::parse_options(argc, argv);
+    const auto options = kc::tuning::parse_options(argc, argv, kc::stage3::kUsage, {"", 10, 25.0});
     return options ? kc::stage3::run(*options) : 0;
   } catch (const std::exception& error) {
     std::fprintf(stderr, "kc-hgemm-tune: %s\n", error.what());
