@@ -2,6 +2,7 @@
 
 #include "kc/common/error.hpp"
 #include "kc/common/fill.hpp"
+#include "kc/common/parallel.hpp"
 
 namespace kc {
 
@@ -60,7 +61,12 @@ std::vector<double> to_host_double(const void* device_data, DType dtype, std::si
   PinnedBuffer<std::byte> staging(bytes);
   KC_CUDA_CHECK(cudaMemcpyAsync(staging.data(), device_data, bytes, cudaMemcpyDeviceToHost, stream));
   KC_CUDA_CHECK(cudaStreamSynchronize(stream));
-  for (std::size_t i = 0; i < count; ++i) values[i] = decode_element(staging.data(), dtype, i);
+  // Spread over the host's cores: the CPU references read hundreds of millions of elements.
+  const std::byte* data = staging.data();
+  parallel_for(static_cast<std::int64_t>(count), 1, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i)
+      values[static_cast<std::size_t>(i)] = decode_element(data, dtype, static_cast<std::size_t>(i));
+  });
   return values;
 }
 

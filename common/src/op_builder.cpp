@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include "kc/common/parallel.hpp"
 
 namespace kc {
 namespace {
@@ -98,26 +97,14 @@ double operand_bytes(const std::vector<OperandSpec>& operands, const Problem& pr
   return bytes;
 }
 
-std::vector<double> host_values(const Tensor& tensor, cudaStream_t stream) {
-  const std::size_t count = tensor.count();
-  std::vector<double> values(count);
-  if (count == 0) return values;
-  PinnedBuffer<std::byte> staging(tensor.bytes());
-  KC_CUDA_CHECK(cudaMemcpyAsync(staging.data(), tensor.raw(), tensor.bytes(), cudaMemcpyDeviceToHost, stream));
-  KC_CUDA_CHECK(cudaStreamSynchronize(stream));
-  const std::byte* bytes = staging.data();
-  parallel_for(static_cast<std::int64_t>(count), 1, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t i = begin; i < end; ++i)
-      values[static_cast<std::size_t>(i)] = decode_element(bytes, tensor.dtype, static_cast<std::size_t>(i));
-  });
-  return values;
-}
-
 HostTensors host_inputs(const std::vector<OperandSpec>& specs, const Operands& operands,
                         cudaStream_t stream) {
   HostTensors inputs;
   for (const OperandSpec& spec : specs)
-    if (spec.role != Role::output) inputs[spec.name] = host_values(operands[spec.name], stream);
+    if (spec.role != Role::output) {
+      const Tensor& tensor = operands[spec.name];
+      inputs[spec.name] = to_host_double(tensor.raw(), tensor.dtype, tensor.count(), stream);
+    }
   return inputs;
 }
 

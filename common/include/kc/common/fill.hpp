@@ -48,7 +48,8 @@ void poison(void* data, DType dtype, std::size_t count, cudaStream_t stream = nu
 void convert_to_double(const void* source, DType dtype, std::size_t count, double* destination,
                        cudaStream_t stream = nullptr);
 
-// Copies `count` elements of `dtype` from the device and returns them as doubles on the host.
+// Copies `count` elements of `dtype` from the device and returns them as doubles on the host,
+// decoded on the host's cores.
 std::vector<double> to_host_double(const void* device_data, DType dtype, std::size_t count,
                                    cudaStream_t stream = nullptr);
 

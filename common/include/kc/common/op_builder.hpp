@@ -124,10 +124,10 @@ OpSpec build_op(OpConfig config);
 // Minimum bytes of a problem: every operand once (twice for input_outputs).
 double operand_bytes(const std::vector<OperandSpec>& operands, const Problem& problem);
 
-// Host copies of the inputs (and input_outputs) as doubles, converted on several threads.
+// Host copies of the inputs (and input_outputs) as doubles (to_host_double: converted on several
+// threads).
 HostTensors host_inputs(const std::vector<OperandSpec>& specs, const Operands& operands,
                         cudaStream_t stream);
-std::vector<double> host_values(const Tensor& tensor, cudaStream_t stream);
 
 // Uploads host reference values to the device.
 References upload_references(HostTensors host, cudaStream_t stream);
