@@ -6,7 +6,7 @@ Left: TFLOPS of every rung at 4096^3, with cuBLAS as a line. Right: TFLOPS again
 (status "ok") with alpha = 1, beta = 0 are plotted.
 
     kc-bench --filter stage1/sgemm --markdown auto      # writes docs/benchmarks/<gpu>/stage1.json
-    python3 scripts/plot_stage1.py docs/benchmarks/h200/stage1_sgemm.png \
+    python3 scripts/plot_stage1.py docs/benchmarks/h200/stage1.png \
         --json docs/benchmarks/h200/stage1.json
 """
 import argparse
@@ -35,8 +35,8 @@ def load_rows(path):
         for r in data.get("results", [])
         if r.get("status") == "ok"
         and r.get("tflops") is not None
-        and r.get("alpha", 1.0) == 1.0
-        and r.get("beta", 0.0) == 0.0
+        and r.get("params", {}).get("alpha", 1.0) == 1.0
+        and r.get("params", {}).get("beta", 0.0) == 0.0
         and (r.get("is_baseline") or r.get("kernel", "").startswith("stage1/sgemm/"))
     ]
     if not rows:

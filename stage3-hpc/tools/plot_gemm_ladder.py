@@ -2,20 +2,40 @@
 """Plot the tensor-core GEMM ladder from the JSON kc-bench writes.
 
     python3 stage3-hpc/tools/plot_gemm_ladder.py docs/benchmarks/h200/stage3-gemm.json \
-        --output docs/benchmarks/h200/stage3-gemm.svg
+        --output docs/benchmarks/h200/stage3-gemm.png
 
-One group of bars per rung (TFLOPS, one bar per problem shape), the op's baseline as a dashed line
-per shape. Only rows kc-bench checked and timed ("status": "ok") are drawn.
+One group of bars per rung, one bar per problem shape, each bar the rung's **% of its baseline
+timed alongside it** (kc-bench times a kernel in alternation with its baseline, sample by sample;
+the ratio of those two medians is what the tables print, and what is drawn here, so the plot and
+the table agree). Rungs 01-09 are the `hgemm` op against cuBLAS GemmEx; rung 10 is the fused
+`gemm_bias_gelu` op against its own baseline, cuBLASLt with the GELU_BIAS epilogue. The line at
+100% is the baseline. Bars taller than the axis are cut and labelled with their value. Only rows
+kc-bench checked and timed ("status": "ok") at the op's default parameters are drawn.
 """
 import argparse
 import json
 import sys
 
+OPS = ("hgemm", "gemm_bias_gelu")
 
-def load_rows(path):
-    with open(path, encoding="utf-8") as f:
-        report = json.load(f)
-    rows = [r for r in report["results"] if r.get("status") == "ok" and r.get("tflops") is not None]
+
+def load(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            report = json.load(f)
+    except OSError as error:
+        sys.exit(f"plot_gemm_ladder: cannot read {path}: {error.strerror}; run kc-bench with --markdown first")
+    rows = [
+        r
+        for r in report["results"]
+        if r.get("status") == "ok"
+        and r.get("op") in OPS
+        and not r.get("is_baseline")
+        and not r.get("is_peer")
+        and r.get("pct_of_baseline") is not None
+        and r.get("baseline_alongside")
+        and all(v == {"alpha": 1.0, "beta": 0.0}.get(k, v) for k, v in r.get("params", {}).items())
+    ]
     return report, rows
 
 
@@ -23,7 +43,7 @@ def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("report", help="stage3-gemm.json written by kc-bench --markdown")
     parser.add_argument("--output", required=True, help="image to write (.svg or .png)")
-    parser.add_argument("--op", default="hgemm", help="op to plot (default hgemm)")
+    parser.add_argument("--ymax", type=float, default=125.0, help="top of the axis in %% (default 125)")
     args = parser.parse_args(argv)
 
     import matplotlib
@@ -31,31 +51,46 @@ def main(argv):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    report, rows = load_rows(args.report)
-    rows = [r for r in rows if r["op"] == args.op]
+    report, rows = load(args.report)
     if not rows:
-        sys.exit(f"{args.report}: no timed rows for op {args.op}")
-    shapes = sorted({r["shape"] for r in rows}, key=lambda s: [int(x) for x in s.split("x")])
-    kernels = sorted({(r["rung"], r["kernel"]) for r in rows if not r["is_baseline"]})
-    baselines = {r["shape"]: r["tflops"] for r in rows if r["is_baseline"]}
-    tflops = {(r["kernel"], r["shape"]): r["tflops"] for r in rows if not r["is_baseline"]}
+        sys.exit(f"{args.report}: no timed rows of {', '.join(OPS)}")
+    shapes = list(dict.fromkeys(r["shape"] for r in rows))  # the documented order
+    kernels = sorted({(r["rung"], r["kernel"]) for r in rows})
+    pct = {(r["kernel"], r["shape"]): r["pct_of_baseline"] for r in rows}
+    baselines = {r["op"]: r["baseline"] for r in rows}
 
     width = 0.8 / len(shapes)
-    figure, axes = plt.subplots(figsize=(max(8, 1.1 * len(kernels) + 2), 5))
+    figure, axes = plt.subplots(figsize=(max(11, 1.2 * len(kernels) + 4), 5.5))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, shape in enumerate(shapes):
-        xs = [k + (i - (len(shapes) - 1) / 2) * width for k in range(len(kernels))]
-        ys = [tflops.get((name, shape), 0.0) for _, name in kernels]
-        bars = axes.bar(xs, ys, width, label=shape)
-        if shape in baselines:
-            axes.axhline(baselines[shape], color=bars.patches[0].get_facecolor(), linestyle="--",
-                         linewidth=1)
+        xs, ys = [], []
+        for k, (_, name) in enumerate(kernels):
+            if (name, shape) in pct:
+                xs.append(k + (i - (len(shapes) - 1) / 2) * width)
+                ys.append(pct[(name, shape)])
+        label = "×".join(shape.split("x")) if len(set(shape.split("x"))) > 1 else shape.split("x")[0] + "³"
+        axes.bar(xs, [min(y, args.ymax) for y in ys], width, label=label, color=colors[i % len(colors)])
+        for x, y in zip(xs, ys):
+            if y > args.ymax:
+                axes.text(x, args.ymax, f"{y:.0f}%", rotation=90, ha="center", va="top", fontsize=7,
+                          color="white")
+    axes.axhline(100.0, color="black", linestyle="--", linewidth=1,
+                 label="baseline, timed alongside (= 100%)")
+    names = []
+    for rung, name in kernels:
+        short = name.split("/")[-1]
+        names.append(short + ("\n(vs cuBLASLt\nGELU_BIAS)" if name.startswith("stage3/gemm_bias_gelu/") else ""))
     axes.set_xticks(range(len(kernels)))
-    axes.set_xticklabels([name.split("/")[-1] for _, name in kernels], rotation=30, ha="right")
-    axes.set_ylabel("TFLOPS")
-    axes.set_title(f"{args.op} on {report['gpu']} (dashed: {rows[0]['baseline']}), commit {report['commit']}")
-    axes.legend(title="M x N x K", fontsize="small")
+    axes.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
+    axes.set_ylim(0, args.ymax)
+    axes.set_ylabel("% of the baseline timed alongside")
+    axes.set_title(
+        f"Tensor-core GEMM ladder, {report['gpu']}, {report['date']}, commit {report['commit']}\n"
+        f"rungs 01-09 vs {baselines.get('hgemm', '?')}; rung 10 vs {baselines.get('gemm_bias_gelu', '?')}",
+        fontsize=9)
+    axes.legend(title="M x N x K", fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     figure.tight_layout()
-    figure.savefig(args.output)
+    figure.savefig(args.output, dpi=150)
     print(f"wrote {args.output}")
 
 
