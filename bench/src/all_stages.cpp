@@ -1,5 +1,6 @@
 #include "kc/bench/all_stages.hpp"
 
+#include "kc/playground/register.hpp"
 #include "kc/stage1/register.hpp"
 #include "kc/stage2/register.hpp"
 #include "kc/stage3/register.hpp"
@@ -12,6 +13,7 @@ void register_all_stages(Registry& registry) {
   stage2::register_kernels(registry);
   stage3::register_kernels(registry);
   stage4::register_kernels(registry);
+  playground::register_kernels(registry);
 }
 
 }  // namespace kc

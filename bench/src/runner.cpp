@@ -191,6 +191,7 @@ std::string list_kernels(const Registry& registry, const std::string& filter) {
     text += fmt::format("{:<44} {:>4}  {:<12} {:>5}  {}{}\n", k->id, k->rung, k->dtypes_text(),
                         k->min_compute_capability, k->idea,
                         k->constraints.empty() ? "" : " [" + k->constraints + "]");
+    if (!k->unwritten.empty()) text += fmt::format("{:<44} (template, not written yet)\n", "");
   }
   return text;
 }
@@ -271,9 +272,19 @@ std::vector<Problem> Session::problems_of(const OpSpec& op) const {
 }
 
 std::vector<Session::Item> Session::plan() const {
-  const std::vector<const KernelEntry*> selected = registry_.select(options_.filter);
+  std::vector<const KernelEntry*> selected = registry_.select(options_.filter);
   require(!selected.empty(), "no kernel id matches --filter '{}'; `kc-bench --list` shows them",
           options_.filter);
+  // Unwritten playground templates only refuse: they are run (to say what to do) when the filter
+  // names the playground, and left out of every other run and its tables.
+  if (options_.filter.find("playground") == std::string::npos) {
+    const KernelEntry* a_template = selected.front();
+    selected.erase(std::remove_if(selected.begin(), selected.end(),
+                                  [](const KernelEntry* k) { return !k->unwritten.empty(); }),
+                   selected.end());
+    require(!selected.empty(), "--filter '{}' matches only unwritten playground templates: {}",
+            options_.filter, a_template->unwritten);
+  }
   std::vector<std::string> ops;
   for (const KernelEntry* k : selected)
     if (std::find(ops.begin(), ops.end(), k->op) == ops.end()) ops.push_back(k->op);

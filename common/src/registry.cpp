@@ -68,10 +68,10 @@ void Registry::add_op(OpSpec op) {
 }
 
 void Registry::add_kernel(KernelEntry kernel) {
-  static const std::regex id_format("^stage[1-4]/([a-z0-9_]+)/([A-Za-z0-9_]+)$");
+  static const std::regex id_format("^(?:stage[1-4]|playground)/([a-z0-9_]+)/([A-Za-z0-9_]+)$");
   std::smatch match;
   require(std::regex_match(kernel.id, match, id_format),
-          "kernel id '{}' must look like stageN/<op>/<name> (letters, digits, '_')", kernel.id);
+          "kernel id '{}' must look like stageN/<op>/<name> or playground/<op>/<name> (letters, digits, '_')", kernel.id);
   require(match[1].str() == kernel.op, "kernel '{}' is filed under op '{}' but implements '{}'",
           kernel.id, match[1].str(), kernel.op);
   require(has_op(kernel.op), "kernel '{}': op '{}' is not registered; add the OpSpec first",
@@ -125,6 +125,7 @@ std::string unsupported_reason(const Registry& registry, const KernelEntry& kern
                                const Problem& problem, const DeviceInfo* device) {
   if (problem.op != kernel.op)
     return fmt::format("{} implements {}, not {}", kernel.id, kernel.op, problem.op);
+  if (!kernel.unwritten.empty()) return kernel.unwritten;
   const OpSpec& op = registry.op(kernel.op);
   if (problem.dims.size() != op.dim_names.size())
     return fmt::format("{} takes {} dimensions, got {}", op.name, op.dim_names.size(),

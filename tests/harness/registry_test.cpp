@@ -1,4 +1,5 @@
 // Registry rules, and the rules every registered kernel of every stage must follow.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <map>
@@ -53,6 +54,22 @@ TEST(Registry, RejectsMalformedIdsWithAnExplanation) {
     EXPECT_NE(message_of([&] { r.add_kernel(entry(bad)); }).find("stageN/<op>/<name>"),
               std::string::npos)
         << bad;
+}
+
+TEST(Registry, AcceptsPlaygroundKernelsAndAnUnwrittenTemplateRefusesEverything) {
+  Registry r;
+  r.add_op(small_gemm_op());
+  KernelEntry k = entry("playground/sgemm/my_sgemm");
+  k.unwritten = "playground/sgemm.cu is a template: write it";
+  r.add_kernel(k);
+  const KernelEntry& kernel = r.kernel(k.id);
+  EXPECT_EQ(kernel.stage(), "playground");
+  EXPECT_EQ(unsupported_reason(r, kernel, gemm_problem("sgemm", {64, 64, 64}, DType::f32), nullptr), k.unwritten);
+  KernelEntry written = entry("playground/sgemm/mine");
+  r.add_kernel(written);
+  EXPECT_EQ(unsupported_reason(r, r.kernel(written.id), gemm_problem("sgemm", {64, 64, 64}, DType::f32), nullptr), "");
+  EXPECT_NE(message_of([&] { r.add_kernel(entry("playgrounds/sgemm/x")); }).find("stageN/<op>/<name>"),
+            std::string::npos);
 }
 
 TEST(Registry, RejectsDuplicatesUnknownOpsAndMismatches) {
@@ -148,12 +165,28 @@ TEST(AllStages, KernelsRefuseExactlyTheConformanceProblemsTheyList) {
   Registry r;
   register_all_stages(r);
   for (const KernelEntry& k : r.kernels()) {
+    if (!k.unwritten.empty()) continue;  // a playground template refuses everything until written
     for (const Problem& p : r.op(k.op).conformance_problems) {
       if (!k.runs_dtype(p.dtype)) continue;
       const bool refused = !unsupported_reason(r, k, p, nullptr).empty();
       const bool listed = std::find(k.refuses.begin(), k.refuses.end(), p.label()) != k.refuses.end();
       EXPECT_EQ(refused, listed) << k.id << " on " << p.label()
                                  << (refused ? ": refused but not listed" : ": listed but runs");
+    }
+  }
+}
+
+// The playground files one template per op; until the learner writes one it refuses with a
+// sentence naming its file, and once written it is held to the rules above like any rung.
+TEST(AllStages, ThePlaygroundHasATemplatePerOp) {
+  Registry r;
+  register_all_stages(r);
+  for (const char* op : {"sgemm", "softmax", "row_sum", "hgemm"}) {
+    const std::string id = fmt::format("playground/{}/my_{}", op, op);
+    const KernelEntry& k = r.kernel(id);
+    EXPECT_EQ(k.report_group(), "playground");
+    if (!k.unwritten.empty()) {
+      EXPECT_NE(k.unwritten.find(fmt::format("playground/{}.cu", op)), std::string::npos) << k.unwritten;
     }
   }
 }

@@ -8,7 +8,7 @@
 
 namespace kc {
 
-// Registers every stage's ops and kernels, in stage order.
+// Registers every stage's ops and kernels, in stage order, then the playground's templates.
 void register_all_stages(Registry& registry);
 
 }  // namespace kc

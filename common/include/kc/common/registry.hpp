@@ -79,7 +79,7 @@ struct OpSpec {
 };
 
 struct KernelEntry {
-  std::string id;           // "stage1/sgemm/01_naive": <stage>/<op>/<name>
+  std::string id;           // "stage1/sgemm/01_naive": <stage>/<op>/<name>; "playground/sgemm/my_sgemm"
   std::string op;           // "sgemm"
   int rung = 0;             // position in its ladder
   std::string idea;         // one line: what this rung teaches
@@ -96,8 +96,12 @@ struct KernelEntry {
   std::vector<std::string> refuses;
   LaunchFn launch;
   std::string report;       // docs table this kernel belongs in; empty = its stage ("stage1")
+  // Non-empty for a playground template the learner has not written yet: the sentence saying what
+  // to do. Such a kernel refuses every problem with it; kc-bench runs it only when --filter names
+  // the playground, and the conformance tests skip it.
+  std::string unwritten;
 
-  std::string stage() const;         // "stage1"
+  std::string stage() const;         // "stage1", "playground"
   std::string report_group() const;  // report, or stage()
   bool runs_dtype(DType dtype) const;
   std::string dtypes_text() const;   // "bf16,f16,f32"
@@ -107,8 +111,8 @@ class Registry {
  public:
   // Throws kc::Error on a duplicate name or an incomplete spec.
   void add_op(OpSpec op);
-  // Throws kc::Error unless the id is "<stageN>/<op>/<name>", unique, its op is registered and
-  // its launch function is set.
+  // Throws kc::Error unless the id is "<stageN>/<op>/<name>" (or "playground/<op>/<name>"),
+  // unique, its op is registered and its launch function is set.
   void add_kernel(KernelEntry kernel);
 
   bool has_op(std::string_view name) const;
