@@ -43,8 +43,9 @@ How a figure is tied to a measurement (the limits of rule `figures`):
   - Another run: a sentence naming a commit or a date other than the committed table's, or a
     tool other than kc-bench (kc-*-tune, kc-mma-sync-peak, ncu), reports another measurement and
     is not held to the JSON; nor are the sentences after it in its paragraph or list item, until
-    one cites the committed table (a link to it, or its commit). Such numbers belong to their
-    run: name it (commit, date) where you quote them.
+    one cites the committed table (a link to it, its commit, or the words "committed table"
+    in a sentence that names no other run).
+    Such numbers belong to their run: name it (commit, date) where you quote them.
 
 Run: python3 tests/docs/check_docs.py --root . --kc-bench build/ci/bench/kc-bench
      (or --kernel-list FILE: the output of `kc-bench --list`, or one id per line, and
@@ -567,7 +568,8 @@ class FigureCheck:
 
     def scope(self, text: str, stage: int | None) -> str:
         """"committed": it cites a committed table (a link or path to it, or its commit);
-        "other": it names another commit or date, or a tool other than kc-bench; else "plain"."""
+        "other": it names another commit or date, or a tool other than kc-bench;
+        "committed" again where it says "committed table" and names no other run; else "plain"."""
         if re.search(r"benchmarks/\w+/stage[\w-]*\.(?:md|json)", text) or \
                 any(c in self.c.committed_commits for c in commits_in(text)):
             return "committed"
@@ -576,7 +578,7 @@ class FigureCheck:
                 any(d not in {t.date[:10] for t in tables} for d in DATE.findall(text)) or \
                 OTHER_TOOLS.search(text):
             return "other"
-        return "plain"
+        return "committed" if re.search(r"\bcommitted table\b", text) else "plain"
 
     def check_citation(self, line: int, text: str) -> None:
         """A sentence that cites a committed table and names a commit or date must name its own."""

@@ -144,6 +144,8 @@ class Units(unittest.TestCase):
         self.assertEqual(self.figures.scope("commit `ec6eb97`", 1), "committed")
         self.assertEqual(self.figures.scope("[t](../docs/benchmarks/h200/stage1.md)", 1), "committed")
         self.assertEqual(self.figures.scope("rung 02 at 4096³", 1), "plain")
+        self.assertEqual(self.figures.scope("44.7% in the committed table", 1), "committed")
+        self.assertEqual(self.figures.scope("the committed table; at commit `4a52019` 61.9%", 1), "other")
 
     def test_anchors(self):
         self.assertEqual(checker.slugify("Residual add + RMSNorm — `kernels/residual_rmsnorm/`"),
