@@ -125,6 +125,7 @@ SHAPE = re.compile(r"(?<![\w.×])(\d{1,6})(?:³|(?:\s?[×x]\s?(\d{1,6}))(?:\s?[�
                    r"(?:\s?[×x]\s?(\d{1,6}))?)(?!\w|\.\d|\s?[×x]\s?\d)")
 NUMBER_UNIT = re.compile(r"(?<![\w.–-])(\d+(?:\.\d+)?)\s?(%|TFLOPS|GB/s)")
 RANGE_BEFORE = re.compile(r"\d\s?[–-]\s?$")
+CELL_NUMBER = re.compile(r"(?<![\w.×])(\d+(?:\.\d+)?)\s?(%|TFLOPS|GB/s)?(?![\w×³])")
 
 
 def shape_key(match: re.Match) -> str:
@@ -585,8 +586,10 @@ class FigureCheck:
         for name in set(re.findall(r"benchmarks/\w+/(stage[\w-]*)\.(?:md|json)", text)):
             for table in [t for ts in self.c.committed.values() for t in ts if t.path.stem == name]:
                 commits, dates = commits_in(text), DATE.findall(text)
-                wrong = [c for c in commits if c != table.commit[:7]] if table.commit[:7] not in commits else []
-                wrong += [d for d in dates if d != table.date[:10]] if table.date[:10] not in dates else []
+                wrong = [] if table.commit[:7] in commits else \
+                    [c for c in commits if c != table.commit[:7]]
+                wrong += [] if table.date[:10] in dates else \
+                    [d for d in dates if d != table.date[:10]]
                 if wrong:
                     self.c.report(self.path, line, "tables",
                                   f"cites {table.path.relative_to(self.c.root)} but names "
@@ -750,12 +753,13 @@ class FigureCheck:
             about = About(stage, KernelRef(kernel.kind, kernel.value, row.op) if kernel else None,
                           col["shape"] or row.shape, row.dtype, row.op)
             value = cell.replace("**", "").replace("*", "")
-            for match in re.finditer(r"(?<![\w.×])(\d+(?:\.\d+)?)\s?(%|TFLOPS|GB/s)?(?![\w×³])", value):
+            for match in CELL_NUMBER.finditer(value):
                 in_parens = value[:match.start()].count("(") > value[:match.start()].count(")")
                 unit = match.group(2) or ""
                 kind = {"TFLOPS": "tflops", "GB/s": "gbps"}.get(unit)
                 if unit == "%":
-                    kind = col["metric"] if col["metric"].startswith("pct") and not in_parens else col["pct"]
+                    in_own_column = col["metric"].startswith("pct") and not in_parens
+                    kind = col["metric"] if in_own_column else col["pct"]
                 elif not unit:
                     kind = None if in_parens or col["metric"].startswith("pct") else col["metric"]
                 if kind:
@@ -768,14 +772,16 @@ class FigureCheck:
         preface = table.preface
         default_metric = "tflops" if re.search(r"\bTFLOPS\b", preface) else \
             "gbps" if "GB/s" in preface else None
-        pct_default = "pct_ceiling" if re.search(r"% of (the )?(copy|ceiling)", preface) else "pct_baseline"
+        pct_default = "pct_ceiling" if re.search(r"% of (the )?(copy|ceiling)", preface) else \
+            "pct_baseline"
         columns, previous = [], None
         for header in table.header:
             h = header.replace("**", "")
             lower = h.lower()
             shape = SHAPE.search(h)
             col = {"role": None, "metric": None, "shape": None, "kernel": None, "pct": pct_default}
-            if lower in ("rung", "best rung", "kernel", "id") or (lower.startswith("rung") and not shape):
+            if lower in ("rung", "best rung", "kernel", "id") or \
+                    (lower.startswith("rung") and not shape):
                 col["role"] = "kernel"
             elif lower.startswith("op"):
                 col["role"] = "op"
@@ -930,16 +936,6 @@ def table_dtype(header: list[str]) -> str | None:
         if match:
             return match.group(1)
     return None
-
-
-
-
-
-
-
-
-
-
 
 
 # ---- inputs ------------------------------------------------------------------------------------

@@ -5,8 +5,9 @@ no GPU.
 
   NegativeControls  bad.md quotes an unregistered id, a filter that selects nothing, a flag
                     kc-bench does not take, a missing file, a missing table, a missing anchor, a
-                    citation naming the wrong commit and three wrong figures; a kernel file's "run just this rung" filter
-                    selects nothing: each must fail, naming file, line and what is wrong.
+                    citation naming the wrong commit and three wrong figures; a kernel file's
+                    "run just this rung" filter selects nothing: each must fail, naming file,
+                    line and what is wrong.
   PositiveControl   clean.md (true ids, paths, links, figures, and the figures the check must
                     leave alone: ranges, estimates, targets, changes, another run) passes.
   Units             shapes, rounding, sentences, which figures are measurements, anchors.
@@ -46,7 +47,8 @@ class PositiveControl(unittest.TestCase):
 class NegativeControls(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.status, cls.output = run_checker("stage1-sgemm/bad.md", "stage1-sgemm/kernels/02_coalesced.cu")
+        cls.status, cls.output = run_checker("stage1-sgemm/bad.md",
+                                             "stage1-sgemm/kernels/02_coalesced.cu")
 
     def expect(self, text):
         self.assertIn(text, self.output)
@@ -56,7 +58,8 @@ class NegativeControls(unittest.TestCase):
         self.expect(": 12 findings")
 
     def test_unregistered_kernel_id(self):
-        self.expect("stage1-sgemm/bad.md:3: [ids] kernel id stage1/sgemm/03_smem_tiling is not registered")
+        self.expect("stage1-sgemm/bad.md:3: [ids] kernel id stage1/sgemm/03_smem_tiling is not "
+                    "registered")
         self.expect("stage1-sgemm/bad.md:4: [ids] kernel id stage2/rmsnorm_bf16/05_row_in_registers is "
                     "not registered (registered: stage2/rmsnorm/05_row_in_registers)")
 
@@ -134,18 +137,20 @@ class Units(unittest.TestCase):
                          "(targets 95%, 95% and 90%: met)", "1.0% faster at 4096³ and 1.7% at 8192³",
                          "84.2% busy", "61% of rung 09", "up to 2% between machines",
                          "below the 90%-of-copy target", "~78% of it"):
-            self.assertEqual([k for _, k in self.kinds(sentence)], [None] * len(self.kinds(sentence)),
-                             sentence)
+            kinds = [k for _, k in self.kinds(sentence)]
+            self.assertEqual(kinds, [None] * len(kinds), sentence)
 
     def test_scope(self):
         self.assertEqual(self.figures.scope("at commit `4a52019`", 1), "other")
         self.assertEqual(self.figures.scope("on 2026-11-29", 1), "other")
         self.assertEqual(self.figures.scope("kc-hgemm-tune measured", 1), "other")
         self.assertEqual(self.figures.scope("commit `ec6eb97`", 1), "committed")
-        self.assertEqual(self.figures.scope("[t](../docs/benchmarks/h200/stage1.md)", 1), "committed")
+        self.assertEqual(self.figures.scope("[t](../docs/benchmarks/h200/stage1.md)", 1),
+                         "committed")
         self.assertEqual(self.figures.scope("rung 02 at 4096³", 1), "plain")
         self.assertEqual(self.figures.scope("44.7% in the committed table", 1), "committed")
-        self.assertEqual(self.figures.scope("the committed table; at commit `4a52019` 61.9%", 1), "other")
+        self.assertEqual(self.figures.scope("the committed table; at commit `4a52019` 61.9%", 1),
+                         "other")
 
     def test_anchors(self):
         self.assertEqual(checker.slugify("Residual add + RMSNorm — `kernels/residual_rmsnorm/`"),
