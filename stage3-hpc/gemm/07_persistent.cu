@@ -7,7 +7,10 @@
 // results, so the epilogue hides behind the mainloop. The order in which tiles are handed out is
 // grouped (gemm_layout.hpp: grouped_tile): bands of 8 tile rows are walked column by column, so
 // the ~132 tiles in flight at once read about 8 row-panels of A and ~17 column-panels of B,
-// which stay resident in the 60 MiB L2, rather than 1 row-panel and every column-panel of B.
+// which stay resident in the 60 MiB L2. Rung 06's plain grid hands tiles out column-major (m
+// fastest): a wave runs down whole tile columns and reads every row-panel of A. On an
+// 8192 x 14336 output that is 64 + 3 = 67 panels per wave against 8 + 17 = 25 (gemm_layout_test
+// counts them).
 //
 // What changed from rung 06: the grid (resident blocks instead of one block per tile) and the
 // raster order; the kernel is the same (its tile loop ran once per block in rung 06).

@@ -44,8 +44,8 @@ struct TileCoord {
 // The `linear`-th tile in grouped raster order: walk down a band of `group_rows` tile rows before
 // moving one tile column right, then continue with the next band. The tiles in flight at one time
 // (one per SM) then cover a few A row-panels and a few B column-panels, which stay in L2, instead
-// of one A panel and every B panel of the matrix. group_rows >= tiles_m gives plain column-major
-// order (m fastest), the order a non-persistent grid uses.
+// of whole tile columns -- every A row-panel -- as in plain column-major order (m fastest), the
+// order a non-persistent grid uses; group_rows >= tiles_m gives that order.
 __host__ __device__ constexpr TileCoord grouped_tile(int linear, int tiles_m, int tiles_n,
                                                      int group_rows) {
   const int band_rows = group_rows < tiles_m ? group_rows : tiles_m;

@@ -9,7 +9,7 @@
 //
 // Expected limiter: load/store instruction issue and memory latency rather than DRAM bytes.
 //
-// Run just this rung:  kc-bench --filter 'stage2/(vector_add|scale|relu|silu|gelu_tanh|gelu_erf)_.*/01_scalar'
+// Run just this rung:  kc-bench --filter 'stage2/(vector_add|scale|relu|silu|gelu_tanh|gelu_erf)/01_scalar'
 #include "elementwise_internal.cuh"
 
 namespace kc::stage2 {

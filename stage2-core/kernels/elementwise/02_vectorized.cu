@@ -8,7 +8,7 @@
 //
 // Expected limiter: DRAM bandwidth.
 //
-// Run just this rung:  kc-bench --filter 'stage2/(vector_add|scale|relu|silu|gelu_tanh|gelu_erf)_.*/02_vectorized'
+// Run just this rung:  kc-bench --filter 'stage2/(vector_add|scale|relu|silu|gelu_tanh|gelu_erf)/02_vectorized'
 #include "elementwise_internal.cuh"
 
 namespace kc::stage2 {

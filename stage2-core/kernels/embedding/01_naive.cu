@@ -9,7 +9,7 @@
 //
 // Expected limiter: load/store instruction issue.
 //
-// Run just this rung:  kc-bench --filter 'stage2/embedding_.*/01_naive'
+// Run just this rung:  kc-bench --filter 'stage2/embedding/01_naive'
 #include "kc/core/launch.hpp"
 #include "embedding_internal.cuh"
 

@@ -9,7 +9,7 @@
 //
 // Expected limiter: DRAM bandwidth (the gathered rows read once, the output written once).
 //
-// Run just this rung:  kc-bench --filter 'stage2/embedding_.*/02_vectorized'
+// Run just this rung:  kc-bench --filter 'stage2/embedding/02_vectorized'
 #include "kc/common/error.hpp"
 #include "kc/core/launch.hpp"
 #include "kc/core/vector_io.hpp"

@@ -9,7 +9,7 @@
 //
 // Expected limiter: memory latency and sector waste.
 //
-// Run just this rung:  kc-bench --filter 'stage2/layernorm_.*/01_naive'
+// Run just this rung:  kc-bench --filter 'stage2/layernorm/01_naive'
 #include "kc/core/dtype_traits.hpp"
 #include "kc/core/launch.hpp"
 #include "kc/core/reduce.cuh"

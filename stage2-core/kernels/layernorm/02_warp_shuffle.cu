@@ -9,7 +9,7 @@
 //
 // Expected limiter: memory instructions (scalar accesses) and three passes of latency per row.
 //
-// Run just this rung:  kc-bench --filter 'stage2/layernorm_.*/02_warp_shuffle'
+// Run just this rung:  kc-bench --filter 'stage2/layernorm/02_warp_shuffle'
 #include "kc/core/launch.hpp"
 #include "kc/core/reduce.cuh"
 #include "kc/core/vector_io.hpp"

@@ -7,7 +7,7 @@
 //
 // Expected limiter: DRAM bandwidth plus two extra passes over each row (served by the L2).
 //
-// Run just this rung:  kc-bench --filter 'stage2/layernorm_.*/03_vectorized'
+// Run just this rung:  kc-bench --filter 'stage2/layernorm/03_vectorized'
 #include "kc/core/vector_io.hpp"
 #include "layernorm_internal.cuh"
 

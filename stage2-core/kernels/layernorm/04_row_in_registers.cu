@@ -11,7 +11,7 @@
 //
 // Expected limiter: DRAM bandwidth.
 //
-// Run just this rung:  kc-bench --filter 'stage2/layernorm_.*/04_row_in_registers'
+// Run just this rung:  kc-bench --filter 'stage2/layernorm/04_row_in_registers'
 #include "kc/core/row_source.cuh"
 #include "kc/core/row_team.cuh"
 #include "layernorm_internal.cuh"

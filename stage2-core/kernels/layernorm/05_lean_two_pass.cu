@@ -28,7 +28,7 @@
 // bandwidth at 32768 x 4096 and x 8192, and the two barriers this rung saves do not show at those
 // sizes. Measured: stage2-core/README.md (LayerNorm) and docs/benchmarks/h200/stage2.md.
 //
-// Run just this rung:  kc-bench --filter 'stage2/layernorm_.*/05_lean_two_pass'
+// Run just this rung:  kc-bench --filter 'stage2/layernorm/05_lean_two_pass'
 #include "kc/core/row_source.cuh"
 #include "kc/core/row_team.cuh"
 #include "layernorm_internal.cuh"

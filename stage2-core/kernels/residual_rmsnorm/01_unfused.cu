@@ -9,7 +9,7 @@
 //
 // Expected limiter: DRAM bandwidth spent on the extra read of `sum`.
 //
-// Run just this rung:  kc-bench --filter 'stage2/residual_rmsnorm_.*/01_unfused'
+// Run just this rung:  kc-bench --filter 'stage2/residual_rmsnorm/01_unfused'
 #include "kc/core/elementwise.cuh"
 #include "kc/stage2/kernels.hpp"
 

@@ -9,7 +9,7 @@
 //
 // Expected limiter: DRAM bandwidth plus the second pass's wait on L2.
 //
-// Run just this rung:  kc-bench --filter 'stage2/residual_rmsnorm_.*/02_fused_streaming'
+// Run just this rung:  kc-bench --filter 'stage2/residual_rmsnorm/02_fused_streaming'
 #include "../rmsnorm/rmsnorm_internal.cuh"
 
 namespace kc::stage2 {

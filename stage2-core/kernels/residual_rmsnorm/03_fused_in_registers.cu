@@ -9,7 +9,7 @@
 //
 // Expected limiter: DRAM bandwidth.
 //
-// Run just this rung:  kc-bench --filter 'stage2/residual_rmsnorm_.*/03_fused_in_registers'
+// Run just this rung:  kc-bench --filter 'stage2/residual_rmsnorm/03_fused_in_registers'
 #include "../rmsnorm/rmsnorm_internal.cuh"
 
 namespace kc::stage2 {

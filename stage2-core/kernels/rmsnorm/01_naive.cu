@@ -12,7 +12,7 @@
 //
 // Expected limiter: memory latency and sector waste — a few percent of copy bandwidth.
 //
-// Run just this rung:  kc-bench --filter 'stage2/rmsnorm_.*/01_naive'
+// Run just this rung:  kc-bench --filter 'stage2/rmsnorm/01_naive'
 #include "kc/core/dtype_traits.hpp"
 #include "kc/core/launch.hpp"
 #include "kc/core/reduce.cuh"

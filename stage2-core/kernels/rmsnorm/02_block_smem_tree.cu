@@ -12,7 +12,7 @@
 // Expected limiter: memory, at a fraction of copy speed — scalar 2-byte accesses need many
 // instructions per byte, and x is read twice (the second time mostly from L2).
 //
-// Run just this rung:  kc-bench --filter 'stage2/rmsnorm_.*/02_block_smem_tree'
+// Run just this rung:  kc-bench --filter 'stage2/rmsnorm/02_block_smem_tree'
 #include "kc/core/dtype_traits.hpp"
 #include "kc/stage2/kernels.hpp"
 

@@ -11,7 +11,7 @@
 //
 // Expected limiter: memory instructions — still 2- or 4-byte accesses, and x is read twice.
 //
-// Run just this rung:  kc-bench --filter 'stage2/rmsnorm_.*/03_warp_shuffle'
+// Run just this rung:  kc-bench --filter 'stage2/rmsnorm/03_warp_shuffle'
 #include "kc/core/launch.hpp"
 #include "kc/core/reduce.cuh"
 #include "kc/core/vector_io.hpp"

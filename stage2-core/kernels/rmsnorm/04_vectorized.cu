@@ -12,7 +12,7 @@
 // an 8 KB row that the block has just read mostly hits the L2, so it costs L2 bandwidth and
 // latency rather than DRAM bytes — but it is a second round of waiting per row.
 //
-// Run just this rung:  kc-bench --filter 'stage2/rmsnorm_.*/04_vectorized'
+// Run just this rung:  kc-bench --filter 'stage2/rmsnorm/04_vectorized'
 #include "kc/core/vector_io.hpp"
 #include "rmsnorm_internal.cuh"
 

@@ -16,7 +16,7 @@
 //
 // Expected limiter: DRAM bandwidth.
 //
-// Run just this rung:  kc-bench --filter 'stage2/rmsnorm_.*/05_row_in_registers'
+// Run just this rung:  kc-bench --filter 'stage2/rmsnorm/05_row_in_registers'
 #include "kc/core/row_team.cuh"
 #include "rmsnorm_internal.cuh"
 

@@ -10,7 +10,7 @@
 //
 // Expected limiter: memory latency and sector waste, plus 2 exps per element.
 //
-// Run just this rung:  kc-bench --filter 'stage2/softmax_.*/01_naive_3pass'
+// Run just this rung:  kc-bench --filter 'stage2/softmax/01_naive_3pass'
 #include "kc/core/dtype_traits.hpp"
 #include "kc/core/launch.hpp"
 #include "kc/core/reduce.cuh"

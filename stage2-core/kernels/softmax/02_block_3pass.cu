@@ -8,7 +8,7 @@
 //
 // Expected limiter: memory instructions and the latency of three dependent passes.
 //
-// Run just this rung:  kc-bench --filter 'stage2/softmax_.*/02_block_3pass'
+// Run just this rung:  kc-bench --filter 'stage2/softmax/02_block_3pass'
 #include "kc/core/dtype_traits.hpp"
 #include "kc/core/launch.hpp"
 #include "kc/core/reduce.cuh"

@@ -10,7 +10,7 @@
 //
 // Expected limiter: memory instructions (scalar accesses) and the second pass.
 //
-// Run just this rung:  kc-bench --filter 'stage2/softmax_.*/03_online'
+// Run just this rung:  kc-bench --filter 'stage2/softmax/03_online'
 #include "kc/core/launch.hpp"
 #include "kc/core/reduce.cuh"
 #include "kc/core/vector_io.hpp"

@@ -6,7 +6,7 @@
 //
 // Expected limiter: DRAM bandwidth plus the second pass over each row (served by the L2).
 //
-// Run just this rung:  kc-bench --filter 'stage2/softmax_.*/04_online_vectorized'
+// Run just this rung:  kc-bench --filter 'stage2/softmax/04_online_vectorized'
 #include "kc/core/vector_io.hpp"
 #include "softmax_internal.cuh"
 

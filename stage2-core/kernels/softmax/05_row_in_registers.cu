@@ -13,7 +13,7 @@
 //
 // Expected limiter: DRAM bandwidth (the exps go to the SFU, one per element).
 //
-// Run just this rung:  kc-bench --filter 'stage2/softmax_.*/05_row_in_registers'
+// Run just this rung:  kc-bench --filter 'stage2/softmax/05_row_in_registers'
 #include "kc/core/row_source.cuh"
 #include "kc/core/row_team.cuh"
 #include "softmax_internal.cuh"

@@ -32,7 +32,7 @@
 // bandwidth, whose instruction count this rung approaches. Measured: stage2-core/README.md
 // (Softmax) and docs/benchmarks/h200/stage2.md.
 //
-// Run just this rung:  kc-bench --filter 'stage2/softmax_.*/06_lean_exp'
+// Run just this rung:  kc-bench --filter 'stage2/softmax/06_lean_exp'
 #include "kc/core/row_source.cuh"
 #include "kc/core/row_team.cuh"
 #include "softmax_internal.cuh"

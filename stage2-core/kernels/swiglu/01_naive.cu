@@ -8,7 +8,7 @@
 //
 // Expected limiter: load/store instruction issue (2-byte accesses for bf16).
 //
-// Run just this rung:  kc-bench --filter 'stage2/swiglu_.*/01_naive'
+// Run just this rung:  kc-bench --filter 'stage2/swiglu/01_naive'
 #include "swiglu_internal.cuh"
 
 namespace kc::stage2 {

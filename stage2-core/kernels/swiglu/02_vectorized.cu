@@ -8,7 +8,7 @@
 //
 // Expected limiter: DRAM bandwidth (read 2 x hidden, write hidden per row).
 //
-// Run just this rung:  kc-bench --filter 'stage2/swiglu_.*/02_vectorized'
+// Run just this rung:  kc-bench --filter 'stage2/swiglu/02_vectorized'
 #include "swiglu_internal.cuh"
 
 namespace kc::stage2 {
