@@ -72,6 +72,13 @@ class ScopedMathMode {
   cublasMath_t previous_ = CUBLAS_DEFAULT_MATH;
 };
 
+// GemmEx's math: default (tensor cores allowed), split-K reductions in FP32 unless asked otherwise.
+cublasMath_t math_mode(GemmReductions reductions) {
+  return static_cast<cublasMath_t>(reductions == GemmReductions::fp32
+                                       ? CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION
+                                       : CUBLAS_DEFAULT_MATH);
+}
+
 }  // namespace
 
 std::string_view b_layout_name(BLayout layout) {
@@ -111,16 +118,55 @@ void cublas_gemm_ex(cublasHandle_t handle, cudaStream_t stream, GemmShape shape,
   require(ab_type == DType::f16 || ab_type == DType::bf16,
           "cublas_gemm_ex: inputs must be f16 or bf16, not {}", dtype_name(ab_type));
   const ColumnMajorCall call = column_major(shape, b_layout, lds);
-  const auto mode = static_cast<cublasMath_t>(
-      reductions == GemmReductions::fp32
-          ? CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION
-          : CUBLAS_DEFAULT_MATH);
-  ScopedMathMode math(handle, mode);
+  ScopedMathMode math(handle, math_mode(reductions));
   KC_CUBLAS_CHECK(cublasSetStream(handle, stream));
   KC_CUBLAS_CHECK(cublasGemmEx(handle, call.op_b, CUBLAS_OP_N, call.m, call.n, call.k, &alpha, b,
                                cuda_type(ab_type), call.ld_b, a, cuda_type(ab_type), call.ld_a,
                                &beta, c, cuda_type(c_type), call.ld_c, CUBLAS_COMPUTE_32F,
                                CUBLAS_GEMM_DEFAULT));
+}
+
+namespace {
+
+void require_batch(const GemmBatch& batch) {
+  require(batch.count >= 1 && batch.count <= INT32_MAX, "a GEMM batch needs 1 to 2^31-1 products (got {})",
+          batch.count);
+  require(batch.stride_a >= 0 && batch.stride_b >= 0 && batch.stride_c > 0,
+          "GEMM batch strides must be >= 0, and C's > 0 so that no two products write one C (got {}, {}, {})",
+          batch.stride_a, batch.stride_b, batch.stride_c);
+}
+
+}  // namespace
+
+void cublas_dgemm_batched(cublasHandle_t handle, cudaStream_t stream, GemmShape shape, double alpha,
+                          const double* a, const double* b, BLayout b_layout, double beta, double* c,
+                          GemmBatch batch) {
+  require_gemm_shape(shape);
+  require_batch(batch);
+  const ColumnMajorCall call = column_major(shape, b_layout);
+  ScopedMathMode pedantic(handle, CUBLAS_PEDANTIC_MATH);
+  KC_CUBLAS_CHECK(cublasSetStream(handle, stream));
+  KC_CUBLAS_CHECK(cublasDgemmStridedBatched(handle, call.op_b, CUBLAS_OP_N, call.m, call.n, call.k,
+                                            &alpha, b, call.ld_b, batch.stride_b, a, call.ld_a,
+                                            batch.stride_a, &beta, c, call.ld_c, batch.stride_c,
+                                            static_cast<int>(batch.count)));
+}
+
+void cublas_gemm_ex_batched(cublasHandle_t handle, cudaStream_t stream, GemmShape shape, DType ab_type,
+                            DType c_type, float alpha, const void* a, const void* b, BLayout b_layout,
+                            float beta, void* c, GemmBatch batch, GemmReductions reductions) {
+  require_gemm_shape(shape);
+  require_batch(batch);
+  require(ab_type == DType::f16 || ab_type == DType::bf16,
+          "cublas_gemm_ex_batched: inputs must be f16 or bf16, not {}", dtype_name(ab_type));
+  const ColumnMajorCall call = column_major(shape, b_layout);
+  ScopedMathMode math(handle, math_mode(reductions));
+  KC_CUBLAS_CHECK(cublasSetStream(handle, stream));
+  KC_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+      handle, call.op_b, CUBLAS_OP_N, call.m, call.n, call.k, &alpha, b, cuda_type(ab_type),
+      call.ld_b, batch.stride_b, a, cuda_type(ab_type), call.ld_a, batch.stride_a, &beta, c,
+      cuda_type(c_type), call.ld_c, batch.stride_c, static_cast<int>(batch.count),
+      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 CublasLtGemm::CublasLtGemm(cublasLtHandle_t handle, GemmShape shape, DType ab_type, DType c_type,

@@ -87,6 +87,26 @@ void cublas_gemm_ex(cublasHandle_t handle, cudaStream_t stream, GemmShape shape,
                     float beta, void* c, GemmLeadingDims lds = {},
                     GemmReductions reductions = GemmReductions::fp32);
 
+// A batch of equally shaped, dense GEMMs whose operands lie at fixed distances (in elements):
+// GEMM i reads A at a + i * stride_a and B at b + i * stride_b and writes C at c + i * stride_c.
+// A stride of 0 reuses one operand for the whole batch.
+struct GemmBatch {
+  std::int64_t count = 1;
+  std::int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+};
+
+// cublasDgemmStridedBatched: the FP64 reference of batched products (attention's Q.K^T and P.V).
+void cublas_dgemm_batched(cublasHandle_t handle, cudaStream_t stream, GemmShape shape, double alpha,
+                          const double* a, const double* b, BLayout b_layout, double beta, double* c,
+                          GemmBatch batch);
+
+// cublasGemmStridedBatchedEx with cublas_gemm_ex's types and math: A and B f16 or bf16, C of
+// `c_type`, CUBLAS_COMPUTE_32F, reductions in FP32 unless `reductions` says otherwise.
+void cublas_gemm_ex_batched(cublasHandle_t handle, cudaStream_t stream, GemmShape shape, DType ab_type,
+                            DType c_type, float alpha, const void* a, const void* b, BLayout b_layout,
+                            float beta, void* c, GemmBatch batch,
+                            GemmReductions reductions = GemmReductions::fp32);
+
 // What cuBLASLt does to alpha.A.B + beta.C before storing it.
 enum class LtEpilogue {
   none,

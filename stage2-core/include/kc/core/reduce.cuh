@@ -120,6 +120,11 @@ __device__ __forceinline__ float shuffle_xor(float value, int lane_mask) {
   return __shfl_xor_sync(kFullWarpMask, value, lane_mask);
 }
 
+// Doubles shuffle as two 32-bit halves (the FP64 references reduce with the same templates).
+__device__ __forceinline__ double shuffle_xor(double value, int lane_mask) {
+  return __shfl_xor_sync(kFullWarpMask, value, lane_mask);
+}
+
 __device__ __forceinline__ MaxSum shuffle_xor(MaxSum value, int lane_mask) {
   return {__shfl_xor_sync(kFullWarpMask, value.max, lane_mask),
           __shfl_xor_sync(kFullWarpMask, value.sum, lane_mask)};

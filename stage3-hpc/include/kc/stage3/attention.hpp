@@ -1,0 +1,105 @@
+// kc/stage3/attention.hpp — the attention_fwd op: what attention computes, its reference, and the
+// op the FlashAttention ladder registers against.
+//
+// Layout (row-major, contiguous, the layout of FlashAttention's and PyTorch SDPA's [B, H, S, D]):
+//   Q   [B, Hq,  Sq, D]   problem dtype (bf16 or f16)
+//   K   [B, Hkv, Sk, D]   problem dtype
+//   V   [B, Hkv, Sk, D]   problem dtype
+//   O   [B, Hq,  Sq, D]   problem dtype
+//   LSE [B, Hq,  Sq]      f32
+// Problem dimensions, in this order: B, Hq, Hkv, Sq, Sk, D ("4x32x8x4096x4096x128").
+//
+// Definition, for batch b, query head h and query row i:
+//   kv head      h / (Hq / Hkv)            (grouped-query attention; Hq a multiple of Hkv; MQA is Hkv = 1)
+//   visible keys j < visible_keys(i)       (every key; with causal = 1 the keys j <= i + Sk - Sq:
+//                                           the mask is aligned bottom-right, so the last query
+//                                           sees every key, as in decoding after a prefix)
+//   s_j   = scale * Q[b,h,i,:] . K[b,kv,j,:]     (scale = the `scale` parameter, 1/sqrt(D) when 0)
+//   O[b,h,i,:] = sum_j exp(s_j - m) V[b,kv,j,:] / sum_j exp(s_j - m),  m = max_j s_j
+//   LSE[b,h,i] = m + log(sum_j exp(s_j - m))     (natural log)
+// A row with no visible key (causal and i < Sq - Sk) has O = 0 and LSE = -inf. Keys that are not
+// visible are never read: a NaN there does not reach the output.
+#pragma once
+
+#ifdef KC_KERNEL_SOURCE
+#error "a kernel (rung) file includes kc/stage3/attention.hpp, the op's harness side: kernels include the argument headers in stage3-hpc/attention/"
+#endif
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kc/common/buffer.hpp"
+#include "kc/common/op_builder.hpp"
+#include "kc/common/registry.hpp"
+
+namespace kc::stage3 {
+
+inline constexpr const char* kAttentionFwdOp = "attention_fwd";
+
+struct AttentionShape {
+  std::int64_t batch = 0, q_heads = 0, kv_heads = 0, q_len = 0, kv_len = 0, head_dim = 0;
+  // Query heads per kv head.
+  std::int64_t group() const { return q_heads / kv_heads; }
+};
+
+AttentionShape attention_shape(const Problem& problem);
+// The softmax scale a problem asks for: its `scale` parameter, or 1/sqrt(D) when that is 0.
+double attention_scale(const Problem& problem);
+bool attention_causal(const Problem& problem);
+
+// How many keys query row i sees: Sk, or with the causal mask clamp(i + Sk - Sq + 1, 0, Sk).
+std::int64_t visible_keys(const AttentionShape& shape, bool causal, std::int64_t query);
+// Sum of visible_keys over every row of every head and batch: the (query, key) pairs computed.
+double visible_pairs(const AttentionShape& shape, bool causal);
+
+// A piece of the work of the unfused path and of the FP64 reference, which materialize S: `groups`
+// (batch, kv head) groups from `first_group` on, and of each group's (Hq/Hkv) x Sq rows of S the
+// `rows` from `first_row` on. Whole groups are batched while their S fits the scratch; a group
+// whose S alone does not is cut into blocks of rows.
+struct AttentionChunk {
+  std::int64_t first_group = 0, groups = 0, first_row = 0, rows = 0;
+};
+// The chunks covering every row of every group once, each holding at most `limit` bytes of S at
+// `bytes_per_score` bytes per score. Throws kc::Error when one row of S alone exceeds `limit`.
+std::vector<AttentionChunk> attention_chunks(const AttentionShape& shape, std::int64_t bytes_per_score,
+                                             std::size_t limit);
+
+// The definition above, in double, on the host. q, k, v, o as laid out above; lse [B, Hq, Sq].
+void attention_reference(const AttentionShape& shape, double scale, bool causal, const double* q,
+                         const double* k, const double* v, double* o, double* lse);
+
+// "" when the shape is one the op defines (Hq a multiple of Hkv), otherwise why not.
+std::string attention_shape_error(const Problem& problem);
+
+// The attention_fwd op: dtypes bf16 and f16, parameters causal (0) and scale (0: 1/sqrt(D)).
+// Inputs Q, K ~ normal(0, 1.5) (scores with a standard deviation of about 2.3 at scale 1/sqrt(D):
+// a few keys dominate each row, so a key wrongly masked or dropped moves the output far beyond
+// the tolerance), V ~ uniform(-1, 1). References: the host one above for small problems, FP64
+// cuBLAS products and an FP64 masked softmax on the GPU for the rest. Baseline: the unfused
+// cuBLAS path (S = scale.Q.K^T in FP32, a masked softmax writing P in the problem's dtype and the
+// LSE, O = P.V), which materializes S.
+OpSpec make_attention_fwd_op();
+
+// Device memory the unfused path keeps between calls (S and P of one chunk of heads), grown on
+// first use (in kc-bench's untimed warm-up), never shrunk.
+class AttentionScratch {
+ public:
+  std::byte* reserve(std::size_t bytes);
+
+ private:
+  DeviceBuffer<std::byte> buffer_;
+};
+
+// The most S and P bytes the unfused path holds at once; it works through the (batch, kv head)
+// groups in chunks that fit, and refuses a problem one group of which does not.
+inline constexpr std::size_t kAttentionScratchLimit = std::size_t{8} << 30;
+
+// The unfused path the baseline runs: per chunk of (batch, kv head) groups, cuBLAS strided-batched
+// S = scale.Q.K^T (FP32 out), the masked softmax (P in the problem's dtype, LSE), cuBLAS
+// O = P.V; FP32 accumulation throughout. Exposed for the tests.
+void attention_unfused(const Problem& problem, Operands& operands, Context& context,
+                       AttentionScratch& scratch);
+
+}  // namespace kc::stage3
