@@ -8,6 +8,9 @@ function named beside each), so a learner can check a picture against the code.
 
 - stage1-blocktile-2d.png     rung 05: which thread owns which 8 x 8 piece of the block's 128 x 128
                               C tile, and the 128 x 8 / 8 x 128 tiles of A and B it reads at each k
+- stage1-warptile.png         rung 08: which warp owns which 32 x 64 piece of the 128 x 128 C tile,
+                              which lane owns which 4 x 4 sub-tiles of it, and what warp 0 reads from
+                              the shared-memory A (transposed, padded) and B tiles at one k
 - stage2-warp-reduction.png   the butterfly of a warp reduction (kc/core/reduce.cuh): after five
                               xor-shuffles every lane holds the sum of all 32
 - stage3-mma-m16n8k16.png     mma.sync m16n8k16 (bf16): which lane holds which elements of A, B and
@@ -78,6 +81,181 @@ def stage1_blocktile():
                     "piece) and 8 of B,\nand does the 8 x 8 = 64 FMAs of their outer product into its orange piece "
                     "of C", fontsize=10)
     save(figure, "stage1-blocktile-2d.png")
+
+
+# ---- stage 1, rung 08 (stage1-sgemm/kernels/08_warptile.cu) --------------------------------------
+# warptile_config() in 08_warptile.cu: bm, bn, bk, wm, wn, tm, tn (stages 1).
+WT_BM, WT_BN, WT_BK, WT_WM, WT_WN, WT_TM, WT_TN = 128, 128, 8, 32, 64, 8, 8
+WT_WARPS_N = WT_BN // WT_WN                 # WarpTileConfig::warps_n() = 2
+WT_LANES_M, WT_LANES_N = WT_WM // WT_TM, WT_WN // WT_TN  # lanes_m() = 4, lanes_n() = 8
+WT_THREADS = 32 * (WT_BM // WT_WM) * WT_WARPS_N          # threads() = 256
+WT_A_STRIDE = WT_BM + 4                     # a_stride(): the padded row of the transposed A tile
+
+
+def warptile_placement(thread):
+    """warptile_placement in kc/stage1/sgemm_tiling.hpp: (row0, row_step, col0, col_step)."""
+    warp, lane = thread // 32, thread % 32
+    warp_m, warp_n = warp // WT_WARPS_N, warp % WT_WARPS_N
+    lane_m, lane_n = lane // WT_LANES_N, lane % WT_LANES_N
+    return warp_m * WT_WM + lane_m * 4, WT_LANES_M * 4, warp_n * WT_WN + lane_n * 4, WT_LANES_N * 4
+
+
+def warptile_subtiles(thread):
+    """Top-left corners (row, col) of the thread's (tm/4) x (tn/4) sub-tiles of 4 x 4 outputs
+    (store_register_tile in kernels/sgemm_common.cuh)."""
+    row0, row_step, col0, col_step = warptile_placement(thread)
+    return [(row0 + sm * row_step, col0 + sn * col_step) for sm in range(WT_TM // 4) for sn in range(WT_TN // 4)]
+
+
+def vec4_slot(slot, cols):
+    """vec4_slot in kc/stage1/sgemm_tiling.hpp: (row, col) of the float4 a thread copies."""
+    return slot // (cols // 4), 4 * (slot % (cols // 4))
+
+
+def stage1_warptile():
+    p = plt()
+    from matplotlib.gridspec import GridSpec
+
+    warp_colors = ["#fde0c5", "#c6dbef", "#d9f0d3", "#e7d4e8", "#fff7bc", "#d0d1e6", "#fcc5c0", "#ccece6"]
+    lane_a, lane_b = 0, 9  # the two lanes picked out in orange and blue
+    figure = p.figure(figsize=(15, 13))
+    grid = GridSpec(3, 2, figure=figure, height_ratios=[5.4, 2.1, 2.1], width_ratios=[1, 1.45],
+                    hspace=0.5, wspace=0.12)
+
+    # (1) The block tile: warp w owns the wm x wn piece at (w / warps_n, w % warps_n).
+    ax = figure.add_subplot(grid[0, 0])
+    for warp in range(WT_THREADS // 32):
+        row0, _, col0, _ = warptile_placement(32 * warp)
+        ax.add_patch(p.Rectangle((col0, row0), WT_WN, WT_WM, facecolor=warp_colors[warp], edgecolor="black",
+                                 linewidth=1.2))
+        x = col0 + (52 if warp == 0 else WT_WN / 2)  # warp 0's middle holds the picked lanes' squares
+        ax.text(x, row0 + WT_WM / 2, f"warp {warp}\n(warp_m {warp // WT_WARPS_N},\nwarp_n {warp % WT_WARPS_N})\n"
+                f"threads\n{32 * warp}-{32 * warp + 31}", ha="center", va="center", fontsize=7.5)
+    for lane, color in ((lane_a, "tab:orange"), (lane_b, "tab:blue")):
+        for row, col in warptile_subtiles(lane):
+            ax.add_patch(p.Rectangle((col, row), 4, 4, facecolor=color, edgecolor="black", linewidth=0.4))
+    ax.set_xlim(0, WT_BN)
+    ax.set_ylim(WT_BM, 0)
+    ax.set_aspect("equal")
+    ax.set_xticks(range(0, WT_BN + 1, 32))
+    ax.set_yticks(range(0, WT_BM + 1, 32))
+    ax.set_xlabel("column n of the block's C tile")
+    ax.set_ylabel("row m of the block's C tile")
+    ax.set_title(f"(1) The {WT_BM} x {WT_BN} block tile: {WT_THREADS // 32} warps, each a {WT_WM} x {WT_WN} "
+                 f"warp tile\n(orange: lane {lane_a}'s outputs, blue: lane {lane_b}'s, both in warp 0)", fontsize=10)
+
+    # (2) Warp 0's tile: lane l sits at (l / lanes_n, l % lanes_n) and owns 2 x 2 sub-tiles of 4 x 4.
+    ax = figure.add_subplot(grid[0, 1])
+    for lane in range(32):
+        for row, col in warptile_subtiles(lane):
+            color = {lane_a: "tab:orange", lane_b: "tab:blue"}.get(lane, warp_colors[0])
+            ax.add_patch(p.Rectangle((col, row), 4, 4, facecolor=color, edgecolor="white", linewidth=1.0))
+            ax.text(col + 2, row + 2, f"{lane}", ha="center", va="center", fontsize=8,
+                    color="white" if lane in (lane_a, lane_b) else "black")
+    for x in (0, WT_WN // 2, WT_WN):
+        ax.axvline(x, color="black", linewidth=1.2)
+    for y in (0, WT_WM // 2, WT_WM):
+        ax.axhline(y, color="black", linewidth=1.2)
+    ax.set_xlim(0, WT_WN)
+    ax.set_ylim(WT_WM, 0)
+    ax.set_aspect("equal")
+    ax.set_xticks(range(0, WT_WN + 1, 4))
+    ax.set_yticks(range(0, WT_WM + 1, 4))
+    ax.tick_params(labelsize=7)
+    ax.set_xlabel("column n in warp 0's tile")
+    ax.set_ylabel("row m in warp 0's tile")
+    ax.set_title(f"(2) Warp 0's {WT_WM} x {WT_WN} tile, each 4 x 4 square labelled with the lane that owns it:\n"
+                 f"lane l sits at (l / {WT_LANES_N}, l % {WT_LANES_N}) of a {WT_LANES_M} x {WT_LANES_N} grid; its "
+                 f"{WT_TM // 4} x {WT_TN // 4} sub-tiles of 4 x 4 repeat every {WT_LANES_M * 4} rows and "
+                 f"{WT_LANES_N * 4} columns", fontsize=10)
+
+    # What warp 0 reads at k = 0 with its LDS.128 (load_fragment: first, first + step).
+    warp0 = [warptile_placement(t) for t in range(32)]
+    a_reads = [{row0 + s * row_step: [] for row0, row_step, _, _ in warp0} for s in range(WT_TM // 4)]
+    b_reads = [{col0 + s * col_step: [] for _, _, col0, col_step in warp0} for s in range(WT_TN // 4)]
+    for lane, (row0, row_step, col0, col_step) in enumerate(warp0):
+        for s in range(WT_TM // 4):
+            a_reads[s][row0 + s * row_step].append(lane)
+        for s in range(WT_TN // 4):
+            b_reads[s][col0 + s * col_step].append(lane)
+    read_colors = ["tab:orange", "#fdae6b"]
+
+    def lane_text(lanes):
+        runs = lanes == list(range(lanes[0], lanes[-1] + 1))
+        return f"{lanes[0]}-{lanes[-1]}" if runs else ",".join(map(str, lanes[:2])) + ",\n" + ",".join(map(str, lanes[2:]))
+
+    # (3) The transposed A tile, smem_a[k * a_stride + m] (load_a_tile_transposed).
+    ax = figure.add_subplot(grid[1, :])
+    for k in range(WT_BK):
+        for m in range(0, WT_A_STRIDE, 4):
+            band = m // WT_WM
+            face = "0.75" if m >= WT_BM else warp_colors[2 * band] if band < 4 else "white"
+            ax.add_patch(p.Rectangle((m, k), 4, 1, facecolor=face, edgecolor="white", linewidth=0.8,
+                                     hatch="//" if m >= WT_BM else None))
+    for s, reads in enumerate(a_reads):
+        for m, lanes in reads.items():
+            ax.add_patch(p.Rectangle((m, 0), 4, 1, facecolor=read_colors[s], edgecolor="black", linewidth=0.6))
+            ax.text(m + 2, 0.5, lane_text(lanes), ha="center", va="center", fontsize=6.5)
+    for t in (0, 1):  # what threads 0 and 1 store: one float4 of a row of A, down one column
+        row, col = vec4_slot(t, WT_BK)
+        ax.add_patch(p.Rectangle((row, col + 0.1), 1, 3.8, fill=False, edgecolor="red", linewidth=2))
+        ax.annotate(f"thread {t}: A[{row}][{col}..{col + 3}] (one LDG.E.128), stored down column m = {row}, "
+                    f"k = {col}..{col + 3} (4 STS)", xy=(row + 1, col + 2), xytext=(36, 2.6 + 3 * t),
+                    va="center", fontsize=8, color="red", bbox={"facecolor": "white", "edgecolor": "none"},
+                    arrowprops={"arrowstyle": "->", "color": "red", "linewidth": 0.8})
+    for band in range(WT_BM // WT_WM):
+        ax.text(band * WT_WM + WT_WM / 2, -0.35, f"m {band * WT_WM}-{band * WT_WM + WT_WM - 1}: read by warps "
+                f"{2 * band} and {2 * band + 1}", ha="center", va="bottom", fontsize=8)
+    ax.text(WT_BM + 2, -0.35, "padding", ha="center", va="bottom", fontsize=8)
+    ax.set_xlim(0, WT_A_STRIDE)
+    ax.set_ylim(WT_BK, 0)
+    ax.set_xticks(range(0, WT_A_STRIDE + 1, 16))
+    ax.set_yticks([i + 0.5 for i in range(WT_BK)])
+    ax.set_yticklabels([f"k={i}" for i in range(WT_BK)], fontsize=7)
+    ax.set_xlabel(f"m (row of the A tile): smem_a[k * {WT_A_STRIDE} + m], one box per float4", labelpad=2)
+    ax.set_title(f"(3) Shared memory, A transposed: {WT_BK} rows of {WT_BM} + 4 floats (the 4 of padding shift row k "
+                 f"by 4k banks). At k = 0 warp 0's first LDS.128 reads the {len(a_reads[0])} dark\norange float4 "
+                 f"(lanes shown; each is read by 8 lanes, a broadcast), its second the {len(a_reads[1])} light "
+                 f"ones: rows 4(l / 8) and 16 + 4(l / 8) of its A values", fontsize=10, pad=16)
+
+    # (4) The B tile as it is, smem_b[k * bn + n] (load_b_tile).
+    ax = figure.add_subplot(grid[2, :])
+    for k in range(WT_BK):
+        for n in range(0, WT_BN, 4):
+            ax.add_patch(p.Rectangle((n, k), 4, 1, facecolor=warp_colors[n // WT_WN], edgecolor="white", linewidth=0.8))
+    for s, reads in enumerate(b_reads):
+        for n, lanes in reads.items():
+            ax.add_patch(p.Rectangle((n, 0), 4, 1, facecolor=read_colors[s], edgecolor="black", linewidth=0.6))
+            ax.text(n + 2, 0.5, lane_text(lanes), ha="center", va="center", fontsize=6)
+    for t in (0, 1):
+        row, col = vec4_slot(t, WT_BN)
+        ax.add_patch(p.Rectangle((col + 0.15, row + 0.08), 3.7, 0.84, fill=False, edgecolor="red", linewidth=2))
+    row, col = vec4_slot(33, WT_BN)
+    ax.add_patch(p.Rectangle((col + 0.15, row + 0.08), 3.7, 0.84, fill=False, edgecolor="red", linewidth=2))
+    ax.annotate("thread t copies B[t / 32][4(t % 32)..+3]: one LDG.E.128, one STS.128 (threads 0, 1 and 33 boxed)",
+                xy=(col + 4, row + 0.5), xytext=(36, 4.5), va="center", fontsize=8, color="red",
+                bbox={"facecolor": "white", "edgecolor": "none"},
+                arrowprops={"arrowstyle": "->", "color": "red", "linewidth": 0.8})
+    for half in range(WT_WARPS_N):
+        ax.text(half * WT_WN + WT_WN / 2, -0.35, f"n {half * WT_WN}-{half * WT_WN + WT_WN - 1}: read by warps "
+                + ", ".join(str(w) for w in range(half, WT_THREADS // 32, WT_WARPS_N)), ha="center", va="bottom",
+                fontsize=8)
+    ax.set_xlim(0, WT_A_STRIDE)
+    ax.set_ylim(WT_BK, 0)
+    ax.set_xticks(range(0, WT_BN + 1, 16))
+    ax.set_yticks([i + 0.5 for i in range(WT_BK)])
+    ax.set_yticklabels([f"k={i}" for i in range(WT_BK)], fontsize=7)
+    ax.set_xlabel(f"n (column of the B tile): smem_b[k * {WT_BN} + n], one box per float4", labelpad=2)
+    ax.set_title(f"(4) Shared memory, B as it is: {WT_BK} rows of {WT_BN} floats. At k = 0 warp 0's first LDS.128 "
+                 f"reads the {len(b_reads[0])} dark orange float4 (one 128-byte row, each float4 read by the\n"
+                 f"{len(b_reads[0][0])} lanes shown), its second the {len(b_reads[1])} light ones: columns 4(l % 8) "
+                 f"and 32 + 4(l % 8) of its B values", fontsize=10, pad=16)
+
+    figure.suptitle("Stage 1, rung 08 (warptiling): who owns which outputs, and what a warp reads from shared memory "
+                    "at one k\n(warptile_placement in kc/stage1/sgemm_tiling.hpp, with 08_warptile.cu's "
+                    f"{WT_BM}x{WT_BN}x{WT_BK} block, {WT_WM}x{WT_WN} warp and {WT_TM}x{WT_TN} thread tiles)",
+                    fontsize=12, y=0.995)
+    save(figure, "stage1-warptile.png")
 
 
 # ---- stage 2: a warp's butterfly reduction (stage2-core/include/kc/core/reduce.cuh) ------------------
@@ -239,6 +417,7 @@ def stage3_pipeline():
 def main():
     os.makedirs(OUT, exist_ok=True)
     stage1_blocktile()
+    stage1_warptile()
     stage2_warp_reduction()
     stage3_mma_fragments()
     stage3_ldmatrix()

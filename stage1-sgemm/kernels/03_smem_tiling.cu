@@ -9,8 +9,9 @@
 // What changed from rung 02: the K loop runs over shared-memory tiles instead of global memory.
 // Elements outside A or B are stored as zero, so a partial tile adds nothing and any shape works.
 //
-// Expected limiter: shared-memory traffic and latency. Each FMA still needs two shared-memory
-// loads (one of them a broadcast), and a thread has a single accumulator, so there is little
+// Expected limiter: shared-memory traffic and latency. Each FMA still needs two values from
+// shared memory (one of them a broadcast; the compiler reads the row of A four floats at a time,
+// LDS.128, and B one float at a time), and a thread has a single accumulator, so there is little
 // independent work to hide the load latency with. Rungs 04 and 05 make each thread compute more.
 //
 // Run just this rung:  kc-bench --filter stage1/sgemm/03_smem_tiling

@@ -2,15 +2,17 @@
 //
 // Idea: in rung 03 every FMA needed two shared-memory loads. If a thread computes TM = 8 outputs
 // stacked in one column of C, then at each k it loads one value of B once, keeps it in a
-// register, and uses it for 8 FMAs against 8 values of A: 9 shared-memory loads for 8 FMAs
-// instead of 16. The block tile grows to 64 x 64 (512 threads), the K step shrinks to 8 so the
-// tiles stay small; each thread still copies one element of A and one of B per K step.
+// register, and uses it for 8 FMAs against 8 values of A: 9 values from shared memory for 8 FMAs
+// instead of 16 (in the SASS fewer load instructions still: the thread's 8 x 8 piece of the A
+// tile is contiguous, and the compiler reads it with LDS.128). The block tile grows to 64 x 64
+// (512 threads), the K step shrinks to 8 so the tiles stay small; each thread still copies one
+// element of A and one of B per K step.
 //
 // What changed from rung 03: a thread owns TM = 8 accumulators (registers) instead of one, and
 // the tiles are 64 x 8 (A) and 8 x 64 (B). Partial tiles are zero-filled: any shape works.
 //
-// Expected limiter: shared-memory bandwidth and latency, less than before: about one
-// shared-memory load per FMA. Rung 05 reuses values of A across columns too.
+// Expected limiter: shared-memory bandwidth and latency, less than before: about one value from
+// shared memory per FMA. Rung 05 reuses values of A across columns too.
 //
 // Run just this rung:  kc-bench --filter stage1/sgemm/04_blocktile_1d
 #include "kc/stage1/sgemm.hpp"

@@ -6,7 +6,9 @@
 // is stored row-major, and the thread needs a piece of a *column*. So A is transposed on its way
 // into shared memory (smem_a[k][m]): each float4 read from a row of A is written as four scalars
 // down a column of the transposed tile, and the column piece becomes contiguous, two LDS.128 too.
-// Per k: 4 shared-memory loads for 64 FMAs (rung 05: 16). C is written as float4.
+// Per k: 4 shared-memory loads for 64 FMAs (rung 05's source: 16, which the compiler merged into
+// LDS.128 only by holding the thread's whole 8 x 8 piece of the A tile in registers). C is
+// written as float4.
 //
 // What changed from rung 05: float4 global loads and stores, A transposed in shared memory,
 // LDS.128 in the inner loop. The loop itself is in register_tiled_kernel.cuh (shared with rungs

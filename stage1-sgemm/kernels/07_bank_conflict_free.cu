@@ -20,9 +20,10 @@
 //
 // Constraint: as rung 06, K and N multiples of 4 (float4 rows).
 //
-// Expected limiter: instruction issue and latency. Shared memory now serves every request in the
-// minimum number of passes; what is left is the single-buffered loop (load, wait, compute, wait)
-// and warps whose reads of A are spread over 16 thread rows.
+// Expected limiter: latency and shared-memory bytes per request. Shared memory now serves every
+// request without conflicts; what is left is the single-buffered loop (load, wait, compute, wait)
+// and warps that span 2 thread rows and 16 thread columns: one LDS.128 of a warp reads 2 distinct
+// float4 of A and 16 of B (256 bytes). Rung 08 gives each warp a compact tile.
 //
 // SASS to look for: same instructions as rung 06; ncu's shared-memory bank-conflict counters
 // (l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld/st) drop to zero.

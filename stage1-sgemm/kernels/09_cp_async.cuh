@@ -24,7 +24,8 @@
 // kt + 1's first k run while the FMAs of tile kt's last k do. With the barrier at the top of
 // the tile (as this rung first had it), every tile began with a barrier and then LDS.128 whose
 // latency nothing in the warp covered. Moving the barrier raised ncu's issue-slot utilization
-// and rung 10's share of cuBLAS at 4096^3 (the figures: stage1-sgemm/README.md, rung 09).
+// and rung 10's share of cuBLAS at 4096^3 (the figures, with their commit and date:
+// docs/notes/2026-12-01-stage1-history.md).
 //
 // What changed from rung 08: cp.async copies into STAGES shared-memory buffers (3 here, dynamic
 // shared memory) instead of a single buffer filled through registers; and blocks visit the tiles
@@ -32,8 +33,10 @@
 // of the blocks resident together are reused from the L2.
 //
 // Expected limiter: instruction issue. Per k tile of 512 FFMA a thread also issues 32 LDS.128
-// and, in the sm_90a SASS, about 90 copy, address and loop instructions (bk = 16 halves that
-// share: rung 10 tries it); then how well the compiler hides LDS latency inside a k tile.
+// and, in the sm_90a SASS, 46 copy, wait, barrier, address and loop instructions in the unchecked
+// loop of interior blocks (167 in the checked loop of edge blocks; bk = 16 halves that share:
+// rung 10 tries it); then how well the compiler hides LDS latency inside a k tile. On shapes with
+// few 128 x 128 tiles (1024^3, 128 x 8192 x 8192: 64 blocks for 132 SMs), idle SMs.
 // The target is cuBLAS's pedantic FP32 SGEMM, timed in the same kc-bench run.
 //
 // SASS to look for (the kernel is instantiated in 10_autotuned.cu; entry 0 is this rung):

@@ -18,13 +18,14 @@
 //
 // How the table is filled: build kc-sgemm-tune and run it on the H200,
 //   kc-sgemm-tune --json sgemm_tune.json
-// It checks every configuration (with and without split-K) on an odd shape, times every
-// (configuration, split) pair on representative shapes of each class (L2 scrubbed, median),
-// prints the table of timings and the winners as a kShapeClassChoices initializer to paste into
-// sgemm_autotune.hpp.
+// It checks every configuration (with and without split-K) on two odd shapes, times every
+// (configuration, split) pair on representative shapes of each class in alternation with cuBLAS
+// (L2 scrubbed, median), and prints the table of timings and the winners (best geometric mean of
+// % of cuBLAS) as a kShapeClassChoices initializer to paste into sgemm_autotune.hpp.
 //
-// Expected limiter: as rung 09 on large shapes (the FMA pipe); on small and skinny ones, how many
-// SMs the chosen tiling keeps busy.
+// Expected limiter: as rung 09 on large shapes (instruction issue in the k-tile loop), plus the
+// partial last wave of tiles (rung 11 fills it); on small and skinny ones, how many SMs the chosen
+// tiling keeps busy.
 //
 // Run just this rung:  kc-bench --filter stage1/sgemm/10_autotuned
 #include <array>

@@ -44,7 +44,8 @@
 // with rung 09's one-k-ahead loop that cost more than stream-K saved (more dispatch stalls per
 // issued instruction, and slower at 4096^3 than rung 10 alone). Run as separate kernels without
 // the programmatic launch, the stream-K blocks waited for the slowest data-parallel block and
-// did slightly worse than with it. (The figures: stage1-sgemm/README.md, rung 11.)
+// did slightly worse than with it. (The figures, with their dates and builds:
+// docs/notes/2026-12-01-stage1-history.md.)
 //
 // Results: the tail tiles are sums of atomic additions in whatever order the blocks reach them,
 // so their last bits may differ from run to run (within the FP32 tolerance), as with split-K;
