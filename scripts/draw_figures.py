@@ -13,6 +13,9 @@ function named beside each), so a learner can check a picture against the code.
                               the shared-memory A (transposed, padded) and B tiles at one k
 - stage2-warp-reduction.png   the butterfly of a warp reduction (kc/core/reduce.cuh): after five
                               xor-shuffles every lane holds the sum of all 32
+- stage2-row-team.png         the row team of the register kernels: plan_row()'s warp or block per
+                              row (kc/core/launch.hpp), the 16-byte vectors each thread holds in
+                              RowFragment (kc/core/row_team.cuh), and block_reduce (kc/core/reduce.cuh)
 - stage3-mma-m16n8k16.png     mma.sync m16n8k16 (bf16): which lane holds which elements of A, B and
                               C, and in which register (PTX ISA, "Matrix Fragments for mma.m16n8k16")
 - stage3-ldmatrix-x4.png      ldmatrix.x4 as rungs 02-03 use it for A: the row address each lane
@@ -285,6 +288,162 @@ def stage2_warp_reduction():
     save(figure, "stage2-warp-reduction.png")
 
 
+# ---- stage 2: the row team of the register kernels ----------------------------------------------
+# kc/core/launch.hpp: kRowVectorsPerThread, kWarpRowsPerBlock, kMaxBlockThreads and plan_row().
+ROW_VECTORS_PER_THREAD, WARP_ROWS_PER_BLOCK, MAX_BLOCK_THREADS, WARP = 4, 4, 1024, 32
+
+
+def ceil_div(a, b):
+    return (a + b - 1) // b
+
+
+def plan_row(cols, vector_width, vectors_per_thread=ROW_VECTORS_PER_THREAD):
+    """kc::core::plan_row(), line for line: (team, threads_per_block, rows_per_block,
+    every_slot_full, fits_in_registers)."""
+    vectors = ceil_div(cols, vector_width)
+    if vectors <= WARP * vectors_per_thread:
+        return "warp", WARP * WARP_ROWS_PER_BLOCK, WARP_ROWS_PER_BLOCK, vectors == WARP * vectors_per_thread, True
+    threads = ceil_div(ceil_div(vectors, vectors_per_thread), WARP) * WARP
+    fits = threads <= MAX_BLOCK_THREADS
+    full = fits and vectors == threads * vectors_per_thread
+    return "block", min(threads, MAX_BLOCK_THREADS), 1, full, fits
+
+
+def fragment_column(rank, slot, team_size, vec):
+    """RowFragment::column(slot) in kc/core/row_team.cuh: (rank + slot * team_size) * kVec."""
+    return (rank + slot * team_size) * vec
+
+
+def stage2_row_team():
+    p = plt()
+    figure = p.figure(figsize=(14, 15.5))
+    grid = figure.add_gridspec(3, 1, height_ratios=[1.25, 1.0, 1.25], hspace=0.42)
+    ax_plan, ax_frag, ax_reduce = (figure.add_subplot(grid[i]) for i in range(3))
+    row_colors = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759"]
+
+    # (a) plan_row() for bf16 rows (16-byte vectors of 8 elements; 4097 and 2050 get scalar accesses:
+    # vector_width() needs cols to be a multiple of 8).
+    cases = [(512, 8), (1024, 8), (2048, 8), (4096, 8), (8192, 8), (2050, 1), (32768, 8), (40000, 8)]
+    for y, (cols, vec) in enumerate(cases):
+        team, threads, rows_per_block, full, fits = plan_row(cols, vec)
+        warps = threads // WARP
+        for w in range(warps):
+            color = row_colors[w % 4] if team == "warp" else (row_colors[0] if fits else "0.75")
+            ax_plan.add_patch(p.Rectangle((w, y + 0.12), 0.92, 0.76, facecolor=color, edgecolor="white"))
+            if team == "warp":
+                ax_plan.text(w + 0.46, y + 0.5, f"r{w}", ha="center", va="center", fontsize=7, color="white")
+        vectors = ceil_div(cols, vec)
+        access = "16-byte vectors" if vec > 1 else "scalar accesses"
+        if team == "warp":
+            what = (f"a warp per row: {rows_per_block} rows per block of {threads} threads; "
+                    f"{vectors} vectors = {ceil_div(vectors, WARP)} per lane")
+        elif fits:
+            what = (f"a block of {threads} threads per row; {vectors} {'vectors' if vec > 1 else 'elements'}"
+                    f" = at most {ROW_VECTORS_PER_THREAD} per thread")
+        else:
+            what = (f"needs {ceil_div(ceil_div(vectors, ROW_VECTORS_PER_THREAD), WARP) * WARP} threads "
+                    f"> {MAX_BLOCK_THREADS}: does not fit, streamed (rung-04 kernel)")
+        slots = ", every slot full" if full else ""
+        ax_plan.text(33, y + 0.5, f"cols = {cols} ({access}): {what}{slots}", va="center", fontsize=8.5)
+    ax_plan.set_xlim(-0.3, 80)
+    ax_plan.set_ylim(len(cases), 0)
+    ax_plan.set_yticks([])
+    for side in ("top", "right", "left"):
+        ax_plan.spines[side].set_visible(False)
+    ax_plan.spines["bottom"].set_bounds(0, 32)
+    ax_plan.set_xticks(range(0, 33, 4))
+    ax_plan.set_xlabel("warps in the block (at most 32); r0-r3: the four rows of a warp-per-row block", loc="left")
+    ax_plan.set_title("(a) plan_row(cols, vector_width) in kc/core/launch.hpp, bf16: rows of up to 32 x 4 vectors "
+                      "(1024 elements) go to a warp, four rows per block;\nlonger rows to a block of "
+                      "round_up(vectors / 4, 32) threads; past 1024 threads the row cannot stay in registers",
+                      fontsize=9.5, loc="left")
+
+    # (b) RowFragment for a 4096-element bf16 row: plan_row gives a block of 128 threads, 4 slots each.
+    cols, vec = 4096, 8
+    team, team_size, _, full, _ = plan_row(cols, vec)
+    highlight = {0: "tab:red", 37: "tab:purple", 127: "tab:brown"}
+    for slot in range(ROW_VECTORS_PER_THREAD):
+        for rank in range(team_size):
+            column = fragment_column(rank, slot, team_size, vec)
+            x = column / vec - slot * team_size  # position of the vector within its slot's stretch
+            warp = rank // WARP
+            color = highlight.get(rank, ["0.80", "0.90"][warp % 2])
+            ax_frag.add_patch(p.Rectangle((x, slot), 1, 0.8, facecolor=color, edgecolor="white", linewidth=0.3))
+        ax_frag.text(-2, slot + 0.4, f"slot {slot}\ncolumns {slot * team_size * vec}-{(slot + 1) * team_size * vec - 1}",
+                     ha="right", va="center", fontsize=8)
+    for warp in range(team_size // WARP):
+        ax_frag.text(warp * WARP + WARP / 2, -0.25, f"warp {warp}: threads {warp * WARP}-{warp * WARP + 31}",
+                     ha="center", va="bottom", fontsize=8)
+    for rank, color in highlight.items():
+        columns = [fragment_column(rank, s, team_size, vec) for s in range(ROW_VECTORS_PER_THREAD)]
+        ax_frag.text(rank + 0.5, 4.05, f"t{rank}", ha="center", va="top", fontsize=8, color=color, fontweight="bold")
+        ax_frag.plot([], [], "s", color=color, label=f"thread {rank}: columns {', '.join(map(str, columns))} (+0..7)")
+    ax_frag.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+    ax_frag.set_xlim(-24, team_size + 0.5)
+    ax_frag.set_ylim(4.5, -0.7)
+    ax_frag.set_xticks([0, 32, 64, 96, 127])
+    ax_frag.set_yticks([])
+    ax_frag.set_xlabel("thread (rank in the team); each cell is one 16-byte vector = 8 bf16")
+    ax_frag.set_title(f"(b) RowFragment<8, 4> of a {cols}-element bf16 row (a block of {team_size} threads, every slot "
+                      "full): slot s of thread t starts at column (t + s * 128) * 8.\nAt each slot the 128 threads read "
+                      "2 KiB in one piece (each warp 512 contiguous bytes), and a thread's four vectors are 2 KiB apart; "
+                      "all four loads are issued before any is used", fontsize=9.5, loc="left")
+
+    # (c) block_reduce_once / block_reduce for that block: 4 warps.
+    warps = team_size // WARP
+    lane_x = lambda w, lane: w * 9 + lane * 0.25
+    for w in range(warps):
+        for lane in range(WARP):
+            ax_reduce.add_patch(p.Rectangle((lane_x(w, lane), 0), 0.2, 0.5, facecolor=row_colors[w], edgecolor="none"))
+            ax_reduce.add_patch(p.Rectangle((lane_x(w, lane), 2.2), 0.2, 0.5,
+                                            facecolor=row_colors[w], edgecolor="none", alpha=0.55))
+            ax_reduce.add_patch(p.Rectangle((lane_x(w, lane), 6.3), 0.2, 0.5, facecolor="0.35", edgecolor="none"))
+        # the butterfly: five xor steps inside the warp
+        for level, offset in enumerate([16, 8, 4, 2, 1]):
+            y0, y1 = 0.5 + level * 0.34, 0.5 + (level + 1) * 0.34
+            for lane in range(0, WARP, 3):
+                ax_reduce.plot([lane_x(w, lane) + 0.1, lane_x(w, lane ^ offset) + 0.1], [y0, y1],
+                               color=row_colors[w], linewidth=0.4)
+        ax_reduce.text(lane_x(w, 16), -0.1, f"warp {w}: 32 partials", ha="center", va="bottom", fontsize=8)
+        # lane 0 writes the warp's result to warp_partials[w]
+        ax_reduce.annotate("", xy=(13 + w * 1.0 + 0.45, 3.6), xytext=(lane_x(w, 0) + 0.1, 2.7),
+                           arrowprops=dict(arrowstyle="->", color=row_colors[w], linewidth=1.2))
+    ax_reduce.text(36.5, 1.3, "warp_reduce: 5 xor shuffles\n(the butterfly of stage2-warp-reduction.png);\n"
+                   "every lane of a warp ends with\nthe warp's sum", va="center", fontsize=8.5)
+    ax_reduce.text(36.5, 2.45, "lane 0 of each warp stores it", va="center", fontsize=8.5)
+    for slot in range(WARP):
+        used = slot < warps
+        ax_reduce.add_patch(p.Rectangle((13 + slot * 1.0 if used else 17 + (slot - warps) * 0.12, 3.6),
+                                        0.9 if used else 0.1, 0.55,
+                                        facecolor=row_colors[slot] if used else "0.85", edgecolor="white"))
+    ax_reduce.text(12.5, 3.87, "__shared__ warp_partials[32]", ha="right", va="center", fontsize=8.5)
+    ax_reduce.text(20.6, 3.87, f"(slots {warps}-31 unused)", va="center", fontsize=8)
+    ax_reduce.plot([-0.5, 35.5], [4.45, 4.45], color="black", linestyle="--", linewidth=1)
+    ax_reduce.text(36.5, 4.45, "__syncthreads() (the one barrier of block_reduce_once)", va="center", fontsize=8.5)
+    for w in range(warps):
+        for slot in range(warps):
+            ax_reduce.annotate("", xy=(lane_x(w, slot) + 0.1, 5.25), xytext=(13 + slot * 1.0 + 0.45, 4.2),
+                               arrowprops=dict(arrowstyle="->", color=row_colors[slot], linewidth=0.6))
+        for lane in range(WARP):
+            color = row_colors[lane] if lane < warps else "0.85"
+            ax_reduce.add_patch(p.Rectangle((lane_x(w, lane), 5.25), 0.2, 0.4, facecolor=color, edgecolor="none"))
+        ax_reduce.text(lane_x(w, 16), 5.72, "warp_reduce again", ha="center", va="top", fontsize=7.5)
+    ax_reduce.text(36.5, 5.45, f"every warp reads lanes 0-{warps - 1}: warp_partials[lane];\n"
+                   "lanes 4-31 take Op::identity() (grey)", va="center", fontsize=8.5)
+    ax_reduce.text(36.5, 6.55, "every thread holds the block's result: no second\nbroadcast through shared memory. "
+                   "block_reduce adds\na trailing __syncthreads() before warp_partials is reused", va="center",
+                   fontsize=8.5)
+    ax_reduce.set_xlim(-0.5, 55)
+    ax_reduce.set_ylim(7.0, -0.6)
+    ax_reduce.axis("off")
+    ax_reduce.set_title(f"(c) block_reduce_once in kc/core/reduce.cuh for that block of {team_size} threads "
+                        f"({warps} warps): a butterfly per warp, one exchange through shared memory, "
+                        "a butterfly again", fontsize=9.5, loc="left")
+    figure.suptitle("Stage 2's row team: who holds which part of a row, and how the team reduces it "
+                    "(RMSNorm rung 05, LayerNorm rungs 04-05, softmax rungs 05-06)", fontsize=11, y=0.93)
+    save(figure, "stage2-row-team.png")
+
+
 # ---- stage 3: mma.sync m16n8k16 fragments (PTX ISA) -------------------------------------------------
 def fragment_a(row, col):
     """(lane, register) holding A[row][col], 16 x 16 bf16: a0 rows 0-7 k 0-7, a1 rows 8-15 k 0-7,
@@ -419,6 +578,7 @@ def main():
     stage1_blocktile()
     stage1_warptile()
     stage2_warp_reduction()
+    stage2_row_team()
     stage3_mma_fragments()
     stage3_ldmatrix()
     stage3_swizzle()

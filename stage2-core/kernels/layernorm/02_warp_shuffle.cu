@@ -7,7 +7,10 @@
 // What changed from rung 01: coalescing and a block per row; shuffles instead of a shared-memory
 // tree (the tree is RMSNorm rung 02's lesson and is not repeated here).
 //
-// Expected limiter: memory instructions (scalar accesses) and three passes of latency per row.
+// Expected limiter: memory latency. As in RMSNorm rung 03, nvcc leaves the bf16 and f16 loops
+// rolled (one 2-byte load in flight per thread, used before the next is issued; the f32 loops
+// are unrolled by 4), so a row waits for one round trip per element a thread handles, in each of
+// three passes.
 //
 // Run just this rung:  kc-bench --filter 'stage2/layernorm/02_warp_shuffle'
 #include "kc/core/launch.hpp"

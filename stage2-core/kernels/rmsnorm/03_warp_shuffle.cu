@@ -6,10 +6,17 @@
 // scalar accesses; rung 04 only changes the width.
 //
 // What changed from rung 02: the reduction costs 2 barriers instead of 9 and no thread idles
-// through a halving tree. The block size now follows the row (up to 512 threads, one element per
-// thread per step).
+// through a halving tree. Being generic, the kernel changes two more things than the reduction:
+// the block size follows the row (streaming_row_threads: up to 512 threads, so a 4096-element
+// row gets twice rung 02's threads and each thread half its elements), and the loop stride is
+// blockDim.x * kVec, known only at run time. In the SASS nvcc leaves the bf16 and f16 loops of
+// this kernel rolled: one 2-byte load per iteration, used before the next one is issued, where
+// rung 02's constant stride let it unroll its first loop by 16 (the f32 loops are unrolled by 4).
 //
-// Expected limiter: memory instructions — still 2- or 4-byte accesses, and x is read twice.
+// Expected limiter: memory latency. In bf16 and f16 a thread has one load in flight, and a row
+// waits for one round trip per element a thread handles, in each of the two passes; with the same
+// 2048 threads per SM as rung 02, this rung is slower than rung 02 there. The counts, and the
+// experiments that would separate the three changes: stage2-core/README.md, RMSNorm rung 03.
 //
 // Run just this rung:  kc-bench --filter 'stage2/rmsnorm/03_warp_shuffle'
 #include "kc/core/launch.hpp"

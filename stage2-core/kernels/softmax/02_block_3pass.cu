@@ -6,7 +6,10 @@
 // What changed from rung 01: coalescing and a block per row. Still three trips over the row
 // (the second and third mostly from L2) and two block reductions, i.e. four barriers.
 //
-// Expected limiter: memory instructions and the latency of three dependent passes.
+// Expected limiter: latency. In the SASS the three loops are rolled (one load in flight per
+// thread, used before the next is issued), so a row waits for one round trip per element a
+// thread handles, in each of three passes; instruction issue comes close behind (two exps per
+// element).
 //
 // Run just this rung:  kc-bench --filter 'stage2/softmax/02_block_3pass'
 #include "kc/core/dtype_traits.hpp"

@@ -8,7 +8,15 @@
 // What changed from rung 02: two passes over the row instead of three, one block reduction
 // instead of two.
 //
-// Expected limiter: memory instructions (scalar accesses) and the second pass.
+// Expected limiter: instruction issue and latency. Per element the first loop issues two exps
+// (nvcc predicates the `if`, so the rescale's exp is issued for every element), each wrapped in
+// __expf's subnormal fix-up, and a chain of dependent instructions through the max and the sum;
+// the pair reduction (MaxSumOp) issues two exps at each of its ten shuffle steps, a fixed cost
+// that 512 threads pay for 8 elements each on a 4096-element row. These outweigh the pass saved:
+// in bf16 and f16 this rung is slower than rung 02. Rung 04 widens the accesses; rungs 05 and 06
+// take the max of a thread's values first and rescale once per thread (FlashAttention's
+// block-wise form) and shrink the reduction's cost. The counts: stage2-core/README.md, softmax
+// rung 03.
 //
 // Run just this rung:  kc-bench --filter 'stage2/softmax/03_online'
 #include "kc/core/launch.hpp"

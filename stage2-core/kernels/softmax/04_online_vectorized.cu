@@ -4,7 +4,10 @@
 //
 // What changed from rung 03: the access width template argument, nothing else.
 //
-// Expected limiter: DRAM bandwidth plus the second pass over each row (served by the L2).
+// Expected limiter: instruction issue. The accesses are wide now, but each element still costs
+// two exps and the online update, and rung 03's pair reduction (two exps per shuffle step) is
+// paid by every thread of the block, 512 on a 4096-element row (stage2-core/README.md, softmax
+// rung 04).
 //
 // Run just this rung:  kc-bench --filter 'stage2/softmax/04_online_vectorized'
 #include "kc/core/vector_io.hpp"
