@@ -51,7 +51,7 @@
 // Occupancy: 234 registers (sm_90a; 240 on sm_80; __launch_bounds__(256, 1); cuobjdump -res-usage
 // of the CUDA 13.0 build), no spills, 1 block of 8 warps per SM. The other configurations: 232-236
 // (sm_90a), 238-252 (sm_80); 128 x 128 with 32 x 64 warp tiles is held to 128 registers and
-// spills into a 16-byte stack frame in its staged epilogue.
+// spills (STL/LDL on a 16-byte stack frame).
 // Bank conflicts: none by construction (CPU-tested in gemm_layout_test.cpp): each 8-lane phase of
 // an ldmatrix reads one 16-byte chunk from 8 consecutive rows, which the swizzle puts in 8
 // different chunk columns; the 8 threads copying one row write its 8 chunks; the epilogue's
