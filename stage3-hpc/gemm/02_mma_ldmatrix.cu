@@ -26,7 +26,7 @@
 // Why 128 x 256 with 8 warps and not 128 x 128 with 4: the staged chunks stay in registers for
 // the whole MMA phase, next to the 128 accumulators and a slice of fragments. At 128 threads a
 // thread stages 16 chunks (64 registers) and ptxas spilled 24 bytes at 255 registers; at 256
-// threads it stages 12 (48 registers): 244 registers (sm_90a; 242 on sm_80), no spills, 1 block
+// threads it stages 12 (48 registers): 243 registers (sm_90a; 242 on sm_80), no spills, 1 block
 // of 8 warps per SM (2 x 48 KiB of shared memory). The larger tile also moves a quarter fewer global
 // bytes per FLOP.
 //

@@ -30,7 +30,7 @@
 //   * ldmatrix addresses from two registers: slice s of a chunk pair is the slice-0 address XOR
 //     32 s (CPU-tested in gemm_layout_test.cpp). Written as one swizzle_128b_offset per slice and
 //     fragment, the compiler kept 48 offsets live across the loop and spilled at 255 registers;
-//     now 232.
+//     now it does not spill (registers below).
 //   * The epilogue goes through shared memory (store_warp_tile_staged, mma_sync_common.cuh). Stored
 //     straight from the m16n8 fragments, each thread issues 64 4-byte stores and each warp store
 //     writes 8 rows x 16 bytes: half of eight 32-byte sectors, the other halves coming from
@@ -38,9 +38,9 @@
 //     writes its 64 x 64 bf16 results into 8 KiB of them (swizzled, conflict-free), reads them
 //     back 16 bytes per lane and stores whole 128-byte row segments: 16 STG.128 per thread.
 //     kc-mma-sync-tune times both epilogues of the same kernel (the direct-store configuration
-//     is its control); what that gains is in stage3-hpc/README.md ("The mma.sync epilogue" and
-//     "Rung 03 and the mma.sync ceiling"). When N % 8 != 0 (rows of C not 16-byte aligned) the
-//     direct stores are kept.
+//     is its control); what that gained when it was measured is in
+//     docs/notes/2026-12-01-stage3-history.md ("Tuner runs", kc-mma-sync-tune). When N % 8 != 0
+//     (rows of C not 16-byte aligned) the direct stores are kept.
 //
 // Counts per K step of a 128 x 256 block (4.19 MFLOP): ldmatrix reads 8 warps x 4 slices x 8 x
 // 512 B = 128 KiB of shared memory and cp.async writes 48 KiB: 23.8 FLOP per shared byte, so at
@@ -48,9 +48,10 @@
 // tile of 4 warps: 96 KiB per 2.1 MFLOP, ~2800). From L2: 48 KiB per 4.19 MFLOP, 5.4 TB/s at
 // 470 TFLOPS (the 128 x 128 tile: 7.3 TB/s). The epilogue: 64 KiB of bf16 per block through
 // shared memory once, against 3 MiB of operands through it in the K loop at K = 4096.
-// Occupancy: 232 registers (sm_90a; 240 on sm_80; __launch_bounds__(256, 1)), no spills, 1 block
-// of 8 warps per SM. The other configurations: 232-234 (sm_90a), 238-250 (sm_80); 128 x 128 with
-// 32 x 64 warp tiles is held to 128 registers and spills 8 bytes in its staged epilogue.
+// Occupancy: 234 registers (sm_90a; 240 on sm_80; __launch_bounds__(256, 1); cuobjdump -res-usage
+// of the CUDA 13.0 build), no spills, 1 block of 8 warps per SM. The other configurations: 232-236
+// (sm_90a), 238-252 (sm_80); 128 x 128 with 32 x 64 warp tiles is held to 128 registers and
+// spills (STL/LDL on a 16-byte stack frame).
 // Bank conflicts: none by construction (CPU-tested in gemm_layout_test.cpp): each 8-lane phase of
 // an ldmatrix reads one 16-byte chunk from 8 consecutive rows, which the swizzle puts in 8
 // different chunk columns; the 8 threads copying one row write its 8 chunks; the epilogue's
@@ -66,8 +67,9 @@
 // kc-mma-sync-peak measures it with operands in registers and with ldmatrix feeding it, and that
 // is the ceiling of this rung and rung 02; then the barrier skew of 8 warps with no second block
 // to fill it, and the tile boundaries (pipeline fill, epilogue) that one block per SM cannot
-// overlap. The measured rows are in docs/benchmarks/h200/stage3-gemm.md; how close they come to
-// the kc-mma-sync-peak ceiling, and the profile, in stage3-hpc/README.md ("Measured").
+// overlap. The measured rows are in docs/benchmarks/h200/stage3-gemm.md and stage3-hpc/README.md
+// (rung 03); the kc-mma-sync-peak ceiling and the profiles, as measured, in
+// docs/notes/2026-12-01-stage3-history.md.
 //
 // Run just this rung:  kc-bench --filter stage3/hgemm/03_cp_async
 // Its configurations:  kc-mma-sync-tune            ceilings: kc-mma-sync-peak

@@ -1,15 +1,19 @@
 // Rung 09 — the epilogue through shared memory with a TMA store (sm_90a).
 //
 // Idea: in rungs 04-08 every consumer thread writes its own 4-byte pairs to C: each warp store
-// touches 8 rows x 16 bytes, half-used 32-byte sectors, and 128 store instructions per thread per
-// tile. Instead, the consumers write their BF16 results into shared memory (64 x 64 boxes in the
-// 128-byte swizzle, so the writes are bank-conflict-free), fence the generic proxy against the
-// async proxy (fence.proxy.async), meet at a named barrier, and one thread hands each box to TMA
-// (cp.async.bulk.tensor global.shared::cta), which writes whole lines and clips at the edges of C.
+// touches 8 rows x 16 bytes, half-used 32-byte sectors, and 64 four-byte store instructions per
+// thread per tile (each in its own guarded block). Instead, the consumers write their BF16
+// results into shared memory (64 x 64 boxes in the 128-byte swizzle, so the writes are
+// bank-conflict-free), fence the generic proxy against the async proxy (fence.proxy.async), meet
+// at a named barrier, and one thread hands each box to TMA (cp.async.bulk.tensor
+// global.shared::cta), which writes whole lines and clips at the edges of C.
 // The stores complete in the background (bulk async-groups) while the warpgroup goes on; only the
 // next use of the buffer waits for them to have read it (cp.async.bulk.wait_group.read).
 //
-// What changed from rung 07: the epilogue (store_accumulators_tma in epilogue_tma_store.cuh).
+// What changed from rung 07: two knobs, not one. The epilogue (store_accumulators_tma in
+// epilogue_tma_store.cuh), and the raster band of the persistent schedule: bands of 16 tile rows
+// instead of rung 07's 8 (TmaStoreConfig). The table measures them together; how much each
+// contributes is not measured separately (stage3-hpc/README.md, rung 09, says how to).
 // A consumer's 64 x 256 result leaves in two passes of 64 x 128 through a 16 KiB buffer, so the
 // epilogue takes 32 KiB of shared memory and the pipeline keeps its 4 stages of 48 KiB.
 // The configuration (TmaStoreConfig in warp_specialized_config.cuh: cluster size, stages, store

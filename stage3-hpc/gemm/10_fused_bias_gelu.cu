@@ -31,7 +31,7 @@
 // 1024 tensor-core clocks per 64-deep K step (128 x 256 x 64 MACs at 2048 per clock per SM):
 // 65536 clocks at K = 4096.
 // Numerics: the epilogue warps compute gelu(float(bf16(alpha.acc + beta.C)) + bias), which is
-// exactly what the unfused baseline computes (cuBLAS rounds its result to BF16 in C, and the
+// exactly what the unfused peer computes (cuBLAS rounds its result to BF16 in C, and the
 // separate kernel applies gelu(float(C) + bias) with the same gelu_tanh). On the last tile the
 // value is not rounded before the GELU, as in the first version; both are within the BF16
 // tolerance of the double reference.
@@ -39,8 +39,9 @@
 // What changed from rung 09: the activation (BiasGelu instead of Identity, epilogue.cuh) and the
 // epilogue kind (EpilogueKind::tma_store_offloaded instead of tma_store); every other knob is
 // rung 09's (OffloadedActivationConfig follows TmaStoreConfig). It is measured as op
-// gemm_bias_gelu, whose baseline is cublasGemmEx followed by a separate bias+GELU kernel
-// (bias_gelu_baseline.cu).
+// gemm_bias_gelu, whose baseline is cuBLASLt's matmul with its GELU_BIAS epilogue (one launch);
+// cublasGemmEx followed by a separate bias+GELU kernel (bias_gelu_baseline.cu), the two launches
+// this rung replaces, is timed as a peer.
 //
 // Layouts: A row-major M x K, B N x K, C row-major, bias a 4-byte aligned row vector of N. Any M,
 // N; K a multiple of 8. N % 8 != 0 falls back to direct stores by the consumers, activation

@@ -2,8 +2,8 @@
 // accumulators leave through a swizzled shared-memory buffer and TMA stores.
 //
 // Why: stored straight from the accumulator layout (epilogue_direct_store.cuh), each warp store
-// writes 8 rows x 16 bytes, half-used 32-byte sectors, and every thread issues 128 stores per
-// tile. Written into shared memory first (64 x 64 boxes in the 128-byte swizzle, so the writes are
+// writes 8 rows x 16 bytes, half-used 32-byte sectors, and every thread issues 64 four-byte
+// stores per tile. Written into shared memory first (64 x 64 boxes in the 128-byte swizzle, so the writes are
 // conflict-free), the tile leaves as one TMA store per box, whole lines, clipped by TMA at the
 // edges of C; the stores complete in the background, and only the next use of the buffer waits
 // until they have read it.

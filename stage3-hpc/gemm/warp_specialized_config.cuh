@@ -117,9 +117,9 @@ struct WarpSpecializedConfig {
 // Rungs 09 and 10: the TMA-store epilogue with the knobs they run with. kc-hgemm-tune measures the
 // alternatives on the GPU at hand and prints this line for its winner; adopting it is this edit.
 // These knobs won over the tuner's five shapes (2048³, 4096³, 8192³ and the two Llama MLP shapes;
-// the runs and their margins are in stage3-hpc/README.md, "Tuning"): no cluster, 4 stages
-// (which leave room for 128-column store passes, not for 256-column ones), raster bands of 16
-// tile rows.
+// the runs and their margins are in docs/notes/2026-12-01-stage3-history.md, "Tuner runs"): no
+// cluster, 4 stages (which leave room for 128-column store passes, not for 256-column ones),
+// raster bands of 16 tile rows.
 template <class Activation>
 using TmaStoreConfig = WarpSpecializedConfig</*kClusterM=*/1, EpilogueKind::tma_store, Activation,
                                              /*kStages=*/4, /*kStorePassColumns=*/128,

@@ -6,7 +6,8 @@
 //   06 warp specialization   one tile per block                   direct stores
 //   07 persistent            one block per SM, grouped raster     direct stores
 //   08 clusters + multicast  as 07, 2 CTAs share each B tile      direct stores
-//   09 TMA store epilogue    as 07 (knobs: TmaStoreConfig)        smem + TMA store
+//   09 TMA store epilogue    as 07, raster bands of 16 tile rows  smem + TMA store
+//                            instead of 8 (TmaStoreConfig)
 //   10 fused bias + GELU     as 09, gelu(acc + bias) computed by  smem + TMA store
 //                            the producer warpgroup's idle warps
 //
