@@ -9,7 +9,7 @@
 // kc-bench refuses it and the tests skip it.
 //
 // Rules the check enforces: every element of C written; C not read when beta == 0 (it holds NaN);
-// any M, N, K >= 1 (or refuse shapes in playground/register.cpp with a sentence saying why).
+// any M, N, K >= 1 (or refuse shapes in playground/src/register.cpp with a sentence saying why).
 // Start from stage1-sgemm/kernels/02_coalesced.cu and climb.
 #include "kc/playground/playground.hpp"
 
