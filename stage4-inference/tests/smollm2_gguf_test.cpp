@@ -54,11 +54,21 @@ TEST(SmolLM2Gguf, ReadsTheRealFile) {
   // A Llama block is nine tensors (two norms, q/k/v/o, gate/up/down); with the token embedding
   // and the final norm, and no output.weight (tied), that is 2 + 9 * 30.
   EXPECT_EQ(file.tensors().size(), 2u + 9u * 30u);
+  // The file's quantization: the norms in f32 (61 = 2 per block + the final one), the seven
+  // weight matrices of each block in q4_1 (210), the token embedding in q8_0.
   for (int layer = 0; layer < 30; ++layer)
     for (const char* part : {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm",
-                             "ffn_gate", "ffn_up", "ffn_down"})
-      EXPECT_NE(file.find_tensor("blk." + std::to_string(layer) + "." + part + ".weight"), nullptr)
-          << "blk." << layer << "." << part;
+                             "ffn_gate", "ffn_up", "ffn_down"}) {
+      const std::string name = "blk." + std::to_string(layer) + "." + part + ".weight";
+      const GgufTensorInfo* tensor = file.find_tensor(name);
+      ASSERT_NE(tensor, nullptr) << name;
+      const bool norm = std::string_view(part).find("norm") != std::string_view::npos;
+      EXPECT_EQ(tensor->type, norm ? GgmlType::f32 : GgmlType::q4_1) << name;
+    }
+  EXPECT_EQ(types["f32"], 61);
+  EXPECT_EQ(types["q4_1"], 210);
+  EXPECT_EQ(types["q8_0"], 1);
+  EXPECT_EQ(file.tensor("token_embd.weight").type, GgmlType::q8_0);
   const GgufTensorInfo& q = file.tensor("blk.0.attn_q.weight");
   EXPECT_EQ(q.dims, (std::vector<std::uint64_t>{576, 576}));
   EXPECT_EQ(file.tensor("blk.0.attn_k.weight").dims, (std::vector<std::uint64_t>{576, 192}));
