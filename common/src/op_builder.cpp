@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
+#include <string>
+
+#include "kc/common/timing.hpp"
 
 namespace kc {
 namespace {
@@ -80,6 +84,14 @@ void CopyScratch::copy(std::size_t bytes, cudaStream_t stream) {
     destination_ = DeviceBuffer<std::byte>(bytes);
     // Copy written data, never untouched memory, as every kc input is.
     fill_random(source_.data(), DType::i8, bytes, 99, FillSpec::uniform(-127, 127), stream);
+  }
+  static const bool use_kernel = [] {
+    const char* method = std::getenv("KC_COPY_BASELINE");
+    return method != nullptr && std::string(method) == "kernel";
+  }();
+  if (use_kernel) {
+    copy_with_kernel(destination_.data(), source_.data(), bytes / 16 * 16, stream);
+    return;
   }
   KC_CUDA_CHECK(cudaMemcpyAsync(destination_.data(), source_.data(), bytes,
                                 cudaMemcpyDeviceToDevice, stream));

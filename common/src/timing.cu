@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "kc/common/error.hpp"
 #include "kc/common/timing.hpp"
@@ -180,6 +181,46 @@ double measure_copy_bandwidth_gbps(std::size_t bytes, cudaStream_t stream) {
       },
       stream, nullptr, config, "common/copy/cudaMemcpyAsync");
   return 2.0 * static_cast<double>(bytes) / (stats.median_ms * 1e-3) / 1e9;
+}
+
+namespace {
+
+constexpr int kCopyThreads = 256;
+constexpr int kCopyUnroll = 4;
+
+__global__ void __launch_bounds__(kCopyThreads) copy_vectors_kernel(int4* __restrict__ destination,
+                                                                  const int4* __restrict__ source,
+                                                                  std::size_t count) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * kCopyThreads;
+  std::size_t i = blockIdx.x * static_cast<std::size_t>(kCopyThreads) + threadIdx.x;
+  for (; i + (kCopyUnroll - 1) * stride < count; i += kCopyUnroll * stride) {
+    int4 values[kCopyUnroll];
+#pragma unroll
+    for (int u = 0; u < kCopyUnroll; ++u) values[u] = source[i + u * stride];
+#pragma unroll
+    for (int u = 0; u < kCopyUnroll; ++u) destination[i + u * stride] = values[u];
+  }
+  for (; i < count; i += stride) destination[i] = source[i];
+}
+
+}  // namespace
+
+void copy_with_kernel(void* destination, const void* source, std::size_t bytes, cudaStream_t stream) {
+  require(bytes % sizeof(int4) == 0 && reinterpret_cast<std::uintptr_t>(destination) % sizeof(int4) == 0 &&
+              reinterpret_cast<std::uintptr_t>(source) % sizeof(int4) == 0,
+          "copy_with_kernel copies 16-byte vectors: bytes ({}) and both pointers must be multiples of 16",
+          bytes);
+  const std::size_t count = bytes / sizeof(int4);
+  if (count == 0) return;
+  int device = 0, sms = 0;
+  KC_CUDA_CHECK(cudaGetDevice(&device));
+  KC_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  // Eight blocks of 256 threads per SM fill it (2048 threads); more would only add tail blocks.
+  const std::size_t wanted = (count + kCopyThreads - 1) / kCopyThreads;
+  const auto blocks = static_cast<unsigned>(std::min<std::size_t>(wanted, static_cast<std::size_t>(sms) * 8));
+  copy_vectors_kernel<<<blocks, kCopyThreads, 0, stream>>>(static_cast<int4*>(destination),
+                                                           static_cast<const int4*>(source), count);
+  KC_CHECK_LAUNCH();
 }
 
 }  // namespace kc

@@ -1,11 +1,16 @@
-// Embedding rung 02 — a block per token, 16-byte copies; and the checked entry point.
+// Embedding rung 02 — eight tokens per block, 16-byte copies; and the checked entry point.
 //
-// Idea: a block takes one token, reads and checks its id once, then its threads copy the table
-// row in 16-byte vectors (no conversion: the bytes are copied as they are). A bad id zero-fills
-// the output row without forming a single table address.
+// Idea: a block takes eight tokens, reads and checks their ids once, then its threads copy the
+// eight table rows in 16-byte vectors (no conversion: the bytes are copied as they are): each
+// thread first loads its vector of every row, then stores them, so eight loads are in flight per
+// thread. A bad id zero-fills its output row without forming a single table address.
 //
-// What changed from rung 01: one id read and check per token instead of per element, and
-// 16-byte accesses (when hidden is a multiple of the vector width; scalar otherwise).
+// What changed from rung 01: one id read and check per token instead of per element; 16-byte
+// accesses (when hidden is a multiple of the vector width; scalar otherwise); several rows per
+// block. A block of one token and hidden = 2048 bf16 moves one vector per thread: it waits for the
+// id, then for that one load, and a block's life is two DRAM latencies long with 16 bytes per
+// thread in flight for half of it. Eight rows per block put the id latency once in front of eight
+// loads.
 //
 // Expected limiter: DRAM bandwidth (the gathered rows read once, the output written once).
 //
@@ -19,23 +24,38 @@ namespace kc::stage2 {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int kTokensPerBlock = 8;
 
 template <typename T, int kVec>
 __global__ void __launch_bounds__(kThreads) embedding_vectorized_kernel(EmbeddingArgs<T> args) {
-  const std::int64_t token = blockIdx.x;
-  const int id = args.ids[token];
-  const bool valid = token_id_valid(id, args.vocab, token, args.error_record, threadIdx.x == 0);
-  T* out = args.out + token * args.hidden;
-  if (valid) {
-    const T* row = args.table + static_cast<std::int64_t>(id) * args.hidden;
-    for (int h = static_cast<int>(threadIdx.x) * kVec; h < args.hidden; h += kThreads * kVec)
-      core::store_vector<T, kVec>(out + h, core::load_vector<T, kVec>(row + h));
-  } else {
-    core::Vector<T, kVec> zeros;
+  const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * kTokensPerBlock;
+  // The ids of this block's tokens (the same addresses in every thread: one broadcast load each),
+  // checked once; a row pointer of nullptr means "zero-fill" (a bad id, or past the last token).
+  const T* rows[kTokensPerBlock];
 #pragma unroll
-    for (int i = 0; i < kVec; ++i) zeros[i] = T(0.f);
-    for (int h = static_cast<int>(threadIdx.x) * kVec; h < args.hidden; h += kThreads * kVec)
-      core::store_vector<T, kVec>(out + h, zeros);
+  for (int t = 0; t < kTokensPerBlock; ++t) {
+    const std::int64_t token = first + t;
+    rows[t] = nullptr;
+    if (token < args.tokens) {
+      const int id = args.ids[token];
+      if (token_id_valid(id, args.vocab, token, args.error_record, threadIdx.x == 0))
+        rows[t] = args.table + static_cast<std::int64_t>(id) * args.hidden;
+    }
+  }
+  for (int h = static_cast<int>(threadIdx.x) * kVec; h < args.hidden; h += kThreads * kVec) {
+    core::Vector<T, kVec> values[kTokensPerBlock];
+#pragma unroll
+    for (int t = 0; t < kTokensPerBlock; ++t) {
+      if (rows[t] != nullptr) {
+        values[t] = core::load_vector<T, kVec>(rows[t] + h);
+      } else {
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) values[t][i] = T(0.f);
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < kTokensPerBlock; ++t)
+      if (first + t < args.tokens) core::store_vector<T, kVec>(args.out + (first + t) * args.hidden + h, values[t]);
   }
 }
 
@@ -46,8 +66,8 @@ void embedding_02_vectorized(const EmbeddingArgs<T>& args, cudaStream_t stream) 
   constexpr int kFull = core::kVectorWidth<T>;
   core::dispatch_vector_width<kFull>(
       core::vector_width(args.hidden, sizeof(T), args.table, args.out) == kFull, [&](auto vec) {
-        embedding_vectorized_kernel<T, decltype(vec)::value>
-            <<<static_cast<unsigned>(args.tokens), kThreads, 0, stream>>>(args);
+        const auto blocks = static_cast<unsigned>((args.tokens + kTokensPerBlock - 1) / kTokensPerBlock);
+        embedding_vectorized_kernel<T, decltype(vec)::value><<<blocks, kThreads, 0, stream>>>(args);
       });
 }
 

@@ -83,4 +83,10 @@ PairedTimingStats time_launches_paired(const Launch& first, const std::string& f
 // counted), median of several copies: the ceiling memory-bound kernels are judged against.
 double measure_copy_bandwidth_gbps(std::size_t bytes, cudaStream_t stream);
 
+// kc's own device-to-device copy: a grid-stride kernel of 16-byte loads and stores, four in flight
+// per thread (bytes and both pointers must be multiples of 16). The copy baseline uses it instead
+// of cudaMemcpyAsync when KC_COPY_BASELINE=kernel, so that a profiler (which sees kernels, not
+// the driver's copies) can count the DRAM bytes the baseline moves.
+void copy_with_kernel(void* destination, const void* source, std::size_t bytes, cudaStream_t stream);
+
 }  // namespace kc
