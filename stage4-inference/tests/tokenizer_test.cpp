@@ -156,6 +156,17 @@ TEST(Tokenizer, ReadsTheConfigurationOfEachFile) {
   EXPECT_EQ(gpt2.pre_tokenizer(), PreTokenizerKind::gpt2);
 }
 
+TEST(Tokenizer, ReadsMergesWrittenAsStrings) {
+  // Files written by older tokenizers versions list merges as "a b" strings, not [a, b] pairs.
+  json file = read_json(data_path("llama3-synthetic.tokenizer.json"));
+  ASSERT_TRUE(file["model"]["merges"][0].is_array());
+  for (json& merge : file["model"]["merges"])
+    merge = merge[0].get<std::string>() + " " + merge[1].get<std::string>();
+  TempDir dir;
+  const Tokenizer tokenizer = Tokenizer::from_tokenizer_json(dir.write_text("t.json", file.dump()));
+  expect_matches_golden(tokenizer, read_json(data_path("llama3-synthetic.golden.json")));
+}
+
 TEST(Tokenizer, SplitsAddedTokensLeftmostLongest) {
   const Tokenizer t = Tokenizer::from_tokenizer_json(data_path("smollm2.tokenizer.json"));
   const TokenId start = *t.find_token("<|im_start|>");
