@@ -1,0 +1,758 @@
+// Byte-level BPE (kc/engine/tokenizer.hpp): the vocabulary and merge tables, loading them from
+// tokenizer.json or GGUF metadata, encoding and decoding.
+#include "kc/engine/tokenizer.hpp"
+
+#include <algorithm>
+#include <array>
+#include <fmt/format.h>
+#include <limits>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <queue>
+#include <unordered_map>
+#include <utility>
+
+#include "kc/common/error.hpp"
+#include "kc/engine/gguf.hpp"
+#include "kc/engine/mapped_file.hpp"
+#include "pre_tokenizer.hpp"
+#include "strict_json.hpp"
+#include "unicode.hpp"
+
+namespace kc::engine {
+
+const char* pre_tokenizer_name(PreTokenizerKind kind) {
+  switch (kind) {
+    case PreTokenizerKind::gpt2: return "gpt2";
+    case PreTokenizerKind::smollm: return "smollm";
+    case PreTokenizerKind::llama3: return "llama3";
+  }
+  return "unknown";
+}
+
+namespace {
+
+using nlohmann::json;
+
+// The Llama 3 pre-tokenizer regex as tokenizer.json spells it (Split, behavior Isolated).
+constexpr std::string_view kLlama3Regex =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+// GPT-2's byte-level alphabet: byte b is written as one printable code point. The printable
+// Latin-1 bytes stand for themselves; the other 68 (controls, space, 0x7F-0xA0, 0xAD) are
+// U+0100, U+0101, ... in byte order, so "Ġ" (U+0120) is the space.
+std::array<char32_t, 256> byte_to_code_point_table() {
+  std::array<char32_t, 256> table{};
+  char32_t next = 0x100;
+  for (int b = 0; b < 256; ++b) {
+    const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+    table[static_cast<std::size_t>(b)] = printable ? static_cast<char32_t>(b) : next++;
+  }
+  return table;
+}
+
+// The bytes a vocabulary entry stands for: every code point mapped back through the byte-level
+// alphabet, or — when one of them is not in it, as in some added tokens — the entry's own UTF-8,
+// which is what Hugging Face's ByteLevel decoder does.
+std::string token_bytes_of(const std::string& text, const std::string& source, TokenId id) {
+  static const std::unordered_map<char32_t, char> code_point_to_byte = [] {
+    std::unordered_map<char32_t, char> map;
+    const auto table = byte_to_code_point_table();
+    for (int b = 0; b < 256; ++b) map[table[static_cast<std::size_t>(b)]] = static_cast<char>(b);
+    return map;
+  }();
+  const detail::DecodedText decoded =
+      detail::decode_utf8(text, fmt::format("{}: token {}", source, id));
+  std::string bytes;
+  for (char32_t c : decoded.code_points) {
+    const auto it = code_point_to_byte.find(c);
+    if (it == code_point_to_byte.end()) return text;
+    bytes += it->second;
+  }
+  return bytes;
+}
+
+}  // namespace
+
+namespace detail {
+// What a loader collects before the tables are built.
+struct TokenizerSpec {
+  std::string source;
+  std::vector<std::string> tokens;  // by id; the vocabulary text
+  std::vector<std::pair<std::string, std::string>> merges;  // in rank order
+  std::vector<AddedToken> added;
+  PreTokenizerKind pre_tokenizer = PreTokenizerKind::gpt2;
+  bool ignore_merges = false;
+  std::optional<TokenId> bos, eos, padding;
+  std::optional<TokenId> unknown;  // what a byte without a token becomes (else it is dropped)
+  bool add_bos = false, add_eos = false;
+  std::string chat_template;
+};
+}  // namespace detail
+
+namespace {
+using detail::TokenizerSpec;
+
+struct Merge {
+  int rank;
+  TokenId result;
+};
+
+std::uint64_t pair_key(TokenId left, TokenId right) {
+  return static_cast<std::uint64_t>(static_cast<std::uint32_t>(left)) << 32 |
+         static_cast<std::uint32_t>(right);
+}
+
+}  // namespace
+
+struct Tokenizer::Tables {
+  std::unordered_map<std::string, TokenId> by_text;   // vocabulary text -> id
+  std::unordered_map<std::string, TokenId> by_bytes;  // bytes -> id, tokens BPE can produce
+  std::array<TokenId, 256> byte_token{};              // the token of each single byte
+  std::unordered_map<std::uint64_t, Merge> merges;    // (left, right) -> rank and result
+  std::vector<bool> special;
+  // Added tokens by their first byte, longest first (leftmost-longest matching).
+  std::array<std::vector<std::size_t>, 256> added_by_first_byte;
+
+  // Pieces repeat (" the", "\n"), so their BPE results are cached. encode() is const and may be
+  // called from several threads: the cache is guarded.
+  static constexpr std::size_t kCacheLimit = 1 << 16;
+  std::mutex cache_mutex;
+  std::unordered_map<std::string, std::vector<TokenId>> cache;
+};
+
+Tokenizer::Tokenizer() : tables_(std::make_unique<Tables>()) {}
+Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
+Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
+Tokenizer::~Tokenizer() = default;
+
+// ---------------------------------------------------------------------------------------------
+// Building the tables (shared by both loaders)
+
+namespace {
+
+[[noreturn]] void fail(const std::string& source, const std::string& what) {
+  throw Error(fmt::format("{}: {}", source, what));
+}
+
+}  // namespace
+
+// Friend-free construction: the loaders fill a TokenizerSpec, this turns it into a Tokenizer.
+namespace detail {
+struct TokenizerBuilder {
+  static Tokenizer build(TokenizerSpec spec) {
+    Tokenizer t;
+    Tokenizer::Tables& tables = *t.tables_;
+    const std::string& source = spec.source;
+    if (spec.tokens.empty()) fail(source, "the vocabulary is empty");
+    const auto size = static_cast<TokenId>(spec.tokens.size());
+    t.token_bytes_.reserve(spec.tokens.size());
+    tables.special.assign(spec.tokens.size(), false);
+    for (TokenId id = 0; id < size; ++id) {
+      const std::string& text = spec.tokens[static_cast<std::size_t>(id)];
+      t.token_bytes_.push_back(token_bytes_of(text, source, id));
+      tables.by_text.emplace(text, id);
+    }
+    std::vector<bool> is_added(spec.tokens.size(), false);
+    for (const AddedToken& added : spec.added) {
+      if (added.content.empty()) fail(source, fmt::format("added token {} is empty", added.id));
+      is_added[static_cast<std::size_t>(added.id)] = true;
+      tables.special[static_cast<std::size_t>(added.id)] = added.special;
+    }
+    // BPE produces the tokens of the model's own vocabulary, never an added token.
+    for (TokenId id = 0; id < size; ++id)
+      if (!is_added[static_cast<std::size_t>(id)])
+        tables.by_bytes.emplace(t.token_bytes_[static_cast<std::size_t>(id)], id);
+
+    // A byte without a token becomes the unknown token when there is one, else it is dropped,
+    // as Hugging Face's BPE does (SmolLM2's vocabulary lacks a few control bytes and bytes UTF-8
+    // never uses).
+    const auto alphabet = byte_to_code_point_table();
+    for (int b = 0; b < 256; ++b) {
+      std::string text;
+      detail::append_utf8(text, alphabet[static_cast<std::size_t>(b)]);
+      const auto it = tables.by_text.find(text);
+      tables.byte_token[static_cast<std::size_t>(b)] =
+          it != tables.by_text.end() ? it->second : spec.unknown.value_or(-1);
+    }
+
+    if (spec.merges.empty()) fail(source, "there are no merges; byte-level BPE needs its merge list");
+    int rank = 0;
+    for (const auto& [left, right] : spec.merges) {
+      const auto find = [&](const std::string& text) {
+        const auto it = tables.by_text.find(text);
+        if (it == tables.by_text.end())
+          fail(source, fmt::format("merge {} (\"{} {}\"): \"{}\" is not in the vocabulary", rank,
+                                   left, right, text));
+        return it->second;
+      };
+      const TokenId left_id = find(left);
+      const TokenId right_id = find(right);
+      const TokenId result = find(left + right);
+      // A pair listed twice keeps its first (best) rank, as Hugging Face does.
+      tables.merges.emplace(pair_key(left_id, right_id), Merge{rank, result});
+      ++rank;
+    }
+
+    for (std::size_t i = 0; i < spec.added.size(); ++i)
+      tables.added_by_first_byte[static_cast<unsigned char>(spec.added[i].content[0])].push_back(i);
+    for (auto& candidates : tables.added_by_first_byte)
+      std::stable_sort(candidates.begin(), candidates.end(), [&](std::size_t a, std::size_t b) {
+        return spec.added[a].content.size() > spec.added[b].content.size();
+      });
+
+    const auto check = [&](const char* what, const std::optional<TokenId>& id) {
+      if (id && (*id < 0 || *id >= size))
+        fail(source, fmt::format("the {} id {} is outside the vocabulary of {} tokens", what, *id,
+                                 size));
+    };
+    check("BOS", spec.bos);
+    check("EOS", spec.eos);
+    check("padding", spec.padding);
+    if (spec.add_bos && !spec.bos) fail(source, "BOS is to be added but no BOS token is named");
+    if (spec.add_eos && !spec.eos) fail(source, "EOS is to be added but no EOS token is named");
+
+    t.source_ = std::move(spec.source);
+    t.token_text_ = std::move(spec.tokens);
+    t.added_tokens_ = std::move(spec.added);
+    t.pre_tokenizer_ = spec.pre_tokenizer;
+    t.ignore_merges_ = spec.ignore_merges;
+    t.merge_count_ = spec.merges.size();
+    t.bos_id_ = spec.bos;
+    t.eos_id_ = spec.eos;
+    t.padding_id_ = spec.padding;
+    t.add_bos_ = spec.add_bos;
+    t.add_eos_ = spec.add_eos;
+    t.chat_template_ = std::move(spec.chat_template);
+    return t;
+  }
+};
+}  // namespace detail
+
+namespace {
+Tokenizer build_tokenizer(TokenizerSpec spec) {
+  return detail::TokenizerBuilder::build(std::move(spec));
+}
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// tokenizer.json
+
+namespace {
+
+class JsonReader {
+ public:
+  explicit JsonReader(std::string source) : source_(std::move(source)) {}
+  [[noreturn]] void fail(const std::string& what) const { ::kc::engine::fail(source_, what); }
+
+  const json& member(const json& object, const char* key, const char* where) const {
+    if (!object.is_object()) fail(fmt::format("{} is {}, not an object", where, detail::json_kind(object)));
+    const auto it = object.find(key);
+    if (it == object.end()) fail(fmt::format("{} has no \"{}\"", where, key));
+    return *it;
+  }
+  std::string string(const json& value, const std::string& where) const {
+    if (!value.is_string()) fail(fmt::format("{} is {}, not a string", where, detail::json_kind(value)));
+    return value.get<std::string>();
+  }
+  // A boolean member that may be absent or null (then `fallback`).
+  bool flag(const json& object, const char* key, bool fallback, const char* where) const {
+    const auto it = object.find(key);
+    if (it == object.end() || it->is_null()) return fallback;
+    if (!it->is_boolean())
+      fail(fmt::format("{}.{} is {}, not true or false", where, key, detail::json_kind(*it)));
+    return it->get<bool>();
+  }
+  TokenId id(const json& value, const std::string& where) const {
+    if (!value.is_number_integer() || value.get<std::int64_t>() < 0 ||
+        value.get<std::int64_t>() > std::numeric_limits<TokenId>::max())
+      fail(fmt::format("{} is {}, not a token id", where, value.dump()));
+    return static_cast<TokenId>(value.get<std::int64_t>());
+  }
+  std::string type_of(const json& object, const char* where) const {
+    if (object.is_null()) return "null";
+    return string(member(object, "type", where), fmt::format("{}.type", where));
+  }
+
+ private:
+  std::string source_;
+};
+
+PreTokenizerKind read_pre_tokenizer(const JsonReader& r, const json& pre) {
+  const std::string type = r.type_of(pre, "pre_tokenizer");
+  const auto byte_level = [&](const json& step, bool use_regex) {
+    return r.type_of(step, "pre_tokenizer") == "ByteLevel" &&
+           r.flag(step, "use_regex", true, "pre_tokenizer") == use_regex &&
+           !r.flag(step, "add_prefix_space", false, "pre_tokenizer");
+  };
+  if (type == "ByteLevel" && byte_level(pre, true)) return PreTokenizerKind::gpt2;
+  if (type == "Sequence") {
+    const json& steps = r.member(pre, "pretokenizers", "pre_tokenizer");
+    if (steps.is_array() && steps.size() == 2) {
+      const json& first = steps[0];
+      const std::string first_type = r.type_of(first, "pre_tokenizer.pretokenizers[0]");
+      if (first_type == "Digits" && r.flag(first, "individual_digits", false, "Digits") &&
+          byte_level(steps[1], true))
+        return PreTokenizerKind::smollm;
+      if (first_type == "Split" && byte_level(steps[1], false)) {
+        const json& pattern = r.member(first, "pattern", "Split");
+        const auto regex = pattern.find("Regex");
+        const bool isolated = first.value("behavior", std::string()) == "Isolated";
+        if (regex != pattern.end() && regex->is_string() && *regex == kLlama3Regex && isolated &&
+            !r.flag(first, "invert", false, "Split"))
+          return PreTokenizerKind::llama3;
+        r.fail(fmt::format("pre_tokenizer Split {} is not the Llama 3 split (that regex, "
+                           "behavior Isolated, not inverted), the only Split the engine knows",
+                           first.dump()));
+      }
+    }
+  }
+  r.fail(fmt::format("pre_tokenizer {} is not one the engine knows: ByteLevel (GPT-2), "
+                     "Sequence[Digits(individual_digits), ByteLevel] (SmolLM2) or "
+                     "Sequence[Split(Llama 3 regex), ByteLevel(use_regex=false)] (Llama 3), "
+                     "each without add_prefix_space",
+                     pre.dump().substr(0, 300)));
+}
+
+// The post-processor's single-sequence template: which special tokens go before and after.
+void read_post_processor(const JsonReader& r, const json& post, TokenizerSpec& spec) {
+  const std::string type = r.type_of(post, "post_processor");
+  if (type == "null" || type == "ByteLevel") return;  // ByteLevel only adjusts offsets
+  if (type == "Sequence") {
+    for (const json& step : r.member(post, "processors", "post_processor"))
+      read_post_processor(r, step, spec);
+    return;
+  }
+  if (type != "TemplateProcessing")
+    r.fail(fmt::format("post_processor {} is not supported (ByteLevel, TemplateProcessing or a "
+                       "Sequence of them are)", type));
+  const json& single = r.member(post, "single", "post_processor");
+  const json& special_tokens = r.member(post, "special_tokens", "post_processor");
+  bool seen_sequence = false;
+  for (const json& item : single) {
+    if (item.contains("Sequence")) {
+      seen_sequence = true;
+      continue;
+    }
+    const std::string name =
+        r.string(r.member(r.member(item, "SpecialToken", "a template item"), "id", "SpecialToken"),
+                 "SpecialToken.id");
+    const json& ids = r.member(r.member(special_tokens, name.c_str(), "special_tokens"), "ids",
+                               "a special token");
+    if (!ids.is_array() || ids.size() != 1)
+      r.fail(fmt::format("post_processor special token \"{}\" is not one id", name));
+    const TokenId id = r.id(ids[0], "a special token id");
+    std::optional<TokenId>& slot = seen_sequence ? spec.eos : spec.bos;
+    bool& add = seen_sequence ? spec.add_eos : spec.add_bos;
+    if (add)
+      r.fail("post_processor adds more than one token on one side of the text; the engine "
+             "supports one BOS before and one EOS after");
+    slot = id;
+    add = true;
+  }
+}
+
+}  // namespace
+
+Tokenizer Tokenizer::from_tokenizer_json(const std::string& path) {
+  const MappedFile file(path);
+  const json root = detail::parse_strict_json(
+      std::string_view(reinterpret_cast<const char*>(file.data()), file.size()), path, 0);
+  const JsonReader r(path);
+  TokenizerSpec spec;
+  spec.source = path;
+
+  const json& model = r.member(root, "model", "the file");
+  const std::string model_type = model.contains("type") ? r.string(model["type"], "model.type")
+                                                        : std::string("BPE");
+  if (model_type != "BPE")
+    r.fail(fmt::format("model.type is \"{}\"; the engine's tokenizer is byte-level BPE "
+                       "(model.type \"BPE\")", model_type));
+  if (r.flag(model, "byte_fallback", false, "model"))
+    r.fail("model.byte_fallback is true: this is a SentencePiece-style BPE (Llama 2), which the "
+           "engine does not support; it supports byte-level BPE (GPT-2, SmolLM2, Llama 3)");
+  for (const char* affix : {"continuing_subword_prefix", "end_of_word_suffix"})
+    if (model.contains(affix) && !model[affix].is_null() && model[affix] != "")
+      r.fail(fmt::format("model.{} is set; byte-level BPE has none", affix));
+  if (model.contains("dropout") && !model["dropout"].is_null() && model["dropout"] != 0)
+    r.fail("model.dropout is set; BPE dropout is for training, not inference");
+  spec.ignore_merges = r.flag(model, "ignore_merges", false, "model");
+  const bool has_unknown = model.contains("unk_token") && !model["unk_token"].is_null();
+  if (has_unknown && r.flag(model, "fuse_unk", false, "model"))
+    r.fail("model.fuse_unk is true; the engine gives each byte without a token its own unknown "
+           "token and does not fuse them");
+
+  if (root.contains("normalizer") && !root["normalizer"].is_null())
+    r.fail(fmt::format("normalizer {} is not supported; byte-level BPE models have none",
+                       r.type_of(root["normalizer"], "normalizer")));
+  spec.pre_tokenizer = read_pre_tokenizer(r, r.member(root, "pre_tokenizer", "the file"));
+  if (r.type_of(r.member(root, "decoder", "the file"), "decoder") != "ByteLevel")
+    r.fail(fmt::format("decoder {} is not ByteLevel, the decoder of byte-level BPE",
+                       root["decoder"].dump().substr(0, 200)));
+  if (root.contains("post_processor")) read_post_processor(r, root["post_processor"], spec);
+
+  // The vocabulary and the added tokens together number the ids 0 .. n-1.
+  const json& vocab = r.member(model, "vocab", "model");
+  if (!vocab.is_object()) r.fail("model.vocab is not an object of token: id");
+  std::vector<std::optional<std::string>> tokens;
+  const auto place = [&](TokenId id, const std::string& text, bool added) {
+    if (static_cast<std::size_t>(id) >= tokens.size()) tokens.resize(static_cast<std::size_t>(id) + 1);
+    auto& slot = tokens[static_cast<std::size_t>(id)];
+    if (slot && *slot != text)
+      r.fail(fmt::format("id {} is both \"{}\" and \"{}\"{}", id, *slot, text,
+                         added ? " (an added token)" : ""));
+    slot = text;
+  };
+  for (const auto& [text, id] : vocab.items()) place(r.id(id, "a vocabulary id"), text, false);
+  if (root.contains("added_tokens") && !root["added_tokens"].is_null()) {
+    for (const json& entry : root["added_tokens"]) {
+      AddedToken added;
+      added.id = r.id(r.member(entry, "id", "an added token"), "added token id");
+      added.content = r.string(r.member(entry, "content", "an added token"), "added token content");
+      added.special = r.flag(entry, "special", false, "added token");
+      for (const char* option : {"single_word", "lstrip", "rstrip"})
+        if (r.flag(entry, option, false, "added token"))
+          r.fail(fmt::format("added token \"{}\" has {} set, which the engine does not support",
+                             added.content, option));
+      place(added.id, added.content, true);
+      spec.added.push_back(std::move(added));
+    }
+  }
+  spec.tokens.reserve(tokens.size());
+  for (std::size_t id = 0; id < tokens.size(); ++id) {
+    if (!tokens[id]) r.fail(fmt::format("no token has id {} (ids must run from 0 without gaps)", id));
+    spec.tokens.push_back(std::move(*tokens[id]));
+  }
+  if (has_unknown) {
+    const std::string unknown = r.string(model["unk_token"], "model.unk_token");
+    const auto it = std::find(spec.tokens.begin(), spec.tokens.end(), unknown);
+    if (it == spec.tokens.end())
+      r.fail(fmt::format("model.unk_token \"{}\" is not in the vocabulary", unknown));
+    spec.unknown = static_cast<TokenId>(it - spec.tokens.begin());
+  }
+
+  // merges: "left right" strings (older files) or [left, right] pairs (newer ones).
+  const json& merges = r.member(model, "merges", "model");
+  if (!merges.is_array()) r.fail("model.merges is not an array");
+  spec.merges.reserve(merges.size());
+  for (std::size_t i = 0; i < merges.size(); ++i) {
+    const json& merge = merges[i];
+    if (merge.is_string()) {
+      const std::string text = merge.get<std::string>();
+      const std::size_t space = text.find(' ');
+      if (space == std::string::npos || text.find(' ', space + 1) != std::string::npos)
+        r.fail(fmt::format("merge {} \"{}\" is not two tokens separated by one space", i, text));
+      spec.merges.emplace_back(text.substr(0, space), text.substr(space + 1));
+    } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() &&
+               merge[1].is_string()) {
+      spec.merges.emplace_back(merge[0].get<std::string>(), merge[1].get<std::string>());
+    } else {
+      r.fail(fmt::format("merge {} is {}, not \"a b\" or [\"a\", \"b\"]", i, merge.dump()));
+    }
+  }
+  return build_tokenizer(std::move(spec));
+}
+
+// ---------------------------------------------------------------------------------------------
+// GGUF metadata
+
+namespace {
+
+// GGUF tokenizer.ggml.token_type values (llama.cpp's llama_token_type).
+enum GgufTokenType : std::int64_t { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4 };
+
+class GgufTokenizerKeys {
+ public:
+  explicit GgufTokenizerKeys(const GgufFile& file) : file_(file) {}
+  [[noreturn]] void fail(const std::string& what) const { ::kc::engine::fail(file_.path(), what); }
+
+  // Runs `read` on the value of `key`, turning a value of the wrong type into an error naming it.
+  template <typename Read>
+  auto read(const char* key, Read read_value) const {
+    const GgufValue* value = file_.find(key);
+    if (value == nullptr) fail(fmt::format("metadata '{}' is missing", key));
+    try {
+      return read_value(*value);
+    } catch (const Error& e) {
+      fail(fmt::format("metadata '{}': {}", key, e.what()));
+    }
+  }
+  std::vector<std::string> strings(const char* key) const {
+    return read(key, [](const GgufValue& value) {
+      const GgufArray& array = value.as_array();
+      std::vector<std::string> out;
+      out.reserve(array.size());
+      for (std::size_t i = 0; i < array.size(); ++i)
+        out.emplace_back(array.at(i).as_string());
+      return out;
+    });
+  }
+  std::optional<TokenId> optional_id(const char* key) const {
+    if (file_.find(key) == nullptr) return std::nullopt;
+    return read(key, [&](const GgufValue& value) {
+      const std::uint64_t id = value.as_uint64();
+      if (id > static_cast<std::uint64_t>(std::numeric_limits<TokenId>::max()))
+        fail(fmt::format("metadata '{}' = {} is not a token id", key, id));
+      return static_cast<TokenId>(id);
+    });
+  }
+  std::optional<bool> optional_bool(const char* key) const {
+    if (file_.find(key) == nullptr) return std::nullopt;
+    return read(key, [](const GgufValue& value) { return value.as_bool(); });
+  }
+  std::string string(const char* key) const {
+    return read(key, [](const GgufValue& value) { return std::string(value.as_string()); });
+  }
+
+ private:
+  const GgufFile& file_;
+};
+
+}  // namespace
+
+Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
+  const GgufTokenizerKeys keys(file);
+  TokenizerSpec spec;
+  spec.source = file.path();
+
+  const std::string model = keys.string("tokenizer.ggml.model");
+  if (model == "llama")
+    keys.fail("tokenizer.ggml.model is \"llama\", a SentencePiece tokenizer (Llama 2); the "
+              "engine supports byte-level BPE (\"gpt2\": GPT-2, SmolLM2, Llama 3) only");
+  if (model != "gpt2")
+    keys.fail(fmt::format("tokenizer.ggml.model is \"{}\"; the engine supports byte-level BPE, "
+                          "model \"gpt2\", only",
+                          model));
+  const std::string pre = file.find("tokenizer.ggml.pre") != nullptr
+                              ? keys.string("tokenizer.ggml.pre")
+                              : std::string("(missing)");
+  if (pre == "smollm") {
+    spec.pre_tokenizer = PreTokenizerKind::smollm;
+  } else if (pre == "llama-bpe" || pre == "llama3") {
+    spec.pre_tokenizer = PreTokenizerKind::llama3;
+    spec.ignore_merges = true;  // as Hugging Face's Llama 3 tokenizer.json and llama.cpp do
+  } else if (pre == "gpt-2") {
+    spec.pre_tokenizer = PreTokenizerKind::gpt2;
+  } else {
+    keys.fail(fmt::format("tokenizer.ggml.pre is {}; the engine knows \"gpt-2\", \"smollm\" and "
+                          "\"llama-bpe\"",
+                          pre == "(missing)" ? pre : "\"" + pre + "\""));
+  }
+
+  spec.tokens = keys.strings("tokenizer.ggml.tokens");
+  for (std::string& merge : keys.strings("tokenizer.ggml.merges")) {
+    const std::size_t space = merge.find(' ');
+    if (space == std::string::npos || merge.find(' ', space + 1) != std::string::npos)
+      keys.fail(fmt::format("tokenizer.ggml.merges has \"{}\", not two tokens separated by one "
+                            "space",
+                            merge));
+    spec.merges.emplace_back(merge.substr(0, space), merge.substr(space + 1));
+  }
+  if (file.find("tokenizer.ggml.token_type") != nullptr) {
+    const std::vector<std::int64_t> types =
+        keys.read("tokenizer.ggml.token_type", [](const GgufValue& value) {
+          const GgufArray& array = value.as_array();
+          std::vector<std::int64_t> out;
+          for (std::size_t i = 0; i < array.size(); ++i) out.push_back(array.at(i).as_int64());
+          return out;
+        });
+    if (types.size() != spec.tokens.size())
+      keys.fail(fmt::format("tokenizer.ggml.token_type has {} entries for {} tokens", types.size(),
+                            spec.tokens.size()));
+    // Control tokens are the special ones; user-defined tokens are added but not special.
+    for (std::size_t id = 0; id < types.size(); ++id)
+      if (types[id] == kControl || types[id] == kUserDefined)
+        spec.added.push_back({static_cast<TokenId>(id), spec.tokens[id], types[id] == kControl});
+  }
+  spec.bos = keys.optional_id("tokenizer.ggml.bos_token_id");
+  spec.eos = keys.optional_id("tokenizer.ggml.eos_token_id");
+  spec.padding = keys.optional_id("tokenizer.ggml.padding_token_id");
+  spec.add_bos = keys.optional_bool("tokenizer.ggml.add_bos_token")
+                     .value_or(spec.pre_tokenizer == PreTokenizerKind::llama3);
+  spec.add_eos = keys.optional_bool("tokenizer.ggml.add_eos_token").value_or(false);
+  if (file.find("tokenizer.chat_template") != nullptr)
+    spec.chat_template = keys.string("tokenizer.chat_template");
+  return build_tokenizer(std::move(spec));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Encoding and decoding
+
+void Tokenizer::encode_piece(std::string_view bytes, std::vector<TokenId>& out) const {
+  Tables& tables = *tables_;
+  if (ignore_merges_) {
+    const auto it = tables.by_bytes.find(std::string(bytes));
+    if (it != tables.by_bytes.end()) {
+      out.push_back(it->second);
+      return;
+    }
+  }
+  const std::string key(bytes);
+  {
+    const std::lock_guard<std::mutex> lock(tables.cache_mutex);
+    const auto it = tables.cache.find(key);
+    if (it != tables.cache.end()) {
+      out.insert(out.end(), it->second.begin(), it->second.end());
+      return;
+    }
+  }
+
+  // The piece as a linked list of tokens, one per byte to begin with.
+  struct Symbol {
+    TokenId id;
+    int prev;
+    int next;
+  };
+  std::vector<Symbol> symbols;
+  symbols.reserve(bytes.size());
+  for (char byte : bytes) {
+    const TokenId id = tables.byte_token[static_cast<unsigned char>(byte)];
+    if (id < 0) continue;  // a byte without a token (and no unknown token)
+    const int index = static_cast<int>(symbols.size());
+    symbols.push_back({id, index - 1, index + 1});
+  }
+  const int count = static_cast<int>(symbols.size());
+  if (count > 0) symbols.back().next = -1;
+
+  // Candidate merges, best rank first and, among equal ranks, leftmost first. A candidate is
+  // stale once either of its tokens has been merged into something else; it is then skipped.
+  struct Candidate {
+    int rank;
+    int left;
+    TokenId left_id;
+    TokenId right_id;
+    bool operator>(const Candidate& other) const {
+      return rank != other.rank ? rank > other.rank : left > other.left;
+    }
+  };
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> queue;
+  const auto consider = [&](int left) {
+    const int right = symbols[static_cast<std::size_t>(left)].next;
+    if (right < 0) return;
+    const TokenId a = symbols[static_cast<std::size_t>(left)].id;
+    const TokenId b = symbols[static_cast<std::size_t>(right)].id;
+    const auto it = tables.merges.find(pair_key(a, b));
+    if (it != tables.merges.end()) queue.push({it->second.rank, left, a, b});
+  };
+  for (int i = 0; i + 1 < count; ++i) consider(i);
+
+  while (!queue.empty()) {
+    const Candidate top = queue.top();
+    queue.pop();
+    Symbol& left = symbols[static_cast<std::size_t>(top.left)];
+    if (left.id != top.left_id || left.next < 0) continue;
+    Symbol& right = symbols[static_cast<std::size_t>(left.next)];
+    if (right.id != top.right_id) continue;
+    left.id = tables.merges.at(pair_key(top.left_id, top.right_id)).result;
+    right.id = -1;
+    left.next = right.next;
+    if (left.next >= 0) symbols[static_cast<std::size_t>(left.next)].prev = top.left;
+    if (left.prev >= 0) consider(left.prev);
+    consider(top.left);
+  }
+
+  std::vector<TokenId> result;
+  for (int i = count > 0 ? 0 : -1; i >= 0; i = symbols[static_cast<std::size_t>(i)].next)
+    result.push_back(symbols[static_cast<std::size_t>(i)].id);
+  out.insert(out.end(), result.begin(), result.end());
+  const std::lock_guard<std::mutex> lock(tables.cache_mutex);
+  if (tables.cache.size() >= Tables::kCacheLimit) tables.cache.clear();
+  tables.cache.emplace(key, std::move(result));
+}
+
+void Tokenizer::encode_ordinary(std::string_view text, std::vector<TokenId>& out) const {
+  if (text.empty()) return;
+  const detail::DecodedText decoded = detail::decode_utf8(text, source_);
+  for (const detail::Piece& piece : detail::pre_tokenize(pre_tokenizer_, decoded.code_points)) {
+    const std::size_t begin = decoded.offsets[piece.begin];
+    encode_piece(text.substr(begin, decoded.offsets[piece.end] - begin), out);
+  }
+}
+
+std::vector<TokenId> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
+  detail::decode_utf8(text, fmt::format("encoding with {}", source_));  // refuse bad UTF-8 first
+  std::vector<TokenId> ids;
+  if (add_special_tokens && add_bos_) ids.push_back(*bos_id_);
+  std::size_t segment_begin = 0;
+  for (std::size_t position = 0; position < text.size();) {
+    const AddedToken* match = nullptr;
+    for (std::size_t index : tables_->added_by_first_byte[static_cast<unsigned char>(text[position])]) {
+      const AddedToken& candidate = added_tokens_[index];
+      if (text.compare(position, candidate.content.size(), candidate.content) == 0) {
+        match = &candidate;
+        break;
+      }
+    }
+    if (match == nullptr) {
+      ++position;
+      continue;
+    }
+    encode_ordinary(text.substr(segment_begin, position - segment_begin), ids);
+    ids.push_back(match->id);
+    position += match->content.size();
+    segment_begin = position;
+  }
+  encode_ordinary(text.substr(segment_begin), ids);
+  if (add_special_tokens && add_eos_) ids.push_back(*eos_id_);
+  return ids;
+}
+
+void Tokenizer::check_id(TokenId id) const {
+  if (id < 0 || static_cast<std::size_t>(id) >= token_text_.size())
+    throw Error(fmt::format("token id {} is outside the vocabulary of {} ({} tokens, ids 0 to {})",
+                            id, source_, token_text_.size(), token_text_.size() - 1));
+}
+
+const std::string& Tokenizer::token_text(TokenId id) const {
+  check_id(id);
+  return token_text_[static_cast<std::size_t>(id)];
+}
+
+const std::string& Tokenizer::token_bytes(TokenId id) const {
+  check_id(id);
+  return token_bytes_[static_cast<std::size_t>(id)];
+}
+
+std::optional<TokenId> Tokenizer::find_token(std::string_view text) const {
+  const auto it = tables_->by_text.find(std::string(text));
+  if (it == tables_->by_text.end()) return std::nullopt;
+  return it->second;
+}
+
+bool Tokenizer::is_special(TokenId id) const {
+  check_id(id);
+  return tables_->special[static_cast<std::size_t>(id)];
+}
+
+std::string Tokenizer::decode(const std::vector<TokenId>& ids, bool skip_special_tokens) const {
+  std::string bytes;
+  for (TokenId id : ids) {
+    if (skip_special_tokens && is_special(id)) continue;
+    bytes += token_bytes(id);
+  }
+  return detail::utf8_lossy(bytes);
+}
+
+std::string StreamingDecoder::push(TokenId id) {
+  if (skip_special_tokens_ && tokenizer_.is_special(id)) return {};
+  pending_ += tokenizer_.token_bytes(id);
+  // Everything up to a character cut off by the end of the bytes so far is final.
+  std::size_t complete = 0;
+  while (complete < pending_.size()) {
+    const detail::Utf8Step step = detail::utf8_step(pending_, complete);
+    if (step.truncated) break;
+    complete += step.length;
+  }
+  std::string out = detail::utf8_lossy(std::string_view(pending_).substr(0, complete));
+  pending_.erase(0, complete);
+  return out;
+}
+
+std::string StreamingDecoder::finish() {
+  std::string out = detail::utf8_lossy(pending_);
+  pending_.clear();
+  return out;
+}
+
+}  // namespace kc::engine

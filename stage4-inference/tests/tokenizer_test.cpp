@@ -1,0 +1,420 @@
+// The tokenizer against Hugging Face tokenizers: every id of a corpus (Unicode of many scripts,
+// combining marks, right-to-left text, emoji with ZWJ sequences, white-space runs, digits, code,
+// contractions, special tokens written in the text) and HF's decoding of random id sequences, for
+// three tokenizers — SmolLM2's (rebuilt from its GGUF metadata), a Llama-3-style one and a
+// GPT-2-style one (both trained for the test). The expected values come from
+// scripts/make_tokenizer_golden.py, which ran HF tokenizers and jinja2; see tests/data/tokenizer/.
+// Then the chat formats against jinja2's renderings, the GGUF loader on files the test writes,
+// and the refusals.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "kc/engine/chat_template.hpp"
+#include "kc/engine/gguf.hpp"
+#include "kc/engine/tokenizer.hpp"
+#include "pre_tokenizer.hpp"  // engine/, private: the regex matchers are checked piece by piece
+#include "support/gguf_writer.hpp"
+#include "unicode.hpp"
+#include "support/test_files.hpp"
+
+namespace kc::engine {
+namespace {
+
+using nlohmann::json;
+using test_support::contains_all;
+using test_support::error_of;
+using test_support::TempDir;
+
+std::string data_path(const std::string& name) {
+  return std::string(KC_TOKENIZER_TEST_DATA) + "/" + name;
+}
+
+json read_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) ADD_FAILURE() << "cannot open " << path;
+  std::stringstream text;
+  text << in.rdbuf();
+  return json::parse(text.str());
+}
+
+std::vector<TokenId> ids_of(const json& array) { return array.get<std::vector<TokenId>>(); }
+
+// Whether `text` is valid UTF-8 with no character cut off.
+bool valid_utf8(const std::string& text) {
+  for (std::size_t i = 0; i < text.size();) {
+    const auto lead = static_cast<unsigned char>(text[i]);
+    const std::size_t length = lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+    if (lead >= 0x80 && lead < 0xC2) return false;
+    if (i + length > text.size()) return false;
+    for (std::size_t k = 1; k < length; ++k)
+      if ((static_cast<unsigned char>(text[i + k]) & 0xC0) != 0x80) return false;
+    i += length;
+  }
+  return true;
+}
+
+// Streams `ids` through a StreamingDecoder; every piece must be whole characters, and the pieces
+// together must be `expected`.
+void expect_streams_to(const Tokenizer& tokenizer, const std::vector<TokenId>& ids,
+                       const std::string& expected, bool skip_special) {
+  StreamingDecoder stream(tokenizer, skip_special);
+  std::string text;
+  for (TokenId id : ids) {
+    const std::string piece = stream.push(id);
+    EXPECT_TRUE(valid_utf8(piece)) << "a streamed piece cuts a character";
+    EXPECT_LE(stream.pending_bytes(), 3u);
+    text += piece;
+  }
+  text += stream.finish();
+  EXPECT_EQ(stream.pending_bytes(), 0u);
+  EXPECT_EQ(text, expected);
+}
+
+void expect_matches_golden(const Tokenizer& tokenizer, const json& golden) {
+  EXPECT_EQ(tokenizer.vocab_size(), golden["vocab_size"].get<std::size_t>());
+  std::size_t line = 0;
+  for (const json& c : golden["cases"]) {
+    ++line;
+    const std::string text = c["text"];
+    SCOPED_TRACE(::testing::Message() << "corpus case " << line << ": " << json(text).dump());
+    // HF's pieces (code-point ranges) of the whole line: special tokens in the text are
+    // pre-tokenized as ordinary text here, as HF's pre_tokenize_str does.
+    const detail::DecodedText decoded = detail::decode_utf8(text, "corpus");
+    std::vector<std::vector<std::size_t>> pieces;
+    for (const detail::Piece& piece : detail::pre_tokenize(tokenizer.pre_tokenizer(), decoded.code_points))
+      pieces.push_back({piece.begin, piece.end});
+    EXPECT_EQ(pieces, c["pieces"].get<std::vector<std::vector<std::size_t>>>());
+    const std::vector<TokenId> ids = ids_of(c["ids"]);
+    EXPECT_EQ(tokenizer.encode(text, false), ids);
+    EXPECT_EQ(tokenizer.encode(text, true), ids_of(c["ids_with_special"]));
+    EXPECT_EQ(tokenizer.decode(ids), c["decoded"].get<std::string>());
+    EXPECT_EQ(tokenizer.decode(ids, true), c["decoded_skip_special"].get<std::string>());
+    expect_streams_to(tokenizer, ids, c["decoded"], false);
+  }
+  EXPECT_GT(line, 50u);
+  std::size_t decode_case = 0;
+  for (const json& c : golden["decode_cases"]) {
+    SCOPED_TRACE(::testing::Message() << "decode case " << ++decode_case);
+    const std::vector<TokenId> ids = ids_of(c["ids"]);
+    EXPECT_EQ(tokenizer.decode(ids), c["text"].get<std::string>());
+    EXPECT_EQ(tokenizer.decode(ids, true), c["text_skip_special"].get<std::string>());
+    expect_streams_to(tokenizer, ids, c["text"], false);
+    expect_streams_to(tokenizer, ids, c["text_skip_special"], true);
+  }
+  EXPECT_GT(decode_case, 50u);
+}
+
+class GoldenTokenizer : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(GoldenTokenizer, MatchesHuggingFaceIdForId) {
+  const std::string name = GetParam();
+  const Tokenizer tokenizer = Tokenizer::from_tokenizer_json(data_path(name + ".tokenizer.json"));
+  expect_matches_golden(tokenizer, read_json(data_path(name + ".golden.json")));
+}
+
+INSTANTIATE_TEST_SUITE_P(Tokenizers, GoldenTokenizer,
+                         ::testing::Values("smollm2", "llama3-synthetic", "gpt2-synthetic"),
+                         [](const ::testing::TestParamInfo<const char*>& param_info) {
+                           std::string name = param_info.param;
+                           for (char& c : name)
+                             if (c == '-') c = '_';
+                           return name;
+                         });
+
+TEST(Tokenizer, ReadsTheConfigurationOfEachFile) {
+  const Tokenizer smollm2 = Tokenizer::from_tokenizer_json(data_path("smollm2.tokenizer.json"));
+  EXPECT_EQ(smollm2.pre_tokenizer(), PreTokenizerKind::smollm);
+  EXPECT_FALSE(smollm2.ignore_merges());
+  EXPECT_FALSE(smollm2.adds_bos());
+  EXPECT_EQ(smollm2.vocab_size(), 49152u);
+  EXPECT_EQ(smollm2.merge_count(), 48900u);
+  EXPECT_EQ(smollm2.added_tokens().size(), 17u);
+  EXPECT_EQ(smollm2.find_token("<|im_start|>"), 1);
+  EXPECT_TRUE(smollm2.is_special(1));
+  EXPECT_FALSE(smollm2.is_special(17));
+  EXPECT_EQ(smollm2.token_text(*smollm2.find_token("Ġthe")), "Ġthe");
+  EXPECT_EQ(smollm2.token_bytes(*smollm2.find_token("Ġthe")), " the");
+
+  const Tokenizer llama3 =
+      Tokenizer::from_tokenizer_json(data_path("llama3-synthetic.tokenizer.json"));
+  EXPECT_EQ(llama3.pre_tokenizer(), PreTokenizerKind::llama3);
+  EXPECT_TRUE(llama3.ignore_merges());
+  EXPECT_TRUE(llama3.adds_bos());
+  EXPECT_FALSE(llama3.adds_eos());
+  EXPECT_EQ(llama3.bos_id(), llama3.find_token("<|begin_of_text|>"));
+  const std::vector<TokenId> ids = llama3.encode("hi", true);
+  ASSERT_FALSE(ids.empty());
+  EXPECT_EQ(ids.front(), *llama3.bos_id());
+
+  const Tokenizer gpt2 = Tokenizer::from_tokenizer_json(data_path("gpt2-synthetic.tokenizer.json"));
+  EXPECT_EQ(gpt2.pre_tokenizer(), PreTokenizerKind::gpt2);
+}
+
+TEST(Tokenizer, ReadsMergesWrittenAsStrings) {
+  // Files written by older tokenizers versions list merges as "a b" strings, not [a, b] pairs.
+  json file = read_json(data_path("llama3-synthetic.tokenizer.json"));
+  ASSERT_TRUE(file["model"]["merges"][0].is_array());
+  for (json& merge : file["model"]["merges"])
+    merge = merge[0].get<std::string>() + " " + merge[1].get<std::string>();
+  TempDir dir;
+  const Tokenizer tokenizer = Tokenizer::from_tokenizer_json(dir.write_text("t.json", file.dump()));
+  expect_matches_golden(tokenizer, read_json(data_path("llama3-synthetic.golden.json")));
+}
+
+TEST(Tokenizer, SplitsAddedTokensLeftmostLongest) {
+  const Tokenizer t = Tokenizer::from_tokenizer_json(data_path("smollm2.tokenizer.json"));
+  const TokenId start = *t.find_token("<|im_start|>");
+  const TokenId end = *t.find_token("<|im_end|>");
+  EXPECT_EQ(t.encode("<|im_start|><|im_end|>", false), (std::vector<TokenId>{start, end}));
+  // Half a special token is ordinary text.
+  const std::vector<TokenId> partial = t.encode("<|im_start", false);
+  EXPECT_EQ(std::count(partial.begin(), partial.end(), start), 0);
+  EXPECT_EQ(t.decode(partial), "<|im_start");
+  // Special tokens are skipped on request, and only they.
+  EXPECT_EQ(t.decode(t.encode("a<|im_end|>b", false), true), "ab");
+}
+
+TEST(Tokenizer, DecodesCharactersSplitAcrossTokens) {
+  const Tokenizer t = Tokenizer::from_tokenizer_json(data_path("gpt2-synthetic.tokenizer.json"));
+  // "€" is E2 82 AC; each byte is its own token in the byte-level alphabet (â, Ĥ, ¬).
+  const std::vector<TokenId> euro = {*t.find_token("â"), *t.find_token("Ĥ"), *t.find_token("¬")};
+  StreamingDecoder stream(t);
+  EXPECT_EQ(stream.push(euro[0]), "");
+  EXPECT_EQ(stream.pending_bytes(), 1u);
+  EXPECT_EQ(stream.push(euro[1]), "");
+  EXPECT_EQ(stream.push(euro[2]), "€");
+  EXPECT_EQ(stream.pending_bytes(), 0u);
+  // A character that never completes is U+FFFD, as from decode().
+  EXPECT_EQ(stream.push(euro[0]), "");
+  EXPECT_EQ(stream.push(*t.find_token("a")), "\xEF\xBF\xBD" "a");
+  EXPECT_EQ(stream.push(euro[0]), "");
+  EXPECT_EQ(stream.finish(), "\xEF\xBF\xBD");
+  EXPECT_EQ(t.decode({euro[0], euro[1]}), "\xEF\xBF\xBD");
+}
+
+TEST(Tokenizer, RefusesBadInputWithAClearError) {
+  const Tokenizer t = Tokenizer::from_tokenizer_json(data_path("gpt2-synthetic.tokenizer.json"));
+  const auto size = static_cast<TokenId>(t.vocab_size());
+  EXPECT_TRUE(contains_all(error_of([&] { t.decode({0, size}); }),
+                           {"token id " + std::to_string(size), "outside the vocabulary",
+                            "gpt2-synthetic.tokenizer.json"}));
+  EXPECT_TRUE(contains_all(error_of([&] { t.decode({-1}); }), {"token id -1"}));
+  EXPECT_TRUE(contains_all(error_of([&] { StreamingDecoder(t).push(size); }), {"outside"}));
+  EXPECT_TRUE(contains_all(error_of([&] { t.encode("ok \xC3("); }),
+                           {"not valid UTF-8 at byte 3", "0xC3"}));
+  EXPECT_TRUE(contains_all(error_of([&] { t.encode("\xED\xA0\x80"); }), {"not valid UTF-8"}));
+}
+
+// tokenizer.json files with one thing changed that the engine must refuse.
+class BrokenTokenizerJson : public ::testing::Test {
+ protected:
+  std::string error_after(const std::function<void(json&)>& change) {
+    json file = read_json(data_path("gpt2-synthetic.tokenizer.json"));
+    change(file);
+    const std::string path = dir_.write_text("tokenizer.json", file.dump());
+    const std::string message = error_of([&] { Tokenizer::from_tokenizer_json(path); });
+    EXPECT_TRUE(contains_all(message, {path})) << "the error names the file";
+    return message;
+  }
+  TempDir dir_;
+};
+
+TEST_F(BrokenTokenizerJson, NamesWhatIsWrong) {
+  EXPECT_TRUE(contains_all(error_after([](json& f) { f["model"]["type"] = "Unigram"; }),
+                           {"model.type is \"Unigram\"", "byte-level BPE"}));
+  EXPECT_TRUE(contains_all(error_after([](json& f) { f["model"]["byte_fallback"] = true; }),
+                           {"SentencePiece", "Llama 2"}));
+  EXPECT_TRUE(contains_all(error_after([](json& f) { f["model"].erase("merges"); }),
+                           {"has no \"merges\""}));
+  EXPECT_TRUE(contains_all(error_after([](json& f) { f["model"]["merges"] = json::array(); }),
+                           {"no merges"}));
+  EXPECT_TRUE(contains_all(
+      error_after([](json& f) { f["model"]["merges"][0] = "Ġ nosuchtoken"; }),
+      {"merge 0", "\"nosuchtoken\" is not in the vocabulary"}));
+  EXPECT_TRUE(contains_all(error_after([](json& f) { f["model"]["merges"][1] = "abc"; }),
+                           {"merge 1 \"abc\"", "two tokens"}));
+  EXPECT_TRUE(contains_all(
+      error_after([](json& f) {
+        f["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "▁"}};
+      }),
+      {"pre_tokenizer", "Metaspace", "not one the engine knows"}));
+  EXPECT_TRUE(contains_all(
+      error_after([](json& f) { f["pre_tokenizer"]["add_prefix_space"] = true; }),
+      {"add_prefix_space"}));
+  EXPECT_TRUE(contains_all(error_after([](json& f) { f["decoder"] = {{"type", "WordPiece"}}; }),
+                           {"decoder", "not ByteLevel"}));
+  EXPECT_TRUE(contains_all(error_after([](json& f) { f["normalizer"] = {{"type", "NFC"}}; }),
+                           {"normalizer NFC"}));
+  EXPECT_TRUE(contains_all(error_after([](json& f) { f["model"]["vocab"].erase("a"); }),
+                           {"no token has id"}));
+  EXPECT_TRUE(contains_all(
+      error_after([](json& f) { f["added_tokens"][0]["lstrip"] = true; }), {"lstrip"}));
+  // The Llama 3 split, but with another regex.
+  json llama3 = read_json(data_path("llama3-synthetic.tokenizer.json"));
+  llama3["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\s+";
+  const std::string path = dir_.write_text("llama3.json", llama3.dump());
+  EXPECT_TRUE(contains_all(error_of([&] { Tokenizer::from_tokenizer_json(path); }),
+                           {"Split", "not the Llama 3 split"}));
+}
+
+// GGUF metadata written from the Llama-3-style tokenizer.json: the GGUF loader must produce the
+// same ids (llama-bpe turns on ignore_merges and, by default, the BOS).
+std::vector<std::byte> gguf_from_tokenizer_json(const std::string& json_path, const char* model,
+                                                const char* pre) {
+  const json file = read_json(json_path);
+  std::vector<std::string> tokens(file["model"]["vocab"].size() + file["added_tokens"].size());
+  for (const auto& [text, id] : file["model"]["vocab"].items())
+    tokens[id.get<std::size_t>()] = text;
+  std::vector<test_support::Value> types(tokens.size(), test_support::v_i32(1));
+  for (const json& added : file["added_tokens"]) {
+    tokens[added["id"].get<std::size_t>()] = added["content"];
+    types[added["id"].get<std::size_t>()] = test_support::v_i32(3);
+  }
+  std::vector<std::string> merges;
+  for (const json& merge : file["model"]["merges"])
+    merges.push_back(merge.is_string() ? merge.get<std::string>()
+                                       : merge[0].get<std::string>() + " " +
+                                             merge[1].get<std::string>());
+  test_support::GgufWriter writer;
+  writer.add("general.architecture", test_support::v_string("llama"))
+      .add("tokenizer.ggml.model", test_support::v_string(model))
+      .add("tokenizer.ggml.pre", test_support::v_string(pre))
+      .add("tokenizer.ggml.tokens", test_support::v_strings(tokens))
+      .add("tokenizer.ggml.token_type",
+           test_support::v_array(test_support::gguf_type::int32, types))
+      .add("tokenizer.ggml.merges", test_support::v_strings(merges))
+      .add("tokenizer.ggml.bos_token_id",
+           test_support::v_u32(static_cast<std::uint32_t>(tokens.size() - 5)))
+      .add("tokenizer.chat_template", test_support::v_string("{{ bos_token }}"));
+  return writer.build().bytes;
+}
+
+TEST(TokenizerGguf, MatchesTheTokenizerJsonItCameFrom) {
+  TempDir dir;
+  const std::string path = dir.write(
+      "llama3.gguf",
+      gguf_from_tokenizer_json(data_path("llama3-synthetic.tokenizer.json"), "gpt2", "llama-bpe"));
+  const GgufFile file(path);
+  const Tokenizer tokenizer = Tokenizer::from_gguf(file);
+  EXPECT_EQ(tokenizer.pre_tokenizer(), PreTokenizerKind::llama3);
+  EXPECT_TRUE(tokenizer.ignore_merges());
+  EXPECT_TRUE(tokenizer.adds_bos());
+  EXPECT_EQ(tokenizer.bos_id(), tokenizer.find_token("<|begin_of_text|>"));
+  EXPECT_EQ(tokenizer.chat_template(), "{{ bos_token }}");
+  expect_matches_golden(tokenizer, read_json(data_path("llama3-synthetic.golden.json")));
+}
+
+TEST(TokenizerGguf, RefusesOtherTokenizers) {
+  TempDir dir;
+  const std::string json_path = data_path("gpt2-synthetic.tokenizer.json");
+  const auto error_for = [&](const char* model, const char* pre) {
+    const std::string path = dir.write("t.gguf", gguf_from_tokenizer_json(json_path, model, pre));
+    const GgufFile file(path);
+    const std::string message = error_of([&] { Tokenizer::from_gguf(file); });
+    EXPECT_TRUE(contains_all(message, {path}));
+    return message;
+  };
+  EXPECT_TRUE(contains_all(error_for("llama", "default"),
+                           {"tokenizer.ggml.model is \"llama\"", "SentencePiece", "Llama 2"}));
+  EXPECT_TRUE(contains_all(error_for("bert", "default"), {"\"bert\""}));
+  EXPECT_TRUE(contains_all(error_for("gpt2", "qwen2"),
+                           {"tokenizer.ggml.pre is \"qwen2\"", "smollm", "llama-bpe"}));
+  // The same file with GPT-2's pre-tokenizer is read, and matches its tokenizer.json.
+  const std::string path = dir.write("gpt2.gguf", gguf_from_tokenizer_json(json_path, "gpt2", "gpt-2"));
+  const GgufFile file(path);
+  const Tokenizer gpt2 = Tokenizer::from_gguf(file);
+  EXPECT_EQ(gpt2.pre_tokenizer(), PreTokenizerKind::gpt2);
+  EXPECT_FALSE(gpt2.adds_bos());
+  expect_matches_golden(gpt2, read_json(data_path("gpt2-synthetic.golden.json")));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Chat templates
+
+ChatTemplateKind kind_of(const std::string& name) {
+  if (name == "llama3") return ChatTemplateKind::llama3;
+  if (name == "llama31") return ChatTemplateKind::llama31;
+  return ChatTemplateKind::chatml;
+}
+
+TEST(ChatTemplate, RendersAsJinjaDoes) {
+  const json golden = read_json(data_path("chat.golden.json"));
+  const Tokenizer smollm2 = Tokenizer::from_tokenizer_json(data_path("smollm2.tokenizer.json"));
+  std::size_t count = 0;
+  for (const json& c : golden["cases"]) {
+    const std::string name = c["template"];
+    SCOPED_TRACE(::testing::Message() << "chat case " << ++count << " (" << name << ")");
+    const ChatTemplate chat =
+        ChatTemplate::recognize(golden["templates"][name].get<std::string>(), name);
+    EXPECT_EQ(chat.kind(), kind_of(name));
+    std::vector<ChatMessage> messages;
+    for (const json& m : c["messages"]) messages.push_back({m["role"], m["content"]});
+    ChatRenderOptions options;
+    options.add_generation_prompt = c["add_generation_prompt"];
+    const std::string text = chat.render(messages, options);
+    EXPECT_EQ(text, c["text"].get<std::string>());
+    if (c.contains("ids")) {
+      EXPECT_EQ(smollm2.encode(text, false), ids_of(c["ids"]));
+    }
+  }
+  EXPECT_EQ(count, 24u);
+  const ChatTemplate smol = ChatTemplate::recognize(golden["templates"]["smollm2"].get<std::string>(), "x");
+  EXPECT_EQ(smol.default_system_message(),
+            "You are a helpful AI assistant named SmolLM, trained by Hugging Face");
+}
+
+TEST(ChatTemplate, RefusesTemplatesItDoesNotKnow) {
+  const json golden = read_json(data_path("chat.golden.json"));
+  const std::string smollm2 = golden["templates"]["smollm2"];
+  const std::string llama3 = golden["templates"]["llama3"];
+  EXPECT_TRUE(contains_all(error_of([] { ChatTemplate::recognize("", "model.gguf"); }),
+                           {"model.gguf", "no chat template"}));
+  EXPECT_TRUE(contains_all(
+      error_of([] { ChatTemplate::recognize("{{ '[INST] ' + messages[0]['content'] }}", "m"); }),
+      {"m: unknown chat template", "[INST]"}));
+  // ChatML with a change the renderer would not reproduce (content trimmed).
+  std::string changed = smollm2;
+  changed.replace(changed.find("message['content']"), 18, "message['content'] | trim");
+  EXPECT_TRUE(contains_all(error_of([&] { ChatTemplate::recognize(changed, "m"); }),
+                           {"ChatML", "not a ChatML template the engine renders"}));
+  std::string other_llama = llama3;
+  other_llama.replace(other_llama.find(" | trim"), 7, "");
+  EXPECT_TRUE(contains_all(error_of([&] { ChatTemplate::recognize(other_llama, "m"); }),
+                           {"Llama 3", "Cutting Knowledge Date"}));
+  const ChatTemplate llama31 =
+      ChatTemplate::recognize(golden["templates"]["llama31"].get<std::string>(), "m");
+  EXPECT_TRUE(contains_all(error_of([&] { llama31.render({{"tool", "{}"}}); }),
+                           {"role \"tool\"", "without tools"}));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The real SmolLM2 file, when KC_SMOLLM2_GGUF names it (scripts/fetch_smollm2.sh).
+
+TEST(TokenizerSmolLM2Gguf, MatchesHuggingFaceOnTheRealFile) {
+  const char* path = std::getenv("KC_SMOLLM2_GGUF");
+  if (path == nullptr || *path == '\0')
+    GTEST_SKIP() << "set KC_SMOLLM2_GGUF to the SmolLM2-135M-Instruct q4_1 GGUF "
+                    "(scripts/fetch_smollm2.sh fetches it) to run this test";
+  const GgufFile file(path);
+  const Tokenizer tokenizer = Tokenizer::from_gguf(file);
+  EXPECT_EQ(tokenizer.pre_tokenizer(), PreTokenizerKind::smollm);
+  EXPECT_FALSE(tokenizer.adds_bos());
+  EXPECT_EQ(tokenizer.bos_id(), 1);
+  EXPECT_EQ(tokenizer.eos_id(), 2);
+  EXPECT_EQ(tokenizer.padding_id(), 2);
+  expect_matches_golden(tokenizer, read_json(data_path("smollm2.golden.json")));
+
+  const json chat = read_json(data_path("chat.golden.json"));
+  EXPECT_EQ(tokenizer.chat_template(), chat["templates"]["smollm2"].get<std::string>());
+  const ChatTemplate recognized = ChatTemplate::recognize(tokenizer.chat_template(), path);
+  EXPECT_EQ(recognized.kind(), ChatTemplateKind::chatml);
+}
+
+}  // namespace
+}  // namespace kc::engine
