@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch peers of kc's stage-2 memory-bound ops, timed on this machine's GPU.
+"""PyTorch peers of kc's stage-2 memory-bound ops and stage-3 attention, timed on this machine's GPU.
 
 For each op, dtype and shape it times PyTorch eager and torch.compile of the same computation
 kc's kernels do:
@@ -9,6 +9,21 @@ kc's kernels do:
   softmax           torch.softmax(x, dim=-1)
   residual_rmsnorm  s = x + residual; returns (s, F.rms_norm(s, (cols,), weight, eps=1e-6))
 
+and, for attention_fwd, F.scaled_dot_product_attention on kc's layout (Q [B,Hq,S,D], K and V
+[B,Hkv,S,D], scale 1/sqrt(D)) at the op's documented bench shapes (ATTENTION_BENCH, the same list
+as attention_bench_problems() in stage3-hpc/src/attention_op.cpp), causal and not, pinned to one
+backend each with torch.nn.attention.sdpa_kernel:
+
+  torch SDPA flash (FA2)   SDPBackend.FLASH_ATTENTION (PyTorch's FlashAttention-2)
+  torch SDPA cuDNN         SDPBackend.CUDNN_ATTENTION
+
+Grouped heads (Hkv < Hq) go through enable_gqa=True. A backend that refuses a problem (PyTorch
+raises "No available kernel"; some versions' cuDNN backend does not take enable_gqa) is reported
+on stderr and gets no row: K and V are not repeated to Hq heads for it, which would time another
+problem. PyTorch's is_causal aligns the mask top-left, kc's bottom-right; the two agree because
+every bench shape has Sq = Sk. SDPA returns no LSE here (kc's op also writes it: 4 bytes a row).
+The two backends' outputs must agree (bf16-level tolerance) before either is timed.
+
 Timing: CUDA events around one call, warm-up first (torch.compile compiles during the warm-up),
 the median of at least 30 samples. Before every sample the L2 is scrubbed as kc's L2Scrubber
 does it: by reading a buffer larger than twice the L2 (a sum into a preallocated one-element
@@ -16,18 +31,22 @@ tensor that is kept), so the inputs come from DRAM and no dirty lines are left f
 to write back. Inputs are random and non-zero (normal activations, weights in [0.5, 1.5], biases
 in [-0.5, 0.5], softmax inputs with standard deviation 30, as in kc).
 
-The results go to --out as a TSV of five tab-separated columns: kc's op name (without the dtype),
-the dtype (bf16, f16 or f32), the shape as kc's Problem::shape() writes it, the peer and the
-median time, so `kc-bench --peers FILE` can put them in the same table and compute GB/s with kc's
-own byte count:
+The results go to --out as a TSV of six tab-separated columns: kc's op name (without the dtype),
+the dtype (bf16, f16 or f32), the shape as kc's Problem::shape() writes it, the peer, the median
+time and the problem's parameters that differ from their defaults as Problem::params_text()
+writes them (empty for the defaults), so `kc-bench --peers FILE` puts each row in the cell of the
+same problem and computes GB/s or TFLOPS with kc's own byte and FLOP counts:
 
-  op<TAB>dtype<TAB>shape<TAB>peer<TAB>median_ms
-  rmsnorm<TAB>bf16<TAB>32768x4096<TAB>torch.compile<TAB>0.1234
+  op<TAB>dtype<TAB>shape<TAB>peer<TAB>median_ms<TAB>params
+  rmsnorm<TAB>bf16<TAB>32768x4096<TAB>torch.compile<TAB>0.1234<TAB>
+  attention_fwd<TAB>bf16<TAB>4x16x16x4096x4096x128<TAB>torch SDPA cuDNN<TAB>1.2345<TAB>causal=1
 
 The script also prints its own table (GB/s there uses the same byte formulas as kc: each input
-read once, each output written once).
+read once, each output written once; TFLOPS for attention kc's count, 4.D per visible
+(query, key) pair).
 
 Usage:  python3 bench/peers/torch_peers.py --out peers-h200.tsv
+        python3 bench/peers/torch_peers.py --out attention.tsv --ops attention_fwd
 """
 
 import argparse
@@ -42,7 +61,16 @@ LAYERNORM_EPS = 1e-5  # kc::stage2::kLayerNormEps
 SCRUB_FALLBACK_BYTES = 256 << 20  # when PyTorch does not report the L2 size
 
 DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
-OPS = ("rmsnorm", "layernorm", "softmax", "residual_rmsnorm")
+OPS = ("rmsnorm", "layernorm", "softmax", "residual_rmsnorm", "attention_fwd")
+ROW_OPS = OPS[:4]  # the (rows x cols) ops of stage 2
+
+# attention_fwd's bench shapes, (B, Hq, Hkv, Sq, Sk, D) and causal, as attention_bench_problems()
+# lists them: 16k tokens of hidden size 2048 (16 heads of 128 or 32 of 64), and Llama-3-8B's
+# grouped heads (32 query heads over 8 kv heads).
+ATTENTION_BENCH = [((16384 // s, 2048 // d, 2048 // d, s, s, d), causal)
+                   for d in (128, 64) for s in (1024, 4096, 16384) for causal in (False, True)]
+ATTENTION_BENCH += [((4, 32, 8, 4096, 4096, 128), causal) for causal in (False, True)]
+ATTENTION_DTYPES = ("bf16", "f16")
 
 
 def rmsnorm(x, weight):
@@ -146,6 +174,84 @@ def check_same(op, eager_out, compiled_out):
                                    msg=lambda m: f"{op}: torch.compile disagrees with eager: {m}")
 
 
+def attention_backends():
+    """(peer name, SDPBackend) pairs; imported here so the stage-2 peers run on older PyTorch."""
+    from torch.nn.attention import SDPBackend
+    return (("torch SDPA flash (FA2)", SDPBackend.FLASH_ATTENTION),
+            ("torch SDPA cuDNN", SDPBackend.CUDNN_ATTENTION))
+
+
+def attention_flops(dims, causal):
+    """kc's FLOP count: 4.D per visible (query, key) pair, the causal mask aligned bottom-right."""
+    b, hq, _, sq, sk, d = dims
+    if causal:
+        pairs = sum(min(max(i + sk - sq + 1, 0), sk) for i in range(sq))
+    else:
+        pairs = sq * sk
+    return 4.0 * d * pairs * b * hq
+
+
+def make_attention_inputs(dims, dtype, generator):
+    """Q, K ~ normal(0, 1.5) and V ~ uniform(-1, 1), kc's fills, in kc's [B, H, S, D] layout."""
+    b, hq, hkv, sq, sk, d = dims
+    q = (torch.randn(b, hq, sq, d, generator=generator, device="cuda") * 1.5).to(dtype)
+    k = (torch.randn(b, hkv, sk, d, generator=generator, device="cuda") * 1.5).to(dtype)
+    v = (torch.rand(b, hkv, sk, d, generator=generator, device="cuda") * 2.0 - 1.0).to(dtype)
+    return q, k, v
+
+
+def attention_peers(args, scrubber, generator):
+    """Times each SDPA backend on each bench shape; returns TSV rows and prints its own."""
+    from torch.nn.attention import sdpa_kernel
+    rows = []
+    for dtype_name in args.dtypes.split(","):
+        if dtype_name not in ATTENTION_DTYPES:
+            print(f"attention_fwd: kc defines it for {', '.join(ATTENTION_DTYPES)}, not {dtype_name}; skipped",
+                  file=sys.stderr)
+            continue
+        dtype = DTYPES[dtype_name]
+        for dims, causal in ATTENTION_BENCH:
+            b, hq, hkv, sq, sk, d = dims
+            assert sq == sk, "PyTorch's is_causal is top-left aligned: kc's mask only when Sq == Sk"
+            shape = "x".join(str(x) for x in dims)
+            params = "causal=1" if causal else ""
+            q, k, v = make_attention_inputs(dims, dtype, generator)
+            gqa = hkv != hq
+
+            def sdpa(q, k, v, causal=causal, gqa=gqa):
+                if gqa:
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+                return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+            outputs = {}
+            with torch.no_grad():
+                for peer, backend in attention_backends():
+                    try:
+                        with sdpa_kernel(backend):
+                            outputs[peer] = sdpa(q, k, v)
+                    except RuntimeError as error:
+                        first_line = str(error).strip().splitlines()[0] if str(error).strip() else "RuntimeError"
+                        print(f"attention_fwd {dtype_name} {shape} {params or 'causal=0'}: {peer} does not run "
+                              f"it{' (enable_gqa)' if gqa else ''}: {first_line}", file=sys.stderr)
+                if len(outputs) == 2:
+                    (name_a, a), (name_b, b_out) = outputs.items()
+                    torch.testing.assert_close(b_out.float(), a.float(), rtol=2e-2, atol=2e-2,
+                                               msg=lambda m: f"attention_fwd {shape}: {name_b} disagrees "
+                                                             f"with {name_a}: {m}")
+                for peer, backend in attention_backends():
+                    if peer not in outputs:
+                        continue
+                    with sdpa_kernel(backend):
+                        ms = time_ms(sdpa, (q, k, v), args.samples, args.warmup, scrubber)
+                    tflops = attention_flops(dims, causal) / (ms * 1e-3) / 1e12
+                    rows.append(("attention_fwd", dtype_name, shape, peer, ms, params, tflops))
+                    print(f"attention_fwd {dtype_name:<5} {shape:<24} {params or 'causal=0':<9} {peer:<22} "
+                          f"{ms:9.4f} ms {tflops:8.1f} TFLOPS", flush=True)
+            del q, k, v, outputs
+            torch.cuda.empty_cache()
+    return rows
+
+
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, help="TSV file to write")
@@ -181,10 +287,11 @@ def main(argv):
     generator = torch.Generator(device="cuda")
     generator.manual_seed(2026)
     rows_out = []
+    ops = args.ops.split(",")
     for dtype_name in args.dtypes.split(","):
         dtype = DTYPES[dtype_name]
         element_bytes = torch.empty((), dtype=dtype).element_size()
-        for op in args.ops.split(","):
+        for op in (op for op in ops if op in ROW_OPS):
             eager = FUNCTIONS[op]
             compiled = torch.compile(eager, mode=args.compile_mode, dynamic=False)
             for cols in (int(h) for h in args.hidden.split(",")):
@@ -194,18 +301,25 @@ def main(argv):
                     for peer, fn in (("torch eager", eager), ("torch.compile", compiled)):
                         ms = time_ms(fn, inputs, args.samples, args.warmup, scrubber)
                         gbps = minimum_bytes(op, args.rows, cols, element_bytes) / (ms * 1e-3) / 1e9
-                        rows_out.append((op, dtype_name, f"{args.rows}x{cols}", peer, ms, gbps))
+                        rows_out.append((op, dtype_name, f"{args.rows}x{cols}", peer, ms, "", gbps))
                         print(f"{op:<17} {dtype_name:<5} {args.rows}x{cols:<6} {peer:<14} {ms:9.4f} ms "
                               f"{gbps:8.0f} GB/s", flush=True)
                 del inputs
                 torch.cuda.empty_cache()
+    attention_rows = attention_peers(args, scrubber, generator) if "attention_fwd" in ops else []
     with open(args.out, "w", encoding="utf-8") as out:
-        out.write("op\tdtype\tshape\tpeer\tmedian_ms\n")
-        for op, dtype_name, shape, peer, ms, _ in rows_out:
-            out.write(f"{op}\t{dtype_name}\t{shape}\t{peer}\t{ms:.4f}\n")
-    print(f"\n{'op':<17} {'dtype':<5} {'shape':<12} {'peer':<14} {'median ms':>10} {'GB/s':>8}")
-    for op, dtype_name, shape, peer, ms, gbps in rows_out:
-        print(f"{op:<17} {dtype_name:<5} {shape:<12} {peer:<14} {ms:10.4f} {gbps:8.0f}")
+        out.write("op\tdtype\tshape\tpeer\tmedian_ms\tparams\n")
+        for op, dtype_name, shape, peer, ms, params, _ in rows_out + attention_rows:
+            out.write(f"{op}\t{dtype_name}\t{shape}\t{peer}\t{ms:.4f}\t{params}\n")
+    if rows_out:
+        print(f"\n{'op':<17} {'dtype':<5} {'shape':<12} {'peer':<14} {'median ms':>10} {'GB/s':>8}")
+        for op, dtype_name, shape, peer, ms, _, gbps in rows_out:
+            print(f"{op:<17} {dtype_name:<5} {shape:<12} {peer:<14} {ms:10.4f} {gbps:8.0f}")
+    if attention_rows:
+        print(f"\n{'op':<17} {'dtype':<5} {'shape':<24} {'params':<9} {'peer':<22} {'median ms':>10} {'TFLOPS':>8}")
+        for op, dtype_name, shape, peer, ms, params, tflops in attention_rows:
+            print(f"{op:<17} {dtype_name:<5} {shape:<24} {params or 'causal=0':<9} {peer:<22} {ms:10.4f} "
+                  f"{tflops:8.1f}")
     print(f"wrote {args.out}")
     return 0
 

@@ -317,14 +317,14 @@ std::vector<PeerTiming> parse_peer_timings(const std::string& text) {
       if (tab == std::string::npos) break;
       begin = tab + 1;
     }
-    require(fields.size() == 5, "peer timings line {}: expected 5 tab-separated fields "
-            "(op, dtype, shape, peer, median_ms), got {}: '{}'", number, fields.size(), line);
+    require(fields.size() == 5 || fields.size() == 6, "peer timings line {}: expected 5 or 6 tab-separated "
+            "fields (op, dtype, shape, peer, median_ms[, params]), got {}: '{}'", number, fields.size(), line);
     char* end = nullptr;
     const double ms = std::strtod(fields[4].c_str(), &end);
     require(end != fields[4].c_str() && *end == '\0' && ms > 0.0,
             "peer timings line {}: median_ms must be a positive number, got '{}'", number, fields[4]);
     (void)parse_dtype(fields[1]);  // names the accepted spellings when it is not one
-    timings.push_back({fields[0], fields[1], fields[2], fields[3], ms});
+    timings.push_back({fields[0], fields[1], fields[2], fields[3], ms, fields.size() == 6 ? fields[5] : ""});
   }
   return timings;
 }

@@ -75,6 +75,23 @@ std::string run_command(const std::string& command) {
 
 std::string item_key(const std::string& kernel, const Problem& p) { return kernel + "/" + p.label(); }
 
+// "causal=1 scale=0.5" (Problem::params_text's form) -> {{"causal", 1}, {"scale", 0.5}}.
+ParamValues parse_param_values(const std::string& text) {
+  ParamValues values;
+  std::istringstream words(text);
+  std::string word;
+  while (words >> word) {
+    const std::size_t equals = word.find('=');
+    require(equals != std::string::npos && equals > 0, "parameter '{}' is not name=value", word);
+    const std::string number = word.substr(equals + 1);
+    char* end = nullptr;
+    const double value = std::strtod(number.c_str(), &end);
+    require(!number.empty() && *end == '\0', "parameter '{}': '{}' is not a number", word, number);
+    values.emplace_back(word.substr(0, equals), value);
+  }
+  return values;
+}
+
 std::vector<ReportedParam> reported_params(const Problem& p) {
   std::vector<ReportedParam> params;
   for (const Param& param : p.params) params.push_back({param.name, param.value, param.is_default()});
@@ -544,19 +561,30 @@ void Session::check_all() {
 std::vector<std::string> Session::merge_peers(const std::vector<PeerTiming>& timings) {
   std::vector<std::string> warnings;
   for (const PeerTiming& t : timings) {
-    const auto at_defaults = [](const Result& r) {
-      return std::all_of(r.params.begin(), r.params.end(), [](const ReportedParam& p) { return p.is_default; });
-    };
-    const auto measured = std::find_if(results_.begin(), results_.end(), [&](const Result& r) {
-      return !r.peer_outside && r.op == t.op && r.dtype == t.dtype && r.shape == t.shape && at_defaults(r);
-    });
-    if (measured == results_.end()) {
-      warnings.push_back(fmt::format("peer '{}' for {} {} {} ignored: this run measured no such problem",
-                                     t.peer, t.op, t.dtype, t.shape));
+    const std::string what = fmt::format("peer '{}' for {} {} {}{}{}", t.peer, t.op, t.dtype, t.shape,
+                                         t.params.empty() ? "" : " ", t.params);
+    if (!registry_.has_op(t.op)) {
+      warnings.push_back(fmt::format("{} ignored: kc has no op '{}'", what, t.op));
       continue;
     }
     const OpSpec& op = registry_.op(t.op);
-    const Problem problem = op.problem(parse_shape(t.shape), parse_dtype(t.dtype));
+    // The problem the peer timed, labelled as kc labels its own: parameters at their defaults
+    // unless the line names them.
+    Problem problem;
+    try {
+      problem = op.problem(parse_shape(t.shape), parse_dtype(t.dtype), parse_param_values(t.params));
+    } catch (const Error& e) {
+      warnings.push_back(fmt::format("{} ignored: {}", what, e.what()));
+      continue;
+    }
+    const std::string label = problem.label();
+    const auto measured = std::find_if(results_.begin(), results_.end(), [&](const Result& r) {
+      return !r.peer_outside && r.op == t.op && r.label == label;
+    });
+    if (measured == results_.end()) {
+      warnings.push_back(fmt::format("{} ignored: this run measured no such problem", what));
+      continue;
+    }
     Result peer = *measured;  // op, problem, description, ceiling, baseline name
     peer.kernel = t.peer;
     peer.is_baseline = false;

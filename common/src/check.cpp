@@ -86,6 +86,10 @@ CheckOutcome check_baseline(const OpSpec& op, const Problem& problem, std::uint6
     std::string reason = op.supports(problem);
     if (!reason.empty()) return {CheckOutcome::Status::unsupported, reason, 0.0};
   }
+  if (op.baseline_supports) {
+    std::string reason = op.baseline_supports(problem, context);
+    if (!reason.empty()) return {CheckOutcome::Status::unsupported, reason, 0.0};
+  }
   if (!op.baseline_computes_op)
     return {CheckOutcome::Status::passed,
             "the baseline moves the op's bytes without computing the op; nothing to check", 0.0};

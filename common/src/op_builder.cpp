@@ -213,6 +213,7 @@ OpSpec build_op(OpConfig config) {
   if (config.baseline) {
     op.baseline_name = config.baseline_name;
     op.baseline = config.baseline;
+    op.baseline_supports = config.baseline_supports;
     op.baseline_computes_op = true;
   } else {
     op.baseline_name = "copy of the same bytes (cudaMemcpy)";

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "attention/attention_softmax.hpp"
+#include "kc/stage3/attention_cudnn.hpp"
 #include "kc/common/blas.hpp"
 #include "kc/common/fill.hpp"
 #include "kc/common/parallel.hpp"
@@ -370,6 +371,7 @@ OpSpec make_attention_fwd_op() {
   op.baseline = [scratch](const Problem& p, Operands& o, Context& context) {
     attention_unfused(p, o, context, *scratch);
   };
+  use_cudnn_attention_baseline(op);  // cuDNN SDPA where the build has it; else the unfused path stays
   return build_op(std::move(op));
 }
 

@@ -1,6 +1,7 @@
 // The attention_fwd op on the GPU: its FP64 device reference agrees with the host reference, the
-// unfused cuBLAS baseline passes the op's check on every conformance problem, and the check
-// rejects that same path run with a wrong scale or without its causal mask. Skips without a GPU.
+// unfused cuBLAS path (the baseline where the build has no cuDNN) passes the op's check on every
+// conformance problem, and the check rejects that same path run with a wrong scale or without its
+// causal mask. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -66,8 +67,10 @@ TEST(AttentionGpu, TheUnfusedBaselinePassesEveryConformanceProblem) {
   KC_SKIP_WITHOUT_GPU();
   Context& context = testing::shared_context();
   const OpSpec& op = attention_op();
+  AttentionScratch scratch;
+  const auto unfused = [&](const Problem& p, Operands& o, Context& c) { attention_unfused(p, o, c, scratch); };
   for (const Problem& problem : op.conformance_problems) {
-    const CheckOutcome outcome = check_baseline(op, problem, 11, context);
+    const CheckOutcome outcome = check_run(op, unfused, problem, 11, context);
     EXPECT_TRUE(outcome.passed()) << problem.label() << ": " << outcome.detail;
   }
 }

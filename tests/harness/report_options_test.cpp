@@ -230,6 +230,19 @@ TEST(Peers, ParsesTheTsvAndExplainsBadLines) {
   EXPECT_THROW(parse_peer_timings("rmsnorm\tbfloat\t32768x4096\ttorch\t1\n"), Error);
 }
 
+TEST(Peers, AnOptionalSixthColumnNamesTheParameters) {
+  const auto timings = parse_peer_timings(
+      "attention_fwd\tbf16\t4x16x16x4096x4096x128\ttorch SDPA (FA2)\t1.5\tcausal=1\n"
+      "attention_fwd\tbf16\t4x16x16x4096x4096x128\ttorch SDPA (FA2)\t2.5\t\n"
+      "rmsnorm\tbf16\t32768x4096\ttorch eager\t0.5\n");
+  ASSERT_EQ(timings.size(), 3u);
+  EXPECT_EQ(timings[0].params, "causal=1");
+  EXPECT_EQ(timings[0].peer, "torch SDPA (FA2)");
+  EXPECT_EQ(timings[1].params, "");
+  EXPECT_EQ(timings[2].params, "");
+  EXPECT_THROW(parse_peer_timings("rmsnorm\tbf16\t32768x4096\ttorch\t1\tcausal=1\textra\n"), Error);
+}
+
 TEST(Peers, PeerRowsAppearBesideTheBaselineInTheTables) {
   std::vector<Result> results = sample_results();
   Result peer = results[0];

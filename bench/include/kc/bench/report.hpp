@@ -92,10 +92,14 @@ struct PeerTiming {
   std::string shape;  // Problem::shape(), e.g. "32768x4096"
   std::string peer;   // "torch.compile"
   double median_ms = 0.0;
+  // The problem's parameters that differ from their defaults, as Problem::params_text() writes
+  // them ("causal=1", "causal=1 scale=0.5"); "" for the defaults.
+  std::string params;
 };
 
-// Parses "op<TAB>dtype<TAB>shape<TAB>peer<TAB>median_ms" lines; a header line starting with "op"
-// and lines starting with '#' are skipped. Throws kc::Error naming the line of anything malformed.
+// Parses "op<TAB>dtype<TAB>shape<TAB>peer<TAB>median_ms[<TAB>params]" lines (params optional: the
+// defaults when absent or empty); a header line starting with "op" and lines starting with '#'
+// are skipped. Throws kc::Error naming the line of anything malformed.
 std::vector<PeerTiming> parse_peer_timings(const std::string& text);
 
 

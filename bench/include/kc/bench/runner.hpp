@@ -65,9 +65,9 @@ class Session {
   void register_benchmarks();
   // Correctness only, no timing, no Google Benchmark: one line per (kernel, problem).
   void check_all();
-  // Adds rows for outside peers timed on this machine (bench/peers/), for the (op, shape) pairs
-  // this run measured, with rates from kc's own FLOP/byte count. Returns warnings for rows that
-  // matched nothing.
+  // Adds rows for outside peers timed on this machine (bench/peers/), for the problems (op, shape,
+  // dtype and parameters) this run measured, with rates from kc's own FLOP/byte count. Returns
+  // warnings for rows that matched nothing.
   std::vector<std::string> merge_peers(const std::vector<PeerTiming>& timings);
   const std::vector<Result>& results() const { return results_; }
   bool any_failed() const;

@@ -52,7 +52,8 @@ CheckOutcome check_kernel(const Registry& registry, const KernelEntry& kernel,
                           ReferenceCache* cache = nullptr);
 
 // check_run for the op's baseline: a mis-configured peer (say, TF32 sneaking into an FP32
-// baseline) is caught like any kernel.
+// baseline) is caught like any kernel. A problem the op or its baseline_supports refuses is
+// reported unsupported, with the reason.
 CheckOutcome check_baseline(const OpSpec& op, const Problem& problem, std::uint64_t seed,
                             Context& context, ReferenceCache* cache = nullptr);
 

@@ -115,6 +115,7 @@ struct OpConfig {
   // checked like a kernel.
   std::string baseline_name;
   std::function<void(const Problem&, Operands&, Context&)> baseline;
+  std::function<std::string(const Problem&, Context&)> baseline_supports;  // see OpSpec
   std::shared_ptr<CopyScratch> copy_scratch;
   std::vector<OpSpec::Peer> peers;  // see OpSpec::peers
 };

@@ -63,6 +63,10 @@ struct OpSpec {
   // False when the baseline does not compute the op but bounds it, e.g. a device-to-device copy
   // of the op's minimum bytes for a memory-bound op: its output is then not checked.
   bool baseline_computes_op = true;
+  // "" when the baseline runs `problem`, otherwise why not (a library that implements part of the
+  // op's definition, e.g. cuDNN's attention); empty: it runs every problem the op supports. A
+  // refused baseline is reported as such, and kernels on that problem have no % of baseline.
+  std::function<std::string(const Problem&, Context&)> baseline_supports;
   // Other implementations kc-bench times beside the baseline, on the same operands, each checked
   // like a kernel (cuBLAS in another math mode, cuDNN): rows of their own in the tables.
   struct Peer {
