@@ -51,27 +51,26 @@ std::vector<float> grid(float low, float high, int points) {
 TEST(KernelMath, NormalCdfMatchesDoubleWithinItsStatedBounds) {
   KC_SKIP_WITHOUT_GPU();
   // The bounds of gelu.hpp on erfc(z)/2 (z = |x| / sqrt 2), with a margin for rcp/ex2's own
-  // rounding: relative 1.5e-6 for z <= 2, 4e-6 for z <= 4, 5e-5 up to z = 9 (beyond 9.2 the tail
-  // is below float's normal range and flushes to 0). For x < 0 that is
+  // rounding: relative 1e-5 for z <= 4, 4e-5 up to z = 9 (beyond 9.2 the tail is below float's
+  // normal range and flushes to 0). For x < 0 that is
   // Phi(x) itself; for x > 0, Phi(x) = 1 - erfc(z)/2 and the same absolute error.
   const std::vector<float> x = grid(-12.7f, 12.7f, 400001);
   const std::vector<float> y = evaluate(Function::normal_cdf, x);
-  double worst[3] = {0, 0, 0};
+  double worst[2] = {0, 0};
   for (std::size_t i = 0; i < x.size(); ++i) {
     const double v = x[i];
     const double half_erfc = 0.5 * std::erfc(std::abs(v) / std::sqrt(2.0));  // the tail, either side
     const double got_tail = v < 0 ? y[i] : 1.0 - static_cast<double>(y[i]);
     const double z = std::abs(v) / std::sqrt(2.0);
-    double& slot = worst[z <= 2 ? 0 : z <= 4 ? 1 : 2];
+    double& slot = worst[z <= 4 ? 0 : 1];
     if (v < 0) {
       slot = std::max(slot, std::abs(got_tail - half_erfc) / half_erfc);
     } else {  // 1 - tail in float: one rounding of a value near 1 on top
       slot = std::max(slot, (std::abs(got_tail - half_erfc) - 6e-8) / half_erfc);
     }
   }
-  EXPECT_LT(worst[0], 1.5e-6);
-  EXPECT_LT(worst[1], 4e-6);
-  EXPECT_LT(worst[2], 5e-5);
+  EXPECT_LT(worst[0], 1e-5);
+  EXPECT_LT(worst[1], 4e-5);
 }
 
 TEST(KernelMath, NormalCdfLimitsAndNan) {
@@ -89,8 +88,8 @@ TEST(KernelMath, NormalCdfLimitsAndNan) {
 
 TEST(KernelMath, GeluErfAndSiluMatchDouble) {
   KC_SKIP_WITHOUT_GPU();
-  // Bound: relative 3e-6 of the value plus 1e-7 of |x| (absolute, for the tails where the value
-  // is far below its input) — an f32 output's tolerance floor is 1e-5.
+  // Bound: relative 1e-5 (GELU-erf) or 3e-6 (SiLU) of the value plus 1e-7 of |x| (absolute, for
+  // the tails where the value is far below its input) — an f32 output's tolerance floor is 1e-5.
   const std::vector<float> x = grid(-20.f, 20.f, 200001);
   const std::vector<float> gelu = evaluate(Function::gelu_erf, x);
   const std::vector<float> silu = evaluate(Function::silu, x);
@@ -98,7 +97,7 @@ TEST(KernelMath, GeluErfAndSiluMatchDouble) {
     const double v = x[i];
     const double gelu_exact = 0.5 * v * std::erfc(-v / std::sqrt(2.0));
     const double silu_exact = v / (1.0 + std::exp(-v));
-    ASSERT_NEAR(gelu[i], gelu_exact, 3e-6 * std::abs(gelu_exact) + 1e-7 * std::abs(v)) << "gelu_erf at x = " << v;
+    ASSERT_NEAR(gelu[i], gelu_exact, 1e-5 * std::abs(gelu_exact) + 1e-7 * std::abs(v)) << "gelu_erf at x = " << v;
     ASSERT_NEAR(silu[i], silu_exact, 3e-6 * std::abs(silu_exact) + 1e-7 * std::abs(v)) << "silu at x = " << v;
   }
   constexpr float kInf = std::numeric_limits<float>::infinity();

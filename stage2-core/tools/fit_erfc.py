@@ -19,7 +19,7 @@ import math
 import numpy as np
 from scipy.special import erfcx  # erfc(z) * exp(z^2), accurate for large z
 
-DEGREE = 7
+DEGREE = 5
 SLOPE = 0.5  # t = 1 / (1 + SLOPE z)
 Z_MAX = 10.0
 

@@ -24,6 +24,7 @@
 
 #include <math_constants.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 
@@ -74,11 +75,14 @@ struct GeluTanh {
   }
 };
 
-// GELU, exact form: 0.5 x (1 + erf(x / sqrt(2))), evaluated as 0.5 x erfc(-x / sqrt(2)) so that
-// negative x does not lose its digits to the cancellation in 1 + erf (kc/core/gelu.hpp).
+// GELU, exact form: x Phi(x) = 0.5 x (1 + erf(x / sqrt(2))), with Phi from KernelMath::normal_cdf
+// (kc/core/gelu.hpp: no cancellation for negative x, no erfcf). Below x = -14, Phi(x) is below
+// float's normal range and x Phi(x) is -0 to float precision; the input is clamped there (one
+// NaN-propagating min), which also turns -inf into -0 instead of -inf * 0 = NaN.
 struct GeluErf {
   __device__ __forceinline__ float operator()(float x) const {
-    return zero_at_minus_infinity(x, gelu_erf<KernelMath>(x));
+    constexpr float kZeroBelow = -14.f;
+    return gelu_erf<KernelMath>(x < kZeroBelow ? kZeroBelow : x);
   }
 };
 
@@ -133,6 +137,12 @@ __host__ __device__ OnFirst<Unary, Binary> on_first(Unary unary, Binary binary) 
 
 inline constexpr int kMapThreads = 256;
 inline constexpr std::int64_t kMaxGridY = 65535;
+// Rows each thread walks (when the grid stays large enough): the index arithmetic that places a
+// thread (its column, three 64-bit view offsets and bounds checks: about 40 instructions, a third
+// of a bf16 GELU thread's work with one row) is paid once for several rows.
+inline constexpr std::int64_t kMapRowsPerThread = 4;
+// ...but never fewer than this many rows of blocks, so a small matrix still fills the GPU.
+inline constexpr std::int64_t kMapMinGridY = 1024;
 
 namespace detail {
 
@@ -157,8 +167,9 @@ __device__ __forceinline__ float apply_at(const Op& op, const FloatVector<T, kVe
 
 }  // namespace detail
 
-// Each thread handles kVec adjacent columns of one row; blockIdx.y walks the rows. kVec > 1
-// requires every view to pass can_vectorize(view, kVec).
+// Each thread handles kVec adjacent columns and walks the rows blockIdx.y, blockIdx.y +
+// gridDim.y, ... (kMapRowsPerThread of them on large matrices). kVec > 1 requires every view to
+// pass can_vectorize(view, kVec).
 template <typename T, int kVec, class Op, class... Inputs>
 __global__ void __launch_bounds__(kMapThreads)
     map_kernel(MatrixView<T> out, Op op, Inputs... inputs) {
@@ -181,8 +192,11 @@ template <typename T, int kVec, class Op, class... Inputs>
 void launch_map_with_width(const MatrixView<T>& out, Op op, cudaStream_t stream,
                            const Inputs&... inputs) {
   const std::int64_t threads_per_row = ceil_div(out.shape[1], kVec);
+  const std::int64_t rows = out.shape[0];
+  const std::int64_t grid_y = std::min(
+      {rows, kMaxGridY, std::max(ceil_div(rows, kMapRowsPerThread), kMapMinGridY)});
   const dim3 grid(static_cast<unsigned>(ceil_div(threads_per_row, kMapThreads)),
-                  static_cast<unsigned>(std::min<std::int64_t>(out.shape[0], kMaxGridY)));
+                  static_cast<unsigned>(grid_y));
   map_kernel<T, kVec><<<grid, kMapThreads, 0, stream>>>(out, op, inputs...);
 }
 
