@@ -26,7 +26,7 @@
 // between the two MMA phases of a warp with nothing to overlap it within the warp; the next
 // steps are larger tiles per warp and, on Hopper, warpgroup MMAs (wgmma) with producer warps.
 //
-// SASS to look for: LDGSTS.E.BYPASS.LTC128B.128 (K, V and Q tiles), LDGDEPBAR and DEPBAR.LE
+// SASS to look for: LDGSTS.E.BYPASS.128 (K, V and Q tiles; 2 x D/16 per thread and tile), LDGDEPBAR and DEPBAR.LE
 // (commit and wait), LDSM.16.M88.4, LDSM.16.MT88.4, HMMA.16816.F32.BF16 / HMMA.16816.F32, no
 // LDG.E.128 of K or V; no LDL/STL.
 //
