@@ -159,6 +159,8 @@ std::vector<ProblemSpec> attention_conformance_problems() {
       {{1, 8, 2, 1000, 1000, 128}, std::nullopt, causal},
       {{1, 2, 2, 4097, 4097, 64}},
       {{1, 2, 2, 4097, 4097, 64}, std::nullopt, causal},
+      // D = 80: the fused rungs refuse it (compiled for D = 64 and 128); the unfused path runs it.
+      {{1, 2, 1, 33, 45, 80}, std::nullopt, causal},
   };
 }
 
@@ -277,10 +279,14 @@ std::byte* AttentionScratch::reserve(std::size_t bytes) {
 }
 
 void attention_unfused(const Problem& problem, Operands& operands, Context& context, AttentionScratch& scratch) {
+  attention_unfused(problem, operands, context.cublas(), context.stream(), scratch);
+}
+
+void attention_unfused(const Problem& problem, Operands& operands, cublasHandle_t cublas, cudaStream_t stream,
+                       AttentionScratch& scratch) {
   const AttentionShape shape = attention_shape(problem);
   const bool causal = attention_causal(problem);
   const auto scale = static_cast<float>(attention_scale(problem));
-  const cudaStream_t stream = context.stream();
   const DType dtype = problem.dtype;
   require(dtype == DType::bf16 || dtype == DType::f16, "the unfused attention path runs bf16 or f16, not {}",
           dtype_name(dtype));
@@ -302,7 +308,7 @@ void attention_unfused(const Problem& problem, Operands& operands, Context& cont
   const auto element = [&](std::int64_t index) { return static_cast<std::size_t>(index * p_bytes); };
   for (const AttentionChunk& chunk : chunks) {
     const ChunkOffsets at = offsets_of(shape, chunk);
-    cublas_gemm_ex_batched(context.cublas(), stream, scores_shape(shape, chunk), dtype, DType::f32, scale,
+    cublas_gemm_ex_batched(cublas, stream, scores_shape(shape, chunk), dtype, DType::f32, scale,
                            q + element(at.q_rows * shape.head_dim), k + element(at.kv), BLayout::n_by_k,
                            0.f, s, scores_batch(shape, chunk));
     const MaskedSoftmaxRows rows = softmax_rows(shape, causal, chunk);
@@ -310,7 +316,7 @@ void attention_unfused(const Problem& problem, Operands& operands, Context& cont
       attention_masked_softmax(s, static_cast<__nv_bfloat16*>(p), lse + at.q_rows, rows, stream);
     else
       attention_masked_softmax(s, static_cast<__half*>(p), lse + at.q_rows, rows, stream);
-    cublas_gemm_ex_batched(context.cublas(), stream, output_shape(shape, chunk), dtype, dtype, 1.f, p,
+    cublas_gemm_ex_batched(cublas, stream, output_shape(shape, chunk), dtype, dtype, 1.f, p,
                            v + element(at.kv), BLayout::k_by_n, 0.f, o + element(at.q_rows * shape.head_dim),
                            output_batch(shape, chunk));
   }

@@ -9,6 +9,7 @@
 #include "kc/stage3/attention.hpp"
 #include "kc/stage3/register.hpp"
 #include "arch/sm90/tma_descriptor.hpp"
+#include "register_attention.hpp"
 
 namespace kc::stage3 {
 namespace {
@@ -76,8 +77,9 @@ KernelEntry fused_entry() {
 void register_kernels(Registry& registry) {
   if (!registry.has_op(kHgemmOp)) registry.add_op(make_hgemm_op());
   if (!registry.has_op(kBiasGeluOp)) registry.add_op(make_gemm_bias_gelu_op());
-  // Attention: the op, its references and its baseline; the FlashAttention ladder comes next.
+  // Attention: the op, its references and its baseline, then the FlashAttention ladder.
   if (!registry.has_op(kAttentionFwdOp)) registry.add_op(make_attention_fwd_op());
+  register_attention_kernels(registry);
 
   registry.add_kernel(portable_entry("01_wmma", 1,
                                      "WMMA 16x16x16 fragments, tiles staged through shared memory",

@@ -4,6 +4,7 @@
 
 #include "kc/common/check.hpp"
 #include "kc/common/gemm.hpp"
+#include "kc/stage3/attention.hpp"
 #include "kc/stage3/register.hpp"
 #include "kc/testing/negative_controls.hpp"
 #include "support/gpu_test.hpp"
@@ -126,6 +127,55 @@ TEST(NegativeControlsBf16, ReluInsteadOfGeluFailsAtEveryBenchmarkShape) {
     const CheckOutcome o = check_at("stage3/gemm_bias_gelu/nc_relu_instead_of_gelu", p, 1);
     EXPECT_EQ(o.status, CheckOutcome::Status::failed) << p.label() << ": " << o.detail;
     std::printf("nc_relu_instead_of_gelu at %s: %s\n", p.label().c_str(), o.detail.c_str());
+  }
+}
+
+// Attention: each flaw of the naive attention controls fails the check on the problems where it
+// shows, in both dtypes; the off-by-one mask hides when the problem has no mask, which shows the
+// rest of that kernel is right.
+CheckOutcome check_attention(const std::string& name, const std::vector<std::int64_t>& dims, DType dtype,
+                             const ParamValues& params) {
+  const Registry& r = registry_with_controls();
+  const Problem problem = r.op(stage3::kAttentionFwdOp).problem(dims, dtype, params);
+  return check_kernel(r, r.kernel(std::string("stage3/attention_fwd/") + name), problem, 1, shared_context());
+}
+
+const ParamValues kCausal = {{"causal", 1.0}};
+
+TEST(NegativeControlsAttention, WrongScaleFails) {
+  KC_SKIP_WITHOUT_GPU();
+  for (const DType dtype : {DType::bf16, DType::f16})
+    for (const ParamValues& params : {ParamValues{}, kCausal}) {
+      const CheckOutcome o = check_attention("nc_wrong_scale", {1, 8, 2, 1000, 1000, 128}, dtype, params);
+      EXPECT_EQ(o.status, CheckOutcome::Status::failed) << dtype_name(dtype) << ": " << o.detail;
+    }
+}
+
+TEST(NegativeControlsAttention, CausalMaskOffByOneFailsAndHidesWithoutTheMask) {
+  KC_SKIP_WITHOUT_GPU();
+  for (const DType dtype : {DType::bf16, DType::f16}) {
+    for (const std::vector<std::int64_t>& dims :
+         {std::vector<std::int64_t>{1, 2, 1, 17, 17, 64}, std::vector<std::int64_t>{2, 4, 1, 77, 1000, 64},
+          std::vector<std::int64_t>{1, 8, 2, 1000, 1000, 128}}) {
+      const CheckOutcome o = check_attention("nc_mask_off_by_one", dims, dtype, kCausal);
+      EXPECT_EQ(o.status, CheckOutcome::Status::failed) << dtype_name(dtype) << ": " << o.detail;
+    }
+    const CheckOutcome hidden = check_attention("nc_mask_off_by_one", {1, 8, 2, 1000, 1000, 128}, dtype, {});
+    EXPECT_TRUE(hidden.passed()) << dtype_name(dtype) << ": " << hidden.detail;
+  }
+}
+
+TEST(NegativeControlsAttention, SkippedKvTileFails) {
+  KC_SKIP_WITHOUT_GPU();
+  for (const DType dtype : {DType::bf16, DType::f16})
+    for (const ParamValues& params : {ParamValues{}, kCausal}) {
+      const CheckOutcome o = check_attention("nc_skips_last_kv_tile", {3, 8, 2, 77, 77, 128}, dtype, params);
+      EXPECT_EQ(o.status, CheckOutcome::Status::failed) << dtype_name(dtype) << ": " << o.detail;
+    }
+  // 40 of 1000 keys missing from every row.
+  for (const DType dtype : {DType::bf16, DType::f16}) {
+    const CheckOutcome o = check_attention("nc_skips_last_kv_tile", {2, 4, 1, 77, 1000, 64}, dtype, {});
+    EXPECT_EQ(o.status, CheckOutcome::Status::failed) << dtype_name(dtype) << ": " << o.detail;
   }
 }
 

@@ -1,7 +1,9 @@
 // The deliberately wrong kernels. The FP32 ones are the naive SGEMM with exactly one flaw, so a
 // failure can only come from that flaw. The bf16 ones are cuBLAS with one realistic flaw around it
 // (a dropped k column, split-K with 16-bit partial sums, the wrong activation): fast enough to run
-// at the benchmark shapes, where the bounds must catch them.
+// at the benchmark shapes, where the bounds must catch them. The attention ones are a naive
+// attention kernel (a thread per query row, FP32) with one flaw each: a wrong softmax scale, the
+// causal mask one key too far, the last K/V tile of 64 keys never visited.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -10,8 +12,10 @@
 #include <memory>
 
 #include "kc/common/gemm.hpp"
+#include "kc/core/dtype_traits.hpp"
 #include "kc/stage1/sgemm.hpp"
 #include "kc/stage1/register.hpp"
+#include "kc/stage3/attention.hpp"
 #include "kc/stage3/register.hpp"
 #include "kc/testing/negative_controls.hpp"
 
@@ -172,6 +176,103 @@ const Bf16Control kBf16Controls[] = {
      &relu_instead_of_gelu},
 };
 
+// ---- attention_fwd: O = softmax(scale.Q.K^T [causal]).V and LSE (kc/stage3/attention.hpp) --------
+
+enum class AttentionFlaw { wrong_scale, mask_off_by_one, skips_last_kv_tile };
+
+constexpr int kAttentionMaxHeadDim = 128;
+constexpr int kAttentionKvTile = 64;  // the tile the skipped-tile flaw forgets the last of
+
+template <typename T>
+struct NaiveAttention {
+  const T* q;
+  const T* k;
+  const T* v;
+  T* o;
+  float* lse;
+  int batch, q_heads, kv_heads, q_len, kv_len, head_dim;
+  float scale;
+  bool causal;
+};
+
+// One thread per query row: the scores' maximum, then the weights and O, in FP32 — right but for
+// `flaw`.
+template <typename T, AttentionFlaw flaw>
+__global__ void flawed_attention_kernel(NaiveAttention<T> a) {
+  const long long row = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+  if (row >= static_cast<long long>(a.batch) * a.q_heads * a.q_len) return;
+  const int i = static_cast<int>(row % a.q_len);
+  const long long head = row / a.q_len;  // b * Hq + h
+  const long long b = head / a.q_heads;
+  const long long kv_head = b * a.kv_heads + (head % a.q_heads) / (a.q_heads / a.kv_heads);
+  const T* q = a.q + row * a.head_dim;
+  const T* k = a.k + kv_head * a.kv_len * a.head_dim;
+  const T* v = a.v + kv_head * a.kv_len * a.head_dim;
+  T* o = a.o + row * a.head_dim;
+
+  // Bottom-right causal mask: keys j <= i + Sk - Sq (one more with the off-by-one flaw).
+  const long long reach = static_cast<long long>(i) + a.kv_len - a.q_len + (flaw == AttentionFlaw::mask_off_by_one ? 2 : 1);
+  int visible = a.causal ? static_cast<int>(reach < 0 ? 0 : (reach < a.kv_len ? reach : a.kv_len)) : a.kv_len;
+  if (flaw == AttentionFlaw::skips_last_kv_tile) {
+    const int tiled_keys = (a.kv_len - 1) / kAttentionKvTile * kAttentionKvTile;  // start of the last tile
+    visible = visible < tiled_keys ? visible : tiled_keys;
+  }
+  const float scale = flaw == AttentionFlaw::wrong_scale ? 1.25f * a.scale : a.scale;
+  const auto score = [&](int j) {
+    float dot = 0.f;
+    for (int c = 0; c < a.head_dim; ++c) dot += core::to_float(q[c]) * core::to_float(k[j * a.head_dim + c]);
+    return scale * dot;
+  };
+  float max = -INFINITY;
+  for (int j = 0; j < visible; ++j) max = fmaxf(max, score(j));
+  float acc[kAttentionMaxHeadDim] = {};
+  float sum = 0.f;
+  for (int j = 0; j < visible; ++j) {
+    const float weight = expf(score(j) - max);
+    sum += weight;
+    for (int c = 0; c < a.head_dim; ++c) acc[c] += weight * core::to_float(v[j * a.head_dim + c]);
+  }
+  for (int c = 0; c < a.head_dim; ++c) o[c] = core::from_float<T>(visible > 0 ? acc[c] / sum : 0.f);
+  a.lse[row] = visible > 0 ? max + logf(sum) : -INFINITY;
+}
+
+template <typename T, AttentionFlaw flaw>
+void launch_flawed_attention(const Problem& problem, Operands& operands, cudaStream_t stream) {
+  const stage3::AttentionShape s = stage3::attention_shape(problem);
+  require(s.head_dim <= kAttentionMaxHeadDim, "the attention negative controls hold D <= {}", kAttentionMaxHeadDim);
+  const NaiveAttention<T> a{operands["Q"].data<T>(), operands["K"].data<T>(), operands["V"].data<T>(),
+                            operands["O"].data<T>(), operands["LSE"].data<float>(),
+                            static_cast<int>(s.batch), static_cast<int>(s.q_heads), static_cast<int>(s.kv_heads),
+                            static_cast<int>(s.q_len), static_cast<int>(s.kv_len), static_cast<int>(s.head_dim),
+                            static_cast<float>(stage3::attention_scale(problem)), stage3::attention_causal(problem)};
+  const long long rows = s.batch * s.q_heads * s.q_len;
+  constexpr int kThreads = 128;
+  flawed_attention_kernel<T, flaw><<<static_cast<unsigned>((rows + kThreads - 1) / kThreads), kThreads, 0, stream>>>(a);
+  KC_CHECK_LAUNCH();
+}
+
+template <AttentionFlaw flaw>
+void flawed_attention(const Problem& problem, Operands& operands, cudaStream_t stream) {
+  if (problem.dtype == DType::bf16)
+    launch_flawed_attention<bf16, flaw>(problem, operands, stream);
+  else
+    launch_flawed_attention<__half, flaw>(problem, operands, stream);
+}
+
+struct AttentionControl {
+  const char* name;
+  const char* flaw;
+  void (*launch)(const Problem&, Operands&, cudaStream_t);
+};
+
+const AttentionControl kAttentionControls[] = {
+    {"nc_wrong_scale", "softmax scale 1.25x the problem's", &flawed_attention<AttentionFlaw::wrong_scale>},
+    {"nc_mask_off_by_one", "causal mask lets each row see one key past i + Sk - Sq",
+     &flawed_attention<AttentionFlaw::mask_off_by_one>},
+    {"nc_skips_last_kv_tile", "never visits the last K/V tile of 64 keys",
+     &flawed_attention<AttentionFlaw::skips_last_kv_tile>},
+};
+
 }  // namespace
 
 std::vector<NegativeControl> negative_controls() {
@@ -179,6 +280,8 @@ std::vector<NegativeControl> negative_controls() {
   for (const Control& c : kControls) list.push_back({std::string("stage1/sgemm/") + c.name, c.flaw});
   for (const Bf16Control& c : kBf16Controls)
     list.push_back({std::string("stage3/") + c.op + "/" + c.name, c.flaw});
+  for (const AttentionControl& c : kAttentionControls)
+    list.push_back({std::string("stage3/") + stage3::kAttentionFwdOp + "/" + c.name, c.flaw});
   return list;
 }
 
@@ -214,6 +317,18 @@ void register_negative_controls(Registry& registry) {
       launch(handle->get(), gemm_args<bf16>(problem, operands, BLayout::n_by_k),
              has_bias ? operands["bias"].data<bf16>() : nullptr, stream);
     };
+    registry.add_kernel(std::move(entry));
+  }
+  if (!registry.has_op(stage3::kAttentionFwdOp)) registry.add_op(stage3::make_attention_fwd_op());
+  for (const AttentionControl& c : kAttentionControls) {
+    KernelEntry entry;
+    entry.id = std::string("stage3/") + stage3::kAttentionFwdOp + "/" + c.name;
+    entry.op = stage3::kAttentionFwdOp;
+    entry.rung = 0;
+    entry.idea = std::string("NEGATIVE CONTROL: ") + c.flaw;
+    entry.dtypes = {DType::bf16, DType::f16};
+    entry.report = "negative-controls";
+    entry.launch = c.launch;
     registry.add_kernel(std::move(entry));
   }
 }

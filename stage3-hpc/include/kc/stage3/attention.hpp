@@ -101,5 +101,9 @@ inline constexpr std::size_t kAttentionScratchLimit = std::size_t{8} << 30;
 // O = P.V; FP32 accumulation throughout. Exposed for the tests.
 void attention_unfused(const Problem& problem, Operands& operands, Context& context,
                        AttentionScratch& scratch);
+// The same on a given cuBLAS handle and stream (the ladder's rung 01 runs it as a kernel entry,
+// which is handed a stream only).
+void attention_unfused(const Problem& problem, Operands& operands, cublasHandle_t cublas, cudaStream_t stream,
+                       AttentionScratch& scratch);
 
 }  // namespace kc::stage3

@@ -12,16 +12,18 @@
 namespace kc::testing {
 
 struct NegativeControl {
-  std::string id;    // "stage1/sgemm/nc_writes_nothing", "stage3/hgemm/nc_drops_last_k"
+  std::string id;    // "stage1/sgemm/nc_writes_nothing", "stage3/attention_fwd/nc_wrong_scale"
   std::string flaw;  // what is wrong with it
 };
 
 // The controls, in registration order.
 std::vector<NegativeControl> negative_controls();
 
-// Registers the ops they implement (sgemm; stage 3's hgemm and gemm_bias_gelu) if missing, and the
-// controls, in the "negative-controls" report group: FP32 SGEMM kernels with one flaw each, and
-// bf16 GEMMs with the flaws the bf16 bounds must catch at the benchmark shapes.
+// Registers the ops they implement (sgemm; stage 3's hgemm, gemm_bias_gelu and attention_fwd) if
+// missing, and the controls, in the "negative-controls" report group: FP32 SGEMM kernels with one
+// flaw each, bf16 GEMMs with the flaws the bf16 bounds must catch at the benchmark shapes, and
+// attention kernels (bf16 and f16) with a wrong scale, an off-by-one causal mask, a skipped K/V
+// tile.
 void register_negative_controls(Registry& registry);
 
 }  // namespace kc::testing

@@ -1,0 +1,49 @@
+// attention_args.hpp — the FlashAttention ladder's arguments and one launch per rung. An argument
+// header: the rung files include it and nothing of the harness (kc/stage3/attention.hpp defines
+// the op, src/register_attention.cpp files the rungs with the registry).
+//
+// What every rung computes is attention.hpp's definition: per batch b, query head h and query row
+// i, O = softmax(scale . Q K^T) V over the visible keys (kv head h / (Hq / Hkv); with `causal`,
+// keys j <= i + Sk - Sq, the mask aligned bottom-right), LSE = the natural log-sum-exp of the
+// scaled scores; a row with no visible key gets O = 0 and LSE = -inf.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace kc::stage3 {
+
+// T: __nv_bfloat16 or __half. Q and O are [B, Hq, Sq, D], K and V [B, Hkv, Sk, D], each with the
+// element strides below and the last dimension contiguous; LSE is a contiguous [B, Hq, Sq] of f32.
+template <typename T>
+struct AttentionArgs {
+  const T* q = nullptr;
+  const T* k = nullptr;
+  const T* v = nullptr;
+  T* o = nullptr;
+  float* lse = nullptr;
+  int batch = 0, q_heads = 0, kv_heads = 0, q_len = 0, kv_len = 0, head_dim = 0;
+  std::int64_t q_batch_stride = 0, q_head_stride = 0, q_row_stride = 0;  // Q and O
+  std::int64_t kv_batch_stride = 0, kv_head_stride = 0, kv_row_stride = 0;  // K and V
+  float scale = 0.f;    // the softmax scale itself (the harness resolves "0 means 1/sqrt(D)")
+  bool causal = false;
+};
+
+// The head dimensions the fused rungs (02-04) are compiled for: a template parameter, so that the
+// loops over D unroll and O's accumulators stay in registers.
+inline constexpr int kFlashHeadDims[] = {64, 128};
+
+// Rung 02: CUDA cores, K/V tiles in shared memory, online softmax, O in FP32 registers.
+template <typename T>
+void attention_fwd_02_tiled_online_softmax(const AttentionArgs<T>& args, cudaStream_t stream);
+// Rung 03: FlashAttention-2 on mma.sync m16n8k16 + ldmatrix, P reused from registers.
+template <typename T>
+void attention_fwd_03_fa2_mma_sync(const AttentionArgs<T>& args, cudaStream_t stream);
+// Rung 04: rung 03 with a cp.async double-buffered K/V pipeline and causal tile skipping.
+template <typename T>
+void attention_fwd_04_fa2_cp_async(const AttentionArgs<T>& args, cudaStream_t stream);
+
+}  // namespace kc::stage3

@@ -1,0 +1,282 @@
+// fa2_mma.cuh — the warp-level FlashAttention-2 step on mma.sync m16n8k16 that rungs 03 and 04
+// share (they differ in how K and V reach shared memory and which tiles they visit).
+//
+// A block of 4 warps owns 64 query rows; warp w owns rows 16w .. 16w + 15, the M of one
+// m16n8k16. Per K/V tile of 64 keys, each warp:
+//   1. S = Q K^T: 8 accumulator blocks of 16 x 8 (32 FP32 registers), D/16 k16 slices; its Q
+//      fragments were loaded once (ldmatrix) and stay in registers; K fragments come from
+//      ldmatrix (K is stored key-major, D contiguous: exactly the "col" B operand).
+//   2. the online softmax on the accumulators in place: a thread holds 2 rows (lane/4 and
+//      lane/4 + 8) x 16 columns of S; the row's other 48 columns are in the 3 other lanes of its
+//      quad, so a row maximum is 15 max + 2 shuffles; the sum stays per thread until the end.
+//   3. O += P V: P rounded to bf16/f16 in registers and used directly as the A operand. The
+//      m16n8 accumulator of key block j holds (row g, keys 8j + 2t, +1) and (row g + 8, the same
+//      keys), g = lane/4, t = lane%4; the m16k16 A fragment of key slice s wants (row g, k 2t, +1),
+//      (row g + 8, k 2t, +1), (row g, k 2t + 8, +9), (row g + 8, k 2t + 8, +9). With k = key - 16s,
+//      those are accumulator blocks 2s and 2s + 1: the C layout of two n8 blocks is the A layout
+//      of one k16 slice, so P never leaves the registers. V is stored key-major (D contiguous),
+//      which is K x N for this product: ldmatrix.trans turns each 8 x 8 piece into the B fragment.
+//
+// Shared tiles are 64 rows x D 16-bit elements with no padding and a XOR swizzle of the 16-byte
+// chunk index by the row (chunk c of row r is stored at chunk c ^ (r % 8)): an ldmatrix reads 8
+// rows at one logical chunk, which the swizzle spreads over 8 different 16-byte bank groups;
+// the 16-byte stores of 8 consecutive chunks of a row are a permutation of the same 8 groups.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "arch/sm80/mma.cuh"
+#include "arch/util.hpp"
+#include "attention/flash_common.cuh"
+
+namespace kc::stage3 {
+
+template <int kHeadDim_>
+struct Fa2Shape {
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kWarps = 4;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kBlockRows = 16 * kWarps;  // query rows per block: one m16 per warp
+  static constexpr int kBlockKeys = 64;           // keys per K/V tile
+  static constexpr int kChunkElements = 8;        // 16 bytes
+  static constexpr int kChunksPerRow = kHeadDim / kChunkElements;
+  static constexpr int kRowBytes = kHeadDim * 2;
+  static constexpr int kTileBytes = kBlockKeys * kRowBytes;  // one Q, K or V tile (64 rows)
+  static constexpr int kDimSlices = kHeadDim / 16;    // k16 slices of Q K^T
+  static constexpr int kKeyBlocks = kBlockKeys / 8;   // n8 blocks of S per warp
+  static constexpr int kKeySlices = kBlockKeys / 16;  // k16 slices of P V
+  static constexpr int kDimBlocks = kHeadDim / 8;     // n8 blocks of O per warp
+  static constexpr int kChunksPerThread = kBlockKeys * kChunksPerRow / kThreads;  // per tile copy
+  static_assert(kBlockRows == kBlockKeys, "Q, K and V tiles share one copy routine and size");
+  static_assert(kHeadDim == 64 || kHeadDim == 128, "the rungs are compiled for D = 64 and 128");
+};
+
+// Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled tile.
+template <class Shape>
+__device__ __forceinline__ std::uint32_t swizzled_offset(int row, int chunk) {
+  return static_cast<std::uint32_t>(row * Shape::kRowBytes + ((chunk ^ (row % 8)) * 16));
+}
+
+// The chunks of a 64-row tile one thread copies: chunk i of the thread is linear chunk
+// i . kThreads + threadIdx.x, consecutive threads on consecutive chunks of a row (whole 128-byte
+// lines from global memory).
+template <class Shape>
+struct TileCopy {
+  __device__ static int row(int i) { return (i * Shape::kThreads + static_cast<int>(threadIdx.x)) / Shape::kChunksPerRow; }
+  __device__ static int chunk(int i) { return (i * Shape::kThreads + static_cast<int>(threadIdx.x)) % Shape::kChunksPerRow; }
+  // Where chunk i comes from in a [rows x D] matrix whose tile starts at row0, and whether it
+  // exists (row < row_end); a missing chunk gets the matrix's own address, a valid one.
+  template <typename T>
+  __device__ static const T* source(const T* matrix, std::int64_t row_stride, int row0, int row_end, int i,
+                                    bool& valid) {
+    valid = row0 + row(i) < row_end;
+    return valid ? matrix + (row0 + row(i)) * row_stride + chunk(i) * Shape::kChunkElements : matrix;
+  }
+};
+
+// Global -> registers -> swizzled shared tile, zeros at and past row_end (rung 03's copy).
+template <class Shape, typename T>
+__device__ __forceinline__ void copy_tile_through_registers(std::uint8_t* tile, const T* matrix,
+                                                            std::int64_t row_stride, int row0, int row_end) {
+  uint4 staged[Shape::kChunksPerThread];
+#pragma unroll
+  for (int i = 0; i < Shape::kChunksPerThread; ++i) {
+    bool valid;
+    const T* source = TileCopy<Shape>::source(matrix, row_stride, row0, row_end, i, valid);
+    staged[i] = valid ? *reinterpret_cast<const uint4*>(source) : make_uint4(0, 0, 0, 0);
+  }
+#pragma unroll
+  for (int i = 0; i < Shape::kChunksPerThread; ++i)
+    *reinterpret_cast<uint4*>(tile + swizzled_offset<Shape>(TileCopy<Shape>::row(i), TileCopy<Shape>::chunk(i))) =
+        staged[i];
+}
+
+// mma.sync m16n8k16 for the element type: bf16 or f16 inputs, FP32 accumulators.
+template <typename T>
+__device__ __forceinline__ void mma_16816(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                          std::uint32_t b1) {
+  if constexpr (std::is_same_v<T, __half>)
+    sm80::mma_m16n8k16_f16(d, a, b0, b1);
+  else
+    sm80::mma_m16n8k16_bf16(d, a, b0, b1);
+}
+
+// One warp's FlashAttention-2 state and step. Rows: r0 = lane/4 and r1 = lane/4 + 8 of the
+// warp's 16 (index h = 0, 1 below).
+template <typename T, class Shape>
+struct Fa2Warp {
+  std::uint32_t q[Shape::kDimSlices][4];         // Q fragments, one per k16 slice of D
+  float o[Shape::kDimBlocks][4] = {};            // O accumulators, 16 rows x D
+  RowState row[2];                               // rows lane/4 and lane/4 + 8
+
+  // Q fragments of this warp's 16 rows from the swizzled Q tile: matrices (rows 0-7, chunk 2s),
+  // (rows 8-15, 2s), (rows 0-7, 2s + 1), (rows 8-15, 2s + 1) are a0..a3 of slice s.
+  __device__ void load_q(std::uint32_t q_tile, int warp) {
+    const int lane = static_cast<int>(threadIdx.x) % 32;
+    const int tile_row = 16 * warp + lane % 16;
+#pragma unroll
+    for (int s = 0; s < Shape::kDimSlices; ++s)
+      sm80::ldmatrix_x4(q[s], q_tile + swizzled_offset<Shape>(tile_row, 2 * s + lane / 16));
+  }
+
+  // S (16 x 64, this warp's rows against the tile's keys) = Q K^T, unscaled.
+  __device__ void scores(float (&s)[Shape::kKeyBlocks][4], std::uint32_t k_tile) const {
+    const int lane = static_cast<int>(threadIdx.x) % 32;
+    // Matrices (keys 0-7, chunk 2d), (keys 0-7, 2d + 1), (keys 8-15, 2d), (keys 8-15, 2d + 1) of a
+    // 16-key pair of n8 blocks: b0, b1 of block j and b0, b1 of block j + 1. Slice d reads chunk
+    // 2d + c where slice 0 reads chunk c (0 or 1): swizzled, that is the slice-0 offset XOR 32d
+    // bytes (2d + c = 2d ^ c, and the swizzle XORs the chunk index); key block j is 8j rows further,
+    // which leaves those bits alone. One register per lane, not one per (slice, block).
+    const std::uint32_t lane_offset = swizzled_offset<Shape>(lane % 8 + 8 * (lane / 16), (lane / 8) % 2);
+#pragma unroll
+    for (int j = 0; j < Shape::kKeyBlocks; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+#pragma unroll
+    for (int d = 0; d < Shape::kDimSlices; ++d) {
+      const std::uint32_t slice = k_tile + (lane_offset ^ (32 * d));
+#pragma unroll
+      for (int j = 0; j < Shape::kKeyBlocks; j += 2) {
+        std::uint32_t b[4];
+        sm80::ldmatrix_x4(b, slice + 8 * j * Shape::kRowBytes);
+        mma_16816<T>(s[j], q[d], b[0], b[1]);
+        mma_16816<T>(s[j + 1], q[d], b[2], b[3]);
+      }
+    }
+  }
+
+  // The online softmax on S in place (S becomes 2^(s - max) in log2 units), the rescaling of O
+  // and l. kMask: keys at or past a row's visible end get -inf (row_ends: this thread's two rows'
+  // visible ends; key0: the tile's first key).
+  template <bool kMask>
+  __device__ void softmax(float (&s)[Shape::kKeyBlocks][4], float scale_log2, int key0, const int (&row_ends)[2]) {
+    const int lane = static_cast<int>(threadIdx.x) % 32;
+    float tile_max[2] = {-CUDART_INF_F, -CUDART_INF_F};
+    // Element (j, e) holds key key0 + 8j + 2(lane % 4) + e % 2: masked when 8j + e % 2 reaches
+    // `first_masked` of its row (a compare against a constant per element).
+    int first_masked[2] = {0, 0};
+    if constexpr (kMask)
+      for (int h = 0; h < 2; ++h) first_masked[h] = row_ends[h] - key0 - 2 * (lane % 4);
+#pragma unroll
+    for (int j = 0; j < Shape::kKeyBlocks; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int h = e / 2;
+        float value = s[j][e] * scale_log2;
+        if constexpr (kMask) {
+          if (8 * j + e % 2 >= first_masked[h]) value = -CUDART_INF_F;
+        }
+        s[j][e] = value;
+        tile_max[h] = core::max_propagate_nan(tile_max[h], value);
+      }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      // The row's other columns are in the other 3 lanes of the quad.
+      tile_max[h] = core::max_propagate_nan(tile_max[h], core::shuffle_xor(tile_max[h], 1));
+      tile_max[h] = core::max_propagate_nan(tile_max[h], core::shuffle_xor(tile_max[h], 2));
+      const float new_max = core::max_propagate_nan(row[h].max, tile_max[h]);
+      const float base = exponent_base(new_max);
+      const float rescale = exp2_flush_to_zero(row[h].max - base);
+      row[h].max = new_max;
+      float sum = 0.f;
+#pragma unroll
+      for (int j = 0; j < Shape::kKeyBlocks; ++j)
+#pragma unroll
+        for (int e = 2 * h; e < 2 * h + 2; ++e) {
+          s[j][e] = exp2_flush_to_zero(s[j][e] - base);
+          sum += s[j][e];
+        }
+      row[h].sum = row[h].sum * rescale + sum;
+#pragma unroll
+      for (int n = 0; n < Shape::kDimBlocks; ++n) {
+        o[n][2 * h] *= rescale;
+        o[n][2 * h + 1] *= rescale;
+      }
+    }
+  }
+
+  // O += P V, P = the softmax'd S rounded to T in registers (accumulator blocks 2s, 2s + 1 are the
+  // A fragment of key slice s), V fragments by ldmatrix.trans: matrices (keys 0-7, chunk 2n),
+  // (keys 8-15, 2n), (keys 0-7, 2n + 1), (keys 8-15, 2n + 1) are b0, b1 of O block 2n and b0, b1
+  // of block 2n + 1.
+  __device__ void accumulate_pv(const float (&p)[Shape::kKeyBlocks][4], std::uint32_t v_tile) {
+    const int lane = static_cast<int>(threadIdx.x) % 32;
+    // O block pair n reads chunk n + c where pair 0 reads chunk c (n even): the pair-0 offset XOR
+    // 16n bytes, as for K in scores().
+    const std::uint32_t lane_offset = swizzled_offset<Shape>(lane % 8 + 8 * ((lane / 8) % 2), lane / 16);
+#pragma unroll
+    for (int s = 0; s < Shape::kKeySlices; ++s) {
+      const std::uint32_t a[4] = {pack_pair<T>(p[2 * s][0], p[2 * s][1]), pack_pair<T>(p[2 * s][2], p[2 * s][3]),
+                                  pack_pair<T>(p[2 * s + 1][0], p[2 * s + 1][1]),
+                                  pack_pair<T>(p[2 * s + 1][2], p[2 * s + 1][3])};
+#pragma unroll
+      for (int n = 0; n < Shape::kDimBlocks; n += 2) {
+        std::uint32_t b[4];
+        sm80::ldmatrix_x4_trans(b, v_tile + (lane_offset ^ (16 * n)) + 16 * s * Shape::kRowBytes);
+        mma_16816<T>(o[n], a, b[0], b[1]);
+        mma_16816<T>(o[n + 1], a, b[2], b[3]);
+      }
+    }
+  }
+
+  // O = acc / l and the LSE of this thread's two rows, stored (rows at or past Sq skipped);
+  // row_ends: their visible ends (0: O = 0, LSE = -inf).
+  __device__ void store(const HeadView<T>& head, const AttentionArgs<T>& args, int warp_row0,
+                        const int (&row_ends)[2]) {
+    const int lane = static_cast<int>(threadIdx.x) % 32;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float sum = row[h].sum;
+      sum += core::shuffle_xor(sum, 1);
+      sum += core::shuffle_xor(sum, 2);
+      const int query = warp_row0 + lane / 4 + 8 * h;
+      if (query >= args.q_len) continue;
+      const RowResult result = finish_row(row[h].max, sum, row_ends[h]);
+      T* o_row = head.o + query * args.q_row_stride + 2 * (lane % 4);
+#pragma unroll
+      for (int n = 0; n < Shape::kDimBlocks; ++n)
+        *reinterpret_cast<typename PackedPair<T>::Type*>(o_row + 8 * n) =
+            PackedPair<T>::from_floats(o[n][2 * h] * result.o_scale, o[n][2 * h + 1] * result.o_scale);
+      if (lane % 4 == 0) head.lse[query] = result.lse;
+    }
+  }
+};
+
+// The visible ends of this thread's two rows (lane/4 and lane/4 + 8 of the warp's 16); 0 past Sq.
+template <typename T>
+__device__ __forceinline__ void thread_row_ends(const AttentionArgs<T>& args, int warp_row0, int (&row_ends)[2]) {
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int query = warp_row0 + lane / 4 + 8 * h;
+    row_ends[h] = query < args.q_len ? visible_key_end(args, query) : 0;
+  }
+}
+
+// Launches Rung::kKernel (a rung's kernel for one T and D) on the grid of 64-row query tiles
+// with Rung::kSmemBytes of dynamic shared memory, allowed once per kernel.
+template <class Rung, typename T>
+void launch_fa2_kernel(const AttentionArgs<T>& args, cudaStream_t stream) {
+  using Shape = typename Rung::Shape;
+  static const bool smem_allowed = [] {
+    allow_dynamic_smem(Rung::kKernel, Rung::kSmemBytes);
+    return true;
+  }();
+  (void)smem_allowed;
+  Rung::kKernel<<<flash_grid(args, Shape::kBlockRows), Shape::kThreads, Rung::kSmemBytes, stream>>>(args);
+  KC_CUDA_CHECK(cudaGetLastError());
+}
+
+// Checks the arguments, then launches Rung<T, D> for the problem's D (64 or 128).
+template <template <typename, int> class Rung, typename T>
+void launch_fa2_rung(const AttentionArgs<T>& args, cudaStream_t stream, const char* rung_name) {
+  require_flash_args(args, rung_name, Fa2Shape<64>::kBlockRows);
+  if (args.head_dim == 64)
+    launch_fa2_kernel<Rung<T, 64>>(args, stream);
+  else
+    launch_fa2_kernel<Rung<T, 128>>(args, stream);
+}
+
+}  // namespace kc::stage3

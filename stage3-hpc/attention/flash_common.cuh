@@ -1,0 +1,176 @@
+// flash_common.cuh — what every fused attention rung (02-04) shares: the checks before a launch,
+// where a block's head lives in Q, K, V, O and LSE (grouped-query heads by index), which keys a
+// query row sees (the bottom-right causal mask), the exp2 of the online softmax, and how a
+// finished row is written (O = 0 and LSE = -inf for a row that sees no key).
+#pragma once
+
+#include <cuda_runtime.h>
+#include <math_constants.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+#include "attention/attention_args.hpp"
+#include "kc/common/error.hpp"
+#include "kc/core/dtype_traits.hpp"
+#include "kc/core/reduce.cuh"
+
+namespace kc::stage3 {
+
+// exp(x) = 2^(x . log2 e): the kernels fold log2 e into the softmax scale once, so every score
+// costs one MUFU.EX2 and no multiply. The LSE is turned back into a natural log at the end.
+inline constexpr float kLog2e = 1.4426950408889634f;
+inline constexpr float kLn2 = 0.6931471805599453f;
+
+// 2^x with subnormal results flushed to 0 (the ex2.approx.ftz instruction alone, without the
+// fix-up code exp2f wraps around it); 2^-inf = 0, NaN stays NaN.
+__device__ __forceinline__ float exp2_flush_to_zero(float x) {
+  float result;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(result) : "f"(x));
+  return result;
+}
+
+// One (batch, query head) of the problem, as seen by the block that owns some of its query rows:
+// blockIdx.z is the batch, blockIdx.y the query head; the kv head is h / (Hq / Hkv), read in
+// place (no copy of K and V per query head).
+template <typename T>
+struct HeadView {
+  const T* q;
+  const T* k;
+  const T* v;
+  T* o;
+  float* lse;
+
+  __device__ explicit HeadView(const AttentionArgs<T>& args) {
+    const int b = static_cast<int>(blockIdx.z);
+    const int h = static_cast<int>(blockIdx.y);
+    const int kv_head = h / (args.q_heads / args.kv_heads);
+    const std::int64_t q_offset = b * args.q_batch_stride + h * args.q_head_stride;
+    const std::int64_t kv_offset = b * args.kv_batch_stride + kv_head * args.kv_head_stride;
+    q = args.q + q_offset;
+    o = args.o + q_offset;
+    k = args.k + kv_offset;
+    v = args.v + kv_offset;
+    lse = args.lse + (static_cast<std::int64_t>(b) * args.q_heads + h) * args.q_len;
+  }
+};
+
+// How many keys query row `query` sees: Sk, or with the causal mask clamp(query + Sk - Sq + 1,
+// 0, Sk) (attention.hpp's visible_keys). Keys j < this are visible, the others are not.
+template <typename T>
+__device__ __forceinline__ int visible_key_end(const AttentionArgs<T>& args, int query) {
+  if (!args.causal) return args.kv_len;
+  const std::int64_t end = std::int64_t{query} + args.kv_len - args.q_len + 1;
+  return end < 0 ? 0 : (end < args.kv_len ? static_cast<int>(end) : args.kv_len);
+}
+
+// The keys a block of query rows [first_row, first_row + rows) needs at all: those its last row
+// (inside Sq) sees. Keys at or past this end are never read: loads there are zero-filled, so not
+// even a NaN stored behind the mask reaches the arithmetic.
+template <typename T>
+__device__ __forceinline__ int block_key_end(const AttentionArgs<T>& args, int first_row, int rows) {
+  const int last_row = (first_row + rows < args.q_len ? first_row + rows : args.q_len) - 1;
+  return visible_key_end(args, last_row);
+}
+
+// The running softmax state of one query row, in log2 units (scores already multiplied by
+// scale . log2 e): the maximum so far and the sum of 2^(s - max), the latter per thread where the
+// row is spread over several threads (summed once at the end).
+struct RowState {
+  float max = -std::numeric_limits<float>::infinity();
+  float sum = 0.f;
+};
+
+// The exponent base of a row whose maximum is `max`: the maximum itself, or 0 while every score
+// so far is -inf (masked). 2^(-inf - -inf) would be NaN; 2^(-inf - 0) = 0 is what a masked key
+// contributes. A NaN maximum stays NaN and makes the whole row NaN, as the definition does.
+__device__ __forceinline__ float exponent_base(float max) { return max == -CUDART_INF_F ? 0.f : max; }
+
+// The O row scale 1/l and the LSE of a finished row, from its maximum and its (whole) sum:
+//   no visible key                  O = 0, LSE = -inf (by position: `visible` == 0)
+//   every visible score is -inf     O = NaN, LSE = NaN (exp(-inf - -inf), as the definition)
+//   otherwise                       1/l, LSE = ln 2 . (max + log2 l)
+struct RowResult {
+  float o_scale;
+  float lse;
+};
+__device__ __forceinline__ RowResult finish_row(float max, float sum, int visible) {
+  if (visible == 0) return {0.f, -CUDART_INF_F};
+  if (max == -CUDART_INF_F) return {CUDART_NAN_F, CUDART_NAN_F};
+  return {1.f / sum, kLn2 * (max + log2f(sum))};
+}
+
+// Two adjacent 16-bit elements in one 32-bit register: how the kernels read pairs of K and V,
+// hand P to mma.sync and store O. The lower address (the first element) is the low half.
+template <typename T>
+struct PackedPair;
+template <>
+struct PackedPair<__nv_bfloat16> {
+  using Type = __nv_bfloat162;
+  static __device__ __forceinline__ float2 to_float2(Type pair) { return __bfloat1622float2(pair); }
+  static __device__ __forceinline__ Type from_floats(float first, float second) {
+    return __floats2bfloat162_rn(first, second);
+  }
+};
+template <>
+struct PackedPair<__half> {
+  using Type = __half2;
+  static __device__ __forceinline__ float2 to_float2(Type pair) { return __half22float2(pair); }
+  static __device__ __forceinline__ Type from_floats(float first, float second) {
+    return __floats2half2_rn(first, second);
+  }
+};
+
+// The pair (first, second) rounded to T, as the 32-bit register mma.sync takes.
+template <typename T>
+__device__ __forceinline__ std::uint32_t pack_pair(float first, float second) {
+  const typename PackedPair<T>::Type pair = PackedPair<T>::from_floats(first, second);
+  return *reinterpret_cast<const std::uint32_t*>(&pair);
+}
+
+// Checks an attention launch before it happens: kc::Error with a sentence a learner can act on.
+template <typename T>
+void require_flash_args(const AttentionArgs<T>& args, const char* rung, int rows_per_block) {
+  require(args.head_dim == 64 || args.head_dim == 128,
+          "{}: head dimension D = {} is not compiled; this rung supports D = 64 and D = 128", rung,
+          args.head_dim);
+  require(args.batch >= 1 && args.q_heads >= 1 && args.kv_heads >= 1 && args.q_len >= 1 && args.kv_len >= 1,
+          "{}: every dimension must be >= 1 (B {}, Hq {}, Hkv {}, Sq {}, Sk {})", rung, args.batch,
+          args.q_heads, args.kv_heads, args.q_len, args.kv_len);
+  require(args.q_heads % args.kv_heads == 0, "{}: Hq = {} is not a multiple of Hkv = {}", rung, args.q_heads,
+          args.kv_heads);
+  require(args.batch <= 65535 && args.q_heads <= 65535,
+          "{}: the grid holds batches in z and heads in y: B = {} and Hq = {} must be <= 65535", rung,
+          args.batch, args.q_heads);
+  require(args.q_len <= INT32_MAX - rows_per_block && args.kv_len <= INT32_MAX - 128,
+          "{}: Sq = {} and Sk = {} must leave room for a tile below 2^31", rung, args.q_len, args.kv_len);
+  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  require(aligned(args.q) && aligned(args.k) && aligned(args.v) && aligned(args.o),
+          "{}: Q, K, V and O must start 16-byte aligned (rows are moved in 16-byte pieces)", rung);
+  require(args.q_row_stride % 8 == 0 && args.q_head_stride % 8 == 0 && args.q_batch_stride % 8 == 0 &&
+              args.kv_row_stride % 8 == 0 && args.kv_head_stride % 8 == 0 && args.kv_batch_stride % 8 == 0,
+          "{}: every stride must be a multiple of 8 elements, so that each row starts 16-byte aligned", rung);
+}
+
+// The grid of a fused rung: query tiles in x, heads in y, batches in z.
+template <typename T>
+dim3 flash_grid(const AttentionArgs<T>& args, int rows_per_block) {
+  return dim3(static_cast<unsigned>((args.q_len + rows_per_block - 1) / rows_per_block),
+              static_cast<unsigned>(args.q_heads), static_cast<unsigned>(args.batch));
+}
+
+// Allows `kernel` the dynamic shared memory it needs above the default 48 KiB, once per kernel;
+// kc::Error when the GPU has less.
+template <class Kernel>
+void allow_dynamic_smem(Kernel kernel, int bytes) {
+  int device = 0, optin_bytes = 0;
+  KC_CUDA_CHECK(cudaGetDevice(&device));
+  KC_CUDA_CHECK(cudaDeviceGetAttribute(&optin_bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  require(bytes <= optin_bytes,
+          "this attention kernel needs {} bytes of shared memory per block and this GPU offers {}", bytes,
+          optin_bytes);
+  KC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+}
+
+}  // namespace kc::stage3

@@ -1,0 +1,122 @@
+// Files the FlashAttention ladder (stage3-hpc/attention/) with the registry: rung 01, the unfused
+// cuBLAS path, then the fused rungs, each for bf16 and f16 and D = 64 or 128.
+#include "register_attention.hpp"
+
+#include <fmt/format.h>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <utility>
+
+#include "attention/attention_args.hpp"
+#include "kc/stage3/attention.hpp"
+
+namespace kc::stage3 {
+namespace {
+
+constexpr int kAmpere = 80;
+constexpr const char* kFlashConstraints = "D = 64 or 128";
+// The docs table the attention rungs are reported in (kc-bench --markdown), beside stage3-gemm.
+constexpr const char* kAttentionReportGroup = "stage3-attention";
+
+template <typename T>
+AttentionArgs<T> attention_args(const Problem& problem, Operands& operands) {
+  const AttentionShape shape = attention_shape(problem);
+  AttentionArgs<T> args;
+  args.q = operands["Q"].data<T>();
+  args.k = operands["K"].data<T>();
+  args.v = operands["V"].data<T>();
+  args.o = operands["O"].data<T>();
+  args.lse = operands["LSE"].data<float>();
+  args.batch = static_cast<int>(shape.batch);
+  args.q_heads = static_cast<int>(shape.q_heads);
+  args.kv_heads = static_cast<int>(shape.kv_heads);
+  args.q_len = static_cast<int>(shape.q_len);
+  args.kv_len = static_cast<int>(shape.kv_len);
+  args.head_dim = static_cast<int>(shape.head_dim);
+  // Contiguous [B, H, S, D] (attention.hpp's layout).
+  args.q_row_stride = shape.head_dim;
+  args.q_head_stride = shape.q_len * shape.head_dim;
+  args.q_batch_stride = shape.q_heads * args.q_head_stride;
+  args.kv_row_stride = shape.head_dim;
+  args.kv_head_stride = shape.kv_len * shape.head_dim;
+  args.kv_batch_stride = shape.kv_heads * args.kv_head_stride;
+  args.scale = static_cast<float>(attention_scale(problem));
+  args.causal = attention_causal(problem);
+  return args;
+}
+
+using FlashLaunchBf16 = void (*)(const AttentionArgs<__nv_bfloat16>&, cudaStream_t);
+using FlashLaunchF16 = void (*)(const AttentionArgs<__half>&, cudaStream_t);
+
+KernelEntry attention_entry(const std::string& name, int rung, std::string idea) {
+  KernelEntry entry;
+  entry.id = std::string("stage3/") + kAttentionFwdOp + "/" + name;
+  entry.op = kAttentionFwdOp;
+  entry.rung = rung;
+  entry.idea = std::move(idea);
+  entry.dtypes = {DType::bf16, DType::f16};
+  entry.min_compute_capability = kAmpere;
+  entry.report = kAttentionReportGroup;
+  return entry;
+}
+
+KernelEntry flash_entry(const std::string& name, int rung, std::string idea, FlashLaunchBf16 launch_bf16,
+                        FlashLaunchF16 launch_f16) {
+  KernelEntry entry = attention_entry(name, rung, std::move(idea));
+  entry.constraints = kFlashConstraints;
+  entry.supports = &flash_attention_shape_error;
+  entry.refuses = flash_attention_refusals();
+  entry.launch = [launch_bf16, launch_f16](const Problem& problem, Operands& operands, cudaStream_t stream) {
+    if (problem.dtype == DType::bf16)
+      launch_bf16(attention_args<__nv_bfloat16>(problem, operands), stream);
+    else
+      launch_f16(attention_args<__half>(problem, operands), stream);
+  };
+  return entry;
+}
+
+}  // namespace
+
+std::string flash_attention_shape_error(const Problem& problem) {
+  const AttentionShape s = attention_shape(problem);
+  if (s.head_dim != 64 && s.head_dim != 128)
+    return fmt::format("head dimension D = {} is not compiled: the fused rungs are built for D = 64 and "
+                       "D = 128 (D is a template parameter, so that the loops over it unroll and O's "
+                       "accumulators stay in registers)",
+                       s.head_dim);
+  constexpr std::int64_t kMaxLength = std::int64_t{1} << 30;
+  if (s.q_len > kMaxLength || s.kv_len > kMaxLength || s.batch > 65535 || s.q_heads > 65535)
+    return fmt::format("Sq = {} and Sk = {} must be at most 2^30 (32-bit row indices) and B = {} and Hq = {} "
+                       "at most 65535 (grid dimensions)",
+                       s.q_len, s.kv_len, s.batch, s.q_heads);
+  return {};
+}
+
+const std::vector<std::string>& flash_attention_refusals() {
+  static const std::vector<std::string> refusals = {"1x2x1x33x45x80 bf16 causal=1", "1x2x1x33x45x80 f16 causal=1"};
+  return refusals;
+}
+
+void register_attention_kernels(Registry& registry) {
+  KernelEntry unfused = attention_entry(
+      "01_naive_unfused", 1, "cuBLAS S = scale.Q.K^T (FP32), masked softmax kernel, cuBLAS O = P.V: S materialized");
+  unfused.launch = attention_01_naive_unfused();
+  registry.add_kernel(std::move(unfused));
+
+  registry.add_kernel(flash_entry("02_tiled_online_softmax", 2,
+                                  "CUDA cores: K/V tiles in shared memory, online softmax, O in FP32 registers",
+                                  &attention_fwd_02_tiled_online_softmax<__nv_bfloat16>,
+                                  &attention_fwd_02_tiled_online_softmax<__half>));
+  registry.add_kernel(flash_entry("03_fa2_mma_sync", 3,
+                                  "FlashAttention-2 on mma.sync + ldmatrix: P stays in registers as the A operand",
+                                  &attention_fwd_03_fa2_mma_sync<__nv_bfloat16>,
+                                  &attention_fwd_03_fa2_mma_sync<__half>));
+  registry.add_kernel(flash_entry("04_fa2_cp_async", 4,
+                                  "cp.async double-buffered K/V, causal tiles skipped, mask on diagonal tiles only",
+                                  &attention_fwd_04_fa2_cp_async<__nv_bfloat16>,
+                                  &attention_fwd_04_fa2_cp_async<__half>));
+}
+
+}  // namespace kc::stage3
