@@ -286,7 +286,9 @@ if [ -n "${KC_SKIP_BENCH:-}" ]; then
   :
 elif [ -n "${KC_SKIP_PEERS:-}" ]; then
   record_step "PyTorch peers" skipped 0 "KC_SKIP_PEERS is set"
-elif [ -n "$filter" ] && ! "$bench" --list --filter "$filter" 2>/dev/null | grep -q "^stage2/"; then
+# (grep -c, not grep -q: -q stops reading at the first match, kc-bench dies of SIGPIPE, and under
+# pipefail the pipeline fails as if nothing matched.)
+elif [ -n "$filter" ] && [ "$("$bench" --list --filter "$filter" 2>/dev/null | grep -c "^stage2/")" -eq 0 ]; then
   echo; echo "=== PyTorch peers: not needed, --filter '$filter' selects no stage-2 kernel"
 else
   begin_step "PyTorch peers" "bench/peers/torch_peers.py"
@@ -416,7 +418,8 @@ if [ "$full" = 1 ]; then
       if [ "$tool" = memcheck ]; then default_work=67108864; else default_work=16777216; fi
       for exe in "$build"/tests/kc_conformance_stage*; do
         [ -x "$exe" ] || continue
-        "$exe" --gtest_list_tests 2>/dev/null | grep -q "^  " || continue  # a stage with no kernels yet
+        # A stage with no kernels yet (grep -c reads everything: see the peers step on grep -q).
+        [ "$("$exe" --gtest_list_tests 2>/dev/null | grep -c "^  ")" -gt 0 ] || continue
         stage="${exe##*_}"
         log="$out/sanitizer/$tool-$stage.log"
         (

@@ -77,7 +77,7 @@ TEST(KernelMath, NormalCdfLimitsAndNan) {
   KC_SKIP_WITHOUT_GPU();
   constexpr float kInf = std::numeric_limits<float>::infinity();
   const std::vector<float> y = evaluate(Function::normal_cdf, {0.f, -15.f, -80.f, -kInf, 15.f, kInf, std::nanf("")});
-  EXPECT_NEAR(y[0], 0.5f, 1e-6f);
+  EXPECT_NEAR(y[0], 0.5f, 1e-5f);  // the fit's 7.6e-6 relative error of erfc(0)/2
   EXPECT_EQ(y[1], 0.f);  // Phi(-15) = 4e-51: below float's normal range, flushed
   EXPECT_EQ(y[2], 0.f);
   EXPECT_EQ(y[3], 0.f);

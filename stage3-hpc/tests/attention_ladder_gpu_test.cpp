@@ -27,10 +27,13 @@ std::vector<double> download(const Tensor& tensor, cudaStream_t stream) {
   return to_host_double(tensor.raw(), tensor.dtype, tensor.count(), stream);
 }
 
-void plant_nan(Tensor& tensor, std::size_t index) {
+// On `stream`, after the fill make_operands queued there (a plain cudaMemcpy on the legacy stream
+// could land before that fill and be overwritten by it).
+void plant_nan(Tensor& tensor, std::size_t index, cudaStream_t stream) {
   const std::uint16_t nan_bits = tensor.dtype == DType::bf16 ? 0x7fc0 : 0x7e00;
-  KC_CUDA_CHECK(cudaMemcpy(static_cast<std::uint16_t*>(tensor.raw()) + index, &nan_bits, sizeof(nan_bits),
-                           cudaMemcpyHostToDevice));
+  KC_CUDA_CHECK(cudaMemcpyAsync(static_cast<std::uint16_t*>(tensor.raw()) + index, &nan_bits, sizeof(nan_bits),
+                                cudaMemcpyHostToDevice, stream));
+  KC_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 // Causal, Sq = 100, Sk = 130 (row i sees keys j <= i + 30), two query heads on one kv head. K of
@@ -46,7 +49,7 @@ TEST(AttentionLadderGpu, NanInAKeyReachesTheRowsThatSeeItOnly) {
     for (const DType dtype : {DType::bf16, DType::f16}) {
       const Problem problem = op.problem({1, 2, 1, kSq, kSk, kD}, dtype, {{"causal", 1.0}});
       Operands operands = op.make_operands(problem, 17, context);
-      plant_nan(operands["K"], static_cast<std::size_t>(kNanKey * kD + 5));
+      plant_nan(operands["K"], static_cast<std::size_t>(kNanKey * kD + 5), context.stream());
       kernel->launch(problem, operands, context.stream());
       KC_CUDA_CHECK(cudaStreamSynchronize(context.stream()));
 

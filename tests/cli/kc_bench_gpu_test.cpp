@@ -25,20 +25,32 @@ std::string read_file(const std::filesystem::path& path) {
 
 TEST(KcBenchGpu, NegativeControlsAreReportedFailedAndNeverTimed) {
   KC_SKIP_WITHOUT_GPU();
+  // Two runs: the GEMM and memory-bound controls on a three-dimensional shape, the attention
+  // controls on an attention problem (six dimensions, causal: the mask control needs the mask).
   const auto dir = std::filesystem::temp_directory_path() / "kc_bench_negative";
+  const auto attention_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_attention";
   std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(attention_dir);
   const ProgramRun r = run_kc_bench("--include-negative-controls --filter 'nc_' --shapes 127x129x131 "
                              "--max-samples 5 --allow-dirty --markdown " + dir.string());
   EXPECT_EQ(r.exit_code, 1) << "a failed kernel must fail the run\n" << r.output;
+  const ProgramRun attention = run_kc_bench(
+      "--include-negative-controls --filter 'attention_fwd/nc_' --shapes 2x4x1x77x1000x64 --param causal=1 "
+      "--max-samples 5 --allow-dirty --markdown " + attention_dir.string());
+  EXPECT_EQ(attention.exit_code, 1) << "a failed kernel must fail the run\n" << attention.output;
   const std::string json = read_file(dir / "negative-controls.json");
+  const std::string attention_json = read_file(attention_dir / "negative-controls.json");
   for (const auto& control : kc::testing::negative_controls()) {
-    const auto at = json.find("\"kernel\": \"" + control.id + "\"");
-    ASSERT_NE(at, std::string::npos) << control.id << " missing from\n" << json;
-    const std::string row = json.substr(at, json.find('\n', at) - at);
+    const bool is_attention = control.id.find("/attention_fwd/") != std::string::npos;
+    const std::string& text = is_attention ? attention_json : json;
+    const auto at = text.find("\"kernel\": \"" + control.id + "\"");
+    ASSERT_NE(at, std::string::npos) << control.id << " missing from\n" << text;
+    const std::string row = text.substr(at, text.find('\n', at) - at);
     EXPECT_NE(row.find("\"status\": \"FAILED\""), std::string::npos) << row;
     EXPECT_NE(row.find("\"tflops\": null"), std::string::npos) << "a FAILED kernel was timed: " << row;
   }
   std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(attention_dir);
 }
 
 TEST(KcBenchGpu, NaiveRungProducesTablesAgainstCublas) {
