@@ -168,38 +168,23 @@ __device__ __forceinline__ float apply_at(const Op& op, const FloatVector<T, kVe
 }  // namespace detail
 
 // Each thread handles kVec adjacent columns and walks the rows blockIdx.y, blockIdx.y +
-// gridDim.y, ... (kMapRowsPerThread of them on large matrices). The next row's loads are issued
-// before the current row is computed, so a thread keeps them in flight under the arithmetic
-// (which, for GELU-erf, is longer than a DRAM latency's worth of issue). kVec > 1 requires every
-// view to pass can_vectorize(view, kVec).
+// gridDim.y, ... (kMapRowsPerThread of them on large matrices). kVec > 1 requires every view to
+// pass can_vectorize(view, kVec).
 template <typename T, int kVec, class Op, class... Inputs>
 __global__ void __launch_bounds__(kMapThreads)
     map_kernel(MatrixView<T> out, Op op, Inputs... inputs) {
   constexpr std::size_t kInputs = sizeof...(Inputs);
-  using Loaded = detail::FloatVector<T, kVec>;
   const std::int64_t col =
       (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * kVec;
-  std::int64_t row = blockIdx.y;
-  if (col >= out.shape[1] || row >= out.shape[0]) return;
-  Loaded loaded[kInputs] = {detail::load_at<T, kVec>(inputs, row, col)...};
-  while (true) {
-    const std::int64_t next = row + gridDim.y;
-    const bool has_next = next < out.shape[0];
-    Loaded upcoming[kInputs];
-    if (has_next) {
-      const Loaded fetched[kInputs] = {detail::load_at<T, kVec>(inputs, next, col)...};
-#pragma unroll
-      for (std::size_t i = 0; i < kInputs; ++i) upcoming[i] = fetched[i];
-    }
+  if (col >= out.shape[1]) return;
+  for (std::int64_t row = blockIdx.y; row < out.shape[0]; row += gridDim.y) {
+    const detail::FloatVector<T, kVec> loaded[kInputs] = {
+        detail::load_at<T, kVec>(inputs, row, col)...};
     float result[kVec];
 #pragma unroll
     for (int i = 0; i < kVec; ++i)
       result[i] = detail::apply_at(op, loaded, i, std::make_index_sequence<kInputs>{});
     store_floats<T, kVec>(out.data + out.offset(row, col), result);
-    if (!has_next) break;
-#pragma unroll
-    for (std::size_t i = 0; i < kInputs; ++i) loaded[i] = upcoming[i];
-    row = next;
   }
 }
 
