@@ -660,6 +660,17 @@ int run_main(int argc, char** argv, const std::function<void(Registry&)>& regist
               "pass --allow-dirty to write them with the commit marked dirty",
               commit);
     }
+    // Read the peer timings before the run, not after it: a wrong path must not cost the whole run.
+    std::string peer_text;
+    if (!options.peers_file.empty()) {
+      std::ifstream file(options.peers_file);
+      require(static_cast<bool>(file), "cannot read --peers file '{}' (write it first with "
+              "bench/peers/torch_peers.py --out FILE)", options.peers_file);
+      std::stringstream text;
+      text << file.rdbuf();
+      peer_text = text.str();
+      (void)parse_peer_timings(peer_text);  // a malformed file is refused now, too
+    }
     if (!gpu_visible_or_explain("kc-bench", ", so nothing can be checked or timed; `kc-bench --list` shows "
                                             "the kernels."))
       return 2;
@@ -678,14 +689,9 @@ int run_main(int argc, char** argv, const std::function<void(Registry&)>& regist
     session.register_benchmarks();
     benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();
-    if (!options.peers_file.empty()) {
-      std::ifstream file(options.peers_file);
-      require(static_cast<bool>(file), "cannot read --peers file '{}'", options.peers_file);
-      std::stringstream text;
-      text << file.rdbuf();
-      for (const std::string& warning : session.merge_peers(parse_peer_timings(text.str())))
+    if (!options.peers_file.empty())
+      for (const std::string& warning : session.merge_peers(parse_peer_timings(peer_text)))
         fmt::print(stderr, "kc-bench: {}\n", warning);
-    }
     fmt::print("{}", session.summary());
     if (options.markdown_dir) {
       RunInfo info = collect_run_info(context, command);

@@ -36,6 +36,15 @@ TEST(KcBenchCli, HelpAndBadFlags) {
   EXPECT_NE(bad.output.find("unknown argument '--frobnicate'"), std::string::npos) << bad.output;
 }
 
+TEST(KcBenchCli, AnUnreadablePeersFileIsRefusedBeforeTheRun) {
+  // Before anything is checked or timed (with or without a GPU), not after a run of minutes.
+  const ProgramRun r = run_kc_bench("--filter stage1/sgemm/01_naive --peers /nonexistent/kc/peers.tsv");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("cannot read --peers file '/nonexistent/kc/peers.tsv'"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("kc-bench on "), std::string::npos) << "the run started:\n" << r.output;
+}
+
 TEST(KcBenchCli, WithoutAGpuItSaysSoAndExitsTwo) {
   if (kc::has_gpu()) GTEST_SKIP() << "this machine has a GPU, so the no-GPU path cannot be exercised";
   const ProgramRun r = run_kc_bench("--filter stage1");

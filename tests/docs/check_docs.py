@@ -345,6 +345,11 @@ class Checker:
         target = target.strip()
         if not target or PLACEHOLDER.search(target) or target.startswith(("build/", "/", "-", ".")):
             return
+        # A registered kernel id (or a prefix of one) that is not a stageN/ id, such as
+        # playground/sgemm/my_sgemm, reads like a path but names a kernel.
+        name = target.rstrip("/")
+        if any(kernel_id == name or kernel_id.startswith(name + "/") for kernel_id in self.ids):
+            return
         if self.exists_as(doc, target) is not None:
             return
         rule = "tables" if BENCHMARKS in target or "benchmarks/" in target else "paths"
