@@ -3,12 +3,14 @@
 evaluates Phi(x) = erfc(-x / sqrt 2) / 2 with this form, z = |x| / sqrt 2 folded into its constants).
 
 The form: for z >= 0,  erfc(z) = t * 2^(Q(t) - z^2 log2(e)),  t = 1 / (1 + z/2),
-with Q a polynomial of degree 7 in t. erfc(z) e^(z^2) is smooth and slowly varying in t on
+with Q a polynomial of degree DEGREE (5) in t. erfc(z) e^(z^2) is smooth and slowly varying in t on
 (0, 1], so a low-degree polynomial fits its logarithm closely; the exponential factor e^(-z^2)
 carries the fast decay exactly. Negative arguments use erfc(-z) = 2 - erfc(z).
 
 The fit minimizes the maximum relative error of erfc on z in [0, 10] (beyond 10, erfc is below
-float's smallest normal number and the kernels clamp) by iteratively reweighted least squares.
+float's smallest normal number and flushes to 0 in the kernels) by iteratively reweighted least
+squares. (The float check below clamps z at Z_MAX to keep its exponent finite; the kernels need
+no clamp: 2^(exponent) flushes to 0 there.)
 Prints the coefficients and the error of the fitted form, in double and in float arithmetic
 (exactly rounded exp2 and reciprocal; the kernels' MUFU versions add about 2^-22 each).
 
