@@ -272,6 +272,8 @@ DecodeShape decode_shape(const Problem& problem) {
   s.max_len = problem.dims[4];
   s.head_dim = problem.dims[5];
   s.block_size = static_cast<std::int64_t>(problem.param("block_size"));
+  require(s.block_size >= 1, "attention_decode_paged: block_size = {} tokens; the cache's blocks hold 16, 32 or 64",
+          problem.param("block_size"));
   s.lengths = problem.param("lengths") == 1.0 ? DecodeLengths::ragged : DecodeLengths::full;
   return s;
 }
@@ -403,6 +405,9 @@ void validate_paged_kv(const PagedKvTableView& table) {
 }
 
 std::string attention_decode_shape_error(const Problem& problem) {
+  const double block_size = problem.param("block_size");
+  if (block_size != 16.0 && block_size != 32.0 && block_size != 64.0)
+    return fmt::format("block_size = {} tokens; the cache's blocks hold 16, 32 or 64", block_size);
   const DecodeShape s = decode_shape(problem);
   if (s.q_heads % s.kv_heads != 0)
     return fmt::format("{}: Hq = {} is not a multiple of Hkv = {}: each kv head serves the same number of "
@@ -412,9 +417,6 @@ std::string attention_decode_shape_error(const Problem& problem) {
     return fmt::format("{}: Sq = {} new tokens per sequence; decoding takes at most {} (more is a prefill: "
                        "attention_fwd)",
                        problem.shape(), s.q_len, kMaxDecodeQueries);
-  const double block_size = problem.param("block_size");
-  if (block_size != 16.0 && block_size != 32.0 && block_size != 64.0)
-    return fmt::format("block_size = {} tokens; the cache's blocks hold 16, 32 or 64", block_size);
   const double lengths = problem.param("lengths");
   if (lengths != 0.0 && lengths != 1.0)
     return fmt::format("lengths = {}: 0 gives every sequence Sk keys, 1 ragged lengths", lengths);

@@ -319,6 +319,7 @@ TEST(AttentionDecodeOp, RefusesWhatItDoesNotDefine) {
   EXPECT_NE(reason({1, 6, 4, 1, 64, 64}).find("not a multiple of Hkv"), std::string::npos);
   EXPECT_NE(reason({1, 8, 2, 9, 64, 64}).find("at most 8"), std::string::npos);
   EXPECT_NE(reason({1, 8, 2, 1, 64, 64}, {{"block_size", 24.0}}).find("16, 32 or 64"), std::string::npos);
+  EXPECT_NE(reason({1, 8, 2, 1, 64, 64}, {{"block_size", 0.0}}).find("16, 32 or 64"), std::string::npos);
   EXPECT_NE(reason({1, 8, 2, 1, 64, 64}, {{"lengths", 2.0}}).find("lengths = 2"), std::string::npos);
   EXPECT_NE(reason({65536, 8, 2, 1, 1 << 20, 64}).find("2^31 - 1"), std::string::npos);
   EXPECT_EQ(reason({3, 8, 2, 8, 64, 64}, {{"block_size", 64.0}}), "");
