@@ -17,6 +17,14 @@ backend each with torch.nn.attention.sdpa_kernel:
   torch SDPA flash (FA2)   SDPBackend.FLASH_ATTENTION (PyTorch's FlashAttention-2)
   torch SDPA cuDNN         SDPBackend.CUDNN_ATTENTION
 
+For attention_decode_paged (one new token per sequence against a paged KV cache), the same two
+backends run SDPA on the contiguous cache the paged one holds: K and V [B,Hkv,Sk,D], every
+sequence at Sk keys (the pages gathered into one tensor before timing, which is not timed), Q
+[B,Hq,1,D], no mask (one query sees every key). Only the op's bench shapes with full lengths and
+one new token get rows (DECODE_BENCH): its ragged batch and its four-token shape have no SDPA
+form without padding or a lower-right mask, which would time other work. GB/s there uses kc's
+byte count (the K/V rows, Q, O, LSE, lengths and table slots; SDPA moves no LSE or table).
+
 Grouped heads (Hkv < Hq) go through enable_gqa=True. A backend that refuses a problem (PyTorch
 raises "No available kernel"; some versions' cuDNN backend does not take enable_gqa) is reported
 on stderr and gets no row: K and V are not repeated to Hq heads for it, which would time another
@@ -47,6 +55,7 @@ read once, each output written once; TFLOPS for attention kc's count, 4.D per vi
 
 Usage:  python3 bench/peers/torch_peers.py --out peers-h200.tsv
         python3 bench/peers/torch_peers.py --out attention.tsv --ops attention_fwd
+        python3 bench/peers/torch_peers.py --out decode.tsv --ops attention_decode_paged
 """
 
 import argparse
@@ -61,8 +70,11 @@ LAYERNORM_EPS = 1e-5  # kc::stage2::kLayerNormEps
 SCRUB_FALLBACK_BYTES = 256 << 20  # when PyTorch does not report the L2 size
 
 DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
-OPS = ("rmsnorm", "layernorm", "softmax", "residual_rmsnorm", "attention_fwd")
+OPS = ("rmsnorm", "layernorm", "softmax", "residual_rmsnorm", "attention_fwd", "attention_decode_paged")
 ROW_OPS = OPS[:4]  # the (rows x cols) ops of stage 2
+# What runs without --ops: attention_decode_paged has no kc kernel yet, so kc-bench has no row to
+# put its peers beside; ask for it by name.
+DEFAULT_OPS = OPS[:5]
 
 # attention_fwd's bench shapes, (B, Hq, Hkv, Sq, Sk, D) and causal, as attention_bench_problems()
 # lists them: 16k tokens of hidden size 2048 (16 heads of 128 or 32 of 64), and Llama-3-8B's
@@ -71,6 +83,12 @@ ATTENTION_BENCH = [((16384 // s, 2048 // d, 2048 // d, s, s, d), causal)
                    for d in (128, 64) for s in (1024, 4096, 16384) for causal in (False, True)]
 ATTENTION_BENCH += [((4, 32, 8, 4096, 4096, 128), causal) for causal in (False, True)]
 ATTENTION_DTYPES = ("bf16", "f16")
+
+# attention_decode_paged's bench shapes (B, Hq, Hkv, Sq, Sk, D) with every sequence at Sk keys and
+# one new token, as decode_bench_problems() in stage3-hpc/src/attention_decode_op.cpp lists them:
+# Llama-3-8B's heads, batch 1 to 256, contexts 1k, 8k and 32k (blocks of 16, the default).
+DECODE_BENCH = [(batch, 32, 8, 1, context, 128) for context in (1024, 8192, 32768) for batch in (1, 8, 64, 256)]
+DECODE_BLOCK_SIZE = 16
 
 
 def rmsnorm(x, weight):
@@ -200,9 +218,46 @@ def make_attention_inputs(dims, dtype, generator):
     return q, k, v
 
 
+def sdpa_rows(op, dtype_name, shape, label, qkv, causal, gqa, args, scrubber, rate, unit):
+    """Runs F.scaled_dot_product_attention pinned to each backend of attention_backends(), checks
+    that the backends agree (bf16-level tolerance), then times each. A backend that refuses the
+    problem is named on stderr and gets no row. Returns (peer, median ms, rate(ms)) per backend."""
+    from torch.nn.attention import sdpa_kernel
+
+    def sdpa(q, k, v):
+        if gqa:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    outputs = {}
+    timed = []
+    with torch.no_grad():
+        for peer, backend in attention_backends():
+            try:
+                with sdpa_kernel(backend):
+                    outputs[peer] = sdpa(*qkv)
+            except RuntimeError as error:
+                first_line = str(error).strip().splitlines()[0] if str(error).strip() else "RuntimeError"
+                print(f"{op} {dtype_name} {shape} {label}: {peer} does not run "
+                      f"it{' (enable_gqa)' if gqa else ''}: {first_line}", file=sys.stderr)
+        if len(outputs) == 2:
+            (name_a, a), (name_b, b_out) = outputs.items()
+            torch.testing.assert_close(b_out.float(), a.float(), rtol=2e-2, atol=2e-2,
+                                       msg=lambda m: f"{op} {shape}: {name_b} disagrees with {name_a}: {m}")
+        for peer, backend in attention_backends():
+            if peer not in outputs:
+                continue
+            with sdpa_kernel(backend):
+                ms = time_ms(sdpa, qkv, args.samples, args.warmup, scrubber)
+            timed.append((peer, ms, rate(ms)))
+            print(f"{op} {dtype_name:<5} {shape:<24} {label:<9} {peer:<22} {ms:9.4f} ms {rate(ms):8.1f} {unit}",
+                  flush=True)
+    del outputs
+    return timed
+
+
 def attention_peers(args, scrubber, generator):
     """Times each SDPA backend on each bench shape; returns TSV rows and prints its own."""
-    from torch.nn.attention import sdpa_kernel
     rows = []
     for dtype_name in args.dtypes.split(","):
         if dtype_name not in ATTENTION_DTYPES:
@@ -217,37 +272,53 @@ def attention_peers(args, scrubber, generator):
             params = "causal=1" if causal else ""
             q, k, v = make_attention_inputs(dims, dtype, generator)
             gqa = hkv != hq
+            tflops = lambda ms, dims=dims, causal=causal: attention_flops(dims, causal) / (ms * 1e-3) / 1e12
+            for peer, ms, rate in sdpa_rows("attention_fwd", dtype_name, shape, params or "causal=0", (q, k, v),
+                                            causal, gqa, args, scrubber, tflops, "TFLOPS"):
+                rows.append(("attention_fwd", dtype_name, shape, peer, ms, params, rate))
+            del q, k, v
+            torch.cuda.empty_cache()
+    return rows
 
-            def sdpa(q, k, v, causal=causal, gqa=gqa):
-                if gqa:
-                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
-                return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
-            outputs = {}
-            with torch.no_grad():
-                for peer, backend in attention_backends():
-                    try:
-                        with sdpa_kernel(backend):
-                            outputs[peer] = sdpa(q, k, v)
-                    except RuntimeError as error:
-                        first_line = str(error).strip().splitlines()[0] if str(error).strip() else "RuntimeError"
-                        print(f"attention_fwd {dtype_name} {shape} {params or 'causal=0'}: {peer} does not run "
-                              f"it{' (enable_gqa)' if gqa else ''}: {first_line}", file=sys.stderr)
-                if len(outputs) == 2:
-                    (name_a, a), (name_b, b_out) = outputs.items()
-                    torch.testing.assert_close(b_out.float(), a.float(), rtol=2e-2, atol=2e-2,
-                                               msg=lambda m: f"attention_fwd {shape}: {name_b} disagrees "
-                                                             f"with {name_a}: {m}")
-                for peer, backend in attention_backends():
-                    if peer not in outputs:
-                        continue
-                    with sdpa_kernel(backend):
-                        ms = time_ms(sdpa, (q, k, v), args.samples, args.warmup, scrubber)
-                    tflops = attention_flops(dims, causal) / (ms * 1e-3) / 1e12
-                    rows.append(("attention_fwd", dtype_name, shape, peer, ms, params, tflops))
-                    print(f"attention_fwd {dtype_name:<5} {shape:<24} {params or 'causal=0':<9} {peer:<22} "
-                          f"{ms:9.4f} ms {tflops:8.1f} TFLOPS", flush=True)
-            del q, k, v, outputs
+def decode_bytes(dims, element_bytes):
+    """kc's byte count for attention_decode_paged with every sequence at Sk keys: the K/V rows, Q and
+    O, the f32 LSE, the int32 lengths and the used block-table slots."""
+    b, hq, hkv, sq, sk, d = dims
+    slots = -(-sk // DECODE_BLOCK_SIZE)
+    return (b * sk * hkv * d * 2 * element_bytes + 2 * b * hq * sq * d * element_bytes + 4 * b * hq * sq
+            + 4 * b + 4 * b * slots)
+
+
+def make_decode_inputs(dims, dtype, generator):
+    """kc's fills (Q, K ~ normal(0, 1.5), V ~ uniform(-1, 1)) drawn in the problem's dtype: the
+    largest cache, 256 x 32k tokens, is 16 GiB for K alone, and FP32 temporaries of it would
+    take 32 GiB each."""
+    b, hq, hkv, sq, sk, d = dims
+    q = torch.randn(b, hq, sq, d, generator=generator, device="cuda", dtype=dtype).mul_(1.5)
+    k = torch.randn(b, hkv, sk, d, generator=generator, device="cuda", dtype=dtype).mul_(1.5)
+    v = torch.empty(b, hkv, sk, d, device="cuda", dtype=dtype).uniform_(-1.0, 1.0, generator=generator)
+    return q, k, v
+
+
+def decode_peers(args, scrubber, generator):
+    """Times each SDPA backend decoding the contiguous cache of each full-length bench shape."""
+    rows = []
+    for dtype_name in args.dtypes.split(","):
+        if dtype_name not in ATTENTION_DTYPES:
+            print(f"attention_decode_paged: kc defines it for {', '.join(ATTENTION_DTYPES)}, not {dtype_name}; "
+                  f"skipped", file=sys.stderr)
+            continue
+        dtype = DTYPES[dtype_name]
+        element_bytes = torch.empty((), dtype=dtype).element_size()
+        for dims in DECODE_BENCH:
+            shape = "x".join(str(x) for x in dims)
+            q, k, v = make_decode_inputs(dims, dtype, generator)  # the gathered cache: [B, Hkv, Sk, D]
+            gbps = lambda ms, dims=dims: decode_bytes(dims, element_bytes) / (ms * 1e-3) / 1e9
+            for peer, ms, rate in sdpa_rows("attention_decode_paged", dtype_name, shape, "", (q, k, v), False,
+                                            dims[2] != dims[1], args, scrubber, gbps, "GB/s"):
+                rows.append(("attention_decode_paged", dtype_name, shape, peer, ms, "", rate))
+            del q, k, v
             torch.cuda.empty_cache()
     return rows
 
@@ -255,7 +326,8 @@ def attention_peers(args, scrubber, generator):
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, help="TSV file to write")
-    parser.add_argument("--ops", default=",".join(OPS), help="comma-separated subset of " + ",".join(OPS))
+    parser.add_argument("--ops", default=",".join(DEFAULT_OPS),
+                        help="comma-separated subset of " + ",".join(OPS) + " (default: " + ",".join(DEFAULT_OPS) + ")")
     parser.add_argument("--dtypes", default="bf16", help="comma-separated: bf16, f16, f32")
     parser.add_argument("--rows", type=int, default=32768)
     parser.add_argument("--hidden", default="4096,8192", help="comma-separated row lengths")
@@ -307,9 +379,10 @@ def main(argv):
                 del inputs
                 torch.cuda.empty_cache()
     attention_rows = attention_peers(args, scrubber, generator) if "attention_fwd" in ops else []
+    decode_rows = decode_peers(args, scrubber, generator) if "attention_decode_paged" in ops else []
     with open(args.out, "w", encoding="utf-8") as out:
         out.write("op\tdtype\tshape\tpeer\tmedian_ms\tparams\n")
-        for op, dtype_name, shape, peer, ms, params, _ in rows_out + attention_rows:
+        for op, dtype_name, shape, peer, ms, params, _ in rows_out + attention_rows + decode_rows:
             out.write(f"{op}\t{dtype_name}\t{shape}\t{peer}\t{ms:.4f}\t{params}\n")
     if rows_out:
         print(f"\n{'op':<17} {'dtype':<5} {'shape':<12} {'peer':<14} {'median ms':>10} {'GB/s':>8}")
@@ -320,6 +393,10 @@ def main(argv):
         for op, dtype_name, shape, peer, ms, params, tflops in attention_rows:
             print(f"{op:<17} {dtype_name:<5} {shape:<24} {params or 'causal=0':<9} {peer:<22} {ms:10.4f} "
                   f"{tflops:8.1f}")
+    if decode_rows:
+        print(f"\n{'op':<22} {'dtype':<5} {'shape':<24} {'peer':<22} {'median ms':>10} {'GB/s':>8}")
+        for op, dtype_name, shape, peer, ms, _, gbps in decode_rows:
+            print(f"{op:<22} {dtype_name:<5} {shape:<24} {peer:<22} {ms:10.4f} {gbps:8.0f}")
     print(f"wrote {args.out}")
     return 0
 

@@ -86,14 +86,10 @@ MaskedSoftmaxRows softmax_rows(const AttentionShape& shape, bool causal, const A
   return rows;
 }
 
-// The reference of problems too large for the CPU: the same definition in FP64 on the GPU, cuBLAS
-// DGEMM for the products and the FP64 masked softmax between them. (P is 0 at masked keys and
-// P.V multiplies it with V there: this reference assumes finite V, which random fills give; the
-// host reference, which never reads masked keys, serves the small non-finite cases.)
+// The reference of problems too large for the CPU: attention_reference_on_device on the operands
+// converted to FP64.
 References attention_device_reference(const Problem& problem, const Operands& operands, Context& context) {
   const AttentionShape shape = attention_shape(problem);
-  const double scale = attention_scale(problem);
-  const bool causal = attention_causal(problem);
   const cudaStream_t stream = context.stream();
   const Tensor& q = operands["Q"];
   const Tensor& k = operands["K"];
@@ -104,23 +100,8 @@ References attention_device_reference(const Problem& problem, const Operands& op
   convert_to_double(v.raw(), v.dtype, v.count(), v64.data(), stream);
   DeviceBuffer<double> o64(q.count());
   DeviceBuffer<double> lse64(static_cast<std::size_t>(shape.batch * shape.q_heads * shape.q_len));
-
-  const std::vector<AttentionChunk> chunks =
-      attention_chunks(shape, static_cast<std::int64_t>(sizeof(double)), kReferenceScratchLimit);
-  std::int64_t largest = 0;
-  for (const AttentionChunk& c : chunks) largest = std::max(largest, c.groups * c.rows);
-  DeviceBuffer<double> s64(static_cast<std::size_t>(largest * shape.kv_len));
-  for (const AttentionChunk& chunk : chunks) {
-    const ChunkOffsets at = offsets_of(shape, chunk);
-    cublas_dgemm_batched(context.cublas(), stream, scores_shape(shape, chunk), scale,
-                         q64.data() + at.q_rows * shape.head_dim, k64.data() + at.kv, BLayout::n_by_k,
-                         0.0, s64.data(), scores_batch(shape, chunk));
-    attention_masked_softmax_f64(s64.data(), lse64.data() + at.q_rows, softmax_rows(shape, causal, chunk),
-                                 stream);
-    cublas_dgemm_batched(context.cublas(), stream, output_shape(shape, chunk), 1.0, s64.data(),
-                         v64.data() + at.kv, BLayout::k_by_n, 0.0, o64.data() + at.q_rows * shape.head_dim,
-                         output_batch(shape, chunk));
-  }
+  attention_reference_on_device(shape, attention_scale(problem), attention_causal(problem), q64.data(),
+                                k64.data(), v64.data(), o64.data(), lse64.data(), context.cublas(), stream);
   References references;
   references.emplace("O", std::move(o64));
   references.emplace("LSE", std::move(lse64));
@@ -259,6 +240,27 @@ void attention_reference(const AttentionShape& shape, double scale, bool causal,
       lse[row] = max + std::log(sum);
     }
   });
+}
+
+// cuBLAS DGEMM for the products and the FP64 masked softmax between them. (P is 0 at masked keys
+// and P.V multiplies it with V there: this reference assumes finite V, which random fills give; the
+// host reference, which never reads masked keys, serves the small non-finite cases.)
+void attention_reference_on_device(const AttentionShape& shape, double scale, bool causal, const double* q,
+                                   const double* k, const double* v, double* o, double* lse,
+                                   cublasHandle_t cublas, cudaStream_t stream) {
+  const std::vector<AttentionChunk> chunks =
+      attention_chunks(shape, static_cast<std::int64_t>(sizeof(double)), kReferenceScratchLimit);
+  std::int64_t largest = 0;
+  for (const AttentionChunk& c : chunks) largest = std::max(largest, c.groups * c.rows);
+  DeviceBuffer<double> s64(static_cast<std::size_t>(largest * shape.kv_len));
+  for (const AttentionChunk& chunk : chunks) {
+    const ChunkOffsets at = offsets_of(shape, chunk);
+    cublas_dgemm_batched(cublas, stream, scores_shape(shape, chunk), scale, q + at.q_rows * shape.head_dim,
+                         k + at.kv, BLayout::n_by_k, 0.0, s64.data(), scores_batch(shape, chunk));
+    attention_masked_softmax_f64(s64.data(), lse + at.q_rows, softmax_rows(shape, causal, chunk), stream);
+    cublas_dgemm_batched(cublas, stream, output_shape(shape, chunk), 1.0, s64.data(), v + at.kv,
+                         BLayout::k_by_n, 0.0, o + at.q_rows * shape.head_dim, output_batch(shape, chunk));
+  }
 }
 
 std::string attention_shape_error(const Problem& problem) {

@@ -7,6 +7,7 @@
 #include "hgemm.hpp"
 #include "kc/common/gemm.hpp"
 #include "kc/stage3/attention.hpp"
+#include "kc/stage3/attention_decode.hpp"
 #include "kc/stage3/register.hpp"
 #include "arch/sm90/tma_descriptor.hpp"
 #include "register_attention.hpp"
@@ -80,6 +81,8 @@ void register_kernels(Registry& registry) {
   // Attention: the op, its references and its baseline, then the FlashAttention ladder.
   if (!registry.has_op(kAttentionFwdOp)) registry.add_op(make_attention_fwd_op());
   register_attention_kernels(registry);
+  // Decoding over a paged KV cache: the op, its references and its copy baseline (no kernels yet).
+  if (!registry.has_op(kAttentionDecodeOp)) registry.add_op(make_attention_decode_op());
 
   registry.add_kernel(portable_entry("01_wmma", 1,
                                      "WMMA 16x16x16 fragments, tiles staged through shared memory",

@@ -14,6 +14,7 @@
 #include "kc/common/registry.hpp"
 #include "kc/stage3/attention.hpp"
 #include "kc/stage3/register.hpp"
+#include "attention_test_support.hpp"
 #include "support/gpu_test.hpp"
 
 namespace kc::stage3 {
@@ -36,27 +37,19 @@ TEST(AttentionGpu, DeviceReferenceAgreesWithTheHostReference) {
   KC_SKIP_WITHOUT_GPU();
   Context& context = testing::shared_context();
   const OpSpec& op = attention_op();
-  const std::int64_t saved_limit = context.cpu_reference_limit;
   for (const DType dtype : {DType::bf16, DType::f16})
     for (const double causal : {0.0, 1.0})
       for (const std::vector<std::int64_t>& dims :
            {std::vector<std::int64_t>{2, 4, 2, 77, 300, 64}, std::vector<std::int64_t>{1, 8, 1, 300, 77, 128}}) {
         const Problem problem = op.problem(dims, dtype, {{"causal", causal}});
         const Operands operands = op.make_operands(problem, 7, context);
-        context.cpu_reference_limit = std::int64_t{1} << 40;
-        const References host = op.reference(problem, operands, context);
-        context.cpu_reference_limit = 0;
-        const References device = op.reference(problem, operands, context);
-        context.cpu_reference_limit = saved_limit;
+        const testing_support::HostAndDeviceReferences references =
+            testing_support::host_and_device_references(op, problem, operands, context);
         for (const char* name : {"O", "LSE"}) {
-          const std::vector<double> h = download(host.at(name), context.stream());
-          const std::vector<double> d = download(device.at(name), context.stream());
+          const std::vector<double> h = download(references.host.at(name), context.stream());
+          const std::vector<double> d = download(references.device.at(name), context.stream());
           ASSERT_EQ(h.size(), d.size()) << name;
-          std::size_t differ = 0;
-          for (std::size_t i = 0; i < h.size(); ++i) {
-            const bool both_minus_inf = std::isinf(h[i]) && std::isinf(d[i]) && h[i] < 0 && d[i] < 0;
-            if (!both_minus_inf && !(std::abs(h[i] - d[i]) <= 1e-12 * std::max(1.0, std::abs(h[i])))) ++differ;
-          }
+          const std::size_t differ = testing_support::references_differ(h, d);
           EXPECT_EQ(differ, 0u) << problem.label() << " " << name << ": " << differ << " of " << h.size()
                                 << " elements differ between the host and device references";
         }

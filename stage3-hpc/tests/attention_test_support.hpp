@@ -1,7 +1,12 @@
-// Helpers the attention tests share: the registered op, and the problems a correct attention
-// computed with the wrong parameters would have solved (the negative controls' inputs).
+// Helpers the attention tests share: the registered op, the problems a correct attention computed
+// with the wrong parameters would have solved (the negative controls' inputs), and the comparison
+// of a host reference with a device one.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "kc/common/registry.hpp"
@@ -33,6 +38,34 @@ inline std::vector<Problem> wrongly_parameterized(const Problem& problem) {
     wrong.push_back(no_mask);
   }
   return wrong;
+}
+
+// An op's reference computed twice on the same operands: on the host (the CPU limit raised past
+// the problem) and on the device (the limit at 0).
+struct HostAndDeviceReferences {
+  References host, device;
+};
+inline HostAndDeviceReferences host_and_device_references(const OpSpec& op, const Problem& problem,
+                                                          const Operands& operands, Context& context) {
+  const std::int64_t saved_limit = context.cpu_reference_limit;
+  HostAndDeviceReferences both;
+  context.cpu_reference_limit = std::int64_t{1} << 40;
+  both.host = op.reference(problem, operands, context);
+  context.cpu_reference_limit = 0;
+  both.device = op.reference(problem, operands, context);
+  context.cpu_reference_limit = saved_limit;
+  return both;
+}
+
+// How many elements of two references (the host's and the device's, both FP64) differ by more
+// than 1e-12 relative; the -inf LSE of rows that see no key counts as agreeing.
+inline std::size_t references_differ(const std::vector<double>& host, const std::vector<double>& device) {
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < host.size(); ++i) {
+    const bool both_minus_inf = std::isinf(host[i]) && std::isinf(device[i]) && host[i] < 0 && device[i] < 0;
+    if (!both_minus_inf && !(std::abs(host[i] - device[i]) <= 1e-12 * std::max(1.0, std::abs(host[i])))) ++differ;
+  }
+  return differ;
 }
 
 }  // namespace kc::stage3::testing_support

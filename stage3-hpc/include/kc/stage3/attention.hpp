@@ -70,6 +70,14 @@ std::vector<AttentionChunk> attention_chunks(const AttentionShape& shape, std::i
 void attention_reference(const AttentionShape& shape, double scale, bool causal, const double* q,
                          const double* k, const double* v, double* o, double* lse);
 
+// The same definition in FP64 on the GPU (the op's reference for problems too large for the
+// host): q, k, v, o and lse doubles in device memory, laid out as above. cuBLAS DGEMM for
+// S = scale.Q.K^T and O = P.V, the FP64 masked softmax between them, in chunks of at most 2 GiB of
+// S. Assumes finite K and V (masked keys are multiplied by P = 0).
+void attention_reference_on_device(const AttentionShape& shape, double scale, bool causal, const double* q,
+                                   const double* k, const double* v, double* o, double* lse,
+                                   cublasHandle_t cublas, cudaStream_t stream);
+
 // "" when the shape is one the op defines (Hq a multiple of Hkv), otherwise why not.
 std::string attention_shape_error(const Problem& problem);
 
