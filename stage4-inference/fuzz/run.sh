@@ -21,7 +21,8 @@ targets=("$@")
 [ ${#targets[@]} -gt 0 ] ||
   targets=(fuzz_gguf fuzz_safetensors fuzz_model_config fuzz_tokenizer_json fuzz_tokenizer_encode)
 
-cmake --preset fuzz >/dev/null
+# Configure once; later builds re-run CMake themselves when a CMakeLists changes.
+[ -f build/fuzz/build.ninja ] || cmake --preset fuzz >/dev/null
 cmake --build build/fuzz --target "${targets[@]}"
 
 fuzz_dir=stage4-inference/fuzz
