@@ -300,7 +300,9 @@ GgufValue GgufArray::at(std::size_t i) const {
 
 // --- GgufFile ---------------------------------------------------------------------------------
 
-GgufFile::GgufFile(const std::string& path) : file_(path) {
+GgufFile::GgufFile(const std::string& path) : GgufFile(MappedFile(path)) {}
+
+GgufFile::GgufFile(MappedFile file) : file_(std::move(file)) {
   Cursor cursor(file_);
 
   // Header.

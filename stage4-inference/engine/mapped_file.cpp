@@ -47,12 +47,25 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   data_ = static_cast<const std::byte*>(mapped);
 }
 
+MappedFile MappedFile::copy_of(std::string name, ByteView bytes) {
+  MappedFile file;
+  file.path_ = std::move(name);
+  if (bytes.size == 0) return file;
+  // Exactly `size` bytes, so a memory checker sees any read past the end.
+  file.copy_ = std::make_unique<std::byte[]>(bytes.size);
+  std::memcpy(file.copy_.get(), bytes.data, bytes.size);
+  file.data_ = file.copy_.get();
+  file.size_ = bytes.size;
+  return file;
+}
+
 MappedFile::~MappedFile() { unmap(); }
 
 MappedFile::MappedFile(MappedFile&& other) noexcept
     : path_(std::move(other.path_)),
       data_(std::exchange(other.data_, nullptr)),
-      size_(std::exchange(other.size_, 0)) {}
+      size_(std::exchange(other.size_, 0)),
+      copy_(std::move(other.copy_)) {}
 
 MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   if (this != &other) {
@@ -60,12 +73,16 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
     path_ = std::move(other.path_);
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
+    copy_ = std::move(other.copy_);
   }
   return *this;
 }
 
 void MappedFile::unmap() noexcept {
-  if (data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), size_);
+  if (copy_ != nullptr)
+    copy_.reset();
+  else if (data_ != nullptr)
+    ::munmap(const_cast<std::byte*>(data_), size_);
   data_ = nullptr;
   size_ = 0;
 }

@@ -141,7 +141,10 @@ std::size_t safetensors_dtype_bytes(SafetensorsDType dtype) { return dtype_info(
 
 // --- SafetensorsFile --------------------------------------------------------------------------
 
-SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
+SafetensorsFile::SafetensorsFile(const std::string& path) : SafetensorsFile(MappedFile(path)) {}
+
+SafetensorsFile::SafetensorsFile(MappedFile file) : file_(std::move(file)) {
+  const std::string& path = file_.path();
   if (file_.size() < kHeaderStart)
     detail::throw_file_error(path, 0,
                              fmt::format("the file has {} bytes, fewer than the 8 of "

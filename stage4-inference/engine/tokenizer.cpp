@@ -6,6 +6,7 @@
 #include <array>
 #include <fmt/format.h>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <queue>
@@ -179,7 +180,10 @@ struct TokenizerBuilder {
 
     if (spec.merges.empty()) fail(source, "there are no merges; byte-level BPE needs its merge list");
     int rank = 0;
-    for (const auto& [left, right] : spec.merges) {
+    for (const auto& merge : spec.merges) {
+      // Named references, not structured bindings: C++17 lambdas cannot capture those.
+      const std::string& left = merge.first;
+      const std::string& right = merge.second;
       const auto find = [&](const std::string& text) {
         const auto it = tables.by_text.find(text);
         if (it == tables.by_text.end())
@@ -357,8 +361,12 @@ void read_post_processor(const JsonReader& r, const json& post, TokenizerSpec& s
 
 Tokenizer Tokenizer::from_tokenizer_json(const std::string& path) {
   const MappedFile file(path);
-  const json root = detail::parse_strict_json(
-      std::string_view(reinterpret_cast<const char*>(file.data()), file.size()), path, 0);
+  return parse_tokenizer_json(
+      std::string_view(reinterpret_cast<const char*>(file.data()), file.size()), path);
+}
+
+Tokenizer Tokenizer::parse_tokenizer_json(std::string_view json_text, const std::string& path) {
+  const json root = detail::parse_strict_json(json_text, path, 0);
   const JsonReader r(path);
   TokenizerSpec spec;
   spec.source = path;
@@ -395,14 +403,14 @@ Tokenizer Tokenizer::from_tokenizer_json(const std::string& path) {
   // The vocabulary and the added tokens together number the ids 0 .. n-1.
   const json& vocab = r.member(model, "vocab", "model");
   if (!vocab.is_object()) r.fail("model.vocab is not an object of token: id");
-  std::vector<std::optional<std::string>> tokens;
+  // By id, in a map: the ids are checked to run from 0 without gaps only once all are read, and
+  // a table sized by the largest id would let one id such as 2147483647 reserve gigabytes.
+  std::map<TokenId, std::string> tokens;
   const auto place = [&](TokenId id, const std::string& text, bool added) {
-    if (static_cast<std::size_t>(id) >= tokens.size()) tokens.resize(static_cast<std::size_t>(id) + 1);
-    auto& slot = tokens[static_cast<std::size_t>(id)];
-    if (slot && *slot != text)
-      r.fail(fmt::format("id {} is both \"{}\" and \"{}\"{}", id, *slot, text,
+    const auto [slot, inserted] = tokens.emplace(id, text);
+    if (!inserted && slot->second != text)
+      r.fail(fmt::format("id {} is both \"{}\" and \"{}\"{}", id, slot->second, text,
                          added ? " (an added token)" : ""));
-    slot = text;
   };
   for (const auto& [text, id] : vocab.items()) place(r.id(id, "a vocabulary id"), text, false);
   if (root.contains("added_tokens") && !root["added_tokens"].is_null()) {
@@ -420,9 +428,11 @@ Tokenizer Tokenizer::from_tokenizer_json(const std::string& path) {
     }
   }
   spec.tokens.reserve(tokens.size());
-  for (std::size_t id = 0; id < tokens.size(); ++id) {
-    if (!tokens[id]) r.fail(fmt::format("no token has id {} (ids must run from 0 without gaps)", id));
-    spec.tokens.push_back(std::move(*tokens[id]));
+  for (auto& [id, text] : tokens) {
+    const auto next = static_cast<TokenId>(spec.tokens.size());
+    if (id != next)
+      r.fail(fmt::format("no token has id {} (ids must run from 0 without gaps)", next));
+    spec.tokens.push_back(std::move(text));
   }
   if (has_unknown) {
     const std::string unknown = r.string(model["unk_token"], "model.unk_token");

@@ -236,6 +236,26 @@ std::string gguf_config_error(const GgufWriter& writer) {
   return message;
 }
 
+// Inputs fuzz/fuzz_model_config found (minimized in fuzz/regressions/): before the fixes, the
+// first escaped as nlohmann's out_of_range instead of a kc::Error, and JSON nested 200000 deep
+// overflowed the stack in the error message's dump().
+TEST(ModelConfig, RefusesWhatTheFuzzerFound) {
+  const std::string dir = KC_FUZZ_REGRESSIONS;
+  const std::string overflow = dir + "/config_number_past_double.json";
+  EXPECT_TRUE(contains_all(error_of([&] { read_hf_config(overflow); }),
+                           {overflow, "invalid JSON", "number overflow", "1e705"}));
+  const std::string nested = dir + "/config_nested_too_deep.json";
+  EXPECT_TRUE(contains_all(error_of([&] { read_hf_config(nested); }),
+                           {nested, "nests objects and arrays more than 64 deep"}));
+  const std::string deep = R"({"model_type": "llama", "hidden_size": )" +
+                           std::string(200000, '[') + std::string(200000, ']') + "}";
+  EXPECT_TRUE(contains_all(config_error(deep), {"more than 64 deep"}));
+  // 64 levels are still read (the value is refused for its type, not its depth).
+  const std::string deepest_allowed = R"({"model_type": "llama", "hidden_size": )" +
+                                      std::string(63, '[') + std::string(63, ']') + "}";
+  EXPECT_TRUE(contains_all(config_error(deepest_allowed), {"\"hidden_size\" is an array"}));
+}
+
 TEST(ModelConfig, FromGgufHasTheShapeConfigJsonGives) {
   for (bool counts_as_uint64 : {false, true}) {
     const ModelConfig c = gguf_config(gguf_of(smollm2_keys(counts_as_uint64)));

@@ -97,6 +97,15 @@ TEST(Safetensors, RefusesBadJson) {
                            {"the key \"w\" twice"}));
 }
 
+// An input fuzz/fuzz_safetensors found (minimized in fuzz/regressions/): a number past the range
+// of a double in the header escaped as nlohmann's out_of_range instead of a kc::Error.
+TEST(Safetensors, RefusesWhatTheFuzzerFound) {
+  const std::string path =
+      std::string(KC_FUZZ_REGRESSIONS) + "/safetensors_number_past_double.safetensors";
+  EXPECT_TRUE(contains_all(error_of([&] { SafetensorsFile file(path); }),
+                           {path, "at byte 8", "invalid JSON", "number overflow"}));
+}
+
 TEST(Safetensors, RefusesBadTensorEntries) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {R"({"w": 5})", "tensor 'w' is an integer, not an object"},

@@ -211,6 +211,14 @@ TEST(Tokenizer, RefusesBadInputWithAClearError) {
   EXPECT_TRUE(contains_all(error_of([&] { t.encode("\xED\xA0\x80"); }), {"not valid UTF-8"}));
 }
 
+// An input fuzz/fuzz_tokenizer_json found (minimized in fuzz/regressions/): a vocabulary id of
+// 2147483647 sized the id table to it (tens of GB) before the gap was found.
+TEST(Tokenizer, RefusesWhatTheFuzzerFound) {
+  const std::string path = std::string(KC_FUZZ_REGRESSIONS) + "/tokenizer_id_past_vocabulary.json";
+  EXPECT_TRUE(contains_all(error_of([&] { Tokenizer::from_tokenizer_json(path); }),
+                           {path, "no token has id 1"}));
+}
+
 // tokenizer.json files with one thing changed that the engine must refuse.
 class BrokenTokenizerJson : public ::testing::Test {
  protected:

@@ -123,6 +123,8 @@ class GgufFile {
  public:
   // Maps and parses the file; throws kc::Error (file, offset, what) when it is not a valid GGUF.
   explicit GgufFile(const std::string& path);
+  // The same for bytes already in hand (MappedFile::copy_of); errors name file.path().
+  explicit GgufFile(MappedFile file);
 
   const std::string& path() const { return file_.path(); }
   std::uint32_t version() const { return version_; }

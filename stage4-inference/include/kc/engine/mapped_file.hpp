@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
 
 namespace kc::engine {
@@ -16,7 +17,8 @@ struct ByteView {
   std::size_t size = 0;
 };
 
-// A whole regular file mapped read-only (POSIX mmap). Move-only; unmaps when destroyed.
+// A whole regular file mapped read-only (POSIX mmap), or a copy of bytes held in memory (copy_of).
+// Move-only; unmaps when destroyed.
 // The mapping is private and read-only, so nothing the process does can change the file; a file
 // truncated by another process while it is mapped is outside what a reader can guard against.
 class MappedFile {
@@ -24,6 +26,10 @@ class MappedFile {
   // Throws kc::Error naming the path and the system's reason when the file cannot be opened,
   // is not a regular file, or cannot be mapped. An empty file maps to an empty view.
   explicit MappedFile(const std::string& path);
+  // Bytes that are not a file on disk (a download in memory, a fuzzer's input): a copy held on
+  // the heap under `name`, which messages use as the path. The readers parse it exactly as they
+  // parse a mapped file.
+  static MappedFile copy_of(std::string name, ByteView bytes);
   ~MappedFile();
   MappedFile(MappedFile&& other) noexcept;
   MappedFile& operator=(MappedFile&& other) noexcept;
@@ -36,11 +42,14 @@ class MappedFile {
   ByteView bytes() const { return {data_, size_}; }
 
  private:
+  MappedFile() = default;
   void unmap() noexcept;
 
   std::string path_;
   const std::byte* data_ = nullptr;
   std::size_t size_ = 0;
+  std::unique_ptr<std::byte[]> copy_;  // copy_of(): the bytes data_ points at; else empty
+
 };
 
 }  // namespace kc::engine

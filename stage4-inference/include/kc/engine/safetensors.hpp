@@ -66,6 +66,8 @@ class SafetensorsFile {
  public:
   // Maps and parses the file; throws kc::Error (file, offset, what) when it is not valid.
   explicit SafetensorsFile(const std::string& path);
+  // The same for bytes already in hand (MappedFile::copy_of); errors name file.path().
+  explicit SafetensorsFile(MappedFile file);
 
   const std::string& path() const { return file_.path(); }
   std::uint64_t data_offset() const { return data_offset_; }  // 8 + header length

@@ -61,6 +61,8 @@ class Tokenizer {
  public:
   // Reads a Hugging Face tokenizer.json. Throws kc::Error naming the file and what it cannot use.
   static Tokenizer from_tokenizer_json(const std::string& path);
+  // The same from the text of a tokenizer.json; `origin` names it in errors.
+  static Tokenizer parse_tokenizer_json(std::string_view json_text, const std::string& origin);
   // Reads the tokenizer.ggml.* keys (and tokenizer.chat_template) of a GGUF file.
   static Tokenizer from_gguf(const GgufFile& file);
 
