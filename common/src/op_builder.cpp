@@ -90,7 +90,11 @@ void CopyScratch::copy(std::size_t bytes, cudaStream_t stream) {
     return method != nullptr && std::string(method) == "kernel";
   }();
   if (use_kernel) {
-    copy_with_kernel(destination_.data(), source_.data(), bytes / 16 * 16, stream);
+    const std::size_t vectors = bytes / 16 * 16;  // the kernel moves 16-byte vectors; the rest:
+    copy_with_kernel(destination_.data(), source_.data(), vectors, stream);
+    if (bytes > vectors)
+      KC_CUDA_CHECK(cudaMemcpyAsync(destination_.data() + vectors, source_.data() + vectors,
+                                    bytes - vectors, cudaMemcpyDeviceToDevice, stream));
     return;
   }
   KC_CUDA_CHECK(cudaMemcpyAsync(destination_.data(), source_.data(), bytes,
