@@ -335,6 +335,19 @@ void Scheduler::run_to_completion(ModelExecutor& executor) {
   }
 }
 
+bool Scheduler::cancel(RequestId id) {
+  require(step_in_flight_ < 0, "scheduler: cancel({}) between schedule() and complete()", id);
+  if (requests_.erase(id) == 0) return false;
+  const auto waiting = std::find(waiting_.begin(), waiting_.end(), id);
+  if (waiting != waiting_.end()) {
+    waiting_.erase(waiting);
+  } else {
+    kv_cache_.free_sequence(id);
+    running_.erase(std::find(running_.begin(), running_.end(), id));
+  }
+  return true;
+}
+
 std::optional<RequestOutput> Scheduler::take_output(RequestId id) {
   const auto it = finished_.find(id);
   if (it == finished_.end()) return std::nullopt;

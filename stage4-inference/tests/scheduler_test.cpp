@@ -285,6 +285,29 @@ TEST(Scheduler, AdmissionIsFirstInFirstOut) {
   for (const RequestId id : ids) EXPECT_TRUE(scheduler.take_output(id).has_value());
 }
 
+TEST(Scheduler, CancelFreesBlocksAndDropsTheRequest) {
+  const SchedulerConfig c = config(8, 24, 4096, 3);
+  Scheduler scheduler(c);
+  CheckingExecutor executor(c);
+  const std::int32_t all_free = scheduler.kv_cache().free_blocks();
+  const RequestId running = scheduler.submit(make_request(20, 50, 1));
+  const RequestId kept = scheduler.submit(make_request(5, 4, 2));
+  ASSERT_TRUE(scheduler.step(executor));
+  ASSERT_TRUE(scheduler.step(executor));
+  EXPECT_LT(scheduler.kv_cache().free_blocks(), all_free);
+  const RequestId waiting = scheduler.submit(make_request(5, 4, 3));
+  EXPECT_TRUE(scheduler.cancel(running));
+  EXPECT_TRUE(scheduler.cancel(waiting));
+  EXPECT_FALSE(scheduler.cancel(running)) << "a second cancel finds nothing";
+  EXPECT_FALSE(scheduler.cancel(12345));
+  scheduler.run_to_completion(executor);
+  EXPECT_EQ(scheduler.kv_cache().free_blocks(), all_free);
+  EXPECT_FALSE(scheduler.take_output(running).has_value());
+  EXPECT_FALSE(scheduler.take_output(waiting).has_value());
+  EXPECT_TRUE(scheduler.take_output(kept).has_value());
+  EXPECT_FALSE(scheduler.cancel(kept)) << "a finished request cannot be cancelled";
+}
+
 TEST(Scheduler, RandomWorkloadLeaksNothingAndMatchesSoloRuns) {
   std::mt19937 rng(7);
   const SchedulerConfig c = config(12, 48, 160, 8);

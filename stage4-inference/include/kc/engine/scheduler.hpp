@@ -174,6 +174,10 @@ class Scheduler {
   std::int64_t max_sequence_tokens() const { return max_sequence_tokens_; }
   const KvBlockManager& kv_cache() const { return kv_cache_; }
   const SchedulerStats& stats() const { return stats_; }
+  // Drops a waiting or running request and frees its blocks; it streams nothing more and leaves
+  // no output. False when the id is unknown or already finished. Call it between steps, never
+  // between schedule() and complete().
+  bool cancel(RequestId id);
   // A finished request's output, handed over once (none while it runs or after it was taken).
   std::optional<RequestOutput> take_output(RequestId id);
 
