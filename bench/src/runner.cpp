@@ -661,15 +661,15 @@ int run_main(int argc, char** argv, const std::function<void(Registry&)>& regist
               commit);
     }
     // Read the peer timings before the run, not after it: a wrong path must not cost the whole run.
-    std::string peer_text;
+    // A malformed file is refused here, too.
+    std::vector<PeerTiming> peer_timings;
     if (!options.peers_file.empty()) {
       std::ifstream file(options.peers_file);
       require(static_cast<bool>(file), "cannot read --peers file '{}' (write it first with "
               "bench/peers/torch_peers.py --out FILE)", options.peers_file);
       std::stringstream text;
       text << file.rdbuf();
-      peer_text = text.str();
-      (void)parse_peer_timings(peer_text);  // a malformed file is refused now, too
+      peer_timings = parse_peer_timings(text.str());
     }
     if (!gpu_visible_or_explain("kc-bench", ", so nothing can be checked or timed; `kc-bench --list` shows "
                                             "the kernels."))
@@ -690,7 +690,7 @@ int run_main(int argc, char** argv, const std::function<void(Registry&)>& regist
     benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();
     if (!options.peers_file.empty())
-      for (const std::string& warning : session.merge_peers(parse_peer_timings(peer_text)))
+      for (const std::string& warning : session.merge_peers(peer_timings))
         fmt::print(stderr, "kc-bench: {}\n", warning);
     fmt::print("{}", session.summary());
     if (options.markdown_dir) {

@@ -20,14 +20,9 @@
 namespace kc::stage3 {
 namespace {
 
-const OpSpec& decode_op() { return stage3_test_registry().op(kAttentionDecodeOp); }
+using testing_support::download;
 
-std::vector<double> download(const Tensor& tensor, cudaStream_t stream) {
-  return to_host_double(tensor.raw(), tensor.dtype, tensor.count(), stream);
-}
-std::vector<double> download(const DeviceBuffer<double>& buffer, cudaStream_t stream) {
-  return to_host_double(buffer.data(), DType::f64, buffer.size(), stream);
-}
+const OpSpec& decode_op() { return stage3_test_registry().op(kAttentionDecodeOp); }
 
 TEST(AttentionDecodeGpu, OperandsHoldTheSeededLayoutWithNaNPastEachSequence) {
   KC_SKIP_WITHOUT_GPU();

@@ -20,6 +20,8 @@
 namespace kc::stage3 {
 namespace {
 
+using testing_support::download;
+
 const OpSpec& attention_op() {
   static const Registry registry = [] {
     Registry r;
@@ -27,10 +29,6 @@ const OpSpec& attention_op() {
     return r;
   }();
   return registry.op(kAttentionFwdOp);
-}
-
-std::vector<double> download(const DeviceBuffer<double>& buffer, cudaStream_t stream) {
-  return to_host_double(buffer.data(), DType::f64, buffer.size(), stream);
 }
 
 TEST(AttentionGpu, DeviceReferenceAgreesWithTheHostReference) {

@@ -18,14 +18,13 @@
 #include "kc/stage3/attention.hpp"
 #include "kc/stage3/register.hpp"
 #include "stage3_test_registry.hpp"
+#include "attention_test_support.hpp"
 #include "support/gpu_test.hpp"
 
 namespace kc::stage3 {
 namespace {
 
-std::vector<double> download(const Tensor& tensor, cudaStream_t stream) {
-  return to_host_double(tensor.raw(), tensor.dtype, tensor.count(), stream);
-}
+using testing_support::download;
 
 // On `stream`, after the fill make_operands queued there (a plain cudaMemcpy on the legacy stream
 // could land before that fill and be overwritten by it).

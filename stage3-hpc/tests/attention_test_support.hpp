@@ -9,11 +9,21 @@
 #include <cstdint>
 #include <vector>
 
+#include "kc/common/buffer.hpp"
+#include "kc/common/fill.hpp"
 #include "kc/common/registry.hpp"
 #include "kc/stage3/attention.hpp"
 #include "kc/stage3/register.hpp"
 
 namespace kc::stage3::testing_support {
+
+// A tensor of the operands, or a reference (FP64 on the device), as host doubles.
+inline std::vector<double> download(const Tensor& tensor, cudaStream_t stream) {
+  return to_host_double(tensor.raw(), tensor.dtype, tensor.count(), stream);
+}
+inline std::vector<double> download(const DeviceBuffer<double>& buffer, cudaStream_t stream) {
+  return to_host_double(buffer.data(), DType::f64, buffer.size(), stream);
+}
 
 // attention_fwd as stage 3 registers it (with the baseline this build declares).
 inline const OpSpec& registered_attention_op() {
