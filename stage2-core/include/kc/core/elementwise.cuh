@@ -75,15 +75,12 @@ struct GeluTanh {
   }
 };
 
-// GELU, exact form: x Phi(x) = 0.5 x (1 + erf(x / sqrt(2))), with Phi from KernelMath::normal_cdf
-// (kc/core/gelu.hpp: no cancellation for negative x, no erfcf). Below x = -14, Phi(x) is below
-// float's normal range and x Phi(x) is -0 to float precision; the input is clamped there (one
-// NaN-propagating min), which also turns -inf into -0 instead of -inf * 0 = NaN.
+// GELU, exact form: x Phi(x) = 0.5 x (1 + erf(x / sqrt(2))), as max(x, 0) - |x| Phi(-|x|) with
+// the tail Phi(-|x|) from KernelMath::normal_tail (kc/core/gelu.hpp: no cancellation for negative
+// x, no erfcf). Beyond |x| = 14 the tail term is 0 in float; gelu_erf clamps |x| there, which
+// also gives the limits at +-inf instead of inf * 0 = NaN.
 struct GeluErf {
-  __device__ __forceinline__ float operator()(float x) const {
-    constexpr float kZeroBelow = -14.f;
-    return gelu_erf<KernelMath>(x < kZeroBelow ? kZeroBelow : x);
-  }
+  __device__ __forceinline__ float operator()(float x) const { return gelu_erf<KernelMath>(x); }
 };
 
 // ---- binary functors: (float, float) -> float --------------------------------------------------
@@ -139,8 +136,7 @@ inline constexpr int kMapThreads = 256;
 inline constexpr std::int64_t kMaxGridY = 65535;
 // Rows each thread walks (when the grid stays large enough): the set-up that places a thread (its
 // column, bounds checks, the views' parameters: 27 SASS instructions before the row loop in the
-// bf16 bias + GELU-erf kernel on sm_90a) is paid once for several rows. Each row's 64-bit offsets
-// are still computed inside the loop.
+// bf16 bias + GELU-erf kernel on sm_90a) is paid once for several rows.
 inline constexpr std::int64_t kMapRowsPerThread = 4;
 // ...but never fewer than this many rows of blocks, so a small matrix still fills the GPU.
 inline constexpr std::int64_t kMapMinGridY = 1024;
@@ -152,14 +148,6 @@ struct FloatVector {
   float values[kVec];
 };
 
-template <typename T, int kVec>
-__device__ __forceinline__ FloatVector<T, kVec> load_at(const MatrixView<const T>& view,
-                                                        std::int64_t row, std::int64_t col) {
-  FloatVector<T, kVec> result;
-  load_floats<T, kVec>(view.data + view.offset(row, col), result.values);
-  return result;
-}
-
 template <class Op, typename T, int kVec, std::size_t... I>
 __device__ __forceinline__ float apply_at(const Op& op, const FloatVector<T, kVec> (&loaded)[sizeof...(I)],
                                           int i, std::index_sequence<I...>) {
@@ -170,7 +158,8 @@ __device__ __forceinline__ float apply_at(const Op& op, const FloatVector<T, kVe
 
 // Each thread handles kVec adjacent columns and walks the rows blockIdx.y, blockIdx.y +
 // gridDim.y, ... (kMapRowsPerThread of them on large matrices). kVec > 1 requires every view to
-// pass can_vectorize(view, kVec).
+// pass can_vectorize(view, kVec). The addresses advance by a row step per iteration (one 64-bit
+// add per view) instead of being recomputed from (row, col) and the strides.
 template <typename T, int kVec, class Op, class... Inputs>
 __global__ void __launch_bounds__(kMapThreads)
     map_kernel(MatrixView<T> out, Op op, Inputs... inputs) {
@@ -178,14 +167,24 @@ __global__ void __launch_bounds__(kMapThreads)
   const std::int64_t col =
       (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * kVec;
   if (col >= out.shape[1]) return;
-  for (std::int64_t row = blockIdx.y; row < out.shape[0]; row += gridDim.y) {
-    const detail::FloatVector<T, kVec> loaded[kInputs] = {
-        detail::load_at<T, kVec>(inputs, row, col)...};
+  const std::int64_t first_row = blockIdx.y;
+  const T* input_at[kInputs] = {(inputs.data + inputs.offset(first_row, col))...};
+  const std::int64_t input_step[kInputs] = {(inputs.stride[0] * gridDim.y)...};
+  T* out_at = out.data + out.offset(first_row, col);
+  const std::int64_t out_step = out.stride[0] * gridDim.y;
+  for (std::int64_t row = first_row; row < out.shape[0]; row += gridDim.y) {
+    detail::FloatVector<T, kVec> loaded[kInputs];
+#pragma unroll
+    for (std::size_t input = 0; input < kInputs; ++input) {
+      load_floats<T, kVec>(input_at[input], loaded[input].values);
+      input_at[input] += input_step[input];
+    }
     float result[kVec];
 #pragma unroll
     for (int i = 0; i < kVec; ++i)
       result[i] = detail::apply_at(op, loaded, i, std::make_index_sequence<kInputs>{});
-    store_floats<T, kVec>(out.data + out.offset(row, col), result);
+    store_floats<T, kVec>(out_at, result);
+    out_at += out_step;
   }
 }
 

@@ -103,7 +103,7 @@ __host__ __device__ __forceinline__ void store_vector(T* destination, const Vect
   for (int i = 0; i < kBytes / kChunk; ++i) reinterpret_cast<Word*>(destination)[i] = words[i];
 }
 
-// Loads N elements and widens them to float.
+// Widens N elements to float.
 //
 // bf16 is the upper half of a float, so each 32-bit word holding two bf16 widens with one integer
 // instruction per element: a shift for the low element, a mask for the high one. Converting each
@@ -111,8 +111,7 @@ __host__ __device__ __forceinline__ void store_vector(T* destination, const Vect
 // moved down by a PRMT and shifted back up), and in a kernel bound by instruction issue that
 // difference shows. Both give the same bits (the widening is exact).
 template <typename T, int N>
-__host__ __device__ __forceinline__ void load_floats(const T* source, float (&out)[N]) {
-  const Vector<T, N> v = load_vector<T, N>(source);
+__host__ __device__ __forceinline__ void widen_to_floats(const Vector<T, N>& v, float (&out)[N]) {
   if constexpr (std::is_same_v<std::remove_cv_t<T>, __nv_bfloat16> && N % 2 == 0) {
     std::uint32_t words[N / 2];
     std::memcpy(words, &v, sizeof(words));
@@ -127,6 +126,12 @@ __host__ __device__ __forceinline__ void load_floats(const T* source, float (&ou
 #pragma unroll
     for (int i = 0; i < N; ++i) out[i] = to_float(v[i]);
   }
+}
+
+// Loads N elements and widens them to float.
+template <typename T, int N>
+__host__ __device__ __forceinline__ void load_floats(const T* source, float (&out)[N]) {
+  widen_to_floats<T, N>(load_vector<T, N>(source), out);
 }
 
 // Rounds N floats to T and stores them.
