@@ -238,8 +238,9 @@ std::vector<ProblemSpec> decode_bench_problems() {
 
 std::vector<ProblemSpec> decode_conformance_problems() {
   // Lengths 1, block_size - 1 and + 1, 0 (ragged sequence 4) and below Sq (rows that see no key);
-  // Sq 1, 3, 4 and 8; grouped heads 1, 4 and 8; D 64 and 128; blocks of 16, 32 and 64; an
-  // explicit scale; bf16 and f16. The last two are checked against the FP64 device reference.
+  // Sq 1, 3, 4 and 8; grouped heads 1, 4 and 8; D 64 and 128 (and 80, which the decode rungs
+  // refuse: their listed refusals); blocks of 16, 32 and 64; an explicit scale; bf16 and f16. The
+  // last two are checked against the FP64 device reference.
   using P = ParamValues;
   const auto blocks = [](double size) { return P{{"block_size", size}}; };
   const auto ragged = [](double size) { return P{{"block_size", size}, {"lengths", 1.0}}; };
@@ -252,6 +253,7 @@ std::vector<ProblemSpec> decode_conformance_problems() {
       {{7, 32, 8, 4, 257, 128}, std::nullopt, ragged(16)},
       {{9, 8, 1, 1, 1000, 64}, std::nullopt, ragged(64)},
       {{6, 8, 2, 3, 63, 64}, std::nullopt, ragged(64)},
+      {{6, 8, 2, 2, 45, 80}, std::nullopt, ragged(32)},
       {{2, 16, 2, 8, 129, 128}, std::nullopt, blocks(64)},
       {{5, 32, 8, 1, 2049, 128}, std::nullopt, P{{"block_size", 32.0}, {"lengths", 1.0}, {"scale", 0.5}}},
       {{1, 32, 8, 4, 4095, 64}},

@@ -11,6 +11,7 @@
 #include "kc/stage3/register.hpp"
 #include "arch/sm90/tma_descriptor.hpp"
 #include "register_attention.hpp"
+#include "register_attention_decode.hpp"
 
 namespace kc::stage3 {
 namespace {
@@ -81,8 +82,9 @@ void register_kernels(Registry& registry) {
   // Attention: the op, its references and its baseline, then the FlashAttention ladder.
   if (!registry.has_op(kAttentionFwdOp)) registry.add_op(make_attention_fwd_op());
   register_attention_kernels(registry);
-  // Decoding over a paged KV cache: the op, its references and its copy baseline (no kernels yet).
+  // Decoding over a paged KV cache: the op, its references and its copy baseline, then its ladder.
   if (!registry.has_op(kAttentionDecodeOp)) registry.add_op(make_attention_decode_op());
+  register_attention_decode_kernels(registry);
 
   registry.add_kernel(portable_entry("01_wmma", 1,
                                      "WMMA 16x16x16 fragments, tiles staged through shared memory",

@@ -17,7 +17,8 @@ namespace {
 
 constexpr int kAmpere = 80;
 constexpr const char* kFlashConstraints = "D = 64 or 128";
-// The docs table the attention rungs are reported in (kc-bench --markdown), beside stage3-gemm.
+// The docs table the attention rungs, prefill and decode, are reported in (kc-bench --markdown),
+// beside stage3-gemm.
 constexpr const char* kAttentionReportGroup = "stage3-attention";
 
 template <typename T>
@@ -51,15 +52,7 @@ using FlashLaunchBf16 = void (*)(const AttentionArgs<__nv_bfloat16>&, cudaStream
 using FlashLaunchF16 = void (*)(const AttentionArgs<__half>&, cudaStream_t);
 
 KernelEntry attention_entry(const std::string& name, int rung, std::string idea) {
-  KernelEntry entry;
-  entry.id = std::string("stage3/") + kAttentionFwdOp + "/" + name;
-  entry.op = kAttentionFwdOp;
-  entry.rung = rung;
-  entry.idea = std::move(idea);
-  entry.dtypes = {DType::bf16, DType::f16};
-  entry.min_compute_capability = kAmpere;
-  entry.report = kAttentionReportGroup;
-  return entry;
+  return attention_kernel_entry(kAttentionFwdOp, name, rung, std::move(idea));
 }
 
 KernelEntry flash_entry(const std::string& name, int rung, std::string idea, FlashLaunchBf16 launch_bf16,
@@ -78,6 +71,18 @@ KernelEntry flash_entry(const std::string& name, int rung, std::string idea, Fla
 }
 
 }  // namespace
+
+KernelEntry attention_kernel_entry(const std::string& op, const std::string& name, int rung, std::string idea) {
+  KernelEntry entry;
+  entry.id = "stage3/" + op + "/" + name;
+  entry.op = op;
+  entry.rung = rung;
+  entry.idea = std::move(idea);
+  entry.dtypes = {DType::bf16, DType::f16};
+  entry.min_compute_capability = kAmpere;
+  entry.report = kAttentionReportGroup;
+  return entry;
+}
 
 std::string flash_attention_shape_error(const Problem& problem) {
   const AttentionShape s = attention_shape(problem);

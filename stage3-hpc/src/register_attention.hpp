@@ -13,6 +13,10 @@ namespace kc::stage3 {
 // registered first.
 void register_attention_kernels(Registry& registry);
 
+// An attention rung's entry: "stage3/<op>/<name>", bf16 and f16, sm_80 and later, reported in the
+// stage3-attention table (the prefill and the decode ladders).
+KernelEntry attention_kernel_entry(const std::string& op, const std::string& name, int rung, std::string idea);
+
 // Rung 01 (attention/01_naive_unfused.cpp): the unfused cuBLAS path as a kernel entry's launch.
 LaunchFn attention_01_naive_unfused();
 

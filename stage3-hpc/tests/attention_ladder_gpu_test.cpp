@@ -26,14 +26,7 @@ namespace {
 
 using testing_support::download;
 
-// On `stream`, after the fill make_operands queued there (a plain cudaMemcpy on the legacy stream
-// could land before that fill and be overwritten by it).
-void plant_nan(Tensor& tensor, std::size_t index, cudaStream_t stream) {
-  const std::uint16_t nan_bits = tensor.dtype == DType::bf16 ? 0x7fc0 : 0x7e00;
-  KC_CUDA_CHECK(cudaMemcpyAsync(static_cast<std::uint16_t*>(tensor.raw()) + index, &nan_bits, sizeof(nan_bits),
-                                cudaMemcpyHostToDevice, stream));
-  KC_CUDA_CHECK(cudaStreamSynchronize(stream));
-}
+using testing_support::plant_nan;
 
 // Causal, Sq = 100, Sk = 130 (row i sees keys j <= i + 30), two query heads on one kv head. K of
 // key 129 holds a NaN: only row 99 (of both heads) sees it. Key 129 lies in the last K/V tile of

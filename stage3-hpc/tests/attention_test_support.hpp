@@ -1,7 +1,9 @@
-// Helpers the attention tests share: the registered op, the problems a correct attention computed
-// with the wrong parameters would have solved (the negative controls' inputs), and the comparison
-// of a host reference with a device one.
+// Helpers the attention tests share: downloads, a NaN planted in an input, the registered op, the
+// problems a correct attention computed with the wrong parameters would have solved (the negative
+// controls' inputs), and the comparison of a host reference with a device one.
 #pragma once
+
+#include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
@@ -23,6 +25,16 @@ inline std::vector<double> download(const Tensor& tensor, cudaStream_t stream) {
 }
 inline std::vector<double> download(const DeviceBuffer<double>& buffer, cudaStream_t stream) {
   return to_host_double(buffer.data(), DType::f64, buffer.size(), stream);
+}
+
+// Writes a NaN into element `index` of a 16-bit (bf16 or f16) tensor of the operands, on `stream`:
+// after the fill make_operands queued there (a plain cudaMemcpy on the legacy stream could land
+// before that fill and be overwritten by it).
+inline void plant_nan(Tensor& tensor, std::size_t index, cudaStream_t stream) {
+  const std::uint16_t nan_bits = tensor.dtype == DType::bf16 ? 0x7fc0 : 0x7e00;
+  KC_CUDA_CHECK(cudaMemcpyAsync(static_cast<std::uint16_t*>(tensor.raw()) + index, &nan_bits, sizeof(nan_bits),
+                                cudaMemcpyHostToDevice, stream));
+  KC_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 // attention_fwd as stage 3 registers it (with the baseline this build declares).

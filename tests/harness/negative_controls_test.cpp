@@ -5,6 +5,7 @@
 #include "kc/common/check.hpp"
 #include "kc/common/gemm.hpp"
 #include "kc/stage3/attention.hpp"
+#include "kc/stage3/attention_decode.hpp"
 #include "kc/stage3/register.hpp"
 #include "kc/testing/negative_controls.hpp"
 #include "support/gpu_test.hpp"
@@ -176,6 +177,75 @@ TEST(NegativeControlsAttention, SkippedKvTileFails) {
   for (const DType dtype : {DType::bf16, DType::f16}) {
     const CheckOutcome o = check_attention("nc_skips_last_kv_tile", {2, 4, 1, 77, 1000, 64}, dtype, {});
     EXPECT_EQ(o.status, CheckOutcome::Status::failed) << dtype_name(dtype) << ": " << o.detail;
+  }
+}
+
+// Paged decode: each flaw of the naive decode controls fails the check on the problems where it
+// shows, in both dtypes, at a benchmark shape of the op (Llama-3-8B's heads, 8k keys) and at
+// conformance-like ragged shapes; where a flaw cannot show (one new token, full pages, no empty
+// sequence) the same control passes, which shows the rest of that kernel is right.
+CheckOutcome check_decode(const std::string& name, const std::vector<std::int64_t>& dims, DType dtype,
+                          const ParamValues& params) {
+  const Registry& r = registry_with_controls();
+  const Problem problem = r.op(stage3::kAttentionDecodeOp).problem(dims, dtype, params);
+  return check_kernel(r, r.kernel(std::string("stage3/attention_decode_paged/") + name), problem, 1,
+                      shared_context());
+}
+
+const std::vector<std::int64_t> kDecodeBench = {1, 32, 8, 1, 8192, 128};     // full pages, Sq = 1
+const std::vector<std::int64_t> kDecodeRagged = {7, 32, 8, 4, 257, 128};     // lengths 257, 1, 15, 17, 0, 16, ...
+// Four new tokens of 20 keys each (20 % 16 = 4 NaN rows in every last block). The mask among the
+// new tokens moves a row by the weight of up to 3 keys: plain to see among 20 keys, within the
+// tolerance among thousands, which is why the conformance problems have short sequences and Sq > 1.
+const std::vector<std::int64_t> kDecodeFourTokens = {8, 32, 8, 4, 20, 128};
+const ParamValues kRaggedLengths = {{"lengths", 1.0}};
+
+TEST(NegativeControlsDecode, ContiguousPagesFail) {
+  KC_SKIP_WITHOUT_GPU();
+  for (const DType dtype : {DType::bf16, DType::f16}) {
+    for (const auto& [dims, params] : {std::pair{kDecodeBench, ParamValues{}}, std::pair{kDecodeRagged, kRaggedLengths}}) {
+      const CheckOutcome o = check_decode("nc_contiguous_pages", dims, dtype, params);
+      EXPECT_EQ(o.status, CheckOutcome::Status::failed) << dtype_name(dtype) << ": " << o.detail;
+    }
+    const CheckOutcome blocks_of_64 =
+        check_decode("nc_contiguous_pages", {9, 8, 1, 1, 1000, 64}, dtype, {{"lengths", 1.0}, {"block_size", 64.0}});
+    EXPECT_EQ(blocks_of_64.status, CheckOutcome::Status::failed) << dtype_name(dtype) << ": " << blocks_of_64.detail;
+  }
+}
+
+TEST(NegativeControlsDecode, ReadingTheBlockTailFailsAndHidesOnFullPages) {
+  KC_SKIP_WITHOUT_GPU();
+  for (const DType dtype : {DType::bf16, DType::f16}) {
+    for (const auto& [dims, params] :
+         {std::pair{kDecodeRagged, kRaggedLengths}, std::pair{kDecodeFourTokens, ParamValues{}}}) {
+      const CheckOutcome o = check_decode("nc_reads_block_tail", dims, dtype, params);
+      EXPECT_EQ(o.status, CheckOutcome::Status::failed) << dtype_name(dtype) << ": " << o.detail;
+    }
+    const CheckOutcome hidden = check_decode("nc_reads_block_tail", kDecodeBench, dtype, {});
+    EXPECT_TRUE(hidden.passed()) << dtype_name(dtype) << ": " << hidden.detail;
+  }
+}
+
+TEST(NegativeControlsDecode, NoMaskAmongNewTokensFailsAndHidesWithOneToken) {
+  KC_SKIP_WITHOUT_GPU();
+  for (const DType dtype : {DType::bf16, DType::f16}) {
+    for (const auto& [dims, params] :
+         {std::pair{kDecodeRagged, kRaggedLengths}, std::pair{kDecodeFourTokens, ParamValues{}}}) {
+      const CheckOutcome o = check_decode("nc_new_tokens_see_all_keys", dims, dtype, params);
+      EXPECT_EQ(o.status, CheckOutcome::Status::failed) << dtype_name(dtype) << ": " << o.detail;
+    }
+    const CheckOutcome hidden = check_decode("nc_new_tokens_see_all_keys", kDecodeBench, dtype, {});
+    EXPECT_TRUE(hidden.passed()) << dtype_name(dtype) << ": " << hidden.detail;
+  }
+}
+
+TEST(NegativeControlsDecode, DividingEmptyRowsByZeroFailsAndHidesWithoutThem) {
+  KC_SKIP_WITHOUT_GPU();
+  for (const DType dtype : {DType::bf16, DType::f16}) {
+    const CheckOutcome o = check_decode("nc_empty_rows_divide_by_zero", kDecodeRagged, dtype, kRaggedLengths);
+    EXPECT_EQ(o.status, CheckOutcome::Status::failed) << dtype_name(dtype) << ": " << o.detail;
+    const CheckOutcome hidden = check_decode("nc_empty_rows_divide_by_zero", kDecodeBench, dtype, {});
+    EXPECT_TRUE(hidden.passed()) << dtype_name(dtype) << ": " << hidden.detail;
   }
 }
 

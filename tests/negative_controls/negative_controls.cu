@@ -3,12 +3,16 @@
 // (a dropped k column, split-K with 16-bit partial sums, the wrong activation): fast enough to run
 // at the benchmark shapes, where the bounds must catch them. The attention ones are a naive
 // attention kernel (a thread per query row, FP32) with one flaw each: a wrong softmax scale, the
-// causal mask one key too far, the last K/V tile of 64 keys never visited.
+// causal mask one key too far, the last K/V tile of 64 keys never visited. The decode ones are a
+// naive paged decode kernel (a thread per query row) with one flaw each: pages taken as contiguous,
+// the NaN rows past a sequence's length read, no mask among the new tokens, 0 / 0 for a row that
+// sees no key.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cmath>
+#include <cstdint>
 #include <memory>
 
 #include "kc/common/gemm.hpp"
@@ -16,6 +20,7 @@
 #include "kc/stage1/sgemm.hpp"
 #include "kc/stage1/register.hpp"
 #include "kc/stage3/attention.hpp"
+#include "kc/stage3/attention_decode.hpp"
 #include "kc/stage3/register.hpp"
 #include "kc/testing/negative_controls.hpp"
 
@@ -195,6 +200,33 @@ struct NaiveAttention {
   bool causal;
 };
 
+// One query row of attention, by one thread, in FP32: the maximum of the scaled scores over keys
+// j < visible, then the weights and O. key_row(j) and value_row(j) give the rows of K and V; with
+// `empty_rows_zero` false a row that sees no key computes 0 / 0 (a flaw of its own).
+template <typename T, class KeyRow, class ValueRow>
+__device__ void naive_attention_row(const T* q, int head_dim, float scale, int visible, KeyRow key_row,
+                                    ValueRow value_row, bool empty_rows_zero, T* o, float* lse) {
+  const auto score = [&](int j) {
+    const T* k = key_row(j);
+    float dot = 0.f;
+    for (int c = 0; c < head_dim; ++c) dot += core::to_float(q[c]) * core::to_float(k[c]);
+    return scale * dot;
+  };
+  float max = -INFINITY;
+  for (int j = 0; j < visible; ++j) max = fmaxf(max, score(j));
+  float acc[kAttentionMaxHeadDim] = {};
+  float sum = 0.f;
+  for (int j = 0; j < visible; ++j) {
+    const float weight = expf(score(j) - max);
+    sum += weight;
+    const T* v = value_row(j);
+    for (int c = 0; c < head_dim; ++c) acc[c] += weight * core::to_float(v[c]);
+  }
+  const bool divide = visible > 0 || !empty_rows_zero;
+  for (int c = 0; c < head_dim; ++c) o[c] = core::from_float<T>(divide ? acc[c] / sum : 0.f);
+  *lse = divide ? max + logf(sum) : -INFINITY;
+}
+
 // One thread per query row: the scores' maximum, then the weights and O, in FP32 — right but for
 // `flaw`.
 template <typename T, AttentionFlaw flaw>
@@ -218,23 +250,14 @@ __global__ void flawed_attention_kernel(NaiveAttention<T> a) {
     visible = visible < tiled_keys ? visible : tiled_keys;
   }
   const float scale = flaw == AttentionFlaw::wrong_scale ? 1.25f * a.scale : a.scale;
-  const auto score = [&](int j) {
-    float dot = 0.f;
-    for (int c = 0; c < a.head_dim; ++c) dot += core::to_float(q[c]) * core::to_float(k[j * a.head_dim + c]);
-    return scale * dot;
-  };
-  float max = -INFINITY;
-  for (int j = 0; j < visible; ++j) max = fmaxf(max, score(j));
-  float acc[kAttentionMaxHeadDim] = {};
-  float sum = 0.f;
-  for (int j = 0; j < visible; ++j) {
-    const float weight = expf(score(j) - max);
-    sum += weight;
-    for (int c = 0; c < a.head_dim; ++c) acc[c] += weight * core::to_float(v[j * a.head_dim + c]);
-  }
-  for (int c = 0; c < a.head_dim; ++c) o[c] = core::from_float<T>(visible > 0 ? acc[c] / sum : 0.f);
-  a.lse[row] = visible > 0 ? max + logf(sum) : -INFINITY;
+  naive_attention_row(
+      q, a.head_dim, scale, visible, [&](int j) { return k + j * a.head_dim; },
+      [&](int j) { return v + j * a.head_dim; }, true, o, a.lse + row);
 }
+
+// One thread per query row: the grid of a naive control over `rows` rows.
+constexpr int kRowThreads = 128;
+inline unsigned row_blocks(long long rows) { return static_cast<unsigned>((rows + kRowThreads - 1) / kRowThreads); }
 
 template <typename T, AttentionFlaw flaw>
 void launch_flawed_attention(const Problem& problem, Operands& operands, cudaStream_t stream) {
@@ -245,24 +268,28 @@ void launch_flawed_attention(const Problem& problem, Operands& operands, cudaStr
                             static_cast<int>(s.batch), static_cast<int>(s.q_heads), static_cast<int>(s.kv_heads),
                             static_cast<int>(s.q_len), static_cast<int>(s.kv_len), static_cast<int>(s.head_dim),
                             static_cast<float>(stage3::attention_scale(problem)), stage3::attention_causal(problem)};
-  const long long rows = s.batch * s.q_heads * s.q_len;
-  constexpr int kThreads = 128;
-  flawed_attention_kernel<T, flaw><<<static_cast<unsigned>((rows + kThreads - 1) / kThreads), kThreads, 0, stream>>>(a);
+  flawed_attention_kernel<T, flaw><<<row_blocks(s.batch * s.q_heads * s.q_len), kRowThreads, 0, stream>>>(a);
   KC_CHECK_LAUNCH();
+}
+
+using ControlLaunch = void (*)(const Problem&, Operands&, cudaStream_t);
+
+// The bf16 or the f16 launch, as the problem's dtype says.
+template <ControlLaunch kBf16, ControlLaunch kF16>
+void launch_for_dtype(const Problem& problem, Operands& operands, cudaStream_t stream) {
+  (problem.dtype == DType::bf16 ? kBf16 : kF16)(problem, operands, stream);
 }
 
 template <AttentionFlaw flaw>
 void flawed_attention(const Problem& problem, Operands& operands, cudaStream_t stream) {
-  if (problem.dtype == DType::bf16)
-    launch_flawed_attention<bf16, flaw>(problem, operands, stream);
-  else
-    launch_flawed_attention<__half, flaw>(problem, operands, stream);
+  launch_for_dtype<&launch_flawed_attention<bf16, flaw>, &launch_flawed_attention<__half, flaw>>(problem, operands,
+                                                                                                 stream);
 }
 
 struct AttentionControl {
   const char* name;
   const char* flaw;
-  void (*launch)(const Problem&, Operands&, cudaStream_t);
+  ControlLaunch launch;
 };
 
 const AttentionControl kAttentionControls[] = {
@@ -273,6 +300,109 @@ const AttentionControl kAttentionControls[] = {
      &flawed_attention<AttentionFlaw::skips_last_kv_tile>},
 };
 
+// ---- attention_decode_paged: attention over a paged KV cache (kc/stage3/attention_decode.hpp) ----
+
+enum class DecodeFlaw { contiguous_pages, reads_block_tail, new_tokens_see_all_keys, empty_rows_divide_by_zero };
+
+template <typename T>
+struct NaiveDecode {
+  const T* q;
+  const T* k_cache;
+  const T* v_cache;
+  const std::int32_t* block_table;
+  const std::int32_t* seq_lens;
+  T* o;
+  float* lse;
+  int batch, q_heads, kv_heads, q_len, head_dim, block_size, max_blocks, num_blocks;
+  float scale;
+};
+
+// One thread per query row (sequence, query head, new token) walks the sequence's keys through
+// the block table: the scores' maximum, then the weights and O, in FP32 — right but for `flaw`.
+template <typename T, DecodeFlaw flaw>
+__global__ void flawed_decode_kernel(NaiveDecode<T> a) {
+  const long long row = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+  if (row >= static_cast<long long>(a.batch) * a.q_heads * a.q_len) return;
+  const int token = static_cast<int>(row % a.q_len);
+  const int head = static_cast<int>(row / a.q_len % a.q_heads);
+  const long long b = row / a.q_len / a.q_heads;
+  const int kv_head = head / (a.q_heads / a.kv_heads);
+  const int length = a.seq_lens[b];
+  const std::int32_t* table_row = a.block_table + b * a.max_blocks;
+
+  // Keys j < L - (Sq - 1 - t); the flaws widen that.
+  int visible = length - (a.q_len - 1 - token);
+  visible = visible < 0 ? 0 : visible;
+  if (flaw == DecodeFlaw::new_tokens_see_all_keys) visible = length;  // no mask among the new tokens
+  if (flaw == DecodeFlaw::reads_block_tail && token == a.q_len - 1)   // the whole last block, past L
+    visible = (length + a.block_size - 1) / a.block_size * a.block_size;
+  const auto key_row = [&](const T* pool, int j) {
+    const int slot = j / a.block_size;
+    // The contiguous-pages flaw takes the sequence's first block and assumes the rest follow it.
+    const int block = flaw == DecodeFlaw::contiguous_pages ? (table_row[0] + slot) % a.num_blocks : table_row[slot];
+    return pool + ((static_cast<long long>(block) * a.kv_heads + kv_head) * a.block_size + j % a.block_size) *
+                      a.head_dim;
+  };
+  // The divide-by-zero flaw forgets rows that see no key (an empty sequence): 0 / 0 = NaN.
+  naive_attention_row(
+      a.q + row * a.head_dim, a.head_dim, a.scale, visible, [&](int j) { return key_row(a.k_cache, j); },
+      [&](int j) { return key_row(a.v_cache, j); }, flaw != DecodeFlaw::empty_rows_divide_by_zero,
+      a.o + row * a.head_dim, a.lse + row);
+}
+
+template <typename T, DecodeFlaw flaw>
+void launch_flawed_decode(const Problem& problem, Operands& operands, cudaStream_t stream) {
+  const stage3::DecodeShape s = stage3::decode_shape(problem);
+  require(s.head_dim <= kAttentionMaxHeadDim, "the decode negative controls hold D <= {}", kAttentionMaxHeadDim);
+  const NaiveDecode<T> a{operands["Q"].data<T>(),
+                         operands["K_cache"].data<T>(),
+                         operands["V_cache"].data<T>(),
+                         operands["block_table"].data<std::int32_t>(),
+                         operands["seq_lens"].data<std::int32_t>(),
+                         operands["O"].data<T>(),
+                         operands["LSE"].data<float>(),
+                         static_cast<int>(s.batch),
+                         static_cast<int>(s.q_heads),
+                         static_cast<int>(s.kv_heads),
+                         static_cast<int>(s.q_len),
+                         static_cast<int>(s.head_dim),
+                         static_cast<int>(s.block_size),
+                         static_cast<int>(s.max_blocks()),
+                         static_cast<int>(stage3::decode_num_blocks(problem)),
+                         static_cast<float>(stage3::attention_scale(problem))};
+  flawed_decode_kernel<T, flaw><<<row_blocks(s.batch * s.q_heads * s.q_len), kRowThreads, 0, stream>>>(a);
+  KC_CHECK_LAUNCH();
+}
+
+template <DecodeFlaw flaw>
+void flawed_decode(const Problem& problem, Operands& operands, cudaStream_t stream) {
+  launch_for_dtype<&launch_flawed_decode<bf16, flaw>, &launch_flawed_decode<__half, flaw>>(problem, operands, stream);
+}
+
+const AttentionControl kDecodeControls[] = {
+    {"nc_contiguous_pages", "reads a sequence's blocks as if they followed its first one in the pool",
+     &flawed_decode<DecodeFlaw::contiguous_pages>},
+    {"nc_reads_block_tail", "the last new token reads its sequence's whole last block, rows past L included",
+     &flawed_decode<DecodeFlaw::reads_block_tail>},
+    {"nc_new_tokens_see_all_keys", "no causal mask among the Sq new tokens: each sees all L keys",
+     &flawed_decode<DecodeFlaw::new_tokens_see_all_keys>},
+    {"nc_empty_rows_divide_by_zero", "a row that sees no key (an empty sequence) divides 0 by 0",
+     &flawed_decode<DecodeFlaw::empty_rows_divide_by_zero>},
+};
+
+// An attention control (bf16 and f16) of `op`.
+void add_attention_control(Registry& registry, const char* op, const AttentionControl& control) {
+  KernelEntry entry;
+  entry.id = std::string("stage3/") + op + "/" + control.name;
+  entry.op = op;
+  entry.rung = 0;
+  entry.idea = std::string("NEGATIVE CONTROL: ") + control.flaw;
+  entry.dtypes = {DType::bf16, DType::f16};
+  entry.report = "negative-controls";
+  entry.launch = control.launch;
+  registry.add_kernel(std::move(entry));
+}
+
 }  // namespace
 
 std::vector<NegativeControl> negative_controls() {
@@ -282,6 +412,8 @@ std::vector<NegativeControl> negative_controls() {
     list.push_back({std::string("stage3/") + c.op + "/" + c.name, c.flaw});
   for (const AttentionControl& c : kAttentionControls)
     list.push_back({std::string("stage3/") + stage3::kAttentionFwdOp + "/" + c.name, c.flaw});
+  for (const AttentionControl& c : kDecodeControls)
+    list.push_back({std::string("stage3/") + stage3::kAttentionDecodeOp + "/" + c.name, c.flaw});
   return list;
 }
 
@@ -320,17 +452,9 @@ void register_negative_controls(Registry& registry) {
     registry.add_kernel(std::move(entry));
   }
   if (!registry.has_op(stage3::kAttentionFwdOp)) registry.add_op(stage3::make_attention_fwd_op());
-  for (const AttentionControl& c : kAttentionControls) {
-    KernelEntry entry;
-    entry.id = std::string("stage3/") + stage3::kAttentionFwdOp + "/" + c.name;
-    entry.op = stage3::kAttentionFwdOp;
-    entry.rung = 0;
-    entry.idea = std::string("NEGATIVE CONTROL: ") + c.flaw;
-    entry.dtypes = {DType::bf16, DType::f16};
-    entry.report = "negative-controls";
-    entry.launch = c.launch;
-    registry.add_kernel(std::move(entry));
-  }
+  for (const AttentionControl& c : kAttentionControls) add_attention_control(registry, stage3::kAttentionFwdOp, c);
+  if (!registry.has_op(stage3::kAttentionDecodeOp)) registry.add_op(stage3::make_attention_decode_op());
+  for (const AttentionControl& c : kDecodeControls) add_attention_control(registry, stage3::kAttentionDecodeOp, c);
 }
 
 }  // namespace kc::testing

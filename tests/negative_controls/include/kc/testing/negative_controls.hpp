@@ -19,11 +19,12 @@ struct NegativeControl {
 // The controls, in registration order.
 std::vector<NegativeControl> negative_controls();
 
-// Registers the ops they implement (sgemm; stage 3's hgemm, gemm_bias_gelu and attention_fwd) if
-// missing, and the controls, in the "negative-controls" report group: FP32 SGEMM kernels with one
-// flaw each, bf16 GEMMs with the flaws the bf16 bounds must catch at the benchmark shapes, and
+// Registers the ops they implement (sgemm; stage 3's hgemm, gemm_bias_gelu, attention_fwd and
+// attention_decode_paged) if missing, and the controls, in the "negative-controls" report group:
+// FP32 SGEMM kernels with one flaw each, bf16 GEMMs with the flaws the bf16 bounds must catch at the benchmark shapes, and
 // attention kernels (bf16 and f16) with a wrong scale, an off-by-one causal mask, a skipped K/V
-// tile.
+// tile, and paged decode kernels (bf16 and f16) that take pages as contiguous, read the NaN rows
+// past a sequence's length, drop the mask among the new tokens, or divide 0 by 0 for an empty row.
 void register_negative_controls(Registry& registry);
 
 }  // namespace kc::testing

@@ -1,0 +1,154 @@
+// decode_args.hpp — the paged decode ladder's arguments, rung 02's split plan and one launch per
+// rung. An argument header: the rung files include it and nothing of the harness
+// (kc/stage3/attention_decode.hpp defines the op, src/register_attention_decode.cpp files the rungs
+// with the registry).
+//
+// What every rung computes is attention_decode.hpp's definition: for sequence b, query head h and
+// new token t, O = softmax(scale . Q K^T) V over the keys j < L - (Sq - 1 - t) of the sequence's
+// L = seq_lens[b] (kv head h / (Hq / Hkv)), key j being row j mod block_size of the block
+// block_table[b][j / block_size]; LSE = the natural log-sum-exp of the scaled scores; a row that
+// sees no key gets O = 0 and LSE = -inf. Rows of a last block at and past L, and table slots at and
+// past ceil(L / block_size), are never read.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace kc::stage3 {
+
+// T: __nv_bfloat16 or __half. Every tensor is contiguous:
+//   q, o         [batch, q_heads, q_len, head_dim]
+//   k_cache,
+//   v_cache      [num_blocks, kv_heads, block_size, head_dim]
+//   block_table  [batch, max_blocks] int32 block ids
+//   seq_lens     [batch] int32 key counts (the new tokens included)
+//   lse          [batch, q_heads, q_len] f32
+template <typename T>
+struct DecodeArgs {
+  const T* q = nullptr;
+  const T* k_cache = nullptr;
+  const T* v_cache = nullptr;
+  const std::int32_t* block_table = nullptr;
+  const std::int32_t* seq_lens = nullptr;
+  T* o = nullptr;
+  float* lse = nullptr;
+  int batch = 0, q_heads = 0, kv_heads = 0, q_len = 0, head_dim = 0;
+  int block_size = 0;  // tokens a block: 16, 32 or 64
+  int max_blocks = 0;  // table slots per sequence (the row length of block_table)
+  float scale = 0.f;   // the softmax scale itself (the harness resolves "0 means 1/sqrt(D)")
+
+  // The query rows that share one kv head: its Hq / Hkv query heads times the Sq new tokens,
+  // consecutive rows of Q and O.
+  __host__ __device__ int group_rows() const { return q_heads / kv_heads * q_len; }
+  // The most keys a sequence's table row addresses.
+  __host__ __device__ int max_keys() const { return max_blocks * block_size; }
+};
+
+// The head dimensions the decode rungs are compiled for (a template parameter: the loops over D
+// unroll and the accumulators stay in registers).
+inline constexpr int kDecodeHeadDims[] = {64, 128};
+
+// ---- Rung 02's split of the context (flash-decoding) -------------------------------------------
+
+// A CTA of rung 02 holds at most this many query rows of a group (group size x Sq); a group with
+// more is cut into chunks of this many rows, each chunk a CTA that reads the pages again.
+inline constexpr int kDecodeMaxRowsPerCta = 32;
+// A split is a whole number of rung 02's 32-key tiles and of pages (16, 32 or 64 keys): a
+// multiple of 64 keys.
+inline constexpr int kDecodeSplitKeyMultiple = 64;
+// Below this many keys a split's fixed costs (Q into shared memory, its partial O and LSE written
+// and read back by the combine) are no longer small against its K/V reads.
+inline constexpr int kDecodeMinKeysPerSplit = 256;
+// How many CTAs per SM the split aims for: enough that every SM holds several CTAs whose page
+// loads are in flight at once (rung 02's CTAs are small: up to 4 warps, at most 50 KiB of shared
+// memory).
+inline constexpr int kDecodeCtasPerSmTarget = 4;
+
+struct DecodeSplitPlan {
+  int row_chunks = 1;                                // CTAs along the rows of one group
+  int splits = 1;                                    // CTAs along the context of one sequence
+  int keys_per_split = kDecodeSplitKeyMultiple;      // split s covers keys [s, s + 1) x this
+  // One split: the CTAs write O and LSE themselves and no combine runs.
+  constexpr bool combines() const { return splits > 1; }
+};
+
+constexpr int decode_ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+// The plan for exactly `splits` splits of `max_keys` (fewer when the rounding of a split up to a
+// multiple of 64 keys leaves the last ones empty): how the tests force a split count.
+constexpr DecodeSplitPlan decode_plan_with_splits(int group_rows, int max_keys, int splits) {
+  DecodeSplitPlan plan;
+  plan.row_chunks = decode_ceil_div(group_rows, kDecodeMaxRowsPerCta);
+  const int keys = max_keys > 0 ? max_keys : 1;
+  const int wanted = splits < 1 ? 1 : splits;
+  plan.keys_per_split =
+      decode_ceil_div(decode_ceil_div(keys, wanted), kDecodeSplitKeyMultiple) * kDecodeSplitKeyMultiple;
+  plan.splits = decode_ceil_div(keys, plan.keys_per_split);
+  return plan;
+}
+
+// The split rule. The grid has batch x kv_heads x row_chunks CTAs before any split; when that is
+// fewer than kDecodeCtasPerSmTarget x sm_count, the context is cut into as many splits as make up
+// the difference, but never into splits under kDecodeMinKeysPerSplit keys. The rule reads only
+// the table's width (max_keys), never the lengths, which live on the device: a ragged batch gets
+// the split count of its longest possible sequence, and a shorter sequence's CTAs past its length
+// exit at once. Examples (132 SMs, target 528 CTAs, 8 kv heads, 4 query heads a group, Sq = 1):
+// batch 1 at 32k keys: 8 CTAs -> 66 splits wanted, 512 keys each -> 64 splits, 512 CTAs; batch 1
+// at 1k: at most 1024 / 256 = 4 splits; batch 64 at any length: 512 CTAs -> 2 splits where the
+// context has 512 keys or more; batch 256: 2048 CTAs, one split.
+constexpr DecodeSplitPlan plan_decode_splits(int batch, int kv_heads, int group_rows, int max_keys, int sm_count) {
+  const int row_chunks = decode_ceil_div(group_rows, kDecodeMaxRowsPerCta);
+  const long long ctas = static_cast<long long>(batch) * kv_heads * row_chunks;
+  const long long target = static_cast<long long>(kDecodeCtasPerSmTarget) * (sm_count > 0 ? sm_count : 1);
+  long long splits = ctas >= target ? 1 : (target + ctas - 1) / ctas;
+  const int most = max_keys / kDecodeMinKeysPerSplit;  // splits of at least the minimum length
+  if (splits > most) splits = most;
+  return decode_plan_with_splits(group_rows, max_keys, splits < 1 ? 1 : static_cast<int>(splits));
+}
+
+// Rung 02's scratch (FP32): the partial O of every (query row, split), [B, Hq, Sq, splits, D],
+// and its LSE, [B, Hq, Sq, splits]. Unused (null) when the plan has one split.
+struct DecodeSplitWorkspace {
+  float* partial_o = nullptr;
+  float* partial_lse = nullptr;
+};
+
+// The floats of that scratch: 0 for one split.
+constexpr std::size_t decode_split_workspace_floats(int batch, int q_heads, int q_len, int head_dim,
+                                                    const DecodeSplitPlan& plan) {
+  if (!plan.combines()) return 0;
+  const std::size_t rows = static_cast<std::size_t>(batch) * q_heads * q_len;
+  return rows * static_cast<std::size_t>(plan.splits) * (static_cast<std::size_t>(head_dim) + 1);
+}
+
+// The workspace laid out in `floats` (decode_split_workspace_floats of the same plan).
+inline DecodeSplitWorkspace decode_split_workspace(float* floats, int batch, int q_heads, int q_len, int head_dim,
+                                                   const DecodeSplitPlan& plan) {
+  DecodeSplitWorkspace workspace;
+  if (!plan.combines()) return workspace;
+  const std::size_t rows = static_cast<std::size_t>(batch) * q_heads * q_len;
+  workspace.partial_o = floats;
+  workspace.partial_lse = floats + rows * static_cast<std::size_t>(plan.splits) * static_cast<std::size_t>(head_dim);
+  return workspace;
+}
+
+// ---- The rungs ---------------------------------------------------------------------------------
+
+// Rung 01: one warp per query row (four to a CTA) walks its sequence's pages, online softmax in
+// FP32 on CUDA cores, 16-byte loads of K and V rows.
+template <typename T>
+void attention_decode_01_naive(const DecodeArgs<T>& args, cudaStream_t stream);
+
+// Rung 02: flash-decoding. One CTA per (split of the context, kv head [, row chunk], sequence)
+// holds the group's query rows; pages travel by cp.async into shared memory once per group; each
+// split writes an FP32 partial O and LSE to `workspace`, then a combine kernel merges them.
+// `workspace` must hold decode_split_workspace_floats(..., plan) floats (none for one split).
+template <typename T>
+void attention_decode_02_split_kv(const DecodeArgs<T>& args, const DecodeSplitPlan& plan,
+                                  const DecodeSplitWorkspace& workspace, cudaStream_t stream);
+
+}  // namespace kc::stage3

@@ -1,0 +1,134 @@
+// Files the paged decode ladder (stage3-hpc/attention/decode_NN_*.cu) with the registry: each rung
+// for bf16 and f16 and D = 64 or 128. Rung 02's split workspace lives here, beside its launch.
+#include "register_attention_decode.hpp"
+
+#include <fmt/format.h>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <memory>
+#include <utility>
+
+#include "kc/stage3/attention.hpp"
+#include "kc/stage3/attention_decode.hpp"
+#include "register_attention.hpp"
+
+namespace kc::stage3 {
+namespace {
+
+constexpr const char* kDecodeConstraints = "D = 64 or 128";
+
+KernelEntry decode_entry(const std::string& name, int rung, std::string idea) {
+  KernelEntry entry = attention_kernel_entry(kAttentionDecodeOp, name, rung, std::move(idea));
+  entry.constraints = kDecodeConstraints;
+  entry.supports = &decode_rung_shape_error;
+  entry.refuses = decode_rung_refusals();
+  return entry;
+}
+
+template <typename T>
+void launch_naive(const Problem& problem, Operands& operands, cudaStream_t stream) {
+  attention_decode_01_naive(decode_args<T>(problem, operands), stream);
+}
+
+// What rung 02 keeps between launches: the SM count its split rule reads (asked once) and the
+// FP32 workspace of partial O and LSE, grown on first use (kc-bench's untimed warm-up), never
+// shrunk — the unfused attention rung's AttentionScratch.
+class SplitKvRung {
+ public:
+  template <typename T>
+  void run(const Problem& problem, Operands& operands, cudaStream_t stream) {
+    if (sm_count_ == 0) {
+      int device = 0;
+      KC_CUDA_CHECK(cudaGetDevice(&device));
+      KC_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device));
+    }
+    const DecodeArgs<T> args = decode_args<T>(problem, operands);
+    const DecodeSplitPlan plan =
+        plan_decode_splits(args.batch, args.kv_heads, args.group_rows(), args.max_keys(), sm_count_);
+    const std::size_t floats =
+        decode_split_workspace_floats(args.batch, args.q_heads, args.q_len, args.head_dim, plan);
+    float* base = floats == 0 ? nullptr : reinterpret_cast<float*>(scratch_.reserve(floats * sizeof(float)));
+    attention_decode_02_split_kv(
+        args, plan, decode_split_workspace(base, args.batch, args.q_heads, args.q_len, args.head_dim, plan), stream);
+  }
+
+ private:
+  int sm_count_ = 0;
+  AttentionScratch scratch_;
+};
+
+}  // namespace
+
+template <typename T>
+DecodeArgs<T> decode_args(const Problem& problem, Operands& operands) {
+  const DecodeShape shape = decode_shape(problem);
+  DecodeArgs<T> args;
+  args.q = operands["Q"].data<T>();
+  args.k_cache = operands["K_cache"].data<T>();
+  args.v_cache = operands["V_cache"].data<T>();
+  args.block_table = operands["block_table"].data<std::int32_t>();
+  args.seq_lens = operands["seq_lens"].data<std::int32_t>();
+  args.o = operands["O"].data<T>();
+  args.lse = operands["LSE"].data<float>();
+  args.batch = static_cast<int>(shape.batch);
+  args.q_heads = static_cast<int>(shape.q_heads);
+  args.kv_heads = static_cast<int>(shape.kv_heads);
+  args.q_len = static_cast<int>(shape.q_len);
+  args.head_dim = static_cast<int>(shape.head_dim);
+  args.block_size = static_cast<int>(shape.block_size);
+  args.max_blocks = static_cast<int>(shape.max_blocks());
+  args.scale = static_cast<float>(attention_scale(problem));
+  return args;
+}
+
+template DecodeArgs<__nv_bfloat16> decode_args<__nv_bfloat16>(const Problem&, Operands&);
+template DecodeArgs<__half> decode_args<__half>(const Problem&, Operands&);
+
+std::string decode_rung_shape_error(const Problem& problem) {
+  const DecodeShape s = decode_shape(problem);
+  if (s.head_dim != 64 && s.head_dim != 128)
+    return fmt::format("head dimension D = {} is not compiled: the decode rungs are built for D = 64 and "
+                       "D = 128 (D is a template parameter, so that the loops over it unroll and O's "
+                       "accumulators stay in registers)",
+                       s.head_dim);
+  const std::int64_t row_chunks = (s.group() * s.q_len + kDecodeMaxRowsPerCta - 1) / kDecodeMaxRowsPerCta;
+  if (s.batch > 65535 || s.kv_heads * row_chunks > 65535 || s.max_len > INT32_MAX - kDecodeSplitKeyMultiple)
+    return fmt::format("B = {} and Hkv x ceil(Hq / Hkv x Sq / {}) = {} must be at most 65535 (grid dimensions) "
+                       "and Sk = {} below 2^31 - 64 (32-bit key indices)",
+                       s.batch, kDecodeMaxRowsPerCta, s.kv_heads * row_chunks, s.max_len);
+  return {};
+}
+
+const std::vector<std::string>& decode_rung_refusals() {
+  static const std::vector<std::string> refusals = {"6x8x2x2x45x80 bf16 block_size=32 lengths=1",
+                                                    "6x8x2x2x45x80 f16 block_size=32 lengths=1"};
+  return refusals;
+}
+
+void register_attention_decode_kernels(Registry& registry) {
+  KernelEntry naive = decode_entry(
+      "01_naive", 1, "one warp per query row walks its pages: online softmax in FP32, 16-byte K/V row loads");
+  naive.launch = [](const Problem& problem, Operands& operands, cudaStream_t stream) {
+    if (problem.dtype == DType::bf16)
+      launch_naive<__nv_bfloat16>(problem, operands, stream);
+    else
+      launch_naive<__half>(problem, operands, stream);
+  };
+  registry.add_kernel(std::move(naive));
+
+  KernelEntry split_kv = decode_entry(
+      "02_split_kv", 2,
+      "flash-decoding: context split over CTAs, each page read once per group (cp.async), FP32 partials combined");
+  auto rung = std::make_shared<SplitKvRung>();
+  split_kv.launch = [rung](const Problem& problem, Operands& operands, cudaStream_t stream) {
+    if (problem.dtype == DType::bf16)
+      rung->run<__nv_bfloat16>(problem, operands, stream);
+    else
+      rung->run<__half>(problem, operands, stream);
+  };
+  registry.add_kernel(std::move(split_kv));
+}
+
+}  // namespace kc::stage3

@@ -1,0 +1,140 @@
+// The paged decode ladder on the GPU, beyond what the conformance suite checks (every rung on every
+// conformance problem, with the split count rung 02 picks for this GPU, tests/conformance):
+// rung 02 with split counts forced from 1 to one split per 64 keys passes the same check on ragged
+// batches (short sequences leave splits unused, rows chunked past 32), whatever the SM count of
+// the GPU; and a NaN in a key some rows see makes exactly those rows NaN, in every rung and through
+// the combine (the mask selects keys, the merges do not drop a NaN). Skips without a GPU.
+#include <gtest/gtest.h>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "attention/decode_args.hpp"
+#include "attention_test_support.hpp"
+#include "kc/common/check.hpp"
+#include "kc/stage3/attention_decode.hpp"
+#include "src/register_attention_decode.hpp"
+#include "stage3_test_registry.hpp"
+#include "support/gpu_test.hpp"
+
+namespace kc::stage3 {
+namespace {
+
+using testing_support::download;
+
+const OpSpec& decode_op() { return stage3_test_registry().op(kAttentionDecodeOp); }
+
+// Rung 02 on `problem`'s operands with exactly the split count of decode_plan_with_splits(splits),
+// its workspace in `workspace` (grown as needed).
+template <typename T>
+void run_split_kv(const Problem& problem, Operands& operands, int splits, DeviceBuffer<float>& workspace,
+                  cudaStream_t stream) {
+  const DecodeArgs<T> args = decode_args<T>(problem, operands);
+  const DecodeSplitPlan plan = decode_plan_with_splits(args.group_rows(), args.max_keys(), splits);
+  const std::size_t floats = decode_split_workspace_floats(args.batch, args.q_heads, args.q_len, args.head_dim, plan);
+  if (workspace.size() < floats) workspace = DeviceBuffer<float>(floats);
+  attention_decode_02_split_kv(
+      args, plan, decode_split_workspace(workspace.data(), args.batch, args.q_heads, args.q_len, args.head_dim, plan),
+      stream);
+  KC_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+RunFn split_kv_with(int splits, DeviceBuffer<float>& workspace) {
+  return [splits, &workspace](const Problem& problem, Operands& operands, Context& context) {
+    if (problem.dtype == DType::bf16)
+      run_split_kv<__nv_bfloat16>(problem, operands, splits, workspace, context.stream());
+    else
+      run_split_kv<__half>(problem, operands, splits, workspace, context.stream());
+  };
+}
+
+TEST(AttentionDecodeLadderGpu, EverySplitCountPassesTheCheck) {
+  KC_SKIP_WITHOUT_GPU();
+  Context& context = testing::shared_context();
+  const OpSpec& op = decode_op();
+  const std::vector<Problem> problems = {
+      // Llama-3-8B's heads, 4 new tokens, ragged (1, 15, 17, 0, 16 and hashed lengths), blocks of 16.
+      op.problem({9, 32, 8, 4, 1000, 128}, DType::bf16, {{"lengths", 1.0}}),
+      // 8 heads a group x 8 tokens = 64 rows: two row chunks a kv head; blocks of 64.
+      op.problem({7, 16, 2, 8, 700, 64}, DType::f16, {{"lengths", 1.0}, {"block_size", 64.0}}),
+      // One group of 1 row (MHA, one token): one warp a CTA; blocks of 32.
+      op.problem({3, 4, 4, 1, 333, 128}, DType::f16, {{"block_size", 32.0}})};
+  DeviceBuffer<float> workspace;
+  for (const Problem& problem : problems) {
+    const DecodeShape s = decode_shape(problem);
+    const int max_keys = static_cast<int>(s.max_blocks() * s.block_size);
+    const int most = (max_keys + kDecodeSplitKeyMultiple - 1) / kDecodeSplitKeyMultiple;
+    for (const int splits : {1, 2, 3, 5, most}) {
+      const CheckOutcome outcome = check_run(op, split_kv_with(splits, workspace), problem, 11, context);
+      EXPECT_TRUE(outcome.passed()) << problem.label() << " with " << splits << " splits: " << outcome.detail;
+    }
+  }
+}
+
+// Sq = 4 new tokens of sequences of 100 keys (blocks of 16): token t sees keys j < 97 + t. K of
+// key 98 of sequence 0, kv head 1, holds a NaN: tokens 2 and 3 of query heads 4-7 see it (8 rows),
+// no other row does. Run by rung 01, rung 02 as registered, and rung 02 with two splits (keys
+// 0-63 and 64-99: the NaN reaches the combine through one partial LSE).
+TEST(AttentionDecodeLadderGpu, NanInAKeyReachesTheRowsThatSeeItOnly) {
+  KC_SKIP_WITHOUT_GPU();
+  Context& context = testing::shared_context();
+  const Registry& r = stage3_test_registry();
+  const OpSpec& op = decode_op();
+  constexpr std::int64_t kD = 64, kSq = 4, kHq = 8, kNanKey = 98, kNanKvHead = 1;
+  constexpr std::uint64_t kSeed = 23;
+  DeviceBuffer<float> workspace;
+  std::vector<std::pair<std::string, RunFn>> runs;
+  for (const KernelEntry* kernel : r.select("^stage3/attention_decode_paged/"))
+    runs.emplace_back(kernel->id, [kernel](const Problem& p, Operands& o, Context& c) {
+      kernel->launch(p, o, c.stream());
+      KC_CUDA_CHECK(cudaStreamSynchronize(c.stream()));
+    });
+  runs.emplace_back("rung 02 with 2 splits", split_kv_with(2, workspace));
+
+  for (const auto& [name, run] : runs)
+    for (const DType dtype : {DType::bf16, DType::f16}) {
+      const Problem problem = op.problem({2, kHq, 2, kSq, 100, kD}, dtype);
+      const DecodeShape s = decode_shape(problem);
+      Operands operands = op.make_operands(problem, kSeed, context);
+      const PagedKvLayout layout = decode_layout(problem, kSeed);
+      const std::int64_t block = layout.block(0, kNanKey / s.block_size);
+      const std::int64_t pool_row = (block * s.kv_heads + kNanKvHead) * s.block_size + kNanKey % s.block_size;
+      testing_support::plant_nan(operands["K_cache"], static_cast<std::size_t>(pool_row * kD + 5), context.stream());
+
+      const std::int64_t saved_limit = context.cpu_reference_limit;
+      context.cpu_reference_limit = std::int64_t{1} << 40;  // the host reference
+      const References references = op.reference(problem, operands, context);
+      context.cpu_reference_limit = saved_limit;
+      run(problem, operands, context);
+
+      const std::vector<double> o = download(operands["O"], context.stream());
+      const std::vector<double> lse = download(operands["LSE"], context.stream());
+      const std::vector<double> o_ref = download(references.at("O"), context.stream());
+      const std::vector<double> lse_ref = download(references.at("LSE"), context.stream());
+      int wrong_rows = 0;
+      for (std::int64_t row = 0; row < 2 * kHq * kSq; ++row) {
+        const std::int64_t b = row / (kHq * kSq), head = row / kSq % kHq, token = row % kSq;
+        const bool sees_nan = b == 0 && head / (kHq / 2) == kNanKvHead && token >= 2;
+        EXPECT_EQ(std::isnan(lse_ref[row]), sees_nan) << "the reference disagrees on row " << row;
+        bool row_ok = std::isnan(lse[row]) == sees_nan &&
+                      (sees_nan || std::abs(lse[row] - lse_ref[row]) <= 1e-2 * std::max(1.0, std::abs(lse_ref[row])));
+        for (std::int64_t c = 0; c < kD; ++c) {
+          const double value = o[row * kD + c];
+          row_ok = row_ok && std::isnan(value) == sees_nan && (sees_nan || std::abs(value - o_ref[row * kD + c]) <= 5e-2);
+        }
+        wrong_rows += row_ok ? 0 : 1;
+      }
+      EXPECT_EQ(wrong_rows, 0) << name << " " << dtype_name(dtype) << ": " << wrong_rows
+                               << " rows differ from the definition (8 rows NaN, the rest finite)";
+    }
+}
+
+}  // namespace
+}  // namespace kc::stage3
