@@ -131,13 +131,20 @@ int HttpServer::bind() {
 }
 
 void HttpServer::listen() { http_->listen_after_bind(); }
+void HttpServer::begin_drain() { draining_ = true; }
 void HttpServer::stop() { http_->stop(); }
 
 void HttpServer::add_routes() {
   http_->set_pre_routing_handler([this](const httplib::Request& request,
                                         httplib::Response& response) {
-    if (options_.api_key.empty() || request.path.rfind("/v1/", 0) != 0)
-      return httplib::Server::HandlerResponse::Unhandled;
+    if (request.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
+    if (draining_) {
+      response.set_header("Retry-After", std::to_string(options_.retry_after_seconds));
+      response.set_header("Connection", "close");
+      send_error(response, ApiError{503, "server_error", "the server is shutting down", "", ""});
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (options_.api_key.empty()) return httplib::Server::HandlerResponse::Unhandled;
     const std::string header = request.get_header_value("Authorization");
     const std::string prefix = "Bearer ";
     const std::string given = header.rfind(prefix, 0) == 0 ? header.substr(prefix.size()) : "";
@@ -176,15 +183,14 @@ void HttpServer::add_routes() {
   http_->Get("/health", [this](const httplib::Request&, httplib::Response& response) {
     const BridgeStats stats = bridge_.stats();
     const std::string engine_error = bridge_.engine_error();
-    nlohmann::json body = {{"status", engine_error.empty() ? "ok" : "error"},
+    const char* status = !engine_error.empty() ? "error" : draining_ ? "draining" : "ok";
+    nlohmann::json body = {{"status", status},
                            {"waiting", stats.waiting},
                            {"running", stats.running},
                            {"free_kv_blocks", stats.free_blocks},
                            {"total_kv_blocks", stats.total_blocks}};
-    if (!engine_error.empty()) {
-      body["error"] = engine_error;
-      response.status = 503;
-    }
+    if (!engine_error.empty()) body["error"] = engine_error;
+    if (!engine_error.empty() || draining_) response.status = 503;
     response.set_content(body.dump(), kJson);
   });
 

@@ -11,10 +11,11 @@
 // (kc/serve/fake_model.hpp) is the only mode. The API key comes from --api-key or the
 // KC_SERVE_API_KEY environment variable.
 //
-// SIGTERM or SIGINT: the listening socket closes, requests already received run to their end
-// for at most --drain-timeout seconds (a second signal cuts that short), those still running then
-// end with a 503 (an error event on a stream), and the program exits 0. The signals are blocked
-// in every thread and taken by one thread with sigwait(), so nothing runs in a signal handler.
+// SIGTERM or SIGINT: new requests get 503 (Connection: close), requests already received run to
+// their end for at most --drain-timeout seconds (a second signal cuts that short), those still
+// running then end with a 503 (an error event on a stream), the listening socket closes and the
+// program exits 0. The signals are blocked in every thread and taken by one thread with
+// sigwait(), so nothing runs in a signal handler.
 #include <pthread.h>
 #include <signal.h>
 
@@ -72,27 +73,27 @@ void drain_on_signal(const sigset_t& signals, kc::serve::HttpServer& server,
                      const std::atomic<bool>& listen_returned) {
   int signal_number = 0;
   sigwait(&signals, &signal_number);
-  server.stop();
   if (listen_returned) return;  // woken by main: nothing to drain
+  server.begin_drain();
   std::cout << "kc-serve: " << strsignal(signal_number)
-            << ": no new connections; letting " << server.active_generations()
+            << ": draining (new requests get 503); letting " << server.active_generations()
             << " request(s) finish (at most " << drain_timeout.count() << " s)" << std::endl;
-  const auto deadline = std::chrono::steady_clock::now() + drain_timeout;
-  bool cut_short = false;
-  while (server.active_generations() > 0 && std::chrono::steady_clock::now() < deadline) {
-    timespec poll{0, 50 * 1000 * 1000};
-    if (sigtimedwait(&signals, nullptr, &poll) > 0) {
-      cut_short = true;
-      break;
+  const auto wait_until_idle = [&](std::chrono::steady_clock::time_point deadline) {
+    while (server.active_generations() > 0 && std::chrono::steady_clock::now() < deadline) {
+      timespec poll{0, 50 * 1000 * 1000};
+      if (sigtimedwait(&signals, nullptr, &poll) > 0) return false;  // a second signal
     }
-  }
-  if (server.active_generations() > 0) {
-    std::cout << "kc-serve: " << (cut_short ? "second signal" : "drain timeout") << ": ending "
-              << server.active_generations() << " request(s) with 503" << std::endl;
-    bridge.shutdown();
-  } else {
+    return server.active_generations() == 0;
+  };
+  if (wait_until_idle(std::chrono::steady_clock::now() + drain_timeout)) {
     std::cout << "kc-serve: every request finished" << std::endl;
+  } else {
+    std::cout << "kc-serve: drain ended (timeout or a second signal): ending "
+              << server.active_generations() << " request(s) with 503" << std::endl;
+    bridge.shutdown();  // their streams end with an error event, their handlers return
+    wait_until_idle(std::chrono::steady_clock::now() + std::chrono::seconds(5));
   }
+  server.stop();  // last: httplib cuts streams still being written when its socket closes
 }
 
 int run(int argc, char** argv) {

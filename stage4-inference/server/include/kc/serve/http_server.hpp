@@ -71,10 +71,15 @@ class HttpServer {
 
   // Binds options.host:options.port and returns the port; throws kc::Error when it cannot.
   int bind();
-  // Serves until stop() and until every request being answered has been answered; call bind()
-  // first.
+  // Serves until stop(); call bind() first.
   void listen();
-  // Stops accepting connections; requests already received run on (listen() returns after them).
+  // The first half of a graceful stop: requests already received run on; new requests to /v1/
+  // get 503 with Retry-After and "Connection: close", /health answers 503 "draining" (so a load
+  // balancer sends no more), /metrics still answers.
+  void begin_drain();
+  // Closes the listening socket; listen() returns once the handlers running have returned.
+  // httplib ends a stream still being written when its listening socket closes, which is why a
+  // graceful stop drains first and stops last.
   void stop();
   // Generation requests being answered (from parsing to the last byte of a stream).
   int active_generations() const { return active_generations_.load(); }
@@ -91,6 +96,7 @@ class HttpServer {
   const engine::Tokenizer& tokenizer_;
   EngineBridge& bridge_;
   std::atomic<int> active_generations_{0};
+  std::atomic<bool> draining_{false};
   std::unique_ptr<httplib::Server> http_;
 };
 
