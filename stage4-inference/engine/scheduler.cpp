@@ -348,6 +348,17 @@ bool Scheduler::cancel(RequestId id) {
   return true;
 }
 
+std::vector<RequestId> Scheduler::abandon_step(const StepBatch& batch) {
+  require(step_in_flight_ == stats_.steps && !batch.empty(),
+          "scheduler: abandon_step() needs the batch of the last schedule(), not yet completed");
+  step_in_flight_ = -1;
+  ++stats_.steps;
+  std::vector<RequestId> dropped;
+  for (const ScheduledSequence& sequence : batch.sequences)
+    if (cancel(sequence.request)) dropped.push_back(sequence.request);
+  return dropped;
+}
+
 std::optional<RequestOutput> Scheduler::take_output(RequestId id) {
   const auto it = finished_.find(id);
   if (it == finished_.end()) return std::nullopt;

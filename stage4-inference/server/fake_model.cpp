@@ -8,10 +8,12 @@
 namespace kc::serve {
 
 FakeModelExecutor::FakeModelExecutor(const engine::Tokenizer& tokenizer,
-                                     std::chrono::milliseconds step_delay)
+                                     std::chrono::milliseconds step_delay,
+                                     std::optional<engine::TokenId> end_token)
     : script_(tokenizer.encode(kScriptText, /*add_special_tokens=*/false)),
       step_delay_(step_delay) {
   require(!script_.empty(), "fake model: the tokenizer encodes its script to no tokens");
+  if (end_token) script_.push_back(*end_token);
 }
 
 std::vector<engine::TokenId> FakeModelExecutor::execute(const engine::StepBatch& batch) {

@@ -1,16 +1,38 @@
 // kc-serve — the engine behind an OpenAI-compatible HTTP API (kc/serve/http_server.hpp).
 //
-//   kc-serve --fake-model --tokenizer tests/data/tokenizer/gpt2-synthetic.tokenizer.json
+//   kc-serve --model SmolLM2-135M-Instruct.gguf --fake-model
+//   kc-serve --tokenizer tests/data/tokenizer/gpt2-synthetic.tokenizer.json --fake-model
 //   curl -s localhost:8000/v1/completions -d '{"prompt": "Hi", "max_tokens": 8}'
 //
-// The GPU model step does not exist yet: --fake-model (kc/serve/fake_model.hpp) is the only
-// mode. The API key comes from --api-key or the KC_SERVE_API_KEY environment variable.
-#include <csignal>
+// The tokenizer and the chat template come from the model file (GGUF: tokenizer.ggml.* and
+// tokenizer.chat_template) or from a tokenizer.json, which carries no template: then chat uses
+// plain ChatML unless --chat-template names a file with one. A template the engine does not
+// render is refused here, at startup. The GPU model step does not exist yet: --fake-model
+// (kc/serve/fake_model.hpp) is the only mode. The API key comes from --api-key or the
+// KC_SERVE_API_KEY environment variable.
+//
+// SIGTERM or SIGINT: new requests get 503 (Connection: close), requests already received run to
+// their end for at most --drain-timeout seconds (a second signal cuts that short), those still
+// running then end with a 503 (an error event on a stream), the listening socket closes and the
+// program exits 0. The signals are blocked in every thread and taken by one thread with
+// sigwait(), so nothing runs in a signal handler.
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <optional>
 #include <iostream>
+#include <sstream>
 #include <string>
+#include <thread>
 
 #include "kc/common/error.hpp"
+#include "kc/engine/chat_template.hpp"
+#include "kc/engine/gguf.hpp"
 #include "kc/serve/bridge.hpp"
 #include "kc/serve/fake_model.hpp"
 #include "kc/serve/http_server.hpp"
@@ -18,20 +40,69 @@
 namespace {
 
 constexpr const char* kUsage =
-    "usage: kc-serve --fake-model --tokenizer FILE [--host 127.0.0.1] [--port 8000]\n"
+    "usage: kc-serve (--model FILE.gguf | --tokenizer tokenizer.json) --fake-model\n"
+    "                [--chat-template FILE|chatml] [--host 127.0.0.1] [--port 8000]\n"
     "                [--api-key KEY] [--model-name NAME] [--num-blocks 256] [--block-size 16]\n"
-    "                [--max-model-len 2048] [--fake-step-ms 0]\n";
+    "                [--max-model-len 2048] [--max-running 256] [--max-queue 256]\n"
+    "                [--drain-timeout 30] [--fake-step-ms 0]\n";
 
-kc::serve::HttpServer* g_server = nullptr;
-extern "C" void on_signal(int) {
-  if (g_server) g_server->stop();
+std::string read_text_file(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  kc::require(static_cast<bool>(file), "kc-serve: cannot read the chat template file '{}'", path);
+  std::ostringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+int parse_int(const std::string& option, const std::string& text, long long low) {
+  std::size_t used = 0;
+  long long value = 0;
+  try {
+    value = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  kc::require(used == text.size() && !text.empty() && value >= low && value <= 1 << 30,
+              "kc-serve: {} wants an integer of at least {}, got '{}'", option, low, text);
+  return static_cast<int>(value);
+}
+
+// Waits for SIGTERM/SIGINT (blocked in every thread), then drains: see the header comment.
+void drain_on_signal(const sigset_t& signals, kc::serve::HttpServer& server,
+                     kc::serve::EngineBridge& bridge, std::chrono::seconds drain_timeout,
+                     const std::atomic<bool>& listen_returned) {
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  if (listen_returned) return;  // woken by main: nothing to drain
+  server.begin_drain();
+  std::cout << "kc-serve: " << strsignal(signal_number)
+            << ": draining (new requests get 503); letting " << server.active_generations()
+            << " request(s) finish (at most " << drain_timeout.count() << " s)" << std::endl;
+  const auto wait_until_idle = [&](std::chrono::steady_clock::time_point deadline) {
+    while (server.active_generations() > 0 && std::chrono::steady_clock::now() < deadline) {
+      timespec poll{0, 50 * 1000 * 1000};
+      if (sigtimedwait(&signals, nullptr, &poll) > 0) return false;  // a second signal
+    }
+    return server.active_generations() == 0;
+  };
+  if (wait_until_idle(std::chrono::steady_clock::now() + drain_timeout)) {
+    std::cout << "kc-serve: every request finished" << std::endl;
+  } else {
+    std::cout << "kc-serve: drain ended (timeout or a second signal): ending "
+              << server.active_generations() << " request(s) with 503" << std::endl;
+    bridge.shutdown();  // their streams end with an error event, their handlers return
+    wait_until_idle(std::chrono::steady_clock::now() + std::chrono::seconds(5));
+  }
+  server.stop();  // last: httplib cuts streams still being written when its socket closes
 }
 
 int run(int argc, char** argv) {
   kc::serve::ServerOptions options;
-  std::string tokenizer_path;
+  std::string model_path, tokenizer_path, chat_template_option;
   bool fake_model = false;
   int step_ms = 0;
+  int max_queue = 256;
+  int drain_seconds = 30;
   kc::engine::SchedulerConfig config;
   config.num_blocks = 256;
   config.max_model_len = 2048;
@@ -43,37 +114,86 @@ int run(int argc, char** argv) {
       return argv[++i];
     };
     if (arg == "--fake-model") fake_model = true;
+    else if (arg == "--model") model_path = value();
     else if (arg == "--tokenizer") tokenizer_path = value();
+    else if (arg == "--chat-template") chat_template_option = value();
     else if (arg == "--host") options.host = value();
-    else if (arg == "--port") options.port = std::stoi(value());
+    else if (arg == "--port") options.port = parse_int(arg, value(), 0);
     else if (arg == "--api-key") options.api_key = value();
     else if (arg == "--model-name") options.model_name = value();
-    else if (arg == "--num-blocks") config.num_blocks = std::stoi(value());
-    else if (arg == "--block-size") config.block_size = std::stoi(value());
-    else if (arg == "--max-model-len") config.max_model_len = std::stoll(value());
-    else if (arg == "--fake-step-ms") step_ms = std::stoi(value());
+    else if (arg == "--num-blocks") config.num_blocks = parse_int(arg, value(), 1);
+    else if (arg == "--block-size") config.block_size = parse_int(arg, value(), 1);
+    else if (arg == "--max-model-len") config.max_model_len = parse_int(arg, value(), 2);
+    else if (arg == "--max-running") config.max_running = parse_int(arg, value(), 1);
+    else if (arg == "--max-queue") max_queue = parse_int(arg, value(), 1);
+    else if (arg == "--drain-timeout") drain_seconds = parse_int(arg, value(), 0);
+    else if (arg == "--fake-step-ms") step_ms = parse_int(arg, value(), 0);
     else if (arg == "--help" || arg == "-h") { std::cout << kUsage; return 0; }
     else kc::require(false, "kc-serve: unknown argument '{}'\n{}", arg, kUsage);
   }
-  kc::require(fake_model, "kc-serve: there is no GPU model step yet; run with --fake-model\n{}",
+  kc::require(model_path.empty() != tokenizer_path.empty(),
+              "kc-serve: give the model file (--model FILE.gguf) or a tokenizer "
+              "(--tokenizer tokenizer.json), one of the two\n{}",
               kUsage);
-  kc::require(!tokenizer_path.empty(), "kc-serve: --tokenizer FILE (a tokenizer.json) is needed\n{}",
+  kc::require(fake_model,
+              "kc-serve: there is no GPU model step yet; run with --fake-model (the real "
+              "tokenizer, chat template and scheduler, scripted tokens)\n{}",
               kUsage);
 
-  const auto tokenizer = kc::engine::Tokenizer::from_tokenizer_json(tokenizer_path);
+  const kc::engine::Tokenizer tokenizer =
+      model_path.empty() ? kc::engine::Tokenizer::from_tokenizer_json(tokenizer_path)
+                         : kc::engine::Tokenizer::from_gguf(kc::engine::GgufFile(model_path));
   if (tokenizer.eos_id()) options.stop_token_ids.push_back(*tokenizer.eos_id());
-  kc::serve::EngineBridge bridge(config, kc::engine::streaming_detokenizer(tokenizer),
-                                 std::make_unique<kc::serve::FakeModelExecutor>(
-                                     tokenizer, std::chrono::milliseconds(step_ms)));
+  if (chat_template_option == "chatml") {
+    options.chat_template = kc::engine::ChatTemplate::chatml();
+  } else if (!chat_template_option.empty()) {
+    options.chat_template = kc::engine::ChatTemplate::recognize(
+        read_text_file(chat_template_option), chat_template_option);
+  } else if (!tokenizer.chat_template().empty()) {
+    options.chat_template =
+        kc::engine::ChatTemplate::recognize(tokenizer.chat_template(), tokenizer.source());
+  } else {
+    options.chat_template = kc::engine::ChatTemplate::chatml();
+    std::cout << "kc-serve: " << tokenizer.source()
+              << " carries no chat template; chat uses plain ChatML (--chat-template FILE gives "
+                 "one)"
+              << std::endl;
+  }
+  options.end_of_turn_ids = kc::serve::end_of_turn_tokens(*options.chat_template, tokenizer);
+  std::cout << "kc-serve: chat template " << options.chat_template->name() << std::endl;
+
+  // The fake model ends its script as a chat model ends a turn (or with EOS), so a chat reply
+  // stops with finish_reason "stop".
+  std::optional<kc::engine::TokenId> fake_end;
+  if (!options.end_of_turn_ids.empty()) fake_end = options.end_of_turn_ids.front();
+  else if (tokenizer.eos_id()) fake_end = tokenizer.eos_id();
+
+  // Blocked before any thread starts, so every thread inherits the mask and only the drain
+  // thread's sigwait() takes the signals.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  kc::serve::EngineBridge bridge(
+      config, kc::engine::streaming_detokenizer(tokenizer),
+      std::make_unique<kc::serve::FakeModelExecutor>(tokenizer, std::chrono::milliseconds(step_ms),
+                                                     fake_end),
+      static_cast<std::size_t>(max_queue));
   kc::serve::HttpServer server(options, tokenizer, bridge);
   const int port = server.bind();
   std::cout << "kc-serve: listening on http://" << options.host << ":" << port
             << (options.api_key.empty() ? "" : " (API key required)") << std::endl;
-  g_server = &server;
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
+
+  std::atomic<bool> listen_returned{false};
+  std::thread drainer(drain_on_signal, std::cref(signals), std::ref(server), std::ref(bridge),
+                      std::chrono::seconds(drain_seconds), std::cref(listen_returned));
   server.listen();
-  g_server = nullptr;
+  listen_returned = true;
+  pthread_kill(drainer.native_handle(), SIGTERM);  // pending if the drain already took its signal
+  drainer.join();
+  std::cout << "kc-serve: stopped" << std::endl;
   return 0;
 }
 

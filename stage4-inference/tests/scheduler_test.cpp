@@ -308,6 +308,31 @@ TEST(Scheduler, CancelFreesBlocksAndDropsTheRequest) {
   EXPECT_FALSE(scheduler.cancel(kept)) << "a finished request cannot be cancelled";
 }
 
+// A step whose model run failed: the batch's requests are dropped, their blocks freed, and a
+// request outside the batch runs on as if nothing had happened.
+TEST(Scheduler, AbandonedStepDropsItsRequestsOnly) {
+  const SchedulerConfig c = config(8, 64, 4096, 1);
+  Scheduler scheduler(c);
+  CheckingExecutor executor(c);
+  const std::int32_t all_free = scheduler.kv_cache().free_blocks();
+  const GenerationRequest later = make_request(6, 5, 2);
+  const RequestId failed = scheduler.submit(make_request(20, 50, 1));
+  const RequestId kept = scheduler.submit(later);
+  ASSERT_TRUE(scheduler.step(executor));
+  const StepBatch batch = scheduler.schedule();  // max_running 1: `kept` waits, not in the batch
+  ASSERT_EQ(batch.sequences.size(), 1u);
+  EXPECT_EQ(scheduler.abandon_step(batch), std::vector<RequestId>{failed});
+  EXPECT_EQ(scheduler.kv_cache().free_blocks(), all_free);
+  EXPECT_EQ(scheduler.num_running(), 0u);
+  EXPECT_NE(error_of([&] { scheduler.abandon_step(batch); }).find("abandon_step"),
+            std::string::npos)
+      << "a batch is abandoned once";
+  scheduler.run_to_completion(executor);
+  EXPECT_FALSE(scheduler.take_output(failed).has_value());
+  EXPECT_EQ(scheduler.take_output(kept)->tokens, run_alone(later).tokens);
+  EXPECT_EQ(scheduler.kv_cache().free_blocks(), all_free);
+}
+
 TEST(Scheduler, RandomWorkloadLeaksNothingAndMatchesSoloRuns) {
   std::mt19937 rng(7);
   const SchedulerConfig c = config(12, 48, 160, 8);

@@ -47,6 +47,9 @@ class ChatTemplate {
   // Recognizes a supported model's template; throws kc::Error naming `source` (the file it came
   // from) and saying what the template looks like when it is not one the engine renders.
   static ChatTemplate recognize(std::string_view template_text, std::string_view source);
+  // Plain ChatML with no default system message, for a tokenizer that carries no template
+  // (a tokenizer.json: the template lives in tokenizer_config.json).
+  static ChatTemplate chatml() { return ChatTemplate(ChatTemplateKind::chatml, ""); }
 
   ChatTemplateKind kind() const { return kind_; }
   const char* name() const;

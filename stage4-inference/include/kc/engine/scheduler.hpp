@@ -178,6 +178,10 @@ class Scheduler {
   // no output. False when the id is unknown or already finished. Call it between steps, never
   // between schedule() and complete().
   bool cancel(RequestId id);
+  // For a step whose model run failed (execute() threw): drops every request of the batch from
+  // schedule() as cancel() does, freeing their blocks, and leaves the scheduler ready for the
+  // next schedule(). Requests outside the batch keep their state. Returns the dropped ids.
+  std::vector<RequestId> abandon_step(const StepBatch& batch);
   // A finished request's output, handed over once (none while it runs or after it was taken).
   std::optional<RequestOutput> take_output(RequestId id);
 

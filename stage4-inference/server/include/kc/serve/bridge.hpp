@@ -14,6 +14,12 @@
 //
 // The mutex is never held during execute(), so submissions and cancellations wait at most for a
 // schedule() or complete(), never for the model.
+//
+// Admission control: at most `max_queue` requests wait beyond the free sequence slots (a request
+// that would be one more gets QueueFull, which the HTTP layer answers with 429). A model step
+// that throws fails the requests of its batch — their streams end with the error, their blocks
+// are freed (Scheduler::abandon_step) — and the engine thread goes on with the others: one bad
+// batch costs its requests, not the server.
 #pragma once
 
 #include <chrono>
@@ -23,11 +29,14 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "kc/engine/scheduler.hpp"
+#include "kc/serve/metrics.hpp"
 
 namespace kc::serve {
 
@@ -40,12 +49,16 @@ class RequestStream {
   // The next event, waiting at most `timeout`; none on timeout or once the stream is closed
   // (closed() tells which). The event with a finish reason is the last one.
   std::optional<engine::StreamEvent> next(std::chrono::milliseconds timeout);
-  // True once the bridge shut down before the request finished: no event will come.
+  // True once the request ended without finishing and every event was read: the bridge shut
+  // down, or the model step failed (error() says why). No event will come.
   bool closed() const;
+  // Why the request failed; empty when it did not (a shutdown closes without an error).
+  std::string error() const;
 
   // Engine side.
   void push(const engine::StreamEvent& event);
   void close();
+  void fail(std::string message);
 
  private:
   engine::RequestId id_;
@@ -53,6 +66,18 @@ class RequestStream {
   std::condition_variable ready_;
   std::deque<engine::StreamEvent> events_;
   bool closed_ = false;
+  std::string error_;
+};
+
+// submit() refuses a request because the queue is full (HTTP 429).
+class QueueFull : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+// submit() refuses a request because the bridge shut down (HTTP 503).
+class ShuttingDown : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 struct BridgeStats {
@@ -64,36 +89,60 @@ struct BridgeStats {
 
 class EngineBridge {
  public:
+  static constexpr std::size_t kUnboundedQueue = static_cast<std::size_t>(-1);
+
   // Starts the engine thread. The executor runs only on that thread.
   EngineBridge(const engine::SchedulerConfig& config, engine::DetokenizerFactory detokenizer,
-               std::unique_ptr<engine::ModelExecutor> executor);
-  // Stops the engine thread after its current step; unfinished requests' streams close.
+               std::unique_ptr<engine::ModelExecutor> executor,
+               std::size_t max_queue = kUnboundedQueue);
+  // shutdown().
   ~EngineBridge();
   EngineBridge(const EngineBridge&) = delete;
   EngineBridge& operator=(const EngineBridge&) = delete;
 
-  // Queues a request (its on_output is replaced) and returns its stream. Throws kc::Error for a
-  // request the scheduler refuses (see Scheduler::submit).
+  // Queues a request (its on_output is replaced) and returns its stream. Throws QueueFull when
+  // max_queue requests already wait beyond the free sequence slots, ShuttingDown after
+  // shutdown(), and kc::Error for a request the scheduler refuses (see Scheduler::submit).
   std::shared_ptr<RequestStream> submit(engine::GenerationRequest request);
   // Cancels a request that has not finished; harmless after it finished.
   void cancel(engine::RequestId id);
+  // Stops the engine thread after its current step; unfinished requests' streams close and
+  // later submissions are refused. Idempotent.
+  void shutdown();
 
   std::int64_t max_sequence_tokens() const { return max_sequence_tokens_; }
   BridgeStats stats() const;
+  Metrics& metrics() { return metrics_; }
+  // Empty while the engine thread runs; why it stopped when bookkeeping outside the model step
+  // threw (then every request fails and /health reports the error).
+  std::string engine_error() const;
 
  private:
+  // A request the engine thread serves: its stream and when its last token came.
+  struct Tracked {
+    std::shared_ptr<RequestStream> stream;
+    std::chrono::steady_clock::time_point last_event;
+    bool has_token = false;
+  };
   void run();
+  void serve_steps();
   void apply_cancellations();  // holds mutex_
+  void on_output(Tracked& tracked, const engine::StreamEvent& event);  // holds mutex_
+  void fail_step(const engine::StepBatch& batch, const std::string& reason);
 
   mutable std::mutex mutex_;
   std::condition_variable work_;
   engine::Scheduler scheduler_;
   std::unique_ptr<engine::ModelExecutor> executor_;
   std::int64_t max_sequence_tokens_;
-  std::unordered_map<engine::RequestId, std::shared_ptr<RequestStream>> streams_;
+  std::size_t max_running_;
+  std::size_t max_queue_;
+  Metrics metrics_;
+  std::unordered_map<engine::RequestId, std::shared_ptr<Tracked>> requests_;
   std::vector<engine::RequestId> cancellations_;
   std::vector<engine::RequestId> finished_;  // this step's, to drop their outputs
   bool stopping_ = false;
+  std::string engine_error_;
   std::thread engine_thread_;  // last: starts after everything above exists
 };
 

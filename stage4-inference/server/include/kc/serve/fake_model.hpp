@@ -2,11 +2,14 @@
 // machine with no GPU (`kc-serve --fake-model`).
 //
 // Every sequence's output is one fixed text, tokenized and repeated: the sampled token number i
-// of a request is script[i % script.size()], whatever the prompt. The real scheduler, tokenizer,
-// detokenizer and stop conditions run as they would with a model; only logits are missing.
+// of a request is script[i % script.size()], whatever the prompt. Given an end token (a chat
+// model's end of turn, <|im_end|>), the script is the text's tokens and then that token, so a
+// chat reply ends as a model's would. The real scheduler, tokenizer, detokenizer and stop
+// conditions run as they would with a model; only logits are missing.
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,7 +23,8 @@ class FakeModelExecutor : public engine::ModelExecutor {
   static constexpr const char* kScriptText = "Hello from the kc-serve fake model. ";
 
   // `step_delay` is slept each step, so a client can disconnect in the middle of a stream.
-  FakeModelExecutor(const engine::Tokenizer& tokenizer, std::chrono::milliseconds step_delay);
+  FakeModelExecutor(const engine::Tokenizer& tokenizer, std::chrono::milliseconds step_delay,
+                    std::optional<engine::TokenId> end_token = std::nullopt);
   std::vector<engine::TokenId> execute(const engine::StepBatch& batch) override;
   const std::vector<engine::TokenId>& script() const { return script_; }
 
