@@ -73,6 +73,39 @@ TEST(KcBenchGpu, NaiveRungProducesTablesAgainstCublas) {
   std::filesystem::remove_all(dir);
 }
 
+// One name, several ops: rmsnorm and residual_rmsnorm share the problem 8192x4096 bf16 and the
+// baseline "copy of the same bytes (cudaMemcpy)", but residual_rmsnorm's copy moves twice the bytes
+// (x and residual in, sum and y out, against x in and y out). Each op's copy row must be timed on
+// its own samples: pooled under one key, the two medians came out alike and residual_rmsnorm's
+// copy read above the DRAM peak.
+TEST(KcBenchGpu, BaselinesOfDifferentOpsOnTheSameProblemAreTimedApart) {
+  KC_SKIP_WITHOUT_GPU();
+  const auto dir = std::filesystem::temp_directory_path() / "kc_bench_copy_rows";
+  std::filesystem::remove_all(dir);
+  const ProgramRun r = run_kc_bench("--filter '^stage2/(rmsnorm|residual_rmsnorm)/01_' --shapes 8192x4096 "
+                                    "--dtype bf16 --max-samples 20 --allow-dirty --markdown " + dir.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string json = read_file(dir / "stage2.json");
+  const auto copy_ms = [&](const std::string& op) {
+    for (std::size_t at = json.find("\"is_baseline\": true"); at != std::string::npos;
+         at = json.find("\"is_baseline\": true", at + 1)) {
+      const std::size_t begin = json.rfind('\n', at), end = json.find('\n', at);
+      const std::string row = json.substr(begin, end - begin);
+      if (row.find("\"op\": \"" + op + "\"") == std::string::npos) continue;
+      const std::size_t time = row.find("\"time_ms\": ");
+      if (time == std::string::npos) break;
+      return std::stod(row.substr(time + 11));
+    }
+    ADD_FAILURE() << "no copy row of " << op << " in\n" << json;
+    return 0.0;
+  };
+  const double rmsnorm = copy_ms("rmsnorm"), residual = copy_ms("residual_rmsnorm");
+  ASSERT_GT(rmsnorm, 0.0);
+  // Twice the bytes: about twice the time (1.6 leaves room for the copy's fixed cost).
+  EXPECT_GT(residual / rmsnorm, 1.6) << "rmsnorm copy " << rmsnorm << " ms, residual_rmsnorm copy " << residual << " ms";
+  std::filesystem::remove_all(dir);
+}
+
 TEST(KcBenchGpu, RefusedShapesAreExplainedNotFailed) {
   KC_SKIP_WITHOUT_GPU();
   const ProgramRun r = run_kc_bench("--filter stage1/sgemm/01_naive --shapes 70000x70000x2 --max-samples 5");

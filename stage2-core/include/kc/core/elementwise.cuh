@@ -154,12 +154,26 @@ __device__ __forceinline__ float apply_at(const Op& op, const FloatVector<T, kVe
   return op(loaded[I].values[i]...);
 }
 
+template <typename T, int kVec, class Op, std::size_t kInputs>
+__device__ __forceinline__ void map_row(const Op& op, const T* const (&input_at)[kInputs], T* out_at) {
+  FloatVector<T, kVec> loaded[kInputs];
+#pragma unroll
+  for (std::size_t input = 0; input < kInputs; ++input) load_floats<T, kVec>(input_at[input], loaded[input].values);
+  float result[kVec];
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) result[i] = apply_at(op, loaded, i, std::make_index_sequence<kInputs>{});
+  store_floats<T, kVec>(out_at, result);
+}
+
 }  // namespace detail
 
 // Each thread handles kVec adjacent columns and walks the rows blockIdx.y, blockIdx.y +
 // gridDim.y, ... (kMapRowsPerThread of them on large matrices). kVec > 1 requires every view to
-// pass can_vectorize(view, kVec). The addresses advance by a row step per iteration (one 64-bit
-// add per view) instead of being recomputed from (row, col) and the strides.
+// pass can_vectorize(view, kVec). When the grid covers every row (a vector is one row), a thread
+// computes its addresses and maps one row; when it walks rows, its addresses advance by a row
+// step (one 64-bit add per view) instead of being recomputed from (row, col) and the strides —
+// the walk's set-up costs a dozen instructions, which a thread mapping one row would pay for
+// nothing (stage 2's scalar rungs, one element per thread, lost 3 points of copy bandwidth to it).
 template <typename T, int kVec, class Op, class... Inputs>
 __global__ void __launch_bounds__(kMapThreads)
     map_kernel(MatrixView<T> out, Op op, Inputs... inputs) {
@@ -168,22 +182,19 @@ __global__ void __launch_bounds__(kMapThreads)
       (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * kVec;
   if (col >= out.shape[1]) return;
   const std::int64_t first_row = blockIdx.y;
+  if (first_row >= out.shape[0]) return;
   const T* input_at[kInputs] = {(inputs.data + inputs.offset(first_row, col))...};
-  const std::int64_t input_step[kInputs] = {(inputs.stride[0] * gridDim.y)...};
   T* out_at = out.data + out.offset(first_row, col);
+  if (gridDim.y >= out.shape[0]) {  // one row per thread (uniform across the grid)
+    detail::map_row<T, kVec>(op, input_at, out_at);
+    return;
+  }
+  const std::int64_t input_step[kInputs] = {(inputs.stride[0] * gridDim.y)...};
   const std::int64_t out_step = out.stride[0] * gridDim.y;
   for (std::int64_t row = first_row; row < out.shape[0]; row += gridDim.y) {
-    detail::FloatVector<T, kVec> loaded[kInputs];
+    detail::map_row<T, kVec>(op, input_at, out_at);
 #pragma unroll
-    for (std::size_t input = 0; input < kInputs; ++input) {
-      load_floats<T, kVec>(input_at[input], loaded[input].values);
-      input_at[input] += input_step[input];
-    }
-    float result[kVec];
-#pragma unroll
-    for (int i = 0; i < kVec; ++i)
-      result[i] = detail::apply_at(op, loaded, i, std::make_index_sequence<kInputs>{});
-    store_floats<T, kVec>(out_at, result);
+    for (std::size_t input = 0; input < kInputs; ++input) input_at[input] += input_step[input];
     out_at += out_step;
   }
 }
