@@ -29,8 +29,10 @@ TEST(KcBenchGpu, NegativeControlsAreReportedFailedAndNeverTimed) {
   // controls on an attention problem (six dimensions, causal: the mask control needs the mask).
   const auto dir = std::filesystem::temp_directory_path() / "kc_bench_negative";
   const auto attention_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_attention";
+  const auto decode_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_decode";
   std::filesystem::remove_all(dir);
   std::filesystem::remove_all(attention_dir);
+  std::filesystem::remove_all(decode_dir);
   const ProgramRun r = run_kc_bench("--include-negative-controls --filter 'nc_' --shapes 127x129x131 "
                              "--max-samples 5 --allow-dirty --markdown " + dir.string());
   EXPECT_EQ(r.exit_code, 1) << "a failed kernel must fail the run\n" << r.output;
@@ -38,11 +40,19 @@ TEST(KcBenchGpu, NegativeControlsAreReportedFailedAndNeverTimed) {
       "--include-negative-controls --filter 'attention_fwd/nc_' --shapes 2x4x1x77x1000x64 --param causal=1 "
       "--max-samples 5 --allow-dirty --markdown " + attention_dir.string());
   EXPECT_EQ(attention.exit_code, 1) << "a failed kernel must fail the run\n" << attention.output;
+  // The paged-decode controls on a ragged batch of 7 sequences (an empty one, lengths 1, 15, 17, 16,
+  // 257: every flaw shows) with four new tokens each.
+  const ProgramRun decode = run_kc_bench(
+      "--include-negative-controls --filter 'attention_decode_paged/nc_' --shapes 7x32x8x4x257x128 "
+      "--param lengths=1 --max-samples 5 --allow-dirty --markdown " + decode_dir.string());
+  EXPECT_EQ(decode.exit_code, 1) << "a failed kernel must fail the run\n" << decode.output;
   const std::string json = read_file(dir / "negative-controls.json");
   const std::string attention_json = read_file(attention_dir / "negative-controls.json");
+  const std::string decode_json = read_file(decode_dir / "negative-controls.json");
   for (const auto& control : kc::testing::negative_controls()) {
     const bool is_attention = control.id.find("/attention_fwd/") != std::string::npos;
-    const std::string& text = is_attention ? attention_json : json;
+    const bool is_decode = control.id.find("/attention_decode_paged/") != std::string::npos;
+    const std::string& text = is_decode ? decode_json : is_attention ? attention_json : json;
     const auto at = text.find("\"kernel\": \"" + control.id + "\"");
     ASSERT_NE(at, std::string::npos) << control.id << " missing from\n" << text;
     const std::string row = text.substr(at, text.find('\n', at) - at);
@@ -51,6 +61,7 @@ TEST(KcBenchGpu, NegativeControlsAreReportedFailedAndNeverTimed) {
   }
   std::filesystem::remove_all(dir);
   std::filesystem::remove_all(attention_dir);
+  std::filesystem::remove_all(decode_dir);
 }
 
 TEST(KcBenchGpu, NaiveRungProducesTablesAgainstCublas) {
