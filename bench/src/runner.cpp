@@ -12,6 +12,7 @@
 #include <sstream>
 #include <memory>
 
+#include "kc/common/provenance.hpp"
 #include "kc/common/check.hpp"
 #include "kc/common/text_io.hpp"
 
@@ -52,25 +53,6 @@ std::vector<std::string> split(const std::string& text, char separator) {
     begin = end + 1;
   }
   return parts;
-}
-
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  std::array<char, 32> text{};
-  std::strftime(text.data(), text.size(), "%Y-%m-%d %H:%M UTC", &utc);
-  return text.data();
-}
-
-std::string run_command(const std::string& command) {
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), &pclose);
-  if (!pipe) return {};
-  std::string output;
-  std::array<char, 256> buffer{};
-  while (std::fgets(buffer.data(), buffer.size(), pipe.get()) != nullptr) output += buffer.data();
-  while (!output.empty() && (output.back() == '\n' || output.back() == '\r')) output.pop_back();
-  return output;
 }
 
 // The key repetitions pool a row's samples under: op, kernel and problem. The op is part of it
@@ -220,18 +202,6 @@ std::string list_kernels(const Registry& registry, const std::string& filter) {
   return text;
 }
 
-bool is_dirty_commit(const std::string& commit) {
-  const std::string suffix = "-dirty";
-  return commit.size() >= suffix.size() && commit.compare(commit.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-std::string current_commit() {
-  if (const char* env = std::getenv("KC_GIT_COMMIT"); env != nullptr && *env != '\0') return env;
-  const std::string described = run_command(
-      "git -C '" KC_SOURCE_DIR "' describe --always --dirty --abbrev=12 2>/dev/null");
-  return described.empty() ? "unknown" : described;
-}
-
 RunInfo collect_run_info(Context& context, const std::string& command) {
   const DeviceInfo& d = context.device();
   RunInfo info;
@@ -246,7 +216,7 @@ RunInfo collect_run_info(Context& context, const std::string& command) {
   info.peak_sm_clock_mhz = d.max_sm_clock_khz / 1000;
   info.copy_gbps = context.copy_bandwidth_gbps();
   info.date = utc_now();
-  info.commit = current_commit();
+  info.commit = source_commit();
   info.command = command;
   return info;
 }
@@ -661,7 +631,7 @@ int run_main(int argc, char** argv, const std::function<void(Registry&)>& regist
     if (options.markdown_dir) {
       // Published tables name the commit whose kernels they measured: a tree with uncommitted
       // changes has no such commit.
-      const std::string commit = current_commit();
+      const std::string commit = source_commit();
       require(options.allow_dirty || !is_dirty_commit(commit),
               "refusing to write tables from a tree with uncommitted changes ({}): commit first, or "
               "pass --allow-dirty to write them with the commit marked dirty",

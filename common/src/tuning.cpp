@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "kc/common/provenance.hpp"
 #include "kc/common/text_io.hpp"
 
 namespace kc::tuning {
@@ -114,7 +115,8 @@ std::string results_json(const std::string& tool, const Context& context,
                          const std::vector<Measurement>& measurements, const std::vector<double>& geomeans,
                          const std::function<std::string(int)>& candidate_fields, const std::string& extra) {
   std::string js = "{\n";
-  js += fmt::format("  \"tool\": {},\n  \"gpu\": {},\n", json_string(tool), json_string(context.device().summary()));
+  js += fmt::format("  \"tool\": {},\n  \"gpu\": {},\n  \"date\": {},\n  \"commit\": {},\n", json_string(tool),
+                    json_string(context.device().summary()), json_string(utc_now()), json_string(source_commit()));
   js += "  \"candidates\": [";
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     const std::string fields = candidate_fields ? candidate_fields(static_cast<int>(i)) : std::string();

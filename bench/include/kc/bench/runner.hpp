@@ -18,6 +18,7 @@
 #include "kc/bench/all_stages.hpp"
 #include "kc/bench/report.hpp"
 #include "kc/common/check.hpp"
+#include "kc/common/provenance.hpp"
 #include "kc/common/registry.hpp"
 #include "kc/common/timing.hpp"
 
@@ -51,11 +52,8 @@ std::string list_kernels(const Registry& registry, const std::string& filter);
 
 RunInfo collect_run_info(Context& context, const std::string& command);
 
-// Short name of the commit the binary runs from: $KC_GIT_COMMIT if set, else `git describe` of
-// the source tree, else "unknown".
-std::string current_commit();
-// True for a commit name that `git describe --dirty` marked: "3f2a9c1d0b7e-dirty".
-bool is_dirty_commit(const std::string& commit);
+// The commit and date a table carries: kc::source_commit() and kc::utc_now() (kc/common/provenance.hpp).
+using kc::is_dirty_commit;
 
 class Session {
  public:
