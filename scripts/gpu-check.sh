@@ -19,9 +19,9 @@
 #              LayerNorm and softmax ladders at 32768x4096 bf16 against the copy baseline and the
 #              PyTorch peers, timed for those three ops at that shape only).
 #   --full     after everything above (default or --quick), compute-sanitizer memcheck and
-#              racecheck over each stage's conformance executable, all runs in parallel, on one
-#              seed and on problems whose dimensions multiply to at most 2^20, each run stopped
-#              after 600 s. A correctness failure seen under a tool is reported as such, not as a
+#              racecheck over each stage's conformance executable, each split into 4 GoogleTest
+#              shards, all runs in parallel, on one seed and on problems whose dimensions
+#              multiply to at most 2^20, each run stopped after 600 s. A correctness failure seen under a tool is reported as such, not as a
 #              sanitizer finding. (At 2^26 for memcheck and 2^24 for racecheck, stage 2's memcheck
 #              and stages 1 and 2's racecheck had not finished after 170 s on an H200.)
 #
@@ -51,6 +51,8 @@
 #   KC_SANITIZER_MAX_WORK=W  --full: largest problem checked, product of its dimensions (default
 #                            1048576 = 2^20 for both tools)
 #   KC_SANITIZER_TIMEOUT=S   --full: time limit of each sanitizer run (default 600)
+#   KC_SANITIZER_SHARDS=N    --full: each (tool, stage) as N GoogleTest shards run in parallel,
+#                            each its own step (default 4)
 #
 # KC_REQUIRE_GPU=1 is exported for the whole run: a GPU test that cannot reach a GPU (a broken
 # driver, a hidden device) fails instead of skipping.
@@ -58,7 +60,7 @@
 # OUT holds: gpu-check.log (everything printed), summary.txt (one line per step), machine.txt,
 # configure.log, build.log, spills.txt, ctest.log, ctest.xml (JUnit), ctest-summary.txt,
 # peers.tsv, peers.log, bench/*.log and *.json (Google Benchmark JSON), tables/*.md and *.json
-# (kc-bench's tables), sanitizer/<tool>-<stage>.log.
+# (kc-bench's tables), sanitizer/<tool>-<stage>-shard<i>.log.
 set -uo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -422,20 +424,26 @@ if [ "$full" = 1 ]; then
         # A stage with no kernels yet (grep -c reads everything: see the peers step on grep -q).
         [ "$("$exe" --gtest_list_tests 2>/dev/null | grep -c "^  ")" -gt 0 ] || continue
         stage="${exe##*_}"
-        log="$out/sanitizer/$tool-$stage.log"
-        (
-          started=$SECONDS
-          KC_CONFORMANCE_SEEDS="${KC_SANITIZER_SEEDS:-1}" \
-          KC_CONFORMANCE_MAX_WORK="${KC_SANITIZER_MAX_WORK:-$default_work}" \
-            timeout -k 30 "${KC_SANITIZER_TIMEOUT:-600}" \
-            compute-sanitizer --tool "$tool" --error-exitcode 3 "$exe" > "$log" 2>&1 &
-          echo "$!" > "$log.pid"  # what stop_sanitizers ends on Ctrl-C
-          wait "$!"
-          echo "$? $(( SECONDS - started ))" > "$log.status"
-        ) &
-        pids+=("$!")
-        runs+=("$tool $stage $log")
-        echo "started: $tool over $(basename "$exe") (KC_CONFORMANCE_SEEDS=${KC_SANITIZER_SEEDS:-1}," \
+        # Each (tool, stage) runs as KC_SANITIZER_SHARDS GoogleTest shards in parallel: racecheck
+        # over stage 2 as one process did not finish in 110 s on an H200; in 8 shards it did.
+        shards="${KC_SANITIZER_SHARDS:-4}"
+        for (( shard = 0; shard < shards; shard++ )); do
+          log="$out/sanitizer/$tool-$stage-shard$shard.log"
+          (
+            started=$SECONDS
+            GTEST_TOTAL_SHARDS="$shards" GTEST_SHARD_INDEX="$shard" \
+            KC_CONFORMANCE_SEEDS="${KC_SANITIZER_SEEDS:-1}" \
+            KC_CONFORMANCE_MAX_WORK="${KC_SANITIZER_MAX_WORK:-$default_work}" \
+              timeout -k 30 "${KC_SANITIZER_TIMEOUT:-600}" \
+              compute-sanitizer --tool "$tool" --error-exitcode 3 "$exe" > "$log" 2>&1 &
+            echo "$!" > "$log.pid"  # what stop_sanitizers ends on Ctrl-C
+            wait "$!"
+            echo "$? $(( SECONDS - started ))" > "$log.status"
+          ) &
+          pids+=("$!")
+          runs+=("$tool $stage-shard$shard/$shards $log")
+        done
+        echo "started: $tool over $(basename "$exe") in $shards shards (KC_CONFORMANCE_SEEDS=${KC_SANITIZER_SEEDS:-1}," \
           "KC_CONFORMANCE_MAX_WORK=${KC_SANITIZER_MAX_WORK:-$default_work})"
       done
     done
