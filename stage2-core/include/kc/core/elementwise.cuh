@@ -173,7 +173,8 @@ __device__ __forceinline__ void map_row(const Op& op, const T* const (&input_at)
 // computes its addresses and maps one row; when it walks rows, its addresses advance by a row
 // step (one 64-bit add per view) instead of being recomputed from (row, col) and the strides —
 // the walk's set-up costs a dozen instructions, which a thread mapping one row would pay for
-// nothing (stage 2's scalar rungs, one element per thread, lost 3 points of copy bandwidth to it).
+// nothing (stage 2's scalar rungs map one element per thread: the measurements are in
+// docs/notes/2026-12-01-stage2-activations.md).
 template <typename T, int kVec, class Op, class... Inputs>
 __global__ void __launch_bounds__(kMapThreads)
     map_kernel(MatrixView<T> out, Op op, Inputs... inputs) {

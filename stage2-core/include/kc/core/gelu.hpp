@@ -142,9 +142,10 @@ __host__ __device__ __forceinline__ typename Math::Real gelu_tanh(typename Math:
 //
 //   x Phi(x)  =  max(x, 0) - |x| Phi(-|x|)
 //
-// (for x < 0 it is x Phi(x) itself; for x >= 0, x (1 - Phi(-x))). The same function, two
-// instructions shorter in the kernels than x * (x < 0 ? tail : 1 - tail): no compare, select and
-// subtraction, one max and one fused multiply-add. Beyond Math::kTailNegligibleBeyond the tail
+// (for x < 0 it is x Phi(x) itself; for x >= 0, x (1 - Phi(-x))). The same function, one
+// instruction per element shorter in the kernels than x * (x < 0 ? tail : 1 - tail): the compare
+// (FSETP), the subtraction predicated on it and the multiply become one max (FMNMX) and one fused
+// multiply-add. Beyond Math::kTailNegligibleBeyond the tail
 // term is evaluated at that bound (where it is 0 to the Math's precision), which also gives the
 // limits: x Phi(x) -> x as x -> +inf, -> 0 as x -> -inf. NaN stays NaN through the tail term (the
 // max would drop it).
