@@ -54,20 +54,20 @@ __global__ void __launch_bounds__(Fa2Shape<kHeadDim>::kThreads) fa2_mma_sync_ker
   using Shape = Fa2Shape<kHeadDim>;
   extern __shared__ __align__(128) std::uint8_t smem[];
   std::uint8_t* q_tile = smem;
-  std::uint8_t* k_tile = smem + Shape::kTileBytes;
-  std::uint8_t* v_tile = smem + 2 * Shape::kTileBytes;
+  std::uint8_t* k_tile = smem + Shape::kQTileBytes;
+  std::uint8_t* v_tile = smem + Shape::kQTileBytes + Shape::kTileBytes;
 
   const HeadView<T> head(args);
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int block_row0 = static_cast<int>(blockIdx.x) * Shape::kBlockRows;
-  const int warp_row0 = block_row0 + 16 * warp;
+  const int warp_row0 = block_row0 + Shape::kWarpRows * warp;
   const int key_end = block_key_end(args, block_row0, Shape::kBlockRows);  // keys past it: zeros
-  int row_ends[2];
+  int row_ends[Shape::kThreadRows];
   thread_row_ends(args, warp_row0, row_ends);
   const float scale_log2 = args.scale * kLog2e;
 
   Fa2Warp<T, Shape> state;
-  copy_tile_through_registers<Shape>(q_tile, head.q, args.q_row_stride, block_row0, args.q_len);
+  copy_tile_through_registers<Shape, Shape::kBlockRows>(q_tile, head.q, args.q_row_stride, block_row0, args.q_len);
   __syncthreads();
   state.load_q(smem_u32(q_tile), warp);
 
@@ -75,7 +75,7 @@ __global__ void __launch_bounds__(Fa2Shape<kHeadDim>::kThreads) fa2_mma_sync_ker
     copy_tile_through_registers<Shape>(k_tile, head.k, args.kv_row_stride, key0, key_end);
     copy_tile_through_registers<Shape>(v_tile, head.v, args.kv_row_stride, key0, key_end);
     __syncthreads();  // the tiles are complete
-    float s[Shape::kKeyBlocks][4];
+    float s[Shape::kTilesPerWarp][Shape::kKeyBlocks][4];
     state.scores(s, smem_u32(k_tile));
     state.template softmax<true>(s, scale_log2, key0, row_ends);
     state.accumulate_pv(s, smem_u32(v_tile));
@@ -88,7 +88,7 @@ __global__ void __launch_bounds__(Fa2Shape<kHeadDim>::kThreads) fa2_mma_sync_ker
 template <typename T, int kHeadDim>
 struct Rung03 {
   using Shape = Fa2Shape<kHeadDim>;
-  static constexpr int kSmemBytes = 3 * Shape::kTileBytes;  // Q, K, V
+  static constexpr int kSmemBytes = Shape::kQTileBytes + 2 * Shape::kTileBytes;  // Q, K, V
   static constexpr auto kKernel = &fa2_mma_sync_kernel<T, kHeadDim>;
 };
 

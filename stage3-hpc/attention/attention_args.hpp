@@ -32,7 +32,7 @@ struct AttentionArgs {
   bool causal = false;
 };
 
-// The head dimensions the fused rungs (02-04) are compiled for: a template parameter, so that the
+// The head dimensions the fused rungs (02-05) are compiled for: a template parameter, so that the
 // loops over D unroll and O's accumulators stay in registers.
 inline constexpr int kFlashHeadDims[] = {64, 128};
 
@@ -45,5 +45,8 @@ void attention_fwd_03_fa2_mma_sync(const AttentionArgs<T>& args, cudaStream_t st
 // Rung 04: rung 03 with a cp.async double-buffered K/V pipeline and causal tile skipping.
 template <typename T>
 void attention_fwd_04_fa2_cp_async(const AttentionArgs<T>& args, cudaStream_t stream);
+// Rung 05: rung 04 with two 16-row MMA tiles per warp (128 query rows per block).
+template <typename T>
+void attention_fwd_05_fa2_two_tiles_per_warp(const AttentionArgs<T>& args, cudaStream_t stream);
 
 }  // namespace kc::stage3

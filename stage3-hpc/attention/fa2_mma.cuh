@@ -1,14 +1,19 @@
-// fa2_mma.cuh — the warp-level FlashAttention-2 step on mma.sync m16n8k16 that rungs 03 and 04
-// share (they differ in how K and V reach shared memory and which tiles they visit).
+// fa2_mma.cuh — the warp-level FlashAttention-2 step on mma.sync m16n8k16 that rungs 03-05
+// share (03 and 04 differ in how K and V reach shared memory and which tiles they visit, 05 in how
+// many query rows a warp owns).
 //
-// A block of 4 warps owns 64 query rows; warp w owns rows 16w .. 16w + 15, the M of one
-// m16n8k16. Per K/V tile of 64 keys, each warp:
-//   1. S = Q K^T: 8 accumulator blocks of 16 x 8 (32 FP32 registers), D/16 k16 slices; its Q
-//      fragments were loaded once (ldmatrix) and stay in registers; K fragments come from
-//      ldmatrix (K is stored key-major, D contiguous: exactly the "col" B operand).
-//   2. the online softmax on the accumulators in place: a thread holds 2 rows (lane/4 and
-//      lane/4 + 8) x 16 columns of S; the row's other 48 columns are in the 3 other lanes of its
-//      quad, so a row maximum is 15 max + 2 shuffles; the sum stays per thread until the end.
+// A block of 4 warps owns 4 x 16 x kTilesPerWarp query rows; warp w owns kTilesPerWarp 16-row MMA
+// tiles (the M of one m16n8k16 each), rows 16 kTilesPerWarp w .. 16 kTilesPerWarp (w + 1) - 1.
+// Rungs 03/04 run one tile per warp (64 rows per block), rung 05 two at D = 64 (128). Every K and
+// V fragment a warp loads feeds one MMA per tile. Per K/V tile of 64 keys, each warp, per tile:
+//   1. S = Q K^T: 8 accumulator blocks of 16 x 8 (32 FP32 registers), D/16 k16 slices; K fragments
+//      come from ldmatrix (K is stored key-major, D contiguous: exactly the "col" B operand). Q's
+//      fragments are loaded once (ldmatrix) and stay in registers where they fit (Fa2Shape::
+//      kQInRegisters); otherwise they are read from the Q tile per K/V tile, slice by slice.
+//   2. the online softmax on the accumulators in place: a thread holds 2 rows of each tile (lane/4
+//      and lane/4 + 8 of the tile; of the warp: lane/4 + 8r, r < 2 kTilesPerWarp) x 16 columns
+//      of S; the row's other 48 columns are in the 3 other lanes of its quad, so a row maximum
+//      is 15 max + 2 shuffles; the sum stays per thread until the end.
 //   3. O += P V: P rounded to bf16/f16 in registers and used directly as the A operand. The
 //      m16n8 accumulator of key block j holds (row g, keys 8j + 2t, +1) and (row g + 8, the same
 //      keys), g = lane/4, t = lane%4; the m16k16 A fragment of key slice s wants (row g, k 2t, +1),
@@ -17,42 +22,54 @@
 //      of one k16 slice, so P never leaves the registers. V is stored key-major (D contiguous),
 //      which is K x N for this product: ldmatrix.trans turns each 8 x 8 piece into the B fragment.
 //
-// Shared tiles are 64 rows x D 16-bit elements with no padding and a XOR swizzle of the 16-byte
-// chunk index by the row (chunk c of row r is stored at chunk c ^ (r % 8)): an ldmatrix reads 8
-// rows at one logical chunk, which the swizzle spreads over 8 different 16-byte bank groups;
-// the 16-byte stores of 8 consecutive chunks of a row are a permutation of the same 8 groups.
+// Shared tiles are rows x D 16-bit elements (64 rows for K and V, the block's rows for Q) with no
+// padding and a XOR swizzle of the 16-byte chunk index by the row (chunk c of row r is stored at
+// chunk c ^ (r % 8)): an ldmatrix reads 8 rows at one logical chunk, which the swizzle spreads
+// over 8 different 16-byte bank groups; the 16-byte stores of 8 consecutive chunks of a row are a
+// permutation of the same 8 groups.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
+#include "arch/sm80/cp_async.cuh"
 #include "arch/sm80/mma.cuh"
 #include "arch/util.hpp"
 #include "attention/flash_common.cuh"
 
 namespace kc::stage3 {
 
-template <int kHeadDim_>
+template <int kHeadDim_, int kTilesPerWarp_ = 1>
 struct Fa2Shape {
   static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kTilesPerWarp = kTilesPerWarp_;  // 16-row MMA tiles of query rows per warp
   static constexpr int kWarps = 4;
   static constexpr int kThreads = kWarps * 32;
-  static constexpr int kBlockRows = 16 * kWarps;  // query rows per block: one m16 per warp
-  static constexpr int kBlockKeys = 64;           // keys per K/V tile
-  static constexpr int kChunkElements = 8;        // 16 bytes
+  static constexpr int kWarpRows = 16 * kTilesPerWarp;    // query rows per warp
+  static constexpr int kBlockRows = kWarpRows * kWarps;   // query rows per block
+  static constexpr int kThreadRows = 2 * kTilesPerWarp;   // query rows per thread: lane/4 + 8r
+  static constexpr int kBlockKeys = 64;                   // keys per K/V tile
+  static constexpr int kChunkElements = 8;                // 16 bytes
   static constexpr int kChunksPerRow = kHeadDim / kChunkElements;
   static constexpr int kRowBytes = kHeadDim * 2;
-  static constexpr int kTileBytes = kBlockKeys * kRowBytes;  // one Q, K or V tile (64 rows)
+  static constexpr int kTileBytes = kBlockKeys * kRowBytes;   // one K or V tile
+  static constexpr int kQTileBytes = kBlockRows * kRowBytes;  // the block's Q tile
   static constexpr int kDimSlices = kHeadDim / 16;    // k16 slices of Q K^T
-  static constexpr int kKeyBlocks = kBlockKeys / 8;   // n8 blocks of S per warp
+  static constexpr int kKeyBlocks = kBlockKeys / 8;   // n8 blocks of S per MMA tile
   static constexpr int kKeySlices = kBlockKeys / 16;  // k16 slices of P V
-  static constexpr int kDimBlocks = kHeadDim / 8;     // n8 blocks of O per warp
-  static constexpr int kChunksPerThread = kBlockKeys * kChunksPerRow / kThreads;  // per tile copy
-  static_assert(kBlockRows == kBlockKeys, "Q, K and V tiles share one copy routine and size");
+  static constexpr int kDimBlocks = kHeadDim / 8;     // n8 blocks of O per MMA tile
+  // Q's A fragments (D/4 registers per tile) stay in registers for the whole K/V loop when they
+  // fit beside the O accumulators (D/2 per tile) and S (32 per tile) with room for addresses and
+  // the row state under the 255 registers of a thread: everywhere but two tiles at D = 128
+  // (64 + 128 + 64 = 256), where they are read from the Q tile again for each K/V tile.
+  static constexpr int kFragmentRegisters = kTilesPerWarp * (kHeadDim / 4 + kHeadDim / 2 + 32);
+  static constexpr bool kQInRegisters = kFragmentRegisters <= 192;
   static_assert(kHeadDim == 64 || kHeadDim == 128, "the rungs are compiled for D = 64 and 128");
+  static_assert(kTilesPerWarp == 1 || kTilesPerWarp == 2, "a warp owns one or two 16-row MMA tiles");
 };
 
 // Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled tile.
@@ -61,11 +78,13 @@ __device__ __forceinline__ std::uint32_t swizzled_offset(int row, int chunk) {
   return static_cast<std::uint32_t>(row * Shape::kRowBytes + ((chunk ^ (row % 8)) * 16));
 }
 
-// The chunks of a 64-row tile one thread copies: chunk i of the thread is linear chunk
-// i . kThreads + threadIdx.x, consecutive threads on consecutive chunks of a row (whole 128-byte
-// lines from global memory).
-template <class Shape>
+// The chunks of a kRows-row tile (a K or V tile by default) one thread copies: chunk i of the
+// thread is linear chunk i . kThreads + threadIdx.x, consecutive threads on consecutive chunks of
+// a row (whole 128-byte lines from global memory).
+template <class Shape, int kRows = Shape::kBlockKeys>
 struct TileCopy {
+  static constexpr int kChunksPerThread = kRows * Shape::kChunksPerRow / Shape::kThreads;
+  static_assert(kRows * Shape::kChunksPerRow % Shape::kThreads == 0, "every thread copies as many chunks");
   __device__ static int row(int i) { return (i * Shape::kThreads + static_cast<int>(threadIdx.x)) / Shape::kChunksPerRow; }
   __device__ static int chunk(int i) { return (i * Shape::kThreads + static_cast<int>(threadIdx.x)) % Shape::kChunksPerRow; }
   // Where chunk i comes from in a [rows x D] matrix whose tile starts at row0, and whether it
@@ -78,21 +97,37 @@ struct TileCopy {
   }
 };
 
-// Global -> registers -> swizzled shared tile, zeros at and past row_end (rung 03's copy).
-template <class Shape, typename T>
+// Global -> registers -> swizzled shared tile of kRows rows, zeros at and past row_end (rung 03's
+// copy).
+template <class Shape, int kRows = Shape::kBlockKeys, typename T>
 __device__ __forceinline__ void copy_tile_through_registers(std::uint8_t* tile, const T* matrix,
                                                             std::int64_t row_stride, int row0, int row_end) {
-  uint4 staged[Shape::kChunksPerThread];
+  using Copy = TileCopy<Shape, kRows>;
+  uint4 staged[Copy::kChunksPerThread];
 #pragma unroll
-  for (int i = 0; i < Shape::kChunksPerThread; ++i) {
+  for (int i = 0; i < Copy::kChunksPerThread; ++i) {
     bool valid;
-    const T* source = TileCopy<Shape>::source(matrix, row_stride, row0, row_end, i, valid);
+    const T* source = Copy::source(matrix, row_stride, row0, row_end, i, valid);
     staged[i] = valid ? *reinterpret_cast<const uint4*>(source) : make_uint4(0, 0, 0, 0);
   }
 #pragma unroll
-  for (int i = 0; i < Shape::kChunksPerThread; ++i)
-    *reinterpret_cast<uint4*>(tile + swizzled_offset<Shape>(TileCopy<Shape>::row(i), TileCopy<Shape>::chunk(i))) =
-        staged[i];
+  for (int i = 0; i < Copy::kChunksPerThread; ++i)
+    *reinterpret_cast<uint4*>(tile + swizzled_offset<Shape>(Copy::row(i), Copy::chunk(i))) = staged[i];
+}
+
+// The cp.async copies of a swizzled tile of kRows rows, zeros (src-size 0) at and past row_end
+// (rungs 04 and 05).
+template <class Shape, int kRows = Shape::kBlockKeys, typename T>
+__device__ __forceinline__ void copy_tile_async(std::uint8_t* tile, const T* matrix, std::int64_t row_stride,
+                                                int row0, int row_end) {
+  using Copy = TileCopy<Shape, kRows>;
+  const std::uint32_t tile_address = smem_u32(tile);
+#pragma unroll
+  for (int i = 0; i < Copy::kChunksPerThread; ++i) {
+    bool valid;
+    const T* source = Copy::source(matrix, row_stride, row0, row_end, i, valid);
+    sm80::cp_async_16(tile_address + swizzled_offset<Shape>(Copy::row(i), Copy::chunk(i)), source, valid);
+  }
 }
 
 // mma.sync m16n8k16 for the element type: bf16 or f16 inputs, FP32 accumulators.
@@ -105,26 +140,62 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const std::uint32_t (&a
     sm80::mma_m16n8k16_bf16(d, a, b0, b1);
 }
 
-// One warp's FlashAttention-2 state and step. Rows: r0 = lane/4 and r1 = lane/4 + 8 of the
-// warp's 16 (index h = 0, 1 below).
+// Q's A fragments of a warp's tiles for one k16 slice of D. Held: loaded once by ldmatrix and kept
+// in registers, D/4 per tile. Matrices (rows 0-7, chunk 2s), (rows 8-15, 2s), (rows 0-7, 2s + 1),
+// (rows 8-15, 2s + 1) of a tile are a0..a3 of slice s.
+template <class Shape, bool kHeld = Shape::kQInRegisters>
+struct WarpQ {
+  std::uint32_t fragments[Shape::kTilesPerWarp][Shape::kDimSlices][4];
+
+  __device__ void load(std::uint32_t q_tile, int warp) {
+    const int lane = static_cast<int>(threadIdx.x) % 32;
+#pragma unroll
+    for (int m = 0; m < Shape::kTilesPerWarp; ++m) {
+      const int tile_row = Shape::kWarpRows * warp + 16 * m + lane % 16;
+#pragma unroll
+      for (int s = 0; s < Shape::kDimSlices; ++s)
+        sm80::ldmatrix_x4(fragments[m][s], q_tile + swizzled_offset<Shape>(tile_row, 2 * s + lane / 16));
+    }
+  }
+  __device__ void slice(int tile, int s, std::uint32_t (&a)[4]) const {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) a[i] = fragments[tile][s][i];
+  }
+};
+
+// Not held (two tiles at D = 128, which rung 05 builds only on request: they spill): the same
+// ldmatrix, issued for each K/V tile from the Q tile, which stays in shared memory for the loop.
+// Slice s reads chunk 2s + c where slice 0 reads chunk c: the slice-0 offset XOR 32s bytes (see
+// scores()); tile m is 16 rows further, which leaves those bits alone.
+template <class Shape>
+struct WarpQ<Shape, false> {
+  std::uint32_t q_tile = 0;
+  std::uint32_t lane_offset = 0;
+
+  __device__ void load(std::uint32_t tile, int warp) {
+    const int lane = static_cast<int>(threadIdx.x) % 32;
+    q_tile = tile;
+    lane_offset = swizzled_offset<Shape>(Shape::kWarpRows * warp + lane % 16, lane / 16);
+  }
+  __device__ void slice(int tile, int s, std::uint32_t (&a)[4]) const {
+    sm80::ldmatrix_x4(a, q_tile + 16 * tile * Shape::kRowBytes + (lane_offset ^ (32 * s)));
+  }
+};
+
+// One warp's FlashAttention-2 state and step. Rows: this thread's rows are lane/4 + 8r of the
+// warp's, r < kThreadRows: rows lane/4 (r = 2m) and lane/4 + 8 (r = 2m + 1) of MMA tile m.
 template <typename T, class Shape>
 struct Fa2Warp {
-  std::uint32_t q[Shape::kDimSlices][4];         // Q fragments, one per k16 slice of D
-  float o[Shape::kDimBlocks][4] = {};            // O accumulators, 16 rows x D
-  RowState row[2];                               // rows lane/4 and lane/4 + 8
+  static constexpr int kTiles = Shape::kTilesPerWarp;
+  WarpQ<Shape> q;                                   // Q fragments, or where to read them
+  float o[kTiles][Shape::kDimBlocks][4] = {};       // O accumulators, 16 rows x D per tile
+  RowState row[Shape::kThreadRows];                 // rows lane/4 + 8r
 
-  // Q fragments of this warp's 16 rows from the swizzled Q tile: matrices (rows 0-7, chunk 2s),
-  // (rows 8-15, 2s), (rows 0-7, 2s + 1), (rows 8-15, 2s + 1) are a0..a3 of slice s.
-  __device__ void load_q(std::uint32_t q_tile, int warp) {
-    const int lane = static_cast<int>(threadIdx.x) % 32;
-    const int tile_row = 16 * warp + lane % 16;
-#pragma unroll
-    for (int s = 0; s < Shape::kDimSlices; ++s)
-      sm80::ldmatrix_x4(q[s], q_tile + swizzled_offset<Shape>(tile_row, 2 * s + lane / 16));
-  }
+  // Q of this warp's rows from the swizzled Q tile (the fragments, or their address).
+  __device__ void load_q(std::uint32_t q_tile, int warp) { q.load(q_tile, warp); }
 
-  // S (16 x 64, this warp's rows against the tile's keys) = Q K^T, unscaled.
-  __device__ void scores(float (&s)[Shape::kKeyBlocks][4], std::uint32_t k_tile) const {
+  // S (16 x 64 per tile, this warp's rows against the tile's keys) = Q K^T, unscaled.
+  __device__ void scores(float (&s)[kTiles][Shape::kKeyBlocks][4], std::uint32_t k_tile) const {
     const int lane = static_cast<int>(threadIdx.x) % 32;
     // Matrices (keys 0-7, chunk 2d), (keys 0-7, 2d + 1), (keys 8-15, 2d), (keys 8-15, 2d + 1) of a
     // 16-key pair of n8 blocks: b0, b1 of block j and b0, b1 of block j + 1. Slice d reads chunk
@@ -133,66 +204,80 @@ struct Fa2Warp {
     // which leaves those bits alone. One register per lane, not one per (slice, block).
     const std::uint32_t lane_offset = swizzled_offset<Shape>(lane % 8 + 8 * (lane / 16), (lane / 8) % 2);
 #pragma unroll
-    for (int j = 0; j < Shape::kKeyBlocks; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+    for (int m = 0; m < kTiles; ++m)
+#pragma unroll
+      for (int j = 0; j < Shape::kKeyBlocks; ++j) s[m][j][0] = s[m][j][1] = s[m][j][2] = s[m][j][3] = 0.f;
 #pragma unroll
     for (int d = 0; d < Shape::kDimSlices; ++d) {
+      std::uint32_t a[kTiles][4];
+#pragma unroll
+      for (int m = 0; m < kTiles; ++m) q.slice(m, d, a[m]);
       const std::uint32_t slice = k_tile + (lane_offset ^ (32 * d));
 #pragma unroll
       for (int j = 0; j < Shape::kKeyBlocks; j += 2) {
         std::uint32_t b[4];
         sm80::ldmatrix_x4(b, slice + 8 * j * Shape::kRowBytes);
-        mma_16816<T>(s[j], q[d], b[0], b[1]);
-        mma_16816<T>(s[j + 1], q[d], b[2], b[3]);
+#pragma unroll
+        for (int m = 0; m < kTiles; ++m) {  // one K fragment, one MMA per tile
+          mma_16816<T>(s[m][j], a[m], b[0], b[1]);
+          mma_16816<T>(s[m][j + 1], a[m], b[2], b[3]);
+        }
       }
     }
   }
 
   // The online softmax on S in place (S becomes 2^(s - max) in log2 units), the rescaling of O
-  // and l. kMask: keys at or past a row's visible end get -inf (row_ends: this thread's two rows'
-  // visible ends; key0: the tile's first key).
+  // and l, one MMA tile after the other. kMask: keys at or past a row's visible end get -inf
+  // (row_ends: this thread's rows' visible ends; key0: the tile's first key).
   template <bool kMask>
-  __device__ void softmax(float (&s)[Shape::kKeyBlocks][4], float scale_log2, int key0, const int (&row_ends)[2]) {
+  __device__ void softmax(float (&s)[kTiles][Shape::kKeyBlocks][4], float scale_log2, int key0,
+                          const int (&row_ends)[Shape::kThreadRows]) {
     const int lane = static_cast<int>(threadIdx.x) % 32;
-    float tile_max[2] = {-CUDART_INF_F, -CUDART_INF_F};
-    // Element (j, e) holds key key0 + 8j + 2(lane % 4) + e % 2: masked when 8j + e % 2 reaches
-    // `first_masked` of its row (a compare against a constant per element).
-    int first_masked[2] = {0, 0};
-    if constexpr (kMask)
-      for (int h = 0; h < 2; ++h) first_masked[h] = row_ends[h] - key0 - 2 * (lane % 4);
 #pragma unroll
-    for (int j = 0; j < Shape::kKeyBlocks; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int h = e / 2;
-        float value = s[j][e] * scale_log2;
-        if constexpr (kMask) {
-          if (8 * j + e % 2 >= first_masked[h]) value = -CUDART_INF_F;
-        }
-        s[j][e] = value;
-        tile_max[h] = core::max_propagate_nan(tile_max[h], value);
-      }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      // The row's other columns are in the other 3 lanes of the quad.
-      tile_max[h] = core::max_propagate_nan(tile_max[h], core::shuffle_xor(tile_max[h], 1));
-      tile_max[h] = core::max_propagate_nan(tile_max[h], core::shuffle_xor(tile_max[h], 2));
-      const float new_max = core::max_propagate_nan(row[h].max, tile_max[h]);
-      const float base = exponent_base(new_max);
-      const float rescale = exp2_flush_to_zero(row[h].max - base);
-      row[h].max = new_max;
-      float sum = 0.f;
+    for (int m = 0; m < kTiles; ++m) {
+      // Rows lane/4 + 8h of tile m (h = 0, 1) are this thread's rows 2m + h.
+      float tile_max[2] = {-CUDART_INF_F, -CUDART_INF_F};
+      // Element (j, e) holds key key0 + 8j + 2(lane % 4) + e % 2: masked when 8j + e % 2 reaches
+      // `first_masked` of its row (a compare against a constant per element).
+      int first_masked[2] = {0, 0};
+      if constexpr (kMask)
+        for (int h = 0; h < 2; ++h) first_masked[h] = row_ends[2 * m + h] - key0 - 2 * (lane % 4);
 #pragma unroll
       for (int j = 0; j < Shape::kKeyBlocks; ++j)
 #pragma unroll
-        for (int e = 2 * h; e < 2 * h + 2; ++e) {
-          s[j][e] = exp2_flush_to_zero(s[j][e] - base);
-          sum += s[j][e];
+        for (int e = 0; e < 4; ++e) {
+          const int h = e / 2;
+          float value = s[m][j][e] * scale_log2;
+          if constexpr (kMask) {
+            if (8 * j + e % 2 >= first_masked[h]) value = -CUDART_INF_F;
+          }
+          s[m][j][e] = value;
+          tile_max[h] = core::max_propagate_nan(tile_max[h], value);
         }
-      row[h].sum = row[h].sum * rescale + sum;
 #pragma unroll
-      for (int n = 0; n < Shape::kDimBlocks; ++n) {
-        o[n][2 * h] *= rescale;
-        o[n][2 * h + 1] *= rescale;
+      for (int h = 0; h < 2; ++h) {
+        RowState& state = row[2 * m + h];
+        // The row's other columns are in the other 3 lanes of the quad.
+        tile_max[h] = core::max_propagate_nan(tile_max[h], core::shuffle_xor(tile_max[h], 1));
+        tile_max[h] = core::max_propagate_nan(tile_max[h], core::shuffle_xor(tile_max[h], 2));
+        const float new_max = core::max_propagate_nan(state.max, tile_max[h]);
+        const float base = exponent_base(new_max);
+        const float rescale = exp2_flush_to_zero(state.max - base);
+        state.max = new_max;
+        float sum = 0.f;
+#pragma unroll
+        for (int j = 0; j < Shape::kKeyBlocks; ++j)
+#pragma unroll
+          for (int e = 2 * h; e < 2 * h + 2; ++e) {
+            s[m][j][e] = exp2_flush_to_zero(s[m][j][e] - base);
+            sum += s[m][j][e];
+          }
+        state.sum = state.sum * rescale + sum;
+#pragma unroll
+        for (int n = 0; n < Shape::kDimBlocks; ++n) {
+          o[m][n][2 * h] *= rescale;
+          o[m][n][2 * h + 1] *= rescale;
+        }
       }
     }
   }
@@ -201,61 +286,71 @@ struct Fa2Warp {
   // A fragment of key slice s), V fragments by ldmatrix.trans: matrices (keys 0-7, chunk 2n),
   // (keys 8-15, 2n), (keys 0-7, 2n + 1), (keys 8-15, 2n + 1) are b0, b1 of O block 2n and b0, b1
   // of block 2n + 1.
-  __device__ void accumulate_pv(const float (&p)[Shape::kKeyBlocks][4], std::uint32_t v_tile) {
+  __device__ void accumulate_pv(const float (&p)[kTiles][Shape::kKeyBlocks][4], std::uint32_t v_tile) {
     const int lane = static_cast<int>(threadIdx.x) % 32;
     // O block pair n reads chunk n + c where pair 0 reads chunk c (n even): the pair-0 offset XOR
     // 16n bytes, as for K in scores().
     const std::uint32_t lane_offset = swizzled_offset<Shape>(lane % 8 + 8 * ((lane / 8) % 2), lane / 16);
 #pragma unroll
     for (int s = 0; s < Shape::kKeySlices; ++s) {
-      const std::uint32_t a[4] = {pack_pair<T>(p[2 * s][0], p[2 * s][1]), pack_pair<T>(p[2 * s][2], p[2 * s][3]),
-                                  pack_pair<T>(p[2 * s + 1][0], p[2 * s + 1][1]),
-                                  pack_pair<T>(p[2 * s + 1][2], p[2 * s + 1][3])};
+      std::uint32_t a[kTiles][4];
+#pragma unroll
+      for (int m = 0; m < kTiles; ++m) {
+        a[m][0] = pack_pair<T>(p[m][2 * s][0], p[m][2 * s][1]);
+        a[m][1] = pack_pair<T>(p[m][2 * s][2], p[m][2 * s][3]);
+        a[m][2] = pack_pair<T>(p[m][2 * s + 1][0], p[m][2 * s + 1][1]);
+        a[m][3] = pack_pair<T>(p[m][2 * s + 1][2], p[m][2 * s + 1][3]);
+      }
 #pragma unroll
       for (int n = 0; n < Shape::kDimBlocks; n += 2) {
         std::uint32_t b[4];
         sm80::ldmatrix_x4_trans(b, v_tile + (lane_offset ^ (16 * n)) + 16 * s * Shape::kRowBytes);
-        mma_16816<T>(o[n], a, b[0], b[1]);
-        mma_16816<T>(o[n + 1], a, b[2], b[3]);
+#pragma unroll
+        for (int m = 0; m < kTiles; ++m) {  // one V fragment, one MMA per tile
+          mma_16816<T>(o[m][n], a[m], b[0], b[1]);
+          mma_16816<T>(o[m][n + 1], a[m], b[2], b[3]);
+        }
       }
     }
   }
 
-  // O = acc / l and the LSE of this thread's two rows, stored (rows at or past Sq skipped);
+  // O = acc / l and the LSE of this thread's rows, stored (rows at or past Sq skipped);
   // row_ends: their visible ends (0: O = 0, LSE = -inf).
   __device__ void store(const HeadView<T>& head, const AttentionArgs<T>& args, int warp_row0,
-                        const int (&row_ends)[2]) {
+                        const int (&row_ends)[Shape::kThreadRows]) {
     const int lane = static_cast<int>(threadIdx.x) % 32;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float sum = row[h].sum;
+    for (int r = 0; r < Shape::kThreadRows; ++r) {
+      const int m = r / 2, h = r % 2;
+      float sum = row[r].sum;
       sum += core::shuffle_xor(sum, 1);
       sum += core::shuffle_xor(sum, 2);
-      const int query = warp_row0 + lane / 4 + 8 * h;
+      const int query = warp_row0 + lane / 4 + 8 * r;
       if (query >= args.q_len) continue;
-      const RowResult result = finish_row(row[h].max, sum, row_ends[h]);
+      const RowResult result = finish_row(row[r].max, sum, row_ends[r]);
       T* o_row = head.o + query * args.q_row_stride + 2 * (lane % 4);
 #pragma unroll
       for (int n = 0; n < Shape::kDimBlocks; ++n)
         *reinterpret_cast<typename PackedPair<T>::Type*>(o_row + 8 * n) =
-            PackedPair<T>::from_floats(o[n][2 * h] * result.o_scale, o[n][2 * h + 1] * result.o_scale);
+            PackedPair<T>::from_floats(o[m][n][2 * h] * result.o_scale, o[m][n][2 * h + 1] * result.o_scale);
       if (lane % 4 == 0) head.lse[query] = result.lse;
     }
   }
 };
 
-// The visible ends of this thread's two rows (lane/4 and lane/4 + 8 of the warp's 16); 0 past Sq.
-template <typename T>
-__device__ __forceinline__ void thread_row_ends(const AttentionArgs<T>& args, int warp_row0, int (&row_ends)[2]) {
+// The visible ends of this thread's rows (lane/4 + 8r of the warp's); 0 past Sq.
+template <typename T, int kThreadRows>
+__device__ __forceinline__ void thread_row_ends(const AttentionArgs<T>& args, int warp_row0,
+                                                int (&row_ends)[kThreadRows]) {
   const int lane = static_cast<int>(threadIdx.x) % 32;
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int query = warp_row0 + lane / 4 + 8 * h;
-    row_ends[h] = query < args.q_len ? visible_key_end(args, query) : 0;
+  for (int r = 0; r < kThreadRows; ++r) {
+    const int query = warp_row0 + lane / 4 + 8 * r;
+    row_ends[r] = query < args.q_len ? visible_key_end(args, query) : 0;
   }
 }
 
-// Launches Rung::kKernel (a rung's kernel for one T and D) on the grid of 64-row query tiles
+// Launches Rung::kKernel (a rung's kernel for one T and D) on the grid of the block's query tiles
 // with Rung::kSmemBytes of dynamic shared memory, allowed once per kernel.
 template <class Rung, typename T>
 void launch_fa2_kernel(const AttentionArgs<T>& args, cudaStream_t stream) {
@@ -272,7 +367,8 @@ void launch_fa2_kernel(const AttentionArgs<T>& args, cudaStream_t stream) {
 // Checks the arguments, then launches Rung<T, D> for the problem's D (64 or 128).
 template <template <typename, int> class Rung, typename T>
 void launch_fa2_rung(const AttentionArgs<T>& args, cudaStream_t stream, const char* rung_name) {
-  require_flash_args(args, rung_name, Fa2Shape<64>::kBlockRows);
+  require_flash_args(args, rung_name,
+                     std::max(Rung<T, 64>::Shape::kBlockRows, Rung<T, 128>::Shape::kBlockRows));
   if (args.head_dim == 64)
     launch_fa2_kernel<Rung<T, 64>>(args, stream);
   else

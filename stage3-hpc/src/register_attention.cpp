@@ -122,6 +122,10 @@ void register_attention_kernels(Registry& registry) {
                                   "cp.async double-buffered K/V, causal tiles skipped, mask on diagonal tiles only",
                                   &attention_fwd_04_fa2_cp_async<__nv_bfloat16>,
                                   &attention_fwd_04_fa2_cp_async<__half>));
+  registry.add_kernel(flash_entry("05_fa2_two_tiles_per_warp", 5,
+                                  "D = 64: two 16-row MMA tiles per warp, each K/V fragment feeds two MMAs; D = 128 as rung 04",
+                                  &attention_fwd_05_fa2_two_tiles_per_warp<__nv_bfloat16>,
+                                  &attention_fwd_05_fa2_two_tiles_per_warp<__half>));
 }
 
 }  // namespace kc::stage3

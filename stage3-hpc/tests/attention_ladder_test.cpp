@@ -18,7 +18,7 @@ namespace kc::stage3 {
 namespace {
 
 const std::vector<std::string> kRungs = {"01_naive_unfused", "02_tiled_online_softmax", "03_fa2_mma_sync",
-                                         "04_fa2_cp_async"};
+                                         "04_fa2_cp_async", "05_fa2_two_tiles_per_warp"};
 
 TEST(AttentionLadder, EveryRungIsRegisteredInOrderForBothDtypes) {
   const Registry& r = stage3_test_registry();
@@ -38,7 +38,8 @@ TEST(AttentionLadder, EveryRungIsRegisteredInOrderForBothDtypes) {
 TEST(AttentionLadder, FusedRungsRefuseHeadDimensionsTheyAreNotCompiledFor) {
   const Registry& r = stage3_test_registry();
   const OpSpec& op = r.op(kAttentionFwdOp);
-  for (const char* name : {"02_tiled_online_softmax", "03_fa2_mma_sync", "04_fa2_cp_async"}) {
+  for (const char* name :
+       {"02_tiled_online_softmax", "03_fa2_mma_sync", "04_fa2_cp_async", "05_fa2_two_tiles_per_warp"}) {
     const KernelEntry& k = r.kernel(std::string("stage3/attention_fwd/") + name);
     for (const std::int64_t d : {64, 128})
       EXPECT_EQ(unsupported_reason(r, k, op.problem({2, 8, 2, 77, 1000, d}, DType::f16, {{"causal", 1.0}}), nullptr),

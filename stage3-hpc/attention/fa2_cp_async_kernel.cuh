@@ -1,0 +1,83 @@
+// fa2_cp_async_kernel.cuh — the kernel of rungs 04 and 05: the warp step of fa2_mma.cuh fed by a
+// cp.async double buffer of K/V tiles, visiting only the tiles a block's rows see, heaviest blocks
+// first. Rung 04 runs it with one 16-row MMA tile per warp (64 query rows per block), rung 05 with
+// two (128). See the header comments of 04_fa2_cp_async.cu and 05_fa2_two_tiles_per_warp.cu.
+#pragma once
+
+#include "arch/sm80/cp_async.cuh"
+#include "arch/util.hpp"
+#include "attention/attention_args.hpp"
+#include "attention/fa2_mma.cuh"
+
+namespace kc::stage3 {
+// Unnamed: each rung's file compiles its own kernels (rungs 04 and 05 both instantiate the D = 128
+// kernel with one tile per warp), with no symbol shared between them.
+namespace {
+
+template <typename T, int kHeadDim, int kTilesPerWarp>
+__global__ void __launch_bounds__(Fa2Shape<kHeadDim, kTilesPerWarp>::kThreads)
+    fa2_cp_async_kernel(AttentionArgs<T> args) {
+  using Shape = Fa2Shape<kHeadDim, kTilesPerWarp>;
+  extern __shared__ __align__(128) std::uint8_t smem[];
+  std::uint8_t* q_tile = smem;
+  const auto k_tile = [&](int buffer) { return smem + Shape::kQTileBytes + 2 * buffer * Shape::kTileBytes; };
+  const auto v_tile = [&](int buffer) { return smem + Shape::kQTileBytes + (2 * buffer + 1) * Shape::kTileBytes; };
+
+  const HeadView<T> head(args);
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int query_tile = static_cast<int>(gridDim.x - 1 - blockIdx.x);  // heaviest first
+  const int block_row0 = query_tile * Shape::kBlockRows;
+  const int warp_row0 = block_row0 + Shape::kWarpRows * warp;
+  // Keys past key_end are seen by no row of the block: their tiles are not visited. Keys below
+  // unmasked_end are seen by every row (the first row sees the fewest): no mask needed there.
+  const int key_end = block_key_end(args, block_row0, Shape::kBlockRows);
+  const int unmasked_end = visible_key_end(args, block_row0);
+  const int tiles = ceil_div(key_end, Shape::kBlockKeys);  // key_end >= 0
+  int row_ends[Shape::kThreadRows];
+  thread_row_ends(args, warp_row0, row_ends);
+  const float scale_log2 = args.scale * kLog2e;
+
+  Fa2Warp<T, Shape> state;
+  if (tiles > 0) {  // the first group: Q and tile 0
+    copy_tile_async<Shape, Shape::kBlockRows>(q_tile, head.q, args.q_row_stride, block_row0, args.q_len);
+    copy_tile_async<Shape>(k_tile(0), head.k, args.kv_row_stride, 0, key_end);
+    copy_tile_async<Shape>(v_tile(0), head.v, args.kv_row_stride, 0, key_end);
+    sm80::cp_async_commit_group();
+  }
+  for (int tile = 0; tile < tiles; ++tile) {
+    const int buffer = tile % 2;
+    const int key0 = tile * Shape::kBlockKeys;
+    if (tile + 1 < tiles) {
+      // The other buffer was last read in the previous iteration, before its closing barrier.
+      copy_tile_async<Shape>(k_tile(1 - buffer), head.k, args.kv_row_stride, key0 + Shape::kBlockKeys, key_end);
+      copy_tile_async<Shape>(v_tile(1 - buffer), head.v, args.kv_row_stride, key0 + Shape::kBlockKeys, key_end);
+      sm80::cp_async_commit_group();
+      sm80::cp_async_wait_group<1>();  // this tile's group has landed; the next may be in flight
+    } else {
+      sm80::cp_async_wait_group<0>();
+    }
+    __syncthreads();  // every thread's copies of this tile are visible to every warp
+    if (tile == 0) state.load_q(smem_u32(q_tile), warp);
+    float s[Shape::kTilesPerWarp][Shape::kKeyBlocks][4];
+    state.scores(s, smem_u32(k_tile(buffer)));
+    if (key0 + Shape::kBlockKeys > unmasked_end)
+      state.template softmax<true>(s, scale_log2, key0, row_ends);
+    else
+      state.template softmax<false>(s, scale_log2, key0, row_ends);
+    state.accumulate_pv(s, smem_u32(v_tile(buffer)));
+    __syncthreads();  // every warp is done with this buffer before the next iteration refills it
+  }
+  state.store(head, args, warp_row0, row_ends);
+}
+
+// The kernel for one T, D and number of MMA tiles per warp, and the shared memory it takes: the
+// Q tile of the block's rows + 2 x (K, V) tiles of 64 rows.
+template <typename T, int kHeadDim, int kTilesPerWarp>
+struct Fa2CpAsyncRung {
+  using Shape = Fa2Shape<kHeadDim, kTilesPerWarp>;
+  static constexpr int kSmemBytes = Shape::kQTileBytes + 4 * Shape::kTileBytes;
+  static constexpr auto kKernel = &fa2_cp_async_kernel<T, kHeadDim, kTilesPerWarp>;
+};
+
+}  // namespace
+}  // namespace kc::stage3
