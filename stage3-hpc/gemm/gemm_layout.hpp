@@ -2,8 +2,8 @@
 //
 // Everything here is a pure function so the CPU tests can check it without a GPU: the 128-byte
 // shared-memory swizzle every rung from 02 on uses (and TMA/WGMMA expect), the raster order in
-// which the persistent rungs walk the output tiles, and the rules a tile shape of the mma.sync
-// rungs must follow.
+// which the persistent rungs walk the output tiles, the rules a tile shape of the mma.sync rungs
+// must follow, and how rung 11 splits K over CTAs.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -130,5 +130,61 @@ __host__ __device__ constexpr const char* mma_sync_config_error(const MmaSyncSha
 }
 
 __host__ __device__ constexpr bool is_valid(const MmaSyncShape& s) { return mma_sync_config_error(s) == nullptr; }
+
+// ---- the split of rung 11 (small M, split K) ------------------------------------------------------
+// Rung 11 computes C for M <= 64 rows: one CTA per 128 output columns and per slice of K. The
+// rows of A are padded to m16 tiles (1..4 of them), K is walked in tiles of 64, and the K tiles
+// are shared out over `splits` CTAs per column block as evenly as integer division allows. With
+// one split the CTA writes C itself; with more, each writes FP32 partial sums to a workspace of
+// splits x M x N floats and a second kernel adds them in split order (deterministic) and applies
+// alpha and beta once.
+inline constexpr int kSmallMMaxM = 64;
+inline constexpr int kSmallMBlockN = 128;
+inline constexpr int kSmallMBlockK = 64;
+// A split shorter than this many K tiles would spend much of its time filling its pipeline.
+inline constexpr int kSmallMMinKTilesPerSplit = 4;
+
+struct SmallMSplitKPlan {
+  int m_tiles = 0;   // m16 tiles of A: ceil(M / 16), 1..4
+  int n_blocks = 0;  // 128-column blocks of C: the grid's x
+  int k_tiles = 0;   // 64-deep K tiles in all
+  int splits = 0;    // CTAs per column block along K: the grid's y
+
+  __host__ __device__ constexpr bool needs_workspace() const { return splits > 1; }
+  // K tiles [k_tile_begin(s), k_tile_begin(s + 1)) belong to split s; every split gets
+  // floor(k_tiles / splits) or one more.
+  __host__ __device__ constexpr int k_tile_begin(int split) const {
+    return static_cast<int>(static_cast<long long>(split) * k_tiles / splits);
+  }
+};
+
+// The split rule, for a GPU with `sm_count` SMs: as many splits as keep the grid within one CTA
+// per SM (each CTA keeps its own pipeline of B tiles in flight, enough for one SM's share of the
+// DRAM bandwidth: the rung's header counts it), and no split shorter than
+// kSmallMMinKTilesPerSplit K tiles. More CTAs would add a second, partial wave; more splits also
+// add workspace traffic (2 x splits x M x N x 4 bytes) for no gain.
+__host__ __device__ constexpr SmallMSplitKPlan plan_small_m_split_k(int m, int n, int k, int sm_count) {
+  SmallMSplitKPlan plan;
+  plan.m_tiles = (m + 15) / 16;
+  plan.n_blocks = (n + kSmallMBlockN - 1) / kSmallMBlockN;
+  plan.k_tiles = (k + kSmallMBlockK - 1) / kSmallMBlockK;
+  int splits = sm_count / plan.n_blocks;
+  const int longest = plan.k_tiles / kSmallMMinKTilesPerSplit;
+  if (splits > longest) splits = longest;
+  plan.splits = splits < 1 ? 1 : splits;
+  return plan;
+}
+
+// The 16-byte chunk (8 consecutive k of a 64-deep tile row) that lane t (= lane % 4) of a warp
+// reads in step s (0, 1) of a K tile; its four 32-bit words feed two m16n8k16 MMAs (the rung's
+// header: "the fragment trick"). Rows g (= lane / 4) of a swizzled tile then put the 8 lanes of
+// one LDS.128 phase in 8 different chunk columns, and step 1's offset is step 0's XOR 16.
+__host__ __device__ constexpr int small_m_lane_chunk(int t, int s) { return 2 * t + s; }
+
+// The workspace rung 11 needs for `plan` on an M x N output: splits x M x N partial sums, none
+// with one split.
+__host__ __device__ constexpr long long small_m_split_k_workspace_floats(const SmallMSplitKPlan& plan, int m, int n) {
+  return plan.needs_workspace() ? static_cast<long long>(plan.splits) * m * n : 0;
+}
 
 }  // namespace kc::stage3

@@ -10,6 +10,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "gemm_layout.hpp"
 #include "kc/common/gemm_args.hpp"
 
 namespace kc::stage3 {
@@ -37,6 +38,11 @@ void hgemm_07_persistent(const HgemmArgs& args, cudaStream_t stream, HopperLaunc
 void hgemm_08_cluster_multicast(const HgemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
 void hgemm_09_tma_store(const HgemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
 void gemm_bias_gelu_10_fused(const BiasGeluArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
+// sm_80 and newer, M <= 64: K split over plan.splits CTAs per column block (plan_small_m_split_k,
+// gemm_layout.hpp); `workspace` holds small_m_split_k_workspace_floats(plan, M, N) floats (may be
+// null when the plan needs none).
+void hgemm_11_small_m_split_k(const HgemmArgs& args, const SmallMSplitKPlan& plan, float* workspace,
+                              cudaStream_t stream);
 
 // The baseline's second kernel: C[i][j] = gelu(C[i][j] + bias[j]) in place, C row-major M x N.
 void bias_gelu_inplace(bf16* c, const bf16* bias, int m, int n, cudaStream_t stream);

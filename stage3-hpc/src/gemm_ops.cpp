@@ -29,7 +29,10 @@ GemmOpConfig hgemm_config(const std::string& name) {
            {1024, 1024, 1024}, {2048, 2048, 2048}, {4096, 4096, 4096}, {8192, 8192, 8192},
            {8192, 14336, 4096},  // Llama-3-8B MLP up/gate projection, 8192 tokens
            {8192, 4096, 14336},  // ... and its down projection
-           {4093, 2049, 1032}})  // odd M and N: the edge paths, timed
+           {4093, 2049, 1032},   // odd M and N: the edge paths, timed
+           // decode: a step of 1, 16 or 64 sequences through a 4096 x 4096 projection and
+           // Llama-3-8B's down projection (rung 11's shapes)
+           {1, 4096, 4096}, {16, 4096, 4096}, {64, 4096, 4096}, {64, 4096, 14336}})
     config.bench.push_back({dims});
   config.conformance = hgemm_conformance_problems();
   return config;
@@ -68,12 +71,18 @@ std::vector<ProblemSpec> hgemm_conformance_problems() {
       {4093, 1000, 1024}, {4093, 2049, 1032}, {1000, 4093, 4096}, {2900, 776, 512},
       // refused: K not a multiple of 8 (kHgemmRefusals)
       {17, 17, 17}, {64, 64, 1}, {128, 128, 1031},
+      // small M (decode): M = 1, 3, 16, 64; N odd, below one 128-column block and a whole number
+      // of them; K tails; short N with long K (rung 11 splits K over many CTAs)
+      {3, 1001, 520}, {1, 4096, 4104}, {16, 4096, 4096}, {64, 4093, 1032}, {64, 200, 8192}, {33, 77, 16392},
   };
   for (const Shape& dims : shapes) problems.push_back({dims});
   problems.push_back({{127, 129, 136}, std::nullopt, {{"alpha", 1.5}}});
   problems.push_back({{127, 129, 136}, std::nullopt, {{"beta", 1.0}}});
   problems.push_back({{1000, 1000, 104}, std::nullopt, {{"alpha", -0.5}, {"beta", 0.25}}});
   problems.push_back({{256, 264, 256}, std::nullopt, {{"alpha", 2.0}, {"beta", -1.0}}});
+  problems.push_back({{5, 300, 1000}, std::nullopt, {{"alpha", -0.5}, {"beta", 0.25}}});
+  problems.push_back({{17, 257, 3000}, std::nullopt, {{"alpha", 2.0}, {"beta", -1.0}}});
+  problems.push_back({{64, 4096, 4096}, std::nullopt, {{"beta", 1.0}}});
   return problems;
 }
 
@@ -90,6 +99,30 @@ std::string hgemm_shape_error(const Problem& problem) {
         "loads, cp.async, TMA), which must start 16-byte aligned",
         kKMultiple, s.k);
   return {};
+}
+
+std::string small_m_shape_error(const Problem& problem) {
+  if (std::string error = hgemm_shape_error(problem); !error.empty()) return error;
+  const GemmShape s = gemm_shape(problem);
+  if (s.m > kSmallMMaxM)
+    return fmt::format(
+        "M must be at most {} (got {}): this rung pads the rows of A to at most four 16-row MMA tiles "
+        "and streams B once for all of them; larger M is the tile rungs' work",
+        kSmallMMaxM, s.m);
+  return {};
+}
+
+const std::vector<std::string>& small_m_refusals() {
+  static const std::vector<std::string> refusals = {
+      // K % 8 != 0, as every rung
+      "17x17x17 bf16", "64x64x1 bf16", "128x128x1031 bf16",
+      // M > 64
+      "65x129x72 bf16", "129x65x264 bf16", "1000x17x128 bf16", "200x300x136 bf16", "127x255x1000 bf16",
+      "65x520x200 bf16", "128x128x64 bf16", "256x256x256 bf16", "384x512x640 bf16", "1024x1024x1024 bf16",
+      "4093x1000x1024 bf16", "4093x2049x1032 bf16", "1000x4093x4096 bf16", "2900x776x512 bf16",
+      "127x129x136 bf16 alpha=1.5", "127x129x136 bf16 beta=1", "1000x1000x104 bf16 alpha=-0.5 beta=0.25",
+      "256x264x256 bf16 alpha=2 beta=-1"};
+  return refusals;
 }
 
 double gelu_tanh_reference(double x) { return core::gelu_tanh<core::ReferenceMath>(x); }

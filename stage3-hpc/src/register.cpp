@@ -59,6 +59,44 @@ KernelEntry hopper_entry(const std::string& name, int rung, std::string idea, Ho
   return entry;
 }
 
+// What rung 11 keeps between launches: the SM count its split rule reads (asked once) and the FP32
+// workspace of partial sums, grown on first use (kc-bench's untimed warm-up), never shrunk -- as
+// the decode-attention rung 02 keeps its split workspace.
+class SmallMSplitKRung {
+ public:
+  void run(const Problem& problem, Operands& operands, cudaStream_t stream) {
+    if (sm_count_ == 0) {
+      int device = 0;
+      KC_CUDA_CHECK(cudaGetDevice(&device));
+      KC_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device));
+    }
+    const HgemmArgs args = gemm_args<bf16>(problem, operands, BLayout::n_by_k);
+    const SmallMSplitKPlan plan = plan_small_m_split_k(args.m, args.n, args.k, sm_count_);
+    const auto floats = static_cast<std::size_t>(small_m_split_k_workspace_floats(plan, args.m, args.n));
+    float* workspace = floats == 0 ? nullptr : reinterpret_cast<float*>(scratch_.reserve(floats * sizeof(float)));
+    hgemm_11_small_m_split_k(args, plan, workspace, stream);
+  }
+
+ private:
+  int sm_count_ = 0;
+  AttentionScratch scratch_;
+};
+
+KernelEntry small_m_entry() {
+  KernelEntry entry = ladder_entry(kHgemmOp, "11_small_m_split_k", 11,
+                                   "M <= 64: B streamed once through a cp.async ring, K split over CTAs, "
+                                   "partials reduced in split order");
+  entry.min_compute_capability = kAmpere;
+  entry.constraints = "M <= 64, K % 8 == 0";
+  entry.supports = &small_m_shape_error;
+  entry.refuses = small_m_refusals();
+  auto rung = std::make_shared<SmallMSplitKRung>();
+  entry.launch = [rung](const Problem& problem, Operands& operands, cudaStream_t stream) {
+    rung->run(problem, operands, stream);
+  };
+  return entry;
+}
+
 KernelEntry fused_entry() {
   KernelEntry entry = ladder_entry(kBiasGeluOp, "10_fused_bias_gelu", 10,
                                    "bias + GELU run by the producer warpgroup's idle warps beside the next tile's mainloop");
@@ -114,6 +152,7 @@ void register_kernels(Registry& registry) {
                                    "epilogue through swizzled shared memory and TMA stores",
                                    &hgemm_09_tma_store));
   registry.add_kernel(fused_entry());
+  registry.add_kernel(small_m_entry());
 }
 
 }  // namespace kc::stage3

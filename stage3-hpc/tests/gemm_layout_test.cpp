@@ -4,8 +4,10 @@
 // rules.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "arch/sm90/tma_descriptor.hpp"
@@ -259,6 +261,102 @@ TEST(MmaSyncConfig, TheStagedEpilogueNeeds64ColumnWarpTiles) {
   // 64 x 32 warp tiles: 64-byte rows, not the 128-byte swizzled rows the epilogue is laid out in
   EXPECT_EQ(mma_sync_rule({128, 128, 2, 4, 3, false}), "");
   EXPECT_NE(mma_sync_rule({128, 128, 2, 4, 3, true}).find("64-column warp tiles"), std::string::npos);
+}
+
+// ---- rung 11: small M, split K ---------------------------------------------------------------------
+
+TEST(SmallMSplitK, FillsAbout132SmsWithOneCtaEachAtTheDecodeShapes) {
+  for (const int m : {1, 16, 64}) {
+    const SmallMSplitKPlan plan = plan_small_m_split_k(m, 4096, 4096, 132);
+    EXPECT_EQ(plan.m_tiles, (m + 15) / 16);
+    EXPECT_EQ(plan.n_blocks, 32);
+    EXPECT_EQ(plan.k_tiles, 64);
+    EXPECT_EQ(plan.splits, 4);  // 128 CTAs: one wave
+    EXPECT_LE(plan.n_blocks * plan.splits, 132);
+  }
+  const SmallMSplitKPlan down = plan_small_m_split_k(64, 4096, 14336, 132);
+  EXPECT_EQ(down.k_tiles, 224);
+  EXPECT_EQ(down.splits, 4);
+  EXPECT_EQ(small_m_split_k_workspace_floats(down, 64, 4096), 4LL * 64 * 4096);
+}
+
+TEST(SmallMSplitK, SplitsOnlyWhatIsLongEnoughAndNeverGoesBelowOne) {
+  // N wide enough for every SM: no split, no workspace
+  const SmallMSplitKPlan wide = plan_small_m_split_k(16, 32768, 4096, 132);
+  EXPECT_EQ(wide.splits, 1);
+  EXPECT_FALSE(wide.needs_workspace());
+  EXPECT_EQ(small_m_split_k_workspace_floats(wide, 16, 32768), 0);
+  // short K: at least kSmallMMinKTilesPerSplit tiles per split
+  EXPECT_EQ(plan_small_m_split_k(1, 257, 8, 132).splits, 1);
+  EXPECT_EQ(plan_small_m_split_k(3, 17, 512, 132).splits, 2);
+  // one column block, long K: many splits, each still at least 4 tiles
+  const SmallMSplitKPlan narrow = plan_small_m_split_k(33, 77, 16392, 132);
+  EXPECT_EQ(narrow.k_tiles, 257);
+  EXPECT_EQ(narrow.splits, 64);
+}
+
+TEST(SmallMSplitK, SplitsCoverEveryKTileOnceAndDifferByAtMostOne) {
+  for (const auto& [k, sm_count] : std::vector<std::pair<int, int>>{{4096, 132}, {16392, 132}, {14336, 132}, {520, 7}}) {
+    const SmallMSplitKPlan plan = plan_small_m_split_k(5, 77, k, sm_count);
+    EXPECT_EQ(plan.k_tile_begin(0), 0);
+    EXPECT_EQ(plan.k_tile_begin(plan.splits), plan.k_tiles);
+    int shortest = plan.k_tiles, longest = 0;
+    for (int split = 0; split < plan.splits; ++split) {
+      const int tiles = plan.k_tile_begin(split + 1) - plan.k_tile_begin(split);
+      shortest = std::min(shortest, tiles);
+      longest = std::max(longest, tiles);
+    }
+    EXPECT_LE(longest - shortest, 1) << "K = " << k;
+    EXPECT_GE(shortest, plan.splits > 1 ? kSmallMMinKTilesPerSplit : 1) << "K = " << k;
+  }
+}
+
+// The permuted k order: MMA (s, h) takes from lane t's chunk small_m_lane_chunk(t, s) word 2h as its
+// "k = 2t, 2t + 1" register and word 2h + 1 as "k = 2t + 8, 2t + 9". Over the 4 lanes of a row, the
+// 4 MMAs and the 4 bf16 of each lane and MMA, that must name every k of the 64-deep tile once.
+TEST(SmallMSplitK, TheFourMmasOfATileCoverEveryKOnce) {
+  std::set<int> seen;
+  for (int s = 0; s < 2; ++s)
+    for (int h = 0; h < 2; ++h) {
+      std::set<int> this_mma;
+      for (int t = 0; t < 4; ++t)
+        for (int word = 2 * h; word < 2 * h + 2; ++word)
+          for (int half = 0; half < 2; ++half) {
+            const int k = 8 * small_m_lane_chunk(t, s) + 2 * word + half;
+            EXPECT_TRUE(this_mma.insert(k).second);
+            EXPECT_TRUE(seen.insert(k).second) << "k " << k << " twice";
+          }
+      EXPECT_EQ(this_mma.size(), 16u);  // one MMA is 16 deep
+    }
+  EXPECT_EQ(seen.size(), 64u);
+  EXPECT_EQ(*seen.begin(), 0);
+  EXPECT_EQ(*seen.rbegin(), 63);
+}
+
+TEST(SmallMSplitK, EachLds128PhaseOfTheFragmentReadsHitsAll32Banks) {
+  for (int first_row = 0; first_row < 128; first_row += 8)  // any tile row a warp starts at
+    for (int s = 0; s < 2; ++s)
+      for (int phase = 0; phase < 4; ++phase) {  // lanes 8 phase .. 8 phase + 7: rows g = 2 phase, +1
+        std::set<int> banks;
+        for (int lane = 8 * phase; lane < 8 * phase + 8; ++lane) {
+          const std::set<int> touched =
+              banks_of_chunk(swizzle_128b_offset(first_row + lane / 4, small_m_lane_chunk(lane % 4, s)));
+          banks.insert(touched.begin(), touched.end());
+        }
+        EXPECT_EQ(banks.size(), static_cast<std::size_t>(kBanks)) << "row " << first_row << " step " << s;
+      }
+}
+
+TEST(SmallMSplitK, StepOneIsStepZeroXor16AndEightRowsDownIs1024Bytes) {
+  for (int row = 0; row < 8; ++row)
+    for (int t = 0; t < 4; ++t) {
+      const int step0 = swizzle_128b_offset(row, small_m_lane_chunk(t, 0));
+      EXPECT_EQ(swizzle_128b_offset(row, small_m_lane_chunk(t, 1)), step0 ^ 16);
+      for (int down = 8; down < 128; down += 8)
+        for (int s = 0; s < 2; ++s)
+          EXPECT_EQ(swizzle_128b_offset(row + down, small_m_lane_chunk(t, s)),
+                    swizzle_128b_offset(row, small_m_lane_chunk(t, s)) + down * kSwizzleRowBytes);
+    }
 }
 
 // ---- TMA boxes --------------------------------------------------------------------------------------

@@ -2,7 +2,9 @@
 // which shapes they refuse and why, and the host side of the fused op (GELU reference, work).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,26 +33,29 @@ std::vector<const KernelEntry*> gemm_ladder(const Registry& registry) {
   return ladder;
 }
 
-TEST(Stage3Ladder, RegistersTenRungsInOrderInTheStage3GemmReport) {
+constexpr int kSmallMRung = 11;
+
+TEST(Stage3Ladder, RegistersElevenRungsInOrderInTheStage3GemmReport) {
   const Registry registry = stage3_registry();
   const std::vector<const KernelEntry*> ladder = gemm_ladder(registry);
-  ASSERT_EQ(ladder.size(), 10u);
+  ASSERT_EQ(ladder.size(), 11u);
   for (std::size_t i = 0; i < ladder.size(); ++i) {
     const KernelEntry& k = *ladder[i];
     EXPECT_EQ(k.rung, static_cast<int>(i) + 1) << k.id;
     EXPECT_EQ(k.report_group(), "stage3-gemm") << k.id;
     EXPECT_EQ(k.dtypes, std::vector<DType>{DType::bf16}) << k.id;
-    EXPECT_EQ(k.refuses, hgemm_refusals()) << k.id;
+    EXPECT_EQ(k.refuses, k.rung == kSmallMRung ? small_m_refusals() : hgemm_refusals()) << k.id;
     EXPECT_FALSE(k.constraints.empty()) << k.id;
   }
-  EXPECT_EQ(ladder.back()->id, "stage3/gemm_bias_gelu/10_fused_bias_gelu");
+  EXPECT_EQ(ladder[9]->id, "stage3/gemm_bias_gelu/10_fused_bias_gelu");
+  EXPECT_EQ(ladder.back()->id, "stage3/hgemm/11_small_m_split_k");
 }
 
 TEST(Stage3Ladder, HopperRungsRunOnSm90OnlyAndTheOthersFromSm80) {
   const Registry registry = stage3_registry();
   for (const KernelEntry* entry : gemm_ladder(registry)) {
     const KernelEntry& k = *entry;
-    if (k.rung <= 3) {
+    if (k.rung <= 3 || k.rung == kSmallMRung) {
       EXPECT_EQ(k.min_compute_capability, 80) << k.id;
       EXPECT_EQ(k.max_compute_capability, 0) << k.id;
     } else {
@@ -77,16 +82,50 @@ TEST(Stage3Ladder, OnAnAmpereOrBlackwellGpuHopperRungsAreRefusedWithAReason) {
   EXPECT_EQ(unsupported_reason(registry, mma, problem, &blackwell), "");
 }
 
-TEST(Stage3Ladder, EveryRungTakesAnyMAndNButRefusesKNotAMultipleOf8) {
+TEST(Stage3Ladder, EveryTileRungTakesAnyMAndNButRefusesKNotAMultipleOf8) {
   const Registry registry = stage3_registry();
   for (const KernelEntry* entry : gemm_ladder(registry)) {
     const KernelEntry& k = *entry;
+    if (k.rung == kSmallMRung) continue;  // M <= 64 only: the next test
     for (const auto& dims : {std::vector<std::int64_t>{1, 1, 8}, {4093, 17, 1032}, {129, 4093, 264}})
       EXPECT_EQ(unsupported_reason(registry, k, gemm_problem(k.op, dims, DType::bf16), nullptr), "") << k.id;
     const std::string reason =
         unsupported_reason(registry, k, gemm_problem(k.op, {128, 128, 1031}, DType::bf16), nullptr);
     EXPECT_NE(reason.find("multiple of 8"), std::string::npos) << k.id << ": " << reason;
   }
+}
+
+TEST(Stage3Ladder, TheSmallMRungTakesMUpTo64AnyNAndRefusesLargerMOrKNotAMultipleOf8) {
+  const Registry registry = stage3_registry();
+  const KernelEntry& k = registry.kernel("stage3/hgemm/11_small_m_split_k");
+  for (const auto& dims : {std::vector<std::int64_t>{1, 1, 8}, {3, 4093, 1032}, {64, 17, 16392}, {64, 4096, 14336}})
+    EXPECT_EQ(unsupported_reason(registry, k, gemm_problem(k.op, dims, DType::bf16), nullptr), "");
+  const std::string large_m = unsupported_reason(registry, k, gemm_problem(k.op, {65, 4096, 4096}, DType::bf16), nullptr);
+  EXPECT_NE(large_m.find("at most 64"), std::string::npos) << large_m;
+  const std::string odd_k = unsupported_reason(registry, k, gemm_problem(k.op, {16, 128, 1031}, DType::bf16), nullptr);
+  EXPECT_NE(odd_k.find("multiple of 8"), std::string::npos) << odd_k;
+}
+
+// The small-M conformance problems rung 11 must run: M = 1, 3, 16 or 17, 64; odd N; K tails; a
+// split into many CTAs; alpha and beta.
+TEST(Stage3Ops, ConformanceHasTheSmallMEdgesRung11Needs) {
+  const OpSpec op = make_hgemm_op();
+  std::set<std::int64_t> small_ms;
+  int odd_n = 0, k_tail = 0, scaled = 0, many_splits = 0;
+  for (const Problem& p : op.conformance_problems) {
+    if (!small_m_shape_error(p).empty()) continue;
+    const GemmShape s = gemm_shape(p);
+    small_ms.insert(s.m);
+    odd_n += s.n % 2;
+    k_tail += s.k % kSmallMBlockK != 0;
+    scaled += !p.params_text().empty();
+    many_splits += plan_small_m_split_k(static_cast<int>(s.m), static_cast<int>(s.n), static_cast<int>(s.k), 132).splits >= 8;
+  }
+  for (const std::int64_t m : {1, 3, 17, 64}) EXPECT_EQ(small_ms.count(m), 1u) << "M = " << m;
+  EXPECT_GE(odd_n, 3);
+  EXPECT_GE(k_tail, 3);
+  EXPECT_GE(scaled, 3);
+  EXPECT_GE(many_splits, 2);
 }
 
 TEST(Stage3Ops, ConformanceProblemsMixAcceptedEdgeShapesAndRefusals) {
@@ -119,7 +158,8 @@ TEST(Stage3Ops, BenchProblemsAreTheDocumentedShapes) {
   std::vector<std::string> shapes;
   for (const Problem& p : op.bench_problems) shapes.push_back(p.shape());
   for (const char* expected : {"4096x4096x4096", "8192x8192x8192", "8192x14336x4096", "8192x4096x14336",
-                               "2048x2048x2048", "4093x2049x1032"})
+                               "2048x2048x2048", "4093x2049x1032", "1x4096x4096", "16x4096x4096",
+                               "64x4096x4096", "64x4096x14336"})
     EXPECT_NE(std::find(shapes.begin(), shapes.end(), expected), shapes.end()) << expected;
   for (const Problem& p : op.bench_problems) EXPECT_EQ(hgemm_shape_error(p), "") << p.shape();
 }
