@@ -117,6 +117,12 @@ def from_ctest_junit(path):
             test.status = "passed"
         elif skipped is not None and skipped.get("message") == "SKIP_REGULAR_EXPRESSION_MATCHED":
             test.status = "skipped"
+        elif skipped is not None and (skipped.get("message") or "").startswith("SKIP_RETURN_CODE="):
+            # A script test that exits with its SKIP_RETURN_CODE (e.g. the openai client test
+            # without the openai package): ctest counts it as skipped, and so does this summary.
+            test.status = "skipped"
+            lines = [line for line in out.splitlines() if line.strip()]
+            test.skip_reason = test.skip_reason or (lines[-1] if lines else skipped.get("message"))
         elif status == "disabled":
             test.status = "skipped"
             test.skip_reason = test.skip_reason or "disabled in ctest"
