@@ -1,0 +1,330 @@
+// The weight table from GGUF or safetensors (kc/engine/model_weights.hpp says what it holds and
+// why).
+//
+// Loading is two passes: first every tensor the config calls for is found and its shape checked,
+// and every tensor in the file is accounted for, so a wrong file fails before anything is
+// converted; then each tensor is converted to float, its rows reordered where it is a GGUF q or k,
+// and rounded to bf16.
+#include "kc/engine/model_weights.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cstring>
+#include <functional>
+#include <set>
+#include <string_view>
+#include <utility>
+
+#include "kc/common/error.hpp"
+#include "kc/engine/dequantize.hpp"
+#include "kc/engine/gguf.hpp"
+#include "kc/engine/safetensors.hpp"
+
+namespace kc::engine {
+
+std::int64_t HostTensor::element_count() const {
+  std::int64_t count = 1;
+  for (std::int64_t dim : shape) count *= dim;
+  return count;
+}
+
+float HostTensor::at(std::int64_t row, std::int64_t col) const {
+  if (shape.size() != 2 || row < 0 || row >= shape[0] || col < 0 || col >= shape[1])
+    throw Error(fmt::format("tensor '{}': element ({}, {}) is outside its shape", name, row, col));
+  return bfloat16_to_float(data[static_cast<std::size_t>(row * shape[1] + col)]);
+}
+
+const HostTensor& ModelWeights::output_projection() const {
+  return config.tie_word_embeddings ? token_embedding : lm_head;
+}
+
+std::uint16_t float_to_bfloat16(float value) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  if ((bits & 0x7FFFFFFFu) > 0x7F800000u)  // NaN: keep the sign, force a quiet payload bit
+    return static_cast<std::uint16_t>((bits >> 16) | 0x0040u);
+  // Round to nearest even on the 16 bits dropped (an overflow carries into the exponent, which is
+  // the correct rounding up to the next binade or to infinity).
+  const std::uint32_t lsb = (bits >> 16) & 1u;
+  bits += 0x7FFFu + lsb;
+  return static_cast<std::uint16_t>(bits >> 16);
+}
+
+namespace {
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+// One tensor the table needs: where it goes, what the file calls it, its expected shape (outermost
+// first), and for a GGUF q or k the number of heads whose rows llama.cpp's converter permuted.
+struct Slot {
+  HostTensor* destination;
+  std::string name;
+  std::string role;  // "layer 3 key projection", for messages
+  std::vector<std::int64_t> shape;
+  std::int64_t rope_permuted_heads = 0;
+};
+
+// The file-format names of the table's tensors.
+struct Naming {
+  std::string token_embedding, final_norm, lm_head;
+  std::function<std::string(std::int64_t layer, const char* part)> layer;
+  // The parts in LayerWeights' order: attn_norm, q, k, v, o, ffn_norm, gate, up, down.
+  const char* parts[9];
+};
+
+const Naming kGgufNaming{"token_embd.weight",
+                         "output_norm.weight",
+                         "output.weight",
+                         [](std::int64_t layer, const char* part) {
+                           return fmt::format("blk.{}.{}.weight", layer, part);
+                         },
+                         {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm",
+                          "ffn_gate", "ffn_up", "ffn_down"}};
+
+const Naming kHfNaming{"model.embed_tokens.weight",
+                       "model.norm.weight",
+                       "lm_head.weight",
+                       [](std::int64_t layer, const char* part) {
+                         return fmt::format("model.layers.{}.{}.weight", layer, part);
+                       },
+                       {"input_layernorm", "self_attn.q_proj", "self_attn.k_proj",
+                        "self_attn.v_proj", "self_attn.o_proj", "post_attention_layernorm",
+                        "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"}};
+
+// Every tensor the config calls for, in the table's order. `permute_qk`: the file is GGUF.
+std::vector<Slot> plan(ModelWeights& weights, const Naming& naming, bool permute_qk) {
+  const ModelConfig& c = weights.config;
+  const std::int64_t q_rows = c.num_heads * c.head_dim;
+  const std::int64_t kv_rows = c.num_kv_heads * c.head_dim;
+  std::vector<Slot> slots;
+  slots.push_back({&weights.token_embedding,
+                   naming.token_embedding,
+                   "token embedding",
+                   {c.vocab_size, c.hidden_size}});
+  weights.layers.resize(static_cast<std::size_t>(c.num_layers));
+  for (std::int64_t l = 0; l < c.num_layers; ++l) {
+    LayerWeights& w = weights.layers[static_cast<std::size_t>(l)];
+    const auto add = [&](HostTensor& dst, int part, const char* role,
+                         std::vector<std::int64_t> shape, std::int64_t permuted_heads = 0) {
+      slots.push_back({&dst, naming.layer(l, naming.parts[part]),
+                       fmt::format("layer {} {}", l, role), std::move(shape),
+                       permute_qk ? permuted_heads : 0});
+    };
+    add(w.attn_norm, 0, "attention RMSNorm weight", {c.hidden_size});
+    add(w.q, 1, "query projection", {q_rows, c.hidden_size}, c.num_heads);
+    add(w.k, 2, "key projection", {kv_rows, c.hidden_size}, c.num_kv_heads);
+    add(w.v, 3, "value projection", {kv_rows, c.hidden_size});
+    add(w.o, 4, "attention output projection", {c.hidden_size, q_rows});
+    add(w.ffn_norm, 5, "MLP RMSNorm weight", {c.hidden_size});
+    add(w.gate, 6, "MLP gate projection", {c.intermediate_size, c.hidden_size});
+    add(w.up, 7, "MLP up projection", {c.intermediate_size, c.hidden_size});
+    add(w.down, 8, "MLP down projection", {c.hidden_size, c.intermediate_size});
+  }
+  slots.push_back(
+      {&weights.final_norm, naming.final_norm, "final RMSNorm weight", {c.hidden_size}});
+  if (!c.tie_word_embeddings)
+    slots.push_back({&weights.lm_head,
+                     naming.lm_head,
+                     "output projection (untied)",
+                     {c.vocab_size, c.hidden_size}});
+  return slots;
+}
+
+std::string config_text(const ModelConfig& c) {
+  return fmt::format(
+      "hidden {}, heads {}, kv heads {}, head_dim {}, intermediate {}, vocab {}, layers {}, "
+      "tied embeddings {}",
+      c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim, c.intermediate_size, c.vocab_size,
+      c.num_layers, c.tie_word_embeddings ? "yes" : "no");
+}
+
+[[noreturn]] void throw_missing(const std::string& origin, const Slot& slot, const ModelConfig& c) {
+  throw Error(fmt::format(
+      "{}: tensor '{}' ({}, expected shape {}) is missing; a Llama checkpoint with this config "
+      "({}) has one — is the file another architecture, or the config for a different model?",
+      origin, slot.name, slot.role, shape_text(slot.shape), config_text(c)));
+}
+
+void check_shape(const std::string& origin, const Slot& slot,
+                 const std::vector<std::int64_t>& found, const std::string& found_note,
+                 const ModelConfig& c) {
+  if (found == slot.shape) return;
+  throw Error(fmt::format(
+      "{}: tensor '{}' ({}) has shape {}{}, but the config ({}) expects {}; the file and the "
+      "config describe different models",
+      origin, slot.name, slot.role, shape_text(found), found_note, config_text(c),
+      shape_text(slot.shape)));
+}
+
+[[noreturn]] void throw_unexpected(const std::string& origin, const std::string& name,
+                                   const ModelConfig& c) {
+  throw Error(fmt::format(
+      "{}: unexpected tensor '{}': a Llama model with this config ({}) has no such weight, and "
+      "the loader refuses tensors it would silently ignore (a different architecture, more "
+      "layers than the config says, or biases the engine does not apply)",
+      origin, name, config_text(c)));
+}
+
+[[noreturn]] void throw_unconvertible(const std::string& origin, const Slot& slot,
+                                      const std::string& stored_as, const char* readable) {
+  throw Error(
+      fmt::format("{}: tensor '{}' ({}) is stored as {}, which the loader cannot convert "
+                  "to bf16; it reads {}",
+                  origin, slot.name, slot.role, stored_as, readable));
+}
+
+// model.layers.N.self_attn.rotary_emb.inv_freq: a buffer older transformers saved, derived from
+// rope_theta.
+bool is_rotary_inv_freq(const std::string& name) {
+  constexpr std::string_view prefix = "model.layers.", suffix = ".self_attn.rotary_emb.inv_freq";
+  return name.size() > prefix.size() + suffix.size() &&
+         name.compare(0, prefix.size(), prefix) == 0 &&
+         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Reorders the rows of a GGUF q or k [heads * head_dim, cols] back to Hugging Face's layout:
+// within each head, HF row i * head_dim / 2 + j is GGUF row 2j + i.
+std::vector<float> unpermute_rope_rows(const std::vector<float>& gguf, std::int64_t heads,
+                                       std::int64_t rows, std::int64_t cols) {
+  const std::int64_t head_dim = rows / heads;
+  const std::int64_t half = head_dim / 2;
+  std::vector<float> hf(gguf.size());
+  for (std::int64_t h = 0; h < heads; ++h)
+    for (std::int64_t i = 0; i < 2; ++i)
+      for (std::int64_t j = 0; j < half; ++j) {
+        const std::int64_t hf_row = h * head_dim + i * half + j;
+        const std::int64_t gguf_row = h * head_dim + 2 * j + i;
+        std::memcpy(&hf[static_cast<std::size_t>(hf_row * cols)],
+                    &gguf[static_cast<std::size_t>(gguf_row * cols)],
+                    static_cast<std::size_t>(cols) * sizeof(float));
+      }
+  return hf;
+}
+
+void fill(const Slot& slot, std::vector<float> values) {
+  if (slot.rope_permuted_heads > 0)
+    values = unpermute_rope_rows(values, slot.rope_permuted_heads, slot.shape[0], slot.shape[1]);
+  HostTensor& out = *slot.destination;
+  out.name = slot.name;
+  out.shape = slot.shape;
+  out.data.resize(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) out.data[i] = float_to_bfloat16(values[i]);
+}
+
+std::vector<std::int64_t> gguf_shape(const GgufTensorInfo& tensor) {
+  // dims[0] is innermost: reversed, they are the row-major shape.
+  return std::vector<std::int64_t>(tensor.dims.rbegin(), tensor.dims.rend());
+}
+
+std::string checkpoint_origin(const SafetensorsCheckpoint& checkpoint) {
+  const std::string& first = checkpoint.shards().front()->path();
+  if (checkpoint.shards().size() == 1) return first;
+  const std::size_t slash = first.find_last_of('/');
+  return fmt::format("the checkpoint in {} ({} shards)",
+                     slash == std::string::npos ? std::string(".") : first.substr(0, slash),
+                     checkpoint.shards().size());
+}
+
+}  // namespace
+
+ModelWeights load_model_weights(const GgufFile& file, const ModelConfig& config) {
+  const std::string& origin = file.path();
+  validate_model_config(config, origin);
+  ModelWeights weights;
+  weights.config = config;
+  const std::vector<Slot> slots = plan(weights, kGgufNaming, /*permute_qk=*/true);
+
+  std::vector<const GgufTensorInfo*> sources;
+  std::set<std::string, std::less<>> expected;
+  for (const Slot& slot : slots) {
+    const GgufTensorInfo* tensor = file.find_tensor(slot.name);
+    if (tensor == nullptr) throw_missing(origin, slot, config);
+    check_shape(origin, slot, gguf_shape(*tensor),
+                fmt::format(" (GGUF dims, innermost first: [{}])", fmt::join(tensor->dims, ", ")),
+                config);
+    if (!can_dequantize(tensor->type))
+      throw_unconvertible(origin, slot, fmt::format("type {}", ggml_type_name(tensor->type)),
+                          "f32, f16, bf16, q8_0, q4_0 and q4_1 (requantize the model to one of "
+                          "those)");
+    sources.push_back(tensor);
+    expected.insert(slot.name);
+  }
+  for (const GgufTensorInfo& tensor : file.tensors()) {
+    if (expected.count(tensor.name) != 0) continue;
+    if (!config.rope_freqs_tensor.empty() && tensor.name == config.rope_freqs_tensor) continue;
+    if (tensor.name == kGgufNaming.lm_head && config.tie_word_embeddings)
+      throw Error(fmt::format(
+          "{}: the file has '{}' but the config ties the output projection to the token "
+          "embedding; read the config from this file (model_config_from_gguf), which unties it",
+          origin, tensor.name));
+    throw_unexpected(origin, tensor.name, config);
+  }
+
+  for (std::size_t i = 0; i < slots.size(); ++i) fill(slots[i], file.tensor_to_float(*sources[i]));
+  return weights;
+}
+
+ModelWeights load_model_weights(const SafetensorsCheckpoint& checkpoint,
+                                const ModelConfig& config) {
+  const std::string origin = checkpoint_origin(checkpoint);
+  validate_model_config(config, origin);
+  ModelWeights weights;
+  weights.config = config;
+  const std::vector<Slot> slots = plan(weights, kHfNaming, /*permute_qk=*/false);
+
+  const auto shape_of = [](const SafetensorsTensor& tensor) {
+    return std::vector<std::int64_t>(tensor.shape.begin(), tensor.shape.end());
+  };
+  std::vector<const SafetensorsTensor*> sources;
+  std::set<std::string, std::less<>> expected;
+  for (const Slot& slot : slots) {
+    const SafetensorsTensor* tensor = checkpoint.find(slot.name);
+    if (tensor == nullptr) throw_missing(origin, slot, config);
+    const std::string& file = checkpoint.shard_of(slot.name).path();
+    check_shape(file, slot, shape_of(*tensor), "", config);
+    if (tensor->dtype != SafetensorsDType::f32 && tensor->dtype != SafetensorsDType::f16 &&
+        tensor->dtype != SafetensorsDType::bf16)
+      throw_unconvertible(file, slot,
+                          fmt::format("dtype {}", safetensors_dtype_name(tensor->dtype)),
+                          "F32, F16 and BF16");
+    sources.push_back(tensor);
+    expected.insert(slot.name);
+  }
+  for (const std::string& name : checkpoint.tensor_names()) {
+    if (expected.count(name) != 0) continue;
+    const std::string file = checkpoint.shard_of(name).path();
+    if (is_rotary_inv_freq(name)) continue;
+    if (name == kHfNaming.lm_head && config.tie_word_embeddings) {
+      // Tied: transformers replaces it with the embedding; only its shape is checked.
+      const Slot tied{nullptr,
+                      name,
+                      "output projection (tied to the embedding)",
+                      {config.vocab_size, config.hidden_size}};
+      check_shape(file, tied, shape_of(checkpoint.tensor(name)), "", config);
+      continue;
+    }
+    throw_unexpected(file, name, config);
+  }
+
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    const SafetensorsTensor& tensor = *sources[i];
+    const std::size_t count = static_cast<std::size_t>(tensor.element_count);
+    if (tensor.dtype == SafetensorsDType::bf16) {
+      // Bit for bit: no float round trip (it would quiet signalling NaNs).
+      HostTensor& out = *slots[i].destination;
+      out.name = slots[i].name;
+      out.shape = slots[i].shape;
+      out.data.resize(count);
+      std::memcpy(out.data.data(), tensor.data.data, count * sizeof(std::uint16_t));
+      continue;
+    }
+    const GgmlType as_ggml = tensor.dtype == SafetensorsDType::f32 ? GgmlType::f32 : GgmlType::f16;
+    fill(slots[i], dequantize(as_ggml, tensor.data, count));
+  }
+  return weights;
+}
+
+}  // namespace kc::engine

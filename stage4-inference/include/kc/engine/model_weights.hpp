@@ -1,0 +1,105 @@
+// kc/engine/model_weights.hpp — a Llama model's weights on the host, in bf16, from a GGUF file or
+// a Hugging Face safetensors checkpoint.
+//
+// The table holds what one forward pass reads: the token embedding, per decoder block the two
+// RMSNorm weights and the seven projections (q, k, v, o, gate, up, down), the final norm and the
+// output projection (lm_head, or the token embedding again when the model ties them). Every
+// tensor is row-major, outermost dimension first, in the layout of the Hugging Face checkpoint:
+//
+//   tensor            shape                          HF name (GGUF name)
+//   token_embedding   [vocab, hidden]                model.embed_tokens.weight (token_embd.weight)
+//   attn_norm         [hidden]                       model.layers.N.input_layernorm.weight
+//                                                    (blk.N.attn_norm.weight)
+//   q                 [heads * head_dim, hidden]     ...self_attn.q_proj.weight (blk.N.attn_q)
+//   k, v              [kv_heads * head_dim, hidden]  ...self_attn.{k,v}_proj.weight (attn_k,
+//   attn_v) o                 [hidden, heads * head_dim]     ...self_attn.o_proj.weight
+//   (attn_output) ffn_norm          [hidden] ...post_attention_layernorm.weight (ffn_norm) gate, up
+//   [intermediate, hidden]         ...mlp.{gate,up}_proj.weight (ffn_gate, ffn_up) down [hidden,
+//   intermediate]         ...mlp.down_proj.weight (ffn_down) final_norm        [hidden]
+//   model.norm.weight (output_norm.weight) lm_head           [vocab, hidden] lm_head.weight
+//   (output.weight)
+//
+// A projection [out, in] computes y = W x: row r of the matrix is output feature r.
+//
+// Dtype. Everything is converted to bf16, the engine's compute dtype, when it is loaded: F32 and
+// F16 are rounded to nearest even, BF16 is copied bit for bit, and the GGUF block types the
+// engine reads (q8_0, q4_0, q4_1; dequantize.hpp) are dequantized to float and then rounded.
+// Native quantized GEMM kernels, which would keep the blocks as they are, come later; until then a
+// quantized file costs bf16's memory once loaded.
+//
+// Orientation. GGUF lists a tensor's dims innermost first (ggml's ne[0] is the length of a row),
+// so a GGUF q of dims [hidden, heads * head_dim] is the [heads * head_dim, hidden] matrix above,
+// with the same bytes in the same order. safetensors lists shapes outermost first, as the table.
+//
+// RoPE layout of q and k. Hugging Face's Llama rotates with rotate_half: in each head, element i
+// turns with element i + head_dim / 2. llama.cpp rotates neighbours (2i with 2i + 1), so its
+// converter (convert_hf_to_gguf.py, LlamaModel.permute) reorders the rows of q_proj and k_proj
+// within each head, viewing a head's head_dim rows as [2, head_dim / 2] and transposing them:
+//
+//   GGUF row (head h, 2j + i)  =  HF row (head h, i * head_dim / 2 + j)   for i in {0, 1}
+//
+// (k with kv_heads heads, q with heads heads). The loader undoes that for GGUF files, so the
+// table is always in Hugging Face's layout whichever file it came from, and the engine applies
+// RoPE with rotate_half (kc::stage2 RopeLayout::rotate_half) for every model. Rows are whole
+// quantization blocks, so the reorder is a move of dequantized rows and loses nothing.
+//
+// Checks. Every tensor's shape is checked against the ModelConfig before anything is converted.
+// A missing tensor, a tensor of another shape or of a dtype the loader cannot convert, and a
+// tensor the table has no place for throw kc::Error naming the file, the tensor, and for shapes
+// the expected and the found one. Extra tensors are refused, with three exceptions that carry no
+// weights the engine needs: GGUF's rope_freqs.weight (Llama 3's RoPE frequencies, named in
+// ModelConfig::rope_freqs_tensor and read from there), old HF checkpoints' per-layer
+// self_attn.rotary_emb.inv_freq buffers (recomputed from rope_theta), and an HF lm_head.weight
+// in a model with tied embeddings (checked for shape, not loaded: transformers ties it to the
+// embedding the same way). A GGUF file whose config is tied has no output.weight by construction
+// (model_config_from_gguf decides tying from its absence).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kc/engine/model_config.hpp"
+
+namespace kc::engine {
+
+class GgufFile;
+class SafetensorsCheckpoint;
+
+// One tensor in bf16: `shape` outermost first, `data` the bf16 bit patterns, row-major.
+struct HostTensor {
+  std::string name;                 // as the source file names it
+  std::vector<std::int64_t> shape;  // outermost first
+  std::vector<std::uint16_t> data;  // bf16 bits
+
+  std::int64_t element_count() const;
+  // The element at (row, col) of a 2-D tensor, as a float.
+  float at(std::int64_t row, std::int64_t col) const;
+};
+
+struct LayerWeights {
+  HostTensor attn_norm, q, k, v, o, ffn_norm, gate, up, down;
+};
+
+struct ModelWeights {
+  ModelConfig config;
+  HostTensor token_embedding;
+  std::vector<LayerWeights> layers;  // config.num_layers of them
+  HostTensor final_norm;
+  HostTensor lm_head;  // empty (no shape, no data) when config.tie_word_embeddings
+
+  // The output projection: lm_head, or the token embedding when the model ties them.
+  const HostTensor& output_projection() const;
+};
+
+// Loads the weights of a Llama GGUF file whose shape `config` describes (usually
+// model_config_from_gguf(file)); q and k are un-permuted to Hugging Face's layout.
+ModelWeights load_model_weights(const GgufFile& file, const ModelConfig& config);
+// Loads the weights of a Hugging Face checkpoint (one file or shards) whose config.json gave
+// `config`.
+ModelWeights load_model_weights(const SafetensorsCheckpoint& checkpoint, const ModelConfig& config);
+
+// Float to bf16 bits, rounded to nearest even (NaN stays a quiet NaN of the same sign).
+std::uint16_t float_to_bfloat16(float value);
+
+}  // namespace kc::engine

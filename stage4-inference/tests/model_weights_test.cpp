@@ -1,0 +1,687 @@
+// The weight table loader: a tiny random Llama (2 layers, 4 query / 2 key-value heads, a
+// vocabulary of 100) written by the test writers as safetensors (F32, F16, BF16) and as GGUF
+// (F32, F16, BF16, q8_0, q4_0, with q and k permuted as llama.cpp's converter does), loaded, and
+// compared value by value; the RoPE layout the loader promises, checked through attention scores;
+// and every refusal. With KC_SMOLLM2_GGUF set, the real SmolLM2 GGUF loads with the right shapes.
+#include "kc/engine/model_weights.hpp"
+
+#include <cuda_fp16.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kc/engine/dequantize.hpp"
+#include "kc/engine/gguf.hpp"
+#include "kc/engine/safetensors.hpp"
+#include "support/gguf_writer.hpp"
+#include "support/safetensors_writer.hpp"
+#include "support/test_files.hpp"
+
+namespace kc::engine {
+namespace {
+
+using test_support::contains_all;
+using test_support::error_of;
+using test_support::GgufWriter;
+using test_support::StTensor;
+using test_support::TempDir;
+
+ModelConfig tiny_config(bool tied) {
+  ModelConfig c;
+  c.architecture = "llama";
+  c.hidden_size = 64;
+  c.intermediate_size = 96;  // gate/up/down are not square
+  c.num_layers = 2;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_dim = 16;
+  c.vocab_size = 100;  // not a multiple of 64
+  c.max_position_embeddings = 128;
+  c.rms_norm_eps = 1e-5;
+  c.rope_theta = 10000.0;
+  c.tie_word_embeddings = tied;
+  return c;
+}
+
+// One weight: its HF name, shape (outermost first) and values.
+struct Weight {
+  std::string hf_name, gguf_name;
+  std::vector<std::int64_t> shape;
+  std::vector<float> values;
+  std::int64_t rope_heads = 0;  // q or k: the heads llama.cpp's converter permutes
+};
+
+// Values code * scale with integer codes in [lo, hi]: exact in bf16 (and f16) when the codes fit
+// in 8 significant bits, and exact in q8_0 (scale 1/64, codes within +-127) or q4_0 (scale 1/8,
+// codes in [-8, 7]) when every block's stored scale is `scale` itself.
+struct Codes {
+  int lo, hi;
+  float scale;
+};
+constexpr Codes kQ8Codes{-127, 127, 1.0f / 64};
+constexpr Codes kQ4Codes{-8, 7, 1.0f / 8};
+
+std::vector<Weight> tiny_model(const ModelConfig& c, Codes codes, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> code(codes.lo, codes.hi);
+  std::vector<Weight> model;
+  const auto add = [&](std::string hf, std::string gguf, std::vector<std::int64_t> shape,
+                       std::int64_t rope_heads = 0) {
+    Weight w{std::move(hf), std::move(gguf), std::move(shape), {}, rope_heads};
+    std::int64_t n = 1;
+    for (std::int64_t d : w.shape) n *= d;
+    for (std::int64_t i = 0; i < n; ++i)
+      w.values.push_back(static_cast<float>(code(rng)) * codes.scale);
+    model.push_back(std::move(w));
+  };
+  const std::int64_t h = c.hidden_size, q = c.num_heads * c.head_dim,
+                     kv = c.num_kv_heads * c.head_dim, f = c.intermediate_size;
+  add("model.embed_tokens.weight", "token_embd.weight", {c.vocab_size, h});
+  for (int l = 0; l < c.num_layers; ++l) {
+    const std::string hf = "model.layers." + std::to_string(l) + ".";
+    const std::string gg = "blk." + std::to_string(l) + ".";
+    add(hf + "input_layernorm.weight", gg + "attn_norm.weight", {h});
+    add(hf + "self_attn.q_proj.weight", gg + "attn_q.weight", {q, h}, c.num_heads);
+    add(hf + "self_attn.k_proj.weight", gg + "attn_k.weight", {kv, h}, c.num_kv_heads);
+    add(hf + "self_attn.v_proj.weight", gg + "attn_v.weight", {kv, h});
+    add(hf + "self_attn.o_proj.weight", gg + "attn_output.weight", {h, q});
+    add(hf + "post_attention_layernorm.weight", gg + "ffn_norm.weight", {h});
+    add(hf + "mlp.gate_proj.weight", gg + "ffn_gate.weight", {f, h});
+    add(hf + "mlp.up_proj.weight", gg + "ffn_up.weight", {f, h});
+    add(hf + "mlp.down_proj.weight", gg + "ffn_down.weight", {h, f});
+  }
+  add("model.norm.weight", "output_norm.weight", {h});
+  if (!c.tie_word_embeddings) add("lm_head.weight", "output.weight", {c.vocab_size, h});
+  return model;
+}
+
+// llama.cpp's LlamaModel.permute, written as its numpy: w.reshape(heads, 2, rows / heads / 2,
+// cols).swapaxes(1, 2).reshape(rows, cols) — destination (h, j, i) takes source (h, i, j).
+std::vector<float> llama_cpp_permute(const std::vector<float>& w, std::int64_t heads,
+                                     std::int64_t rows, std::int64_t cols) {
+  const std::int64_t half = rows / heads / 2;
+  std::vector<float> out(w.size());
+  for (std::int64_t h = 0; h < heads; ++h)
+    for (std::int64_t j = 0; j < half; ++j)
+      for (std::int64_t i = 0; i < 2; ++i)
+        for (std::int64_t col = 0; col < cols; ++col) {
+          const std::int64_t dst_row = (h * half + j) * 2 + i;  // index in [heads, half, 2]
+          const std::int64_t src_row = (h * 2 + i) * half + j;  // index in [heads, 2, half]
+          out[dst_row * cols + col] = w[src_row * cols + col];
+        }
+  return out;
+}
+
+std::uint16_t half_bits(float v) {
+  const __half h = __float2half_rn(v);
+  std::uint16_t bits;
+  std::memcpy(&bits, &h, sizeof bits);
+  return bits;
+}
+
+// Exact: the test's values are bf16 numbers, whose low 16 bits are zero.
+std::uint16_t bf16_bits(float v) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  return static_cast<std::uint16_t>(bits >> 16);
+}
+
+void put_u16(std::vector<std::byte>& out, std::uint16_t v) {
+  out.push_back(static_cast<std::byte>(v & 0xFF));
+  out.push_back(static_cast<std::byte>(v >> 8));
+}
+
+// The values' bytes as `type` (ggml id or safetensors name below), with every block's scale
+// `codes.scale` for the block types.
+std::vector<std::byte> encode(GgmlType type, const std::vector<float>& values, Codes codes) {
+  std::vector<std::byte> out;
+  switch (type) {
+    case GgmlType::f32:
+      return test_support::f32_bytes(values);
+    case GgmlType::f16:
+      for (float v : values) put_u16(out, half_bits(v));
+      return out;
+    case GgmlType::bf16:
+      for (float v : values) put_u16(out, bf16_bits(v));
+      return out;
+    case GgmlType::q8_0:
+      for (std::size_t b = 0; b < values.size(); b += 32) {
+        put_u16(out, half_bits(codes.scale));
+        for (std::size_t i = 0; i < 32; ++i)
+          out.push_back(static_cast<std::byte>(
+              static_cast<std::int8_t>(std::lround(values[b + i] / codes.scale))));
+      }
+      return out;
+    case GgmlType::q4_0:
+      for (std::size_t b = 0; b < values.size(); b += 32) {
+        put_u16(out, half_bits(codes.scale));
+        for (std::size_t j = 0; j < 16; ++j) {
+          const long lo = std::lround(values[b + j] / codes.scale) + 8;
+          const long hi = std::lround(values[b + j + 16] / codes.scale) + 8;
+          out.push_back(static_cast<std::byte>(lo | (hi << 4)));
+        }
+      }
+      return out;
+    default:
+      ADD_FAILURE() << "the test cannot encode " << ggml_type_name(type);
+      return out;
+  }
+}
+
+std::vector<std::byte> encode_st(const std::string& dtype, const std::vector<float>& values) {
+  if (dtype == "F32") return encode(GgmlType::f32, values, {});
+  if (dtype == "F16") return encode(GgmlType::f16, values, {});
+  return encode(GgmlType::bf16, values, {});
+}
+
+std::vector<std::uint64_t> u64_shape(const std::vector<std::int64_t>& shape) {
+  return std::vector<std::uint64_t>(shape.begin(), shape.end());
+}
+
+std::vector<StTensor> st_tensors(const std::vector<Weight>& model, const std::string& dtype) {
+  std::vector<StTensor> tensors;
+  for (const Weight& w : model)
+    tensors.push_back({w.hf_name, dtype, u64_shape(w.shape), encode_st(dtype, w.values)});
+  return tensors;
+}
+
+// The GGUF way: names, dims innermost first, q and k rows permuted, norms in f32 (as llama.cpp
+// keeps 1-D tensors) and matrices in `type`.
+GgufWriter gguf_writer(const std::vector<Weight>& model, GgmlType type, Codes codes) {
+  GgufWriter writer;
+  for (const Weight& w : model) {
+    std::vector<float> values = w.values;
+    if (w.rope_heads > 0) values = llama_cpp_permute(values, w.rope_heads, w.shape[0], w.shape[1]);
+    const GgmlType stored = w.shape.size() == 1 ? GgmlType::f32 : type;
+    writer.add_tensor({w.gguf_name,
+                       std::vector<std::uint64_t>(w.shape.rbegin(), w.shape.rend()),
+                       static_cast<std::uint32_t>(stored),
+                       encode(stored, values, codes),
+                       {}});
+  }
+  return writer;
+}
+
+ModelWeights load_st(const TempDir& dir, const std::vector<StTensor>& tensors,
+                     const ModelConfig& config) {
+  const SafetensorsCheckpoint checkpoint(
+      dir.write("model.safetensors", test_support::safetensors_file(tensors)));
+  return load_model_weights(checkpoint, config);
+}
+
+ModelWeights load_gguf(const TempDir& dir, const GgufWriter& writer, const ModelConfig& config) {
+  const GgufFile file(dir.write("model.gguf", writer.build().bytes));
+  return load_model_weights(file, config);
+}
+
+// The table's tensors with the names the model gives them, HF names for both formats.
+std::vector<std::pair<const HostTensor*, std::string>> entries(const ModelWeights& w) {
+  std::vector<std::pair<const HostTensor*, std::string>> out{
+      {&w.token_embedding, "model.embed_tokens.weight"}};
+  for (std::size_t l = 0; l < w.layers.size(); ++l) {
+    const LayerWeights& x = w.layers[l];
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    for (const auto& [t, n] : std::vector<std::pair<const HostTensor*, const char*>>{
+             {&x.attn_norm, "input_layernorm"},
+             {&x.q, "self_attn.q_proj"},
+             {&x.k, "self_attn.k_proj"},
+             {&x.v, "self_attn.v_proj"},
+             {&x.o, "self_attn.o_proj"},
+             {&x.ffn_norm, "post_attention_layernorm"},
+             {&x.gate, "mlp.gate_proj"},
+             {&x.up, "mlp.up_proj"},
+             {&x.down, "mlp.down_proj"}})
+      out.push_back({t, p + n + ".weight"});
+  }
+  out.push_back({&w.final_norm, "model.norm.weight"});
+  if (!w.config.tie_word_embeddings) out.push_back({&w.lm_head, "lm_head.weight"});
+  return out;
+}
+
+// Every tensor of the table holds exactly the model's values (in HF layout) with its shape.
+void expect_table_is(const ModelWeights& loaded, const std::vector<Weight>& model) {
+  std::map<std::string, const Weight*> by_name;
+  for (const Weight& w : model) by_name[w.hf_name] = &w;
+  const auto tensors = entries(loaded);
+  ASSERT_EQ(tensors.size(), model.size());
+  for (const auto& [tensor, hf_name] : tensors) {
+    const Weight& w = *by_name.at(hf_name);
+    ASSERT_EQ(tensor->shape, w.shape) << hf_name;
+    ASSERT_EQ(tensor->data.size(), w.values.size()) << hf_name;
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < w.values.size(); ++i)
+      if (tensor->data[i] != bf16_bits(w.values[i])) ++wrong;
+    EXPECT_EQ(wrong, 0u) << hf_name << " (" << tensor->name << "): " << wrong << " of "
+                         << w.values.size() << " values differ";
+  }
+  if (loaded.config.tie_word_embeddings) {
+    EXPECT_TRUE(loaded.lm_head.data.empty());
+    EXPECT_EQ(&loaded.output_projection(), &loaded.token_embedding);
+  } else {
+    EXPECT_EQ(&loaded.output_projection(), &loaded.lm_head);
+  }
+}
+
+void expect_same_tables(const ModelWeights& a, const ModelWeights& b) {
+  const auto ta = entries(a), tb = entries(b);
+  ASSERT_EQ(ta.size(), tb.size());
+  for (std::size_t i = 0; i < ta.size(); ++i) {
+    EXPECT_EQ(ta[i].first->shape, tb[i].first->shape) << ta[i].second;
+    EXPECT_TRUE(ta[i].first->data == tb[i].first->data) << ta[i].second << " differs";
+  }
+}
+
+// --- Loading ----------------------------------------------------------------------------------
+
+TEST(ModelWeights, SafetensorsAndGgufGiveTheSameTableInEveryFloatType) {
+  for (bool tied : {false, true}) {
+    const ModelConfig config = tiny_config(tied);
+    const std::vector<Weight> model = tiny_model(config, kQ8Codes, tied ? 7u : 11u);
+    TempDir dir;
+    std::vector<ModelWeights> tables;
+    for (const char* dtype : {"F32", "F16", "BF16"}) {
+      SCOPED_TRACE(std::string("safetensors ") + dtype + (tied ? " tied" : " untied"));
+      tables.push_back(load_st(dir, st_tensors(model, dtype), config));
+      expect_table_is(tables.back(), model);
+    }
+    for (GgmlType type : {GgmlType::f32, GgmlType::f16, GgmlType::bf16, GgmlType::q8_0}) {
+      SCOPED_TRACE("GGUF " + std::string(ggml_type_name(type)) + (tied ? " tied" : " untied"));
+      tables.push_back(load_gguf(dir, gguf_writer(model, type, kQ8Codes), config));
+      expect_table_is(tables.back(), model);
+      expect_same_tables(tables.front(), tables.back());
+    }
+  }
+}
+
+TEST(ModelWeights, Q4_0GgufMatchesTheSafetensorsModel) {
+  const ModelConfig config = tiny_config(false);
+  const std::vector<Weight> model = tiny_model(config, kQ4Codes, 23u);
+  TempDir dir;
+  const ModelWeights gguf = load_gguf(dir, gguf_writer(model, GgmlType::q4_0, kQ4Codes), config);
+  expect_table_is(gguf, model);
+  expect_same_tables(load_st(dir, st_tensors(model, "BF16"), config), gguf);
+}
+
+TEST(ModelWeights, QuantizedValuesOffTheGridStayWithinTheFormatsError) {
+  // Arbitrary values, quantized as ggml does (scale amax / 127): loaded within half a q8_0 step
+  // plus one bf16 rounding of the value.
+  ModelConfig config = tiny_config(true);
+  std::vector<Weight> model = tiny_model(config, kQ8Codes, 5u);
+  std::mt19937 rng(99);
+  std::normal_distribution<float> normal(0.0f, 0.05f);
+  Weight& up = model[8];  // layer 0 up projection
+  ASSERT_EQ(up.gguf_name, "blk.0.ffn_up.weight");
+  for (float& v : up.values) v = normal(rng);
+  GgufWriter writer;
+  std::vector<std::byte> q8;
+  std::vector<float> step;
+  for (std::size_t b = 0; b < up.values.size(); b += 32) {
+    float amax = 0.0f;
+    for (std::size_t i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(up.values[b + i]));
+    const std::uint16_t d = half_bits(amax / 127.0f);
+    put_u16(q8, d);
+    for (std::size_t i = 0; i < 32; ++i)
+      q8.push_back(static_cast<std::byte>(
+          static_cast<std::int8_t>(std::lround(up.values[b + i] / half_to_float(d)))));
+    step.push_back(half_to_float(d));
+  }
+  for (const Weight& w : model) {
+    std::vector<float> values = w.values;
+    if (w.rope_heads > 0) values = llama_cpp_permute(values, w.rope_heads, w.shape[0], w.shape[1]);
+    const bool is_up = &w == &up;
+    writer.add_tensor({w.gguf_name,
+                       std::vector<std::uint64_t>(w.shape.rbegin(), w.shape.rend()),
+                       static_cast<std::uint32_t>(is_up ? GgmlType::q8_0 : GgmlType::f32),
+                       is_up ? q8 : test_support::f32_bytes(values),
+                       {}});
+  }
+  TempDir dir;
+  const ModelWeights loaded = load_gguf(dir, writer, config);
+  const HostTensor& t = loaded.layers[0].up;
+  for (std::size_t i = 0; i < up.values.size(); ++i) {
+    const float x = up.values[i];
+    const float bound = step[i / 32] * (0.5f + 1e-3f) + std::fabs(x) * 0x1p-8f * 1.01f + 1e-7f;
+    ASSERT_LE(std::fabs(bfloat16_to_float(t.data[i]) - x), bound) << "element " << i;
+  }
+}
+
+TEST(ModelWeights, GgufDimsAreInnermostFirst) {
+  // gate is [intermediate 96, hidden 64]: GGUF dims [64, 96]. Element (r, c) is the value at
+  // r * 64 + c of the data, as in the HF matrix.
+  const ModelConfig config = tiny_config(true);
+  const std::vector<Weight> model = tiny_model(config, kQ8Codes, 3u);
+  TempDir dir;
+  const GgufWriter writer = gguf_writer(model, GgmlType::f32, kQ8Codes);
+  const GgufFile file(dir.write("model.gguf", writer.build().bytes));
+  EXPECT_EQ(file.tensor("blk.1.ffn_gate.weight").dims, (std::vector<std::uint64_t>{64, 96}));
+  EXPECT_EQ(file.tensor("blk.1.ffn_down.weight").dims, (std::vector<std::uint64_t>{96, 64}));
+  const ModelWeights w = load_model_weights(file, config);
+  EXPECT_EQ(w.layers[1].gate.shape, (std::vector<std::int64_t>{96, 64}));
+  EXPECT_EQ(w.layers[1].down.shape, (std::vector<std::int64_t>{64, 96}));
+  const Weight& gate = model[1 + 9 + 6];
+  ASSERT_EQ(gate.hf_name, "model.layers.1.mlp.gate_proj.weight");
+  EXPECT_EQ(w.layers[1].gate.at(95, 3), gate.values[95 * 64 + 3]);
+  EXPECT_EQ(w.layers[1].gate.at(2, 63), gate.values[2 * 64 + 63]);
+}
+
+TEST(ModelWeights, ConfigFromGgufMetadataDecidesTying) {
+  for (bool tied : {false, true}) {
+    const ModelConfig config = tiny_config(tied);
+    const std::vector<Weight> model = tiny_model(config, kQ8Codes, 31u);
+    GgufWriter writer = gguf_writer(model, GgmlType::bf16, kQ8Codes);
+    using namespace test_support;
+    writer.add("general.architecture", v_string("llama"))
+        .add("llama.block_count", v_u32(2))
+        .add("llama.context_length", v_u32(128))
+        .add("llama.embedding_length", v_u32(64))
+        .add("llama.feed_forward_length", v_u32(96))
+        .add("llama.attention.head_count", v_u32(4))
+        .add("llama.attention.head_count_kv", v_u32(2))
+        .add("llama.rope.freq_base", v_f32(10000.0f))
+        .add("llama.attention.layer_norm_rms_epsilon", v_f32(1e-5f))
+        .add("llama.vocab_size", v_u32(100));
+    TempDir dir;
+    const GgufFile file(dir.write("model.gguf", writer.build().bytes));
+    const ModelConfig from_file = model_config_from_gguf(file);
+    EXPECT_EQ(from_file.tie_word_embeddings, tied);
+    expect_table_is(load_model_weights(file, from_file), model);
+  }
+}
+
+// --- The RoPE layout --------------------------------------------------------------------------
+
+TEST(ModelWeights, GgufQkRowsAreUnpermutedToHfLayout) {
+  // The permutation itself, on one head of head_dim 4: HF rows r0 r1 | r2 r3 (rotate_half pairs
+  // r0 with r2) are stored by llama.cpp as r0 r2 r1 r3 (neighbours pair).
+  EXPECT_EQ(llama_cpp_permute({0, 1, 2, 3}, 1, 4, 1), (std::vector<float>{0, 2, 1, 3}));
+  EXPECT_EQ(llama_cpp_permute({0, 1, 2, 3, 4, 5, 6, 7}, 2, 8, 1),
+            (std::vector<float>{0, 2, 1, 3, 4, 6, 5, 7}));
+
+  const ModelConfig config = tiny_config(false);
+  const std::vector<Weight> model = tiny_model(config, kQ8Codes, 41u);
+  TempDir dir;
+  const ModelWeights hf = load_st(dir, st_tensors(model, "BF16"), config);
+  const ModelWeights gguf = load_gguf(dir, gguf_writer(model, GgmlType::bf16, kQ8Codes), config);
+  for (int l = 0; l < 2; ++l) {
+    EXPECT_TRUE(gguf.layers[l].q.data == hf.layers[l].q.data) << "layer " << l << " q";
+    EXPECT_TRUE(gguf.layers[l].k.data == hf.layers[l].k.data) << "layer " << l << " k";
+  }
+  // Negative control: the file's own row order is not the table's.
+  const GgufFile file(dir.path("model.gguf"));
+  const std::vector<float> stored = file.tensor_to_float(file.tensor("blk.0.attn_q.weight"));
+  EXPECT_NE(stored, model[2].values);
+}
+
+// RoPE on one head vector at `position`, in double.
+std::vector<double> rope(std::vector<double> x, double position, double theta, bool interleaved) {
+  const std::size_t half = x.size() / 2;
+  for (std::size_t i = 0; i < half; ++i) {
+    const double angle =
+        position * std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(x.size()));
+    const std::size_t a = interleaved ? 2 * i : i, b = interleaved ? 2 * i + 1 : i + half;
+    const double xa = x[a], xb = x[b];
+    x[a] = xa * std::cos(angle) - xb * std::sin(angle);
+    x[b] = xb * std::cos(angle) + xa * std::sin(angle);
+  }
+  return x;
+}
+
+// Head `head` of W x for a [heads * head_dim, cols] matrix of floats.
+std::vector<double> head_of(const std::vector<float>& w, const std::vector<double>& x,
+                            std::int64_t head, std::int64_t head_dim) {
+  std::vector<double> y(static_cast<std::size_t>(head_dim), 0.0);
+  const std::size_t cols = x.size();
+  for (std::int64_t r = 0; r < head_dim; ++r)
+    for (std::size_t c = 0; c < cols; ++c)
+      y[static_cast<std::size_t>(r)] +=
+          w[static_cast<std::size_t>(head * head_dim + r) * cols + c] * x[c];
+  return y;
+}
+
+double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  double s = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+TEST(ModelWeights, LoadedTableWithRotateHalfScoresAsLlamaCppDoesOnTheFile) {
+  // llama.cpp applies neighbour-pair RoPE to the file's (permuted) q and k; the engine applies
+  // rotate_half to the loaded table. Every attention score q_h(p) . k_g(s) must agree, and with
+  // the wrong RoPE on the loaded table it must not (the check can fail).
+  const ModelConfig config = tiny_config(false);
+  const std::vector<Weight> model = tiny_model(config, kQ8Codes, 53u);
+  TempDir dir;
+  const GgufWriter writer = gguf_writer(model, GgmlType::f32, kQ8Codes);
+  const ModelWeights table = load_gguf(dir, writer, config);
+  const GgufFile file(dir.path("model.gguf"));
+  const std::vector<float> file_q = file.tensor_to_float(file.tensor("blk.1.attn_q.weight"));
+  const std::vector<float> file_k = file.tensor_to_float(file.tensor("blk.1.attn_k.weight"));
+  std::vector<float> table_q, table_k;
+  for (std::uint16_t b : table.layers[1].q.data) table_q.push_back(bfloat16_to_float(b));
+  for (std::uint16_t b : table.layers[1].k.data) table_k.push_back(bfloat16_to_float(b));
+
+  std::mt19937 rng(5);
+  std::normal_distribution<double> normal;
+  std::vector<double> x_q(64), x_k(64);
+  for (double& v : x_q) v = normal(rng);
+  for (double& v : x_k) v = normal(rng);
+  const double theta = config.rope_theta;
+  double worst_right = 0.0, worst_wrong = 0.0;
+  for (std::int64_t h = 0; h < 4; ++h) {
+    const std::int64_t g = h / 2;  // its key-value head
+    for (double p : {0.0, 3.0, 17.0}) {
+      for (double s : {1.0, 9.0}) {
+        const double llama_cpp = dot(rope(head_of(file_q, x_q, h, 16), p, theta, true),
+                                     rope(head_of(file_k, x_k, g, 16), s, theta, true));
+        const double engine = dot(rope(head_of(table_q, x_q, h, 16), p, theta, false),
+                                  rope(head_of(table_k, x_k, g, 16), s, theta, false));
+        const double wrong = dot(rope(head_of(table_q, x_q, h, 16), p, theta, true),
+                                 rope(head_of(table_k, x_k, g, 16), s, theta, true));
+        const double scale = 1.0 + std::fabs(llama_cpp);
+        worst_right = std::max(worst_right, std::fabs(engine - llama_cpp) / scale);
+        worst_wrong = std::max(worst_wrong, std::fabs(wrong - llama_cpp) / scale);
+      }
+    }
+  }
+  EXPECT_LT(worst_right, 1e-12);
+  EXPECT_GT(worst_wrong, 1e-3);
+}
+
+// --- Refusals ---------------------------------------------------------------------------------
+
+std::vector<StTensor> without(std::vector<StTensor> tensors, const std::string& name) {
+  for (auto it = tensors.begin(); it != tensors.end(); ++it)
+    if (it->name == name) {
+      tensors.erase(it);
+      return tensors;
+    }
+  ADD_FAILURE() << name << " is not in the model";
+  return tensors;
+}
+
+TEST(ModelWeights, RefusesAMissingTensor) {
+  const ModelConfig config = tiny_config(false);
+  const std::vector<StTensor> tensors = st_tensors(tiny_model(config, kQ8Codes, 1u), "BF16");
+  TempDir dir;
+  EXPECT_TRUE(contains_all(error_of([&] {
+                             load_st(dir, without(tensors, "model.layers.1.mlp.up_proj.weight"),
+                                     config);
+                           }),
+                           {"model.safetensors", "tensor 'model.layers.1.mlp.up_proj.weight'",
+                            "layer 1 MLP up projection", "expected shape [96, 64]", "is missing"}));
+  EXPECT_TRUE(contains_all(
+      error_of([&] { load_st(dir, without(tensors, "lm_head.weight"), config); }),
+      {"'lm_head.weight'", "output projection (untied)", "is missing", "tied embeddings no"}));
+  // GGUF: the model without its last tensor, output.weight.
+  std::vector<Weight> model = tiny_model(config, kQ8Codes, 1u);
+  ASSERT_EQ(model.back().gguf_name, "output.weight");
+  model.pop_back();
+  EXPECT_TRUE(contains_all(
+      error_of([&] { load_gguf(dir, gguf_writer(model, GgmlType::f32, kQ8Codes), config); }),
+      {"model.gguf", "tensor 'output.weight'", "is missing", "expected shape [100, 64]"}));
+}
+
+TEST(ModelWeights, RefusesAMisshapedTensorNamingBothShapes) {
+  ModelConfig config = tiny_config(true);
+  std::vector<StTensor> tensors = st_tensors(tiny_model(config, kQ8Codes, 2u), "F32");
+  for (StTensor& t : tensors)
+    if (t.name == "model.layers.0.self_attn.k_proj.weight") {
+      t.shape = {64, 32};  // transposed
+    }
+  TempDir dir;
+  EXPECT_TRUE(
+      contains_all(error_of([&] { load_st(dir, tensors, config); }),
+                   {"tensor 'model.layers.0.self_attn.k_proj.weight'", "layer 0 key projection",
+                    "has shape [64, 32]", "expects [32, 64]", "kv heads 2", "head_dim 16"}));
+
+  // GGUF: a gate written with its dims in row-major order instead of innermost first.
+  std::vector<Weight> model = tiny_model(config, kQ8Codes, 2u);
+  GgufWriter writer;
+  for (const Weight& w : model) {
+    std::vector<std::uint64_t> dims(w.shape.rbegin(), w.shape.rend());
+    if (w.gguf_name == "blk.1.ffn_gate.weight") dims = {96, 64};
+    std::vector<float> values = w.values;
+    if (w.rope_heads > 0) values = llama_cpp_permute(values, w.rope_heads, w.shape[0], w.shape[1]);
+    writer.add_tensor({w.gguf_name, dims, 0, test_support::f32_bytes(values), {}});
+  }
+  EXPECT_TRUE(contains_all(error_of([&] { load_gguf(dir, writer, config); }),
+                           {"model.gguf", "tensor 'blk.1.ffn_gate.weight'", "has shape [64, 96]",
+                            "GGUF dims, innermost first: [96, 64]", "expects [96, 64]"}));
+
+  // A config with another vocabulary than the file.
+  config.vocab_size = 101;
+  EXPECT_TRUE(
+      contains_all(error_of([&] { load_st(dir, st_tensors(model, "F32"), config); }),
+                   {"'model.embed_tokens.weight'", "has shape [100, 64]", "expects [101, 64]"}));
+}
+
+TEST(ModelWeights, RefusesUnexpectedTensorsAndAcceptsTheDocumentedExtras) {
+  const ModelConfig config = tiny_config(true);
+  const std::vector<Weight> model = tiny_model(config, kQ8Codes, 4u);
+  TempDir dir;
+  // A bias the engine would silently ignore.
+  std::vector<StTensor> tensors = st_tensors(model, "BF16");
+  tensors.push_back({"model.layers.0.self_attn.q_proj.bias",
+                     "BF16",
+                     {64},
+                     encode_st("BF16", std::vector<float>(64, 1.0f))});
+  EXPECT_TRUE(contains_all(error_of([&] { load_st(dir, tensors, config); }),
+                           {"unexpected tensor 'model.layers.0.self_attn.q_proj.bias'"}));
+  // A third layer the config does not have.
+  ModelConfig one_layer = config;
+  one_layer.num_layers = 1;
+  EXPECT_TRUE(contains_all(error_of([&] { load_st(dir, st_tensors(model, "BF16"), one_layer); }),
+                           {"unexpected tensor 'model.layers.1.", "layers 1"}));
+  EXPECT_TRUE(contains_all(
+      error_of([&] { load_gguf(dir, gguf_writer(model, GgmlType::f32, kQ8Codes), one_layer); }),
+      {"unexpected tensor 'blk.1."}));
+
+  // Accepted: inv_freq buffers, and a tied lm_head.weight of the right shape (not loaded).
+  tensors = st_tensors(model, "BF16");
+  tensors.push_back({"model.layers.1.self_attn.rotary_emb.inv_freq",
+                     "F32",
+                     {8},
+                     encode_st("F32", std::vector<float>(8, 0.5f))});
+  tensors.push_back(
+      {"lm_head.weight", "BF16", {100, 64}, encode_st("BF16", std::vector<float>(6400, 2.0f))});
+  const ModelWeights tied = load_st(dir, tensors, config);
+  expect_table_is(tied, model);
+  // ... but not one of the wrong shape.
+  tensors.back() = {
+      "lm_head.weight", "BF16", {100, 32}, encode_st("BF16", std::vector<float>(3200, 2.0f))};
+  EXPECT_TRUE(contains_all(
+      error_of([&] { load_st(dir, tensors, config); }),
+      {"'lm_head.weight'", "tied to the embedding", "has shape [100, 32]", "expects [100, 64]"}));
+
+  // GGUF: output.weight in a file whose config is tied.
+  const std::vector<Weight> untied_model = tiny_model(tiny_config(false), kQ8Codes, 4u);
+  EXPECT_TRUE(contains_all(
+      error_of([&] { load_gguf(dir, gguf_writer(untied_model, GgmlType::f32, kQ8Codes), config); }),
+      {"has 'output.weight'", "ties the output projection"}));
+  // GGUF: rope_freqs.weight is accepted when the config names it.
+  ModelConfig with_freqs = config;
+  with_freqs.rope_freqs_tensor = "rope_freqs.weight";
+  GgufWriter writer = gguf_writer(model, GgmlType::f32, kQ8Codes);
+  writer.add_tensor(
+      {"rope_freqs.weight", {8}, 0, test_support::f32_bytes(std::vector<float>(8, 1.0f)), {}});
+  expect_table_is(load_gguf(dir, writer, with_freqs), model);
+  EXPECT_TRUE(contains_all(error_of([&] { load_gguf(dir, writer, config); }),
+                           {"unexpected tensor 'rope_freqs.weight'"}));
+}
+
+TEST(ModelWeights, RefusesTypesItCannotConvert) {
+  const ModelConfig config = tiny_config(true);
+  const std::vector<Weight> model = tiny_model(config, kQ8Codes, 6u);
+  TempDir dir;
+  std::vector<StTensor> tensors = st_tensors(model, "F32");
+  for (StTensor& t : tensors)
+    if (t.name == "model.norm.weight") t = {t.name, "I32", {64}, std::vector<std::byte>(256)};
+  EXPECT_TRUE(
+      contains_all(error_of([&] { load_st(dir, tensors, config); }),
+                   {"tensor 'model.norm.weight'", "stored as dtype I32", "F32, F16 and BF16"}));
+  // GGUF q5_0 (block 32, 22 bytes): readable, not convertible by the loader.
+  GgufWriter writer;
+  for (const Weight& w : model) {
+    const bool q5 = w.gguf_name == "blk.0.attn_v.weight";
+    writer.add_tensor(
+        {w.gguf_name,
+         std::vector<std::uint64_t>(w.shape.rbegin(), w.shape.rend()),
+         q5 ? static_cast<std::uint32_t>(GgmlType::q5_0) : 0u,
+         q5 ? std::vector<std::byte>(32 * 64 / 32 * 22) : test_support::f32_bytes(w.values),
+         {}});
+  }
+  EXPECT_TRUE(
+      contains_all(error_of([&] { load_gguf(dir, writer, config); }),
+                   {"tensor 'blk.0.attn_v.weight'", "stored as type q5_0", "q8_0, q4_0 and q4_1"}));
+}
+
+TEST(ModelWeights, FloatToBfloat16RoundsToNearestEven) {
+  EXPECT_EQ(float_to_bfloat16(1.0f), 0x3F80);
+  EXPECT_EQ(float_to_bfloat16(-2.5f), 0xC020);
+  // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties to even (1); a hair above rounds up.
+  EXPECT_EQ(float_to_bfloat16(1.0f + 0x1p-8f), 0x3F80);
+  EXPECT_EQ(float_to_bfloat16(1.0f + 0x1p-8f + 0x1p-20f), 0x3F81);
+  EXPECT_EQ(float_to_bfloat16(1.0f + 0x1p-7f + 0x1p-8f), 0x3F82);  // odd + half: up to even
+  EXPECT_EQ(float_to_bfloat16(3.4e38f), 0x7F80);                   // rounds to infinity
+  EXPECT_EQ(float_to_bfloat16(INFINITY), 0x7F80);
+  EXPECT_TRUE(std::isnan(bfloat16_to_float(float_to_bfloat16(NAN))));
+}
+
+// --- The real model ---------------------------------------------------------------------------
+
+TEST(ModelWeights, LoadsTheRealSmolLM2Gguf) {
+  const char* path = std::getenv("KC_SMOLLM2_GGUF");
+  if (path == nullptr || *path == '\0')
+    GTEST_SKIP() << "set KC_SMOLLM2_GGUF to the SmolLM2-135M-Instruct q4_1 GGUF "
+                    "(scripts/fetch_smollm2.sh fetches it) to run this test";
+  const GgufFile file(path);
+  const ModelWeights w = load_model_weights(file, model_config_from_gguf(file));
+  ASSERT_EQ(w.layers.size(), 30u);
+  EXPECT_TRUE(w.config.tie_word_embeddings);
+  EXPECT_EQ(w.token_embedding.shape, (std::vector<std::int64_t>{49152, 576}));
+  EXPECT_EQ(&w.output_projection(), &w.token_embedding);
+  EXPECT_EQ(w.final_norm.shape, (std::vector<std::int64_t>{576}));
+  for (const LayerWeights& l : w.layers) {
+    EXPECT_EQ(l.q.shape, (std::vector<std::int64_t>{576, 576}));
+    EXPECT_EQ(l.k.shape, (std::vector<std::int64_t>{192, 576}));
+    EXPECT_EQ(l.v.shape, (std::vector<std::int64_t>{192, 576}));
+    EXPECT_EQ(l.o.shape, (std::vector<std::int64_t>{576, 576}));
+    EXPECT_EQ(l.gate.shape, (std::vector<std::int64_t>{1536, 576}));
+    EXPECT_EQ(l.up.shape, (std::vector<std::int64_t>{1536, 576}));
+    EXPECT_EQ(l.down.shape, (std::vector<std::int64_t>{576, 1536}));
+    EXPECT_EQ(l.attn_norm.shape, (std::vector<std::int64_t>{576}));
+  }
+  std::size_t not_finite = 0;
+  for (std::uint16_t b : w.layers[0].q.data)
+    not_finite += std::isfinite(bfloat16_to_float(b)) ? 0 : 1;
+  EXPECT_EQ(not_finite, 0u);
+}
+
+}  // namespace
+}  // namespace kc::engine
