@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
@@ -297,6 +298,43 @@ TEST(ModelWeights, SafetensorsAndGgufGiveTheSameTableInEveryFloatType) {
       expect_same_tables(tables.front(), tables.back());
     }
   }
+}
+
+TEST(ModelWeights, ShardedSafetensorsCheckpointLoadsTheSameTable) {
+  // Layer 0 and the embedding in one shard, the rest in the other, as an index names them.
+  const ModelConfig config = tiny_config(false);
+  const std::vector<Weight> model = tiny_model(config, kQ8Codes, 17u);
+  std::vector<StTensor> first, second;
+  nlohmann::json weight_map = nlohmann::json::object();
+  for (StTensor& t : st_tensors(model, "BF16")) {
+    const bool in_first =
+        t.name == "model.embed_tokens.weight" || t.name.rfind("model.layers.0.", 0) == 0;
+    const char* shard =
+        in_first ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
+    weight_map[t.name] = shard;
+    (in_first ? first : second).push_back(std::move(t));
+  }
+  TempDir dir;
+  dir.write("model-00001-of-00002.safetensors", test_support::safetensors_file(first));
+  dir.write("model-00002-of-00002.safetensors", test_support::safetensors_file(second));
+  dir.write_text(
+      "model.safetensors.index.json",
+      nlohmann::json{{"metadata", nlohmann::json::object()}, {"weight_map", weight_map}}.dump());
+  const SafetensorsCheckpoint checkpoint(dir.root());
+  ASSERT_EQ(checkpoint.shards().size(), 2u);
+  expect_table_is(load_model_weights(checkpoint, config), model);
+
+  // A shape error names the shard that holds the tensor; a missing tensor names the checkpoint.
+  ModelConfig wider = config;
+  wider.intermediate_size = 128;
+  EXPECT_TRUE(contains_all(error_of([&] { load_model_weights(checkpoint, wider); }),
+                           {"model-00001-of-00002.safetensors",
+                            "'model.layers.0.mlp.gate_proj.weight'", "expects [128, 64]"}));
+  ModelConfig three_layers = config;
+  three_layers.num_layers = 3;
+  EXPECT_TRUE(contains_all(error_of([&] { load_model_weights(checkpoint, three_layers); }),
+                           {"the checkpoint in " + dir.root() + " (2 shards)",
+                            "'model.layers.2.input_layernorm.weight'", "is missing"}));
 }
 
 TEST(ModelWeights, Q4_0GgufMatchesTheSafetensorsModel) {
