@@ -88,6 +88,13 @@ std::string DeviceInfo::summary() const {
       cublas_version % 100);
 }
 
+int current_device_sm_count() {
+  int device = 0, sm_count = 0;
+  KC_CUDA_CHECK(cudaGetDevice(&device));
+  KC_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
+  return sm_count;
+}
+
 DeviceInfo query_device(int ordinal) {
   cudaDeviceProp prop{};
   KC_CUDA_CHECK(cudaGetDeviceProperties(&prop, ordinal));

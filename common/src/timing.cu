@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kc/common/device.hpp"
 #include "kc/common/error.hpp"
 #include "kc/common/timing.hpp"
 
@@ -212,9 +213,7 @@ void copy_with_kernel(void* destination, const void* source, std::size_t bytes, 
           bytes);
   const std::size_t count = bytes / sizeof(int4);
   if (count == 0) return;
-  int device = 0, sms = 0;
-  KC_CUDA_CHECK(cudaGetDevice(&device));
-  KC_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int sms = current_device_sm_count();
   // Eight blocks of 256 threads per SM fill it (2048 threads); more would only add tail blocks.
   const std::size_t wanted = (count + kCopyThreads - 1) / kCopyThreads;
   const auto blocks = static_cast<unsigned>(std::min<std::size_t>(wanted, static_cast<std::size_t>(sms) * 8));

@@ -43,7 +43,7 @@ class UnfusedRung {
 
  private:
   std::unique_ptr<CublasHandle> cublas_;
-  AttentionScratch scratch_;
+  DeviceScratch scratch_;
 };
 
 }  // namespace

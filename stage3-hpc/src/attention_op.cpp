@@ -272,20 +272,12 @@ std::string attention_shape_error(const Problem& problem) {
   return {};
 }
 
-std::byte* AttentionScratch::reserve(std::size_t bytes) {
-  if (buffer_.size() < bytes) {
-    buffer_ = DeviceBuffer<std::byte>();  // free before allocating the larger one
-    buffer_ = DeviceBuffer<std::byte>(bytes);
-  }
-  return buffer_.data();
-}
-
-void attention_unfused(const Problem& problem, Operands& operands, Context& context, AttentionScratch& scratch) {
+void attention_unfused(const Problem& problem, Operands& operands, Context& context, DeviceScratch& scratch) {
   attention_unfused(problem, operands, context.cublas(), context.stream(), scratch);
 }
 
 void attention_unfused(const Problem& problem, Operands& operands, cublasHandle_t cublas, cudaStream_t stream,
-                       AttentionScratch& scratch) {
+                       DeviceScratch& scratch) {
   const AttentionShape shape = attention_shape(problem);
   const bool causal = attention_causal(problem);
   const auto scale = static_cast<float>(attention_scale(problem));
@@ -375,7 +367,7 @@ OpSpec make_attention_fwd_op() {
   op.bench = attention_bench_problems();
   op.conformance = attention_conformance_problems();
   op.baseline_name = "cuBLAS unfused (S = scale.Q.K^T in FP32, masked softmax, O = P.V; S materialized)";
-  auto scratch = std::make_shared<AttentionScratch>();
+  auto scratch = std::make_shared<DeviceScratch>();
   op.baseline = [scratch](const Problem& p, Operands& o, Context& context) {
     attention_unfused(p, o, context, *scratch);
   };

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "hgemm.hpp"
+#include "kc/common/device.hpp"
 #include "kc/common/gemm.hpp"
 #include "kc/stage3/attention.hpp"
 #include "kc/stage3/attention_decode.hpp"
@@ -60,16 +61,11 @@ KernelEntry hopper_entry(const std::string& name, int rung, std::string idea, Ho
 }
 
 // What rung 11 keeps between launches: the SM count its split rule reads (asked once) and the FP32
-// workspace of partial sums, grown on first use (kc-bench's untimed warm-up), never shrunk -- as
-// the decode-attention rung 02 keeps its split workspace.
+// workspace of partial sums (a DeviceScratch: grown on first use, never shrunk).
 class SmallMSplitKRung {
  public:
   void run(const Problem& problem, Operands& operands, cudaStream_t stream) {
-    if (sm_count_ == 0) {
-      int device = 0;
-      KC_CUDA_CHECK(cudaGetDevice(&device));
-      KC_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device));
-    }
+    if (sm_count_ == 0) sm_count_ = current_device_sm_count();
     const HgemmArgs args = gemm_args<bf16>(problem, operands, BLayout::n_by_k);
     const SmallMSplitKPlan plan = plan_small_m_split_k(args.m, args.n, args.k, sm_count_);
     const auto floats = static_cast<std::size_t>(small_m_split_k_workspace_floats(plan, args.m, args.n));
@@ -79,7 +75,7 @@ class SmallMSplitKRung {
 
  private:
   int sm_count_ = 0;
-  AttentionScratch scratch_;
+  DeviceScratch scratch_;
 };
 
 KernelEntry small_m_entry() {

@@ -10,6 +10,7 @@
 #include <memory>
 #include <utility>
 
+#include "kc/common/device.hpp"
 #include "kc/stage3/attention.hpp"
 #include "kc/stage3/attention_decode.hpp"
 #include "register_attention.hpp"
@@ -33,17 +34,12 @@ void launch_naive(const Problem& problem, Operands& operands, cudaStream_t strea
 }
 
 // What rung 02 keeps between launches: the SM count its split rule reads (asked once) and the
-// FP32 workspace of partial O and LSE, grown on first use (kc-bench's untimed warm-up), never
-// shrunk — the unfused attention rung's AttentionScratch.
+// FP32 workspace of partial O and LSE (a DeviceScratch: grown on first use, never shrunk).
 class SplitKvRung {
  public:
   template <typename T>
   void run(const Problem& problem, Operands& operands, cudaStream_t stream) {
-    if (sm_count_ == 0) {
-      int device = 0;
-      KC_CUDA_CHECK(cudaGetDevice(&device));
-      KC_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device));
-    }
+    if (sm_count_ == 0) sm_count_ = current_device_sm_count();
     const DecodeArgs<T> args = decode_args<T>(problem, operands);
     const DecodeSplitPlan plan =
         plan_decode_splits(args.batch, args.kv_heads, args.group_rows(), args.max_keys(), sm_count_);
@@ -56,7 +52,7 @@ class SplitKvRung {
 
  private:
   int sm_count_ = 0;
-  AttentionScratch scratch_;
+  DeviceScratch scratch_;
 };
 
 }  // namespace

@@ -58,7 +58,7 @@ TEST(AttentionGpu, TheUnfusedBaselinePassesEveryConformanceProblem) {
   KC_SKIP_WITHOUT_GPU();
   Context& context = testing::shared_context();
   const OpSpec& op = attention_op();
-  AttentionScratch scratch;
+  DeviceScratch scratch;
   const auto unfused = [&](const Problem& p, Operands& o, Context& c) { attention_unfused(p, o, c, scratch); };
   for (const Problem& problem : op.conformance_problems) {
     const CheckOutcome outcome = check_run(op, unfused, problem, 11, context);
@@ -72,7 +72,7 @@ TEST(AttentionGpu, TheCheckRejectsAWrongScaleAndAMissingMask) {
   KC_SKIP_WITHOUT_GPU();
   Context& context = testing::shared_context();
   const OpSpec& op = attention_op();
-  AttentionScratch scratch;
+  DeviceScratch scratch;
   for (const DType dtype : {DType::bf16, DType::f16}) {
     const Problem problem = op.problem({1, 8, 2, 1000, 1000, 128}, dtype, {{"causal", 1.0}});
     Problem wrong_scale = problem;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "kc/common/device.hpp"
 #include "kc/common/error.hpp"
 
 namespace kc::stage3 {
@@ -90,9 +91,8 @@ int HopperLaunchCache::resident_blocks(const void* kernel, int block_threads,
   prepare_kernel(kernel, dynamic_smem_bytes);
   int blocks = 0;
   if (cluster_size == 1) {
-    int device = 0, sm_count = 0, per_sm = 0;
-    KC_CUDA_CHECK(cudaGetDevice(&device));
-    KC_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
+    const int sm_count = current_device_sm_count();
+    int per_sm = 0;
     KC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, block_threads,
                                                                 dynamic_smem_bytes));
     blocks = sm_count * per_sm;

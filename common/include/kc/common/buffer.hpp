@@ -71,6 +71,23 @@ class DeviceBuffer {
   std::size_t size_ = 0;
 };
 
+// Device memory a kernel keeps between launches (a split-K workspace, the S and P of an unfused
+// attention chunk): grown to the largest size asked for, never shrunk. kc-bench's untimed
+// warm-up makes the first, largest request, so no timed launch allocates.
+class DeviceScratch {
+ public:
+  std::byte* reserve(std::size_t bytes) {
+    if (buffer_.size() < bytes) {
+      buffer_ = DeviceBuffer<std::byte>();  // free before allocating the larger one
+      buffer_ = DeviceBuffer<std::byte>(bytes);
+    }
+    return buffer_.data();
+  }
+
+ private:
+  DeviceBuffer<std::byte> buffer_;
+};
+
 // Page-locked host memory: device<->host copies from it run at full PCIe/NVLink speed and can
 // be asynchronous.
 template <typename T>

@@ -45,6 +45,10 @@ struct DeviceInfo {
 // Queries the device; throws kc::CudaError when there is none.
 DeviceInfo query_device(int ordinal = 0);
 
+// The streaming multiprocessors of the current device (cudaGetDevice): what split and grid rules
+// size themselves by.
+int current_device_sm_count();
+
 // "13.0" from 13000.
 std::string cuda_version_string(int version);
 

@@ -90,16 +90,6 @@ std::string attention_shape_error(const Problem& problem);
 // LSE, O = P.V), which materializes S.
 OpSpec make_attention_fwd_op();
 
-// Device memory the unfused path keeps between calls (S and P of one chunk of heads), grown on
-// first use (in kc-bench's untimed warm-up), never shrunk.
-class AttentionScratch {
- public:
-  std::byte* reserve(std::size_t bytes);
-
- private:
-  DeviceBuffer<std::byte> buffer_;
-};
-
 // The most S and P bytes the unfused path holds at once; it works through the (batch, kv head)
 // groups in chunks that fit, and refuses a problem one group of which does not.
 inline constexpr std::size_t kAttentionScratchLimit = std::size_t{8} << 30;
@@ -108,10 +98,10 @@ inline constexpr std::size_t kAttentionScratchLimit = std::size_t{8} << 30;
 // S = scale.Q.K^T (FP32 out), the masked softmax (P in the problem's dtype, LSE), cuBLAS
 // O = P.V; FP32 accumulation throughout. Exposed for the tests.
 void attention_unfused(const Problem& problem, Operands& operands, Context& context,
-                       AttentionScratch& scratch);
+                       DeviceScratch& scratch);
 // The same on a given cuBLAS handle and stream (the ladder's rung 01 runs it as a kernel entry,
 // which is handed a stream only).
 void attention_unfused(const Problem& problem, Operands& operands, cublasHandle_t cublas, cudaStream_t stream,
-                       AttentionScratch& scratch);
+                       DeviceScratch& scratch);
 
 }  // namespace kc::stage3
