@@ -694,10 +694,8 @@ TEST(ModelWeights, FloatToBfloat16RoundsToNearestEven) {
 // --- The real model ---------------------------------------------------------------------------
 
 TEST(ModelWeights, LoadsTheRealSmolLM2Gguf) {
-  const char* path = std::getenv("KC_SMOLLM2_GGUF");
-  if (path == nullptr || *path == '\0')
-    GTEST_SKIP() << "set KC_SMOLLM2_GGUF to the SmolLM2-135M-Instruct q4_1 GGUF "
-                    "(scripts/fetch_smollm2.sh fetches it) to run this test";
+  const std::string path = test_support::smollm2_gguf_path();
+  if (path.empty()) GTEST_SKIP() << test_support::kSmolLM2GgufMissing;
   const GgufFile file(path);
   const ModelWeights w = load_model_weights(file, model_config_from_gguf(file));
   ASSERT_EQ(w.layers.size(), 30u);

@@ -7,22 +7,20 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <iostream>
 #include <map>
 
 #include "kc/engine/gguf.hpp"
 #include "kc/engine/model_config.hpp"
 #include "support/published_configs.hpp"
+#include "support/test_files.hpp"
 
 namespace kc::engine {
 namespace {
 
 TEST(SmolLM2Gguf, ReadsTheRealFile) {
-  const char* path = std::getenv("KC_SMOLLM2_GGUF");
-  if (path == nullptr || *path == '\0')
-    GTEST_SKIP() << "set KC_SMOLLM2_GGUF to the SmolLM2-135M-Instruct q4_1 GGUF "
-                    "(scripts/fetch_smollm2.sh fetches it) to run this test";
+  const std::string path = test_support::smollm2_gguf_path();
+  if (path.empty()) GTEST_SKIP() << test_support::kSmolLM2GgufMissing;
 
   const GgufFile file(path);
   const ModelConfig config = model_config_from_gguf(file);

@@ -405,10 +405,8 @@ TEST(ChatTemplate, RefusesTemplatesItDoesNotKnow) {
 // The real SmolLM2 file, when KC_SMOLLM2_GGUF names it (scripts/fetch_smollm2.sh).
 
 TEST(TokenizerSmolLM2Gguf, MatchesHuggingFaceOnTheRealFile) {
-  const char* path = std::getenv("KC_SMOLLM2_GGUF");
-  if (path == nullptr || *path == '\0')
-    GTEST_SKIP() << "set KC_SMOLLM2_GGUF to the SmolLM2-135M-Instruct q4_1 GGUF "
-                    "(scripts/fetch_smollm2.sh fetches it) to run this test";
+  const std::string path = test_support::smollm2_gguf_path();
+  if (path.empty()) GTEST_SKIP() << test_support::kSmolLM2GgufMissing;
   const GgufFile file(path);
   const Tokenizer tokenizer = Tokenizer::from_gguf(file);
   EXPECT_EQ(tokenizer.pre_tokenizer(), PreTokenizerKind::smollm);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <cstdlib>
 #include <exception>
 #include <initializer_list>
 #include <string>
@@ -14,6 +15,16 @@
 #include "kc/common/error.hpp"
 
 namespace kc::engine::test_support {
+
+// The real SmolLM2-135M-Instruct q4_1 GGUF when KC_SMOLLM2_GGUF names it ("" otherwise), and what
+// a test that needs it says when it skips.
+inline std::string smollm2_gguf_path() {
+  const char* path = std::getenv("KC_SMOLLM2_GGUF");
+  return path != nullptr ? path : "";
+}
+inline constexpr const char* kSmolLM2GgufMissing =
+    "set KC_SMOLLM2_GGUF to the SmolLM2-135M-Instruct q4_1 GGUF (scripts/fetch_smollm2.sh fetches it) "
+    "to run this test";
 
 // A fresh directory under $TMPDIR (or /tmp), removed with everything in it on destruction.
 class TempDir {
