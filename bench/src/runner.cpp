@@ -59,7 +59,7 @@ std::vector<std::string> split(const std::string& text, char separator) {
 // because one name serves several ops: every memory-bound op's baseline is "copy of the same bytes
 // (cudaMemcpy)", and e.g. rmsnorm and residual_rmsnorm both run 32768x4096 bf16 while copying 2 and
 // 4 matrices' worth of bytes. Keyed on kernel and problem alone, their copies pooled into one
-// median, and residual_rmsnorm's copy read 5.5 TB/s, above the H200's DRAM peak.
+// median, and residual_rmsnorm's copy read above the DRAM peak (docs/notes/2026-12-01-stage2-activations.md).
 std::string item_key(const std::string& op, const std::string& kernel, const Problem& p) {
   return op + "/" + kernel + "/" + p.label();
 }

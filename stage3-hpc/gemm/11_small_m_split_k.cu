@@ -47,7 +47,7 @@
 //   64 x 4096 x 14336    117.4 MB     2.4 MB      28.5 us     4                  8.4 MB
 // (N = 4096: 32 column blocks, 132 / 32 = 4 splits, 128 CTAs.) The workspace traffic
 // (2 x splits x M x N x 4 bytes) is small against B except at M = 64, K = 4096 (a quarter of B),
-// where most of it should stay in the 50 MB L2: written by the split kernel and read back at once.
+// where most of it should stay in the H200's 60 MiB L2: written by the split kernel and read back at once.
 // Little's law: 4.2 TB/s x ~0.7 us of loaded DRAM latency (an assumed figure) is ~3 MB in flight
 // over the GPU, ~22 KB per SM. A CTA keeps kStages - 1 = 3 tiles of B (16 KiB each) in flight
 // after each refill, 48 KiB, so one CTA per SM covers it twice over, which is why the split rule
