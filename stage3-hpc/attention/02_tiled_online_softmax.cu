@@ -37,7 +37,7 @@
 #include <cuda_fp16.h>
 
 #include "arch/util.hpp"
-#include "attention/attention_args.hpp"
+#include "kc/stage3/attention_args.hpp"
 #include "attention/flash_common.cuh"
 
 namespace kc::stage3 {

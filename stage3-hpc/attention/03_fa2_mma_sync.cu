@@ -43,7 +43,7 @@
 // Run just this rung:
 //   build/ci/bench/kc-bench --filter stage3/attention_fwd/03_fa2_mma_sync
 #include "arch/util.hpp"
-#include "attention/attention_args.hpp"
+#include "kc/stage3/attention_args.hpp"
 #include "attention/fa2_mma.cuh"
 
 namespace kc::stage3 {

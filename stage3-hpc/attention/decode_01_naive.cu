@@ -39,7 +39,7 @@
 
 #include <limits>
 
-#include "attention/decode_args.hpp"
+#include "kc/stage3/decode_args.hpp"
 #include "attention/decode_common.cuh"
 
 namespace kc::stage3 {

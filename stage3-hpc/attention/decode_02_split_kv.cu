@@ -61,7 +61,7 @@
 
 #include "arch/sm80/cp_async.cuh"
 #include "arch/util.hpp"
-#include "attention/decode_args.hpp"
+#include "kc/stage3/decode_args.hpp"
 #include "attention/decode_common.cuh"
 
 namespace kc::stage3 {

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "attention/decode_args.hpp"
+#include "kc/stage3/decode_args.hpp"
 #include "attention/flash_common.cuh"
 #include "kc/common/error.hpp"
 #include "kc/core/vector_io.hpp"

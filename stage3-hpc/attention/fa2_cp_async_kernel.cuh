@@ -6,7 +6,7 @@
 
 #include "arch/sm80/cp_async.cuh"
 #include "arch/util.hpp"
-#include "attention/attention_args.hpp"
+#include "kc/stage3/attention_args.hpp"
 #include "attention/fa2_mma.cuh"
 
 namespace kc::stage3 {

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "attention/attention_args.hpp"
+#include "kc/stage3/attention_args.hpp"
 #include "kc/common/error.hpp"
 #include "kc/core/dtype_traits.hpp"
 #include "kc/core/reduce.cuh"

@@ -9,7 +9,7 @@
 
 #include <utility>
 
-#include "attention/attention_args.hpp"
+#include "kc/stage3/attention_args.hpp"
 #include "kc/stage3/attention.hpp"
 
 namespace kc::stage3 {

@@ -1,5 +1,6 @@
 // Files the paged decode ladder (stage3-hpc/attention/decode_NN_*.cu) with the registry: each rung
-// for bf16 and f16 and D = 64 or 128. Rung 02's split workspace lives here, beside its launch.
+// for bf16 and f16 and D = 64 or 128. Rung 02 keeps its split workspace in the public entry
+// (kc/stage3/attention_ops.hpp), which the registry's launch calls.
 #include "register_attention_decode.hpp"
 
 #include <fmt/format.h>
@@ -10,9 +11,9 @@
 #include <memory>
 #include <utility>
 
-#include "kc/common/device.hpp"
 #include "kc/stage3/attention.hpp"
 #include "kc/stage3/attention_decode.hpp"
+#include "kc/stage3/attention_ops.hpp"
 #include "register_attention.hpp"
 
 namespace kc::stage3 {
@@ -33,26 +34,17 @@ void launch_naive(const Problem& problem, Operands& operands, cudaStream_t strea
   attention_decode_01_naive(decode_args<T>(problem, operands), stream);
 }
 
-// What rung 02 keeps between launches: the SM count its split rule reads (asked once) and the
-// FP32 workspace of partial O and LSE (a DeviceScratch: grown on first use, never shrunk).
+// What rung 02 keeps between launches (the SM count its split rule reads, the FP32 workspace of
+// partial O and LSE): the public entry's, which runs rung 02 itself through run_split_kv.
 class SplitKvRung {
  public:
   template <typename T>
   void run(const Problem& problem, Operands& operands, cudaStream_t stream) {
-    if (sm_count_ == 0) sm_count_ = current_device_sm_count();
-    const DecodeArgs<T> args = decode_args<T>(problem, operands);
-    const DecodeSplitPlan plan =
-        plan_decode_splits(args.batch, args.kv_heads, args.group_rows(), args.max_keys(), sm_count_);
-    const std::size_t floats =
-        decode_split_workspace_floats(args.batch, args.q_heads, args.q_len, args.head_dim, plan);
-    float* base = floats == 0 ? nullptr : reinterpret_cast<float*>(scratch_.reserve(floats * sizeof(float)));
-    attention_decode_02_split_kv(
-        args, plan, decode_split_workspace(base, args.batch, args.q_heads, args.q_len, args.head_dim, plan), stream);
+    decode_.run_split_kv(decode_args<T>(problem, operands), stream);
   }
 
  private:
-  int sm_count_ = 0;
-  DeviceScratch scratch_;
+  PagedDecodeAttention decode_;
 };
 
 }  // namespace

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "attention/decode_args.hpp"
+#include "kc/stage3/decode_args.hpp"
 #include "kc/common/registry.hpp"
 
 namespace kc::stage3 {

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "attention/decode_args.hpp"
+#include "kc/stage3/decode_args.hpp"
 #include "attention_test_support.hpp"
 #include "kc/common/check.hpp"
 #include "kc/stage3/attention_decode.hpp"

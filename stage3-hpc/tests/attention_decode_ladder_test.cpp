@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "attention/decode_args.hpp"
+#include "kc/stage3/decode_args.hpp"
 #include "kc/common/registry.hpp"
 #include "kc/stage3/attention_decode.hpp"
 #include "src/register_attention_decode.hpp"

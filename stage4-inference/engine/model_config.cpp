@@ -101,39 +101,66 @@ std::string hf_architecture(const HfFields& fields) {
       "the engine runs the Llama family only");
 }
 
-std::optional<RopeScaling> hf_rope_scaling(const HfFields& fields) {
-  if (!fields.has("rope_scaling")) return std::nullopt;
-  const json& scaling = fields.at("rope_scaling");
+// A RoPE scaling object: config.json's "rope_scaling", or transformers 5's "rope_parameters"
+// (the same keys plus rope_theta). `name` is its key, for the messages.
+std::optional<RopeScaling> hf_rope_scaling(const HfFields& fields, const json& scaling, const char* name) {
   if (!scaling.is_object())
-    fields.fail(
-        fmt::format("\"rope_scaling\" is {}, not an object or null", detail::json_kind(scaling)));
+    fields.fail(fmt::format("\"{}\" is {}, not an object or null", name, detail::json_kind(scaling)));
   // transformers writes "rope_type"; older configs wrote "type".
   const char* type_key = scaling.contains("rope_type") ? "rope_type" : "type";
   if (!scaling.contains(type_key) || !scaling.at(type_key).is_string())
-    fields.fail("\"rope_scaling\" has no \"rope_type\" string");
+    fields.fail(fmt::format("\"{}\" has no \"rope_type\" string", name));
   const std::string type = scaling.at(type_key).get<std::string>();
   if (type == "default") return std::nullopt;
   if (type != "llama3")
     fields.fail(
-        fmt::format("rope_scaling type \"{}\" is not supported; the engine implements "
+        fmt::format("{} type \"{}\" is not supported; the engine implements "
                     "\"llama3\" (and plain RoPE)",
-                    type));
+                    name, type));
   RopeScaling rope;
   rope.type = type;
   const auto member = [&](const char* key) -> const json& {
     if (!scaling.contains(key) || scaling.at(key).is_null())
-      fields.fail(fmt::format("\"rope_scaling\" of type llama3 has no \"{}\"", key));
+      fields.fail(fmt::format("\"{}\" of type llama3 has no \"{}\"", name, key));
     return scaling.at(key);
   };
-  rope.factor = fields.number(member("factor"), "rope_scaling \"factor\"");
-  rope.low_freq_factor =
-      fields.number(member("low_freq_factor"), "rope_scaling \"low_freq_factor\"");
-  rope.high_freq_factor =
-      fields.number(member("high_freq_factor"), "rope_scaling \"high_freq_factor\"");
+  rope.factor = fields.number(member("factor"), fmt::format("{} \"factor\"", name));
+  rope.low_freq_factor = fields.number(member("low_freq_factor"), fmt::format("{} \"low_freq_factor\"", name));
+  rope.high_freq_factor = fields.number(member("high_freq_factor"), fmt::format("{} \"high_freq_factor\"", name));
   rope.original_max_position_embeddings =
       fields.integer(member("original_max_position_embeddings"),
-                     "rope_scaling \"original_max_position_embeddings\"");
+                     fmt::format("{} \"original_max_position_embeddings\"", name));
   return rope;
+}
+
+// rope_theta and the scaling. transformers up to 4.x writes "rope_theta" and "rope_scaling"
+// (null or an object); transformers 5 writes both inside "rope_parameters". A file with both
+// forms must agree.
+void hf_rope(const HfFields& fields, ModelConfig& model) {
+  model.rope_theta = fields.number_or("rope_theta", 10000.0);
+  std::optional<RopeScaling> scaling;
+  if (fields.has("rope_scaling")) scaling = hf_rope_scaling(fields, fields.at("rope_scaling"), "rope_scaling");
+  if (fields.has("rope_parameters")) {
+    const json& parameters = fields.at("rope_parameters");
+    const std::optional<RopeScaling> from_parameters = hf_rope_scaling(fields, parameters, "rope_parameters");
+    if (parameters.contains("rope_theta")) {
+      const double theta = fields.number(parameters.at("rope_theta"), "rope_parameters \"rope_theta\"");
+      if (fields.has("rope_theta") && theta != model.rope_theta)
+        fields.fail(fmt::format("rope_theta {} and rope_parameters' rope_theta {} disagree", model.rope_theta, theta));
+      model.rope_theta = theta;
+    }
+    if (fields.has("rope_scaling")) {
+      const bool same = scaling.has_value() == from_parameters.has_value() &&
+                        (!scaling || (scaling->factor == from_parameters->factor &&
+                                      scaling->low_freq_factor == from_parameters->low_freq_factor &&
+                                      scaling->high_freq_factor == from_parameters->high_freq_factor &&
+                                      scaling->original_max_position_embeddings ==
+                                          from_parameters->original_max_position_embeddings));
+      if (!same) fields.fail("rope_scaling and rope_parameters describe different RoPE scalings");
+    }
+    scaling = from_parameters;
+  }
+  model.rope_scaling = scaling;
 }
 
 // --- GGUF metadata ----------------------------------------------------------------------------
@@ -218,8 +245,7 @@ ModelConfig parse_hf_config(std::string_view json_text, const std::string& origi
                                           : 0;
   model.max_position_embeddings = fields.int_or("max_position_embeddings", 2048);
   model.rms_norm_eps = fields.number_or("rms_norm_eps", 1e-6);
-  model.rope_theta = fields.number_or("rope_theta", 10000.0);
-  model.rope_scaling = hf_rope_scaling(fields);
+  hf_rope(fields, model);
   model.tie_word_embeddings = fields.bool_or("tie_word_embeddings", false);
   if (fields.has("bos_token_id")) model.bos_token_id = fields.required_int("bos_token_id");
   if (fields.has("eos_token_id")) {

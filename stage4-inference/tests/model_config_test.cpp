@@ -94,6 +94,33 @@ TEST(ModelConfig, ReadsTheVariantsConfigsComeIn) {
             "llama");
 }
 
+// transformers 5 writes rope_theta and the scaling inside "rope_parameters"; a file may carry
+// both forms, which must then agree.
+TEST(ModelConfig, ReadsTransformers5RopeParameters) {
+  json config = json::parse(kLlama32_1BConfigJson);
+  json parameters = config["rope_scaling"];
+  parameters["rope_theta"] = 500000.0;
+  config.erase("rope_scaling");
+  config.erase("rope_theta");
+  config["rope_parameters"] = parameters;
+  ModelConfig c = parse_hf_config(config.dump(), "config.json");
+  EXPECT_EQ(c.rope_theta, 500000.0);
+  ASSERT_TRUE(c.rope_scaling.has_value());
+  EXPECT_EQ(c.rope_scaling->factor, 32.0);
+  EXPECT_EQ(c.rope_scaling->original_max_position_embeddings, 8192);
+  config["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 100000.0}};
+  c = parse_hf_config(config.dump(), "config.json");
+  EXPECT_EQ(c.rope_theta, 100000.0);
+  EXPECT_FALSE(c.rope_scaling.has_value());
+  config["rope_theta"] = 10000.0;  // both forms, disagreeing
+  EXPECT_NE(config_error(config.dump()).find("disagree"), std::string::npos);
+  config["rope_theta"] = 100000.0;
+  config["rope_scaling"] = parameters;  // llama3 here, default in rope_parameters
+  EXPECT_NE(config_error(config.dump()).find("different RoPE scalings"), std::string::npos);
+  config["rope_parameters"] = {{"rope_type", "yarn"}};
+  EXPECT_NE(config_error(config.dump()).find("not supported"), std::string::npos);
+}
+
 TEST(ModelConfig, AppliesTransformersDefaults) {
   const ModelConfig c = parse_hf_config(R"({"model_type": "llama", "hidden_size": 64,
       "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,

@@ -5,7 +5,11 @@
 // The knobs (see WarpSpecializedConfig): clusters of 1 or 2 CTAs with B multicast, 3 or 4
 // pipeline stages, store passes of 128 or 256 columns (a 256-column pass needs the shared memory
 // of a stage), and the height of the grouped raster bands (4, 8 or 16 tile rows; a launch
-// argument, so one compiled kernel serves every band). All variants use the TMA-store epilogue.
+// argument, so one compiled kernel serves every band). All variants use the TMA-store epilogue,
+// except the last: rung 07's own configuration (direct stores, bands of 8), timed in the same run
+// as a reference and never chosen, so that the run separates rung 09's two changes — the
+// TMA-store epilogue (rung 07 against cluster1/stages4/pass128/band8) and the band (band8
+// against band16).
 //
 // 1. Checks every variant with kc::check_run on two odd problems (partial tiles in M, N and K, an
 //    odd number of tile rows, more tiles than SMs, alpha/beta with C read). A variant that fails
@@ -24,7 +28,7 @@
 //
 // Needs an sm_90 GPU (H100/H200) and a build with sm_90a code (CMAKE_CUDA_ARCHITECTURES
 // containing 90a). Expected to take about two minutes on an H200: about 1500 timed launches of
-// at most ~2 ms each, and 24 checks against a cuBLAS FP64 reference.
+// at most ~2 ms each, and 26 checks against a cuBLAS FP64 reference.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -71,8 +75,10 @@ struct Variant {
   int cluster_m, stages, store_pass_columns, raster_band;
   int smem_bytes;
   VariantLaunch launch;
+  bool reference_only = false;  // rung 07's direct-store configuration: measured, never chosen
 
   std::string name() const {
+    if (reference_only) return fmt::format("rung07/direct_store/band{}", raster_band);
     return fmt::format("cluster{}/stages{}/pass{}/band{}", cluster_m, stages, store_pass_columns,
                        raster_band);
   }
@@ -91,14 +97,22 @@ Variant variant_of(int raster_band = Config::kRasterBandTileRows) {
           Config::kSmemBytes, &launch_variant<Config>};
 }
 
-// Variant 0 is what rungs 09 and 10 run now (TmaStoreConfig); the others vary each knob, with
-// three raster bands on the two 4-stage kernels and two on the one-pass kernels: six more
-// kernels, twelve variants in all.
+// Rung 07's configuration (stage3-hpc/gemm/07_persistent.cu): direct stores, bands of 8.
+Variant rung07_reference() {
+  using Config = WarpSpecializedConfig<1, EpilogueKind::direct_store, Identity>;
+  Variant v = variant_of<Config>(8);
+  v.reference_only = true;
+  return v;
+}
+
+// Variant 0 is what rungs 09 and 10 run now (TmaStoreConfig: bands of 16); the others vary each
+// knob, with three raster bands (4, 8, 16) on the two 4-stage kernels and two on the one-pass
+// kernels: six more kernels, twelve variants, and rung 07's configuration last as the reference.
 std::vector<Variant> variants() {
   return {
       variant_of<TmaStoreConfig<Identity>>(),
       variant_of<TunedConfig<1, 4, 128>>(4),
-      variant_of<TunedConfig<1, 4, 128>>(16),
+      variant_of<TunedConfig<1, 4, 128>>(8),
       variant_of<TunedConfig<1, 3, 128>>(8),
       variant_of<TunedConfig<1, 3, 256>>(8),
       variant_of<TunedConfig<1, 3, 256>>(16),
@@ -108,7 +122,15 @@ std::vector<Variant> variants() {
       variant_of<TunedConfig<2, 3, 128>>(8),
       variant_of<TunedConfig<2, 3, 256>>(8),
       variant_of<TunedConfig<2, 3, 256>>(16),
+      rung07_reference(),
   };
+}
+
+// The geometric means with the reference variant left out: what "best" chooses from.
+std::vector<double> choosable(const std::vector<Variant>& all, std::vector<double> geomeans) {
+  for (std::size_t v = 0; v < all.size(); ++v)
+    if (all[v].reference_only) geomeans[v] = 0.0;
+  return geomeans;
 }
 
 // ---- the candidates, the problems --------------------------------------------------------------
@@ -144,14 +166,15 @@ std::vector<Problem> tuning_problems() {
 
 // ---- the report ------------------------------------------------------------------------------------
 // The fastest candidate on each problem (index, or -1).
-std::vector<int> best_per_problem(const std::vector<tuning::Measurement>& measurements,
+std::vector<int> best_per_problem(const std::vector<Variant>& all, const std::vector<tuning::Measurement>& measurements,
                                   const std::vector<std::string>& problems) {
   std::vector<int> best;
   for (const std::string& label : problems) {
     int winner = -1;
     double winner_pct = 0.0;
     for (const tuning::Measurement& m : measurements)
-      if (m.problem == label && m.candidate >= 0 && m.pct_of_baseline > winner_pct) {
+      if (m.problem == label && m.candidate >= 0 && !all[static_cast<std::size_t>(m.candidate)].reference_only &&
+          m.pct_of_baseline > winner_pct) {
         winner = m.candidate;
         winner_pct = m.pct_of_baseline;
       }
@@ -172,12 +195,13 @@ void print_summary(const std::vector<Variant>& all, const std::vector<tuning::Me
     for (const std::string& label : problems)
       for (const tuning::Measurement& m : measurements)
         if (m.problem == label && m.candidate == static_cast<int>(v)) std::printf(" %19.1f%%", m.pct_of_baseline);
-    std::printf(" %7.1f%%%s\n", geomeans[v], v == 0 ? "  (rungs 09/10 now)" : "");
+    std::printf(" %7.1f%%%s\n", geomeans[v],
+                v == 0 ? "  (rungs 09/10 now)" : all[v].reference_only ? "  (rung 07, reference)" : "");
   }
   std::printf("\nbest per problem:\n");
   for (std::size_t s = 0; s < problems.size(); ++s)
     if (best[s] >= 0) std::printf("  %-20s %s\n", problems[s].c_str(), all[static_cast<std::size_t>(best[s])].name().c_str());
-  const int overall = tuning::best_of(geomeans);
+  const int overall = tuning::best_of(choosable(all, geomeans));
   if (overall >= 0) {
     const Variant& w = all[static_cast<std::size_t>(overall)];
     std::printf("\nbest over all problems (geometric mean %.1f%% of cuBLAS): %s\n", geomeans[static_cast<std::size_t>(overall)],
@@ -215,10 +239,10 @@ int run(const tuning::Options& options) {
     measurements.insert(measurements.end(), timed.begin(), timed.end());
   }
   const std::vector<double> geomeans = tuning::geometric_mean_pct(measurements, candidates.size(), labels);
-  const std::vector<int> best = best_per_problem(measurements, labels);
+  const std::vector<int> best = best_per_problem(all, measurements, labels);
   print_summary(all, measurements, labels, geomeans, best);
   if (!options.json_path.empty()) {
-    const int overall = tuning::best_of(geomeans);
+    const int overall = tuning::best_of(choosable(all, geomeans));
     std::string extra = "\"best_per_problem\": [";
     for (std::size_t s = 0; s < labels.size(); ++s)
       extra += fmt::format("{}{{\"problem\": {}, \"candidate\": {}}}", s ? ", " : "", json_string(labels[s]), best[s]);
@@ -230,9 +254,12 @@ int run(const tuning::Options& options) {
                                            const Variant& v = all[static_cast<std::size_t>(i)];
                                            return fmt::format("\"cluster_m\": {}, \"stages\": {}, "
                                                               "\"store_pass_columns\": {}, \"raster_band\": {}, "
-                                                              "\"smem_bytes\": {}",
+                                                              "\"smem_bytes\": {}, \"epilogue\": \"{}\", "
+                                                              "\"reference_only\": {}",
                                                               v.cluster_m, v.stages, v.store_pass_columns,
-                                                              v.raster_band, v.smem_bytes);
+                                                              v.raster_band, v.smem_bytes,
+                                                              v.reference_only ? "direct_store" : "tma_store",
+                                                              v.reference_only ? "true" : "false");
                                          },
                                          extra));
     std::printf("wrote %s\n", options.json_path.c_str());

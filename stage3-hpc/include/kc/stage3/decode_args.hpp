@@ -1,7 +1,7 @@
-// decode_args.hpp — the paged decode ladder's arguments, rung 02's split plan and one launch per
-// rung. An argument header: the rung files include it and nothing of the harness
-// (kc/stage3/attention_decode.hpp defines the op, src/register_attention_decode.cpp files the rungs
-// with the registry).
+// kc/stage3/decode_args.hpp — the paged decode ladder's arguments, rung 02's split plan and one
+// launch per rung. An argument header: the rung files include it and nothing of the harness
+// (kc/stage3/attention_decode.hpp defines the op, src/register_attention_decode.cpp files the
+// rungs with the registry, kc/stage3/attention_ops.hpp is the entry other stages call).
 //
 // What every rung computes is attention_decode.hpp's definition: for sequence b, query head h and
 // new token t, O = softmax(scale . Q K^T) V over the keys j < L - (Sq - 1 - t) of the sequence's

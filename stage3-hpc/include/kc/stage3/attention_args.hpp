@@ -1,6 +1,7 @@
-// attention_args.hpp — the FlashAttention ladder's arguments and one launch per rung. An argument
-// header: the rung files include it and nothing of the harness (kc/stage3/attention.hpp defines
-// the op, src/register_attention.cpp files the rungs with the registry).
+// kc/stage3/attention_args.hpp — the FlashAttention ladder's arguments and one launch per rung.
+// An argument header: the rung files include it and nothing of the harness
+// (kc/stage3/attention.hpp defines the op, src/register_attention.cpp files the rungs with the
+// registry, kc/stage3/attention_ops.hpp is the entry other stages call).
 //
 // What every rung computes is attention.hpp's definition: per batch b, query head h and query row
 // i, O = softmax(scale . Q K^T) V over the visible keys (kv head h / (Hq / Hkv); with `causal`,

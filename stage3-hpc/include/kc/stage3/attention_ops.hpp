@@ -1,0 +1,68 @@
+// kc/stage3/attention_ops.hpp — the public attention entries of stage 3: prefill attention over
+// contiguous K/V, and decode attention over a paged KV cache.
+//
+// Stage 4 (and anything else outside this stage) calls attention through this header, never
+// through a rung, as it calls the GEMM through kc/stage3/gemm.hpp and the memory-bound ops through
+// kc/stage2/ops.hpp. What each computes, the layouts and the masks are the ops' definitions:
+// kc/stage3/attention.hpp (attention_fwd) and kc/stage3/attention_decode.hpp
+// (attention_decode_paged); the argument structs are the rungs' (kc/stage3/attention_args.hpp,
+// kc/stage3/decode_args.hpp). Each entry
+//   1. checks its arguments and throws kc::Error naming the argument and the rule before any
+//      CUDA call (the rung's own checks: head dimension 64 or 128, Hq a multiple of Hkv,
+//      16-byte aligned tensors and strides, block size 16/32/64, ...);
+//   2. launches the rung the committed table measured fastest
+//      (docs/benchmarks/h200/stage3-attention.md) and returns its name, "<op>/<rung>", so a caller
+//      can report what ran.
+// Launches are asynchronous on `stream`; a launch the runtime refuses throws kc::CudaError.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string_view>
+
+#include "kc/common/buffer.hpp"
+#include "kc/stage3/attention_args.hpp"
+#include "kc/stage3/decode_args.hpp"
+
+namespace kc::stage3 {
+
+// attention_fwd (prefill): O and LSE from Q, K and V with the strides of `args`. Rung: 05
+// (FlashAttention-2 on mma.sync with a cp.async K/V pipeline; two query tiles a warp at D = 64,
+// one at D = 128). T: __nv_bfloat16 or __half.
+template <typename T>
+std::string_view attention_forward(const AttentionArgs<T>& args, cudaStream_t stream);
+
+// attention_decode_paged: one to kMaxDecodeQueries new tokens per sequence against its pages.
+// Holds what the decode rung keeps between calls — the GPU's SM count, which its split of the
+// context reads, and the FP32 workspace of the splits' partial outputs — for one device: create
+// one per device and keep it. Not thread-safe. The split depends on batch, heads and the table's
+// width (max_blocks), never on the lengths, which live on the device; call reserve() with the
+// largest arguments before capturing calls in a CUDA graph, so that no call in the graph
+// allocates.
+class PagedDecodeAttention {
+ public:
+  // Touches no GPU: the SM count of the current device is read on the first reserve() or run().
+  PagedDecodeAttention() = default;
+
+  // Grows the workspace to what run() needs for `args` (no launch).
+  template <typename T>
+  void reserve(const DecodeArgs<T>& args);
+
+  // Rung: decode_02_split_kv (flash-decoding on CUDA cores: the context cut into splits, one
+  // partial O and LSE each, merged by a combine kernel).
+  template <typename T>
+  std::string_view run(const DecodeArgs<T>& args, cudaStream_t stream);
+
+  // Rung 02 itself, whatever run() picks: the registry's entry for it.
+  template <typename T>
+  void run_split_kv(const DecodeArgs<T>& args, cudaStream_t stream);
+
+ private:
+  template <typename T>
+  float* workspace_for(const DecodeArgs<T>& args, DecodeSplitPlan& plan);
+
+  int sm_count_ = 0;
+  DeviceScratch workspace_;
+};
+
+}  // namespace kc::stage3

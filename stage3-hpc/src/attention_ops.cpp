@@ -1,0 +1,59 @@
+// The public attention entries (kc/stage3/attention_ops.hpp): which rung each runs, and the decode
+// rung's workspace.
+#include "kc/stage3/attention_ops.hpp"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "kc/common/device.hpp"
+
+namespace kc::stage3 {
+
+// Rung 05 at both head dimensions: at D = 64 it runs two 16-row query tiles a warp and measured
+// faster than rung 04; at D = 128 it runs rung 04's kernel (two tiles spill), so the two are
+// the same there (stage3-hpc/attention/05_fa2_two_tiles_per_warp.cu says why).
+template <typename T>
+std::string_view attention_forward(const AttentionArgs<T>& args, cudaStream_t stream) {
+  attention_fwd_05_fa2_two_tiles_per_warp(args, stream);
+  return "attention_fwd/05_fa2_two_tiles_per_warp";
+}
+
+template <typename T>
+float* PagedDecodeAttention::workspace_for(const DecodeArgs<T>& args, DecodeSplitPlan& plan) {
+  if (sm_count_ == 0) sm_count_ = current_device_sm_count();
+  plan = plan_decode_splits(args.batch, args.kv_heads, args.group_rows(), args.max_keys(), sm_count_);
+  const std::size_t floats =
+      decode_split_workspace_floats(args.batch, args.q_heads, args.q_len, args.head_dim, plan);
+  return floats == 0 ? nullptr : reinterpret_cast<float*>(workspace_.reserve(floats * sizeof(float)));
+}
+
+template <typename T>
+void PagedDecodeAttention::reserve(const DecodeArgs<T>& args) {
+  DecodeSplitPlan plan;
+  workspace_for(args, plan);
+}
+
+template <typename T>
+void PagedDecodeAttention::run_split_kv(const DecodeArgs<T>& args, cudaStream_t stream) {
+  DecodeSplitPlan plan;
+  float* base = workspace_for(args, plan);
+  attention_decode_02_split_kv(
+      args, plan, decode_split_workspace(base, args.batch, args.q_heads, args.q_len, args.head_dim, plan), stream);
+}
+
+template <typename T>
+std::string_view PagedDecodeAttention::run(const DecodeArgs<T>& args, cudaStream_t stream) {
+  run_split_kv(args, stream);
+  return "attention_decode_paged/decode_02_split_kv";
+}
+
+#define KC_INSTANTIATE(T)                                                                  \
+  template std::string_view attention_forward<T>(const AttentionArgs<T>&, cudaStream_t);   \
+  template void PagedDecodeAttention::reserve<T>(const DecodeArgs<T>&);                     \
+  template std::string_view PagedDecodeAttention::run<T>(const DecodeArgs<T>&, cudaStream_t); \
+  template void PagedDecodeAttention::run_split_kv<T>(const DecodeArgs<T>&, cudaStream_t);
+KC_INSTANTIATE(__nv_bfloat16)
+KC_INSTANTIATE(__half)
+#undef KC_INSTANTIATE
+
+}  // namespace kc::stage3

@@ -1,0 +1,74 @@
+// A model from a path (kc/engine/model_loader.hpp).
+#include "kc/engine/model_loader.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "kc/common/error.hpp"
+#include "kc/engine/ggml_types.hpp"
+#include "kc/engine/gguf.hpp"
+#include "kc/engine/safetensors.hpp"
+
+namespace kc::engine {
+namespace {
+
+void load_chat_template(LoadedModel& model, const std::string& text, const std::string& source) {
+  if (text.empty()) return;
+  try {
+    model.chat_template = ChatTemplate::recognize(text, source);
+  } catch (const Error& error) {
+    model.notes.push_back(fmt::format("no chat format: {}", error.what()));
+  }
+}
+
+}  // namespace
+
+LoadedModel load_model(const std::string& path) {
+  namespace fs = std::filesystem;
+  LoadedModel model;
+  model.path = path;
+  require(fs::exists(path), "model '{}' does not exist (a .gguf file or a Hugging Face model directory)", path);
+  if (!fs::is_directory(path)) {
+    model.format = "gguf";
+    const GgufFile file(path);
+    const ModelConfig config = model_config_from_gguf(file);
+    model.weights = load_model_weights(file, config);
+    if (!config.rope_freqs_tensor.empty())
+      model.rope_freq_factors = file.tensor_to_float(file.tensor(config.rope_freqs_tensor));
+    std::map<std::string, int> quantized;
+    for (const GgufTensorInfo& tensor : file.tensors())
+      if (tensor.type != GgmlType::f32 && tensor.type != GgmlType::f16 && tensor.type != GgmlType::bf16)
+        ++quantized[std::string(ggml_type_name(tensor.type))];
+    for (const auto& [type, count] : quantized)
+      model.notes.push_back(fmt::format("{} {} tensors dequantized to bf16 at load", count, type));
+    model.tokenizer = Tokenizer::from_gguf(file);
+    load_chat_template(model, model.tokenizer->chat_template(), path);
+    return model;
+  }
+  model.format = "safetensors";
+  const fs::path dir(path);
+  const ModelConfig config = read_hf_config((dir / "config.json").string());
+  const SafetensorsCheckpoint checkpoint(path);
+  model.weights = load_model_weights(checkpoint, config);
+  const fs::path tokenizer_json = dir / "tokenizer.json";
+  if (fs::exists(tokenizer_json)) {
+    model.tokenizer = Tokenizer::from_tokenizer_json(tokenizer_json.string());
+    const fs::path tokenizer_config = dir / "tokenizer_config.json";
+    if (fs::exists(tokenizer_config)) {
+      std::ifstream in(tokenizer_config);
+      std::stringstream text;
+      text << in.rdbuf();
+      const nlohmann::json json = nlohmann::json::parse(text.str(), nullptr, false);
+      if (json.is_object() && json.contains("chat_template") && json["chat_template"].is_string())
+        load_chat_template(model, json["chat_template"].get<std::string>(), tokenizer_config.string());
+    }
+  } else {
+    model.notes.push_back("no tokenizer.json: token ids only");
+  }
+  return model;
+}
+
+}  // namespace kc::engine

@@ -1,0 +1,573 @@
+// The GPU model step (kc/engine/model_runner.hpp).
+#include "kc/engine/model_runner.hpp"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kc/common/buffer.hpp"
+#include "kc/common/error.hpp"
+#include "kc/engine/engine_kernels.hpp"
+#include "kc/engine/rope_table.hpp"
+#include "kc/engine/sampling.hpp"
+#include "kc/stage2/embedding.hpp"
+#include "kc/stage2/ops.hpp"
+#include "kc/stage3/attention_ops.hpp"
+#include "kc/stage3/gemm.hpp"
+
+namespace kc::engine {
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+std::size_t elements(std::int64_t a, std::int64_t b = 1, std::int64_t c = 1) {
+  return static_cast<std::size_t>(a) * static_cast<std::size_t>(b) * static_cast<std::size_t>(c);
+}
+
+// The names of a layer's pieces in the pool.
+std::string layer_piece(std::int64_t layer, const char* what) {
+  return fmt::format("layer {} {}", layer, what);
+}
+
+// The per-step int32 inputs, in one staging buffer and one copy: where each lives in it.
+struct StepInts {
+  std::size_t ids = 0, positions = 0, slots = 0, lengths = 0, table = 0, sample_rows = 0, total = 0;
+};
+
+StepInts step_int_layout(std::int64_t tokens, std::int64_t rows, std::int64_t table_slots) {
+  StepInts layout;
+  auto take = [&](std::size_t count) {
+    const std::size_t at = layout.total;
+    layout.total += (count + 3) / 4 * 4;  // 16-byte aligned pieces
+    return at;
+  };
+  layout.ids = take(static_cast<std::size_t>(tokens));
+  layout.positions = take(static_cast<std::size_t>(tokens));
+  layout.slots = take(static_cast<std::size_t>(tokens));
+  layout.lengths = take(static_cast<std::size_t>(rows));
+  layout.table = take(static_cast<std::size_t>(table_slots));
+  layout.sample_rows = take(static_cast<std::size_t>(rows));
+  return layout;
+}
+
+}  // namespace
+
+struct ModelRunner::Impl {
+  ModelConfig config;
+  RunnerOptions options;
+  std::int64_t max_model_len = 0, max_blocks_per_seq = 0;
+  std::int64_t q_width = 0, kv_width = 0;  // heads x head_dim
+  std::size_t block_elements = 0;          // one block of one layer's K (or V)
+  StepInts ints;
+
+  DevicePool pool;
+  stage3::Gemm gemm;
+  stage3::PagedDecodeAttention decode;
+  cudaStream_t stream = nullptr;
+  PinnedBuffer<std::int32_t> staging;
+  PinnedBuffer<std::int32_t> sampled_host;
+  std::map<std::string, std::string> used;
+
+  // Device pointers.
+  bf16 *embedding = nullptr, *output = nullptr, *final_norm = nullptr;
+  struct Layer {
+    bf16 *attn_norm, *q, *k, *v, *o, *ffn_norm, *gate_up, *down, *k_cache, *v_cache;
+  };
+  std::vector<Layer> layers;
+  float* cos_sin = nullptr;
+  std::int32_t *step_ints = nullptr, *sampled = nullptr, *embedding_error = nullptr;
+  bf16 *residual[2] = {nullptr, nullptr}, *normed = nullptr, *q = nullptr, *k = nullptr, *v = nullptr,
+       *attn = nullptr, *proj = nullptr, *gate_up = nullptr, *act = nullptr, *gathered = nullptr,
+       *logits = nullptr, *k_gather = nullptr, *v_gather = nullptr;
+  float* lse = nullptr;
+
+  Impl(const ModelWeights& weights, const RunnerOptions& opts, const std::vector<float>& freq_factors);
+  ~Impl() {
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  }
+
+  PoolLayout layout(std::int64_t num_blocks) const;
+  void upload(const ModelWeights& weights, const std::vector<float>& freq_factors);
+  void gemm_into(const char* role, const bf16* a, const bf16* w, bf16* c, std::int64_t m, std::int64_t n,
+                 std::int64_t k);
+  void note(const std::string& role, std::string_view what) {
+    if (used.find(role) == used.end()) used.emplace(role, std::string(what));
+  }
+  // Checks the batch, fills the staging ints, runs every layer and the final norm into `normed`.
+  // Returns the token index of each sampling sequence's last token.
+  std::vector<std::int32_t> forward(const StepBatch& batch);
+  std::vector<float> logits_to_host(std::int64_t rows);
+};
+
+PoolLayout ModelRunner::Impl::layout(std::int64_t num_blocks) const {
+  const ModelConfig& c = config;
+  const std::size_t b = sizeof(bf16);
+  PoolLayout layout;
+  layout.add("token embedding", elements(c.vocab_size, c.hidden_size) * b);
+  if (!c.tie_word_embeddings) layout.add("output projection", elements(c.vocab_size, c.hidden_size) * b);
+  layout.add("final norm", elements(c.hidden_size) * b);
+  for (std::int64_t l = 0; l < c.num_layers; ++l) {
+    layout.add(layer_piece(l, "attn_norm"), elements(c.hidden_size) * b);
+    layout.add(layer_piece(l, "q"), elements(q_width, c.hidden_size) * b);
+    layout.add(layer_piece(l, "k"), elements(kv_width, c.hidden_size) * b);
+    layout.add(layer_piece(l, "v"), elements(kv_width, c.hidden_size) * b);
+    layout.add(layer_piece(l, "o"), elements(c.hidden_size, q_width) * b);
+    layout.add(layer_piece(l, "ffn_norm"), elements(c.hidden_size) * b);
+    layout.add(layer_piece(l, "gate_up"), elements(2 * c.intermediate_size, c.hidden_size) * b);
+    layout.add(layer_piece(l, "down"), elements(c.hidden_size, c.intermediate_size) * b);
+  }
+  layout.add("rope cos/sin", elements(max_model_len, c.head_dim) * sizeof(float));
+  const std::int64_t t = options.max_batched_tokens, rows = options.max_running;
+  layout.add("step inputs", ints.total * sizeof(std::int32_t));
+  layout.add("sampled tokens", elements(rows) * sizeof(std::int32_t));
+  layout.add("embedding error record", sizeof(std::int32_t));
+  layout.add("residual 0", elements(t, c.hidden_size) * b);
+  layout.add("residual 1", elements(t, c.hidden_size) * b);
+  layout.add("normed", elements(t, c.hidden_size) * b);
+  layout.add("q", elements(t, q_width) * b);
+  layout.add("k", elements(t, kv_width) * b);
+  layout.add("v", elements(t, kv_width) * b);
+  layout.add("attention out", elements(t, q_width) * b);
+  layout.add("projection out", elements(t, c.hidden_size) * b);
+  layout.add("gate_up", elements(t, 2 * c.intermediate_size) * b);
+  layout.add("swiglu out", elements(t, c.intermediate_size) * b);
+  layout.add("lse", elements(t, c.num_heads) * sizeof(float));
+  layout.add("gathered rows", elements(rows, c.hidden_size) * b);
+  layout.add("logits", elements(rows, c.vocab_size) * b);
+  layout.add("prefill K", elements(c.num_kv_heads, max_model_len, c.head_dim) * b);
+  layout.add("prefill V", elements(c.num_kv_heads, max_model_len, c.head_dim) * b);
+  if (num_blocks > 0)
+    layout.add("kv cache", elements(2 * c.num_layers, num_blocks) * block_elements * b);
+  return layout;
+}
+
+ModelRunner::Impl::Impl(const ModelWeights& weights, const RunnerOptions& opts,
+                        const std::vector<float>& freq_factors)
+    : config(weights.config), options(opts) {
+  const ModelConfig& c = config;
+  require(c.head_dim == 64 || c.head_dim == 128,
+          "the model's head_dim is {}; the attention kernels are compiled for 64 and 128", c.head_dim);
+  require(options.block_size == 16 || options.block_size == 32 || options.block_size == 64,
+          "block_size {} is not 16, 32 or 64", options.block_size);
+  require(options.max_batched_tokens >= 1 && options.max_running >= 1,
+          "max_batched_tokens ({}) and max_running ({}) must be >= 1", options.max_batched_tokens,
+          options.max_running);
+  require(options.num_blocks >= 0, "num_blocks {} is negative", options.num_blocks);
+  require(options.kv_memory_fraction > 0.0 && options.kv_memory_fraction <= 0.95,
+          "kv_memory_fraction {} must be in (0, 0.95]", options.kv_memory_fraction);
+  max_model_len = options.max_model_len > 0 ? options.max_model_len
+                                            : std::min(c.max_position_embeddings, kDefaultMaxModelLen);
+  require(max_model_len >= 1 && max_model_len <= c.max_position_embeddings,
+          "max_model_len {} must be in [1, {}] (the model's max_position_embeddings)", max_model_len,
+          c.max_position_embeddings);
+  max_blocks_per_seq = (max_model_len + options.block_size - 1) / options.block_size;
+  q_width = c.num_heads * c.head_dim;
+  kv_width = c.num_kv_heads * c.head_dim;
+  block_elements = elements(c.num_kv_heads, options.block_size, c.head_dim);
+  ints = step_int_layout(options.max_batched_tokens, options.max_running,
+                         static_cast<std::int64_t>(options.max_running) * max_blocks_per_seq);
+
+  std::int64_t num_blocks = options.num_blocks;
+  if (num_blocks == 0) {
+    std::size_t free_bytes = 0, total_bytes = 0;
+    KC_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    const std::size_t rest = layout(0).total_bytes();
+    require(free_bytes > rest, "the model needs {} MiB of device memory before its KV cache; {} MiB are free",
+            rest >> 20, free_bytes >> 20);
+    const double kv_bytes = static_cast<double>(free_bytes - rest) * options.kv_memory_fraction;
+    num_blocks = static_cast<std::int64_t>(kv_bytes / static_cast<double>(2 * c.num_layers * block_elements *
+                                                                          sizeof(bf16)));
+    num_blocks = std::min<std::int64_t>(num_blocks, 1 << 30);
+    require(num_blocks >= max_blocks_per_seq,
+            "the KV cache would hold {} blocks, fewer than one sequence of max_model_len {} needs ({})", num_blocks,
+            max_model_len, max_blocks_per_seq);
+  }
+  options.num_blocks = static_cast<std::int32_t>(num_blocks);
+
+  pool = DevicePool(layout(num_blocks));
+  KC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  staging = PinnedBuffer<std::int32_t>(ints.total);
+  sampled_host = PinnedBuffer<std::int32_t>(static_cast<std::size_t>(options.max_running));
+  upload(weights, freq_factors);
+}
+
+void ModelRunner::Impl::upload(const ModelWeights& weights, const std::vector<float>& freq_factors) {
+  const ModelConfig& c = config;
+  // Weights go up through one pinned staging buffer, in pieces, on the runner's stream.
+  const std::size_t chunk_elements = std::size_t{32} << 20;
+  PinnedBuffer<std::uint16_t> upload_staging(chunk_elements);
+  auto put = [&](const HostTensor& tensor, bf16* to, std::size_t offset_elements = 0) {
+    const std::size_t count = tensor.data.size();
+    for (std::size_t done = 0; done < count; done += chunk_elements) {
+      const std::size_t n = std::min(chunk_elements, count - done);
+      KC_CUDA_CHECK(cudaStreamSynchronize(stream));  // the previous piece has left the staging buffer
+      std::memcpy(upload_staging.data(), tensor.data.data() + done, n * sizeof(std::uint16_t));
+      KC_CUDA_CHECK(cudaMemcpyAsync(to + offset_elements + done, upload_staging.data(), n * sizeof(std::uint16_t),
+                                    cudaMemcpyHostToDevice, stream));
+    }
+  };
+  embedding = pool.get<bf16>("token embedding");
+  put(weights.token_embedding, embedding);
+  output = embedding;
+  if (!c.tie_word_embeddings) {
+    output = pool.get<bf16>("output projection");
+    put(weights.lm_head, output);
+  }
+  final_norm = pool.get<bf16>("final norm");
+  put(weights.final_norm, final_norm);
+  bf16* cache = pool.get<bf16>("kv cache");
+  const std::size_t pool_elements = static_cast<std::size_t>(options.num_blocks) * block_elements;
+  for (std::int64_t l = 0; l < c.num_layers; ++l) {
+    const LayerWeights& w = weights.layers[static_cast<std::size_t>(l)];
+    Layer layer{};
+    layer.attn_norm = pool.get<bf16>(layer_piece(l, "attn_norm"));
+    layer.q = pool.get<bf16>(layer_piece(l, "q"));
+    layer.k = pool.get<bf16>(layer_piece(l, "k"));
+    layer.v = pool.get<bf16>(layer_piece(l, "v"));
+    layer.o = pool.get<bf16>(layer_piece(l, "o"));
+    layer.ffn_norm = pool.get<bf16>(layer_piece(l, "ffn_norm"));
+    layer.gate_up = pool.get<bf16>(layer_piece(l, "gate_up"));
+    layer.down = pool.get<bf16>(layer_piece(l, "down"));
+    put(w.attn_norm, layer.attn_norm);
+    put(w.q, layer.q);
+    put(w.k, layer.k);
+    put(w.v, layer.v);
+    put(w.o, layer.o);
+    put(w.ffn_norm, layer.ffn_norm);
+    put(w.gate, layer.gate_up);  // rows [0, I): gate; rows [I, 2I): up — swiglu's [gate | up]
+    put(w.up, layer.gate_up, elements(c.intermediate_size, c.hidden_size));
+    put(w.down, layer.down);
+    layer.k_cache = cache + static_cast<std::size_t>(2 * l) * pool_elements;
+    layer.v_cache = cache + static_cast<std::size_t>(2 * l + 1) * pool_elements;
+    layers.push_back(layer);
+  }
+
+  const std::vector<float> table = rope_cos_sin_table(c, max_model_len, freq_factors);
+  cos_sin = pool.get<float>("rope cos/sin");
+  KC_CUDA_CHECK(cudaMemcpyAsync(cos_sin, table.data(), table.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
+
+  step_ints = pool.get<std::int32_t>("step inputs");
+  sampled = pool.get<std::int32_t>("sampled tokens");
+  embedding_error = pool.get<std::int32_t>("embedding error record");
+  const std::int32_t no_bad_token = stage2::kNoBadToken;
+  KC_CUDA_CHECK(cudaMemcpyAsync(embedding_error, &no_bad_token, sizeof no_bad_token, cudaMemcpyHostToDevice, stream));
+  residual[0] = pool.get<bf16>("residual 0");
+  residual[1] = pool.get<bf16>("residual 1");
+  normed = pool.get<bf16>("normed");
+  q = pool.get<bf16>("q");
+  k = pool.get<bf16>("k");
+  v = pool.get<bf16>("v");
+  attn = pool.get<bf16>("attention out");
+  proj = pool.get<bf16>("projection out");
+  gate_up = pool.get<bf16>("gate_up");
+  act = pool.get<bf16>("swiglu out");
+  lse = pool.get<float>("lse");
+  gathered = pool.get<bf16>("gathered rows");
+  logits = pool.get<bf16>("logits");
+  k_gather = pool.get<bf16>("prefill K");
+  v_gather = pool.get<bf16>("prefill V");
+  KC_CUDA_CHECK(cudaStreamSynchronize(stream));
+
+  // The decode attention's split workspace at its largest, before any step, so that no step
+  // allocates: the split depends on the batch and the table's width (fewer sequences get more
+  // splits), so every batch size at the widest table.
+  stage3::DecodeArgs<bf16> widest;
+  widest.q_heads = static_cast<int>(c.num_heads);
+  widest.kv_heads = static_cast<int>(c.num_kv_heads);
+  widest.q_len = 1;
+  widest.head_dim = static_cast<int>(c.head_dim);
+  widest.block_size = options.block_size;
+  widest.max_blocks = static_cast<int>(max_blocks_per_seq);
+  for (int rows = 1; rows <= options.max_running; ++rows) {
+    widest.batch = rows;
+    decode.reserve(widest);
+  }
+}
+
+void ModelRunner::Impl::gemm_into(const char* role, const bf16* a, const bf16* w, bf16* c, std::int64_t m,
+                                  std::int64_t n, std::int64_t k_dim) {
+  stage3::HgemmArgs args;
+  args.m = static_cast<int>(m);
+  args.n = static_cast<int>(n);
+  args.k = static_cast<int>(k_dim);
+  args.a = a;
+  args.b = w;
+  args.c = c;
+  args.lda = static_cast<int>(k_dim);
+  args.ldb = static_cast<int>(k_dim);
+  args.ldc = static_cast<int>(n);
+  const stage3::GemmPath path = gemm.run(args, stream);
+  note(fmt::format("projection {} (M = {})", role, m <= stage3::kSmallM ? "small" : "large"), path.name());
+}
+
+std::vector<std::int32_t> ModelRunner::Impl::forward(const StepBatch& batch) {
+  const ModelConfig& c = config;
+  const auto& sequences = batch.sequences;
+  const std::int64_t rows = static_cast<std::int64_t>(sequences.size());
+  require(rows >= 1, "an empty batch has nothing to run");
+  require(rows <= options.max_running, "the batch has {} sequences; this runner takes at most {}", rows,
+          options.max_running);
+  require(batch.num_decodes >= 0 && batch.num_decodes <= rows, "num_decodes {} is outside [0, {}]",
+          batch.num_decodes, rows);
+  const PackedBlockTables& tables = batch.block_tables;
+  require(tables.rows >= rows && tables.max_blocks_per_seq >= 1 && tables.max_blocks_per_seq <= max_blocks_per_seq &&
+              tables.table.size() == static_cast<std::size_t>(tables.rows) * tables.max_blocks_per_seq &&
+              tables.lengths.size() == static_cast<std::size_t>(tables.rows),
+          "the batch's block tables ({} rows of {} slots) do not fit its {} sequences or this runner's {} slots",
+          tables.rows, tables.max_blocks_per_seq, rows, max_blocks_per_seq);
+
+  std::int64_t tokens = 0;
+  for (const ScheduledSequence& s : sequences) tokens += static_cast<std::int64_t>(s.tokens.size());
+  require(tokens >= 1 && tokens <= options.max_batched_tokens, "the batch has {} tokens; this runner takes 1 to {}",
+          tokens, options.max_batched_tokens);
+
+  // The step's ints, checked on the host: nothing is launched for a batch that is refused.
+  std::int32_t* host = staging.data();
+  const std::int64_t stride = tables.max_blocks_per_seq;
+  std::vector<std::int32_t> sample_rows;
+  std::int64_t t = 0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const ScheduledSequence& s = sequences[static_cast<std::size_t>(r)];
+    const std::int64_t n = static_cast<std::int64_t>(s.tokens.size());
+    require(n >= 1, "sequence {} of the batch has no tokens", r);
+    require(r >= batch.num_decodes || n == 1, "decode sequence {} has {} tokens (one expected)", r, n);
+    const std::int64_t length = tables.lengths[static_cast<std::size_t>(r)];
+    require(s.start_position >= 0 && s.start_position + n == length,
+            "sequence {}: start {} + {} tokens != its table's length {}", r, s.start_position, n, length);
+    require(length <= max_model_len, "sequence {} reaches position {}; this runner's max_model_len is {}", r,
+            length - 1, max_model_len);
+    for (std::int64_t i = 0; i < n; ++i, ++t) {
+      const TokenId id = s.tokens[static_cast<std::size_t>(i)];
+      require(id >= 0 && id < c.vocab_size, "sequence {}: token id {} is outside the vocabulary [0, {})", r, id,
+              c.vocab_size);
+      const std::int64_t position = s.start_position + i;
+      const std::int32_t block = tables.table[static_cast<std::size_t>(r * stride + position / options.block_size)];
+      require(block >= 0 && block < options.num_blocks, "sequence {}: position {} maps to block {} (pool of {})", r,
+              position, block, options.num_blocks);
+      host[ints.ids + t] = id;
+      host[ints.positions + t] = static_cast<std::int32_t>(position);
+      host[ints.slots + t] = static_cast<std::int32_t>(block * options.block_size + position % options.block_size);
+    }
+    if (s.samples) sample_rows.push_back(static_cast<std::int32_t>(t - 1));
+  }
+  for (std::int64_t r = 0; r < rows; ++r) {
+    host[ints.lengths + r] = tables.lengths[static_cast<std::size_t>(r)];
+    std::memcpy(host + ints.table + r * stride, tables.table.data() + r * stride, stride * sizeof(std::int32_t));
+  }
+  std::copy(sample_rows.begin(), sample_rows.end(), host + ints.sample_rows);
+  KC_CUDA_CHECK(cudaMemcpyAsync(step_ints, host, ints.total * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream));
+
+  // Copy-on-write blocks the scheduler asked for, every layer's K and V.
+  const std::size_t block_bytes = block_elements * sizeof(bf16);
+  for (const BlockCopy& copy : batch.block_copies) {
+    require(copy.source >= 0 && copy.source < options.num_blocks && copy.destination >= 0 &&
+                copy.destination < options.num_blocks,
+            "block copy {} -> {} is outside the pool of {} blocks", copy.source, copy.destination, options.num_blocks);
+    for (const Layer& layer : layers)
+      for (bf16* pool_base : {layer.k_cache, layer.v_cache})
+        KC_CUDA_CHECK(cudaMemcpyAsync(pool_base + copy.destination * block_elements,
+                                      pool_base + copy.source * block_elements, block_bytes,
+                                      cudaMemcpyDeviceToDevice, stream));
+  }
+
+  const int T = static_cast<int>(tokens), H = static_cast<int>(c.hidden_size);
+  const int* ids = step_ints + ints.ids;
+  const int* positions = step_ints + ints.positions;
+  const std::int32_t* slots = step_ints + ints.slots;
+  const std::int32_t* lengths = step_ints + ints.lengths;
+  const std::int32_t* table = step_ints + ints.table;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+
+  stage2::EmbeddingArgs<bf16> embed{T, static_cast<int>(c.vocab_size), H, ids, embedding, residual[0],
+                                    embedding_error};
+  note("embedding", stage2::embedding(embed, stream));
+  int current = 0;  // residual[current] holds the residual stream
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    const Layer& layer = layers[l];
+    if (l == 0) {
+      stage2::RmsNormArgs<bf16> norm{T, H, residual[0], layer.attn_norm, normed, eps};
+      note("rmsnorm", stage2::rmsnorm(norm, stream));
+    } else {  // the previous layer's MLP output joins the residual stream
+      stage2::ResidualRmsNormArgs<bf16> norm{T, H, proj, residual[current], layer.attn_norm,
+                                             residual[1 - current], normed, eps};
+      note("residual + rmsnorm", stage2::residual_rmsnorm(norm, stream));
+      current = 1 - current;
+    }
+    gemm_into("q", normed, layer.q, q, T, q_width, H);
+    gemm_into("k", normed, layer.k, k, T, kv_width, H);
+    gemm_into("v", normed, layer.v, v, T, kv_width, H);
+    stage2::RopeArgs<bf16> rope;
+    rope.layout = stage2::RopeLayout::rotate_half;
+    rope.tokens = T;
+    rope.q_heads = static_cast<int>(c.num_heads);
+    rope.kv_heads = static_cast<int>(c.num_kv_heads);
+    rope.head_dim = static_cast<int>(c.head_dim);
+    rope.q = q;
+    rope.k = k;
+    rope.positions = positions;
+    rope.cos_sin = cos_sin;
+    note("rope", stage2::rope(rope, static_cast<int>(max_model_len), stream));
+    write_kv_cache(k, v, slots, T, static_cast<int>(c.num_kv_heads), static_cast<int>(c.head_dim),
+                   options.block_size, layer.k_cache, layer.v_cache, stream);
+
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
+    if (batch.num_decodes > 0) {
+      stage3::DecodeArgs<bf16> d;
+      d.q = q;
+      d.k_cache = layer.k_cache;
+      d.v_cache = layer.v_cache;
+      d.block_table = table;
+      d.seq_lens = lengths;
+      d.o = attn;
+      d.lse = lse;
+      d.batch = batch.num_decodes;
+      d.q_heads = static_cast<int>(c.num_heads);
+      d.kv_heads = static_cast<int>(c.num_kv_heads);
+      d.q_len = 1;
+      d.head_dim = static_cast<int>(c.head_dim);
+      d.block_size = options.block_size;
+      d.max_blocks = static_cast<int>(stride);
+      d.scale = scale;
+      note("attention (decode)", decode.run(d, stream));
+    }
+    std::int64_t offset = batch.num_decodes;  // token index of the sequence's first token
+    for (std::int64_t r = batch.num_decodes; r < rows; ++r) {
+      const ScheduledSequence& s = sequences[static_cast<std::size_t>(r)];
+      const int n = static_cast<int>(s.tokens.size());
+      const int length = tables.lengths[static_cast<std::size_t>(r)];
+      gather_kv_pages(layer.k_cache, layer.v_cache, table + r * stride, length, static_cast<int>(c.num_kv_heads),
+                      static_cast<int>(c.head_dim), options.block_size, k_gather, v_gather, stream);
+      stage3::AttentionArgs<bf16> a;
+      a.q = q + offset * q_width;
+      a.k = k_gather;
+      a.v = v_gather;
+      a.o = attn + offset * q_width;
+      a.lse = lse + offset * c.num_heads;
+      a.batch = 1;
+      a.q_heads = static_cast<int>(c.num_heads);
+      a.kv_heads = static_cast<int>(c.num_kv_heads);
+      a.q_len = n;
+      a.kv_len = length;
+      a.head_dim = static_cast<int>(c.head_dim);
+      a.q_batch_stride = static_cast<std::int64_t>(n) * q_width;
+      a.q_head_stride = c.head_dim;
+      a.q_row_stride = q_width;
+      a.kv_batch_stride = static_cast<std::int64_t>(length) * kv_width;
+      a.kv_head_stride = static_cast<std::int64_t>(length) * c.head_dim;
+      a.kv_row_stride = c.head_dim;
+      a.scale = scale;
+      a.causal = true;
+      note("attention (prefill)", stage3::attention_forward(a, stream));
+      offset += n;
+    }
+
+    gemm_into("o", attn, layer.o, proj, T, H, q_width);
+    stage2::ResidualRmsNormArgs<bf16> norm{T, H, proj, residual[current], layer.ffn_norm, residual[1 - current],
+                                           normed, eps};
+    note("residual + rmsnorm", stage2::residual_rmsnorm(norm, stream));
+    current = 1 - current;
+    gemm_into("gate_up", normed, layer.gate_up, gate_up, T, 2 * c.intermediate_size, H);
+    stage2::SwigluArgs<bf16> swiglu{T, static_cast<int>(c.intermediate_size), gate_up, act};
+    note("swiglu", stage2::swiglu(swiglu, stream));
+    gemm_into("down", act, layer.down, proj, T, H, c.intermediate_size);
+  }
+  stage2::ResidualRmsNormArgs<bf16> norm{T, H, proj, residual[current], final_norm, residual[1 - current], normed,
+                                         eps};
+  note("residual + rmsnorm", stage2::residual_rmsnorm(norm, stream));
+  return sample_rows;
+}
+
+std::vector<float> ModelRunner::Impl::logits_to_host(std::int64_t rows) {
+  std::vector<std::uint16_t> bits(elements(rows, config.vocab_size));
+  KC_CUDA_CHECK(cudaMemcpyAsync(bits.data(), logits, bits.size() * sizeof(std::uint16_t), cudaMemcpyDeviceToHost,
+                                stream));
+  KC_CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<float> values(bits.size());
+  for (std::size_t i = 0; i < bits.size(); ++i) {
+    const std::uint32_t word = static_cast<std::uint32_t>(bits[i]) << 16;
+    std::memcpy(&values[i], &word, sizeof word);
+  }
+  return values;
+}
+
+ModelRunner::ModelRunner(const ModelWeights& weights, const RunnerOptions& options,
+                         const std::vector<float>& rope_freq_factors)
+    : impl_(std::make_unique<Impl>(weights, options, rope_freq_factors)) {}
+
+ModelRunner::~ModelRunner() = default;
+
+const ModelConfig& ModelRunner::config() const { return impl_->config; }
+
+SchedulerConfig ModelRunner::scheduler_config() const {
+  SchedulerConfig config;
+  config.num_blocks = impl_->options.num_blocks;
+  config.block_size = impl_->options.block_size;
+  config.max_model_len = impl_->max_model_len;
+  config.max_batched_tokens = impl_->options.max_batched_tokens;
+  config.max_running = impl_->options.max_running;
+  return config;
+}
+
+const DevicePool& ModelRunner::pool() const { return impl_->pool; }
+
+const std::map<std::string, std::string>& ModelRunner::kernels_used() const { return impl_->used; }
+
+std::vector<TokenId> ModelRunner::execute(const StepBatch& batch) {
+  Impl& m = *impl_;
+  const std::vector<std::int32_t> sample_rows = m.forward(batch);
+  std::vector<TokenId> tokens;
+  if (sample_rows.empty()) {
+    KC_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+    return tokens;
+  }
+  const int count = static_cast<int>(sample_rows.size());
+  gather_rows(m.normed, m.step_ints + m.ints.sample_rows, count, static_cast<int>(m.config.hidden_size), m.gathered,
+              m.stream);
+  m.gemm_into("output", m.gathered, m.output, m.logits, count, m.config.vocab_size, m.config.hidden_size);
+  argmax_rows(m.logits, count, static_cast<int>(m.config.vocab_size), m.sampled, m.stream);
+  KC_CUDA_CHECK(cudaMemcpyAsync(m.sampled_host.data(), m.sampled, count * sizeof(std::int32_t),
+                                cudaMemcpyDeviceToHost, m.stream));
+  KC_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+
+  std::vector<float> host_logits;  // read once, only if a sequence samples with temperature
+  int sampler_row = 0;
+  for (const ScheduledSequence& s : batch.sequences) {
+    if (!s.samples) continue;
+    const int row = sampler_row++;
+    if (s.sampling.temperature == 0.0f) {
+      const TokenId token = m.sampled_host[static_cast<std::size_t>(row)];
+      require(token >= 0, "request {}: the logits hold a NaN", s.request);
+      tokens.push_back(token);
+      continue;
+    }
+    if (host_logits.empty()) host_logits = m.logits_to_host(count);
+    const auto begin = host_logits.begin() + static_cast<std::ptrdiff_t>(row) * m.config.vocab_size;
+    const std::vector<float> row_logits(begin, begin + m.config.vocab_size);
+    tokens.push_back(sample_token(row_logits, s.sampling, static_cast<std::uint64_t>(s.output_index)));
+  }
+  m.note("sampling", host_logits.empty() ? "engine argmax_rows (greedy)"
+                                         : "engine argmax_rows (greedy), CPU reference sampler (temperature > 0)");
+  return tokens;
+}
+
+std::vector<float> ModelRunner::execute_all_logits(const StepBatch& batch) {
+  Impl& m = *impl_;
+  m.forward(batch);
+  std::int64_t total = 0;
+  for (const ScheduledSequence& s : batch.sequences) total += static_cast<std::int64_t>(s.tokens.size());
+  std::vector<float> all;
+  all.reserve(elements(total, m.config.vocab_size));
+  for (std::int64_t first = 0; first < total; first += m.options.max_running) {
+    const std::int64_t rows = std::min<std::int64_t>(m.options.max_running, total - first);
+    m.gemm_into("output", m.normed + first * m.config.hidden_size, m.output, m.logits, rows, m.config.vocab_size,
+                m.config.hidden_size);
+    const std::vector<float> part = m.logits_to_host(rows);
+    all.insert(all.end(), part.begin(), part.end());
+  }
+  return all;
+}
+
+}  // namespace kc::engine

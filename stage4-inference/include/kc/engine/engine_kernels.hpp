@@ -1,0 +1,44 @@
+// kc/engine/engine_kernels.hpp — the engine's own small kernels: moving keys and values in and out
+// of the paged KV cache, picking rows, and the greedy choice. Everything else a model step runs
+// comes from stage 2 (kc/stage2/ops.hpp) and stage 3 (kc/stage3/gemm.hpp,
+// kc/stage3/attention_ops.hpp).
+//
+// The cache of one layer is two pools, K and V, each [num_blocks, kv_heads, block_size, head_dim]
+// in bf16 (kc/stage3/attention_decode.hpp, the layout the decode kernel reads). A token's slot is
+// block * block_size + row: the token at position p of a sequence lives in block
+// table[p / block_size], row p % block_size.
+//
+// Each entry checks its arguments (kc::Error before any launch) and launches asynchronously on
+// `stream`. head_dim must be a multiple of 8 (rows move in 16-byte pieces), and every pointer
+// 16-byte aligned.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace kc::engine {
+
+using bf16 = __nv_bfloat16;
+
+// For each of `tokens` tokens t: K_cache[slot] = k[t], V_cache[slot] = v[t] for every kv head,
+// slot = slots[t] (device, int32; slot / block_size is the block, slot % block_size the row).
+// k, v: [tokens, kv_heads, head_dim]. A negative slot skips its token (a padding row).
+void write_kv_cache(const bf16* k, const bf16* v, const std::int32_t* slots, int tokens, int kv_heads,
+                    int head_dim, int block_size, bf16* k_cache, bf16* v_cache, cudaStream_t stream);
+
+// The first `length` keys and values of one sequence, gathered from its pages into contiguous
+// [kv_heads, length, head_dim] tensors (the K and V attention_forward reads). block_table: the
+// sequence's row of the table (device, int32, at least ceil(length / block_size) ids).
+void gather_kv_pages(const bf16* k_cache, const bf16* v_cache, const std::int32_t* block_table, int length,
+                     int kv_heads, int head_dim, int block_size, bf16* k_out, bf16* v_out, cudaStream_t stream);
+
+// out[i] = x[rows[i]] for i < count: rows of `cols` elements (rows: device, int32).
+void gather_rows(const bf16* x, const std::int32_t* rows, int count, int cols, bf16* out, cudaStream_t stream);
+
+// out[r] = the index of the largest of the `cols` logits of row r, ties to the lower index (as
+// torch.argmax and the CPU sampler choose); -1 when the row holds a NaN. logits: [rows, cols].
+void argmax_rows(const bf16* logits, int rows, int cols, std::int32_t* out, cudaStream_t stream);
+
+}  // namespace kc::engine

@@ -1,0 +1,34 @@
+// kc/engine/model_loader.hpp — a model from a path, as the programs take it: a GGUF file, or a
+// Hugging Face model directory (config.json, model.safetensors or its sharded index, and, when
+// present, tokenizer.json and tokenizer_config.json's chat template).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kc/engine/chat_template.hpp"
+#include "kc/engine/model_config.hpp"
+#include "kc/engine/model_weights.hpp"
+#include "kc/engine/tokenizer.hpp"
+
+namespace kc::engine {
+
+struct LoadedModel {
+  std::string path;
+  std::string format;  // "gguf" or "safetensors"
+  ModelWeights weights;  // weights.config is the model's config
+  std::vector<float> rope_freq_factors;  // a GGUF file's rope_freqs.weight, else empty
+  std::optional<Tokenizer> tokenizer;    // none for a directory without tokenizer.json
+  std::optional<ChatTemplate> chat_template;
+  // What the load did that a user should know: tensor types dequantized to bf16, a missing
+  // tokenizer.
+  std::vector<std::string> notes;
+};
+
+// Loads everything (the weights converted to bf16 on the host; model_weights.hpp). Throws
+// kc::Error naming the file for anything missing or malformed; a template the engine does not
+// render leaves chat_template empty with a note saying why.
+LoadedModel load_model(const std::string& path);
+
+}  // namespace kc::engine

@@ -1,0 +1,105 @@
+// kc/engine/model_runner.hpp — the GPU model step: a Llama model's forward pass over a scheduled
+// batch (decodes and prefill chunks together), with its weights, paged KV cache and activations
+// in one device pool, and the greedy choice on the GPU.
+//
+// One step, as execute() runs it for the batch's T tokens (kernels in brackets; stage 2's entries
+// are kc/stage2/ops.hpp, stage 3's kc/stage3/gemm.hpp and kc/stage3/attention_ops.hpp):
+//
+//   x = embed(ids)                                          [stage 2 embedding]
+//   per layer:
+//     h = rmsnorm(x)   (fused with the previous layer's residual add from layer 1 on)
+//                                                           [stage 2 rmsnorm / residual_rmsnorm]
+//     q, k, v = h Wq^T, h Wk^T, h Wv^T                       [stage 3 GEMM, three calls]
+//     rotate q and k by their positions                      [stage 2 rope, rotate-half]
+//     write k, v into the cache slots of their positions     [engine write_kv_cache]
+//     attention: decodes (one token a sequence) all at once over their pages
+//                                                           [stage 3 paged decode attention]
+//                prefill chunks one sequence at a time: its pages gathered into contiguous K/V,
+//                then causal attention of the chunk's queries over all its keys
+//                                                           [engine gather_kv_pages, stage 3
+//                                                            attention_forward]
+//     x += attn Wo^T; h = rmsnorm(x)                         [stage 3 GEMM, stage 2
+//                                                            residual_rmsnorm]
+//     x += down(silu(gate(h)) * up(h))                       [stage 3 GEMM on the fused
+//                                                            [gate | up] weight, stage 2 swiglu,
+//                                                            stage 3 GEMM]
+//   h = rmsnorm(x); logits = h Wout^T for the rows that sample  [stage 2, engine gather_rows,
+//                                                            stage 3 GEMM]
+//   greedy: argmax on the GPU [engine argmax_rows]; temperature > 0: that row's logits to the
+//   host and the reference sampler (kc/engine/sampling.hpp) — the GPU sampler comes later.
+//
+// Everything is bf16 with FP32 accumulation inside each kernel, as transformers runs a bf16
+// model. The KV cache is [layers][K | V][num_blocks][kv_heads][block_size][head_dim] bf16, the
+// layout of kc/stage3/attention_decode.hpp; block ids are the scheduler's (KvBlockManager).
+//
+// Not yet: CUDA graphs for the decode step (graph_buckets.hpp chooses the bucket; the step does
+// not capture yet), quantized weights kept quantized (a GGUF Q4_1 file runs dequantized to bf16),
+// fused kernels of the engine's own. Each step synchronizes its stream once, to read the sampled
+// tokens.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kc/engine/device_pool.hpp"
+#include "kc/engine/model_weights.hpp"
+#include "kc/engine/scheduler.hpp"
+
+namespace kc::engine {
+
+struct RunnerOptions {
+  std::int32_t block_size = 16;          // tokens a KV block: 16, 32 or 64
+  std::int32_t num_blocks = 0;           // KV blocks; 0: kv_memory_fraction of the free memory
+  double kv_memory_fraction = 0.5;       // of the device memory free once the rest is allocated
+  std::int32_t max_batched_tokens = 2048;  // tokens a step (decodes and prefill chunks)
+  std::int32_t max_running = 256;        // sequences a step
+  // Positions a sequence may reach: 0 takes the model's max_position_embeddings, capped at
+  // kDefaultMaxModelLen (the gather scratch of a prefill grows with it).
+  std::int64_t max_model_len = 0;
+};
+
+inline constexpr std::int64_t kDefaultMaxModelLen = 8192;
+
+class ModelRunner final : public ModelExecutor {
+ public:
+  // Uploads `weights` (the q/k/v/o, [gate | up] and down projections, norms, embedding and
+  // output projection) into the pool and sizes the cache. `rope_freq_factors`: a GGUF file's
+  // rope_freqs.weight, or empty (kc/engine/rope_table.hpp). Throws kc::Error for options out of
+  // range or a model the kernels cannot run (head_dim other than 64 or 128), kc::CudaError
+  // without a GPU or without the memory.
+  ModelRunner(const ModelWeights& weights, const RunnerOptions& options,
+              const std::vector<float>& rope_freq_factors = {});
+  ~ModelRunner() override;
+  ModelRunner(const ModelRunner&) = delete;
+  ModelRunner& operator=(const ModelRunner&) = delete;
+
+  const ModelConfig& config() const;
+  // The scheduler settings that match this runner's cache and limits.
+  SchedulerConfig scheduler_config() const;
+  // The pieces of the device pool (name, bytes), and its total.
+  const DevicePool& pool() const;
+
+  // Runs the step and returns one token per sequence that samples (greedy on the GPU, else the
+  // reference sampler). Throws kc::Error for a batch this runner cannot take (more tokens or
+  // sequences than its limits, a token id outside the vocabulary, a position past
+  // max_model_len, a table wider than max_model_len) before anything is launched.
+  std::vector<TokenId> execute(const StepBatch& batch) override;
+
+  // The same forward pass, returning the logits of every token of the batch instead of sampling:
+  // [batch.num_tokens, vocab] floats (bf16 values), tokens in the batch's order. Teacher forcing
+  // for the parity tests.
+  std::vector<float> execute_all_logits(const StepBatch& batch);
+
+  // What ran, by role ("attention (decode)", "projection q", ...): the kernel names the stage 2/3
+  // entries returned, cuBLAS fallbacks with their reason. Filled by the steps run so far.
+  const std::map<std::string, std::string>& kernels_used() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kc::engine

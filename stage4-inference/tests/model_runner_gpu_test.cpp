@@ -1,0 +1,290 @@
+// The GPU model step (kc/engine/model_runner.hpp) against the same model in double on the host
+// (support/tiny_llama.hpp): whole prompts, chunked prefill over a cached prefix, token-by-token
+// decoding through the paged decode kernel, mixed batches, greedy generation through the
+// scheduler, and a wrong block table that must fail the comparison. Skips without a GPU.
+//   ctest --test-dir build/ci -R ModelRunner
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kc/common/error.hpp"
+#include "kc/engine/kv_cache.hpp"
+#include "kc/engine/model_runner.hpp"
+#include "kc/engine/scheduler.hpp"
+#include "support/gpu_test.hpp"
+#include "support/tiny_llama.hpp"
+
+namespace kc::engine {
+namespace {
+
+using test_support::reference_logits;
+using test_support::tiny_llama_config;
+using test_support::tiny_llama_weights;
+
+// The stated tolerance: every logit within this fraction of its row's RMS of the double model
+// (bf16 activations are rounded at every kernel boundary; the reference rounds nothing).
+constexpr double kLogitTolerance = 0.05;
+
+struct Comparison {
+  double worst = 0.0;    // largest |error| / row RMS
+  int positions = 0, top1_checked = 0, top1_agree = 0;
+};
+
+// Compares rows [0, rows) of `got` with the reference rows starting at `first_reference_row`.
+void compare(const std::vector<float>& got, const std::vector<double>& reference, std::int64_t vocab,
+             std::int64_t rows, std::int64_t first_reference_row, Comparison& result) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* g = got.data() + r * vocab;
+    const double* e = reference.data() + (first_reference_row + r) * vocab;
+    double sum = 0.0;
+    for (std::int64_t i = 0; i < vocab; ++i) sum += e[i] * e[i];
+    const double rms = std::sqrt(sum / static_cast<double>(vocab));
+    std::int64_t best = 0, second = -1, got_best = 0;
+    for (std::int64_t i = 0; i < vocab; ++i) {
+      result.worst = std::max(result.worst, std::abs(g[i] - e[i]) / rms);
+      if (e[i] > e[best]) best = i;
+      if (g[i] > g[got_best]) got_best = i;
+    }
+    for (std::int64_t i = 0; i < vocab; ++i)
+      if (i != best && (second < 0 || e[i] > e[second])) second = i;
+    ++result.positions;
+    if (e[best] - e[second] > 2 * kLogitTolerance * rms) {  // not a near-tie at this tolerance
+      ++result.top1_checked;
+      result.top1_agree += got_best == best ? 1 : 0;
+    }
+  }
+}
+
+void expect_close(const Comparison& c, const std::string& what) {
+  EXPECT_LE(c.worst, kLogitTolerance) << what << ": worst logit error " << c.worst << " of the row RMS";
+  EXPECT_EQ(c.top1_agree, c.top1_checked) << what;
+  EXPECT_GE(c.top1_checked, c.positions * 3 / 4) << what << ": too many near-ties to judge top-1";
+  std::printf("%s: %d positions, worst error %.4f of the row RMS, top-1 %d/%d\n", what.c_str(), c.positions,
+              c.worst, c.top1_agree, c.top1_checked);
+}
+
+std::vector<std::int32_t> random_ids(std::int64_t count, std::int64_t vocab, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<std::int32_t> pick(0, static_cast<std::int32_t>(vocab - 1));
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(count));
+  for (auto& id : ids) id = pick(rng);
+  return ids;
+}
+
+// Builds a step by hand: each (sequence, tokens) appends its tokens to the sequence's blocks.
+// The first `decodes` entries are decodes (one token each).
+StepBatch make_step(KvBlockManager& cache, const std::vector<std::pair<SequenceId, std::vector<TokenId>>>& chunks,
+                    std::int32_t decodes, std::int32_t stride) {
+  StepBatch batch;
+  std::vector<SequenceId> ids;
+  for (const auto& [id, tokens] : chunks) {
+    if (!cache.has_sequence(id)) cache.add_sequence(id);
+    ScheduledSequence s;
+    s.request = static_cast<RequestId>(id);
+    s.start_position = cache.length(id);
+    s.tokens = tokens;
+    s.samples = true;
+    cache.append(id, static_cast<std::int64_t>(tokens.size()));
+    batch.sequences.push_back(s);
+    batch.num_tokens += static_cast<std::int32_t>(tokens.size());
+    ids.push_back(id);
+  }
+  batch.num_decodes = decodes;
+  batch.block_tables = pack_block_tables(cache, ids, stride);
+  return batch;
+}
+
+struct Case {
+  const char* name;
+  std::int64_t hidden, intermediate, layers, heads, kv_heads, vocab;
+  bool tied;
+};
+
+const Case kCases[] = {
+    {"gqa1_d64_untied", 256, 640, 2, 4, 4, 300, false},
+    {"gqa4_d64_tied", 512, 1024, 2, 8, 2, 333, true},
+    {"mqa_d128_untied", 512, 768, 3, 4, 1, 515, false},
+};
+
+RunnerOptions small_runner(std::int32_t block_size = 16) {
+  RunnerOptions options;
+  options.block_size = block_size;
+  options.num_blocks = 64;
+  options.max_batched_tokens = 256;
+  options.max_running = 8;
+  options.max_model_len = 512;
+  return options;
+}
+
+ModelWeights case_weights(const Case& c, std::uint64_t seed) {
+  return tiny_llama_weights(
+      tiny_llama_config(c.hidden, c.intermediate, c.layers, c.heads, c.kv_heads, c.vocab, c.tied), seed);
+}
+
+// A runner on a case's weights and an empty cache of its blocks.
+struct TinyModel {
+  ModelWeights weights;
+  ModelRunner runner;
+  KvBlockManager cache;
+  TinyModel(const Case& c, std::uint64_t seed, const RunnerOptions& options = small_runner())
+      : weights(case_weights(c, seed)), runner(weights, options),
+        cache(runner.scheduler_config().num_blocks, options.block_size) {}
+};
+
+TEST(ModelRunner, WholePromptLogitsMatchTheDoubleModel) {
+  KC_SKIP_WITHOUT_GPU();
+  for (const Case& c : kCases) {
+    const ModelWeights weights = case_weights(c, 11);
+    ModelRunner runner(weights, small_runner());
+    Comparison result;
+    for (std::int64_t n : {1, 17, 77}) {
+      const std::vector<std::int32_t> ids = random_ids(n, c.vocab, 100 + n);
+      KvBlockManager cache(runner.scheduler_config().num_blocks, 16);
+      const StepBatch batch = make_step(cache, {{1, ids}}, 0, 32);
+      compare(runner.execute_all_logits(batch), reference_logits(weights, ids), c.vocab, n, 0, result);
+    }
+    expect_close(result, std::string(c.name) + " whole prompts");
+  }
+}
+
+// The same 77 tokens in chunks (prefill over a cached prefix: pages gathered), then one token a
+// step through the paged decode kernel, with blocks of 16 and 32 tokens.
+TEST(ModelRunner, ChunkedPrefillAndDecodeMatchTheDoubleModel) {
+  KC_SKIP_WITHOUT_GPU();
+  for (const Case& c : kCases) {
+    const ModelWeights weights = case_weights(c, 12);
+    const std::vector<std::int32_t> ids = random_ids(77, c.vocab, 7);
+    const std::vector<double> reference = reference_logits(weights, ids);
+    for (std::int32_t block_size : {16, 32}) {
+      ModelRunner runner(weights, small_runner(block_size));
+      KvBlockManager cache(runner.scheduler_config().num_blocks, block_size);
+      Comparison chunked, decoded;
+      std::size_t done = 0;
+      for (std::size_t chunk : {7, 16, 20}) {  // prefill chunks: 0-6, 7-22, 23-42
+        const std::vector<TokenId> tokens(ids.begin() + done, ids.begin() + done + chunk);
+        compare(runner.execute_all_logits(make_step(cache, {{1, tokens}}, 0, 32)), reference, c.vocab, chunk,
+                done, chunked);
+        done += chunk;
+      }
+      for (; done < ids.size(); ++done)
+        compare(runner.execute_all_logits(make_step(cache, {{1, {ids[done]}}}, 1, 32)), reference, c.vocab, 1,
+                done, decoded);
+      expect_close(chunked, fmt::format("{} chunked prefill, blocks of {}", c.name, block_size));
+      expect_close(decoded, fmt::format("{} decode steps, blocks of {}", c.name, block_size));
+    }
+  }
+}
+
+// One step holding two decodes and two prefill chunks of other sequences.
+TEST(ModelRunner, MixedBatchMatchesTheDoubleModel) {
+  KC_SKIP_WITHOUT_GPU();
+  const Case& c = kCases[1];
+  TinyModel m(c, 13);
+  std::map<SequenceId, std::vector<std::int32_t>> ids;
+  for (SequenceId s = 1; s <= 4; ++s) ids[s] = random_ids(40 + 9 * s, c.vocab, 50 + s);
+  // Sequences 1 and 2 have 30 and 20 tokens cached; 3 has 10; 4 starts now.
+  m.runner.execute_all_logits(make_step(m.cache, {{1, {ids[1].begin(), ids[1].begin() + 30}},
+                                              {2, {ids[2].begin(), ids[2].begin() + 20}},
+                                              {3, {ids[3].begin(), ids[3].begin() + 10}}},
+                                      0, 32));
+  const StepBatch mixed = make_step(m.cache, {{1, {ids[1][30]}}, {2, {ids[2][20]}},
+                                            {3, {ids[3].begin() + 10, ids[3].begin() + 35}},
+                                            {4, {ids[4].begin(), ids[4].begin() + 19}}},
+                                    2, 32);
+  const std::vector<float> logits = m.runner.execute_all_logits(mixed);
+  Comparison result;
+  const std::vector<std::pair<SequenceId, std::pair<std::int64_t, std::int64_t>>> rows = {
+      {1, {30, 1}}, {2, {20, 1}}, {3, {10, 25}}, {4, {0, 19}}};
+  std::int64_t row = 0;
+  for (const auto& [s, range] : rows) {
+    const std::vector<double> reference = reference_logits(m.weights, ids[s]);
+    const std::vector<float> part(logits.begin() + row * c.vocab, logits.begin() + (row + range.second) * c.vocab);
+    compare(part, reference, c.vocab, range.second, range.first, result);
+    row += range.second;
+  }
+  expect_close(result, "mixed batch (2 decodes, 2 prefill chunks)");
+}
+
+// Negative control: a decode whose table row points at another sequence's blocks reads the wrong
+// keys, and the comparison must see it.
+TEST(ModelRunner, AWrongBlockTableFailsTheComparison) {
+  KC_SKIP_WITHOUT_GPU();
+  const Case& c = kCases[0];
+  TinyModel m(c, 14);
+  const std::vector<std::int32_t> a = random_ids(41, c.vocab, 1), b = random_ids(41, c.vocab, 2);
+  m.runner.execute_all_logits(make_step(m.cache, {{1, {a.begin(), a.end() - 1}}, {2, {b.begin(), b.end() - 1}}}, 0, 32));
+  StepBatch step = make_step(m.cache, {{1, {a.back()}}}, 1, 32);
+  const std::vector<BlockId>& other = m.cache.block_table(2);
+  for (std::size_t slot = 0; slot + 1 < other.size(); ++slot) step.block_tables.table[slot] = other[slot];
+  Comparison result;
+  compare(m.runner.execute_all_logits(step), reference_logits(m.weights, a), c.vocab, 1, 40, result);
+  EXPECT_GT(result.worst, kLogitTolerance) << "a decode over another sequence's pages went unnoticed";
+}
+
+// Greedy generation through the scheduler (three requests at once, a small token budget so that
+// prompts are chunked) against the double model's greedy continuation, token by token while the
+// reference's top-1 is not a near-tie.
+TEST(ModelRunner, GreedyGenerationThroughTheSchedulerMatchesTheDoubleModel) {
+  KC_SKIP_WITHOUT_GPU();
+  const Case& c = kCases[2];
+  RunnerOptions options = small_runner();
+  options.max_batched_tokens = 48;
+  TinyModel m(c, 15, options);
+  Scheduler scheduler(m.runner.scheduler_config());
+  std::vector<std::vector<std::int32_t>> prompts = {random_ids(5, c.vocab, 21), random_ids(60, c.vocab, 22),
+                                                    random_ids(100, c.vocab, 23)};
+  std::vector<RequestId> requests;
+  for (const auto& prompt : prompts) {
+    GenerationRequest request;
+    request.prompt = prompt;
+    request.max_tokens = 12;
+    requests.push_back(scheduler.submit(request));
+  }
+  scheduler.run_to_completion(m.runner);
+  int compared = 0;
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    const std::optional<RequestOutput> output = scheduler.take_output(requests[i]);
+    ASSERT_TRUE(output.has_value());
+    const std::vector<TokenId> generated = output->tokens;
+    ASSERT_EQ(generated.size(), 12u);
+    std::vector<std::int32_t> ids = prompts[i];
+    for (TokenId token : generated) {
+      const std::vector<double> logits = reference_logits(m.weights, ids);
+      const double* last = logits.data() + (ids.size() - 1) * c.vocab;
+      std::vector<double> row(last, last + c.vocab);
+      std::vector<double> sorted = row;
+      std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
+      double sum = 0.0;
+      for (double v : row) sum += v * v;
+      if (sorted[0] - sorted[1] <= 2 * kLogitTolerance * std::sqrt(sum / c.vocab)) break;  // near-tie
+      EXPECT_EQ(token, std::max_element(row.begin(), row.end()) - row.begin()) << "request " << i;
+      ++compared;
+      ids.push_back(token);
+    }
+  }
+  EXPECT_GE(compared, 18) << "too few generated tokens were compared";
+  std::printf("greedy generation: %d tokens compared with the double model\n", compared);
+  for (const auto& [role, kernel] : m.runner.kernels_used()) std::printf("  %-36s %s\n", role.c_str(), kernel.c_str());
+}
+
+TEST(ModelRunner, RefusesABadBatchBeforeLaunching) {
+  KC_SKIP_WITHOUT_GPU();
+  const Case& c = kCases[0];
+  TinyModel m(c, 16);
+  const StepBatch bad_id = make_step(m.cache, {{1, {3, static_cast<TokenId>(c.vocab)}}}, 0, 32);
+  EXPECT_THROW(m.runner.execute(bad_id), Error);
+  StepBatch too_long = make_step(m.cache, {{2, random_ids(300, c.vocab, 3)}}, 0, 40);
+  EXPECT_THROW(m.runner.execute(too_long), Error);  // 300 tokens > max_batched_tokens 256
+  RunnerOptions odd = small_runner();
+  odd.block_size = 24;
+  EXPECT_THROW(ModelRunner(m.weights, odd), Error);
+}
+
+}  // namespace
+}  // namespace kc::engine
