@@ -10,10 +10,10 @@
 // The stores complete in the background (bulk async-groups) while the warpgroup goes on; only the
 // next use of the buffer waits for them to have read it (cp.async.bulk.wait_group.read).
 //
-// What changed from rung 07: two knobs, not one. The epilogue (store_accumulators_tma in
-// epilogue_tma_store.cuh), and the raster band of the persistent schedule: bands of 16 tile rows
-// instead of rung 07's 8 (TmaStoreConfig). The table measures them together; how much each
-// contributes is not measured separately (stage3-hpc/README.md, rung 09, says how to).
+// What changed from rung 07: the epilogue alone (store_accumulators_tma in epilogue_tma_store.cuh);
+// the raster band stays rung 07's 8 tile rows. kc-hgemm-tune times rung 07's configuration beside
+// this one in the same run (docs/benchmarks/h200/hgemm_tune.json), which separates the epilogue
+// from the band: the README's rung 09 section gives the figures.
 // A consumer's 64 x 256 result leaves in two passes of 64 x 128 through a 16 KiB buffer, so the
 // epilogue takes 32 KiB of shared memory and the pipeline keeps its 4 stages of 48 KiB.
 // The configuration (TmaStoreConfig in warp_specialized_config.cuh: cluster size, stages, store
