@@ -8,13 +8,17 @@
 //   KC_HF_REFERENCE=/tmp/hf-ref ctest --test-dir build/ci -R HfParity -V
 //
 // Skipped without a GPU or without KC_HF_REFERENCE (KC_REQUIRE_HF_REFERENCE=1 turns that skip
-// into a failure). The stated tolerances (both sides compute in bf16 with FP32 accumulation, in
-// different kernels and orders):
-//   - every logit within kWorstLogitError of its row's RMS, and their mean within kMeanLogitError;
+// into a failure). The stated tolerances, in units of each row's RMS: both sides compute in bf16
+// with FP32 accumulation, in different kernels and orders, so the bound is scaled by how far bf16
+// arithmetic alone moves transformers' own logits (the reference's bf16_vs_fp32: the same weights
+// run in float32):
+//   - every logit within max(kWorstLogitError, 2 x transformers' own worst bf16 error), and their
+//     mean within max(kMeanLogitError, 2 x its mean bf16 error);
 //   - top-1 agreement on at least 99% of the positions where transformers' top two logits are
-//     more than kTieMargin of the row's RMS apart (closer pairs are ties at bf16 precision);
-//   - the greedy continuation identical to transformers' until its first such near-tie, and for
-//     the real model over all 32 tokens.
+//     more than kTieMargin apart (closer pairs are ties at bf16 precision);
+//   - the greedy continuation identical to transformers' until transformers' first such near-tie
+//     (after a near-tie either token is right, and the continuations may part); how many of the
+//     32 tokens match in a row is printed for every prompt.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,6 +28,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
+
+#include <fmt/format.h>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -38,8 +44,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr double kWorstLogitError = 0.25;
-constexpr double kMeanLogitError = 0.03;
+constexpr double kWorstLogitError = 0.15;
+constexpr double kMeanLogitError = 0.02;
 constexpr double kTieMargin = 0.1;
 
 std::vector<float> read_floats(const fs::path& path, std::size_t count) {
@@ -88,7 +94,16 @@ void check_case(const fs::path& dir) {
   options.max_model_len = 1024;
   ModelRunner runner(model.weights, options, model.rope_freq_factors);
 
+  double own_worst = 0.0, own_mean = 0.0;  // transformers' own bf16 error, worst over the sequences
+  for (const nlohmann::json& sequence : reference.at("sequences"))
+    if (sequence.contains("bf16_vs_fp32")) {
+      own_worst = std::max(own_worst, sequence.at("bf16_vs_fp32").at("worst_over_rms").get<double>());
+      own_mean = std::max(own_mean, sequence.at("bf16_vs_fp32").at("mean_over_rms").get<double>());
+    }
+  const double worst_bound = std::max(kWorstLogitError, 2 * own_worst);
+  const double mean_bound = std::max(kMeanLogitError, 2 * own_mean);
   int judged = 0, agree = 0, greedy_compared = 0;
+  std::string runs;
   double worst = 0.0, error_sum = 0.0;
   std::size_t errors = 0;
   for (const nlohmann::json& sequence : reference.at("sequences")) {
@@ -136,23 +151,26 @@ void check_case(const fs::path& dir) {
     scheduler.run_to_completion(runner);
     const std::vector<TokenId> tokens = scheduler.take_output(id)->tokens;
     ASSERT_EQ(tokens.size(), greedy.size());
-    const bool real_model = model.format == "gguf";
+    std::size_t same = 0;
+    while (same < greedy.size() && tokens[same] == greedy[same]) ++same;
+    runs += fmt::format(" {}/{}", same, greedy.size());
     for (std::size_t j = 0; j < greedy.size(); ++j) {
       // transformers' logits at the position that produced greedy[j] (the teacher-forced ids are
       // the prompt followed by the greedy tokens).
       const float* e = expected.data() + (prompt_length - 1 + static_cast<std::int64_t>(j)) * vocab;
-      if (!real_model && margin(e, vocab) <= kTieMargin) break;
+      if (margin(e, vocab) <= kTieMargin) break;
       ASSERT_EQ(tokens[j], greedy[j]) << "greedy token " << j << " of a prompt of " << prompt_length;
       ++greedy_compared;
     }
   }
   const double mean = error_sum / static_cast<double>(errors);
-  std::printf("%s: worst logit error %.4f, mean %.5f of the row RMS; top-1 %d/%d (%.2f%%) of positions with a "
-              "margin > %.2f; %d greedy tokens identical\n",
-              name.c_str(), worst, mean, agree, judged, 100.0 * agree / std::max(judged, 1), kTieMargin,
-              greedy_compared);
-  EXPECT_LE(worst, kWorstLogitError);
-  EXPECT_LE(mean, kMeanLogitError);
+  std::printf("%s: logit error worst %.4f (bound %.3f), mean %.5f (bound %.4f) of the row RMS; transformers' own "
+              "bf16 error worst %.4f mean %.5f; top-1 %d/%d (%.2f%%) of positions with a margin > %.2f; greedy: %d "
+              "tokens before a near-tie identical, identical runs per prompt%s\n",
+              name.c_str(), worst, worst_bound, mean, mean_bound, own_worst, own_mean, agree, judged,
+              100.0 * agree / std::max(judged, 1), kTieMargin, greedy_compared, runs.c_str());
+  EXPECT_LE(worst, worst_bound);
+  EXPECT_LE(mean, mean_bound);
   EXPECT_GE(agree, judged * 99 / 100);
   EXPECT_GE(judged, 1);
   EXPECT_GE(greedy_compared, 1);
