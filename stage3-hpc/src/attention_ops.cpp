@@ -15,7 +15,7 @@ namespace kc::stage3 {
 template <typename T>
 std::string_view attention_forward(const AttentionArgs<T>& args, cudaStream_t stream) {
   attention_fwd_05_fa2_two_tiles_per_warp(args, stream);
-  return "attention_fwd/05_fa2_two_tiles_per_warp";
+  return "stage3/attention_fwd/05_fa2_two_tiles_per_warp";
 }
 
 template <typename T>
@@ -44,7 +44,7 @@ void PagedDecodeAttention::run_split_kv(const DecodeArgs<T>& args, cudaStream_t 
 template <typename T>
 std::string_view PagedDecodeAttention::run(const DecodeArgs<T>& args, cudaStream_t stream) {
   run_split_kv(args, stream);
-  return "attention_decode_paged/decode_02_split_kv";
+  return "stage3/attention_decode_paged/02_split_kv";
 }
 
 #define KC_INSTANTIATE(T)                                                                  \

@@ -101,7 +101,7 @@ std::vector<kc::engine::TokenId> parse_ids(const std::string& text) {
 
 int run(int argc, char** argv) {
   const Args args = parse(argc, argv);
-  if (!kc::gpu_visible_or_explain("kc-generate", "nothing can be generated")) return 1;
+  if (!kc::gpu_visible_or_explain("kc-generate", "; the model runs on a GPU.")) return 1;
 
   const auto load_start = Clock::now();
   kc::engine::LoadedModel model = kc::engine::load_model(args.model);

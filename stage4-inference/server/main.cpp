@@ -1,14 +1,18 @@
 // kc-serve — the engine behind an OpenAI-compatible HTTP API (kc/serve/http_server.hpp).
 //
-//   kc-serve --model SmolLM2-135M-Instruct.gguf --fake-model
+//   kc-serve --model SmolLM2-135M-Instruct.gguf                  (the model on the GPU)
+//   kc-serve --model SmolLM2-135M-Instruct.gguf --fake-model     (its tokenizer, scripted tokens)
 //   kc-serve --tokenizer tests/data/tokenizer/gpt2-synthetic.tokenizer.json --fake-model
 //   curl -s localhost:8000/v1/completions -d '{"prompt": "Hi", "max_tokens": 8}'
 //
-// The tokenizer and the chat template come from the model file (GGUF: tokenizer.ggml.* and
-// tokenizer.chat_template) or from a tokenizer.json, which carries no template: then chat uses
-// plain ChatML unless --chat-template names a file with one. A template the engine does not
-// render is refused here, at startup. The GPU model step does not exist yet: --fake-model
-// (kc/serve/fake_model.hpp) is the only mode. The API key comes from --api-key or the
+// The model is a GGUF file or a Hugging Face directory (kc/engine/model_loader.hpp); it runs
+// through the engine's GPU model step (kc/engine/model_runner.hpp), whose cache and limits give
+// the scheduler's. --fake-model (kc/serve/fake_model.hpp) replaces the model step with a scripted
+// one, for machines without a GPU. The tokenizer and the chat template come from the model (GGUF:
+// tokenizer.ggml.* and tokenizer.chat_template; a directory: tokenizer.json and
+// tokenizer_config.json) or, with --fake-model, from a tokenizer.json, which carries no template:
+// then chat uses plain ChatML unless --chat-template names a file with one. A template the engine
+// does not render is refused here, at startup. The API key comes from --api-key or the
 // KC_SERVE_API_KEY environment variable.
 //
 // SIGTERM or SIGINT: new requests get 503 (Connection: close), requests already received run to
@@ -30,9 +34,12 @@
 #include <string>
 #include <thread>
 
+#include "kc/common/device.hpp"
 #include "kc/common/error.hpp"
 #include "kc/engine/chat_template.hpp"
 #include "kc/engine/gguf.hpp"
+#include "kc/engine/model_loader.hpp"
+#include "kc/engine/model_runner.hpp"
 #include "kc/serve/bridge.hpp"
 #include "kc/serve/fake_model.hpp"
 #include "kc/serve/http_server.hpp"
@@ -40,11 +47,12 @@
 namespace {
 
 constexpr const char* kUsage =
-    "usage: kc-serve (--model FILE.gguf | --tokenizer tokenizer.json) --fake-model\n"
+    "usage: kc-serve --model FILE.gguf|DIR [--kv-fraction 0.5] [--max-batched-tokens 2048]\n"
+    "       kc-serve (--model FILE.gguf | --tokenizer tokenizer.json) --fake-model [--fake-step-ms 0]\n"
     "                [--chat-template FILE|chatml] [--host 127.0.0.1] [--port 8000]\n"
-    "                [--api-key KEY] [--model-name NAME] [--num-blocks 256] [--block-size 16]\n"
+    "                [--api-key KEY] [--model-name NAME] [--num-blocks N] [--block-size 16]\n"
     "                [--max-model-len 2048] [--max-running 256] [--max-queue 256]\n"
-    "                [--drain-timeout 30] [--fake-step-ms 0]\n";
+    "                [--drain-timeout 30]\n";
 
 std::string read_text_file(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
@@ -103,8 +111,10 @@ int run(int argc, char** argv) {
   int step_ms = 0;
   int max_queue = 256;
   int drain_seconds = 30;
+  int num_blocks = 0;  // 0: 256 with the fake model, kv_fraction of the free memory on the GPU
+  double kv_fraction = 0.5;
+  int max_batched_tokens = 2048;
   kc::engine::SchedulerConfig config;
-  config.num_blocks = 256;
   config.max_model_len = 2048;
   if (const char* key = std::getenv("KC_SERVE_API_KEY")) options.api_key = key;
   for (int i = 1; i < argc; ++i) {
@@ -121,7 +131,15 @@ int run(int argc, char** argv) {
     else if (arg == "--port") options.port = parse_int(arg, value(), 0);
     else if (arg == "--api-key") options.api_key = value();
     else if (arg == "--model-name") options.model_name = value();
-    else if (arg == "--num-blocks") config.num_blocks = parse_int(arg, value(), 1);
+    else if (arg == "--num-blocks") num_blocks = parse_int(arg, value(), 1);
+    else if (arg == "--max-batched-tokens") max_batched_tokens = parse_int(arg, value(), 1);
+    else if (arg == "--kv-fraction") {
+      const std::string text = value();
+      char* end = nullptr;
+      kv_fraction = std::strtod(text.c_str(), &end);
+      kc::require(end != text.c_str() && *end == '\0' && kv_fraction > 0.0 && kv_fraction <= 0.95,
+                  "kc-serve: --kv-fraction wants a number in (0, 0.95], got '{}'", text);
+    }
     else if (arg == "--block-size") config.block_size = parse_int(arg, value(), 1);
     else if (arg == "--max-model-len") config.max_model_len = parse_int(arg, value(), 2);
     else if (arg == "--max-running") config.max_running = parse_int(arg, value(), 1);
@@ -132,17 +150,43 @@ int run(int argc, char** argv) {
     else kc::require(false, "kc-serve: unknown argument '{}'\n{}", arg, kUsage);
   }
   kc::require(model_path.empty() != tokenizer_path.empty(),
-              "kc-serve: give the model file (--model FILE.gguf) or a tokenizer "
-              "(--tokenizer tokenizer.json), one of the two\n{}",
+              "kc-serve: give the model (--model FILE.gguf or a Hugging Face directory) or, with "
+              "--fake-model, a tokenizer (--tokenizer tokenizer.json): one of the two\n{}",
               kUsage);
-  kc::require(fake_model,
-              "kc-serve: there is no GPU model step yet; run with --fake-model (the real "
-              "tokenizer, chat template and scheduler, scripted tokens)\n{}",
+  kc::require(fake_model || !model_path.empty(),
+              "kc-serve: --tokenizer serves the scripted model only; add --fake-model, or give "
+              "--model\n{}",
               kUsage);
 
+  // The model step: the GPU one on the loaded model, or the scripted one.
+  std::optional<kc::engine::LoadedModel> model;
+  std::unique_ptr<kc::engine::ModelRunner> runner;
+  if (!fake_model) {
+    if (!kc::gpu_visible_or_explain("kc-serve", "; the model runs on a GPU (--fake-model serves scripted tokens without one)."))
+      return 1;
+    model = kc::engine::load_model(model_path);
+    kc::require(model->tokenizer.has_value(), "kc-serve: {} carries no tokenizer", model_path);
+    for (const std::string& note : model->notes) std::cout << "kc-serve: " << note << std::endl;
+    kc::engine::RunnerOptions runner_options;
+    runner_options.block_size = config.block_size;
+    runner_options.num_blocks = num_blocks;
+    runner_options.kv_memory_fraction = kv_fraction;
+    runner_options.max_batched_tokens = max_batched_tokens;
+    runner_options.max_running = config.max_running;
+    runner_options.max_model_len = config.max_model_len;
+    runner = std::make_unique<kc::engine::ModelRunner>(model->weights, runner_options, model->rope_freq_factors);
+    model->weights = kc::engine::ModelWeights{};  // uploaded: the host copy is not needed
+    config = runner->scheduler_config();
+    std::cout << "kc-serve: model on the GPU, " << runner->pool().total_bytes() / (1 << 20) << " MiB of device memory, "
+              << config.num_blocks << " KV blocks of " << config.block_size << " tokens" << std::endl;
+  } else {
+    config.num_blocks = num_blocks > 0 ? num_blocks : 256;
+  }
+
   const kc::engine::Tokenizer tokenizer =
-      model_path.empty() ? kc::engine::Tokenizer::from_tokenizer_json(tokenizer_path)
-                         : kc::engine::Tokenizer::from_gguf(kc::engine::GgufFile(model_path));
+      !fake_model            ? std::move(*model->tokenizer)
+      : model_path.empty()   ? kc::engine::Tokenizer::from_tokenizer_json(tokenizer_path)
+                             : kc::engine::Tokenizer::from_gguf(kc::engine::GgufFile(model_path));
   if (tokenizer.eos_id()) options.stop_token_ids.push_back(*tokenizer.eos_id());
   if (chat_template_option == "chatml") {
     options.chat_template = kc::engine::ChatTemplate::chatml();
@@ -176,11 +220,15 @@ int run(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  kc::serve::EngineBridge bridge(
-      config, kc::engine::streaming_detokenizer(tokenizer),
-      std::make_unique<kc::serve::FakeModelExecutor>(tokenizer, std::chrono::milliseconds(step_ms),
-                                                     fake_end),
-      static_cast<std::size_t>(max_queue));
+  std::unique_ptr<kc::engine::ModelExecutor> executor;
+  if (runner) {
+    executor = std::move(runner);
+  } else {
+    executor = std::make_unique<kc::serve::FakeModelExecutor>(tokenizer, std::chrono::milliseconds(step_ms),
+                                                              fake_end);
+  }
+  kc::serve::EngineBridge bridge(config, kc::engine::streaming_detokenizer(tokenizer), std::move(executor),
+                                 static_cast<std::size_t>(max_queue));
   kc::serve::HttpServer server(options, tokenizer, bridge);
   const int port = server.bind();
   std::cout << "kc-serve: listening on http://" << options.host << ":" << port

@@ -11,8 +11,8 @@
 //      CUDA call (the rung's own checks: head dimension 64 or 128, Hq a multiple of Hkv,
 //      16-byte aligned tensors and strides, block size 16/32/64, ...);
 //   2. launches the rung the committed table measured fastest
-//      (docs/benchmarks/h200/stage3-attention.md) and returns its name, "<op>/<rung>", so a caller
-//      can report what ran.
+//      (docs/benchmarks/h200/stage3-attention.md) and returns its kc-bench id
+//      ("stage3/attention_fwd/05_fa2_two_tiles_per_warp"), so a caller can report what ran.
 // Launches are asynchronous on `stream`; a launch the runtime refuses throws kc::CudaError.
 #pragma once
 
