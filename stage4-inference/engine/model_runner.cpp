@@ -7,10 +7,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "kc/common/buffer.hpp"
 #include "kc/common/error.hpp"
 #include "kc/engine/engine_kernels.hpp"
+#include "kc/engine/graph_buckets.hpp"
 #include "kc/engine/rope_table.hpp"
 #include "kc/engine/sampling.hpp"
 #include "kc/stage2/embedding.hpp"
@@ -84,22 +86,44 @@ struct ModelRunner::Impl {
        *logits = nullptr, *k_gather = nullptr, *v_gather = nullptr;
   float* lse = nullptr;
 
-  Impl(const ModelWeights& weights, const RunnerOptions& opts, const std::vector<float>& freq_factors);
+  // weights == nullptr: random weights from `seed` (the benchmark constructor).
+  Impl(const ModelConfig& model_config, const ModelWeights* weights, std::uint64_t seed, const RunnerOptions& opts,
+       const std::vector<float>& freq_factors);
   ~Impl() {
+    for (auto& [bucket, exec] : graphs) cudaGraphExecDestroy(exec);
     if (stream != nullptr) cudaStreamDestroy(stream);
   }
 
   PoolLayout layout(std::int64_t num_blocks) const;
-  void upload(const ModelWeights& weights, const std::vector<float>& freq_factors);
+  void upload(const ModelWeights* weights, std::uint64_t seed, const std::vector<float>& freq_factors);
   void gemm_into(const char* role, const bf16* a, const bf16* w, bf16* c, std::int64_t m, std::int64_t n,
                  std::int64_t k);
   void note(const std::string& role, std::string_view what) {
     if (used.find(role) == used.end()) used.emplace(role, std::string(what));
   }
-  // Checks the batch, fills the staging ints, runs every layer and the final norm into `normed`.
-  // Returns the token index of each sampling sequence's last token.
-  std::vector<std::int32_t> forward(const StepBatch& batch);
+  // A step's shape, as launch() runs it.
+  struct PrefillChunk {
+    std::int64_t row, offset, tokens, length;  // table row, first token index, tokens, keys
+  };
+  struct StepPlan {
+    std::int64_t tokens = 0, rows = 0, num_decodes = 0, stride = 0;
+    std::vector<PrefillChunk> prefills;
+    int samples = 0;  // sampling rows (their token indices are in the staging ints)
+  };
+  // Checks the batch and fills the staging ints (padded to `padded_rows` decode rows at the
+  // runner's table width when > 0: a graph bucket), and queues the block copies. Throws
+  // kc::Error, launching nothing, for a batch this runner cannot take.
+  StepPlan prepare(const StepBatch& batch, std::int64_t padded_rows);
+  // The forward pass: staging ints to the device, every layer, the final norm into `normed`.
+  void launch(const StepPlan& plan);
+  // The sampling rows' logits, their argmax, and the tokens into sampled_host.
+  void launch_greedy(int samples);
+  cudaGraphExec_t decode_graph(std::int64_t bucket, const StepPlan& plan);
   std::vector<float> logits_to_host(std::int64_t rows);
+
+  std::vector<std::int32_t> buckets;                 // graph buckets (graph_buckets.hpp)
+  std::map<std::int64_t, cudaGraphExec_t> graphs;    // captured decode steps by bucket
+  std::int64_t graph_replays = 0;
 };
 
 PoolLayout ModelRunner::Impl::layout(std::int64_t num_blocks) const {
@@ -144,9 +168,9 @@ PoolLayout ModelRunner::Impl::layout(std::int64_t num_blocks) const {
   return layout;
 }
 
-ModelRunner::Impl::Impl(const ModelWeights& weights, const RunnerOptions& opts,
-                        const std::vector<float>& freq_factors)
-    : config(weights.config), options(opts) {
+ModelRunner::Impl::Impl(const ModelConfig& model_config, const ModelWeights* weights, std::uint64_t seed,
+                        const RunnerOptions& opts, const std::vector<float>& freq_factors)
+    : config(model_config), options(opts) {
   const ModelConfig& c = config;
   require(c.head_dim == 64 || c.head_dim == 128,
           "the model's head_dim is {}; the attention kernels are compiled for 64 and 128", c.head_dim);
@@ -191,37 +215,56 @@ ModelRunner::Impl::Impl(const ModelWeights& weights, const RunnerOptions& opts,
   KC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   staging = PinnedBuffer<std::int32_t>(ints.total);
   sampled_host = PinnedBuffer<std::int32_t>(static_cast<std::size_t>(options.max_running));
-  upload(weights, freq_factors);
+  buckets = default_graph_buckets(options.max_running);
+  upload(weights, seed, freq_factors);
 }
 
-void ModelRunner::Impl::upload(const ModelWeights& weights, const std::vector<float>& freq_factors) {
+void ModelRunner::Impl::upload(const ModelWeights* weights, std::uint64_t seed,
+                               const std::vector<float>& freq_factors) {
   const ModelConfig& c = config;
-  // Weights go up through one pinned staging buffer, in pieces, on the runner's stream.
+  // Weights go up through one pinned staging buffer, in pieces, on the runner's stream; without
+  // a weight table each tensor is drawn on the GPU instead (`put` of an absent tensor).
   const std::size_t chunk_elements = std::size_t{32} << 20;
-  PinnedBuffer<std::uint16_t> upload_staging(chunk_elements);
-  auto put = [&](const HostTensor& tensor, bf16* to, std::size_t offset_elements = 0) {
-    const std::size_t count = tensor.data.size();
+  PinnedBuffer<std::uint16_t> upload_staging(weights != nullptr ? chunk_elements : 1);
+  std::uint64_t tensor_index = 0;
+  auto draw = [&](bf16* to, std::size_t count, std::int64_t fan_in) {
+    // fan_in 0: a norm weight (all 1); -1: the embedding, uniform in [-1, 1).
+    const float scale = fan_in > 0 ? static_cast<float>(std::sqrt(3.0 / static_cast<double>(fan_in)))
+                        : fan_in < 0 ? 1.f
+                                     : 0.f;
+    fill_random_bf16(to, count, seed * 1000003u + tensor_index++, scale, fan_in == 0 ? 1.f : 0.f, stream);
+  };
+  auto put = [&](const HostTensor* tensor, bf16* to, std::size_t count, std::int64_t fan_in,
+                 std::size_t offset_elements = 0) {
+    if (tensor == nullptr) {
+      draw(to + offset_elements, count, fan_in);
+      return;
+    }
+    require(tensor->data.size() == count, "weight '{}' holds {} elements; the model's shape needs {}", tensor->name,
+            tensor->data.size(), count);
     for (std::size_t done = 0; done < count; done += chunk_elements) {
       const std::size_t n = std::min(chunk_elements, count - done);
       KC_CUDA_CHECK(cudaStreamSynchronize(stream));  // the previous piece has left the staging buffer
-      std::memcpy(upload_staging.data(), tensor.data.data() + done, n * sizeof(std::uint16_t));
+      std::memcpy(upload_staging.data(), tensor->data.data() + done, n * sizeof(std::uint16_t));
       KC_CUDA_CHECK(cudaMemcpyAsync(to + offset_elements + done, upload_staging.data(), n * sizeof(std::uint16_t),
                                     cudaMemcpyHostToDevice, stream));
     }
   };
+  const std::int64_t H = c.hidden_size, I = c.intermediate_size;
+  const LayerWeights* w = nullptr;
   embedding = pool.get<bf16>("token embedding");
-  put(weights.token_embedding, embedding);
+  put(weights ? &weights->token_embedding : nullptr, embedding, elements(c.vocab_size, H), -1);
   output = embedding;
   if (!c.tie_word_embeddings) {
     output = pool.get<bf16>("output projection");
-    put(weights.lm_head, output);
+    put(weights ? &weights->lm_head : nullptr, output, elements(c.vocab_size, H), H);
   }
   final_norm = pool.get<bf16>("final norm");
-  put(weights.final_norm, final_norm);
+  put(weights ? &weights->final_norm : nullptr, final_norm, elements(H), 0);
   bf16* cache = pool.get<bf16>("kv cache");
   const std::size_t pool_elements = static_cast<std::size_t>(options.num_blocks) * block_elements;
   for (std::int64_t l = 0; l < c.num_layers; ++l) {
-    const LayerWeights& w = weights.layers[static_cast<std::size_t>(l)];
+    if (weights != nullptr) w = &weights->layers[static_cast<std::size_t>(l)];
     Layer layer{};
     layer.attn_norm = pool.get<bf16>(layer_piece(l, "attn_norm"));
     layer.q = pool.get<bf16>(layer_piece(l, "q"));
@@ -231,15 +274,16 @@ void ModelRunner::Impl::upload(const ModelWeights& weights, const std::vector<fl
     layer.ffn_norm = pool.get<bf16>(layer_piece(l, "ffn_norm"));
     layer.gate_up = pool.get<bf16>(layer_piece(l, "gate_up"));
     layer.down = pool.get<bf16>(layer_piece(l, "down"));
-    put(w.attn_norm, layer.attn_norm);
-    put(w.q, layer.q);
-    put(w.k, layer.k);
-    put(w.v, layer.v);
-    put(w.o, layer.o);
-    put(w.ffn_norm, layer.ffn_norm);
-    put(w.gate, layer.gate_up);  // rows [0, I): gate; rows [I, 2I): up — swiglu's [gate | up]
-    put(w.up, layer.gate_up, elements(c.intermediate_size, c.hidden_size));
-    put(w.down, layer.down);
+    put(w ? &w->attn_norm : nullptr, layer.attn_norm, elements(H), 0);
+    put(w ? &w->q : nullptr, layer.q, elements(q_width, H), H);
+    put(w ? &w->k : nullptr, layer.k, elements(kv_width, H), H);
+    put(w ? &w->v : nullptr, layer.v, elements(kv_width, H), H);
+    put(w ? &w->o : nullptr, layer.o, elements(H, q_width), q_width);
+    put(w ? &w->ffn_norm : nullptr, layer.ffn_norm, elements(H), 0);
+    // rows [0, I): gate; rows [I, 2I): up — swiglu's [gate | up]
+    put(w ? &w->gate : nullptr, layer.gate_up, elements(I, H), H);
+    put(w ? &w->up : nullptr, layer.gate_up, elements(I, H), H, elements(I, H));
+    put(w ? &w->down : nullptr, layer.down, elements(H, I), I);
     layer.k_cache = cache + static_cast<std::size_t>(2 * l) * pool_elements;
     layer.v_cache = cache + static_cast<std::size_t>(2 * l + 1) * pool_elements;
     layers.push_back(layer);
@@ -303,7 +347,7 @@ void ModelRunner::Impl::gemm_into(const char* role, const bf16* a, const bf16* w
   note(fmt::format("projection {} (M = {})", role, m <= stage3::kSmallM ? "small" : "large"), path.name());
 }
 
-std::vector<std::int32_t> ModelRunner::Impl::forward(const StepBatch& batch) {
+ModelRunner::Impl::StepPlan ModelRunner::Impl::prepare(const StepBatch& batch, std::int64_t padded_rows) {
   const ModelConfig& c = config;
   const auto& sequences = batch.sequences;
   const std::int64_t rows = static_cast<std::int64_t>(sequences.size());
@@ -323,11 +367,23 @@ std::vector<std::int32_t> ModelRunner::Impl::forward(const StepBatch& batch) {
   for (const ScheduledSequence& s : sequences) tokens += static_cast<std::int64_t>(s.tokens.size());
   require(tokens >= 1 && tokens <= options.max_batched_tokens, "the batch has {} tokens; this runner takes 1 to {}",
           tokens, options.max_batched_tokens);
+  for (const BlockCopy& copy : batch.block_copies)
+    require(copy.source >= 0 && copy.source < options.num_blocks && copy.destination >= 0 &&
+                copy.destination < options.num_blocks,
+            "block copy {} -> {} is outside the pool of {} blocks", copy.source, copy.destination, options.num_blocks);
+
+  // A padded plan (a captured graph's shape) holds decodes only, at the runner's table width.
+  StepPlan plan;
+  plan.rows = padded_rows > 0 ? padded_rows : rows;
+  plan.tokens = padded_rows > 0 ? padded_rows : tokens;
+  plan.num_decodes = padded_rows > 0 ? padded_rows : batch.num_decodes;
+  plan.stride = padded_rows > 0 ? max_blocks_per_seq : tables.max_blocks_per_seq;
+  require(padded_rows == 0 || (batch.num_decodes == rows && tokens == rows && padded_rows >= rows),
+          "a padded step holds decodes only ({} of {} sequences, {} tokens, {} rows)", batch.num_decodes, rows,
+          tokens, padded_rows);
 
   // The step's ints, checked on the host: nothing is launched for a batch that is refused.
   std::int32_t* host = staging.data();
-  const std::int64_t stride = tables.max_blocks_per_seq;
-  std::vector<std::int32_t> sample_rows;
   std::int64_t t = 0;
   for (std::int64_t r = 0; r < rows; ++r) {
     const ScheduledSequence& s = sequences[static_cast<std::size_t>(r)];
@@ -339,41 +395,56 @@ std::vector<std::int32_t> ModelRunner::Impl::forward(const StepBatch& batch) {
             "sequence {}: start {} + {} tokens != its table's length {}", r, s.start_position, n, length);
     require(length <= max_model_len, "sequence {} reaches position {}; this runner's max_model_len is {}", r,
             length - 1, max_model_len);
+    if (r >= batch.num_decodes) plan.prefills.push_back(PrefillChunk{r, t, n, length});
     for (std::int64_t i = 0; i < n; ++i, ++t) {
       const TokenId id = s.tokens[static_cast<std::size_t>(i)];
       require(id >= 0 && id < c.vocab_size, "sequence {}: token id {} is outside the vocabulary [0, {})", r, id,
               c.vocab_size);
       const std::int64_t position = s.start_position + i;
-      const std::int32_t block = tables.table[static_cast<std::size_t>(r * stride + position / options.block_size)];
+      const std::int32_t block =
+          tables.table[static_cast<std::size_t>(r * tables.max_blocks_per_seq + position / options.block_size)];
       require(block >= 0 && block < options.num_blocks, "sequence {}: position {} maps to block {} (pool of {})", r,
               position, block, options.num_blocks);
       host[ints.ids + t] = id;
       host[ints.positions + t] = static_cast<std::int32_t>(position);
       host[ints.slots + t] = static_cast<std::int32_t>(block * options.block_size + position % options.block_size);
     }
-    if (s.samples) sample_rows.push_back(static_cast<std::int32_t>(t - 1));
+    if (s.samples) host[ints.sample_rows + plan.samples++] = static_cast<std::int32_t>(t - 1);
   }
   for (std::int64_t r = 0; r < rows; ++r) {
     host[ints.lengths + r] = tables.lengths[static_cast<std::size_t>(r)];
-    std::memcpy(host + ints.table + r * stride, tables.table.data() + r * stride, stride * sizeof(std::int32_t));
+    std::int32_t* row = host + ints.table + r * plan.stride;
+    std::memcpy(row, tables.table.data() + r * tables.max_blocks_per_seq,
+                tables.max_blocks_per_seq * sizeof(std::int32_t));
+    std::fill(row + tables.max_blocks_per_seq, row + plan.stride, kPaddingBlock);
   }
-  std::copy(sample_rows.begin(), sample_rows.end(), host + ints.sample_rows);
-  KC_CUDA_CHECK(cudaMemcpyAsync(step_ints, host, ints.total * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream));
+  // Padding rows: token 0 at position 0, written nowhere (slot -1), no keys (length 0).
+  for (std::int64_t r = rows; r < plan.rows; ++r) {
+    host[ints.ids + r] = 0;
+    host[ints.positions + r] = 0;
+    host[ints.slots + r] = -1;
+    host[ints.lengths + r] = 0;
+    std::fill(host + ints.table + r * plan.stride, host + ints.table + (r + 1) * plan.stride, kPaddingBlock);
+    host[ints.sample_rows + r] = static_cast<std::int32_t>(r);
+  }
+  if (padded_rows > 0) plan.samples = static_cast<int>(padded_rows);
 
-  // Copy-on-write blocks the scheduler asked for, every layer's K and V.
+  // Copy-on-write blocks the scheduler asked for, every layer's K and V, before the step.
   const std::size_t block_bytes = block_elements * sizeof(bf16);
-  for (const BlockCopy& copy : batch.block_copies) {
-    require(copy.source >= 0 && copy.source < options.num_blocks && copy.destination >= 0 &&
-                copy.destination < options.num_blocks,
-            "block copy {} -> {} is outside the pool of {} blocks", copy.source, copy.destination, options.num_blocks);
+  for (const BlockCopy& copy : batch.block_copies)
     for (const Layer& layer : layers)
       for (bf16* pool_base : {layer.k_cache, layer.v_cache})
         KC_CUDA_CHECK(cudaMemcpyAsync(pool_base + copy.destination * block_elements,
                                       pool_base + copy.source * block_elements, block_bytes,
                                       cudaMemcpyDeviceToDevice, stream));
-  }
+  return plan;
+}
 
-  const int T = static_cast<int>(tokens), H = static_cast<int>(c.hidden_size);
+void ModelRunner::Impl::launch(const StepPlan& plan) {
+  const ModelConfig& c = config;
+  KC_CUDA_CHECK(cudaMemcpyAsync(step_ints, staging.data(), ints.total * sizeof(std::int32_t), cudaMemcpyHostToDevice,
+                                stream));
+  const int T = static_cast<int>(plan.tokens), H = static_cast<int>(c.hidden_size);
   const int* ids = step_ints + ints.ids;
   const int* positions = step_ints + ints.positions;
   const std::int32_t* slots = step_ints + ints.slots;
@@ -414,7 +485,7 @@ std::vector<std::int32_t> ModelRunner::Impl::forward(const StepBatch& batch) {
                    options.block_size, layer.k_cache, layer.v_cache, stream);
 
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
-    if (batch.num_decodes > 0) {
+    if (plan.num_decodes > 0) {
       stage3::DecodeArgs<bf16> d;
       d.q = q;
       d.k_cache = layer.k_cache;
@@ -423,29 +494,27 @@ std::vector<std::int32_t> ModelRunner::Impl::forward(const StepBatch& batch) {
       d.seq_lens = lengths;
       d.o = attn;
       d.lse = lse;
-      d.batch = batch.num_decodes;
+      d.batch = static_cast<int>(plan.num_decodes);
       d.q_heads = static_cast<int>(c.num_heads);
       d.kv_heads = static_cast<int>(c.num_kv_heads);
       d.q_len = 1;
       d.head_dim = static_cast<int>(c.head_dim);
       d.block_size = options.block_size;
-      d.max_blocks = static_cast<int>(stride);
+      d.max_blocks = static_cast<int>(plan.stride);
       d.scale = scale;
       note("attention (decode)", decode.run(d, stream));
     }
-    std::int64_t offset = batch.num_decodes;  // token index of the sequence's first token
-    for (std::int64_t r = batch.num_decodes; r < rows; ++r) {
-      const ScheduledSequence& s = sequences[static_cast<std::size_t>(r)];
-      const int n = static_cast<int>(s.tokens.size());
-      const int length = tables.lengths[static_cast<std::size_t>(r)];
-      gather_kv_pages(layer.k_cache, layer.v_cache, table + r * stride, length, static_cast<int>(c.num_kv_heads),
-                      static_cast<int>(c.head_dim), options.block_size, k_gather, v_gather, stream);
+    for (const PrefillChunk& chunk : plan.prefills) {
+      const int n = static_cast<int>(chunk.tokens), length = static_cast<int>(chunk.length);
+      gather_kv_pages(layer.k_cache, layer.v_cache, table + chunk.row * plan.stride, length,
+                      static_cast<int>(c.num_kv_heads), static_cast<int>(c.head_dim), options.block_size, k_gather,
+                      v_gather, stream);
       stage3::AttentionArgs<bf16> a;
-      a.q = q + offset * q_width;
+      a.q = q + chunk.offset * q_width;
       a.k = k_gather;
       a.v = v_gather;
-      a.o = attn + offset * q_width;
-      a.lse = lse + offset * c.num_heads;
+      a.o = attn + chunk.offset * q_width;
+      a.lse = lse + chunk.offset * c.num_heads;
       a.batch = 1;
       a.q_heads = static_cast<int>(c.num_heads);
       a.kv_heads = static_cast<int>(c.num_kv_heads);
@@ -461,7 +530,6 @@ std::vector<std::int32_t> ModelRunner::Impl::forward(const StepBatch& batch) {
       a.scale = scale;
       a.causal = true;
       note("attention (prefill)", stage3::attention_forward(a, stream));
-      offset += n;
     }
 
     gemm_into("o", attn, layer.o, proj, T, H, q_width);
@@ -477,7 +545,43 @@ std::vector<std::int32_t> ModelRunner::Impl::forward(const StepBatch& batch) {
   stage2::ResidualRmsNormArgs<bf16> norm{T, H, proj, residual[current], final_norm, residual[1 - current], normed,
                                          eps};
   note("residual + rmsnorm", stage2::residual_rmsnorm(norm, stream));
-  return sample_rows;
+}
+
+void ModelRunner::Impl::launch_greedy(int samples) {
+  gather_rows(normed, step_ints + ints.sample_rows, samples, static_cast<int>(config.hidden_size), gathered, stream);
+  gemm_into("output", gathered, output, logits, samples, config.vocab_size, config.hidden_size);
+  argmax_rows(logits, samples, static_cast<int>(config.vocab_size), sampled, stream);
+  KC_CUDA_CHECK(cudaMemcpyAsync(sampled_host.data(), sampled, samples * sizeof(std::int32_t), cudaMemcpyDeviceToHost,
+                                stream));
+}
+
+// The decode step of `bucket` rows as a CUDA graph: captured on first use, after one eager run of
+// the same shape (which does the entries' one-time host work: kernel attributes, cuBLAS's
+// choices), then replayed. The graph reads the staging ints, which prepare() fills before each
+// replay, and writes the chosen tokens into sampled_host.
+cudaGraphExec_t ModelRunner::Impl::decode_graph(std::int64_t bucket, const StepPlan& plan) {
+  auto found = graphs.find(bucket);
+  if (found != graphs.end()) return found->second;
+  launch(plan);
+  launch_greedy(plan.samples);
+  KC_CUDA_CHECK(cudaStreamSynchronize(stream));
+  cudaGraph_t graph = nullptr;
+  KC_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  try {
+    launch(plan);
+    launch_greedy(plan.samples);
+  } catch (...) {
+    cudaStreamEndCapture(stream, &graph);
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    throw;
+  }
+  KC_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  KC_CUDA_CHECK(instantiated);
+  graphs.emplace(bucket, exec);
+  return exec;
 }
 
 std::vector<float> ModelRunner::Impl::logits_to_host(std::int64_t rows) {
@@ -495,7 +599,10 @@ std::vector<float> ModelRunner::Impl::logits_to_host(std::int64_t rows) {
 
 ModelRunner::ModelRunner(const ModelWeights& weights, const RunnerOptions& options,
                          const std::vector<float>& rope_freq_factors)
-    : impl_(std::make_unique<Impl>(weights, options, rope_freq_factors)) {}
+    : impl_(std::make_unique<Impl>(weights.config, &weights, 0, options, rope_freq_factors)) {}
+
+ModelRunner::ModelRunner(const ModelConfig& config, const RunnerOptions& options, std::uint64_t seed)
+    : impl_(std::make_unique<Impl>(config, nullptr, seed, options, std::vector<float>{})) {}
 
 ModelRunner::~ModelRunner() = default;
 
@@ -517,20 +624,30 @@ const std::map<std::string, std::string>& ModelRunner::kernels_used() const { re
 
 std::vector<TokenId> ModelRunner::execute(const StepBatch& batch) {
   Impl& m = *impl_;
-  const std::vector<std::int32_t> sample_rows = m.forward(batch);
-  std::vector<TokenId> tokens;
-  if (sample_rows.empty()) {
-    KC_CUDA_CHECK(cudaStreamSynchronize(m.stream));
-    return tokens;
+  // A step of decodes alone, every one greedy, replays the captured graph of its bucket.
+  bool graph_step = m.options.cuda_graphs && batch.num_decodes == static_cast<std::int32_t>(batch.sequences.size());
+  for (const ScheduledSequence& s : batch.sequences)
+    graph_step = graph_step && s.samples && s.sampling.temperature == 0.0f;
+  std::optional<GraphBucketChoice> bucket;
+  if (graph_step) bucket = choose_graph_bucket(m.buckets, static_cast<std::int32_t>(batch.sequences.size()));
+
+  int samples = 0;
+  if (bucket) {
+    const Impl::StepPlan plan = m.prepare(batch, bucket->bucket);
+    const cudaGraphExec_t exec = m.decode_graph(bucket->bucket, plan);
+    KC_CUDA_CHECK(cudaGraphLaunch(exec, m.stream));
+    ++m.graph_replays;
+    samples = static_cast<int>(batch.sequences.size());
+    m.note("decode step", fmt::format("CUDA graphs (buckets up to {})", m.buckets.back()));
+  } else {
+    const Impl::StepPlan plan = m.prepare(batch, 0);
+    m.launch(plan);
+    samples = plan.samples;
+    if (samples > 0) m.launch_greedy(samples);
   }
-  const int count = static_cast<int>(sample_rows.size());
-  gather_rows(m.normed, m.step_ints + m.ints.sample_rows, count, static_cast<int>(m.config.hidden_size), m.gathered,
-              m.stream);
-  m.gemm_into("output", m.gathered, m.output, m.logits, count, m.config.vocab_size, m.config.hidden_size);
-  argmax_rows(m.logits, count, static_cast<int>(m.config.vocab_size), m.sampled, m.stream);
-  KC_CUDA_CHECK(cudaMemcpyAsync(m.sampled_host.data(), m.sampled, count * sizeof(std::int32_t),
-                                cudaMemcpyDeviceToHost, m.stream));
   KC_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  std::vector<TokenId> tokens;
+  if (samples == 0) return tokens;
 
   std::vector<float> host_logits;  // read once, only if a sequence samples with temperature
   int sampler_row = 0;
@@ -543,7 +660,7 @@ std::vector<TokenId> ModelRunner::execute(const StepBatch& batch) {
       tokens.push_back(token);
       continue;
     }
-    if (host_logits.empty()) host_logits = m.logits_to_host(count);
+    if (host_logits.empty()) host_logits = m.logits_to_host(samples);
     const auto begin = host_logits.begin() + static_cast<std::ptrdiff_t>(row) * m.config.vocab_size;
     const std::vector<float> row_logits(begin, begin + m.config.vocab_size);
     tokens.push_back(sample_token(row_logits, s.sampling, static_cast<std::uint64_t>(s.output_index)));
@@ -555,13 +672,12 @@ std::vector<TokenId> ModelRunner::execute(const StepBatch& batch) {
 
 std::vector<float> ModelRunner::execute_all_logits(const StepBatch& batch) {
   Impl& m = *impl_;
-  m.forward(batch);
-  std::int64_t total = 0;
-  for (const ScheduledSequence& s : batch.sequences) total += static_cast<std::int64_t>(s.tokens.size());
+  const Impl::StepPlan plan = m.prepare(batch, 0);
+  m.launch(plan);
   std::vector<float> all;
-  all.reserve(elements(total, m.config.vocab_size));
-  for (std::int64_t first = 0; first < total; first += m.options.max_running) {
-    const std::int64_t rows = std::min<std::int64_t>(m.options.max_running, total - first);
+  all.reserve(elements(plan.tokens, m.config.vocab_size));
+  for (std::int64_t first = 0; first < plan.tokens; first += m.options.max_running) {
+    const std::int64_t rows = std::min<std::int64_t>(m.options.max_running, plan.tokens - first);
     m.gemm_into("output", m.normed + first * m.config.hidden_size, m.output, m.logits, rows, m.config.vocab_size,
                 m.config.hidden_size);
     const std::vector<float> part = m.logits_to_host(rows);
@@ -569,5 +685,7 @@ std::vector<float> ModelRunner::execute_all_logits(const StepBatch& batch) {
   }
   return all;
 }
+
+std::int64_t ModelRunner::graph_replays() const { return impl_->graph_replays; }
 
 }  // namespace kc::engine

@@ -47,7 +47,7 @@
 namespace {
 
 constexpr const char* kUsage =
-    "usage: kc-serve --model FILE.gguf|DIR [--kv-fraction 0.5] [--max-batched-tokens 2048]\n"
+    "usage: kc-serve --model FILE.gguf|DIR [--kv-fraction 0.5] [--max-batched-tokens 2048] [--cuda-graphs]\n"
     "       kc-serve (--model FILE.gguf | --tokenizer tokenizer.json) --fake-model [--fake-step-ms 0]\n"
     "                [--chat-template FILE|chatml] [--host 127.0.0.1] [--port 8000]\n"
     "                [--api-key KEY] [--model-name NAME] [--num-blocks N] [--block-size 16]\n"
@@ -114,6 +114,7 @@ int run(int argc, char** argv) {
   int num_blocks = 0;  // 0: 256 with the fake model, kv_fraction of the free memory on the GPU
   double kv_fraction = 0.5;
   int max_batched_tokens = 2048;
+  bool cuda_graphs = false;
   kc::engine::SchedulerConfig config;
   config.max_model_len = 2048;
   if (const char* key = std::getenv("KC_SERVE_API_KEY")) options.api_key = key;
@@ -124,6 +125,7 @@ int run(int argc, char** argv) {
       return argv[++i];
     };
     if (arg == "--fake-model") fake_model = true;
+    else if (arg == "--cuda-graphs") cuda_graphs = true;
     else if (arg == "--model") model_path = value();
     else if (arg == "--tokenizer") tokenizer_path = value();
     else if (arg == "--chat-template") chat_template_option = value();
@@ -174,6 +176,7 @@ int run(int argc, char** argv) {
     runner_options.max_batched_tokens = max_batched_tokens;
     runner_options.max_running = config.max_running;
     runner_options.max_model_len = config.max_model_len;
+    runner_options.cuda_graphs = cuda_graphs;
     runner = std::make_unique<kc::engine::ModelRunner>(model->weights, runner_options, model->rope_freq_factors);
     model->weights = kc::engine::ModelWeights{};  // uploaded: the host copy is not needed
     config = runner->scheduler_config();

@@ -94,6 +94,24 @@ TEST(ModelConfig, ReadsTheVariantsConfigsComeIn) {
             "llama");
 }
 
+TEST(ModelConfig, PublishedConfigurationsByName) {
+  const ModelConfig c = published_model_config("llama-3.1-8b");
+  EXPECT_EQ(c.hidden_size, 4096);
+  EXPECT_EQ(c.intermediate_size, 14336);
+  EXPECT_EQ(c.num_layers, 32);
+  EXPECT_EQ(c.num_heads, 32);
+  EXPECT_EQ(c.num_kv_heads, 8);
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_EQ(c.vocab_size, 128256);
+  EXPECT_FALSE(c.tie_word_embeddings);
+  ASSERT_TRUE(c.rope_scaling.has_value());
+  EXPECT_EQ(c.rope_scaling->factor, 8.0);
+  expect_smollm2_135m_shape(published_model_config("smollm2-135m"));
+  EXPECT_EQ(published_model_config("llama-3.2-1b").num_layers, 16);
+  EXPECT_EQ(published_model_names().size(), 3u);
+  EXPECT_NE(error_of([] { published_model_config("llama-2-7b"); }).find("known: smollm2-135m"), std::string::npos);
+}
+
 // transformers 5 writes rope_theta and the scaling inside "rope_parameters"; a file may carry
 // both forms, which must then agree.
 TEST(ModelConfig, ReadsTransformers5RopeParameters) {

@@ -32,10 +32,16 @@
 // model. The KV cache is [layers][K | V][num_blocks][kv_heads][block_size][head_dim] bf16, the
 // layout of kc/stage3/attention_decode.hpp; block ids are the scheduler's (KvBlockManager).
 //
-// Not yet: CUDA graphs for the decode step (graph_buckets.hpp chooses the bucket; the step does
-// not capture yet), quantized weights kept quantized (a GGUF Q4_1 file runs dequantized to bf16),
-// fused kernels of the engine's own. Each step synchronizes its stream once, to read the sampled
-// tokens.
+// CUDA graphs (RunnerOptions::cuda_graphs): a step of decodes alone, all greedy, runs as the
+// captured graph of its batch bucket (graph_buckets.hpp: 1, 2, 4, ... max_running), padded with
+// rows that have no keys and write nowhere; the graph holds the copy of the step's ints to the
+// device, the whole forward pass, the greedy choice and the copy of the tokens back, so a step is
+// one cudaGraphLaunch instead of about a dozen launches a layer. A bucket is captured on first
+// use, after one eager run of its shape. Other steps (prefill chunks, temperature > 0) run eagerly.
+//
+// Not yet: quantized weights kept quantized (a GGUF Q4_1 file runs dequantized to bf16), the GPU
+// sampler, fused kernels of the engine's own. Each step synchronizes its stream once, to read the
+// sampled tokens.
 #pragma once
 
 #include <cstdint>
@@ -59,6 +65,9 @@ struct RunnerOptions {
   // Positions a sequence may reach: 0 takes the model's max_position_embeddings, capped at
   // kDefaultMaxModelLen (the gather scratch of a prefill grows with it).
   std::int64_t max_model_len = 0;
+  // Decode steps as captured CUDA graphs (above). Off by default until the graph path has run on
+  // the GPU next to the eager one (tests/model_runner_gpu_test.cpp compares them).
+  bool cuda_graphs = false;
 };
 
 inline constexpr std::int64_t kDefaultMaxModelLen = 8192;
@@ -72,6 +81,10 @@ class ModelRunner final : public ModelExecutor {
   // without a GPU or without the memory.
   ModelRunner(const ModelWeights& weights, const RunnerOptions& options,
               const std::vector<float>& rope_freq_factors = {});
+  // A model of `config`'s shape with random weights drawn on the GPU from `seed` (projections
+  // uniform with variance 1 / fan-in, the embedding uniform in [-1, 1), norm weights 1): for
+  // benchmarks, which measure time, not text. Nothing is read from disk or held on the host.
+  ModelRunner(const ModelConfig& config, const RunnerOptions& options, std::uint64_t seed);
   ~ModelRunner() override;
   ModelRunner(const ModelRunner&) = delete;
   ModelRunner& operator=(const ModelRunner&) = delete;
@@ -96,6 +109,8 @@ class ModelRunner final : public ModelExecutor {
   // What ran, by role ("attention (decode)", "projection q", ...): the kernel names the stage 2/3
   // entries returned, cuBLAS fallbacks with their reason. Filled by the steps run so far.
   const std::map<std::string, std::string>& kernels_used() const;
+  // Decode steps that ran as a replayed CUDA graph so far.
+  std::int64_t graph_replays() const;
 
  private:
   struct Impl;

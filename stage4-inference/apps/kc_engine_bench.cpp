@@ -1,0 +1,397 @@
+// kc-engine-bench — the engine's speed, measured through the scheduler and the GPU model step as a
+// user runs them, against the batch-1 bandwidth bound, and written as a table.
+//
+//   kc-engine-bench --synthetic smollm2-135m,llama-3.2-1b,llama-3.1-8b --markdown docs/benchmarks/h200
+//   kc-engine-bench --model SmolLM2-135M-Instruct.Q4_1.gguf --contexts 128,2048
+//
+// A model is a checkpoint (--model: GGUF file or HF directory, its weights as loaded) or a
+// published configuration with random weights drawn on the GPU (--synthetic: the shape decides
+// the time, not the values). For each model, with the decode steps eager and as captured CUDA
+// graphs (--cuda-graphs both|on|off), after a warm-up that runs every batch size once:
+//   decode      one request, a prompt of C random tokens, then --decode-tokens tokens; tok/s over
+//               the tokens after the first (greedy, end-of-sequence ignored). Bytes a step: every
+//               weight once plus the K/V rows read at the mean context; GB/s and % of the copy
+//               bandwidth measured at the start of the run (cudaMemcpy device to device, read +
+//               write bytes): the batch-1 bound is copy bandwidth / bytes per token.
+//   prefill     one request of P random tokens and one output token: P / time to first token
+//               (median of three).
+//   concurrency K requests submitted at once, --concurrency-prompt random tokens each and
+//               --concurrency-tokens output tokens: output tokens / wall time, and the time to
+//               first token (p50, p99) from submission.
+// --markdown DIR writes DIR/stage4.md and DIR/stage4.json (the GPU, driver, CUDA, date, commit
+// and command head them, as kc-bench's tables).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kc/common/device.hpp"
+#include "kc/common/error.hpp"
+#include "kc/common/provenance.hpp"
+#include "kc/common/text_io.hpp"
+#include "kc/common/timing.hpp"
+#include "kc/engine/model_loader.hpp"
+#include "kc/engine/model_runner.hpp"
+#include "kc/engine/published_configs.hpp"
+#include "kc/engine/scheduler.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using kc::engine::TokenId;
+
+constexpr const char* kUsage =
+    "usage: kc-engine-bench (--model PATH | --synthetic NAME[,NAME...]) [--seed 1]\n"
+    "                       [--contexts 128,2048,8192] [--decode-tokens 128] [--prefill 512,2048]\n"
+    "                       [--concurrency 1,8,64,256] [--concurrency-prompt 128]\n"
+    "                       [--concurrency-tokens 128] [--cuda-graphs both|on|off]\n"
+    "                       [--max-model-len 8448] [--kv-fraction 0.6] [--markdown DIR]\n"
+    "  NAME: smollm2-135m, llama-3.2-1b, llama-3.1-8b (published shapes, random weights)\n";
+
+struct Args {
+  std::string model, synthetic, markdown, graphs = "both", command;
+  std::uint64_t seed = 1;
+  std::vector<int> contexts{128, 2048, 8192}, prefill{512, 2048}, concurrency{1, 8, 64, 256};
+  int decode_tokens = 128, concurrency_prompt = 128, concurrency_tokens = 128;
+  std::int64_t max_model_len = 8448;
+  double kv_fraction = 0.6;
+};
+
+std::vector<int> parse_list(const std::string& flag, const std::string& text) {
+  std::vector<int> values;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    const int value = kc::parse_int(flag, item);
+    kc::require(value >= 1, "{}: {} is not positive", flag, value);
+    values.push_back(value);
+  }
+  kc::require(!values.empty(), "{} holds no value", flag);
+  return values;
+}
+
+// One measurement row.
+struct DecodeRow {
+  int context = 0, tokens = 0;
+  double tok_s = 0, bytes_per_token = 0, gb_s = 0, pct_copy = 0;
+};
+struct PrefillRow {
+  int prompt = 0;
+  double ttft_ms = 0, tok_s = 0;
+};
+struct ConcurrencyRow {
+  int requests = 0, prompt = 0, tokens = 0;
+  double tok_s = 0, ttft_p50_ms = 0, ttft_p99_ms = 0;
+};
+struct ModelResult {
+  std::string name, source;
+  bool cuda_graphs = false;
+  double params = 0, weight_bytes = 0, kv_bytes_per_token = 0, pool_mib = 0;
+  int num_blocks = 0, block_size = 0;
+  std::vector<DecodeRow> decode;
+  std::vector<PrefillRow> prefill;
+  std::vector<ConcurrencyRow> concurrency;
+  std::int64_t graph_replays = 0;
+};
+
+double percentile(std::vector<double> values, double p) {
+  std::sort(values.begin(), values.end());
+  const double at = p * static_cast<double>(values.size() - 1);
+  const std::size_t low = static_cast<std::size_t>(at);
+  const std::size_t high = std::min(low + 1, values.size() - 1);
+  return values[low] + (values[high] - values[low]) * (at - static_cast<double>(low));
+}
+
+// Requests, run to completion, with each request's token times.
+struct Timeline {
+  Clock::time_point submitted;
+  std::vector<std::vector<Clock::time_point>> token_times;
+};
+
+Timeline run_requests(kc::engine::ModelRunner& runner, const std::vector<std::vector<TokenId>>& prompts,
+                      const std::vector<int>& max_tokens) {
+  kc::engine::Scheduler scheduler(runner.scheduler_config());
+  Timeline timeline;
+  timeline.token_times.resize(prompts.size());
+  timeline.submitted = Clock::now();
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    kc::engine::GenerationRequest request;
+    request.prompt = prompts[i];
+    request.max_tokens = max_tokens[i];
+    request.on_output = [&timeline, i](const kc::engine::StreamEvent&) {
+      timeline.token_times[i].push_back(Clock::now());
+    };
+    scheduler.submit(std::move(request));
+  }
+  scheduler.run_to_completion(runner);
+  return timeline;
+}
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+class Prompts {
+ public:
+  Prompts(std::int64_t vocab, std::uint64_t seed) : vocab_(vocab), rng_(seed) {}
+  std::vector<TokenId> next(int length) {
+    std::uniform_int_distribution<TokenId> pick(0, static_cast<TokenId>(vocab_ - 1));
+    std::vector<TokenId> ids(static_cast<std::size_t>(length));
+    for (TokenId& id : ids) id = pick(rng_);
+    return ids;
+  }
+
+ private:
+  std::int64_t vocab_;
+  std::mt19937_64 rng_;
+};
+
+ModelResult measure(kc::engine::ModelRunner& runner, const kc::engine::ModelConfig& config, const Args& args,
+                    double copy_gbps) {
+  ModelResult result;
+  const auto scheduler_config = runner.scheduler_config();
+  result.num_blocks = scheduler_config.num_blocks;
+  result.block_size = scheduler_config.block_size;
+  result.pool_mib = static_cast<double>(runner.pool().total_bytes()) / (1 << 20);
+  for (const kc::engine::PoolPiece& piece : runner.pool().pieces())
+    if (piece.name.rfind("layer ", 0) == 0 || piece.name == "token embedding" || piece.name == "output projection" ||
+        piece.name == "final norm")
+      result.weight_bytes += static_cast<double>(piece.bytes);
+  result.params = result.weight_bytes / 2;
+  result.kv_bytes_per_token = 2.0 * static_cast<double>(config.num_layers * config.num_kv_heads * config.head_dim) * 2;
+  Prompts prompts(config.vocab_size, args.seed);
+
+  // Warm-up: every batch size from the largest concurrency down to 1 (requests finishing one a
+  // step), so that each graph bucket is captured and cuBLAS has seen each shape before timing.
+  const int widest = std::min(*std::max_element(args.concurrency.begin(), args.concurrency.end()),
+                              scheduler_config.max_running);
+  {
+    std::vector<std::vector<TokenId>> p;
+    std::vector<int> m;
+    for (int i = 0; i < widest; ++i) {
+      p.push_back(prompts.next(16));
+      m.push_back(2 + i);
+    }
+    run_requests(runner, p, m);
+  }
+
+  for (int context : args.contexts) {
+    if (context + args.decode_tokens > scheduler_config.max_model_len) continue;
+    const Timeline t = run_requests(runner, {prompts.next(context)}, {args.decode_tokens + 1});
+    const auto& times = t.token_times[0];
+    DecodeRow row;
+    row.context = context;
+    row.tokens = static_cast<int>(times.size()) - 1;
+    row.tok_s = row.tokens / (ms_between(times.front(), times.back()) / 1e3);
+    row.bytes_per_token = result.weight_bytes + result.kv_bytes_per_token * (context + args.decode_tokens / 2.0);
+    row.gb_s = row.tok_s * row.bytes_per_token / 1e9;
+    row.pct_copy = 100.0 * row.gb_s / copy_gbps;
+    result.decode.push_back(row);
+    std::printf("  decode   context %5d: %8.1f tok/s, %7.1f GB/s (%5.1f%% of copy)\n", context, row.tok_s, row.gb_s,
+                row.pct_copy);
+  }
+  for (int prompt : args.prefill) {
+    if (prompt + 1 > scheduler_config.max_model_len) continue;
+    std::vector<double> ttft;
+    for (int repeat = 0; repeat < 3; ++repeat) {
+      const Timeline t = run_requests(runner, {prompts.next(prompt)}, {1});
+      ttft.push_back(ms_between(t.submitted, t.token_times[0].front()));
+    }
+    PrefillRow row{prompt, percentile(ttft, 0.5), 0};
+    row.tok_s = prompt / (row.ttft_ms / 1e3);
+    result.prefill.push_back(row);
+    std::printf("  prefill  %5d tokens: %8.1f ms to the first token, %9.0f tok/s\n", prompt, row.ttft_ms, row.tok_s);
+  }
+  for (int requests : args.concurrency) {
+    if (requests > scheduler_config.max_running) continue;
+    std::vector<std::vector<TokenId>> p;
+    for (int i = 0; i < requests; ++i) p.push_back(prompts.next(args.concurrency_prompt));
+    const Timeline t = run_requests(runner, p, std::vector<int>(p.size(), args.concurrency_tokens));
+    std::vector<double> ttft;
+    Clock::time_point last = t.submitted;
+    long long tokens = 0;
+    for (const auto& times : t.token_times) {
+      ttft.push_back(ms_between(t.submitted, times.front()));
+      last = std::max(last, times.back());
+      tokens += static_cast<long long>(times.size());
+    }
+    ConcurrencyRow row{requests, args.concurrency_prompt, args.concurrency_tokens, 0, percentile(ttft, 0.5),
+                       percentile(ttft, 0.99)};
+    row.tok_s = static_cast<double>(tokens) / (ms_between(t.submitted, last) / 1e3);
+    result.concurrency.push_back(row);
+    std::printf("  %4d requests: %9.1f output tok/s, first token p50 %7.1f ms, p99 %7.1f ms\n", requests, row.tok_s,
+                row.ttft_p50_ms, row.ttft_p99_ms);
+  }
+  result.graph_replays = runner.graph_replays();
+  return result;
+}
+
+std::string fixed(double value, int digits) { return fmt::format("{:.{}f}", value, digits); }
+
+void write_tables(const Args& args, const kc::DeviceInfo& device, double copy_gbps,
+                  const std::vector<ModelResult>& results) {
+  const std::string date = kc::utc_now(), commit = kc::source_commit();
+  std::string md = fmt::format(
+      "# stage4 — kc-engine-bench on {}\n\nGenerated by `kc-engine-bench`; do not edit by hand. Re-run the command "
+      "below to reproduce.\n\n| | |\n|---|---|\n| GPU | {} |\n"
+      "| measured copy bandwidth | {} GB/s (cudaMemcpy D2D, read + write) |\n| date | {} |\n| commit | `{}` |\n"
+      "| command | `{}` |\n\n",
+      device.name, device.summary(), fixed(copy_gbps, 0), date, commit, args.command);
+  md +=
+      "Method: each measurement runs requests through the scheduler and the GPU model step as `kc-generate` and "
+      "`kc-serve` do, after a warm-up that runs every batch size once. Decode: one request, tokens after the first "
+      "over their time; bytes per token = all weights + the K/V rows read at the mean context; % of copy = those "
+      "bytes x tok/s over the copy bandwidth above (the batch-1 bound). Prefill: prompt tokens over the time to "
+      "the first token (median of three). Concurrency: requests submitted at once; output tokens over the wall "
+      "time; time to first token from submission.\n\n";
+  std::string json = fmt::format("{{\n  \"tool\": \"kc-engine-bench\", \"gpu\": {}, \"date\": {}, \"commit\": {}, "
+                                 "\"command\": {}, \"copy_gbps\": {:.1f},\n  \"models\": [",
+                                 kc::json_string(device.summary()), kc::json_string(date), kc::json_string(commit),
+                                 kc::json_string(args.command), copy_gbps);
+  for (std::size_t m = 0; m < results.size(); ++m) {
+    const ModelResult& r = results[m];
+    md += fmt::format("## {} ({}), {}\n\n{:.2f} B parameters, {:.0f} MiB of bf16 weights, {:.0f} KiB of KV cache a "
+                      "token; device pool {:.0f} MiB ({} KV blocks of {} tokens); {} decode steps replayed as graphs.\n\n",
+                      r.name, r.source, r.cuda_graphs ? "CUDA graphs" : "eager", r.params / 1e9,
+                      r.weight_bytes / (1 << 20), r.kv_bytes_per_token / 1024, r.pool_mib, r.num_blocks, r.block_size,
+                      r.graph_replays);
+    md += "| decode, batch 1 | tok/s | GB/s | % of copy |\n|---|---:|---:|---:|\n";
+    for (const DecodeRow& d : r.decode)
+      md += fmt::format("| context {} | {} | {} | {}% |\n", d.context, fixed(d.tok_s, 1), fixed(d.gb_s, 0),
+                        fixed(d.pct_copy, 1));
+    md += "\n| prefill | time to first token (ms) | tok/s |\n|---|---:|---:|\n";
+    for (const PrefillRow& p : r.prefill)
+      md += fmt::format("| {} tokens | {} | {} |\n", p.prompt, fixed(p.ttft_ms, 1), fixed(p.tok_s, 0));
+    md += "\n| concurrent requests | output tok/s | first token p50 (ms) | p99 (ms) |\n|---|---:|---:|---:|\n";
+    for (const ConcurrencyRow& c : r.concurrency)
+      md += fmt::format("| {} × ({} prompt + {} output) | {} | {} | {} |\n", c.requests, c.prompt, c.tokens,
+                        fixed(c.tok_s, 1), fixed(c.ttft_p50_ms, 1), fixed(c.ttft_p99_ms, 1));
+    md += "\n";
+    json += fmt::format("{}\n    {{\"name\": {}, \"source\": {}, \"cuda_graphs\": {}, \"params\": {:.0f}, "
+                        "\"weight_bytes\": {:.0f}, \"kv_bytes_per_token\": {:.0f}, \"pool_mib\": {:.1f}, "
+                        "\"num_blocks\": {}, \"block_size\": {}, \"graph_replays\": {},\n     \"decode\": [",
+                        m ? "," : "", kc::json_string(r.name), kc::json_string(r.source),
+                        r.cuda_graphs ? "true" : "false", r.params, r.weight_bytes, r.kv_bytes_per_token, r.pool_mib,
+                        r.num_blocks, r.block_size, r.graph_replays);
+    for (std::size_t i = 0; i < r.decode.size(); ++i)
+      json += fmt::format("{}{{\"context\": {}, \"tokens\": {}, \"tok_s\": {:.2f}, \"bytes_per_token\": {:.0f}, "
+                          "\"gb_s\": {:.1f}, \"pct_copy\": {:.2f}}}",
+                          i ? ", " : "", r.decode[i].context, r.decode[i].tokens, r.decode[i].tok_s,
+                          r.decode[i].bytes_per_token, r.decode[i].gb_s, r.decode[i].pct_copy);
+    json += "],\n     \"prefill\": [";
+    for (std::size_t i = 0; i < r.prefill.size(); ++i)
+      json += fmt::format("{}{{\"prompt\": {}, \"ttft_ms\": {:.3f}, \"tok_s\": {:.1f}}}", i ? ", " : "",
+                          r.prefill[i].prompt, r.prefill[i].ttft_ms, r.prefill[i].tok_s);
+    json += "],\n     \"concurrency\": [";
+    for (std::size_t i = 0; i < r.concurrency.size(); ++i)
+      json += fmt::format("{}{{\"requests\": {}, \"prompt\": {}, \"tokens\": {}, \"tok_s\": {:.2f}, "
+                          "\"ttft_p50_ms\": {:.3f}, \"ttft_p99_ms\": {:.3f}}}",
+                          i ? ", " : "", r.concurrency[i].requests, r.concurrency[i].prompt, r.concurrency[i].tokens,
+                          r.concurrency[i].tok_s, r.concurrency[i].ttft_p50_ms, r.concurrency[i].ttft_p99_ms);
+    json += "]}";
+  }
+  json += "\n  ]\n}\n";
+  kc::write_text_file(args.markdown + "/stage4.md", md);
+  kc::write_text_file(args.markdown + "/stage4.json", json);
+  std::printf("wrote %s/stage4.md and stage4.json\n", args.markdown.c_str());
+}
+
+int run(int argc, char** argv) {
+  Args args;
+  args.command = "kc-engine-bench";
+  for (int i = 1; i < argc; ++i) args.command += std::string(" ") + argv[i];
+  const bool go = kc::parse_flag_values(
+      argc, argv, kUsage,
+      {{"--model", [&](const std::string& v) { args.model = v; }},
+       {"--synthetic", [&](const std::string& v) { args.synthetic = v; }},
+       {"--seed", [&](const std::string& v) { args.seed = static_cast<std::uint64_t>(kc::parse_int("--seed", v)); }},
+       {"--contexts", [&](const std::string& v) { args.contexts = parse_list("--contexts", v); }},
+       {"--decode-tokens", [&](const std::string& v) { args.decode_tokens = kc::parse_int("--decode-tokens", v); }},
+       {"--prefill", [&](const std::string& v) { args.prefill = parse_list("--prefill", v); }},
+       {"--concurrency", [&](const std::string& v) { args.concurrency = parse_list("--concurrency", v); }},
+       {"--concurrency-prompt",
+        [&](const std::string& v) { args.concurrency_prompt = kc::parse_int("--concurrency-prompt", v); }},
+       {"--concurrency-tokens",
+        [&](const std::string& v) { args.concurrency_tokens = kc::parse_int("--concurrency-tokens", v); }},
+       {"--cuda-graphs", [&](const std::string& v) { args.graphs = v; }},
+       {"--max-model-len", [&](const std::string& v) { args.max_model_len = kc::parse_int("--max-model-len", v); }},
+       {"--kv-fraction", [&](const std::string& v) { args.kv_fraction = kc::parse_double("--kv-fraction", v); }},
+       {"--markdown", [&](const std::string& v) { args.markdown = v; }}});
+  if (!go) {
+    std::cout << kUsage;
+    return 0;
+  }
+  kc::require(args.model.empty() != args.synthetic.empty(), "give --model or --synthetic (one of them)\n{}", kUsage);
+  kc::require(args.graphs == "both" || args.graphs == "on" || args.graphs == "off",
+              "--cuda-graphs: '{}' is not both, on or off", args.graphs);
+  kc::require(args.decode_tokens >= 2 && args.concurrency_tokens >= 1 && args.concurrency_prompt >= 1,
+              "--decode-tokens must be >= 2, --concurrency-prompt and --concurrency-tokens >= 1");
+  if (!kc::gpu_visible_or_explain("kc-engine-bench", "; the engine runs on a GPU.")) return 1;
+
+  const kc::DeviceInfo device = kc::query_device();
+  cudaStream_t stream = nullptr;
+  KC_CUDA_CHECK(cudaStreamCreate(&stream));
+  const double copy_gbps = kc::measure_copy_bandwidth_gbps(std::size_t{1} << 30, stream);
+  KC_CUDA_CHECK(cudaStreamDestroy(stream));
+  std::printf("%s\ncopy bandwidth %.0f GB/s\n", device.summary().c_str(), copy_gbps);
+
+  std::vector<bool> graph_modes;
+  if (args.graphs != "on") graph_modes.push_back(false);
+  if (args.graphs != "off") graph_modes.push_back(true);
+  std::vector<std::string> names;
+  if (!args.synthetic.empty()) {
+    std::stringstream in(args.synthetic);
+    std::string name;
+    while (std::getline(in, name, ',')) names.push_back(name);
+  } else {
+    names.push_back(args.model);
+  }
+
+  std::vector<ModelResult> results;
+  for (const std::string& name : names) {
+    std::optional<kc::engine::LoadedModel> loaded;
+    kc::engine::ModelConfig config;
+    if (args.synthetic.empty()) {
+      loaded = kc::engine::load_model(name);
+      config = loaded->weights.config;
+    } else {
+      config = kc::engine::published_model_config(name);
+    }
+    for (bool graphs : graph_modes) {
+      kc::engine::RunnerOptions options;
+      options.cuda_graphs = graphs;
+      options.kv_memory_fraction = args.kv_fraction;
+      options.max_model_len = std::min(args.max_model_len, config.max_position_embeddings);
+      std::unique_ptr<kc::engine::ModelRunner> runner =
+          loaded ? std::make_unique<kc::engine::ModelRunner>(loaded->weights, options, loaded->rope_freq_factors)
+                 : std::make_unique<kc::engine::ModelRunner>(config, options, args.seed);
+      std::printf("%s, %s:\n", name.c_str(), graphs ? "CUDA graphs" : "eager");
+      ModelResult result = measure(*runner, config, args, copy_gbps);
+      result.name = name;
+      result.source = loaded ? "checkpoint, " + loaded->format : "published shape, random weights";
+      result.cuda_graphs = graphs;
+      results.push_back(std::move(result));
+    }
+  }
+  if (!args.markdown.empty()) write_tables(args, device, copy_gbps, results);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "kc-engine-bench: %s\n", error.what());
+    return 2;
+  }
+}
