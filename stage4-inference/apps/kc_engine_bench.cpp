@@ -10,7 +10,8 @@
 // graphs (--cuda-graphs both|on|off), after a warm-up that runs every batch size once:
 //   decode      one request, a prompt of C random tokens, then --decode-tokens tokens; tok/s over
 //               the tokens after the first (greedy, end-of-sequence ignored). Bytes a step: every
-//               weight once plus the K/V rows read at the mean context; GB/s and % of the copy
+//               weight once (of the embedding table one row, unless it is also the output
+//               projection) plus the K/V rows read at the mean context; GB/s and % of the copy
 //               bandwidth measured at the start of the run (cudaMemcpy device to device, read +
 //               write bytes): the batch-1 bound is copy bandwidth / bytes per token.
 //   prefill     one request of P random tokens and one output token: P / time to first token
@@ -95,6 +96,8 @@ struct ModelResult {
   std::string name, source;
   bool cuda_graphs = false;
   double params = 0, weight_bytes = 0, kv_bytes_per_token = 0, pool_mib = 0;
+  double weight_bytes_read = 0;  // a decode step reads every weight except the embedding table
+                                 // (one row of it), which a tied model reads as its output
   int num_blocks = 0, block_size = 0;
   std::vector<DecodeRow> decode;
   std::vector<PrefillRow> prefill;
@@ -161,10 +164,14 @@ ModelResult measure(kc::engine::ModelRunner& runner, const kc::engine::ModelConf
   result.num_blocks = scheduler_config.num_blocks;
   result.block_size = scheduler_config.block_size;
   result.pool_mib = static_cast<double>(runner.pool().total_bytes()) / (1 << 20);
-  for (const kc::engine::PoolPiece& piece : runner.pool().pieces())
-    if (piece.name.rfind("layer ", 0) == 0 || piece.name == "token embedding" || piece.name == "output projection" ||
-        piece.name == "final norm")
+  for (const kc::engine::PoolPiece& piece : runner.pool().pieces()) {
+    const bool layer = piece.name.rfind("layer ", 0) == 0;
+    if (layer || piece.name == "token embedding" || piece.name == "output projection" || piece.name == "final norm")
       result.weight_bytes += static_cast<double>(piece.bytes);
+    if (layer || piece.name == "output projection" || piece.name == "final norm" ||
+        (piece.name == "token embedding" && config.tie_word_embeddings))
+      result.weight_bytes_read += static_cast<double>(piece.bytes);
+  }
   result.params = result.weight_bytes / 2;
   result.kv_bytes_per_token = 2.0 * static_cast<double>(config.num_layers * config.num_kv_heads * config.head_dim) * 2;
   Prompts prompts(config.vocab_size, args.seed);
@@ -191,7 +198,8 @@ ModelResult measure(kc::engine::ModelRunner& runner, const kc::engine::ModelConf
     row.context = context;
     row.tokens = static_cast<int>(times.size()) - 1;
     row.tok_s = row.tokens / (ms_between(times.front(), times.back()) / 1e3);
-    row.bytes_per_token = result.weight_bytes + result.kv_bytes_per_token * (context + args.decode_tokens / 2.0);
+    row.bytes_per_token =
+        result.weight_bytes_read + result.kv_bytes_per_token * (context + args.decode_tokens / 2.0);
     row.gb_s = row.tok_s * row.bytes_per_token / 1e9;
     row.pct_copy = 100.0 * row.gb_s / copy_gbps;
     result.decode.push_back(row);
