@@ -215,7 +215,8 @@ ModelRunner::Impl::Impl(const ModelConfig& model_config, const ModelWeights* wei
   KC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   staging = PinnedBuffer<std::int32_t>(ints.total);
   sampled_host = PinnedBuffer<std::int32_t>(static_cast<std::size_t>(options.max_running));
-  buckets = default_graph_buckets(options.max_running);
+  // A padded decode step has one token a row: its bucket fits the step's token buffers too.
+  buckets = default_graph_buckets(std::min(options.max_running, options.max_batched_tokens));
   upload(weights, seed, freq_factors);
 }
 
