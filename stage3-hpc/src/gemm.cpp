@@ -156,7 +156,7 @@ std::string_view gemm_fallback_reason(GemmFallback fallback) {
     case GemmFallback::leading_dimensions:
       return "leading dimensions other than lda = K, ldb = K, ldc = N";
     case GemmFallback::misaligned: return "A, B or C not 16-byte aligned";
-    case GemmFallback::small_m: return "M <= 64, small-M shapes have no kc kernel yet";
+    case GemmFallback::small_m: return "M <= 64, where no kc kernel matches cuBLAS yet";
     case GemmFallback::small_output:
       return "output below 2048 x 2048 or narrower than 256 columns, where cuBLAS measured faster";
     case GemmFallback::no_sm90a_code: return "sm_90 GPU, but this build has no sm_90a code";

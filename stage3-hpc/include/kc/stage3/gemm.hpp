@@ -20,7 +20,9 @@
 //   - cuBLAS (cublasGemmEx, CUBLAS_COMPUTE_32F) whenever a kc kernel cannot run the call: a GPU
 //     below sm_80; K % 8 != 0; leading dimensions other than the dense K, K, N; A, B or C not
 //     16-byte aligned;
-//   - cuBLAS for M <= 64: small-M (decode) shapes have no kc kernel yet;
+//   - cuBLAS for M <= 64: small-M (decode) shapes, where rung 11 (stage3/hgemm/11_small_m_split_k)
+//     measured 55-90% of cuBLAS (docs/benchmarks/h200/stage3-gemm.md): not dispatched until it is
+//     at parity;
 //   - compute capability 9.0 (H100/H200) with sm_90a code in this build: rung 09
 //     (stage3/hgemm/09_tma_store) for outputs of at least 2048 x 2048 elements and 256
 //     columns, where it measures at parity with cuBLAS or above; cuBLAS below that (too few
@@ -73,7 +75,7 @@ enum class GemmFallback {
   k_not_multiple_of_8,  // rows of A and B are moved in 16-byte pieces
   leading_dimensions,   // lda != K, ldb != K or ldc != N: the kc kernels assume dense operands
   misaligned,           // A, B or C not 16-byte aligned
-  small_m,              // M <= 64: small-M / decode shapes have no kc kernel yet
+  small_m,              // M <= 64: small-M / decode shapes, where no kc kernel matches cuBLAS yet
   small_output,         // sm_90: M x N below 2048 x 2048 or N < 256, where cuBLAS measured faster
   no_sm90a_code,        // sm_90 GPU, but this build holds no sm_90a code for the Hopper rungs
   shared_memory,        // rung 03: a block gets less shared memory than its pipeline needs
