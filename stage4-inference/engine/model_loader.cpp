@@ -44,6 +44,10 @@ LoadedModel load_model(const std::string& path) {
         ++quantized[std::string(ggml_type_name(tensor.type))];
     for (const auto& [type, count] : quantized)
       model.notes.push_back(fmt::format("{} {} tensors dequantized to bf16 at load", count, type));
+    if (file.find("tokenizer.ggml.model") == nullptr) {
+      model.notes.push_back("no tokenizer in the file (tokenizer.ggml.*): token ids only");
+      return model;
+    }
     model.tokenizer = Tokenizer::from_gguf(file);
     load_chat_template(model, model.tokenizer->chat_template(), path);
     return model;

@@ -11,14 +11,17 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "kc/engine/dequantize.hpp"
 #include "kc/engine/gguf.hpp"
+#include "kc/engine/model_loader.hpp"
 #include "kc/engine/safetensors.hpp"
 #include "support/gguf_writer.hpp"
 #include "support/safetensors_writer.hpp"
@@ -693,6 +696,83 @@ TEST(ModelWeights, FloatToBfloat16RoundsToNearestEven) {
 
 // --- The real model ---------------------------------------------------------------------------
 
+// --- load_model: a path as the programs take it -----------------------------------------------
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+TEST(LoadModel, ReadsAHuggingFaceDirectoryWithItsTokenizerAndChatTemplate) {
+  const ModelConfig config = tiny_config(false);
+  const std::vector<Weight> model = tiny_model(config, kQ8Codes, 41u);
+  TempDir dir;
+  dir.write("model.safetensors", test_support::safetensors_file(st_tensors(model, "BF16")));
+  dir.write_text("config.json", R"({"model_type": "llama", "hidden_size": 64, "intermediate_size": 96,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100,
+      "max_position_embeddings": 128, "rms_norm_eps": 1e-5, "tie_word_embeddings": false})");
+  LoadedModel loaded = load_model(dir.root());
+  EXPECT_EQ(loaded.format, "safetensors");
+  expect_table_is(loaded.weights, model);
+  EXPECT_FALSE(loaded.tokenizer.has_value());
+  EXPECT_TRUE(contains_all(loaded.notes.at(0), {"no tokenizer.json"}));
+
+  // With SmolLM2's tokenizer.json and a tokenizer_config.json holding its chat template.
+  dir.write_text("tokenizer.json", read_file(std::string(KC_TOKENIZER_TEST_DATA) + "/smollm2.tokenizer.json"));
+  const nlohmann::json chat = nlohmann::json::parse(read_file(std::string(KC_TOKENIZER_TEST_DATA) + "/chat.golden.json"));
+  dir.write_text("tokenizer_config.json",
+                 nlohmann::json{{"chat_template", chat.at("templates").at("smollm2")}}.dump());
+  loaded = load_model(dir.root());
+  ASSERT_TRUE(loaded.tokenizer.has_value());
+  EXPECT_EQ(loaded.tokenizer->decode(loaded.tokenizer->encode("Hello world", false)), "Hello world");
+  ASSERT_TRUE(loaded.chat_template.has_value());
+  EXPECT_EQ(loaded.chat_template->kind(), ChatTemplateKind::chatml);
+  EXPECT_TRUE(loaded.notes.empty());
+
+  // A template the engine does not render leaves no chat format and says why.
+  dir.write_text("tokenizer_config.json", R"({"chat_template": "{{ messages }}"})");
+  loaded = load_model(dir.root());
+  EXPECT_FALSE(loaded.chat_template.has_value());
+  ASSERT_EQ(loaded.notes.size(), 1u);
+  EXPECT_TRUE(contains_all(loaded.notes[0], {"no chat format"}));
+}
+
+TEST(LoadModel, ReadsAGgufFileAndSaysWhatItDequantized) {
+  const ModelConfig config = tiny_config(true);
+  const std::vector<Weight> model = tiny_model(config, kQ8Codes, 43u);
+  GgufWriter writer = gguf_writer(model, GgmlType::q8_0, kQ8Codes);
+  using namespace test_support;
+  writer.add("general.architecture", v_string("llama"))
+      .add("llama.block_count", v_u32(2))
+      .add("llama.context_length", v_u32(128))
+      .add("llama.embedding_length", v_u32(64))
+      .add("llama.feed_forward_length", v_u32(96))
+      .add("llama.attention.head_count", v_u32(4))
+      .add("llama.attention.head_count_kv", v_u32(2))
+      .add("llama.rope.freq_base", v_f32(10000.0f))
+      .add("llama.attention.layer_norm_rms_epsilon", v_f32(1e-5f))
+      .add("llama.vocab_size", v_u32(100));
+  TempDir dir;
+  const std::string path = dir.write("model.gguf", writer.build().bytes);
+  const LoadedModel loaded = load_model(path);
+  EXPECT_EQ(loaded.format, "gguf");
+  EXPECT_TRUE(loaded.weights.config.tie_word_embeddings);
+  expect_table_is(loaded.weights, model);
+  EXPECT_TRUE(loaded.rope_freq_factors.empty());
+  EXPECT_FALSE(loaded.tokenizer.has_value());
+  const std::string notes = loaded.notes.at(0) + " / " + loaded.notes.at(1);
+  EXPECT_TRUE(contains_all(notes, {"q8_0 tensors dequantized to bf16", "no tokenizer in the file"})) << notes;
+}
+
+TEST(LoadModel, RefusesAPathThatIsNotThere) {
+  EXPECT_TRUE(contains_all(error_of([] { load_model("/nonexistent/model.gguf"); }),
+                           {"/nonexistent/model.gguf", "does not exist"}));
+  TempDir dir;  // a directory without config.json
+  EXPECT_TRUE(contains_all(error_of([&] { load_model(dir.root()); }), {"config.json"}));
+}
+
 TEST(ModelWeights, LoadsTheRealSmolLM2Gguf) {
   const std::string path = test_support::smollm2_gguf_path();
   if (path.empty()) GTEST_SKIP() << test_support::kSmolLM2GgufMissing;
@@ -717,6 +797,16 @@ TEST(ModelWeights, LoadsTheRealSmolLM2Gguf) {
   for (std::uint16_t b : w.layers[0].q.data)
     not_finite += std::isfinite(bfloat16_to_float(b)) ? 0 : 1;
   EXPECT_EQ(not_finite, 0u);
+
+  // load_model, as kc-generate and kc-serve take the file: the same table, the tokenizer and the
+  // chat format, and what was dequantized.
+  const LoadedModel loaded = load_model(path);
+  expect_same_tables(loaded.weights, w);
+  ASSERT_TRUE(loaded.tokenizer.has_value());
+  ASSERT_TRUE(loaded.chat_template.has_value());
+  EXPECT_EQ(loaded.chat_template->kind(), ChatTemplateKind::chatml);
+  ASSERT_EQ(loaded.notes.size(), 2u);
+  EXPECT_TRUE(contains_all(loaded.notes[0] + loaded.notes[1], {"210 q4_1 tensors", "1 q8_0 tensors"}));
 }
 
 }  // namespace

@@ -19,7 +19,7 @@ struct LoadedModel {
   std::string format;  // "gguf" or "safetensors"
   ModelWeights weights;  // weights.config is the model's config
   std::vector<float> rope_freq_factors;  // a GGUF file's rope_freqs.weight, else empty
-  std::optional<Tokenizer> tokenizer;    // none for a directory without tokenizer.json
+  std::optional<Tokenizer> tokenizer;    // none without tokenizer.json / tokenizer.ggml.* keys
   std::optional<ChatTemplate> chat_template;
   // What the load did that a user should know: tensor types dequantized to bf16, a missing
   // tokenizer.
