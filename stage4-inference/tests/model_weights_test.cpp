@@ -212,6 +212,21 @@ GgufWriter gguf_writer(const std::vector<Weight>& model, GgmlType type, Codes co
   return writer;
 }
 
+// The llama.* keys of tiny_config (tying is decided by the absence of output.weight).
+void add_tiny_config_metadata(GgufWriter& writer) {
+  using namespace test_support;
+  writer.add("general.architecture", v_string("llama"))
+      .add("llama.block_count", v_u32(2))
+      .add("llama.context_length", v_u32(128))
+      .add("llama.embedding_length", v_u32(64))
+      .add("llama.feed_forward_length", v_u32(96))
+      .add("llama.attention.head_count", v_u32(4))
+      .add("llama.attention.head_count_kv", v_u32(2))
+      .add("llama.rope.freq_base", v_f32(10000.0f))
+      .add("llama.attention.layer_norm_rms_epsilon", v_f32(1e-5f))
+      .add("llama.vocab_size", v_u32(100));
+}
+
 ModelWeights load_st(const TempDir& dir, const std::vector<StTensor>& tensors,
                      const ModelConfig& config) {
   const SafetensorsCheckpoint checkpoint(
@@ -416,17 +431,7 @@ TEST(ModelWeights, ConfigFromGgufMetadataDecidesTying) {
     const ModelConfig config = tiny_config(tied);
     const std::vector<Weight> model = tiny_model(config, kQ8Codes, 31u);
     GgufWriter writer = gguf_writer(model, GgmlType::bf16, kQ8Codes);
-    using namespace test_support;
-    writer.add("general.architecture", v_string("llama"))
-        .add("llama.block_count", v_u32(2))
-        .add("llama.context_length", v_u32(128))
-        .add("llama.embedding_length", v_u32(64))
-        .add("llama.feed_forward_length", v_u32(96))
-        .add("llama.attention.head_count", v_u32(4))
-        .add("llama.attention.head_count_kv", v_u32(2))
-        .add("llama.rope.freq_base", v_f32(10000.0f))
-        .add("llama.attention.layer_norm_rms_epsilon", v_f32(1e-5f))
-        .add("llama.vocab_size", v_u32(100));
+    add_tiny_config_metadata(writer);
     TempDir dir;
     const GgufFile file(dir.write("model.gguf", writer.build().bytes));
     const ModelConfig from_file = model_config_from_gguf(file);
@@ -743,17 +748,7 @@ TEST(LoadModel, ReadsAGgufFileAndSaysWhatItDequantized) {
   const ModelConfig config = tiny_config(true);
   const std::vector<Weight> model = tiny_model(config, kQ8Codes, 43u);
   GgufWriter writer = gguf_writer(model, GgmlType::q8_0, kQ8Codes);
-  using namespace test_support;
-  writer.add("general.architecture", v_string("llama"))
-      .add("llama.block_count", v_u32(2))
-      .add("llama.context_length", v_u32(128))
-      .add("llama.embedding_length", v_u32(64))
-      .add("llama.feed_forward_length", v_u32(96))
-      .add("llama.attention.head_count", v_u32(4))
-      .add("llama.attention.head_count_kv", v_u32(2))
-      .add("llama.rope.freq_base", v_f32(10000.0f))
-      .add("llama.attention.layer_norm_rms_epsilon", v_f32(1e-5f))
-      .add("llama.vocab_size", v_u32(100));
+  add_tiny_config_metadata(writer);
   TempDir dir;
   const std::string path = dir.write("model.gguf", writer.build().bytes);
   const LoadedModel loaded = load_model(path);
