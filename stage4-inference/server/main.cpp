@@ -3,12 +3,16 @@
 //   kc-serve --model SmolLM2-135M-Instruct.gguf                  (the model on the GPU)
 //   kc-serve --model SmolLM2-135M-Instruct.gguf --fake-model     (its tokenizer, scripted tokens)
 //   kc-serve --tokenizer tests/data/tokenizer/gpt2-synthetic.tokenizer.json --fake-model
+//   kc-serve --synthetic llama-3.2-1b --tokenizer smollm2.tokenizer.json   (a shape, random weights)
 //   curl -s localhost:8000/v1/completions -d '{"prompt": "Hi", "max_tokens": 8}'
 //
 // The model is a GGUF file or a Hugging Face directory (kc/engine/model_loader.hpp); it runs
 // through the engine's GPU model step (kc/engine/model_runner.hpp), whose cache and limits give
 // the scheduler's. --fake-model (kc/serve/fake_model.hpp) replaces the model step with a scripted
-// one, for machines without a GPU. The tokenizer and the chat template come from the model (GGUF:
+// one, for machines without a GPU. --synthetic NAME serves a published configuration
+// (kc/engine/published_configs.hpp) with random weights drawn on the GPU and the vocabulary of
+// the --tokenizer given (its size replaces the configuration's): load tests of a model's shape
+// without its checkpoint; the text is noise. The tokenizer and the chat template come from the model (GGUF:
 // tokenizer.ggml.* and tokenizer.chat_template; a directory: tokenizer.json and
 // tokenizer_config.json) or, with --fake-model, from a tokenizer.json, which carries no template:
 // then chat uses plain ChatML unless --chat-template names a file with one. A template the engine
@@ -40,6 +44,7 @@
 #include "kc/engine/gguf.hpp"
 #include "kc/engine/model_loader.hpp"
 #include "kc/engine/model_runner.hpp"
+#include "kc/engine/published_configs.hpp"
 #include "kc/serve/bridge.hpp"
 #include "kc/serve/fake_model.hpp"
 #include "kc/serve/http_server.hpp"
@@ -48,6 +53,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: kc-serve --model FILE.gguf|DIR [--kv-fraction 0.5] [--max-batched-tokens 2048] [--cuda-graphs]\n"
+    "       kc-serve --synthetic NAME --tokenizer tokenizer.json [--seed 1]   (random weights)\n"
     "       kc-serve (--model FILE.gguf | --tokenizer tokenizer.json) --fake-model [--fake-step-ms 0]\n"
     "                [--chat-template FILE|chatml] [--host 127.0.0.1] [--port 8000]\n"
     "                [--api-key KEY] [--model-name NAME] [--num-blocks N] [--block-size 16]\n"
@@ -106,7 +112,8 @@ void drain_on_signal(const sigset_t& signals, kc::serve::HttpServer& server,
 
 int run(int argc, char** argv) {
   kc::serve::ServerOptions options;
-  std::string model_path, tokenizer_path, chat_template_option;
+  std::string model_path, tokenizer_path, chat_template_option, synthetic;
+  std::uint64_t seed = 1;
   bool fake_model = false;
   int step_ms = 0;
   int max_queue = 256;
@@ -126,6 +133,8 @@ int run(int argc, char** argv) {
     };
     if (arg == "--fake-model") fake_model = true;
     else if (arg == "--cuda-graphs") cuda_graphs = true;
+    else if (arg == "--synthetic") synthetic = value();
+    else if (arg == "--seed") seed = static_cast<std::uint64_t>(parse_int(arg, value(), 0));
     else if (arg == "--model") model_path = value();
     else if (arg == "--tokenizer") tokenizer_path = value();
     else if (arg == "--chat-template") chat_template_option = value();
@@ -151,24 +160,26 @@ int run(int argc, char** argv) {
     else if (arg == "--help" || arg == "-h") { std::cout << kUsage; return 0; }
     else kc::require(false, "kc-serve: unknown argument '{}'\n{}", arg, kUsage);
   }
-  kc::require(model_path.empty() != tokenizer_path.empty(),
-              "kc-serve: give the model (--model FILE.gguf or a Hugging Face directory) or, with "
-              "--fake-model, a tokenizer (--tokenizer tokenizer.json): one of the two\n{}",
+  const bool synthetic_model = !synthetic.empty();
+  kc::require(synthetic_model ? (model_path.empty() && !tokenizer_path.empty() && !fake_model)
+                              : model_path.empty() != tokenizer_path.empty(),
+              "kc-serve: give the model (--model FILE.gguf or a Hugging Face directory), a shape with "
+              "random weights and a tokenizer (--synthetic NAME --tokenizer tokenizer.json), or, with "
+              "--fake-model, a tokenizer alone\n{}",
               kUsage);
-  kc::require(fake_model || !model_path.empty(),
-              "kc-serve: --tokenizer serves the scripted model only; add --fake-model, or give "
-              "--model\n{}",
+  kc::require(fake_model || !model_path.empty() || synthetic_model,
+              "kc-serve: --tokenizer alone serves the scripted model; add --fake-model, or give "
+              "--model or --synthetic\n{}",
               kUsage);
 
-  // The model step: the GPU one on the loaded model, or the scripted one.
+  // The model step: the GPU one on the loaded model (or on random weights of a published shape),
+  // or the scripted one.
   std::optional<kc::engine::LoadedModel> model;
+  std::optional<kc::engine::Tokenizer> tokenizer_of_file;
   std::unique_ptr<kc::engine::ModelRunner> runner;
   if (!fake_model) {
     if (!kc::gpu_visible_or_explain("kc-serve", "; the model runs on a GPU (--fake-model serves scripted tokens without one)."))
       return 1;
-    model = kc::engine::load_model(model_path);
-    kc::require(model->tokenizer.has_value(), "kc-serve: {} carries no tokenizer", model_path);
-    for (const std::string& note : model->notes) std::cout << "kc-serve: " << note << std::endl;
     kc::engine::RunnerOptions runner_options;
     runner_options.block_size = config.block_size;
     runner_options.num_blocks = num_blocks;
@@ -177,8 +188,23 @@ int run(int argc, char** argv) {
     runner_options.max_running = config.max_running;
     runner_options.max_model_len = config.max_model_len;
     runner_options.cuda_graphs = cuda_graphs;
-    runner = std::make_unique<kc::engine::ModelRunner>(model->weights, runner_options, model->rope_freq_factors);
-    model->weights = kc::engine::ModelWeights{};  // uploaded: the host copy is not needed
+    if (synthetic_model) {
+      tokenizer_of_file = kc::engine::Tokenizer::from_tokenizer_json(tokenizer_path);
+      kc::engine::ModelConfig shape = kc::engine::published_model_config(synthetic);
+      shape.vocab_size = static_cast<std::int64_t>(tokenizer_of_file->vocab_size());
+      shape.eos_token_ids.clear();
+      shape.bos_token_id.reset();
+      std::cout << "kc-serve: " << synthetic << "'s shape with random weights (seed " << seed << ") and "
+                << tokenizer_path << "'s vocabulary of " << shape.vocab_size << ": the text is noise" << std::endl;
+      runner = std::make_unique<kc::engine::ModelRunner>(shape, runner_options, seed);
+    } else {
+      model = kc::engine::load_model(model_path);
+      kc::require(model->tokenizer.has_value(), "kc-serve: {} carries no tokenizer", model_path);
+      for (const std::string& note : model->notes) std::cout << "kc-serve: " << note << std::endl;
+      runner = std::make_unique<kc::engine::ModelRunner>(model->weights, runner_options, model->rope_freq_factors);
+      model->weights = kc::engine::ModelWeights{};  // uploaded: the host copy is not needed
+      tokenizer_of_file = std::move(*model->tokenizer);
+    }
     config = runner->scheduler_config();
     std::cout << "kc-serve: model on the GPU, " << runner->pool().total_bytes() / (1 << 20) << " MiB of device memory, "
               << config.num_blocks << " KV blocks of " << config.block_size << " tokens" << std::endl;
@@ -187,9 +213,9 @@ int run(int argc, char** argv) {
   }
 
   const kc::engine::Tokenizer tokenizer =
-      !fake_model            ? std::move(*model->tokenizer)
-      : model_path.empty()   ? kc::engine::Tokenizer::from_tokenizer_json(tokenizer_path)
-                             : kc::engine::Tokenizer::from_gguf(kc::engine::GgufFile(model_path));
+      tokenizer_of_file    ? std::move(*tokenizer_of_file)
+      : model_path.empty() ? kc::engine::Tokenizer::from_tokenizer_json(tokenizer_path)
+                           : kc::engine::Tokenizer::from_gguf(kc::engine::GgufFile(model_path));
   if (tokenizer.eos_id()) options.stop_token_ids.push_back(*tokenizer.eos_id());
   if (chat_template_option == "chatml") {
     options.chat_template = kc::engine::ChatTemplate::chatml();
