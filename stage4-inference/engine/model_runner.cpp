@@ -12,6 +12,7 @@
 #include "kc/common/buffer.hpp"
 #include "kc/common/error.hpp"
 #include "kc/engine/engine_kernels.hpp"
+#include "kc/engine/gpu_sampler.hpp"
 #include "kc/engine/graph_buckets.hpp"
 #include "kc/engine/rope_table.hpp"
 #include "kc/engine/sampling.hpp"
@@ -121,6 +122,9 @@ struct ModelRunner::Impl {
   cudaGraphExec_t decode_graph(std::int64_t bucket, const StepPlan& plan);
   std::vector<float> logits_to_host(std::int64_t rows);
 
+  std::unique_ptr<GpuSampler> sampler;               // RunnerOptions::gpu_sampler
+  PinnedBuffer<GpuSamplingRow> sampling_host;
+  DeviceBuffer<GpuSamplingRow> sampling_device;
   std::vector<std::int32_t> buckets;                 // graph buckets (graph_buckets.hpp)
   std::map<std::int64_t, cudaGraphExec_t> graphs;    // captured decode steps by bucket
   std::int64_t graph_replays = 0;
@@ -217,6 +221,11 @@ ModelRunner::Impl::Impl(const ModelConfig& model_config, const ModelWeights* wei
   sampled_host = PinnedBuffer<std::int32_t>(static_cast<std::size_t>(options.max_running));
   // A padded decode step has one token a row: its bucket fits the step's token buffers too.
   buckets = default_graph_buckets(std::min(options.max_running, options.max_batched_tokens));
+  if (options.gpu_sampler) {
+    sampler = std::make_unique<GpuSampler>(static_cast<int>(c.vocab_size), std::min(options.max_running, 32));
+    sampling_host = PinnedBuffer<GpuSamplingRow>(static_cast<std::size_t>(options.max_running));
+    sampling_device = DeviceBuffer<GpuSamplingRow>(static_cast<std::size_t>(options.max_running));
+  }
   upload(weights, seed, freq_factors);
 }
 
@@ -650,14 +659,36 @@ std::vector<TokenId> ModelRunner::execute(const StepBatch& batch) {
   std::vector<TokenId> tokens;
   if (samples == 0) return tokens;
 
-  std::vector<float> host_logits;  // read once, only if a sequence samples with temperature
+  bool with_temperature = false;
+  for (const ScheduledSequence& s : batch.sequences)
+    with_temperature = with_temperature || (s.samples && s.sampling.temperature > 0.0f && s.sampling.top_k != 1);
+  if (with_temperature && m.sampler) {  // every sampling row through the GPU sampler
+    int row = 0;
+    for (const ScheduledSequence& s : batch.sequences) {
+      if (!s.samples) continue;
+      GpuSamplingRow& p = m.sampling_host[static_cast<std::size_t>(row++)];
+      p.temperature = s.sampling.temperature;
+      p.top_k = s.sampling.top_k;
+      p.top_p = s.sampling.top_p;
+      p.seed = s.sampling.seed;
+      p.index = static_cast<std::uint64_t>(s.output_index);
+    }
+    KC_CUDA_CHECK(cudaMemcpyAsync(m.sampling_device.data(), m.sampling_host.data(), samples * sizeof(GpuSamplingRow),
+                                  cudaMemcpyHostToDevice, m.stream));
+    m.sampler->sample(m.logits, samples, m.sampling_device.data(), m.sampled, m.stream);
+    KC_CUDA_CHECK(cudaMemcpyAsync(m.sampled_host.data(), m.sampled, samples * sizeof(std::int32_t),
+                                  cudaMemcpyDeviceToHost, m.stream));
+    KC_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+    m.note("sampling (temperature > 0)", "engine GPU sampler");
+  }
+  std::vector<float> host_logits;  // read once, only if a sequence samples with temperature on the host
   int sampler_row = 0;
   for (const ScheduledSequence& s : batch.sequences) {
     if (!s.samples) continue;
     const int row = sampler_row++;
-    if (s.sampling.temperature == 0.0f) {
+    if (s.sampling.temperature == 0.0f || m.sampler) {
       const TokenId token = m.sampled_host[static_cast<std::size_t>(row)];
-      require(token >= 0, "request {}: the logits hold a NaN", s.request);
+      require(token >= 0, "request {}: the logits hold a NaN (or no finite logit)", s.request);
       tokens.push_back(token);
       continue;
     }
@@ -666,8 +697,8 @@ std::vector<TokenId> ModelRunner::execute(const StepBatch& batch) {
     const std::vector<float> row_logits(begin, begin + m.config.vocab_size);
     tokens.push_back(sample_token(row_logits, s.sampling, static_cast<std::uint64_t>(s.output_index)));
   }
-  m.note("sampling", host_logits.empty() ? "engine argmax_rows (greedy)"
-                                         : "engine argmax_rows (greedy), CPU reference sampler (temperature > 0)");
+  m.note("sampling (greedy)", "engine argmax_rows");
+  if (!host_logits.empty()) m.note("sampling (temperature > 0)", "CPU reference sampler (logits copied back)");
   return tokens;
 }
 

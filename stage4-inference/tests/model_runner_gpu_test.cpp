@@ -344,6 +344,46 @@ TEST(ModelRunner, RandomWeightsOnTheGpuAreSeeded) {
   EXPECT_GT(std::sqrt(sum / static_cast<double>(a.size())), 0.1) << "the logits are flat";
 }
 
+// Temperature sampling through the scheduler: the GPU sampler gives the reference sampler's tokens
+// (the CPU path), request by request, until a draw falls on a rounding boundary (at most one here).
+TEST(ModelRunner, GpuSamplerGivesTheReferenceSamplersTokens) {
+  KC_SKIP_WITHOUT_GPU();
+  const Case& c = kCases[0];
+  std::vector<std::vector<TokenId>> outputs[2];
+  for (int gpu = 0; gpu < 2; ++gpu) {
+    RunnerOptions options = small_runner();
+    options.gpu_sampler = gpu == 1;
+    TinyModel m(c, 18, options);
+    Scheduler scheduler(m.runner.scheduler_config());
+    std::vector<RequestId> requests;
+    for (int i = 0; i < 4; ++i) {
+      GenerationRequest request;
+      request.prompt = random_ids(5 + 11 * i, c.vocab, 60 + i);
+      request.max_tokens = 16;
+      request.sampling.temperature = 0.6f + 0.3f * static_cast<float>(i);
+      request.sampling.top_k = i == 2 ? 40 : 0;
+      request.sampling.top_p = i == 3 ? 0.8f : 1.f;
+      request.sampling.seed = 1000 + static_cast<std::uint64_t>(i);
+      requests.push_back(scheduler.submit(request));
+    }
+    scheduler.run_to_completion(m.runner);
+    for (RequestId id : requests) outputs[gpu].push_back(scheduler.take_output(id)->tokens);
+    if (gpu == 1) {
+      EXPECT_EQ(m.runner.kernels_used().at("sampling (temperature > 0)"), "engine GPU sampler");
+    }
+  }
+  int equal = 0, diverged = 0;
+  for (std::size_t i = 0; i < outputs[0].size(); ++i) {
+    std::size_t same = 0;
+    while (same < outputs[0][i].size() && outputs[0][i][same] == outputs[1][i][same]) ++same;
+    equal += static_cast<int>(same);
+    diverged += same < outputs[0][i].size() ? 1 : 0;
+  }
+  EXPECT_LE(diverged, 1) << "the GPU sampler parted from the reference in more requests than rounding explains";
+  EXPECT_GE(equal, 40);
+  std::printf("GPU sampler: %d of 64 tokens equal to the reference sampler's before any divergence\n", equal);
+}
+
 TEST(ModelRunner, RefusesABadBatchBeforeLaunching) {
   KC_SKIP_WITHOUT_GPU();
   const Case& c = kCases[0];

@@ -25,8 +25,9 @@
 //                                                            stage 3 GEMM]
 //   h = rmsnorm(x); logits = h Wout^T for the rows that sample  [stage 2, engine gather_rows,
 //                                                            stage 3 GEMM]
-//   greedy: argmax on the GPU [engine argmax_rows]; temperature > 0: that row's logits to the
-//   host and the reference sampler (kc/engine/sampling.hpp) — the GPU sampler comes later.
+//   greedy: argmax on the GPU [engine argmax_rows]; temperature > 0: the GPU sampler
+//   (RunnerOptions::gpu_sampler, kc/engine/gpu_sampler.hpp) or that row's logits to the host and
+//   the reference sampler (kc/engine/sampling.hpp).
 //
 // Everything is bf16 with FP32 accumulation inside each kernel, as transformers runs a bf16
 // model. The KV cache is [layers][K | V][num_blocks][kv_heads][block_size][head_dim] bf16, the
@@ -39,8 +40,11 @@
 // one cudaGraphLaunch instead of about a dozen launches a layer. A bucket is captured on first
 // use, after one eager run of its shape. Other steps (prefill chunks, temperature > 0) run eagerly.
 //
-// Not yet: quantized weights kept quantized (a GGUF Q4_1 file runs dequantized to bf16), the GPU
-// sampler, fused kernels of the engine's own. Each step synchronizes its stream once, to read the
+// Device memory: everything in the pool, except the decode attention's split workspace and the
+// GPU sampler's sort scratch, which their owners allocate once, at construction.
+//
+// Not yet: quantized weights kept quantized (a GGUF Q4_1 file runs dequantized to bf16), fused
+// kernels of the engine's own. Each step synchronizes its stream once, to read the
 // sampled tokens.
 #pragma once
 
@@ -68,6 +72,10 @@ struct RunnerOptions {
   // Decode steps as captured CUDA graphs (above). Off by default until the graph path has run on
   // the GPU next to the eager one (tests/model_runner_gpu_test.cpp compares them).
   bool cuda_graphs = false;
+  // Sequences sampling with a temperature use the GPU sampler (kc/engine/gpu_sampler.hpp) instead
+  // of the reference sampler on the host (their logits copied back). Off by default until it has
+  // run on the GPU against the reference (tests/gpu_sampler_gpu_test.cpp).
+  bool gpu_sampler = false;
 };
 
 inline constexpr std::int64_t kDefaultMaxModelLen = 8192;

@@ -1,0 +1,189 @@
+// The GPU sampler (kc/engine/gpu_sampler.hpp) against the CPU reference (kc/engine/sampling.hpp):
+// the same uniform draws bit for bit, and the same tokens for temperature, top-k and top-p over
+// random logits, except where the draw falls within FP32 rounding of a boundary between two
+// neighbours in the order. Skips without a GPU.
+//   ctest --test-dir build/ci -R GpuSampler
+#include <gtest/gtest.h>
+
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "kc/common/buffer.hpp"
+#include "kc/engine/gpu_sampler.hpp"
+#include "kc/engine/model_weights.hpp"
+#include "kc/engine/sampling.hpp"
+#include "support/gpu_test.hpp"
+
+namespace kc::engine {
+namespace {
+
+TEST(GpuSampler, UniformDrawsAreTheReferencesBits) {
+  KC_SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(3);
+  std::vector<std::uint64_t> seeds(4096), indices(4096);
+  for (std::size_t i = 0; i < seeds.size(); ++i) {
+    seeds[i] = i < 4 ? std::uint64_t{0xffffffffffffffffull} >> i : rng();
+    indices[i] = i % 3 == 0 ? i : rng();
+  }
+  DeviceBuffer<std::uint64_t> s(seeds.size()), x(indices.size());
+  DeviceBuffer<float> out(seeds.size());
+  s.copy_from_host(seeds);
+  x.copy_from_host(indices);
+  gpu_sampling_uniforms(s.data(), x.data(), static_cast<int>(seeds.size()), out.data(), nullptr);
+  const std::vector<float> got = out.to_host();
+  for (std::size_t i = 0; i < seeds.size(); ++i)
+    ASSERT_EQ(got[i], sampling_uniform(seeds[i], indices[i])) << "seed " << seeds[i] << ", index " << indices[i];
+}
+
+struct Row {
+  std::vector<float> logits;  // bf16 values
+  GpuSamplingRow params;
+};
+
+float bf16_value(float value) {
+  const std::uint32_t word = static_cast<std::uint32_t>(float_to_bfloat16(value)) << 16;
+  float out;
+  std::memcpy(&out, &word, sizeof out);
+  return out;
+}
+
+// The rows' tokens on the GPU.
+std::vector<std::int32_t> sample_on_gpu(const std::vector<Row>& rows, int vocab, int rows_per_pass) {
+  std::vector<std::uint16_t> bits;
+  std::vector<GpuSamplingRow> params;
+  for (const Row& row : rows) {
+    for (float v : row.logits) bits.push_back(float_to_bfloat16(v));
+    params.push_back(row.params);
+  }
+  DeviceBuffer<std::uint16_t> logits(bits.size());
+  logits.copy_from_host(bits);
+  DeviceBuffer<GpuSamplingRow> p(params.size());
+  p.copy_from_host(params);
+  DeviceBuffer<std::int32_t> tokens(rows.size());
+  GpuSampler sampler(vocab, rows_per_pass);
+  sampler.sample(reinterpret_cast<const __nv_bfloat16*>(logits.data()), static_cast<int>(rows.size()), p.data(),
+                 tokens.data(), nullptr);
+  return tokens.to_host();
+}
+
+SamplingParams reference_params(const GpuSamplingRow& p) {
+  SamplingParams params;
+  params.temperature = p.temperature;
+  params.top_k = p.top_k;
+  params.top_p = p.top_p;
+  params.seed = p.seed;
+  return params;
+}
+
+// Whether `got` may stand for `expected`: neighbours in the sampling order, with the scaled draw
+// within FP32 rounding of the running sum between them (computed here in double).
+bool boundary_neighbours(const Row& row, std::int32_t expected, std::int32_t got) {
+  const SamplingParams params = reference_params(row.params);
+  std::vector<std::int32_t> order(row.logits.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::int32_t a, std::int32_t b) { return row.logits[a] > row.logits[b]; });
+  const auto at = [&](std::int32_t token) { return std::find(order.begin(), order.end(), token) - order.begin(); };
+  const std::ptrdiff_t i = at(expected), j = at(got);
+  if (std::abs(i - j) != 1) return false;
+  const std::vector<double> p = sampling_probabilities(row.logits, params);
+  double running = 0.0;
+  for (std::ptrdiff_t k = 0; k <= std::min(i, j); ++k) running += p[order[k]];
+  const double u = sampling_uniform(params.seed, row.params.index);
+  double kept = 0.0;
+  for (double v : p) kept += v;
+  return std::abs(u * kept - running) < 1e-5;
+}
+
+TEST(GpuSampler, TokensMatchTheReferenceSampler) {
+  KC_SKIP_WITHOUT_GPU();
+  for (int vocab : {1000, 49152}) {
+    std::mt19937_64 rng(static_cast<std::uint64_t>(vocab));
+    std::normal_distribution<float> normal(0.f, 3.f);
+    std::vector<Row> rows;
+    const float temperatures[] = {0.f, 0.3f, 0.7f, 1.f, 1.5f};
+    const int top_ks[] = {0, 1, 5, 50};
+    const float top_ps[] = {1.f, 0.9f, 0.5f, 0.05f};
+    for (float t : temperatures)
+      for (int k : top_ks)
+        for (float p : top_ps)
+          for (int repeat = 0; repeat < 2; ++repeat) {
+            Row row;
+            row.logits.resize(static_cast<std::size_t>(vocab));
+            for (float& v : row.logits) v = bf16_value(normal(rng));
+            if (repeat == 1)  // ties: a block of equal logits at the top
+              for (int i = 0; i < 8; ++i) row.logits[static_cast<std::size_t>(i * 7)] = 12.f;
+            row.params.temperature = t;
+            row.params.top_k = k;
+            row.params.top_p = p;
+            row.params.seed = rng();
+            row.params.index = rng() % 1000;
+            rows.push_back(row);
+          }
+    const std::vector<std::int32_t> got = sample_on_gpu(rows, vocab, 7);
+    int exact = 0, boundary = 0;
+    for (std::size_t r = 0; r < rows.size(); ++r) {
+      const std::int32_t expected =
+          sample_token(rows[r].logits, reference_params(rows[r].params), rows[r].params.index);
+      if (got[r] == expected) {
+        ++exact;
+        continue;
+      }
+      EXPECT_TRUE(boundary_neighbours(rows[r], expected, got[r]))
+          << "vocab " << vocab << ", row " << r << ": GPU " << got[r] << ", reference " << expected;
+      ++boundary;
+    }
+    EXPECT_LE(boundary, 2) << "more boundary cases than rounding explains";
+    std::printf("vocab %d: %d of %zu rows equal to the reference, %d at a rounding boundary\n", vocab, exact,
+                rows.size(), boundary);
+  }
+}
+
+// The comparison can fail: another seed for each row changes most sampled tokens.
+TEST(GpuSampler, AWrongSeedIsCaught) {
+  KC_SKIP_WITHOUT_GPU();
+  const int vocab = 1000;
+  std::mt19937_64 rng(9);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<Row> rows(64);
+  for (Row& row : rows) {
+    row.logits.resize(vocab);
+    for (float& v : row.logits) v = bf16_value(normal(rng));
+    row.params.temperature = 1.f;
+    row.params.seed = rng();
+  }
+  std::vector<Row> reseeded = rows;
+  for (Row& row : reseeded) row.params.seed += 1;
+  const std::vector<std::int32_t> got = sample_on_gpu(reseeded, vocab, 32);
+  int differ = 0;
+  for (std::size_t r = 0; r < rows.size(); ++r)
+    differ += got[r] != sample_token(rows[r].logits, reference_params(rows[r].params), 0) ? 1 : 0;
+  EXPECT_GT(differ, 48);
+}
+
+TEST(GpuSampler, NanOrMaskedRowsGiveMinusOne) {
+  KC_SKIP_WITHOUT_GPU();
+  const int vocab = 300;
+  std::vector<Row> rows(3);
+  for (Row& row : rows) {
+    row.logits.assign(vocab, 0.5f);
+    row.params.temperature = 1.f;
+  }
+  rows[0].logits[17] = NAN;
+  rows[1].logits.assign(vocab, -INFINITY);
+  rows[2].logits[42] = 3.f;
+  rows[2].params.temperature = 0.f;  // greedy: the argmax
+  const std::vector<std::int32_t> got = sample_on_gpu(rows, vocab, 2);
+  EXPECT_EQ(got[0], -1);
+  EXPECT_EQ(got[1], -1);
+  EXPECT_EQ(got[2], 42);
+}
+
+}  // namespace
+}  // namespace kc::engine
