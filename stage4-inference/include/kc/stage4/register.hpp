@@ -5,7 +5,7 @@
 
 namespace kc::stage4 {
 
-// Adds this stage's ops and kernels to the registry (none yet: see README.md).
+// Adds this stage's ops and kernels to the registry: the engine's own kernels (src/register.cpp).
 void register_kernels(Registry& registry);
 
 }  // namespace kc::stage4
