@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The engine on a GPU machine, in one go: its GPU tests, the comparison with transformers, the
-# real model through kc-generate, and kc-engine-bench with transformers as the peer.
+# real model through kc-generate, kc-bench on the engine's own kernels (table stage4-kernels),
+# and kc-engine-bench with transformers as the peer.
 #
 #   stage4-inference/scripts/engine_check.sh OUT [BUILD]     (BUILD: default build/gpu-check)
 #
@@ -27,7 +28,8 @@ step() {  # step NAME COMMAND...: runs it, output to OUT/NAME.txt, status to the
   return $rc
 }
 export KC_REQUIRE_GPU=1
-step gpu-tests "$build/stage4-inference/tests/kc_stage4_gpu_tests" --gtest_filter='ModelRunner*'
+step gpu-tests "$build/stage4-inference/tests/kc_stage4_gpu_tests" --gtest_filter='ModelRunner*:GpuSampler*'
+step kernels "$build/bench/kc-bench" --filter '^stage4/' --markdown "$out/tables"
 cases=gqa1_untied,gqa4_tied,gqa8_llama3
 gguf_args=()
 if [ -n "$gguf" ]; then cases="$cases,smollm2_gguf"; gguf_args=(--gguf "$gguf"); fi
