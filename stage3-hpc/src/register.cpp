@@ -9,6 +9,7 @@
 #include "kc/common/gemm.hpp"
 #include "kc/stage3/attention.hpp"
 #include "kc/stage3/attention_decode.hpp"
+#include "kc/stage3/gemv_gguf.hpp"
 #include "kc/stage3/register.hpp"
 #include "arch/sm90/tma_descriptor.hpp"
 #include "register_attention.hpp"
@@ -119,6 +120,22 @@ void register_kernels(Registry& registry) {
   // Decoding over a paged KV cache: the op, its references and its copy baseline, then its ladder.
   if (!registry.has_op(kAttentionDecodeOp)) registry.add_op(make_attention_decode_op());
   register_attention_decode_kernels(registry);
+
+  // Low precision: the GEMV on GGUF blocks (quant/), its own table.
+  if (!registry.has_op(kGemvGgufOp)) registry.add_op(make_gemv_gguf_op());
+  KernelEntry gguf;
+  gguf.id = std::string("stage3/") + kGemvGgufOp + "/01_warp_per_column";
+  gguf.op = kGemvGgufOp;
+  gguf.rung = 1;
+  gguf.idea = "a warp per output column, GGUF blocks decoded where they are read, FP32 accumulators per row";
+  gguf.dtypes = {DType::bf16};
+  gguf.min_compute_capability = kAmpere;
+  gguf.constraints = "M <= 16, K % 32 == 0";
+  gguf.report = "stage3-quant";
+  gguf.launch = [](const Problem& p, Operands& o, cudaStream_t stream) {
+    gemv_gguf_01_warp_per_column(gemv_gguf_args(p, o), stream);
+  };
+  registry.add_kernel(std::move(gguf));
 
   registry.add_kernel(portable_entry("01_wmma", 1,
                                      "WMMA 16x16x16 fragments, tiles staged through shared memory",
