@@ -183,8 +183,12 @@ ModelResult measure(kc::engine::ModelRunner& runner, const kc::engine::ModelConf
   result.kv_bytes_per_token = 2.0 * static_cast<double>(config.num_layers * config.num_kv_heads * config.head_dim) * 2;
   Prompts prompts(config.vocab_size, args.seed);
 
+  // The longest sequence the scheduler takes: the context, and the cache's slots.
+  const std::int64_t longest = std::min<std::int64_t>(
+      scheduler_config.max_model_len, static_cast<std::int64_t>(scheduler_config.num_blocks) * scheduler_config.block_size);
   // Warm-up: every batch size from the largest concurrency down to 1 (requests finishing one a
-  // step), so that each graph bucket is captured and cuBLAS has seen each shape before timing.
+  // step), so that each graph bucket is captured and cuBLAS has seen each decode shape before
+  // timing; then one prompt of each prefill length (first-use host work for those shapes).
   const int widest = std::min(*std::max_element(args.concurrency.begin(), args.concurrency.end()),
                               scheduler_config.max_running);
   {
@@ -195,10 +199,16 @@ ModelResult measure(kc::engine::ModelRunner& runner, const kc::engine::ModelConf
       m.push_back(2 + i);
     }
     run_requests(runner, p, m);
+    for (int prompt : args.prefill)
+      if (prompt + 2 <= longest) run_requests(runner, {prompts.next(prompt)}, {1});
   }
 
   for (int context : args.contexts) {
-    if (context + args.decode_tokens > scheduler_config.max_model_len) continue;
+    if (context + args.decode_tokens + 1 > longest) {
+      std::printf("  decode   context %5d: skipped (longer than the %lld tokens a sequence may hold)\n", context,
+                  static_cast<long long>(longest));
+      continue;
+    }
     const Timeline t = run_requests(runner, {prompts.next(context)}, {args.decode_tokens + 1});
     const auto& times = t.token_times[0];
     DecodeRow row;
@@ -214,7 +224,7 @@ ModelResult measure(kc::engine::ModelRunner& runner, const kc::engine::ModelConf
                 row.pct_copy);
   }
   for (int prompt : args.prefill) {
-    if (prompt + 1 > scheduler_config.max_model_len) continue;
+    if (prompt + 2 > longest) continue;
     std::vector<double> ttft;
     for (int repeat = 0; repeat < 3; ++repeat) {
       const Timeline t = run_requests(runner, {prompts.next(prompt)}, {1});

@@ -94,6 +94,9 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
   }
   if (threadIdx.x != 0) return;
+  // The running sums come from a tree scan, each added in its own order, so in FP32 a later one
+  // may come out an ulp below an earlier one; the binary searches then may land one position
+  // off, which is the rounding-boundary case the header admits.
   const float total = cum[kept - 1];
   // top-p: the shortest prefix whose running sum reaches top_p of the total (at least one).
   int prefix = kept;

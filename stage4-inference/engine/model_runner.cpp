@@ -110,6 +110,10 @@ struct ModelRunner::Impl {
     std::int64_t tokens = 0, rows = 0, num_decodes = 0, stride = 0;
     std::vector<PrefillChunk> prefills;
     int samples = 0;  // sampling rows (their token indices are in the staging ints)
+    // Where the step's ints lie in the staging buffer and on the device: packed for this step's
+    // sizes (an eager step copies only what it uses), or the runner's fixed layout for a captured
+    // graph, whose copy has a fixed size.
+    StepInts ints;
   };
   // Checks the batch and fills the staging ints (padded to `padded_rows` decode rows at the
   // runner's table width when > 0: a graph bucket), and queues the block copies. Throws
@@ -118,7 +122,7 @@ struct ModelRunner::Impl {
   // The forward pass: staging ints to the device, every layer, the final norm into `normed`.
   void launch(const StepPlan& plan);
   // The sampling rows' logits, their argmax, and the tokens into sampled_host.
-  void launch_greedy(int samples);
+  void launch_greedy(const StepPlan& plan);
   cudaGraphExec_t decode_graph(std::int64_t bucket, const StepPlan& plan);
   std::vector<float> logits_to_host(std::int64_t rows);
 
@@ -213,6 +217,8 @@ ModelRunner::Impl::Impl(const ModelConfig& model_config, const ModelWeights* wei
             "the KV cache would hold {} blocks, fewer than one sequence of max_model_len {} needs ({})", num_blocks,
             max_model_len, max_blocks_per_seq);
   }
+  require(num_blocks * options.block_size <= INT32_MAX, "{} blocks of {} tokens exceed 2^31 - 1 cache slots",
+          num_blocks, options.block_size);
   options.num_blocks = static_cast<std::int32_t>(num_blocks);
 
   pool = DevicePool(layout(num_blocks));
@@ -326,19 +332,22 @@ void ModelRunner::Impl::upload(const ModelWeights* weights, std::uint64_t seed,
   KC_CUDA_CHECK(cudaStreamSynchronize(stream));
 
   // The decode attention's split workspace at its largest, before any step, so that no step
-  // allocates: the split depends on the batch and the table's width (fewer sequences get more
-  // splits), so every batch size at the widest table.
-  stage3::DecodeArgs<bf16> widest;
-  widest.q_heads = static_cast<int>(c.num_heads);
-  widest.kv_heads = static_cast<int>(c.num_kv_heads);
-  widest.q_len = 1;
-  widest.head_dim = static_cast<int>(c.head_dim);
-  widest.block_size = options.block_size;
-  widest.max_blocks = static_cast<int>(max_blocks_per_seq);
-  for (int rows = 1; rows <= options.max_running; ++rows) {
-    widest.batch = rows;
-    decode.reserve(widest);
-  }
+  // allocates (a captured graph keeps the workspace's address): the split depends on the batch
+  // (fewer sequences get more splits) and on the table's width, not steadily (a narrower table
+  // can get one more split), and the scheduler's tables may be narrower than the runner's — so
+  // every batch size at every width. Host arithmetic only; the buffer grows a few times at most.
+  stage3::DecodeArgs<bf16> shape;
+  shape.q_heads = static_cast<int>(c.num_heads);
+  shape.kv_heads = static_cast<int>(c.num_kv_heads);
+  shape.q_len = 1;
+  shape.head_dim = static_cast<int>(c.head_dim);
+  shape.block_size = options.block_size;
+  for (int width = 1; width <= max_blocks_per_seq; ++width)
+    for (int rows = 1; rows <= options.max_running; ++rows) {
+      shape.max_blocks = width;
+      shape.batch = rows;
+      decode.reserve(shape);
+    }
 }
 
 void ModelRunner::Impl::gemm_into(const char* role, const bf16* a, const bf16* w, bf16* c, std::int64_t m,
@@ -393,6 +402,8 @@ ModelRunner::Impl::StepPlan ModelRunner::Impl::prepare(const StepBatch& batch, s
           tokens, padded_rows);
 
   // The step's ints, checked on the host: nothing is launched for a batch that is refused.
+  plan.ints = padded_rows > 0 ? ints : step_int_layout(plan.tokens, plan.rows, plan.rows * plan.stride);
+  const StepInts& at = plan.ints;
   std::int32_t* host = staging.data();
   std::int64_t t = 0;
   for (std::int64_t r = 0; r < rows; ++r) {
@@ -405,6 +416,16 @@ ModelRunner::Impl::StepPlan ModelRunner::Impl::prepare(const StepBatch& batch, s
             "sequence {}: start {} + {} tokens != its table's length {}", r, s.start_position, n, length);
     require(length <= max_model_len, "sequence {} reaches position {}; this runner's max_model_len is {}", r,
             length - 1, max_model_len);
+    // Every block the kernels will read for this sequence (attention reads all of them, not only
+    // this step's) lies in its table row and in the pool.
+    const std::int64_t used_blocks = (length + options.block_size - 1) / options.block_size;
+    require(used_blocks <= tables.max_blocks_per_seq, "sequence {}: {} keys need {} blocks; its table row holds {}", r,
+            length, used_blocks, tables.max_blocks_per_seq);
+    for (std::int64_t slot = 0; slot < used_blocks; ++slot) {
+      const std::int32_t id = tables.table[static_cast<std::size_t>(r * tables.max_blocks_per_seq + slot)];
+      require(id >= 0 && id < options.num_blocks, "sequence {}: table slot {} holds block {} (pool of {})", r, slot, id,
+              options.num_blocks);
+    }
     if (r >= batch.num_decodes) plan.prefills.push_back(PrefillChunk{r, t, n, length});
     for (std::int64_t i = 0; i < n; ++i, ++t) {
       const TokenId id = s.tokens[static_cast<std::size_t>(i)];
@@ -415,27 +436,27 @@ ModelRunner::Impl::StepPlan ModelRunner::Impl::prepare(const StepBatch& batch, s
           tables.table[static_cast<std::size_t>(r * tables.max_blocks_per_seq + position / options.block_size)];
       require(block >= 0 && block < options.num_blocks, "sequence {}: position {} maps to block {} (pool of {})", r,
               position, block, options.num_blocks);
-      host[ints.ids + t] = id;
-      host[ints.positions + t] = static_cast<std::int32_t>(position);
-      host[ints.slots + t] = static_cast<std::int32_t>(block * options.block_size + position % options.block_size);
+      host[at.ids + t] = id;
+      host[at.positions + t] = static_cast<std::int32_t>(position);
+      host[at.slots + t] = static_cast<std::int32_t>(block * options.block_size + position % options.block_size);
     }
-    if (s.samples) host[ints.sample_rows + plan.samples++] = static_cast<std::int32_t>(t - 1);
+    if (s.samples) host[at.sample_rows + plan.samples++] = static_cast<std::int32_t>(t - 1);
   }
   for (std::int64_t r = 0; r < rows; ++r) {
-    host[ints.lengths + r] = tables.lengths[static_cast<std::size_t>(r)];
-    std::int32_t* row = host + ints.table + r * plan.stride;
+    host[at.lengths + r] = tables.lengths[static_cast<std::size_t>(r)];
+    std::int32_t* row = host + at.table + r * plan.stride;
     std::memcpy(row, tables.table.data() + r * tables.max_blocks_per_seq,
                 tables.max_blocks_per_seq * sizeof(std::int32_t));
     std::fill(row + tables.max_blocks_per_seq, row + plan.stride, kPaddingBlock);
   }
   // Padding rows: token 0 at position 0, written nowhere (slot -1), no keys (length 0).
   for (std::int64_t r = rows; r < plan.rows; ++r) {
-    host[ints.ids + r] = 0;
-    host[ints.positions + r] = 0;
-    host[ints.slots + r] = -1;
-    host[ints.lengths + r] = 0;
-    std::fill(host + ints.table + r * plan.stride, host + ints.table + (r + 1) * plan.stride, kPaddingBlock);
-    host[ints.sample_rows + r] = static_cast<std::int32_t>(r);
+    host[at.ids + r] = 0;
+    host[at.positions + r] = 0;
+    host[at.slots + r] = -1;
+    host[at.lengths + r] = 0;
+    std::fill(host + at.table + r * plan.stride, host + at.table + (r + 1) * plan.stride, kPaddingBlock);
+    host[at.sample_rows + r] = static_cast<std::int32_t>(r);
   }
   if (padded_rows > 0) plan.samples = static_cast<int>(padded_rows);
 
@@ -452,14 +473,14 @@ ModelRunner::Impl::StepPlan ModelRunner::Impl::prepare(const StepBatch& batch, s
 
 void ModelRunner::Impl::launch(const StepPlan& plan) {
   const ModelConfig& c = config;
-  KC_CUDA_CHECK(cudaMemcpyAsync(step_ints, staging.data(), ints.total * sizeof(std::int32_t), cudaMemcpyHostToDevice,
-                                stream));
+  KC_CUDA_CHECK(cudaMemcpyAsync(step_ints, staging.data(), plan.ints.total * sizeof(std::int32_t),
+                                cudaMemcpyHostToDevice, stream));
   const int T = static_cast<int>(plan.tokens), H = static_cast<int>(c.hidden_size);
-  const int* ids = step_ints + ints.ids;
-  const int* positions = step_ints + ints.positions;
-  const std::int32_t* slots = step_ints + ints.slots;
-  const std::int32_t* lengths = step_ints + ints.lengths;
-  const std::int32_t* table = step_ints + ints.table;
+  const int* ids = step_ints + plan.ints.ids;
+  const int* positions = step_ints + plan.ints.positions;
+  const std::int32_t* slots = step_ints + plan.ints.slots;
+  const std::int32_t* lengths = step_ints + plan.ints.lengths;
+  const std::int32_t* table = step_ints + plan.ints.table;
   const float eps = static_cast<float>(c.rms_norm_eps);
 
   stage2::EmbeddingArgs<bf16> embed{T, static_cast<int>(c.vocab_size), H, ids, embedding, residual[0],
@@ -557,8 +578,10 @@ void ModelRunner::Impl::launch(const StepPlan& plan) {
   note("residual + rmsnorm", stage2::residual_rmsnorm(norm, stream));
 }
 
-void ModelRunner::Impl::launch_greedy(int samples) {
-  gather_rows(normed, step_ints + ints.sample_rows, samples, static_cast<int>(config.hidden_size), gathered, stream);
+void ModelRunner::Impl::launch_greedy(const StepPlan& plan) {
+  const int samples = plan.samples;
+  gather_rows(normed, step_ints + plan.ints.sample_rows, samples, static_cast<int>(config.hidden_size), gathered,
+              stream);
   gemm_into("output", gathered, output, logits, samples, config.vocab_size, config.hidden_size);
   argmax_rows(logits, samples, static_cast<int>(config.vocab_size), sampled, stream);
   KC_CUDA_CHECK(cudaMemcpyAsync(sampled_host.data(), sampled, samples * sizeof(std::int32_t), cudaMemcpyDeviceToHost,
@@ -573,13 +596,13 @@ cudaGraphExec_t ModelRunner::Impl::decode_graph(std::int64_t bucket, const StepP
   auto found = graphs.find(bucket);
   if (found != graphs.end()) return found->second;
   launch(plan);
-  launch_greedy(plan.samples);
+  launch_greedy(plan);
   KC_CUDA_CHECK(cudaStreamSynchronize(stream));
   cudaGraph_t graph = nullptr;
   KC_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   try {
     launch(plan);
-    launch_greedy(plan.samples);
+    launch_greedy(plan);
   } catch (...) {
     cudaStreamEndCapture(stream, &graph);
     if (graph != nullptr) cudaGraphDestroy(graph);
@@ -653,15 +676,18 @@ std::vector<TokenId> ModelRunner::execute(const StepBatch& batch) {
     const Impl::StepPlan plan = m.prepare(batch, 0);
     m.launch(plan);
     samples = plan.samples;
-    if (samples > 0) m.launch_greedy(samples);
+    if (samples > 0) m.launch_greedy(plan);
   }
   KC_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   std::vector<TokenId> tokens;
   if (samples == 0) return tokens;
 
   bool with_temperature = false;
-  for (const ScheduledSequence& s : batch.sequences)
-    with_temperature = with_temperature || (s.samples && s.sampling.temperature > 0.0f && s.sampling.top_k != 1);
+  for (const ScheduledSequence& s : batch.sequences) {
+    if (!s.samples) continue;
+    validate_sampling_params(s.sampling);  // as the reference sampler would, on either path
+    with_temperature = with_temperature || (s.sampling.temperature > 0.0f && s.sampling.top_k != 1);
+  }
   if (with_temperature && m.sampler) {  // every sampling row through the GPU sampler
     int row = 0;
     for (const ScheduledSequence& s : batch.sequences) {
