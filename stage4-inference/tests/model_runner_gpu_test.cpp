@@ -405,6 +405,53 @@ TEST(ModelRunner, GpuSamplerGivesTheReferenceSamplersTokens) {
   std::printf("GPU sampler: %d of 64 tokens equal to the reference sampler's before any divergence\n", a.equal);
 }
 
+// Preemption by recompute on the GPU: six requests through a scheduler that has 12 blocks of 16
+// tokens (each request needs 4), with CUDA graphs on; every request must give the tokens it gives
+// alone in a large cache (up to one request parting at a rounding near-tie, as above), and no
+// block may be left in use.
+TEST(ModelRunner, PreemptionUnderASmallCacheGivesTheSoloTokens) {
+  KC_SKIP_WITHOUT_GPU();
+  const Case& c = kCases[2];
+  RunnerOptions options = small_runner();
+  options.cuda_graphs = true;
+  TinyModel m(c, 19, options);
+  std::vector<std::vector<TokenId>> prompts;
+  for (int i = 0; i < 6; ++i) prompts.push_back(random_ids(30 + i, c.vocab, 70 + i));
+  auto generate = [&](Scheduler& scheduler, const std::vector<std::vector<TokenId>>& batch) {
+    std::vector<RequestId> ids;
+    for (const auto& prompt : batch) {
+      GenerationRequest request;
+      request.prompt = prompt;
+      request.max_tokens = 20;
+      ids.push_back(scheduler.submit(request));
+    }
+    scheduler.run_to_completion(m.runner);
+    std::vector<std::vector<TokenId>> out;
+    for (RequestId id : ids) {
+      const std::optional<RequestOutput> output = scheduler.take_output(id);
+      EXPECT_TRUE(output.has_value());
+      out.push_back(output ? output->tokens : std::vector<TokenId>{});
+    }
+    return out;
+  };
+  std::vector<std::vector<TokenId>> solo;
+  for (const auto& prompt : prompts) {
+    Scheduler alone(m.runner.scheduler_config());
+    solo.push_back(generate(alone, {prompt}).at(0));
+  }
+  SchedulerConfig small = m.runner.scheduler_config();
+  small.num_blocks = 12;  // ids 0-11 of the runner's pool of 64
+  Scheduler crowded(small);
+  const std::vector<std::vector<TokenId>> together = generate(crowded, prompts);
+  EXPECT_GT(crowded.stats().preemptions, 0) << "the small cache preempted nothing";
+  EXPECT_EQ(crowded.kv_cache().stats().used_blocks, 0) << "blocks left in use after every request finished";
+  const Agreement a = agreement(solo, together);
+  EXPECT_LE(a.parted, 1);
+  EXPECT_GE(a.equal, 100);
+  std::printf("preemption: %lld preemptions, %d of 120 tokens equal to the solo runs, %d request(s) parted\n",
+              static_cast<long long>(crowded.stats().preemptions), a.equal, a.parted);
+}
+
 TEST(ModelRunner, RefusesABadBatchBeforeLaunching) {
   KC_SKIP_WITHOUT_GPU();
   const Case& c = kCases[0];
