@@ -4,7 +4,6 @@
 
 #include <cub/block/block_reduce.cuh>
 
-#include <algorithm>
 #include <cstdint>
 
 #include "kc/common/error.hpp"
@@ -93,32 +92,7 @@ __global__ void __launch_bounds__(kThreads) argmax_rows_kernel(const bf16* logit
   if (threadIdx.x == 0) out[blockIdx.x] = result.has_nan ? -1 : (result.index < cols ? result.index : 0);
 }
 
-// splitmix64: a bijective mix of (seed, index) into 64 well-spread bits.
-__device__ std::uint64_t mix(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-__global__ void fill_random_bf16_kernel(bf16* out, std::size_t count, std::uint64_t seed, float scale, float offset) {
-  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
-       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    const std::uint64_t bits = mix(seed ^ mix(i));
-    const float u = static_cast<float>(bits >> 40) * (1.0f / 8388608.0f) - 1.0f;  // 24 bits -> [-1, 1)
-    out[i] = __float2bfloat16(offset + scale * u);
-  }
-}
-
 }  // namespace
-
-void fill_random_bf16(bf16* out, std::size_t count, std::uint64_t seed, float scale, float offset,
-                      cudaStream_t stream) {
-  require(out != nullptr && count >= 1, "fill_random_bf16: out must be non-null and count >= 1");
-  const unsigned blocks = static_cast<unsigned>(std::min<std::size_t>((count + kThreads - 1) / kThreads, 65536));
-  fill_random_bf16_kernel<<<blocks, kThreads, 0, stream>>>(out, count, seed, scale, offset);
-  KC_CUDA_CHECK(cudaGetLastError());
-}
 
 void write_kv_cache(const bf16* k, const bf16* v, const std::int32_t* slots, int tokens, int kv_heads,
                     int head_dim, int block_size, bf16* k_cache, bf16* v_cache, cudaStream_t stream) {

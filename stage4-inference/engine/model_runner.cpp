@@ -11,6 +11,8 @@
 
 #include "kc/common/buffer.hpp"
 #include "kc/common/error.hpp"
+#include "kc/common/fill.hpp"
+#include "kc/engine/dequantize.hpp"
 #include "kc/engine/engine_kernels.hpp"
 #include "kc/engine/gpu_sampler.hpp"
 #include "kc/engine/graph_buckets.hpp"
@@ -244,11 +246,11 @@ void ModelRunner::Impl::upload(const ModelWeights* weights, std::uint64_t seed,
   PinnedBuffer<std::uint16_t> upload_staging(weights != nullptr ? chunk_elements : 1);
   std::uint64_t tensor_index = 0;
   auto draw = [&](bf16* to, std::size_t count, std::int64_t fan_in) {
-    // fan_in 0: a norm weight (all 1); -1: the embedding, uniform in [-1, 1).
-    const float scale = fan_in > 0 ? static_cast<float>(std::sqrt(3.0 / static_cast<double>(fan_in)))
-                        : fan_in < 0 ? 1.f
-                                     : 0.f;
-    fill_random_bf16(to, count, seed * 1000003u + tensor_index++, scale, fan_in == 0 ? 1.f : 0.f, stream);
+    // fan_in > 0: a projection, uniform with variance 1 / fan_in; 0: a norm weight (all 1); -1:
+    // the embedding, uniform in [-1, 1).
+    const double bound = fan_in > 0 ? std::sqrt(3.0 / static_cast<double>(fan_in)) : 1.0;
+    const FillSpec spec = fan_in == 0 ? FillSpec::uniform(1.0, 1.0) : FillSpec::uniform(-bound, bound);
+    fill_random(to, DType::bf16, count, seed * 1000003u + tensor_index++, spec, stream);
   };
   auto put = [&](const HostTensor* tensor, bf16* to, std::size_t count, std::int64_t fan_in,
                  std::size_t offset_elements = 0) {
@@ -623,10 +625,7 @@ std::vector<float> ModelRunner::Impl::logits_to_host(std::int64_t rows) {
                                 stream));
   KC_CUDA_CHECK(cudaStreamSynchronize(stream));
   std::vector<float> values(bits.size());
-  for (std::size_t i = 0; i < bits.size(); ++i) {
-    const std::uint32_t word = static_cast<std::uint32_t>(bits[i]) << 16;
-    std::memcpy(&values[i], &word, sizeof word);
-  }
+  std::transform(bits.begin(), bits.end(), values.begin(), &bfloat16_to_float);
   return values;
 }
 

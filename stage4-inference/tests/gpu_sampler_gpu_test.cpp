@@ -9,12 +9,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <numeric>
 #include <random>
 #include <vector>
 
 #include "kc/common/buffer.hpp"
+#include "kc/engine/dequantize.hpp"
 #include "kc/engine/gpu_sampler.hpp"
 #include "kc/engine/model_weights.hpp"
 #include "kc/engine/sampling.hpp"
@@ -46,12 +46,8 @@ struct Row {
   GpuSamplingRow params;
 };
 
-float bf16_value(float value) {
-  const std::uint32_t word = static_cast<std::uint32_t>(float_to_bfloat16(value)) << 16;
-  float out;
-  std::memcpy(&out, &word, sizeof out);
-  return out;
-}
+// `value` rounded to bf16, as a float.
+float bf16_value(float value) { return bfloat16_to_float(float_to_bfloat16(value)); }
 
 // The rows' tokens on the GPU.
 std::vector<std::int32_t> sample_on_gpu(const std::vector<Row>& rows, int vocab, int rows_per_pass) {

@@ -2,9 +2,9 @@
 #include "support/tiny_llama.hpp"
 
 #include <cmath>
-#include <cstring>
 #include <random>
 
+#include "kc/engine/dequantize.hpp"
 #include "kc/engine/rope_table.hpp"
 
 namespace kc::engine::test_support {
@@ -28,12 +28,7 @@ HostTensor projection(const char* name, std::int64_t out, std::int64_t in, std::
   return make_tensor(name, {out, in}, rng, -bound, bound);
 }
 
-float element(const HostTensor& tensor, std::size_t i) {
-  const std::uint32_t word = static_cast<std::uint32_t>(tensor.data[i]) << 16;
-  float f;
-  std::memcpy(&f, &word, sizeof f);
-  return f;
-}
+float element(const HostTensor& tensor, std::size_t i) { return bfloat16_to_float(tensor.data[i]); }
 
 // Multiplies every element by `factor` (rounded to bf16 again).
 void scale(HostTensor& tensor, float factor) {

@@ -16,7 +16,6 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include <cstddef>
 #include <cstdint>
 
 namespace kc::engine {
@@ -41,10 +40,5 @@ void gather_rows(const bf16* x, const std::int32_t* rows, int count, int cols, b
 // out[r] = the index of the largest of the `cols` logits of row r, ties to the lower index (as
 // torch.argmax and the CPU sampler choose); -1 when the row holds a NaN. logits: [rows, cols].
 void argmax_rows(const bf16* logits, int rows, int cols, std::int32_t* out, cudaStream_t stream);
-
-// out[i] = offset + scale * u_i for i < count, u_i uniform in [-1, 1) from a hash of (seed, i):
-// random weights drawn on the GPU for benchmarks of a model's shape (no checkpoint, no host copy).
-void fill_random_bf16(bf16* out, std::size_t count, std::uint64_t seed, float scale, float offset,
-                      cudaStream_t stream);
 
 }  // namespace kc::engine
