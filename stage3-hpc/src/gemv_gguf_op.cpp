@@ -1,6 +1,7 @@
 // The gemv_gguf op (kc/stage3/gemv_gguf.hpp): operands, the host reference and the problems.
 #include "kc/stage3/gemv_gguf.hpp"
 
+#include <cuda_fp16.h>
 #include <fmt/format.h>
 
 #include <cmath>
@@ -9,30 +10,21 @@
 #include <random>
 
 #include "kc/common/error.hpp"
+#include "kc/common/fill.hpp"
 #include "kc/common/op_builder.hpp"
 
 namespace kc::stage3 {
 namespace {
 
-// IEEE half bits to double (normal, subnormal, zero; the generator draws no Inf or NaN scales).
-double half_bits_to_double(std::uint16_t bits) {
-  const int sign = bits >> 15, exponent = (bits >> 10) & 0x1f, mantissa = bits & 0x3ff;
-  double value = exponent == 0 ? std::ldexp(mantissa, -24)
-                 : exponent == 31 ? (mantissa ? NAN : INFINITY)
-                                  : std::ldexp(1024 + mantissa, exponent - 25);
-  return sign ? -value : value;
+// Block field i of two bytes (d, or m of q4_1): an IEEE half.
+double half_at(const std::uint8_t* block, int field) {
+  return decode_element(reinterpret_cast<const std::byte*>(block), DType::f16, static_cast<std::size_t>(field));
 }
 
-// A half as bits, rounded to nearest, for the values the generator draws: magnitudes in
-// [2^-10, 2^-2], normal halves (no subnormal, zero or overflow case is needed).
-std::uint16_t double_to_half_bits(double value) {
-  const bool negative = value < 0;
-  int exponent = 0;
-  const double fraction = std::frexp(std::abs(value), &exponent);  // value = fraction x 2^exponent
-  const auto mantissa = static_cast<std::uint32_t>(std::lround(fraction * 2048.0));  // 11 bits
-  std::uint32_t biased = static_cast<std::uint32_t>(exponent - 1 + 15);
-  std::uint32_t bits = (biased << 10) + (mantissa - 1024);  // carry into the exponent if it rounded up
-  return static_cast<std::uint16_t>((negative ? 0x8000u : 0u) | bits);
+// Writes `value` rounded to a half into block field i.
+void put_half(std::uint8_t* block, int field, double value) {
+  const __half h = __float2half(static_cast<float>(value));
+  std::memcpy(block + 2 * field, &h, sizeof h);
 }
 
 std::int64_t blocks_per_row(const Problem& p) { return p.dims[2] / kGgufBlockWeights; }
@@ -52,13 +44,11 @@ void fill_blocks(const Problem& p, Tensor& tensor, std::uint64_t seed, cudaStrea
   std::uniform_int_distribution<int> byte(0, 255);
   for (std::size_t b = 0; b < blocks; ++b) {
     std::uint8_t* block = out.data() + b * static_cast<std::size_t>(bytes);
-    const std::uint16_t d = double_to_half_bits(std::exp2(log_scale(rng)));
-    std::memcpy(block, &d, 2);
+    put_half(block, 0, std::exp2(log_scale(rng)));
     int first = 2;
     if (type == GgufBlockType::q4_1) {
       const double magnitude = std::exp2(log_offset(rng));  // a normal half, either sign
-      const std::uint16_t m = double_to_half_bits(byte(rng) < 128 ? -magnitude : magnitude);
-      std::memcpy(block + 2, &m, 2);
+      put_half(block, 1, byte(rng) < 128 ? -magnitude : magnitude);
       first = 4;
     }
     for (int i = first; i < bytes; ++i) block[i] = static_cast<std::uint8_t>(byte(rng));
@@ -81,14 +71,14 @@ std::vector<double> decode_gguf_blocks(GgufBlockType type, const std::uint8_t* b
   std::vector<double> out(blocks * kGgufBlockWeights);
   for (std::size_t b = 0; b < blocks; ++b) {
     const std::uint8_t* block = bytes + b * static_cast<std::size_t>(size);
-    const double d = half_bits_to_double(static_cast<std::uint16_t>(block[0] | (block[1] << 8)));
+    const double d = half_at(block, 0);
     double* w = out.data() + b * kGgufBlockWeights;
     if (type == GgufBlockType::q8_0) {
       for (int i = 0; i < kGgufBlockWeights; ++i) w[i] = d * static_cast<double>(static_cast<std::int8_t>(block[2 + i]));
       continue;
     }
     const bool with_min = type == GgufBlockType::q4_1;
-    const double m = with_min ? half_bits_to_double(static_cast<std::uint16_t>(block[2] | (block[3] << 8))) : 0.0;
+    const double m = with_min ? half_at(block, 1) : 0.0;
     const std::uint8_t* qs = block + (with_min ? 4 : 2);
     for (int j = 0; j < 16; ++j) {
       const int low = qs[j] & 0x0f, high = qs[j] >> 4;
