@@ -143,6 +143,30 @@ Agreement agreement(const std::vector<std::vector<TokenId>>& a, const std::vecto
   return result;
 }
 
+// A greedy request: `prompt`, then `max_tokens` tokens.
+GenerationRequest greedy_request(std::vector<TokenId> prompt, std::int32_t max_tokens) {
+  GenerationRequest request;
+  request.prompt = std::move(prompt);
+  request.max_tokens = max_tokens;
+  return request;
+}
+
+// Submits the requests, runs them to completion on `runner` and returns each one's tokens, in
+// submission order (a request that leaves no output fails the test and gives no tokens).
+std::vector<std::vector<TokenId>> generate(Scheduler& scheduler, ModelExecutor& runner,
+                                           const std::vector<GenerationRequest>& requests) {
+  std::vector<RequestId> ids;
+  for (const GenerationRequest& request : requests) ids.push_back(scheduler.submit(request));
+  scheduler.run_to_completion(runner);
+  std::vector<std::vector<TokenId>> outputs;
+  for (RequestId id : ids) {
+    const std::optional<RequestOutput> output = scheduler.take_output(id);
+    EXPECT_TRUE(output.has_value()) << "request " << id << " left no output";
+    outputs.push_back(output ? output->tokens : std::vector<TokenId>{});
+  }
+  return outputs;
+}
+
 RunnerOptions small_runner(std::int32_t block_size = 16) {
   RunnerOptions options;
   options.block_size = block_size;
@@ -274,21 +298,14 @@ TEST(ModelRunner, GreedyGenerationThroughTheSchedulerMatchesTheDoubleModel) {
   Scheduler scheduler(m.runner.scheduler_config());
   std::vector<std::vector<std::int32_t>> prompts = {random_ids(5, c.vocab, 21), random_ids(60, c.vocab, 22),
                                                     random_ids(100, c.vocab, 23)};
-  std::vector<RequestId> requests;
-  for (const auto& prompt : prompts) {
-    GenerationRequest request;
-    request.prompt = prompt;
-    request.max_tokens = 12;
-    requests.push_back(scheduler.submit(request));
-  }
-  scheduler.run_to_completion(m.runner);
+  std::vector<GenerationRequest> requests;
+  for (const auto& prompt : prompts) requests.push_back(greedy_request(prompt, 12));
+  const std::vector<std::vector<TokenId>> outputs = generate(scheduler, m.runner, requests);
   int exact = 0, within_tie = 0;
   for (std::size_t i = 0; i < prompts.size(); ++i) {
-    const std::optional<RequestOutput> output = scheduler.take_output(requests[i]);
-    ASSERT_TRUE(output.has_value());
-    ASSERT_EQ(output->tokens.size(), 12u);
+    ASSERT_EQ(outputs[i].size(), 12u);
     std::vector<std::int32_t> ids = prompts[i];
-    for (TokenId token : output->tokens) {
+    for (TokenId token : outputs[i]) {
       const std::vector<double> logits = reference_logits(m.weights, ids);
       const double* row = logits.data() + (ids.size() - 1) * c.vocab;
       const double best = *std::max_element(row, row + c.vocab);
@@ -318,19 +335,9 @@ TEST(ModelRunner, CudaGraphDecodeStepsMatchTheEagerSteps) {
     options.cuda_graphs = graphs == 1;
     TinyModel m(c, 17, options);
     Scheduler scheduler(m.runner.scheduler_config());
-    std::vector<RequestId> requests;
-    for (int i = 0; i < 5; ++i) {
-      GenerationRequest request;
-      request.prompt = random_ids(3 + 19 * i, c.vocab, 30 + i);
-      request.max_tokens = 6 + 3 * i;
-      requests.push_back(scheduler.submit(request));
-    }
-    scheduler.run_to_completion(m.runner);
-    for (RequestId id : requests) {
-      const std::optional<RequestOutput> output = scheduler.take_output(id);
-      ASSERT_TRUE(output.has_value());
-      outputs[graphs].push_back(output->tokens);
-    }
+    std::vector<GenerationRequest> requests;
+    for (int i = 0; i < 5; ++i) requests.push_back(greedy_request(random_ids(3 + 19 * i, c.vocab, 30 + i), 6 + 3 * i));
+    outputs[graphs] = generate(scheduler, m.runner, requests);
     replays[graphs] = m.runner.graph_replays();
   }
   EXPECT_EQ(replays[0], 0);
@@ -378,23 +385,16 @@ TEST(ModelRunner, GpuSamplerGivesTheReferenceSamplersTokens) {
     options.gpu_sampler = gpu == 1;
     TinyModel m(c, 18, options);
     Scheduler scheduler(m.runner.scheduler_config());
-    std::vector<RequestId> requests;
+    std::vector<GenerationRequest> requests;
     for (int i = 0; i < 4; ++i) {
-      GenerationRequest request;
-      request.prompt = random_ids(5 + 11 * i, c.vocab, 60 + i);
-      request.max_tokens = 16;
+      GenerationRequest request = greedy_request(random_ids(5 + 11 * i, c.vocab, 60 + i), 16);
       request.sampling.temperature = 0.6f + 0.3f * static_cast<float>(i);
       request.sampling.top_k = i == 2 ? 40 : 0;
       request.sampling.top_p = i == 3 ? 0.8f : 1.f;
       request.sampling.seed = 1000 + static_cast<std::uint64_t>(i);
-      requests.push_back(scheduler.submit(request));
+      requests.push_back(request);
     }
-    scheduler.run_to_completion(m.runner);
-    for (RequestId id : requests) {
-      const std::optional<RequestOutput> output = scheduler.take_output(id);
-      ASSERT_TRUE(output.has_value());
-      outputs[gpu].push_back(output->tokens);
-    }
+    outputs[gpu] = generate(scheduler, m.runner, requests);
     if (gpu == 1) {
       EXPECT_EQ(m.runner.kernels_used().at("sampling (temperature > 0)"), "engine GPU sampler");
     }
@@ -415,34 +415,17 @@ TEST(ModelRunner, PreemptionUnderASmallCacheGivesTheSoloTokens) {
   RunnerOptions options = small_runner();
   options.cuda_graphs = true;
   TinyModel m(c, 19, options);
-  std::vector<std::vector<TokenId>> prompts;
-  for (int i = 0; i < 6; ++i) prompts.push_back(random_ids(30 + i, c.vocab, 70 + i));
-  auto generate = [&](Scheduler& scheduler, const std::vector<std::vector<TokenId>>& batch) {
-    std::vector<RequestId> ids;
-    for (const auto& prompt : batch) {
-      GenerationRequest request;
-      request.prompt = prompt;
-      request.max_tokens = 20;
-      ids.push_back(scheduler.submit(request));
-    }
-    scheduler.run_to_completion(m.runner);
-    std::vector<std::vector<TokenId>> out;
-    for (RequestId id : ids) {
-      const std::optional<RequestOutput> output = scheduler.take_output(id);
-      EXPECT_TRUE(output.has_value());
-      out.push_back(output ? output->tokens : std::vector<TokenId>{});
-    }
-    return out;
-  };
+  std::vector<GenerationRequest> requests;
+  for (int i = 0; i < 6; ++i) requests.push_back(greedy_request(random_ids(30 + i, c.vocab, 70 + i), 20));
   std::vector<std::vector<TokenId>> solo;
-  for (const auto& prompt : prompts) {
+  for (const GenerationRequest& request : requests) {
     Scheduler alone(m.runner.scheduler_config());
-    solo.push_back(generate(alone, {prompt}).at(0));
+    solo.push_back(generate(alone, m.runner, {request}).at(0));
   }
   SchedulerConfig small = m.runner.scheduler_config();
   small.num_blocks = 12;  // ids 0-11 of the runner's pool of 64
   Scheduler crowded(small);
-  const std::vector<std::vector<TokenId>> together = generate(crowded, prompts);
+  const std::vector<std::vector<TokenId>> together = generate(crowded, m.runner, requests);
   EXPECT_GT(crowded.stats().preemptions, 0) << "the small cache preempted nothing";
   EXPECT_EQ(crowded.kv_cache().stats().used_blocks, 0) << "blocks left in use after every request finished";
   const Agreement a = agreement(solo, together);
