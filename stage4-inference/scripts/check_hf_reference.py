@@ -29,7 +29,6 @@ every case passed.
 """
 import argparse
 import datetime
-import hashlib
 import json
 import os
 import re
@@ -38,9 +37,10 @@ import sys
 
 os.environ.setdefault("TQDM_DISABLE", "1")  # transformers' GGUF reader has a bar of its own
 
-FORMAT = "kc-hf-reference 1"
-NEW_TOKENS = 32
-MARGIN_BINS = (0.05, 0.1, 0.25)
+# The format's constants and the file hash are the writer's (hf_reference.py imports nothing
+# beyond the standard library at module level).
+from hf_reference import FORMAT, MARGIN_BINS, NEW_TOKENS, sha256_of  # noqa: E402
+
 CONFIG_INTS = ("hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads",
                "head_dim", "vocab_size")
 LLAMA3_KEYS = ("factor", "low_freq_factor", "high_freq_factor",
@@ -274,14 +274,6 @@ def check_model_dir(case_dir, ref):
     need(data_start + covered == os.path.getsize(path),
          f"{path}: {os.path.getsize(path)} bytes, the header describes {data_start + covered}")
     return f"{len(header)} bf16 tensors"
-
-
-def sha256_of(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def locate_gguf(ref, given):
