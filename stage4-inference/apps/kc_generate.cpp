@@ -23,6 +23,7 @@
 
 #include "kc/common/device.hpp"
 #include "kc/common/error.hpp"
+#include "kc/common/text_io.hpp"
 #include "kc/engine/model_loader.hpp"
 #include "kc/engine/model_runner.hpp"
 #include "kc/engine/scheduler.hpp"
@@ -52,11 +53,8 @@ Args parse(int argc, char** argv) {
     return argv[++i];
   };
   auto number = [&](int& i) {
-    const std::string flag = argv[i], text = value(i);
-    char* end = nullptr;
-    const double parsed = std::strtod(text.c_str(), &end);
-    kc::require(end != text.c_str() && *end == '\0', "{}: '{}' is not a number", flag, text);
-    return parsed;
+    const std::string flag = argv[i];
+    return kc::parse_double(flag, value(i));
   };
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
@@ -94,12 +92,7 @@ std::vector<kc::engine::TokenId> parse_ids(const std::string& text) {
   std::vector<kc::engine::TokenId> ids;
   std::stringstream in(text);
   std::string item;
-  while (std::getline(in, item, ',')) {
-    char* end = nullptr;
-    const long id = std::strtol(item.c_str(), &end, 10);
-    kc::require(end != item.c_str() && *end == '\0', "--ids: '{}' is not a token id", item);
-    ids.push_back(static_cast<kc::engine::TokenId>(id));
-  }
+  while (std::getline(in, item, ',')) ids.push_back(kc::parse_int("--ids", item));
   kc::require(!ids.empty(), "--ids holds no token id");
   return ids;
 }

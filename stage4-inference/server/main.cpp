@@ -40,6 +40,7 @@
 
 #include "kc/common/device.hpp"
 #include "kc/common/error.hpp"
+#include "kc/common/text_io.hpp"
 #include "kc/engine/chat_template.hpp"
 #include "kc/engine/gguf.hpp"
 #include "kc/engine/model_loader.hpp"
@@ -147,11 +148,9 @@ int run(int argc, char** argv) {
     else if (arg == "--num-blocks") num_blocks = parse_int(arg, value(), 1);
     else if (arg == "--max-batched-tokens") max_batched_tokens = parse_int(arg, value(), 1);
     else if (arg == "--kv-fraction") {
-      const std::string text = value();
-      char* end = nullptr;
-      kv_fraction = std::strtod(text.c_str(), &end);
-      kc::require(end != text.c_str() && *end == '\0' && kv_fraction > 0.0 && kv_fraction <= 0.95,
-                  "kc-serve: --kv-fraction wants a number in (0, 0.95], got '{}'", text);
+      kv_fraction = kc::parse_double(arg, value());
+      kc::require(kv_fraction > 0.0 && kv_fraction <= 0.95, "kc-serve: --kv-fraction wants a number in (0, 0.95], got {}",
+                  kv_fraction);
     }
     else if (arg == "--block-size") config.block_size = parse_int(arg, value(), 1);
     else if (arg == "--max-model-len") config.max_model_len = parse_int(arg, value(), 2);
