@@ -2,15 +2,15 @@
 #include "kc/engine/model_loader.hpp"
 
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "kc/common/error.hpp"
 #include "kc/engine/ggml_types.hpp"
 #include "kc/engine/gguf.hpp"
+#include "kc/engine/mapped_file.hpp"
 #include "kc/engine/safetensors.hpp"
+#include "strict_json.hpp"
 
 namespace kc::engine {
 namespace {
@@ -62,10 +62,9 @@ LoadedModel load_model(const std::string& path) {
     model.tokenizer = Tokenizer::from_tokenizer_json(tokenizer_json.string());
     const fs::path tokenizer_config = dir / "tokenizer_config.json";
     if (fs::exists(tokenizer_config)) {
-      std::ifstream in(tokenizer_config);
-      std::stringstream text;
-      text << in.rdbuf();
-      const nlohmann::json json = nlohmann::json::parse(text.str(), nullptr, false);
+      const MappedFile file(tokenizer_config.string());
+      const nlohmann::json json = detail::parse_strict_json(
+          std::string_view(reinterpret_cast<const char*>(file.data()), file.size()), file.path(), 0);
       if (json.is_object() && json.contains("chat_template") && json["chat_template"].is_string())
         load_chat_template(model, json["chat_template"].get<std::string>(), tokenizer_config.string());
     }

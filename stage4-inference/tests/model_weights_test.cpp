@@ -736,6 +736,10 @@ TEST(LoadModel, ReadsAHuggingFaceDirectoryWithItsTokenizerAndChatTemplate) {
   EXPECT_EQ(loaded.chat_template->kind(), ChatTemplateKind::chatml);
   EXPECT_TRUE(loaded.notes.empty());
 
+  // A malformed tokenizer_config.json is an error that names it, not a silent "no template".
+  dir.write_text("tokenizer_config.json", R"({"chat_template": "x",})");
+  EXPECT_TRUE(contains_all(error_of([&] { load_model(dir.root()); }), {"tokenizer_config.json"}));
+
   // A template the engine does not render leaves no chat format and says why.
   dir.write_text("tokenizer_config.json", R"({"chat_template": "{{ messages }}"})");
   loaded = load_model(dir.root());
