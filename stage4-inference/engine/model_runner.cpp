@@ -8,6 +8,9 @@
 #include <cmath>
 #include <cstring>
 #include <optional>
+#include <set>
+#include <string_view>
+#include <utility>
 
 #include "kc/common/buffer.hpp"
 #include "kc/common/error.hpp"
@@ -74,7 +77,8 @@ struct ModelRunner::Impl {
   cudaStream_t stream = nullptr;
   PinnedBuffer<std::int32_t> staging;
   PinnedBuffer<std::int32_t> sampled_host;
-  std::map<std::string, std::string> used;
+  std::map<std::string, std::string, std::less<>> used;
+  std::set<std::pair<std::string_view, bool>> gemms_noted;  // (role, M <= kSmallM) already in `used`
 
   // Device pointers.
   bf16 *embedding = nullptr, *output = nullptr, *final_norm = nullptr;
@@ -101,8 +105,9 @@ struct ModelRunner::Impl {
   void upload(const ModelWeights* weights, std::uint64_t seed, const std::vector<float>& freq_factors);
   void gemm_into(const char* role, const bf16* a, const bf16* w, bf16* c, std::int64_t m, std::int64_t n,
                  std::int64_t k);
-  void note(const std::string& role, std::string_view what) {
-    if (used.find(role) == used.end()) used.emplace(role, std::string(what));
+  // Called for every launch of a step: looks up without allocating, copies on the first time only.
+  void note(std::string_view role, std::string_view what) {
+    if (used.find(role) == used.end()) used.emplace(role, what);
   }
   // A step's shape, as launch() runs it.
   struct PrefillChunk {
@@ -365,7 +370,9 @@ void ModelRunner::Impl::gemm_into(const char* role, const bf16* a, const bf16* w
   args.ldb = static_cast<int>(k_dim);
   args.ldc = static_cast<int>(n);
   const stage3::GemmPath path = gemm.run(args, stream);
-  note(fmt::format("projection {} (M = {})", role, m <= stage3::kSmallM ? "small" : "large"), path.name());
+  const bool small = m <= stage3::kSmallM;
+  if (gemms_noted.emplace(role, small).second)  // the key and the path's name formatted once
+    note(fmt::format("projection {} (M = {})", role, small ? "small" : "large"), path.name());
 }
 
 ModelRunner::Impl::StepPlan ModelRunner::Impl::prepare(const StepBatch& batch, std::int64_t padded_rows) {
@@ -652,7 +659,7 @@ SchedulerConfig ModelRunner::scheduler_config() const {
 
 const DevicePool& ModelRunner::pool() const { return impl_->pool; }
 
-const std::map<std::string, std::string>& ModelRunner::kernels_used() const { return impl_->used; }
+const std::map<std::string, std::string, std::less<>>& ModelRunner::kernels_used() const { return impl_->used; }
 
 std::vector<TokenId> ModelRunner::execute(const StepBatch& batch) {
   Impl& m = *impl_;
@@ -668,9 +675,8 @@ std::vector<TokenId> ModelRunner::execute(const StepBatch& batch) {
     const Impl::StepPlan plan = m.prepare(batch, bucket->bucket);
     const cudaGraphExec_t exec = m.decode_graph(bucket->bucket, plan);
     KC_CUDA_CHECK(cudaGraphLaunch(exec, m.stream));
-    ++m.graph_replays;
+    if (++m.graph_replays == 1) m.note("decode step", fmt::format("CUDA graphs (buckets up to {})", m.buckets.back()));
     samples = static_cast<int>(batch.sequences.size());
-    m.note("decode step", fmt::format("CUDA graphs (buckets up to {})", m.buckets.back()));
   } else {
     const Impl::StepPlan plan = m.prepare(batch, 0);
     m.launch(plan);

@@ -49,6 +49,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -116,7 +117,7 @@ class ModelRunner final : public ModelExecutor {
 
   // What ran, by role ("attention (decode)", "projection q", ...): the kernel names the stage 2/3
   // entries returned, cuBLAS fallbacks with their reason. Filled by the steps run so far.
-  const std::map<std::string, std::string>& kernels_used() const;
+  const std::map<std::string, std::string, std::less<>>& kernels_used() const;
   // Decode steps that ran as a replayed CUDA graph so far.
   std::int64_t graph_replays() const;
 
