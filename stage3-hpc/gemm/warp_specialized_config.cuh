@@ -116,12 +116,11 @@ struct WarpSpecializedConfig {
 
 // Rungs 09 and 10: the TMA-store epilogue with the knobs they run with. kc-hgemm-tune measures the
 // alternatives on the GPU at hand and prints this line for its winner; adopting it is this edit.
-// The committed run (docs/benchmarks/h200/hgemm_tune.json, 2026-12-01, over 2048^3, 4096^3,
-// 8192^3 and the two Llama MLP shapes): no cluster, 4 stages (which leave room for 128-column
-// store passes, not for 256-column ones) at 100.2% of cuBLAS in geometric mean with bands of 8,
-// 100.1% with 16 and 99.9% with 4 — the band is within noise, so rung 09 keeps rung 07's band of
-// 8 and differs from it by the epilogue alone (rung 07's own configuration ran at 91.1% in that
-// run).
+// The committed run (docs/benchmarks/h200/hgemm_tune.json, its figures in tuning.md beside it):
+// no cluster, 4 stages (which leave room for 128-column store passes, not for 256-column ones);
+// bands of 4, 8 and 16 within noise of each other, so rung 09 keeps rung 07's band of 8 and
+// differs from it by the epilogue alone (rung 07's own configuration, timed in the same run as a
+// reference, is the epilogue's share).
 template <class Activation>
 using TmaStoreConfig = WarpSpecializedConfig</*kClusterM=*/1, EpilogueKind::tma_store, Activation,
                                              /*kStages=*/4, /*kStorePassColumns=*/128,

@@ -21,8 +21,8 @@
 //     below sm_80; K % 8 != 0; leading dimensions other than the dense K, K, N; A, B or C not
 //     16-byte aligned;
 //   - cuBLAS for M <= 64: small-M (decode) shapes, where rung 11 (stage3/hgemm/11_small_m_split_k)
-//     measured 55-90% of cuBLAS (docs/benchmarks/h200/stage3-gemm.md): not dispatched until it is
-//     at parity;
+//     measured below cuBLAS (docs/benchmarks/h200/stage3-gemm.md): not dispatched until it is at
+//     parity;
 //   - compute capability 9.0 (H100/H200) with sm_90a code in this build: rung 09
 //     (stage3/hgemm/09_tma_store) for outputs of at least 2048 x 2048 elements and 256
 //     columns, where it measures at parity with cuBLAS or above; cuBLAS below that (too few
