@@ -1,13 +1,14 @@
-// arch/util.hpp — three small helpers every stage-3 kernel needs, defined once here:
+// arch/util.hpp — small helpers every stage-3 kernel needs, defined once here:
 //
 //   ceil_div               how many pieces of size b cover a: grids, tile counts, K steps
+//   aligned_16             whether a pointer may be read in 16-byte vectors (launch checks)
 //   smem_u32               the 32-bit shared-memory address of a pointer into shared memory,
 //                          the operand that ldmatrix, cp.async, mbarrier, TMA and the WGMMA
 //                          descriptors take (a generic 64-bit pointer would need converting
 //                          inside every instruction's asm)
 //   aligned_dynamic_smem   the start of dynamic shared memory, rounded up to kSmemAlignment
 //
-// ceil_div is plain arithmetic and works on the host too (the launch code and the CPU tests use
+// ceil_div and aligned_16 are plain arithmetic and work on the host too (the launch code and the CPU tests use
 // it); the other two are device code and exist only where nvcc compiles the file.
 #pragma once
 
@@ -18,6 +19,8 @@
 namespace kc::stage3 {
 
 __host__ __device__ constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+inline bool aligned_16(const void* pointer) { return reinterpret_cast<std::uintptr_t>(pointer) % 16 == 0; }
 
 // The 128-byte swizzle (gemm/gemm_layout.hpp) repeats every 8 rows of 128 bytes, and TMA and
 // WGMMA apply it to the low address bits: every swizzled tile must start 1024-byte aligned.

@@ -271,8 +271,6 @@ void launch_split_kernel(const HgemmArgs& args, const SmallMSplitKPlan& plan, fl
   small_m_split_k_kernel<kMTiles><<<grid, kThreads, kSmemBytes, stream>>>(args, plan, workspace);
 }
 
-bool aligned_16(const void* pointer) { return reinterpret_cast<std::uintptr_t>(pointer) % 16 == 0; }
-
 }  // namespace
 
 void hgemm_11_small_m_split_k(const HgemmArgs& args, const SmallMSplitKPlan& plan, float* workspace,

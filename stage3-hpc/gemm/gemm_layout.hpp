@@ -187,4 +187,36 @@ __host__ __device__ constexpr long long small_m_split_k_workspace_floats(const S
   return plan.needs_workspace() ? static_cast<long long>(plan.splits) * m * n : 0;
 }
 
+// ---- the groups of rung 12 (M <= 8, a GEMV on the CUDA cores) ------------------------------------
+// Rung 12 computes C for M <= 8 rows with blocks of 256 threads cut into groups of 32, 64, 128 or
+// 256; a group owns small_m_gemv_rows(M) consecutive columns of C (rows of B) and its threads
+// share the row's K in 16-byte pieces (8 bf16), lane after lane.
+inline constexpr int kSmallMGemvMaxM = 8;
+inline constexpr int kSmallMGemvThreads = 256;
+// Columns of C per group: 4 at M <= 2 (few sums per thread, so more rows of B in flight), else 2.
+__host__ __device__ constexpr int small_m_gemv_rows(int m) { return m <= 2 ? 4 : 2; }
+
+struct SmallMGemvGroup {
+  int threads = 0;  // threads per group: 32, 64, 128 or 256
+  int blocks = 0;   // the grid: ceil(N / (groups per block x columns per group))
+};
+
+// The group rule, for a GPU with `sm_count` SMs: the smallest group that leaves each thread at
+// most 4 pieces of its row (so a long K gets more threads per column, and each thread's loads are
+// few and all in flight together), then wider groups while the grid has fewer than 4 blocks per SM
+// and every thread would still have a piece (narrow outputs: the K and V projections of a GQA
+// model, N = 512-1024, would otherwise run a grid that leaves SMs with too few bytes in flight).
+__host__ __device__ constexpr SmallMGemvGroup choose_small_m_gemv_group(int m, int n, int k, int sm_count) {
+  const int pieces = k / 8;
+  const int rows = small_m_gemv_rows(m);
+  int threads = 32;
+  while (threads < kSmallMGemvThreads && threads * 4 < pieces) threads *= 2;
+  const auto blocks_for = [&](int t) {
+    const long long columns_per_block = static_cast<long long>(kSmallMGemvThreads / t) * rows;
+    return static_cast<int>((n + columns_per_block - 1) / columns_per_block);
+  };
+  while (threads < kSmallMGemvThreads && blocks_for(threads) < 4 * sm_count && threads * 2 <= pieces) threads *= 2;
+  return {threads, blocks_for(threads)};
+}
+
 }  // namespace kc::stage3

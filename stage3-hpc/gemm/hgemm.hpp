@@ -43,6 +43,9 @@ void gemm_bias_gelu_10_fused(const BiasGeluArgs& args, cudaStream_t stream, Hopp
 // null when the plan needs none).
 void hgemm_11_small_m_split_k(const HgemmArgs& args, const SmallMSplitKPlan& plan, float* workspace,
                               cudaStream_t stream);
+// sm_80 and newer, M <= 8 (kSmallMGemvMaxM): a GEMV on the CUDA cores, one launch, no workspace;
+// the group size comes from choose_small_m_gemv_group (gemm_layout.hpp) and the current GPU's SMs.
+void hgemm_12_small_m_gemv(const HgemmArgs& args, cudaStream_t stream);
 
 // The baseline's second kernel: C[i][j] = gelu(C[i][j] + bias[j]) in place, C row-major M x N.
 void bias_gelu_inplace(bf16* c, const bf16* bias, int m, int n, cudaStream_t stream);

@@ -10,8 +10,9 @@
 // smallest shape where rung 09 matched cuBLAS. The measured shapes have K from 1032 to 14336; K is
 // not part of the rule. Rung 03 on other GPUs (A100 and later non-Hopper parts) has not been
 // measured against cuBLAS there: it is kc's kernel for them until a table says otherwise. Shapes
-// with M <= 64 (decode) go to cuBLAS on every GPU: a 128-row tile would be mostly empty, and
-// small-M kernels are a later step.
+// with 8 < M <= 64 go to cuBLAS on every GPU: a 128-row tile would be mostly empty, rung 12 keeps
+// M sums per thread in registers up to M = 8 only, and rung 11 (tensor cores, split K) measured
+// below cuBLAS there.
 #include "kc/stage3/gemm.hpp"
 
 #include <fmt/format.h>
@@ -94,9 +95,11 @@ GemmFallback hard_constraint(const GemmProblem& p) {
   if (p.k % 8 != 0) return GemmFallback::k_not_multiple_of_8;
   if (!dense(p)) return GemmFallback::leading_dimensions;
   if (!p.operands_16_byte_aligned) return GemmFallback::misaligned;
-  if (p.m <= kSmallM) return GemmFallback::small_m;
   return GemmFallback::none;
 }
+
+// After hard_constraint: 8 < M <= 64, where no kc kernel matches cuBLAS yet.
+bool small_m_fallback(const GemmProblem& p) { return p.m > kSmallMGemvMaxM && p.m <= kSmallM; }
 
 // On an sm_90 GPU: none when the Hopper rung (09 or 10) takes the call.
 GemmFallback hopper_fallback(const GemmProblem& p, const GemmTarget& target) {
@@ -139,6 +142,7 @@ std::string_view gemm_kernel_name(GemmKernel kernel) {
   switch (kernel) {
     case GemmKernel::hgemm_09_tma_store: return "stage3/hgemm/09_tma_store";
     case GemmKernel::hgemm_03_cp_async: return "stage3/hgemm/03_cp_async";
+    case GemmKernel::hgemm_12_small_m_gemv: return "stage3/hgemm/12_small_m_gemv";
     case GemmKernel::cublas_gemm_ex: return "cuBLAS GemmEx";
     case GemmKernel::gemm_bias_gelu_10_fused:
       return "stage3/gemm_bias_gelu/10_fused_bias_gelu";
@@ -156,7 +160,8 @@ std::string_view gemm_fallback_reason(GemmFallback fallback) {
     case GemmFallback::leading_dimensions:
       return "leading dimensions other than lda = K, ldb = K, ldc = N";
     case GemmFallback::misaligned: return "A, B or C not 16-byte aligned";
-    case GemmFallback::small_m: return "M <= 64, where no kc kernel matches cuBLAS yet";
+    case GemmFallback::small_m:
+      return "M <= 64, where no kc kernel for it matches cuBLAS yet (rung 12 takes M <= 8 of the plain GEMM)";
     case GemmFallback::small_output:
       return "output below 2048 x 2048 or narrower than 256 columns, where cuBLAS measured faster";
     case GemmFallback::no_sm90a_code: return "sm_90 GPU, but this build has no sm_90a code";
@@ -193,6 +198,8 @@ GemmPath choose_gemm_path(const GemmProblem& p, const GemmTarget& target) {
   const auto cublas = [](GemmFallback why) { return GemmPath{GemmKernel::cublas_gemm_ex, why}; };
   if (target.compute_capability < 80) return cublas(GemmFallback::architecture);
   if (const GemmFallback why = hard_constraint(p); why != GemmFallback::none) return cublas(why);
+  if (p.m <= kSmallMGemvMaxM) return {GemmKernel::hgemm_12_small_m_gemv, GemmFallback::none};
+  if (small_m_fallback(p)) return cublas(GemmFallback::small_m);
   if (target.compute_capability == 90) {
     const GemmFallback why = hopper_fallback(p, target);
     if (why != GemmFallback::none) return cublas(why);
@@ -210,6 +217,7 @@ GemmPath choose_bias_gelu_path(const GemmProblem& p, const GemmTarget& target) {
   };
   if (target.compute_capability != 90) return unfused(GemmFallback::not_sm90);
   if (const GemmFallback why = hard_constraint(p); why != GemmFallback::none) return unfused(why);
+  if (p.m <= kSmallM) return unfused(GemmFallback::small_m);
   if (const GemmFallback why = hopper_fallback(p, target); why != GemmFallback::none)
     return unfused(why);
   return {GemmKernel::gemm_bias_gelu_10_fused, GemmFallback::none};
@@ -295,6 +303,7 @@ GemmPath Gemm::run(const HgemmArgs& args, cudaStream_t stream) {
   switch (path.kernel) {
     case GemmKernel::hgemm_09_tma_store: hgemm_09_tma_store(args, stream, *hopper_); break;
     case GemmKernel::hgemm_03_cp_async: hgemm_03_cp_async(args, stream); break;
+    case GemmKernel::hgemm_12_small_m_gemv: hgemm_12_small_m_gemv(args, stream); break;
     case GemmKernel::cublas_gemm_ex: run_cublas(args, stream); break;
     case GemmKernel::gemm_bias_gelu_10_fused:
     case GemmKernel::cublas_gemm_ex_then_bias_gelu:

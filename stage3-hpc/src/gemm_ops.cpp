@@ -32,7 +32,10 @@ GemmOpConfig hgemm_config(const std::string& name) {
            {4093, 2049, 1032},   // odd M and N: the edge paths, timed
            // decode: a step of 1, 16 or 64 sequences through a 4096 x 4096 projection and
            // Llama-3-8B's down projection (rung 11's shapes)
-           {1, 4096, 4096}, {16, 4096, 4096}, {64, 4096, 4096}, {64, 4096, 14336}})
+           {1, 4096, 4096}, {16, 4096, 4096}, {64, 4096, 4096}, {64, 4096, 14336},
+           // decode at batch 1 and 8 through Llama-3-8B's other projections: K or V (1024
+           // columns), gate and up together (2 x 14336), down (rung 12's shapes)
+           {1, 1024, 4096}, {1, 28672, 4096}, {1, 4096, 14336}, {8, 4096, 4096}})
     config.bench.push_back({dims});
   config.conformance = hgemm_conformance_problems();
   return config;
@@ -74,6 +77,10 @@ std::vector<ProblemSpec> hgemm_conformance_problems() {
       // small M (decode): M = 1, 3, 16, 64; N odd, below one 128-column block and a whole number
       // of them; K tails; short N with long K (rung 11 splits K over many CTAs)
       {3, 1001, 520}, {1, 4096, 4104}, {16, 4096, 4096}, {64, 4093, 1032}, {64, 200, 8192}, {33, 77, 16392},
+      // M <= 8 (rung 12): every M from 1 to 8 with odd N, K tails of one piece, a row of K that
+      // leaves some threads of a group idle (576 = 72 pieces) and one long enough for 256-thread
+      // groups
+      {2, 77, 1032}, {4, 129, 8}, {6, 576, 1536}, {7, 33, 576}, {8, 1000, 2056}, {8, 31, 16392},
   };
   for (const Shape& dims : shapes) problems.push_back({dims});
   problems.push_back({{127, 129, 136}, std::nullopt, {{"alpha", 1.5}}});
@@ -122,6 +129,28 @@ const std::vector<std::string>& small_m_refusals() {
       "4093x1000x1024 bf16", "4093x2049x1032 bf16", "1000x4093x4096 bf16", "2900x776x512 bf16",
       "127x129x136 bf16 alpha=1.5", "127x129x136 bf16 beta=1", "1000x1000x104 bf16 alpha=-0.5 beta=0.25",
       "256x264x256 bf16 alpha=2 beta=-1"};
+  return refusals;
+}
+
+std::string small_m_gemv_shape_error(const Problem& problem) {
+  if (std::string error = hgemm_shape_error(problem); !error.empty()) return error;
+  const GemmShape s = gemm_shape(problem);
+  if (s.m > kSmallMGemvMaxM)
+    return fmt::format(
+        "M must be at most {} (got {}): this rung keeps M x 2 or 4 FP32 sums per thread and does M "
+        "multiply-adds per element of B on the CUDA cores; larger M is rung 11's and the tile rungs' work",
+        kSmallMGemvMaxM, s.m);
+  return {};
+}
+
+const std::vector<std::string>& small_m_gemv_refusals() {
+  static const std::vector<std::string> refusals = [] {
+    std::vector<std::string> labels = small_m_refusals();  // K % 8 != 0, and M > 64
+    for (const char* label : {"17x1x24 bf16", "17x4093x512 bf16", "16x4096x4096 bf16", "64x4093x1032 bf16", "64x200x8192 bf16",
+                              "33x77x16392 bf16", "17x257x3000 bf16 alpha=2 beta=-1", "64x4096x4096 bf16 beta=1"})
+      labels.emplace_back(label);  // 8 < M <= 64
+    return labels;
+  }();
   return refusals;
 }
 

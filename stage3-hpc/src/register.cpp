@@ -94,6 +94,17 @@ KernelEntry small_m_entry() {
   return entry;
 }
 
+KernelEntry small_m_gemv_entry() {
+  KernelEntry entry = portable_entry("12_small_m_gemv", 12,
+                                     "M <= 8: a GEMV on the CUDA cores, B streamed once in 16-byte pieces, "
+                                     "K shared by a thread group, one launch",
+                                     &hgemm_12_small_m_gemv);
+  entry.constraints = "M <= 8, K % 8 == 0";
+  entry.supports = &small_m_gemv_shape_error;
+  entry.refuses = small_m_gemv_refusals();
+  return entry;
+}
+
 KernelEntry fused_entry() {
   KernelEntry entry = ladder_entry(kBiasGeluOp, "10_fused_bias_gelu", 10,
                                    "bias + GELU run by the producer warpgroup's idle warps beside the next tile's mainloop");
@@ -166,6 +177,7 @@ void register_kernels(Registry& registry) {
                                    &hgemm_09_tma_store));
   registry.add_kernel(fused_entry());
   registry.add_kernel(small_m_entry());
+  registry.add_kernel(small_m_gemv_entry());
 }
 
 }  // namespace kc::stage3

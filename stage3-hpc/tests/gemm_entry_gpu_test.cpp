@@ -254,6 +254,11 @@ TEST(GemmEntryGpu, EachPathMatchesTheReference) {
        GemmKernel::cublas_gemm_ex,
        GemmFallback::k_not_multiple_of_8},
       {gemm_problem(kHgemmOp, {48, 4096, 512}, DType::bf16, 1.0, 0.0), GemmKernel::cublas_gemm_ex, GemmFallback::small_m},
+      // M <= 8: rung 12, with alpha and beta, N odd, a K tail of one piece.
+      {gemm_problem(kHgemmOp, {1, 4096, 4096}, DType::bf16, 1.0, 0.0), GemmKernel::hgemm_12_small_m_gemv, GemmFallback::none},
+      {gemm_problem(kHgemmOp, {7, 1001, 1032}, DType::bf16, 1.5, -0.75),
+       GemmKernel::hgemm_12_small_m_gemv,
+       GemmFallback::none},
   };
   check_cases(gemm, /*bias_gelu=*/false, cases);
 }

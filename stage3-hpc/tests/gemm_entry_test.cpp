@@ -166,6 +166,7 @@ GemmProblem problem(int m, int n, int k) { return {m, n, k, k, k, n, true}; }
 GemmPath cublas(GemmFallback why) { return {GemmKernel::cublas_gemm_ex, why}; }
 constexpr GemmPath kRung09{GemmKernel::hgemm_09_tma_store, GemmFallback::none};
 constexpr GemmPath kRung03{GemmKernel::hgemm_03_cp_async, GemmFallback::none};
+constexpr GemmPath kRung12{GemmKernel::hgemm_12_small_m_gemv, GemmFallback::none};
 
 TEST(GemmDispatch, TheMeasuredH200ShapesAndTheDocumentedFallbacks) {
   // docs/benchmarks/h200/stage3-gemm.md: rung 09 at parity or above from 2048³ up, 53% at 1024³.
@@ -178,8 +179,13 @@ TEST(GemmDispatch, TheMeasuredH200ShapesAndTheDocumentedFallbacks) {
   EXPECT_EQ(choose_gemm_path(problem(4093, 2049, 1032), kH200), kRung09);
   EXPECT_EQ(choose_gemm_path(problem(4093, 2049, 1031), kH200),
             cublas(GemmFallback::k_not_multiple_of_8));
-  EXPECT_EQ(choose_gemm_path(problem(1, 4096, 4096), kH200), cublas(GemmFallback::small_m));
+  EXPECT_EQ(choose_gemm_path(problem(1, 4096, 4096), kH200), kRung12);
+  EXPECT_EQ(choose_gemm_path(problem(8, 28672, 4096), kH200), kRung12);
+  EXPECT_EQ(choose_gemm_path(problem(8, 4096, 4096), kA100), kRung12);
+  EXPECT_EQ(choose_gemm_path(problem(9, 4096, 4096), kH200), cublas(GemmFallback::small_m));
   EXPECT_EQ(choose_gemm_path(problem(64, 14336, 4096), kH200), cublas(GemmFallback::small_m));
+  EXPECT_EQ(choose_bias_gelu_path(problem(1, 4096, 4096), kH200),
+            (GemmPath{GemmKernel::cublas_gemm_ex_then_bias_gelu, GemmFallback::small_m}));
   EXPECT_EQ(choose_gemm_path(problem(65, 65536, 4096), kH200), kRung09);  // 4.26 M outputs
   EXPECT_EQ(choose_gemm_path(problem(65536, 255, 4096), kH200), cublas(GemmFallback::small_output));
   EXPECT_EQ(choose_gemm_path(problem(4096, 4096, 4096), kH200WithoutSm90a),
@@ -205,6 +211,8 @@ TEST(GemmDispatch, TheMeasuredH200ShapesAndTheDocumentedFallbacks) {
 TEST(GemmDispatch, PathNamesAreTheKernelIdsOrTheFallbackWithItsReason) {
   EXPECT_EQ(kRung09.name(), "stage3/hgemm/09_tma_store");
   EXPECT_EQ(kRung03.name(), "stage3/hgemm/03_cp_async");
+  EXPECT_EQ(kRung12.name(), "stage3/hgemm/12_small_m_gemv");
+  EXPECT_FALSE(kRung12.uses_cublas());
   EXPECT_EQ(GemmPath({GemmKernel::gemm_bias_gelu_10_fused, GemmFallback::none}).name(),
             "stage3/gemm_bias_gelu/10_fused_bias_gelu");
   EXPECT_EQ(cublas(GemmFallback::k_not_multiple_of_8).name(),
@@ -259,7 +267,7 @@ TEST(GemmDispatch, EveryPointOfTheGridFollowsTheRules) {
                                            GemmTarget{86, 101376, false},
                                            GemmTarget{87, 166912, true}};
   enum class Lds { dense, lda, ldb, ldc };
-  std::size_t points = 0, rung09 = 0, rung03 = 0, fused = 0;
+  std::size_t points = 0, rung09 = 0, rung03 = 0, rung12 = 0, fused = 0;
   for (const GemmTarget& target : targets)
     for (const int m : ms)
       for (const int n : ns)
@@ -291,6 +299,8 @@ TEST(GemmDispatch, EveryPointOfTheGridFollowsTheRules) {
                 expected = GemmFallback::leading_dimensions;
               else if (!aligned)
                 expected = GemmFallback::misaligned;
+              else if (m <= 8)
+                expected = GemmFallback::none;  // rung 12 on every GPU from sm_80 on
               else if (m <= 64)
                 expected = GemmFallback::small_m;
               else if (target.compute_capability == 90 && !target.has_sm90a_code)
@@ -305,6 +315,9 @@ TEST(GemmDispatch, EveryPointOfTheGridFollowsTheRules) {
 
               if (expected != GemmFallback::none) {
                 ASSERT_EQ(path.kernel, GemmKernel::cublas_gemm_ex) << where;
+              } else if (m <= 8) {
+                ASSERT_EQ(path.kernel, GemmKernel::hgemm_12_small_m_gemv) << where;
+                ++rung12;
               } else if (target.compute_capability == 90) {
                 ASSERT_EQ(path.kernel, GemmKernel::hgemm_09_tma_store) << where;
                 ++rung09;
@@ -322,14 +335,17 @@ TEST(GemmDispatch, EveryPointOfTheGridFollowsTheRules) {
                 ++fused;
               } else {
                 ASSERT_EQ(bias_path.kernel, GemmKernel::cublas_gemm_ex_then_bias_gelu) << where;
-                ASSERT_EQ(bias_path.fallback,
-                          target.compute_capability != 90 ? GemmFallback::not_sm90 : path.fallback)
-                    << where;
+                const GemmFallback bias_expected = target.compute_capability != 90 ? GemmFallback::not_sm90
+                                                   : path.kernel == GemmKernel::hgemm_12_small_m_gemv
+                                                       ? GemmFallback::small_m
+                                                       : path.fallback;
+                ASSERT_EQ(bias_path.fallback, bias_expected) << where;
               }
             }
   EXPECT_EQ(points, targets.size() * ms.size() * ns.size() * ks.size() * 4 * 2);
   EXPECT_GT(rung09, 0u);
   EXPECT_GT(rung03, 0u);
+  EXPECT_GT(rung12, 0u);
   EXPECT_EQ(fused, rung09);
 }
 

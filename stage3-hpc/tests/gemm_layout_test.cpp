@@ -418,5 +418,42 @@ TEST(TmaEncoding, RefusesAMisalignedBase) {
   EXPECT_NE(rule_broken_by(m).find("16-byte aligned"), std::string::npos);
 }
 
+// ---- rung 12: M <= 8, a GEMV on the CUDA cores ----------------------------------------------------
+
+TEST(SmallMGemv, AtTheDecodeShapesGroupsFitTheRowAndTheGridCoversTheSms) {
+  // Llama-3-8B projections at batch 1 on 132 SMs: {threads per group, blocks}
+  struct Case {
+    int m, n, k, threads, blocks;
+  };
+  for (const Case& c : std::vector<Case>{
+           {1, 4096, 4096, 256, 1024},   // 512 pieces: 128 threads first, widened to fill the grid
+           {1, 1024, 4096, 256, 256},    // K or V: as wide as a group goes
+           {1, 28672, 4096, 128, 3584},  // gate and up: 2 groups of 4 columns a block, plenty of blocks
+           {1, 4096, 14336, 256, 1024},  // down: 1792 pieces, 7 a thread
+           {8, 4096, 4096, 128, 1024},   // M = 8: 2 columns a group
+           {1, 576, 576, 64, 36},        // SmolLM2: 72 pieces, no wider than a piece per thread
+       }) {
+    const SmallMGemvGroup g = choose_small_m_gemv_group(c.m, c.n, c.k, 132);
+    EXPECT_EQ(g.threads, c.threads) << c.m << "x" << c.n << "x" << c.k;
+    EXPECT_EQ(g.blocks, c.blocks) << c.m << "x" << c.n << "x" << c.k;
+  }
+}
+
+TEST(SmallMGemv, EveryColumnHasAGroupAndEveryGroupIsWholeWarpsOfABlock) {
+  for (const int m : {1, 2, 3, 8})
+    for (const int n : {1, 31, 77, 1000, 4096, 28672})
+      for (const int k : {8, 520, 4104, 16392})
+        for (const int sm_count : {1, 7, 132}) {
+          const SmallMGemvGroup g = choose_small_m_gemv_group(m, n, k, sm_count);
+          EXPECT_TRUE(g.threads == 32 || g.threads == 64 || g.threads == 128 || g.threads == 256);
+          EXPECT_EQ(kSmallMGemvThreads % g.threads, 0);
+          const long long columns = static_cast<long long>(kSmallMGemvThreads / g.threads) * small_m_gemv_rows(m);
+          EXPECT_GE(g.blocks * columns, n) << m << "x" << n << "x" << k;       // every column owned
+          EXPECT_LT((g.blocks - 1) * columns, n) << m << "x" << n << "x" << k;  // no empty block
+          // never wider than one piece per thread, unless a warp is already too wide
+          EXPECT_TRUE(g.threads == 32 || g.threads <= k / 8) << m << "x" << n << "x" << k;
+        }
+}
+
 }  // namespace
 }  // namespace kc::stage3

@@ -34,28 +34,36 @@ std::vector<const KernelEntry*> gemm_ladder(const Registry& registry) {
 }
 
 constexpr int kSmallMRung = 11;
+constexpr int kSmallMGemvRung = 12;
 
-TEST(Stage3Ladder, RegistersElevenRungsInOrderInTheStage3GemmReport) {
+const std::vector<std::string>& expected_refusals(int rung) {
+  if (rung == kSmallMRung) return small_m_refusals();
+  if (rung == kSmallMGemvRung) return small_m_gemv_refusals();
+  return hgemm_refusals();
+}
+
+TEST(Stage3Ladder, RegistersTwelveRungsInOrderInTheStage3GemmReport) {
   const Registry registry = stage3_registry();
   const std::vector<const KernelEntry*> ladder = gemm_ladder(registry);
-  ASSERT_EQ(ladder.size(), 11u);
+  ASSERT_EQ(ladder.size(), 12u);
   for (std::size_t i = 0; i < ladder.size(); ++i) {
     const KernelEntry& k = *ladder[i];
     EXPECT_EQ(k.rung, static_cast<int>(i) + 1) << k.id;
     EXPECT_EQ(k.report_group(), "stage3-gemm") << k.id;
     EXPECT_EQ(k.dtypes, std::vector<DType>{DType::bf16}) << k.id;
-    EXPECT_EQ(k.refuses, k.rung == kSmallMRung ? small_m_refusals() : hgemm_refusals()) << k.id;
+    EXPECT_EQ(k.refuses, expected_refusals(k.rung)) << k.id;
     EXPECT_FALSE(k.constraints.empty()) << k.id;
   }
   EXPECT_EQ(ladder[9]->id, "stage3/gemm_bias_gelu/10_fused_bias_gelu");
-  EXPECT_EQ(ladder.back()->id, "stage3/hgemm/11_small_m_split_k");
+  EXPECT_EQ(ladder[10]->id, "stage3/hgemm/11_small_m_split_k");
+  EXPECT_EQ(ladder.back()->id, "stage3/hgemm/12_small_m_gemv");
 }
 
 TEST(Stage3Ladder, HopperRungsRunOnSm90OnlyAndTheOthersFromSm80) {
   const Registry registry = stage3_registry();
   for (const KernelEntry* entry : gemm_ladder(registry)) {
     const KernelEntry& k = *entry;
-    if (k.rung <= 3 || k.rung == kSmallMRung) {
+    if (k.rung <= 3 || k.rung == kSmallMRung || k.rung == kSmallMGemvRung) {
       EXPECT_EQ(k.min_compute_capability, 80) << k.id;
       EXPECT_EQ(k.max_compute_capability, 0) << k.id;
     } else {
@@ -86,7 +94,7 @@ TEST(Stage3Ladder, EveryTileRungTakesAnyMAndNButRefusesKNotAMultipleOf8) {
   const Registry registry = stage3_registry();
   for (const KernelEntry* entry : gemm_ladder(registry)) {
     const KernelEntry& k = *entry;
-    if (k.rung == kSmallMRung) continue;  // M <= 64 only: the next test
+    if (k.rung == kSmallMRung || k.rung == kSmallMGemvRung) continue;  // small M only: the next tests
     for (const auto& dims : {std::vector<std::int64_t>{1, 1, 8}, {4093, 17, 1032}, {129, 4093, 264}})
       EXPECT_EQ(unsupported_reason(registry, k, gemm_problem(k.op, dims, DType::bf16), nullptr), "") << k.id;
     const std::string reason =
@@ -104,6 +112,41 @@ TEST(Stage3Ladder, TheSmallMRungTakesMUpTo64AnyNAndRefusesLargerMOrKNotAMultiple
   EXPECT_NE(large_m.find("at most 64"), std::string::npos) << large_m;
   const std::string odd_k = unsupported_reason(registry, k, gemm_problem(k.op, {16, 128, 1031}, DType::bf16), nullptr);
   EXPECT_NE(odd_k.find("multiple of 8"), std::string::npos) << odd_k;
+}
+
+TEST(Stage3Ladder, TheGemvRungTakesMUpTo8AnyNAndRefusesLargerMOrKNotAMultipleOf8) {
+  const Registry registry = stage3_registry();
+  const KernelEntry& k = registry.kernel("stage3/hgemm/12_small_m_gemv");
+  for (const auto& dims : {std::vector<std::int64_t>{1, 1, 8}, {8, 4093, 1032}, {3, 17, 16392}, {1, 28672, 4096}})
+    EXPECT_EQ(unsupported_reason(registry, k, gemm_problem(k.op, dims, DType::bf16), nullptr), "");
+  const std::string large_m = unsupported_reason(registry, k, gemm_problem(k.op, {9, 4096, 4096}, DType::bf16), nullptr);
+  EXPECT_NE(large_m.find("at most 8"), std::string::npos) << large_m;
+  const std::string odd_k = unsupported_reason(registry, k, gemm_problem(k.op, {1, 128, 1031}, DType::bf16), nullptr);
+  EXPECT_NE(odd_k.find("multiple of 8"), std::string::npos) << odd_k;
+}
+
+// The conformance problems rung 12 must run: every M from 1 to 8, odd N, a K of one piece, K tails
+// against every group size, alpha and beta.
+TEST(Stage3Ops, ConformanceHasTheEdgesRung12Needs) {
+  const OpSpec op = make_hgemm_op();
+  std::set<std::int64_t> ms;
+  std::set<int> group_threads;
+  int odd_n = 0, scaled = 0, one_piece = 0;
+  for (const Problem& p : op.conformance_problems) {
+    if (!small_m_gemv_shape_error(p).empty()) continue;
+    const GemmShape s = gemm_shape(p);
+    ms.insert(s.m);
+    odd_n += s.n % 2;
+    scaled += !p.params_text().empty();
+    one_piece += s.k == 8;
+    group_threads.insert(
+        choose_small_m_gemv_group(static_cast<int>(s.m), static_cast<int>(s.n), static_cast<int>(s.k), 132).threads);
+  }
+  for (std::int64_t m = 1; m <= kSmallMGemvMaxM; ++m) EXPECT_EQ(ms.count(m), 1u) << "M = " << m;
+  EXPECT_GE(odd_n, 3);
+  EXPECT_GE(scaled, 1);
+  EXPECT_GE(one_piece, 2);
+  EXPECT_EQ(group_threads, (std::set<int>{32, 64, 128, 256}));
 }
 
 // The small-M conformance problems rung 11 must run: M = 1, 3, 16 or 17, 64; odd N; K tails; a

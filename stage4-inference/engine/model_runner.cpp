@@ -4,6 +4,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <nvtx3/nvtx3.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -78,10 +80,12 @@ struct ModelRunner::Impl {
   PinnedBuffer<std::int32_t> staging;
   PinnedBuffer<std::int32_t> sampled_host;
   std::map<std::string, std::string, std::less<>> used;
-  std::set<std::pair<std::string_view, bool>> gemms_noted;  // (role, M <= kSmallM) already in `used`
+  // (role, path) already in `used`: a projection runs different kernels at different M
+  std::set<std::pair<std::string_view, std::pair<stage3::GemmKernel, stage3::GemmFallback>>> gemms_noted;
 
   // Device pointers.
   bf16 *embedding = nullptr, *output = nullptr, *final_norm = nullptr;
+  std::vector<std::string> layer_ranges;  // NVTX range names, "layer 0" ...: made once, not per step
   struct Layer {
     bf16 *attn_norm, *q, *k, *v, *o, *ffn_norm, *gate_up, *down, *k_cache, *v_cache;
   };
@@ -310,6 +314,7 @@ void ModelRunner::Impl::upload(const ModelWeights* weights, std::uint64_t seed,
     layer.k_cache = cache + static_cast<std::size_t>(2 * l) * pool_elements;
     layer.v_cache = cache + static_cast<std::size_t>(2 * l + 1) * pool_elements;
     layers.push_back(layer);
+    layer_ranges.push_back(fmt::format("layer {}", l));
   }
 
   const std::vector<float> table = rope_cos_sin_table(c, max_model_len, freq_factors);
@@ -370,9 +375,8 @@ void ModelRunner::Impl::gemm_into(const char* role, const bf16* a, const bf16* w
   args.ldb = static_cast<int>(k_dim);
   args.ldc = static_cast<int>(n);
   const stage3::GemmPath path = gemm.run(args, stream);
-  const bool small = m <= stage3::kSmallM;
-  if (gemms_noted.emplace(role, small).second)  // the key and the path's name formatted once
-    note(fmt::format("projection {} (M = {})", role, small ? "small" : "large"), path.name());
+  if (gemms_noted.emplace(role, std::make_pair(path.kernel, path.fallback)).second)  // formatted once per path
+    note(fmt::format("projection {} (first at M = {})", role, m), path.name());
 }
 
 ModelRunner::Impl::StepPlan ModelRunner::Impl::prepare(const StepBatch& batch, std::int64_t padded_rows) {
@@ -497,6 +501,7 @@ void ModelRunner::Impl::launch(const StepPlan& plan) {
   note("embedding", stage2::embedding(embed, stream));
   int current = 0;  // residual[current] holds the residual stream
   for (std::size_t l = 0; l < layers.size(); ++l) {
+    const nvtx3::scoped_range layer_range{layer_ranges[l].c_str()};
     const Layer& layer = layers[l];
     if (l == 0) {
       stage2::RmsNormArgs<bf16> norm{T, H, residual[0], layer.attn_norm, normed, eps};
@@ -663,6 +668,11 @@ const std::map<std::string, std::string, std::less<>>& ModelRunner::kernels_used
 
 std::vector<TokenId> ModelRunner::execute(const StepBatch& batch) {
   Impl& m = *impl_;
+  // NVTX (nsys, ncu --nvtx): one range per step, one per layer inside it as the step is launched
+  // (a replayed graph's layers are not re-launched, so they show inside the capture only).
+  const nvtx3::scoped_range step_range{batch.num_decodes == static_cast<std::int32_t>(batch.sequences.size())
+                                           ? "kc step: decode"
+                                           : "kc step: prefill + decode"};
   // A step of decodes alone, every one greedy, replays the captured graph of its bucket.
   bool graph_step = m.options.cuda_graphs && batch.num_decodes == static_cast<std::int32_t>(batch.sequences.size());
   for (const ScheduledSequence& s : batch.sequences)

@@ -38,6 +38,11 @@ std::string hgemm_shape_error(const Problem& problem);
 std::string small_m_shape_error(const Problem& problem);
 const std::vector<std::string>& small_m_refusals();
 
+// Rung 12 (stage3/hgemm/12_small_m_gemv) takes M <= 8 only; "" or the reason it refuses a shape,
+// and the conformance problems it refuses: every one with M > 8, and those every rung refuses.
+std::string small_m_gemv_shape_error(const Problem& problem);
+const std::vector<std::string>& small_m_gemv_refusals();
+
 // GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), on the host in double (the
 // reference): core::gelu_tanh<core::ReferenceMath>, the formula the kernels evaluate in float
 // (kc/core/gelu.hpp).
@@ -50,7 +55,7 @@ void bias_gelu_reference_inplace(double* c, const double* bias, std::int64_t m, 
 
 // Adds the stage-3 ops (hgemm, gemm_bias_gelu) and the tensor-core GEMM ladder
 // (stage3/hgemm/01_wmma ... 09_tma_store, stage3/gemm_bias_gelu/10_fused_bias_gelu,
-// stage3/hgemm/11_small_m_split_k).
+// stage3/hgemm/11_small_m_split_k, stage3/hgemm/12_small_m_gemv).
 void register_kernels(Registry& registry);
 
 }  // namespace kc::stage3
