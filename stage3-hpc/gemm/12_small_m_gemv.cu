@@ -16,6 +16,12 @@
 // the K split lives inside a block (a group of 32-256 threads per column) instead of across CTAs,
 // so the partial sums meet in shared memory instead of in a DRAM workspace.
 //
+// Weights that share A (a layer's Q, K and V projections at decode) go in one launch
+// (hgemm_12_small_m_gemv_shared_a, behind Gemm::run_shared_a): the grid is the blocks of the first
+// weight, then of the second, then of the third, and a block finds its weight by its index. Three
+// launches of 8 + 2 + 2 MB (Llama-3.2-1B) each pay the launch and the ramp to full bandwidth; one
+// launch of 12 MB pays them once.
+//
 // The group size is chosen at launch from K and N (choose_small_m_gemv_group below): long rows get
 // more threads per column, so that each thread has a few 16-byte pieces to fetch; and narrow
 // outputs (N small, as the K and V projections of a GQA model) get wider groups so that the grid
@@ -48,7 +54,7 @@
 // problems are all dense and aligned).
 //
 // Run just this rung:
-//   kc-bench --filter 'hgemm/(11|12)_' --shapes 1x4096x4096,1x1024x4096,1x28672x4096,1x4096x14336,8x4096x4096
+//   kc-bench --filter 'hgemm/1[12]_' --shapes 1x4096x4096,1x1024x4096,1x28672x4096,1x4096x14336,2x4096x4096,8x4096x4096
 #include <cstdint>
 
 #include "arch/util.hpp"
@@ -63,6 +69,20 @@ namespace {
 constexpr int kThreads = kSmallMGemvThreads;
 constexpr int kWarps = kThreads / 32;
 constexpr int kUnroll = 2;  // K pieces per thread fetched before any is used
+
+// What a launch computes: C_w = alpha.A.B_w^T + beta.C_w for each weight w, all sharing A (M x K)
+// and K; blocks [block_begin[w], block_begin[w + 1]) belong to weight w.
+struct SmallMGemvLaunch {
+  const bf16* a = nullptr;
+  int k = 0;
+  float alpha = 1.f, beta = 0.f;
+  int weights = 0;
+  int group_threads = 0;  // choose_small_m_gemv_group on the weights' rows together
+  const bf16* b[kSmallMGemvMaxWeights] = {};
+  bf16* c[kSmallMGemvMaxWeights] = {};
+  int n[kSmallMGemvMaxWeights] = {};
+  int block_begin[kSmallMGemvMaxWeights] = {};
+};
 
 // 16 bytes of B through the read-only path, not allocated in L1 (read once), with a 256-byte L2
 // prefetch hint (the next pieces of the row are read by the next lanes).
@@ -94,34 +114,51 @@ __device__ __forceinline__ float dot8(const float2 (&a)[4], uint4 b, float sum) 
 }
 
 template <int kM, int kRows>
-__device__ __forceinline__ void accumulate_piece(const HgemmArgs& args, int piece, const uint4 (&b)[kRows],
+__device__ __forceinline__ void accumulate_piece(const bf16* a_rows, int k, int piece, const uint4 (&b)[kRows],
                                                  float (&sum)[kM][kRows]) {
 #pragma unroll
   for (int m = 0; m < kM; ++m) {
-    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(args.a + static_cast<std::size_t>(m) * args.k) + piece);
+    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(a_rows + static_cast<std::size_t>(m) * k) + piece);
     const float2 a[4] = {unpack(raw.x), unpack(raw.y), unpack(raw.z), unpack(raw.w)};
 #pragma unroll
     for (int r = 0; r < kRows; ++r) sum[m][r] = dot8(a, b[r], sum[m][r]);
   }
 }
 
-// One block: kThreads / group_threads groups, each owning kRows consecutive columns of C.
+// One block: kThreads / group_threads groups, each owning kRows consecutive columns of C, all in
+// one weight of `g` (the weight whose block range holds blockIdx.x).
 template <int kM>
-__global__ void __launch_bounds__(kThreads, 2) small_m_gemv_kernel(HgemmArgs args, int group_threads) {
+__global__ void __launch_bounds__(kThreads, 2) small_m_gemv_kernel(SmallMGemvLaunch g) {
   constexpr int kRows = small_m_gemv_rows(kM);
   __shared__ float partial[kWarps][kM * kRows];
+
+  // Which weight: a short unrolled scan with constant indices (indexing the parameter arrays by a
+  // runtime value would copy them to local memory).
+  const bf16* b = g.b[0];
+  bf16* c_weight = g.c[0];
+  int n = g.n[0], first_block = 0;
+#pragma unroll
+  for (int i = 1; i < kSmallMGemvMaxWeights; ++i)
+    if (i < g.weights && static_cast<int>(blockIdx.x) >= g.block_begin[i]) {
+      b = g.b[i];
+      c_weight = g.c[i];
+      n = g.n[i];
+      first_block = g.block_begin[i];
+    }
+  const int block = static_cast<int>(blockIdx.x) - first_block;
+  const int group_threads = g.group_threads;
 
   const int groups = kThreads / group_threads;
   const int group = threadIdx.x / group_threads;
   const int lane_in_group = threadIdx.x % group_threads;
-  const int col0 = (blockIdx.x * groups + group) * kRows;
-  const int pieces = args.k / 8;
+  const int col0 = (block * groups + group) * kRows;
+  const int pieces = g.k / 8;
 
   // Rows of B past N read the last row instead (their sums are never stored): no predicate in
   // the loop.
   const bf16* rows[kRows];
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) rows[r] = args.b + static_cast<std::size_t>(min(col0 + r, args.n - 1)) * args.k;
+  for (int r = 0; r < kRows; ++r) rows[r] = b + static_cast<std::size_t>(min(col0 + r, n - 1)) * g.k;
 
   float sum[kM][kRows];
 #pragma unroll
@@ -130,18 +167,18 @@ __global__ void __launch_bounds__(kThreads, 2) small_m_gemv_kernel(HgemmArgs arg
     for (int r = 0; r < kRows; ++r) sum[m][r] = 0.f;
 
   for (int p0 = lane_in_group; p0 < pieces; p0 += kUnroll * group_threads) {
-    uint4 b[kUnroll][kRows];
+    uint4 pieces_of_b[kUnroll][kRows];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int piece = p0 + u * group_threads;
 #pragma unroll
       for (int r = 0; r < kRows; ++r)
-        b[u][r] = piece < pieces ? load_streaming(rows[r] + piece * 8) : make_uint4(0, 0, 0, 0);
+        pieces_of_b[u][r] = piece < pieces ? load_streaming(rows[r] + piece * 8) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int piece = p0 + u * group_threads;
-      if (piece < pieces) accumulate_piece<kM, kRows>(args, piece, b[u], sum);
+      if (piece < pieces) accumulate_piece<kM, kRows>(g.a, g.k, piece, pieces_of_b[u], sum);
     }
   }
 
@@ -160,53 +197,89 @@ __global__ void __launch_bounds__(kThreads, 2) small_m_gemv_kernel(HgemmArgs arg
 
   const int warps_per_group = group_threads / 32;
   for (int i = threadIdx.x; i < groups * kM * kRows; i += kThreads) {
-    const int g = i / (kM * kRows), j = i % (kM * kRows);
+    const int j = i % (kM * kRows), group_of_i = i / (kM * kRows);
     const int m = j / kRows, r = j % kRows;
-    const int col = (blockIdx.x * groups + g) * kRows + r;
-    if (col >= args.n) continue;
+    const int col = (block * groups + group_of_i) * kRows + r;
+    if (col >= n) continue;
     float s = 0.f;
-    for (int w = g * warps_per_group; w < (g + 1) * warps_per_group; ++w) s += partial[w][j];
-    bf16* c = args.c + static_cast<std::size_t>(m) * args.ldc + col;
-    float value = args.alpha * s;
-    if (args.beta != 0.f) value += args.beta * __bfloat162float(*c);  // BLAS: beta = 0 reads no C
+    for (int v = group_of_i * warps_per_group; v < (group_of_i + 1) * warps_per_group; ++v) s += partial[v][j];
+    bf16* c = c_weight + static_cast<std::size_t>(m) * n + col;
+    float value = g.alpha * s;
+    if (g.beta != 0.f) value += g.beta * __bfloat162float(*c);  // BLAS: beta = 0 reads no C
     *c = __float2bfloat16(value);
   }
 }
 
+void check_weight(const char* what, int m, int n, int k, const bf16* a, const bf16* b, const bf16* c) {
+  require(m >= 1 && m <= kSmallMGemvMaxM,
+          "{}: M = {} is outside 1..{}; this rung keeps M x 2 or 4 sums per thread in registers, larger M "
+          "belongs to rung 11 and the tile rungs",
+          what, m, kSmallMGemvMaxM);
+  require(n >= 1 && k >= 1 && k % 8 == 0,
+          "{}: N = {} and K = {} must be positive and K a multiple of 8 (16-byte loads)", what, n, k);
+  require(a != nullptr && b != nullptr && c != nullptr, "{}: A, B and C must be device pointers, not null", what);
+  require(aligned_16(a) && aligned_16(b), "{}: A and B must start 16-byte aligned for 16-byte loads; got A = {}, B = {}",
+          what, static_cast<const void*>(a), static_cast<const void*>(b));
+}
+
 template <int kM>
-void launch_gemv(const HgemmArgs& args, cudaStream_t stream, int sm_count) {
-  const SmallMGemvGroup group = choose_small_m_gemv_group(args.m, args.n, args.k, sm_count);
-  small_m_gemv_kernel<kM><<<group.blocks, kThreads, 0, stream>>>(args, group.threads);
+void launch_kernel(const SmallMGemvLaunch& g, int blocks, cudaStream_t stream) {
+  small_m_gemv_kernel<kM><<<blocks, kThreads, 0, stream>>>(g);
   KC_CUDA_CHECK(cudaGetLastError());
+}
+
+void small_m_gemv_launch(const SmallMGemvLaunch& g, int m, int blocks, cudaStream_t stream) {
+  switch (m) {
+    case 1: launch_kernel<1>(g, blocks, stream); break;
+    case 2: launch_kernel<2>(g, blocks, stream); break;
+    case 3: launch_kernel<3>(g, blocks, stream); break;
+    case 4: launch_kernel<4>(g, blocks, stream); break;
+    case 5: launch_kernel<5>(g, blocks, stream); break;
+    case 6: launch_kernel<6>(g, blocks, stream); break;
+    case 7: launch_kernel<7>(g, blocks, stream); break;
+    default: launch_kernel<8>(g, blocks, stream); break;
+  }
 }
 
 }  // namespace
 
 void hgemm_12_small_m_gemv(const HgemmArgs& args, cudaStream_t stream) {
-  require(args.m >= 1 && args.m <= kSmallMGemvMaxM,
-          "hgemm rung 12: M = {} is outside 1..{}; this rung keeps M x 2 or 4 sums per thread in registers, "
-          "larger M belongs to rung 11 and the tile rungs",
-          args.m, kSmallMGemvMaxM);
-  require(args.n >= 1 && args.k >= 1 && args.k % 8 == 0,
-          "hgemm rung 12: N = {} and K = {} must be positive and K a multiple of 8 (16-byte loads)", args.n,
-          args.k);
   require(args.lda == args.k && args.ldb == args.k && args.ldc == args.n,
           "hgemm rung 12: dense operands only (lda = K, ldb = K, ldc = N); got lda = {}, ldb = {}, ldc = {}",
           args.lda, args.ldb, args.ldc);
-  require(aligned_16(args.a) && aligned_16(args.b),
-          "hgemm rung 12: A and B must start 16-byte aligned for 16-byte loads; got A = {}, B = {}",
-          static_cast<const void*>(args.a), static_cast<const void*>(args.b));
-  const int sm_count = current_device_sm_count();
-  switch (args.m) {
-    case 1: launch_gemv<1>(args, stream, sm_count); break;
-    case 2: launch_gemv<2>(args, stream, sm_count); break;
-    case 3: launch_gemv<3>(args, stream, sm_count); break;
-    case 4: launch_gemv<4>(args, stream, sm_count); break;
-    case 5: launch_gemv<5>(args, stream, sm_count); break;
-    case 6: launch_gemv<6>(args, stream, sm_count); break;
-    case 7: launch_gemv<7>(args, stream, sm_count); break;
-    default: launch_gemv<8>(args, stream, sm_count); break;
+  SmallMGemvWeight weight{args.b, args.c, args.n};
+  hgemm_12_small_m_gemv_shared_a(args.m, args.k, args.alpha, args.a, &weight, 1, args.beta, stream);
+}
+
+void hgemm_12_small_m_gemv_shared_a(int m, int k, float alpha, const bf16* a, const SmallMGemvWeight* weights,
+                                    int count, float beta, cudaStream_t stream) {
+  require(count >= 1 && count <= kSmallMGemvMaxWeights, "hgemm rung 12: {} weights; one launch takes 1 to {}",
+          count, kSmallMGemvMaxWeights);
+  long long total_n = 0;
+  for (int i = 0; i < count; ++i) {
+    check_weight("hgemm rung 12", m, weights[i].n, k, a, weights[i].b, weights[i].c);
+    total_n += weights[i].n;
   }
+  require(total_n <= INT32_MAX, "hgemm rung 12: the weights have {} rows in all, more than 2^31 - 1", total_n);
+  const SmallMGemvGroup group =
+      choose_small_m_gemv_group(m, static_cast<int>(total_n), k, current_device_sm_count());
+  SmallMGemvLaunch g;
+  g.a = a;
+  g.k = k;
+  g.alpha = alpha;
+  g.beta = beta;
+  g.weights = count;
+  g.group_threads = group.threads;
+  const int columns_per_block = (kThreads / group.threads) * small_m_gemv_rows(m);
+  int blocks = 0;
+  for (int i = 0; i < count; ++i) {
+    g.b[i] = weights[i].b;
+    g.c[i] = weights[i].c;
+    g.n[i] = weights[i].n;
+    g.block_begin[i] = blocks;
+    blocks += ceil_div(weights[i].n, columns_per_block);
+  }
+  small_m_gemv_launch(g, m, blocks, stream);
 }
 
 }  // namespace kc::stage3

@@ -193,6 +193,8 @@ __host__ __device__ constexpr long long small_m_split_k_workspace_floats(const S
 // share the row's K in 16-byte pieces (8 bf16), lane after lane.
 inline constexpr int kSmallMGemvMaxM = 8;
 inline constexpr int kSmallMGemvThreads = 256;
+// Weights one launch takes when they share A (Q, K and V): hgemm_12_small_m_gemv_shared_a.
+inline constexpr int kSmallMGemvMaxWeights = 3;
 // Columns of C per group: 4 at M <= 2 (few sums per thread, so more rows of B in flight), else 2.
 __host__ __device__ constexpr int small_m_gemv_rows(int m) { return m <= 2 ? 4 : 2; }
 

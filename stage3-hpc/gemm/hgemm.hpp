@@ -46,6 +46,16 @@ void hgemm_11_small_m_split_k(const HgemmArgs& args, const SmallMSplitKPlan& pla
 // sm_80 and newer, M <= 8 (kSmallMGemvMaxM): a GEMV on the CUDA cores, one launch, no workspace;
 // the group size comes from choose_small_m_gemv_group (gemm_layout.hpp) and the current GPU's SMs.
 void hgemm_12_small_m_gemv(const HgemmArgs& args, cudaStream_t stream);
+// Rung 12 on up to kSmallMGemvMaxWeights weights of the same K that share A, in one launch (a
+// layer's Q, K and V projections at decode): C_i = alpha.A.B_i^T + beta.C_i, A M x K, B_i n_i x K,
+// C_i M x n_i, all dense.
+struct SmallMGemvWeight {
+  const bf16* b = nullptr;
+  bf16* c = nullptr;
+  int n = 0;
+};
+void hgemm_12_small_m_gemv_shared_a(int m, int k, float alpha, const bf16* a, const SmallMGemvWeight* weights,
+                                    int count, float beta, cudaStream_t stream);
 
 // The baseline's second kernel: C[i][j] = gelu(C[i][j] + bias[j]) in place, C row-major M x N.
 void bias_gelu_inplace(bf16* c, const bf16* bias, int m, int n, cudaStream_t stream);

@@ -10,9 +10,9 @@
 // smallest shape where rung 09 matched cuBLAS. The measured shapes have K from 1032 to 14336; K is
 // not part of the rule. Rung 03 on other GPUs (A100 and later non-Hopper parts) has not been
 // measured against cuBLAS there: it is kc's kernel for them until a table says otherwise. Shapes
-// with 8 < M <= 64 go to cuBLAS on every GPU: a 128-row tile would be mostly empty, rung 12 keeps
-// M sums per thread in registers up to M = 8 only, and rung 11 (tensor cores, split K) measured
-// below cuBLAS there.
+// with 2 < M <= 64 go to cuBLAS on every GPU: a 128-row tile would be mostly empty, and rung 12
+// (CUDA-core FMAs: M per element of B) and rung 11 (tensor cores, split K) measured below cuBLAS
+// there.
 #include "kc/stage3/gemm.hpp"
 
 #include <fmt/format.h>
@@ -98,8 +98,9 @@ GemmFallback hard_constraint(const GemmProblem& p) {
   return GemmFallback::none;
 }
 
-// After hard_constraint: 8 < M <= 64, where no kc kernel matches cuBLAS yet.
-bool small_m_fallback(const GemmProblem& p) { return p.m > kSmallMGemvMaxM && p.m <= kSmallM; }
+// After hard_constraint: 2 < M <= 64, where no kc kernel matches cuBLAS yet.
+static_assert(kGemvMaxM <= kSmallMGemvMaxM, "the dispatch sends rung 12 only what it takes");
+bool small_m_fallback(const GemmProblem& p) { return p.m > kGemvMaxM && p.m <= kSmallM; }
 
 // On an sm_90 GPU: none when the Hopper rung (09 or 10) takes the call.
 GemmFallback hopper_fallback(const GemmProblem& p, const GemmTarget& target) {
@@ -161,7 +162,7 @@ std::string_view gemm_fallback_reason(GemmFallback fallback) {
       return "leading dimensions other than lda = K, ldb = K, ldc = N";
     case GemmFallback::misaligned: return "A, B or C not 16-byte aligned";
     case GemmFallback::small_m:
-      return "M <= 64, where no kc kernel for it matches cuBLAS yet (rung 12 takes M <= 8 of the plain GEMM)";
+      return "M <= 64, where no kc kernel for it matches cuBLAS yet (rung 12 takes M <= 2 of the plain GEMM)";
     case GemmFallback::small_output:
       return "output below 2048 x 2048 or narrower than 256 columns, where cuBLAS measured faster";
     case GemmFallback::no_sm90a_code: return "sm_90 GPU, but this build has no sm_90a code";
@@ -198,7 +199,7 @@ GemmPath choose_gemm_path(const GemmProblem& p, const GemmTarget& target) {
   const auto cublas = [](GemmFallback why) { return GemmPath{GemmKernel::cublas_gemm_ex, why}; };
   if (target.compute_capability < 80) return cublas(GemmFallback::architecture);
   if (const GemmFallback why = hard_constraint(p); why != GemmFallback::none) return cublas(why);
-  if (p.m <= kSmallMGemvMaxM) return {GemmKernel::hgemm_12_small_m_gemv, GemmFallback::none};
+  if (p.m <= kGemvMaxM) return {GemmKernel::hgemm_12_small_m_gemv, GemmFallback::none};
   if (small_m_fallback(p)) return cublas(GemmFallback::small_m);
   if (target.compute_capability == 90) {
     const GemmFallback why = hopper_fallback(p, target);
@@ -314,6 +315,38 @@ GemmPath Gemm::run(const HgemmArgs& args, cudaStream_t stream) {
   }
   KC_CHECK_LAUNCH();
   return path;
+}
+
+void Gemm::run_shared_a(int m, int k, const bf16* a, const SharedAWeight* weights, int count, cudaStream_t stream,
+                        GemmPath* paths) {
+  require(weights != nullptr && count >= 1 && count <= kSmallMGemvMaxWeights,
+          "kc::stage3::Gemm::run_shared_a: {} weights; pass 1 to {}", count, kSmallMGemvMaxWeights);
+  HgemmArgs calls[kSmallMGemvMaxWeights];
+  bool fused = true;
+  for (int i = 0; i < count; ++i) {
+    HgemmArgs& args = calls[i];
+    args.m = m;
+    args.n = weights[i].n;
+    args.k = k;
+    args.a = a;
+    args.b = weights[i].b;
+    args.c = weights[i].c;
+    args.lda = k;
+    args.ldb = k;
+    args.ldc = weights[i].n;
+    const GemmPath path = plan(args);  // checks every call before anything runs
+    fused = fused && path.kernel == GemmKernel::hgemm_12_small_m_gemv;
+    if (paths != nullptr) paths[i] = path;
+  }
+  require_current_device();
+  if (!fused) {
+    for (int i = 0; i < count; ++i) run(calls[i], stream);
+    return;
+  }
+  SmallMGemvWeight fused_weights[kSmallMGemvMaxWeights];
+  for (int i = 0; i < count; ++i) fused_weights[i] = {weights[i].b, weights[i].c, weights[i].n};
+  hgemm_12_small_m_gemv_shared_a(m, k, 1.f, a, fused_weights, count, 0.f, stream);
+  KC_CHECK_LAUNCH();
 }
 
 GemmPath Gemm::run_bias_gelu(const HgemmArgs& args, const bf16* bias, cudaStream_t stream) {

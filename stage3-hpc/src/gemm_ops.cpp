@@ -33,9 +33,9 @@ GemmOpConfig hgemm_config(const std::string& name) {
            // decode: a step of 1, 16 or 64 sequences through a 4096 x 4096 projection and
            // Llama-3-8B's down projection (rung 11's shapes)
            {1, 4096, 4096}, {16, 4096, 4096}, {64, 4096, 4096}, {64, 4096, 14336},
-           // decode at batch 1 and 8 through Llama-3-8B's other projections: K or V (1024
-           // columns), gate and up together (2 x 14336), down (rung 12's shapes)
-           {1, 1024, 4096}, {1, 28672, 4096}, {1, 4096, 14336}, {8, 4096, 4096}})
+           // decode at batch 1 through Llama-3-8B's other projections: K or V (1024 columns),
+           // gate and up together (2 x 14336), down; and batch 2, 4, 8 (rung 12's shapes)
+           {1, 1024, 4096}, {1, 28672, 4096}, {1, 4096, 14336}, {2, 4096, 4096}, {4, 4096, 4096}, {8, 4096, 4096}})
     config.bench.push_back({dims});
   config.conformance = hgemm_conformance_problems();
   return config;

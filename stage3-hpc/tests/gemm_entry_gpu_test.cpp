@@ -254,9 +254,9 @@ TEST(GemmEntryGpu, EachPathMatchesTheReference) {
        GemmKernel::cublas_gemm_ex,
        GemmFallback::k_not_multiple_of_8},
       {gemm_problem(kHgemmOp, {48, 4096, 512}, DType::bf16, 1.0, 0.0), GemmKernel::cublas_gemm_ex, GemmFallback::small_m},
-      // M <= 8: rung 12, with alpha and beta, N odd, a K tail of one piece.
+      // M <= 2: rung 12, with alpha and beta, N odd, a K tail of one piece.
       {gemm_problem(kHgemmOp, {1, 4096, 4096}, DType::bf16, 1.0, 0.0), GemmKernel::hgemm_12_small_m_gemv, GemmFallback::none},
-      {gemm_problem(kHgemmOp, {7, 1001, 1032}, DType::bf16, 1.5, -0.75),
+      {gemm_problem(kHgemmOp, {2, 1001, 1032}, DType::bf16, 1.5, -0.75),
        GemmKernel::hgemm_12_small_m_gemv,
        GemmFallback::none},
   };
@@ -352,6 +352,59 @@ TEST(GemmEntryGpu, PaddedLeadingDimensionsRunOnCublasAndLeaveThePadding) {
     const GemmPath path = gemm.run(device.args(c.host), nullptr);
     EXPECT_EQ(path, (GemmPath{GemmKernel::cublas_gemm_ex, c.reason})) << path.name();
     expect_result(c.host, to_float(device.c.to_host()), path.name());
+  }
+  expect_clean_context();
+}
+
+// run_shared_a: Q, K and V of one layer against their double references, fused (M <= kGemvMaxM:
+// one launch of rung 12) and not (M = 5: three calls of run()), outputs poisoned with NaN first so
+// an element no launch writes fails; and a negative control: the check must see one weight's
+// output compared with another's reference.
+TEST(GemmEntryGpu, SharedAWeightsMatchTheirReferencesFusedAndNot) {
+  KC_SKIP_WITHOUT_GPU();
+  Gemm gemm(0);
+  const int k = 1032;
+  const int widths[3] = {2048, 512, 517};
+  for (const int m : {1, 2, 5}) {
+    const std::vector<float> a = values(static_cast<std::size_t>(m) * k, 11);
+    DeviceBuffer<bf16> a_device(a.size());
+    a_device.copy_from_host(to_bf16(a));
+    std::vector<std::vector<float>> b(3);
+    std::vector<DeviceBuffer<bf16>> b_device, c_device;
+    Gemm::SharedAWeight weights[3];
+    for (int w = 0; w < 3; ++w) {
+      b[w] = values(static_cast<std::size_t>(widths[w]) * k, 20 + w);
+      b_device.emplace_back(b[w].size());
+      b_device.back().copy_from_host(to_bf16(b[w]));
+      c_device.emplace_back(static_cast<std::size_t>(m) * widths[w]);
+      c_device.back().copy_from_host(std::vector<bf16>(static_cast<std::size_t>(m) * widths[w],
+                                                       __float2bfloat16(std::numeric_limits<float>::quiet_NaN())));
+    }
+    for (int w = 0; w < 3; ++w) weights[w] = {b_device[w].data(), c_device[w].data(), widths[w]};
+    GemmPath paths[3];
+    gemm.run_shared_a(m, k, a_device.data(), weights, 3, nullptr, paths);
+    KC_CUDA_CHECK(cudaDeviceSynchronize());
+    for (int w = 0; w < 3; ++w)
+      EXPECT_EQ(paths[w].kernel, m <= kGemvMaxM ? GemmKernel::hgemm_12_small_m_gemv : GemmKernel::cublas_gemm_ex)
+          << "M " << m << " weight " << w << ": " << paths[w].name();
+
+    // |got - ref| <= 0.02 + 2^-7 |ref|: bf16 output rounding plus FP32 sums of 1032 products.
+    const auto mismatches = [&](int got_weight, int reference_weight) {
+      const std::vector<float> got = to_float(c_device[got_weight].to_host());
+      int bad = 0;
+      for (int i = 0; i < m; ++i)
+        for (int j = 0; j < widths[got_weight] && j < widths[reference_weight]; ++j) {
+          double ref = 0.0;
+          for (int p = 0; p < k; ++p)
+            ref += static_cast<double>(a[static_cast<std::size_t>(i) * k + p]) *
+                   b[reference_weight][static_cast<std::size_t>(j) * k + p];
+          const double value = got[static_cast<std::size_t>(i) * widths[got_weight] + j];
+          bad += !(std::abs(value - ref) <= 0.02 + std::abs(ref) / 128.0);
+        }
+      return bad;
+    };
+    for (int w = 0; w < 3; ++w) EXPECT_EQ(mismatches(w, w), 0) << "M " << m << " weight " << w;
+    EXPECT_GT(mismatches(1, 2), 100) << "M " << m << ": K's output passes against V's reference";
   }
   expect_clean_context();
 }

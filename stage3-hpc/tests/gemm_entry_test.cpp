@@ -180,9 +180,10 @@ TEST(GemmDispatch, TheMeasuredH200ShapesAndTheDocumentedFallbacks) {
   EXPECT_EQ(choose_gemm_path(problem(4093, 2049, 1031), kH200),
             cublas(GemmFallback::k_not_multiple_of_8));
   EXPECT_EQ(choose_gemm_path(problem(1, 4096, 4096), kH200), kRung12);
-  EXPECT_EQ(choose_gemm_path(problem(8, 28672, 4096), kH200), kRung12);
-  EXPECT_EQ(choose_gemm_path(problem(8, 4096, 4096), kA100), kRung12);
-  EXPECT_EQ(choose_gemm_path(problem(9, 4096, 4096), kH200), cublas(GemmFallback::small_m));
+  EXPECT_EQ(choose_gemm_path(problem(2, 28672, 4096), kH200), kRung12);
+  EXPECT_EQ(choose_gemm_path(problem(2, 4096, 4096), kA100), kRung12);
+  EXPECT_EQ(choose_gemm_path(problem(3, 4096, 4096), kH200), cublas(GemmFallback::small_m));
+  EXPECT_EQ(choose_gemm_path(problem(8, 4096, 4096), kH200), cublas(GemmFallback::small_m));
   EXPECT_EQ(choose_gemm_path(problem(64, 14336, 4096), kH200), cublas(GemmFallback::small_m));
   EXPECT_EQ(choose_bias_gelu_path(problem(1, 4096, 4096), kH200),
             (GemmPath{GemmKernel::cublas_gemm_ex_then_bias_gelu, GemmFallback::small_m}));
@@ -253,7 +254,7 @@ TEST(GemmDispatch, ProblemDescriptionSeesLeadingDimensionsAndEveryPointersAlignm
 
 // Every point of the grid obeys the rules of gemm.hpp, in their documented order.
 TEST(GemmDispatch, EveryPointOfTheGridFollowsTheRules) {
-  const std::vector<int> ms = {1, 17, 64, 65, 127, 128, 1000, 2047, 2048, 4093, 8192, 70000};
+  const std::vector<int> ms = {1, 2, 3, 17, 64, 65, 127, 128, 1000, 2047, 2048, 4093, 8192, 70000};
   const std::vector<int> ns = {1,    8,    255,  256,   257,         1000,
                                2048, 2049, 4096, 14336, kRung03MaxN, kRung03MaxN + 8};
   const std::vector<int> ks = {1, 7, 8, 20, 64, 1031, 1032, 4096, 14336};
@@ -299,7 +300,7 @@ TEST(GemmDispatch, EveryPointOfTheGridFollowsTheRules) {
                 expected = GemmFallback::leading_dimensions;
               else if (!aligned)
                 expected = GemmFallback::misaligned;
-              else if (m <= 8)
+              else if (m <= 2)
                 expected = GemmFallback::none;  // rung 12 on every GPU from sm_80 on
               else if (m <= 64)
                 expected = GemmFallback::small_m;
@@ -315,7 +316,7 @@ TEST(GemmDispatch, EveryPointOfTheGridFollowsTheRules) {
 
               if (expected != GemmFallback::none) {
                 ASSERT_EQ(path.kernel, GemmKernel::cublas_gemm_ex) << where;
-              } else if (m <= 8) {
+              } else if (m <= 2) {
                 ASSERT_EQ(path.kernel, GemmKernel::hgemm_12_small_m_gemv) << where;
                 ++rung12;
               } else if (target.compute_capability == 90) {
@@ -353,6 +354,7 @@ TEST(GemmDispatch, ConstantsMatchTheKernelsTheyDescribe) {
   EXPECT_EQ(kRung03SharedMemoryBytes, 148480);  // 3 x (16 KiB of A + 32 KiB of B) + 1 KiB: 145 KiB
   EXPECT_EQ(kRung03MaxN, 16776960);
   EXPECT_EQ(kHopperMinOutputElements, 2048LL * 2048);
+  EXPECT_LE(kGemvMaxM, 8);  // rung 12 takes M <= 8 (kSmallMGemvMaxM, gemm/gemm_layout.hpp)
 }
 
 }  // namespace

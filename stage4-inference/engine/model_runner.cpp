@@ -109,6 +109,9 @@ struct ModelRunner::Impl {
   void upload(const ModelWeights* weights, std::uint64_t seed, const std::vector<float>& freq_factors);
   void gemm_into(const char* role, const bf16* a, const bf16* w, bf16* c, std::int64_t m, std::int64_t n,
                  std::int64_t k);
+  // q, k and v = normed . W^T of `layer` for `m` tokens: one launch where the GEMM entry fuses them
+  // (decode: Gemm::run_shared_a), three GEMMs otherwise.
+  void qkv_into(const bf16* normed_rows, const Layer& layer, std::int64_t m);
   // Called for every launch of a step: looks up without allocating, copies on the first time only.
   void note(std::string_view role, std::string_view what) {
     if (used.find(role) == used.end()) used.emplace(role, what);
@@ -379,6 +382,19 @@ void ModelRunner::Impl::gemm_into(const char* role, const bf16* a, const bf16* w
     note(fmt::format("projection {} (first at M = {})", role, m), path.name());
 }
 
+void ModelRunner::Impl::qkv_into(const bf16* normed_rows, const Layer& layer, std::int64_t m) {
+  const int q_n = static_cast<int>(q_width), kv_n = static_cast<int>(kv_width);
+  const stage3::Gemm::SharedAWeight weights[3] = {{layer.q, q, q_n}, {layer.k, k, kv_n}, {layer.v, v, kv_n}};
+  stage3::GemmPath paths[3];
+  gemm.run_shared_a(static_cast<int>(m), static_cast<int>(config.hidden_size), normed_rows, weights, 3, stream, paths);
+  static constexpr const char* kRoles[3] = {"q", "k", "v"};
+  const bool fused = paths[0].kernel == stage3::GemmKernel::hgemm_12_small_m_gemv;
+  for (int i = 0; i < 3; ++i)
+    if (gemms_noted.emplace(kRoles[i], std::make_pair(paths[i].kernel, paths[i].fallback)).second)
+      note(fmt::format("projection {} (first at M = {})", kRoles[i], m),
+           fused ? paths[i].name() + " (q, k and v in one launch)" : paths[i].name());
+}
+
 ModelRunner::Impl::StepPlan ModelRunner::Impl::prepare(const StepBatch& batch, std::int64_t padded_rows) {
   const ModelConfig& c = config;
   const auto& sequences = batch.sequences;
@@ -512,9 +528,7 @@ void ModelRunner::Impl::launch(const StepPlan& plan) {
       note("residual + rmsnorm", stage2::residual_rmsnorm(norm, stream));
       current = 1 - current;
     }
-    gemm_into("q", normed, layer.q, q, T, q_width, H);
-    gemm_into("k", normed, layer.k, k, T, kv_width, H);
-    gemm_into("v", normed, layer.v, v, T, kv_width, H);
+    qkv_into(normed, layer, T);
     stage2::RopeArgs<bf16> rope;
     rope.layout = stage2::RopeLayout::rotate_half;
     rope.tokens = T;

@@ -20,12 +20,13 @@
 //   - cuBLAS (cublasGemmEx, CUBLAS_COMPUTE_32F) whenever a kc kernel cannot run the call: a GPU
 //     below sm_80; K % 8 != 0; leading dimensions other than the dense K, K, N; A, B or C not
 //     16-byte aligned;
-//   - M <= 8 (decode at batch <= 8), on every GPU from sm_80 on: rung 12
-//     (stage3/hgemm/12_small_m_gemv), a GEMV on the CUDA cores (the fused op: cuBLAS and the
-//     separate bias+GELU kernel);
-//   - cuBLAS for 8 < M <= 64: small-M shapes, where rung 11 (stage3/hgemm/11_small_m_split_k)
-//     measured below cuBLAS (docs/benchmarks/h200/stage3-gemm.md): not dispatched until it is at
-//     parity;
+//   - M <= 2 (kGemvMaxM: decode at batch 1 or 2), on every GPU from sm_80 on: rung 12
+//     (stage3/hgemm/12_small_m_gemv), a GEMV on the CUDA cores, which measured above cuBLAS at
+//     M = 1 on the table's decode shapes and below it at M = 4 and 8, where its FMAs per byte of B
+//     approach the SM's issue rate (the fused op: cuBLAS and the separate bias+GELU kernel);
+//   - cuBLAS for 2 < M <= 64: small-M shapes, where rung 11 (stage3/hgemm/11_small_m_split_k)
+//     and rung 12 measured below cuBLAS (docs/benchmarks/h200/stage3-gemm.md): not dispatched
+//     until one is at parity;
 //   - compute capability 9.0 (H100/H200) with sm_90a code in this build: rung 09
 //     (stage3/hgemm/09_tma_store) for outputs of at least 2048 x 2048 elements and 256
 //     columns, where it measures at parity with cuBLAS or above; cuBLAS below that (too few
@@ -66,7 +67,7 @@ class HopperLaunchCache;  // TMA descriptors and launch facts of the Hopper rung
 enum class GemmKernel {
   hgemm_09_tma_store,             // stage3/hgemm/09_tma_store (sm_90a)
   hgemm_03_cp_async,              // stage3/hgemm/03_cp_async (sm_80+)
-  hgemm_12_small_m_gemv,          // stage3/hgemm/12_small_m_gemv (sm_80+, M <= 8)
+  hgemm_12_small_m_gemv,          // stage3/hgemm/12_small_m_gemv (sm_80+, M <= kGemvMaxM)
   cublas_gemm_ex,                 // cublasGemmEx, BF16, CUBLAS_COMPUTE_32F
   gemm_bias_gelu_10_fused,        // stage3/gemm_bias_gelu/10_fused_bias_gelu (sm_90a)
   cublas_gemm_ex_then_bias_gelu,  // cublasGemmEx, then stage 3's bias_gelu_inplace kernel
@@ -79,7 +80,7 @@ enum class GemmFallback {
   k_not_multiple_of_8,  // rows of A and B are moved in 16-byte pieces
   leading_dimensions,   // lda != K, ldb != K or ldc != N: the kc kernels assume dense operands
   misaligned,           // A, B or C not 16-byte aligned
-  small_m,              // 8 < M <= 64 (the fused op: M <= 64), where no kc kernel matches cuBLAS yet
+  small_m,              // 2 < M <= 64 (the fused op: M <= 64), where no kc kernel matches cuBLAS yet
   small_output,         // sm_90: M x N below 2048 x 2048 or N < 256, where cuBLAS measured faster
   no_sm90a_code,        // sm_90 GPU, but this build holds no sm_90a code for the Hopper rungs
   shared_memory,        // rung 03: a block gets less shared memory than its pipeline needs
@@ -135,9 +136,11 @@ GemmProblem gemm_problem(const HgemmArgs& args);
 // measured shape where rung 09 matched cuBLAS, and at least one 256-column tile wide.
 inline constexpr long long kHopperMinOutputElements = 2048LL * 2048LL;
 inline constexpr int kHopperMinColumns = 256;
-// M at or below this goes to cuBLAS (decode shapes), except M <= 8 in the plain GEMM, which rung
-// 12 takes (its limit, kSmallMGemvMaxM, lives with the kernel in gemm/gemm_layout.hpp).
+// M at or below this goes to cuBLAS (decode shapes), except M <= kGemvMaxM in the plain GEMM.
 inline constexpr int kSmallM = 64;
+// M at or below this goes to rung 12 (the rung itself takes M <= 8: kSmallMGemvMaxM in
+// gemm/gemm_layout.hpp; the dispatch stops where it measured below cuBLAS).
+inline constexpr int kGemvMaxM = 2;
 // Rung 03's grid has one block row per 128 rows and one block column per 256 columns, at most
 // 65535 of them (gridDim.y).
 inline constexpr int kRung03MaxN = 65535 * 256;
@@ -202,6 +205,20 @@ class Gemm {
   GemmPath run(const HgemmArgs& args, cudaStream_t stream);
   // C = gelu_tanh(alpha.A.B^T + beta.C + bias), bias a row vector of N (README: GELU, tanh form).
   GemmPath run_bias_gelu(const HgemmArgs& args, const bf16* bias, cudaStream_t stream);
+
+  // One weight of run_shared_a: B (n x K) and C (M x n), both dense.
+  struct SharedAWeight {
+    const bf16* b = nullptr;
+    bf16* c = nullptr;
+    int n = 0;
+  };
+  // C_i = A.B_i^T for 1 to 3 weights of the same K that share A (M x K, dense): a layer's Q, K and
+  // V projections. When run() would take rung 12 for every one of them (M <= kGemvMaxM, dense, aligned),
+  // they run as one launch of rung 12, which streams the three weights as one; otherwise each runs
+  // through run(). Each call is checked as run() checks it, all before anything is launched.
+  // `paths`, when not null, receives the path of each weight (count of them).
+  void run_shared_a(int m, int k, const bf16* a, const SharedAWeight* weights, int count, cudaStream_t stream,
+                    GemmPath* paths = nullptr);
 
  private:
   void require_current_device() const;
