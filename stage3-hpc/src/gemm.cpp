@@ -10,7 +10,7 @@
 // smallest shape where rung 09 matched cuBLAS. The measured shapes have K from 1032 to 14336; K is
 // not part of the rule. Rung 03 on other GPUs (A100 and later non-Hopper parts) has not been
 // measured against cuBLAS there: it is kc's kernel for them until a table says otherwise. Shapes
-// with 2 < M <= 64 go to cuBLAS on every GPU: a 128-row tile would be mostly empty, and rung 12
+// with 1 < M <= 64 go to cuBLAS on every GPU: a 128-row tile would be mostly empty, and rung 12
 // (CUDA-core FMAs: M per element of B) and rung 11 (tensor cores, split K) measured below cuBLAS
 // there.
 #include "kc/stage3/gemm.hpp"
@@ -98,7 +98,7 @@ GemmFallback hard_constraint(const GemmProblem& p) {
   return GemmFallback::none;
 }
 
-// After hard_constraint: 2 < M <= 64, where no kc kernel matches cuBLAS yet.
+// After hard_constraint: 1 < M <= 64, where no kc kernel matches cuBLAS yet.
 static_assert(kGemvMaxM <= kSmallMGemvMaxM, "the dispatch sends rung 12 only what it takes");
 bool small_m_fallback(const GemmProblem& p) { return p.m > kGemvMaxM && p.m <= kSmallM; }
 
@@ -162,7 +162,7 @@ std::string_view gemm_fallback_reason(GemmFallback fallback) {
       return "leading dimensions other than lda = K, ldb = K, ldc = N";
     case GemmFallback::misaligned: return "A, B or C not 16-byte aligned";
     case GemmFallback::small_m:
-      return "M <= 64, where no kc kernel for it matches cuBLAS yet (rung 12 takes M <= 2 of the plain GEMM)";
+      return "M <= 64, where no kc kernel for it matches cuBLAS yet (rung 12 takes M = 1 of the plain GEMM)";
     case GemmFallback::small_output:
       return "output below 2048 x 2048 or narrower than 256 columns, where cuBLAS measured faster";
     case GemmFallback::no_sm90a_code: return "sm_90 GPU, but this build has no sm_90a code";

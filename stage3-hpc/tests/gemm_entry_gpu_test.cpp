@@ -254,11 +254,14 @@ TEST(GemmEntryGpu, EachPathMatchesTheReference) {
        GemmKernel::cublas_gemm_ex,
        GemmFallback::k_not_multiple_of_8},
       {gemm_problem(kHgemmOp, {48, 4096, 512}, DType::bf16, 1.0, 0.0), GemmKernel::cublas_gemm_ex, GemmFallback::small_m},
-      // M <= 2: rung 12, with alpha and beta, N odd, a K tail of one piece.
+      // M = 1: rung 12, with alpha and beta, N odd, a K tail of one piece; M = 2: cuBLAS.
       {gemm_problem(kHgemmOp, {1, 4096, 4096}, DType::bf16, 1.0, 0.0), GemmKernel::hgemm_12_small_m_gemv, GemmFallback::none},
-      {gemm_problem(kHgemmOp, {2, 1001, 1032}, DType::bf16, 1.5, -0.75),
+      {gemm_problem(kHgemmOp, {1, 1001, 1032}, DType::bf16, 1.5, -0.75),
        GemmKernel::hgemm_12_small_m_gemv,
        GemmFallback::none},
+      {gemm_problem(kHgemmOp, {2, 1001, 1032}, DType::bf16, 1.5, -0.75),
+       GemmKernel::cublas_gemm_ex,
+       GemmFallback::small_m},
   };
   check_cases(gemm, /*bias_gelu=*/false, cases);
 }

@@ -180,9 +180,9 @@ TEST(GemmDispatch, TheMeasuredH200ShapesAndTheDocumentedFallbacks) {
   EXPECT_EQ(choose_gemm_path(problem(4093, 2049, 1031), kH200),
             cublas(GemmFallback::k_not_multiple_of_8));
   EXPECT_EQ(choose_gemm_path(problem(1, 4096, 4096), kH200), kRung12);
-  EXPECT_EQ(choose_gemm_path(problem(2, 28672, 4096), kH200), kRung12);
-  EXPECT_EQ(choose_gemm_path(problem(2, 4096, 4096), kA100), kRung12);
-  EXPECT_EQ(choose_gemm_path(problem(3, 4096, 4096), kH200), cublas(GemmFallback::small_m));
+  EXPECT_EQ(choose_gemm_path(problem(1, 28672, 4096), kH200), kRung12);
+  EXPECT_EQ(choose_gemm_path(problem(1, 4096, 4096), kA100), kRung12);
+  EXPECT_EQ(choose_gemm_path(problem(2, 4096, 4096), kH200), cublas(GemmFallback::small_m));
   EXPECT_EQ(choose_gemm_path(problem(8, 4096, 4096), kH200), cublas(GemmFallback::small_m));
   EXPECT_EQ(choose_gemm_path(problem(64, 14336, 4096), kH200), cublas(GemmFallback::small_m));
   EXPECT_EQ(choose_bias_gelu_path(problem(1, 4096, 4096), kH200),
@@ -300,7 +300,7 @@ TEST(GemmDispatch, EveryPointOfTheGridFollowsTheRules) {
                 expected = GemmFallback::leading_dimensions;
               else if (!aligned)
                 expected = GemmFallback::misaligned;
-              else if (m <= 2)
+              else if (m == 1)
                 expected = GemmFallback::none;  // rung 12 on every GPU from sm_80 on
               else if (m <= 64)
                 expected = GemmFallback::small_m;
@@ -316,7 +316,7 @@ TEST(GemmDispatch, EveryPointOfTheGridFollowsTheRules) {
 
               if (expected != GemmFallback::none) {
                 ASSERT_EQ(path.kernel, GemmKernel::cublas_gemm_ex) << where;
-              } else if (m <= 2) {
+              } else if (m == 1) {
                 ASSERT_EQ(path.kernel, GemmKernel::hgemm_12_small_m_gemv) << where;
                 ++rung12;
               } else if (target.compute_capability == 90) {

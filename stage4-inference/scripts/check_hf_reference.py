@@ -53,7 +53,7 @@ HF_KEYS = {"hidden_size": "hidden_size", "intermediate_size": "intermediate_size
            "rms_norm_eps": "rms_norm_eps", "max_position_embeddings": "max_position_embeddings",
            "initializer_range": "initializer_range"}
 NOISE_KEYS = ("max_abs_diff", "median_row_max_abs_diff", "worst_over_rms", "mean_over_rms",
-              "top1_agree", "judged", "top1_agree_judged")
+              "top1_agree", "judged", "top1_agree_judged", "greedy_same_run")
 
 try:
     import numpy as np
@@ -173,8 +173,9 @@ def check_sequence(case_dir, k, seq, vocab, files_seen):
          f"{where}.bf16_vs_fp32 has a value that is not a number >= 0")
     need(noise["median_row_max_abs_diff"] <= noise["max_abs_diff"],
          f"{where}.bf16_vs_fp32: the median row maximum exceeds the maximum")
-    need(all(is_int(noise[k]) for k in ("top1_agree", "judged", "top1_agree_judged")) and
-         noise["top1_agree"] <= n and noise["top1_agree_judged"] <= noise["judged"] <= n,
+    need(all(is_int(noise[k]) for k in ("top1_agree", "judged", "top1_agree_judged", "greedy_same_run")) and
+         noise["top1_agree"] <= n and noise["top1_agree_judged"] <= noise["judged"] <= n and
+         noise["greedy_same_run"] <= NEW_TOKENS,
          f"{where}.bf16_vs_fp32 has impossible counts")
     return logits, margins
 

@@ -182,9 +182,10 @@ def fp32_copy(model, device):
     return copy32.to(device).eval()
 
 
-def run_sequence(model, prompt_ids, device):
-    """Greedy continuation of the prompt with generate(), then one forward pass over prompt +
-    continuation. Returns (ids, greedy, float32 logits on the CPU)."""
+def run_sequence(model, prompt_ids, device, forward=True):
+    """Greedy continuation of the prompt with generate(), then (unless forward is False) one
+    forward pass over prompt + continuation. Returns (ids, greedy, float32 logits on the CPU or
+    None)."""
     prompt = torch.tensor([prompt_ids], dtype=torch.long, device=device)
     out = model.generate(prompt, attention_mask=torch.ones_like(prompt),
                          max_new_tokens=NEW_TOKENS, do_sample=False, eos_token_id=None,
@@ -193,6 +194,8 @@ def run_sequence(model, prompt_ids, device):
     if len(greedy) != NEW_TOKENS:
         fail(f"generate() returned {len(greedy)} new tokens, not {NEW_TOKENS}")
     ids = list(prompt_ids) + greedy
+    if not forward:
+        return ids, greedy, None
     logits = model(torch.tensor([ids], dtype=torch.long, device=device)).logits
     return ids, greedy, logits[0].float().cpu()
 
@@ -218,6 +221,12 @@ def write_sequence(case_dir, k, prompt_ids, model, model32, device, extra=None):
     rel = margins / rms
     judged = rel > JUDGED_MARGIN
     top1_same = argmax == logits32.argmax(dim=-1)
+    # The same greedy decode in float32: how many tokens it keeps the bf16 continuation's (how far a
+    # token-for-token comparison of two correct bf16 and float32 runs can reach on this model).
+    _, greedy32, _ = run_sequence(model32, prompt_ids, device, forward=False)
+    same32 = 0
+    while same32 < NEW_TOKENS and greedy32[same32] == greedy[same32]:
+        same32 += 1
     seq = {
         "ids": ids,
         "logits_file": name,
@@ -236,6 +245,7 @@ def write_sequence(case_dir, k, prompt_ids, model, model32, device, extra=None):
             "top1_agree": int(top1_same.sum()),
             "judged": int(judged.sum()),
             "top1_agree_judged": int((top1_same & judged).sum()),
+            "greedy_same_run": same32,
         },
     }
     if extra:
@@ -430,7 +440,8 @@ def main():
                   f"{max(f['worst_over_rms'] for f in fp):.3f} and mean "
                   f"{sum(f['mean_over_rms'] for f in fp) / len(fp):.4f} of the RMS, top-1 "
                   f"{sum(f['top1_agree_judged'] for f in fp)}/{sum(f['judged'] for f in fp)} "
-                  f"where the margin > {JUDGED_MARGIN} RMS", flush=True)
+                  f"where the margin > {JUDGED_MARGIN} RMS, greedy identical runs "
+                  + " ".join(f"{f['greedy_same_run']}/{NEW_TOKENS}" for f in fp), flush=True)
     print(f"{written} case(s) written to {args.out} in {time.perf_counter() - T_START:.1f} s "
           "(imports included)")
 

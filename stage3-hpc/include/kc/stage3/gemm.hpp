@@ -20,11 +20,12 @@
 //   - cuBLAS (cublasGemmEx, CUBLAS_COMPUTE_32F) whenever a kc kernel cannot run the call: a GPU
 //     below sm_80; K % 8 != 0; leading dimensions other than the dense K, K, N; A, B or C not
 //     16-byte aligned;
-//   - M <= 2 (kGemvMaxM: decode at batch 1 or 2), on every GPU from sm_80 on: rung 12
-//     (stage3/hgemm/12_small_m_gemv), a GEMV on the CUDA cores, which measured above cuBLAS at
-//     M = 1 on the table's decode shapes and below it at M = 4 and 8, where its FMAs per byte of B
-//     approach the SM's issue rate (the fused op: cuBLAS and the separate bias+GELU kernel);
-//   - cuBLAS for 2 < M <= 64: small-M shapes, where rung 11 (stage3/hgemm/11_small_m_split_k)
+//   - M = 1 (kGemvMaxM: decode at batch 1), on every GPU from sm_80 on: rung 12
+//     (stage3/hgemm/12_small_m_gemv), a GEMV on the CUDA cores, which measured at or above cuBLAS
+//     at M = 1 on the table's decode shapes and below it from M = 2 on (93, 82, 59% at M = 2, 4,
+//     8), where its FMAs per byte of B approach the SM's issue rate (the fused op: cuBLAS and the
+//     separate bias+GELU kernel);
+//   - cuBLAS for 1 < M <= 64: small-M shapes, where rung 11 (stage3/hgemm/11_small_m_split_k)
 //     and rung 12 measured below cuBLAS (docs/benchmarks/h200/stage3-gemm.md): not dispatched
 //     until one is at parity;
 //   - compute capability 9.0 (H100/H200) with sm_90a code in this build: rung 09
@@ -80,7 +81,7 @@ enum class GemmFallback {
   k_not_multiple_of_8,  // rows of A and B are moved in 16-byte pieces
   leading_dimensions,   // lda != K, ldb != K or ldc != N: the kc kernels assume dense operands
   misaligned,           // A, B or C not 16-byte aligned
-  small_m,              // 2 < M <= 64 (the fused op: M <= 64), where no kc kernel matches cuBLAS yet
+  small_m,              // 1 < M <= 64 (the fused op: M <= 64), where no kc kernel matches cuBLAS yet
   small_output,         // sm_90: M x N below 2048 x 2048 or N < 256, where cuBLAS measured faster
   no_sm90a_code,        // sm_90 GPU, but this build holds no sm_90a code for the Hopper rungs
   shared_memory,        // rung 03: a block gets less shared memory than its pipeline needs
@@ -140,7 +141,7 @@ inline constexpr int kHopperMinColumns = 256;
 inline constexpr int kSmallM = 64;
 // M at or below this goes to rung 12 (the rung itself takes M <= 8: kSmallMGemvMaxM in
 // gemm/gemm_layout.hpp; the dispatch stops where it measured below cuBLAS).
-inline constexpr int kGemvMaxM = 2;
+inline constexpr int kGemvMaxM = 1;
 // Rung 03's grid has one block row per 128 rows and one block column per 256 columns, at most
 // 65535 of them (gridDim.y).
 inline constexpr int kRung03MaxN = 65535 * 256;
