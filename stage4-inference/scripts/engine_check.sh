@@ -10,7 +10,12 @@
 # KC_SMOLLM2_GGUF naming SmolLM2-135M-Instruct.Q4_1.gguf (scripts/fetch_smollm2.sh). What runs and
 # its exit status go to OUT/engine-check.log; the reference, the tables and every program's
 # output to OUT/. KC_ENGINE_BENCH_ARGS replaces kc-engine-bench's model list
-# (default: --synthetic smollm2-135m,llama-3.2-1b,llama-3.1-8b).
+# (default: --synthetic smollm2-135m,llama-3.2-1b,llama-3.1-8b). KC_HF_REFERENCE_DIR puts the
+# transformers reference elsewhere (default OUT/hf-reference; it holds the random-weight
+# checkpoints, hundreds of MB, so keep it out of OUT when OUT must travel). KC_SERVE_LOAD=1 also
+# runs kc-serve's load test (scripts/serve_load_test.py) on the 1B shape with 64 clients, on
+# SmolLM2 (with KC_SMOLLM2_GGUF) with 256 clients, disconnects and a burst past the queue, and on
+# the 1B shape with a 400-block KV cache (preemption), each 40 s; summaries to OUT/serve/.
 set -uo pipefail
 out="${1:?usage: engine_check.sh OUT [BUILD]}"
 build="${2:-build/gpu-check}"
@@ -33,10 +38,11 @@ step kernels "$build/bench/kc-bench" --filter '^stage4/' --markdown "$out/tables
 cases=gqa1_untied,gqa4_tied,gqa8_llama3
 gguf_args=()
 if [ -n "$gguf" ]; then cases="$cases,smollm2_gguf"; gguf_args=(--gguf "$gguf"); fi
-step hf-reference python3 "$root/stage4-inference/scripts/hf_reference.py" --out "$out/hf-reference" \
+reference="${KC_HF_REFERENCE_DIR:-$out/hf-reference}"
+step hf-reference python3 "$root/stage4-inference/scripts/hf_reference.py" --out "$reference" \
   --device cuda --cases "$cases" "${gguf_args[@]}"
-step hf-check python3 "$root/stage4-inference/scripts/check_hf_reference.py" "$out/hf-reference"
-step parity env KC_HF_REFERENCE="$out/hf-reference" KC_REQUIRE_HF_REFERENCE=1 \
+step hf-check python3 "$root/stage4-inference/scripts/check_hf_reference.py" "$reference"
+step parity env KC_HF_REFERENCE="$reference" KC_REQUIRE_HF_REFERENCE=1 \
   "$build/stage4-inference/tests/kc_stage4_gpu_tests" --gtest_filter='HfParity*'
 if [ -n "$gguf" ]; then
   for graphs in "" --cuda-graphs; do
@@ -48,4 +54,18 @@ read -r -a bench_models <<< "${KC_ENGINE_BENCH_ARGS:---synthetic smollm2-135m,ll
 step hf-peers python3 "$root/bench/peers/hf_engine_peers.py" "${bench_models[@]}" --out "$out/hf-peers.json"
 step engine-bench "$build/stage4-inference/kc-engine-bench" "${bench_models[@]}" --peers "$out/hf-peers.json" \
   --markdown "$out/tables"
+if [ "${KC_SERVE_LOAD:-0}" = 1 ]; then
+  mkdir -p "$out/serve"
+  load="$root/stage4-inference/scripts/serve_load_test.py"
+  serve="$build/stage4-inference/server/kc-serve"
+  tokenizer="$root/stage4-inference/tests/data/tokenizer/smollm2.tokenizer.json"
+  step serve-1b-64 python3 "$load" --spawn "$serve" --synthetic llama-3.2-1b --tokenizer "$tokenizer" -- \
+    --clients 64 --duration 40 --max-tokens 128 --out "$out/serve/1b-64.json"
+  if [ -n "$gguf" ]; then
+    step serve-smollm2 python3 "$load" --spawn "$serve" --model "$gguf" -- --clients 256 --duration 40 \
+      --max-tokens 128 --disconnect-fraction 0.1 --burst 300 --out "$out/serve/smollm2-256.json"
+  fi
+  step serve-small-kv python3 "$load" --spawn "$serve" --synthetic llama-3.2-1b --tokenizer "$tokenizer" \
+    --num-blocks 400 -- --clients 64 --duration 40 --max-tokens 128 --out "$out/serve/1b-small-kv.json"
+fi
 echo "engine_check: done; $log" | tee -a "$log"
