@@ -22,6 +22,13 @@
 // launches of 8 + 2 + 2 MB (Llama-3.2-1B) each pay the launch and the ramp to full bandwidth; one
 // launch of 12 MB pays them once.
 //
+// An RMSNorm prologue (the kNorm instances; Gemm::run_rmsnorm_shared_a): C = rmsnorm(A).B^T with
+// the norm in the same pass. The group's threads between them read every piece of each row of A,
+// so each sums the squares of the pieces it reads (8M more FFMA per piece of A) and the group's
+// reduction gives the row's sum of squares next to its dot products; A is multiplied by the
+// norm's weight as it is read, and 1 / sqrt(mean + eps) scales the finished sums. The engine's
+// decode step loses the separate norm kernels this way (RunnerOptions::fuse_norms).
+//
 // The group size is chosen at launch from K and N (choose_small_m_gemv_group below): long rows get
 // more threads per column, so that each thread has a few 16-byte pieces to fetch; and narrow
 // outputs (N small, as the K and V projections of a GQA model) get wider groups so that the grid
@@ -43,11 +50,12 @@
 // rate approaching at M = 8.
 //
 // SASS to look for (cuobjdump -sass -arch sm_90a <build>/stage3-hpc/CMakeFiles/kc_stage3.dir/
-// gemm/12_small_m_gemv.cu.o): in small_m_gemv_kernel<M> (R = small_m_gemv_rows(M) columns a
+// gemm/12_small_m_gemv.cu.o): in small_m_gemv_kernel<M, norm> (R = small_m_gemv_rows(M) columns a
 // group), per loop trip 2R LDG.E.NA.LTC256B.128.CONSTANT (B, through the non-coherent path, L1 not
 // allocated, 256-byte L2 prefetch; LTC128B on sm_80) issued before the first FFMA, 2M
-// LDG.E.128.CONSTANT (A), 8MR FFMA per trip, PRMT/SHF/IMAD.U32 for the bf16 -> f32 conversions;
-// after the loop SHFL.BFLY, one BAR.SYNC, STS/LDS; no LDL/STL (tests/sass/contracts.md).
+// LDG.E.128.CONSTANT (A), 16MR FFMA per trip (8MR a piece; 16M more with the norm),
+// PRMT/SHF/IMAD.U32 for the bf16 -> f32 conversions; after the loop SHFL.BFLY, one BAR.SYNC,
+// STS/LDS; no LDL/STL (tests/sass/contracts.md).
 //
 // Refuses: M > 8 (rung 11 and the tile rungs), K % 8 != 0 (16-byte pieces), and leading
 // dimensions other than the dense K, K, N or A and B not 16-byte aligned (the op's conformance
@@ -55,6 +63,7 @@
 //
 // Run just this rung:
 //   kc-bench --filter 'hgemm/1[12]_' --shapes 1x4096x4096,1x1024x4096,1x28672x4096,1x4096x14336,2x4096x4096,8x4096x4096
+#include <cmath>
 #include <cstdint>
 
 #include "arch/util.hpp"
@@ -82,6 +91,10 @@ struct SmallMGemvLaunch {
   bf16* c[kSmallMGemvMaxWeights] = {};
   int n[kSmallMGemvMaxWeights] = {};
   int block_begin[kSmallMGemvMaxWeights] = {};
+  // With an RMSNorm prologue (null: none): C_w = alpha.norm(A).B_w^T + beta.C_w, where row m of
+  // norm(A) is A[m] . norm_weight / sqrt(mean(A[m]^2) + norm_eps).
+  const bf16* norm_weight = nullptr;
+  float norm_eps = 0.f;
 };
 
 // 16 bytes of B through the read-only path, not allocated in L1 (read once), with a 256-byte L2
@@ -113,13 +126,35 @@ __device__ __forceinline__ float dot8(const float2 (&a)[4], uint4 b, float sum) 
   return sum;
 }
 
-template <int kM, int kRows>
-__device__ __forceinline__ void accumulate_piece(const bf16* a_rows, int k, int piece, const uint4 (&b)[kRows],
-                                                 float (&sum)[kM][kRows]) {
+// The piece's products with every row of A. With the RMSNorm prologue (kNorm), each row's squares
+// are summed on the way (the group's threads see every piece of K once between them, so after the
+// group's reduction they are the row's whole sum) and A is multiplied by the norm's weight before
+// the products; the 1 / RMS factor is applied to the finished sums.
+template <int kM, int kRows, bool kNorm>
+__device__ __forceinline__ void accumulate_piece(const bf16* a_rows, const bf16* norm_weight, int k, int piece,
+                                                 const uint4 (&b)[kRows], float (&sum)[kM][kRows],
+                                                 float (&squares)[kM]) {
+  float2 w[4] = {};
+  if constexpr (kNorm) {
+    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(norm_weight) + piece);
+    w[0] = unpack(raw.x);
+    w[1] = unpack(raw.y);
+    w[2] = unpack(raw.z);
+    w[3] = unpack(raw.w);
+  }
 #pragma unroll
   for (int m = 0; m < kM; ++m) {
     const uint4 raw = __ldg(reinterpret_cast<const uint4*>(a_rows + static_cast<std::size_t>(m) * k) + piece);
-    const float2 a[4] = {unpack(raw.x), unpack(raw.y), unpack(raw.z), unpack(raw.w)};
+    float2 a[4] = {unpack(raw.x), unpack(raw.y), unpack(raw.z), unpack(raw.w)};
+    if constexpr (kNorm) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        squares[m] = fmaf(a[i].x, a[i].x, squares[m]);
+        squares[m] = fmaf(a[i].y, a[i].y, squares[m]);
+        a[i].x *= w[i].x;
+        a[i].y *= w[i].y;
+      }
+    }
 #pragma unroll
     for (int r = 0; r < kRows; ++r) sum[m][r] = dot8(a, b[r], sum[m][r]);
   }
@@ -127,10 +162,11 @@ __device__ __forceinline__ void accumulate_piece(const bf16* a_rows, int k, int 
 
 // One block: kThreads / group_threads groups, each owning kRows consecutive columns of C, all in
 // one weight of `g` (the weight whose block range holds blockIdx.x).
-template <int kM>
+template <int kM, bool kNorm>
 __global__ void __launch_bounds__(kThreads, 2) small_m_gemv_kernel(SmallMGemvLaunch g) {
   constexpr int kRows = small_m_gemv_rows(kM);
-  __shared__ float partial[kWarps][kM * kRows];
+  constexpr int kSums = kM * kRows + (kNorm ? kM : 0);  // the products, then each row's squares
+  __shared__ float partial[kWarps][kSums];
 
   // Which weight: a short unrolled scan with constant indices (indexing the parameter arrays by a
   // runtime value would copy them to local memory).
@@ -161,10 +197,13 @@ __global__ void __launch_bounds__(kThreads, 2) small_m_gemv_kernel(SmallMGemvLau
   for (int r = 0; r < kRows; ++r) rows[r] = b + static_cast<std::size_t>(min(col0 + r, n - 1)) * g.k;
 
   float sum[kM][kRows];
+  float squares[kM];
 #pragma unroll
-  for (int m = 0; m < kM; ++m)
+  for (int m = 0; m < kM; ++m) {
+    squares[m] = 0.f;
 #pragma unroll
     for (int r = 0; r < kRows; ++r) sum[m][r] = 0.f;
+  }
 
   for (int p0 = lane_in_group; p0 < pieces; p0 += kUnroll * group_threads) {
     uint4 pieces_of_b[kUnroll][kRows];
@@ -178,7 +217,8 @@ __global__ void __launch_bounds__(kThreads, 2) small_m_gemv_kernel(SmallMGemvLau
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int piece = p0 + u * group_threads;
-      if (piece < pieces) accumulate_piece<kM, kRows>(g.a, g.k, piece, pieces_of_b[u], sum);
+      if (piece < pieces)
+        accumulate_piece<kM, kRows, kNorm>(g.a, g.norm_weight, g.k, piece, pieces_of_b[u], sum, squares);
     }
   }
 
@@ -193,6 +233,15 @@ __global__ void __launch_bounds__(kThreads, 2) small_m_gemv_kernel(SmallMGemvLau
       for (int offset = 16; offset > 0; offset /= 2) s += __shfl_xor_sync(0xffffffffu, s, offset);
       if (lane == 0) partial[warp][m * kRows + r] = s;
     }
+  if constexpr (kNorm) {
+#pragma unroll
+    for (int m = 0; m < kM; ++m) {
+      float s = squares[m];
+#pragma unroll
+      for (int offset = 16; offset > 0; offset /= 2) s += __shfl_xor_sync(0xffffffffu, s, offset);
+      if (lane == 0) partial[warp][kM * kRows + m] = s;
+    }
+  }
   __syncthreads();
 
   const int warps_per_group = group_threads / 32;
@@ -203,6 +252,12 @@ __global__ void __launch_bounds__(kThreads, 2) small_m_gemv_kernel(SmallMGemvLau
     if (col >= n) continue;
     float s = 0.f;
     for (int v = group_of_i * warps_per_group; v < (group_of_i + 1) * warps_per_group; ++v) s += partial[v][j];
+    if constexpr (kNorm) {
+      float row_squares = 0.f;
+      for (int v = group_of_i * warps_per_group; v < (group_of_i + 1) * warps_per_group; ++v)
+        row_squares += partial[v][kM * kRows + m];
+      s *= rsqrtf(row_squares / static_cast<float>(g.k) + g.norm_eps);
+    }
     bf16* c = c_weight + static_cast<std::size_t>(m) * n + col;
     float value = g.alpha * s;
     if (g.beta != 0.f) value += g.beta * __bfloat162float(*c);  // BLAS: beta = 0 reads no C
@@ -224,7 +279,10 @@ void check_weight(const char* what, int m, int n, int k, const bf16* a, const bf
 
 template <int kM>
 void launch_kernel(const SmallMGemvLaunch& g, int blocks, cudaStream_t stream) {
-  small_m_gemv_kernel<kM><<<blocks, kThreads, 0, stream>>>(g);
+  if (g.norm_weight != nullptr)
+    small_m_gemv_kernel<kM, true><<<blocks, kThreads, 0, stream>>>(g);
+  else
+    small_m_gemv_kernel<kM, false><<<blocks, kThreads, 0, stream>>>(g);
   KC_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -252,7 +310,11 @@ void hgemm_12_small_m_gemv(const HgemmArgs& args, cudaStream_t stream) {
 }
 
 void hgemm_12_small_m_gemv_shared_a(int m, int k, float alpha, const bf16* a, const SmallMGemvWeight* weights,
-                                    int count, float beta, cudaStream_t stream) {
+                                    int count, float beta, cudaStream_t stream, const bf16* norm_weight,
+                                    float norm_eps) {
+  require(norm_weight == nullptr || (aligned_16(norm_weight) && std::isfinite(norm_eps) && norm_eps >= 0.f),
+          "hgemm rung 12: the RMSNorm weight must be 16-byte aligned (got {}) and eps finite and >= 0 (got {})",
+          static_cast<const void*>(norm_weight), norm_eps);
   require(count >= 1 && count <= kSmallMGemvMaxWeights, "hgemm rung 12: {} weights; one launch takes 1 to {}",
           count, kSmallMGemvMaxWeights);
   long long total_n = 0;
@@ -270,6 +332,8 @@ void hgemm_12_small_m_gemv_shared_a(int m, int k, float alpha, const bf16* a, co
   g.beta = beta;
   g.weights = count;
   g.group_threads = group.threads;
+  g.norm_weight = norm_weight;
+  g.norm_eps = norm_eps;
   const int columns_per_block = (kThreads / group.threads) * small_m_gemv_rows(m);
   int blocks = 0;
   for (int i = 0; i < count; ++i) {

@@ -317,11 +317,10 @@ GemmPath Gemm::run(const HgemmArgs& args, cudaStream_t stream) {
   return path;
 }
 
-void Gemm::run_shared_a(int m, int k, const bf16* a, const SharedAWeight* weights, int count, cudaStream_t stream,
-                        GemmPath* paths) {
-  require(weights != nullptr && count >= 1 && count <= kSmallMGemvMaxWeights,
-          "kc::stage3::Gemm::run_shared_a: {} weights; pass 1 to {}", count, kSmallMGemvMaxWeights);
-  HgemmArgs calls[kSmallMGemvMaxWeights];
+bool Gemm::plan_shared_a(const char* entry, int m, int k, const bf16* a, const SharedAWeight* weights, int count,
+                         HgemmArgs* calls, GemmPath* paths) const {
+  require(weights != nullptr && count >= 1 && count <= kSmallMGemvMaxWeights, "{}: {} weights; pass 1 to {}", entry,
+          count, kSmallMGemvMaxWeights);
   bool fused = true;
   for (int i = 0; i < count; ++i) {
     HgemmArgs& args = calls[i];
@@ -338,6 +337,13 @@ void Gemm::run_shared_a(int m, int k, const bf16* a, const SharedAWeight* weight
     fused = fused && path.kernel == GemmKernel::hgemm_12_small_m_gemv;
     if (paths != nullptr) paths[i] = path;
   }
+  return fused;
+}
+
+void Gemm::run_shared_a(int m, int k, const bf16* a, const SharedAWeight* weights, int count, cudaStream_t stream,
+                        GemmPath* paths) {
+  HgemmArgs calls[kSmallMGemvMaxWeights];
+  const bool fused = plan_shared_a("kc::stage3::Gemm::run_shared_a", m, k, a, weights, count, calls, paths);
   require_current_device();
   if (!fused) {
     for (int i = 0; i < count; ++i) run(calls[i], stream);
@@ -347,6 +353,23 @@ void Gemm::run_shared_a(int m, int k, const bf16* a, const SharedAWeight* weight
   for (int i = 0; i < count; ++i) fused_weights[i] = {weights[i].b, weights[i].c, weights[i].n};
   hgemm_12_small_m_gemv_shared_a(m, k, 1.f, a, fused_weights, count, 0.f, stream);
   KC_CHECK_LAUNCH();
+}
+
+bool Gemm::run_rmsnorm_shared_a(int m, int k, const bf16* x, const bf16* norm_weight, float eps,
+                                const SharedAWeight* weights, int count, cudaStream_t stream, GemmPath* paths) {
+  constexpr const char* kEntry = "kc::stage3::Gemm::run_rmsnorm_shared_a";
+  require(norm_weight != nullptr && aligned(norm_weight, 16),
+          "{}: the RMSNorm weight ({} elements) must be a 16-byte aligned device pointer; got {}", kEntry, k,
+          static_cast<const void*>(norm_weight));
+  require(std::isfinite(eps) && eps >= 0.f, "{}: eps = {} must be finite and >= 0", kEntry, eps);
+  HgemmArgs calls[kSmallMGemvMaxWeights];
+  if (!plan_shared_a(kEntry, m, k, x, weights, count, calls, paths)) return false;
+  require_current_device();
+  SmallMGemvWeight fused_weights[kSmallMGemvMaxWeights];
+  for (int i = 0; i < count; ++i) fused_weights[i] = {weights[i].b, weights[i].c, weights[i].n};
+  hgemm_12_small_m_gemv_shared_a(m, k, 1.f, x, fused_weights, count, 0.f, stream, norm_weight, eps);
+  KC_CHECK_LAUNCH();
+  return true;
 }
 
 GemmPath Gemm::run_bias_gelu(const HgemmArgs& args, const bf16* bias, cudaStream_t stream) {

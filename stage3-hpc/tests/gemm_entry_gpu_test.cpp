@@ -412,5 +412,69 @@ TEST(GemmEntryGpu, SharedAWeightsMatchTheirReferencesFusedAndNot) {
   expect_clean_context();
 }
 
+// run_rmsnorm_shared_a: at M = 1 the norm runs inside rung 12's launch and each C_i matches
+// rmsnorm(x).B_i^T in double; the unnormalized product must fail the same comparison (negative
+// control). At M = 2 (not rung 12) it launches nothing and says so: C keeps its NaN poison.
+TEST(GemmEntryGpu, RmsNormSharedAMatchesTheNormThenTheGemmAtMOne) {
+  KC_SKIP_WITHOUT_GPU();
+  Gemm gemm(0);
+  const int k = 1032;
+  const float eps = 1e-5f;
+  const int widths[2] = {777, 2048};
+  const std::vector<float> norm = values(static_cast<std::size_t>(k), 31);
+  DeviceBuffer<bf16> norm_device(norm.size());
+  norm_device.copy_from_host(to_bf16(norm));
+  for (const int m : {1, 2}) {
+    const std::vector<float> x = values(static_cast<std::size_t>(m) * k, 32);
+    DeviceBuffer<bf16> x_device(x.size());
+    x_device.copy_from_host(to_bf16(x));
+    std::vector<std::vector<float>> b(2);
+    std::vector<DeviceBuffer<bf16>> b_device, c_device;
+    Gemm::SharedAWeight weights[2];
+    const bf16 nan = __float2bfloat16(std::numeric_limits<float>::quiet_NaN());
+    for (int w = 0; w < 2; ++w) {
+      b[w] = values(static_cast<std::size_t>(widths[w]) * k, 40 + w);
+      b_device.emplace_back(b[w].size());
+      b_device.back().copy_from_host(to_bf16(b[w]));
+      c_device.emplace_back(static_cast<std::size_t>(m) * widths[w]);
+      c_device.back().copy_from_host(std::vector<bf16>(static_cast<std::size_t>(m) * widths[w], nan));
+    }
+    for (int w = 0; w < 2; ++w) weights[w] = {b_device[w].data(), c_device[w].data(), widths[w]};
+    const bool ran = gemm.run_rmsnorm_shared_a(m, k, x_device.data(), norm_device.data(), eps, weights, 2, nullptr);
+    KC_CUDA_CHECK(cudaDeviceSynchronize());
+    if (m > kGemvMaxM) {
+      EXPECT_FALSE(ran) << "M " << m << " is not rung 12's: nothing should run";
+      for (int w = 0; w < 2; ++w)
+        for (const float v : to_float(c_device[w].to_host())) ASSERT_TRUE(std::isnan(v)) << "M " << m << ": C written";
+      continue;
+    }
+    ASSERT_TRUE(ran);
+    // |got - ref| <= 0.02 + 2^-7 |ref|, the shared-A test's bound.
+    const auto mismatches = [&](int w, bool normalized) {
+      const std::vector<float> got = to_float(c_device[w].to_host());
+      int bad = 0;
+      for (int i = 0; i < m; ++i) {
+        double squares = 0.0;
+        for (int p = 0; p < k; ++p) squares += static_cast<double>(x[i * k + p]) * x[i * k + p];
+        const double inv_rms = normalized ? 1.0 / std::sqrt(squares / k + eps) : 1.0;
+        for (int j = 0; j < widths[w]; ++j) {
+          double ref = 0.0;
+          for (int p = 0; p < k; ++p)
+            ref += static_cast<double>(x[i * k + p]) * inv_rms * (normalized ? norm[p] : 1.0) *
+                   b[w][static_cast<std::size_t>(j) * k + p];
+          bad += !(std::abs(got[static_cast<std::size_t>(i) * widths[w] + j] - ref) <= 0.02 + std::abs(ref) / 128.0);
+        }
+      }
+      return bad;
+    };
+    for (int w = 0; w < 2; ++w) {
+      EXPECT_EQ(mismatches(w, true), 0) << "weight " << w;
+      EXPECT_GT(mismatches(w, false), widths[w] / 2) << "weight " << w << ": the norm made no difference";
+    }
+  }
+  EXPECT_THROW(gemm.run_rmsnorm_shared_a(1, k, nullptr, nullptr, eps, nullptr, 1, nullptr), Error);
+  expect_clean_context();
+}
+
 }  // namespace
 }  // namespace kc::stage3

@@ -107,11 +107,17 @@ struct ModelRunner::Impl {
 
   PoolLayout layout(std::int64_t num_blocks) const;
   void upload(const ModelWeights* weights, std::uint64_t seed, const std::vector<float>& freq_factors);
+  // c = a . w^T (+ c when beta = 1: the residual stream with fuse_norms)
   void gemm_into(const char* role, const bf16* a, const bf16* w, bf16* c, std::int64_t m, std::int64_t n,
-                 std::int64_t k);
+                 std::int64_t k, float beta = 0.f);
   // q, k and v = normed . W^T of `layer` for `m` tokens: one launch where the GEMM entry fuses them
   // (decode: Gemm::run_shared_a), three GEMMs otherwise.
   void qkv_into(const bf16* normed_rows, const Layer& layer, std::int64_t m);
+  // fuse_norms: rmsnorm(x) . W^T for the weights (q, k and v; or [gate | up]; or the output
+  // projection), the norm inside the projection's launch where the GEMM entry can
+  // (Gemm::run_rmsnorm_shared_a), else stage 2's rmsnorm into `normed` and then the GEMMs.
+  void norm_then_project(const char* role, const bf16* x, const bf16* norm_weight, const Layer* layer, const bf16* w,
+                         bf16* c, std::int64_t m, std::int64_t n);
   // Called for every launch of a step: looks up without allocating, copies on the first time only.
   void note(std::string_view role, std::string_view what) {
     if (used.find(role) == used.end()) used.emplace(role, what);
@@ -366,7 +372,7 @@ void ModelRunner::Impl::upload(const ModelWeights* weights, std::uint64_t seed,
 }
 
 void ModelRunner::Impl::gemm_into(const char* role, const bf16* a, const bf16* w, bf16* c, std::int64_t m,
-                                  std::int64_t n, std::int64_t k_dim) {
+                                  std::int64_t n, std::int64_t k_dim, float beta) {
   stage3::HgemmArgs args;
   args.m = static_cast<int>(m);
   args.n = static_cast<int>(n);
@@ -377,6 +383,7 @@ void ModelRunner::Impl::gemm_into(const char* role, const bf16* a, const bf16* w
   args.lda = static_cast<int>(k_dim);
   args.ldb = static_cast<int>(k_dim);
   args.ldc = static_cast<int>(n);
+  args.beta = beta;  // 1: C += A.W^T (the residual stream, fuse_norms)
   const stage3::GemmPath path = gemm.run(args, stream);
   if (gemms_noted.emplace(role, std::make_pair(path.kernel, path.fallback)).second)  // formatted once per path
     note(fmt::format("projection {} (first at M = {})", role, m), path.name());
@@ -393,6 +400,40 @@ void ModelRunner::Impl::qkv_into(const bf16* normed_rows, const Layer& layer, st
     if (gemms_noted.emplace(kRoles[i], std::make_pair(paths[i].kernel, paths[i].fallback)).second)
       note(fmt::format("projection {} (first at M = {})", kRoles[i], m),
            fused ? paths[i].name() + " (q, k and v in one launch)" : paths[i].name());
+}
+
+void ModelRunner::Impl::norm_then_project(const char* role, const bf16* x, const bf16* norm_weight, const Layer* layer,
+                                          const bf16* w, bf16* c, std::int64_t m, std::int64_t n) {
+  const int H = static_cast<int>(config.hidden_size);
+  const float eps = static_cast<float>(config.rms_norm_eps);
+  static constexpr const char* kRoles[3] = {"q", "k", "v"};
+  stage3::Gemm::SharedAWeight weights[3];
+  int count = 1;
+  if (layer != nullptr) {  // q, k and v
+    const int q_n = static_cast<int>(q_width), kv_n = static_cast<int>(kv_width);
+    weights[0] = {layer->q, q, q_n};
+    weights[1] = {layer->k, k, kv_n};
+    weights[2] = {layer->v, v, kv_n};
+    count = 3;
+  } else {
+    weights[0] = {w, c, static_cast<int>(n)};
+  }
+  stage3::GemmPath paths[3];
+  if (gemm.run_rmsnorm_shared_a(static_cast<int>(m), H, x, norm_weight, eps, weights, count, stream, paths)) {
+    note("rmsnorm (fused)", "in the projection that reads it: stage3/hgemm/12_small_m_gemv");
+    for (int i = 0; i < count; ++i) {
+      const char* name = layer != nullptr ? kRoles[i] : role;
+      if (gemms_noted.emplace(name, std::make_pair(paths[i].kernel, paths[i].fallback)).second)
+        note(fmt::format("projection {} (first at M = {})", name, m), paths[i].name() + " (RMSNorm in the same pass)");
+    }
+    return;
+  }
+  stage2::RmsNormArgs<bf16> norm{static_cast<int>(m), H, x, norm_weight, normed, eps};
+  note("rmsnorm", stage2::rmsnorm(norm, stream));
+  if (layer != nullptr)
+    qkv_into(normed, *layer, m);
+  else
+    gemm_into(role, normed, w, c, m, n, H);
 }
 
 ModelRunner::Impl::StepPlan ModelRunner::Impl::prepare(const StepBatch& batch, std::int64_t padded_rows) {
@@ -515,11 +556,15 @@ void ModelRunner::Impl::launch(const StepPlan& plan) {
   stage2::EmbeddingArgs<bf16> embed{T, static_cast<int>(c.vocab_size), H, ids, embedding, residual[0],
                                     embedding_error};
   note("embedding", stage2::embedding(embed, stream));
-  int current = 0;  // residual[current] holds the residual stream
+  int current = 0;  // residual[current] holds the residual stream (fuse_norms: always residual[0])
+  const bool fused = options.fuse_norms;
+  bf16* x = residual[0];
   for (std::size_t l = 0; l < layers.size(); ++l) {
     const nvtx3::scoped_range layer_range{layer_ranges[l].c_str()};
     const Layer& layer = layers[l];
-    if (l == 0) {
+    if (fused) {
+      norm_then_project("q", x, layer.attn_norm, &layer, nullptr, nullptr, T, 0);
+    } else if (l == 0) {
       stage2::RmsNormArgs<bf16> norm{T, H, residual[0], layer.attn_norm, normed, eps};
       note("rmsnorm", stage2::rmsnorm(norm, stream));
     } else {  // the previous layer's MLP output joins the residual stream
@@ -528,7 +573,7 @@ void ModelRunner::Impl::launch(const StepPlan& plan) {
       note("residual + rmsnorm", stage2::residual_rmsnorm(norm, stream));
       current = 1 - current;
     }
-    qkv_into(normed, layer, T);
+    if (!fused) qkv_into(normed, layer, T);
     stage2::RopeArgs<bf16> rope;
     rope.layout = stage2::RopeLayout::rotate_half;
     rope.tokens = T;
@@ -591,16 +636,25 @@ void ModelRunner::Impl::launch(const StepPlan& plan) {
       note("attention (prefill)", stage3::attention_forward(a, stream));
     }
 
-    gemm_into("o", attn, layer.o, proj, T, H, q_width);
-    stage2::ResidualRmsNormArgs<bf16> norm{T, H, proj, residual[current], layer.ffn_norm, residual[1 - current],
-                                           normed, eps};
-    note("residual + rmsnorm", stage2::residual_rmsnorm(norm, stream));
-    current = 1 - current;
-    gemm_into("gate_up", normed, layer.gate_up, gate_up, T, 2 * c.intermediate_size, H);
+    if (fused) {  // x += attn . Wo^T, then rmsnorm(x) . [Wgate | Wup]^T
+      gemm_into("o", attn, layer.o, x, T, H, q_width, 1.f);
+      norm_then_project("gate_up", x, layer.ffn_norm, nullptr, layer.gate_up, gate_up, T, 2 * c.intermediate_size);
+    } else {
+      gemm_into("o", attn, layer.o, proj, T, H, q_width);
+      stage2::ResidualRmsNormArgs<bf16> norm{T, H, proj, residual[current], layer.ffn_norm, residual[1 - current],
+                                             normed, eps};
+      note("residual + rmsnorm", stage2::residual_rmsnorm(norm, stream));
+      current = 1 - current;
+      gemm_into("gate_up", normed, layer.gate_up, gate_up, T, 2 * c.intermediate_size, H);
+    }
     stage2::SwigluArgs<bf16> swiglu{T, static_cast<int>(c.intermediate_size), gate_up, act};
     note("swiglu", stage2::swiglu(swiglu, stream));
-    gemm_into("down", act, layer.down, proj, T, H, c.intermediate_size);
+    if (fused)
+      gemm_into("down", act, layer.down, x, T, H, c.intermediate_size, 1.f);  // x += act . Wdown^T
+    else
+      gemm_into("down", act, layer.down, proj, T, H, c.intermediate_size);
   }
+  if (fused) return;  // the final norm comes with the output projection (launch_greedy; execute_all_logits)
   stage2::ResidualRmsNormArgs<bf16> norm{T, H, proj, residual[current], final_norm, residual[1 - current], normed,
                                          eps};
   note("residual + rmsnorm", stage2::residual_rmsnorm(norm, stream));
@@ -608,9 +662,15 @@ void ModelRunner::Impl::launch(const StepPlan& plan) {
 
 void ModelRunner::Impl::launch_greedy(const StepPlan& plan) {
   const int samples = plan.samples;
-  gather_rows(normed, step_ints + plan.ints.sample_rows, samples, static_cast<int>(config.hidden_size), gathered,
-              stream);
-  gemm_into("output", gathered, output, logits, samples, config.vocab_size, config.hidden_size);
+  if (options.fuse_norms) {  // the sampled rows of the residual stream, then the final norm with the projection
+    gather_rows(residual[0], step_ints + plan.ints.sample_rows, samples, static_cast<int>(config.hidden_size),
+                gathered, stream);
+    norm_then_project("output", gathered, final_norm, nullptr, output, logits, samples, config.vocab_size);
+  } else {
+    gather_rows(normed, step_ints + plan.ints.sample_rows, samples, static_cast<int>(config.hidden_size), gathered,
+                stream);
+    gemm_into("output", gathered, output, logits, samples, config.vocab_size, config.hidden_size);
+  }
   argmax_rows(logits, samples, static_cast<int>(config.vocab_size), sampled, stream);
   KC_CUDA_CHECK(cudaMemcpyAsync(sampled_host.data(), sampled, samples * sizeof(std::int32_t), cudaMemcpyDeviceToHost,
                                 stream));
@@ -761,6 +821,11 @@ std::vector<float> ModelRunner::execute_all_logits(const StepBatch& batch) {
   Impl& m = *impl_;
   const Impl::StepPlan plan = m.prepare(batch, 0);
   m.launch(plan);
+  if (m.options.fuse_norms) {  // every row's final norm, which launch() leaves to the output projection
+    stage2::RmsNormArgs<bf16> norm{static_cast<int>(plan.tokens), static_cast<int>(m.config.hidden_size), m.residual[0],
+                                   m.final_norm, m.normed, static_cast<float>(m.config.rms_norm_eps)};
+    m.note("rmsnorm", stage2::rmsnorm(norm, m.stream));
+  }
   std::vector<float> all;
   all.reserve(elements(plan.tokens, m.config.vocab_size));
   for (std::int64_t first = 0; first < plan.tokens; first += m.options.max_running) {

@@ -237,6 +237,58 @@ TEST(ModelRunner, ChunkedPrefillAndDecodeMatchTheDoubleModel) {
   }
 }
 
+// RunnerOptions::fuse_norms: the residual stream accumulated in place by the o and down
+// projections, and each RMSNorm inside the projection that reads it where rung 12 runs (one token
+// a step). The same chunked prefill (norms as separate kernels, residual in place) and decode steps
+// (norms fused) as above, then greedy generation of one request through the scheduler with CUDA
+// graphs (the final norm fused into the output projection), each token within the tie margin of
+// the double model's best.
+TEST(ModelRunner, FusedNormsMatchTheDoubleModel) {
+  KC_SKIP_WITHOUT_GPU();
+  for (const Case& c : kCases) {
+    const ModelWeights weights = case_weights(c, 12);
+    const std::vector<std::int32_t> ids = random_ids(77, c.vocab, 7);
+    const std::vector<double> reference = reference_logits(weights, ids);
+    RunnerOptions options = small_runner();
+    options.fuse_norms = true;
+    options.cuda_graphs = true;
+    ModelRunner runner(weights, options);
+    KvBlockManager cache(runner.scheduler_config().num_blocks, options.block_size);
+    const std::int32_t stride = static_cast<std::int32_t>(runner.scheduler_config().max_model_len / options.block_size);
+    Comparison chunked, decoded;
+    std::size_t done = 0;
+    for (std::size_t chunk : {7, 16, 20}) {
+      const std::vector<TokenId> tokens(ids.begin() + done, ids.begin() + done + chunk);
+      compare(runner.execute_all_logits(make_step(cache, {{1, tokens}}, 0, stride)), reference, c.vocab, chunk, done,
+              chunked);
+      done += chunk;
+    }
+    for (; done < ids.size(); ++done)
+      compare(runner.execute_all_logits(make_step(cache, {{1, {ids[done]}}}, 1, stride)), reference, c.vocab, 1, done,
+              decoded);
+    expect_close(chunked, fmt::format("{} chunked prefill, fused norms", c.name));
+    expect_close(decoded, fmt::format("{} decode steps, fused norms", c.name));
+    EXPECT_EQ(runner.kernels_used().count("rmsnorm (fused)"), 1u) << c.name << ": no norm ran fused";
+
+    Scheduler scheduler(runner.scheduler_config());
+    const std::vector<std::int32_t> prompt = random_ids(9, c.vocab, 77);
+    const std::vector<std::vector<TokenId>> out = generate(scheduler, runner, {greedy_request(prompt, 12)});
+    ASSERT_EQ(out.size(), 1u);
+    ASSERT_EQ(out[0].size(), 12u);
+    std::vector<std::int32_t> so_far = prompt;
+    for (const TokenId token : out[0]) {
+      const std::vector<double> logits = reference_logits(weights, so_far);
+      const double* row = logits.data() + (so_far.size() - 1) * c.vocab;
+      const double best = *std::max_element(row, row + c.vocab);
+      ASSERT_TRUE(token >= 0 && token < c.vocab);
+      EXPECT_GE(row[token], best - kTieMargin * rms_of(row, c.vocab))
+          << c.name << ", token " << so_far.size() - prompt.size();
+      so_far.push_back(token);
+    }
+    EXPECT_GT(runner.graph_replays(), 0) << c.name;
+  }
+}
+
 // One step holding two decodes and two prefill chunks of other sequences.
 TEST(ModelRunner, MixedBatchMatchesTheDoubleModel) {
   KC_SKIP_WITHOUT_GPU();

@@ -220,9 +220,21 @@ class Gemm {
   // `paths`, when not null, receives the path of each weight (count of them).
   void run_shared_a(int m, int k, const bf16* a, const SharedAWeight* weights, int count, cudaStream_t stream,
                     GemmPath* paths = nullptr);
+  // C_i = rmsnorm(x).B_i^T, rmsnorm(x)[m] = x[m] . norm_weight / sqrt(mean(x[m]^2) + eps) (stage
+  // 2's RMSNorm), the norm done inside the one launch of rung 12 that run_shared_a would make: it
+  // sums each row's squares in the same pass over x and scales the finished dot products. Only
+  // where run_shared_a would fuse (every weight on rung 12); otherwise it launches nothing and
+  // returns false, and the caller runs the norm (kc::stage2::rmsnorm) and run_shared_a. The
+  // arguments are checked as run_shared_a checks them, plus norm_weight (K elements, 16-byte
+  // aligned) and eps (finite, >= 0). `paths` as in run_shared_a.
+  bool run_rmsnorm_shared_a(int m, int k, const bf16* x, const bf16* norm_weight, float eps,
+                            const SharedAWeight* weights, int count, cudaStream_t stream, GemmPath* paths = nullptr);
 
  private:
   void require_current_device() const;
+  // Checks and plans each weight of a shared-A call; true when every one takes rung 12.
+  bool plan_shared_a(const char* entry, int m, int k, const bf16* a, const SharedAWeight* weights, int count,
+                     HgemmArgs* calls, GemmPath* paths) const;
   void run_cublas(const HgemmArgs& args, cudaStream_t stream);
 
   int device_ = 0;

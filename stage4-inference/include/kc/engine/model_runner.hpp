@@ -77,6 +77,12 @@ struct RunnerOptions {
   // of the reference sampler on the host (their logits copied back). Off by default until it has
   // run on the GPU against the reference (tests/gpu_sampler_gpu_test.cpp).
   bool gpu_sampler = false;
+  // The residual stream accumulated in place by the o and down projections (beta = 1), and each
+  // RMSNorm done inside the projection that reads it where the GEMM entry can
+  // (kc::stage3::Gemm::run_rmsnorm_shared_a: rung 12, one token a step): two kernels a layer fewer
+  // at batch-1 decode. Elsewhere stage 2's rmsnorm runs before the projection. Off by default
+  // until it has run on the GPU against the double model (tests/model_runner_gpu_test.cpp).
+  bool fuse_norms = false;
 };
 
 inline constexpr std::int64_t kDefaultMaxModelLen = 8192;
