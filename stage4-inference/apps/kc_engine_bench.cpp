@@ -7,7 +7,9 @@
 // A model is a checkpoint (--model: GGUF file or HF directory, its weights as loaded) or a
 // published configuration with random weights drawn on the GPU (--synthetic: the shape decides
 // the time, not the values). For each model, with the decode steps eager and as captured CUDA
-// graphs (--cuda-graphs both|on|off), after a warm-up that runs every batch size once:
+// graphs (--cuda-graphs both|on|off), and with the norms fused into the projections or not
+// (--fuse-norms off|on|both: RunnerOptions::fuse_norms), after a warm-up that runs every batch size
+// once:
 //   decode      one request, a prompt of C random tokens, then --decode-tokens tokens; tok/s over
 //               the tokens after the first (greedy, end-of-sequence ignored). Bytes a step: every
 //               weight once (of the embedding table one row, unless it is also the output
@@ -59,13 +61,13 @@ constexpr const char* kUsage =
     "usage: kc-engine-bench (--model PATH | --synthetic NAME[,NAME...]) [--seed 1]\n"
     "                       [--contexts 128,2048,8192] [--decode-tokens 128] [--prefill 512,2048]\n"
     "                       [--concurrency 1,8,64,256] [--concurrency-prompt 128]\n"
-    "                       [--concurrency-tokens 128] [--cuda-graphs both|on|off]\n"
+    "                       [--concurrency-tokens 128] [--cuda-graphs both|on|off] [--fuse-norms off|on|both]\n"
     "                       [--max-model-len 8448] [--kv-fraction 0.6] [--peers hf.json]\n"
     "                       [--markdown DIR]\n"
     "  NAME: smollm2-135m, llama-3.2-1b, llama-3.1-8b (published shapes, random weights)\n";
 
 struct Args {
-  std::string model, synthetic, markdown, peers, graphs = "both", command;
+  std::string model, synthetic, markdown, peers, graphs = "both", fuse_norms = "off", command;
   std::uint64_t seed = 1;
   std::vector<int> contexts{128, 2048, 8192}, prefill{512, 2048}, concurrency{1, 8, 64, 256};
   int decode_tokens = 128, concurrency_prompt = 128, concurrency_tokens = 128;
@@ -102,6 +104,7 @@ struct ConcurrencyRow {
 struct ModelResult {
   std::string name, source;
   bool cuda_graphs = false;
+  bool fuse_norms = false;
   double params = 0, weight_bytes = 0, kv_bytes_per_token = 0, pool_mib = 0;
   double weight_bytes_read = 0;  // a decode step reads every weight except the embedding table
                                  // (one row of it), which a tied model reads as its output
@@ -261,6 +264,11 @@ ModelResult measure(kc::engine::ModelRunner& runner, const kc::engine::ModelConf
 
 std::string fixed(double value, int digits) { return fmt::format("{:.{}f}", value, digits); }
 
+// "eager", "CUDA graphs", "CUDA graphs, fused norms": a table section's mode.
+std::string mode_name(const ModelResult& r) {
+  return std::string(r.cuda_graphs ? "CUDA graphs" : "eager") + (r.fuse_norms ? ", fused norms" : "");
+}
+
 // bench/peers/hf_engine_peers.py's rates: (model, metric, size) -> tok/s; `name` is its "peer".
 struct Peers {
   std::string name;
@@ -318,7 +326,7 @@ void write_tables(const Args& args, const kc::DeviceInfo& device, double copy_gb
     const ModelResult& r = results[m];
     md += fmt::format("## {} ({}), {}\n\n{:.2f} B parameters, {:.0f} MiB of bf16 weights, {:.0f} KiB of KV cache a "
                       "token; device pool {:.0f} MiB ({} KV blocks of {} tokens); {} decode steps replayed as graphs.\n\n",
-                      r.name, r.source, r.cuda_graphs ? "CUDA graphs" : "eager", r.params / 1e9,
+                      r.name, r.source, mode_name(r), r.params / 1e9,
                       r.weight_bytes / (1 << 20), r.kv_bytes_per_token / 1024, r.pool_mib, r.num_blocks, r.block_size,
                       r.graph_replays);
     md += fmt::format("| decode, batch 1 | tok/s | GB/s | % of copy |{}\n|---|---:|---:|---:|{}\n", peers.headers(),
@@ -339,11 +347,11 @@ void write_tables(const Args& args, const kc::DeviceInfo& device, double copy_gb
                         fixed(c.tok_s, 1), fixed(c.ttft_p50_ms, 1), fixed(c.ttft_p99_ms, 1),
                         peers.cells(r.name, "concurrency", c.requests, c.tok_s));
     md += "\n";
-    json += fmt::format("{}\n    {{\"name\": {}, \"source\": {}, \"cuda_graphs\": {}, \"params\": {:.0f}, "
+    json += fmt::format("{}\n    {{\"name\": {}, \"source\": {}, \"cuda_graphs\": {}, \"fuse_norms\": {}, \"params\": {:.0f}, "
                         "\"weight_bytes\": {:.0f}, \"kv_bytes_per_token\": {:.0f}, \"pool_mib\": {:.1f}, "
                         "\"num_blocks\": {}, \"block_size\": {}, \"graph_replays\": {},\n     \"decode\": [",
                         m ? "," : "", kc::json_string(r.name), kc::json_string(r.source),
-                        r.cuda_graphs ? "true" : "false", r.params, r.weight_bytes, r.kv_bytes_per_token, r.pool_mib,
+                        r.cuda_graphs ? "true" : "false", r.fuse_norms ? "true" : "false", r.params, r.weight_bytes, r.kv_bytes_per_token, r.pool_mib,
                         r.num_blocks, r.block_size, r.graph_replays);
     for (std::size_t i = 0; i < r.decode.size(); ++i)
       json += fmt::format("{}{{\"context\": {}, \"tokens\": {}, \"tok_s\": {:.2f}, \"bytes_per_token\": {:.0f}, "
@@ -386,6 +394,7 @@ int run(int argc, char** argv) {
        {"--concurrency-tokens",
         [&](const std::string& v) { args.concurrency_tokens = kc::parse_int("--concurrency-tokens", v); }},
        {"--cuda-graphs", [&](const std::string& v) { args.graphs = v; }},
+       {"--fuse-norms", [&](const std::string& v) { args.fuse_norms = v; }},
        {"--max-model-len", [&](const std::string& v) { args.max_model_len = kc::parse_int("--max-model-len", v); }},
        {"--kv-fraction", [&](const std::string& v) { args.kv_fraction = kc::parse_double("--kv-fraction", v); }},
        {"--peers", [&](const std::string& v) { args.peers = v; }},
@@ -397,6 +406,8 @@ int run(int argc, char** argv) {
   kc::require(args.model.empty() != args.synthetic.empty(), "give --model or --synthetic (one of them)\n{}", kUsage);
   kc::require(args.graphs == "both" || args.graphs == "on" || args.graphs == "off",
               "--cuda-graphs: '{}' is not both, on or off", args.graphs);
+  kc::require(args.fuse_norms == "both" || args.fuse_norms == "on" || args.fuse_norms == "off",
+              "--fuse-norms: '{}' is not both, on or off", args.fuse_norms);
   kc::require(args.decode_tokens >= 2 && args.concurrency_tokens >= 1 && args.concurrency_prompt >= 1,
               "--decode-tokens must be >= 2, --concurrency-prompt and --concurrency-tokens >= 1");
   const Peers peers = Peers::read(args.peers);  // read first: a bad file costs no GPU time
@@ -412,6 +423,9 @@ int run(int argc, char** argv) {
   std::vector<bool> graph_modes;
   if (args.graphs != "on") graph_modes.push_back(false);
   if (args.graphs != "off") graph_modes.push_back(true);
+  std::vector<bool> fuse_modes;
+  if (args.fuse_norms != "on") fuse_modes.push_back(false);
+  if (args.fuse_norms != "off") fuse_modes.push_back(true);
   std::vector<std::string> names;
   if (!args.synthetic.empty()) {
     std::stringstream in(args.synthetic);
@@ -431,19 +445,22 @@ int run(int argc, char** argv) {
     } else {
       config = kc::engine::published_model_config(name);
     }
+    for (bool fuse : fuse_modes)
     for (bool graphs : graph_modes) {
       kc::engine::RunnerOptions options;
       options.cuda_graphs = graphs;
+      options.fuse_norms = fuse;
       options.kv_memory_fraction = args.kv_fraction;
       options.max_model_len = std::min(args.max_model_len, config.max_position_embeddings);
       std::unique_ptr<kc::engine::ModelRunner> runner =
           loaded ? std::make_unique<kc::engine::ModelRunner>(loaded->weights, options, loaded->rope_freq_factors)
                  : std::make_unique<kc::engine::ModelRunner>(config, options, args.seed);
-      std::printf("%s, %s:\n", name.c_str(), graphs ? "CUDA graphs" : "eager");
+      std::printf("%s, %s%s:\n", name.c_str(), graphs ? "CUDA graphs" : "eager", fuse ? ", fused norms" : "");
       ModelResult result = measure(*runner, config, args, copy_gbps);
       result.name = name;
       result.source = loaded ? "checkpoint, " + loaded->format : "published shape, random weights";
       result.cuda_graphs = graphs;
+      result.fuse_norms = fuse;
       results.push_back(std::move(result));
     }
   }
