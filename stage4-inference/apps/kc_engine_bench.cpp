@@ -22,13 +22,15 @@
 //               --concurrency-tokens output tokens: output tokens / wall time, and the time to
 //               first token (p50, p99) from submission.
 // --markdown DIR writes DIR/stage4.md and DIR/stage4.json (the GPU, driver, CUDA, date, commit
-// and command head them, as kc-bench's tables). --peers FILE adds the rates of
-// bench/peers/hf_engine_peers.py (HF transformers eager, same models, same GPU) beside kc's, with
-// kc's rate over the peer's.
+// and command head them, as kc-bench's tables). --peers FILE[,FILE] adds the rates of
+// bench/peers/hf_engine_peers.py (HF transformers eager, same models, same GPU) and of
+// bench/peers/llama_cpp_peer.py (llama.cpp's llama-bench on the same GGUF file) beside kc's, each
+// with kc's rate over the peer's; the JSON rows carry them under "peers".
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -58,11 +60,11 @@ using Clock = std::chrono::steady_clock;
 using kc::engine::TokenId;
 
 constexpr const char* kUsage =
-    "usage: kc-engine-bench (--model PATH | --synthetic NAME[,NAME...]) [--seed 1]\n"
+    "usage: kc-engine-bench [--synthetic NAME[,NAME...]] [--model PATH] (at least one) [--seed 1]\n"
     "                       [--contexts 128,2048,8192] [--decode-tokens 128] [--prefill 512,2048]\n"
     "                       [--concurrency 1,8,64,256] [--concurrency-prompt 128]\n"
     "                       [--concurrency-tokens 128] [--cuda-graphs both|on|off] [--fuse-norms off|on|both]\n"
-    "                       [--max-model-len 8448] [--kv-fraction 0.6] [--peers hf.json]\n"
+    "                       [--max-model-len 8448] [--kv-fraction 0.6] [--peers hf.json[,llama.json]]\n"
     "                       [--markdown DIR]\n"
     "  NAME: smollm2-135m, llama-3.2-1b, llama-3.1-8b (published shapes, random weights)\n";
 
@@ -269,37 +271,79 @@ std::string mode_name(const ModelResult& r) {
   return std::string(r.cuda_graphs ? "CUDA graphs" : "eager") + (r.fuse_norms ? ", fused norms" : "");
 }
 
-// bench/peers/hf_engine_peers.py's rates: (model, metric, size) -> tok/s; `name` is its "peer".
-struct Peers {
+// One peer's rates, from bench/peers/hf_engine_peers.py or bench/peers/llama_cpp_peer.py:
+// (model, metric, size) -> tok/s; `name` is its "peer". A row's model is kc's model name, or for a
+// checkpoint run (--model PATH) the file's name without its directory.
+struct Peer {
   std::string name;
   std::map<std::tuple<std::string, std::string, int>, double> rates;
 
-  static Peers read(const std::string& path) {
-    Peers peers;
-    if (path.empty()) return peers;
+  static Peer read(const std::string& path) {
+    Peer peer;
     std::ifstream in(path);
     kc::require(static_cast<bool>(in), "--peers: cannot read '{}'", path);
     const nlohmann::json json = nlohmann::json::parse(in, nullptr, false);
-    kc::require(json.is_object() && json.value("tool", "") == "hf_engine_peers" && json.contains("rows"),
-                "--peers: '{}' is not the output of bench/peers/hf_engine_peers.py", path);
-    peers.name = json.value("peer", "peer");
+    const std::string tool = json.is_object() ? json.value("tool", "") : "";
+    kc::require((tool == "hf_engine_peers" || tool == "llama_cpp_peer") && json.contains("rows"),
+                "--peers: '{}' is not the output of bench/peers/hf_engine_peers.py or llama_cpp_peer.py", path);
+    peer.name = json.value("peer", "peer");
     for (const nlohmann::json& row : json.at("rows")) {
       const std::string metric = row.at("metric").get<std::string>();
       const char* size_key = metric == "decode" ? "context" : metric == "prefill" ? "prompt" : "requests";
-      peers.rates[{row.at("model").get<std::string>(), metric, row.at(size_key).get<int>()}] =
+      peer.rates[{row.at("model").get<std::string>(), metric, row.at(size_key).get<int>()}] =
           row.at("tok_s").get<double>();
     }
+    return peer;
+  }
+  // The peer's rate for kc's model `model` (a name, or a checkpoint's path), or nothing.
+  std::optional<double> rate(const std::string& model, const std::string& metric, int size) const {
+    for (const std::string& key : {model, std::filesystem::path(model).filename().string()}) {
+      const auto found = rates.find({key, metric, size});
+      if (found != rates.end()) return found->second;
+    }
+    return std::nullopt;
+  }
+};
+
+// The peers of --peers FILE[,FILE...], a pair of columns each in the tables.
+struct Peers {
+  std::vector<Peer> list;
+
+  static Peers read(const std::string& paths) {
+    Peers peers;
+    std::stringstream in(paths);
+    std::string path;
+    while (std::getline(in, path, ','))
+      if (!path.empty()) peers.list.push_back(Peer::read(path));
     return peers;
   }
-  // "| 81.2 | 12.3× " cells for the tables (empty cells without a peer row).
+  // "| 81.2 | 12.3× " cells for the tables ("– | –" where a peer has no row).
   std::string cells(const std::string& model, const std::string& metric, int size, double kc_rate) const {
-    if (name.empty()) return "";
-    const auto found = rates.find({model, metric, size});
-    if (found == rates.end()) return " – | – |";
-    return fmt::format(" {} | {}× |", fixed(found->second, 1), fixed(kc_rate / found->second, 2));
+    std::string out;
+    for (const Peer& peer : list) {
+      const std::optional<double> rate = peer.rate(model, metric, size);
+      out += rate ? fmt::format(" {} | {}× |", fixed(*rate, 1), fixed(kc_rate / *rate, 2)) : " – | – |";
+    }
+    return out;
   }
-  std::string headers() const { return name.empty() ? "" : fmt::format(" {} tok/s | kc / peer |", name); }
-  std::string rules() const { return name.empty() ? "" : "---:|---:|"; }
+  std::string headers() const {
+    std::string out;
+    for (const Peer& peer : list) out += fmt::format(" {} tok/s | kc / peer |", peer.name);
+    return out;
+  }
+  std::string rules() const {
+    std::string out;
+    for (std::size_t i = 0; i < list.size(); ++i) out += "---:|---:|";
+    return out;
+  }
+  // ", \"peers\": {\"HF ...\": 40.3}" for a JSON row, or "" when no peer has the row.
+  std::string json(const std::string& model, const std::string& metric, int size) const {
+    std::string out;
+    for (const Peer& peer : list)
+      if (const std::optional<double> rate = peer.rate(model, metric, size))
+        out += fmt::format("{}{}: {:.2f}", out.empty() ? "" : ", ", kc::json_string(peer.name), *rate);
+    return out.empty() ? "" : ", \"peers\": {" + out + "}";
+  }
 };
 
 void write_tables(const Args& args, const kc::DeviceInfo& device, double copy_gbps,
@@ -355,19 +399,22 @@ void write_tables(const Args& args, const kc::DeviceInfo& device, double copy_gb
                         r.num_blocks, r.block_size, r.graph_replays);
     for (std::size_t i = 0; i < r.decode.size(); ++i)
       json += fmt::format("{}{{\"context\": {}, \"tokens\": {}, \"tok_s\": {:.2f}, \"bytes_per_token\": {:.0f}, "
-                          "\"gb_s\": {:.1f}, \"pct_copy\": {:.2f}}}",
+                          "\"gb_s\": {:.1f}, \"pct_copy\": {:.2f}{}}}",
                           i ? ", " : "", r.decode[i].context, r.decode[i].tokens, r.decode[i].tok_s,
-                          r.decode[i].bytes_per_token, r.decode[i].gb_s, r.decode[i].pct_copy);
+                          r.decode[i].bytes_per_token, r.decode[i].gb_s, r.decode[i].pct_copy,
+                          peers.json(r.name, "decode", r.decode[i].context));
     json += "],\n     \"prefill\": [";
     for (std::size_t i = 0; i < r.prefill.size(); ++i)
-      json += fmt::format("{}{{\"prompt\": {}, \"ttft_ms\": {:.3f}, \"tok_s\": {:.1f}}}", i ? ", " : "",
-                          r.prefill[i].prompt, r.prefill[i].ttft_ms, r.prefill[i].tok_s);
+      json += fmt::format("{}{{\"prompt\": {}, \"ttft_ms\": {:.3f}, \"tok_s\": {:.1f}{}}}", i ? ", " : "",
+                          r.prefill[i].prompt, r.prefill[i].ttft_ms, r.prefill[i].tok_s,
+                          peers.json(r.name, "prefill", r.prefill[i].prompt));
     json += "],\n     \"concurrency\": [";
     for (std::size_t i = 0; i < r.concurrency.size(); ++i)
       json += fmt::format("{}{{\"requests\": {}, \"prompt\": {}, \"tokens\": {}, \"tok_s\": {:.2f}, "
-                          "\"ttft_p50_ms\": {:.3f}, \"ttft_p99_ms\": {:.3f}}}",
+                          "\"ttft_p50_ms\": {:.3f}, \"ttft_p99_ms\": {:.3f}{}}}",
                           i ? ", " : "", r.concurrency[i].requests, r.concurrency[i].prompt, r.concurrency[i].tokens,
-                          r.concurrency[i].tok_s, r.concurrency[i].ttft_p50_ms, r.concurrency[i].ttft_p99_ms);
+                          r.concurrency[i].tok_s, r.concurrency[i].ttft_p50_ms, r.concurrency[i].ttft_p99_ms,
+                          peers.json(r.name, "concurrency", r.concurrency[i].requests));
     json += "]}";
   }
   json += "\n  ]\n}\n";
@@ -403,7 +450,7 @@ int run(int argc, char** argv) {
     std::cout << kUsage;
     return 0;
   }
-  kc::require(args.model.empty() != args.synthetic.empty(), "give --model or --synthetic (one of them)\n{}", kUsage);
+  kc::require(!args.model.empty() || !args.synthetic.empty(), "give --model, --synthetic or both\n{}", kUsage);
   kc::require(args.graphs == "both" || args.graphs == "on" || args.graphs == "off",
               "--cuda-graphs: '{}' is not both, on or off", args.graphs);
   kc::require(args.fuse_norms == "both" || args.fuse_norms == "on" || args.fuse_norms == "off",
@@ -426,20 +473,16 @@ int run(int argc, char** argv) {
   std::vector<bool> fuse_modes;
   if (args.fuse_norms != "on") fuse_modes.push_back(false);
   if (args.fuse_norms != "off") fuse_modes.push_back(true);
-  std::vector<std::string> names;
-  if (!args.synthetic.empty()) {
-    std::stringstream in(args.synthetic);
-    std::string name;
-    while (std::getline(in, name, ',')) names.push_back(name);
-  } else {
-    names.push_back(args.model);
-  }
+  std::vector<std::pair<std::string, bool>> names;  // (name or path, a checkpoint)
+  std::stringstream in(args.synthetic);
+  for (std::string name; std::getline(in, name, ',');) names.emplace_back(name, false);
+  if (!args.model.empty()) names.emplace_back(args.model, true);
 
   std::vector<ModelResult> results;
-  for (const std::string& name : names) {
+  for (const auto& [name, checkpoint] : names) {
     std::optional<kc::engine::LoadedModel> loaded;
     kc::engine::ModelConfig config;
-    if (args.synthetic.empty()) {
+    if (checkpoint) {
       loaded = kc::engine::load_model(name);
       config = loaded->weights.config;
     } else {

@@ -16,6 +16,8 @@
 # runs kc-serve's load test (scripts/serve_load_test.py) on the 1B shape with 64 clients, on
 # SmolLM2 (with KC_SMOLLM2_GGUF) with 256 clients, disconnects and a burst past the queue, and on
 # the 1B shape with a 400-block KV cache (preemption), each 40 s; summaries to OUT/serve/.
+# KC_LLAMA_BENCH naming a llama-bench binary (bench/peers/build_llama_cpp.sh) adds llama.cpp on the
+# SmolLM2 file as a second peer, and kc-engine-bench then also runs that file (--model).
 set -uo pipefail
 out="${1:?usage: engine_check.sh OUT [BUILD]}"
 build="${2:-build/gpu-check}"
@@ -52,7 +54,13 @@ if [ -n "$gguf" ]; then
 fi
 read -r -a bench_models <<< "${KC_ENGINE_BENCH_ARGS:---synthetic smollm2-135m,llama-3.2-1b,llama-3.1-8b}"
 step hf-peers python3 "$root/bench/peers/hf_engine_peers.py" "${bench_models[@]}" --out "$out/hf-peers.json"
-step engine-bench "$build/stage4-inference/kc-engine-bench" "${bench_models[@]}" --peers "$out/hf-peers.json" \
+peers="$out/hf-peers.json"
+if [ -n "${KC_LLAMA_BENCH:-}" ] && [ -n "$gguf" ]; then
+  step llama-peer python3 "$root/bench/peers/llama_cpp_peer.py" --llama-bench "$KC_LLAMA_BENCH" --gguf "$gguf" \
+    --out "$out/llama-peer.json" && peers="$peers,$out/llama-peer.json"
+  bench_models+=(--model "$gguf")
+fi
+step engine-bench "$build/stage4-inference/kc-engine-bench" "${bench_models[@]}" --peers "$peers" \
   --markdown "$out/tables"
 if [ "${KC_SERVE_LOAD:-0}" = 1 ]; then
   mkdir -p "$out/serve"
