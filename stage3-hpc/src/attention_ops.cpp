@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 
 #include "kc/common/device.hpp"
+#include "kc/common/error.hpp"
 
 namespace kc::stage3 {
 
@@ -21,10 +22,18 @@ std::string_view attention_forward(const AttentionArgs<T>& args, cudaStream_t st
 template <typename T>
 float* PagedDecodeAttention::workspace_for(const DecodeArgs<T>& args, DecodeSplitPlan& plan) {
   if (sm_count_ == 0) sm_count_ = current_device_sm_count();
-  plan = plan_decode_splits(args.batch, args.kv_heads, args.group_rows(), args.max_keys(), sm_count_);
+  plan = plan_decode_splits(args.batch, args.kv_heads, args.group_rows(), args.max_keys(), sm_count_,
+                            min_keys_per_split_);
   const std::size_t floats =
       decode_split_workspace_floats(args.batch, args.q_heads, args.q_len, args.head_dim, plan);
   return floats == 0 ? nullptr : reinterpret_cast<float*>(workspace_.reserve(floats * sizeof(float)));
+}
+
+void PagedDecodeAttention::set_min_keys_per_split(int keys) {
+  require(keys >= kDecodeSplitKeyMultiple && keys % kDecodeSplitKeyMultiple == 0,
+          "PagedDecodeAttention: a split of {} keys; the split floor must be a positive multiple of {}", keys,
+          kDecodeSplitKeyMultiple);
+  min_keys_per_split_ = keys;
 }
 
 template <typename T>

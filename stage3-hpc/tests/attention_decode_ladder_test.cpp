@@ -164,6 +164,18 @@ TEST(AttentionDecodeSplitPlan, LargeBatchesAndShortContextsSplitLittleOrNot) {
   EXPECT_EQ(plan_decode_splits(2, 2, 32, 192, kH200Sms).row_chunks, 1);
 }
 
+// A lower floor (PagedDecodeAttention::set_min_keys_per_split): a short context at batch 1 gets
+// more, shorter splits; a long one or a large batch is unchanged (the target, not the floor, sets
+// its split count).
+TEST(AttentionDecodeSplitPlan, ALowerFloorSplitsShortContextsFiner) {
+  EXPECT_EQ(plan_decode_splits(1, 8, 4, 128, kH200Sms, 64).splits, 2);    // 128 keys: two of 64
+  EXPECT_EQ(plan_decode_splits(1, 8, 4, 2048, kH200Sms, 64).splits, 32);  // 8 with the default floor
+  EXPECT_EQ(plan_decode_splits(1, 8, 4, 2048, kH200Sms).splits, 8);
+  EXPECT_EQ(plan_decode_splits(1, 8, 4, 2048, kH200Sms, 64).keys_per_split, 64);
+  EXPECT_EQ(plan_decode_splits(1, 8, 4, 32768, kH200Sms, 64).splits, plan_decode_splits(1, 8, 4, 32768, kH200Sms).splits);
+  EXPECT_EQ(plan_decode_splits(256, 8, 4, 2048, kH200Sms, 64).splits, 1);
+}
+
 TEST(AttentionDecodeSplitPlan, SplitsAreWholePagesAndCoverTheContextWithoutAnEmptyOne) {
   for (const int sms : {1, kA100Sms, kH200Sms})
     for (const int batch : {1, 3, 16, 64})

@@ -64,12 +64,14 @@ constexpr const char* kUsage =
     "                       [--contexts 128,2048,8192] [--decode-tokens 128] [--prefill 512,2048]\n"
     "                       [--concurrency 1,8,64,256] [--concurrency-prompt 128]\n"
     "                       [--concurrency-tokens 128] [--cuda-graphs both|on|off] [--fuse-norms off|on|both]\n"
-    "                       [--max-model-len 8448] [--kv-fraction 0.6] [--peers hf.json[,llama.json]]\n"
+    "                       [--max-model-len 8448] [--kv-fraction 0.6] [--decode-min-split-keys 256]\n"
+    "                       [--peers hf.json[,llama.json]]\n"
     "                       [--markdown DIR]\n"
     "  NAME: smollm2-135m, llama-3.2-1b, llama-3.1-8b (published shapes, random weights)\n";
 
 struct Args {
   std::string model, synthetic, markdown, peers, graphs = "both", fuse_norms = "off", command;
+  int decode_min_split_keys = 256;
   std::uint64_t seed = 1;
   std::vector<int> contexts{128, 2048, 8192}, prefill{512, 2048}, concurrency{1, 8, 64, 256};
   int decode_tokens = 128, concurrency_prompt = 128, concurrency_tokens = 128;
@@ -442,6 +444,8 @@ int run(int argc, char** argv) {
         [&](const std::string& v) { args.concurrency_tokens = kc::parse_int("--concurrency-tokens", v); }},
        {"--cuda-graphs", [&](const std::string& v) { args.graphs = v; }},
        {"--fuse-norms", [&](const std::string& v) { args.fuse_norms = v; }},
+       {"--decode-min-split-keys",
+        [&](const std::string& v) { args.decode_min_split_keys = kc::parse_int("--decode-min-split-keys", v); }},
        {"--max-model-len", [&](const std::string& v) { args.max_model_len = kc::parse_int("--max-model-len", v); }},
        {"--kv-fraction", [&](const std::string& v) { args.kv_fraction = kc::parse_double("--kv-fraction", v); }},
        {"--peers", [&](const std::string& v) { args.peers = v; }},
@@ -493,6 +497,7 @@ int run(int argc, char** argv) {
       kc::engine::RunnerOptions options;
       options.cuda_graphs = graphs;
       options.fuse_norms = fuse;
+      options.decode_min_keys_per_split = args.decode_min_split_keys;
       options.kv_memory_fraction = args.kv_fraction;
       options.max_model_len = std::min(args.max_model_len, config.max_position_embeddings);
       std::unique_ptr<kc::engine::ModelRunner> runner =

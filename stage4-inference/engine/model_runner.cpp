@@ -208,6 +208,9 @@ ModelRunner::Impl::Impl(const ModelConfig& model_config, const ModelWeights* wei
           "max_batched_tokens ({}) and max_running ({}) must be >= 1", options.max_batched_tokens,
           options.max_running);
   require(options.num_blocks >= 0, "num_blocks {} is negative", options.num_blocks);
+  require(options.decode_min_keys_per_split >= 64 && options.decode_min_keys_per_split % 64 == 0,
+          "decode_min_keys_per_split {} is not a positive multiple of 64 (whole 32-key tiles and pages)",
+          options.decode_min_keys_per_split);
   require(options.kv_memory_fraction > 0.0 && options.kv_memory_fraction <= 0.95,
           "kv_memory_fraction {} must be in (0, 0.95]", options.kv_memory_fraction);
   max_model_len = options.max_model_len > 0 ? options.max_model_len
@@ -357,6 +360,7 @@ void ModelRunner::Impl::upload(const ModelWeights* weights, std::uint64_t seed,
   // (fewer sequences get more splits) and on the table's width, not steadily (a narrower table
   // can get one more split), and the scheduler's tables may be narrower than the runner's — so
   // every batch size at every width. Host arithmetic only; the buffer grows a few times at most.
+  decode.set_min_keys_per_split(options.decode_min_keys_per_split);  // checked with the options above
   stage3::DecodeArgs<bf16> shape;
   shape.q_heads = static_cast<int>(c.num_heads);
   shape.kv_heads = static_cast<int>(c.num_kv_heads);

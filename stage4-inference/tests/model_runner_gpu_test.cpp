@@ -506,6 +506,9 @@ TEST(ModelRunner, RefusesABadBatchBeforeLaunching) {
   KC_SKIP_WITHOUT_GPU();
   const Case& c = kCases[0];
   TinyModel m(c, 16);
+  RunnerOptions bad_split = small_runner();
+  bad_split.decode_min_keys_per_split = 100;  // not a multiple of 64
+  EXPECT_THROW(ModelRunner(m.weights, bad_split), Error);
   const StepBatch bad_id = make_step(m.cache, {{1, {3, static_cast<TokenId>(c.vocab)}}}, 0, 32);
   EXPECT_THROW(m.runner.execute(bad_id), Error);
   StepBatch too_long = make_step(m.cache, {{2, random_ids(300, c.vocab, 3)}}, 0, 32);

@@ -57,11 +57,18 @@ class PagedDecodeAttention {
   template <typename T>
   void run_split_kv(const DecodeArgs<T>& args, cudaStream_t stream);
 
+  // The shortest split the plan may cut (plan_decode_splits' floor): kDecodeMinKeysPerSplit (256)
+  // unless set; a positive multiple of kDecodeSplitKeyMultiple (64), else kc::Error. Set it before
+  // reserve(): the workspace grows with the split count.
+  void set_min_keys_per_split(int keys);
+  int min_keys_per_split() const { return min_keys_per_split_; }
+
  private:
   template <typename T>
   float* workspace_for(const DecodeArgs<T>& args, DecodeSplitPlan& plan);
 
   int sm_count_ = 0;
+  int min_keys_per_split_ = kDecodeMinKeysPerSplit;
   DeviceScratch workspace_;
 };
 

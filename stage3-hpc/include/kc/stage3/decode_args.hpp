@@ -99,13 +99,18 @@ constexpr DecodeSplitPlan decode_plan_with_splits(int group_rows, int max_keys, 
 // exit at once. Examples (132 SMs, target 528 CTAs, 8 kv heads, 4 query heads a group, Sq = 1):
 // batch 1 at 32k keys: 8 CTAs -> 66 splits wanted, 512 keys each -> 64 splits, 512 CTAs; batch 1
 // at 1k: at most 1024 / 256 = 4 splits; batch 64 at any length: 512 CTAs -> 2 splits where the
-// context has 512 keys or more; batch 256: 2048 CTAs, one split.
-constexpr DecodeSplitPlan plan_decode_splits(int batch, int kv_heads, int group_rows, int max_keys, int sm_count) {
+// context has 512 keys or more; batch 256: 2048 CTAs, one split. `min_keys_per_split` (a multiple
+// of kDecodeSplitKeyMultiple, kDecodeMinKeysPerSplit unless a caller chooses otherwise:
+// PagedDecodeAttention::set_min_keys_per_split) is the floor; smaller values give a short context
+// more splits (more CTAs in parallel, each walking fewer tiles) for more combine work.
+constexpr DecodeSplitPlan plan_decode_splits(int batch, int kv_heads, int group_rows, int max_keys, int sm_count,
+                                             int min_keys_per_split = kDecodeMinKeysPerSplit) {
   const int row_chunks = decode_ceil_div(group_rows, kDecodeMaxRowsPerCta);
   const long long ctas = static_cast<long long>(batch) * kv_heads * row_chunks;
   const long long target = static_cast<long long>(kDecodeCtasPerSmTarget) * (sm_count > 0 ? sm_count : 1);
   long long splits = ctas >= target ? 1 : (target + ctas - 1) / ctas;
-  const int most = max_keys / kDecodeMinKeysPerSplit;  // splits of at least the minimum length
+  const int floor = min_keys_per_split > 0 ? min_keys_per_split : kDecodeMinKeysPerSplit;
+  const int most = max_keys / floor;  // splits of at least the minimum length
   if (splits > most) splits = most;
   return decode_plan_with_splits(group_rows, max_keys, splits < 1 ? 1 : static_cast<int>(splits));
 }

@@ -83,6 +83,10 @@ struct RunnerOptions {
   // at batch-1 decode. Elsewhere stage 2's rmsnorm runs before the projection. Off by default
   // until it has run on the GPU against the double model (tests/model_runner_gpu_test.cpp).
   bool fuse_norms = false;
+  // The shortest context split of the paged decode attention (PagedDecodeAttention::
+  // set_min_keys_per_split, a multiple of 64): 256 is stage 3's default; lower values cut a short
+  // context at small batch into more splits that run in parallel.
+  std::int32_t decode_min_keys_per_split = 256;
 };
 
 inline constexpr std::int64_t kDefaultMaxModelLen = 8192;
