@@ -29,6 +29,10 @@
 // norm's weight as it is read, and 1 / sqrt(mean + eps) scales the finished sums. The engine's
 // decode step loses the separate norm kernels this way (RunnerOptions::fuse_norms).
 //
+// A SwiGLU prologue (the kSwiglu instances; Gemm::run_swiglu): C = (silu(gate) . up).B^T with A
+// given as [gate | up] (M x 2K), the activation computed where A is read (stage 2's core::Silu),
+// so the MLP's down projection at decode needs no separate swiglu launch.
+//
 // The group size is chosen at launch from K and N (choose_small_m_gemv_group below): long rows get
 // more threads per column, so that each thread has a few 16-byte pieces to fetch; and narrow
 // outputs (N small, as the K and V projections of a GQA model) get wider groups so that the grid
@@ -71,6 +75,7 @@
 #include "hgemm.hpp"
 #include "kc/common/device.hpp"
 #include "kc/common/error.hpp"
+#include "kc/core/elementwise.cuh"
 
 namespace kc::stage3 {
 namespace {
@@ -95,6 +100,9 @@ struct SmallMGemvLaunch {
   // norm(A) is A[m] . norm_weight / sqrt(mean(A[m]^2) + norm_eps).
   const bf16* norm_weight = nullptr;
   float norm_eps = 0.f;
+  // With a SwiGLU prologue (false: none): A is [gate | up], M x 2K, and the product uses
+  // silu(gate) . up, M x K (stage 2's swiglu, done where A is read).
+  bool swiglu = false;
 };
 
 // 16 bytes of B through the read-only path, not allocated in L1 (read once), with a 256-byte L2
@@ -130,10 +138,11 @@ __device__ __forceinline__ float dot8(const float2 (&a)[4], uint4 b, float sum) 
 // are summed on the way (the group's threads see every piece of K once between them, so after the
 // group's reduction they are the row's whole sum) and A is multiplied by the norm's weight before
 // the products; the 1 / RMS factor is applied to the finished sums.
-template <int kM, int kRows, bool kNorm>
+template <int kM, int kRows, bool kNorm, bool kSwiglu>
 __device__ __forceinline__ void accumulate_piece(const bf16* a_rows, const bf16* norm_weight, int k, int piece,
                                                  const uint4 (&b)[kRows], float (&sum)[kM][kRows],
                                                  float (&squares)[kM]) {
+  static_assert(!(kNorm && kSwiglu), "one prologue at a time");
   float2 w[4] = {};
   if constexpr (kNorm) {
     const uint4 raw = __ldg(reinterpret_cast<const uint4*>(norm_weight) + piece);
@@ -144,8 +153,24 @@ __device__ __forceinline__ void accumulate_piece(const bf16* a_rows, const bf16*
   }
 #pragma unroll
   for (int m = 0; m < kM; ++m) {
-    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(a_rows + static_cast<std::size_t>(m) * k) + piece);
-    float2 a[4] = {unpack(raw.x), unpack(raw.y), unpack(raw.z), unpack(raw.w)};
+    float2 a[4];
+    if constexpr (kSwiglu) {  // rows of 2K: gate in [0, K), up in [K, 2K)
+      const bf16* row = a_rows + static_cast<std::size_t>(m) * 2 * k;
+      const uint4 gate = __ldg(reinterpret_cast<const uint4*>(row) + piece);
+      const uint4 up = __ldg(reinterpret_cast<const uint4*>(row + k) + piece);
+      const std::uint32_t gates[4] = {gate.x, gate.y, gate.z, gate.w}, ups[4] = {up.x, up.y, up.z, up.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float2 g = unpack(gates[i]), u = unpack(ups[i]);
+        a[i] = make_float2(core::Silu{}(g.x) * u.x, core::Silu{}(g.y) * u.y);
+      }
+    } else {
+      const uint4 raw = __ldg(reinterpret_cast<const uint4*>(a_rows + static_cast<std::size_t>(m) * k) + piece);
+      a[0] = unpack(raw.x);
+      a[1] = unpack(raw.y);
+      a[2] = unpack(raw.z);
+      a[3] = unpack(raw.w);
+    }
     if constexpr (kNorm) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
@@ -162,7 +187,7 @@ __device__ __forceinline__ void accumulate_piece(const bf16* a_rows, const bf16*
 
 // One block: kThreads / group_threads groups, each owning kRows consecutive columns of C, all in
 // one weight of `g` (the weight whose block range holds blockIdx.x).
-template <int kM, bool kNorm>
+template <int kM, bool kNorm, bool kSwiglu>
 __global__ void __launch_bounds__(kThreads, 2) small_m_gemv_kernel(SmallMGemvLaunch g) {
   constexpr int kRows = small_m_gemv_rows(kM);
   constexpr int kSums = kM * kRows + (kNorm ? kM : 0);  // the products, then each row's squares
@@ -218,7 +243,7 @@ __global__ void __launch_bounds__(kThreads, 2) small_m_gemv_kernel(SmallMGemvLau
     for (int u = 0; u < kUnroll; ++u) {
       const int piece = p0 + u * group_threads;
       if (piece < pieces)
-        accumulate_piece<kM, kRows, kNorm>(g.a, g.norm_weight, g.k, piece, pieces_of_b[u], sum, squares);
+        accumulate_piece<kM, kRows, kNorm, kSwiglu>(g.a, g.norm_weight, g.k, piece, pieces_of_b[u], sum, squares);
     }
   }
 
@@ -280,9 +305,11 @@ void check_weight(const char* what, int m, int n, int k, const bf16* a, const bf
 template <int kM>
 void launch_kernel(const SmallMGemvLaunch& g, int blocks, cudaStream_t stream) {
   if (g.norm_weight != nullptr)
-    small_m_gemv_kernel<kM, true><<<blocks, kThreads, 0, stream>>>(g);
+    small_m_gemv_kernel<kM, true, false><<<blocks, kThreads, 0, stream>>>(g);
+  else if (g.swiglu)
+    small_m_gemv_kernel<kM, false, true><<<blocks, kThreads, 0, stream>>>(g);
   else
-    small_m_gemv_kernel<kM, false><<<blocks, kThreads, 0, stream>>>(g);
+    small_m_gemv_kernel<kM, false, false><<<blocks, kThreads, 0, stream>>>(g);
   KC_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -311,7 +338,8 @@ void hgemm_12_small_m_gemv(const HgemmArgs& args, cudaStream_t stream) {
 
 void hgemm_12_small_m_gemv_shared_a(int m, int k, float alpha, const bf16* a, const SmallMGemvWeight* weights,
                                     int count, float beta, cudaStream_t stream, const bf16* norm_weight,
-                                    float norm_eps) {
+                                    float norm_eps, bool swiglu_a) {
+  require(!(swiglu_a && norm_weight != nullptr), "hgemm rung 12: an RMSNorm and a SwiGLU prologue together");
   require(norm_weight == nullptr || (aligned_16(norm_weight) && std::isfinite(norm_eps) && norm_eps >= 0.f),
           "hgemm rung 12: the RMSNorm weight must be 16-byte aligned (got {}) and eps finite and >= 0 (got {})",
           static_cast<const void*>(norm_weight), norm_eps);
@@ -334,6 +362,7 @@ void hgemm_12_small_m_gemv_shared_a(int m, int k, float alpha, const bf16* a, co
   g.group_threads = group.threads;
   g.norm_weight = norm_weight;
   g.norm_eps = norm_eps;
+  g.swiglu = swiglu_a;
   const int columns_per_block = (kThreads / group.threads) * small_m_gemv_rows(m);
   int blocks = 0;
   for (int i = 0; i < count; ++i) {

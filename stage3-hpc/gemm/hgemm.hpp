@@ -56,9 +56,10 @@ struct SmallMGemvWeight {
 };
 // With `norm_weight` (K elements), A goes through RMSNorm first, in the same pass:
 // C_i = alpha.rmsnorm(A).B_i^T + beta.C_i, rmsnorm(A)[m] = A[m] . norm_weight / sqrt(mean(A[m]^2) + norm_eps).
+// With `swiglu_a`, A is [gate | up] (M x 2K) and C_i = alpha.(silu(gate) . up).B_i^T + beta.C_i.
 void hgemm_12_small_m_gemv_shared_a(int m, int k, float alpha, const bf16* a, const SmallMGemvWeight* weights,
                                     int count, float beta, cudaStream_t stream, const bf16* norm_weight = nullptr,
-                                    float norm_eps = 0.f);
+                                    float norm_eps = 0.f, bool swiglu_a = false);
 
 // The baseline's second kernel: C[i][j] = gelu(C[i][j] + bias[j]) in place, C row-major M x N.
 void bias_gelu_inplace(bf16* c, const bf16* bias, int m, int n, cudaStream_t stream);

@@ -372,6 +372,24 @@ bool Gemm::run_rmsnorm_shared_a(int m, int k, const bf16* x, const bf16* norm_we
   return true;
 }
 
+bool Gemm::run_swiglu(int m, int k, const bf16* gate_up, const SharedAWeight& weight, float beta, cudaStream_t stream,
+                      GemmPath* path) {
+  constexpr const char* kEntry = "kc::stage3::Gemm::run_swiglu";
+  require(std::isfinite(beta), "{}: beta = {} must be finite", kEntry, beta);
+  HgemmArgs call;
+  GemmPath planned;
+  // The product as run() would see it (A = the activation, M x K); gate_up's alignment is A's, and
+  // its second half starts K elements on, 16-byte aligned whenever K % 8 == 0.
+  const bool fused = plan_shared_a(kEntry, m, k, gate_up, &weight, 1, &call, &planned);
+  if (path != nullptr) *path = planned;
+  if (!fused) return false;
+  require_current_device();
+  const SmallMGemvWeight fused_weight{weight.b, weight.c, weight.n};
+  hgemm_12_small_m_gemv_shared_a(m, k, 1.f, gate_up, &fused_weight, 1, beta, stream, nullptr, 0.f, true);
+  KC_CHECK_LAUNCH();
+  return true;
+}
+
 GemmPath Gemm::run_bias_gelu(const HgemmArgs& args, const bf16* bias, cudaStream_t stream) {
   const GemmPath path = plan_bias_gelu(args, bias);
   require_current_device();

@@ -476,5 +476,54 @@ TEST(GemmEntryGpu, RmsNormSharedAMatchesTheNormThenTheGemmAtMOne) {
   expect_clean_context();
 }
 
+// run_swiglu: at M = 1 the activation runs inside rung 12's launch: C = (silu(gate) . up).B^T + C
+// (beta = 1, the residual stream's use) against double; the product of gate alone must fail the
+// same comparison (negative control); at M = 2 it launches nothing and says so.
+TEST(GemmEntryGpu, SwigluProjectionMatchesTheActivationThenTheGemmAtMOne) {
+  KC_SKIP_WITHOUT_GPU();
+  Gemm gemm(0);
+  const int k = 1032, n = 777;
+  const std::vector<float> b = values(static_cast<std::size_t>(n) * k, 51);
+  DeviceBuffer<bf16> b_device(b.size());
+  b_device.copy_from_host(to_bf16(b));
+  for (const int m : {1, 2}) {
+    const std::vector<float> gate_up = values(static_cast<std::size_t>(m) * 2 * k, 52);
+    const std::vector<float> c0 = values(static_cast<std::size_t>(m) * n, 53);
+    DeviceBuffer<bf16> a_device(gate_up.size()), c_device(c0.size());
+    a_device.copy_from_host(to_bf16(gate_up));
+    c_device.copy_from_host(to_bf16(c0));
+    GemmPath path;
+    const bool ran = gemm.run_swiglu(m, k, a_device.data(), {b_device.data(), c_device.data(), n}, 1.f, nullptr, &path);
+    KC_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<float> got = to_float(c_device.to_host());
+    if (m > kGemvMaxM) {
+      EXPECT_FALSE(ran);
+      EXPECT_TRUE(path.uses_cublas()) << path.name();
+      EXPECT_EQ(got, c0) << "M " << m << ": C changed although nothing should have run";
+      continue;
+    }
+    ASSERT_TRUE(ran);
+    EXPECT_EQ(path.kernel, GemmKernel::hgemm_12_small_m_gemv);
+    const auto mismatches = [&](bool activated) {
+      int bad = 0;
+      for (int i = 0; i < m; ++i)
+        for (int j = 0; j < n; ++j) {
+          double ref = c0[static_cast<std::size_t>(i) * n + j];
+          for (int p = 0; p < k; ++p) {
+            const double g = gate_up[static_cast<std::size_t>(i) * 2 * k + p];
+            const double u = gate_up[static_cast<std::size_t>(i) * 2 * k + k + p];
+            const double a = activated ? g / (1.0 + std::exp(-g)) * u : g;
+            ref += a * b[static_cast<std::size_t>(j) * k + p];
+          }
+          bad += !(std::abs(got[static_cast<std::size_t>(i) * n + j] - ref) <= 0.02 + std::abs(ref) / 128.0);
+        }
+      return bad;
+    };
+    EXPECT_EQ(mismatches(true), 0);
+    EXPECT_GT(mismatches(false), n / 2) << "the activation made no difference";
+  }
+  expect_clean_context();
+}
+
 }  // namespace
 }  // namespace kc::stage3

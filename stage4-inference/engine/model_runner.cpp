@@ -651,12 +651,23 @@ void ModelRunner::Impl::launch(const StepPlan& plan) {
       current = 1 - current;
       gemm_into("gate_up", normed, layer.gate_up, gate_up, T, 2 * c.intermediate_size, H);
     }
-    stage2::SwigluArgs<bf16> swiglu{T, static_cast<int>(c.intermediate_size), gate_up, act};
-    note("swiglu", stage2::swiglu(swiglu, stream));
-    if (fused)
-      gemm_into("down", act, layer.down, x, T, H, c.intermediate_size, 1.f);  // x += act . Wdown^T
-    else
+    if (fused) {  // x += swiglu(gate_up) . Wdown^T, the activation inside the projection where it can be
+      stage3::GemmPath path;
+      const int I = static_cast<int>(c.intermediate_size);
+      if (gemm.run_swiglu(T, I, gate_up, {layer.down, x, H}, 1.f, stream, &path)) {
+        note("swiglu (fused)", "in the down projection: stage3/hgemm/12_small_m_gemv");
+        if (gemms_noted.emplace("down", std::make_pair(path.kernel, path.fallback)).second)
+          note(fmt::format("projection down (first at M = {})", T), path.name() + " (SwiGLU in the same pass)");
+      } else {
+        stage2::SwigluArgs<bf16> swiglu{T, I, gate_up, act};
+        note("swiglu", stage2::swiglu(swiglu, stream));
+        gemm_into("down", act, layer.down, x, T, H, c.intermediate_size, 1.f);
+      }
+    } else {
+      stage2::SwigluArgs<bf16> swiglu{T, static_cast<int>(c.intermediate_size), gate_up, act};
+      note("swiglu", stage2::swiglu(swiglu, stream));
       gemm_into("down", act, layer.down, proj, T, H, c.intermediate_size);
+    }
   }
   if (fused) return;  // the final norm comes with the output projection (launch_greedy; execute_all_logits)
   stage2::ResidualRmsNormArgs<bf16> norm{T, H, proj, residual[current], final_norm, residual[1 - current], normed,

@@ -229,6 +229,13 @@ class Gemm {
   // aligned) and eps (finite, >= 0). `paths` as in run_shared_a.
   bool run_rmsnorm_shared_a(int m, int k, const bf16* x, const bf16* norm_weight, float eps,
                             const SharedAWeight* weights, int count, cudaStream_t stream, GemmPath* paths = nullptr);
+  // C = (silu(gate) . up).B^T + beta.C with gate_up = [gate | up], M x 2K (an MLP's down
+  // projection after its fused gate/up projection), the activation (stage 2's swiglu) done inside
+  // rung 12's launch as it reads A. Only where run() would take rung 12 for the M x N x K product
+  // (M <= kGemvMaxM, dense, aligned); otherwise it launches nothing and returns false, and the
+  // caller runs kc::stage2::swiglu and run(). `path`, when not null, receives the product's path.
+  bool run_swiglu(int m, int k, const bf16* gate_up, const SharedAWeight& weight, float beta, cudaStream_t stream,
+                  GemmPath* path = nullptr);
 
  private:
   void require_current_device() const;
