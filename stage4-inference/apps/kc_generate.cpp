@@ -10,10 +10,10 @@
 // with the reference sampler of kc/engine/sampling.hpp). Generation stops at an end-of-sequence
 // token (unless --ignore-eos), or after --max-tokens. The last lines give the prompt's tokens and
 // time (time to first token), the generated tokens and the decode rate (tokens after the first
-// over the time after the first), the kernels that ran and the device memory taken. --cuda-graphs
-// replays the decode steps as captured CUDA graphs, --fuse-norms runs each RMSNorm inside the
-// projection that reads it where it can, --gpu-sampler samples with a temperature on the GPU
-// (kc/engine/model_runner.hpp).
+// over the time after the first), the kernels that ran and the device memory taken. Decode steps
+// replay as captured CUDA graphs and temperature sampling runs on the GPU unless --no-cuda-graphs
+// or --cpu-sampler says otherwise; --fuse-norms runs each RMSNorm (and SwiGLU) inside the
+// projection that reads it where it can (kc/engine/model_runner.hpp).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -36,8 +36,8 @@ using Clock = std::chrono::steady_clock;
 constexpr const char* kUsage =
     "usage: kc-generate --model PATH (--prompt TEXT [--chat] | --ids N,N,...) [--max-tokens N]\n"
     "                   [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ignore-eos]\n"
-    "                   [--block-size 16|32|64] [--kv-fraction F] [--max-model-len N] [--cuda-graphs]\n"
-    "                   [--fuse-norms] [--gpu-sampler] [--verbose]\n";
+    "                   [--block-size 16|32|64] [--kv-fraction F] [--max-model-len N] [--no-cuda-graphs]\n"
+    "                   [--fuse-norms] [--cpu-sampler] [--verbose]\n";
 
 struct Args {
   std::string model, prompt, ids;
@@ -65,9 +65,9 @@ Args parse(int argc, char** argv) {
     else if (flag == "--chat") args.chat = true;
     else if (flag == "--ignore-eos") args.ignore_eos = true;
     else if (flag == "--verbose") args.verbose = true;
-    else if (flag == "--cuda-graphs") args.runner.cuda_graphs = true;
+    else if (flag == "--no-cuda-graphs") args.runner.cuda_graphs = false;
     else if (flag == "--fuse-norms") args.runner.fuse_norms = true;
-    else if (flag == "--gpu-sampler") args.runner.gpu_sampler = true;
+    else if (flag == "--cpu-sampler") args.runner.gpu_sampler = false;
     else if (flag == "--max-tokens") args.max_tokens = static_cast<int>(number(i));
     else if (flag == "--temperature") args.sampling.temperature = static_cast<float>(number(i));
     else if (flag == "--top-k") args.sampling.top_k = static_cast<int>(number(i));

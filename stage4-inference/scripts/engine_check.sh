@@ -47,9 +47,9 @@ step hf-check python3 "$root/stage4-inference/scripts/check_hf_reference.py" "$r
 step parity env KC_HF_REFERENCE="$reference" KC_REQUIRE_HF_REFERENCE=1 \
   "$build/stage4-inference/tests/kc_stage4_gpu_tests" --gtest_filter='HfParity*'
 if [ -n "$gguf" ]; then
-  for graphs in "" --cuda-graphs; do
-    step "generate${graphs:+-graphs}" "$build/stage4-inference/kc-generate" --model "$gguf" --chat \
-      --prompt "What is the capital of France?" --max-tokens 64 --verbose $graphs
+  for eager in "" --no-cuda-graphs; do
+    step "generate${eager:+-eager}" "$build/stage4-inference/kc-generate" --model "$gguf" --chat \
+      --prompt "What is the capital of France?" --max-tokens 64 --verbose $eager
   done
 fi
 read -r -a bench_models <<< "${KC_ENGINE_BENCH_ARGS:---synthetic smollm2-135m,llama-3.2-1b,llama-3.1-8b}"

@@ -70,13 +70,14 @@ struct RunnerOptions {
   // Positions a sequence may reach: 0 takes the model's max_position_embeddings, capped at
   // kDefaultMaxModelLen (the gather scratch of a prefill grows with it).
   std::int64_t max_model_len = 0;
-  // Decode steps as captured CUDA graphs (above). Off by default until the graph path has run on
-  // the GPU next to the eager one (tests/model_runner_gpu_test.cpp compares them).
-  bool cuda_graphs = false;
+  // Decode steps as captured CUDA graphs (above). On by default: the graph path gave the eager
+  // path's tokens on the H200 (ModelRunner.CudaGraphDecodeStepsMatchTheEagerSteps) and ran faster
+  // on every shape kc-engine-bench measured.
+  bool cuda_graphs = true;
   // Sequences sampling with a temperature use the GPU sampler (kc/engine/gpu_sampler.hpp) instead
-  // of the reference sampler on the host (their logits copied back). Off by default until it has
-  // run on the GPU against the reference (tests/gpu_sampler_gpu_test.cpp).
-  bool gpu_sampler = false;
+  // of the reference sampler on the host (their logits copied back). On by default: it gave the
+  // reference sampler's tokens on the H200 (ModelRunner.GpuSamplerGivesTheReferenceSamplersTokens).
+  bool gpu_sampler = true;
   // The residual stream accumulated in place by the o and down projections (beta = 1), and each
   // RMSNorm done inside the projection that reads it where the GEMM entry can
   // (kc::stage3::Gemm::run_rmsnorm_shared_a: rung 12, one token a step): two kernels a layer fewer
