@@ -141,6 +141,18 @@ void swiglu_reference(const double* gate_up, std::int64_t rows, std::int64_t hid
   });
 }
 
+std::vector<float> rope_cos_sin_table(std::int64_t positions, std::int64_t head_dim, double base) {
+  const std::int64_t half = head_dim / 2;
+  std::vector<float> table(static_cast<std::size_t>(positions * head_dim));
+  for (std::int64_t p = 0; p < positions; ++p)
+    for (std::int64_t i = 0; i < half; ++i) {
+      const double angle = rope_angle(static_cast<double>(p), i, head_dim, base);
+      table[static_cast<std::size_t>(p * head_dim + i)] = static_cast<float>(std::cos(angle));
+      table[static_cast<std::size_t>(p * head_dim + half + i)] = static_cast<float>(std::sin(angle));
+    }
+  return table;
+}
+
 double rope_angle(double position, std::int64_t pair, std::int64_t head_dim, double base) {
   return position * std::pow(base, -2.0 * static_cast<double>(pair) / static_cast<double>(head_dim));
 }

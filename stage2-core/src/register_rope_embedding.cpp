@@ -24,19 +24,6 @@ void upload(Tensor& tensor, const std::vector<V>& values, cudaStream_t stream) {
   tensor.upload(values.data(), values.size() * sizeof(V), stream);
 }
 
-// cos and sin of every pair's angle at positions 0 .. offset + tokens - 1, computed in double.
-std::vector<float> rope_table(std::int64_t positions, std::int64_t head_dim) {
-  const std::int64_t half = head_dim / 2;
-  std::vector<float> table(static_cast<std::size_t>(positions * head_dim));
-  for (std::int64_t p = 0; p < positions; ++p)
-    for (std::int64_t i = 0; i < half; ++i) {
-      const double angle = rope_angle(static_cast<double>(p), i, head_dim, kRopeBase);
-      table[static_cast<std::size_t>(p * head_dim + i)] = static_cast<float>(std::cos(angle));
-      table[static_cast<std::size_t>(p * head_dim + half + i)] = static_cast<float>(std::sin(angle));
-    }
-  return table;
-}
-
 OpConfig rope_config(RopeLayout layout, const std::shared_ptr<CopyScratch>& scratch) {
   const bool rotate_half = layout == RopeLayout::rotate_half;
   OpConfig config = memory_op(
@@ -62,7 +49,8 @@ OpConfig rope_config(RopeLayout layout, const std::shared_ptr<CopyScratch>& scra
       "cos_sin", [](const Problem& p) { return Shape{position_offset(p) + p.dims[0], p.dims[3]}; },
       FillSpec{}, DType::f32);
   table.initialize = [](const Problem& p, Tensor& tensor, std::uint64_t, cudaStream_t stream) {
-    upload(tensor, rope_table(position_offset(p) + p.dims[0], p.dims[3]), stream);
+    // cos and sin of every pair's angle at positions 0 .. offset + tokens - 1, computed in double.
+    upload(tensor, rope_cos_sin_table(position_offset(p) + p.dims[0], p.dims[3], kRopeBase), stream);
   };
   config.operands = {q, k, positions, table};
   config.supports = [](const Problem& p) -> std::string {

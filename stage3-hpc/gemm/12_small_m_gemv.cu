@@ -27,7 +27,7 @@
 // so each sums the squares of the pieces it reads (8M more FFMA per piece of A) and the group's
 // reduction gives the row's sum of squares next to its dot products; A is multiplied by the
 // norm's weight as it is read, and 1 / sqrt(mean + eps) scales the finished sums. The engine's
-// decode step loses the separate norm kernels this way (RunnerOptions::fuse_norms).
+// decode step loses the separate norm kernels this way (RunnerOptions::fuse_kernels).
 //
 // A SwiGLU prologue (the kSwiglu instances; Gemm::run_swiglu): C = (silu(gate) . up).B^T with A
 // given as [gate | up] (M x 2K), the activation computed where A is read (stage 2's core::Silu),

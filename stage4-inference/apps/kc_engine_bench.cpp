@@ -8,7 +8,7 @@
 // published configuration with random weights drawn on the GPU (--synthetic: the shape decides
 // the time, not the values). For each model, with the decode steps eager and as captured CUDA
 // graphs (--cuda-graphs both|on|off), and with the norms fused into the projections or not
-// (--fuse-norms off|on|both: RunnerOptions::fuse_norms), after a warm-up that runs every batch size
+// (--fuse-kernels off|on|both: RunnerOptions::fuse_kernels), after a warm-up that runs every batch size
 // once:
 //   decode      one request, a prompt of C random tokens, then --decode-tokens tokens; tok/s over
 //               the tokens after the first (greedy, end-of-sequence ignored). Bytes a step: every
@@ -63,14 +63,14 @@ constexpr const char* kUsage =
     "usage: kc-engine-bench [--synthetic NAME[,NAME...]] [--model PATH] (at least one) [--seed 1]\n"
     "                       [--contexts 128,2048,8192] [--decode-tokens 128] [--prefill 512,2048]\n"
     "                       [--concurrency 1,8,64,256] [--concurrency-prompt 128]\n"
-    "                       [--concurrency-tokens 128] [--cuda-graphs both|on|off] [--fuse-norms off|on|both]\n"
+    "                       [--concurrency-tokens 128] [--cuda-graphs both|on|off] [--fuse-kernels off|on|both]\n"
     "                       [--max-model-len 8448] [--kv-fraction 0.6] [--decode-min-split-keys 256]\n"
     "                       [--peers hf.json[,llama.json]]\n"
     "                       [--markdown DIR]\n"
     "  NAME: smollm2-135m, llama-3.2-1b, llama-3.1-8b (published shapes, random weights)\n";
 
 struct Args {
-  std::string model, synthetic, markdown, peers, graphs = "both", fuse_norms = "off", command;
+  std::string model, synthetic, markdown, peers, graphs = "both", fuse_kernels = "off", command;
   int decode_min_split_keys = 256;
   std::uint64_t seed = 1;
   std::vector<int> contexts{128, 2048, 8192}, prefill{512, 2048}, concurrency{1, 8, 64, 256};
@@ -108,7 +108,7 @@ struct ConcurrencyRow {
 struct ModelResult {
   std::string name, source;
   bool cuda_graphs = false;
-  bool fuse_norms = false;
+  bool fuse_kernels = false;
   double params = 0, weight_bytes = 0, kv_bytes_per_token = 0, pool_mib = 0;
   double weight_bytes_read = 0;  // a decode step reads every weight except the embedding table
                                  // (one row of it), which a tied model reads as its output
@@ -268,9 +268,9 @@ ModelResult measure(kc::engine::ModelRunner& runner, const kc::engine::ModelConf
 
 std::string fixed(double value, int digits) { return fmt::format("{:.{}f}", value, digits); }
 
-// "eager", "CUDA graphs", "CUDA graphs, fused norms": a table section's mode.
+// "eager", "CUDA graphs", "CUDA graphs, fused kernels": a table section's mode.
 std::string mode_name(const ModelResult& r) {
-  return std::string(r.cuda_graphs ? "CUDA graphs" : "eager") + (r.fuse_norms ? ", fused norms" : "");
+  return std::string(r.cuda_graphs ? "CUDA graphs" : "eager") + (r.fuse_kernels ? ", fused kernels" : "");
 }
 
 // One peer's rates, from bench/peers/hf_engine_peers.py or bench/peers/llama_cpp_peer.py:
@@ -393,11 +393,11 @@ void write_tables(const Args& args, const kc::DeviceInfo& device, double copy_gb
                         fixed(c.tok_s, 1), fixed(c.ttft_p50_ms, 1), fixed(c.ttft_p99_ms, 1),
                         peers.cells(r.name, "concurrency", c.requests, c.tok_s));
     md += "\n";
-    json += fmt::format("{}\n    {{\"name\": {}, \"source\": {}, \"cuda_graphs\": {}, \"fuse_norms\": {}, \"params\": {:.0f}, "
+    json += fmt::format("{}\n    {{\"name\": {}, \"source\": {}, \"cuda_graphs\": {}, \"fuse_kernels\": {}, \"params\": {:.0f}, "
                         "\"weight_bytes\": {:.0f}, \"kv_bytes_per_token\": {:.0f}, \"pool_mib\": {:.1f}, "
                         "\"num_blocks\": {}, \"block_size\": {}, \"graph_replays\": {},\n     \"decode\": [",
                         m ? "," : "", kc::json_string(r.name), kc::json_string(r.source),
-                        r.cuda_graphs ? "true" : "false", r.fuse_norms ? "true" : "false", r.params, r.weight_bytes, r.kv_bytes_per_token, r.pool_mib,
+                        r.cuda_graphs ? "true" : "false", r.fuse_kernels ? "true" : "false", r.params, r.weight_bytes, r.kv_bytes_per_token, r.pool_mib,
                         r.num_blocks, r.block_size, r.graph_replays);
     for (std::size_t i = 0; i < r.decode.size(); ++i)
       json += fmt::format("{}{{\"context\": {}, \"tokens\": {}, \"tok_s\": {:.2f}, \"bytes_per_token\": {:.0f}, "
@@ -443,7 +443,7 @@ int run(int argc, char** argv) {
        {"--concurrency-tokens",
         [&](const std::string& v) { args.concurrency_tokens = kc::parse_int("--concurrency-tokens", v); }},
        {"--cuda-graphs", [&](const std::string& v) { args.graphs = v; }},
-       {"--fuse-norms", [&](const std::string& v) { args.fuse_norms = v; }},
+       {"--fuse-kernels", [&](const std::string& v) { args.fuse_kernels = v; }},
        {"--decode-min-split-keys",
         [&](const std::string& v) { args.decode_min_split_keys = kc::parse_int("--decode-min-split-keys", v); }},
        {"--max-model-len", [&](const std::string& v) { args.max_model_len = kc::parse_int("--max-model-len", v); }},
@@ -457,8 +457,8 @@ int run(int argc, char** argv) {
   kc::require(!args.model.empty() || !args.synthetic.empty(), "give --model, --synthetic or both\n{}", kUsage);
   kc::require(args.graphs == "both" || args.graphs == "on" || args.graphs == "off",
               "--cuda-graphs: '{}' is not both, on or off", args.graphs);
-  kc::require(args.fuse_norms == "both" || args.fuse_norms == "on" || args.fuse_norms == "off",
-              "--fuse-norms: '{}' is not both, on or off", args.fuse_norms);
+  kc::require(args.fuse_kernels == "both" || args.fuse_kernels == "on" || args.fuse_kernels == "off",
+              "--fuse-kernels: '{}' is not both, on or off", args.fuse_kernels);
   kc::require(args.decode_tokens >= 2 && args.concurrency_tokens >= 1 && args.concurrency_prompt >= 1,
               "--decode-tokens must be >= 2, --concurrency-prompt and --concurrency-tokens >= 1");
   const Peers peers = Peers::read(args.peers);  // read first: a bad file costs no GPU time
@@ -475,8 +475,8 @@ int run(int argc, char** argv) {
   if (args.graphs != "on") graph_modes.push_back(false);
   if (args.graphs != "off") graph_modes.push_back(true);
   std::vector<bool> fuse_modes;
-  if (args.fuse_norms != "on") fuse_modes.push_back(false);
-  if (args.fuse_norms != "off") fuse_modes.push_back(true);
+  if (args.fuse_kernels != "on") fuse_modes.push_back(false);
+  if (args.fuse_kernels != "off") fuse_modes.push_back(true);
   std::vector<std::pair<std::string, bool>> names;  // (name or path, a checkpoint)
   std::stringstream in(args.synthetic);
   for (std::string name; std::getline(in, name, ',');) names.emplace_back(name, false);
@@ -496,19 +496,19 @@ int run(int argc, char** argv) {
     for (bool graphs : graph_modes) {
       kc::engine::RunnerOptions options;
       options.cuda_graphs = graphs;
-      options.fuse_norms = fuse;
+      options.fuse_kernels = fuse;
       options.decode_min_keys_per_split = args.decode_min_split_keys;
       options.kv_memory_fraction = args.kv_fraction;
       options.max_model_len = std::min(args.max_model_len, config.max_position_embeddings);
       std::unique_ptr<kc::engine::ModelRunner> runner =
           loaded ? std::make_unique<kc::engine::ModelRunner>(loaded->weights, options, loaded->rope_freq_factors)
                  : std::make_unique<kc::engine::ModelRunner>(config, options, args.seed);
-      std::printf("%s, %s%s:\n", name.c_str(), graphs ? "CUDA graphs" : "eager", fuse ? ", fused norms" : "");
+      std::printf("%s, %s%s:\n", name.c_str(), graphs ? "CUDA graphs" : "eager", fuse ? ", fused kernels" : "");
       ModelResult result = measure(*runner, config, args, copy_gbps);
       result.name = name;
       result.source = loaded ? "checkpoint, " + loaded->format : "published shape, random weights";
       result.cuda_graphs = graphs;
-      result.fuse_norms = fuse;
+      result.fuse_kernels = fuse;
       results.push_back(std::move(result));
     }
   }

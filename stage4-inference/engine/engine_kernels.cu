@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kc/common/error.hpp"
+#include "kc/core/rope.cuh"
 
 namespace kc::engine {
 namespace {
@@ -39,6 +40,64 @@ __global__ void write_kv_cache_kernel(const uint4* k, const uint4* v, const std:
   const std::int64_t to = ((block * kv_heads + head) * block_size + row) * pieces_per_row + piece;
   k_cache[to] = k[i];
   v_cache[to] = v[i];
+}
+
+// 8 bf16 of a 16-byte piece <-> 8 floats.
+__device__ __forceinline__ void piece_to_floats(uint4 piece, float (&out)[kPiece]) {
+  const __nv_bfloat162* pairs = reinterpret_cast<const __nv_bfloat162*>(&piece);
+#pragma unroll
+  for (int i = 0; i < kPiece / 2; ++i) {
+    const float2 f = __bfloat1622float2(pairs[i]);
+    out[2 * i] = f.x;
+    out[2 * i + 1] = f.y;
+  }
+}
+__device__ __forceinline__ uint4 floats_to_piece(const float (&in)[kPiece]) {
+  uint4 piece;
+  __nv_bfloat162* pairs = reinterpret_cast<__nv_bfloat162*>(&piece);
+#pragma unroll
+  for (int i = 0; i < kPiece / 2; ++i) pairs[i] = __floats2bfloat162_rn(in[2 * i], in[2 * i + 1]);
+  return piece;
+}
+
+// One thread per (token, head, 8 pairs): the q heads of the token, then its kv heads. A thread
+// reads the 8 elements at [j0, j0 + 8) and the 8 at [half + j0, ...) of its head (two 16-byte
+// pieces), rotates them with the 8 angles of the token's position, and writes them back (q) or to
+// the cache row of the token's slot (k, with v's two pieces copied beside them).
+__global__ void rope_write_kv_kernel(uint4* q, const uint4* k, const uint4* v, const int* positions,
+                                     const std::int32_t* slots, const float* cos_sin, int tokens, int q_heads,
+                                     int kv_heads, int head_dim, int block_size, uint4* k_cache, uint4* v_cache) {
+  const int chunks = head_dim / (2 * kPiece);  // 16-byte pieces in half a head
+  const int heads = q_heads + kv_heads;
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= static_cast<std::int64_t>(tokens) * heads * chunks) return;
+  const int token = static_cast<int>(i / (heads * chunks));
+  const int head = static_cast<int>(i / chunks % heads), chunk = static_cast<int>(i % chunks);
+  const int half = head_dim / 2, j0 = chunk * kPiece, pieces_per_row = head_dim / kPiece;
+  const float* angles = cos_sin + static_cast<std::int64_t>(positions[token]) * head_dim;
+  const bool is_q = head < q_heads;
+  const std::int64_t row = is_q ? static_cast<std::int64_t>(token) * q_heads + head
+                                : static_cast<std::int64_t>(token) * kv_heads + (head - q_heads);
+  const uint4* source = is_q ? q + row * pieces_per_row : k + row * pieces_per_row;
+  float a[kPiece], b[kPiece];
+  piece_to_floats(source[chunk], a);
+  piece_to_floats(source[chunks + chunk], b);
+#pragma unroll
+  for (int e = 0; e < kPiece; ++e) core::rotate_pair(a[e], b[e], angles[j0 + e], angles[half + j0 + e]);
+  if (is_q) {
+    q[row * pieces_per_row + chunk] = floats_to_piece(a);
+    q[row * pieces_per_row + chunks + chunk] = floats_to_piece(b);
+    return;
+  }
+  const std::int32_t slot = slots[token];
+  if (slot < 0) return;
+  const int kv_head = head - q_heads;
+  const std::int64_t to = ((static_cast<std::int64_t>(slot / block_size) * kv_heads + kv_head) * block_size +
+                           slot % block_size) * pieces_per_row;
+  k_cache[to + chunk] = floats_to_piece(a);
+  k_cache[to + chunks + chunk] = floats_to_piece(b);
+  v_cache[to + chunk] = v[row * pieces_per_row + chunk];
+  v_cache[to + chunks + chunk] = v[row * pieces_per_row + chunks + chunk];
 }
 
 __global__ void gather_kv_pages_kernel(const uint4* k_cache, const uint4* v_cache, const std::int32_t* block_table,
@@ -105,6 +164,25 @@ void write_kv_cache(const bf16* k, const bf16* v, const std::int32_t* slots, int
                           stream>>>(reinterpret_cast<const uint4*>(k), reinterpret_cast<const uint4*>(v), slots,
                                     tokens, kv_heads, pieces_per_row, block_size,
                                     reinterpret_cast<uint4*>(k_cache), reinterpret_cast<uint4*>(v_cache));
+  KC_CUDA_CHECK(cudaGetLastError());
+}
+
+void rope_write_kv(bf16* q, const bf16* k, const bf16* v, const int* positions, const std::int32_t* slots,
+                   const float* cos_sin, int max_position, int tokens, int q_heads, int kv_heads, int head_dim,
+                   int block_size, bf16* k_cache, bf16* v_cache, cudaStream_t stream) {
+  const void* pointers[] = {q, k, v, k_cache, v_cache};
+  require_rows(head_dim, pointers, 5, "rope_write_kv");
+  require(head_dim % (2 * kPiece) == 0, "rope_write_kv: head_dim {} must be a multiple of 16 (8 pairs a thread)",
+          head_dim);
+  require(positions != nullptr && slots != nullptr && cos_sin != nullptr && max_position >= 1 && tokens >= 1 &&
+              q_heads >= 1 && kv_heads >= 1 && block_size >= 1,
+          "rope_write_kv: positions, slots and cos_sin must be non-null and max_position, tokens, q_heads, "
+          "kv_heads, block_size >= 1");
+  const std::int64_t threads = static_cast<std::int64_t>(tokens) * (q_heads + kv_heads) * (head_dim / (2 * kPiece));
+  rope_write_kv_kernel<<<blocks_for(threads), kThreads, 0, stream>>>(
+      reinterpret_cast<uint4*>(q), reinterpret_cast<const uint4*>(k), reinterpret_cast<const uint4*>(v), positions,
+      slots, cos_sin, tokens, q_heads, kv_heads, head_dim, block_size, reinterpret_cast<uint4*>(k_cache),
+      reinterpret_cast<uint4*>(v_cache));
   KC_CUDA_CHECK(cudaGetLastError());
 }
 

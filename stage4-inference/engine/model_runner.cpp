@@ -107,13 +107,13 @@ struct ModelRunner::Impl {
 
   PoolLayout layout(std::int64_t num_blocks) const;
   void upload(const ModelWeights* weights, std::uint64_t seed, const std::vector<float>& freq_factors);
-  // c = a . w^T (+ c when beta = 1: the residual stream with fuse_norms)
+  // c = a . w^T (+ c when beta = 1: the residual stream with fuse_kernels)
   void gemm_into(const char* role, const bf16* a, const bf16* w, bf16* c, std::int64_t m, std::int64_t n,
                  std::int64_t k, float beta = 0.f);
   // q, k and v = normed . W^T of `layer` for `m` tokens: one launch where the GEMM entry fuses them
   // (decode: Gemm::run_shared_a), three GEMMs otherwise.
   void qkv_into(const bf16* normed_rows, const Layer& layer, std::int64_t m);
-  // fuse_norms: rmsnorm(x) . W^T for the weights (q, k and v; or [gate | up]; or the output
+  // fuse_kernels: rmsnorm(x) . W^T for the weights (q, k and v; or [gate | up]; or the output
   // projection), the norm inside the projection's launch where the GEMM entry can
   // (Gemm::run_rmsnorm_shared_a), else stage 2's rmsnorm into `normed` and then the GEMMs.
   void norm_then_project(const char* role, const bf16* x, const bf16* norm_weight, const Layer* layer, const bf16* w,
@@ -387,7 +387,7 @@ void ModelRunner::Impl::gemm_into(const char* role, const bf16* a, const bf16* w
   args.lda = static_cast<int>(k_dim);
   args.ldb = static_cast<int>(k_dim);
   args.ldc = static_cast<int>(n);
-  args.beta = beta;  // 1: C += A.W^T (the residual stream, fuse_norms)
+  args.beta = beta;  // 1: C += A.W^T (the residual stream, fuse_kernels)
   const stage3::GemmPath path = gemm.run(args, stream);
   if (gemms_noted.emplace(role, std::make_pair(path.kernel, path.fallback)).second)  // formatted once per path
     note(fmt::format("projection {} (first at M = {})", role, m), path.name());
@@ -560,8 +560,8 @@ void ModelRunner::Impl::launch(const StepPlan& plan) {
   stage2::EmbeddingArgs<bf16> embed{T, static_cast<int>(c.vocab_size), H, ids, embedding, residual[0],
                                     embedding_error};
   note("embedding", stage2::embedding(embed, stream));
-  int current = 0;  // residual[current] holds the residual stream (fuse_norms: always residual[0])
-  const bool fused = options.fuse_norms;
+  int current = 0;  // residual[current] holds the residual stream (fuse_kernels: always residual[0])
+  const bool fused = options.fuse_kernels;
   bf16* x = residual[0];
   for (std::size_t l = 0; l < layers.size(); ++l) {
     const nvtx3::scoped_range layer_range{layer_ranges[l].c_str()};
@@ -578,19 +578,26 @@ void ModelRunner::Impl::launch(const StepPlan& plan) {
       current = 1 - current;
     }
     if (!fused) qkv_into(normed, layer, T);
-    stage2::RopeArgs<bf16> rope;
-    rope.layout = stage2::RopeLayout::rotate_half;
-    rope.tokens = T;
-    rope.q_heads = static_cast<int>(c.num_heads);
-    rope.kv_heads = static_cast<int>(c.num_kv_heads);
-    rope.head_dim = static_cast<int>(c.head_dim);
-    rope.q = q;
-    rope.k = k;
-    rope.positions = positions;
-    rope.cos_sin = cos_sin;
-    note("rope", stage2::rope(rope, static_cast<int>(max_model_len), stream));
-    write_kv_cache(k, v, slots, T, static_cast<int>(c.num_kv_heads), static_cast<int>(c.head_dim),
-                   options.block_size, layer.k_cache, layer.v_cache, stream);
+    if (fused) {  // RoPE on q and k and the cache write in one kernel
+      rope_write_kv(q, k, v, positions, slots, cos_sin, static_cast<int>(max_model_len), T,
+                    static_cast<int>(c.num_heads), static_cast<int>(c.num_kv_heads), static_cast<int>(c.head_dim),
+                    options.block_size, layer.k_cache, layer.v_cache, stream);
+      note("rope + cache write (fused)", "engine rope_write_kv");
+    } else {
+      stage2::RopeArgs<bf16> rope;
+      rope.layout = stage2::RopeLayout::rotate_half;
+      rope.tokens = T;
+      rope.q_heads = static_cast<int>(c.num_heads);
+      rope.kv_heads = static_cast<int>(c.num_kv_heads);
+      rope.head_dim = static_cast<int>(c.head_dim);
+      rope.q = q;
+      rope.k = k;
+      rope.positions = positions;
+      rope.cos_sin = cos_sin;
+      note("rope", stage2::rope(rope, static_cast<int>(max_model_len), stream));
+      write_kv_cache(k, v, slots, T, static_cast<int>(c.num_kv_heads), static_cast<int>(c.head_dim),
+                     options.block_size, layer.k_cache, layer.v_cache, stream);
+    }
 
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
     if (plan.num_decodes > 0) {
@@ -677,7 +684,7 @@ void ModelRunner::Impl::launch(const StepPlan& plan) {
 
 void ModelRunner::Impl::launch_greedy(const StepPlan& plan) {
   const int samples = plan.samples;
-  if (options.fuse_norms) {  // the sampled rows of the residual stream, then the final norm with the projection
+  if (options.fuse_kernels) {  // the sampled rows of the residual stream, then the final norm with the projection
     gather_rows(residual[0], step_ints + plan.ints.sample_rows, samples, static_cast<int>(config.hidden_size),
                 gathered, stream);
     norm_then_project("output", gathered, final_norm, nullptr, output, logits, samples, config.vocab_size);
@@ -836,7 +843,7 @@ std::vector<float> ModelRunner::execute_all_logits(const StepBatch& batch) {
   Impl& m = *impl_;
   const Impl::StepPlan plan = m.prepare(batch, 0);
   m.launch(plan);
-  if (m.options.fuse_norms) {  // every row's final norm, which launch() leaves to the output projection
+  if (m.options.fuse_kernels) {  // every row's final norm, which launch() leaves to the output projection
     stage2::RmsNormArgs<bf16> norm{static_cast<int>(plan.tokens), static_cast<int>(m.config.hidden_size), m.residual[0],
                                    m.final_norm, m.normed, static_cast<float>(m.config.rms_norm_eps)};
     m.note("rmsnorm", stage2::rmsnorm(norm, m.stream));

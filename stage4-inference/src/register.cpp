@@ -1,4 +1,5 @@
-// The engine's own kernels as kc-bench ops: the KV-cache write of a step and the greedy choice.
+// The engine's own kernels as kc-bench ops: the KV-cache write of a step, the fused RoPE + cache
+// write, and the greedy choice.
 // Each is memory-bound and judged against a copy of its bytes, like stage 2's ops; their table is
 // "stage4-kernels" (kc-engine-bench writes the engine's own, stage4.md).
 #include "kc/stage4/register.hpp"
@@ -13,6 +14,8 @@
 
 #include "kc/common/op_builder.hpp"
 #include "kc/engine/engine_kernels.hpp"
+#include "kc/stage2/kernels.hpp"
+#include "kc/stage2/references.hpp"
 
 namespace kc::stage4 {
 namespace {
@@ -95,6 +98,99 @@ OpConfig kv_cache_write_config(const std::shared_ptr<CopyScratch>& scratch) {
   return config;
 }
 
+// ---- rope_kv_write: dims {tokens, q_heads, kv_heads, head_dim, num_blocks}, parameter block_size -
+// RoPE (rotate-half, stage 2's table of base 10000) on q in place and on k into its cache slot, v
+// into its slot: the two kernels before a step's attention in one.
+
+constexpr std::int64_t kRopeTablePositions = 4096;  // positions drawn in [0, 4096)
+
+OpConfig rope_kv_write_config(const std::shared_ptr<CopyScratch>& scratch) {
+  OpConfig config;
+  config.name = "rope_kv_write";
+  config.description =
+      "q = rope(q) in place; K_cache[slot[t]] = rope(k[t]), V_cache[slot[t]] = v[t] (rotate-half, base 10000, "
+      "token t at positions[t]; caches [num_blocks, kv_heads, block_size, head_dim]); other cache rows unchanged";
+  config.dim_names = {"tokens", "q_heads", "kv_heads", "head_dim", "num_blocks"};
+  config.dtypes = {DType::bf16};
+  config.params = {{"block_size", 16, "token rows a cache block holds"}};
+  config.bound = Bound::memory;
+  config.copy_scratch = scratch;
+  const ShapeFn cache = [](const Problem& p) {
+    return Shape{p.dims[4], p.dims[2], block_size_of(p), p.dims[3]};
+  };
+  OperandSpec q = input("q", dims_at({0, 1, 3}));
+  q.role = Role::input_output;
+  OperandSpec positions = input("positions", dims_at({0}), FillSpec{}, DType::i32);
+  positions.initialize = [](const Problem& p, Tensor& tensor, std::uint64_t seed, cudaStream_t stream) {
+    std::mt19937_64 random(seed);
+    std::uniform_int_distribution<std::int32_t> position(0, kRopeTablePositions - 1);
+    std::vector<std::int32_t> values(static_cast<std::size_t>(p.dims[0]));
+    for (std::int32_t& v : values) v = position(random);
+    tensor.upload(values.data(), values.size() * sizeof(std::int32_t), stream);
+  };
+  OperandSpec slots = input("slots", dims_at({0}), FillSpec{}, DType::i32);
+  slots.initialize = [](const Problem& p, Tensor& tensor, std::uint64_t seed, cudaStream_t stream) {
+    std::vector<std::int32_t> all(static_cast<std::size_t>(p.dims[4] * block_size_of(p)));
+    std::iota(all.begin(), all.end(), 0);
+    std::shuffle(all.begin(), all.end(), std::mt19937_64(seed + 1));
+    tensor.upload(all.data(), static_cast<std::size_t>(p.dims[0]) * sizeof(std::int32_t), stream);
+  };
+  OperandSpec table = input(
+      "cos_sin", [](const Problem& p) { return Shape{kRopeTablePositions, p.dims[3]}; }, FillSpec{}, DType::f32);
+  table.initialize = [](const Problem& p, Tensor& tensor, std::uint64_t, cudaStream_t stream) {
+    const std::vector<float> values = stage2::rope_cos_sin_table(kRopeTablePositions, p.dims[3], stage2::kRopeBase);
+    tensor.upload(values.data(), values.size() * sizeof(float), stream);
+  };
+  OperandSpec k_cache = input("k_cache", cache), v_cache = input("v_cache", cache);
+  k_cache.role = v_cache.role = Role::input_output;
+  config.operands = {q, input("k", dims_at({0, 2, 3})), input("v", dims_at({0, 2, 3})), positions, slots, table,
+                     k_cache, v_cache};
+  // q read and written; k and v read and their rows written to the caches; a table row a token;
+  // positions and slots.
+  config.bytes = [](const Problem& p) {
+    const double tokens = static_cast<double>(p.dims[0]), dim = static_cast<double>(p.dims[3]);
+    return 2.0 * 2.0 * tokens * dim * static_cast<double>(p.dims[1] + 2 * p.dims[2]) + 4.0 * tokens * dim +
+           8.0 * tokens;
+  };
+  config.supports = [](const Problem& p) -> std::string {
+    const std::int64_t block = block_size_of(p);
+    if (block != 16 && block != 32 && block != 64) return "block_size must be 16, 32 or 64";
+    if (p.dims[3] % 16 != 0) return "head_dim must be a multiple of 16 (8 pairs, 16-byte pieces, a thread)";
+    if (p.dims[0] > p.dims[4] * block) return "more tokens than cache slots";
+    return "";
+  };
+  config.host_reference = [](const Problem& p, const HostTensors& in) {
+    const std::int64_t tokens = p.dims[0], kv_heads = p.dims[2], dim = p.dims[3], block = block_size_of(p);
+    std::vector<double> q_out = in.at("q"), k_rotated = in.at("k");
+    const double* at = in.at("positions").data();
+    stage2::rope_reference(stage2::RopeLayout::rotate_half, q_out.data(), tokens, p.dims[1], dim, at,
+                           stage2::kRopeBase);
+    stage2::rope_reference(stage2::RopeLayout::rotate_half, k_rotated.data(), tokens, kv_heads, dim, at,
+                           stage2::kRopeBase);
+    HostTensors out{{"q", std::move(q_out)}, {"k_cache", in.at("k_cache")}, {"v_cache", in.at("v_cache")}};
+    for (std::int64_t t = 0; t < tokens; ++t) {
+      const auto slot = static_cast<std::int64_t>(in.at("slots")[static_cast<std::size_t>(t)]);
+      for (std::int64_t h = 0; h < kv_heads; ++h)
+        for (std::int64_t d = 0; d < dim; ++d) {
+          const std::size_t from = static_cast<std::size_t>((t * kv_heads + h) * dim + d);
+          const std::size_t to =
+              static_cast<std::size_t>((((slot / block) * kv_heads + h) * block + slot % block) * dim + d);
+          out["k_cache"][to] = k_rotated[from];
+          out["v_cache"][to] = in.at("v")[from];
+        }
+    }
+    return out;
+  };
+  // A decode step of 256 sequences and a prefill chunk of 2048 tokens, Llama-3-8B's heads, a cache
+  // of 4096 blocks of 16 rows.
+  config.bench = {{{256, 32, 8, 128, 4096}}, {{2048, 32, 8, 128, 4096}}};
+  config.conformance = {{{1, 1, 1, 16, 1}},    {{17, 9, 3, 64, 2}},  {{300, 4, 2, 128, 40}},
+                        ProblemSpec({{33, 8, 4, 64, 3}}, std::nullopt, {{"block_size", 32}}),
+                        ProblemSpec({{64, 2, 1, 16, 1}}, std::nullopt, {{"block_size", 64}}),
+                        {{{5, 4, 4, 48, 1}}}};
+  return config;
+}
+
 // ---- argmax_rows: dims {rows, vocab} ----------------------------------------------------------
 
 OpConfig argmax_rows_config(const std::shared_ptr<CopyScratch>& scratch) {
@@ -136,6 +232,18 @@ void register_kernels(Registry& registry) {
                                static_cast<int>(p.dims[1]), static_cast<int>(p.dims[2]),
                                static_cast<int>(block_size_of(p)), o["k_cache"].data<__nv_bfloat16>(),
                                o["v_cache"].data<__nv_bfloat16>(), stream);
+      }));
+  registry.add_op(build_op(rope_kv_write_config(scratch)));
+  registry.add_kernel(engine_kernel(
+      "rope_kv_write", "01_fused", "a thread per 8 pairs of a head: q rotated in place, k rotated into its cache slot, "
+      "v copied beside it",
+      [](const Problem& p, Operands& o, cudaStream_t stream) {
+        engine::rope_write_kv(o["q"].data<__nv_bfloat16>(), o["k"].data<__nv_bfloat16>(), o["v"].data<__nv_bfloat16>(),
+                              o["positions"].data<std::int32_t>(), o["slots"].data<std::int32_t>(),
+                              o["cos_sin"].data<float>(), static_cast<int>(kRopeTablePositions),
+                              static_cast<int>(p.dims[0]), static_cast<int>(p.dims[1]), static_cast<int>(p.dims[2]),
+                              static_cast<int>(p.dims[3]), static_cast<int>(block_size_of(p)),
+                              o["k_cache"].data<__nv_bfloat16>(), o["v_cache"].data<__nv_bfloat16>(), stream);
       }));
   registry.add_op(build_op(argmax_rows_config(scratch)));
   registry.add_kernel(engine_kernel("argmax_rows", "01_block_per_row",

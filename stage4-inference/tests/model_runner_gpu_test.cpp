@@ -240,20 +240,20 @@ TEST(ModelRunner, ChunkedPrefillAndDecodeMatchTheDoubleModel) {
   }
 }
 
-// RunnerOptions::fuse_norms: the residual stream accumulated in place by the o and down
-// projections, and each RMSNorm inside the projection that reads it where rung 12 runs (one token
-// a step). The same chunked prefill (norms as separate kernels, residual in place) and decode steps
-// (norms fused) as above, then greedy generation of one request through the scheduler with CUDA
-// graphs (the final norm fused into the output projection), each token within the tie margin of
-// the double model's best.
-TEST(ModelRunner, FusedNormsMatchTheDoubleModel) {
+// RunnerOptions::fuse_kernels: the residual stream accumulated in place by the o and down
+// projections, RoPE and the cache write in one kernel, and each RMSNorm (and SwiGLU) inside the
+// projection that reads it where rung 12 runs (one token a step). The same chunked prefill (norms
+// and SwiGLU as separate kernels, residual in place) and decode steps (all fused) as above, then
+// greedy generation of one request through the scheduler with CUDA graphs (the final norm fused
+// into the output projection), each token within the tie margin of the double model's best.
+TEST(ModelRunner, FusedKernelsMatchTheDoubleModel) {
   KC_SKIP_WITHOUT_GPU();
   for (const Case& c : kCases) {
     const ModelWeights weights = case_weights(c, 12);
     const std::vector<std::int32_t> ids = random_ids(77, c.vocab, 7);
     const std::vector<double> reference = reference_logits(weights, ids);
     RunnerOptions options = small_runner();
-    options.fuse_norms = true;
+    options.fuse_kernels = true;
     options.cuda_graphs = true;
     ModelRunner runner(weights, options);
     KvBlockManager cache(runner.scheduler_config().num_blocks, options.block_size);
@@ -269,9 +269,11 @@ TEST(ModelRunner, FusedNormsMatchTheDoubleModel) {
     for (; done < ids.size(); ++done)
       compare(runner.execute_all_logits(make_step(cache, {{1, {ids[done]}}}, 1, stride)), reference, c.vocab, 1, done,
               decoded);
-    expect_close(chunked, fmt::format("{} chunked prefill, fused norms", c.name));
-    expect_close(decoded, fmt::format("{} decode steps, fused norms", c.name));
+    expect_close(chunked, fmt::format("{} chunked prefill, fused kernels", c.name));
+    expect_close(decoded, fmt::format("{} decode steps, fused kernels", c.name));
     EXPECT_EQ(runner.kernels_used().count("rmsnorm (fused)"), 1u) << c.name << ": no norm ran fused";
+    EXPECT_EQ(runner.kernels_used().count("swiglu (fused)"), 1u) << c.name << ": no SwiGLU ran fused";
+    EXPECT_EQ(runner.kernels_used().count("rope + cache write (fused)"), 1u) << c.name;
 
     Scheduler scheduler(runner.scheduler_config());
     const std::vector<std::int32_t> prompt = random_ids(9, c.vocab, 77);

@@ -18,8 +18,8 @@ import sys
 
 def mode_of(model):
     parts = ["CUDA graphs" if model.get("cuda_graphs") else "eager"]
-    if model.get("fuse_norms"):
-        parts.append("fused norms")
+    if model.get("fuse_kernels"):
+        parts.append("fused kernels")
     return ", ".join(parts)
 
 

@@ -1,9 +1,10 @@
 // rope_internal.cuh — indexing shared by the RoPE rungs: Q and K are walked as one list of
-// heads per token (the q_heads of Q, then the kv_heads of K), and one rotation.
+// heads per token (the q_heads of Q, then the kv_heads of K), and one rotation (kc/core/rope.cuh).
 #pragma once
 
 #include <cstdint>
 
+#include "kc/core/rope.cuh"
 #include "kc/stage2/kernels.hpp"
 
 namespace kc::stage2 {
@@ -16,11 +17,7 @@ __device__ __forceinline__ T* rope_head(const RopeArgs<T>& args, std::int64_t to
              : args.k + (token * args.kv_heads + (head - args.q_heads)) * args.head_dim;
 }
 
-// (a, b) -> (a cos - b sin, b cos + a sin)
-__device__ __forceinline__ void rotate_pair(float& a, float& b, float cos_angle, float sin_angle) {
-  const float rotated_a = a * cos_angle - b * sin_angle;
-  b = b * cos_angle + a * sin_angle;
-  a = rotated_a;
-}
+// (a, b) -> (a cos - b sin, b cos + a sin): kc/core/rope.cuh, shared with the engine.
+using core::rotate_pair;
 
 }  // namespace kc::stage2

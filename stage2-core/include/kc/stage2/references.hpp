@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 #include <functional>
 
 #include "kc/stage2/kernels.hpp"
@@ -45,6 +46,10 @@ void rope_reference(RopeLayout layout, double* x, std::int64_t tokens, std::int6
 
 // The angle of pair i at `position`: position * base^(-2i / head_dim).
 double rope_angle(double position, std::int64_t pair, std::int64_t head_dim, double base);
+
+// The cos/sin table the RoPE kernels read ([positions, head_dim] floats: cos of pair i at [p][i],
+// sin at [p][head_dim / 2 + i]) for positions 0 .. positions - 1, computed in double.
+std::vector<float> rope_cos_sin_table(std::int64_t positions, std::int64_t head_dim, double base);
 
 // out[t] = table[ids[t]]; throws kc::Error (bad_token_message) for an id outside [0, vocab).
 void embedding_reference(const double* ids, const double* table, std::int64_t tokens,

@@ -28,6 +28,18 @@ using bf16 = __nv_bfloat16;
 void write_kv_cache(const bf16* k, const bf16* v, const std::int32_t* slots, int tokens, int kv_heads,
                     int head_dim, int block_size, bf16* k_cache, bf16* v_cache, cudaStream_t stream);
 
+// RoPE and the cache write of a step in one kernel (the fused decode step; what stage 2's rope()
+// followed by write_kv_cache does): q rotated in place; k rotated and written to K_cache[slot];
+// v written to V_cache[slot]; the rotate-half layout (pairs i and i + head_dim / 2 of each head),
+// angle of position p from cos_sin [max_position, head_dim] (cos of pair i at [p][i], sin at
+// [p][head_dim / 2 + i], as stage 2's rope reads it). q: [tokens, q_heads, head_dim]; k, v:
+// [tokens, kv_heads, head_dim]; positions and slots: device, int32, one a token (a negative slot
+// skips the token's cache writes: a padding row). head_dim must be a multiple of 16, and every
+// position below max_position.
+void rope_write_kv(bf16* q, const bf16* k, const bf16* v, const int* positions, const std::int32_t* slots,
+                   const float* cos_sin, int max_position, int tokens, int q_heads, int kv_heads, int head_dim,
+                   int block_size, bf16* k_cache, bf16* v_cache, cudaStream_t stream);
+
 // The first `length` keys and values of one sequence, gathered from its pages into contiguous
 // [kv_heads, length, head_dim] tensors (the K and V attention_forward reads). block_table: the
 // sequence's row of the table (device, int32, at least ceil(length / block_size) ids).

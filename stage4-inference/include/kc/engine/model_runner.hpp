@@ -78,12 +78,14 @@ struct RunnerOptions {
   // of the reference sampler on the host (their logits copied back). On by default: it gave the
   // reference sampler's tokens on the H200 (ModelRunner.GpuSamplerGivesTheReferenceSamplersTokens).
   bool gpu_sampler = true;
-  // The residual stream accumulated in place by the o and down projections (beta = 1), and each
-  // RMSNorm done inside the projection that reads it where the GEMM entry can
-  // (kc::stage3::Gemm::run_rmsnorm_shared_a: rung 12, one token a step): two kernels a layer fewer
-  // at batch-1 decode. Elsewhere stage 2's rmsnorm runs before the projection. Off by default
-  // until it has run on the GPU against the double model (tests/model_runner_gpu_test.cpp).
-  bool fuse_norms = false;
+  // The fused decode step: the residual stream accumulated in place by the o and down projections
+  // (beta = 1); RoPE and the cache write in one kernel (engine rope_write_kv); and where the GEMM
+  // entry can (rung 12, one token a step) each RMSNorm inside the projection that reads it
+  // (kc::stage3::Gemm::run_rmsnorm_shared_a) and SwiGLU inside the down projection
+  // (Gemm::run_swiglu): four kernels a layer fewer at batch-1 decode. Elsewhere stage 2's rmsnorm
+  // and swiglu run before the projections. Off by default until it has run on the GPU against the
+  // double model (tests/model_runner_gpu_test.cpp).
+  bool fuse_kernels = false;
   // The shortest context split of the paged decode attention (PagedDecodeAttention::
   // set_min_keys_per_split, a multiple of 64): 256 is stage 3's default; lower values cut a short
   // context at small batch into more splits that run in parallel.
