@@ -38,6 +38,27 @@ KernelEntry engine_kernel(const std::string& op, const std::string& name, std::s
 
 std::int64_t block_size_of(const Problem& p) { return static_cast<std::int64_t>(p.param("block_size")); }
 
+// `tokens` distinct cache slots out of num_blocks x block_size, shuffled by the seed: the tokens of
+// a step land in scattered blocks and rows. `tokens_dim`, `blocks_dim`: where the problem keeps them.
+OperandSpec shuffled_slots(int tokens_dim, int blocks_dim) {
+  OperandSpec slots = input("slots", dims_at({tokens_dim}), FillSpec{}, DType::i32);
+  slots.initialize = [tokens_dim, blocks_dim](const Problem& p, Tensor& tensor, std::uint64_t seed,
+                                              cudaStream_t stream) {
+    std::vector<std::int32_t> all(static_cast<std::size_t>(p.dims[blocks_dim] * block_size_of(p)));
+    std::iota(all.begin(), all.end(), 0);
+    std::shuffle(all.begin(), all.end(), std::mt19937_64(seed));
+    tensor.upload(all.data(), static_cast<std::size_t>(p.dims[tokens_dim]) * sizeof(std::int32_t), stream);
+  };
+  return slots;
+}
+
+// Element d of kv head h of cache slot `slot` in a [num_blocks, kv_heads, block_size, head_dim] cache.
+std::size_t cache_index(std::int64_t slot, std::int64_t h, std::int64_t d, std::int64_t kv_heads,
+                        std::int64_t block_size, std::int64_t head_dim) {
+  return static_cast<std::size_t>((((slot / block_size) * kv_heads + h) * block_size + slot % block_size) * head_dim +
+                                  d);
+}
+
 OpConfig kv_cache_write_config(const std::shared_ptr<CopyScratch>& scratch) {
   OpConfig config;
   config.name = "kv_cache_write";
@@ -52,14 +73,7 @@ OpConfig kv_cache_write_config(const std::shared_ptr<CopyScratch>& scratch) {
   const ShapeFn cache = [](const Problem& p) {
     return Shape{p.dims[3], p.dims[1], block_size_of(p), p.dims[2]};
   };
-  OperandSpec slots = input("slots", dims_at({0}), FillSpec{}, DType::i32);
-  // Distinct slots, shuffled by the seed: tokens land in scattered blocks and rows.
-  slots.initialize = [](const Problem& p, Tensor& tensor, std::uint64_t seed, cudaStream_t stream) {
-    std::vector<std::int32_t> all(static_cast<std::size_t>(p.dims[3] * block_size_of(p)));
-    std::iota(all.begin(), all.end(), 0);
-    std::shuffle(all.begin(), all.end(), std::mt19937_64(seed));
-    tensor.upload(all.data(), static_cast<std::size_t>(p.dims[0]) * sizeof(std::int32_t), stream);
-  };
+  const OperandSpec slots = shuffled_slots(0, 3);
   OperandSpec k_cache = input("k_cache", cache), v_cache = input("v_cache", cache);
   k_cache.role = v_cache.role = Role::input_output;
   config.operands = {input("k", dims_at({0, 1, 2})), input("v", dims_at({0, 1, 2})), slots, k_cache, v_cache};
@@ -82,7 +96,7 @@ OpConfig kv_cache_write_config(const std::shared_ptr<CopyScratch>& scratch) {
       for (std::int64_t h = 0; h < heads; ++h)
         for (std::int64_t d = 0; d < dim; ++d) {
           const std::size_t from = static_cast<std::size_t>((t * heads + h) * dim + d);
-          const std::size_t to = static_cast<std::size_t>((((slot / block) * heads + h) * block + slot % block) * dim + d);
+          const std::size_t to = cache_index(slot, h, d, heads, block, dim);
           out["k_cache"][to] = in.at("k")[from];
           out["v_cache"][to] = in.at("v")[from];
         }
@@ -128,13 +142,7 @@ OpConfig rope_kv_write_config(const std::shared_ptr<CopyScratch>& scratch) {
     for (std::int32_t& v : values) v = position(random);
     tensor.upload(values.data(), values.size() * sizeof(std::int32_t), stream);
   };
-  OperandSpec slots = input("slots", dims_at({0}), FillSpec{}, DType::i32);
-  slots.initialize = [](const Problem& p, Tensor& tensor, std::uint64_t seed, cudaStream_t stream) {
-    std::vector<std::int32_t> all(static_cast<std::size_t>(p.dims[4] * block_size_of(p)));
-    std::iota(all.begin(), all.end(), 0);
-    std::shuffle(all.begin(), all.end(), std::mt19937_64(seed + 1));
-    tensor.upload(all.data(), static_cast<std::size_t>(p.dims[0]) * sizeof(std::int32_t), stream);
-  };
+  const OperandSpec slots = shuffled_slots(0, 4);
   OperandSpec table = input(
       "cos_sin", [](const Problem& p) { return Shape{kRopeTablePositions, p.dims[3]}; }, FillSpec{}, DType::f32);
   table.initialize = [](const Problem& p, Tensor& tensor, std::uint64_t, cudaStream_t stream) {
@@ -173,8 +181,7 @@ OpConfig rope_kv_write_config(const std::shared_ptr<CopyScratch>& scratch) {
       for (std::int64_t h = 0; h < kv_heads; ++h)
         for (std::int64_t d = 0; d < dim; ++d) {
           const std::size_t from = static_cast<std::size_t>((t * kv_heads + h) * dim + d);
-          const std::size_t to =
-              static_cast<std::size_t>((((slot / block) * kv_heads + h) * block + slot % block) * dim + d);
+          const std::size_t to = cache_index(slot, h, d, kv_heads, block, dim);
           out["k_cache"][to] = k_rotated[from];
           out["v_cache"][to] = in.at("v")[from];
         }
