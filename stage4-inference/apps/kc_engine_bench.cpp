@@ -109,6 +109,7 @@ struct ModelResult {
   std::string name, source;
   bool cuda_graphs = false;
   bool fuse_kernels = false;
+  int decode_min_split_keys = 256;
   double params = 0, weight_bytes = 0, kv_bytes_per_token = 0, pool_mib = 0;
   double weight_bytes_read = 0;  // a decode step reads every weight except the embedding table
                                  // (one row of it), which a tied model reads as its output
@@ -270,7 +271,9 @@ std::string fixed(double value, int digits) { return fmt::format("{:.{}f}", valu
 
 // "eager", "CUDA graphs", "CUDA graphs, fused kernels": a table section's mode.
 std::string mode_name(const ModelResult& r) {
-  return std::string(r.cuda_graphs ? "CUDA graphs" : "eager") + (r.fuse_kernels ? ", fused kernels" : "");
+  return std::string(r.cuda_graphs ? "CUDA graphs" : "eager") + (r.fuse_kernels ? ", fused kernels" : "") +
+         (r.decode_min_split_keys != 256 ? fmt::format(", decode splits of at least {} keys", r.decode_min_split_keys)
+                                         : std::string());
 }
 
 // One peer's rates, from bench/peers/hf_engine_peers.py or bench/peers/llama_cpp_peer.py:
@@ -393,11 +396,13 @@ void write_tables(const Args& args, const kc::DeviceInfo& device, double copy_gb
                         fixed(c.tok_s, 1), fixed(c.ttft_p50_ms, 1), fixed(c.ttft_p99_ms, 1),
                         peers.cells(r.name, "concurrency", c.requests, c.tok_s));
     md += "\n";
-    json += fmt::format("{}\n    {{\"name\": {}, \"source\": {}, \"cuda_graphs\": {}, \"fuse_kernels\": {}, \"params\": {:.0f}, "
+    json += fmt::format("{}\n    {{\"name\": {}, \"source\": {}, \"cuda_graphs\": {}, \"fuse_kernels\": {}, "
+                        "\"decode_min_split_keys\": {}, \"params\": {:.0f}, "
                         "\"weight_bytes\": {:.0f}, \"kv_bytes_per_token\": {:.0f}, \"pool_mib\": {:.1f}, "
                         "\"num_blocks\": {}, \"block_size\": {}, \"graph_replays\": {},\n     \"decode\": [",
                         m ? "," : "", kc::json_string(r.name), kc::json_string(r.source),
-                        r.cuda_graphs ? "true" : "false", r.fuse_kernels ? "true" : "false", r.params, r.weight_bytes, r.kv_bytes_per_token, r.pool_mib,
+                        r.cuda_graphs ? "true" : "false", r.fuse_kernels ? "true" : "false", r.decode_min_split_keys,
+                        r.params, r.weight_bytes, r.kv_bytes_per_token, r.pool_mib,
                         r.num_blocks, r.block_size, r.graph_replays);
     for (std::size_t i = 0; i < r.decode.size(); ++i)
       json += fmt::format("{}{{\"context\": {}, \"tokens\": {}, \"tok_s\": {:.2f}, \"bytes_per_token\": {:.0f}, "
@@ -509,6 +514,7 @@ int run(int argc, char** argv) {
       result.source = loaded ? "checkpoint, " + loaded->format : "published shape, random weights";
       result.cuda_graphs = graphs;
       result.fuse_kernels = fuse;
+      result.decode_min_split_keys = args.decode_min_split_keys;
       results.push_back(std::move(result));
     }
   }

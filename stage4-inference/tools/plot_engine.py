@@ -20,6 +20,8 @@ def mode_of(model):
     parts = ["CUDA graphs" if model.get("cuda_graphs") else "eager"]
     if model.get("fuse_kernels"):
         parts.append("fused kernels")
+    if model.get("decode_min_split_keys", 256) != 256:
+        parts.append(f"splits >= {model['decode_min_split_keys']} keys")
     return ", ".join(parts)
 
 
