@@ -14,6 +14,8 @@
 // replay as captured CUDA graphs and temperature sampling runs on the GPU unless --no-cuda-graphs
 // or --cpu-sampler says otherwise; --fuse-kernels runs each RMSNorm (and SwiGLU) inside the
 // projection that reads it where it can (kc/engine/model_runner.hpp).
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -105,9 +107,20 @@ int run(int argc, char** argv) {
 
   const auto load_start = Clock::now();
   kc::engine::LoadedModel model = kc::engine::load_model(args.model);
-  const kc::engine::ModelConfig& config = model.weights.config;
+  const kc::engine::ModelConfig config = model.weights.config;  // a copy: the weights are dropped below
   const auto loaded = Clock::now();
-  kc::engine::ModelRunner runner(model.weights, args.runner, model.rope_freq_factors);
+  kc::engine::RunnerOptions options = args.runner;
+  const bool terminal = isatty(fileno(stderr)) != 0;
+  if (terminal)  // a progress bar on the terminal, redrawn in place
+    options.upload_progress = [](std::uint64_t done, std::uint64_t total) {
+      const int width = 40, filled = total > 0 ? static_cast<int>(width * done / total) : width;
+      std::fprintf(stderr, "\rkc-generate: uploading [%.*s%*s] %5.1f%% of %.0f MiB", filled,
+                   "########################################", width - filled, "",
+                   total > 0 ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0,
+                   static_cast<double>(total) / (1 << 20));
+    };
+  kc::engine::ModelRunner runner(model.weights, options, model.rope_freq_factors);
+  if (terminal) std::fprintf(stderr, "\n");
   model.weights = kc::engine::ModelWeights{};  // the host copy is no longer needed
   const auto uploaded = Clock::now();
   std::fprintf(stderr, "kc-generate: %s (%s): %lld layers, hidden %lld, %lld/%lld heads, vocab %lld\n",

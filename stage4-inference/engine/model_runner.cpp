@@ -261,10 +261,41 @@ ModelRunner::Impl::Impl(const ModelConfig& model_config, const ModelWeights* wei
 void ModelRunner::Impl::upload(const ModelWeights* weights, std::uint64_t seed,
                                const std::vector<float>& freq_factors) {
   const ModelConfig& c = config;
-  // Weights go up through one pinned staging buffer, in pieces, on the runner's stream; without
-  // a weight table each tensor is drawn on the GPU instead (`put` of an absent tensor).
+  // Weights go up in pieces through two pinned staging buffers on a side stream: while piece n is
+  // on its way from one buffer, piece n + 1 is copied into the other (an event says when a
+  // buffer is free again); options.upload_progress hears how far it is after every piece.
+  // Without a weight table each tensor is drawn on the GPU instead (`put` of an absent tensor).
   const std::size_t chunk_elements = std::size_t{32} << 20;
-  PinnedBuffer<std::uint16_t> upload_staging(weights != nullptr ? chunk_elements : 1);
+  const std::size_t staging_elements = weights != nullptr ? chunk_elements : 1;
+  PinnedBuffer<std::uint16_t> staging_buffers[2] = {PinnedBuffer<std::uint16_t>(staging_elements),
+                                                    PinnedBuffer<std::uint16_t>(staging_elements)};
+  struct UploadResources {  // the side stream and the two buffers' events, released on every path
+    cudaStream_t stream = nullptr;
+    cudaEvent_t freed[2] = {nullptr, nullptr};
+    bool recorded[2] = {false, false};
+    ~UploadResources() {
+      if (stream != nullptr) {
+        cudaStreamSynchronize(stream);
+        cudaStreamDestroy(stream);
+      }
+      for (cudaEvent_t event : freed)
+        if (event != nullptr) cudaEventDestroy(event);
+    }
+  } side;
+  KC_CUDA_CHECK(cudaStreamCreateWithFlags(&side.stream, cudaStreamNonBlocking));
+  for (cudaEvent_t& event : side.freed) KC_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  std::uint64_t total_bytes = 0, done_bytes = 0;
+  if (weights != nullptr) {
+    const auto add = [&](const HostTensor& t) { total_bytes += t.data.size() * sizeof(std::uint16_t); };
+    add(weights->token_embedding);
+    add(weights->final_norm);
+    if (!c.tie_word_embeddings) add(weights->lm_head);
+    for (const LayerWeights& layer : weights->layers)
+      for (const HostTensor* t : {&layer.attn_norm, &layer.q, &layer.k, &layer.v, &layer.o, &layer.ffn_norm,
+                                  &layer.gate, &layer.up, &layer.down})
+        add(*t);
+  }
+  int which = 0;
   std::uint64_t tensor_index = 0;
   auto draw = [&](bf16* to, std::size_t count, std::int64_t fan_in) {
     // fan_in > 0: a projection, uniform with variance 1 / fan_in; 0: a norm weight (all 1); -1:
@@ -283,10 +314,15 @@ void ModelRunner::Impl::upload(const ModelWeights* weights, std::uint64_t seed,
             tensor->data.size(), count);
     for (std::size_t done = 0; done < count; done += chunk_elements) {
       const std::size_t n = std::min(chunk_elements, count - done);
-      KC_CUDA_CHECK(cudaStreamSynchronize(stream));  // the previous piece has left the staging buffer
-      std::memcpy(upload_staging.data(), tensor->data.data() + done, n * sizeof(std::uint16_t));
-      KC_CUDA_CHECK(cudaMemcpyAsync(to + offset_elements + done, upload_staging.data(), n * sizeof(std::uint16_t),
-                                    cudaMemcpyHostToDevice, stream));
+      if (side.recorded[which]) KC_CUDA_CHECK(cudaEventSynchronize(side.freed[which]));  // its last piece has left
+      std::memcpy(staging_buffers[which].data(), tensor->data.data() + done, n * sizeof(std::uint16_t));
+      KC_CUDA_CHECK(cudaMemcpyAsync(to + offset_elements + done, staging_buffers[which].data(),
+                                    n * sizeof(std::uint16_t), cudaMemcpyHostToDevice, side.stream));
+      KC_CUDA_CHECK(cudaEventRecord(side.freed[which], side.stream));
+      side.recorded[which] = true;
+      which = 1 - which;
+      done_bytes += n * sizeof(std::uint16_t);
+      if (options.upload_progress) options.upload_progress(done_bytes, total_bytes);
     }
   };
   const std::int64_t H = c.hidden_size, I = c.intermediate_size;
@@ -353,6 +389,7 @@ void ModelRunner::Impl::upload(const ModelWeights* weights, std::uint64_t seed,
   logits = pool.get<bf16>("logits");
   k_gather = pool.get<bf16>("prefill K");
   v_gather = pool.get<bf16>("prefill V");
+  KC_CUDA_CHECK(cudaStreamSynchronize(side.stream));  // every weight is up
   KC_CUDA_CHECK(cudaStreamSynchronize(stream));
 
   // The decode attention's split workspace at its largest, before any step, so that no step

@@ -507,6 +507,39 @@ TEST(ModelRunner, PreemptionUnderASmallCacheGivesTheSoloTokens) {
               static_cast<long long>(crowded.stats().preemptions), a.equal, a.parted);
 }
 
+// The upload through two staging buffers on a side stream reports its progress after every piece,
+// never backwards, ending at every byte of the weight table; the model it uploaded still matches
+// the double model (the whole-prompt check on one prompt).
+TEST(ModelRunner, UploadReportsProgressToTheLastByte) {
+  KC_SKIP_WITHOUT_GPU();
+  const Case& c = kCases[1];
+  const ModelWeights weights = case_weights(c, 21);
+  std::uint64_t expected = weights.token_embedding.data.size() + weights.final_norm.data.size() +
+                           weights.lm_head.data.size();
+  for (const LayerWeights& l : weights.layers)
+    for (const HostTensor* t : {&l.attn_norm, &l.q, &l.k, &l.v, &l.o, &l.ffn_norm, &l.gate, &l.up, &l.down})
+      expected += t->data.size();
+  expected *= sizeof(std::uint16_t);
+  RunnerOptions options = small_runner();
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> reports;
+  options.upload_progress = [&](std::uint64_t done, std::uint64_t total) { reports.emplace_back(done, total); };
+  ModelRunner runner(weights, options);
+  ASSERT_FALSE(reports.empty());
+  for (std::size_t i = 0; i < reports.size(); ++i) {
+    EXPECT_EQ(reports[i].second, expected);
+    if (i > 0) {
+      EXPECT_GT(reports[i].first, reports[i - 1].first);
+    }
+  }
+  EXPECT_EQ(reports.back().first, expected);
+  const std::vector<std::int32_t> ids = random_ids(17, c.vocab, 5);
+  KvBlockManager cache(runner.scheduler_config().num_blocks, options.block_size);
+  Comparison result;
+  compare(runner.execute_all_logits(make_step(cache, {{1, ids}}, 0, 32)), reference_logits(weights, ids), c.vocab, 17,
+          0, result);
+  expect_close(result, std::string(c.name) + " after a progress-reporting upload");
+}
+
 TEST(ModelRunner, RefusesABadBatchBeforeLaunching) {
   KC_SKIP_WITHOUT_GPU();
   const Case& c = kCases[0];

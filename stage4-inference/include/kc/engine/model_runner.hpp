@@ -90,6 +90,9 @@ struct RunnerOptions {
   // set_min_keys_per_split, a multiple of 64): 256 is stage 3's default; lower values cut a short
   // context at small batch into more splits that run in parallel.
   std::int32_t decode_min_keys_per_split = 256;
+  // Called after every piece of the weight upload (32 Mi elements at most) with the bytes sent and
+  // the bytes in all: kc-generate draws a progress bar with it. Not called for random weights.
+  std::function<void(std::uint64_t done_bytes, std::uint64_t total_bytes)> upload_progress;
 };
 
 inline constexpr std::int64_t kDefaultMaxModelLen = 8192;
