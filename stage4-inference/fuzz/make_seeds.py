@@ -264,7 +264,32 @@ def tokenizer_seeds():
     write("fuzz_tokenizer_encode", "ids", b"\x81" + struct.pack("<4i", 0, 1, 300, 1200))
 
 
+def request_seeds():
+    """fuzz_request_json: byte 0 picks the endpoint (even: completions, odd: chat), then the body."""
+    completions = [
+        {"model": "kc", "prompt": "Once upon a time", "max_tokens": 16},
+        {"model": "kc", "prompt": "caf\u00e9 \U0001F600", "max_tokens": 64, "temperature": 0.7, "top_p": 0.9,
+         "seed": 42, "stop": ["\n", "END"], "stream": True, "stream_options": {"include_usage": True},
+         "n": 1, "unknown_field": [1, {"a": None}]},
+        {"prompt": "x", "max_tokens": 0},
+    ]
+    chats = [
+        {"model": "kc", "messages": [{"role": "user", "content": "What is the capital of France?"}]},
+        {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
+                      {"role": "assistant", "content": "Hello!"}, {"role": "user", "content": "A haiku."}],
+         "max_completion_tokens": 32, "max_tokens": 8, "temperature": 0, "stop": "stop", "stream": True},
+        {"messages": [{"role": "tool", "content": 3}], "top_p": 0},
+    ]
+    for i, body in enumerate(completions):
+        write("fuzz_request_json", f"completion{i}.json", b"\x00" + json.dumps(body).encode("utf-8"))
+    for i, body in enumerate(chats):
+        write("fuzz_request_json", f"chat{i}.json", b"\x01" + json.dumps(body).encode("utf-8"))
+    write("fuzz_request_json", "deep.json", b"\x00" + b"[" * 80 + b"]" * 80)
+    write("fuzz_request_json", "bad_utf8.json", b"\x01{\"messages\": [{\"role\": \"user\", \"content\": \"\xc3\x28\"}]}")
+
+
 if __name__ == "__main__":
+    request_seeds()
     gguf_seeds()
     safetensors_seeds()
     config_seeds()
