@@ -55,7 +55,7 @@ def main():
 
     flash = not args.no_flash_attn
     model = os.path.basename(args.gguf)
-    rows, raw, commands = [], [], []
+    rows = []
     decode_cmd, decode = bench(args.llama_bench, args.gguf,
                                ["-p", "0", "-n", str(args.decode_tokens), "-d", args.contexts], flash)
     prefill_cmd, prefill = bench(args.llama_bench, args.gguf, ["-p", args.prefill, "-n", "0"], flash)

@@ -9,10 +9,12 @@
 // sm_90a code. Nothing between 1024² and 2048² outputs was measured, so the threshold sits at the
 // smallest shape where rung 09 matched cuBLAS. The measured shapes have K from 1032 to 14336; K is
 // not part of the rule. Rung 03 on other GPUs (A100 and later non-Hopper parts) has not been
-// measured against cuBLAS there: it is kc's kernel for them until a table says otherwise. Shapes
-// with 1 < M <= 64 go to cuBLAS on every GPU: a 128-row tile would be mostly empty, and rung 12
-// (CUDA-core FMAs: M per element of B) and rung 11 (tensor cores, split K) measured below cuBLAS
-// there.
+// measured against cuBLAS there: it is kc's kernel for them until a table says otherwise. Decode
+// shapes with M = 1 go to rung 12 (a GEMV on the CUDA cores) on every GPU from sm_80 on, where the
+// table's decode columns have it above cuBLAS on the smaller weights and within a few points on
+// the largest. Shapes with 1 < M <= 64 go to cuBLAS on every GPU: a 128-row tile would be mostly
+// empty, and rung 12 (CUDA-core FMAs: M per element of B) and rung 11 (tensor cores, split K)
+// measured below cuBLAS there.
 #include "kc/stage3/gemm.hpp"
 
 #include <fmt/format.h>
@@ -133,6 +135,16 @@ GemmTarget query_target(int device) {
   KC_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
   KC_CUDA_CHECK(cudaDeviceGetAttribute(&shared, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   return {major * 10 + minor, shared, built_with_sm90a_code()};
+}
+
+// One launch of rung 12 over the weights of a shared-A call, every one of which plan_shared_a
+// found on rung 12; with an RMSNorm (norm_weight) or SwiGLU prologue when asked.
+void launch_on_rung12(int m, int k, const bf16* a, const Gemm::SharedAWeight* weights, int count, float beta,
+                      cudaStream_t stream, const bf16* norm_weight = nullptr, float eps = 0.f, bool swiglu = false) {
+  SmallMGemvWeight fused[kSmallMGemvMaxWeights];
+  for (int i = 0; i < count; ++i) fused[i] = {weights[i].b, weights[i].c, weights[i].n};
+  hgemm_12_small_m_gemv_shared_a(m, k, 1.f, a, fused, count, beta, stream, norm_weight, eps, swiglu);
+  KC_CHECK_LAUNCH();
 }
 
 }  // namespace
@@ -349,10 +361,7 @@ void Gemm::run_shared_a(int m, int k, const bf16* a, const SharedAWeight* weight
     for (int i = 0; i < count; ++i) run(calls[i], stream);
     return;
   }
-  SmallMGemvWeight fused_weights[kSmallMGemvMaxWeights];
-  for (int i = 0; i < count; ++i) fused_weights[i] = {weights[i].b, weights[i].c, weights[i].n};
-  hgemm_12_small_m_gemv_shared_a(m, k, 1.f, a, fused_weights, count, 0.f, stream);
-  KC_CHECK_LAUNCH();
+  launch_on_rung12(m, k, a, weights, count, 0.f, stream);
 }
 
 bool Gemm::run_rmsnorm_shared_a(int m, int k, const bf16* x, const bf16* norm_weight, float eps,
@@ -365,10 +374,7 @@ bool Gemm::run_rmsnorm_shared_a(int m, int k, const bf16* x, const bf16* norm_we
   HgemmArgs calls[kSmallMGemvMaxWeights];
   if (!plan_shared_a(kEntry, m, k, x, weights, count, calls, paths)) return false;
   require_current_device();
-  SmallMGemvWeight fused_weights[kSmallMGemvMaxWeights];
-  for (int i = 0; i < count; ++i) fused_weights[i] = {weights[i].b, weights[i].c, weights[i].n};
-  hgemm_12_small_m_gemv_shared_a(m, k, 1.f, x, fused_weights, count, 0.f, stream, norm_weight, eps);
-  KC_CHECK_LAUNCH();
+  launch_on_rung12(m, k, x, weights, count, 0.f, stream, norm_weight, eps);
   return true;
 }
 
@@ -384,9 +390,7 @@ bool Gemm::run_swiglu(int m, int k, const bf16* gate_up, const SharedAWeight& we
   if (path != nullptr) *path = planned;
   if (!fused) return false;
   require_current_device();
-  const SmallMGemvWeight fused_weight{weight.b, weight.c, weight.n};
-  hgemm_12_small_m_gemv_shared_a(m, k, 1.f, gate_up, &fused_weight, 1, beta, stream, nullptr, 0.f, true);
-  KC_CHECK_LAUNCH();
+  launch_on_rung12(m, k, gate_up, &weight, 1, beta, stream, nullptr, 0.f, /*swiglu=*/true);
   return true;
 }
 

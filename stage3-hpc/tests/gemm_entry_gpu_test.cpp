@@ -359,6 +359,18 @@ TEST(GemmEntryGpu, PaddedLeadingDimensionsRunOnCublasAndLeaveThePadding) {
   expect_clean_context();
 }
 
+// ---- the shared-A entries (rung 12 and its prologues) ---------------------------------------------
+
+// `host` in bf16 on the device.
+DeviceBuffer<bf16> on_device(const std::vector<float>& host) {
+  DeviceBuffer<bf16> buffer(host.size());
+  buffer.copy_from_host(to_bf16(host));
+  return buffer;
+}
+
+// The bound of these tests: bf16 output rounding plus FP32 sums of about a thousand products.
+bool within_bf16_bound(double got, double ref) { return std::abs(got - ref) <= 0.02 + std::abs(ref) / 128.0; }
+
 // run_shared_a: Q, K and V of one layer against their double references, fused (M <= kGemvMaxM:
 // one launch of rung 12) and not (M = 5: three calls of run()), outputs poisoned with NaN first so
 // an element no launch writes fails; and a negative control: the check must see one weight's
@@ -370,15 +382,13 @@ TEST(GemmEntryGpu, SharedAWeightsMatchTheirReferencesFusedAndNot) {
   const int widths[3] = {2048, 512, 517};
   for (const int m : {1, 2, 5}) {
     const std::vector<float> a = values(static_cast<std::size_t>(m) * k, 11);
-    DeviceBuffer<bf16> a_device(a.size());
-    a_device.copy_from_host(to_bf16(a));
+    const DeviceBuffer<bf16> a_device = on_device(a);
     std::vector<std::vector<float>> b(3);
     std::vector<DeviceBuffer<bf16>> b_device, c_device;
     Gemm::SharedAWeight weights[3];
     for (int w = 0; w < 3; ++w) {
       b[w] = values(static_cast<std::size_t>(widths[w]) * k, 20 + w);
-      b_device.emplace_back(b[w].size());
-      b_device.back().copy_from_host(to_bf16(b[w]));
+      b_device.push_back(on_device(b[w]));
       c_device.emplace_back(static_cast<std::size_t>(m) * widths[w]);
       c_device.back().copy_from_host(std::vector<bf16>(static_cast<std::size_t>(m) * widths[w],
                                                        __float2bfloat16(std::numeric_limits<float>::quiet_NaN())));
@@ -391,7 +401,6 @@ TEST(GemmEntryGpu, SharedAWeightsMatchTheirReferencesFusedAndNot) {
       EXPECT_EQ(paths[w].kernel, m <= kGemvMaxM ? GemmKernel::hgemm_12_small_m_gemv : GemmKernel::cublas_gemm_ex)
           << "M " << m << " weight " << w << ": " << paths[w].name();
 
-    // |got - ref| <= 0.02 + 2^-7 |ref|: bf16 output rounding plus FP32 sums of 1032 products.
     const auto mismatches = [&](int got_weight, int reference_weight) {
       const std::vector<float> got = to_float(c_device[got_weight].to_host());
       int bad = 0;
@@ -402,7 +411,7 @@ TEST(GemmEntryGpu, SharedAWeightsMatchTheirReferencesFusedAndNot) {
             ref += static_cast<double>(a[static_cast<std::size_t>(i) * k + p]) *
                    b[reference_weight][static_cast<std::size_t>(j) * k + p];
           const double value = got[static_cast<std::size_t>(i) * widths[got_weight] + j];
-          bad += !(std::abs(value - ref) <= 0.02 + std::abs(ref) / 128.0);
+          bad += !within_bf16_bound(value, ref);
         }
       return bad;
     };
@@ -422,20 +431,17 @@ TEST(GemmEntryGpu, RmsNormSharedAMatchesTheNormThenTheGemmAtMOne) {
   const float eps = 1e-5f;
   const int widths[2] = {777, 2048};
   const std::vector<float> norm = values(static_cast<std::size_t>(k), 31);
-  DeviceBuffer<bf16> norm_device(norm.size());
-  norm_device.copy_from_host(to_bf16(norm));
+  const DeviceBuffer<bf16> norm_device = on_device(norm);
   for (const int m : {1, 2}) {
     const std::vector<float> x = values(static_cast<std::size_t>(m) * k, 32);
-    DeviceBuffer<bf16> x_device(x.size());
-    x_device.copy_from_host(to_bf16(x));
+    const DeviceBuffer<bf16> x_device = on_device(x);
     std::vector<std::vector<float>> b(2);
     std::vector<DeviceBuffer<bf16>> b_device, c_device;
     Gemm::SharedAWeight weights[2];
     const bf16 nan = __float2bfloat16(std::numeric_limits<float>::quiet_NaN());
     for (int w = 0; w < 2; ++w) {
       b[w] = values(static_cast<std::size_t>(widths[w]) * k, 40 + w);
-      b_device.emplace_back(b[w].size());
-      b_device.back().copy_from_host(to_bf16(b[w]));
+      b_device.push_back(on_device(b[w]));
       c_device.emplace_back(static_cast<std::size_t>(m) * widths[w]);
       c_device.back().copy_from_host(std::vector<bf16>(static_cast<std::size_t>(m) * widths[w], nan));
     }
@@ -449,7 +455,6 @@ TEST(GemmEntryGpu, RmsNormSharedAMatchesTheNormThenTheGemmAtMOne) {
       continue;
     }
     ASSERT_TRUE(ran);
-    // |got - ref| <= 0.02 + 2^-7 |ref|, the shared-A test's bound.
     const auto mismatches = [&](int w, bool normalized) {
       const std::vector<float> got = to_float(c_device[w].to_host());
       int bad = 0;
@@ -462,7 +467,7 @@ TEST(GemmEntryGpu, RmsNormSharedAMatchesTheNormThenTheGemmAtMOne) {
           for (int p = 0; p < k; ++p)
             ref += static_cast<double>(x[i * k + p]) * inv_rms * (normalized ? norm[p] : 1.0) *
                    b[w][static_cast<std::size_t>(j) * k + p];
-          bad += !(std::abs(got[static_cast<std::size_t>(i) * widths[w] + j] - ref) <= 0.02 + std::abs(ref) / 128.0);
+          bad += !within_bf16_bound(got[static_cast<std::size_t>(i) * widths[w] + j], ref);
         }
       }
       return bad;
@@ -484,14 +489,12 @@ TEST(GemmEntryGpu, SwigluProjectionMatchesTheActivationThenTheGemmAtMOne) {
   Gemm gemm(0);
   const int k = 1032, n = 777;
   const std::vector<float> b = values(static_cast<std::size_t>(n) * k, 51);
-  DeviceBuffer<bf16> b_device(b.size());
-  b_device.copy_from_host(to_bf16(b));
+  const DeviceBuffer<bf16> b_device = on_device(b);
   for (const int m : {1, 2}) {
     const std::vector<float> gate_up = values(static_cast<std::size_t>(m) * 2 * k, 52);
     const std::vector<float> c0 = values(static_cast<std::size_t>(m) * n, 53);
-    DeviceBuffer<bf16> a_device(gate_up.size()), c_device(c0.size());
-    a_device.copy_from_host(to_bf16(gate_up));
-    c_device.copy_from_host(to_bf16(c0));
+    const DeviceBuffer<bf16> a_device = on_device(gate_up);
+    DeviceBuffer<bf16> c_device = on_device(c0);
     GemmPath path;
     const bool ran = gemm.run_swiglu(m, k, a_device.data(), {b_device.data(), c_device.data(), n}, 1.f, nullptr, &path);
     KC_CUDA_CHECK(cudaDeviceSynchronize());
@@ -515,7 +518,7 @@ TEST(GemmEntryGpu, SwigluProjectionMatchesTheActivationThenTheGemmAtMOne) {
             const double a = activated ? g / (1.0 + std::exp(-g)) * u : g;
             ref += a * b[static_cast<std::size_t>(j) * k + p];
           }
-          bad += !(std::abs(got[static_cast<std::size_t>(i) * n + j] - ref) <= 0.02 + std::abs(ref) / 128.0);
+          bad += !within_bf16_bound(got[static_cast<std::size_t>(i) * n + j], ref);
         }
       return bad;
     };

@@ -8,6 +8,7 @@
 
 #include "kc/common/error.hpp"
 #include "kc/core/rope.cuh"
+#include "kc/core/vector_io.hpp"
 
 namespace kc::engine {
 namespace {
@@ -42,62 +43,46 @@ __global__ void write_kv_cache_kernel(const uint4* k, const uint4* v, const std:
   v_cache[to] = v[i];
 }
 
-// 8 bf16 of a 16-byte piece <-> 8 floats.
-__device__ __forceinline__ void piece_to_floats(uint4 piece, float (&out)[kPiece]) {
-  const __nv_bfloat162* pairs = reinterpret_cast<const __nv_bfloat162*>(&piece);
-#pragma unroll
-  for (int i = 0; i < kPiece / 2; ++i) {
-    const float2 f = __bfloat1622float2(pairs[i]);
-    out[2 * i] = f.x;
-    out[2 * i + 1] = f.y;
-  }
-}
-__device__ __forceinline__ uint4 floats_to_piece(const float (&in)[kPiece]) {
-  uint4 piece;
-  __nv_bfloat162* pairs = reinterpret_cast<__nv_bfloat162*>(&piece);
-#pragma unroll
-  for (int i = 0; i < kPiece / 2; ++i) pairs[i] = __floats2bfloat162_rn(in[2 * i], in[2 * i + 1]);
-  return piece;
-}
-
 // One thread per (token, head, 8 pairs): the q heads of the token, then its kv heads. A thread
-// reads the 8 elements at [j0, j0 + 8) and the 8 at [half + j0, ...) of its head (two 16-byte
-// pieces), rotates them with the 8 angles of the token's position, and writes them back (q) or to
-// the cache row of the token's slot (k, with v's two pieces copied beside them).
-__global__ void rope_write_kv_kernel(uint4* q, const uint4* k, const uint4* v, const int* positions,
+// reads the 8 elements at [j0, j0 + 8) and the 8 at [half + j0, ...) of its head (16-byte
+// accesses, kc/core/vector_io.hpp), rotates them with the 8 angles of the token's position, and
+// writes them back (q) or to the cache row of the token's slot (k, with v's two pieces copied
+// beside them).
+__global__ void rope_write_kv_kernel(bf16* q, const bf16* k, const uint4* v, const int* positions,
                                      const std::int32_t* slots, const float* cos_sin, int tokens, int q_heads,
-                                     int kv_heads, int head_dim, int block_size, uint4* k_cache, uint4* v_cache) {
+                                     int kv_heads, int head_dim, int block_size, bf16* k_cache, uint4* v_cache) {
   const int chunks = head_dim / (2 * kPiece);  // 16-byte pieces in half a head
   const int heads = q_heads + kv_heads;
   const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= static_cast<std::int64_t>(tokens) * heads * chunks) return;
   const int token = static_cast<int>(i / (heads * chunks));
   const int head = static_cast<int>(i / chunks % heads), chunk = static_cast<int>(i % chunks);
-  const int half = head_dim / 2, j0 = chunk * kPiece, pieces_per_row = head_dim / kPiece;
+  const int half = head_dim / 2, j0 = chunk * kPiece;
   const float* angles = cos_sin + static_cast<std::int64_t>(positions[token]) * head_dim;
   const bool is_q = head < q_heads;
   const std::int64_t row = is_q ? static_cast<std::int64_t>(token) * q_heads + head
                                 : static_cast<std::int64_t>(token) * kv_heads + (head - q_heads);
-  const uint4* source = is_q ? q + row * pieces_per_row : k + row * pieces_per_row;
+  const bf16* source = (is_q ? q : k) + row * head_dim;
   float a[kPiece], b[kPiece];
-  piece_to_floats(source[chunk], a);
-  piece_to_floats(source[chunks + chunk], b);
+  core::load_floats<bf16, kPiece>(source + j0, a);
+  core::load_floats<bf16, kPiece>(source + half + j0, b);
 #pragma unroll
   for (int e = 0; e < kPiece; ++e) core::rotate_pair(a[e], b[e], angles[j0 + e], angles[half + j0 + e]);
   if (is_q) {
-    q[row * pieces_per_row + chunk] = floats_to_piece(a);
-    q[row * pieces_per_row + chunks + chunk] = floats_to_piece(b);
+    core::store_floats<bf16, kPiece>(q + row * head_dim + j0, a);
+    core::store_floats<bf16, kPiece>(q + row * head_dim + half + j0, b);
     return;
   }
   const std::int32_t slot = slots[token];
   if (slot < 0) return;
   const int kv_head = head - q_heads;
   const std::int64_t to = ((static_cast<std::int64_t>(slot / block_size) * kv_heads + kv_head) * block_size +
-                           slot % block_size) * pieces_per_row;
-  k_cache[to + chunk] = floats_to_piece(a);
-  k_cache[to + chunks + chunk] = floats_to_piece(b);
-  v_cache[to + chunk] = v[row * pieces_per_row + chunk];
-  v_cache[to + chunks + chunk] = v[row * pieces_per_row + chunks + chunk];
+                           slot % block_size) * head_dim;
+  core::store_floats<bf16, kPiece>(k_cache + to + j0, a);
+  core::store_floats<bf16, kPiece>(k_cache + to + half + j0, b);
+  const int pieces_per_row = head_dim / kPiece;
+  v_cache[to / kPiece + chunk] = v[row * pieces_per_row + chunk];
+  v_cache[to / kPiece + chunks + chunk] = v[row * pieces_per_row + chunks + chunk];
 }
 
 __global__ void gather_kv_pages_kernel(const uint4* k_cache, const uint4* v_cache, const std::int32_t* block_table,
@@ -180,9 +165,8 @@ void rope_write_kv(bf16* q, const bf16* k, const bf16* v, const int* positions, 
           "kv_heads, block_size >= 1");
   const std::int64_t threads = static_cast<std::int64_t>(tokens) * (q_heads + kv_heads) * (head_dim / (2 * kPiece));
   rope_write_kv_kernel<<<blocks_for(threads), kThreads, 0, stream>>>(
-      reinterpret_cast<uint4*>(q), reinterpret_cast<const uint4*>(k), reinterpret_cast<const uint4*>(v), positions,
-      slots, cos_sin, tokens, q_heads, kv_heads, head_dim, block_size, reinterpret_cast<uint4*>(k_cache),
-      reinterpret_cast<uint4*>(v_cache));
+      q, k, reinterpret_cast<const uint4*>(v), positions, slots, cos_sin, tokens, q_heads, kv_heads, head_dim,
+      block_size, k_cache, reinterpret_cast<uint4*>(v_cache));
   KC_CUDA_CHECK(cudaGetLastError());
 }
 

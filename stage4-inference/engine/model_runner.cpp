@@ -7,6 +7,7 @@
 #include <nvtx3/nvtx3.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -30,6 +31,9 @@
 
 namespace kc::engine {
 namespace {
+
+// The roles of a layer's shared-A projections, in the order of Impl::qkv_weights.
+constexpr const char* kQkvRoles[3] = {"q", "k", "v"};
 
 using bf16 = __nv_bfloat16;
 
@@ -113,6 +117,11 @@ struct ModelRunner::Impl {
   // q, k and v = normed . W^T of `layer` for `m` tokens: one launch where the GEMM entry fuses them
   // (decode: Gemm::run_shared_a), three GEMMs otherwise.
   void qkv_into(const bf16* normed_rows, const Layer& layer, std::int64_t m);
+  // The q, k and v projections of `layer` as one shared-A call: weights and output buffers.
+  std::array<stage3::Gemm::SharedAWeight, 3> qkv_weights(const Layer& layer) const;
+  // Notes `path` for a projection the first time it runs there (roles run different kernels at
+  // different M); `how` says what the launch also did ("q, k and v in one launch").
+  void note_projection(std::string_view role, std::int64_t m, const stage3::GemmPath& path, std::string_view how = {});
   // fuse_kernels: rmsnorm(x) . W^T for the weights (q, k and v; or [gate | up]; or the output
   // projection), the norm inside the projection's launch where the GEMM entry can
   // (Gemm::run_rmsnorm_shared_a), else stage 2's rmsnorm into `normed` and then the GEMMs.
@@ -425,48 +434,47 @@ void ModelRunner::Impl::gemm_into(const char* role, const bf16* a, const bf16* w
   args.ldb = static_cast<int>(k_dim);
   args.ldc = static_cast<int>(n);
   args.beta = beta;  // 1: C += A.W^T (the residual stream, fuse_kernels)
-  const stage3::GemmPath path = gemm.run(args, stream);
+  note_projection(role, m, gemm.run(args, stream));
+}
+
+void ModelRunner::Impl::note_projection(std::string_view role, std::int64_t m, const stage3::GemmPath& path,
+                                        std::string_view how) {
   if (gemms_noted.emplace(role, std::make_pair(path.kernel, path.fallback)).second)  // formatted once per path
-    note(fmt::format("projection {} (first at M = {})", role, m), path.name());
+    note(fmt::format("projection {} (first at M = {})", role, m),
+         how.empty() ? path.name() : fmt::format("{} ({})", path.name(), how));
+}
+
+std::array<stage3::Gemm::SharedAWeight, 3> ModelRunner::Impl::qkv_weights(const Layer& layer) const {
+  const int q_n = static_cast<int>(q_width), kv_n = static_cast<int>(kv_width);
+  return {{{layer.q, q, q_n}, {layer.k, k, kv_n}, {layer.v, v, kv_n}}};
 }
 
 void ModelRunner::Impl::qkv_into(const bf16* normed_rows, const Layer& layer, std::int64_t m) {
-  const int q_n = static_cast<int>(q_width), kv_n = static_cast<int>(kv_width);
-  const stage3::Gemm::SharedAWeight weights[3] = {{layer.q, q, q_n}, {layer.k, k, kv_n}, {layer.v, v, kv_n}};
+  const auto weights = qkv_weights(layer);
   stage3::GemmPath paths[3];
-  gemm.run_shared_a(static_cast<int>(m), static_cast<int>(config.hidden_size), normed_rows, weights, 3, stream, paths);
-  static constexpr const char* kRoles[3] = {"q", "k", "v"};
+  gemm.run_shared_a(static_cast<int>(m), static_cast<int>(config.hidden_size), normed_rows, weights.data(), 3, stream,
+                    paths);
   const bool fused = paths[0].kernel == stage3::GemmKernel::hgemm_12_small_m_gemv;
-  for (int i = 0; i < 3; ++i)
-    if (gemms_noted.emplace(kRoles[i], std::make_pair(paths[i].kernel, paths[i].fallback)).second)
-      note(fmt::format("projection {} (first at M = {})", kRoles[i], m),
-           fused ? paths[i].name() + " (q, k and v in one launch)" : paths[i].name());
+  for (int i = 0; i < 3; ++i) note_projection(kQkvRoles[i], m, paths[i], fused ? "q, k and v in one launch" : "");
 }
 
 void ModelRunner::Impl::norm_then_project(const char* role, const bf16* x, const bf16* norm_weight, const Layer* layer,
                                           const bf16* w, bf16* c, std::int64_t m, std::int64_t n) {
   const int H = static_cast<int>(config.hidden_size);
   const float eps = static_cast<float>(config.rms_norm_eps);
-  static constexpr const char* kRoles[3] = {"q", "k", "v"};
-  stage3::Gemm::SharedAWeight weights[3];
+  std::array<stage3::Gemm::SharedAWeight, 3> weights{};
   int count = 1;
   if (layer != nullptr) {  // q, k and v
-    const int q_n = static_cast<int>(q_width), kv_n = static_cast<int>(kv_width);
-    weights[0] = {layer->q, q, q_n};
-    weights[1] = {layer->k, k, kv_n};
-    weights[2] = {layer->v, v, kv_n};
+    weights = qkv_weights(*layer);
     count = 3;
   } else {
     weights[0] = {w, c, static_cast<int>(n)};
   }
   stage3::GemmPath paths[3];
-  if (gemm.run_rmsnorm_shared_a(static_cast<int>(m), H, x, norm_weight, eps, weights, count, stream, paths)) {
+  if (gemm.run_rmsnorm_shared_a(static_cast<int>(m), H, x, norm_weight, eps, weights.data(), count, stream, paths)) {
     note("rmsnorm (fused)", "in the projection that reads it: stage3/hgemm/12_small_m_gemv");
-    for (int i = 0; i < count; ++i) {
-      const char* name = layer != nullptr ? kRoles[i] : role;
-      if (gemms_noted.emplace(name, std::make_pair(paths[i].kernel, paths[i].fallback)).second)
-        note(fmt::format("projection {} (first at M = {})", name, m), paths[i].name() + " (RMSNorm in the same pass)");
-    }
+    for (int i = 0; i < count; ++i)
+      note_projection(layer != nullptr ? kQkvRoles[i] : role, m, paths[i], "RMSNorm in the same pass");
     return;
   }
   stage2::RmsNormArgs<bf16> norm{static_cast<int>(m), H, x, norm_weight, normed, eps};
@@ -700,8 +708,7 @@ void ModelRunner::Impl::launch(const StepPlan& plan) {
       const int I = static_cast<int>(c.intermediate_size);
       if (gemm.run_swiglu(T, I, gate_up, {layer.down, x, H}, 1.f, stream, &path)) {
         note("swiglu (fused)", "in the down projection: stage3/hgemm/12_small_m_gemv");
-        if (gemms_noted.emplace("down", std::make_pair(path.kernel, path.fallback)).second)
-          note(fmt::format("projection down (first at M = {})", T), path.name() + " (SwiGLU in the same pass)");
+        note_projection("down", T, path, "SwiGLU in the same pass");
       } else {
         stage2::SwigluArgs<bf16> swiglu{T, I, gate_up, act};
         note("swiglu", stage2::swiglu(swiglu, stream));

@@ -21,9 +21,9 @@
 //     below sm_80; K % 8 != 0; leading dimensions other than the dense K, K, N; A, B or C not
 //     16-byte aligned;
 //   - M = 1 (kGemvMaxM: decode at batch 1), on every GPU from sm_80 on: rung 12
-//     (stage3/hgemm/12_small_m_gemv), a GEMV on the CUDA cores, which measured at or above cuBLAS
-//     at M = 1 on the table's decode shapes and below it from M = 2 on (93, 82, 59% at M = 2, 4,
-//     8), where its FMAs per byte of B approach the SM's issue rate (the fused op: cuBLAS and the
+//     (stage3/hgemm/12_small_m_gemv), a GEMV on the CUDA cores, which measured above cuBLAS or
+//     within a few points of it at M = 1 on the table's decode shapes and below it from M = 2 on,
+//     where its FMAs per byte of B approach the SM's issue rate (the fused op: cuBLAS and the
 //     separate bias+GELU kernel);
 //   - cuBLAS for 1 < M <= 64: small-M shapes, where rung 11 (stage3/hgemm/11_small_m_split_k)
 //     and rung 12 measured below cuBLAS (docs/benchmarks/h200/stage3-gemm.md): not dispatched
