@@ -8,8 +8,8 @@
 // published configuration with random weights drawn on the GPU (--synthetic: the shape decides
 // the time, not the values). For each model, with the decode steps eager and as captured CUDA
 // graphs (--cuda-graphs both|on|off), and with the norms fused into the projections or not
-// (--fuse-kernels off|on|both: RunnerOptions::fuse_kernels), after a warm-up that runs every batch size
-// once:
+// (--fuse-kernels on|off|both, default on as RunnerOptions::fuse_kernels), after a warm-up that runs
+// every batch size once:
 //   decode      one request, a prompt of C random tokens, then --decode-tokens tokens; tok/s over
 //               the tokens after the first (greedy, end-of-sequence ignored). Bytes a step: every
 //               weight once (of the embedding table one row, unless it is also the output
@@ -63,15 +63,15 @@ constexpr const char* kUsage =
     "usage: kc-engine-bench [--synthetic NAME[,NAME...]] [--model PATH] (at least one) [--seed 1]\n"
     "                       [--contexts 128,2048,8192] [--decode-tokens 128] [--prefill 512,2048]\n"
     "                       [--concurrency 1,8,64,256] [--concurrency-prompt 128]\n"
-    "                       [--concurrency-tokens 128] [--cuda-graphs both|on|off] [--fuse-kernels off|on|both]\n"
-    "                       [--max-model-len 8448] [--kv-fraction 0.6] [--decode-min-split-keys 256]\n"
+    "                       [--concurrency-tokens 128] [--cuda-graphs both|on|off] [--fuse-kernels on|off|both]\n"
+    "                       [--max-model-len 8448] [--kv-fraction 0.6] [--decode-min-split-keys 128]\n"
     "                       [--peers hf.json[,llama.json]]\n"
     "                       [--markdown DIR]\n"
     "  NAME: smollm2-135m, llama-3.2-1b, llama-3.1-8b (published shapes, random weights)\n";
 
 struct Args {
-  std::string model, synthetic, markdown, peers, graphs = "both", fuse_kernels = "off", command;
-  int decode_min_split_keys = 256;
+  std::string model, synthetic, markdown, peers, graphs = "both", fuse_kernels = "on", command;
+  int decode_min_split_keys = kc::engine::RunnerOptions{}.decode_min_keys_per_split;
   std::uint64_t seed = 1;
   std::vector<int> contexts{128, 2048, 8192}, prefill{512, 2048}, concurrency{1, 8, 64, 256};
   int decode_tokens = 128, concurrency_prompt = 128, concurrency_tokens = 128;
@@ -109,7 +109,7 @@ struct ModelResult {
   std::string name, source;
   bool cuda_graphs = false;
   bool fuse_kernels = false;
-  int decode_min_split_keys = 256;
+  int decode_min_split_keys = kc::engine::RunnerOptions{}.decode_min_keys_per_split;
   double params = 0, weight_bytes = 0, kv_bytes_per_token = 0, pool_mib = 0;
   double weight_bytes_read = 0;  // a decode step reads every weight except the embedding table
                                  // (one row of it), which a tied model reads as its output
@@ -269,10 +269,11 @@ ModelResult measure(kc::engine::ModelRunner& runner, const kc::engine::ModelConf
 
 std::string fixed(double value, int digits) { return fmt::format("{:.{}f}", value, digits); }
 
-// "eager", "CUDA graphs", "CUDA graphs, fused kernels": a table section's mode.
+// "eager, unfused kernels", "CUDA graphs, fused kernels", ...: a table section's mode; the decode
+// split floor when it is not the engine's default.
 std::string mode_name(const ModelResult& r) {
-  return std::string(r.cuda_graphs ? "CUDA graphs" : "eager") + (r.fuse_kernels ? ", fused kernels" : "") +
-         (r.decode_min_split_keys != 256 ? fmt::format(", decode splits of at least {} keys", r.decode_min_split_keys)
+  return std::string(r.cuda_graphs ? "CUDA graphs" : "eager") + (r.fuse_kernels ? ", fused kernels" : ", unfused kernels") +
+         (r.decode_min_split_keys != kc::engine::RunnerOptions{}.decode_min_keys_per_split ? fmt::format(", decode splits of at least {} keys", r.decode_min_split_keys)
                                          : std::string());
 }
 

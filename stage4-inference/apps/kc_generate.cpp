@@ -12,8 +12,8 @@
 // time (time to first token), the generated tokens and the decode rate (tokens after the first
 // over the time after the first), the kernels that ran and the device memory taken. Decode steps
 // replay as captured CUDA graphs and temperature sampling runs on the GPU unless --no-cuda-graphs
-// or --cpu-sampler says otherwise; --fuse-kernels runs each RMSNorm (and SwiGLU) inside the
-// projection that reads it where it can (kc/engine/model_runner.hpp).
+// or --cpu-sampler says otherwise, and each RMSNorm (and SwiGLU) runs inside the projection that
+// reads it where it can unless --no-fuse-kernels says otherwise (kc/engine/model_runner.hpp).
 #include <unistd.h>
 
 #include <chrono>
@@ -39,7 +39,7 @@ constexpr const char* kUsage =
     "usage: kc-generate --model PATH (--prompt TEXT [--chat] | --ids N,N,...) [--max-tokens N]\n"
     "                   [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ignore-eos]\n"
     "                   [--block-size 16|32|64] [--kv-fraction F] [--max-model-len N] [--no-cuda-graphs]\n"
-    "                   [--fuse-kernels] [--cpu-sampler] [--verbose]\n";
+    "                   [--no-fuse-kernels] [--cpu-sampler] [--verbose]\n";
 
 struct Args {
   std::string model, prompt, ids;
@@ -68,7 +68,7 @@ Args parse(int argc, char** argv) {
     else if (flag == "--ignore-eos") args.ignore_eos = true;
     else if (flag == "--verbose") args.verbose = true;
     else if (flag == "--no-cuda-graphs") args.runner.cuda_graphs = false;
-    else if (flag == "--fuse-kernels") args.runner.fuse_kernels = true;
+    else if (flag == "--no-fuse-kernels") args.runner.fuse_kernels = false;
     else if (flag == "--cpu-sampler") args.runner.gpu_sampler = false;
     else if (flag == "--max-tokens") args.max_tokens = static_cast<int>(number(i));
     else if (flag == "--temperature") args.sampling.temperature = static_cast<float>(number(i));

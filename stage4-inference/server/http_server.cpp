@@ -2,9 +2,16 @@
 // (kc/serve/http_server.hpp).
 #include "kc/serve/http_server.hpp"
 
+#include <algorithm>
+#include <condition_variable>
 #include <ctime>
+#include <deque>
 #include <exception>
+#include <functional>
+#include <list>
+#include <mutex>
 #include <random>
+#include <thread>
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
@@ -88,6 +95,76 @@ std::string empty_response_message(int status, std::size_t max_body_bytes) {
   }
 }
 
+
+// cpp-httplib's connection handler: one thread per connection, started when the connection
+// arrives, at most `limit` at once, later connections waiting in order for a thread to finish.
+// (httplib's own ThreadPool starts a thread only when it sees no idle one, so a burst of
+// connections can wait behind streams that last seconds, unseen by the scheduler.)
+class ConnectionThreads final : public httplib::TaskQueue {
+ public:
+  explicit ConnectionThreads(std::size_t limit) : limit_(limit) {}
+  ~ConnectionThreads() override { shutdown(); }
+
+  bool enqueue(std::function<void()> job) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_) return false;
+    join_finished();
+    if (running_ < limit_) {
+      ++running_;
+      threads_.emplace_back([this, first = std::move(job)]() mutable { serve(std::move(first)); });
+    } else {
+      waiting_.push_back(std::move(job));
+    }
+    return true;
+  }
+
+  // Refuses new connections, lets the waiting ones run, and returns when every thread is done.
+  void shutdown() override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    stopping_ = true;
+    all_done_.wait(lock, [this] { return running_ == 0; });
+    std::list<std::thread> threads = std::move(threads_);
+    lock.unlock();
+    for (std::thread& thread : threads) thread.join();
+  }
+
+ private:
+  void serve(std::function<void()> job) {
+    for (;;) {
+      job();
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (waiting_.empty()) {
+        finished_.push_back(std::this_thread::get_id());
+        if (--running_ == 0) all_done_.notify_all();
+        return;
+      }
+      job = std::move(waiting_.front());
+      waiting_.pop_front();
+    }
+  }
+
+  // Joins the threads that have returned from serve() (holds mutex_).
+  void join_finished() {
+    for (const std::thread::id id : finished_) {
+      const auto done = std::find_if(threads_.begin(), threads_.end(),
+                                     [id](const std::thread& thread) { return thread.get_id() == id; });
+      if (done == threads_.end()) continue;
+      done->join();
+      threads_.erase(done);
+    }
+    finished_.clear();
+  }
+
+  const std::size_t limit_;
+  std::mutex mutex_;
+  std::condition_variable all_done_;
+  std::size_t running_ = 0;
+  bool stopping_ = false;
+  std::deque<std::function<void()>> waiting_;
+  std::list<std::thread> threads_;
+  std::vector<std::thread::id> finished_;
+};
+
 }  // namespace
 
 bool constant_time_equal(const std::string& given, const std::string& secret) {
@@ -115,6 +192,16 @@ HttpServer::HttpServer(ServerOptions options, const engine::Tokenizer& tokenizer
       bridge_(bridge),
       http_(std::make_unique<httplib::Server>()) {
   http_->set_payload_max_length(options_.max_body_bytes);
+  // cpp-httplib's default pool (about 4 threads per core at most) would hold every stream past
+  // its size in the pool's own queue, unseen by the scheduler: no batching and no 429 for them.
+  std::size_t connections = options_.max_connections;
+  if (connections == 0) {
+    const std::size_t capacity = bridge_.capacity();
+    connections = capacity >= ServerOptions::kMaxConnections - ServerOptions::kSpareConnections
+                      ? ServerOptions::kMaxConnections
+                      : capacity + ServerOptions::kSpareConnections;
+  }
+  http_->new_task_queue = [connections] { return new ConnectionThreads(connections); };
   add_routes();
 }
 

@@ -54,7 +54,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: kc-serve --model FILE.gguf|DIR [--kv-fraction 0.5] [--max-batched-tokens 2048] [--no-cuda-graphs]\n"
-    "                [--cpu-sampler] [--fuse-kernels]\n"
+    "                [--cpu-sampler] [--no-fuse-kernels]\n"
     "       kc-serve --synthetic NAME --tokenizer tokenizer.json [--seed 1]   (random weights)\n"
     "       kc-serve (--model FILE.gguf | --tokenizer tokenizer.json) --fake-model [--fake-step-ms 0]\n"
     "                [--chat-template FILE|chatml] [--host 127.0.0.1] [--port 8000]\n"
@@ -123,7 +123,7 @@ int run(int argc, char** argv) {
   int num_blocks = 0;  // 0: 256 with the fake model, kv_fraction of the free memory on the GPU
   double kv_fraction = 0.5;
   int max_batched_tokens = 2048;
-  bool cuda_graphs = true, gpu_sampler = true, fuse_kernels = false;
+  bool cuda_graphs = true, gpu_sampler = true, fuse_kernels = kc::engine::RunnerOptions{}.fuse_kernels;
   kc::engine::SchedulerConfig config;
   config.max_model_len = 2048;
   if (const char* key = std::getenv("KC_SERVE_API_KEY")) options.api_key = key;
@@ -136,7 +136,7 @@ int run(int argc, char** argv) {
     if (arg == "--fake-model") fake_model = true;
     else if (arg == "--no-cuda-graphs") cuda_graphs = false;
     else if (arg == "--cpu-sampler") gpu_sampler = false;
-    else if (arg == "--fuse-kernels") fuse_kernels = true;
+    else if (arg == "--no-fuse-kernels") fuse_kernels = false;
     else if (arg == "--synthetic") synthetic = value();
     else if (arg == "--seed") seed = static_cast<std::uint64_t>(parse_int(arg, value(), 0));
     else if (arg == "--model") model_path = value();

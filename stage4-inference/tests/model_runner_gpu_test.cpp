@@ -174,9 +174,11 @@ RunnerOptions small_runner(std::int32_t block_size = 16) {
   options.max_batched_tokens = 256;
   options.max_running = 8;
   options.max_model_len = 512;
-  // The eager path and the reference sampler unless a test asks for the others (it compares them).
+  // The eager path, the unfused kernels and the reference sampler unless a test asks for the
+  // others (it compares them).
   options.cuda_graphs = false;
   options.gpu_sampler = false;
+  options.fuse_kernels = false;
   return options;
 }
 

@@ -1,5 +1,6 @@
 // kc-serve end to end on the CPU: the real tokenizer, scheduler, bridge and HTTP routes, with the
 // scripted fake model step, on an ephemeral loopback port, spoken to in raw HTTP/1.1.
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -40,6 +41,8 @@ struct ServerSetup {
   std::string tokenizer = "gpt2-synthetic.tokenizer.json";
   std::chrono::milliseconds step_delay{0};
   std::int32_t max_running = 256;
+  std::int32_t num_blocks = 32;
+  std::size_t max_connections = 0;  // ServerOptions::max_connections
   std::size_t max_queue = EngineBridge::kUnboundedQueue;
   // The fake model ends its script with the chat template's end of turn (when the tokenizer has
   // one), as kc-serve --fake-model does.
@@ -67,6 +70,7 @@ class ServeHttp : public ::testing::Test {
     options.api_key = kKey;
     options.model_name = "kc-test";
     options.max_body_bytes = kMaxBodyBytes;
+    options.max_connections = setup.max_connections;
     options.chat_template = engine::ChatTemplate::chatml();
     options.end_of_turn_ids = end_of_turn_tokens(*options.chat_template, *tokenizer_);
     std::optional<engine::TokenId> end_token;
@@ -80,7 +84,7 @@ class ServeHttp : public ::testing::Test {
     else
       executor = std::move(fake);
     engine::SchedulerConfig config;
-    config.num_blocks = 32;
+    config.num_blocks = setup.num_blocks;
     config.block_size = 16;
     config.max_model_len = 256;
     config.max_running = setup.max_running;
@@ -396,6 +400,49 @@ TEST_F(ServeHttp, BurstPastTheQueueGets429WhileTheOthersComplete) {
   const std::string metrics = call("GET", "/metrics", "", "").body;
   EXPECT_EQ(metric(metrics, R"(kc_serve_requests_total{endpoint="/v1/completions",status="429"})"),
             kBurst - 2);
+}
+
+// More streams than cpp-httplib's default pool has threads (about 4 per core) all reach the
+// scheduler at once: the server sizes its connection threads from the bridge's capacity.
+// `pool_bound` is the negative control: a server held to 16 connections runs at most 16.
+TEST_F(ServeHttp, EveryStreamUpToTheBridgesCapacityRunsAtOnce) {
+  for (const bool pool_bound : {false, true}) {
+    SCOPED_TRACE(pool_bound ? "max_connections = 16" : "max_connections from the bridge");
+    ServerSetup setup;
+    setup.step_delay = std::chrono::milliseconds(10);
+    setup.max_running = 96;
+    setup.num_blocks = 96 * 8;
+    setup.max_queue = 8;
+    setup.max_connections = pool_bound ? 16 : 0;
+    start(setup);
+    constexpr int kClients = 96;
+    std::vector<Response> responses(kClients);
+    std::vector<std::thread> clients;
+    std::atomic<int> answered{0};
+    for (int i = 0; i < kClients; ++i)
+      clients.emplace_back([&, i] {
+        responses[i] = call("POST", "/v1/completions", R"({"prompt": "Hi", "max_tokens": 100})");
+        ++answered;
+      });
+    std::size_t most_running = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (most_running < kClients && answered < kClients &&
+           std::chrono::steady_clock::now() < deadline) {
+      most_running = std::max(most_running, bridge_->stats().running);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    for (std::thread& client : clients) client.join();
+    for (const Response& response : responses) {
+      ASSERT_EQ(response.status, 200) << response.body;
+      EXPECT_EQ(json::parse(response.body)["choices"][0]["text"], script_text(100));
+    }
+    if (pool_bound)
+      EXPECT_LE(most_running, 16u) << "the control: 16 connection threads run at most 16 streams";
+    else
+      EXPECT_EQ(most_running, static_cast<std::size_t>(kClients))
+          << "every stream should run at once; fewer means the HTTP pool queued them";
+    TearDown();
+  }
 }
 
 // Every line of the exposition is a comment or "name{labels} value"; counters move with requests,

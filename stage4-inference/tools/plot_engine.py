@@ -17,10 +17,9 @@ import sys
 
 
 def mode_of(model):
-    parts = ["CUDA graphs" if model.get("cuda_graphs") else "eager"]
-    if model.get("fuse_kernels"):
-        parts.append("fused kernels")
-    if model.get("decode_min_split_keys", 256) != 256:
+    parts = ["CUDA graphs" if model.get("cuda_graphs") else "eager",
+             "fused kernels" if model.get("fuse_kernels") else "unfused kernels"]
+    if "decode_min_split_keys" in model:
         parts.append(f"splits >= {model['decode_min_split_keys']} keys")
     return ", ".join(parts)
 

@@ -83,13 +83,16 @@ struct RunnerOptions {
   // entry can (rung 12, one token a step) each RMSNorm inside the projection that reads it
   // (kc::stage3::Gemm::run_rmsnorm_shared_a) and SwiGLU inside the down projection
   // (Gemm::run_swiglu): four kernels a layer fewer at batch-1 decode. Elsewhere stage 2's rmsnorm
-  // and swiglu run before the projections. Off by default until it has run on the GPU against the
-  // double model (tests/model_runner_gpu_test.cpp).
-  bool fuse_kernels = false;
+  // and swiglu run before the projections. On by default: it matched the double model on the H200
+  // (ModelRunner.FusedKernelsMatchTheDoubleModel) and was faster than the unfused step on every
+  // shape of docs/benchmarks/h200/stage4.md.
+  bool fuse_kernels = true;
   // The shortest context split of the paged decode attention (PagedDecodeAttention::
-  // set_min_keys_per_split, a multiple of 64): 256 is stage 3's default; lower values cut a short
-  // context at small batch into more splits that run in parallel.
-  std::int32_t decode_min_keys_per_split = 256;
+  // set_min_keys_per_split, a multiple of 64). Stage 3's default is 256; the engine takes 128, the
+  // fastest of kc-engine-bench --decode-min-split-keys 64/128/256/512 at batch 1 on the H200
+  // (64 tied it, 512 lost; stage4-inference/README.md): a short context is cut into more splits
+  // that run in parallel, and plan_decode_splits still cuts fewer as the batch fills the SMs.
+  std::int32_t decode_min_keys_per_split = 128;
   // Called after every piece of the weight upload (32 Mi elements at most) with the bytes sent and
   // the bytes in all: kc-generate draws a progress bar with it. Not called for random weights.
   std::function<void(std::uint64_t done_bytes, std::uint64_t total_bytes)> upload_progress;

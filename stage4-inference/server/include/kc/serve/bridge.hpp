@@ -111,6 +111,11 @@ class EngineBridge {
   void shutdown();
 
   std::int64_t max_sequence_tokens() const { return max_sequence_tokens_; }
+  // Requests that can be in the bridge at once: the sequence slots plus the queue
+  // (kUnboundedQueue when the queue is).
+  std::size_t capacity() const {
+    return max_queue_ == kUnboundedQueue ? kUnboundedQueue : max_running_ + max_queue_;
+  }
   BridgeStats stats() const;
   Metrics& metrics() { return metrics_; }
   // Empty while the engine thread runs; why it stopped when bookkeeping outside the model step

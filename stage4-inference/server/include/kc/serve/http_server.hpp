@@ -51,6 +51,13 @@ struct ServerOptions {
   std::vector<engine::TokenId> end_of_turn_ids;
   std::size_t max_body_bytes = std::size_t{4} << 20;
   int retry_after_seconds = 1;  // the Retry-After of a 429
+  // Connections served at once: each one a thread (started when needed) for as long as its
+  // request streams, so this, not the scheduler, would bound the concurrency if it were smaller
+  // than the bridge. 0: the bridge's capacity (sequence slots + queue) plus kSpareConnections
+  // for the requests it refuses, /health and /metrics, at most kMaxConnections.
+  std::size_t max_connections = 0;
+  static constexpr std::size_t kSpareConnections = 64;
+  static constexpr std::size_t kMaxConnections = 4096;
 };
 
 // True when `given` equals `secret`; the time taken depends only on the secret's length.
