@@ -14,10 +14,15 @@
 # transformers reference elsewhere (default OUT/hf-reference; it holds the random-weight
 # checkpoints, hundreds of MB, so keep it out of OUT when OUT must travel). KC_SERVE_LOAD=1 also
 # runs kc-serve's load test (scripts/serve_load_test.py) on the 1B shape with 64 clients, on
-# SmolLM2 (with KC_SMOLLM2_GGUF) with 256 clients, disconnects and a burst past the queue, and on
+# SmolLM2 (with KC_SMOLLM2_GGUF) with 256 clients, disconnects and a burst of 300 past a queue of
+# 32, and on
 # the 1B shape with a 400-block KV cache (preemption), each 40 s; summaries to OUT/serve/.
 # KC_LLAMA_BENCH naming a llama-bench binary (bench/peers/build_llama_cpp.sh) adds llama.cpp on the
-# SmolLM2 file as a second peer, and kc-engine-bench then also runs that file (--model).
+# SmolLM2 file as a second peer, and kc-engine-bench then also runs that file (--model);
+# KC_LLAMA_PEER_JSON instead names llama_cpp_peer.py's output from an earlier run (its date is in
+# it and in the table). KC_ENGINE_BENCH_OPTIONS adds options for kc-engine-bench alone (e.g.
+# "--fuse-kernels both"); KC_SKIP_GPU_TESTS=1 skips the ModelRunner/GpuSampler tests (run by ctest
+# already); KC_SERVE_DURATION sets each load test's seconds (default 40).
 set -uo pipefail
 out="${1:?usage: engine_check.sh OUT [BUILD]}"
 build="${2:-build/gpu-check}"
@@ -35,7 +40,9 @@ step() {  # step NAME COMMAND...: runs it, output to OUT/NAME.txt, status to the
   return $rc
 }
 export KC_REQUIRE_GPU=1
-step gpu-tests "$build/stage4-inference/tests/kc_stage4_gpu_tests" --gtest_filter='ModelRunner*:GpuSampler*'
+if [ "${KC_SKIP_GPU_TESTS:-0}" != 1 ]; then
+  step gpu-tests "$build/stage4-inference/tests/kc_stage4_gpu_tests" --gtest_filter='ModelRunner*:GpuSampler*'
+fi
 step kernels "$build/bench/kc-bench" --filter '^stage4/' --markdown "$out/tables"
 cases=gqa1_untied,gqa4_tied,gqa8_llama3
 gguf_args=()
@@ -59,21 +66,27 @@ if [ -n "${KC_LLAMA_BENCH:-}" ] && [ -n "$gguf" ]; then
   step llama-peer python3 "$root/bench/peers/llama_cpp_peer.py" --llama-bench "$KC_LLAMA_BENCH" --gguf "$gguf" \
     --out "$out/llama-peer.json" && peers="$peers,$out/llama-peer.json"
   bench_models+=(--model "$gguf")
+elif [ -n "${KC_LLAMA_PEER_JSON:-}" ] && [ -n "$gguf" ]; then
+  peers="$peers,$KC_LLAMA_PEER_JSON"
+  bench_models+=(--model "$gguf")
 fi
-step engine-bench "$build/stage4-inference/kc-engine-bench" "${bench_models[@]}" --peers "$peers" \
-  --markdown "$out/tables"
+read -r -a bench_options <<< "${KC_ENGINE_BENCH_OPTIONS:-}"
+step engine-bench "$build/stage4-inference/kc-engine-bench" "${bench_models[@]}" "${bench_options[@]}" \
+  --peers "$peers" --markdown "$out/tables"
 if [ "${KC_SERVE_LOAD:-0}" = 1 ]; then
   mkdir -p "$out/serve"
+  duration="${KC_SERVE_DURATION:-40}"
   load="$root/stage4-inference/scripts/serve_load_test.py"
   serve="$build/stage4-inference/server/kc-serve"
   tokenizer="$root/stage4-inference/tests/data/tokenizer/smollm2.tokenizer.json"
   step serve-1b-64 python3 "$load" --spawn "$serve" --synthetic llama-3.2-1b --tokenizer "$tokenizer" -- \
-    --clients 64 --duration 40 --max-tokens 128 --out "$out/serve/1b-64.json"
+    --clients 64 --duration "$duration" --max-tokens 128 --out "$out/serve/1b-64.json"
   if [ -n "$gguf" ]; then
-    step serve-smollm2 python3 "$load" --spawn "$serve" --model "$gguf" -- --clients 256 --duration 40 \
-      --max-tokens 128 --disconnect-fraction 0.1 --burst 300 --out "$out/serve/smollm2-256.json"
+    step serve-smollm2 python3 "$load" --spawn "$serve" --model "$gguf" --max-queue 32 -- --clients 256 \
+      --duration "$duration" --max-tokens 128 --disconnect-fraction 0.1 --burst 300 \
+      --out "$out/serve/smollm2-256.json"
   fi
   step serve-small-kv python3 "$load" --spawn "$serve" --synthetic llama-3.2-1b --tokenizer "$tokenizer" \
-    --num-blocks 400 -- --clients 64 --duration 40 --max-tokens 128 --out "$out/serve/1b-small-kv.json"
+    --num-blocks 400 -- --clients 64 --duration "$duration" --max-tokens 128 --out "$out/serve/1b-small-kv.json"
 fi
 echo "engine_check: done; $log" | tee -a "$log"
