@@ -84,9 +84,9 @@ if [ "${KC_SERVE_LOAD:-0}" = 1 ]; then
   if [ -n "$gguf" ]; then
     step serve-smollm2 python3 "$load" --spawn "$serve" --model "$gguf" --max-queue 32 -- --clients 256 \
       --duration "$duration" --max-tokens 128 --disconnect-fraction 0.1 --burst 300 \
-      --out "$out/serve/smollm2-256.json"
+      --expect-rejections --out "$out/serve/smollm2-256.json"
   fi
   step serve-small-kv python3 "$load" --spawn "$serve" --synthetic llama-3.2-1b --tokenizer "$tokenizer" \
-    --num-blocks 400 -- --clients 64 --duration "$duration" --max-tokens 128 --out "$out/serve/1b-small-kv.json"
+    --num-blocks 400 -- --clients 64 --duration "$duration" --max-tokens 128 --expect-preemptions --out "$out/serve/1b-small-kv.json"
 fi
 echo "engine_check: done; $log" | tee -a "$log"

@@ -233,6 +233,10 @@ def main():
     parser.add_argument("--retry-cap", type=float, default=1.0,
                         help="longest wait after a 429, whatever its Retry-After says (seconds)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--expect-rejections", action="store_true",
+                        help="fail unless the burst drew at least one 429")
+    parser.add_argument("--expect-preemptions", action="store_true",
+                        help="fail unless the server preempted a sequence (kc_serve_preemptions_total)")
     parser.add_argument("--out")
     args = parser.parse_args(argv)
 
@@ -262,7 +266,7 @@ def main():
         "ttft_p50_ms": 1e3 * (percentile(stats.ttft, 0.5) or 0), "ttft_p99_ms": 1e3 * (percentile(stats.ttft, 0.99) or 0),
         "inter_token_p50_ms": 1e3 * (percentile(stats.inter_token, 0.5) or 0),
         "inter_token_p99_ms": 1e3 * (percentile(stats.inter_token, 0.99) or 0),
-        "idle": idle, "kv_blocks_used_at_idle": leaked, "kv_blocks_free_at_idle": after.get("kc_serve_kv_blocks_free"),
+        "idle": idle, "preemptions": after.get("kc_serve_preemptions_total"), "kv_blocks_used_at_idle": leaked, "kv_blocks_free_at_idle": after.get("kc_serve_kv_blocks_free"),
     }
     print(json.dumps(summary, indent=1))
     if args.out:
@@ -271,6 +275,10 @@ def main():
     ok = not stats.failures and idle and leaked == 0 and stats.completed > 0
     if args.burst and stats.rejected == 0:
         print("serve_load_test: the burst drew no 429 (is --max-queue below the burst?)", file=sys.stderr)
+        ok = ok and not args.expect_rejections
+    if args.expect_preemptions and not summary["preemptions"]:
+        print("serve_load_test: no sequence was preempted (is the KV cache small enough?)", file=sys.stderr)
+        ok = False
     sys.exit(0 if ok else 1)
 
 

@@ -139,6 +139,7 @@ BridgeStats EngineBridge::stats() const {
   stats.running = scheduler_.num_running();
   stats.free_blocks = scheduler_.kv_cache().free_blocks();
   stats.total_blocks = scheduler_.kv_cache().num_blocks();
+  stats.preemptions = scheduler_.stats().preemptions;
   return stats;
 }
 

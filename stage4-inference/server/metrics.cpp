@@ -112,6 +112,9 @@ std::string Metrics::render(const BridgeStats& stats) const {
                static_cast<double>(stats.total_blocks - stats.free_blocks));
   write_single(out, "kc_serve_kv_blocks_free", "gauge", "KV cache blocks free",
                static_cast<double>(stats.free_blocks));
+  write_single(out, "kc_serve_preemptions_total", "counter",
+               "sequences preempted when KV blocks ran out (recomputed later)",
+               static_cast<double>(stats.preemptions));
   time_to_first_token_.write(out, "kc_serve_time_to_first_token_seconds",
                              "from a request's submission to its first generated token");
   inter_token_latency_.write(out, "kc_serve_inter_token_latency_seconds",

@@ -85,6 +85,7 @@ struct BridgeStats {
   std::size_t running = 0;
   std::int32_t free_blocks = 0;
   std::int32_t total_blocks = 0;
+  std::int64_t preemptions = 0;  // sequences preempted (KV blocks ran out) and later recomputed
 };
 
 class EngineBridge {

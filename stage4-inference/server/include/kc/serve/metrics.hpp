@@ -9,6 +9,7 @@
 //   kc_serve_queue_length                             gauge: requests waiting for admission
 //   kc_serve_running_sequences                        gauge: requests admitted and generating
 //   kc_serve_kv_blocks_used, kc_serve_kv_blocks_free  gauges: the paged KV cache
+//   kc_serve_preemptions_total                        counter: sequences preempted for KV blocks
 //   kc_serve_time_to_first_token_seconds              histogram: submission to first token
 //   kc_serve_inter_token_latency_seconds              histogram: between a request's tokens
 //
