@@ -22,7 +22,10 @@
 # KC_LLAMA_PEER_JSON instead names llama_cpp_peer.py's output from an earlier run (its date is in
 # it and in the table). KC_ENGINE_BENCH_OPTIONS adds options for kc-engine-bench alone (e.g.
 # "--fuse-kernels both"); KC_SKIP_GPU_TESTS=1 skips the ModelRunner/GpuSampler tests (run by ctest
-# already); KC_SERVE_DURATION sets each load test's seconds (default 40).
+# already); KC_SERVE_DURATION sets each load test's seconds (default 40). KC_SERVE_SWEEP=1 runs
+# kc-serve's load sweep (1, 4, 16, 64 and 256 clients over 4 client processes, KC_SWEEP_DURATION
+# seconds each, default 20) on the 1B shape and, with KC_SMOLLM2_GGUF, the SmolLM2 file, to
+# OUT/serve/sweep-*.json (plot: stage4-inference/tools/plot_serve.py).
 set -uo pipefail
 out="${1:?usage: engine_check.sh OUT [BUILD]}"
 build="${2:-build/gpu-check}"
@@ -88,5 +91,18 @@ if [ "${KC_SERVE_LOAD:-0}" = 1 ]; then
   fi
   step serve-small-kv python3 "$load" --spawn "$serve" --synthetic llama-3.2-1b --tokenizer "$tokenizer" \
     --num-blocks 400 -- --clients 64 --duration "$duration" --max-tokens 128 --expect-preemptions --out "$out/serve/1b-small-kv.json"
+fi
+if [ "${KC_SERVE_SWEEP:-0}" = 1 ]; then
+  mkdir -p "$out/serve"
+  load="$root/stage4-inference/scripts/serve_load_test.py"
+  serve="$build/stage4-inference/server/kc-serve"
+  tokenizer="$root/stage4-inference/tests/data/tokenizer/smollm2.tokenizer.json"
+  sweep=(--clients 1,4,16,64,256 --duration "${KC_SWEEP_DURATION:-20}" --max-tokens 128 --processes 4)
+  step sweep-1b python3 "$load" --spawn "$serve" --synthetic llama-3.2-1b --tokenizer "$tokenizer" -- \
+    "${sweep[@]}" --out "$out/serve/sweep-1b.json"
+  if [ -n "$gguf" ]; then
+    step sweep-smollm2 python3 "$load" --spawn "$serve" --model "$gguf" -- "${sweep[@]}" \
+      --out "$out/serve/sweep-smollm2.json"
+  fi
 fi
 echo "engine_check: done; $log" | tee -a "$log"

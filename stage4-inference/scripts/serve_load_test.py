@@ -21,10 +21,21 @@ tokens/s over the run, time to first token and the time between tokens (p50, p99
 waits for the server to go idle and reads /metrics: running sequences, queue and KV blocks in use
 must all be back at 0 (no leaked block). Exit status 1 when a request failed unexpectedly or a
 block leaked; the summary goes to stdout and, with --out, to a JSON file.
+
+A list of client counts (--clients 16,64,256) runs one phase per count against the same server,
+each --duration long and each followed by the idle check, and writes {"phases": [...]} with one
+summary per phase plus the date, the GPU (nvidia-smi, when there is one), the commit
+(KC_GIT_COMMIT or git) and the server command: the input of tools/plot_serve.py. One Python
+process reads a few tens of thousands of events a second at most; past that it reads several
+events at once and the time between tokens it sees is its own pace. --processes N spreads each
+phase's clients over N processes (their samples merged).
 """
 import argparse
 import asyncio
+import concurrent.futures
+import copy
 import json
+import os
 import random
 import re
 import statistics
@@ -32,6 +43,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from datetime import datetime, timezone
 
 WORDS = ("the of and to in is was for on that with as by at from his her an which this be are were "
          "model token cache kernel tensor warp block memory stream graph batch layer head query key value").split()
@@ -177,6 +189,88 @@ async def run(args, host, port):
     return stats, time.monotonic() - start
 
 
+def phase_worker(args, host, port):
+    """One process's share of a phase (a process pool's task): its Stats and its seconds."""
+    return asyncio.run(run(args, host, port))
+
+
+def run_phase(args, host, port):
+    """A phase: args.clients clients (and args.burst) over args.processes processes, merged."""
+    if args.processes <= 1:
+        return asyncio.run(run(args, host, port))
+    shares = []
+    for i in range(args.processes):
+        share = copy.copy(args)
+        share.clients = args.clients // args.processes + (1 if i < args.clients % args.processes else 0)
+        share.burst = args.burst // args.processes + (1 if i < args.burst % args.processes else 0)
+        share.seed = args.seed * 1000 + i
+        if share.clients or share.burst:
+            shares.append(share)
+    merged, seconds = Stats(), 0.0
+    with concurrent.futures.ProcessPoolExecutor(max_workers=len(shares)) as pool:
+        for stats, took in pool.map(phase_worker, shares, [host] * len(shares), [port] * len(shares)):
+            merged.completed += stats.completed
+            merged.rejected += stats.rejected
+            merged.disconnected += stats.disconnected
+            merged.failures += stats.failures
+            merged.output_tokens += stats.output_tokens
+            merged.ttft += stats.ttft
+            merged.inter_token += stats.inter_token
+            seconds = max(seconds, took)
+    return merged, seconds
+
+
+def summarize(args, stats, seconds, after, idle, preemptions_before):
+    leaked = after.get("kc_serve_kv_blocks_used", -1)
+    preemptions = after.get("kc_serve_preemptions_total")
+    return {
+        "clients": args.clients, "duration_s": round(seconds, 3), "max_tokens": args.max_tokens,
+        "prompt_words": args.prompt_words, "processes": args.processes, "completed": stats.completed,
+        "rejected_429": stats.rejected, "disconnected": stats.disconnected, "burst": args.burst,
+        "failed": len(stats.failures), "failures": stats.failures[:10],
+        "requests_per_s": stats.completed / seconds, "output_tokens": stats.output_tokens,
+        "tokens_per_s": stats.output_tokens / seconds,
+        "ttft_p50_ms": 1e3 * (percentile(stats.ttft, 0.5) or 0), "ttft_p99_ms": 1e3 * (percentile(stats.ttft, 0.99) or 0),
+        "inter_token_p50_ms": 1e3 * (percentile(stats.inter_token, 0.5) or 0),
+        "inter_token_p99_ms": 1e3 * (percentile(stats.inter_token, 0.99) or 0),
+        "idle": idle,
+        "preemptions": None if preemptions is None else preemptions - (preemptions_before or 0),
+        "kv_blocks_used_at_idle": leaked, "kv_blocks_free_at_idle": after.get("kc_serve_kv_blocks_free"),
+    }
+
+
+def phase_ok(args, summary):
+    """Prints why a phase failed; True when it passed."""
+    ok = summary["failed"] == 0 and summary["idle"] and summary["kv_blocks_used_at_idle"] == 0 \
+        and summary["completed"] > 0
+    if args.burst and summary["rejected_429"] == 0:
+        print("serve_load_test: the burst drew no 429 (is --max-queue below the burst?)", file=sys.stderr)
+        ok = ok and not args.expect_rejections
+    if args.expect_preemptions and not summary["preemptions"]:
+        print("serve_load_test: no sequence was preempted (is the KV cache small enough?)", file=sys.stderr)
+        ok = False
+    return ok
+
+
+def provenance(command):
+    """Where and when: the date, the GPU nvidia-smi names (if any), the commit and the server."""
+    gpu = ""
+    try:
+        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20).stdout.strip().splitlines()[0]
+    except (OSError, subprocess.SubprocessError, IndexError):
+        pass
+    commit = os.environ.get("KC_GIT_COMMIT", "")
+    if not commit:
+        try:
+            commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                    timeout=20, cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return {"tool": "serve_load_test", "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "gpu": gpu, "commit": commit, "server": " ".join(command) if command else ""}
+
+
 def metrics(host, port, key):
     request = urllib.request.Request(f"http://{host}:{port}/metrics")
     with urllib.request.urlopen(request, timeout=10) as response:
@@ -223,7 +317,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", default="http://127.0.0.1:8000")
     parser.add_argument("--api-key", default="")
-    parser.add_argument("--clients", type=int, default=64)
+    parser.add_argument("--clients", default="64",
+                        help="streaming clients at once; a comma list runs one phase per count")
+    parser.add_argument("--processes", type=int, default=1,
+                        help="Python processes the clients of a phase are spread over")
     parser.add_argument("--duration", type=float, default=30.0, help="seconds of load")
     parser.add_argument("--prompt-words", type=int, default=64)
     parser.add_argument("--max-tokens", type=int, default=64)
@@ -250,35 +347,33 @@ def main():
             parser.error(f"--url {args.url}: expected http://HOST:PORT")
         host, port = match.group(1), int(match.group(2))
     try:
-        stats, seconds = asyncio.run(run(args, host, port))
-        after, idle = idle_metrics(host, port, args.api_key, 30)
+        counts = [int(count) for count in str(args.clients).split(",") if count.strip()]
+    except ValueError:
+        parser.error(f"--clients {args.clients}: expected a count or a comma list of counts")
+    if not counts or min(counts) < 1 or args.processes < 1:
+        parser.error("--clients wants counts >= 1 and --processes at least 1")
+    summaries, ok = [], True
+    try:
+        preemptions = metrics(host, port, args.api_key).get("kc_serve_preemptions_total")
+        for count in counts:
+            phase = copy.copy(args)
+            phase.clients = count
+            stats, seconds = run_phase(phase, host, port)
+            after, idle = idle_metrics(host, port, args.api_key, 30)
+            summary = summarize(phase, stats, seconds, after, idle, preemptions)
+            preemptions = after.get("kc_serve_preemptions_total")
+            print(json.dumps(summary, indent=1), flush=True)
+            ok = phase_ok(phase, summary) and ok
+            summaries.append(summary)
     finally:
         if process:
             process.terminate()
             process.wait(timeout=60)
-    leaked = after.get("kc_serve_kv_blocks_used", -1)
-    summary = {
-        "clients": args.clients, "duration_s": round(seconds, 3), "max_tokens": args.max_tokens,
-        "prompt_words": args.prompt_words, "completed": stats.completed, "rejected_429": stats.rejected,
-        "disconnected": stats.disconnected, "burst": args.burst, "failed": len(stats.failures), "failures": stats.failures[:10],
-        "requests_per_s": stats.completed / seconds, "output_tokens": stats.output_tokens,
-        "tokens_per_s": stats.output_tokens / seconds,
-        "ttft_p50_ms": 1e3 * (percentile(stats.ttft, 0.5) or 0), "ttft_p99_ms": 1e3 * (percentile(stats.ttft, 0.99) or 0),
-        "inter_token_p50_ms": 1e3 * (percentile(stats.inter_token, 0.5) or 0),
-        "inter_token_p99_ms": 1e3 * (percentile(stats.inter_token, 0.99) or 0),
-        "idle": idle, "preemptions": after.get("kc_serve_preemptions_total"), "kv_blocks_used_at_idle": leaked, "kv_blocks_free_at_idle": after.get("kc_serve_kv_blocks_free"),
-    }
-    print(json.dumps(summary, indent=1))
+    report = summaries[0] if len(counts) == 1 and "," not in str(args.clients) else \
+        dict(provenance(command), phases=summaries)
     if args.out:
         with open(args.out, "w") as out:
-            json.dump(summary, out, indent=1)
-    ok = not stats.failures and idle and leaked == 0 and stats.completed > 0
-    if args.burst and stats.rejected == 0:
-        print("serve_load_test: the burst drew no 429 (is --max-queue below the burst?)", file=sys.stderr)
-        ok = ok and not args.expect_rejections
-    if args.expect_preemptions and not summary["preemptions"]:
-        print("serve_load_test: no sequence was preempted (is the KV cache small enough?)", file=sys.stderr)
-        ok = False
+            json.dump(report, out, indent=1)
     sys.exit(0 if ok else 1)
 
 
