@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Hugging Face transformers as the peer of kc's engine (stage 4): the rates kc-engine-bench
-measures, for the same models, on this machine's GPU, in eager mode.
+measures, for the same models, on this machine's GPU, eager or with a static cache and torch.compile.
 
     python3 bench/peers/hf_engine_peers.py --synthetic smollm2-135m,llama-3.2-1b --out hf.json
     python3 bench/peers/hf_engine_peers.py --model /path/SmolLM2-135M-Instruct.Q4_1.gguf --out hf.json
@@ -9,8 +9,18 @@ measures, for the same models, on this machine's GPU, in eager mode.
 A model is a published configuration (--synthetic: the config.json values kc's
 kc/engine/published_configs.hpp holds, random weights drawn on the GPU: the shape decides the
 time) or a checkpoint (--model: a Hugging Face directory, or a GGUF file, which transformers
-dequantizes to bf16 as kc does; needs the gguf package). Everything runs in bfloat16 with eager
-attention and transformers' default dynamic KV cache, as `model.generate` runs out of the box.
+dequantizes to bf16 as kc does; needs the gguf package). Everything runs in bfloat16.
+
+  --mode eager     (default) eager attention and transformers' default dynamic KV cache, as
+                   `model.generate` runs out of the box.
+  --mode compiled  SDPA attention and a static KV cache (`cache_implementation="static"`), which
+                   makes generate() compile its decode step with torch.compile on a GPU
+                   (transformers' compile_config: fullgraph, "reduce-overhead", i.e. CUDA graphs);
+                   the cache is sized once per batch size (max_cache_len: the longest context plus
+                   the decode tokens at batch 1, prompt plus output tokens for the concurrency
+                   rows) so one compilation serves every row of that batch size; each is compiled
+                   in an untimed warm-up. The prefill is not compiled (generate() compiles decode
+                   steps only); its rows are the same forward pass as in eager mode, with SDPA.
 
   decode       batch 1, a prompt of C random tokens: generate() of N and of 1 new tokens
                (greedy, min_new_tokens = max_new_tokens), tok/s = (N - 1) / (t_N - t_1), the
@@ -19,7 +29,8 @@ attention and transformers' default dynamic KV cache, as `model.generate` runs o
   concurrency  K prompts of the same length in one batch, generate() of T new tokens each:
                K x T / time (a static batch: transformers has no continuous batching).
 
-Writes JSON: {"tool": "hf_engine_peers", "peer": "HF transformers <version> eager", "torch",
+Writes JSON: {"tool": "hf_engine_peers", "peer": "HF transformers <version> eager" (or "... static
+cache + torch.compile"), "torch",
 "device", "date", "rows": [{"model", "metric": "decode"|"prefill"|"concurrency", "context" |
 "prompt" | "requests", ..., "tok_s"}]}; kc-engine-bench --peers puts each row beside its own.
 """
@@ -51,15 +62,15 @@ def ints(text):
     return [int(x) for x in text.split(",") if x]
 
 
-def load(name, model_path, torch, transformers, device):
+def load(name, model_path, torch, transformers, device, attention):
     if model_path is None:
         config = transformers.LlamaConfig(**PUBLISHED[name])
-        config._attn_implementation = "eager"
+        config._attn_implementation = attention
         with torch.device(device):
             model = transformers.LlamaForCausalLM(config).to(torch.bfloat16)
         return model.eval()
     import os
-    kwargs = dict(torch_dtype=torch.bfloat16, attn_implementation="eager")
+    kwargs = dict(torch_dtype=torch.bfloat16, attn_implementation=attention)
     if os.path.isfile(model_path):
         model = transformers.AutoModelForCausalLM.from_pretrained(
             os.path.dirname(os.path.abspath(model_path)), gguf_file=os.path.basename(model_path), **kwargs)
@@ -79,6 +90,7 @@ def main():
     parser.add_argument("--concurrency-prompt", type=int, default=128)
     parser.add_argument("--concurrency-tokens", type=int, default=128)
     parser.add_argument("--device", default="cuda")
+    parser.add_argument("--mode", choices=["eager", "compiled"], default="eager")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
@@ -103,22 +115,26 @@ def main():
 
     rows = []
     for name in names:
+        compiled = args.mode == "compiled"
         model = load(name if args.synthetic else None, None if args.synthetic else name, torch, transformers,
-                     args.device)
+                     args.device, "sdpa" if compiled else "eager")
         vocab = model.config.vocab_size
 
         def prompt(batch, length):
             return torch.randint(0, vocab, (batch, length), device=args.device)
 
-        def generate(ids, new):
+        def generate(ids, new, cache_len=None):
+            extra = dict(cache_implementation="static", max_cache_len=cache_len) if compiled else {}
             with torch.no_grad():
                 model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new, min_new_tokens=new,
-                               do_sample=False, pad_token_id=0)
+                               do_sample=False, pad_token_id=0, **extra)
 
-        generate(prompt(1, 16), 4)  # warm-up
+        decode_cache = max(args.contexts, default=16) + args.decode_tokens
+        generate(prompt(1, 16), 4, decode_cache)  # warm-up (compiled: compiles the batch-1 decode step)
         for context in args.contexts:
             ids = prompt(1, context)
-            pairs = [(timed(lambda: generate(ids, args.decode_tokens)), timed(lambda: generate(ids, 1)))
+            pairs = [(timed(lambda: generate(ids, args.decode_tokens, decode_cache)),
+                      timed(lambda: generate(ids, 1, decode_cache)))
                      for _ in range(3)]
             rate = statistics.median((args.decode_tokens - 1) / (n - one) for n, one in pairs)
             rows.append(dict(model=name, metric="decode", context=context, tokens=args.decode_tokens, tok_s=rate))
@@ -131,7 +147,10 @@ def main():
             print(f"{name}: prefill of {length}: {length / seconds:.0f} tok/s", file=sys.stderr)
         for requests in args.concurrency:
             ids = prompt(requests, args.concurrency_prompt)
-            seconds = timed(lambda: generate(ids, args.concurrency_tokens))
+            batch_cache = args.concurrency_prompt + args.concurrency_tokens
+            if compiled:  # compile this batch size's decode step outside the timing
+                generate(ids, args.concurrency_tokens, batch_cache)
+            seconds = timed(lambda: generate(ids, args.concurrency_tokens, batch_cache))
             rate = requests * args.concurrency_tokens / seconds
             rows.append(dict(model=name, metric="concurrency", requests=requests, prompt=args.concurrency_prompt,
                              tokens=args.concurrency_tokens, tok_s=rate))
@@ -140,7 +159,8 @@ def main():
         if args.device == "cuda":
             torch.cuda.empty_cache()
 
-    result = dict(tool="hf_engine_peers", peer=f"HF transformers {transformers.__version__} eager",
+    mode = "static cache + torch.compile" if args.mode == "compiled" else "eager"
+    result = dict(tool="hf_engine_peers", peer=f"HF transformers {transformers.__version__} {mode}",
                   torch=torch.__version__,
                   device=torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
                   date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), rows=rows)

@@ -25,7 +25,9 @@
 # already); KC_SERVE_DURATION sets each load test's seconds (default 40). KC_SERVE_SWEEP=1 runs
 # kc-serve's load sweep (1, 4, 16, 64 and 256 clients over 4 client processes, KC_SWEEP_DURATION
 # seconds each, default 20) on the 1B shape and, with KC_SMOLLM2_GGUF, the SmolLM2 file, to
-# OUT/serve/sweep-*.json (plot: stage4-inference/tools/plot_serve.py).
+# OUT/serve/sweep-*.json (plot: stage4-inference/tools/plot_serve.py). KC_HF_COMPILED=1 adds
+# transformers with a static cache and torch.compile (hf_engine_peers.py --mode compiled) as a
+# further peer of kc-engine-bench (it compiles a decode step per batch size: minutes).
 set -uo pipefail
 out="${1:?usage: engine_check.sh OUT [BUILD]}"
 build="${2:-build/gpu-check}"
@@ -65,6 +67,10 @@ fi
 read -r -a bench_models <<< "${KC_ENGINE_BENCH_ARGS:---synthetic smollm2-135m,llama-3.2-1b,llama-3.1-8b}"
 step hf-peers python3 "$root/bench/peers/hf_engine_peers.py" "${bench_models[@]}" --out "$out/hf-peers.json"
 peers="$out/hf-peers.json"
+if [ "${KC_HF_COMPILED:-0}" = 1 ]; then
+  step hf-compiled python3 "$root/bench/peers/hf_engine_peers.py" "${bench_models[@]}" --mode compiled \
+    --out "$out/hf-compiled.json" && peers="$peers,$out/hf-compiled.json"
+fi
 if [ -n "${KC_LLAMA_BENCH:-}" ] && [ -n "$gguf" ]; then
   step llama-peer python3 "$root/bench/peers/llama_cpp_peer.py" --llama-bench "$KC_LLAMA_BENCH" --gguf "$gguf" \
     --out "$out/llama-peer.json" && peers="$peers,$out/llama-peer.json"
