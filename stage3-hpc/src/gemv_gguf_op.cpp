@@ -27,14 +27,32 @@ void put_half(std::uint8_t* block, int field, double value) {
   std::memcpy(block + 2 * field, &h, sizeof h);
 }
 
+// build_op seeds operand i of a run with `run * 16 + i` (op_builder.cpp). w is operand 1; the
+// repacked operands recover w's seed from their own and draw the same blocks again.
+constexpr std::uint64_t kOperandSeedsPerRun = 16;
+constexpr std::uint64_t kBlocksOperand = 1;  // w's place in the op's operands
+
+std::uint64_t blocks_seed(std::uint64_t operand_seed) {
+  return operand_seed / kOperandSeedsPerRun * kOperandSeedsPerRun + kBlocksOperand;
+}
+
 std::int64_t blocks_per_row(const Problem& p) { return p.dims[2] / kGgufBlockWeights; }
 
 Shape w_shape(const Problem& p) {
   return Shape{p.dims[1], blocks_per_row(p) * gguf_block_bytes(gguf_block_type(p))};
 }
 
+// The repacked operands: bytes of quants (i8) and halves of scales (f16, two a block for q4_1).
+Shape quants_shape(const Problem& p) {
+  return Shape{p.dims[1], blocks_per_row(p) * gguf_quant_bytes(gguf_block_type(p))};
+}
+
+Shape scales_shape(const Problem& p) {
+  return Shape{p.dims[1], blocks_per_row(p) * gguf_scale_bytes(gguf_block_type(p)) / 2};
+}
+
 // Random valid blocks, one row of w after another, from the seed.
-void fill_blocks(const Problem& p, Tensor& tensor, std::uint64_t seed, cudaStream_t stream) {
+std::vector<std::uint8_t> draw_blocks(const Problem& p, std::uint64_t seed) {
   const GgufBlockType type = gguf_block_type(p);
   const int bytes = gguf_block_bytes(type);
   const std::size_t blocks = static_cast<std::size_t>(p.dims[1] * blocks_per_row(p));
@@ -53,7 +71,30 @@ void fill_blocks(const Problem& p, Tensor& tensor, std::uint64_t seed, cudaStrea
     }
     for (int i = first; i < bytes; ++i) block[i] = static_cast<std::uint8_t>(byte(rng));
   }
-  tensor.upload(out.data(), out.size(), stream);
+  return out;
+}
+
+void fill_blocks(const Problem& p, Tensor& tensor, std::uint64_t seed, cudaStream_t stream) {
+  const std::vector<std::uint8_t> blocks = draw_blocks(p, blocks_seed(seed));
+  tensor.upload(blocks.data(), blocks.size(), stream);
+}
+
+// One of the repacked operands: at layout=1 the repack of w's blocks, at layout=0 poison (no rung
+// of that layout may read it).
+OperandSpec repacked_operand(const char* name, ShapeFn shape, DType dtype, bool is_quants) {
+  OperandSpec operand = input(name, std::move(shape), FillSpec{}, dtype);
+  operand.is_read = [](const Problem& p) { return gguf_layout(p) == GgufLayout::repacked; };
+  operand.initialize = [is_quants](const Problem& p, Tensor& tensor, std::uint64_t seed, cudaStream_t stream) {
+    if (gguf_layout(p) != GgufLayout::repacked) {
+      poison(tensor.raw(), tensor.dtype, tensor.count(), stream);
+      return;
+    }
+    const std::vector<std::uint8_t> blocks = draw_blocks(p, blocks_seed(seed));
+    const GgufRepacked repacked = repack_gguf_blocks(gguf_block_type(p), blocks.data(), blocks.size());
+    const std::vector<std::uint8_t>& bytes = is_quants ? repacked.quants : repacked.scales;
+    tensor.upload(bytes.data(), bytes.size(), stream);
+  };
+  return operand;
 }
 
 }  // namespace
@@ -64,6 +105,35 @@ GgufBlockType gguf_block_type(const Problem& problem) {
   if (type == 3.0) return GgufBlockType::q4_1;
   if (type == 8.0) return GgufBlockType::q8_0;
   throw Error(fmt::format("gemv_gguf: ggml_type {} is not q4_0 (2), q4_1 (3) or q8_0 (8)", type));
+}
+
+GgufLayout gguf_layout(const Problem& problem) {
+  const double layout = problem.param("layout");
+  if (layout == 0.0) return GgufLayout::blocks;
+  if (layout == 1.0) return GgufLayout::repacked;
+  throw Error(fmt::format("gemv_gguf: layout {} is not 0 (the GGUF blocks as stored) or 1 (repacked)", layout));
+}
+
+GgufRepacked repack_gguf_blocks(GgufBlockType type, const std::uint8_t* bytes, std::size_t byte_count) {
+  const auto size = static_cast<std::size_t>(gguf_block_bytes(type));
+  if (byte_count % size != 0)
+    throw Error(fmt::format("repack_gguf_blocks: {} bytes are not whole blocks of {} bytes (ggml type {}); a "
+                            "GGUF tensor of this type holds a multiple of {} bytes",
+                            byte_count, size, static_cast<int>(type), size));
+  const std::size_t blocks = byte_count / size;
+  const auto quant_bytes = static_cast<std::size_t>(gguf_quant_bytes(type));
+  const auto scale_bytes = static_cast<std::size_t>(gguf_scale_bytes(type));
+  GgufRepacked out;
+  out.quants.resize(blocks * quant_bytes);
+  out.scales.resize(blocks * scale_bytes);
+  for (std::size_t b = 0; b < blocks; ++b) {
+    // A block is its scales (d, and m for q4_1) then its quants: the first scale_bytes go to the
+    // scales array as they are (d before m: a half2 (d, m)), the rest to the quants array.
+    const std::uint8_t* block = bytes + b * size;
+    std::memcpy(out.scales.data() + b * scale_bytes, block, scale_bytes);
+    std::memcpy(out.quants.data() + b * quant_bytes, block + scale_bytes, quant_bytes);
+  }
+  return out;
 }
 
 std::vector<double> decode_gguf_blocks(GgufBlockType type, const std::uint8_t* bytes, std::size_t blocks) {
@@ -94,7 +164,26 @@ std::string gemv_gguf_shape_error(const Problem& p) {
   if (type != 2.0 && type != 3.0 && type != 8.0) return "ggml_type must be 2 (q4_0), 3 (q4_1) or 8 (q8_0)";
   if (p.dims[0] > kGgufGemvMaxRows) return fmt::format("M must be at most {} (a decode step)", kGgufGemvMaxRows);
   if (p.dims[2] % kGgufBlockWeights != 0) return "K must be a multiple of 32, the GGUF block";
+  const double layout = p.param("layout");
+  if (layout != 0.0 && layout != 1.0) return "layout must be 0 (the GGUF blocks as stored) or 1 (repacked)";
   return "";
+}
+
+std::string gemv_gguf_layout_error(const Problem& p, GgufLayout layout) {
+  if (std::string error = gemv_gguf_shape_error(p); !error.empty()) return error;
+  if (gguf_layout(p) == layout) return "";
+  return layout == GgufLayout::blocks
+             ? "this rung reads the GGUF blocks as stored (layout=0); layout=1 problems are for the rungs "
+               "that read the repacked blocks"
+             : "this rung reads the blocks repacked by repack_gguf_blocks (layout=1); layout=0 problems are "
+               "for the rungs that read the GGUF blocks as stored";
+}
+
+std::vector<std::string> gemv_gguf_refusals(GgufLayout layout) {
+  std::vector<std::string> labels;
+  for (const Problem& problem : make_gemv_gguf_op().conformance_problems)
+    if (gguf_layout(problem) != layout) labels.push_back(problem.label());
+  return labels;
 }
 
 GgufGemvArgs gemv_gguf_args(const Problem& p, Operands& o) {
@@ -104,7 +193,12 @@ GgufGemvArgs gemv_gguf_args(const Problem& p, Operands& o) {
   args.k = static_cast<int>(p.dims[2]);
   args.type = gguf_block_type(p);
   args.x = o["x"].data<__nv_bfloat16>();
-  args.w = reinterpret_cast<const std::uint8_t*>(o["w"].raw());
+  if (gguf_layout(p) == GgufLayout::blocks) {
+    args.w = reinterpret_cast<const std::uint8_t*>(o["w"].raw());
+  } else {
+    args.quants = reinterpret_cast<const std::uint8_t*>(o["w_quants"].raw());
+    args.scales = o["w_scales"].raw();
+  }
   args.y = o["y"].data<__nv_bfloat16>();
   return args;
 }
@@ -113,15 +207,18 @@ OpSpec make_gemv_gguf_op() {
   OpConfig op;
   op.name = kGemvGgufOp;
   op.description =
-      "y = x.w^T, x [M,K] and y [M,N] bf16, w [N,K] in llama.cpp's GGUF blocks of 32 (q4_0, q4_1 or q8_0) "
-      "read as stored, FP32 accumulation";
+      "y = x.w^T, x [M,K] and y [M,N] bf16, w [N,K] in llama.cpp's GGUF blocks of 32 (q4_0, q4_1 or q8_0), "
+      "as stored (layout=0) or repacked at load time (layout=1), FP32 accumulation";
   op.dim_names = {"M", "N", "K"};
   op.dtypes = {DType::bf16};
-  op.params = {{"ggml_type", 2.0, "the block format: 2 q4_0, 3 q4_1, 8 q8_0"}};
+  op.params = {{"ggml_type", 2.0, "the block format: 2 q4_0, 3 q4_1, 8 q8_0"},
+               {"layout", 0.0, "0: the GGUF blocks as stored; 1: repacked at load time (quants in 16-byte rows, scales apart)"}};
   op.bound = Bound::memory;
   OperandSpec w = input("w", &w_shape, FillSpec{}, DType::i8);
   w.initialize = &fill_blocks;
-  op.operands = {input("x", dims_at({0, 2})), w, output("y", dims_at({0, 1}))};
+  // w stays operand kBlocksOperand: the repacked operands draw its blocks again from its seed.
+  op.operands = {input("x", dims_at({0, 2})), w, repacked_operand("w_quants", &quants_shape, DType::i8, true),
+                 repacked_operand("w_scales", &scales_shape, DType::f16, false), output("y", dims_at({0, 1}))};
   op.host_reference = [](const Problem& p, const HostTensors& in) {
     const std::int64_t m_rows = p.dims[0], n_cols = p.dims[1], k_len = p.dims[2];
     const std::vector<double>& raw = in.at("w");
@@ -148,23 +245,27 @@ OpSpec make_gemv_gguf_op() {
     return accuracy;
   };
   op.flops = [](const Problem& p) { return 2.0 * static_cast<double>(p.dims[0] * p.dims[1] * p.dims[2]); };
+  // The same at both layouts: the repack splits each block into quants and scales, adding no byte.
   op.bytes = [](const Problem& p) {
     return static_cast<double>(p.dims[0] * p.dims[2] * 2 + p.dims[0] * p.dims[1] * 2) +
            static_cast<double>(p.dims[1] * blocks_per_row(p) * gguf_block_bytes(gguf_block_type(p)));
   };
   op.supports = &gemv_gguf_shape_error;
   // Decode steps of Llama-3-8B's projections (4096 -> 4096, 4096 -> 14336, 14336 -> 4096) at M = 1
-  // and 16, in q4_0; q4_1 and q8_0 at the first.
+  // and 16, in q4_0; q4_1 and q8_0 at the first. Each at both layouts, so every rung has its rows.
   using P = ParamValues;
-  for (const std::int64_t m : {1, 16})
-    for (const auto& [n, k] : std::vector<std::pair<std::int64_t, std::int64_t>>{{4096, 4096}, {14336, 4096}, {4096, 14336}})
-      op.bench.push_back({{m, n, k}});
-  op.bench.push_back({{1, 4096, 4096}, std::nullopt, P{{"ggml_type", 3.0}}});
-  op.bench.push_back({{1, 4096, 4096}, std::nullopt, P{{"ggml_type", 8.0}}});
-  // Odd N, K of one block and of many, M from 1 to 16, every type.
-  for (const double type : {2.0, 3.0, 8.0})
-    for (const Shape& dims : std::vector<Shape>{{1, 1, 32}, {3, 37, 96}, {16, 257, 576}, {7, 100, 1024}})
-      op.conformance.push_back({dims, std::nullopt, P{{"ggml_type", type}}});
+  for (const double layout : {0.0, 1.0}) {
+    for (const std::int64_t m : {1, 16})
+      for (const auto& [n, k] : std::vector<std::pair<std::int64_t, std::int64_t>>{{4096, 4096}, {14336, 4096}, {4096, 14336}})
+        op.bench.push_back({{m, n, k}, std::nullopt, P{{"layout", layout}}});
+    op.bench.push_back({{1, 4096, 4096}, std::nullopt, P{{"ggml_type", 3.0}, {"layout", layout}}});
+    op.bench.push_back({{1, 4096, 4096}, std::nullopt, P{{"ggml_type", 8.0}, {"layout", layout}}});
+  }
+  // Odd N, K of one block and of many, M from 1 to 16, every type, both layouts.
+  for (const double layout : {0.0, 1.0})
+    for (const double type : {2.0, 3.0, 8.0})
+      for (const Shape& dims : std::vector<Shape>{{1, 1, 32}, {3, 37, 96}, {16, 257, 576}, {7, 100, 1024}})
+        op.conformance.push_back({dims, std::nullopt, P{{"ggml_type", type}, {"layout", layout}}});
   op.copy_scratch = std::make_shared<CopyScratch>();
   return build_op(std::move(op));
 }

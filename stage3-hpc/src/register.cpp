@@ -120,6 +120,25 @@ KernelEntry fused_entry() {
   return entry;
 }
 
+// A rung of the GGUF GEMV: it reads the weights in one layout (the op's parameter `layout`) and
+// refuses the other layout's problems.
+KernelEntry gguf_entry(const std::string& name, int rung, std::string idea, GgufLayout layout,
+                       void (*gemv)(const GgufGemvArgs&, cudaStream_t)) {
+  KernelEntry entry;
+  entry.id = std::string("stage3/") + kGemvGgufOp + "/" + name;
+  entry.op = kGemvGgufOp;
+  entry.rung = rung;
+  entry.idea = std::move(idea);
+  entry.dtypes = {DType::bf16};
+  entry.min_compute_capability = kAmpere;
+  entry.constraints = layout == GgufLayout::blocks ? "M <= 16, K % 32 == 0, layout=0" : "M <= 16, K % 32 == 0, layout=1";
+  entry.supports = [layout](const Problem& p) { return gemv_gguf_layout_error(p, layout); };
+  entry.refuses = gemv_gguf_refusals(layout);
+  entry.report = "stage3-quant";
+  entry.launch = [gemv](const Problem& p, Operands& o, cudaStream_t stream) { gemv(gemv_gguf_args(p, o), stream); };
+  return entry;
+}
+
 }  // namespace
 
 void register_kernels(Registry& registry) {
@@ -134,19 +153,14 @@ void register_kernels(Registry& registry) {
 
   // Low precision: the GEMV on GGUF blocks (quant/), its own table.
   if (!registry.has_op(kGemvGgufOp)) registry.add_op(make_gemv_gguf_op());
-  KernelEntry gguf;
-  gguf.id = std::string("stage3/") + kGemvGgufOp + "/01_warp_per_column";
-  gguf.op = kGemvGgufOp;
-  gguf.rung = 1;
-  gguf.idea = "a warp per output column, GGUF blocks decoded where they are read, FP32 accumulators per row";
-  gguf.dtypes = {DType::bf16};
-  gguf.min_compute_capability = kAmpere;
-  gguf.constraints = "M <= 16, K % 32 == 0";
-  gguf.report = "stage3-quant";
-  gguf.launch = [](const Problem& p, Operands& o, cudaStream_t stream) {
-    gemv_gguf_01_warp_per_column(gemv_gguf_args(p, o), stream);
-  };
-  registry.add_kernel(std::move(gguf));
+  registry.add_kernel(gguf_entry("01_warp_per_column", 1,
+                                 "a warp per output column, GGUF blocks decoded where they are read, FP32 "
+                                 "accumulators per row",
+                                 GgufLayout::blocks, &gemv_gguf_01_warp_per_column));
+  registry.add_kernel(gguf_entry("02_repacked", 2,
+                                 "blocks repacked at load time (quants in 16-byte rows, scales apart): one "
+                                 "LDG.128 of quants per block",
+                                 GgufLayout::repacked, &gemv_gguf_02_repacked));
 
   registry.add_kernel(portable_entry("01_wmma", 1,
                                      "WMMA 16x16x16 fragments, tiles staged through shared memory",

@@ -1,17 +1,27 @@
-// The GGUF GEMV's negative control: rung 01 with each byte's nibbles read in the wrong order must
-// fail the op's check on q4_0 and q4_1 (q8_0 has no nibbles). The rung itself is checked by the
-// conformance tests on every conformance problem. Skips without a GPU.
+// The GGUF GEMV's negative controls: rungs 01 and 02 with each byte's nibbles read in the wrong
+// order must fail the op's check on q4_0 and q4_1 (q8_0 has no nibbles), each on its layout; and
+// the repacked operands of a layout=1 problem are repack_gguf_blocks() of its blocks. The rungs
+// themselves are checked by the conformance tests on every conformance problem. Skips without a
+// GPU.
 //   ctest --test-dir build/ci -R GemvGgufGpu
 #include <gtest/gtest.h>
 
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
 #include "kc/common/check.hpp"
+#include "kc/common/error.hpp"
 #include "kc/stage3/gemv_gguf.hpp"
 #include "support/gpu_test.hpp"
 
 namespace kc::stage3 {
 namespace {
 
-RunFn launch_with(void (*gemv)(const GgufGemvArgs&, cudaStream_t)) {
+using Gemv = void (*)(const GgufGemvArgs&, cudaStream_t);
+
+RunFn launch_with(Gemv gemv) {
   return [gemv](const Problem& p, Operands& o, Context& c) { gemv(gemv_gguf_args(p, o), c.stream()); };
 }
 
@@ -19,12 +29,42 @@ TEST(GemvGgufGpu, SwappedNibblesFailTheCheck) {
   KC_SKIP_WITHOUT_GPU();
   Context& context = testing::shared_context();
   const OpSpec op = make_gemv_gguf_op();
-  for (const double type : {2.0, 3.0}) {
-    const Problem problem = op.problem({4, 129, 256}, DType::bf16, {{"ggml_type", type}});
-    EXPECT_TRUE(check_run(op, launch_with(&gemv_gguf_01_warp_per_column), problem, 5, context).passed())
-        << problem.label();
-    const CheckOutcome wrong = check_run(op, launch_with(&gemv_gguf_01_swapped_nibbles), problem, 5, context);
-    EXPECT_FALSE(wrong.passed()) << problem.label() << ": the swapped nibble order went unnoticed";
+  struct Rung {
+    double layout;
+    Gemv right, swapped;
+  };
+  for (const Rung& rung : {Rung{0.0, &gemv_gguf_01_warp_per_column, &gemv_gguf_01_swapped_nibbles},
+                           Rung{1.0, &gemv_gguf_02_repacked, &gemv_gguf_02_swapped_nibbles}})
+    for (const double type : {2.0, 3.0}) {
+      const Problem problem = op.problem({4, 129, 256}, DType::bf16, {{"ggml_type", type}, {"layout", rung.layout}});
+      EXPECT_TRUE(check_run(op, launch_with(rung.right), problem, 5, context).passed()) << problem.label();
+      const CheckOutcome wrong = check_run(op, launch_with(rung.swapped), problem, 5, context);
+      EXPECT_FALSE(wrong.passed()) << problem.label() << ": the swapped nibble order went unnoticed";
+    }
+}
+
+std::vector<std::uint8_t> bytes_of(const Tensor& tensor) {
+  std::vector<std::uint8_t> bytes(tensor.bytes());
+  KC_CUDA_CHECK(cudaMemcpy(bytes.data(), tensor.raw(), bytes.size(), cudaMemcpyDeviceToHost));
+  return bytes;
+}
+
+// The operands rung 02 reads are the repack of the blocks the reference decodes, drawn from the
+// same seed (a seed shared by the operands must not drift apart).
+TEST(GemvGgufGpu, RepackedOperandsAreTheRepackOfTheBlocks) {
+  KC_SKIP_WITHOUT_GPU();
+  Context& context = testing::shared_context();
+  const OpSpec op = make_gemv_gguf_op();
+  for (const double type : {2.0, 3.0, 8.0}) {
+    const Problem problem = op.problem({2, 37, 96}, DType::bf16, {{"ggml_type", type}, {"layout", 1.0}});
+    for (const std::uint64_t seed : {1u, 2026u}) {
+      Operands operands = op.make_operands(problem, seed, context);
+      KC_CUDA_CHECK(cudaStreamSynchronize(context.stream()));
+      const std::vector<std::uint8_t> blocks = bytes_of(operands["w"]);
+      const GgufRepacked repacked = repack_gguf_blocks(gguf_block_type(problem), blocks.data(), blocks.size());
+      EXPECT_EQ(bytes_of(operands["w_quants"]), repacked.quants) << problem.label() << ", seed " << seed;
+      EXPECT_EQ(bytes_of(operands["w_scales"]), repacked.scales) << problem.label() << ", seed " << seed;
+    }
   }
 }
 

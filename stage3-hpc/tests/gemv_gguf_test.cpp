@@ -1,15 +1,68 @@
 // The gemv_gguf op's host side: its reference decode of the three GGUF block formats on blocks
-// built by hand (values worked out below), the nibble order, and the shapes it refuses.
+// built by hand (values worked out below), the nibble order, the shapes it refuses, and the
+// repack of rung 02's layout (decoded by a small decoder of that format, below, it gives the
+// weights the reference decodes from the original blocks).
 //   ctest --test-dir build/ci -R GemvGguf
 #include <gtest/gtest.h>
 
+#include <cuda_fp16.h>
+
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <random>
 #include <vector>
 
+#include "kc/common/error.hpp"
 #include "kc/stage3/gemv_gguf.hpp"
 
 namespace kc::stage3 {
 namespace {
+
+constexpr GgufBlockType kTypes[] = {GgufBlockType::q4_0, GgufBlockType::q4_1, GgufBlockType::q8_0};
+
+// `blocks` blocks of `type` with random bytes, their halves finite (exponent field below 16).
+std::vector<std::uint8_t> random_blocks(GgufBlockType type, std::size_t blocks, std::uint64_t seed) {
+  const auto size = static_cast<std::size_t>(gguf_block_bytes(type));
+  std::vector<std::uint8_t> bytes(blocks * size);
+  std::mt19937_64 rng(seed);
+  for (std::uint8_t& byte : bytes) byte = static_cast<std::uint8_t>(rng());
+  const int halves = type == GgufBlockType::q4_1 ? 2 : 1;
+  for (std::size_t b = 0; b < blocks; ++b)
+    for (int h = 0; h < halves; ++h) bytes[b * size + 2 * static_cast<std::size_t>(h) + 1] &= 0xBF;
+  return bytes;
+}
+
+double half_value(const std::uint8_t* p) {
+  __half h;
+  std::memcpy(&h, p, sizeof h);
+  return static_cast<double>(__half2float(h));
+}
+
+// The weights of the repacked layout (gemv_gguf_args.hpp), read the way rung 02 reads it: block b's
+// quants at b x Q in `quants`, its d (and m) at b x S in `scales`.
+std::vector<double> decode_repacked(GgufBlockType type, const GgufRepacked& repacked) {
+  const auto quant_bytes = static_cast<std::size_t>(gguf_quant_bytes(type));
+  const auto scale_bytes = static_cast<std::size_t>(gguf_scale_bytes(type));
+  const std::size_t blocks = repacked.quants.size() / quant_bytes;
+  std::vector<double> out(blocks * kGgufBlockWeights);
+  for (std::size_t b = 0; b < blocks; ++b) {
+    const std::uint8_t* q = repacked.quants.data() + b * quant_bytes;
+    const double d = half_value(repacked.scales.data() + b * scale_bytes);
+    double* w = out.data() + b * kGgufBlockWeights;
+    if (type == GgufBlockType::q8_0) {
+      for (int i = 0; i < kGgufBlockWeights; ++i) w[i] = d * static_cast<double>(static_cast<std::int8_t>(q[i]));
+      continue;
+    }
+    const double m = type == GgufBlockType::q4_1 ? half_value(repacked.scales.data() + b * scale_bytes + 2) : 0.0;
+    for (int j = 0; j < 16; ++j) {
+      const int low = q[j] & 0x0f, high = q[j] >> 4;
+      w[j] = type == GgufBlockType::q4_1 ? d * low + m : d * (low - 8);
+      w[j + 16] = type == GgufBlockType::q4_1 ? d * high + m : d * (high - 8);
+    }
+  }
+  return out;
+}
 
 TEST(GemvGguf, DecodesQ4_0BlocksLowNibblesFirst) {
   // d = 0.5 (half 0x3800); qs[j] = j in the low nibble, 15 - j in the high one:
@@ -56,6 +109,77 @@ TEST(GemvGguf, RefusesShapesItDoesNotDefine) {
   EXPECT_NE(gemv_gguf_shape_error(op.problem({1, 7, 64}, DType::bf16, {{"ggml_type", 6.0}})).find("ggml_type"),
             std::string::npos);
   EXPECT_EQ(gguf_block_type(op.problem({1, 7, 64}, DType::bf16, {{"ggml_type", 8.0}})), GgufBlockType::q8_0);
+  EXPECT_NE(gemv_gguf_shape_error(op.problem({1, 7, 64}, DType::bf16, {{"layout", 2.0}})).find("layout"),
+            std::string::npos);
+}
+
+TEST(GemvGguf, RepackedBlocksDecodeToTheSameWeights) {
+  // Odd N, K of one block and of many; N x K / 32 blocks, row after row.
+  for (const GgufBlockType type : kTypes)
+    for (const auto& [n, k] : std::vector<std::pair<std::size_t, std::size_t>>{{1, 32}, {3, 32}, {37, 96}, {7, 1024}}) {
+      const std::size_t blocks = n * k / kGgufBlockWeights;
+      const std::vector<std::uint8_t> original = random_blocks(type, blocks, 17 * n + k);
+      const GgufRepacked repacked = repack_gguf_blocks(type, original.data(), original.size());
+      ASSERT_EQ(repacked.quants.size(), blocks * static_cast<std::size_t>(gguf_quant_bytes(type)));
+      ASSERT_EQ(repacked.scales.size(), blocks * static_cast<std::size_t>(gguf_scale_bytes(type)));
+      const std::vector<double> expected = decode_gguf_blocks(type, original.data(), blocks);
+      const std::vector<double> got = decode_repacked(type, repacked);
+      ASSERT_EQ(got.size(), expected.size());
+      for (std::size_t i = 0; i < got.size(); ++i)
+        ASSERT_EQ(got[i], expected[i]) << "ggml type " << static_cast<int>(type) << ", " << n << "x" << k
+                                       << ", weight " << i;
+    }
+}
+
+TEST(GemvGguf, RepackedQuantsStartOn16ByteBoundaries) {
+  for (const GgufBlockType type : kTypes) {
+    const int quant_bytes = gguf_quant_bytes(type);
+    EXPECT_EQ(quant_bytes % 16, 0);
+    EXPECT_EQ(quant_bytes + gguf_scale_bytes(type), gguf_block_bytes(type)) << "the repack adds no byte";
+    // Block b's quants are bytes [b Q, b Q + Q) of the array: its own bytes, in their order.
+    const std::vector<std::uint8_t> original = random_blocks(type, 5, 3);
+    const GgufRepacked repacked = repack_gguf_blocks(type, original.data(), original.size());
+    const int scale_bytes = gguf_scale_bytes(type);
+    for (int b = 0; b < 5; ++b) {
+      EXPECT_EQ((b * quant_bytes) % 16, 0);
+      const std::uint8_t* block = original.data() + b * gguf_block_bytes(type);
+      EXPECT_TRUE(std::equal(block + scale_bytes, block + gguf_block_bytes(type),
+                             repacked.quants.begin() + b * quant_bytes));
+      // d first, then m (q4_1): a half2 (d, m).
+      EXPECT_TRUE(std::equal(block, block + scale_bytes, repacked.scales.begin() + b * scale_bytes));
+    }
+  }
+}
+
+TEST(GemvGguf, RepackRefusesBytesThatAreNotWholeBlocks) {
+  const std::vector<std::uint8_t> bytes(100, 0);
+  EXPECT_NO_THROW(repack_gguf_blocks(GgufBlockType::q4_0, bytes.data(), 90));  // 5 blocks of 18
+  for (const auto& [type, count] : std::vector<std::pair<GgufBlockType, std::size_t>>{
+           {GgufBlockType::q4_0, 17}, {GgufBlockType::q4_1, 30}, {GgufBlockType::q8_0, 35}}) {
+    try {
+      repack_gguf_blocks(type, bytes.data(), count);
+      ADD_FAILURE() << count << " bytes were accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("not whole blocks"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(GemvGguf, EachRungReadsOneLayoutAndRefusesTheOther) {
+  const OpSpec op = make_gemv_gguf_op();
+  const Problem blocks = op.problem({3, 37, 96}, DType::bf16);
+  const Problem repacked = op.problem({3, 37, 96}, DType::bf16, {{"layout", 1.0}});
+  EXPECT_EQ(gemv_gguf_layout_error(blocks, GgufLayout::blocks), "");
+  EXPECT_EQ(gemv_gguf_layout_error(repacked, GgufLayout::repacked), "");
+  EXPECT_NE(gemv_gguf_layout_error(repacked, GgufLayout::blocks).find("layout=0"), std::string::npos);
+  EXPECT_NE(gemv_gguf_layout_error(blocks, GgufLayout::repacked).find("layout=1"), std::string::npos);
+  // Every conformance problem is run by the rungs of its layout and refused by the others.
+  const std::vector<std::string> refused_by_01 = gemv_gguf_refusals(GgufLayout::blocks);
+  const std::vector<std::string> refused_by_02 = gemv_gguf_refusals(GgufLayout::repacked);
+  EXPECT_EQ(refused_by_01.size() + refused_by_02.size(), op.conformance_problems.size());
+  EXPECT_EQ(refused_by_01.size(), refused_by_02.size());
+  for (const std::string& label : refused_by_01) EXPECT_NE(label.find("layout=1"), std::string::npos) << label;
+  for (const std::string& label : refused_by_02) EXPECT_EQ(label.find("layout="), std::string::npos) << label;
 }
 
 }  // namespace

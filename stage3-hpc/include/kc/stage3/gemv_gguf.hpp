@@ -3,12 +3,18 @@
 // block layouts: kc/stage3/gemv_gguf_args.hpp.
 //
 // Problem dimensions M, N, K ("1x4096x4096"): y [M, N] = x [M, K] . w^T with w [N, K] in blocks of
-// 32 along K; parameter `ggml_type`: 2 (q4_0, the default), 3 (q4_1) or 8 (q8_0). Operands: x
-// bf16 ~ uniform(-1, 1); w the blocks as bytes (an i8 tensor [N, K / 32 x block bytes]): d drawn
-// in [2^-10, 2^-4] (a normal half), m for q4_1 of either sign with a magnitude in [2^-10, 2^-2],
-// the quants uniform over their range; y bf16. Reference: the blocks decoded on the host (an implementation of its own, not the
-// kernels'), then the product in double. Bytes: x, the blocks and y once. Baseline: a copy of
-// those bytes (the op is memory-bound; % of baseline is % of copy bandwidth on the packed bytes).
+// 32 along K; parameter `ggml_type`: 2 (q4_0, the default), 3 (q4_1) or 8 (q8_0); parameter
+// `layout`: 0 (the default) the blocks as the file stores them, 1 the blocks repacked at load time
+// by repack_gguf_blocks() (the layout: gemv_gguf_args.hpp). Each rung reads one layout and
+// refuses the other. Operands: x bf16 ~ uniform(-1, 1); w the blocks as bytes (an i8 tensor
+// [N, K / 32 x block bytes]), at both layouts: d drawn in [2^-10, 2^-4] (a normal half), m for q4_1
+// of either sign with a magnitude in [2^-10, 2^-2], the quants uniform over their range;
+// w_quants (i8) and w_scales (f16) the repack of those same blocks at layout=1 (allocated and
+// poisoned at layout=0, where nothing may read them); y bf16. Reference: the blocks of w decoded
+// on the host (an implementation of its own, not the kernels', and never the repack's output),
+// then the product in double. Bytes: x, the weights and y once — the repacked weights are exactly
+// as many bytes as the blocks. Baseline: a copy of those bytes (the op is memory-bound; % of
+// baseline is % of copy bandwidth on the packed bytes).
 #pragma once
 
 #ifdef KC_KERNEL_SOURCE
@@ -33,13 +39,32 @@ GgufBlockType gguf_block_type(const Problem& problem);
 // the op's reference decode, tested on hand-built blocks.
 std::vector<double> decode_gguf_blocks(GgufBlockType type, const std::uint8_t* bytes, std::size_t blocks);
 
-// "" when the op defines `problem` (M in [1, 16], K a multiple of 32, ggml_type 2, 3 or 8),
-// otherwise why not.
+// The same blocks with their quants and scales apart (the layout=1 of gemv_gguf_args.hpp), what an
+// inference engine computes once when it loads a GGUF tensor: `bytes` holds whole blocks of
+// `type`, row after row; kc::Error for a byte count that is not a whole number of blocks.
+struct GgufRepacked {
+  std::vector<std::uint8_t> quants;  // gguf_quant_bytes(type) a block
+  std::vector<std::uint8_t> scales;  // gguf_scale_bytes(type) a block: half d, or half2 (d, m)
+};
+GgufRepacked repack_gguf_blocks(GgufBlockType type, const std::uint8_t* bytes, std::size_t byte_count);
+
+// The layout a problem asks for (kc::Error for a layout other than 0 or 1).
+GgufLayout gguf_layout(const Problem& problem);
+
+// "" when the op defines `problem` (M in [1, 16], K a multiple of 32, ggml_type 2, 3 or 8, layout
+// 0 or 1), otherwise why not.
 std::string gemv_gguf_shape_error(const Problem& problem);
+
+// "" when a rung that reads `layout` runs `problem` (the op defines it and asks for that layout),
+// otherwise why not; and the labels of the op's conformance problems such a rung refuses (every
+// one of the other layout).
+std::string gemv_gguf_layout_error(const Problem& problem, GgufLayout layout);
+std::vector<std::string> gemv_gguf_refusals(GgufLayout layout);
 
 OpSpec make_gemv_gguf_op();
 
-// The launch arguments of `problem` on its operands (x, w, y).
+// The launch arguments of `problem` on its operands: x, y, and w (layout=0) or w_quants and
+// w_scales (layout=1).
 GgufGemvArgs gemv_gguf_args(const Problem& problem, Operands& operands);
 
 }  // namespace kc::stage3

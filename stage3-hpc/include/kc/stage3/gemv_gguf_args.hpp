@@ -14,6 +14,27 @@
 //
 // nibble(i): the LOW nibble of qs[i] for i < 16, the HIGH nibble of qs[i - 16] for i >= 16 (the
 // two halves of the block share bytes; neighbours do not).
+//
+// The op's parameter `layout` says how w reaches the kernel. layout=0: the blocks above, as the
+// file stores them (rung 01). layout=1: the same blocks repacked once at load time by
+// repack_gguf_blocks() (kc/stage3/gemv_gguf.hpp) into two arrays, so that each block's quants
+// start on a 16-byte boundary and one LDG.128 fetches them (rung 02):
+//
+//   quants [N, K/32 x Q]   Q = 16 bytes a block (q4_0, q4_1: qs as stored) or 32 (q8_0: q)
+//
+//     row n   | block 0: Q bytes | block 1: Q bytes | ... | block K/32-1: Q bytes |
+//             ^ 16-byte aligned, and so is every block after it (Q is 16 or 32)
+//
+//   scales [N, K/32]       S = 2 bytes a block: half d (q4_0, q8_0)
+//                              4 bytes a block: half2 (d, m), d first (q4_1): one 32-bit load
+//
+//     row n   | d0 | d1 | ... |                or    | d0 m0 | d1 m1 | ... |
+//
+// Rows follow each other with no padding, in both arrays, so block b of row n is entry
+// n x K/32 + b of each. The nibble order inside the 16 bytes of qs is the block's own (above):
+// weight j < 16 in the low nibble of byte j, weight j >= 16 in the high nibble of byte j - 16.
+// Q + S is the block's size (16 + 2 = 18, 16 + 4 = 20, 32 + 2 = 34): the repack moves no more
+// bytes than the blocks, it only separates them.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -33,12 +54,29 @@ constexpr int gguf_block_bytes(GgufBlockType type) {
   return type == GgufBlockType::q4_0 ? 18 : type == GgufBlockType::q4_1 ? 20 : 34;
 }
 
+// The repacked layout (layout=1): Q, the bytes of quants a block, and S, the bytes of its scales.
+constexpr int gguf_quant_bytes(GgufBlockType type) { return type == GgufBlockType::q8_0 ? 32 : 16; }
+constexpr int gguf_scale_bytes(GgufBlockType type) { return type == GgufBlockType::q4_1 ? 4 : 2; }
+static_assert(gguf_quant_bytes(GgufBlockType::q4_0) + gguf_scale_bytes(GgufBlockType::q4_0) ==
+                      gguf_block_bytes(GgufBlockType::q4_0) &&
+                  gguf_quant_bytes(GgufBlockType::q4_1) + gguf_scale_bytes(GgufBlockType::q4_1) ==
+                      gguf_block_bytes(GgufBlockType::q4_1) &&
+                  gguf_quant_bytes(GgufBlockType::q8_0) + gguf_scale_bytes(GgufBlockType::q8_0) ==
+                      gguf_block_bytes(GgufBlockType::q8_0),
+              "the repack separates a block's bytes, it adds none");
+
+// The values of the op's parameter `layout`.
+enum class GgufLayout : int { blocks = 0, repacked = 1 };
+
 struct GgufGemvArgs {
   int m = 0, n = 0, k = 0;  // k a multiple of 32
   GgufBlockType type = GgufBlockType::q4_0;
   const __nv_bfloat16* x = nullptr;  // [m, k]
-  const std::uint8_t* w = nullptr;   // [n, k / 32] blocks of `type`
-  __nv_bfloat16* y = nullptr;        // [m, n]
+  const std::uint8_t* w = nullptr;   // [n, k / 32] blocks of `type` (layout=0)
+  // layout=1 (null otherwise): the same blocks repacked, see above.
+  const std::uint8_t* quants = nullptr;  // [n, k / 32 x gguf_quant_bytes(type)], 16-byte aligned
+  const void* scales = nullptr;          // [n, k / 32] half, or half2 (d, m) for q4_1
+  __nv_bfloat16* y = nullptr;            // [m, n]
 };
 
 // Rung 01: a warp per output column; its lanes take the column's blocks in turn, decode each into
@@ -48,5 +86,13 @@ void gemv_gguf_01_warp_per_column(const GgufGemvArgs& args, cudaStream_t stream)
 // For the negative control only: rung 01 decoding each byte's nibbles in the wrong order
 // (weight i in the high nibble). The check must fail it.
 void gemv_gguf_01_swapped_nibbles(const GgufGemvArgs& args, cudaStream_t stream);
+
+// Rung 02: rung 01's warp per column on the repacked layout (layout=1): per block a lane issues one
+// 16-byte load of quants (two for q8_0), one 2- or 4-byte load of scales and 16-byte loads of x.
+void gemv_gguf_02_repacked(const GgufGemvArgs& args, cudaStream_t stream);
+
+// For the negative control only: rung 02 decoding each byte's nibbles in the wrong order. The
+// check must fail it.
+void gemv_gguf_02_swapped_nibbles(const GgufGemvArgs& args, cudaStream_t stream);
 
 }  // namespace kc::stage3
