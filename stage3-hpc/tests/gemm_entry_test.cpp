@@ -24,7 +24,7 @@ using ::kc::testing::expect_refused;
 
 template <typename T>
 T* fake(std::uintptr_t slot, std::uintptr_t offset_bytes = 0) {
-  return reinterpret_cast<T*>(std::uintptr_t{0x7f0000000000} + slot * 0x10000000 + offset_bytes);
+  return ::kc::testing::fake_pointer<T>(slot, offset_bytes);
 }
 
 HgemmArgs dense_args(int m, int n, int k) {

@@ -9,11 +9,16 @@
 // the time, not the values). For each model, with the decode steps eager and as captured CUDA
 // graphs (--cuda-graphs both|on|off), and with the norms fused into the projections or not
 // (--fuse-kernels on|off|both, default on as RunnerOptions::fuse_kernels), after a warm-up that runs
-// every batch size once:
+// every batch size once. Quantized weights: --quantized q4_0|q4_1|q8_0 draws the published shapes'
+// projections as random blocks of that type (their bf16 copy the blocks' dequantization; a GGUF
+// --model keeps its own blocks), and --native-quantized on|off|both runs the decode steps on the
+// blocks (RunnerOptions::native_quantized) or on the dequantized copy, so one run gives both rows of
+// the same weights:
 //   decode      one request, a prompt of C random tokens, then --decode-tokens tokens; tok/s over
 //               the tokens after the first (greedy, end-of-sequence ignored). Bytes a step: every
 //               weight once (of the embedding table one row, unless it is also the output
-//               projection) plus the K/V rows read at the mean context; GB/s and % of the copy
+//               projection; on the blocks, the blocks' bytes in place of the bf16 copy's)
+//               plus the K/V rows read at the mean context; GB/s and % of the copy
 //               bandwidth measured at the start of the run (cudaMemcpy device to device, read +
 //               write bytes): the batch-1 bound is copy bandwidth / bytes per token.
 //   prefill     one request of P random tokens and one output token: P / time to first token
@@ -65,12 +70,15 @@ constexpr const char* kUsage =
     "                       [--concurrency 1,8,64,256] [--concurrency-prompt 128]\n"
     "                       [--concurrency-tokens 128] [--cuda-graphs both|on|off] [--fuse-kernels on|off|both]\n"
     "                       [--max-model-len 8448] [--kv-fraction 0.6] [--decode-min-split-keys 128]\n"
+    "                       [--quantized q4_0|q4_1|q8_0] [--native-quantized on|off|both]\n"
     "                       [--peers hf.json[,llama.json]]\n"
     "                       [--markdown DIR]\n"
     "  NAME: smollm2-135m, llama-3.2-1b, llama-3.1-8b (published shapes, random weights)\n";
 
 struct Args {
   std::string model, synthetic, markdown, peers, graphs = "both", fuse_kernels = "on", command;
+  std::string quantized;                 // "": bf16 random weights; q4_0, q4_1, q8_0: random blocks
+  std::string native_quantized = "off";  // on, off or both (RunnerOptions::native_quantized)
   int decode_min_split_keys = kc::engine::RunnerOptions{}.decode_min_keys_per_split;
   std::uint64_t seed = 1;
   std::vector<int> contexts{128, 2048, 8192}, prefill{512, 2048}, concurrency{1, 8, 64, 256};
@@ -109,10 +117,14 @@ struct ModelResult {
   std::string name, source;
   bool cuda_graphs = false;
   bool fuse_kernels = false;
+  bool native_quantized = false;
+  std::string block_type;  // the blocks' type where the weights have blocks ("q4_1"), else empty
   int decode_min_split_keys = kc::engine::RunnerOptions{}.decode_min_keys_per_split;
   double params = 0, weight_bytes = 0, kv_bytes_per_token = 0, pool_mib = 0;
+  double block_bytes = 0;        // quantized blocks in the pool beside the bf16 copy (native rows)
   double weight_bytes_read = 0;  // a decode step reads every weight except the embedding table
-                                 // (one row of it), which a tied model reads as its output
+                                 // (one row of it), which a tied model reads as its output; a
+                                 // native row reads the projections' blocks instead of their copy
   int num_blocks = 0, block_size = 0;
   std::vector<DecodeRow> decode;
   std::vector<PrefillRow> prefill;
@@ -179,14 +191,10 @@ ModelResult measure(kc::engine::ModelRunner& runner, const kc::engine::ModelConf
   result.num_blocks = scheduler_config.num_blocks;
   result.block_size = scheduler_config.block_size;
   result.pool_mib = static_cast<double>(runner.pool().total_bytes()) / (1 << 20);
-  for (const kc::engine::PoolPiece& piece : runner.pool().pieces()) {
-    const bool layer = piece.name.rfind("layer ", 0) == 0;
-    if (layer || piece.name == "token embedding" || piece.name == "output projection" || piece.name == "final norm")
-      result.weight_bytes += static_cast<double>(piece.bytes);
-    if (layer || piece.name == "output projection" || piece.name == "final norm" ||
-        (piece.name == "token embedding" && config.tie_word_embeddings))
-      result.weight_bytes_read += static_cast<double>(piece.bytes);
-  }
+  const kc::engine::ModelRunner::WeightBytes& weights = runner.weight_bytes();
+  result.weight_bytes = static_cast<double>(weights.bf16);
+  result.block_bytes = static_cast<double>(weights.blocks);
+  result.weight_bytes_read = static_cast<double>(weights.read_per_token);
   result.params = result.weight_bytes / 2;
   result.kv_bytes_per_token = 2.0 * static_cast<double>(config.num_layers * config.num_kv_heads * config.head_dim) * 2;
   Prompts prompts(config.vocab_size, args.seed);
@@ -267,12 +275,31 @@ ModelResult measure(kc::engine::ModelRunner& runner, const kc::engine::ModelConf
   return result;
 }
 
+// The type of a checkpoint's kept blocks ("q4_1", "mixed"), or "" when it has none.
+std::string loaded_block_type(const kc::engine::LoadedModel& model) {
+  std::string type;
+  const auto see = [&](const std::optional<kc::engine::QuantizedTensor>& blocks) {
+    if (!blocks) return;
+    const std::string name(kc::engine::ggml_type_name(blocks->type));
+    type = type.empty() || type == name ? name : "mixed";
+  };
+  for (const kc::engine::LayerWeights& layer : model.weights.layers)
+    for (const auto* blocks : {&layer.blocks.q, &layer.blocks.k, &layer.blocks.v, &layer.blocks.o, &layer.blocks.gate,
+                               &layer.blocks.up, &layer.blocks.down})
+      see(*blocks);
+  see(model.weights.output_blocks);
+  return type;
+}
+
 std::string fixed(double value, int digits) { return fmt::format("{:.{}f}", value, digits); }
 
-// "eager, unfused kernels", "CUDA graphs, fused kernels", ...: a table section's mode; the decode
-// split floor when it is not the engine's default.
+// "eager, unfused kernels", "CUDA graphs, fused kernels", ...: a table section's mode; for quantized
+// weights whether the decode steps ran on the blocks ("q4_1 native") or on their bf16 copy ("q4_1
+// dequantized"); the decode split floor when it is not the engine's default.
 std::string mode_name(const ModelResult& r) {
   return std::string(r.cuda_graphs ? "CUDA graphs" : "eager") + (r.fuse_kernels ? ", fused kernels" : ", unfused kernels") +
+         (r.block_type.empty() ? std::string()
+                               : fmt::format(", {} {}", r.block_type, r.native_quantized ? "native" : "dequantized")) +
          (r.decode_min_split_keys != kc::engine::RunnerOptions{}.decode_min_keys_per_split ? fmt::format(", decode splits of at least {} keys", r.decode_min_split_keys)
                                          : std::string());
 }
@@ -370,7 +397,8 @@ void write_tables(const Args& args, const kc::DeviceInfo& device, double copy_gb
   md +=
       "Method: each measurement runs requests through the scheduler and the GPU model step as `kc-generate` and "
       "`kc-serve` do, after a warm-up that runs every batch size once. Decode: one request, tokens after the first "
-      "over their time; bytes per token = all weights + the K/V rows read at the mean context; % of copy = those "
+      "over their time; bytes per token = all weights (in a native quantized row the projections' blocks in "
+      "place of their bf16 copy) + the K/V rows read at the mean context; % of copy = those "
       "bytes x tok/s over the copy bandwidth above (the batch-1 bound). Prefill: prompt tokens over the time to "
       "the first token (median of three). Concurrency: requests submitted at once; output tokens over the wall "
       "time; time to first token from submission.\n\n";
@@ -385,11 +413,15 @@ void write_tables(const Args& args, const kc::DeviceInfo& device, double copy_gb
   json += "],\n  \"models\": [";
   for (std::size_t m = 0; m < results.size(); ++m) {
     const ModelResult& r = results[m];
-    md += fmt::format("## {} ({}), {}\n\n{:.2f} B parameters, {:.0f} MiB of bf16 weights, {:.0f} KiB of KV cache a "
-                      "token; device pool {:.0f} MiB ({} KV blocks of {} tokens); {} decode steps replayed as graphs.\n\n",
-                      r.name, r.source, mode_name(r), r.params / 1e9,
-                      r.weight_bytes / (1 << 20), r.kv_bytes_per_token / 1024, r.pool_mib, r.num_blocks, r.block_size,
-                      r.graph_replays);
+    md += fmt::format("## {} ({}), {}\n\n{:.2f} B parameters, {:.0f} MiB of bf16 weights{}, {:.0f} KiB of KV cache a "
+                      "token; device pool {:.0f} MiB ({} KV blocks of {} tokens); {:.0f} MiB of weights read a "
+                      "decode token; {} decode steps replayed as graphs.\n\n",
+                      r.name, r.source, mode_name(r), r.params / 1e9, r.weight_bytes / (1 << 20),
+                      r.block_bytes > 0 ? fmt::format(" + {:.0f} MiB of {} blocks", r.block_bytes / (1 << 20),
+                                                      r.block_type)
+                                        : std::string(),
+                      r.kv_bytes_per_token / 1024, r.pool_mib, r.num_blocks, r.block_size,
+                      r.weight_bytes_read / (1 << 20), r.graph_replays);
     md += fmt::format("| decode, batch 1 | tok/s | GB/s | % of copy |{}\n|---|---:|---:|---:|{}\n", peers.headers(),
                       peers.rules());
     for (const DecodeRow& d : r.decode)
@@ -409,13 +441,16 @@ void write_tables(const Args& args, const kc::DeviceInfo& device, double copy_gb
                         peers.cells(r.name, "concurrency", c.requests, c.tok_s));
     md += "\n";
     json += fmt::format("{}\n    {{\"name\": {}, \"source\": {}, \"cuda_graphs\": {}, \"fuse_kernels\": {}, "
+                        "\"block_type\": {}, \"native_quantized\": {}, "
                         "\"decode_min_split_keys\": {}, \"params\": {:.0f}, "
-                        "\"weight_bytes\": {:.0f}, \"kv_bytes_per_token\": {:.0f}, \"pool_mib\": {:.1f}, "
+                        "\"weight_bytes\": {:.0f}, \"block_bytes\": {:.0f}, \"weight_bytes_read\": {:.0f}, "
+                        "\"kv_bytes_per_token\": {:.0f}, \"pool_mib\": {:.1f}, "
                         "\"num_blocks\": {}, \"block_size\": {}, \"graph_replays\": {},\n     \"decode\": [",
                         m ? "," : "", kc::json_string(r.name), kc::json_string(r.source),
-                        r.cuda_graphs ? "true" : "false", r.fuse_kernels ? "true" : "false", r.decode_min_split_keys,
-                        r.params, r.weight_bytes, r.kv_bytes_per_token, r.pool_mib,
-                        r.num_blocks, r.block_size, r.graph_replays);
+                        r.cuda_graphs ? "true" : "false", r.fuse_kernels ? "true" : "false",
+                        kc::json_string(r.block_type), r.native_quantized ? "true" : "false", r.decode_min_split_keys,
+                        r.params, r.weight_bytes, r.block_bytes, r.weight_bytes_read, r.kv_bytes_per_token,
+                        r.pool_mib, r.num_blocks, r.block_size, r.graph_replays);
     for (std::size_t i = 0; i < r.decode.size(); ++i)
       json += fmt::format("{}{{\"context\": {}, \"tokens\": {}, \"tok_s\": {:.2f}, \"bytes_per_token\": {:.0f}, "
                           "\"gb_s\": {:.1f}, \"pct_copy\": {:.2f}{}}}",
@@ -465,6 +500,8 @@ int run(int argc, char** argv) {
         [&](const std::string& v) { args.decode_min_split_keys = kc::parse_int("--decode-min-split-keys", v); }},
        {"--max-model-len", [&](const std::string& v) { args.max_model_len = kc::parse_int("--max-model-len", v); }},
        {"--kv-fraction", [&](const std::string& v) { args.kv_fraction = kc::parse_double("--kv-fraction", v); }},
+       {"--quantized", [&](const std::string& v) { args.quantized = v; }},
+       {"--native-quantized", [&](const std::string& v) { args.native_quantized = v; }},
        {"--peers", [&](const std::string& v) { args.peers = v; }},
        {"--markdown", [&](const std::string& v) { args.markdown = v; }}});
   if (!go) {
@@ -476,6 +513,11 @@ int run(int argc, char** argv) {
               "--cuda-graphs: '{}' is not both, on or off", args.graphs);
   kc::require(args.fuse_kernels == "both" || args.fuse_kernels == "on" || args.fuse_kernels == "off",
               "--fuse-kernels: '{}' is not both, on or off", args.fuse_kernels);
+  kc::require(args.quantized.empty() || args.quantized == "q4_0" || args.quantized == "q4_1" ||
+                  args.quantized == "q8_0",
+              "--quantized: '{}' is not q4_0, q4_1 or q8_0", args.quantized);
+  kc::require(args.native_quantized == "both" || args.native_quantized == "on" || args.native_quantized == "off",
+              "--native-quantized: '{}' is not both, on or off", args.native_quantized);
   kc::require(args.decode_tokens >= 2 && args.concurrency_tokens >= 1 && args.concurrency_prompt >= 1,
               "--decode-tokens must be >= 2, --concurrency-prompt and --concurrency-tokens >= 1");
   const Peers peers = Peers::read(args.peers);  // read first: a bad file costs no GPU time
@@ -494,6 +536,13 @@ int run(int argc, char** argv) {
   std::vector<bool> fuse_modes;
   if (args.fuse_kernels != "on") fuse_modes.push_back(false);
   if (args.fuse_kernels != "off") fuse_modes.push_back(true);
+  std::vector<bool> native_modes;
+  if (args.native_quantized != "on") native_modes.push_back(false);
+  if (args.native_quantized != "off") native_modes.push_back(true);
+  const kc::engine::GgmlType random_type = args.quantized == "q4_0"   ? kc::engine::GgmlType::q4_0
+                                           : args.quantized == "q4_1" ? kc::engine::GgmlType::q4_1
+                                           : args.quantized == "q8_0" ? kc::engine::GgmlType::q8_0
+                                                                      : kc::engine::GgmlType::bf16;
   std::vector<std::pair<std::string, bool>> names;  // (name or path, a checkpoint)
   std::stringstream in(args.synthetic);
   for (std::string name; std::getline(in, name, ',');) names.emplace_back(name, false);
@@ -504,24 +553,41 @@ int run(int argc, char** argv) {
     std::optional<kc::engine::LoadedModel> loaded;
     kc::engine::ModelConfig config;
     if (checkpoint) {
-      loaded = kc::engine::load_model(name);
+      kc::engine::WeightLoadOptions load;
+      load.keep_quantized_blocks = args.native_quantized != "off";
+      loaded = kc::engine::load_model(name, load);
       config = loaded->weights.config;
     } else {
       config = kc::engine::published_model_config(name);
     }
+    for (bool native : native_modes)
     for (bool fuse : fuse_modes)
     for (bool graphs : graph_modes) {
       kc::engine::RunnerOptions options;
       options.cuda_graphs = graphs;
       options.fuse_kernels = fuse;
+      options.native_quantized = native;
       options.decode_min_keys_per_split = args.decode_min_split_keys;
       options.kv_memory_fraction = args.kv_fraction;
       options.max_model_len = std::min(args.max_model_len, config.max_position_embeddings);
       std::unique_ptr<kc::engine::ModelRunner> runner =
           loaded ? std::make_unique<kc::engine::ModelRunner>(loaded->weights, options, loaded->rope_freq_factors)
-                 : std::make_unique<kc::engine::ModelRunner>(config, options, args.seed);
-      std::printf("%s, %s%s:\n", name.c_str(), graphs ? "CUDA graphs" : "eager", fuse ? ", fused kernels" : "");
+                 : std::make_unique<kc::engine::ModelRunner>(config, options, args.seed, random_type);
+      const kc::engine::ModelRunner::WeightBytes& bytes = runner->weight_bytes();
+      std::string blocks = bytes.block_type;  // the blocks' type, also when they stay on the host
+      if (blocks.empty() && !loaded && random_type != kc::engine::GgmlType::bf16) blocks = args.quantized;
+      if (blocks.empty() && loaded && !native) blocks = loaded_block_type(*loaded);
+      std::printf("%s, %s%s%s: %.0f MiB of bf16 weights%s, %.0f MiB read a decode token\n", name.c_str(),
+                  graphs ? "CUDA graphs" : "eager", fuse ? ", fused kernels" : "",
+                  blocks.empty() ? "" : fmt::format(", {} {}", blocks, native ? "native" : "dequantized").c_str(),
+                  static_cast<double>(bytes.bf16) / (1 << 20),
+                  bytes.blocks > 0 ? fmt::format(" + {:.0f} MiB of {} blocks", static_cast<double>(bytes.blocks) / (1 << 20),
+                                                 bytes.block_type).c_str()
+                                   : "",
+                  static_cast<double>(bytes.read_per_token) / (1 << 20));
       ModelResult result = measure(*runner, config, args, copy_gbps);
+      result.native_quantized = native;
+      result.block_type = blocks;
       result.name = name;
       result.source = loaded ? "checkpoint, " + loaded->format : "published shape, random weights";
       result.cuda_graphs = graphs;

@@ -14,6 +14,9 @@
 // replay as captured CUDA graphs and temperature sampling runs on the GPU unless --no-cuda-graphs
 // or --cpu-sampler says otherwise, and each RMSNorm (and SwiGLU) runs inside the projection that
 // reads it where it can unless --no-fuse-kernels says otherwise (kc/engine/model_runner.hpp).
+// --native-quantized keeps a GGUF file's q4_0, q4_1 and q8_0 projections as stored beside their
+// bf16 copy and runs the decode steps on them (RunnerOptions::native_quantized); the memory line
+// then gives both sizes.
 #include <unistd.h>
 
 #include <chrono>
@@ -39,7 +42,7 @@ constexpr const char* kUsage =
     "usage: kc-generate --model PATH (--prompt TEXT [--chat] | --ids N,N,...) [--max-tokens N]\n"
     "                   [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ignore-eos]\n"
     "                   [--block-size 16|32|64] [--kv-fraction F] [--max-model-len N] [--no-cuda-graphs]\n"
-    "                   [--no-fuse-kernels] [--cpu-sampler] [--verbose]\n";
+    "                   [--no-fuse-kernels] [--cpu-sampler] [--native-quantized] [--verbose]\n";
 
 struct Args {
   std::string model, prompt, ids;
@@ -70,6 +73,7 @@ Args parse(int argc, char** argv) {
     else if (flag == "--no-cuda-graphs") args.runner.cuda_graphs = false;
     else if (flag == "--no-fuse-kernels") args.runner.fuse_kernels = false;
     else if (flag == "--cpu-sampler") args.runner.gpu_sampler = false;
+    else if (flag == "--native-quantized") args.runner.native_quantized = true;
     else if (flag == "--max-tokens") args.max_tokens = static_cast<int>(number(i));
     else if (flag == "--temperature") args.sampling.temperature = static_cast<float>(number(i));
     else if (flag == "--top-k") args.sampling.top_k = static_cast<int>(number(i));
@@ -106,7 +110,9 @@ int run(int argc, char** argv) {
   if (!kc::gpu_visible_or_explain("kc-generate", "; the model runs on a GPU.")) return 1;
 
   const auto load_start = Clock::now();
-  kc::engine::LoadedModel model = kc::engine::load_model(args.model);
+  kc::engine::WeightLoadOptions load;
+  load.keep_quantized_blocks = args.runner.native_quantized;
+  kc::engine::LoadedModel model = kc::engine::load_model(args.model, load);
   const kc::engine::ModelConfig config = model.weights.config;  // a copy: the weights are dropped below
   const auto loaded = Clock::now();
   kc::engine::RunnerOptions options = args.runner;
@@ -128,10 +134,18 @@ int run(int argc, char** argv) {
                static_cast<long long>(config.hidden_size), static_cast<long long>(config.num_heads),
                static_cast<long long>(config.num_kv_heads), static_cast<long long>(config.vocab_size));
   for (const std::string& note : model.notes) std::fprintf(stderr, "kc-generate: %s\n", note.c_str());
-  std::fprintf(stderr, "kc-generate: loaded in %.2f s, uploaded in %.2f s; device pool %.1f MiB (%d KV blocks of %d)\n",
+  const kc::engine::ModelRunner::WeightBytes& weights = runner.weight_bytes();
+  const std::string blocks =
+      weights.blocks > 0
+          ? fmt::format(" + {:.1f} MiB of {} blocks", static_cast<double>(weights.blocks) / (1 << 20), weights.block_type)
+          : std::string();
+  std::fprintf(stderr,
+               "kc-generate: loaded in %.2f s, uploaded in %.2f s; device pool %.1f MiB (weights %.1f MiB in bf16%s; "
+               "%d KV blocks of %d)\n",
                std::chrono::duration<double>(loaded - load_start).count(),
                std::chrono::duration<double>(uploaded - loaded).count(),
-               static_cast<double>(runner.pool().total_bytes()) / (1 << 20), runner.scheduler_config().num_blocks,
+               static_cast<double>(runner.pool().total_bytes()) / (1 << 20),
+               static_cast<double>(weights.bf16) / (1 << 20), blocks.c_str(), runner.scheduler_config().num_blocks,
                runner.scheduler_config().block_size);
 
   kc::engine::GenerationRequest request;

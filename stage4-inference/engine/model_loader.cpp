@@ -26,7 +26,7 @@ void load_chat_template(LoadedModel& model, const std::string& text, const std::
 
 }  // namespace
 
-LoadedModel load_model(const std::string& path) {
+LoadedModel load_model(const std::string& path, const WeightLoadOptions& options) {
   namespace fs = std::filesystem;
   LoadedModel model;
   model.path = path;
@@ -35,7 +35,7 @@ LoadedModel load_model(const std::string& path) {
     model.format = "gguf";
     const GgufFile file(path);
     const ModelConfig config = model_config_from_gguf(file);
-    model.weights = load_model_weights(file, config);
+    model.weights = load_model_weights(file, config, options);
     if (!config.rope_freqs_tensor.empty())
       model.rope_freq_factors = file.tensor_to_float(file.tensor(config.rope_freqs_tensor));
     std::map<std::string, int> quantized;
@@ -44,6 +44,21 @@ LoadedModel load_model(const std::string& path) {
         ++quantized[std::string(ggml_type_name(tensor.type))];
     for (const auto& [type, count] : quantized)
       model.notes.push_back(fmt::format("{} {} tensors dequantized to bf16 at load", count, type));
+    if (options.keep_quantized_blocks) {
+      std::size_t kept = 0, bytes = 0;
+      const auto count = [&](const std::optional<QuantizedTensor>& blocks) {
+        if (!blocks) return;
+        ++kept;
+        bytes += blocks->bytes.size();
+      };
+      for (const LayerWeights& layer : model.weights.layers)
+        for (const auto* blocks : {&layer.blocks.q, &layer.blocks.k, &layer.blocks.v, &layer.blocks.o,
+                                   &layer.blocks.gate, &layer.blocks.up, &layer.blocks.down})
+          count(*blocks);
+      count(model.weights.output_blocks);
+      model.notes.push_back(fmt::format("{} projections also kept as stored ({:.1f} MiB of blocks)", kept,
+                                        static_cast<double>(bytes) / (1 << 20)));
+    }
     if (file.find("tokenizer.ggml.model") == nullptr) {
       model.notes.push_back("no tokenizer in the file (tokenizer.ggml.*): token ids only");
       return model;

@@ -20,6 +20,7 @@
 #include "kc/common/fill.hpp"
 #include "kc/engine/dequantize.hpp"
 #include "kc/engine/engine_kernels.hpp"
+#include "kc/engine/gguf_blocks.hpp"
 #include "kc/engine/gpu_sampler.hpp"
 #include "kc/engine/graph_buckets.hpp"
 #include "kc/engine/rope_table.hpp"
@@ -28,6 +29,7 @@
 #include "kc/stage2/ops.hpp"
 #include "kc/stage3/attention_ops.hpp"
 #include "kc/stage3/gemm.hpp"
+#include "kc/stage3/quantized_gemv.hpp"
 
 namespace kc::engine {
 namespace {
@@ -45,6 +47,27 @@ std::size_t elements(std::int64_t a, std::int64_t b = 1, std::int64_t c = 1) {
 std::string layer_piece(std::int64_t layer, const char* what) {
   return fmt::format("layer {} {}", layer, what);
 }
+
+// A projection's blocks in the pool (data null: none, or not used: RunnerOptions::native_quantized
+// off).
+struct Blocks {
+  const std::uint8_t* data = nullptr;
+  stage3::GgufBlockType type = stage3::GgufBlockType::q4_0;
+};
+
+bool is_gemv_block_type(GgmlType type) {
+  return type == GgmlType::q4_0 || type == GgmlType::q4_1 || type == GgmlType::q8_0;
+}
+
+// A projection that has blocks: `key` the pool piece of its bf16 copy ("layer 3 q", "layer 3
+// gate_up", "output projection", or "token embedding" when tied), `piece` the blocks' piece.
+struct BlockPiece {
+  std::string key, piece;
+  GgmlType type = GgmlType::q4_0;
+  std::int64_t rows = 0, k = 0;
+  std::size_t block_count() const { return static_cast<std::size_t>(rows) * static_cast<std::size_t>(k / 32); }
+  std::size_t bytes() const { return block_count() * ggml_type_info(type).block_bytes; }
+};
 
 // The per-step int32 inputs, in one staging buffer and one copy: where each lives in it.
 struct StepInts {
@@ -86,12 +109,14 @@ struct ModelRunner::Impl {
   std::map<std::string, std::string, std::less<>> used;
   // (role, path) already in `used`: a projection runs different kernels at different M
   std::set<std::pair<std::string_view, std::pair<stage3::GemmKernel, stage3::GemmFallback>>> gemms_noted;
+  std::set<std::string_view> quantized_noted;  // roles already noted on their blocks
 
   // Device pointers.
   bf16 *embedding = nullptr, *output = nullptr, *final_norm = nullptr;
   std::vector<std::string> layer_ranges;  // NVTX range names, "layer 0" ...: made once, not per step
   struct Layer {
     bf16 *attn_norm, *q, *k, *v, *o, *ffn_norm, *gate_up, *down, *k_cache, *v_cache;
+    Blocks q_blocks, k_blocks, v_blocks, o_blocks, gate_up_blocks, down_blocks;  // native_quantized
   };
   std::vector<Layer> layers;
   float* cos_sin = nullptr;
@@ -100,23 +125,39 @@ struct ModelRunner::Impl {
        *attn = nullptr, *proj = nullptr, *gate_up = nullptr, *act = nullptr, *gathered = nullptr,
        *logits = nullptr, *k_gather = nullptr, *v_gather = nullptr;
   float* lse = nullptr;
+  // The projections that have blocks (a file's kept ones, or random ones of random_type); in the
+  // pool with native_quantized.
+  std::vector<BlockPiece> block_plan;
+  GgmlType random_type = GgmlType::bf16;
+  Blocks output_blocks;
+  bool has_blocks = false;  // some projection runs on its blocks in a native step
+  ModelRunner::WeightBytes weight_bytes;
 
-  // weights == nullptr: random weights from `seed` (the benchmark constructor).
+  // weights == nullptr: random weights from `seed` (the benchmark constructor), projections drawn
+  // as blocks of `projection_type` when it is q4_0, q4_1 or q8_0.
   Impl(const ModelConfig& model_config, const ModelWeights* weights, std::uint64_t seed, const RunnerOptions& opts,
-       const std::vector<float>& freq_factors);
+       const std::vector<float>& freq_factors, GgmlType projection_type = GgmlType::bf16);
   ~Impl() {
     for (auto& [bucket, exec] : graphs) cudaGraphExecDestroy(exec);
     if (stream != nullptr) cudaStreamDestroy(stream);
   }
 
   PoolLayout layout(std::int64_t num_blocks) const;
+  // Fills block_plan from the table's kept blocks (or random_type).
+  void plan_blocks(const ModelWeights* weights);
+  const BlockPiece* find_block_piece(const std::string& key) const;
+  void count_weight_bytes();
   void upload(const ModelWeights* weights, std::uint64_t seed, const std::vector<float>& freq_factors);
   // c = a . w^T (+ c when beta = 1: the residual stream with fuse_kernels)
   void gemm_into(const char* role, const bf16* a, const bf16* w, bf16* c, std::int64_t m, std::int64_t n,
                  std::int64_t k, float beta = 0.f);
+  // c = a . w^T: on the blocks through the quantized GEMV when `native` and the projection has
+  // them, else the bf16 GEMM on the copy (gemm_into, beta 0).
+  void project(const char* role, const bf16* a, const bf16* w, const Blocks& blocks, bool native, bf16* c,
+               std::int64_t m, std::int64_t n, std::int64_t k);
   // q, k and v = normed . W^T of `layer` for `m` tokens: one launch where the GEMM entry fuses them
-  // (decode: Gemm::run_shared_a), three GEMMs otherwise.
-  void qkv_into(const bf16* normed_rows, const Layer& layer, std::int64_t m);
+  // (decode: Gemm::run_shared_a), three GEMMs otherwise; each on its blocks in a native step.
+  void qkv_into(const bf16* normed_rows, const Layer& layer, std::int64_t m, bool native = false);
   // The q, k and v projections of `layer` as one shared-A call: weights and output buffers.
   std::array<stage3::Gemm::SharedAWeight, 3> qkv_weights(const Layer& layer) const;
   // Notes `path` for a projection the first time it runs there (roles run different kernels at
@@ -139,6 +180,11 @@ struct ModelRunner::Impl {
     std::int64_t tokens = 0, rows = 0, num_decodes = 0, stride = 0;
     std::vector<PrefillChunk> prefills;
     int samples = 0;  // sampling rows (their token indices are in the staging ints)
+    // Projections with blocks run on them (native_quantized, at most kGgufGemvMaxRows tokens).
+    bool native = false;
+    // The fused step's norms inside the projections, SwiGLU inside down and the residual added
+    // by beta = 1 (fuse_kernels, in a step that is not native).
+    bool fused = false;
     // Where the step's ints lie in the staging buffer and on the device: packed for this step's
     // sizes (an eager step copies only what it uses), or the runner's fixed layout for a captured
     // graph, whose copy has a fixed size.
@@ -180,6 +226,8 @@ PoolLayout ModelRunner::Impl::layout(std::int64_t num_blocks) const {
     layout.add(layer_piece(l, "gate_up"), elements(2 * c.intermediate_size, c.hidden_size) * b);
     layout.add(layer_piece(l, "down"), elements(c.hidden_size, c.intermediate_size) * b);
   }
+  if (options.native_quantized)
+    for (const BlockPiece& blocks : block_plan) layout.add(blocks.piece, blocks.bytes());
   layout.add("rope cos/sin", elements(max_model_len, c.head_dim) * sizeof(float));
   const std::int64_t t = options.max_batched_tokens, rows = options.max_running;
   layout.add("step inputs", ints.total * sizeof(std::int32_t));
@@ -206,8 +254,8 @@ PoolLayout ModelRunner::Impl::layout(std::int64_t num_blocks) const {
 }
 
 ModelRunner::Impl::Impl(const ModelConfig& model_config, const ModelWeights* weights, std::uint64_t seed,
-                        const RunnerOptions& opts, const std::vector<float>& freq_factors)
-    : config(model_config), options(opts) {
+                        const RunnerOptions& opts, const std::vector<float>& freq_factors, GgmlType projection_type)
+    : config(model_config), options(opts), random_type(projection_type) {
   const ModelConfig& c = config;
   require(c.head_dim == 64 || c.head_dim == 128,
           "the model's head_dim is {}; the attention kernels are compiled for 64 and 128", c.head_dim);
@@ -233,6 +281,10 @@ ModelRunner::Impl::Impl(const ModelConfig& model_config, const ModelWeights* wei
   block_elements = elements(c.num_kv_heads, options.block_size, c.head_dim);
   ints = step_int_layout(options.max_batched_tokens, options.max_running,
                          static_cast<std::int64_t>(options.max_running) * max_blocks_per_seq);
+  require(random_type == GgmlType::bf16 || is_gemv_block_type(random_type),
+          "random weights in {}: the projections are drawn as bf16 or as q4_0, q4_1 or q8_0 blocks",
+          ggml_type_name(random_type));
+  plan_blocks(weights);
 
   std::int64_t num_blocks = options.num_blocks;
   if (num_blocks == 0) {
@@ -254,6 +306,7 @@ ModelRunner::Impl::Impl(const ModelConfig& model_config, const ModelWeights* wei
   options.num_blocks = static_cast<std::int32_t>(num_blocks);
 
   pool = DevicePool(layout(num_blocks));
+  count_weight_bytes();
   KC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   staging = PinnedBuffer<std::int32_t>(ints.total);
   sampled_host = PinnedBuffer<std::int32_t>(static_cast<std::size_t>(options.max_running));
@@ -267,6 +320,71 @@ ModelRunner::Impl::Impl(const ModelConfig& model_config, const ModelWeights* wei
   upload(weights, seed, freq_factors);
 }
 
+void ModelRunner::Impl::plan_blocks(const ModelWeights* weights) {
+  const ModelConfig& c = config;
+  // The type a projection's blocks have, if it has any: the kept blocks of a file, or random_type.
+  const auto type_of = [&](const std::optional<QuantizedTensor>* kept) -> std::optional<GgmlType> {
+    if (weights == nullptr)
+      return is_gemv_block_type(random_type) ? std::optional<GgmlType>(random_type) : std::nullopt;
+    if (kept == nullptr || !kept->has_value() || !is_gemv_block_type((*kept)->type)) return std::nullopt;
+    return (*kept)->type;
+  };
+  const auto add = [&](std::string key, std::optional<GgmlType> type, std::int64_t rows, std::int64_t k_dim) {
+    if (!type) return;
+    std::string piece = fmt::format("{} ({} blocks)", key, ggml_type_name(*type));
+    block_plan.push_back(BlockPiece{std::move(key), std::move(piece), *type, rows, k_dim});
+  };
+  const std::int64_t H = c.hidden_size, I = c.intermediate_size;
+  for (std::int64_t l = 0; l < c.num_layers; ++l) {
+    const QuantizedLayer* kept = weights != nullptr ? &weights->layers[static_cast<std::size_t>(l)].blocks : nullptr;
+    add(layer_piece(l, "q"), type_of(kept ? &kept->q : nullptr), q_width, H);
+    add(layer_piece(l, "k"), type_of(kept ? &kept->k : nullptr), kv_width, H);
+    add(layer_piece(l, "v"), type_of(kept ? &kept->v : nullptr), kv_width, H);
+    add(layer_piece(l, "o"), type_of(kept ? &kept->o : nullptr), H, q_width);
+    // gate and up run as one [gate | up] product: on blocks only when both have them, of one type
+    const std::optional<GgmlType> gate = type_of(kept ? &kept->gate : nullptr), up = type_of(kept ? &kept->up : nullptr);
+    add(layer_piece(l, "gate_up"), gate == up ? gate : std::nullopt, 2 * I, H);
+    add(layer_piece(l, "down"), type_of(kept ? &kept->down : nullptr), H, I);
+  }
+  add(c.tie_word_embeddings ? "token embedding" : "output projection",
+      type_of(weights != nullptr ? &weights->output_blocks : nullptr), c.vocab_size, H);
+  for (const BlockPiece& blocks : block_plan)
+    require(blocks.k % stage3::kGgufBlockWeights == 0, "'{}': K = {} is not whole blocks of 32", blocks.piece,
+            blocks.k);
+  has_blocks = options.native_quantized && !block_plan.empty();
+}
+
+const BlockPiece* ModelRunner::Impl::find_block_piece(const std::string& key) const {
+  for (const BlockPiece& blocks : block_plan)
+    if (blocks.key == key) return &blocks;
+  return nullptr;
+}
+
+void ModelRunner::Impl::count_weight_bytes() {
+  const bool tied = config.tie_word_embeddings;
+  WeightBytes& w = weight_bytes;
+  for (const PoolPiece& piece : pool.pieces()) {
+    const bool layer = piece.name.rfind("layer ", 0) == 0;
+    const bool blocks = piece.name.find(" blocks)") != std::string::npos;
+    const bool embedding_table = piece.name.rfind("token embedding", 0) == 0;
+    if (!(layer || embedding_table || piece.name.rfind("output projection", 0) == 0 || piece.name == "final norm"))
+      continue;
+    if (blocks) {
+      w.blocks += piece.bytes;
+      continue;
+    }
+    w.bf16 += piece.bytes;
+    // A step reads the embedding's one row, unless it is also the output projection; a projection
+    // that runs on its blocks at one token reads them instead of its copy.
+    if (embedding_table && !tied) continue;
+    const BlockPiece* kept = options.native_quantized ? find_block_piece(piece.name) : nullptr;
+    w.read_per_token += kept != nullptr ? kept->bytes() : piece.bytes;
+  }
+  if (options.native_quantized && !block_plan.empty()) w.block_type = std::string(ggml_type_name(block_plan.front().type));
+  for (const BlockPiece& blocks : block_plan)
+    if (options.native_quantized && blocks.type != block_plan.front().type) w.block_type = "mixed";
+}
+
 void ModelRunner::Impl::upload(const ModelWeights* weights, std::uint64_t seed,
                                const std::vector<float>& freq_factors) {
   const ModelConfig& c = config;
@@ -274,10 +392,10 @@ void ModelRunner::Impl::upload(const ModelWeights* weights, std::uint64_t seed,
   // on its way from one buffer, piece n + 1 is copied into the other (an event says when a
   // buffer is free again); options.upload_progress hears how far it is after every piece.
   // Without a weight table each tensor is drawn on the GPU instead (`put` of an absent tensor).
-  const std::size_t chunk_elements = std::size_t{32} << 20;
-  const std::size_t staging_elements = weights != nullptr ? chunk_elements : 1;
-  PinnedBuffer<std::uint16_t> staging_buffers[2] = {PinnedBuffer<std::uint16_t>(staging_elements),
-                                                    PinnedBuffer<std::uint16_t>(staging_elements)};
+  const std::size_t chunk_bytes = std::size_t{64} << 20;
+  const std::size_t staging_bytes = weights != nullptr ? chunk_bytes : 1;
+  PinnedBuffer<std::byte> staging_buffers[2] = {PinnedBuffer<std::byte>(staging_bytes),
+                                                PinnedBuffer<std::byte>(staging_bytes)};
   struct UploadResources {  // the side stream and the two buffers' events, released on every path
     cudaStream_t stream = nullptr;
     cudaEvent_t freed[2] = {nullptr, nullptr};
@@ -303,6 +421,8 @@ void ModelRunner::Impl::upload(const ModelWeights* weights, std::uint64_t seed,
       for (const HostTensor* t : {&layer.attn_norm, &layer.q, &layer.k, &layer.v, &layer.o, &layer.ffn_norm,
                                   &layer.gate, &layer.up, &layer.down})
         add(*t);
+    if (options.native_quantized)
+      for (const BlockPiece& blocks : block_plan) total_bytes += blocks.bytes();
   }
   int which = 0;
   std::uint64_t tensor_index = 0;
@@ -313,6 +433,20 @@ void ModelRunner::Impl::upload(const ModelWeights* weights, std::uint64_t seed,
     const FillSpec spec = fan_in == 0 ? FillSpec::uniform(1.0, 1.0) : FillSpec::uniform(-bound, bound);
     fill_random(to, DType::bf16, count, seed * 1000003u + tensor_index++, spec, stream);
   };
+  auto send = [&](const void* from, std::size_t bytes, void* to) {
+    for (std::size_t done = 0; done < bytes; done += chunk_bytes) {
+      const std::size_t n = std::min(chunk_bytes, bytes - done);
+      if (side.recorded[which]) KC_CUDA_CHECK(cudaEventSynchronize(side.freed[which]));  // its last piece has left
+      std::memcpy(staging_buffers[which].data(), static_cast<const std::byte*>(from) + done, n);
+      KC_CUDA_CHECK(cudaMemcpyAsync(static_cast<std::byte*>(to) + done, staging_buffers[which].data(), n,
+                                    cudaMemcpyHostToDevice, side.stream));
+      KC_CUDA_CHECK(cudaEventRecord(side.freed[which], side.stream));
+      side.recorded[which] = true;
+      which = 1 - which;
+      done_bytes += n;
+      if (options.upload_progress) options.upload_progress(done_bytes, total_bytes);
+    }
+  };
   auto put = [&](const HostTensor* tensor, bf16* to, std::size_t count, std::int64_t fan_in,
                  std::size_t offset_elements = 0) {
     if (tensor == nullptr) {
@@ -321,27 +455,56 @@ void ModelRunner::Impl::upload(const ModelWeights* weights, std::uint64_t seed,
     }
     require(tensor->data.size() == count, "weight '{}' holds {} elements; the model's shape needs {}", tensor->name,
             tensor->data.size(), count);
-    for (std::size_t done = 0; done < count; done += chunk_elements) {
-      const std::size_t n = std::min(chunk_elements, count - done);
-      if (side.recorded[which]) KC_CUDA_CHECK(cudaEventSynchronize(side.freed[which]));  // its last piece has left
-      std::memcpy(staging_buffers[which].data(), tensor->data.data() + done, n * sizeof(std::uint16_t));
-      KC_CUDA_CHECK(cudaMemcpyAsync(to + offset_elements + done, staging_buffers[which].data(),
-                                    n * sizeof(std::uint16_t), cudaMemcpyHostToDevice, side.stream));
-      KC_CUDA_CHECK(cudaEventRecord(side.freed[which], side.stream));
-      side.recorded[which] = true;
-      which = 1 - which;
-      done_bytes += n * sizeof(std::uint16_t);
-      if (options.upload_progress) options.upload_progress(done_bytes, total_bytes);
+    send(tensor->data.data(), count * sizeof(std::uint16_t), to + offset_elements);
+  };
+  // Random blocks drawn while native_quantized is off live here only long enough to be dequantized.
+  std::size_t scratch_bytes = 0;
+  if (weights == nullptr && !options.native_quantized)
+    for (const BlockPiece& blocks : block_plan) scratch_bytes = std::max(scratch_bytes, blocks.bytes());
+  DeviceBuffer<std::uint8_t> scratch(scratch_bytes);
+  // A projection's bf16 copy (`parts` one after the other: gate and up), and where block_plan has
+  // blocks for it: a file's kept blocks sent up beside it, or random blocks drawn here and the copy
+  // their dequantization. Returns the blocks the steps use (none without native_quantized).
+  auto projection = [&](const std::string& key, std::initializer_list<const HostTensor*> parts,
+                        std::initializer_list<const std::optional<QuantizedTensor>*> kept, bf16* to,
+                        std::size_t part_elements, std::int64_t fan_in) -> Blocks {
+    const BlockPiece* plan = find_block_piece(key);
+    std::uint8_t* in_pool = plan != nullptr && options.native_quantized ? pool.get<std::uint8_t>(plan->piece) : nullptr;
+    if (weights == nullptr && plan != nullptr) {
+      std::uint8_t* at = in_pool != nullptr ? in_pool : scratch.data();
+      draw_gguf_blocks(plan->type, at, plan->block_count(), seed * 1000003u + tensor_index++, stream);
+      dequantize_gguf_blocks(plan->type, at, plan->block_count(), to, stream);
+    } else {
+      std::size_t offset = 0;
+      for (const HostTensor* part : parts) {
+        put(part, to, part_elements, fan_in, offset);
+        offset += part_elements;
+      }
+      std::size_t at = 0;
+      if (in_pool != nullptr)
+        for (const std::optional<QuantizedTensor>* blocks : kept) {
+          send((*blocks)->bytes.data(), (*blocks)->bytes.size(), in_pool + at);
+          at += (*blocks)->bytes.size();
+        }
+      require(in_pool == nullptr || at == plan->bytes(), "'{}': the kept blocks hold {} bytes; the shape needs {}",
+              key, at, plan == nullptr ? 0 : plan->bytes());
     }
+    if (in_pool == nullptr) return Blocks{};
+    return Blocks{in_pool, static_cast<stage3::GgufBlockType>(static_cast<int>(plan->type))};
   };
   const std::int64_t H = c.hidden_size, I = c.intermediate_size;
   const LayerWeights* w = nullptr;
   embedding = pool.get<bf16>("token embedding");
-  put(weights ? &weights->token_embedding : nullptr, embedding, elements(c.vocab_size, H), -1);
+  const std::optional<QuantizedTensor>* kept_output = weights ? &weights->output_blocks : nullptr;
   output = embedding;
-  if (!c.tie_word_embeddings) {
+  if (c.tie_word_embeddings) {  // the embedding is the output projection: its blocks are the output's
+    output_blocks = projection("token embedding", {weights ? &weights->token_embedding : nullptr}, {kept_output},
+                               embedding, elements(c.vocab_size, H), -1);
+  } else {
+    put(weights ? &weights->token_embedding : nullptr, embedding, elements(c.vocab_size, H), -1);
     output = pool.get<bf16>("output projection");
-    put(weights ? &weights->lm_head : nullptr, output, elements(c.vocab_size, H), H);
+    output_blocks = projection("output projection", {weights ? &weights->lm_head : nullptr}, {kept_output}, output,
+                               elements(c.vocab_size, H), H);
   }
   final_norm = pool.get<bf16>("final norm");
   put(weights ? &weights->final_norm : nullptr, final_norm, elements(H), 0);
@@ -358,16 +521,23 @@ void ModelRunner::Impl::upload(const ModelWeights* weights, std::uint64_t seed,
     layer.ffn_norm = pool.get<bf16>(layer_piece(l, "ffn_norm"));
     layer.gate_up = pool.get<bf16>(layer_piece(l, "gate_up"));
     layer.down = pool.get<bf16>(layer_piece(l, "down"));
+    const QuantizedLayer* kept = w ? &w->blocks : nullptr;
     put(w ? &w->attn_norm : nullptr, layer.attn_norm, elements(H), 0);
-    put(w ? &w->q : nullptr, layer.q, elements(q_width, H), H);
-    put(w ? &w->k : nullptr, layer.k, elements(kv_width, H), H);
-    put(w ? &w->v : nullptr, layer.v, elements(kv_width, H), H);
-    put(w ? &w->o : nullptr, layer.o, elements(H, q_width), q_width);
+    layer.q_blocks = projection(layer_piece(l, "q"), {w ? &w->q : nullptr}, {kept ? &kept->q : nullptr}, layer.q,
+                                elements(q_width, H), H);
+    layer.k_blocks = projection(layer_piece(l, "k"), {w ? &w->k : nullptr}, {kept ? &kept->k : nullptr}, layer.k,
+                                elements(kv_width, H), H);
+    layer.v_blocks = projection(layer_piece(l, "v"), {w ? &w->v : nullptr}, {kept ? &kept->v : nullptr}, layer.v,
+                                elements(kv_width, H), H);
+    layer.o_blocks = projection(layer_piece(l, "o"), {w ? &w->o : nullptr}, {kept ? &kept->o : nullptr}, layer.o,
+                                elements(H, q_width), q_width);
     put(w ? &w->ffn_norm : nullptr, layer.ffn_norm, elements(H), 0);
-    // rows [0, I): gate; rows [I, 2I): up — swiglu's [gate | up]
-    put(w ? &w->gate : nullptr, layer.gate_up, elements(I, H), H);
-    put(w ? &w->up : nullptr, layer.gate_up, elements(I, H), H, elements(I, H));
-    put(w ? &w->down : nullptr, layer.down, elements(H, I), I);
+    // rows [0, I): gate; rows [I, 2I): up — swiglu's [gate | up], and so their blocks
+    layer.gate_up_blocks =
+        projection(layer_piece(l, "gate_up"), {w ? &w->gate : nullptr, w ? &w->up : nullptr},
+                   {kept ? &kept->gate : nullptr, kept ? &kept->up : nullptr}, layer.gate_up, elements(I, H), H);
+    layer.down_blocks = projection(layer_piece(l, "down"), {w ? &w->down : nullptr}, {kept ? &kept->down : nullptr},
+                                   layer.down, elements(H, I), I);
     layer.k_cache = cache + static_cast<std::size_t>(2 * l) * pool_elements;
     layer.v_cache = cache + static_cast<std::size_t>(2 * l + 1) * pool_elements;
     layers.push_back(layer);
@@ -437,6 +607,26 @@ void ModelRunner::Impl::gemm_into(const char* role, const bf16* a, const bf16* w
   note_projection(role, m, gemm.run(args, stream));
 }
 
+void ModelRunner::Impl::project(const char* role, const bf16* a, const bf16* w, const Blocks& blocks, bool native,
+                                bf16* c, std::int64_t m, std::int64_t n, std::int64_t k_dim) {
+  if (!native || blocks.data == nullptr) {
+    gemm_into(role, a, w, c, m, n, k_dim);
+    return;
+  }
+  stage3::QuantizedGemvArgs args;
+  args.type = blocks.type;
+  args.w = blocks.data;
+  args.x = a;
+  args.y = c;
+  args.m = static_cast<int>(m);
+  args.n = static_cast<int>(n);
+  args.k = static_cast<int>(k_dim);
+  const stage3::QuantizedGemvKernel kernel = stage3::quantized_gemv(args, stream);
+  if (quantized_noted.insert(role).second)  // formatted once per role
+    note(fmt::format("projection {}, {} blocks (first at M = {})", role, stage3::gguf_block_type_name(blocks.type), m),
+         stage3::quantized_gemv_kernel_name(kernel));
+}
+
 void ModelRunner::Impl::note_projection(std::string_view role, std::int64_t m, const stage3::GemmPath& path,
                                         std::string_view how) {
   if (gemms_noted.emplace(role, std::make_pair(path.kernel, path.fallback)).second)  // formatted once per path
@@ -449,7 +639,14 @@ std::array<stage3::Gemm::SharedAWeight, 3> ModelRunner::Impl::qkv_weights(const 
   return {{{layer.q, q, q_n}, {layer.k, k, kv_n}, {layer.v, v, kv_n}}};
 }
 
-void ModelRunner::Impl::qkv_into(const bf16* normed_rows, const Layer& layer, std::int64_t m) {
+void ModelRunner::Impl::qkv_into(const bf16* normed_rows, const Layer& layer, std::int64_t m, bool native) {
+  if (native && (layer.q_blocks.data != nullptr || layer.k_blocks.data != nullptr || layer.v_blocks.data != nullptr)) {
+    const int H = static_cast<int>(config.hidden_size);
+    project("q", normed_rows, layer.q, layer.q_blocks, true, q, m, q_width, H);
+    project("k", normed_rows, layer.k, layer.k_blocks, true, k, m, kv_width, H);
+    project("v", normed_rows, layer.v, layer.v_blocks, true, v, m, kv_width, H);
+    return;
+  }
   const auto weights = qkv_weights(layer);
   stage3::GemmPath paths[3];
   gemm.run_shared_a(static_cast<int>(m), static_cast<int>(config.hidden_size), normed_rows, weights.data(), 3, stream,
@@ -578,6 +775,8 @@ ModelRunner::Impl::StepPlan ModelRunner::Impl::prepare(const StepBatch& batch, s
     host[at.sample_rows + r] = static_cast<std::int32_t>(r);
   }
   if (padded_rows > 0) plan.samples = static_cast<int>(padded_rows);
+  plan.native = has_blocks && plan.tokens <= stage3::kGgufGemvMaxRows;
+  plan.fused = options.fuse_kernels && !plan.native;
 
   // Copy-on-write blocks the scheduler asked for, every layer's K and V, before the step.
   const std::size_t block_bytes = block_elements * sizeof(bf16);
@@ -605,8 +804,8 @@ void ModelRunner::Impl::launch(const StepPlan& plan) {
   stage2::EmbeddingArgs<bf16> embed{T, static_cast<int>(c.vocab_size), H, ids, embedding, residual[0],
                                     embedding_error};
   note("embedding", stage2::embedding(embed, stream));
-  int current = 0;  // residual[current] holds the residual stream (fuse_kernels: always residual[0])
-  const bool fused = options.fuse_kernels;
+  int current = 0;  // residual[current] holds the residual stream (plan.fused: always residual[0])
+  const bool fused = plan.fused, native = plan.native;
   bf16* x = residual[0];
   for (std::size_t l = 0; l < layers.size(); ++l) {
     const nvtx3::scoped_range layer_range{layer_ranges[l].c_str()};
@@ -622,8 +821,8 @@ void ModelRunner::Impl::launch(const StepPlan& plan) {
       note("residual + rmsnorm", stage2::residual_rmsnorm(norm, stream));
       current = 1 - current;
     }
-    if (!fused) qkv_into(normed, layer, T);
-    if (fused) {  // RoPE on q and k and the cache write in one kernel
+    if (!fused) qkv_into(normed, layer, T, native);
+    if (options.fuse_kernels) {  // RoPE on q and k and the cache write in one kernel
       rope_write_kv(q, k, v, positions, slots, cos_sin, static_cast<int>(max_model_len), T,
                     static_cast<int>(c.num_heads), static_cast<int>(c.num_kv_heads), static_cast<int>(c.head_dim),
                     options.block_size, layer.k_cache, layer.v_cache, stream);
@@ -696,12 +895,12 @@ void ModelRunner::Impl::launch(const StepPlan& plan) {
       gemm_into("o", attn, layer.o, x, T, H, q_width, 1.f);
       norm_then_project("gate_up", x, layer.ffn_norm, nullptr, layer.gate_up, gate_up, T, 2 * c.intermediate_size);
     } else {
-      gemm_into("o", attn, layer.o, proj, T, H, q_width);
+      project("o", attn, layer.o, layer.o_blocks, native, proj, T, H, q_width);
       stage2::ResidualRmsNormArgs<bf16> norm{T, H, proj, residual[current], layer.ffn_norm, residual[1 - current],
                                              normed, eps};
       note("residual + rmsnorm", stage2::residual_rmsnorm(norm, stream));
       current = 1 - current;
-      gemm_into("gate_up", normed, layer.gate_up, gate_up, T, 2 * c.intermediate_size, H);
+      project("gate_up", normed, layer.gate_up, layer.gate_up_blocks, native, gate_up, T, 2 * c.intermediate_size, H);
     }
     if (fused) {  // x += swiglu(gate_up) . Wdown^T, the activation inside the projection where it can be
       stage3::GemmPath path;
@@ -717,7 +916,7 @@ void ModelRunner::Impl::launch(const StepPlan& plan) {
     } else {
       stage2::SwigluArgs<bf16> swiglu{T, static_cast<int>(c.intermediate_size), gate_up, act};
       note("swiglu", stage2::swiglu(swiglu, stream));
-      gemm_into("down", act, layer.down, proj, T, H, c.intermediate_size);
+      project("down", act, layer.down, layer.down_blocks, native, proj, T, H, c.intermediate_size);
     }
   }
   if (fused) return;  // the final norm comes with the output projection (launch_greedy; execute_all_logits)
@@ -728,14 +927,15 @@ void ModelRunner::Impl::launch(const StepPlan& plan) {
 
 void ModelRunner::Impl::launch_greedy(const StepPlan& plan) {
   const int samples = plan.samples;
-  if (options.fuse_kernels) {  // the sampled rows of the residual stream, then the final norm with the projection
+  if (plan.fused) {  // the sampled rows of the residual stream, then the final norm with the projection
     gather_rows(residual[0], step_ints + plan.ints.sample_rows, samples, static_cast<int>(config.hidden_size),
                 gathered, stream);
     norm_then_project("output", gathered, final_norm, nullptr, output, logits, samples, config.vocab_size);
   } else {
     gather_rows(normed, step_ints + plan.ints.sample_rows, samples, static_cast<int>(config.hidden_size), gathered,
                 stream);
-    gemm_into("output", gathered, output, logits, samples, config.vocab_size, config.hidden_size);
+    project("output", gathered, output, output_blocks, plan.native, logits, samples, config.vocab_size,
+            config.hidden_size);
   }
   argmax_rows(logits, samples, static_cast<int>(config.vocab_size), sampled, stream);
   KC_CUDA_CHECK(cudaMemcpyAsync(sampled_host.data(), sampled, samples * sizeof(std::int32_t), cudaMemcpyDeviceToHost,
@@ -785,8 +985,9 @@ ModelRunner::ModelRunner(const ModelWeights& weights, const RunnerOptions& optio
                          const std::vector<float>& rope_freq_factors)
     : impl_(std::make_unique<Impl>(weights.config, &weights, 0, options, rope_freq_factors)) {}
 
-ModelRunner::ModelRunner(const ModelConfig& config, const RunnerOptions& options, std::uint64_t seed)
-    : impl_(std::make_unique<Impl>(config, nullptr, seed, options, std::vector<float>{})) {}
+ModelRunner::ModelRunner(const ModelConfig& config, const RunnerOptions& options, std::uint64_t seed,
+                         GgmlType projection_type)
+    : impl_(std::make_unique<Impl>(config, nullptr, seed, options, std::vector<float>{}, projection_type)) {}
 
 ModelRunner::~ModelRunner() = default;
 
@@ -803,6 +1004,8 @@ SchedulerConfig ModelRunner::scheduler_config() const {
 }
 
 const DevicePool& ModelRunner::pool() const { return impl_->pool; }
+
+const ModelRunner::WeightBytes& ModelRunner::weight_bytes() const { return impl_->weight_bytes; }
 
 const std::map<std::string, std::string, std::less<>>& ModelRunner::kernels_used() const { return impl_->used; }
 
@@ -887,7 +1090,7 @@ std::vector<float> ModelRunner::execute_all_logits(const StepBatch& batch) {
   Impl& m = *impl_;
   const Impl::StepPlan plan = m.prepare(batch, 0);
   m.launch(plan);
-  if (m.options.fuse_kernels) {  // every row's final norm, which launch() leaves to the output projection
+  if (plan.fused) {  // every row's final norm, which launch() leaves to the output projection
     stage2::RmsNormArgs<bf16> norm{static_cast<int>(plan.tokens), static_cast<int>(m.config.hidden_size), m.residual[0],
                                    m.final_norm, m.normed, static_cast<float>(m.config.rms_norm_eps)};
     m.note("rmsnorm", stage2::rmsnorm(norm, m.stream));
@@ -896,8 +1099,8 @@ std::vector<float> ModelRunner::execute_all_logits(const StepBatch& batch) {
   all.reserve(elements(plan.tokens, m.config.vocab_size));
   for (std::int64_t first = 0; first < plan.tokens; first += m.options.max_running) {
     const std::int64_t rows = std::min<std::int64_t>(m.options.max_running, plan.tokens - first);
-    m.gemm_into("output", m.normed + first * m.config.hidden_size, m.output, m.logits, rows, m.config.vocab_size,
-                m.config.hidden_size);
+    m.project("output", m.normed + first * m.config.hidden_size, m.output, m.output_blocks, plan.native, m.logits, rows,
+              m.config.vocab_size, m.config.hidden_size);
     const std::vector<float> part = m.logits_to_host(rows);
     all.insert(all.end(), part.begin(), part.end());
   }

@@ -12,6 +12,7 @@
 
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <set>
 #include <string_view>
 #include <utility>
@@ -33,6 +34,11 @@ float HostTensor::at(std::int64_t row, std::int64_t col) const {
   if (shape.size() != 2 || row < 0 || row >= shape[0] || col < 0 || col >= shape[1])
     throw Error(fmt::format("tensor '{}': element ({}, {}) is outside its shape", name, row, col));
   return bfloat16_to_float(data[static_cast<std::size_t>(row * shape[1] + col)]);
+}
+
+std::size_t QuantizedTensor::row_bytes() const {
+  const GgmlTypeInfo& info = ggml_type_info(type);
+  return static_cast<std::size_t>(shape.at(1) / info.block_elements) * info.block_bytes;
 }
 
 const HostTensor& ModelWeights::output_projection() const {
@@ -65,6 +71,8 @@ struct Slot {
   std::string role;  // "layer 3 key projection", for messages
   std::vector<std::int64_t> shape;
   std::int64_t rope_permuted_heads = 0;
+  // Where a projection's blocks go when they are kept (WeightLoadOptions::keep_quantized_blocks).
+  std::optional<QuantizedTensor>* blocks = nullptr;
 };
 
 // The file-format names of the table's tensors.
@@ -100,28 +108,34 @@ std::vector<Slot> plan(ModelWeights& weights, const Naming& naming, bool permute
   const std::int64_t q_rows = c.num_heads * c.head_dim;
   const std::int64_t kv_rows = c.num_kv_heads * c.head_dim;
   std::vector<Slot> slots;
+  // A tied model's output projection is the embedding: its blocks are the output's.
   slots.push_back({&weights.token_embedding,
                    naming.token_embedding,
                    "token embedding",
-                   {c.vocab_size, c.hidden_size}});
+                   {c.vocab_size, c.hidden_size},
+                   0,
+                   c.tie_word_embeddings ? &weights.output_blocks : nullptr});
   weights.layers.resize(static_cast<std::size_t>(c.num_layers));
   for (std::int64_t l = 0; l < c.num_layers; ++l) {
     LayerWeights& w = weights.layers[static_cast<std::size_t>(l)];
     const auto add = [&](HostTensor& dst, int part, const char* role,
-                         std::vector<std::int64_t> shape, std::int64_t permuted_heads = 0) {
+                         std::vector<std::int64_t> shape,
+                         std::optional<QuantizedTensor>* blocks = nullptr,
+                         std::int64_t permuted_heads = 0) {
       slots.push_back({&dst, naming.layer(l, naming.parts[part]),
                        fmt::format("layer {} {}", l, role), std::move(shape),
-                       permute_qk ? permuted_heads : 0});
+                       permute_qk ? permuted_heads : 0, blocks});
     };
+    QuantizedLayer& b = w.blocks;
     add(w.attn_norm, 0, "attention RMSNorm weight", {c.hidden_size});
-    add(w.q, 1, "query projection", {q_rows, c.hidden_size}, c.num_heads);
-    add(w.k, 2, "key projection", {kv_rows, c.hidden_size}, c.num_kv_heads);
-    add(w.v, 3, "value projection", {kv_rows, c.hidden_size});
-    add(w.o, 4, "attention output projection", {c.hidden_size, q_rows});
+    add(w.q, 1, "query projection", {q_rows, c.hidden_size}, &b.q, c.num_heads);
+    add(w.k, 2, "key projection", {kv_rows, c.hidden_size}, &b.k, c.num_kv_heads);
+    add(w.v, 3, "value projection", {kv_rows, c.hidden_size}, &b.v);
+    add(w.o, 4, "attention output projection", {c.hidden_size, q_rows}, &b.o);
     add(w.ffn_norm, 5, "MLP RMSNorm weight", {c.hidden_size});
-    add(w.gate, 6, "MLP gate projection", {c.intermediate_size, c.hidden_size});
-    add(w.up, 7, "MLP up projection", {c.intermediate_size, c.hidden_size});
-    add(w.down, 8, "MLP down projection", {c.hidden_size, c.intermediate_size});
+    add(w.gate, 6, "MLP gate projection", {c.intermediate_size, c.hidden_size}, &b.gate);
+    add(w.up, 7, "MLP up projection", {c.intermediate_size, c.hidden_size}, &b.up);
+    add(w.down, 8, "MLP down projection", {c.hidden_size, c.intermediate_size}, &b.down);
   }
   slots.push_back(
       {&weights.final_norm, naming.final_norm, "final RMSNorm weight", {c.hidden_size}});
@@ -129,7 +143,9 @@ std::vector<Slot> plan(ModelWeights& weights, const Naming& naming, bool permute
     slots.push_back({&weights.lm_head,
                      naming.lm_head,
                      "output projection (untied)",
-                     {c.vocab_size, c.hidden_size}});
+                     {c.vocab_size, c.hidden_size},
+                     0,
+                     &weights.output_blocks});
   return slots;
 }
 
@@ -185,28 +201,49 @@ bool is_rotary_inv_freq(const std::string& name) {
          name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// Reorders the rows of a GGUF q or k [heads * head_dim, cols] back to Hugging Face's layout:
-// within each head, HF row i * head_dim / 2 + j is GGUF row 2j + i.
-std::vector<float> unpermute_rope_rows(const std::vector<float>& gguf, std::int64_t heads,
-                                       std::int64_t rows, std::int64_t cols) {
+// Reorders the rows of a GGUF q or k ([heads * head_dim] rows of `row_bytes` each: floats, or a
+// row of blocks) back to Hugging Face's layout: within each head, HF row i * head_dim / 2 + j is
+// GGUF row 2j + i.
+template <typename T>
+std::vector<T> unpermute_rope_rows(const std::vector<T>& gguf, std::int64_t heads,
+                                   std::int64_t rows) {
+  const std::size_t row_elements = gguf.size() / static_cast<std::size_t>(rows);
   const std::int64_t head_dim = rows / heads;
   const std::int64_t half = head_dim / 2;
-  std::vector<float> hf(gguf.size());
+  std::vector<T> hf(gguf.size());
   for (std::int64_t h = 0; h < heads; ++h)
     for (std::int64_t i = 0; i < 2; ++i)
       for (std::int64_t j = 0; j < half; ++j) {
         const std::int64_t hf_row = h * head_dim + i * half + j;
         const std::int64_t gguf_row = h * head_dim + 2 * j + i;
-        std::memcpy(&hf[static_cast<std::size_t>(hf_row * cols)],
-                    &gguf[static_cast<std::size_t>(gguf_row * cols)],
-                    static_cast<std::size_t>(cols) * sizeof(float));
+        std::memcpy(&hf[static_cast<std::size_t>(hf_row) * row_elements],
+                    &gguf[static_cast<std::size_t>(gguf_row) * row_elements],
+                    row_elements * sizeof(T));
       }
   return hf;
 }
 
+bool is_gemv_block_type(GgmlType type) {
+  return type == GgmlType::q4_0 || type == GgmlType::q4_1 || type == GgmlType::q8_0;
+}
+
+// The slot's blocks as stored, rows reordered as fill() reorders the bf16 copy.
+void keep_blocks(const Slot& slot, const GgufFile& file, const GgufTensorInfo& tensor) {
+  const ByteView stored = file.tensor_bytes(tensor);
+  QuantizedTensor blocks;
+  blocks.name = slot.name;
+  blocks.type = tensor.type;
+  blocks.shape = slot.shape;
+  blocks.bytes.resize(stored.size);
+  std::memcpy(blocks.bytes.data(), stored.data, stored.size);
+  if (slot.rope_permuted_heads > 0)
+    blocks.bytes = unpermute_rope_rows(blocks.bytes, slot.rope_permuted_heads, slot.shape[0]);
+  *slot.blocks = std::move(blocks);
+}
+
 void fill(const Slot& slot, std::vector<float> values) {
   if (slot.rope_permuted_heads > 0)
-    values = unpermute_rope_rows(values, slot.rope_permuted_heads, slot.shape[0], slot.shape[1]);
+    values = unpermute_rope_rows(values, slot.rope_permuted_heads, slot.shape[0]);
   HostTensor& out = *slot.destination;
   out.name = slot.name;
   out.shape = slot.shape;
@@ -230,7 +267,8 @@ std::string checkpoint_origin(const SafetensorsCheckpoint& checkpoint) {
 
 }  // namespace
 
-ModelWeights load_model_weights(const GgufFile& file, const ModelConfig& config) {
+ModelWeights load_model_weights(const GgufFile& file, const ModelConfig& config,
+                                const WeightLoadOptions& options) {
   const std::string& origin = file.path();
   validate_model_config(config, origin);
   ModelWeights weights;
@@ -263,7 +301,12 @@ ModelWeights load_model_weights(const GgufFile& file, const ModelConfig& config)
     throw_unexpected(origin, tensor.name, config);
   }
 
-  for (std::size_t i = 0; i < slots.size(); ++i) fill(slots[i], file.tensor_to_float(*sources[i]));
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    fill(slots[i], file.tensor_to_float(*sources[i]));
+    if (options.keep_quantized_blocks && slots[i].blocks != nullptr &&
+        is_gemv_block_type(sources[i]->type))
+      keep_blocks(slots[i], file, *sources[i]);
+  }
   return weights;
 }
 

@@ -12,7 +12,8 @@
 // one, for machines without a GPU. --synthetic NAME serves a published configuration
 // (kc/engine/published_configs.hpp) with random weights drawn on the GPU and the vocabulary of
 // the --tokenizer given (its size replaces the configuration's): load tests of a model's shape
-// without its checkpoint; the text is noise. The tokenizer and the chat template come from the model (GGUF:
+// without its checkpoint; the text is noise. --native-quantized runs a GGUF file's q4_0, q4_1 and
+// q8_0 projections on their blocks at decode (RunnerOptions::native_quantized). The tokenizer and the chat template come from the model (GGUF:
 // tokenizer.ggml.* and tokenizer.chat_template; a directory: tokenizer.json and
 // tokenizer_config.json) or, with --fake-model, from a tokenizer.json, which carries no template:
 // then chat uses plain ChatML unless --chat-template names a file with one. A template the engine
@@ -54,7 +55,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: kc-serve --model FILE.gguf|DIR [--kv-fraction 0.5] [--max-batched-tokens 2048] [--no-cuda-graphs]\n"
-    "                [--cpu-sampler] [--no-fuse-kernels]\n"
+    "                [--cpu-sampler] [--no-fuse-kernels] [--native-quantized]\n"
     "       kc-serve --synthetic NAME --tokenizer tokenizer.json [--seed 1]   (random weights)\n"
     "       kc-serve (--model FILE.gguf | --tokenizer tokenizer.json) --fake-model [--fake-step-ms 0]\n"
     "                [--chat-template FILE|chatml] [--host 127.0.0.1] [--port 8000]\n"
@@ -124,6 +125,7 @@ int run(int argc, char** argv) {
   double kv_fraction = 0.5;
   int max_batched_tokens = 2048;
   bool cuda_graphs = true, gpu_sampler = true, fuse_kernels = kc::engine::RunnerOptions{}.fuse_kernels;
+  bool native_quantized = kc::engine::RunnerOptions{}.native_quantized;
   kc::engine::SchedulerConfig config;
   config.max_model_len = 2048;
   if (const char* key = std::getenv("KC_SERVE_API_KEY")) options.api_key = key;
@@ -137,6 +139,7 @@ int run(int argc, char** argv) {
     else if (arg == "--no-cuda-graphs") cuda_graphs = false;
     else if (arg == "--cpu-sampler") gpu_sampler = false;
     else if (arg == "--no-fuse-kernels") fuse_kernels = false;
+    else if (arg == "--native-quantized") native_quantized = true;
     else if (arg == "--synthetic") synthetic = value();
     else if (arg == "--seed") seed = static_cast<std::uint64_t>(parse_int(arg, value(), 0));
     else if (arg == "--model") model_path = value();
@@ -192,6 +195,7 @@ int run(int argc, char** argv) {
     runner_options.cuda_graphs = cuda_graphs;
     runner_options.gpu_sampler = gpu_sampler;
     runner_options.fuse_kernels = fuse_kernels;
+    runner_options.native_quantized = native_quantized;
     if (synthetic_model) {
       tokenizer_of_file = kc::engine::Tokenizer::from_tokenizer_json(tokenizer_path);
       kc::engine::ModelConfig shape = kc::engine::published_model_config(synthetic);
@@ -202,7 +206,9 @@ int run(int argc, char** argv) {
                 << tokenizer_path << "'s vocabulary of " << shape.vocab_size << ": the text is noise" << std::endl;
       runner = std::make_unique<kc::engine::ModelRunner>(shape, runner_options, seed);
     } else {
-      model = kc::engine::load_model(model_path);
+      kc::engine::WeightLoadOptions load;
+      load.keep_quantized_blocks = native_quantized;  // a GGUF file's blocks, for the native decode steps
+      model = kc::engine::load_model(model_path, load);
       kc::require(model->tokenizer.has_value(), "kc-serve: {} carries no tokenizer", model_path);
       for (const std::string& note : model->notes) std::cout << "kc-serve: " << note << std::endl;
       runner = std::make_unique<kc::engine::ModelRunner>(model->weights, runner_options, model->rope_freq_factors);

@@ -1,19 +1,26 @@
 // The GPU model step (kc/engine/model_runner.hpp) against the same model in double on the host
 // (support/tiny_llama.hpp): whole prompts, chunked prefill over a cached prefix, token-by-token
 // decoding through the paged decode kernel, mixed batches, greedy generation through the
-// scheduler, and a wrong block table that must fail the comparison. Skips without a GPU.
+// scheduler, and a wrong block table that must fail the comparison; native quantized steps
+// (RunnerOptions::native_quantized) against the dequantized path and the double model. Skips
+// without a GPU.
 //   ctest --test-dir build/ci -R ModelRunner
+#include <cuda_fp16.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "kc/common/buffer.hpp"
 #include "kc/common/error.hpp"
+#include "kc/engine/dequantize.hpp"
+#include "kc/engine/gguf_blocks.hpp"
 #include "kc/engine/kv_cache.hpp"
 #include "kc/engine/model_runner.hpp"
 #include "kc/engine/scheduler.hpp"
@@ -561,6 +568,278 @@ TEST(ModelRunner, RefusesABadBatchBeforeLaunching) {
   RunnerOptions odd = small_runner();
   odd.block_size = 24;
   EXPECT_THROW(ModelRunner(m.weights, odd), Error);
+}
+
+// ---- native quantized steps (RunnerOptions::native_quantized) ----------------------------------
+
+void put_half(std::vector<std::uint8_t>& out, float value) {
+  const __half h = __float2half_rn(value);
+  std::uint16_t bits;
+  std::memcpy(&bits, &h, sizeof bits);
+  out.push_back(static_cast<std::uint8_t>(bits & 0xFF));
+  out.push_back(static_cast<std::uint8_t>(bits >> 8));
+}
+
+// A bf16 matrix [rows, k] quantized as ggml's reference quantizers do (quantize_row_q4_0_ref,
+// q4_1, q8_0), row after row of blocks of 32.
+QuantizedTensor quantize(const HostTensor& t, GgmlType type) {
+  QuantizedTensor q{t.name, type, t.shape, {}};
+  for (std::size_t b = 0; b < t.data.size(); b += 32) {
+    float x[32], amax = 0.f, signed_max = 0.f, lo = INFINITY, hi = -INFINITY;
+    for (int i = 0; i < 32; ++i) {
+      x[i] = bfloat16_to_float(t.data[b + static_cast<std::size_t>(i)]);
+      if (std::fabs(x[i]) > amax) {
+        amax = std::fabs(x[i]);
+        signed_max = x[i];
+      }
+      lo = std::min(lo, x[i]);
+      hi = std::max(hi, x[i]);
+    }
+    if (type == GgmlType::q8_0) {
+      const float d = amax / 127.f, id = d != 0.f ? 1.f / d : 0.f;
+      put_half(q.bytes, d);
+      for (float v : x) q.bytes.push_back(static_cast<std::uint8_t>(static_cast<std::int8_t>(std::lround(v * id))));
+    } else if (type == GgmlType::q4_0) {
+      const float d = signed_max / -8.f, id = d != 0.f ? 1.f / d : 0.f;
+      put_half(q.bytes, d);
+      for (int j = 0; j < 16; ++j) {
+        const int low = std::min(15, static_cast<int>(x[j] * id + 8.5f));
+        const int high = std::min(15, static_cast<int>(x[j + 16] * id + 8.5f));
+        q.bytes.push_back(static_cast<std::uint8_t>(low | (high << 4)));
+      }
+    } else {  // q4_1
+      const float d = (hi - lo) / 15.f, id = d != 0.f ? 1.f / d : 0.f;
+      put_half(q.bytes, d);
+      put_half(q.bytes, lo);
+      for (int j = 0; j < 16; ++j) {
+        const int low = std::min(15, static_cast<int>((x[j] - lo) * id + 0.5f));
+        const int high = std::min(15, static_cast<int>((x[j + 16] - lo) * id + 0.5f));
+        q.bytes.push_back(static_cast<std::uint8_t>(low | (high << 4)));
+      }
+    }
+  }
+  return q;
+}
+
+// The bf16 copy of `blocks`, as the loader makes it.
+void dequantize_into(const QuantizedTensor& blocks, HostTensor& copy) {
+  const ByteView bytes{reinterpret_cast<const std::byte*>(blocks.bytes.data()), blocks.bytes.size()};
+  const std::vector<float> values = dequantize(blocks.type, bytes, copy.data.size());
+  for (std::size_t i = 0; i < values.size(); ++i) copy.data[i] = float_to_bfloat16(values[i]);
+}
+
+// A case's weights as a quantized GGUF file loads with keep_quantized_blocks: every projection and
+// the output projection (the embedding, when tied) in blocks of `type`, the bf16 copy their
+// dequantization — so the double model of the copy is the model of the blocks, up to the copy's
+// bf16 rounding of each weight.
+ModelWeights quantized_case_weights(const Case& c, std::uint64_t seed, GgmlType type) {
+  ModelWeights w = case_weights(c, seed);
+  const auto keep = [&](HostTensor& copy, std::optional<QuantizedTensor>& blocks) {
+    blocks = quantize(copy, type);
+    dequantize_into(*blocks, copy);
+  };
+  for (LayerWeights& layer : w.layers) {
+    keep(layer.q, layer.blocks.q);
+    keep(layer.k, layer.blocks.k);
+    keep(layer.v, layer.blocks.v);
+    keep(layer.o, layer.blocks.o);
+    keep(layer.gate, layer.blocks.gate);
+    keep(layer.up, layer.blocks.up);
+    keep(layer.down, layer.blocks.down);
+  }
+  keep(c.tied ? w.token_embedding : w.lm_head, w.output_blocks);
+  return w;
+}
+
+// Chunked prefill (7 and 16 tokens: native steps; 20: the bf16 copy) and then one decode step at a
+// time over 77 tokens: every row's logits.
+std::vector<float> chunked_then_decoded(ModelRunner& runner, const std::vector<std::int32_t>& ids) {
+  KvBlockManager cache(runner.scheduler_config().num_blocks, runner.scheduler_config().block_size);
+  const std::int32_t stride =
+      static_cast<std::int32_t>(runner.scheduler_config().max_model_len / runner.scheduler_config().block_size);
+  std::vector<float> all;
+  std::size_t done = 0;
+  for (std::size_t chunk : {7, 16, 20}) {
+    const std::vector<TokenId> tokens(ids.begin() + done, ids.begin() + done + chunk);
+    const std::vector<float> logits = runner.execute_all_logits(make_step(cache, {{1, tokens}}, 0, stride));
+    all.insert(all.end(), logits.begin(), logits.end());
+    done += chunk;
+  }
+  for (; done < ids.size(); ++done) {
+    const std::vector<float> logits = runner.execute_all_logits(make_step(cache, {{1, {ids[done]}}}, 1, stride));
+    all.insert(all.end(), logits.begin(), logits.end());
+  }
+  return all;
+}
+
+// The bounds are those of the bf16 path: the blocks differ from the double model's weights (their
+// bf16 copy) by at most half a bf16 step each, far inside the rounding of the activations.
+TEST(ModelRunner, NativeQuantizedStepsMatchTheDequantizedPathAndTheDoubleModel) {
+  KC_SKIP_WITHOUT_GPU();
+  for (const Case& c : kCases)
+    for (const GgmlType type : {GgmlType::q4_1, GgmlType::q4_0, GgmlType::q8_0}) {
+      const std::string name = fmt::format("{}, {}", c.name, ggml_type_name(type));
+      const ModelWeights weights = quantized_case_weights(c, 21, type);
+      const std::vector<std::int32_t> ids = random_ids(77, c.vocab, 8);
+      const std::vector<double> reference = reference_logits(weights, ids);
+      std::vector<float> logits[2];
+      for (int native = 0; native < 2; ++native) {
+        RunnerOptions options = small_runner();
+        options.fuse_kernels = true;  // the default: a native step must leave the fused norms aside
+        options.native_quantized = native == 1;
+        ModelRunner runner(weights, options);
+        logits[native] = chunked_then_decoded(runner, ids);
+        Comparison versus_double;
+        compare(logits[native], reference, c.vocab, static_cast<std::int64_t>(ids.size()), 0, versus_double);
+        expect_close(versus_double, name + (native ? ", native" : ", dequantized"));
+        const auto& used = runner.kernels_used();
+        for (const char* role : {"q", "k", "v", "o", "gate_up", "down", "output"}) {
+          const std::string key = fmt::format("projection {}, {} blocks (first at M = 7)", role, ggml_type_name(type));
+          if (native == 1) {
+            ASSERT_EQ(used.count(key), 1u) << name << ": " << key;
+            EXPECT_EQ(used.at(key), "stage3/gemv_gguf/01_warp_per_column") << name;
+          } else {
+            EXPECT_EQ(used.count(key), 0u) << name << ": the dequantized path ran on blocks";
+          }
+        }
+        if (native == 1) {
+          EXPECT_GT(runner.weight_bytes().blocks, 0u) << name;
+          EXPECT_LT(runner.weight_bytes().read_per_token, runner.weight_bytes().bf16) << name;
+          EXPECT_EQ(runner.weight_bytes().block_type, ggml_type_name(type)) << name;
+          EXPECT_NO_THROW(runner.pool().piece(fmt::format("layer 0 q ({} blocks)", ggml_type_name(type))));
+        } else {
+          EXPECT_EQ(runner.weight_bytes().blocks, 0u) << name << ": blocks in the pool without native_quantized";
+        }
+      }
+      // The two paths against each other: the same bounds, the dequantized logits as the reference.
+      const std::vector<double> dequantized(logits[0].begin(), logits[0].end());
+      Comparison paths;
+      compare(logits[1], dequantized, c.vocab, static_cast<std::int64_t>(ids.size()), 0, paths);
+      expect_close(paths, name + ", native against dequantized");
+    }
+}
+
+// Greedy generation through the scheduler on the blocks, eager and as captured CUDA graphs (buckets
+// of 8, 4, 2, 1 rows: the GEMV at M = 8 with padding rows): the graph gives the eager tokens, and
+// every token of one request is within the tie margin of the double model's best.
+// (Prefill steps of more than 16 tokens run the bf16 copy; the decode steps and short chunks run
+// the blocks.)
+TEST(ModelRunner, NativeQuantizedDecodeUnderCudaGraphsMatchesEagerAndTheDoubleModel) {
+  KC_SKIP_WITHOUT_GPU();
+  const Case& c = kCases[1];
+  const ModelWeights weights = quantized_case_weights(c, 22, GgmlType::q4_1);
+  std::vector<std::vector<TokenId>> outputs[2];
+  std::vector<GenerationRequest> requests;
+  for (int i = 0; i < 5; ++i) requests.push_back(greedy_request(random_ids(3 + 19 * i, c.vocab, 40 + i), 6 + 3 * i));
+  for (int graphs = 0; graphs < 2; ++graphs) {
+    RunnerOptions options = small_runner();
+    options.max_batched_tokens = 64;
+    options.fuse_kernels = true;
+    options.native_quantized = true;
+    options.cuda_graphs = graphs == 1;
+    ModelRunner runner(weights, options);
+    Scheduler scheduler(runner.scheduler_config());
+    outputs[graphs] = generate(scheduler, runner, requests);
+    bool on_blocks = false;
+    for (const auto& [role, kernel] : runner.kernels_used())
+      on_blocks = on_blocks || (role.rfind("projection down, q4_1 blocks", 0) == 0 &&
+                                kernel == "stage3/gemv_gguf/01_warp_per_column");
+    EXPECT_TRUE(on_blocks) << "no step ran the down projection on its blocks";
+    if (graphs == 1) {
+      EXPECT_GT(runner.graph_replays(), 10) << "the decode steps did not run as graphs";
+    }
+  }
+  const Agreement a = agreement(outputs[0], outputs[1]);
+  EXPECT_LE(a.parted, 1) << "graph and eager steps part in more requests than rounding explains";
+  EXPECT_GE(a.equal, 40);
+  // Request 0 (3 prompt tokens, 6 generated) against the double model, token by token.
+  std::vector<std::int32_t> so_far = requests[0].prompt;
+  for (const TokenId token : outputs[1][0]) {
+    const std::vector<double> logits = reference_logits(weights, so_far);
+    const double* row = logits.data() + (so_far.size() - 1) * c.vocab;
+    const double best = *std::max_element(row, row + c.vocab);
+    ASSERT_TRUE(token >= 0 && token < c.vocab);
+    EXPECT_GE(row[token], best - kTieMargin * rms_of(row, c.vocab)) << "token " << so_far.size();
+    so_far.push_back(token);
+  }
+}
+
+// The negative control: the down projection's blocks with their rows in the wrong order (reversed)
+// must fail the comparison with the double model — the native steps read the blocks, not the copy.
+TEST(ModelRunner, NativeQuantizedBlocksInTheWrongRowOrderFailTheComparison) {
+  KC_SKIP_WITHOUT_GPU();
+  const Case& c = kCases[0];
+  ModelWeights weights = quantized_case_weights(c, 23, GgmlType::q8_0);
+  const std::vector<std::int32_t> ids = random_ids(77, c.vocab, 9);
+  const std::vector<double> reference = reference_logits(weights, ids);
+  for (LayerWeights& layer : weights.layers) {
+    QuantizedTensor& down = *layer.blocks.down;
+    const std::size_t row = down.row_bytes(), rows = static_cast<std::size_t>(down.shape[0]);
+    std::vector<std::uint8_t> reversed(down.bytes.size());
+    for (std::size_t r = 0; r < rows; ++r)
+      std::memcpy(reversed.data() + r * row, down.bytes.data() + (rows - 1 - r) * row, row);
+    down.bytes = std::move(reversed);
+  }
+  RunnerOptions options = small_runner();
+  options.native_quantized = true;
+  ModelRunner runner(weights, options);
+  Comparison wrong;
+  compare(chunked_then_decoded(runner, ids), reference, c.vocab, static_cast<std::int64_t>(ids.size()), 0, wrong);
+  EXPECT_GT(wrong.worst, kLogitTolerance) << "blocks in the wrong row order passed the comparison";
+  std::printf("down blocks in reverse row order: worst logit error %.3f of the row RMS\n", wrong.worst);
+}
+
+// Random blocks on the GPU (kc/engine/gguf_blocks.hpp): dequantized on the GPU exactly as the CPU
+// reference dequantizes them, scales in the documented ranges; and a random model drawn in q4_1
+// keeps its blocks in the pool and runs its decode steps on them.
+TEST(ModelRunner, RandomBlocksAreValidAndTheirBf16CopyIsTheirDequantization) {
+  KC_SKIP_WITHOUT_GPU();
+  for (const GgmlType type : {GgmlType::q4_0, GgmlType::q4_1, GgmlType::q8_0}) {
+    const std::size_t count = 4099, bytes = count * ggml_type_info(type).block_bytes;
+    DeviceBuffer<std::uint8_t> blocks(bytes);
+    DeviceBuffer<__nv_bfloat16> copy(count * 32);
+    draw_gguf_blocks(type, blocks.data(), count, 5, nullptr);
+    dequantize_gguf_blocks(type, blocks.data(), count, copy.data(), nullptr);
+    std::vector<std::uint8_t> host(bytes);
+    std::vector<std::uint16_t> gpu(count * 32);
+    KC_CUDA_CHECK(cudaMemcpy(host.data(), blocks.data(), bytes, cudaMemcpyDeviceToHost));
+    KC_CUDA_CHECK(cudaMemcpy(gpu.data(), copy.data(), gpu.size() * 2, cudaMemcpyDeviceToHost));
+    const std::vector<float> cpu =
+        dequantize(type, ByteView{reinterpret_cast<const std::byte*>(host.data()), bytes}, count * 32);
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < cpu.size(); ++i) wrong += float_to_bfloat16(cpu[i]) != gpu[i];
+    EXPECT_EQ(wrong, 0u) << ggml_type_name(type);
+    const std::size_t size = ggml_type_info(type).block_bytes;
+    for (std::size_t b = 0; b < count; ++b) {
+      const float d = half_to_float(static_cast<std::uint16_t>(host[b * size] | (host[b * size + 1] << 8)));
+      ASSERT_TRUE(d >= 0x1p-10f && d <= 0x1p-4f) << ggml_type_name(type) << " block " << b << ": d " << d;
+      if (type == GgmlType::q4_1) {
+        const float m = half_to_float(static_cast<std::uint16_t>(host[b * size + 2] | (host[b * size + 3] << 8)));
+        ASSERT_TRUE(std::fabs(m) >= 0x1p-10f && std::fabs(m) <= 0x1p-2f) << "block " << b << ": m " << m;
+      }
+    }
+  }
+  // A random model in q4_1: its blocks in the pool, the decode steps on them, finite logits. (Its
+  // scales and offsets are the GEMV benchmark's, not a trained model's: attention is close to
+  // one-hot, where a rounding can move a score past its neighbour, so the two paths are compared
+  // on the quantized models above instead.)
+  const Case& c = kCases[1];
+  const ModelConfig config = tiny_llama_config(c.hidden, c.intermediate, c.layers, c.heads, c.kv_heads, c.vocab, c.tied);
+  RunnerOptions options = small_runner();
+  options.native_quantized = true;
+  ModelRunner runner(config, options, 3, GgmlType::q4_1);
+  std::uint64_t expected_blocks = 0;  // q, k, v, o, [gate | up], down a layer; the tied embedding
+  const std::uint64_t per_row = static_cast<std::uint64_t>(c.hidden / 32) * 20;
+  const std::uint64_t kv = static_cast<std::uint64_t>(c.kv_heads * (c.hidden / c.heads));
+  expected_blocks += static_cast<std::uint64_t>(c.layers) *
+                     (per_row * (static_cast<std::uint64_t>(c.hidden) * 2 + kv * 2 + 2 * c.intermediate) +
+                      static_cast<std::uint64_t>(c.intermediate / 32) * 20 * c.hidden);
+  expected_blocks += per_row * static_cast<std::uint64_t>(c.vocab);
+  EXPECT_EQ(runner.weight_bytes().blocks, expected_blocks);
+  const std::vector<float> logits = chunked_then_decoded(runner, random_ids(77, c.vocab, 6));
+  for (const float v : logits) ASSERT_TRUE(std::isfinite(v));
+  EXPECT_EQ(runner.kernels_used().count("projection q, q4_1 blocks (first at M = 7)"), 1u);
+  EXPECT_EQ(runner.kernels_used().count("projection output, q4_1 blocks (first at M = 7)"), 1u);
 }
 
 }  // namespace

@@ -14,9 +14,11 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kc/engine/dequantize.hpp"
@@ -168,6 +170,17 @@ std::vector<std::byte> encode(GgmlType type, const std::vector<float>& values, C
         for (std::size_t j = 0; j < 16; ++j) {
           const long lo = std::lround(values[b + j] / codes.scale) + 8;
           const long hi = std::lround(values[b + j + 16] / codes.scale) + 8;
+          out.push_back(static_cast<std::byte>(lo | (hi << 4)));
+        }
+      }
+      return out;
+    case GgmlType::q4_1:  // d = scale, m = lo x scale: nibble = code - lo
+      for (std::size_t b = 0; b < values.size(); b += 32) {
+        put_u16(out, half_bits(codes.scale));
+        put_u16(out, half_bits(static_cast<float>(codes.lo) * codes.scale));
+        for (std::size_t j = 0; j < 16; ++j) {
+          const long lo = std::lround(values[b + j] / codes.scale) - codes.lo;
+          const long hi = std::lround(values[b + j + 16] / codes.scale) - codes.lo;
           out.push_back(static_cast<std::byte>(lo | (hi << 4)));
         }
       }
@@ -685,6 +698,104 @@ TEST(ModelWeights, RefusesTypesItCannotConvert) {
   EXPECT_TRUE(
       contains_all(error_of([&] { load_gguf(dir, writer, config); }),
                    {"tensor 'blk.0.attn_v.weight'", "stored as type q5_0", "q8_0, q4_0 and q4_1"}));
+}
+
+// --- Blocks kept as stored (WeightLoadOptions::keep_quantized_blocks) ---------------------------
+
+// A projection's kept blocks and its bf16 copy, by HF name.
+std::vector<std::tuple<std::string, const std::optional<QuantizedTensor>*, const HostTensor*>> kept_blocks(
+    const ModelWeights& w) {
+  std::vector<std::tuple<std::string, const std::optional<QuantizedTensor>*, const HostTensor*>> out;
+  for (std::size_t l = 0; l < w.layers.size(); ++l) {
+    const LayerWeights& x = w.layers[l];
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    out.emplace_back(p + "self_attn.q_proj", &x.blocks.q, &x.q);
+    out.emplace_back(p + "self_attn.k_proj", &x.blocks.k, &x.k);
+    out.emplace_back(p + "self_attn.v_proj", &x.blocks.v, &x.v);
+    out.emplace_back(p + "self_attn.o_proj", &x.blocks.o, &x.o);
+    out.emplace_back(p + "mlp.gate_proj", &x.blocks.gate, &x.gate);
+    out.emplace_back(p + "mlp.up_proj", &x.blocks.up, &x.up);
+    out.emplace_back(p + "mlp.down_proj", &x.blocks.down, &x.down);
+  }
+  out.emplace_back("output projection", &w.output_blocks, &w.output_projection());
+  return out;
+}
+
+// The blocks, dequantized on the CPU and rounded to bf16, against the bf16 copy: bit for bit.
+std::size_t differing_values(const QuantizedTensor& blocks, const HostTensor& copy) {
+  const ByteView bytes{reinterpret_cast<const std::byte*>(blocks.bytes.data()), blocks.bytes.size()};
+  const std::vector<float> values = dequantize(blocks.type, bytes, copy.data.size());
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < values.size(); ++i) wrong += float_to_bfloat16(values[i]) != copy.data[i];
+  return wrong;
+}
+
+TEST(ModelWeights, KeepsEachQuantizedProjectionsBlocksInTheTablesRowOrder) {
+  for (const GgmlType type : {GgmlType::q4_0, GgmlType::q4_1, GgmlType::q8_0})
+    for (const bool tied : {true, false}) {
+      SCOPED_TRACE(std::string(ggml_type_name(type)) + (tied ? ", tied" : ", untied"));
+      const ModelConfig config = tiny_config(tied);
+      const Codes codes = type == GgmlType::q8_0 ? kQ8Codes : kQ4Codes;
+      const std::vector<Weight> model = tiny_model(config, codes, 41u);
+      TempDir dir;
+      const GgufFile file(dir.write("model.gguf", gguf_writer(model, type, codes).build().bytes));
+      const ModelWeights w = load_model_weights(file, config, WeightLoadOptions{true});
+      expect_table_is(w, model);  // the bf16 copy as without blocks
+      for (const auto& [name, blocks, copy] : kept_blocks(w)) {
+        ASSERT_TRUE(blocks->has_value()) << name;
+        const QuantizedTensor& b = **blocks;
+        EXPECT_EQ(b.type, type) << name;
+        EXPECT_EQ(b.shape, copy->shape) << name;
+        const GgmlTypeInfo& info = ggml_type_info(type);
+        EXPECT_EQ(b.row_bytes(), static_cast<std::size_t>(copy->shape[1] / 32) * info.block_bytes) << name;
+        ASSERT_EQ(b.bytes.size(), b.row_bytes() * static_cast<std::size_t>(copy->shape[0])) << name;
+        EXPECT_EQ(differing_values(b, *copy), 0u) << name << ": the blocks are not the bf16 copy's rows";
+        // q and k: the file's rows are llama.cpp's order, the kept ones the table's.
+        const GgufTensorInfo& stored = file.tensor(b.name);
+        const ByteView raw = file.tensor_bytes(stored);
+        const bool same_bytes = std::memcmp(raw.data, b.bytes.data(), raw.size) == 0;
+        const bool rope = name.find("q_proj") != std::string::npos || name.find("k_proj") != std::string::npos;
+        EXPECT_EQ(same_bytes, !rope) << name;
+      }
+      // Nothing is kept without the option.
+      const ModelWeights plain = load_model_weights(file, config);
+      for (const auto& [name, blocks, copy] : kept_blocks(plain)) EXPECT_FALSE(blocks->has_value()) << name;
+    }
+}
+
+TEST(ModelWeights, KeptBlocksInFileOrderFailTheComparison) {
+  // The negative control of the test above: q's blocks left in the file's (llama.cpp's) row order
+  // differ from the un-permuted bf16 copy.
+  const ModelConfig config = tiny_config(false);
+  const std::vector<Weight> model = tiny_model(config, kQ4Codes, 43u);
+  TempDir dir;
+  const GgufFile file(dir.write("model.gguf", gguf_writer(model, GgmlType::q4_1, kQ4Codes).build().bytes));
+  const ModelWeights w = load_model_weights(file, config, WeightLoadOptions{true});
+  QuantizedTensor file_order = *w.layers[0].blocks.q;
+  const ByteView raw = file.tensor_bytes(file.tensor("blk.0.attn_q.weight"));
+  std::memcpy(file_order.bytes.data(), raw.data, raw.size);
+  EXPECT_GT(differing_values(file_order, w.layers[0].q), 0u);
+}
+
+TEST(ModelWeights, KeepsOnlyTheProjectionsStoredInBlocks) {
+  // f32 matrices and one q8_0 up projection: only that one is kept; a f32 output projection has
+  // no blocks.
+  const ModelConfig config = tiny_config(false);
+  const std::vector<Weight> model = tiny_model(config, kQ8Codes, 47u);
+  GgufWriter writer;
+  for (const Weight& w : model) {
+    std::vector<float> values = w.values;
+    if (w.rope_heads > 0) values = llama_cpp_permute(values, w.rope_heads, w.shape[0], w.shape[1]);
+    const GgmlType type = w.gguf_name == "blk.1.ffn_up.weight" ? GgmlType::q8_0 : GgmlType::f32;
+    writer.add_tensor({w.gguf_name, std::vector<std::uint64_t>(w.shape.rbegin(), w.shape.rend()),
+                       static_cast<std::uint32_t>(type), encode(type, values, kQ8Codes), {}});
+  }
+  TempDir dir;
+  const GgufFile file(dir.write("model.gguf", writer.build().bytes));
+  const ModelWeights w = load_model_weights(file, config, WeightLoadOptions{true});
+  for (const auto& [name, blocks, copy] : kept_blocks(w))
+    EXPECT_EQ(blocks->has_value(), name == "model.layers.1.mlp.up_proj") << name;
+  EXPECT_EQ(differing_values(*w.layers[1].blocks.up, w.layers[1].up), 0u);
 }
 
 TEST(ModelWeights, FloatToBfloat16RoundsToNearestEven) {

@@ -6,12 +6,20 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <initializer_list>
 #include <string>
 
 #include "kc/common/error.hpp"
 
 namespace kc::testing {
+
+// A made-up device address for checks that never dereference it: one of many slots 256 MiB apart,
+// plus `offset_bytes` (a misaligned operand).
+template <typename T>
+T* fake_pointer(std::uintptr_t slot, std::uintptr_t offset_bytes = 0) {
+  return reinterpret_cast<T*>(std::uintptr_t{0x7f0000000000} + slot * 0x10000000 + offset_bytes);
+}
 
 // Runs `call` and expects a kc::Error (not a CUDA error) whose message holds every fragment.
 template <class Call>

@@ -26,9 +26,10 @@ struct LoadedModel {
   std::vector<std::string> notes;
 };
 
-// Loads everything (the weights converted to bf16 on the host; model_weights.hpp). Throws
-// kc::Error naming the file for anything missing or malformed; a template the engine does not
-// render leaves chat_template empty with a note saying why.
-LoadedModel load_model(const std::string& path);
+// Loads everything (the weights converted to bf16 on the host, and with
+// options.keep_quantized_blocks a GGUF file's q4_0, q4_1 and q8_0 projections also as stored;
+// model_weights.hpp). Throws kc::Error naming the file for anything missing or malformed; a
+// template the engine does not render leaves chat_template empty with a note saying why.
+LoadedModel load_model(const std::string& path, const WeightLoadOptions& options = {});
 
 }  // namespace kc::engine

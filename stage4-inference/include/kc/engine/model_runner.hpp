@@ -41,10 +41,16 @@
 // use, after one eager run of its shape. Other steps (prefill chunks, temperature > 0) run eagerly.
 //
 // Device memory: everything in the pool, except the decode attention's split workspace and the
-// GPU sampler's sort scratch, which their owners allocate once, at construction.
+// GPU sampler's sort scratch, which their owners allocate once, at construction, and the random
+// blocks of a quantized random model without native_quantized, freed once dequantized at load.
 //
-// Not yet: quantized weights kept quantized (a GGUF Q4_1 file runs dequantized to bf16), fused
-// kernels of the engine's own. Each step synchronizes its stream once, to read the
+// Quantized weights (RunnerOptions::native_quantized, off by default): projections that come with
+// their GGUF blocks (q4_0, q4_1, q8_0) also keep them in the pool, and steps of at most 16 tokens
+// run those projections through kc::stage3::quantized_gemv on the blocks; longer steps (prefill)
+// run the bf16 copy, which is kept too in this first version (both in the pool). Without the
+// option a quantized file runs dequantized to bf16.
+//
+// Not yet: fused kernels of the engine's own. Each step synchronizes its stream once, to read the
 // sampled tokens.
 #pragma once
 
@@ -93,7 +99,21 @@ struct RunnerOptions {
   // (64 tied it, 512 lost; stage4-inference/README.md): a short context is cut into more splits
   // that run in parallel, and plan_decode_splits still cuts fewer as the batch fills the SMs.
   std::int32_t decode_min_keys_per_split = 128;
-  // Called after every piece of the weight upload (32 Mi elements at most) with the bytes sent and
+  // Native quantized decode steps. Projections that come with their GGUF blocks (a file loaded with
+  // WeightLoadOptions::keep_quantized_blocks; random weights drawn as blocks) get the blocks in the
+  // pool ("layer 3 q (q4_1 blocks)" ...; gate and up as one [gate | up] piece when both have blocks
+  // of one type), and a step of at most 16 tokens (kc::stage3::kGgufGemvMaxRows: decode batches,
+  // short prompts) runs each such projection, the output projection included, through
+  // kc::stage3::quantized_gemv (stage3/gemv_gguf/01_warp_per_column) on the blocks instead of the
+  // bf16 GEMM on the copy. Longer steps (prefill) run the bf16 copy, which stays in the pool too:
+  // both copies are kept in this first version. In a native step the RMSNorms, SwiGLU and
+  // residual adds run as stage 2 kernels, as the unfused step runs them (the GEMV writes its
+  // output; it neither adds into the residual stream nor normalizes its input); RoPE and the cache
+  // write stay one kernel with fuse_kernels. The decode graphs capture it (no host sync, no
+  // allocation). Off by default; it becomes the default once it has run on the H200 against the
+  // dequantized path (ModelRunner.NativeQuantized* in tests/model_runner_gpu_test.cpp).
+  bool native_quantized = false;
+  // Called after every piece of the weight upload (64 MiB at most) with the bytes sent and
   // the bytes in all: kc-generate draws a progress bar with it. Not called for random weights.
   std::function<void(std::uint64_t done_bytes, std::uint64_t total_bytes)> upload_progress;
 };
@@ -112,7 +132,12 @@ class ModelRunner final : public ModelExecutor {
   // A model of `config`'s shape with random weights drawn on the GPU from `seed` (projections
   // uniform with variance 1 / fan-in, the embedding uniform in [-1, 1), norm weights 1): for
   // benchmarks, which measure time, not text. Nothing is read from disk or held on the host.
-  ModelRunner(const ModelConfig& config, const RunnerOptions& options, std::uint64_t seed);
+  // `projection_type` q4_0, q4_1 or q8_0: the projections and the output projection (the
+  // embedding, when tied) are drawn as random blocks of that type instead (kc/engine/
+  // gguf_blocks.hpp), their bf16 copy the blocks' dequantization, as a quantized file would load;
+  // the blocks stay in the pool with options.native_quantized. bf16: as above.
+  ModelRunner(const ModelConfig& config, const RunnerOptions& options, std::uint64_t seed,
+              GgmlType projection_type = GgmlType::bf16);
   ~ModelRunner() override;
   ModelRunner(const ModelRunner&) = delete;
   ModelRunner& operator=(const ModelRunner&) = delete;
@@ -122,6 +147,17 @@ class ModelRunner final : public ModelExecutor {
   SchedulerConfig scheduler_config() const;
   // The pieces of the device pool (name, bytes), and its total.
   const DevicePool& pool() const;
+  // The weights in the pool, in bytes: the bf16 copy of every weight (embedding, norms,
+  // projections); the quantized blocks kept beside it (RunnerOptions::native_quantized), and
+  // their type ("q4_1"; empty without blocks); what a decode step of one token reads of them: every
+  // weight once, the embedding only where it is also the output projection (a step reads one row
+  // of it otherwise), a projection's blocks instead of its bf16 copy where a step of one token
+  // runs it on its blocks.
+  struct WeightBytes {
+    std::uint64_t bf16 = 0, blocks = 0, read_per_token = 0;
+    std::string block_type;
+  };
+  const WeightBytes& weight_bytes() const;
 
   // Runs the step and returns one token per sequence that samples (greedy on the GPU, else the
   // reference sampler). Throws kc::Error for a batch this runner cannot take (more tokens or

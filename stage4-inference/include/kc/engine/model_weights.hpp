@@ -24,8 +24,10 @@
 // Dtype. Everything is converted to bf16, the engine's compute dtype, when it is loaded: F32 and
 // F16 are rounded to nearest even, BF16 is copied bit for bit, and the GGUF block types the
 // engine reads (q8_0, q4_0, q4_1; dequantize.hpp) are dequantized to float and then rounded.
-// Native quantized GEMM kernels, which would keep the blocks as they are, come later; until then a
-// quantized file costs bf16's memory once loaded.
+// Quantized blocks kept as stored (WeightLoadOptions::keep_quantized_blocks): a GGUF projection
+// stored as q4_0, q4_1 or q8_0 also keeps its blocks, byte for byte, beside its bf16 copy (the
+// engine's native path runs decode steps on them: RunnerOptions::native_quantized); the bf16 copy
+// is always made, so a kept model costs bf16's memory plus the blocks'.
 //
 // Orientation. GGUF lists a tensor's dims innermost first (ggml's ne[0] is the length of a row),
 // so a GGUF q of dims [hidden, heads * head_dim] is the [heads * head_dim, hidden] matrix above,
@@ -41,7 +43,8 @@
 // (k with kv_heads heads, q with heads heads). The loader undoes that for GGUF files, so the
 // table is always in Hugging Face's layout whichever file it came from, and the engine applies
 // RoPE with rotate_half (kc::stage2 RopeLayout::rotate_half) for every model. Rows are whole
-// quantization blocks, so the reorder is a move of dequantized rows and loses nothing.
+// quantization blocks, so the reorder is a move of dequantized rows and loses nothing; kept blocks
+// of q and k are reordered the same way, row of blocks by row of blocks.
 //
 // Checks. Every tensor's shape is checked against the ModelConfig before anything is converted.
 // A missing tensor, a tensor of another shape or of a dtype the loader cannot convert, and a
@@ -56,9 +59,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "kc/engine/ggml_types.hpp"
 #include "kc/engine/model_config.hpp"
 
 namespace kc::engine {
@@ -77,8 +82,27 @@ struct HostTensor {
   float at(std::int64_t row, std::int64_t col) const;
 };
 
+// A projection's weights in ggml blocks, as the GGUF file stores them (q4_0, q4_1 or q8_0; block
+// layouts in dequantize.hpp): `shape` [N, K] outermost first as the HostTensor's, `bytes` N rows of
+// K / 32 blocks, the rows in the table's order (q and k un-permuted like their bf16 copy).
+struct QuantizedTensor {
+  std::string name;  // as the file names it
+  GgmlType type = GgmlType::q4_0;
+  std::vector<std::int64_t> shape;  // [N, K]
+  std::vector<std::uint8_t> bytes;
+
+  // K / 32 blocks of `type`.
+  std::size_t row_bytes() const;
+};
+
+// The blocks of a layer's projections, each present where the file stores it quantized.
+struct QuantizedLayer {
+  std::optional<QuantizedTensor> q, k, v, o, gate, up, down;
+};
+
 struct LayerWeights {
   HostTensor attn_norm, q, k, v, o, ffn_norm, gate, up, down;
+  QuantizedLayer blocks;  // only with WeightLoadOptions::keep_quantized_blocks
 };
 
 struct ModelWeights {
@@ -87,14 +111,25 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;  // config.num_layers of them
   HostTensor final_norm;
   HostTensor lm_head;  // empty (no shape, no data) when config.tie_word_embeddings
+  // The output projection's blocks (lm_head's, or the token embedding's when the model ties them),
+  // where it is stored quantized and WeightLoadOptions::keep_quantized_blocks asked for them.
+  std::optional<QuantizedTensor> output_blocks;
 
   // The output projection: lm_head, or the token embedding when the model ties them.
   const HostTensor& output_projection() const;
 };
 
+struct WeightLoadOptions {
+  // Also keep the blocks of every projection (q, k, v, o, gate, up, down and the output
+  // projection) that a GGUF file stores as q4_0, q4_1 or q8_0 (LayerWeights::blocks,
+  // ModelWeights::output_blocks). safetensors checkpoints hold no blocks.
+  bool keep_quantized_blocks = false;
+};
+
 // Loads the weights of a Llama GGUF file whose shape `config` describes (usually
 // model_config_from_gguf(file)); q and k are un-permuted to Hugging Face's layout.
-ModelWeights load_model_weights(const GgufFile& file, const ModelConfig& config);
+ModelWeights load_model_weights(const GgufFile& file, const ModelConfig& config,
+                                const WeightLoadOptions& options = {});
 // Loads the weights of a Hugging Face checkpoint (one file or shards) whose config.json gave
 // `config`.
 ModelWeights load_model_weights(const SafetensorsCheckpoint& checkpoint, const ModelConfig& config);

@@ -1,0 +1,85 @@
+// The public quantized GEMV entry (kc/stage3/quantized_gemv.hpp) without a GPU: every refusal of
+// check_quantized_gemv_args with the sentence it gives, before anything reaches CUDA, and the
+// names it reports. Pointers are made-up addresses: nothing here is dereferenced.
+//   ctest --test-dir build/ci -R QuantizedGemvEntry
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+
+#include "kc/stage3/quantized_gemv.hpp"
+#include "support/refusals.hpp"
+
+namespace kc::stage3 {
+namespace {
+
+using ::kc::testing::expect_refused;
+using ::kc::testing::fake_pointer;
+
+QuantizedGemvArgs decode_args(GgufBlockType type, int m, int n, int k) {
+  return QuantizedGemvArgs{m, n, k, type, fake_pointer<const __nv_bfloat16>(2), fake_pointer<const std::uint8_t>(1),
+                           fake_pointer<__nv_bfloat16>(3)};
+}
+
+TEST(QuantizedGemvEntry, AcceptsEveryTypeAndEveryDecodeRowCount) {
+  for (GgufBlockType type : {GgufBlockType::q4_0, GgufBlockType::q4_1, GgufBlockType::q8_0})
+    for (int m = 1; m <= kGgufGemvMaxRows; ++m) {
+      EXPECT_NO_THROW(check_quantized_gemv_args(decode_args(type, m, 4096, 4096)));
+      EXPECT_NO_THROW(check_quantized_gemv_args(decode_args(type, m, 37, 32)));
+    }
+}
+
+TEST(QuantizedGemvEntry, RefusesRowCountsOutsideADecodeStep) {
+  for (int m : {0, -1, kGgufGemvMaxRows + 1, 64})
+    expect_refused([&] { check_quantized_gemv_args(decode_args(GgufBlockType::q4_1, m, 64, 64)); },
+                   {"kc::stage3::quantized_gemv", "M = " + std::to_string(m), "[1, 16]", "as a GEMM"});
+}
+
+TEST(QuantizedGemvEntry, RefusesKThatIsNotWholeBlocks) {
+  for (int k : {0, 16, 33, 4095})
+    expect_refused([&] { check_quantized_gemv_args(decode_args(GgufBlockType::q4_0, 1, 64, k)); },
+                   {"K = " + std::to_string(k), "multiple of 32"});
+  expect_refused([&] { check_quantized_gemv_args(decode_args(GgufBlockType::q8_0, 1, 0, 64)); }, "N = 0");
+}
+
+TEST(QuantizedGemvEntry, RefusesTypesItHasNoBlocksFor) {
+  for (int type : {0, 1, 6, 12, 14})  // f32, f16, q5_0, q4_K, q6_K
+    expect_refused(
+        [&] { check_quantized_gemv_args(decode_args(static_cast<GgufBlockType>(type), 1, 64, 64)); },
+        {"block type " + std::to_string(type), "q4_0 (2), q4_1 (3) or q8_0 (8)"});
+}
+
+TEST(QuantizedGemvEntry, RefusesNullAndMisalignedOperandsNamingThem) {
+  QuantizedGemvArgs args = decode_args(GgufBlockType::q4_1, 1, 64, 64);
+  args.w = nullptr;
+  expect_refused([&] { check_quantized_gemv_args(args); }, "w (the N x K / 32 blocks) is a null pointer");
+  args = decode_args(GgufBlockType::q4_1, 1, 64, 64);
+  args.x = nullptr;
+  expect_refused([&] { check_quantized_gemv_args(args); }, "x (M x K, bf16) is a null pointer");
+  args = decode_args(GgufBlockType::q4_1, 1, 64, 64);
+  args.y = nullptr;
+  expect_refused([&] { check_quantized_gemv_args(args); }, "y (M x N, bf16) is a null pointer");
+  args = decode_args(GgufBlockType::q4_0, 1, 64, 64);
+  args.w = fake_pointer<const std::uint8_t>(1, 2);
+  expect_refused([&] { check_quantized_gemv_args(args); }, {"w at", "not 4-byte aligned"});
+  args = decode_args(GgufBlockType::q4_0, 1, 64, 64);
+  args.x = fake_pointer<const __nv_bfloat16>(2, 2);
+  expect_refused([&] { check_quantized_gemv_args(args); }, {"x at", "bf16 pairs"});
+  args = decode_args(GgufBlockType::q4_0, 1, 64, 64);
+  args.y = fake_pointer<__nv_bfloat16>(3, 1);
+  expect_refused([&] { check_quantized_gemv_args(args); }, {"y at", "2 bytes"});
+  // The entry refuses before launching: no CUDA call is reached without a GPU.
+  args = decode_args(GgufBlockType::q4_0, 17, 64, 64);
+  expect_refused([&] { quantized_gemv(args, nullptr); }, "M = 17");
+}
+
+TEST(QuantizedGemvEntry, NamesTheRungAndTheTypes) {
+  EXPECT_EQ(quantized_gemv_kernel_name(QuantizedGemvKernel::gemv_gguf_01_warp_per_column),
+            "stage3/gemv_gguf/01_warp_per_column");
+  EXPECT_EQ(gguf_block_type_name(GgufBlockType::q4_0), "q4_0");
+  EXPECT_EQ(gguf_block_type_name(GgufBlockType::q4_1), "q4_1");
+  EXPECT_EQ(gguf_block_type_name(GgufBlockType::q8_0), "q8_0");
+}
+
+}  // namespace
+}  // namespace kc::stage3
