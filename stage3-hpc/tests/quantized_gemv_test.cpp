@@ -17,8 +17,15 @@ using ::kc::testing::expect_refused;
 using ::kc::testing::fake_pointer;
 
 QuantizedGemvArgs decode_args(GgufBlockType type, int m, int n, int k) {
-  return QuantizedGemvArgs{m, n, k, type, fake_pointer<const __nv_bfloat16>(2), fake_pointer<const std::uint8_t>(1),
-                           fake_pointer<__nv_bfloat16>(3)};
+  QuantizedGemvArgs args;
+  args.m = m;
+  args.n = n;
+  args.k = k;
+  args.type = type;
+  args.x = fake_pointer<const __nv_bfloat16>(2);
+  args.w = fake_pointer<const std::uint8_t>(1);
+  args.y = fake_pointer<__nv_bfloat16>(3);
+  return args;
 }
 
 TEST(QuantizedGemvEntry, AcceptsEveryTypeAndEveryDecodeRowCount) {
