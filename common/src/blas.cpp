@@ -1,5 +1,8 @@
 #include "kc/common/blas.hpp"
 
+#include <vector>
+
+#include "kc/common/blas_grouped.hpp"
 #include "kc/common/error.hpp"
 
 namespace kc {
@@ -167,6 +170,38 @@ void cublas_gemm_ex_batched(cublasHandle_t handle, cudaStream_t stream, GemmShap
       call.ld_b, batch.stride_b, a, cuda_type(ab_type), call.ld_a, batch.stride_a, &beta, c,
       cuda_type(c_type), call.ld_c, batch.stride_c, static_cast<int>(batch.count),
       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+void cublas_gemm_grouped_ex(cublasHandle_t handle, cudaStream_t stream, const GemmShape* shapes, int count,
+                            DType ab_type, DType c_type, float alpha, const void* const* a,
+                            const void* const* b, BLayout b_layout, float beta, void* const* c,
+                            GemmReductions reductions) {
+  require(count >= 1, "cublas_gemm_grouped_ex needs at least one product (got {})", count);
+  require(ab_type == DType::f16 || ab_type == DType::bf16,
+          "cublas_gemm_grouped_ex: inputs must be f16 or bf16, not {}", dtype_name(ab_type));
+  const auto size = static_cast<std::size_t>(count);
+  // Per group (here: per product) on the host, in cuBLAS's column-major terms (column_major).
+  std::vector<cublasOperation_t> op_first(size), op_second(size, CUBLAS_OP_N);
+  std::vector<int> m(size), n(size), k(size), ld_first(size), ld_second(size), ld_c(size);
+  const std::vector<float> alphas(size, alpha), betas(size, beta);
+  const std::vector<int> group_sizes(size, 1);
+  for (std::size_t i = 0; i < size; ++i) {
+    require_gemm_shape(shapes[i]);
+    const ColumnMajorCall call = column_major(shapes[i], b_layout);
+    op_first[i] = call.op_b;
+    m[i] = call.m;
+    n[i] = call.n;
+    k[i] = call.k;
+    ld_first[i] = call.ld_b;
+    ld_second[i] = call.ld_a;
+    ld_c[i] = call.ld_c;
+  }
+  ScopedMathMode math(handle, math_mode(reductions));
+  KC_CUBLAS_CHECK(cublasSetStream(handle, stream));
+  KC_CUBLAS_CHECK(cublasGemmGroupedBatchedEx(handle, op_first.data(), op_second.data(), m.data(), n.data(), k.data(),
+                                             alphas.data(), b, cuda_type(ab_type), ld_first.data(), a,
+                                             cuda_type(ab_type), ld_second.data(), betas.data(), c, cuda_type(c_type),
+                                             ld_c.data(), count, group_sizes.data(), CUBLAS_COMPUTE_32F));
 }
 
 CublasLtGemm::CublasLtGemm(cublasLtHandle_t handle, GemmShape shape, DType ab_type, DType c_type,

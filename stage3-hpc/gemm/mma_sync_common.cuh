@@ -349,14 +349,13 @@ __device__ __forceinline__ std::uint8_t* mma_sync_dynamic_smem() {
   return smem_raw + ((1024u - smem_u32(smem_raw) % 1024u) % 1024u);
 }
 
-// One block of an mma.sync GEMM: find the block's tile and the warp's place in it, run
-// Mainloop::run<kFullTiles> over K (kFullTiles: block_tiles_are_full, the same for the whole
-// block, so no divergence), then store the accumulators.
+// One block tile of an mma.sync GEMM, the one whose first output is (block_row0, block_col0): the
+// warp's place in it, Mainloop::run<kFullTiles> over K (kFullTiles: block_tiles_are_full, the
+// same for the whole block, so no divergence), then the accumulators stored. The grouped GEMM
+// (gemm/grouped/02_one_launch.cu) runs it on the tile its table gives the block.
 template <class Config, class Mainloop>
-__device__ __forceinline__ void run_gemm_block(const HgemmArgs& args) {
+__device__ __forceinline__ void run_gemm_tile(const HgemmArgs& args, int block_row0, int block_col0) {
   std::uint8_t* const smem = mma_sync_dynamic_smem();
-  const int block_row0 = static_cast<int>(blockIdx.x) * Config::kBlockM;
-  const int block_col0 = static_cast<int>(blockIdx.y) * Config::kBlockN;
   const WarpOrigin warp = warp_origin<Config>();
 
   WarpAccumulators<Config> acc = {};
@@ -367,12 +366,18 @@ __device__ __forceinline__ void run_gemm_block(const HgemmArgs& args) {
   store_block_tile<Config>(args, block_row0, block_col0, warp, acc, smem);
 }
 
-// Launches kKernel (a kernel made of run_gemm_block<Config, ...>) over the tiles of C. More than
-// 48 KiB of dynamic shared memory must be opted into, once per kernel (a static local: the
-// attribute stays set), and the device must offer it (an A100 offers 163 KiB per block, an
-// H100/H200 227 KiB).
-template <class Config, void (*kKernel)(HgemmArgs)>
-void launch_mma_sync_kernel(const HgemmArgs& args, cudaStream_t stream) {
+// One block of an mma.sync GEMM: the tile at its place in the grid (tile rows along x).
+template <class Config, class Mainloop>
+__device__ __forceinline__ void run_gemm_block(const HgemmArgs& args) {
+  run_gemm_tile<Config, Mainloop>(args, static_cast<int>(blockIdx.x) * Config::kBlockM,
+                                  static_cast<int>(blockIdx.y) * Config::kBlockN);
+}
+
+// Opts kKernel (a kernel of Config's block tiles) into its dynamic shared memory. More than
+// 48 KiB must be opted into, once per kernel (a static local: the attribute stays set), and the
+// device must offer it (an A100 offers 163 KiB per block, an H100/H200 227 KiB).
+template <class Config, auto kKernel>
+void allow_mma_sync_smem() {
   static const bool smem_allowed = [] {
     int device = 0, optin_bytes = 0;
     KC_CUDA_CHECK(cudaGetDevice(&device));
@@ -385,6 +390,12 @@ void launch_mma_sync_kernel(const HgemmArgs& args, cudaStream_t stream) {
     return true;
   }();
   (void)smem_allowed;
+}
+
+// Launches kKernel (a kernel made of run_gemm_block<Config, ...>) over the tiles of C.
+template <class Config, void (*kKernel)(HgemmArgs)>
+void launch_mma_sync_kernel(const HgemmArgs& args, cudaStream_t stream) {
+  allow_mma_sync_smem<Config, kKernel>();
   const dim3 grid(ceil_div(args.m, Config::kBlockM), ceil_div(args.n, Config::kBlockN));
   kKernel<<<grid, Config::kThreads, Config::kSmemBytes, stream>>>(args);
 }

@@ -10,6 +10,7 @@
 #include "kc/stage3/attention.hpp"
 #include "kc/stage3/attention_decode.hpp"
 #include "kc/stage3/gemv_gguf.hpp"
+#include "kc/stage3/grouped_gemm.hpp"
 #include "kc/stage3/register.hpp"
 #include "arch/sm90/tma_descriptor.hpp"
 #include "register_attention.hpp"
@@ -150,6 +151,9 @@ void register_kernels(Registry& registry) {
   // Decoding over a paged KV cache: the op, its references and its copy baseline, then its ladder.
   if (!registry.has_op(kAttentionDecodeOp)) registry.add_op(make_attention_decode_op());
   register_attention_decode_kernels(registry);
+
+  // Mixture-of-experts: the grouped GEMM (gemm/grouped/), its own table.
+  register_grouped_gemm_kernels(registry);
 
   // Low precision: the GEMV on GGUF blocks (quant/), its own table.
   if (!registry.has_op(kGemvGgufOp)) registry.add_op(make_gemv_gguf_op());

@@ -30,9 +30,11 @@ TEST(KcBenchGpu, NegativeControlsAreReportedFailedAndNeverTimed) {
   const auto dir = std::filesystem::temp_directory_path() / "kc_bench_negative";
   const auto attention_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_attention";
   const auto decode_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_decode";
+  const auto grouped_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_grouped";
   std::filesystem::remove_all(dir);
   std::filesystem::remove_all(attention_dir);
   std::filesystem::remove_all(decode_dir);
+  std::filesystem::remove_all(grouped_dir);
   const ProgramRun r = run_kc_bench("--include-negative-controls --filter 'nc_' --shapes 127x129x131 "
                              "--max-samples 5 --allow-dirty --markdown " + dir.string());
   EXPECT_EQ(r.exit_code, 1) << "a failed kernel must fail the run\n" << r.output;
@@ -46,13 +48,21 @@ TEST(KcBenchGpu, NegativeControlsAreReportedFailedAndNeverTimed) {
       "--include-negative-controls --filter 'attention_decode_paged/nc_' --shapes 7x32x8x4x257x128 "
       "--param lengths=1 --max-samples 5 --allow-dirty --markdown " + decode_dir.string());
   EXPECT_EQ(decode.exit_code, 1) << "a failed kernel must fail the run\n" << decode.output;
+  // The grouped GEMM controls on six experts with 5, 1, 126, 2, 0 and 16 rows (an empty expert
+  // between two with rows: every routing flaw shows).
+  const ProgramRun grouped = run_kc_bench(
+      "--include-negative-controls --filter 'grouped_gemm/nc_' --shapes 6x2049x264 --param tokens=150 "
+      "--param skew=3 --param routing_seed=2 --max-samples 5 --allow-dirty --markdown " + grouped_dir.string());
+  EXPECT_EQ(grouped.exit_code, 1) << "a failed kernel must fail the run\n" << grouped.output;
   const std::string json = read_file(dir / "negative-controls.json");
   const std::string attention_json = read_file(attention_dir / "negative-controls.json");
   const std::string decode_json = read_file(decode_dir / "negative-controls.json");
+  const std::string grouped_json = read_file(grouped_dir / "negative-controls.json");
   for (const auto& control : kc::testing::negative_controls()) {
     const bool is_attention = control.id.find("/attention_fwd/") != std::string::npos;
     const bool is_decode = control.id.find("/attention_decode_paged/") != std::string::npos;
-    const std::string& text = is_decode ? decode_json : is_attention ? attention_json : json;
+    const bool is_grouped = control.id.find("/grouped_gemm/") != std::string::npos;
+    const std::string& text = is_grouped ? grouped_json : is_decode ? decode_json : is_attention ? attention_json : json;
     const auto at = text.find("\"kernel\": \"" + control.id + "\"");
     ASSERT_NE(at, std::string::npos) << control.id << " missing from\n" << text;
     const std::string row = text.substr(at, text.find('\n', at) - at);
@@ -62,6 +72,7 @@ TEST(KcBenchGpu, NegativeControlsAreReportedFailedAndNeverTimed) {
   std::filesystem::remove_all(dir);
   std::filesystem::remove_all(attention_dir);
   std::filesystem::remove_all(decode_dir);
+  std::filesystem::remove_all(grouped_dir);
 }
 
 TEST(KcBenchGpu, NaiveRungProducesTablesAgainstCublas) {

@@ -6,6 +6,7 @@
 #include "kc/common/gemm.hpp"
 #include "kc/stage3/attention.hpp"
 #include "kc/stage3/attention_decode.hpp"
+#include "kc/stage3/grouped_gemm.hpp"
 #include "kc/stage3/register.hpp"
 #include "kc/testing/negative_controls.hpp"
 #include "support/gpu_test.hpp"
@@ -250,6 +251,39 @@ TEST(NegativeControlsDecode, DividingEmptyRowsByZeroFailsAndHidesWithoutThem) {
     const CheckOutcome hidden = check_decode("nc_empty_rows_divide_by_zero", kDecodeBench, dtype, {});
     EXPECT_TRUE(hidden.passed()) << dtype_name(dtype) << ": " << hidden.detail;
   }
+}
+
+// Grouped GEMM: each routing flaw fails at the skewed DeepSeek-like benchmark shape (64 experts,
+// 1024 tokens by Zipf's law) and on six experts with an empty one in the middle; where a flaw
+// cannot show the same control passes, which shows the rest of it is right: one expert (no
+// previous or next one), and the uniform split on a uniform routing.
+CheckOutcome check_grouped(const std::string& name, const std::vector<std::int64_t>& dims, const ParamValues& params) {
+  const Registry& r = registry_with_controls();
+  const Problem problem = r.op(stage3::kGroupedGemmOp).problem(dims, DType::bf16, params);
+  return check_kernel(r, r.kernel(std::string("stage3/grouped_gemm/") + name), problem, 1, shared_context());
+}
+
+const ParamValues kDeepSeekZipf = {{"tokens", 1024}, {"skew", 1}};
+const ParamValues kEmptyInTheMiddle = {{"tokens", 150}, {"skew", 3}, {"routing_seed", 2}};  // 5, 1, 126, 2, 0, 16
+
+TEST(NegativeControlsGrouped, EveryRoutingFlawFailsOnSkewedRoutings) {
+  KC_SKIP_WITHOUT_GPU();
+  for (const char* name : {"nc_writes_at_previous_experts_rows", "nc_uses_next_experts_weights", "nc_assumes_uniform_routing"}) {
+    const CheckOutcome bench = check_grouped(name, {64, 1408, 2048}, kDeepSeekZipf);
+    EXPECT_EQ(bench.status, CheckOutcome::Status::failed) << name << ": " << bench.detail;
+    const CheckOutcome middle = check_grouped(name, {6, 2049, 264}, kEmptyInTheMiddle);
+    EXPECT_EQ(middle.status, CheckOutcome::Status::failed) << name << ": " << middle.detail;
+  }
+}
+
+TEST(NegativeControlsGrouped, FlawsHideWhereTheyCannotShow) {
+  KC_SKIP_WITHOUT_GPU();
+  for (const char* name : {"nc_writes_at_previous_experts_rows", "nc_uses_next_experts_weights"}) {
+    const CheckOutcome one_expert = check_grouped(name, {1, 257, 72}, {{"tokens", 300}});
+    EXPECT_TRUE(one_expert.passed()) << name << ": " << one_expert.detail;
+  }
+  const CheckOutcome uniform = check_grouped("nc_assumes_uniform_routing", {64, 1408, 2048}, {{"tokens", 1024}});
+  EXPECT_TRUE(uniform.passed()) << uniform.detail;
 }
 
 }  // namespace

@@ -55,7 +55,9 @@ void bias_gelu_reference_inplace(double* c, const double* bias, std::int64_t m, 
 
 // Adds the stage-3 ops (hgemm, gemm_bias_gelu) and the tensor-core GEMM ladder
 // (stage3/hgemm/01_wmma ... 09_tma_store, stage3/gemm_bias_gelu/10_fused_bias_gelu,
-// stage3/hgemm/11_small_m_split_k, stage3/hgemm/12_small_m_gemv).
+// stage3/hgemm/11_small_m_split_k, stage3/hgemm/12_small_m_gemv), and the other stage-3 ops with
+// their ladders: attention, paged decode, the grouped GEMM of mixture-of-experts layers
+// (kc/stage3/grouped_gemm.hpp) and the GGUF GEMV.
 void register_kernels(Registry& registry);
 
 }  // namespace kc::stage3

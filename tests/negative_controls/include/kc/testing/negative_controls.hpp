@@ -23,8 +23,14 @@ std::vector<NegativeControl> negative_controls();
 // attention_decode_paged) if missing, and the controls, in the "negative-controls" report group:
 // FP32 SGEMM kernels with one flaw each, bf16 GEMMs with the flaws the bf16 bounds must catch at the benchmark shapes, and
 // attention kernels (bf16 and f16) with a wrong scale, an off-by-one causal mask, a skipped K/V
-// tile, and paged decode kernels (bf16 and f16) that take pages as contiguous, read the NaN rows
+// tile, grouped GEMMs with a routing mistake, and paged decode kernels (bf16 and f16) that take pages as contiguous, read the NaN rows
 // past a sequence's length, drop the mask among the new tokens, or divide 0 by 0 for an empty row.
 void register_negative_controls(Registry& registry);
+
+// The grouped GEMM's controls (grouped_gemm_controls.cpp), part of the two above: cuBLAS per
+// expert with one routing mistake each (output at the previous expert's rows, the next expert's
+// weights, an even split whatever the routing).
+std::vector<NegativeControl> grouped_gemm_controls();
+void register_grouped_gemm_controls(Registry& registry);
 
 }  // namespace kc::testing

@@ -1,0 +1,78 @@
+// kc/stage3/grouped_gemm_args.hpp — the arguments of the grouped GEMM of a mixture-of-experts
+// layer, the tile arithmetic its one-launch rung shares with the host, and one launch per rung.
+// An argument header: the rung files include it and nothing of the harness
+// (kc/stage3/grouped_gemm.hpp defines the op).
+//
+// The tokens are sorted by expert ("M-grouped contiguous"): the rows of expert g are rows
+// row_starts[g] .. row_starts[g + 1] - 1 of A and of C, and an expert may have none.
+//
+//   A [tokens, K]        B [G, N, K]              C [tokens, N]
+//   +-----------+        expert 0: N x K          +-----------+
+//   | expert 0  |  . B[0]^T  ------------------>  | expert 0  |
+//   +-----------+                                 +-----------+
+//   | expert 1  |  . B[1]^T  ------------------>  | expert 1  |
+//   +-----------+        (expert 2: no rows)      +-----------+
+//   | expert 3  |  . B[3]^T  ------------------>  | expert 3  |
+//   +-----------+                                 +-----------+
+//
+// C_g = A_g . B_g^T for every expert g, all bf16 and row-major, FP32 accumulation: stage 3's
+// hgemm (hgemm.hpp) per expert, with alpha = 1 and beta = 0 (C is written, never read).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+namespace kc::stage3 {
+
+using bf16 = __nv_bfloat16;
+
+// The output tile of rung 02: rung 03's block tile (Rung03Config in gemm/03_cp_async.cuh, which
+// the rung checks against these at compile time). The host builds the rung's tile table with them.
+inline constexpr int kGroupedTileRows = 128;
+inline constexpr int kGroupedTileCols = 256;
+
+struct GroupedGemmArgs {
+  int groups = 0;                      // G, the experts
+  int n = 0, k = 0;                    // every expert's weight is N x K
+  const bf16* a = nullptr;             // [tokens, K]
+  const bf16* b = nullptr;             // [G, N, K]
+  bf16* c = nullptr;                   // [tokens, N]
+  // Device arrays of G + 1 prefix sums: the first row of each expert (row_starts[G] = tokens),
+  // and the first output tile of each expert in the launch's grid (tile_starts[G] = the grid).
+  const int* row_starts = nullptr;
+  const int* tile_starts = nullptr;
+  int tiles = 0;                       // tile_starts[G], also on the host: the grid
+};
+
+// Where tile `tile` of the grid lies: expert `group`, tile row `m` and tile column `n` of that
+// expert's output (rows row_starts[group] + m * tile_rows ...).
+struct GroupedTile {
+  int group = 0;
+  int m = 0;
+  int n = 0;
+};
+
+// The expert whose tiles hold `tile` (0 <= tile < tile_starts[groups]): the last g with
+// tile_starts[g] <= tile. An expert without rows has no tiles (tile_starts[g] == tile_starts[g + 1])
+// and is never the answer. Then tile rows fastest, as rung 03's grid walks them: the CTAs that
+// run together share a tile column of B_g.
+__host__ __device__ inline GroupedTile grouped_tile_at(int tile, const int* tile_starts, const int* row_starts,
+                                                       int groups, int tile_rows) {
+  int low = 0, high = groups - 1;  // tile_starts[low] <= tile always holds
+  while (low < high) {
+    const int middle = (low + high + 1) / 2;
+    if (tile_starts[middle] <= tile)
+      low = middle;
+    else
+      high = middle - 1;
+  }
+  const int rows = row_starts[low + 1] - row_starts[low];
+  const int tiles_m = (rows + tile_rows - 1) / tile_rows;
+  const int in_group = tile - tile_starts[low];
+  return {low, in_group % tiles_m, in_group / tiles_m};
+}
+
+// Rung 02: every expert's tiles in one launch of rung 03's cp.async kernel body; K % 8 == 0.
+void grouped_gemm_02_one_launch(const GroupedGemmArgs& args, cudaStream_t stream);
+
+}  // namespace kc::stage3

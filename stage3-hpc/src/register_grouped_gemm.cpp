@@ -1,0 +1,87 @@
+// Files the grouped_gemm op and its ladder with the registry (gemm/grouped/: 01 a loop of GEMMs
+// through stage 3's entry, 02 one launch over every expert's tiles).
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kc/common/buffer.hpp"
+#include "kc/stage3/grouped_gemm.hpp"
+
+namespace kc::stage3 {
+namespace {
+
+constexpr int kAmpere = 80;
+
+KernelEntry grouped_entry(const std::string& name, int rung, std::string idea) {
+  KernelEntry entry;
+  entry.id = std::string("stage3/") + kGroupedGemmOp + "/" + name;
+  entry.op = kGroupedGemmOp;
+  entry.rung = rung;
+  entry.idea = std::move(idea);
+  entry.dtypes = {DType::bf16};
+  entry.min_compute_capability = kAmpere;
+  entry.report = kGroupedGemmReport;
+  return entry;
+}
+
+// What rung 02 keeps between launches: its tile table (the experts' first rows, then their first
+// tiles: 2 x (G + 1) ints), built on the host from the routing and uploaded when the problem
+// changes (in the untimed warm-up launches), so a timed launch is the kernel alone. An engine
+// whose router runs on the GPU would build the same prefix sums there with a scan.
+class OneLaunchRung {
+ public:
+  void run(const Problem& problem, Operands& operands, cudaStream_t stream) {
+    const std::string label = problem.label();
+    if (label != label_) {
+      const GroupedRouting routing(problem);
+      const std::vector<int> tile_starts =
+          group_tile_starts(routing.counts, problem.dims[1], kGroupedTileRows, kGroupedTileCols);
+      std::vector<int> host = routing.row_starts;
+      host.insert(host.end(), tile_starts.begin(), tile_starts.end());
+      groups_ = static_cast<int>(routing.counts.size());
+      tiles_ = tile_starts.back();
+      if (table_.size() < host.size()) table_ = DeviceBuffer<int>(host.size());
+      table_.copy_from_host(host, stream);
+      label_ = label;
+    }
+    GroupedGemmArgs args;
+    args.groups = groups_;
+    args.n = static_cast<int>(problem.dims[1]);
+    args.k = static_cast<int>(problem.dims[2]);
+    args.a = operands["A"].data<bf16>();
+    args.b = operands["B"].data<bf16>();
+    args.c = operands["C"].data<bf16>();
+    args.row_starts = table_.data();
+    args.tile_starts = table_.data() + groups_ + 1;
+    args.tiles = tiles_;
+    grouped_gemm_02_one_launch(args, stream);
+  }
+
+ private:
+  std::string label_;
+  int groups_ = 0, tiles_ = 0;
+  DeviceBuffer<int> table_;
+};
+
+}  // namespace
+
+void register_grouped_gemm_kernels(Registry& registry) {
+  if (!registry.has_op(kGroupedGemmOp)) registry.add_op(make_grouped_gemm_op());
+
+  KernelEntry loop = grouped_entry("01_loop_of_gemms", 1,
+                                   "one call of stage 3's GEMM entry per expert with tokens: G launches in a row");
+  loop.launch = grouped_gemm_01_loop_of_gemms();
+  registry.add_kernel(std::move(loop));
+
+  KernelEntry one_launch = grouped_entry("02_one_launch", 2,
+                                         "every expert's 128x256 tiles in one grid, a tile table of prefix sums, "
+                                         "rung 03's cp.async mainloop per tile");
+  one_launch.constraints = "K % 8 == 0";
+  one_launch.supports = &grouped_gemm_tiles_shape_error;
+  one_launch.refuses = grouped_gemm_tiles_refusals();
+  one_launch.launch = launch_of_rung<OneLaunchRung>();
+  registry.add_kernel(std::move(one_launch));
+}
+
+}  // namespace kc::stage3
