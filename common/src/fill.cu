@@ -2,18 +2,12 @@
 
 #include "kc/common/error.hpp"
 #include "kc/common/fill.hpp"
+#include "kc/common/splitmix.hpp"
 
 namespace kc {
 namespace {
 
 constexpr int kThreads = 256;
-
-__host__ __device__ inline std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 // Uniform double in [0, 1) from 53 hash bits.
 __device__ inline double unit_uniform(std::uint64_t seed, std::uint64_t index, std::uint64_t stream) {

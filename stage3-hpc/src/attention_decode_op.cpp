@@ -14,6 +14,7 @@
 
 #include "attention_decode_gather.hpp"
 #include "kc/common/fill.hpp"
+#include "kc/common/splitmix.hpp"
 #include "kc/stage3/attention.hpp"
 
 namespace kc::stage3 {
@@ -31,19 +32,12 @@ std::vector<ParamSpec> decode_params() {
           {"scale", 0.0, "softmax scale; 0 means 1/sqrt(D)"}};
 }
 
-// A 64-bit mix (splitmix64's finalizer): the ragged lengths and the placement's random numbers.
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // Uniform in [0, n) from a counter (the bias of the modulo is below 2^-40 for the pool sizes here).
 class Draws {
  public:
-  explicit Draws(std::uint64_t seed) : state_(mix(seed ^ kLayoutStream)) {}
-  std::int64_t below(std::int64_t n) { return static_cast<std::int64_t>(mix(state_++) % static_cast<std::uint64_t>(n)); }
+  explicit Draws(std::uint64_t seed) : state_(splitmix64(seed ^ kLayoutStream)) {}
+  std::int64_t below(std::int64_t n) { return static_cast<std::int64_t>(splitmix64(state_++) % static_cast<std::uint64_t>(n)); }
 
  private:
   std::uint64_t state_;
@@ -292,7 +286,7 @@ std::vector<std::int32_t> decode_seq_lens(const DecodeShape& s) {
   for (std::int64_t b = 0; b < s.batch; ++b) {
     const std::int64_t length =
         b < kEdges ? edges[b]
-                   : 1 + static_cast<std::int64_t>(mix(static_cast<std::uint64_t>(b) * 0x100000001b3ull ^
+                   : 1 + static_cast<std::int64_t>(splitmix64(static_cast<std::uint64_t>(b) * 0x100000001b3ull ^
                                                        static_cast<std::uint64_t>(s.max_len)) %
                                                    static_cast<std::uint64_t>(s.max_len));
     lengths[static_cast<std::size_t>(b)] = static_cast<std::int32_t>(std::clamp<std::int64_t>(length, 0, s.max_len));

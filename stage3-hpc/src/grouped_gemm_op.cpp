@@ -15,6 +15,7 @@
 #include "kc/common/blas_grouped.hpp"
 #include "kc/common/error.hpp"
 #include "kc/common/fill.hpp"
+#include "kc/common/splitmix.hpp"
 #include "kc/common/gemm.hpp"
 #include "kc/common/op_builder.hpp"
 
@@ -24,14 +25,6 @@ namespace {
 constexpr int kKMultiple = 8;  // 16 bytes of bf16
 constexpr double kLargestSeed = 9007199254740992.0;  // 2^53: every whole number below is a double
 
-// splitmix64 (Steele, Lea, Flood 2014): a fixed generator, so a routing_seed means the same
-// routing with every standard library.
-std::uint64_t splitmix64(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 
 std::int64_t tokens_of(const Problem& p) { return static_cast<std::int64_t>(p.param("tokens")); }
 std::int64_t experts_of(const Problem& p) { return p.dims[0]; }
@@ -175,7 +168,7 @@ std::vector<std::int64_t> expert_token_counts(std::int64_t experts, std::int64_t
   std::iota(expert_of_rank.begin(), expert_of_rank.end(), std::size_t{0});
   if (routing_seed != 0) {
     std::uint64_t state = routing_seed;
-    for (std::size_t i = size - 1; i > 0; --i) std::swap(expert_of_rank[i], expert_of_rank[splitmix64(state) % (i + 1)]);
+    for (std::size_t i = size - 1; i > 0; --i) std::swap(expert_of_rank[i], expert_of_rank[splitmix64_next(state) % (i + 1)]);
   }
   std::vector<std::int64_t> counts(size);
   for (std::size_t r = 0; r < size; ++r) counts[expert_of_rank[r]] = by_rank[r];

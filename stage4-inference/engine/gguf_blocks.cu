@@ -5,6 +5,7 @@
 #include <cuda_fp16.h>
 
 #include "kc/common/error.hpp"
+#include "kc/common/splitmix.hpp"
 
 namespace kc::engine {
 namespace {
@@ -12,13 +13,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kBlockWeights = 32;
 
-// splitmix64: a counter-based generator, so a block's bytes depend on (seed, index) alone.
-__device__ std::uint64_t mix(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 __device__ float unit(std::uint64_t bits) {  // [0, 1) from the top 24 bits
   return static_cast<float>(bits >> 40) * 0x1p-24f;
@@ -38,18 +32,18 @@ template <GgmlType kType>
 __global__ void draw_kernel(std::uint8_t* blocks, std::size_t count, int block_bytes, std::uint64_t seed) {
   const std::size_t b = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (b >= count) return;
-  std::uint64_t state = mix(seed ^ mix(b));
+  std::uint64_t state = splitmix64(seed ^ splitmix64(b));
   std::uint8_t* block = blocks + b * static_cast<std::size_t>(block_bytes);
-  put_half(block, exp2f(-10.f + 6.f * unit(state = mix(state))));
+  put_half(block, exp2f(-10.f + 6.f * unit(state = splitmix64(state))));
   int first = 2;
   if constexpr (kType == GgmlType::q4_1) {
-    state = mix(state);
+    state = splitmix64(state);
     const float magnitude = exp2f(-10.f + 8.f * unit(state));
     put_half(block + 2, (state & 1u) != 0 ? -magnitude : magnitude);
     first = 4;
   }
   for (int i = first; i < block_bytes; i += 8) {
-    state = mix(state);
+    state = splitmix64(state);
     for (int j = 0; j < 8 && i + j < block_bytes; ++j) block[i + j] = static_cast<std::uint8_t>(state >> (8 * j));
   }
 }

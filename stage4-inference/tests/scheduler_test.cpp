@@ -14,6 +14,7 @@
 #include <set>
 
 #include "kc/common/error.hpp"
+#include "kc/common/splitmix.hpp"
 #include "kc/engine/scheduler.hpp"
 #include "support/test_files.hpp"
 
@@ -29,12 +30,6 @@ using test_support::error_of;
 
 constexpr std::int32_t kVocab = 64;
 
-std::uint64_t mix(std::uint64_t x) {  // splitmix64's finaliser
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 class FakeModel : public ModelExecutor {
  public:
@@ -65,10 +60,10 @@ class FakeModel : public ModelExecutor {
       if (!sequence.samples) continue;
       std::uint64_t hash = 0;
       for (std::int64_t position = 0; position < tables.lengths[row]; ++position)
-        hash = mix(hash ^ static_cast<std::uint64_t>(slots_[slot_of(tables, row, position)]));
+        hash = splitmix64(hash ^ static_cast<std::uint64_t>(slots_[slot_of(tables, row, position)]));
       std::vector<float> logits(kVocab);
       for (std::int32_t token = 0; token < kVocab; ++token)
-        logits[token] = static_cast<float>(mix(hash + token) >> 40) / 4194304.0f;  // [0, 4)
+        logits[token] = static_cast<float>(splitmix64(hash + token) >> 40) / 4194304.0f;  // [0, 4)
       sampled.push_back(sample_token(logits, sequence.sampling,
                                      static_cast<std::uint64_t>(sequence.output_index)));
     }
