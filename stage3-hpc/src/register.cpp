@@ -11,12 +11,24 @@
 #include "kc/stage3/attention_decode.hpp"
 #include "kc/stage3/gemv_gguf.hpp"
 #include "kc/stage3/grouped_gemm.hpp"
-#include "kc/stage3/register.hpp"
 #include "arch/sm90/tma_descriptor.hpp"
 #include "register_attention.hpp"
 #include "register_attention_decode.hpp"
 
 namespace kc::stage3 {
+KernelEntry rung_entry(const std::string& op, const std::string& name, int rung, std::string idea,
+                       std::vector<DType> dtypes, std::string report, int min_compute_capability) {
+  KernelEntry entry;
+  entry.id = "stage3/" + op + "/" + name;
+  entry.op = op;
+  entry.rung = rung;
+  entry.idea = std::move(idea);
+  entry.dtypes = std::move(dtypes);
+  entry.min_compute_capability = min_compute_capability;
+  entry.report = std::move(report);
+  return entry;
+}
+
 namespace {
 
 constexpr int kAmpere = 80;
@@ -27,22 +39,15 @@ using PortableLaunch = void (*)(const HgemmArgs&, cudaStream_t);
 using HopperLaunch = void (*)(const HgemmArgs&, cudaStream_t, HopperLaunchCache&);
 
 KernelEntry ladder_entry(const std::string& op, const std::string& name, int rung, std::string idea) {
-  KernelEntry entry;
-  entry.id = "stage3/" + op + "/" + name;
-  entry.op = op;
-  entry.rung = rung;
-  entry.idea = std::move(idea);
-  entry.dtypes = {DType::bf16};
+  KernelEntry entry = rung_entry(op, name, rung, std::move(idea), {DType::bf16}, kReportGroup, kAmpere);
   entry.constraints = kShapeConstraint;
   entry.supports = &hgemm_shape_error;
   entry.refuses = hgemm_refusals();
-  entry.report = kReportGroup;
   return entry;
 }
 
 KernelEntry portable_entry(const std::string& name, int rung, std::string idea, PortableLaunch launch) {
   KernelEntry entry = ladder_entry(kHgemmOp, name, rung, std::move(idea));
-  entry.min_compute_capability = kAmpere;
   entry.launch = [launch](const Problem& problem, Operands& operands, cudaStream_t stream) {
     launch(gemm_args<bf16>(problem, operands, BLayout::n_by_k), stream);
   };
@@ -125,17 +130,10 @@ KernelEntry fused_entry() {
 // refuses the other layout's problems.
 KernelEntry gguf_entry(const std::string& name, int rung, std::string idea, GgufLayout layout,
                        void (*gemv)(const GgufGemvArgs&, cudaStream_t)) {
-  KernelEntry entry;
-  entry.id = std::string("stage3/") + kGemvGgufOp + "/" + name;
-  entry.op = kGemvGgufOp;
-  entry.rung = rung;
-  entry.idea = std::move(idea);
-  entry.dtypes = {DType::bf16};
-  entry.min_compute_capability = kAmpere;
+  KernelEntry entry = rung_entry(kGemvGgufOp, name, rung, std::move(idea), {DType::bf16}, "stage3-quant", kAmpere);
   entry.constraints = layout == GgufLayout::blocks ? "M <= 16, K % 32 == 0, layout=0" : "M <= 16, K % 32 == 0, layout=1";
   entry.supports = [layout](const Problem& p) { return gemv_gguf_layout_error(p, layout); };
   entry.refuses = gemv_gguf_refusals(layout);
-  entry.report = "stage3-quant";
   entry.launch = [gemv](const Problem& p, Operands& o, cudaStream_t stream) { gemv(gemv_gguf_args(p, o), stream); };
   return entry;
 }

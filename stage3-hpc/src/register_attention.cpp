@@ -11,6 +11,7 @@
 
 #include "kc/stage3/attention_args.hpp"
 #include "kc/stage3/attention.hpp"
+#include "kc/stage3/register.hpp"
 
 namespace kc::stage3 {
 namespace {
@@ -73,15 +74,7 @@ KernelEntry flash_entry(const std::string& name, int rung, std::string idea, Fla
 }  // namespace
 
 KernelEntry attention_kernel_entry(const std::string& op, const std::string& name, int rung, std::string idea) {
-  KernelEntry entry;
-  entry.id = "stage3/" + op + "/" + name;
-  entry.op = op;
-  entry.rung = rung;
-  entry.idea = std::move(idea);
-  entry.dtypes = {DType::bf16, DType::f16};
-  entry.min_compute_capability = kAmpere;
-  entry.report = kAttentionReportGroup;
-  return entry;
+  return rung_entry(op, name, rung, std::move(idea), {DType::bf16, DType::f16}, kAttentionReportGroup, kAmpere);
 }
 
 std::string flash_attention_shape_error(const Problem& problem) {

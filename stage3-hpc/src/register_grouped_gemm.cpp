@@ -7,6 +7,7 @@
 
 #include "kc/common/buffer.hpp"
 #include "kc/stage3/grouped_gemm.hpp"
+#include "kc/stage3/register.hpp"
 
 namespace kc::stage3 {
 namespace {
@@ -14,15 +15,7 @@ namespace {
 constexpr int kAmpere = 80;
 
 KernelEntry grouped_entry(const std::string& name, int rung, std::string idea) {
-  KernelEntry entry;
-  entry.id = std::string("stage3/") + kGroupedGemmOp + "/" + name;
-  entry.op = kGroupedGemmOp;
-  entry.rung = rung;
-  entry.idea = std::move(idea);
-  entry.dtypes = {DType::bf16};
-  entry.min_compute_capability = kAmpere;
-  entry.report = kGroupedGemmReport;
-  return entry;
+  return rung_entry(kGroupedGemmOp, name, rung, std::move(idea), {DType::bf16}, kGroupedGemmReport, kAmpere);
 }
 
 // What rung 02 keeps between launches: its tile table (the experts' first rows, then their first

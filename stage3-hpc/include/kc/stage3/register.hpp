@@ -16,6 +16,12 @@ inline constexpr const char* kReportGroup = "stage3-gemm";
 
 // hgemm: BF16 in and out (the problem's dtype), B N x K, FP32 accumulation; baseline
 // cublasGemmEx, COMPUTE_32F.
+// A stage-3 rung's entry: id "stage3/<op>/<name>", its rung number and idea, the data types it
+// runs, the docs table it reports in and the lowest compute capability it needs; the caller adds
+// its constraints, refusals and launch. Every ladder's registration starts from it.
+KernelEntry rung_entry(const std::string& op, const std::string& name, int rung, std::string idea,
+                       std::vector<DType> dtypes, std::string report, int min_compute_capability);
+
 OpSpec make_hgemm_op();
 // gemm_bias_gelu: the same GEMM followed by + bias[col] and GELU (tanh form); baseline cuBLASLt
 // with its GELU_BIAS epilogue; peer cublasGemmEx followed by a separate bias+GELU kernel (the two
