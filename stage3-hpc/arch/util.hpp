@@ -20,7 +20,11 @@ namespace kc::stage3 {
 
 __host__ __device__ constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
-inline bool aligned_16(const void* pointer) { return reinterpret_cast<std::uintptr_t>(pointer) % 16 == 0; }
+// True when `pointer` is a multiple of `bytes` (the widest load or store a kernel makes there).
+inline bool aligned(const void* pointer, std::uintptr_t bytes) {
+  return reinterpret_cast<std::uintptr_t>(pointer) % bytes == 0;
+}
+inline bool aligned_16(const void* pointer) { return aligned(pointer, 16); }
 
 // The 128-byte swizzle (gemm/gemm_layout.hpp) repeats every 8 rows of 128 bytes, and TMA and
 // WGMMA apply it to the low address bits: every swizzled tile must start 1024-byte aligned.

@@ -26,6 +26,7 @@
 #include "hgemm.hpp"
 #include "kc/common/blas.hpp"
 #include "kc/common/error.hpp"
+#include "arch/util.hpp"
 #include "arch/sm90/tma_descriptor.hpp"
 
 #ifndef KC_STAGE3_HAS_SM90A
@@ -34,10 +35,6 @@
 
 namespace kc::stage3 {
 namespace {
-
-bool aligned(const void* pointer, std::uintptr_t bytes) {
-  return reinterpret_cast<std::uintptr_t>(pointer) % bytes == 0;
-}
 
 // The largest span of one matrix, in elements, that 32-bit indexing reaches.
 constexpr std::int64_t kMaxMatrixSpan = INT32_MAX;

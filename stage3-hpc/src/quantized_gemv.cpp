@@ -3,16 +3,10 @@
 
 #include <fmt/format.h>
 
+#include "arch/util.hpp"
 #include "kc/common/error.hpp"
 
 namespace kc::stage3 {
-namespace {
-
-bool aligned(const void* pointer, std::uintptr_t bytes) {
-  return reinterpret_cast<std::uintptr_t>(pointer) % bytes == 0;
-}
-
-}  // namespace
 
 std::string_view quantized_gemv_kernel_name(QuantizedGemvKernel kernel) {
   switch (kernel) {
