@@ -1,4 +1,5 @@
-// The public quantized GEMV entry (kc/stage3/quantized_gemv.hpp): the checks, then rung 01.
+// The public quantized GEMV entry (kc/stage3/quantized_gemv.hpp): the checks, then rung 01 (w as
+// stored) or rung 03 (w prepared).
 #include "kc/stage3/quantized_gemv.hpp"
 
 #include <fmt/format.h>
@@ -12,6 +13,8 @@ std::string_view quantized_gemv_kernel_name(QuantizedGemvKernel kernel) {
   switch (kernel) {
     case QuantizedGemvKernel::gemv_gguf_01_warp_per_column:
       return "stage3/gemv_gguf/01_warp_per_column";
+    case QuantizedGemvKernel::gemv_gguf_03_mma:
+      return "stage3/gemv_gguf/03_mma";
   }
   return "unknown";
 }
@@ -42,21 +45,59 @@ void check_quantized_gemv_args(const QuantizedGemvArgs& a) {
   require(a.k >= kGgufBlockWeights && a.k % kGgufBlockWeights == 0,
           "{}: K = {} is not a positive multiple of {}: a row of w is whole blocks of {} weights", entry, a.k,
           kGgufBlockWeights, kGgufBlockWeights);
-  require(a.w != nullptr, "{}: w (the N x K / 32 blocks) is a null pointer", entry);
+  const bool prepared = a.quants != nullptr || a.scales != nullptr;
+  require(prepared != (a.w != nullptr),
+          "{}: give the weight either as stored (w) or prepared by quantized_gemv_prepare (quants and scales), "
+          "exactly one of the two (w {}, quants {}, scales {})",
+          entry, static_cast<const void*>(a.w), static_cast<const void*>(a.quants), a.scales);
   require(a.x != nullptr, "{}: x (M x K, bf16) is a null pointer", entry);
   require(a.y != nullptr, "{}: y (M x N, bf16) is a null pointer", entry);
-  require(aligned(a.w, 4), "{}: w at {} is not 4-byte aligned: the rung reads the blocks' halves in place",
-          entry, static_cast<const void*>(a.w));
-  require(aligned(a.x, 4), "{}: x at {} is not 4-byte aligned: the rung reads x in bf16 pairs", entry,
-          static_cast<const void*>(a.x));
+  if (prepared) {
+    require(a.quants != nullptr && a.scales != nullptr, "{}: a prepared weight needs both quants and scales", entry);
+    require(aligned(a.quants, 16) && aligned(a.scales, 16) && aligned(a.x, 16),
+            "{}: quants {}, scales {} and x {} must be 16-byte aligned: the tensor-core rung reads them in 16-byte "
+            "pieces",
+            entry, static_cast<const void*>(a.quants), a.scales, static_cast<const void*>(a.x));
+  } else {
+    require(aligned(a.w, 4), "{}: w at {} is not 4-byte aligned: the rung reads the blocks' halves in place",
+            entry, static_cast<const void*>(a.w));
+    require(aligned(a.x, 4), "{}: x at {} is not 4-byte aligned: the rung reads x in bf16 pairs", entry,
+            static_cast<const void*>(a.x));
+  }
   require(aligned(a.y, 2), "{}: y at {} is not aligned to a bf16 element (2 bytes)", entry,
           static_cast<const void*>(a.y));
 }
 
 QuantizedGemvKernel quantized_gemv(const QuantizedGemvArgs& args, cudaStream_t stream) {
   check_quantized_gemv_args(args);
+  if (args.quants != nullptr) {
+    gemv_gguf_03_mma(args, stream);
+    return QuantizedGemvKernel::gemv_gguf_03_mma;
+  }
   gemv_gguf_01_warp_per_column(args, stream);
   return QuantizedGemvKernel::gemv_gguf_01_warp_per_column;
+}
+
+std::size_t quantized_gemv_prepared_quant_bytes(GgufBlockType type, int n, int k) {
+  return gguf_mma_quant_bytes(type, n, k);
+}
+
+std::size_t quantized_gemv_prepared_scale_bytes(GgufBlockType type, int n, int k) {
+  return gguf_mma_scale_bytes(type, n, k);
+}
+
+void quantized_gemv_prepare(GgufBlockType type, const std::uint8_t* blocks, int n, int k, std::uint8_t* quants,
+                            void* scales, cudaStream_t stream) {
+  constexpr const char* entry = "kc::stage3::quantized_gemv_prepare";
+  require(type == GgufBlockType::q4_0 || type == GgufBlockType::q4_1 || type == GgufBlockType::q8_0,
+          "{}: block type {} is not q4_0 (2), q4_1 (3) or q8_0 (8)", entry, static_cast<int>(type));
+  require(n >= 1 && k >= kGgufBlockWeights && k % kGgufBlockWeights == 0,
+          "{}: N = {} must be at least 1 and K = {} a positive multiple of {}", entry, n, k, kGgufBlockWeights);
+  require(blocks != nullptr && quants != nullptr && scales != nullptr, "{}: blocks, quants and scales must be non-null",
+          entry);
+  require(aligned(quants, 16) && aligned(scales, 16), "{}: quants {} and scales {} must be 16-byte aligned", entry,
+          static_cast<const void*>(quants), scales);
+  repack_gguf_blocks_for_mma_on_device(type, blocks, n, k, quants, scales, stream);
 }
 
 }  // namespace kc::stage3

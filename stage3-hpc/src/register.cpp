@@ -131,7 +131,7 @@ KernelEntry fused_entry() {
 KernelEntry gguf_entry(const std::string& name, int rung, std::string idea, GgufLayout layout,
                        void (*gemv)(const GgufGemvArgs&, cudaStream_t)) {
   KernelEntry entry = rung_entry(kGemvGgufOp, name, rung, std::move(idea), {DType::bf16}, "stage3-quant", kAmpere);
-  entry.constraints = layout == GgufLayout::blocks ? "M <= 16, K % 32 == 0, layout=0" : "M <= 16, K % 32 == 0, layout=1";
+  entry.constraints = fmt::format("M <= 16, K % 32 == 0, layout={}", static_cast<int>(layout));
   entry.supports = [layout](const Problem& p) { return gemv_gguf_layout_error(p, layout); };
   entry.refuses = gemv_gguf_refusals(layout);
   entry.launch = [gemv](const Problem& p, Operands& o, cudaStream_t stream) { gemv(gemv_gguf_args(p, o), stream); };
@@ -163,6 +163,10 @@ void register_kernels(Registry& registry) {
                                  "blocks repacked at load time (quants in 16-byte rows, scales apart): one "
                                  "LDG.128 of quants per block",
                                  GgufLayout::repacked, &gemv_gguf_02_repacked));
+  registry.add_kernel(gguf_entry("03_mma", 3,
+                                 "blocks repacked for mma.sync's fragments: nibbles to bf16 with one LOP3 a pair, "
+                                 "products on the tensor cores, the scales applied once a block in FP32",
+                                 GgufLayout::mma, &gemv_gguf_03_mma));
 
   registry.add_kernel(portable_entry("01_wmma", 1,
                                      "WMMA 16x16x16 fragments, tiles staged through shared memory",

@@ -59,7 +59,18 @@ TEST(QuantizedGemvEntry, RefusesTypesItHasNoBlocksFor) {
 TEST(QuantizedGemvEntry, RefusesNullAndMisalignedOperandsNamingThem) {
   QuantizedGemvArgs args = decode_args(GgufBlockType::q4_1, 1, 64, 64);
   args.w = nullptr;
-  expect_refused([&] { check_quantized_gemv_args(args); }, "w (the N x K / 32 blocks) is a null pointer");
+  expect_refused([&] { check_quantized_gemv_args(args); }, {"either as stored (w) or prepared", "exactly one"});
+  args = decode_args(GgufBlockType::q4_1, 1, 64, 64);
+  args.quants = fake_pointer<const std::uint8_t>(4);
+  args.scales = fake_pointer<const std::uint8_t>(5);
+  expect_refused([&] { check_quantized_gemv_args(args); }, "exactly one");  // w and quants both given
+  args.w = nullptr;
+  args.x = fake_pointer<const __nv_bfloat16>(2);
+  EXPECT_NO_THROW(check_quantized_gemv_args(args));  // a prepared weight
+  args.scales = nullptr;
+  expect_refused([&] { check_quantized_gemv_args(args); }, "needs both quants and scales");
+  args.scales = fake_pointer<const std::uint8_t>(5, 8);
+  expect_refused([&] { check_quantized_gemv_args(args); }, "must be 16-byte aligned");
   args = decode_args(GgufBlockType::q4_1, 1, 64, 64);
   args.x = nullptr;
   expect_refused([&] { check_quantized_gemv_args(args); }, "x (M x K, bf16) is a null pointer");
@@ -83,6 +94,17 @@ TEST(QuantizedGemvEntry, RefusesNullAndMisalignedOperandsNamingThem) {
 TEST(QuantizedGemvEntry, NamesTheRungAndTheTypes) {
   EXPECT_EQ(quantized_gemv_kernel_name(QuantizedGemvKernel::gemv_gguf_01_warp_per_column),
             "stage3/gemv_gguf/01_warp_per_column");
+  EXPECT_EQ(quantized_gemv_kernel_name(QuantizedGemvKernel::gemv_gguf_03_mma), "stage3/gemv_gguf/03_mma");
+  // The prepared layout pads N to whole tiles of 8 rows and K to 128 (4 blocks): 16 bytes of
+  // quants a lane (32 for q8_0), 2 or 4 bytes of scale a block-row.
+  EXPECT_EQ(quantized_gemv_prepared_quant_bytes(GgufBlockType::q4_1, 4096, 4096), 4096u * 4096u / 2u);
+  EXPECT_EQ(quantized_gemv_prepared_scale_bytes(GgufBlockType::q4_1, 4096, 4096), 4096u * 128u * 4u);
+  EXPECT_EQ(quantized_gemv_prepared_quant_bytes(GgufBlockType::q8_0, 9, 96), 2u * 1u * 32u * 32u);
+  EXPECT_EQ(quantized_gemv_prepared_scale_bytes(GgufBlockType::q4_0, 9, 96), 2u * 1u * 32u * 2u);
+  expect_refused([&] { quantized_gemv_prepare(GgufBlockType::q4_0, nullptr, 8, 64, nullptr, nullptr, nullptr); },
+                 "must be non-null");
+  expect_refused([&] { quantized_gemv_prepare(GgufBlockType::q4_0, nullptr, 8, 48, nullptr, nullptr, nullptr); },
+                 "multiple of 32");
   EXPECT_EQ(gguf_block_type_name(GgufBlockType::q4_0), "q4_0");
   EXPECT_EQ(gguf_block_type_name(GgufBlockType::q4_1), "q4_1");
   EXPECT_EQ(gguf_block_type_name(GgufBlockType::q8_0), "q8_0");

@@ -48,10 +48,11 @@ std::string layer_piece(std::int64_t layer, const char* what) {
   return fmt::format("layer {} {}", layer, what);
 }
 
-// A projection's blocks in the pool (data null: none, or not used: RunnerOptions::native_quantized
-// off).
+// A projection's blocks in the pool, in the quantized GEMV's prepared layout (quants then scales;
+// quants null: none, or not used: RunnerOptions::native_quantized off).
 struct Blocks {
-  const std::uint8_t* data = nullptr;
+  const std::uint8_t* quants = nullptr;
+  const void* scales = nullptr;
   stage3::GgufBlockType type = stage3::GgufBlockType::q4_0;
 };
 
@@ -67,6 +68,15 @@ struct BlockPiece {
   std::int64_t rows = 0, k = 0;
   std::size_t block_count() const { return static_cast<std::size_t>(rows) * static_cast<std::size_t>(k / 32); }
   std::size_t bytes() const { return block_count() * ggml_type_info(type).block_bytes; }
+  // Its piece in the pool: the blocks prepared for the quantized GEMV (padding included).
+  stage3::GgufBlockType gemv_type() const { return static_cast<stage3::GgufBlockType>(static_cast<int>(type)); }
+  std::size_t quant_bytes() const {
+    return stage3::quantized_gemv_prepared_quant_bytes(gemv_type(), static_cast<int>(rows), static_cast<int>(k));
+  }
+  std::size_t prepared_bytes() const {
+    return quant_bytes() +
+           stage3::quantized_gemv_prepared_scale_bytes(gemv_type(), static_cast<int>(rows), static_cast<int>(k));
+  }
 };
 
 // The per-step int32 inputs, in one staging buffer and one copy: where each lives in it.
@@ -227,7 +237,7 @@ PoolLayout ModelRunner::Impl::layout(std::int64_t num_blocks) const {
     layout.add(layer_piece(l, "down"), elements(c.hidden_size, c.intermediate_size) * b);
   }
   if (options.native_quantized)
-    for (const BlockPiece& blocks : block_plan) layout.add(blocks.piece, blocks.bytes());
+    for (const BlockPiece& blocks : block_plan) layout.add(blocks.piece, blocks.prepared_bytes());
   layout.add("rope cos/sin", elements(max_model_len, c.head_dim) * sizeof(float));
   const std::int64_t t = options.max_batched_tokens, rows = options.max_running;
   layout.add("step inputs", ints.total * sizeof(std::int32_t));
@@ -378,7 +388,7 @@ void ModelRunner::Impl::count_weight_bytes() {
     // that runs on its blocks at one token reads them instead of its copy.
     if (embedding_table && !tied) continue;
     const BlockPiece* kept = options.native_quantized ? find_block_piece(piece.name) : nullptr;
-    w.read_per_token += kept != nullptr ? kept->bytes() : piece.bytes;
+    w.read_per_token += kept != nullptr ? kept->prepared_bytes() : piece.bytes;
   }
   if (options.native_quantized && !block_plan.empty()) w.block_type = std::string(ggml_type_name(block_plan.front().type));
   for (const BlockPiece& blocks : block_plan)
@@ -457,9 +467,10 @@ void ModelRunner::Impl::upload(const ModelWeights* weights, std::uint64_t seed,
             tensor->data.size(), count);
     send(tensor->data.data(), count * sizeof(std::uint16_t), to + offset_elements);
   };
-  // Random blocks drawn while native_quantized is off live here only long enough to be dequantized.
+  // Blocks as a file stores them (or as drawn) wait here to be dequantized into the bf16 copy and,
+  // with native_quantized, prepared for the quantized GEMV into their pool piece.
   std::size_t scratch_bytes = 0;
-  if (weights == nullptr && !options.native_quantized)
+  if (weights == nullptr || options.native_quantized)
     for (const BlockPiece& blocks : block_plan) scratch_bytes = std::max(scratch_bytes, blocks.bytes());
   DeviceBuffer<std::uint8_t> scratch(scratch_bytes);
   // A projection's bf16 copy (`parts` one after the other: gate and up), and where block_plan has
@@ -471,9 +482,8 @@ void ModelRunner::Impl::upload(const ModelWeights* weights, std::uint64_t seed,
     const BlockPiece* plan = find_block_piece(key);
     std::uint8_t* in_pool = plan != nullptr && options.native_quantized ? pool.get<std::uint8_t>(plan->piece) : nullptr;
     if (weights == nullptr && plan != nullptr) {
-      std::uint8_t* at = in_pool != nullptr ? in_pool : scratch.data();
-      draw_gguf_blocks(plan->type, at, plan->block_count(), seed * 1000003u + tensor_index++, stream);
-      dequantize_gguf_blocks(plan->type, at, plan->block_count(), to, stream);
+      draw_gguf_blocks(plan->type, scratch.data(), plan->block_count(), seed * 1000003u + tensor_index++, stream);
+      dequantize_gguf_blocks(plan->type, scratch.data(), plan->block_count(), to, stream);
     } else {
       std::size_t offset = 0;
       for (const HostTensor* part : parts) {
@@ -481,16 +491,25 @@ void ModelRunner::Impl::upload(const ModelWeights* weights, std::uint64_t seed,
         offset += part_elements;
       }
       std::size_t at = 0;
-      if (in_pool != nullptr)
+      if (in_pool != nullptr) {
         for (const std::optional<QuantizedTensor>* blocks : kept) {
-          send((*blocks)->bytes.data(), (*blocks)->bytes.size(), in_pool + at);
+          send((*blocks)->bytes.data(), (*blocks)->bytes.size(), scratch.data() + at);
           at += (*blocks)->bytes.size();
         }
+        // The scratch is read on `stream` next: the side stream's copies into it come first.
+        cudaEvent_t sent = side.freed[1 - which];
+        KC_CUDA_CHECK(cudaStreamWaitEvent(stream, sent, 0));
+      }
       require(in_pool == nullptr || at == plan->bytes(), "'{}': the kept blocks hold {} bytes; the shape needs {}",
               key, at, plan == nullptr ? 0 : plan->bytes());
     }
     if (in_pool == nullptr) return Blocks{};
-    return Blocks{in_pool, static_cast<stage3::GgufBlockType>(static_cast<int>(plan->type))};
+    // The blocks (gate and up one after the other: one [2I, K] weight) in the GEMV's layout.
+    stage3::quantized_gemv_prepare(plan->gemv_type(), scratch.data(), static_cast<int>(plan->rows),
+                                   static_cast<int>(plan->k), in_pool, in_pool + plan->quant_bytes(), stream);
+    // The next projection's blocks overwrite the scratch: the side stream waits for this one.
+    KC_CUDA_CHECK(cudaStreamSynchronize(stream));
+    return Blocks{in_pool, in_pool + plan->quant_bytes(), plan->gemv_type()};
   };
   const std::int64_t H = c.hidden_size, I = c.intermediate_size;
   const LayerWeights* w = nullptr;
@@ -609,13 +628,14 @@ void ModelRunner::Impl::gemm_into(const char* role, const bf16* a, const bf16* w
 
 void ModelRunner::Impl::project(const char* role, const bf16* a, const bf16* w, const Blocks& blocks, bool native,
                                 bf16* c, std::int64_t m, std::int64_t n, std::int64_t k_dim) {
-  if (!native || blocks.data == nullptr) {
+  if (!native || blocks.quants == nullptr) {
     gemm_into(role, a, w, c, m, n, k_dim);
     return;
   }
   stage3::QuantizedGemvArgs args;
   args.type = blocks.type;
-  args.w = blocks.data;
+  args.quants = blocks.quants;  // prepared at load (quantized_gemv_prepare)
+  args.scales = blocks.scales;
   args.x = a;
   args.y = c;
   args.m = static_cast<int>(m);
@@ -640,7 +660,7 @@ std::array<stage3::Gemm::SharedAWeight, 3> ModelRunner::Impl::qkv_weights(const 
 }
 
 void ModelRunner::Impl::qkv_into(const bf16* normed_rows, const Layer& layer, std::int64_t m, bool native) {
-  if (native && (layer.q_blocks.data != nullptr || layer.k_blocks.data != nullptr || layer.v_blocks.data != nullptr)) {
+  if (native && (layer.q_blocks.quants != nullptr || layer.k_blocks.quants != nullptr || layer.v_blocks.quants != nullptr)) {
     const int H = static_cast<int>(config.hidden_size);
     project("q", normed_rows, layer.q, layer.q_blocks, true, q, m, q_width, H);
     project("k", normed_rows, layer.k, layer.k_blocks, true, k, m, kv_width, H);

@@ -697,7 +697,7 @@ TEST(ModelRunner, NativeQuantizedStepsMatchTheDequantizedPathAndTheDoubleModel) 
           const std::string key = fmt::format("projection {}, {} blocks (first at M = 7)", role, ggml_type_name(type));
           if (native == 1) {
             ASSERT_EQ(used.count(key), 1u) << name << ": " << key;
-            EXPECT_EQ(used.at(key), "stage3/gemv_gguf/01_warp_per_column") << name;
+            EXPECT_EQ(used.at(key), "stage3/gemv_gguf/03_mma") << name;
           } else {
             EXPECT_EQ(used.count(key), 0u) << name << ": the dequantized path ran on blocks";
           }
@@ -743,7 +743,7 @@ TEST(ModelRunner, NativeQuantizedDecodeUnderCudaGraphsMatchesEagerAndTheDoubleMo
     bool on_blocks = false;
     for (const auto& [role, kernel] : runner.kernels_used())
       on_blocks = on_blocks || (role.rfind("projection down, q4_1 blocks", 0) == 0 &&
-                                kernel == "stage3/gemv_gguf/01_warp_per_column");
+                                kernel == "stage3/gemv_gguf/03_mma");
     EXPECT_TRUE(on_blocks) << "no step ran the down projection on its blocks";
     if (graphs == 1) {
       EXPECT_GT(runner.graph_replays(), 10) << "the decode steps did not run as graphs";

@@ -35,12 +35,31 @@
 // weight j < 16 in the low nibble of byte j, weight j >= 16 in the high nibble of byte j - 16.
 // Q + S is the block's size (16 + 2 = 18, 16 + 4 = 20, 32 + 2 = 34): the repack moves no more
 // bytes than the blocks, it only separates them.
+//
+// layout=2: the blocks repacked for the tensor cores' fragments by repack_gguf_blocks_for_mma()
+// (host) or repack_gguf_blocks_for_mma_on_device() (rung 03). w is cut into tiles of 8 rows
+// (output columns) by 4 blocks (128 k); N is padded to a multiple of 8 rows and K to a multiple
+// of 128 with zero blocks (quants 0, scales 0). Tile (T, C) = rows 8T..8T+7, blocks 4C..4C+3;
+// tiles go C fastest: tile index T x chunks + C, chunks = ceil(K / 128).
+//
+//   quants: per tile 32 lanes x L bytes, lane l = 4g + t (g = l / 4: row 8T + g; t = l % 4) holds,
+//           for each of the 4 blocks j, the block's weights k = 8t ... 8t+7 of its row:
+//             q4_0, q4_1 (L = 16): word j (4 bytes) = 8 nibbles, nibble position i (bits 4i..4i+3)
+//                                  = weight 8t + 2i for i < 4, weight 8t + 2(i - 4) + 1 for i >= 4
+//             q8_0 (L = 32):       bytes 8j ... 8j+7 = the int8 weights 8t ... 8t+7
+//   scales: per tile 4 x 8 entries of S bytes (half d, or half2 (d, m) for q4_1): entry (t, e),
+//           e = 2j + p, is the scale of row 8T + 2t + p, block 4C + j — lane t's 16 or 32 bytes
+//
+// That is the mma.sync m16n8k16 fragment order with the block's k permuted (the same permutation
+// for x, so the products pair up): lane (g, t) finds its B fragments of both k16 halves of a block
+// in one word, and its 8 values of x for the block in one 16-byte piece of row g.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstddef>
 
 namespace kc::stage3 {
 
@@ -66,16 +85,27 @@ static_assert(gguf_quant_bytes(GgufBlockType::q4_0) + gguf_scale_bytes(GgufBlock
               "the repack separates a block's bytes, it adds none");
 
 // The values of the op's parameter `layout`.
-enum class GgufLayout : int { blocks = 0, repacked = 1 };
+enum class GgufLayout : int { blocks = 0, repacked = 1, mma = 2 };
+
+// layout=2: the bytes of quants and of scales of an N x K weight (padding included).
+constexpr std::size_t gguf_mma_tiles(int n, int k) {
+  return static_cast<std::size_t>((n + 7) / 8) * static_cast<std::size_t>((k / kGgufBlockWeights + 3) / 4);
+}
+constexpr std::size_t gguf_mma_quant_bytes(GgufBlockType type, int n, int k) {
+  return gguf_mma_tiles(n, k) * 32 * (type == GgufBlockType::q8_0 ? 32 : 16);
+}
+constexpr std::size_t gguf_mma_scale_bytes(GgufBlockType type, int n, int k) {
+  return gguf_mma_tiles(n, k) * 32 * static_cast<std::size_t>(gguf_scale_bytes(type));
+}
 
 struct GgufGemvArgs {
   int m = 0, n = 0, k = 0;  // k a multiple of 32
   GgufBlockType type = GgufBlockType::q4_0;
   const __nv_bfloat16* x = nullptr;  // [m, k]
   const std::uint8_t* w = nullptr;   // [n, k / 32] blocks of `type` (layout=0)
-  // layout=1 (null otherwise): the same blocks repacked, see above.
-  const std::uint8_t* quants = nullptr;  // [n, k / 32 x gguf_quant_bytes(type)], 16-byte aligned
-  const void* scales = nullptr;          // [n, k / 32] half, or half2 (d, m) for q4_1
+  // layout=1 or 2 (null otherwise): the same blocks repacked, see above.
+  const std::uint8_t* quants = nullptr;  // layout=1: [n, k / 32 x gguf_quant_bytes(type)]; 2: tiles; 16-byte aligned
+  const void* scales = nullptr;          // layout=1: [n, k / 32] half, or half2 (d, m) for q4_1; 2: tiles
   __nv_bfloat16* y = nullptr;            // [m, n]
 };
 
@@ -94,5 +124,18 @@ void gemv_gguf_02_repacked(const GgufGemvArgs& args, cudaStream_t stream);
 // For the negative control only: rung 02 decoding each byte's nibbles in the wrong order. The
 // check must fail it.
 void gemv_gguf_02_swapped_nibbles(const GgufGemvArgs& args, cudaStream_t stream);
+
+// Rung 03: the fragment layout (layout=2) on mma.sync: per block two m16n8k16 products of the
+// nibbles as bf16 (128 + q) and one of x with ones (the block's sum of x), the scales applied in
+// FP32 once a block; a CTA of 8 warps per 1 or 2 tiles of 8 columns, the warps splitting K.
+void gemv_gguf_03_mma(const GgufGemvArgs& args, cudaStream_t stream);
+// For the negative control only: rung 03 with the two nibbles of each pair exchanged.
+void gemv_gguf_03_swapped_nibbles(const GgufGemvArgs& args, cudaStream_t stream);
+
+// The layout=2 repack on the GPU, once at load time: `blocks` the N rows of K / 32 GGUF blocks of
+// `type` (as a file stores them) in device memory; `quants` and `scales` device buffers of
+// gguf_mma_quant_bytes / gguf_mma_scale_bytes, 16-byte aligned. Asynchronous on `stream`.
+void repack_gguf_blocks_for_mma_on_device(GgufBlockType type, const std::uint8_t* blocks, int n, int k,
+                                          std::uint8_t* quants, void* scales, cudaStream_t stream);
 
 }  // namespace kc::stage3

@@ -1,5 +1,6 @@
 // kc/stage3/quantized_gemv.hpp — the public entry of stage 3's weight-only quantized GEMV:
-// y = x . w^T for the few rows of a decode step, w in llama.cpp's GGUF blocks as a file stores them.
+// y = x . w^T for the few rows of a decode step, w in llama.cpp's GGUF blocks as a file stores them
+// or prepared once at load time for the tensor-core rung.
 //
 // Stage 4 calls it through this header, never through a rung. What it computes and the block
 // layouts (q4_0, q4_1, q8_0; 32 weights a block along K) are those of the gemv_gguf op
@@ -10,9 +11,12 @@
 // An entry, on every call:
 //   1. checks the arguments (check_quantized_gemv_args) and throws kc::Error naming the argument
 //      and the rule before any CUDA call: on bad input nothing runs and nothing is written;
-//   2. runs the rung for the shape and returns which one ran (QuantizedGemvKernel), so the engine
-//      can name it. One rung exists today, stage3/gemv_gguf/01_warp_per_column (a warp per output
-//      column, the blocks decoded where they are read), for every type and every M in 1..16.
+//   2. runs the rung for the weight's layout and returns which one ran (QuantizedGemvKernel), so
+//      the engine can name it: w as stored (args.w) runs stage3/gemv_gguf/01_warp_per_column (a
+//      warp per output column, the blocks decoded where they are read); w prepared by
+//      quantized_gemv_prepare (args.quants and args.scales, args.w null) runs
+//      stage3/gemv_gguf/03_mma (mma.sync on the fragment layout, layout=2 of gemv_gguf_args.hpp),
+//      the fast one. Both take every type and every M in 1..16.
 // The launch is asynchronous on `stream`, allocates nothing and never synchronizes: it can be
 // captured in a CUDA graph. The build holds code for sm_80 and sm_90a; an older GPU gets the
 // runtime's kc::CudaError at the launch.
@@ -30,7 +34,8 @@ namespace kc::stage3 {
 
 // What ran.
 enum class QuantizedGemvKernel {
-  gemv_gguf_01_warp_per_column,  // stage3/gemv_gguf/01_warp_per_column (every type, M <= 16)
+  gemv_gguf_01_warp_per_column,  // stage3/gemv_gguf/01_warp_per_column (w as stored)
+  gemv_gguf_03_mma,              // stage3/gemv_gguf/03_mma (w prepared by quantized_gemv_prepare)
 };
 
 // "stage3/gemv_gguf/01_warp_per_column": the kc-bench id of the rung.
@@ -38,10 +43,23 @@ std::string_view quantized_gemv_kernel_name(QuantizedGemvKernel kernel);
 // "q4_0", "q4_1", "q8_0" ("unknown" for any other value).
 std::string_view gguf_block_type_name(GgufBlockType type);
 
-// The arguments are the rungs' (kc/stage3/gemv_gguf_args.hpp): m, n, k; type; x [M, K] bf16,
-// 4-byte aligned (the rung reads bf16 pairs); w, N rows of K / 32 blocks of `type`, 4-byte aligned;
-// y [M, N] bf16, 2-byte aligned.
+// The arguments are the rungs' (kc/stage3/gemv_gguf_args.hpp): m, n, k; type; x [M, K] bf16; y
+// [M, N] bf16, 2-byte aligned; and the weight either as stored — w, N rows of K / 32 blocks of
+// `type`, 4-byte aligned, x 4-byte aligned — or prepared — quants and scales as
+// quantized_gemv_prepare wrote them, x, quants and scales 16-byte aligned. Exactly one of the two.
 using QuantizedGemvArgs = GgufGemvArgs;
+
+// The device bytes quantized_gemv_prepare writes for an N x K weight of `type` (quants, then
+// scales; tiles of 8 rows x 128 k, so N pads to a multiple of 8 and K to one of 128).
+std::size_t quantized_gemv_prepared_quant_bytes(GgufBlockType type, int n, int k);
+std::size_t quantized_gemv_prepared_scale_bytes(GgufBlockType type, int n, int k);
+
+// Once at load time: the N x K / 32 blocks at `blocks` (device memory, as a file stores them)
+// rewritten for the tensor-core rung into `quants` and `scales` (device, 16-byte aligned, of the
+// sizes above). Checks its arguments like quantized_gemv (kc::Error before any CUDA call);
+// asynchronous on `stream`.
+void quantized_gemv_prepare(GgufBlockType type, const std::uint8_t* blocks, int n, int k, std::uint8_t* quants,
+                            void* scales, cudaStream_t stream);
 
 // Throws kc::Error unless `args` describe a call the rung can run: type q4_0, q4_1 or q8_0; M in
 // [1, kGgufGemvMaxRows] (16: a decode step; more rows are a GEMM's work); N >= 1; K a positive

@@ -101,10 +101,11 @@ struct RunnerOptions {
   std::int32_t decode_min_keys_per_split = 128;
   // Native quantized decode steps. Projections that come with their GGUF blocks (a file loaded with
   // WeightLoadOptions::keep_quantized_blocks; random weights drawn as blocks) get the blocks in the
-  // pool ("layer 3 q (q4_1 blocks)" ...; gate and up as one [gate | up] piece when both have blocks
-  // of one type), and a step of at most 16 tokens (kc::stage3::kGgufGemvMaxRows: decode batches,
-  // short prompts) runs each such projection, the output projection included, through
-  // kc::stage3::quantized_gemv (stage3/gemv_gguf/01_warp_per_column) on the blocks instead of the
+  // pool, prepared at load by kc::stage3::quantized_gemv_prepare ("layer 3 q (q4_1 blocks)" ...; gate
+  // and up as one [gate | up] piece when both have blocks of one type), and a step of at most 16
+  // tokens (kc::stage3::kGgufGemvMaxRows: decode batches, short prompts) runs each such projection,
+  // the output projection included, through kc::stage3::quantized_gemv (stage3/gemv_gguf/03_mma)
+  // on the blocks instead of the
   // bf16 GEMM on the copy. Longer steps (prefill) run the bf16 copy, which stays in the pool too:
   // both copies are kept in this first version. In a native step the RMSNorms, SwiGLU and
   // residual adds run as stage 2 kernels, as the unfused step runs them (the GEMV writes its

@@ -1,0 +1,352 @@
+// Rung 03 of the GGUF GEMV — the weights laid out for the tensor cores' fragments (Marlin-style),
+// the dot products on mma.sync, the GGUF scales applied in FP32 once a block.
+//
+// Idea: rung 02 decodes each weight into an FP32 value and multiplies it on the CUDA cores: a
+// shift, a mask, a conversion, an FMA for the scale and an FMA for x, per weight and per row of x.
+// At 0.56-0.63 bytes a weight (q4) the DRAM delivers weights faster than an SM can issue those
+// instructions, and the count grows with M. The tensor cores take the multiply-adds off the issue
+// port (mma.sync m16n8k16: 16 rows of x by 8 output columns by 16 k in one instruction, so M = 1
+// and M = 16 cost the same), and what is left per weight is turning the quant into a bf16 the
+// tensor core accepts:
+//   * a nibble q becomes the bf16 128 + q with one LOP3 a pair: (word >> s) & 0x000F000F |
+//     0x43004300 — 0x4300 is bf16 128.0, whose mantissa step is exactly 1, so the nibble lands in
+//     the mantissa as an integer, no conversion instruction (q8_0's signed bytes go through FP32:
+//     two conversions and a pack a pair, affordable at twice the bytes a weight);
+//   * the scale is not applied per weight: a block's weights share d (and m), so with c = the
+//     tensor core's sum of x . (128 + q) over the block's 32 k and s = the block's sum of x (one
+//     more mma against a B of ones, shared by every column),
+//         sum_k x w = d (c - 128 s) + off s = d c + (off - 128 d) s,
+//     off = m (q4_1), -8 d (q4_0), 0 (q8_0, no bias, so no s): two FFMA a column and row per block,
+//     with d and m read as the file's halves — exact, as rung 01's.
+//
+// The layout (layout=2, repack_gguf_blocks_for_mma in kc/stage3/gemv_gguf.hpp, the picture in
+// kc/stage3/gemv_gguf_args.hpp): the weights go in tiles of 8 output columns (rows of w) by 128 k
+// (4 GGUF blocks), 512 bytes of quants each, lane l's 16 bytes holding exactly the nibbles its B
+// fragments need for those 4 blocks — one LDG.128 per lane and tile, 512 contiguous bytes a warp.
+// The k order inside a block is permuted the same way for x and w (a dot product does not care in
+// which order it adds): mma slots {2t, 2t+1, 2t+8, 2t+9} of the first k16 and the same of the second
+// hold the block's k 8t ... 8t+7, so lane (g, t) reads its 8 values of x for a block with one
+// LDG.128 (row g) instead of four 32-bit loads. N pads to a multiple of 8 and K to a multiple of 128
+// with zero blocks (scale 0: they add nothing), the only bytes the layout adds.
+//
+// What changed from rung 02: the layout, mma.sync for the products, the scale factored out of the
+// block; and the split of the work: a CTA of 8 warps owns 1 or 2 tiles of 8 columns, its warps take
+// the 128-k chunks of K in turn (prefetching the next chunk's quants and scales into registers
+// while the tensor cores work on this one) and add their partial sums in shared memory at the end.
+// M <= 8 uses the fragments' first 8 rows (x rows g), 9..16 the second 8 too.
+//
+// Expected limiter: DRAM — per 8 weights a lane issues about 7 integer instructions, two mma and
+// a few FFMA, within an SM's issue rate at the copy bandwidth; the rows of x are L1/L2 hits.
+// Small matrices (N x K of a 1B model's layers, a few MB) end before the DRAM pipeline is full.
+//
+// SASS to look for: LDG.E.128 for quants, scales and x; LOP3.LUT and SHF.R per pair of nibbles;
+// HMMA.16816.F32.BF16; FFMA in the block epilogue; no I2F in the q4 loops.
+//
+// Run just this rung: kc-bench --filter stage3/gemv_gguf/03_mma
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "arch/sm80/mma.cuh"
+#include "kc/common/device.hpp"
+#include "kc/common/error.hpp"
+#include "kc/stage3/gemv_gguf_args.hpp"
+
+namespace kc::stage3 {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr std::uint32_t kBf16OnePair = 0x3F803F80u;   // bf16 (1.0, 1.0)
+constexpr std::uint32_t kBf16BiasPair = 0x43004300u;  // bf16 (128.0, 128.0): exponent of [128, 256)
+
+// Pair i (0..3) of a lane's word of nibbles as bf16 (128 + q_lo, 128 + q_hi): nibble positions i
+// and i + 4 (bits 4i and 16 + 4i) hold the block's k 8t + 2i and 8t + 2i + 1. kSwapped: the
+// negative control's decode, the two nibbles of each pair exchanged.
+template <bool kSwapped>
+__device__ __forceinline__ std::uint32_t nibble_pair(std::uint32_t word, int i) {
+  std::uint32_t pair = ((word >> (4 * i)) & 0x000F000Fu) | kBf16BiasPair;
+  if constexpr (kSwapped) pair = (pair >> 16) | (pair << 16);
+  return pair;
+}
+
+// Signed bytes 2i and 2i + 1 of a lane's 8 quants of a q8_0 block, as a bf16 pair (exact: |q| <= 128).
+__device__ __forceinline__ std::uint32_t byte_pair(uint2 bytes, int i) {
+  const std::uint32_t word = i < 2 ? bytes.x : bytes.y;
+  const int shift = 16 * (i % 2);
+  const float low = static_cast<float>(static_cast<std::int8_t>((word >> shift) & 0xffu));
+  const float high = static_cast<float>(static_cast<std::int8_t>((word >> (shift + 8)) & 0xffu));
+  const __nv_bfloat162 pair = __floats2bfloat162_rn(low, high);
+  std::uint32_t out;
+  std::memcpy(&out, &pair, sizeof out);
+  return out;
+}
+
+// One chunk (4 blocks) of one tile, as a lane holds it: its quants and the scales of columns 2t and
+// 2t + 1 for the chunk's 4 blocks, (block j, parity p) at entry 2j + p.
+template <GgufBlockType kType>
+struct ChunkRegisters {
+  static constexpr int kQuantVectors = kType == GgufBlockType::q8_0 ? 2 : 1;
+  static constexpr int kScaleVectors = kType == GgufBlockType::q4_1 ? 2 : 1;
+  uint4 quants[kQuantVectors];
+  uint4 scales[kScaleVectors];
+};
+
+template <GgufBlockType kType>
+__device__ __forceinline__ void load_chunk(ChunkRegisters<kType>& r, const uint4* quants, const uint4* scales,
+                                           std::size_t tile_chunk, int lane, bool valid) {
+  using R = ChunkRegisters<kType>;
+#pragma unroll
+  for (int v = 0; v < R::kQuantVectors; ++v)
+    r.quants[v] = valid ? __ldg(quants + (tile_chunk * 32 + lane) * R::kQuantVectors + v) : make_uint4(0, 0, 0, 0);
+  const int t = lane & 3;
+#pragma unroll
+  for (int v = 0; v < R::kScaleVectors; ++v)
+    r.scales[v] = valid ? __ldg(scales + (tile_chunk * 4 + t) * R::kScaleVectors + v) : make_uint4(0, 0, 0, 0);
+}
+
+// d and (off - bias.d) of entry e (0..7) of a lane's scales: the factors of c and s.
+template <GgufBlockType kType>
+__device__ __forceinline__ float2 scale_factors(const ChunkRegisters<kType>& r, int e) {
+  if constexpr (kType == GgufBlockType::q4_1) {
+    std::uint32_t words[8];
+    std::memcpy(words, r.scales, sizeof words);
+    __half2 dm;
+    std::memcpy(&dm, &words[e], sizeof dm);
+    const float2 f = __half22float2(dm);
+    return make_float2(f.x, f.y - 128.f * f.x);
+  } else {
+    __half halves[8];
+    std::memcpy(halves, r.scales, sizeof halves);
+    const float d = __half2float(halves[e]);
+    return make_float2(d, kType == GgufBlockType::q4_0 ? -136.f * d : 0.f);
+  }
+}
+
+template <GgufBlockType kType, int kTiles, bool kUpperRows, bool kSwapped>
+__global__ void __launch_bounds__(kWarps * 32)
+    gemv_mma_kernel(int m_rows, int n_cols, int k_len, const __nv_bfloat16* __restrict__ x,
+                    const uint4* __restrict__ quants, const uint4* __restrict__ scales,
+                    __nv_bfloat16* __restrict__ y) {
+  constexpr bool kBiased = kType != GgufBlockType::q8_0;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int n_tiles = (n_cols + 7) / 8;
+  const int k_blocks = k_len / kGgufBlockWeights;
+  const int chunks = (k_blocks + 3) / 4;
+  const int first_tile = blockIdx.x * kTiles;
+
+  float acc[kTiles][4];
+#pragma unroll
+  for (int i = 0; i < kTiles; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[i][e] = 0.f;
+
+  // x rows g and g + 8 of this lane (rows past M read nothing and stay 0).
+  const bool row_low = g < m_rows, row_high = kUpperRows && g + 8 < m_rows;
+  const __nv_bfloat16* x_low = x + static_cast<std::size_t>(g) * k_len + 8 * t;
+  const __nv_bfloat16* x_high = x + static_cast<std::size_t>(g + 8) * k_len + 8 * t;
+
+  ChunkRegisters<kType> current[kTiles], next[kTiles];
+  int chunk = warp;
+#pragma unroll
+  for (int i = 0; i < kTiles; ++i)
+    load_chunk(current[i], quants, scales, static_cast<std::size_t>(first_tile + i) * chunks + chunk, lane,
+               chunk < chunks && first_tile + i < n_tiles);
+  for (; chunk < chunks; chunk += kWarps) {
+    const int next_chunk = chunk + kWarps;
+#pragma unroll
+    for (int i = 0; i < kTiles; ++i)
+      load_chunk(next[i], quants, scales, static_cast<std::size_t>(first_tile + i) * chunks + next_chunk, lane,
+                 next_chunk < chunks && first_tile + i < n_tiles);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int block = 4 * chunk + j;
+      if (block >= k_blocks) break;  // the padding blocks of the last chunk: scale 0, x not read
+      const std::size_t k0 = static_cast<std::size_t>(block) * kGgufBlockWeights;
+      const uint4 zero = make_uint4(0, 0, 0, 0);
+      const uint4 xl = row_low ? __ldg(reinterpret_cast<const uint4*>(x_low + k0)) : zero;
+      const uint4 xh = row_high ? __ldg(reinterpret_cast<const uint4*>(x_high + k0)) : zero;
+      // The block's k 8t..8t+3 go to the first k16's slots, 8t+4..8t+7 to the second's.
+      const std::uint32_t a_first[4] = {xl.x, xh.x, xl.y, xh.y};
+      const std::uint32_t a_second[4] = {xl.z, xh.z, xl.w, xh.w};
+      float s[4] = {0.f, 0.f, 0.f, 0.f};  // the block's sum of x: rows g (s[0], s[1]) and g + 8
+      if constexpr (kBiased) {
+        sm80::mma_m16n8k16_bf16(s, a_first, kBf16OnePair, kBf16OnePair);
+        sm80::mma_m16n8k16_bf16(s, a_second, kBf16OnePair, kBf16OnePair);
+      }
+#pragma unroll
+      for (int i = 0; i < kTiles; ++i) {
+        std::uint32_t b[4];
+        if constexpr (kType == GgufBlockType::q8_0) {
+          const uint4& q = current[i].quants[j / 2];
+          const uint2 bytes = j % 2 == 0 ? make_uint2(q.x, q.y) : make_uint2(q.z, q.w);
+#pragma unroll
+          for (int p = 0; p < 4; ++p) b[p] = byte_pair(bytes, p);
+        } else {
+          const uint4& q = current[i].quants[0];
+          const std::uint32_t word = j == 0 ? q.x : j == 1 ? q.y : j == 2 ? q.z : q.w;
+#pragma unroll
+          for (int p = 0; p < 4; ++p) b[p] = nibble_pair<kSwapped>(word, p);
+        }
+        float c[4] = {0.f, 0.f, 0.f, 0.f};
+        sm80::mma_m16n8k16_bf16(c, a_first, b[0], b[1]);
+        sm80::mma_m16n8k16_bf16(c, a_second, b[2], b[3]);
+        const float2 f0 = scale_factors(current[i], 2 * j), f1 = scale_factors(current[i], 2 * j + 1);
+        acc[i][0] += f0.x * c[0] + f0.y * s[0];
+        acc[i][1] += f1.x * c[1] + f1.y * s[1];
+        if constexpr (kUpperRows) {
+          acc[i][2] += f0.x * c[2] + f0.y * s[2];
+          acc[i][3] += f1.x * c[3] + f1.y * s[3];
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kTiles; ++i) current[i] = next[i];
+  }
+
+  // The warps' partial sums meet in shared memory; thread e of a tile writes one output.
+  __shared__ float partial[kWarps][kTiles][32][4];
+#pragma unroll
+  for (int i = 0; i < kTiles; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) partial[warp][i][lane][e] = acc[i][e];
+  __syncthreads();
+  for (int index = threadIdx.x; index < kTiles * 128; index += kWarps * 32) {
+    const int i = index / 128, l = (index / 4) % 32, e = index % 4;
+    const int row = (l >> 2) + 8 * (e >> 1);
+    const int column = (first_tile + i) * 8 + 2 * (l & 3) + (e & 1);
+    if (row >= m_rows || column >= n_cols) continue;
+    float sum = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) sum += partial[w][i][l][e];
+    y[static_cast<std::size_t>(row) * n_cols + column] = __float2bfloat16(sum);
+  }
+}
+
+// The repack on the GPU (repack_gguf_blocks_for_mma_on_device): thread (tile, chunk, lane) writes
+// the lane's quants and, for t = lane (lanes 0..3), the scales of its columns — the same bytes as
+// the host's repack_gguf_blocks_for_mma, which the op's tests hold it to.
+template <GgufBlockType kType>
+__global__ void repack_for_mma_kernel(const std::uint8_t* __restrict__ blocks, int n_cols, int k_len,
+                                      std::uint8_t* __restrict__ quants, std::uint8_t* __restrict__ scales) {
+  constexpr int kBlockBytes = gguf_block_bytes(kType);
+  constexpr int kScaleBytes = gguf_scale_bytes(kType);
+  constexpr int kLaneBytes = kType == GgufBlockType::q8_0 ? 32 : 16;
+  const int k_blocks = k_len / kGgufBlockWeights;
+  const int chunks = (k_blocks + 3) / 4;
+  const std::size_t lanes = static_cast<std::size_t>((n_cols + 7) / 8) * chunks * 32;
+  for (std::size_t index = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; index < lanes;
+       index += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    const int lane = static_cast<int>(index % 32);
+    const std::size_t tile_chunk = index / 32;
+    const int chunk = static_cast<int>(tile_chunk % chunks);
+    const int tile = static_cast<int>(tile_chunk / chunks);
+    const int g = lane >> 2, t = lane & 3;
+    std::uint8_t out[kLaneBytes];
+    for (int j = 0; j < 4; ++j) {
+      const int block = 4 * chunk + j, row = 8 * tile + g;
+      const bool real = block < k_blocks && row < n_cols;
+      const std::uint8_t* src = blocks + (static_cast<std::size_t>(row) * k_blocks + block) * kBlockBytes;
+      if constexpr (kType == GgufBlockType::q8_0) {
+        for (int e = 0; e < 8; ++e) out[8 * j + e] = real ? src[kScaleBytes + 8 * t + e] : 0;
+      } else {
+        std::uint32_t word = 0;
+        for (int e = 0; e < 8; ++e) {
+          const int k = 8 * t + e;  // the block's weight k: low nibble of qs[k] (k < 16), high of qs[k - 16]
+          const std::uint32_t q =
+              real ? (k < 16 ? src[kScaleBytes + k] & 15u : static_cast<std::uint32_t>(src[kScaleBytes + k - 16] >> 4)) : 0u;
+          const int position = e % 2 == 0 ? e / 2 : e / 2 + 4;
+          word |= q << (4 * position);
+        }
+        std::memcpy(out + 4 * j, &word, 4);
+      }
+    }
+    std::memcpy(quants + index * kLaneBytes, out, kLaneBytes);
+    if (lane < 4) {
+      // Lane t writes entries (t, j, p): the scales of rows 2t + p of the tile, blocks 4 chunk + j.
+      for (int j = 0; j < 4; ++j)
+        for (int p = 0; p < 2; ++p) {
+          const int block = 4 * chunk + j, row = 8 * tile + 2 * lane + p;
+          const bool real = block < k_blocks && row < n_cols;
+          std::uint8_t* dst = scales + ((tile_chunk * 4 + lane) * 8 + 2 * j + p) * kScaleBytes;
+          const std::uint8_t* src = blocks + (static_cast<std::size_t>(row) * k_blocks + block) * kBlockBytes;
+          for (int e = 0; e < kScaleBytes; ++e) dst[e] = real ? src[e] : 0;
+        }
+    }
+  }
+}
+
+template <GgufBlockType kType, int kTiles, bool kSwapped>
+void launch_type(const GgufGemvArgs& a, int tiles, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>((tiles + kTiles - 1) / kTiles)), block(kWarps * 32);
+  const auto* q = reinterpret_cast<const uint4*>(a.quants);
+  const auto* s = static_cast<const uint4*>(a.scales);
+  if (a.m > 8)
+    gemv_mma_kernel<kType, kTiles, true, kSwapped><<<grid, block, 0, stream>>>(a.m, a.n, a.k, a.x, q, s, a.y);
+  else
+    gemv_mma_kernel<kType, kTiles, false, kSwapped><<<grid, block, 0, stream>>>(a.m, a.n, a.k, a.x, q, s, a.y);
+}
+
+template <int kTiles, bool kSwapped>
+void launch_tiles(const GgufGemvArgs& a, int tiles, cudaStream_t stream) {
+  switch (a.type) {
+    case GgufBlockType::q4_0: launch_type<GgufBlockType::q4_0, kTiles, kSwapped>(a, tiles, stream); break;
+    case GgufBlockType::q4_1: launch_type<GgufBlockType::q4_1, kTiles, kSwapped>(a, tiles, stream); break;
+    case GgufBlockType::q8_0: launch_type<GgufBlockType::q8_0, kTiles, kSwapped>(a, tiles, stream); break;
+    default:
+      throw Error(fmt::format("GGUF GEMV (mma): ggml type {} is not q4_0 (2), q4_1 (3) or q8_0 (8)",
+                              static_cast<int>(a.type)));
+  }
+}
+
+template <bool kSwapped>
+void launch(const GgufGemvArgs& a, cudaStream_t stream) {
+  require(a.m >= 1 && a.m <= kGgufGemvMaxRows && a.n >= 1 && a.k >= kGgufBlockWeights &&
+              a.k % kGgufBlockWeights == 0,
+          "GGUF GEMV (mma): M must be in [1, {}], N >= 1 and K a positive multiple of 32 (got {}x{}x{})",
+          kGgufGemvMaxRows, a.m, a.n, a.k);
+  require(a.x != nullptr && a.quants != nullptr && a.scales != nullptr && a.y != nullptr,
+          "GGUF GEMV (mma): x, quants, scales and y must be non-null (the fragment layout: "
+          "repack_gguf_blocks_for_mma, layout=2)");
+  require(reinterpret_cast<std::uintptr_t>(a.x) % 16 == 0 && reinterpret_cast<std::uintptr_t>(a.quants) % 16 == 0 &&
+              reinterpret_cast<std::uintptr_t>(a.scales) % 16 == 0,
+          "GGUF GEMV (mma): x, quants and scales must be 16-byte aligned (each is read in 16-byte pieces)");
+  const int tiles = (a.n + 7) / 8;
+  // Two tiles a CTA when there are enough of them to fill the GPU several times over; one otherwise,
+  // so that narrow outputs still spread over every SM.
+  if (tiles >= 8 * current_device_sm_count())
+    launch_tiles<2, kSwapped>(a, tiles, stream);
+  else
+    launch_tiles<1, kSwapped>(a, tiles, stream);
+  KC_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+void gemv_gguf_03_mma(const GgufGemvArgs& args, cudaStream_t stream) { launch<false>(args, stream); }
+
+void gemv_gguf_03_swapped_nibbles(const GgufGemvArgs& args, cudaStream_t stream) { launch<true>(args, stream); }
+
+void repack_gguf_blocks_for_mma_on_device(GgufBlockType type, const std::uint8_t* blocks, int n, int k,
+                                          std::uint8_t* quants, void* scales, cudaStream_t stream) {
+  require(n >= 1 && k >= kGgufBlockWeights && k % kGgufBlockWeights == 0,
+          "repack_gguf_blocks_for_mma_on_device: N must be >= 1 and K a positive multiple of 32 (got N {}, K {})", n, k);
+  require(blocks != nullptr && quants != nullptr && scales != nullptr,
+          "repack_gguf_blocks_for_mma_on_device: blocks, quants and scales must be non-null");
+  const std::size_t lanes = static_cast<std::size_t>((n + 7) / 8) * ((k / kGgufBlockWeights + 3) / 4) * 32;
+  const unsigned grid = static_cast<unsigned>(std::min<std::size_t>((lanes + 255) / 256, 65535));
+  auto* s = static_cast<std::uint8_t*>(scales);
+  switch (type) {
+    case GgufBlockType::q4_0: repack_for_mma_kernel<GgufBlockType::q4_0><<<grid, 256, 0, stream>>>(blocks, n, k, quants, s); break;
+    case GgufBlockType::q4_1: repack_for_mma_kernel<GgufBlockType::q4_1><<<grid, 256, 0, stream>>>(blocks, n, k, quants, s); break;
+    case GgufBlockType::q8_0: repack_for_mma_kernel<GgufBlockType::q8_0><<<grid, 256, 0, stream>>>(blocks, n, k, quants, s); break;
+    default:
+      throw Error(fmt::format("repack_gguf_blocks_for_mma_on_device: ggml type {} is not q4_0, q4_1 or q8_0",
+                              static_cast<int>(type)));
+  }
+  KC_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace kc::stage3
