@@ -49,7 +49,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "arch/sm80/mma.cuh"
+#include "gemv_gguf_mma.cuh"
 #include "kc/common/device.hpp"
 #include "kc/common/error.hpp"
 #include "kc/stage3/gemv_gguf_args.hpp"
@@ -58,36 +58,12 @@ namespace kc::stage3 {
 namespace {
 
 constexpr int kWarps = 8;
-constexpr std::uint32_t kBf16OnePair = 0x3F803F80u;   // bf16 (1.0, 1.0)
-constexpr std::uint32_t kBf16BiasPair = 0x43004300u;  // bf16 (128.0, 128.0): exponent of [128, 256)
-
-// Pair i (0..3) of a lane's word of nibbles as bf16 (128 + q_lo, 128 + q_hi): nibble positions i
-// and i + 4 (bits 4i and 16 + 4i) hold the block's k 8t + 2i and 8t + 2i + 1. kSwapped: the
-// negative control's decode, the two nibbles of each pair exchanged.
-template <bool kSwapped>
-__device__ __forceinline__ std::uint32_t nibble_pair(std::uint32_t word, int i) {
-  std::uint32_t pair = ((word >> (4 * i)) & 0x000F000Fu) | kBf16BiasPair;
-  if constexpr (kSwapped) pair = (pair >> 16) | (pair << 16);
-  return pair;
-}
-
-// Signed bytes 2i and 2i + 1 of a lane's 8 quants of a q8_0 block, as a bf16 pair (exact: |q| <= 128).
-__device__ __forceinline__ std::uint32_t byte_pair(uint2 bytes, int i) {
-  const std::uint32_t word = i < 2 ? bytes.x : bytes.y;
-  const int shift = 16 * (i % 2);
-  const float low = static_cast<float>(static_cast<std::int8_t>((word >> shift) & 0xffu));
-  const float high = static_cast<float>(static_cast<std::int8_t>((word >> (shift + 8)) & 0xffu));
-  const __nv_bfloat162 pair = __floats2bfloat162_rn(low, high);
-  std::uint32_t out;
-  std::memcpy(&out, &pair, sizeof out);
-  return out;
-}
 
 // One chunk (4 blocks) of one tile, as a lane holds it: its quants and the scales of columns 2t and
 // 2t + 1 for the chunk's 4 blocks, (block j, parity p) at entry 2j + p.
 template <GgufBlockType kType>
 struct ChunkRegisters {
-  static constexpr int kQuantVectors = kType == GgufBlockType::q8_0 ? 2 : 1;
+  static constexpr int kQuantVectors = gguf_mma::kLaneQuantBytes<kType> / 16;
   static constexpr int kScaleVectors = kType == GgufBlockType::q4_1 ? 2 : 1;
   uint4 quants[kQuantVectors];
   uint4 scales[kScaleVectors];
@@ -104,24 +80,6 @@ __device__ __forceinline__ void load_chunk(ChunkRegisters<kType>& r, const uint4
 #pragma unroll
   for (int v = 0; v < R::kScaleVectors; ++v)
     r.scales[v] = valid ? __ldg(scales + (tile_chunk * 4 + t) * R::kScaleVectors + v) : make_uint4(0, 0, 0, 0);
-}
-
-// d and (off - bias.d) of entry e (0..7) of a lane's scales: the factors of c and s.
-template <GgufBlockType kType>
-__device__ __forceinline__ float2 scale_factors(const ChunkRegisters<kType>& r, int e) {
-  if constexpr (kType == GgufBlockType::q4_1) {
-    std::uint32_t words[8];
-    std::memcpy(words, r.scales, sizeof words);
-    __half2 dm;
-    std::memcpy(&dm, &words[e], sizeof dm);
-    const float2 f = __half22float2(dm);
-    return make_float2(f.x, f.y - 128.f * f.x);
-  } else {
-    __half halves[8];
-    std::memcpy(halves, r.scales, sizeof halves);
-    const float d = __half2float(halves[e]);
-    return make_float2(d, kType == GgufBlockType::q4_0 ? -136.f * d : 0.f);
-  }
 }
 
 template <GgufBlockType kType, int kTiles, bool kUpperRows, bool kSwapped>
@@ -164,65 +122,33 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int j = 0; j < 4; ++j) {
       const int block = 4 * chunk + j;
       if (block >= k_blocks) break;  // the padding blocks of the last chunk: scale 0, x not read
-      const std::size_t k0 = static_cast<std::size_t>(block) * kGgufBlockWeights;
-      const uint4 zero = make_uint4(0, 0, 0, 0);
-      const uint4 xl = row_low ? __ldg(reinterpret_cast<const uint4*>(x_low + k0)) : zero;
-      const uint4 xh = row_high ? __ldg(reinterpret_cast<const uint4*>(x_high + k0)) : zero;
-      // The block's k 8t..8t+3 go to the first k16's slots, 8t+4..8t+7 to the second's.
-      const std::uint32_t a_first[4] = {xl.x, xh.x, xl.y, xh.y};
-      const std::uint32_t a_second[4] = {xl.z, xh.z, xl.w, xh.w};
-      float s[4] = {0.f, 0.f, 0.f, 0.f};  // the block's sum of x: rows g (s[0], s[1]) and g + 8
-      if constexpr (kBiased) {
-        sm80::mma_m16n8k16_bf16(s, a_first, kBf16OnePair, kBf16OnePair);
-        sm80::mma_m16n8k16_bf16(s, a_second, kBf16OnePair, kBf16OnePair);
-      }
+      const gguf_mma::BlockA a = gguf_mma::load_block_a(x_low, x_high, row_low, row_high, block);
+      float s[4] = {0.f, 0.f, 0.f, 0.f};  // the block's sum of x (not needed without a bias: q8_0)
+      if constexpr (kBiased) gguf_mma::block_sums(a, s);
 #pragma unroll
       for (int i = 0; i < kTiles; ++i) {
+        std::uint32_t lane_quants[4 * ChunkRegisters<kType>::kQuantVectors];
+        std::memcpy(lane_quants, current[i].quants, sizeof lane_quants);
         std::uint32_t b[4];
-        if constexpr (kType == GgufBlockType::q8_0) {
-          const uint4& q = current[i].quants[j / 2];
-          const uint2 bytes = j % 2 == 0 ? make_uint2(q.x, q.y) : make_uint2(q.z, q.w);
-#pragma unroll
-          for (int p = 0; p < 4; ++p) b[p] = byte_pair(bytes, p);
-        } else {
-          const uint4& q = current[i].quants[0];
-          const std::uint32_t word = j == 0 ? q.x : j == 1 ? q.y : j == 2 ? q.z : q.w;
-#pragma unroll
-          for (int p = 0; p < 4; ++p) b[p] = nibble_pair<kSwapped>(word, p);
+        gguf_mma::b_fragments<kType, kSwapped>(lane_quants, j, b);
+        std::uint32_t entries[4 * ChunkRegisters<kType>::kScaleVectors];
+        std::memcpy(entries, current[i].scales, sizeof entries);
+        float2 f0, f1;
+        if constexpr (kType == GgufBlockType::q4_1) {
+          f0 = gguf_mma::factors<kType>(entries[2 * j]);
+          f1 = gguf_mma::factors<kType>(entries[2 * j + 1]);
+        } else {  // two halves a word: entries 2j and 2j + 1 are word j's low and high halves
+          f0 = gguf_mma::factors<kType>(entries[j] & 0xffffu);
+          f1 = gguf_mma::factors<kType>(entries[j] >> 16);
         }
-        float c[4] = {0.f, 0.f, 0.f, 0.f};
-        sm80::mma_m16n8k16_bf16(c, a_first, b[0], b[1]);
-        sm80::mma_m16n8k16_bf16(c, a_second, b[2], b[3]);
-        const float2 f0 = scale_factors(current[i], 2 * j), f1 = scale_factors(current[i], 2 * j + 1);
-        acc[i][0] += f0.x * c[0] + f0.y * s[0];
-        acc[i][1] += f1.x * c[1] + f1.y * s[1];
-        if constexpr (kUpperRows) {
-          acc[i][2] += f0.x * c[2] + f0.y * s[2];
-          acc[i][3] += f1.x * c[3] + f1.y * s[3];
-        }
+        gguf_mma::block_product<kUpperRows>(a, b, s, f0, f1, acc[i]);
       }
     }
 #pragma unroll
     for (int i = 0; i < kTiles; ++i) current[i] = next[i];
   }
-
-  // The warps' partial sums meet in shared memory; thread e of a tile writes one output.
-  __shared__ float partial[kWarps][kTiles][32][4];
-#pragma unroll
-  for (int i = 0; i < kTiles; ++i)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) partial[warp][i][lane][e] = acc[i][e];
-  __syncthreads();
-  for (int index = threadIdx.x; index < kTiles * 128; index += kWarps * 32) {
-    const int i = index / 128, l = (index / 4) % 32, e = index % 4;
-    const int row = (l >> 2) + 8 * (e >> 1);
-    const int column = (first_tile + i) * 8 + 2 * (l & 3) + (e & 1);
-    if (row >= m_rows || column >= n_cols) continue;
-    float sum = 0.f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) sum += partial[w][i][l][e];
-    y[static_cast<std::size_t>(row) * n_cols + column] = __float2bfloat16(sum);
-  }
+  __shared__ float partial[kWarps * kTiles * 32 * 4];
+  gguf_mma::reduce_and_store<kWarps, kTiles>(acc, partial, m_rows, n_cols, first_tile, y);
 }
 
 // The repack on the GPU (repack_gguf_blocks_for_mma_on_device): thread (tile, chunk, lane) writes

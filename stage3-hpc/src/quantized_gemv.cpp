@@ -1,5 +1,5 @@
 // The public quantized GEMV entry (kc/stage3/quantized_gemv.hpp): the checks, then rung 01 (w as
-// stored) or rung 03 (w prepared).
+// stored) or rung 04 (w prepared).
 #include "kc/stage3/quantized_gemv.hpp"
 
 #include <fmt/format.h>
@@ -15,6 +15,8 @@ std::string_view quantized_gemv_kernel_name(QuantizedGemvKernel kernel) {
       return "stage3/gemv_gguf/01_warp_per_column";
     case QuantizedGemvKernel::gemv_gguf_03_mma:
       return "stage3/gemv_gguf/03_mma";
+    case QuantizedGemvKernel::gemv_gguf_04_cp_async:
+      return "stage3/gemv_gguf/04_cp_async";
   }
   return "unknown";
 }
@@ -71,8 +73,8 @@ void check_quantized_gemv_args(const QuantizedGemvArgs& a) {
 QuantizedGemvKernel quantized_gemv(const QuantizedGemvArgs& args, cudaStream_t stream) {
   check_quantized_gemv_args(args);
   if (args.quants != nullptr) {
-    gemv_gguf_03_mma(args, stream);
-    return QuantizedGemvKernel::gemv_gguf_03_mma;
+    gemv_gguf_04_cp_async(args, stream);
+    return QuantizedGemvKernel::gemv_gguf_04_cp_async;
   }
   gemv_gguf_01_warp_per_column(args, stream);
   return QuantizedGemvKernel::gemv_gguf_01_warp_per_column;

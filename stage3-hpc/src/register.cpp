@@ -167,6 +167,10 @@ void register_kernels(Registry& registry) {
                                  "blocks repacked for mma.sync's fragments: nibbles to bf16 with one LOP3 a pair, "
                                  "products on the tensor cores, the scales applied once a block in FP32",
                                  GgufLayout::mma, &gemv_gguf_03_mma));
+  registry.add_kernel(gguf_entry("04_cp_async", 4,
+                                 "rung 03 with the quants and scales streamed through a 4-stage cp.async pipeline "
+                                 "in shared memory per warp",
+                                 GgufLayout::mma, &gemv_gguf_04_cp_async));
 
   registry.add_kernel(portable_entry("01_wmma", 1,
                                      "WMMA 16x16x16 fragments, tiles staged through shared memory",

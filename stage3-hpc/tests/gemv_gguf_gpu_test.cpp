@@ -1,4 +1,4 @@
-// The GGUF GEMV's negative controls: rungs 01, 02 and 03 with each byte's nibbles read in the wrong
+// The GGUF GEMV's negative controls: rungs 01 to 04 with each byte's nibbles read in the wrong
 // order must fail the op's check on q4_0 and q4_1 (q8_0 has no nibbles), each on its layout; and
 // the repacked operands of a layout=1 problem are repack_gguf_blocks() of its blocks. The rungs
 // themselves are checked by the conformance tests on every conformance problem. Skips without a
@@ -36,7 +36,8 @@ TEST(GemvGgufGpu, SwappedNibblesFailTheCheck) {
   };
   for (const Rung& rung : {Rung{0.0, &gemv_gguf_01_warp_per_column, &gemv_gguf_01_swapped_nibbles},
                            Rung{1.0, &gemv_gguf_02_repacked, &gemv_gguf_02_swapped_nibbles},
-                           Rung{2.0, &gemv_gguf_03_mma, &gemv_gguf_03_swapped_nibbles}})
+                           Rung{2.0, &gemv_gguf_03_mma, &gemv_gguf_03_swapped_nibbles},
+                           Rung{2.0, &gemv_gguf_04_cp_async, &gemv_gguf_04_swapped_nibbles}})
     for (const double type : {2.0, 3.0}) {
       const Problem problem = op.problem({4, 129, 256}, DType::bf16, {{"ggml_type", type}, {"layout", rung.layout}});
       EXPECT_TRUE(check_run(op, launch_with(rung.right), problem, 5, context).passed()) << problem.label();

@@ -95,6 +95,7 @@ TEST(QuantizedGemvEntry, NamesTheRungAndTheTypes) {
   EXPECT_EQ(quantized_gemv_kernel_name(QuantizedGemvKernel::gemv_gguf_01_warp_per_column),
             "stage3/gemv_gguf/01_warp_per_column");
   EXPECT_EQ(quantized_gemv_kernel_name(QuantizedGemvKernel::gemv_gguf_03_mma), "stage3/gemv_gguf/03_mma");
+  EXPECT_EQ(quantized_gemv_kernel_name(QuantizedGemvKernel::gemv_gguf_04_cp_async), "stage3/gemv_gguf/04_cp_async");
   // The prepared layout pads N to whole tiles of 8 rows and K to 128 (4 blocks): 16 bytes of
   // quants a lane (32 for q8_0), 2 or 4 bytes of scale a block-row.
   EXPECT_EQ(quantized_gemv_prepared_quant_bytes(GgufBlockType::q4_1, 4096, 4096), 4096u * 4096u / 2u);

@@ -24,6 +24,7 @@
 #include "kc/engine/kv_cache.hpp"
 #include "kc/engine/model_runner.hpp"
 #include "kc/engine/scheduler.hpp"
+#include "kc/stage3/quantized_gemv.hpp"
 #include "support/gpu_test.hpp"
 #include "support/tiny_llama.hpp"
 
@@ -697,7 +698,7 @@ TEST(ModelRunner, NativeQuantizedStepsMatchTheDequantizedPathAndTheDoubleModel) 
           const std::string key = fmt::format("projection {}, {} blocks (first at M = 7)", role, ggml_type_name(type));
           if (native == 1) {
             ASSERT_EQ(used.count(key), 1u) << name << ": " << key;
-            EXPECT_EQ(used.at(key), "stage3/gemv_gguf/03_mma") << name;
+            EXPECT_EQ(used.at(key), "stage3/gemv_gguf/04_cp_async") << name;
           } else {
             EXPECT_EQ(used.count(key), 0u) << name << ": the dequantized path ran on blocks";
           }
@@ -743,7 +744,7 @@ TEST(ModelRunner, NativeQuantizedDecodeUnderCudaGraphsMatchesEagerAndTheDoubleMo
     bool on_blocks = false;
     for (const auto& [role, kernel] : runner.kernels_used())
       on_blocks = on_blocks || (role.rfind("projection down, q4_1 blocks", 0) == 0 &&
-                                kernel == "stage3/gemv_gguf/03_mma");
+                                kernel == "stage3/gemv_gguf/04_cp_async");
     EXPECT_TRUE(on_blocks) << "no step ran the down projection on its blocks";
     if (graphs == 1) {
       EXPECT_GT(runner.graph_replays(), 10) << "the decode steps did not run as graphs";
@@ -828,13 +829,26 @@ TEST(ModelRunner, RandomBlocksAreValidAndTheirBf16CopyIsTheirDequantization) {
   RunnerOptions options = small_runner();
   options.native_quantized = true;
   ModelRunner runner(config, options, 3, GgmlType::q4_1);
-  std::uint64_t expected_blocks = 0;  // q, k, v, o, [gate | up], down a layer; the tied embedding
-  const std::uint64_t per_row = static_cast<std::uint64_t>(c.hidden / 32) * 20;
-  const std::uint64_t kv = static_cast<std::uint64_t>(c.kv_heads * (c.hidden / c.heads));
+  // The pool holds each projection's blocks prepared for the quantized GEMV (tiles of 8 rows x 128
+  // k, padding included): q, k, v, o, [gate | up], down a layer; the tied embedding.
+  const auto prepared = [](std::int64_t n, std::int64_t k) {
+    const auto type = stage3::GgufBlockType::q4_1;
+    return static_cast<std::uint64_t>(
+        stage3::quantized_gemv_prepared_quant_bytes(type, static_cast<int>(n), static_cast<int>(k)) +
+        stage3::quantized_gemv_prepared_scale_bytes(type, static_cast<int>(n), static_cast<int>(k)));
+  };
+  const std::int64_t kv = c.kv_heads * (c.hidden / c.heads);
+  std::uint64_t expected_blocks = 0;
   expected_blocks += static_cast<std::uint64_t>(c.layers) *
-                     (per_row * (static_cast<std::uint64_t>(c.hidden) * 2 + kv * 2 + 2 * c.intermediate) +
-                      static_cast<std::uint64_t>(c.intermediate / 32) * 20 * c.hidden);
-  expected_blocks += per_row * static_cast<std::uint64_t>(c.vocab);
+                     (2 * prepared(c.hidden, c.hidden) + 2 * prepared(kv, c.hidden) +
+                      prepared(2 * c.intermediate, c.hidden) + prepared(c.hidden, c.intermediate));
+  expected_blocks += prepared(c.vocab, c.hidden);
+  // Without padding they would be the blocks' own bytes, 20 a block of 32 q4_1 weights.
+  const std::uint64_t raw = static_cast<std::uint64_t>(c.layers) *
+                                static_cast<std::uint64_t>(2 * c.hidden * c.hidden + 2 * kv * c.hidden +
+                                                           3 * c.intermediate * c.hidden) / 32 * 20 +
+                            static_cast<std::uint64_t>(c.vocab * c.hidden) / 32 * 20;
+  EXPECT_GE(expected_blocks, raw);
   EXPECT_EQ(runner.weight_bytes().blocks, expected_blocks);
   const std::vector<float> logits = chunked_then_decoded(runner, random_ids(77, c.vocab, 6));
   for (const float v : logits) ASSERT_TRUE(std::isfinite(v));

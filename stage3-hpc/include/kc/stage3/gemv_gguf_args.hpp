@@ -132,6 +132,12 @@ void gemv_gguf_03_mma(const GgufGemvArgs& args, cudaStream_t stream);
 // For the negative control only: rung 03 with the two nibbles of each pair exchanged.
 void gemv_gguf_03_swapped_nibbles(const GgufGemvArgs& args, cudaStream_t stream);
 
+// Rung 04: rung 03's arithmetic on the same layout, the quants and scales streamed through a
+// 4-stage cp.async pipeline in shared memory per warp (more bytes in flight, no more registers).
+void gemv_gguf_04_cp_async(const GgufGemvArgs& args, cudaStream_t stream);
+// For the negative control only: rung 04 with the two nibbles of each pair exchanged.
+void gemv_gguf_04_swapped_nibbles(const GgufGemvArgs& args, cudaStream_t stream);
+
 // The layout=2 repack on the GPU, once at load time: `blocks` the N rows of K / 32 GGUF blocks of
 // `type` (as a file stores them) in device memory; `quants` and `scales` device buffers of
 // gguf_mma_quant_bytes / gguf_mma_scale_bytes, 16-byte aligned. Asynchronous on `stream`.

@@ -15,8 +15,8 @@
 //      the engine can name it: w as stored (args.w) runs stage3/gemv_gguf/01_warp_per_column (a
 //      warp per output column, the blocks decoded where they are read); w prepared by
 //      quantized_gemv_prepare (args.quants and args.scales, args.w null) runs
-//      stage3/gemv_gguf/03_mma (mma.sync on the fragment layout, layout=2 of gemv_gguf_args.hpp),
-//      the fast one. Both take every type and every M in 1..16.
+//      stage3/gemv_gguf/04_cp_async (mma.sync on the fragment layout, layout=2 of
+//      gemv_gguf_args.hpp, fed by a cp.async pipeline), the fast one. Both take every type and every M in 1..16.
 // The launch is asynchronous on `stream`, allocates nothing and never synchronizes: it can be
 // captured in a CUDA graph. The build holds code for sm_80 and sm_90a; an older GPU gets the
 // runtime's kc::CudaError at the launch.
@@ -35,7 +35,8 @@ namespace kc::stage3 {
 // What ran.
 enum class QuantizedGemvKernel {
   gemv_gguf_01_warp_per_column,  // stage3/gemv_gguf/01_warp_per_column (w as stored)
-  gemv_gguf_03_mma,              // stage3/gemv_gguf/03_mma (w prepared by quantized_gemv_prepare)
+  gemv_gguf_03_mma,              // stage3/gemv_gguf/03_mma (not chosen by the entry; named for completeness)
+  gemv_gguf_04_cp_async,         // stage3/gemv_gguf/04_cp_async (w prepared by quantized_gemv_prepare)
 };
 
 // "stage3/gemv_gguf/01_warp_per_column": the kc-bench id of the rung.

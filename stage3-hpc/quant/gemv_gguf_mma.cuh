@@ -1,0 +1,144 @@
+// quant/gemv_gguf_mma.cuh — the block arithmetic of the GGUF GEMV's tensor-core rungs (03, 04):
+// how a lane turns its quants of the fragment layout (layout=2, kc/stage3/gemv_gguf_args.hpp) into
+// bf16 B fragments, multiplies one GGUF block with mma.sync and applies the block's scales, and how
+// the warps' partial sums become y. The rungs differ in how the quants and scales reach the lane
+// (rung 03: registers, one chunk ahead; rung 04: a cp.async pipeline in shared memory).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "arch/sm80/mma.cuh"
+#include "kc/stage3/gemv_gguf_args.hpp"
+
+namespace kc::stage3::gguf_mma {
+
+constexpr std::uint32_t kBf16OnePair = 0x3F803F80u;   // bf16 (1.0, 1.0)
+constexpr std::uint32_t kBf16BiasPair = 0x43004300u;  // bf16 (128.0, 128.0): exponent of [128, 256)
+
+// Bytes of one tile of 8 rows x 4 blocks: a lane's quants (32 lanes of them) and the scales.
+template <GgufBlockType kType>
+constexpr int kLaneQuantBytes = kType == GgufBlockType::q8_0 ? 32 : 16;
+template <GgufBlockType kType>
+constexpr int kTileScaleBytes = 32 * gguf_scale_bytes(kType);
+
+// Pair i (0..3) of a lane's word of nibbles as bf16 (128 + q_lo, 128 + q_hi): nibble positions i
+// and i + 4 (bits 4i and 16 + 4i) hold the block's k 8t + 2i and 8t + 2i + 1. kSwapped: the
+// negative control's decode, the two nibbles of each pair exchanged.
+template <bool kSwapped>
+__device__ __forceinline__ std::uint32_t nibble_pair(std::uint32_t word, int i) {
+  std::uint32_t pair = ((word >> (4 * i)) & 0x000F000Fu) | kBf16BiasPair;
+  if constexpr (kSwapped) pair = (pair >> 16) | (pair << 16);
+  return pair;
+}
+
+// Signed bytes 2i and 2i + 1 of a lane's 8 quants of a q8_0 block, as a bf16 pair (exact: |q| <= 128).
+__device__ __forceinline__ std::uint32_t byte_pair(uint2 bytes, int i) {
+  const std::uint32_t word = i < 2 ? bytes.x : bytes.y;
+  const int shift = 16 * (i % 2);
+  const float low = static_cast<float>(static_cast<std::int8_t>((word >> shift) & 0xffu));
+  const float high = static_cast<float>(static_cast<std::int8_t>((word >> (shift + 8)) & 0xffu));
+  const __nv_bfloat162 pair = __floats2bfloat162_rn(low, high);
+  std::uint32_t out;
+  std::memcpy(&out, &pair, sizeof out);
+  return out;
+}
+
+// The factors of c and s for one column: d and off - bias.d (off = m, -8d or 0; bias 128 for the
+// nibbles, 0 for q8_0's bytes), from the column's scale entry (half d, or half2 (d, m)).
+template <GgufBlockType kType>
+__device__ __forceinline__ float2 factors(std::uint32_t entry_bits) {
+  if constexpr (kType == GgufBlockType::q4_1) {
+    __half2 dm;
+    std::memcpy(&dm, &entry_bits, sizeof dm);
+    const float2 f = __half22float2(dm);
+    return make_float2(f.x, f.y - 128.f * f.x);
+  } else {
+    __half h;
+    const auto bits = static_cast<std::uint16_t>(entry_bits);
+    std::memcpy(&h, &bits, sizeof h);
+    const float d = __half2float(h);
+    return make_float2(d, kType == GgufBlockType::q4_0 ? -136.f * d : 0.f);
+  }
+}
+
+// x's A fragments for block `block`: lane (g, t) reads k 8t..8t+7 of rows g and g + 8 (16 bytes
+// each; rows past M read nothing), and the block's k 8t..8t+3 go to the first k16's slots, 8t+4..
+// 8t+7 to the second's.
+struct BlockA {
+  std::uint32_t first[4], second[4];
+};
+
+__device__ __forceinline__ BlockA load_block_a(const __nv_bfloat16* x_low, const __nv_bfloat16* x_high, bool row_low,
+                                               bool row_high, int block) {
+  const std::size_t k0 = static_cast<std::size_t>(block) * kGgufBlockWeights;
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  const uint4 xl = row_low ? __ldg(reinterpret_cast<const uint4*>(x_low + k0)) : zero;
+  const uint4 xh = row_high ? __ldg(reinterpret_cast<const uint4*>(x_high + k0)) : zero;
+  return BlockA{{xl.x, xh.x, xl.y, xh.y}, {xl.z, xh.z, xl.w, xh.w}};
+}
+
+// s: the block's sum of x for rows g (s[0], s[1]) and g + 8 (s[2], s[3]), one mma against ones.
+__device__ __forceinline__ void block_sums(const BlockA& a, float (&s)[4]) {
+  s[0] = s[1] = s[2] = s[3] = 0.f;
+  sm80::mma_m16n8k16_bf16(s, a.first, kBf16OnePair, kBf16OnePair);
+  sm80::mma_m16n8k16_bf16(s, a.second, kBf16OnePair, kBf16OnePair);
+}
+
+// One block of one tile: the lane's B fragments b[4] (pairs of k 8t+2i, +1), the products of both
+// k16 halves, then acc += d c + (off - bias d) s for columns 2t (f0) and 2t + 1 (f1).
+template <bool kUpperRows>
+__device__ __forceinline__ void block_product(const BlockA& a, const std::uint32_t (&b)[4], const float (&s)[4],
+                                              float2 f0, float2 f1, float (&acc)[4]) {
+  float c[4] = {0.f, 0.f, 0.f, 0.f};
+  sm80::mma_m16n8k16_bf16(c, a.first, b[0], b[1]);
+  sm80::mma_m16n8k16_bf16(c, a.second, b[2], b[3]);
+  acc[0] += f0.x * c[0] + f0.y * s[0];
+  acc[1] += f1.x * c[1] + f1.y * s[1];
+  if constexpr (kUpperRows) {
+    acc[2] += f0.x * c[2] + f0.y * s[2];
+    acc[3] += f1.x * c[3] + f1.y * s[3];
+  }
+}
+
+// The B fragments of block j from a lane's quants of a tile (q4: 4 words, word j; q8_0: 8 words,
+// words 2j and 2j + 1).
+template <GgufBlockType kType, bool kSwapped>
+__device__ __forceinline__ void b_fragments(const std::uint32_t* lane_quants, int j, std::uint32_t (&b)[4]) {
+  if constexpr (kType == GgufBlockType::q8_0) {
+    const uint2 bytes = make_uint2(lane_quants[2 * j], lane_quants[2 * j + 1]);
+#pragma unroll
+    for (int p = 0; p < 4; ++p) b[p] = byte_pair(bytes, p);
+  } else {
+#pragma unroll
+    for (int p = 0; p < 4; ++p) b[p] = nibble_pair<kSwapped>(lane_quants[j], p);
+  }
+}
+
+// The warps' partial sums meet in shared memory (`partial`: kWarps x kTiles x 32 x 4 floats);
+// thread e of a tile writes one output.
+template <int kWarps, int kTiles>
+__device__ __forceinline__ void reduce_and_store(const float (&acc)[kTiles][4], float* partial, int m_rows,
+                                                 int n_cols, int first_tile, __nv_bfloat16* y) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int i = 0; i < kTiles; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) partial[((warp * kTiles + i) * 32 + lane) * 4 + e] = acc[i][e];
+  __syncthreads();
+  for (int index = threadIdx.x; index < kTiles * 128; index += kWarps * 32) {
+    const int i = index / 128, l = (index / 4) % 32, e = index % 4;
+    const int row = (l >> 2) + 8 * (e >> 1);
+    const int column = (first_tile + i) * 8 + 2 * (l & 3) + (e & 1);
+    if (row >= m_rows || column >= n_cols) continue;
+    float sum = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) sum += partial[((w * kTiles + i) * 32 + l) * 4 + e];
+    y[static_cast<std::size_t>(row) * n_cols + column] = __float2bfloat16(sum);
+  }
+}
+
+}  // namespace kc::stage3::gguf_mma
