@@ -46,6 +46,11 @@ Shape w_shape(const Problem& p) {
 // at layout=2 one row per tile of 8 rows x 4 blocks (padding included).
 Shape quants_shape(const Problem& p) {
   const GgufBlockType type = gguf_block_type(p);
+  if (gguf_layout(p) == GgufLayout::mma_weights_a) {
+    const int n = static_cast<int>(p.dims[1]), k = static_cast<int>(p.dims[2]);
+    return Shape{static_cast<std::int64_t>(gguf_mma16_tiles(n, k)),
+                 static_cast<std::int64_t>(gguf_mma16_quant_bytes(type, n, k) / gguf_mma16_tiles(n, k))};
+  }
   if (gguf_layout(p) == GgufLayout::mma) {
     const int n = static_cast<int>(p.dims[1]), k = static_cast<int>(p.dims[2]);
     return Shape{static_cast<std::int64_t>(gguf_mma_tiles(n, k)),
@@ -56,6 +61,11 @@ Shape quants_shape(const Problem& p) {
 
 Shape scales_shape(const Problem& p) {
   const GgufBlockType type = gguf_block_type(p);
+  if (gguf_layout(p) == GgufLayout::mma_weights_a) {
+    const int n = static_cast<int>(p.dims[1]), k = static_cast<int>(p.dims[2]);
+    return Shape{static_cast<std::int64_t>(gguf_mma16_tiles(n, k)),
+                 static_cast<std::int64_t>(gguf_mma16_scale_bytes(type, n, k) / gguf_mma16_tiles(n, k) / 2)};
+  }
   if (gguf_layout(p) == GgufLayout::mma) {
     const int n = static_cast<int>(p.dims[1]), k = static_cast<int>(p.dims[2]);
     return Shape{static_cast<std::int64_t>(gguf_mma_tiles(n, k)),
@@ -103,11 +113,12 @@ OperandSpec repacked_operand(const char* name, ShapeFn shape, DType dtype, bool 
       return;
     }
     const std::vector<std::uint8_t> blocks = draw_blocks(p, blocks_seed(seed));
+    const int n = static_cast<int>(p.dims[1]), k = static_cast<int>(p.dims[2]);
     const GgufRepacked repacked =
-        gguf_layout(p) == GgufLayout::mma
-            ? repack_gguf_blocks_for_mma(gguf_block_type(p), blocks.data(), blocks.size(),
-                                         static_cast<int>(p.dims[1]), static_cast<int>(p.dims[2]))
-            : repack_gguf_blocks(gguf_block_type(p), blocks.data(), blocks.size());
+        gguf_layout(p) == GgufLayout::mma_weights_a
+            ? repack_gguf_blocks_for_mma16(gguf_block_type(p), blocks.data(), blocks.size(), n, k)
+        : gguf_layout(p) == GgufLayout::mma ? repack_gguf_blocks_for_mma(gguf_block_type(p), blocks.data(), blocks.size(), n, k)
+                                            : repack_gguf_blocks(gguf_block_type(p), blocks.data(), blocks.size());
     const std::vector<std::uint8_t>& bytes = is_quants ? repacked.quants : repacked.scales;
     tensor.upload(bytes.data(), bytes.size(), stream);
   };
@@ -129,8 +140,10 @@ GgufLayout gguf_layout(const Problem& problem) {
   if (layout == 0.0) return GgufLayout::blocks;
   if (layout == 1.0) return GgufLayout::repacked;
   if (layout == 2.0) return GgufLayout::mma;
-  throw Error(fmt::format(
-      "gemv_gguf: layout {} is not 0 (the GGUF blocks as stored), 1 (repacked) or 2 (the mma fragment layout)", layout));
+  if (layout == 3.0) return GgufLayout::mma_weights_a;
+  throw Error(fmt::format("gemv_gguf: layout {} is not 0 (the GGUF blocks as stored), 1 (repacked), 2 (the mma "
+                          "fragment layout) or 3 (the fragment layout with the weights as A)",
+                          layout));
 }
 
 GgufRepacked repack_gguf_blocks(GgufBlockType type, const std::uint8_t* bytes, std::size_t byte_count) {
@@ -214,6 +227,67 @@ GgufRepacked repack_gguf_blocks_for_mma(GgufBlockType type, const std::uint8_t* 
   return out;
 }
 
+GgufRepacked repack_gguf_blocks_for_mma16(GgufBlockType type, const std::uint8_t* bytes, std::size_t byte_count,
+                                          int n, int k) {
+  const auto size = static_cast<std::size_t>(gguf_block_bytes(type));
+  if (n < 1 || k < kGgufBlockWeights || k % kGgufBlockWeights != 0)
+    throw Error(fmt::format(
+        "repack_gguf_blocks_for_mma16: N must be >= 1 and K a positive multiple of {} (got N {}, K {})",
+        kGgufBlockWeights, n, k));
+  const std::size_t k_blocks = static_cast<std::size_t>(k / kGgufBlockWeights);
+  if (byte_count != static_cast<std::size_t>(n) * k_blocks * size)
+    throw Error(fmt::format("repack_gguf_blocks_for_mma16: {} bytes are not the {} x {} blocks of {} bytes of an N = "
+                            "{}, K = {} weight (ggml type {})",
+                            byte_count, n, k_blocks, size, n, k, static_cast<int>(type)));
+  const bool q8 = type == GgufBlockType::q8_0;
+  const std::size_t lane_bytes = q8 ? 64 : 32;
+  const auto scale_bytes = static_cast<std::size_t>(gguf_scale_bytes(type));
+  const std::size_t chunks = (k_blocks + 3) / 4, tiles = static_cast<std::size_t>((n + 15) / 16);
+  GgufRepacked out;
+  out.quants.assign(gguf_mma16_quant_bytes(type, n, k), 0);  // padding: quants 0 and scales 0
+  out.scales.assign(gguf_mma16_scale_bytes(type, n, k), 0);
+  auto quant = [&](const std::uint8_t* block, int i) -> unsigned {
+    const std::uint8_t* qs = block + scale_bytes;
+    if (q8) return qs[i];
+    return i < 16 ? qs[i] & 15u : static_cast<unsigned>(qs[i - 16] >> 4);
+  };
+  for (std::size_t tile = 0; tile < tiles; ++tile)
+    for (std::size_t chunk = 0; chunk < chunks; ++chunk) {
+      const std::size_t tile_chunk = tile * chunks + chunk;
+      for (int lane = 0; lane < 32; ++lane) {
+        const int g = lane / 4, t = lane % 4;
+        std::uint8_t* dst = out.quants.data() + (tile_chunk * 32 + static_cast<std::size_t>(lane)) * lane_bytes;
+        for (std::size_t j = 0; j < 4; ++j)
+          for (std::size_t h = 0; h < 2; ++h) {
+            const std::size_t block = 4 * chunk + j, row = tile * 16 + static_cast<std::size_t>(g) + 8 * h;
+            if (block >= k_blocks || row >= static_cast<std::size_t>(n)) continue;
+            const std::uint8_t* src = bytes + (row * k_blocks + block) * size;
+            const std::size_t word = 2 * j + h;
+            if (q8) {
+              for (int e = 0; e < 8; ++e)
+                dst[8 * word + static_cast<std::size_t>(e)] = static_cast<std::uint8_t>(quant(src, 8 * t + e));
+              continue;
+            }
+            std::uint32_t bits = 0;  // weight 8t + 2i at nibble position i, 8t + 2i + 1 at i + 4
+            for (int i = 0; i < 4; ++i) {
+              bits |= static_cast<std::uint32_t>(quant(src, 8 * t + 2 * i)) << (4 * i);
+              bits |= static_cast<std::uint32_t>(quant(src, 8 * t + 2 * i + 1)) << (4 * (i + 4));
+            }
+            std::memcpy(dst + 4 * word, &bits, 4);
+          }
+      }
+      for (std::size_t g = 0; g < 8; ++g)
+        for (std::size_t j = 0; j < 4; ++j)
+          for (std::size_t h = 0; h < 2; ++h) {
+            const std::size_t block = 4 * chunk + j, row = tile * 16 + g + 8 * h;
+            if (block >= k_blocks || row >= static_cast<std::size_t>(n)) continue;
+            std::memcpy(out.scales.data() + ((tile_chunk * 8 + g) * 8 + 2 * j + h) * scale_bytes,
+                        bytes + (row * k_blocks + block) * size, scale_bytes);
+          }
+    }
+  return out;
+}
+
 std::vector<double> decode_gguf_blocks(GgufBlockType type, const std::uint8_t* bytes, std::size_t blocks) {
   const int size = gguf_block_bytes(type);
   std::vector<double> out(blocks * kGgufBlockWeights);
@@ -243,8 +317,9 @@ std::string gemv_gguf_shape_error(const Problem& p) {
   if (p.dims[0] > kGgufGemvMaxRows) return fmt::format("M must be at most {} (a decode step)", kGgufGemvMaxRows);
   if (p.dims[2] % kGgufBlockWeights != 0) return "K must be a multiple of 32, the GGUF block";
   const double layout = p.param("layout");
-  if (layout != 0.0 && layout != 1.0 && layout != 2.0)
-    return "layout must be 0 (the GGUF blocks as stored), 1 (repacked) or 2 (the mma fragment layout)";
+  if (layout != 0.0 && layout != 1.0 && layout != 2.0 && layout != 3.0)
+    return "layout must be 0 (the GGUF blocks as stored), 1 (repacked), 2 (the mma fragment layout) or 3 (the same "
+           "with the weights as A)";
   return "";
 }
 
@@ -253,7 +328,8 @@ std::string gemv_gguf_layout_error(const Problem& p, GgufLayout layout) {
   if (gguf_layout(p) == layout) return "";
   static constexpr const char* kReads[] = {"the GGUF blocks as stored (layout=0)",
                                            "the blocks repacked by repack_gguf_blocks (layout=1)",
-                                           "the fragment layout of repack_gguf_blocks_for_mma (layout=2)"};
+                                           "the fragment layout of repack_gguf_blocks_for_mma (layout=2)",
+                                           "the weights-as-A layout of repack_gguf_blocks_for_mma16 (layout=3)"};
   return fmt::format("this rung reads {}; layout={} problems are for the rungs that read {}",
                      kReads[static_cast<int>(layout)], static_cast<int>(gguf_layout(p)),
                      kReads[static_cast<int>(gguf_layout(p))]);
@@ -288,14 +364,15 @@ OpSpec make_gemv_gguf_op() {
   op.name = kGemvGgufOp;
   op.description =
       "y = x.w^T, x [M,K] and y [M,N] bf16, w [N,K] in llama.cpp's GGUF blocks of 32 (q4_0, q4_1 or q8_0), "
-      "as stored (layout=0), repacked at load time (layout=1) or repacked for the mma fragments (layout=2), FP32 "
-      "accumulation";
+      "as stored (layout=0), repacked at load time (layout=1) or repacked for the mma fragments (layout=2; layout=3 "
+      "with the weights as the A operand), FP32 accumulation";
   op.dim_names = {"M", "N", "K"};
   op.dtypes = {DType::bf16};
   op.params = {{"ggml_type", 2.0, "the block format: 2 q4_0, 3 q4_1, 8 q8_0"},
                {"layout", 0.0,
                 "0: the GGUF blocks as stored; 1: repacked at load time (quants in 16-byte rows, scales apart); "
-                "2: repacked for mma.sync's fragments (tiles of 8 rows x 128 k)"}};
+                "2: repacked for mma.sync's fragments (tiles of 8 rows x 128 k); 3: the same with the weights as A "
+                "(tiles of 16 rows x 128 k)"}};
   op.bound = Bound::memory;
   // A rung may multiply on the tensor cores (rung 03): the plausibility check of a time uses their peak.
   op.math = MathUnit::fp16_tensor;
@@ -340,7 +417,7 @@ OpSpec make_gemv_gguf_op() {
   // and at M = 16 the first, in q4_0; q4_1 and q8_0 at M = 1 of the first. Each at every layout, so
   // every rung has its row (a rung refuses the other layouts' columns).
   using P = ParamValues;
-  for (const double layout : {0.0, 1.0, 2.0}) {
+  for (const double layout : {0.0, 1.0, 2.0, 3.0}) {
     for (const auto& [n, k] : std::vector<std::pair<std::int64_t, std::int64_t>>{{4096, 4096}, {14336, 4096}, {4096, 14336}})
       op.bench.push_back({{1, n, k}, std::nullopt, P{{"layout", layout}}});
     op.bench.push_back({{16, 4096, 4096}, std::nullopt, P{{"layout", layout}}});
@@ -348,7 +425,7 @@ OpSpec make_gemv_gguf_op() {
     op.bench.push_back({{1, 4096, 4096}, std::nullopt, P{{"ggml_type", 8.0}, {"layout", layout}}});
   }
   // Odd N, K of one block and of many, M from 1 to 16, every type, every layout.
-  for (const double layout : {0.0, 1.0, 2.0})
+  for (const double layout : {0.0, 1.0, 2.0, 3.0})
     for (const double type : {2.0, 3.0, 8.0})
       for (const Shape& dims : std::vector<Shape>{{1, 1, 32}, {3, 37, 96}, {16, 257, 576}, {7, 100, 1024}})
         op.conformance.push_back({dims, std::nullopt, P{{"ggml_type", type}, {"layout", layout}}});

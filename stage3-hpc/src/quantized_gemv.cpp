@@ -1,5 +1,5 @@
 // The public quantized GEMV entry (kc/stage3/quantized_gemv.hpp): the checks, then rung 01 (w as
-// stored) or rung 04 (w prepared).
+// stored) or rung 05 (w prepared).
 #include "kc/stage3/quantized_gemv.hpp"
 
 #include <fmt/format.h>
@@ -17,6 +17,8 @@ std::string_view quantized_gemv_kernel_name(QuantizedGemvKernel kernel) {
       return "stage3/gemv_gguf/03_mma";
     case QuantizedGemvKernel::gemv_gguf_04_cp_async:
       return "stage3/gemv_gguf/04_cp_async";
+    case QuantizedGemvKernel::gemv_gguf_05_weights_as_a:
+      return "stage3/gemv_gguf/05_weights_as_a";
   }
   return "unknown";
 }
@@ -73,19 +75,19 @@ void check_quantized_gemv_args(const QuantizedGemvArgs& a) {
 QuantizedGemvKernel quantized_gemv(const QuantizedGemvArgs& args, cudaStream_t stream) {
   check_quantized_gemv_args(args);
   if (args.quants != nullptr) {
-    gemv_gguf_04_cp_async(args, stream);
-    return QuantizedGemvKernel::gemv_gguf_04_cp_async;
+    gemv_gguf_05_weights_as_a(args, stream);
+    return QuantizedGemvKernel::gemv_gguf_05_weights_as_a;
   }
   gemv_gguf_01_warp_per_column(args, stream);
   return QuantizedGemvKernel::gemv_gguf_01_warp_per_column;
 }
 
 std::size_t quantized_gemv_prepared_quant_bytes(GgufBlockType type, int n, int k) {
-  return gguf_mma_quant_bytes(type, n, k);
+  return gguf_mma16_quant_bytes(type, n, k);
 }
 
 std::size_t quantized_gemv_prepared_scale_bytes(GgufBlockType type, int n, int k) {
-  return gguf_mma_scale_bytes(type, n, k);
+  return gguf_mma16_scale_bytes(type, n, k);
 }
 
 void quantized_gemv_prepare(GgufBlockType type, const std::uint8_t* blocks, int n, int k, std::uint8_t* quants,
@@ -99,7 +101,7 @@ void quantized_gemv_prepare(GgufBlockType type, const std::uint8_t* blocks, int 
           entry);
   require(aligned(quants, 16) && aligned(scales, 16), "{}: quants {} and scales {} must be 16-byte aligned", entry,
           static_cast<const void*>(quants), scales);
-  repack_gguf_blocks_for_mma_on_device(type, blocks, n, k, quants, scales, stream);
+  repack_gguf_blocks_for_mma16_on_device(type, blocks, n, k, quants, scales, stream);
 }
 
 }  // namespace kc::stage3

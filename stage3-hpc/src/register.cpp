@@ -171,6 +171,10 @@ void register_kernels(Registry& registry) {
                                  "rung 03 with the quants and scales streamed through a 4-stage cp.async pipeline "
                                  "in shared memory per warp",
                                  GgufLayout::mma, &gemv_gguf_04_cp_async));
+  registry.add_kernel(gguf_entry("05_weights_as_a", 5,
+                                 "the operands swapped: the weights as mma.sync's A (16 columns a product), the "
+                                 "M <= 8 rows of x as B, no zero rows to build",
+                                 GgufLayout::mma_weights_a, &gemv_gguf_05_weights_as_a));
 
   registry.add_kernel(portable_entry("01_wmma", 1,
                                      "WMMA 16x16x16 fragments, tiles staged through shared memory",

@@ -1,4 +1,4 @@
-// The GGUF GEMV's negative controls: rungs 01 to 04 with each byte's nibbles read in the wrong
+// The GGUF GEMV's negative controls: rungs 01 to 05 with each byte's nibbles read in the wrong
 // order must fail the op's check on q4_0 and q4_1 (q8_0 has no nibbles), each on its layout; and
 // the repacked operands of a layout=1 problem are repack_gguf_blocks() of its blocks. The rungs
 // themselves are checked by the conformance tests on every conformance problem. Skips without a
@@ -37,7 +37,8 @@ TEST(GemvGgufGpu, SwappedNibblesFailTheCheck) {
   for (const Rung& rung : {Rung{0.0, &gemv_gguf_01_warp_per_column, &gemv_gguf_01_swapped_nibbles},
                            Rung{1.0, &gemv_gguf_02_repacked, &gemv_gguf_02_swapped_nibbles},
                            Rung{2.0, &gemv_gguf_03_mma, &gemv_gguf_03_swapped_nibbles},
-                           Rung{2.0, &gemv_gguf_04_cp_async, &gemv_gguf_04_swapped_nibbles}})
+                           Rung{2.0, &gemv_gguf_04_cp_async, &gemv_gguf_04_swapped_nibbles},
+                           Rung{3.0, &gemv_gguf_05_weights_as_a, &gemv_gguf_05_swapped_nibbles}})
     for (const double type : {2.0, 3.0}) {
       const Problem problem = op.problem({4, 129, 256}, DType::bf16, {{"ggml_type", type}, {"layout", rung.layout}});
       EXPECT_TRUE(check_run(op, launch_with(rung.right), problem, 5, context).passed()) << problem.label();
@@ -71,28 +72,35 @@ TEST(GemvGgufGpu, RepackedOperandsAreTheRepackOfTheBlocks) {
   }
 }
 
-// The repack on the GPU writes the bytes of the host's repack_gguf_blocks_for_mma (what the
-// conformance tests check rung 03 on), padding included.
-TEST(GemvGgufGpu, DeviceMmaRepackMatchesTheHostRepack) {
+// The repacks on the GPU write the bytes of the host's repack_gguf_blocks_for_mma and
+// repack_gguf_blocks_for_mma16 (what the conformance tests check rungs 03-05 on), padding included.
+TEST(GemvGgufGpu, DeviceMmaRepacksMatchTheHostRepacks) {
   KC_SKIP_WITHOUT_GPU();
   for (const GgufBlockType type : {GgufBlockType::q4_0, GgufBlockType::q4_1, GgufBlockType::q8_0})
-    for (const auto& [n, k] : std::vector<std::pair<int, int>>{{1, 32}, {37, 96}, {16, 576}, {300, 4096}}) {
+    for (const auto& [n, k] : std::vector<std::pair<int, int>>{{1, 32}, {37, 96}, {16, 576}, {300, 4096}})
+      for (const bool sixteen : {false, true}) {
       const std::size_t bytes = static_cast<std::size_t>(n) * (k / kGgufBlockWeights) * gguf_block_bytes(type);
       std::vector<std::uint8_t> blocks(bytes);
       std::uint64_t state = 99 + static_cast<std::uint64_t>(n);
       for (std::uint8_t& b : blocks) b = static_cast<std::uint8_t>((state = state * 6364136223846793005ull + 1442695040888963407ull) >> 56);
-      const GgufRepacked host = repack_gguf_blocks_for_mma(type, blocks.data(), blocks.size(), n, k);
+      const GgufRepacked host = sixteen ? repack_gguf_blocks_for_mma16(type, blocks.data(), blocks.size(), n, k)
+                                        : repack_gguf_blocks_for_mma(type, blocks.data(), blocks.size(), n, k);
       DeviceBuffer<std::uint8_t> device_blocks(bytes), quants(host.quants.size()), scales(host.scales.size());
       device_blocks.copy_from_host(blocks);
       KC_CUDA_CHECK(cudaMemset(quants.data(), 0xA5, quants.bytes()));  // poison: every byte must be written
       KC_CUDA_CHECK(cudaMemset(scales.data(), 0xA5, scales.bytes()));
-      repack_gguf_blocks_for_mma_on_device(type, device_blocks.data(), n, k, quants.data(), scales.data(), nullptr);
+      if (sixteen)
+        repack_gguf_blocks_for_mma16_on_device(type, device_blocks.data(), n, k, quants.data(), scales.data(), nullptr);
+      else
+        repack_gguf_blocks_for_mma_on_device(type, device_blocks.data(), n, k, quants.data(), scales.data(), nullptr);
       KC_CUDA_CHECK(cudaDeviceSynchronize());
       std::vector<std::uint8_t> got_quants(host.quants.size()), got_scales(host.scales.size());
       KC_CUDA_CHECK(cudaMemcpy(got_quants.data(), quants.data(), got_quants.size(), cudaMemcpyDeviceToHost));
       KC_CUDA_CHECK(cudaMemcpy(got_scales.data(), scales.data(), got_scales.size(), cudaMemcpyDeviceToHost));
-      EXPECT_EQ(got_quants, host.quants) << "ggml type " << static_cast<int>(type) << ", " << n << "x" << k;
-      EXPECT_EQ(got_scales, host.scales) << "ggml type " << static_cast<int>(type) << ", " << n << "x" << k;
+      EXPECT_EQ(got_quants, host.quants) << "ggml type " << static_cast<int>(type) << ", " << n << "x" << k << ", "
+                                         << (sixteen ? "layout=3" : "layout=2");
+      EXPECT_EQ(got_scales, host.scales) << "ggml type " << static_cast<int>(type) << ", " << n << "x" << k << ", "
+                                         << (sixteen ? "layout=3" : "layout=2");
     }
 }
 

@@ -110,7 +110,8 @@ TEST(GemvGguf, RefusesShapesItDoesNotDefine) {
             std::string::npos);
   EXPECT_EQ(gguf_block_type(op.problem({1, 7, 64}, DType::bf16, {{"ggml_type", 8.0}})), GgufBlockType::q8_0);
   EXPECT_EQ(gemv_gguf_shape_error(op.problem({1, 7, 64}, DType::bf16, {{"layout", 2.0}})), "");
-  EXPECT_NE(gemv_gguf_shape_error(op.problem({1, 7, 64}, DType::bf16, {{"layout", 3.0}})).find("layout"),
+  EXPECT_EQ(gemv_gguf_shape_error(op.problem({1, 7, 64}, DType::bf16, {{"layout", 3.0}})), "");
+  EXPECT_NE(gemv_gguf_shape_error(op.problem({1, 7, 64}, DType::bf16, {{"layout", 4.0}})).find("layout"),
             std::string::npos);
 }
 
@@ -178,14 +179,18 @@ TEST(GemvGguf, EachRungReadsOneLayoutAndRefusesTheOther) {
   EXPECT_EQ(gemv_gguf_layout_error(mma, GgufLayout::mma), "");
   EXPECT_NE(gemv_gguf_layout_error(mma, GgufLayout::repacked).find("layout=1"), std::string::npos);
   EXPECT_NE(gemv_gguf_layout_error(repacked, GgufLayout::mma).find("layout=2"), std::string::npos);
-  // Every conformance problem is run by the rungs of its layout and refused by the others: a third
-  // of the problems each.
+  // Every conformance problem is run by the rungs of its layout and refused by the others: each
+  // layout has a quarter of the problems.
   const std::vector<std::string> refused_by_01 = gemv_gguf_refusals(GgufLayout::blocks);
   const std::vector<std::string> refused_by_02 = gemv_gguf_refusals(GgufLayout::repacked);
   const std::vector<std::string> refused_by_03 = gemv_gguf_refusals(GgufLayout::mma);
-  EXPECT_EQ(refused_by_01.size() + refused_by_02.size() + refused_by_03.size(), 2 * op.conformance_problems.size());
+  const std::vector<std::string> refused_by_05 = gemv_gguf_refusals(GgufLayout::mma_weights_a);
+  EXPECT_EQ(refused_by_01.size() + refused_by_02.size() + refused_by_03.size() + refused_by_05.size(),
+            3 * op.conformance_problems.size());
   EXPECT_EQ(refused_by_01.size(), refused_by_02.size());
   EXPECT_EQ(refused_by_01.size(), refused_by_03.size());
+  EXPECT_EQ(refused_by_01.size(), refused_by_05.size());
+  for (const std::string& label : refused_by_05) EXPECT_EQ(label.find("layout=3"), std::string::npos) << label;
   for (const std::string& label : refused_by_01) EXPECT_NE(label.find("layout="), std::string::npos) << label;
   for (const std::string& label : refused_by_02) EXPECT_EQ(label.find("layout=1"), std::string::npos) << label;
   for (const std::string& label : refused_by_03) EXPECT_EQ(label.find("layout=2"), std::string::npos) << label;
@@ -241,6 +246,58 @@ TEST(GemvGguf, MmaLayoutHoldsTheSameWeightsAndZeroPadding) {
             ASSERT_EQ(mma_layout_weight(type, r, k, row, kk), 0.0) << "padding row " << row << ", k " << kk;
           }
     }
+}
+
+// The weights of layout=3 read from its description: row r, weight k of block b is in tile r / 16,
+// chunk b / 4, lane 4 (r % 8) + (k % 32) / 8, word (or 8 bytes) 2 (b % 4) + (r % 16) / 8, at nibble
+// position i for k % 8 = 2i and i + 4 for 2i + 1; its scale at entry (r % 8, 2 (b % 4) + (r % 16) / 8).
+double mma16_layout_weight(GgufBlockType type, const GgufRepacked& r, int k, int row, int kk) {
+  const int k_blocks = k / kGgufBlockWeights, chunks = (k_blocks + 3) / 4;
+  const int block = kk / kGgufBlockWeights, within = kk % kGgufBlockWeights;
+  const std::size_t tile_chunk = static_cast<std::size_t>(row / 16) * chunks + static_cast<std::size_t>(block / 4);
+  const int g = row % 8, h = (row % 16) / 8;
+  const int lane = 4 * g + within / 8, word = 2 * (block % 4) + h, e = within % 8;
+  const bool q8 = type == GgufBlockType::q8_0;
+  const std::uint8_t* lane_bytes = r.quants.data() + (tile_chunk * 32 + static_cast<std::size_t>(lane)) * (q8 ? 64 : 32);
+  int q = 0;
+  if (q8) {
+    q = static_cast<std::int8_t>(lane_bytes[8 * word + e]);
+  } else {
+    std::uint32_t bits;
+    std::memcpy(&bits, lane_bytes + 4 * word, 4);
+    q = static_cast<int>((bits >> (4 * (e % 2 == 0 ? e / 2 : e / 2 + 4))) & 15u);
+  }
+  const std::size_t scale_bytes = static_cast<std::size_t>(gguf_scale_bytes(type));
+  const std::uint8_t* scale = r.scales.data() + ((tile_chunk * 8 + static_cast<std::size_t>(g)) * 8 +
+                                                 static_cast<std::size_t>(word)) * scale_bytes;
+  const double d = half_value(scale);
+  if (type == GgufBlockType::q4_1) return d * q + half_value(scale + 2);
+  return type == GgufBlockType::q4_0 ? d * (q - 8) : d * q;
+}
+
+TEST(GemvGguf, WeightsAsALayoutHoldsTheSameWeightsAndZeroPadding) {
+  for (const GgufBlockType type : kTypes)
+    for (const auto& [n, k] : std::vector<std::pair<int, int>>{{1, 32}, {3, 32}, {37, 96}, {16, 576}, {17, 1024}}) {
+      const std::size_t blocks = static_cast<std::size_t>(n) * static_cast<std::size_t>(k / kGgufBlockWeights);
+      const std::vector<std::uint8_t> original = random_blocks(type, blocks, 41 * static_cast<std::uint64_t>(n) + k);
+      const GgufRepacked r = repack_gguf_blocks_for_mma16(type, original.data(), original.size(), n, k);
+      ASSERT_EQ(r.quants.size(), gguf_mma16_quant_bytes(type, n, k));
+      ASSERT_EQ(r.scales.size(), gguf_mma16_scale_bytes(type, n, k));
+      const std::vector<double> expected = decode_gguf_blocks(type, original.data(), blocks);
+      for (int row = 0; row < n; ++row)
+        for (int kk = 0; kk < k; ++kk)
+          ASSERT_EQ(mma16_layout_weight(type, r, k, row, kk), expected[static_cast<std::size_t>(row) * k + kk])
+              << "ggml type " << static_cast<int>(type) << ", " << n << "x" << k << ", row " << row << ", k " << kk;
+      const int padded_n = (n + 15) / 16 * 16, padded_k = (k / kGgufBlockWeights + 3) / 4 * 4 * kGgufBlockWeights;
+      for (int row = 0; row < padded_n; ++row)
+        for (int kk = 0; kk < padded_k; kk += kGgufBlockWeights)
+          if (row >= n || kk >= k) {
+            ASSERT_EQ(mma16_layout_weight(type, r, k, row, kk), 0.0) << "padding row " << row << ", k " << kk;
+          }
+    }
+  const std::vector<std::uint8_t> bytes(2 * 3 * 34, 0);
+  EXPECT_NO_THROW(repack_gguf_blocks_for_mma16(GgufBlockType::q8_0, bytes.data(), bytes.size(), 2, 96));
+  EXPECT_THROW(repack_gguf_blocks_for_mma16(GgufBlockType::q8_0, bytes.data(), bytes.size(), 2, 64), Error);
 }
 
 TEST(GemvGguf, MmaRepackRefusesAByteCountThatIsNotTheWeight) {

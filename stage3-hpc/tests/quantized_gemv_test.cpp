@@ -96,12 +96,15 @@ TEST(QuantizedGemvEntry, NamesTheRungAndTheTypes) {
             "stage3/gemv_gguf/01_warp_per_column");
   EXPECT_EQ(quantized_gemv_kernel_name(QuantizedGemvKernel::gemv_gguf_03_mma), "stage3/gemv_gguf/03_mma");
   EXPECT_EQ(quantized_gemv_kernel_name(QuantizedGemvKernel::gemv_gguf_04_cp_async), "stage3/gemv_gguf/04_cp_async");
-  // The prepared layout pads N to whole tiles of 8 rows and K to 128 (4 blocks): 16 bytes of
-  // quants a lane (32 for q8_0), 2 or 4 bytes of scale a block-row.
+  EXPECT_EQ(quantized_gemv_kernel_name(QuantizedGemvKernel::gemv_gguf_05_weights_as_a),
+            "stage3/gemv_gguf/05_weights_as_a");
+  // The prepared layout pads N to whole tiles of 16 rows and K to 128 (4 blocks): 32 bytes of
+  // quants a lane (64 for q8_0), 2 or 4 bytes of scale a block-row.
   EXPECT_EQ(quantized_gemv_prepared_quant_bytes(GgufBlockType::q4_1, 4096, 4096), 4096u * 4096u / 2u);
   EXPECT_EQ(quantized_gemv_prepared_scale_bytes(GgufBlockType::q4_1, 4096, 4096), 4096u * 128u * 4u);
-  EXPECT_EQ(quantized_gemv_prepared_quant_bytes(GgufBlockType::q8_0, 9, 96), 2u * 1u * 32u * 32u);
-  EXPECT_EQ(quantized_gemv_prepared_scale_bytes(GgufBlockType::q4_0, 9, 96), 2u * 1u * 32u * 2u);
+  EXPECT_EQ(quantized_gemv_prepared_quant_bytes(GgufBlockType::q8_0, 9, 96), 1u * 1u * 32u * 64u);
+  EXPECT_EQ(quantized_gemv_prepared_scale_bytes(GgufBlockType::q4_0, 9, 96), 1u * 1u * 64u * 2u);
+  EXPECT_EQ(quantized_gemv_prepared_quant_bytes(GgufBlockType::q4_0, 17, 160), 2u * 2u * 32u * 32u);
   expect_refused([&] { quantized_gemv_prepare(GgufBlockType::q4_0, nullptr, 8, 64, nullptr, nullptr, nullptr); },
                  "must be non-null");
   expect_refused([&] { quantized_gemv_prepare(GgufBlockType::q4_0, nullptr, 8, 48, nullptr, nullptr, nullptr); },

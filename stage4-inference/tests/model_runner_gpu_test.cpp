@@ -698,7 +698,7 @@ TEST(ModelRunner, NativeQuantizedStepsMatchTheDequantizedPathAndTheDoubleModel) 
           const std::string key = fmt::format("projection {}, {} blocks (first at M = 7)", role, ggml_type_name(type));
           if (native == 1) {
             ASSERT_EQ(used.count(key), 1u) << name << ": " << key;
-            EXPECT_EQ(used.at(key), "stage3/gemv_gguf/04_cp_async") << name;
+            EXPECT_EQ(used.at(key), "stage3/gemv_gguf/05_weights_as_a") << name;
           } else {
             EXPECT_EQ(used.count(key), 0u) << name << ": the dequantized path ran on blocks";
           }
@@ -744,7 +744,7 @@ TEST(ModelRunner, NativeQuantizedDecodeUnderCudaGraphsMatchesEagerAndTheDoubleMo
     bool on_blocks = false;
     for (const auto& [role, kernel] : runner.kernels_used())
       on_blocks = on_blocks || (role.rfind("projection down, q4_1 blocks", 0) == 0 &&
-                                kernel == "stage3/gemv_gguf/04_cp_async");
+                                kernel == "stage3/gemv_gguf/05_weights_as_a");
     EXPECT_TRUE(on_blocks) << "no step ran the down projection on its blocks";
     if (graphs == 1) {
       EXPECT_GT(runner.graph_replays(), 10) << "the decode steps did not run as graphs";
@@ -829,7 +829,7 @@ TEST(ModelRunner, RandomBlocksAreValidAndTheirBf16CopyIsTheirDequantization) {
   RunnerOptions options = small_runner();
   options.native_quantized = true;
   ModelRunner runner(config, options, 3, GgmlType::q4_1);
-  // The pool holds each projection's blocks prepared for the quantized GEMV (tiles of 8 rows x 128
+  // The pool holds each projection's blocks prepared for the quantized GEMV (tiles of 16 rows x 128
   // k, padding included): q, k, v, o, [gate | up], down a layer; the tied embedding.
   const auto prepared = [](std::int64_t n, std::int64_t k) {
     const auto type = stage3::GgufBlockType::q4_1;

@@ -40,6 +40,17 @@ __device__ __forceinline__ void mma_m16n8k16_bf16(float (&d)[4], const std::uint
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// D = A.B + C with D and C apart (C read, D written): the compiler may give D other registers than
+// A, B and C, where the form above ties D to C — a chain that starts from zero or reuses a
+// fragment then costs no register moves. Not volatile: the compiler may schedule it.
+__device__ __forceinline__ void mma_m16n8k16_bf16_into(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                                       std::uint32_t b1, const float (&c)[4]) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+}
+
 // The same with FP16 inputs (IEEE half: 10 mantissa bits, range up to 65504), FP32 accumulators.
 __device__ __forceinline__ void mma_m16n8k16_f16(float (&d)[4], const std::uint32_t (&a)[4],
                                                  std::uint32_t b0, std::uint32_t b1) {

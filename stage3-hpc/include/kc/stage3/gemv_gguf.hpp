@@ -6,7 +6,8 @@
 // 32 along K; parameter `ggml_type`: 2 (q4_0, the default), 3 (q4_1) or 8 (q8_0); parameter
 // `layout`: 0 (the default) the blocks as the file stores them, 1 the blocks repacked at load time
 // by repack_gguf_blocks(), 2 the blocks repacked for mma.sync's fragments by
-// repack_gguf_blocks_for_mma() (the layouts: gemv_gguf_args.hpp). Each rung reads one layout and
+// repack_gguf_blocks_for_mma(), 3 the same with the weights as the A operand by
+// repack_gguf_blocks_for_mma16() (the layouts: gemv_gguf_args.hpp). Each rung reads one layout and
 // refuses the other. Operands: x bf16 ~ uniform(-1, 1); w the blocks as bytes (an i8 tensor
 // [N, K / 32 x block bytes]), at both layouts: d drawn in [2^-10, 2^-4] (a normal half), m for q4_1
 // of either sign with a magnitude in [2^-10, 2^-2], the quants uniform over their range;
@@ -55,11 +56,14 @@ GgufRepacked repack_gguf_blocks(GgufBlockType type, const std::uint8_t* bytes, s
 // (repack_gguf_blocks_for_mma_on_device) writes the same bytes.
 GgufRepacked repack_gguf_blocks_for_mma(GgufBlockType type, const std::uint8_t* bytes, std::size_t byte_count,
                                         int n, int k);
-// The layout a problem asks for (kc::Error for a layout other than 0, 1 or 2).
+// The same for rung 05's layout (layout=3: tiles of 16 rows, the weights as mma's A operand).
+GgufRepacked repack_gguf_blocks_for_mma16(GgufBlockType type, const std::uint8_t* bytes, std::size_t byte_count,
+                                          int n, int k);
+// The layout a problem asks for (kc::Error for a layout other than 0, 1, 2 or 3).
 GgufLayout gguf_layout(const Problem& problem);
 
 // "" when the op defines `problem` (M in [1, 16], K a multiple of 32, ggml_type 2, 3 or 8, layout
-// 0, 1 or 2), otherwise why not.
+// 0 to 3), otherwise why not.
 std::string gemv_gguf_shape_error(const Problem& problem);
 
 // "" when a rung that reads `layout` runs `problem` (the op defines it and asks for that layout),

@@ -53,6 +53,17 @@
 // That is the mma.sync m16n8k16 fragment order with the block's k permuted (the same permutation
 // for x, so the products pair up): lane (g, t) finds its B fragments of both k16 halves of a block
 // in one word, and its 8 values of x for the block in one 16-byte piece of row g.
+//
+// layout=3: the same idea with the roles of the operands swapped (rung 05): w is mma.sync's A
+// operand (16 rows: 16 output columns a product) and x its B operand (8 columns: the M <= 8 rows
+// of x; 16 rows take two). Tiles of 16 rows x 4 blocks; N pads to a multiple of 16, K to 128.
+//
+//   quants: per tile 32 lanes x L bytes, lane l = 4g + t holds, for each block j and half h (row
+//           16T + g + 8h), the block's weights k = 8t ... 8t+7 of that row:
+//             q4_0, q4_1 (L = 32): word 2j + h = 8 nibbles in layout=2's order
+//             q8_0 (L = 64):       bytes 8 (2j + h) ... + 7 = the int8 weights 8t ... 8t+7
+//   scales: per tile 8 x 8 entries of S bytes: entry (g, e), e = 2j + h, is the scale of row
+//           16T + g + 8h, block 4C + j — the 16 or 32 bytes the 4 lanes of row group g share
 #pragma once
 
 #include <cuda_bf16.h>
@@ -85,7 +96,7 @@ static_assert(gguf_quant_bytes(GgufBlockType::q4_0) + gguf_scale_bytes(GgufBlock
               "the repack separates a block's bytes, it adds none");
 
 // The values of the op's parameter `layout`.
-enum class GgufLayout : int { blocks = 0, repacked = 1, mma = 2 };
+enum class GgufLayout : int { blocks = 0, repacked = 1, mma = 2, mma_weights_a = 3 };
 
 // layout=2: the bytes of quants and of scales of an N x K weight (padding included).
 constexpr std::size_t gguf_mma_tiles(int n, int k) {
@@ -96,6 +107,16 @@ constexpr std::size_t gguf_mma_quant_bytes(GgufBlockType type, int n, int k) {
 }
 constexpr std::size_t gguf_mma_scale_bytes(GgufBlockType type, int n, int k) {
   return gguf_mma_tiles(n, k) * 32 * static_cast<std::size_t>(gguf_scale_bytes(type));
+}
+// layout=3: the same for tiles of 16 rows.
+constexpr std::size_t gguf_mma16_tiles(int n, int k) {
+  return static_cast<std::size_t>((n + 15) / 16) * static_cast<std::size_t>((k / kGgufBlockWeights + 3) / 4);
+}
+constexpr std::size_t gguf_mma16_quant_bytes(GgufBlockType type, int n, int k) {
+  return gguf_mma16_tiles(n, k) * 32 * (type == GgufBlockType::q8_0 ? 64 : 32);
+}
+constexpr std::size_t gguf_mma16_scale_bytes(GgufBlockType type, int n, int k) {
+  return gguf_mma16_tiles(n, k) * 64 * static_cast<std::size_t>(gguf_scale_bytes(type));
 }
 
 struct GgufGemvArgs {
@@ -137,6 +158,18 @@ void gemv_gguf_03_swapped_nibbles(const GgufGemvArgs& args, cudaStream_t stream)
 void gemv_gguf_04_cp_async(const GgufGemvArgs& args, cudaStream_t stream);
 // For the negative control only: rung 04 with the two nibbles of each pair exchanged.
 void gemv_gguf_04_swapped_nibbles(const GgufGemvArgs& args, cudaStream_t stream);
+
+// Rung 05: the operands swapped (layout=3): w the A operand, 16 output columns a product, x the B
+// operand (its M <= 8 rows fill the 8 columns exactly; 9..16 rows take a second product); per block
+// two products and one against ones (the sums of x), the scales once a block in FP32.
+void gemv_gguf_05_weights_as_a(const GgufGemvArgs& args, cudaStream_t stream);
+// For the negative control only: rung 05 with the two nibbles of each pair exchanged.
+void gemv_gguf_05_swapped_nibbles(const GgufGemvArgs& args, cudaStream_t stream);
+
+// The layout=3 repack on the GPU, as repack_gguf_blocks_for_mma_on_device for layout=2; buffers of
+// gguf_mma16_quant_bytes / gguf_mma16_scale_bytes.
+void repack_gguf_blocks_for_mma16_on_device(GgufBlockType type, const std::uint8_t* blocks, int n, int k,
+                                            std::uint8_t* quants, void* scales, cudaStream_t stream);
 
 // The layout=2 repack on the GPU, once at load time: `blocks` the N rows of K / 32 GGUF blocks of
 // `type` (as a file stores them) in device memory; `quants` and `scales` device buffers of

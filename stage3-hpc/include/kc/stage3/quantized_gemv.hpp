@@ -15,8 +15,8 @@
 //      the engine can name it: w as stored (args.w) runs stage3/gemv_gguf/01_warp_per_column (a
 //      warp per output column, the blocks decoded where they are read); w prepared by
 //      quantized_gemv_prepare (args.quants and args.scales, args.w null) runs
-//      stage3/gemv_gguf/04_cp_async (mma.sync on the fragment layout, layout=2 of
-//      gemv_gguf_args.hpp, fed by a cp.async pipeline), the fast one. Both take every type and every M in 1..16.
+//      stage3/gemv_gguf/05_weights_as_a (mma.sync with the weights as the A operand, layout=3 of
+//      gemv_gguf_args.hpp), the fast one. Both take every type and every M in 1..16.
 // The launch is asynchronous on `stream`, allocates nothing and never synchronizes: it can be
 // captured in a CUDA graph. The build holds code for sm_80 and sm_90a; an older GPU gets the
 // runtime's kc::CudaError at the launch.
@@ -36,7 +36,8 @@ namespace kc::stage3 {
 enum class QuantizedGemvKernel {
   gemv_gguf_01_warp_per_column,  // stage3/gemv_gguf/01_warp_per_column (w as stored)
   gemv_gguf_03_mma,              // stage3/gemv_gguf/03_mma (not chosen by the entry; named for completeness)
-  gemv_gguf_04_cp_async,         // stage3/gemv_gguf/04_cp_async (w prepared by quantized_gemv_prepare)
+  gemv_gguf_04_cp_async,         // stage3/gemv_gguf/04_cp_async (not chosen by the entry; named for completeness)
+  gemv_gguf_05_weights_as_a,     // stage3/gemv_gguf/05_weights_as_a (w prepared by quantized_gemv_prepare)
 };
 
 // "stage3/gemv_gguf/01_warp_per_column": the kc-bench id of the rung.
@@ -51,7 +52,7 @@ std::string_view gguf_block_type_name(GgufBlockType type);
 using QuantizedGemvArgs = GgufGemvArgs;
 
 // The device bytes quantized_gemv_prepare writes for an N x K weight of `type` (quants, then
-// scales; tiles of 8 rows x 128 k, so N pads to a multiple of 8 and K to one of 128).
+// scales; tiles of 16 rows x 128 k, so N pads to a multiple of 16 and K to one of 128).
 std::size_t quantized_gemv_prepared_quant_bytes(GgufBlockType type, int n, int k);
 std::size_t quantized_gemv_prepared_scale_bytes(GgufBlockType type, int n, int k);
 

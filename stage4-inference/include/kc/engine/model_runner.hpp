@@ -104,7 +104,7 @@ struct RunnerOptions {
   // pool, prepared at load by kc::stage3::quantized_gemv_prepare ("layer 3 q (q4_1 blocks)" ...; gate
   // and up as one [gate | up] piece when both have blocks of one type), and a step of at most 16
   // tokens (kc::stage3::kGgufGemvMaxRows: decode batches, short prompts) runs each such projection,
-  // the output projection included, through kc::stage3::quantized_gemv (stage3/gemv_gguf/04_cp_async)
+  // the output projection included, through kc::stage3::quantized_gemv (stage3/gemv_gguf/05_weights_as_a)
   // on the blocks instead of the
   // bf16 GEMM on the copy. Longer steps (prefill) run the bf16 copy, which stays in the pool too:
   // both copies are kept in this first version. In a native step the RMSNorms, SwiGLU and
