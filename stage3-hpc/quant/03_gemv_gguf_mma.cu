@@ -82,8 +82,12 @@ __device__ __forceinline__ void load_chunk(ChunkRegisters<kType>& r, const uint4
     r.scales[v] = valid ? __ldg(scales + (tile_chunk * 4 + t) * R::kScaleVectors + v) : make_uint4(0, 0, 0, 0);
 }
 
+// __launch_bounds__(256, 1): given only the thread count, ptxas held some instances to 64
+// registers and spilled 8-24 bytes inside the block loop (LDL/STL around the HMMAs; the SASS
+// contracts refuse any spill in stage 3). A stated minimum of one CTA an SM lets it take the 53-102
+// registers they need; 256 threads of up to 102 registers still fit two CTAs an SM.
 template <GgufBlockType kType, int kTiles, bool kUpperRows, bool kSwapped>
-__global__ void __launch_bounds__(kWarps * 32)
+__global__ void __launch_bounds__(kWarps * 32, 1)
     gemv_mma_kernel(int m_rows, int n_cols, int k_len, const __nv_bfloat16* __restrict__ x,
                     const uint4* __restrict__ quants, const uint4* __restrict__ scales,
                     __nv_bfloat16* __restrict__ y) {
