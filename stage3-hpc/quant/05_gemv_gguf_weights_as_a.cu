@@ -156,10 +156,11 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
           sm80::mma_m16n8k16_bf16_into(s1, kOnes, xv.x, xv.y, zero);
           sm80::mma_m16n8k16_bf16_into(s, kOnes, xv.z, xv.w, s1);
         }
-        acc[r][0] += f_low.x * c2[0] + f_low.y * s[0];
-        acc[r][1] += f_low.x * c2[1] + f_low.y * s[1];
-        acc[r][2] += f_high.x * c2[2] + f_high.y * s[0];
-        acc[r][3] += f_high.x * c2[3] + f_high.y * s[1];
+        // acc += d c + (off - 128 d) s, two FFMA an output (see block_product).
+        acc[r][0] = fmaf(f_low.x, c2[0], fmaf(f_low.y, s[0], acc[r][0]));
+        acc[r][1] = fmaf(f_low.x, c2[1], fmaf(f_low.y, s[1], acc[r][1]));
+        acc[r][2] = fmaf(f_high.x, c2[2], fmaf(f_high.y, s[0], acc[r][2]));
+        acc[r][3] = fmaf(f_high.x, c2[3], fmaf(f_high.y, s[1], acc[r][3]));
       }
     }
     current = next;

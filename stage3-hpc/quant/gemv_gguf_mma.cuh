@@ -28,9 +28,17 @@ constexpr int kTileScaleBytes = 32 * gguf_scale_bytes(kType);
 // Pair i (0..3) of a lane's word of nibbles as bf16 (128 + q_lo, 128 + q_hi): nibble positions i
 // and i + 4 (bits 4i and 16 + 4i) hold the block's k 8t + 2i and 8t + 2i + 1. kSwapped: the
 // negative control's decode, the two nibbles of each pair exchanged.
+// (a & b) | c in one LOP3.LUT (lookup table 0xEA): written in C++, the compiler emits an AND and an
+// OR, because a SASS LOP3 takes one immediate and the mask and the bias are two.
+__device__ __forceinline__ std::uint32_t and_or(std::uint32_t a, std::uint32_t b, std::uint32_t c) {
+  std::uint32_t out;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(out) : "r"(a), "r"(b), "r"(c));
+  return out;
+}
+
 template <bool kSwapped>
 __device__ __forceinline__ std::uint32_t nibble_pair(std::uint32_t word, int i) {
-  std::uint32_t pair = ((word >> (4 * i)) & 0x000F000Fu) | kBf16BiasPair;
+  std::uint32_t pair = and_or(word >> (4 * i), 0x000F000Fu, kBf16BiasPair);
   if constexpr (kSwapped) pair = (pair >> 16) | (pair << 16);
   return pair;
 }
@@ -96,11 +104,13 @@ __device__ __forceinline__ void block_product(const BlockA& a, const std::uint32
   float c[4] = {0.f, 0.f, 0.f, 0.f};
   sm80::mma_m16n8k16_bf16(c, a.first, b[0], b[1]);
   sm80::mma_m16n8k16_bf16(c, a.second, b[2], b[3]);
-  acc[0] += f0.x * c[0] + f0.y * s[0];
-  acc[1] += f1.x * c[1] + f1.y * s[1];
+  // Two FFMA an output: written as acc += d c + e s the compiler must round d c + e s first (three
+  // instructions: it may not reassociate floating-point sums).
+  acc[0] = fmaf(f0.x, c[0], fmaf(f0.y, s[0], acc[0]));
+  acc[1] = fmaf(f1.x, c[1], fmaf(f1.y, s[1], acc[1]));
   if constexpr (kUpperRows) {
-    acc[2] += f0.x * c[2] + f0.y * s[2];
-    acc[3] += f1.x * c[3] + f1.y * s[3];
+    acc[2] = fmaf(f0.x, c[2], fmaf(f0.y, s[2], acc[2]));
+    acc[3] = fmaf(f1.x, c[3], fmaf(f1.y, s[3], acc[3]));
   }
 }
 
