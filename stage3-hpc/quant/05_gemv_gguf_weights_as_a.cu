@@ -3,9 +3,9 @@
 // Idea: rungs 03 and 04 give mma.sync m16n8k16 the rows of x as A (16 rows, of which a decode step
 // fills 1 to 16) and 8 output columns of w as B. At M = 1 fifteen of A's sixteen rows are zeros the
 // lane still has to place in registers for every product, and each product covers 8 x 16 = 128
-// weights. Profiled on the H200 (ncu, 1 x 14336 x 4096 q4_0, rung 03): DRAM at 25% of its peak and
-// the SMs at 65% — the rung issues instructions (register moves around the zero rows, the scales,
-// the nibbles), it does not wait for memory. Swapping the roles (y^T = w . x^T) makes the weights
+// weights. Profiled on the H200 (ncu on rung 03; the figures are in the stage-3 README), DRAM runs
+// far below its peak while the SMs issue on most cycles — the rung issues instructions (register
+// moves around the zero rows, the scales, the nibbles), it does not wait for memory. Swapping the roles (y^T = w . x^T) makes the weights
 // A: 16 output columns x 16 k = 256 weights a product, and x B: its 8 columns are the M <= 8 rows
 // of x exactly, one 16-byte load of x per lane and block and no zero registers to build (M of 9 to
 // 16 takes a second B and a second product). The nibble decode per weight is the same; the
