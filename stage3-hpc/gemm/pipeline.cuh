@@ -102,6 +102,22 @@ struct StageRing {
     }
   }
 
+  // The same for a tile whose A rows start at a_row and B rows at b_row, without clusters: the
+  // grouped GEMM (rung 03), whose tiles start at an expert's first row and its weight's first row.
+  __device__ __forceinline__ void load_rows(const typename Config::Params& params,
+                                            PipelineState<Config::kStages>& state, int a_row, int b_row,
+                                            int k_tiles) const {
+    static_assert(Config::kClusterM == 1, "load_rows has no multicast");
+    for (int k_tile = 0; k_tile < k_tiles; ++k_tile) {
+      const int k0 = k_tile * kHopperBlockK;
+      sm90::mbarrier_wait(&empty[state.stage], state.phase ^ 1);
+      sm90::mbarrier_arrive_expect_tx(&full[state.stage], Config::kStageBytes);
+      sm90::tma_load_2d(tile_a(state.stage), &params.a, &full[state.stage], k0, a_row);
+      sm90::tma_load_2d(tile_b(state.stage), &params.b, &full[state.stage], k0, b_row);
+      state.advance();
+    }
+  }
+
   // ---- consumer side: a whole warpgroup, K step by K step (the kernel's mainloop) ----
   // Waits until the stage `state` points to has landed.
   __device__ __forceinline__ void wait_full(const PipelineState<Config::kStages>& state) const {

@@ -65,6 +65,8 @@ struct WarpSpecializedConfig {
   static constexpr int kStages = kStagesValue;
   static constexpr int kStorePassColumns = kStorePassColumnsValue;
   static constexpr int kRasterBandTileRows = kRasterBandTileRowsValue;
+  // The grouped GEMM's rung 03 (GroupedWarpSpecializedConfig below) walks every expert's tiles.
+  static constexpr bool kGrouped = false;
 
   static constexpr int kConsumers = 2;  // warpgroups 1 and 2; warpgroup 0 produces
   static constexpr int kThreads = (1 + kConsumers) * kWarpgroupThreads;
@@ -125,6 +127,22 @@ template <class Activation>
 using TmaStoreConfig = WarpSpecializedConfig</*kClusterM=*/1, EpilogueKind::tma_store, Activation,
                                              /*kStages=*/4, /*kStorePassColumns=*/128,
                                              /*kRasterBandTileRows=*/8>;
+
+// The grouped GEMM's rung 03 (gemm/grouped/03_warp_specialized.cu): rung 07's kernel (persistent,
+// direct stores) over the output tiles of every expert of a mixture-of-experts layer. Its
+// parameters are rung 07's (A the tokens x K activations, B the G N x K weights as one G.N x K
+// matrix, n and k an expert's) plus the tile table of grouped_gemm_args.hpp.
+struct GroupedWarpSpecializedParams : WarpSpecializedParams<Identity> {
+  const int* row_starts;   // G + 1: the first row of each expert (row_starts[G] = tokens)
+  const int* tile_starts;  // G + 1: the first 128 x 256 tile of each expert (tile_starts[G] = tiles)
+  int groups;              // G
+  int tiles;               // tile_starts[G]
+};
+
+struct GroupedWarpSpecializedConfig : WarpSpecializedConfig<1, EpilogueKind::direct_store, Identity> {
+  using Params = GroupedWarpSpecializedParams;
+  static constexpr bool kGrouped = true;
+};
 
 // Rung 10: rung 09's knobs, with the activation run by the producer warpgroup's idle warps.
 template <class Activation>

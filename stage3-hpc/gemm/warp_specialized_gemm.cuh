@@ -10,6 +10,9 @@
 //                            instead of 8 (TmaStoreConfig)
 //   10 fused bias + GELU     as 09, gelu(acc + bias) computed by  smem + TMA store
 //                            the producer warpgroup's idle warps
+//   grouped GEMM, rung 03    as 07, the tiles of every expert of  direct stores, at each
+//   (GroupedWarpSpecialized- a mixture-of-experts layer, found   expert's rows
+//   Config, Config::kGrouped) in a table of prefix sums
 //
 // The parts, each in its own file:
 //   warp_specialized_config.cuh         the knobs (WarpSpecializedConfig), the kernel parameters,
@@ -45,6 +48,7 @@
 #include "epilogue_tma_store.cuh"
 #include "hopper_common.cuh"
 #include "kc/common/error.hpp"
+#include "kc/stage3/grouped_gemm_args.hpp"
 #include "pipeline.cuh"
 #include "tile_scheduler.cuh"
 #include "warp_specialized_config.cuh"
@@ -52,6 +56,33 @@
 namespace kc::stage3 {
 
 #if KC_STAGE3_SM90A
+
+// The grouped GEMM (Config::kGrouped): tile `linear` of the grid is a tile of one expert's output.
+struct ExpertTile {
+  TileCoord tile;     // its tile row and column inside the expert's output
+  int first_row;      // the expert's first row of A and C
+  int rows;           // the expert's rows
+  int weight_row;     // the expert's first row of B viewed as G.N x K
+};
+
+template <class Config>
+__device__ __forceinline__ ExpertTile expert_tile(const typename Config::Params& params, int linear) {
+  const GroupedTile t =
+      grouped_tile_at(linear, params.tile_starts, params.row_starts, params.groups, Config::kBlockM);
+  const int first_row = params.row_starts[t.group];
+  return {{t.m, t.n}, first_row, params.row_starts[t.group + 1] - first_row, t.group * params.n};
+}
+
+// The tile the consumers compute at step `linear` of the walk: the schedule's (rungs 06-10) or
+// the expert's (grouped).
+template <class Config>
+__device__ __forceinline__ TileCoord consumer_tile(const TileSchedule<Config>& schedule,
+                                                   const typename Config::Params& params, int linear) {
+  if constexpr (Config::kGrouped)
+    return expert_tile<Config>(params, linear).tile;
+  else
+    return schedule.cta_tile(params, linear);
+}
 
 template <class Config>
 __global__ void __launch_bounds__(Config::kThreads, 1)
@@ -92,8 +123,17 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     }
     if (threadIdx.x == 0) {
       PipelineState<Config::kStages> state;
-      for (int linear = schedule.first; linear < schedule.count; linear += schedule.step)
-        ring.load_tile(params, state, schedule.cta_tile(params, linear), schedule.cta_rank, k_tiles);
+      for (int linear = schedule.first; linear < schedule.count; linear += schedule.step) {
+        if constexpr (Config::kGrouped) {
+          // Rows past the expert's last one load the next expert's tokens (or zeros past the
+          // last token): their results are never stored.
+          const ExpertTile e = expert_tile<Config>(params, linear);
+          ring.load_rows(params, state, e.first_row + e.tile.m * Config::kBlockM,
+                         e.weight_row + e.tile.n * Config::kBlockN, k_tiles);
+        } else {
+          ring.load_tile(params, state, schedule.cta_tile(params, linear), schedule.cta_rank, k_tiles);
+        }
+      }
     }
   } else {
     // ---- consumers: WGMMA on their 64-row half, then the epilogue ----
@@ -117,7 +157,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     PipelineState<Config::kStages> state;
     float acc[kAccumulators];
     for (int linear = schedule.first; linear < schedule.count; linear += schedule.step) {
-      const TileCoord tile = schedule.cta_tile(params, linear);
+      const TileCoord tile = consumer_tile<Config>(schedule, params, linear);
       const bool last_tile = schedule.is_last(linear);
       const int col0 = tile.n * Config::kBlockN;
 #pragma unroll
@@ -176,6 +216,14 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
             store_accumulators_tma<Config>(params, buffer, consumer, row0, col0, acc, first_columns);
             continue;
           }
+        }
+        if constexpr (Config::kGrouped) {
+          // C at the expert's first row, M its rows: the edge guards keep every store in the expert.
+          const ExpertTile e = expert_tile<Config>(params, linear);
+          store_accumulators_direct(params.c_pointer + static_cast<std::size_t>(e.first_row) * params.n, e.rows,
+                                    params.n, e.tile.m * Config::kBlockM + consumer * kWarpgroupRows, col0, acc,
+                                    params.linear, params.activation);
+          continue;
         }
         store_accumulators_direct(params.c_pointer, params.m, params.n, row0, col0, acc, params.linear,
                                   params.activation);

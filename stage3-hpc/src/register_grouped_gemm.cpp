@@ -1,10 +1,12 @@
 // Files the grouped_gemm op and its ladder with the registry (gemm/grouped/: 01 a loop of GEMMs
-// through stage 3's entry, 02 one launch over every expert's tiles).
+// through stage 3's entry, 02 one launch over every expert's tiles, 03 the same tiles on the
+// Hopper kernel of the GEMM ladder).
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "arch/sm90/tma_descriptor.hpp"
 #include "kc/common/buffer.hpp"
 #include "kc/stage3/grouped_gemm.hpp"
 #include "kc/stage3/register.hpp"
@@ -13,16 +15,19 @@ namespace kc::stage3 {
 namespace {
 
 constexpr int kAmpere = 80;
+constexpr int kHopper = 90;
 
 KernelEntry grouped_entry(const std::string& name, int rung, std::string idea) {
   return rung_entry(kGroupedGemmOp, name, rung, std::move(idea), {DType::bf16}, kGroupedGemmReport, kAmpere);
 }
 
-// What rung 02 keeps between launches: its tile table (the experts' first rows, then their first
-// tiles: 2 x (G + 1) ints), built on the host from the routing and uploaded when the problem
-// changes (in the untimed warm-up launches), so a timed launch is the kernel alone. An engine
-// whose router runs on the GPU would build the same prefix sums there with a scan.
-class OneLaunchRung {
+// What rungs 02 and 03 keep between launches: their tile table (the experts' first rows, then
+// their first tiles: 2 x (G + 1) ints), built on the host from the routing and uploaded when the
+// problem changes (in the untimed warm-up launches), so a timed launch is the kernel alone. An
+// engine whose router runs on the GPU would build the same prefix sums there with a scan.
+// `Launch` runs the rung on the arguments (and keeps what the launch caches).
+template <class Launch>
+class TileTableRung {
  public:
   void run(const Problem& problem, Operands& operands, cudaStream_t stream) {
     const std::string label = problem.label();
@@ -34,6 +39,7 @@ class OneLaunchRung {
       host.insert(host.end(), tile_starts.begin(), tile_starts.end());
       groups_ = static_cast<int>(routing.counts.size());
       tiles_ = tile_starts.back();
+      tokens_ = routing.row_starts.back();
       if (table_.size() < host.size()) table_ = DeviceBuffer<int>(host.size());
       table_.copy_from_host(host, stream);
       label_ = label;
@@ -48,13 +54,26 @@ class OneLaunchRung {
     args.row_starts = table_.data();
     args.tile_starts = table_.data() + groups_ + 1;
     args.tiles = tiles_;
-    grouped_gemm_02_one_launch(args, stream);
+    args.tokens = tokens_;
+    launch_(args, stream);
   }
 
  private:
   std::string label_;
-  int groups_ = 0, tiles_ = 0;
+  int groups_ = 0, tiles_ = 0, tokens_ = 0;
   DeviceBuffer<int> table_;
+  Launch launch_;
+};
+
+struct CpAsyncOneLaunch {
+  void operator()(const GroupedGemmArgs& args, cudaStream_t stream) { grouped_gemm_02_one_launch(args, stream); }
+};
+
+struct HopperOneLaunch {
+  HopperLaunchCache cache;  // the tensor maps of A and B, the kernel's resident blocks
+  void operator()(const GroupedGemmArgs& args, cudaStream_t stream) {
+    grouped_gemm_03_warp_specialized(args, stream, cache);
+  }
 };
 
 }  // namespace
@@ -73,8 +92,20 @@ void register_grouped_gemm_kernels(Registry& registry) {
   one_launch.constraints = "K % 8 == 0";
   one_launch.supports = &grouped_gemm_tiles_shape_error;
   one_launch.refuses = grouped_gemm_tiles_refusals();
-  one_launch.launch = launch_of_rung<OneLaunchRung>();
+  one_launch.launch = launch_of_rung<TileTableRung<CpAsyncOneLaunch>>();
   registry.add_kernel(std::move(one_launch));
+
+  // sm_90a machine code (wgmma, setmaxnreg) runs on compute capability 9.0 only.
+  KernelEntry hopper = grouped_entry("03_warp_specialized", 3,
+                                     "rung 02's tile table on the GEMM ladder's persistent TMA + WGMMA kernel "
+                                     "(rung 07): the tensor cores at Hopper's rate");
+  hopper.min_compute_capability = kHopper;
+  hopper.max_compute_capability = kHopper;
+  hopper.constraints = "K % 8 == 0";
+  hopper.supports = &grouped_gemm_tiles_shape_error;
+  hopper.refuses = grouped_gemm_tiles_refusals();
+  hopper.launch = launch_of_rung<TileTableRung<HopperOneLaunch>>();
+  registry.add_kernel(std::move(hopper));
 }
 
 }  // namespace kc::stage3

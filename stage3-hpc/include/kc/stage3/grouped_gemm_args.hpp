@@ -42,6 +42,7 @@ struct GroupedGemmArgs {
   const int* row_starts = nullptr;
   const int* tile_starts = nullptr;
   int tiles = 0;                       // tile_starts[G], also on the host: the grid
+  int tokens = 0;                      // row_starts[G], also on the host (rung 03's tensor map of A)
 };
 
 // Where tile `tile` of the grid lies: expert `group`, tile row `m` and tile column `n` of that
@@ -74,5 +75,11 @@ __host__ __device__ inline GroupedTile grouped_tile_at(int tile, const int* tile
 
 // Rung 02: every expert's tiles in one launch of rung 03's cp.async kernel body; K % 8 == 0.
 void grouped_gemm_02_one_launch(const GroupedGemmArgs& args, cudaStream_t stream);
+
+class HopperLaunchCache;  // the tensor maps and launch facts of the Hopper kernels (arch/sm90)
+
+// Rung 03: every expert's tiles walked by the persistent warp-specialized TMA + WGMMA kernel of
+// the GEMM ladder's rung 07 (sm_90a, compute capability 9.0); K % 8 == 0.
+void grouped_gemm_03_warp_specialized(const GroupedGemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
 
 }  // namespace kc::stage3
