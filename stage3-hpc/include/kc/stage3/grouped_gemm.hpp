@@ -19,8 +19,9 @@
 // Reference: each expert's product in double (on the host for small problems, cuBLAS DGEMM per
 // expert on the GPU for large ones). FLOPs: 2 tokens N K. Bytes: A, the weights of the experts
 // that have rows (an expert with none need not be read), and C, once each.
-// Baseline: cublasGemmGroupedBatchedEx (one call for every expert that has rows); timed beside
-// it: cublasGemmEx once per such expert.
+// Baseline: the faster on the problem of cublasGemmGroupedBatchedEx (one call for every expert that
+// has rows) and cublasGemmEx once per such expert, chosen at the problem's first call by timing the
+// two in alternation; timed beside it, as peers: each of the two.
 #pragma once
 
 #ifdef KC_KERNEL_SOURCE
