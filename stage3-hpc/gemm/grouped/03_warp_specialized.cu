@@ -38,6 +38,10 @@
 
 namespace kc::stage3 {
 
+static_assert(GroupedWarpSpecializedConfig::kBlockM == kGroupedTileRows &&
+                  GroupedWarpSpecializedConfig::kBlockN == kGroupedTileCols,
+              "the host builds the tile table with kGroupedTileRows x kGroupedTileCols: the kernel's tile must match");
+
 void grouped_gemm_03_warp_specialized(const GroupedGemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache) {
   if (args.tiles == 0) return;  // no expert has rows
   require(args.k % 8 == 0, "grouped GEMM rung 03: K = {} must be a multiple of 8 (TMA moves 16-byte rows)", args.k);
