@@ -27,12 +27,20 @@ dequantizes to bf16 as kc does; needs the gguf package). Everything runs in bflo
                median of three pairs;
   prefill      one forward pass over P random tokens: P / time (median of three);
   concurrency  K prompts of the same length in one batch, generate() of T new tokens each:
-               K x T / time (a static batch: transformers has no continuous batching).
+               K x T / time (a static batch: transformers has no continuous batching), the
+               median of three after an untimed run of the same batch.
+
+Eager decode is bound by the host (Python and a launch per operation), so its rate follows the
+CPU's clock and load: every model first generates 32 tokens untimed, each batch size of the
+concurrency rows runs once untimed, and each row is a median of three. Each row also records
+`spread` (max - min over its three runs, as a fraction of the median), so a table can show how far
+a peer moved within its own run.
 
 Writes JSON: {"tool": "hf_engine_peers", "peer": "HF transformers <version> eager" (or "... static
 cache + torch.compile"), "torch",
 "device", "date", "rows": [{"model", "metric": "decode"|"prefill"|"concurrency", "context" |
-"prompt" | "requests", ..., "tok_s"}]}; kc-engine-bench --peers puts each row beside its own.
+"prompt" | "requests", ..., "tok_s", "spread"}]}; kc-engine-bench --peers puts each row beside its
+own.
 """
 import argparse
 import datetime
@@ -56,6 +64,11 @@ PUBLISHED = {
                          rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0,
                                            high_freq_factor=4.0, original_max_position_embeddings=8192)),
 }
+
+
+def spread(rates):
+    """(max - min) / median of a row's runs."""
+    return (max(rates) - min(rates)) / statistics.median(rates)
 
 
 def ints(text):
@@ -130,31 +143,40 @@ def main():
                                do_sample=False, pad_token_id=0, **extra)
 
         decode_cache = max(args.contexts, default=16) + args.decode_tokens
-        generate(prompt(1, 16), 4, decode_cache)  # warm-up (compiled: compiles the batch-1 decode step)
+        # Warm-up (compiled: compiles the batch-1 decode step), long enough for the host's clocks.
+        generate(prompt(1, 16), 32, decode_cache)
         for context in args.contexts:
             ids = prompt(1, context)
             pairs = [(timed(lambda: generate(ids, args.decode_tokens, decode_cache)),
                       timed(lambda: generate(ids, 1, decode_cache)))
                      for _ in range(3)]
-            rate = statistics.median((args.decode_tokens - 1) / (n - one) for n, one in pairs)
-            rows.append(dict(model=name, metric="decode", context=context, tokens=args.decode_tokens, tok_s=rate))
-            print(f"{name}: decode at context {context}: {rate:.1f} tok/s", file=sys.stderr)
+            rates = [(args.decode_tokens - 1) / (n - one) for n, one in pairs]
+            rate = statistics.median(rates)
+            rows.append(dict(model=name, metric="decode", context=context, tokens=args.decode_tokens, tok_s=rate,
+                             spread=spread(rates)))
+            print(f"{name}: decode at context {context}: {rate:.1f} tok/s (spread {spread(rates):.1%})",
+                  file=sys.stderr)
         for length in args.prefill:
             ids = prompt(1, length)
             with torch.no_grad():
-                seconds = statistics.median(timed(lambda: model(ids)) for _ in range(3))
-            rows.append(dict(model=name, metric="prefill", prompt=length, tok_s=length / seconds))
-            print(f"{name}: prefill of {length}: {length / seconds:.0f} tok/s", file=sys.stderr)
+                rates = [length / timed(lambda: model(ids)) for _ in range(3)]
+            rate = statistics.median(rates)
+            rows.append(dict(model=name, metric="prefill", prompt=length, tok_s=rate, spread=spread(rates)))
+            print(f"{name}: prefill of {length}: {rate:.0f} tok/s (spread {spread(rates):.1%})", file=sys.stderr)
         for requests in args.concurrency:
             ids = prompt(requests, args.concurrency_prompt)
             batch_cache = args.concurrency_prompt + args.concurrency_tokens
-            if compiled:  # compile this batch size's decode step outside the timing
-                generate(ids, args.concurrency_tokens, batch_cache)
-            seconds = timed(lambda: generate(ids, args.concurrency_tokens, batch_cache))
-            rate = requests * args.concurrency_tokens / seconds
+            # Untimed first: compiles this batch size's decode step (compiled), warms the
+            # allocator's blocks for this batch (eager).
+            generate(ids, args.concurrency_tokens, batch_cache)
+            rates = [requests * args.concurrency_tokens / timed(lambda: generate(ids, args.concurrency_tokens,
+                                                                                 batch_cache))
+                     for _ in range(3)]
+            rate = statistics.median(rates)
             rows.append(dict(model=name, metric="concurrency", requests=requests, prompt=args.concurrency_prompt,
-                             tokens=args.concurrency_tokens, tok_s=rate))
-            print(f"{name}: {requests} requests at once: {rate:.1f} output tok/s", file=sys.stderr)
+                             tokens=args.concurrency_tokens, tok_s=rate, spread=spread(rates)))
+            print(f"{name}: {requests} requests at once: {rate:.1f} output tok/s (spread {spread(rates):.1%})",
+                  file=sys.stderr)
         del model
         if args.device == "cuda":
             torch.cuda.empty_cache()
