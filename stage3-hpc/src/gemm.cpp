@@ -260,6 +260,12 @@ void check_bias_gelu_args(const HgemmArgs& args, const bf16* bias) {
 
 Gemm::Gemm(int device) : Gemm(device, query_target(device)) {}
 
+std::unique_ptr<Gemm> make_gemm_on_current_device() {
+  int device = 0;
+  KC_CUDA_CHECK(cudaGetDevice(&device));
+  return std::make_unique<Gemm>(device);
+}
+
 Gemm::Gemm(int device, const GemmTarget& target) : device_(device), target_(target) {
   const GemmTarget actual = query_target(device);
   require(target.compute_capability <= actual.compute_capability &&

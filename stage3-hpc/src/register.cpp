@@ -10,6 +10,7 @@
 #include "kc/stage3/attention.hpp"
 #include "kc/stage3/attention_decode.hpp"
 #include "kc/stage3/gemv_gguf.hpp"
+#include "kc/stage3/gemm.hpp"
 #include "kc/stage3/grouped_gemm.hpp"
 #include "arch/sm90/tma_descriptor.hpp"
 #include "register_attention.hpp"
@@ -111,6 +112,36 @@ KernelEntry small_m_gemv_entry() {
   return entry;
 }
 
+// The public GEMM entry (kc/stage3/gemm.hpp) as kc-bench sees it: what stage 4 gets for a shape —
+// rung 09, 03 or 12, or cuBLAS where none of them runs it or none is at parity (the dispatch:
+// choose_gemm_path). Not a rung of the ladder: its own report (stage3-gemm-entry), timed against
+// the same cuBLAS baseline over a sweep of shapes (stage3-hpc/gemm/shape_sweep.txt). It takes
+// every shape the op defines, K % 8 != 0 included.
+class GemmEntryRung {
+ public:
+  void run(const Problem& problem, Operands& operands, cudaStream_t stream) {
+    if (!gemm_) gemm_ = make_gemm_on_current_device();
+    gemm_->run(gemm_args<bf16>(problem, operands, BLayout::n_by_k), stream);
+  }
+
+ private:
+  std::unique_ptr<Gemm> gemm_;
+};
+
+KernelEntry gemm_entry_entry() {
+  KernelEntry entry = rung_entry(kHgemmOp, kGemmEntryName, kGemmEntryRung,
+                                 "the public entry kc::stage3::Gemm::run: rung 09, 03 or 12 where its dispatch "
+                                 "picks one, cuBLAS GemmEx elsewhere",
+                                 {DType::bf16}, kGemmEntryReport, kAmpere);
+  entry.constraints = "any shape the op defines (cuBLAS where no rung runs it)";
+  entry.supports = [](const Problem&) { return std::string(); };
+  auto rung = std::make_shared<GemmEntryRung>();
+  entry.launch = [rung](const Problem& problem, Operands& operands, cudaStream_t stream) {
+    rung->run(problem, operands, stream);
+  };
+  return entry;
+}
+
 KernelEntry fused_entry() {
   KernelEntry entry = ladder_entry(kBiasGeluOp, "10_fused_bias_gelu", 10,
                                    "bias + GELU run by the producer warpgroup's idle warps beside the next tile's mainloop");
@@ -206,6 +237,7 @@ void register_kernels(Registry& registry) {
   registry.add_kernel(fused_entry());
   registry.add_kernel(small_m_entry());
   registry.add_kernel(small_m_gemv_entry());
+  registry.add_kernel(gemm_entry_entry());
 }
 
 }  // namespace kc::stage3

@@ -26,11 +26,24 @@ Registry stage3_registry() {
 
 // The GEMM ladder's rungs (the hgemm and gemm_bias_gelu ops), in registration order; stage 3 also
 // registers the attention ladder (attention_ladder_test.cpp).
+// The ladder's rungs: the hgemm and bias_gelu kernels but the entry's row (its own report).
 std::vector<const KernelEntry*> gemm_ladder(const Registry& registry) {
   std::vector<const KernelEntry*> ladder;
   for (const KernelEntry& k : registry.kernels())
-    if (k.op == kHgemmOp || k.op == kBiasGeluOp) ladder.push_back(&k);
+    if ((k.op == kHgemmOp || k.op == kBiasGeluOp) && k.report_group() != kGemmEntryReport) ladder.push_back(&k);
   return ladder;
+}
+
+// The public entry is timed like a rung, in its own report, on every shape the op defines (K % 8
+// != 0 too: its cuBLAS fallback takes them), from sm_80 on.
+TEST(Stage3Ladder, TheGemmEntryHasItsOwnReportAndRefusesNothing) {
+  const Registry registry = stage3_registry();
+  const KernelEntry& entry = registry.kernel(std::string("stage3/hgemm/") + kGemmEntryName);
+  EXPECT_EQ(entry.report_group(), kGemmEntryReport);
+  EXPECT_EQ(entry.rung, kGemmEntryRung);
+  EXPECT_TRUE(entry.refuses.empty());
+  EXPECT_EQ(entry.min_compute_capability, 80);
+  for (const Problem& p : make_hgemm_op().conformance_problems) EXPECT_EQ(entry.supports(p), "") << p.label();
 }
 
 constexpr int kSmallMRung = 11;

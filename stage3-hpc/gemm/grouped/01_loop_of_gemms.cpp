@@ -41,11 +41,7 @@ namespace {
 class LoopOfGemmsRung {
  public:
   void run(const Problem& problem, Operands& operands, cudaStream_t stream) {
-    if (!gemm_) {
-      int device = 0;
-      KC_CUDA_CHECK(cudaGetDevice(&device));
-      gemm_ = std::make_unique<Gemm>(device);
-    }
+    if (!gemm_) gemm_ = make_gemm_on_current_device();
     routing_.update(problem);
     const int n = static_cast<int>(problem.dims[1]), k = static_cast<int>(problem.dims[2]);
     const bf16* a = operands["A"].data<bf16>();

@@ -250,4 +250,8 @@ class Gemm {
   std::unique_ptr<HopperLaunchCache> hopper_;
 };
 
+// A Gemm for the device current on the calling thread (cudaGetDevice): what an object made before
+// anyone chose the device (a kc-bench rung, created at registration) builds at its first launch.
+std::unique_ptr<Gemm> make_gemm_on_current_device();
+
 }  // namespace kc::stage3

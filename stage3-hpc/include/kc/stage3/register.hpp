@@ -23,6 +23,11 @@ KernelEntry rung_entry(const std::string& op, const std::string& name, int rung,
                        std::vector<DType> dtypes, std::string report, int min_compute_capability);
 
 OpSpec make_hgemm_op();
+
+// The public GEMM entry's row (not a rung of the ladder): stage3/hgemm/13_entry, in its own report.
+inline constexpr const char* kGemmEntryName = "13_entry";
+inline constexpr int kGemmEntryRung = 13;
+inline constexpr const char* kGemmEntryReport = "stage3-gemm-entry";
 // gemm_bias_gelu: the same GEMM followed by + bias[col] and GELU (tanh form); baseline cuBLASLt
 // with its GELU_BIAS epilogue; peer cublasGemmEx followed by a separate bias+GELU kernel (the two
 // launches rung 10 replaces).
