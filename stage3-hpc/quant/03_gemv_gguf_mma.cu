@@ -46,7 +46,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <algorithm>
 #include <cstring>
 
 #include "gemv_gguf_mma.cuh"
@@ -155,59 +154,6 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   gguf_mma::reduce_and_store<kWarps, kTiles>(acc, partial, m_rows, n_cols, first_tile, y);
 }
 
-// The repack on the GPU (repack_gguf_blocks_for_mma_on_device): thread (tile, chunk, lane) writes
-// the lane's quants and, for t = lane (lanes 0..3), the scales of its columns — the same bytes as
-// the host's repack_gguf_blocks_for_mma, which the op's tests hold it to.
-template <GgufBlockType kType>
-__global__ void repack_for_mma_kernel(const std::uint8_t* __restrict__ blocks, int n_cols, int k_len,
-                                      std::uint8_t* __restrict__ quants, std::uint8_t* __restrict__ scales) {
-  constexpr int kBlockBytes = gguf_block_bytes(kType);
-  constexpr int kScaleBytes = gguf_scale_bytes(kType);
-  constexpr int kLaneBytes = kType == GgufBlockType::q8_0 ? 32 : 16;
-  const int k_blocks = k_len / kGgufBlockWeights;
-  const int chunks = (k_blocks + 3) / 4;
-  const std::size_t lanes = static_cast<std::size_t>((n_cols + 7) / 8) * chunks * 32;
-  for (std::size_t index = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; index < lanes;
-       index += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    const int lane = static_cast<int>(index % 32);
-    const std::size_t tile_chunk = index / 32;
-    const int chunk = static_cast<int>(tile_chunk % chunks);
-    const int tile = static_cast<int>(tile_chunk / chunks);
-    const int g = lane >> 2, t = lane & 3;
-    std::uint8_t out[kLaneBytes];
-    for (int j = 0; j < 4; ++j) {
-      const int block = 4 * chunk + j, row = 8 * tile + g;
-      const bool real = block < k_blocks && row < n_cols;
-      const std::uint8_t* src = blocks + (static_cast<std::size_t>(row) * k_blocks + block) * kBlockBytes;
-      if constexpr (kType == GgufBlockType::q8_0) {
-        for (int e = 0; e < 8; ++e) out[8 * j + e] = real ? src[kScaleBytes + 8 * t + e] : 0;
-      } else {
-        std::uint32_t word = 0;
-        for (int e = 0; e < 8; ++e) {
-          const int k = 8 * t + e;  // the block's weight k: low nibble of qs[k] (k < 16), high of qs[k - 16]
-          const std::uint32_t q =
-              real ? (k < 16 ? src[kScaleBytes + k] & 15u : static_cast<std::uint32_t>(src[kScaleBytes + k - 16] >> 4)) : 0u;
-          const int position = e % 2 == 0 ? e / 2 : e / 2 + 4;
-          word |= q << (4 * position);
-        }
-        std::memcpy(out + 4 * j, &word, 4);
-      }
-    }
-    std::memcpy(quants + index * kLaneBytes, out, kLaneBytes);
-    if (lane < 4) {
-      // Lane t writes entries (t, j, p): the scales of rows 2t + p of the tile, blocks 4 chunk + j.
-      for (int j = 0; j < 4; ++j)
-        for (int p = 0; p < 2; ++p) {
-          const int block = 4 * chunk + j, row = 8 * tile + 2 * lane + p;
-          const bool real = block < k_blocks && row < n_cols;
-          std::uint8_t* dst = scales + ((tile_chunk * 4 + lane) * 8 + 2 * j + p) * kScaleBytes;
-          const std::uint8_t* src = blocks + (static_cast<std::size_t>(row) * k_blocks + block) * kBlockBytes;
-          for (int e = 0; e < kScaleBytes; ++e) dst[e] = real ? src[e] : 0;
-        }
-    }
-  }
-}
-
 template <GgufBlockType kType, int kTiles, bool kSwapped>
 void launch_type(const GgufGemvArgs& a, int tiles, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((tiles + kTiles - 1) / kTiles)), block(kWarps * 32);
@@ -258,25 +204,5 @@ void launch(const GgufGemvArgs& a, cudaStream_t stream) {
 void gemv_gguf_03_mma(const GgufGemvArgs& args, cudaStream_t stream) { launch<false>(args, stream); }
 
 void gemv_gguf_03_swapped_nibbles(const GgufGemvArgs& args, cudaStream_t stream) { launch<true>(args, stream); }
-
-void repack_gguf_blocks_for_mma_on_device(GgufBlockType type, const std::uint8_t* blocks, int n, int k,
-                                          std::uint8_t* quants, void* scales, cudaStream_t stream) {
-  require(n >= 1 && k >= kGgufBlockWeights && k % kGgufBlockWeights == 0,
-          "repack_gguf_blocks_for_mma_on_device: N must be >= 1 and K a positive multiple of 32 (got N {}, K {})", n, k);
-  require(blocks != nullptr && quants != nullptr && scales != nullptr,
-          "repack_gguf_blocks_for_mma_on_device: blocks, quants and scales must be non-null");
-  const std::size_t lanes = static_cast<std::size_t>((n + 7) / 8) * ((k / kGgufBlockWeights + 3) / 4) * 32;
-  const unsigned grid = static_cast<unsigned>(std::min<std::size_t>((lanes + 255) / 256, 65535));
-  auto* s = static_cast<std::uint8_t*>(scales);
-  switch (type) {
-    case GgufBlockType::q4_0: repack_for_mma_kernel<GgufBlockType::q4_0><<<grid, 256, 0, stream>>>(blocks, n, k, quants, s); break;
-    case GgufBlockType::q4_1: repack_for_mma_kernel<GgufBlockType::q4_1><<<grid, 256, 0, stream>>>(blocks, n, k, quants, s); break;
-    case GgufBlockType::q8_0: repack_for_mma_kernel<GgufBlockType::q8_0><<<grid, 256, 0, stream>>>(blocks, n, k, quants, s); break;
-    default:
-      throw Error(fmt::format("repack_gguf_blocks_for_mma_on_device: ggml type {} is not q4_0, q4_1 or q8_0",
-                              static_cast<int>(type)));
-  }
-  KC_CUDA_CHECK(cudaGetLastError());
-}
 
 }  // namespace kc::stage3

@@ -32,7 +32,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <algorithm>
 #include <cstring>
 
 #include "arch/sm80/mma.cuh"
@@ -185,59 +184,6 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   }
 }
 
-// The layout=3 repack on the GPU: thread (tile, chunk, lane) writes the lane's quants, and lanes
-// 0..7 the scale entries of row group g = lane — the bytes of the host's repack_gguf_blocks_for_mma16.
-template <GgufBlockType kType>
-__global__ void repack_for_mma16_kernel(const std::uint8_t* __restrict__ blocks, int n_cols, int k_len,
-                                        std::uint8_t* __restrict__ quants, std::uint8_t* __restrict__ scales) {
-  constexpr int kBlockBytes = gguf_block_bytes(kType);
-  constexpr int kScaleBytes = gguf_scale_bytes(kType);
-  constexpr int kLaneBytes = kType == GgufBlockType::q8_0 ? 64 : 32;
-  const int k_blocks = k_len / kGgufBlockWeights;
-  const int chunks = (k_blocks + 3) / 4;
-  const std::size_t lanes = static_cast<std::size_t>((n_cols + 15) / 16) * chunks * 32;
-  for (std::size_t index = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; index < lanes;
-       index += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    const int lane = static_cast<int>(index % 32);
-    const std::size_t tile_chunk = index / 32;
-    const int chunk = static_cast<int>(tile_chunk % chunks);
-    const int tile = static_cast<int>(tile_chunk / chunks);
-    const int g = lane >> 2, t = lane & 3;
-    std::uint8_t out[kLaneBytes];
-    for (int j = 0; j < 4; ++j)
-      for (int h = 0; h < 2; ++h) {
-        const int block = 4 * chunk + j, row = 16 * tile + g + 8 * h;
-        const bool real = block < k_blocks && row < n_cols;
-        const std::uint8_t* src = blocks + (static_cast<std::size_t>(real ? row : 0) * k_blocks + (real ? block : 0)) * kBlockBytes;
-        const int word = 2 * j + h;
-        if constexpr (kType == GgufBlockType::q8_0) {
-          for (int e = 0; e < 8; ++e) out[8 * word + e] = real ? src[kScaleBytes + 8 * t + e] : 0;
-        } else {
-          std::uint32_t bits = 0;
-          for (int e = 0; e < 8; ++e) {
-            const int k = 8 * t + e;  // low nibble of qs[k] (k < 16), high nibble of qs[k - 16]
-            const std::uint32_t q = real ? (k < 16 ? src[kScaleBytes + k] & 15u
-                                                   : static_cast<std::uint32_t>(src[kScaleBytes + k - 16] >> 4))
-                                         : 0u;
-            bits |= q << (4 * (e % 2 == 0 ? e / 2 : e / 2 + 4));
-          }
-          std::memcpy(out + 4 * word, &bits, 4);
-        }
-      }
-    std::memcpy(quants + index * kLaneBytes, out, kLaneBytes);
-    if (lane < 8) {
-      for (int j = 0; j < 4; ++j)
-        for (int h = 0; h < 2; ++h) {
-          const int block = 4 * chunk + j, row = 16 * tile + lane + 8 * h;
-          const bool real = block < k_blocks && row < n_cols;
-          std::uint8_t* dst = scales + ((tile_chunk * 8 + lane) * 8 + 2 * j + h) * kScaleBytes;
-          const std::uint8_t* src = blocks + (static_cast<std::size_t>(real ? row : 0) * k_blocks + (real ? block : 0)) * kBlockBytes;
-          for (int e = 0; e < kScaleBytes; ++e) dst[e] = real ? src[e] : 0;
-        }
-    }
-  }
-}
-
 template <GgufBlockType kType, bool kSwapped>
 void launch_type(const GgufGemvArgs& a, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((a.n + 15) / 16)), block(kWarps * 32);
@@ -277,26 +223,5 @@ void launch(const GgufGemvArgs& a, cudaStream_t stream) {
 void gemv_gguf_05_weights_as_a(const GgufGemvArgs& args, cudaStream_t stream) { launch<false>(args, stream); }
 
 void gemv_gguf_05_swapped_nibbles(const GgufGemvArgs& args, cudaStream_t stream) { launch<true>(args, stream); }
-
-void repack_gguf_blocks_for_mma16_on_device(GgufBlockType type, const std::uint8_t* blocks, int n, int k,
-                                            std::uint8_t* quants, void* scales, cudaStream_t stream) {
-  require(n >= 1 && k >= kGgufBlockWeights && k % kGgufBlockWeights == 0,
-          "repack_gguf_blocks_for_mma16_on_device: N must be >= 1 and K a positive multiple of 32 (got N {}, K {})", n,
-          k);
-  require(blocks != nullptr && quants != nullptr && scales != nullptr,
-          "repack_gguf_blocks_for_mma16_on_device: blocks, quants and scales must be non-null");
-  const std::size_t lanes = gguf_mma16_tiles(n, k) * 32;
-  const unsigned grid = static_cast<unsigned>(std::min<std::size_t>((lanes + 255) / 256, 65535));
-  auto* s = static_cast<std::uint8_t*>(scales);
-  switch (type) {
-    case GgufBlockType::q4_0: repack_for_mma16_kernel<GgufBlockType::q4_0><<<grid, 256, 0, stream>>>(blocks, n, k, quants, s); break;
-    case GgufBlockType::q4_1: repack_for_mma16_kernel<GgufBlockType::q4_1><<<grid, 256, 0, stream>>>(blocks, n, k, quants, s); break;
-    case GgufBlockType::q8_0: repack_for_mma16_kernel<GgufBlockType::q8_0><<<grid, 256, 0, stream>>>(blocks, n, k, quants, s); break;
-    default:
-      throw Error(fmt::format("repack_gguf_blocks_for_mma16_on_device: ggml type {} is not q4_0, q4_1 or q8_0",
-                              static_cast<int>(type)));
-  }
-  KC_CUDA_CHECK(cudaGetLastError());
-}
 
 }  // namespace kc::stage3

@@ -168,124 +168,43 @@ GgufRepacked repack_gguf_blocks(GgufBlockType type, const std::uint8_t* bytes, s
   return out;
 }
 
-GgufRepacked repack_gguf_blocks_for_mma(GgufBlockType type, const std::uint8_t* bytes, std::size_t byte_count,
-                                        int n, int k) {
+namespace {
+
+// A fragment layout's repack on the host: the byte count checked against the weight's, then every
+// lane of every tile-chunk written by repack_gguf_fragment_lane (padding included).
+GgufRepacked repack_for_fragments(GgufBlockType type, const GgufFragmentLayout& layout, const std::uint8_t* bytes,
+                                  std::size_t byte_count, int n, int k, const char* who) {
   const auto size = static_cast<std::size_t>(gguf_block_bytes(type));
   if (n < 1 || k < kGgufBlockWeights || k % kGgufBlockWeights != 0)
-    throw Error(fmt::format("repack_gguf_blocks_for_mma: N must be >= 1 and K a positive multiple of {} (got N {}, K {})",
+    throw Error(fmt::format("{}: N must be >= 1 and K a positive multiple of {} (got N {}, K {})", who,
                             kGgufBlockWeights, n, k));
   const std::size_t k_blocks = static_cast<std::size_t>(k / kGgufBlockWeights);
   if (byte_count != static_cast<std::size_t>(n) * k_blocks * size)
-    throw Error(fmt::format("repack_gguf_blocks_for_mma: {} bytes are not the {} x {} blocks of {} bytes of an N = {}, "
-                            "K = {} weight (ggml type {})",
-                            byte_count, n, k_blocks, size, n, k, static_cast<int>(type)));
-  const bool q8 = type == GgufBlockType::q8_0;
-  const std::size_t lane_bytes = q8 ? 32 : 16;
-  const auto scale_bytes = static_cast<std::size_t>(gguf_scale_bytes(type));
-  const std::size_t chunks = (k_blocks + 3) / 4, tiles = static_cast<std::size_t>((n + 7) / 8);
+    throw Error(fmt::format("{}: {} bytes are not the {} x {} blocks of {} bytes of an N = {}, K = {} weight (ggml "
+                            "type {})",
+                            who, byte_count, n, k_blocks, size, n, k, static_cast<int>(type)));
+  const bool sixteen = layout.tile_rows == 16;
   GgufRepacked out;
-  out.quants.assign(gguf_mma_quant_bytes(type, n, k), 0);  // padding: quants 0 and scales 0
-  out.scales.assign(gguf_mma_scale_bytes(type, n, k), 0);
-  // Weight i (0..31) of a block: the low nibble of qs[i] (i < 16), the high nibble of qs[i - 16].
-  auto quant = [&](const std::uint8_t* block, int i) -> unsigned {
-    const std::uint8_t* qs = block + scale_bytes;
-    if (q8) return qs[i];
-    return i < 16 ? qs[i] & 15u : static_cast<unsigned>(qs[i - 16] >> 4);
-  };
-  for (std::size_t tile = 0; tile < tiles; ++tile)
-    for (std::size_t chunk = 0; chunk < chunks; ++chunk) {
-      const std::size_t tile_chunk = tile * chunks + chunk;
-      for (int lane = 0; lane < 32; ++lane) {
-        const std::size_t row = tile * 8 + static_cast<std::size_t>(lane / 4);
-        const int t = lane % 4;
-        std::uint8_t* dst = out.quants.data() + (tile_chunk * 32 + static_cast<std::size_t>(lane)) * lane_bytes;
-        for (std::size_t j = 0; j < 4; ++j) {
-          const std::size_t block = 4 * chunk + j;
-          if (block >= k_blocks || row >= static_cast<std::size_t>(n)) continue;
-          const std::uint8_t* src = bytes + (row * k_blocks + block) * size;
-          if (q8) {
-            for (int e = 0; e < 8; ++e) dst[8 * j + static_cast<std::size_t>(e)] = static_cast<std::uint8_t>(quant(src, 8 * t + e));
-            continue;
-          }
-          std::uint32_t word = 0;  // weight 8t + 2i at nibble position i, 8t + 2i + 1 at i + 4
-          for (int i = 0; i < 4; ++i) {
-            word |= static_cast<std::uint32_t>(quant(src, 8 * t + 2 * i)) << (4 * i);
-            word |= static_cast<std::uint32_t>(quant(src, 8 * t + 2 * i + 1)) << (4 * (i + 4));
-          }
-          std::memcpy(dst + 4 * j, &word, 4);
-        }
-      }
-      for (int t = 0; t < 4; ++t)
-        for (std::size_t j = 0; j < 4; ++j)
-          for (std::size_t p = 0; p < 2; ++p) {
-            const std::size_t block = 4 * chunk + j, row = tile * 8 + 2 * static_cast<std::size_t>(t) + p;
-            if (block >= k_blocks || row >= static_cast<std::size_t>(n)) continue;
-            std::memcpy(out.scales.data() + ((tile_chunk * 4 + static_cast<std::size_t>(t)) * 8 + 2 * j + p) * scale_bytes,
-                        bytes + (row * k_blocks + block) * size, scale_bytes);
-          }
-    }
+  out.quants.resize(sixteen ? gguf_mma16_quant_bytes(type, n, k) : gguf_mma_quant_bytes(type, n, k));
+  out.scales.resize(sixteen ? gguf_mma16_scale_bytes(type, n, k) : gguf_mma_scale_bytes(type, n, k));
+  const std::size_t tile_chunks = sixteen ? gguf_mma16_tiles(n, k) : gguf_mma_tiles(n, k);
+  for (std::size_t tile_chunk = 0; tile_chunk < tile_chunks; ++tile_chunk)
+    for (int lane = 0; lane < 32; ++lane)
+      repack_gguf_fragment_lane(type, layout, bytes, n, k, tile_chunk, lane, out.quants.data(), out.scales.data());
   return out;
+}
+
+}  // namespace
+
+GgufRepacked repack_gguf_blocks_for_mma(GgufBlockType type, const std::uint8_t* bytes, std::size_t byte_count,
+                                        int n, int k) {
+  return repack_for_fragments(type, kGgufLayoutMma, bytes, byte_count, n, k, "repack_gguf_blocks_for_mma");
 }
 
 GgufRepacked repack_gguf_blocks_for_mma16(GgufBlockType type, const std::uint8_t* bytes, std::size_t byte_count,
                                           int n, int k) {
-  const auto size = static_cast<std::size_t>(gguf_block_bytes(type));
-  if (n < 1 || k < kGgufBlockWeights || k % kGgufBlockWeights != 0)
-    throw Error(fmt::format(
-        "repack_gguf_blocks_for_mma16: N must be >= 1 and K a positive multiple of {} (got N {}, K {})",
-        kGgufBlockWeights, n, k));
-  const std::size_t k_blocks = static_cast<std::size_t>(k / kGgufBlockWeights);
-  if (byte_count != static_cast<std::size_t>(n) * k_blocks * size)
-    throw Error(fmt::format("repack_gguf_blocks_for_mma16: {} bytes are not the {} x {} blocks of {} bytes of an N = "
-                            "{}, K = {} weight (ggml type {})",
-                            byte_count, n, k_blocks, size, n, k, static_cast<int>(type)));
-  const bool q8 = type == GgufBlockType::q8_0;
-  const std::size_t lane_bytes = q8 ? 64 : 32;
-  const auto scale_bytes = static_cast<std::size_t>(gguf_scale_bytes(type));
-  const std::size_t chunks = (k_blocks + 3) / 4, tiles = static_cast<std::size_t>((n + 15) / 16);
-  GgufRepacked out;
-  out.quants.assign(gguf_mma16_quant_bytes(type, n, k), 0);  // padding: quants 0 and scales 0
-  out.scales.assign(gguf_mma16_scale_bytes(type, n, k), 0);
-  auto quant = [&](const std::uint8_t* block, int i) -> unsigned {
-    const std::uint8_t* qs = block + scale_bytes;
-    if (q8) return qs[i];
-    return i < 16 ? qs[i] & 15u : static_cast<unsigned>(qs[i - 16] >> 4);
-  };
-  for (std::size_t tile = 0; tile < tiles; ++tile)
-    for (std::size_t chunk = 0; chunk < chunks; ++chunk) {
-      const std::size_t tile_chunk = tile * chunks + chunk;
-      for (int lane = 0; lane < 32; ++lane) {
-        const int g = lane / 4, t = lane % 4;
-        std::uint8_t* dst = out.quants.data() + (tile_chunk * 32 + static_cast<std::size_t>(lane)) * lane_bytes;
-        for (std::size_t j = 0; j < 4; ++j)
-          for (std::size_t h = 0; h < 2; ++h) {
-            const std::size_t block = 4 * chunk + j, row = tile * 16 + static_cast<std::size_t>(g) + 8 * h;
-            if (block >= k_blocks || row >= static_cast<std::size_t>(n)) continue;
-            const std::uint8_t* src = bytes + (row * k_blocks + block) * size;
-            const std::size_t word = 2 * j + h;
-            if (q8) {
-              for (int e = 0; e < 8; ++e)
-                dst[8 * word + static_cast<std::size_t>(e)] = static_cast<std::uint8_t>(quant(src, 8 * t + e));
-              continue;
-            }
-            std::uint32_t bits = 0;  // weight 8t + 2i at nibble position i, 8t + 2i + 1 at i + 4
-            for (int i = 0; i < 4; ++i) {
-              bits |= static_cast<std::uint32_t>(quant(src, 8 * t + 2 * i)) << (4 * i);
-              bits |= static_cast<std::uint32_t>(quant(src, 8 * t + 2 * i + 1)) << (4 * (i + 4));
-            }
-            std::memcpy(dst + 4 * word, &bits, 4);
-          }
-      }
-      for (std::size_t g = 0; g < 8; ++g)
-        for (std::size_t j = 0; j < 4; ++j)
-          for (std::size_t h = 0; h < 2; ++h) {
-            const std::size_t block = 4 * chunk + j, row = tile * 16 + g + 8 * h;
-            if (block >= k_blocks || row >= static_cast<std::size_t>(n)) continue;
-            std::memcpy(out.scales.data() + ((tile_chunk * 8 + g) * 8 + 2 * j + h) * scale_bytes,
-                        bytes + (row * k_blocks + block) * size, scale_bytes);
-          }
-    }
-  return out;
+  return repack_for_fragments(type, kGgufLayoutMmaWeightsA, bytes, byte_count, n, k,
+                              "repack_gguf_blocks_for_mma16");
 }
 
 std::vector<double> decode_gguf_blocks(GgufBlockType type, const std::uint8_t* bytes, std::size_t blocks) {

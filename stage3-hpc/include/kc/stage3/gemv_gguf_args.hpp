@@ -95,6 +95,75 @@ static_assert(gguf_quant_bytes(GgufBlockType::q4_0) + gguf_scale_bytes(GgufBlock
                       gguf_block_bytes(GgufBlockType::q8_0),
               "the repack separates a block's bytes, it adds none");
 
+// The two fragment layouts (2 and 3) as data: a tile is `tile_rows` rows by 4 blocks; lane (g, t)
+// holds, for block j and half h < `halves`, the block's weights 8t ... 8t+7 of row
+// tile_rows x T + g + 8h in word (q8_0: 8 bytes) j x halves + h; scale entry (o, 2j + p), o <
+// `scale_owners`, is the scale of row tile_rows x T + 2o + p (layout 2: owners t) or o + 8p (layout
+// 3: owners g), block 4C + j.
+struct GgufFragmentLayout {
+  int tile_rows;       // 8 (layout 2) or 16 (layout 3)
+  int halves;          // rows a lane holds: 1 or 2
+  int scale_owners;    // 4 (the lanes t) or 8 (the row groups g)
+  bool pairs_of_rows;  // scale rows 2o + p (layout 2) rather than o + 8p (layout 3)
+};
+inline constexpr GgufFragmentLayout kGgufLayoutMma{8, 1, 4, true};
+inline constexpr GgufFragmentLayout kGgufLayoutMmaWeightsA{16, 2, 8, false};
+
+// Writes lane `lane` of tile-chunk `tile_chunk` of `layout`: its quants at quants + (tile_chunk x
+// 32 + lane) x L (L = halves x 16, x 2 for q8_0) and, when lane < scale_owners, the 8 scale entries
+// it owns — every byte, zeros for the padding rows and blocks. `blocks` holds the N rows of K / 32
+// blocks as a file stores them. The host repacks (repack_gguf_blocks_for_mma, _mma16) and the GPU
+// ones (..._on_device) both call it, lane by lane.
+__host__ __device__ inline void repack_gguf_fragment_lane(GgufBlockType type, const GgufFragmentLayout& layout,
+                                                         const std::uint8_t* blocks, int n, int k,
+                                                         std::size_t tile_chunk, int lane, std::uint8_t* quants,
+                                                         std::uint8_t* scales) {
+  const bool q8 = type == GgufBlockType::q8_0;
+  const int block_bytes = gguf_block_bytes(type), scale_bytes = gguf_scale_bytes(type);
+  const int k_blocks = k / kGgufBlockWeights, chunks = (k_blocks + 3) / 4;
+  const int chunk = static_cast<int>(tile_chunk % static_cast<std::size_t>(chunks));
+  const int tile = static_cast<int>(tile_chunk / static_cast<std::size_t>(chunks));
+  const int g = lane >> 2, t = lane & 3;
+  const int word_bytes = q8 ? 8 : 4;
+  std::uint8_t* lane_quants = quants + (tile_chunk * 32 + static_cast<std::size_t>(lane)) *
+                                           static_cast<std::size_t>(4 * layout.halves * word_bytes);
+  // The block of `row`, or null for a padding row or block.
+  auto source = [&](int row, int block) -> const std::uint8_t* {
+    if (row >= n || block >= k_blocks) return nullptr;
+    return blocks + (static_cast<std::size_t>(row) * k_blocks + block) * block_bytes;
+  };
+  for (int j = 0; j < 4; ++j)
+    for (int h = 0; h < layout.halves; ++h) {
+      const std::uint8_t* src = source(layout.tile_rows * tile + g + 8 * h, 4 * chunk + j);
+      std::uint8_t* word = lane_quants + (j * layout.halves + h) * word_bytes;
+      const std::uint8_t* qs = src == nullptr ? nullptr : src + scale_bytes;
+      if (q8) {
+        for (int e = 0; e < 8; ++e) word[e] = qs == nullptr ? 0 : qs[8 * t + e];
+        continue;
+      }
+      // Weight w (0..31) of a block: the low nibble of qs[w] (w < 16), the high one of qs[w - 16];
+      // weight 8t + 2i goes to nibble position i, 8t + 2i + 1 to position i + 4.
+      std::uint32_t bits = 0;
+      for (int e = 0; qs != nullptr && e < 8; ++e) {
+        const int w = 8 * t + e;
+        const std::uint32_t q = w < 16 ? qs[w] & 15u : static_cast<std::uint32_t>(qs[w - 16] >> 4);
+        bits |= q << (4 * (e % 2 == 0 ? e / 2 : e / 2 + 4));
+      }
+      for (int b = 0; b < 4; ++b) word[b] = static_cast<std::uint8_t>(bits >> (8 * b));
+    }
+  if (lane >= layout.scale_owners) return;
+  for (int j = 0; j < 4; ++j)
+    for (int p = 0; p < 2; ++p) {
+      const int row = layout.tile_rows * tile + (layout.pairs_of_rows ? 2 * lane + p : lane + 8 * p);
+      const std::uint8_t* src = source(row, 4 * chunk + j);
+      std::uint8_t* entry =
+          scales + ((tile_chunk * static_cast<std::size_t>(layout.scale_owners) + static_cast<std::size_t>(lane)) * 8 +
+                    static_cast<std::size_t>(2 * j + p)) *
+                       static_cast<std::size_t>(scale_bytes);
+      for (int e = 0; e < scale_bytes; ++e) entry[e] = src == nullptr ? 0 : src[e];
+    }
+}
+
 // The values of the op's parameter `layout`.
 enum class GgufLayout : int { blocks = 0, repacked = 1, mma = 2, mma_weights_a = 3 };
 
