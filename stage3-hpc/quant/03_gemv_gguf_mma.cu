@@ -137,13 +137,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
         std::uint32_t entries[4 * ChunkRegisters<kType>::kScaleVectors];
         std::memcpy(entries, current[i].scales, sizeof entries);
         float2 f0, f1;
-        if constexpr (kType == GgufBlockType::q4_1) {
-          f0 = gguf_mma::factors<kType>(entries[2 * j]);
-          f1 = gguf_mma::factors<kType>(entries[2 * j + 1]);
-        } else {  // two halves a word: entries 2j and 2j + 1 are word j's low and high halves
-          f0 = gguf_mma::factors<kType>(entries[j] & 0xffffu);
-          f1 = gguf_mma::factors<kType>(entries[j] >> 16);
-        }
+        gguf_mma::block_factors<kType>(entries, j, f0, f1);
         gguf_mma::block_product<kUpperRows>(a, b, s, f0, f1, acc[i]);
       }
     }
@@ -165,37 +159,20 @@ void launch_type(const GgufGemvArgs& a, int tiles, cudaStream_t stream) {
     gemv_mma_kernel<kType, kTiles, false, kSwapped><<<grid, block, 0, stream>>>(a.m, a.n, a.k, a.x, q, s, a.y);
 }
 
-template <int kTiles, bool kSwapped>
-void launch_tiles(const GgufGemvArgs& a, int tiles, cudaStream_t stream) {
-  switch (a.type) {
-    case GgufBlockType::q4_0: launch_type<GgufBlockType::q4_0, kTiles, kSwapped>(a, tiles, stream); break;
-    case GgufBlockType::q4_1: launch_type<GgufBlockType::q4_1, kTiles, kSwapped>(a, tiles, stream); break;
-    case GgufBlockType::q8_0: launch_type<GgufBlockType::q8_0, kTiles, kSwapped>(a, tiles, stream); break;
-    default:
-      throw Error(fmt::format("GGUF GEMV (mma): ggml type {} is not q4_0 (2), q4_1 (3) or q8_0 (8)",
-                              static_cast<int>(a.type)));
-  }
-}
-
 template <bool kSwapped>
 void launch(const GgufGemvArgs& a, cudaStream_t stream) {
-  require(a.m >= 1 && a.m <= kGgufGemvMaxRows && a.n >= 1 && a.k >= kGgufBlockWeights &&
-              a.k % kGgufBlockWeights == 0,
-          "GGUF GEMV (mma): M must be in [1, {}], N >= 1 and K a positive multiple of 32 (got {}x{}x{})",
-          kGgufGemvMaxRows, a.m, a.n, a.k);
-  require(a.x != nullptr && a.quants != nullptr && a.scales != nullptr && a.y != nullptr,
-          "GGUF GEMV (mma): x, quants, scales and y must be non-null (the fragment layout: "
-          "repack_gguf_blocks_for_mma, layout=2)");
-  require(reinterpret_cast<std::uintptr_t>(a.x) % 16 == 0 && reinterpret_cast<std::uintptr_t>(a.quants) % 16 == 0 &&
-              reinterpret_cast<std::uintptr_t>(a.scales) % 16 == 0,
-          "GGUF GEMV (mma): x, quants and scales must be 16-byte aligned (each is read in 16-byte pieces)");
+  constexpr const char* kRung = "mma";
+  gguf_mma::check_fragment_args(a, kRung, "repack_gguf_blocks_for_mma, layout=2");
   const int tiles = (a.n + 7) / 8;
   // Two tiles a CTA when there are enough of them to fill the GPU several times over; one otherwise,
   // so that narrow outputs still spread over every SM.
-  if (tiles >= 8 * current_device_sm_count())
-    launch_tiles<2, kSwapped>(a, tiles, stream);
-  else
-    launch_tiles<1, kSwapped>(a, tiles, stream);
+  const bool two_tiles = tiles >= 8 * current_device_sm_count();
+  gguf_mma::dispatch_block_type(a.type, kRung, [&](auto type) {
+    if (two_tiles)
+      launch_type<decltype(type)::value, 2, kSwapped>(a, tiles, stream);
+    else
+      launch_type<decltype(type)::value, 1, kSwapped>(a, tiles, stream);
+  });
   KC_CUDA_CHECK(cudaGetLastError());
 }
 

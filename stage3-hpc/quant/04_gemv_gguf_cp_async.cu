@@ -132,17 +132,10 @@ __global__ void __launch_bounds__(kWarps * 32)
         std::uint32_t b[4];
         gguf_mma::b_fragments<kType, kSwapped>(lane_quants[i], j, b);
         // Entries (t, 2j) and (t, 2j + 1): the scales of columns 2t and 2t + 1 for block j.
-        const std::uint8_t* entries = slot + kTiles * 32 * kLane + i * kScales + (t * 8 + 2 * j) * gguf_scale_bytes(kType);
+        const auto* entries = reinterpret_cast<const std::uint32_t*>(slot + kTiles * 32 * kLane + i * kScales +
+                                                                      t * 8 * gguf_scale_bytes(kType));
         float2 f0, f1;
-        if constexpr (kType == GgufBlockType::q4_1) {
-          const uint2 pair = *reinterpret_cast<const uint2*>(entries);
-          f0 = gguf_mma::factors<kType>(pair.x);
-          f1 = gguf_mma::factors<kType>(pair.y);
-        } else {
-          const std::uint32_t pair = *reinterpret_cast<const std::uint32_t*>(entries);
-          f0 = gguf_mma::factors<kType>(pair & 0xffffu);
-          f1 = gguf_mma::factors<kType>(pair >> 16);
-        }
+        gguf_mma::block_factors<kType>(entries, j, f0, f1);
         gguf_mma::block_product<kUpperRows>(a, b, s, f0, f1, acc[i]);
       }
     }
@@ -176,36 +169,19 @@ void launch_rows(const GgufGemvArgs& a, int tiles, cudaStream_t stream) {
     launch_instance<kType, kTiles, false, kSwapped>(a, tiles, stream);
 }
 
-template <int kTiles, bool kSwapped>
-void launch_tiles(const GgufGemvArgs& a, int tiles, cudaStream_t stream) {
-  switch (a.type) {
-    case GgufBlockType::q4_0: launch_rows<GgufBlockType::q4_0, kTiles, kSwapped>(a, tiles, stream); break;
-    case GgufBlockType::q4_1: launch_rows<GgufBlockType::q4_1, kTiles, kSwapped>(a, tiles, stream); break;
-    case GgufBlockType::q8_0: launch_rows<GgufBlockType::q8_0, kTiles, kSwapped>(a, tiles, stream); break;
-    default:
-      throw Error(fmt::format("GGUF GEMV (cp.async): ggml type {} is not q4_0 (2), q4_1 (3) or q8_0 (8)",
-                              static_cast<int>(a.type)));
-  }
-}
-
 template <bool kSwapped>
 void launch(const GgufGemvArgs& a, cudaStream_t stream) {
-  require(a.m >= 1 && a.m <= kGgufGemvMaxRows && a.n >= 1 && a.k >= kGgufBlockWeights &&
-              a.k % kGgufBlockWeights == 0,
-          "GGUF GEMV (cp.async): M must be in [1, {}], N >= 1 and K a positive multiple of 32 (got {}x{}x{})",
-          kGgufGemvMaxRows, a.m, a.n, a.k);
-  require(a.x != nullptr && a.quants != nullptr && a.scales != nullptr && a.y != nullptr,
-          "GGUF GEMV (cp.async): x, quants, scales and y must be non-null (the fragment layout: "
-          "repack_gguf_blocks_for_mma, layout=2)");
-  require(reinterpret_cast<std::uintptr_t>(a.x) % 16 == 0 && reinterpret_cast<std::uintptr_t>(a.quants) % 16 == 0 &&
-              reinterpret_cast<std::uintptr_t>(a.scales) % 16 == 0,
-          "GGUF GEMV (cp.async): x, quants and scales must be 16-byte aligned (each is read in 16-byte pieces)");
+  constexpr const char* kRung = "cp.async";
+  gguf_mma::check_fragment_args(a, kRung, "repack_gguf_blocks_for_mma, layout=2");
   const int tiles = (a.n + 7) / 8;
   // As rung 03: two tiles a CTA only when they fill the GPU several times over.
-  if (tiles >= 8 * current_device_sm_count())
-    launch_tiles<2, kSwapped>(a, tiles, stream);
-  else
-    launch_tiles<1, kSwapped>(a, tiles, stream);
+  const bool two_tiles = tiles >= 8 * current_device_sm_count();
+  gguf_mma::dispatch_block_type(a.type, kRung, [&](auto type) {
+    if (two_tiles)
+      launch_rows<decltype(type)::value, 2, kSwapped>(a, tiles, stream);
+    else
+      launch_rows<decltype(type)::value, 1, kSwapped>(a, tiles, stream);
+  });
   KC_CUDA_CHECK(cudaGetLastError());
 }
 

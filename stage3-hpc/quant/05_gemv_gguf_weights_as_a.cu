@@ -135,13 +135,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
                                          weight_pair<kType, kSwapped>(words, 2 * j, 3),
                                          weight_pair<kType, kSwapped>(words, 2 * j + 1, 3)};
       float2 f_low, f_high;  // the scales of rows g and g + 8 for this block
-      if constexpr (kType == GgufBlockType::q4_1) {
-        f_low = gguf_mma::factors<kType>(entries[2 * j]);
-        f_high = gguf_mma::factors<kType>(entries[2 * j + 1]);
-      } else {
-        f_low = gguf_mma::factors<kType>(entries[j] & 0xffffu);
-        f_high = gguf_mma::factors<kType>(entries[j] >> 16);
-      }
+      gguf_mma::block_factors<kType>(entries, j, f_low, f_high);
       const std::size_t k0 = static_cast<std::size_t>(block) * kGgufBlockWeights;
 #pragma unroll
       for (int r = 0; r < kRowGroups; ++r) {
@@ -197,24 +191,10 @@ void launch_type(const GgufGemvArgs& a, cudaStream_t stream) {
 
 template <bool kSwapped>
 void launch(const GgufGemvArgs& a, cudaStream_t stream) {
-  require(a.m >= 1 && a.m <= kGgufGemvMaxRows && a.n >= 1 && a.k >= kGgufBlockWeights &&
-              a.k % kGgufBlockWeights == 0,
-          "GGUF GEMV (weights as A): M must be in [1, {}], N >= 1 and K a positive multiple of 32 (got {}x{}x{})",
-          kGgufGemvMaxRows, a.m, a.n, a.k);
-  require(a.x != nullptr && a.quants != nullptr && a.scales != nullptr && a.y != nullptr,
-          "GGUF GEMV (weights as A): x, quants, scales and y must be non-null (the layout of "
-          "repack_gguf_blocks_for_mma16, layout=3)");
-  require(reinterpret_cast<std::uintptr_t>(a.x) % 16 == 0 && reinterpret_cast<std::uintptr_t>(a.quants) % 16 == 0 &&
-              reinterpret_cast<std::uintptr_t>(a.scales) % 16 == 0,
-          "GGUF GEMV (weights as A): x, quants and scales must be 16-byte aligned (each is read in 16-byte pieces)");
-  switch (a.type) {
-    case GgufBlockType::q4_0: launch_type<GgufBlockType::q4_0, kSwapped>(a, stream); break;
-    case GgufBlockType::q4_1: launch_type<GgufBlockType::q4_1, kSwapped>(a, stream); break;
-    case GgufBlockType::q8_0: launch_type<GgufBlockType::q8_0, kSwapped>(a, stream); break;
-    default:
-      throw Error(fmt::format("GGUF GEMV (weights as A): ggml type {} is not q4_0 (2), q4_1 (3) or q8_0 (8)",
-                              static_cast<int>(a.type)));
-  }
+  constexpr const char* kRung = "weights as A";
+  gguf_mma::check_fragment_args(a, kRung, "repack_gguf_blocks_for_mma16, layout=3");
+  gguf_mma::dispatch_block_type(a.type, kRung,
+                                [&](auto type) { launch_type<decltype(type)::value, kSwapped>(a, stream); });
   KC_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -1,7 +1,8 @@
 // quant/gemv_gguf_mma.cuh — the block arithmetic of the GGUF GEMV's tensor-core rungs (03, 04):
 // how a lane turns its quants of the fragment layout (layout=2, kc/stage3/gemv_gguf_args.hpp) into
 // bf16 B fragments, multiplies one GGUF block with mma.sync and applies the block's scales, and how
-// the warps' partial sums become y. The rungs differ in how the quants and scales reach the lane
+// the warps' partial sums become y, and on the host the argument rules and the dispatch on the
+// block type their launches share. The rungs differ in how the quants and scales reach the lane
 // (rung 03: registers, one chunk ahead; rung 04: a cp.async pipeline in shared memory).
 #pragma once
 
@@ -10,8 +11,10 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "arch/sm80/mma.cuh"
+#include "kc/common/error.hpp"
 #include "kc/stage3/gemv_gguf_args.hpp"
 
 namespace kc::stage3::gguf_mma {
@@ -70,6 +73,20 @@ __device__ __forceinline__ float2 factors(std::uint32_t entry_bits) {
     std::memcpy(&h, &bits, sizeof h);
     const float d = __half2float(h);
     return make_float2(d, kType == GgufBlockType::q4_0 ? -136.f * d : 0.f);
+  }
+}
+
+// The factors of block j for the two outputs a lane's 8 scale entries serve (entries 2j and 2j + 1:
+// columns 2t and 2t + 1 in layout=2, rows g and g + 8 in layout=3): `entries` is the lane's 16 or
+// 32 bytes of entries as words — half d two a word (low half first), or one half2 (d, m) a word.
+template <GgufBlockType kType>
+__device__ __forceinline__ void block_factors(const std::uint32_t* entries, int j, float2& first, float2& second) {
+  if constexpr (kType == GgufBlockType::q4_1) {
+    first = factors<kType>(entries[2 * j]);
+    second = factors<kType>(entries[2 * j + 1]);
+  } else {
+    first = factors<kType>(entries[j] & 0xffffu);
+    second = factors<kType>(entries[j] >> 16);
   }
 }
 
@@ -148,6 +165,37 @@ __device__ __forceinline__ void reduce_and_store(const float (&acc)[kTiles][4], 
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) sum += partial[((w * kTiles + i) * 32 + l) * 4 + e];
     y[static_cast<std::size_t>(row) * n_cols + column] = __float2bfloat16(sum);
+  }
+}
+
+// ---- host side: what the launches of rungs 03-05 share ----
+
+// The argument rules of a fragment-layout rung (`rung` names it in the messages, `layout` says
+// which repack wrote quants and scales): M in [1, 16], N >= 1, K whole blocks; x, quants, scales
+// and y non-null; x, quants and scales 16-byte aligned.
+inline void check_fragment_args(const GgufGemvArgs& a, const char* rung, const char* layout) {
+  require(a.m >= 1 && a.m <= kGgufGemvMaxRows && a.n >= 1 && a.k >= kGgufBlockWeights &&
+              a.k % kGgufBlockWeights == 0,
+          "GGUF GEMV ({}): M must be in [1, {}], N >= 1 and K a positive multiple of 32 (got {}x{}x{})", rung,
+          kGgufGemvMaxRows, a.m, a.n, a.k);
+  require(a.x != nullptr && a.quants != nullptr && a.scales != nullptr && a.y != nullptr,
+          "GGUF GEMV ({}): x, quants, scales and y must be non-null (the fragment layout: {})", rung, layout);
+  require(reinterpret_cast<std::uintptr_t>(a.x) % 16 == 0 && reinterpret_cast<std::uintptr_t>(a.quants) % 16 == 0 &&
+              reinterpret_cast<std::uintptr_t>(a.scales) % 16 == 0,
+          "GGUF GEMV ({}): x, quants and scales must be 16-byte aligned (each is read in 16-byte pieces)", rung);
+}
+
+// Calls launch(std::integral_constant<GgufBlockType, T>{}) for `type` (q4_0, q4_1 or q8_0): the
+// kernels are templates on the block type. kc::Error for any other type.
+template <class Launch>
+void dispatch_block_type(GgufBlockType type, const char* rung, Launch&& launch) {
+  switch (type) {
+    case GgufBlockType::q4_0: launch(std::integral_constant<GgufBlockType, GgufBlockType::q4_0>{}); break;
+    case GgufBlockType::q4_1: launch(std::integral_constant<GgufBlockType, GgufBlockType::q4_1>{}); break;
+    case GgufBlockType::q8_0: launch(std::integral_constant<GgufBlockType, GgufBlockType::q8_0>{}); break;
+    default:
+      throw Error(fmt::format("GGUF GEMV ({}): ggml type {} is not q4_0 (2), q4_1 (3) or q8_0 (8)", rung,
+                              static_cast<int>(type)));
   }
 }
 
