@@ -193,26 +193,30 @@ std::string render_markdown(const RunInfo& info, const std::string& group,
       }
       md += "\n";
     }
-    md += "\n### Details\n\n| kernel | shape | status | median ms | spread p10–p90 | samples | TFLOPS | GB/s "
-          "| baseline ms alongside | % of baseline | % of ceiling | rel. error |\n"
-          "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+    // A note column only where a kernel of this op says something per problem (KernelEntry::note).
+    const bool notes = std::any_of(op_rows.begin(), op_rows.end(), [](const Result* r) { return !r->note.empty(); });
+    md += fmt::format("\n### Details\n\n| kernel | shape | status | median ms | spread p10–p90 | samples | TFLOPS | GB/s "
+                      "| baseline ms alongside | % of baseline | % of ceiling | rel. error |{}\n"
+                      "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|{}\n",
+                      notes ? " note |" : "", notes ? "---|" : "");
     for (const Result* r : op_rows) {
       const std::string name = is_reference_row(*r) ? r->kernel : "`" + short_name(*r) + "`";
+      const std::string note = notes ? " " + table_cell(r->note) + " |" : "";
       if (r->status == Status::ok && r->peer_outside) {
-        md += fmt::format("| {} | {} | ok (peer script) | {:.4f} | – | – | {:.2f} | {:.0f} | – | {} | {:.1f}% | – |\n",
+        md += fmt::format("| {} | {} | ok (peer script) | {:.4f} | – | – | {:.2f} | {:.0f} | – | {} | {:.1f}% | – |{}\n",
                           name, pretty_problem(*r, true), r->median_ms, r->tflops, r->gbps,
                           r->baseline_ms <= 0 ? "–" : fmt::format("{:.1f}%", r->pct_of_baseline),
-                          r->pct_of_ceiling);
+                          r->pct_of_ceiling, note);
       } else if (r->status == Status::ok) {
-        md += fmt::format("| {} | {} | ok | {:.4f} | {:.1f}% | {} | {:.2f} | {:.0f} | {} | {} | {:.1f}% | {:.1e} |\n",
+        md += fmt::format("| {} | {} | ok | {:.4f} | {:.1f}% | {} | {:.2f} | {:.0f} | {} | {} | {:.1f}% | {:.1e} |{}\n",
                           name, pretty_problem(*r, true),
                           r->median_ms, r->spread_percent(), r->samples, r->tflops, r->gbps,
                           r->baseline_paired ? fmt::format("{:.4f}", r->baseline_ms) : "–",
                           r->is_baseline || r->baseline_ms <= 0 ? "–" : fmt::format("{:.1f}%", r->pct_of_baseline),
-                          r->pct_of_ceiling, r->rel_frobenius);
+                          r->pct_of_ceiling, r->rel_frobenius, note);
       } else {
-        md += fmt::format("| {} | {} | {} | | | | | | | | | {} |\n", name, pretty_problem(*r, true),
-                          status_name(r->status), table_cell(r->detail));
+        md += fmt::format("| {} | {} | {} | | | | | | | | | {} |{}\n", name, pretty_problem(*r, true),
+                          status_name(r->status), table_cell(r->detail), note);
       }
     }
   }
@@ -271,7 +275,8 @@ std::string render_json(const RunInfo& info, const std::string& group,
                       timed && !r->is_baseline && r->baseline_ms > 0 ? number(r->pct_of_baseline, 2) : "null");
     js += fmt::format("\"ceiling\": \"{}\", ", json_escape(r->ceiling));
     js += fmt::format("\"pct_of_ceiling\": {}, ", timed ? number(r->pct_of_ceiling, 2) : "null");
-    js += fmt::format("\"detail\": \"{}\"", json_escape(r->detail));
+    js += fmt::format("\"detail\": \"{}\", ", json_escape(r->detail));
+    js += fmt::format("\"note\": \"{}\"", json_escape(r->note));
     js += "}";
   }
   js += "\n  ]\n}\n";

@@ -344,6 +344,10 @@ bool Session::check_item(const Item& item, Result& result) {
   const CheckOutcome outcome = check_once(item, options_.seed);
   result.detail = outcome.detail;
   result.rel_frobenius = outcome.worst_rel_frobenius;
+  if (item.kernel != nullptr && item.kernel->note && outcome.status != CheckOutcome::Status::unsupported) {
+    Operands operands = item.op->make_operands(item.problem, options_.seed, context_);
+    result.note = item.kernel->note(item.problem, operands);
+  }
   switch (outcome.status) {
     case CheckOutcome::Status::passed: result.status = Status::ok; return true;
     case CheckOutcome::Status::failed: result.status = Status::failed; return false;
@@ -602,8 +606,9 @@ std::string Session::summary() const {
                                  "status", "TFLOPS", "GB/s", "%base");
   for (const Result& r : results_) {
     if (r.status == Status::ok)
-      text += fmt::format("{:<48} {:<30} {:>8} {:>10.2f} {:>10.0f} {:>9}\n", r.kernel, r.label, "ok",
-                          r.tflops, r.gbps, r.baseline_ms > 0 ? fmt::format("{:.1f}%", r.pct_of_baseline) : "–");
+      text += fmt::format("{:<48} {:<30} {:>8} {:>10.2f} {:>10.0f} {:>9}{}\n", r.kernel, r.label, "ok",
+                          r.tflops, r.gbps, r.baseline_ms > 0 ? fmt::format("{:.1f}%", r.pct_of_baseline) : "–",
+                          r.note.empty() ? "" : "  " + r.note);
     else
       text += fmt::format("{:<48} {:<30} {:>8}  {}\n", r.kernel, r.label, status_name(r.status), r.detail);
   }

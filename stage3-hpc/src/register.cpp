@@ -116,15 +116,23 @@ KernelEntry small_m_gemv_entry() {
 // rung 09, 03 or 12, or cuBLAS where none of them runs it or none is at parity (the dispatch:
 // choose_gemm_path). Not a rung of the ladder: its own report (stage3-gemm-entry), timed against
 // the same cuBLAS baseline over a sweep of shapes (stage3-hpc/gemm/shape_sweep.txt). It takes
-// every shape the op defines, K % 8 != 0 included.
+// every shape the op defines, K % 8 != 0 included. Each row names the path the entry took (its
+// note), so that a row at about 100% reads as cuBLAS against cuBLAS, with the reason.
 class GemmEntryRung {
  public:
   void run(const Problem& problem, Operands& operands, cudaStream_t stream) {
-    if (!gemm_) gemm_ = make_gemm_on_current_device();
-    gemm_->run(gemm_args<bf16>(problem, operands, BLayout::n_by_k), stream);
+    gemm().run(gemm_args<bf16>(problem, operands, BLayout::n_by_k), stream);
+  }
+  // The path run() takes on these operands (Gemm::plan: the same checks and decision, no launch).
+  std::string path(const Problem& problem, Operands& operands) {
+    return gemm().plan(gemm_args<bf16>(problem, operands, BLayout::n_by_k)).name();
   }
 
  private:
+  Gemm& gemm() {
+    if (!gemm_) gemm_ = make_gemm_on_current_device();
+    return *gemm_;
+  }
   std::unique_ptr<Gemm> gemm_;
 };
 
@@ -139,6 +147,7 @@ KernelEntry gemm_entry_entry() {
   entry.launch = [rung](const Problem& problem, Operands& operands, cudaStream_t stream) {
     rung->run(problem, operands, stream);
   };
+  entry.note = [rung](const Problem& problem, Operands& operands) { return "path: " + rung->path(problem, operands); };
   return entry;
 }
 

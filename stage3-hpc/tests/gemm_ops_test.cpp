@@ -44,6 +44,8 @@ TEST(Stage3Ladder, TheGemmEntryHasItsOwnReportAndRefusesNothing) {
   EXPECT_TRUE(entry.refuses.empty());
   EXPECT_EQ(entry.min_compute_capability, 80);
   for (const Problem& p : make_hgemm_op().conformance_problems) EXPECT_EQ(entry.supports(p), "") << p.label();
+  // Its rows name the path it took (KernelEntry::note; kc-bench's GPU test reads them back).
+  EXPECT_TRUE(static_cast<bool>(entry.note));
 }
 
 constexpr int kSmallMRung = 11;

@@ -2,10 +2,12 @@
 // real kernel produces the Markdown and JSON tables. Skips without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "kc/testing/negative_controls.hpp"
 #include "support/gpu_test.hpp"
@@ -21,6 +23,20 @@ std::string read_file(const std::filesystem::path& path) {
   std::stringstream text;
   text << file.rdbuf();
   return text.str();
+}
+
+// The line of kc-bench's JSON (one result a line) that holds every one of `fields`, each an exact
+// `"key": value` text; "" when none does.
+std::string json_row(const std::string& json, const std::vector<std::string>& fields) {
+  for (std::size_t begin = 0; begin < json.size();) {
+    const std::size_t end = std::min(json.find('\n', begin), json.size());
+    const std::string line = json.substr(begin, end - begin);
+    if (std::all_of(fields.begin(), fields.end(),
+                    [&](const std::string& field) { return line.find(field) != std::string::npos; }))
+      return line;
+    begin = end + 1;
+  }
+  return "";
 }
 
 TEST(KcBenchGpu, NegativeControlsAreReportedFailedAndNeverTimed) {
@@ -95,6 +111,31 @@ TEST(KcBenchGpu, NaiveRungProducesTablesAgainstCublas) {
   std::filesystem::remove_all(dir);
 }
 
+// The GEMM entry's rows say which path it took: rung 12 at M = 1, cuBLAS with the reason where it
+// falls back (1 < M <= 64; K % 8 != 0), in the JSON's "note" and the Details table's note column.
+TEST(KcBenchGpu, TheGemmEntryNamesItsPathOnEachRow) {
+  KC_SKIP_WITHOUT_GPU();
+  const auto dir = std::filesystem::temp_directory_path() / "kc_bench_gemm_entry";
+  std::filesystem::remove_all(dir);
+  const ProgramRun r = run_kc_bench("--filter stage3/hgemm/13_entry --shapes 1x4096x4096,32x4096x4096,127x129x131 "
+                                    "--max-samples 5 --allow-dirty --markdown " + dir.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string json = read_file(dir / "stage3-gemm-entry.json");
+  const auto row_of = [&](const std::string& shape) {
+    return json_row(json, {"\"kernel\": \"stage3/hgemm/13_entry\"", "\"shape\": \"" + shape + "\""});
+  };
+  EXPECT_NE(row_of("1x4096x4096").find("\"note\": \"path: stage3/hgemm/12_small_m_gemv\""), std::string::npos)
+      << row_of("1x4096x4096");
+  EXPECT_NE(row_of("32x4096x4096").find("\"note\": \"path: cuBLAS GemmEx (fallback: M <= 64"), std::string::npos)
+      << row_of("32x4096x4096");
+  EXPECT_NE(row_of("127x129x131").find("\"note\": \"path: cuBLAS GemmEx (fallback: K % 8 != 0)\""),
+            std::string::npos) << row_of("127x129x131");
+  const std::string md = read_file(dir / "stage3-gemm-entry.md");
+  EXPECT_NE(md.find("| rel. error | note |"), std::string::npos) << md;
+  EXPECT_NE(md.find("path: stage3/hgemm/12_small_m_gemv |"), std::string::npos) << md;
+  std::filesystem::remove_all(dir);
+}
+
 // One name, several ops: rmsnorm and residual_rmsnorm share the problem 8192x4096 bf16 and the
 // baseline "copy of the same bytes (cudaMemcpy)", but residual_rmsnorm's copy moves twice the bytes
 // (x and residual in, sum and y out, against x in and y out). Each op's copy row must be timed on
@@ -109,15 +150,8 @@ TEST(KcBenchGpu, BaselinesOfDifferentOpsOnTheSameProblemAreTimedApart) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::string json = read_file(dir / "stage2.json");
   const auto copy_ms = [&](const std::string& op) {
-    for (std::size_t at = json.find("\"is_baseline\": true"); at != std::string::npos;
-         at = json.find("\"is_baseline\": true", at + 1)) {
-      const std::size_t begin = json.rfind('\n', at), end = json.find('\n', at);
-      const std::string row = json.substr(begin, end - begin);
-      if (row.find("\"op\": \"" + op + "\"") == std::string::npos) continue;
-      const std::size_t time = row.find("\"time_ms\": ");
-      if (time == std::string::npos) break;
-      return std::stod(row.substr(time + 11));
-    }
+    const std::string row = json_row(json, {"\"is_baseline\": true", "\"op\": \"" + op + "\""});
+    if (!row.empty()) return std::stod(row.substr(row.find("\"time_ms\": ") + 11));
     ADD_FAILURE() << "no copy row of " << op << " in\n" << json;
     return 0.0;
   };

@@ -124,6 +124,36 @@ TEST(Report, JsonCarriesTheRequiredFieldsPerResult) {
   EXPECT_NE(js.find("\"tflops\": null", failed), std::string::npos);
 }
 
+// A kernel's note (KernelEntry::note: the GEMM entry names the path it took) reaches the Details
+// table, in a column of its own, and the JSON; an op whose kernels say nothing keeps its columns.
+TEST(Report, AKernelsNoteHasItsOwnColumnAndJsonField) {
+  std::vector<Result> results = sample_results();
+  const std::string plain = render_markdown(info(), "stage1", results);
+  EXPECT_EQ(plain.find("rel. error | note |"), std::string::npos) << "no note, no column:\n" << plain;
+  EXPECT_NE(plain.find("| rel. error |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"),
+            std::string::npos) << plain;
+  EXPECT_NE(render_json(info(), "stage1", results).find("\"note\": \"\""), std::string::npos);
+
+  results[1].note = "path: cuBLAS GemmEx (fallback: M <= 64 | K % 8 != 0)";
+  const std::string md = render_markdown(info(), "stage1", results);
+  EXPECT_NE(md.find("| rel. error | note |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n"),
+            std::string::npos) << md;
+  const auto at = md.find("| `01_naive` | 4096³ f32 | ok |");
+  ASSERT_NE(at, std::string::npos) << md;
+  const std::string line = md.substr(at, md.find('\n', at) - at);
+  EXPECT_NE(line.find("| path: cuBLAS GemmEx (fallback: M <= 64 \\| K % 8 != 0) |"), std::string::npos)
+      << "the note, '|' escaped, in the last cell: " << line;
+  // Every row of the op has the column: the baseline's and the failed kernel's cells are empty.
+  for (const char* row : {"| cuBLAS SGEMM (FP32, pedantic) | 4096³ f32 | ok |", "| `02_broken` | 4096³ f32 | FAILED |"}) {
+    const auto begin = md.find(row);
+    ASSERT_NE(begin, std::string::npos) << row << " in\n" << md;
+    const std::string other = md.substr(begin, md.find('\n', begin) - begin);
+    EXPECT_EQ(other.substr(other.size() - 4), "|  |") << other;
+  }
+  const std::string js = render_json(info(), "stage1", results);
+  EXPECT_NE(js.find("\"note\": \"path: cuBLAS GemmEx (fallback: M <= 64 | K % 8 != 0)\""), std::string::npos) << js;
+}
+
 TEST(Report, WritesOneMarkdownAndOneJsonPerGroup) {
   const auto dir = std::filesystem::temp_directory_path() / "kc_report_test";
   std::filesystem::remove_all(dir);

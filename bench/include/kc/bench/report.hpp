@@ -54,6 +54,7 @@ struct Result {
   std::string label;          // Problem::label(): shape, dtype, parameters off their defaults
   Status status = Status::skipped;
   std::string detail;         // check summary, refusal reason or error
+  std::string note;           // what the kernel says about this problem (KernelEntry::note), or ""
   double rel_frobenius = 0.0;
   bool compute_bound = true;  // which of TFLOPS / GB/s is the headline
   // Timing (valid when status == ok).

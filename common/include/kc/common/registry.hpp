@@ -32,6 +32,10 @@ namespace kc {
 // ("K must be a multiple of 8 (got 1031)").
 using SupportsFn = std::function<std::string(const Problem&)>;
 using LaunchFn = std::function<void(const Problem&, Operands&, cudaStream_t)>;
+// What a kernel says about one problem beside its numbers, on the operands it runs on: the path a
+// dispatching entry takes ("path: cuBLAS GemmEx (fallback: K % 8 != 0)"). Reads; launches nothing
+// and writes no operand.
+using NoteFn = std::function<std::string(const Problem&, Operands&)>;
 // The reference values of each output, by operand name, in device memory as doubles: computed on
 // the GPU (FP64 cuBLAS, reference kernels) or on the CPU and uploaded (op_builder.hpp decides).
 using References = std::map<std::string, DeviceBuffer<double>>;
@@ -99,6 +103,9 @@ struct KernelEntry {
   // constraint cannot widen or narrow unnoticed.
   std::vector<std::string> refuses;
   LaunchFn launch;
+  // Optional: kc-bench calls it once per problem the kernel runs and shows the text in the report
+  // (the Details table's note column, the JSON's "note"). Empty: no note.
+  NoteFn note;
   std::string report;       // docs table this kernel belongs in; empty = its stage ("stage1")
   // Non-empty for a playground template the learner has not written yet: the sentence saying what
   // to do. Such a kernel refuses every problem with it; kc-bench runs it only when --filter names
