@@ -182,6 +182,97 @@ struct WarpQ<Shape, false> {
   }
 };
 
+// The online softmax of one 16-row tile of S against kKeyBlocks x 8 keys, in the m16n8
+// accumulator layout that mma.sync and WGMMA share (per warp): this thread holds rows lane/4
+// (h = 0) and lane/4 + 8 (h = 1) of the tile, columns 8j + 2 (lane % 4) + {0, 1} of each 8-key
+// block j; the row's other columns are in the 3 other lanes of its quad. S becomes
+// 2^(scale_log2 . s - max) in place, the rows' running max and sum move on, and O's two rows
+// (kDimBlocks blocks of 8 columns) are rescaled. kMask: keys at or past a row's visible end
+// (row_ends[h], key0 the tile's first key) get -inf.
+template <bool kMask, int kKeyBlocks, int kDimBlocks>
+__device__ __forceinline__ void online_softmax_tile(float (&s)[kKeyBlocks][4], float (&o)[kDimBlocks][4],
+                                                    RowState* rows, const int* row_ends, float scale_log2,
+                                                    int key0) {
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  float tile_max[2] = {-CUDART_INF_F, -CUDART_INF_F};
+  // Element (j, e) holds key key0 + 8j + 2(lane % 4) + e % 2: masked when 8j + e % 2 reaches
+  // `first_masked` of its row (a compare against a constant per element).
+  int first_masked[2] = {0, 0};
+  if constexpr (kMask)
+    for (int h = 0; h < 2; ++h) first_masked[h] = row_ends[h] - key0 - 2 * (lane % 4);
+#pragma unroll
+  for (int j = 0; j < kKeyBlocks; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int h = e / 2;
+      float value = s[j][e] * scale_log2;
+      if constexpr (kMask) {
+        if (8 * j + e % 2 >= first_masked[h]) value = -CUDART_INF_F;
+      }
+      s[j][e] = value;
+      tile_max[h] = core::max_propagate_nan(tile_max[h], value);
+    }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    RowState& state = rows[h];
+    tile_max[h] = core::max_propagate_nan(tile_max[h], core::shuffle_xor(tile_max[h], 1));
+    tile_max[h] = core::max_propagate_nan(tile_max[h], core::shuffle_xor(tile_max[h], 2));
+    const float new_max = core::max_propagate_nan(state.max, tile_max[h]);
+    const float base = exponent_base(new_max);
+    const float rescale = exp2_flush_to_zero(state.max - base);
+    state.max = new_max;
+    float sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < kKeyBlocks; ++j)
+#pragma unroll
+      for (int e = 2 * h; e < 2 * h + 2; ++e) {
+        s[j][e] = exp2_flush_to_zero(s[j][e] - base);
+        sum += s[j][e];
+      }
+    state.sum = state.sum * rescale + sum;
+#pragma unroll
+    for (int n = 0; n < kDimBlocks; ++n) {
+      o[n][2 * h] *= rescale;
+      o[n][2 * h + 1] *= rescale;
+    }
+  }
+}
+
+// The A fragment of key slice `slice` (keys 16 slice .. + 15) of P = the softmax'd S of one 16-row
+// tile, rounded to T: accumulator blocks 2 slice and 2 slice + 1 (the C layout of two n8 blocks is
+// the A layout of one k16 slice).
+template <typename T, int kKeyBlocks>
+__device__ __forceinline__ void p_fragment(const float (&p)[kKeyBlocks][4], int slice, std::uint32_t (&a)[4]) {
+  a[0] = pack_pair<T>(p[2 * slice][0], p[2 * slice][1]);
+  a[1] = pack_pair<T>(p[2 * slice][2], p[2 * slice][3]);
+  a[2] = pack_pair<T>(p[2 * slice + 1][0], p[2 * slice + 1][1]);
+  a[3] = pack_pair<T>(p[2 * slice + 1][2], p[2 * slice + 1][3]);
+}
+
+// O = acc / l and the LSE of one 16-row tile's two rows of this thread (tile_row0 + lane/4 + 8h,
+// the layout above), stored; rows at or past Sq skipped, row_ends[h] = 0: O = 0, LSE = -inf.
+template <typename T, int kDimBlocks>
+__device__ __forceinline__ void store_tile_rows(const float (&o)[kDimBlocks][4], const RowState* rows,
+                                                const int* row_ends, const HeadView<T>& head,
+                                                const AttentionArgs<T>& args, int tile_row0) {
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float sum = rows[h].sum;
+    sum += core::shuffle_xor(sum, 1);
+    sum += core::shuffle_xor(sum, 2);
+    const int query = tile_row0 + lane / 4 + 8 * h;
+    if (query >= args.q_len) continue;
+    const RowResult result = finish_row(rows[h].max, sum, row_ends[h]);
+    T* o_row = head.o + query * args.q_row_stride + 2 * (lane % 4);
+#pragma unroll
+    for (int n = 0; n < kDimBlocks; ++n)
+      *reinterpret_cast<typename PackedPair<T>::Type*>(o_row + 8 * n) =
+          PackedPair<T>::from_floats(o[n][2 * h] * result.o_scale, o[n][2 * h + 1] * result.o_scale);
+    if (lane % 4 == 0) head.lse[query] = result.lse;
+  }
+}
+
 // One warp's FlashAttention-2 state and step. Rows: this thread's rows are lane/4 + 8r of the
 // warp's, r < kThreadRows: rows lane/4 (r = 2m) and lane/4 + 8 (r = 2m + 1) of MMA tile m.
 template <typename T, class Shape>
@@ -227,59 +318,14 @@ struct Fa2Warp {
   }
 
   // The online softmax on S in place (S becomes 2^(s - max) in log2 units), the rescaling of O
-  // and l, one MMA tile after the other. kMask: keys at or past a row's visible end get -inf
-  // (row_ends: this thread's rows' visible ends; key0: the tile's first key).
+  // and l, one MMA tile after the other (online_softmax_tile). kMask: keys at or past a row's
+  // visible end get -inf (row_ends: this thread's rows' visible ends; key0: the tile's first key).
   template <bool kMask>
   __device__ void softmax(float (&s)[kTiles][Shape::kKeyBlocks][4], float scale_log2, int key0,
                           const int (&row_ends)[Shape::kThreadRows]) {
-    const int lane = static_cast<int>(threadIdx.x) % 32;
 #pragma unroll
-    for (int m = 0; m < kTiles; ++m) {
-      // Rows lane/4 + 8h of tile m (h = 0, 1) are this thread's rows 2m + h.
-      float tile_max[2] = {-CUDART_INF_F, -CUDART_INF_F};
-      // Element (j, e) holds key key0 + 8j + 2(lane % 4) + e % 2: masked when 8j + e % 2 reaches
-      // `first_masked` of its row (a compare against a constant per element).
-      int first_masked[2] = {0, 0};
-      if constexpr (kMask)
-        for (int h = 0; h < 2; ++h) first_masked[h] = row_ends[2 * m + h] - key0 - 2 * (lane % 4);
-#pragma unroll
-      for (int j = 0; j < Shape::kKeyBlocks; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int h = e / 2;
-          float value = s[m][j][e] * scale_log2;
-          if constexpr (kMask) {
-            if (8 * j + e % 2 >= first_masked[h]) value = -CUDART_INF_F;
-          }
-          s[m][j][e] = value;
-          tile_max[h] = core::max_propagate_nan(tile_max[h], value);
-        }
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        RowState& state = row[2 * m + h];
-        // The row's other columns are in the other 3 lanes of the quad.
-        tile_max[h] = core::max_propagate_nan(tile_max[h], core::shuffle_xor(tile_max[h], 1));
-        tile_max[h] = core::max_propagate_nan(tile_max[h], core::shuffle_xor(tile_max[h], 2));
-        const float new_max = core::max_propagate_nan(state.max, tile_max[h]);
-        const float base = exponent_base(new_max);
-        const float rescale = exp2_flush_to_zero(state.max - base);
-        state.max = new_max;
-        float sum = 0.f;
-#pragma unroll
-        for (int j = 0; j < Shape::kKeyBlocks; ++j)
-#pragma unroll
-          for (int e = 2 * h; e < 2 * h + 2; ++e) {
-            s[m][j][e] = exp2_flush_to_zero(s[m][j][e] - base);
-            sum += s[m][j][e];
-          }
-        state.sum = state.sum * rescale + sum;
-#pragma unroll
-        for (int n = 0; n < Shape::kDimBlocks; ++n) {
-          o[m][n][2 * h] *= rescale;
-          o[m][n][2 * h + 1] *= rescale;
-        }
-      }
-    }
+    for (int m = 0; m < kTiles; ++m)
+      online_softmax_tile<kMask>(s[m], o[m], row + 2 * m, row_ends + 2 * m, scale_log2, key0);
   }
 
   // O += P V, P = the softmax'd S rounded to T in registers (accumulator blocks 2s, 2s + 1 are the
@@ -295,12 +341,7 @@ struct Fa2Warp {
     for (int s = 0; s < Shape::kKeySlices; ++s) {
       std::uint32_t a[kTiles][4];
 #pragma unroll
-      for (int m = 0; m < kTiles; ++m) {
-        a[m][0] = pack_pair<T>(p[m][2 * s][0], p[m][2 * s][1]);
-        a[m][1] = pack_pair<T>(p[m][2 * s][2], p[m][2 * s][3]);
-        a[m][2] = pack_pair<T>(p[m][2 * s + 1][0], p[m][2 * s + 1][1]);
-        a[m][3] = pack_pair<T>(p[m][2 * s + 1][2], p[m][2 * s + 1][3]);
-      }
+      for (int m = 0; m < kTiles; ++m) p_fragment<T>(p[m], s, a[m]);
 #pragma unroll
       for (int n = 0; n < Shape::kDimBlocks; n += 2) {
         std::uint32_t b[4];
@@ -317,24 +358,9 @@ struct Fa2Warp {
   // O = acc / l and the LSE of this thread's rows, stored (rows at or past Sq skipped);
   // row_ends: their visible ends (0: O = 0, LSE = -inf).
   __device__ void store(const HeadView<T>& head, const AttentionArgs<T>& args, int warp_row0,
-                        const int (&row_ends)[Shape::kThreadRows]) {
-    const int lane = static_cast<int>(threadIdx.x) % 32;
+                        const int (&row_ends)[Shape::kThreadRows]) const {
 #pragma unroll
-    for (int r = 0; r < Shape::kThreadRows; ++r) {
-      const int m = r / 2, h = r % 2;
-      float sum = row[r].sum;
-      sum += core::shuffle_xor(sum, 1);
-      sum += core::shuffle_xor(sum, 2);
-      const int query = warp_row0 + lane / 4 + 8 * r;
-      if (query >= args.q_len) continue;
-      const RowResult result = finish_row(row[r].max, sum, row_ends[r]);
-      T* o_row = head.o + query * args.q_row_stride + 2 * (lane % 4);
-#pragma unroll
-      for (int n = 0; n < Shape::kDimBlocks; ++n)
-        *reinterpret_cast<typename PackedPair<T>::Type*>(o_row + 8 * n) =
-            PackedPair<T>::from_floats(o[m][n][2 * h] * result.o_scale, o[m][n][2 * h + 1] * result.o_scale);
-      if (lane % 4 == 0) head.lse[query] = result.lse;
-    }
+    for (int m = 0; m < kTiles; ++m) store_tile_rows(o[m], row + 2 * m, row_ends + 2 * m, head, args, warp_row0 + 16 * m);
   }
 };
 

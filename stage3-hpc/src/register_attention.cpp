@@ -7,7 +7,10 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <memory>
 #include <utility>
+
+#include "arch/sm90/tma_descriptor.hpp"
 
 #include "kc/stage3/attention_args.hpp"
 #include "kc/stage3/attention.hpp"
@@ -17,6 +20,7 @@ namespace kc::stage3 {
 namespace {
 
 constexpr int kAmpere = 80;
+constexpr int kHopper = 90;
 constexpr const char* kFlashConstraints = "D = 64 or 128";
 // The docs table the attention rungs, prefill and decode, are reported in (kc-bench --markdown),
 // beside stage3-gemm.
@@ -71,6 +75,26 @@ KernelEntry flash_entry(const std::string& name, int rung, std::string idea, Fla
   return entry;
 }
 
+using HopperFlashLaunchBf16 = void (*)(const AttentionArgs<__nv_bfloat16>&, cudaStream_t, HopperLaunchCache&);
+using HopperFlashLaunchF16 = void (*)(const AttentionArgs<__half>&, cudaStream_t, HopperLaunchCache&);
+
+// A fused rung with sm_90a machine code (TMA, WGMMA, setmaxnreg): compute capability 9.0 only,
+// with its own cache of tensor maps.
+KernelEntry hopper_flash_entry(const std::string& name, int rung, std::string idea,
+                               HopperFlashLaunchBf16 launch_bf16, HopperFlashLaunchF16 launch_f16) {
+  KernelEntry entry = flash_entry(name, rung, std::move(idea), nullptr, nullptr);
+  entry.min_compute_capability = kHopper;
+  entry.max_compute_capability = kHopper;
+  auto cache = std::make_shared<HopperLaunchCache>();
+  entry.launch = [launch_bf16, launch_f16, cache](const Problem& problem, Operands& operands, cudaStream_t stream) {
+    if (problem.dtype == DType::bf16)
+      launch_bf16(attention_args<__nv_bfloat16>(problem, operands), stream, *cache);
+    else
+      launch_f16(attention_args<__half>(problem, operands), stream, *cache);
+  };
+  return entry;
+}
+
 }  // namespace
 
 KernelEntry attention_kernel_entry(const std::string& op, const std::string& name, int rung, std::string idea) {
@@ -119,6 +143,11 @@ void register_attention_kernels(Registry& registry) {
                                   "D = 64: two 16-row MMA tiles per warp, each K/V fragment feeds two MMAs; D = 128 as rung 04",
                                   &attention_fwd_05_fa2_two_tiles_per_warp<__nv_bfloat16>,
                                   &attention_fwd_05_fa2_two_tiles_per_warp<__half>));
+  registry.add_kernel(hopper_flash_entry(
+      "06_tma_wgmma", 6,
+      "Hopper: TMA K/V ring filled by a producer warp, WGMMA for S = QK^T and O += PV (P from registers) in two "
+      "consumer warpgroups, setmaxnreg",
+      &attention_fwd_06_tma_wgmma<__nv_bfloat16>, &attention_fwd_06_tma_wgmma<__half>));
 }
 
 }  // namespace kc::stage3

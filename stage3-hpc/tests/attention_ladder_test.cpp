@@ -18,7 +18,7 @@ namespace kc::stage3 {
 namespace {
 
 const std::vector<std::string> kRungs = {"01_naive_unfused", "02_tiled_online_softmax", "03_fa2_mma_sync",
-                                         "04_fa2_cp_async", "05_fa2_two_tiles_per_warp"};
+                                         "04_fa2_cp_async", "05_fa2_two_tiles_per_warp", "06_tma_wgmma"};
 
 TEST(AttentionLadder, EveryRungIsRegisteredInOrderForBothDtypes) {
   const Registry& r = stage3_test_registry();
@@ -28,7 +28,10 @@ TEST(AttentionLadder, EveryRungIsRegisteredInOrderForBothDtypes) {
     EXPECT_EQ(k.rung, static_cast<int>(i) + 1) << k.id;
     EXPECT_TRUE(k.runs_dtype(DType::bf16)) << k.id;
     EXPECT_TRUE(k.runs_dtype(DType::f16)) << k.id;
-    EXPECT_EQ(k.min_compute_capability, 80) << k.id;
+    // Rung 06 is sm_90a machine code (TMA, WGMMA): compute capability 9.0 and nothing else.
+    const bool hopper = kRungs[i] == "06_tma_wgmma";
+    EXPECT_EQ(k.min_compute_capability, hopper ? 90 : 80) << k.id;
+    EXPECT_EQ(k.max_compute_capability, hopper ? 90 : 0) << k.id;
     EXPECT_FALSE(k.idea.empty()) << k.id;
     EXPECT_EQ(k.report_group(), "stage3-attention") << k.id;
   }
@@ -39,7 +42,8 @@ TEST(AttentionLadder, FusedRungsRefuseHeadDimensionsTheyAreNotCompiledFor) {
   const Registry& r = stage3_test_registry();
   const OpSpec& op = r.op(kAttentionFwdOp);
   for (const char* name :
-       {"02_tiled_online_softmax", "03_fa2_mma_sync", "04_fa2_cp_async", "05_fa2_two_tiles_per_warp"}) {
+       {"02_tiled_online_softmax", "03_fa2_mma_sync", "04_fa2_cp_async", "05_fa2_two_tiles_per_warp",
+        "06_tma_wgmma"}) {
     const KernelEntry& k = r.kernel(std::string("stage3/attention_fwd/") + name);
     for (const std::int64_t d : {64, 128})
       EXPECT_EQ(unsupported_reason(r, k, op.problem({2, 8, 2, 77, 1000, d}, DType::f16, {{"causal", 1.0}}), nullptr),

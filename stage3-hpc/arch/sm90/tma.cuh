@@ -28,6 +28,18 @@ __device__ __forceinline__ void tma_load_2d(void* destination, const CUtensorMap
       : "memory");
 }
 
+// The 4-D form: the box at element coordinates (c0, c1, c2, c3), c0 the contiguous dimension (the
+// attention rungs' [D, S, H, B] view of a [B, H, S, D] tensor with its own strides). Zeros
+// outside the tensor in every dimension, so a tile past the end of a head reads no other head.
+__device__ __forceinline__ void tma_load_4d(void* destination, const CUtensorMap* map,
+                                            std::uint64_t* barrier, int c0, int c1, int c2, int c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes "
+      "[%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(smem_u32(destination)),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_u32(barrier))
+      : "memory");
+}
+
 // The same box written to the same offset in the shared memory of every CTA in `cta_mask`, each
 // completing bytes on its own barrier at `barrier`'s offset: one L2 read feeds several SMs.
 __device__ __forceinline__ void tma_load_2d_multicast(void* destination, const CUtensorMap* map,

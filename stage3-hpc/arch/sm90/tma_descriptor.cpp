@@ -47,17 +47,8 @@ const CUtensorMap& HopperLaunchCache::tensor_map(const TmaMatrix2d& matrix) {
   if (const auto found = maps_.find(key); found != maps_.end()) return found->second;
 
   const TmaEncoding e = tma_encoding(matrix);
-  if (encode_ == nullptr) {
-    void* function = nullptr;
-    cudaDriverEntryPointQueryResult query = cudaDriverEntryPointSymbolNotFound;
-    KC_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &function, 12000,
-                                                   cudaEnableDefault, &query));
-    require(query == cudaDriverEntryPointSuccess && function != nullptr,
-            "the CUDA driver does not provide cuTensorMapEncodeTiled (TMA needs a CUDA 12 driver)");
-    encode_ = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(function);
-  }
   CUtensorMap map{};
-  const CUresult status = encode_(
+  const CUresult status = encoder()(
       &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(matrix.base), e.global_dim,
       e.global_stride_bytes, e.box_dim, e.element_stride, CU_TENSOR_MAP_INTERLEAVE_NONE,
       matrix.swizzle_128b ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
@@ -67,6 +58,59 @@ const CUtensorMap& HopperLaunchCache::tensor_map(const TmaMatrix2d& matrix) {
           "cuTensorMapEncodeTiled failed (CUresult {}) for a {}x{} bf16 matrix with a {}x{} box",
           static_cast<int>(status), matrix.rows, matrix.cols, matrix.box_rows, matrix.box_cols);
   return maps_.emplace(key, map).first->second;
+}
+
+PFN_cuTensorMapEncodeTiled_v12000 HopperLaunchCache::encoder() {
+  if (encode_ == nullptr) {
+    void* function = nullptr;
+    cudaDriverEntryPointQueryResult query = cudaDriverEntryPointSymbolNotFound;
+    KC_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &function, 12000,
+                                                   cudaEnableDefault, &query));
+    require(query == cudaDriverEntryPointSuccess && function != nullptr,
+            "the CUDA driver does not provide cuTensorMapEncodeTiled (TMA needs a CUDA 12 driver)");
+    encode_ = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(function);
+  }
+  return encode_;
+}
+
+const CUtensorMap& HopperLaunchCache::tensor_map(const TmaTensor4d& t) {
+  const std::array<std::uint64_t, 12> key{reinterpret_cast<std::uintptr_t>(t.base),
+                                          t.dims[0], t.dims[1], t.dims[2], t.dims[3],
+                                          t.strides_bytes[0], t.strides_bytes[1], t.strides_bytes[2],
+                                          t.box[0], t.box[1], t.box[2], t.box[3]};
+  if (const auto found = maps_4d_.find(key); found != maps_4d_.end()) return found->second;
+
+  require(reinterpret_cast<std::uintptr_t>(t.base) % 16 == 0,
+          "TMA needs a 16-byte aligned base address (got {})", t.base);
+  for (int i = 0; i < 4; ++i) {
+    require(t.dims[i] >= 1 && t.dims[i] <= (std::uint64_t{1} << 32),
+            "TMA: dimension {} of a 4-D tensor is {}; each must be 1..2^32", i, t.dims[i]);
+    require(t.box[i] >= 1 && t.box[i] <= kMaxBoxSide, "TMA box sides must be 1..256 elements (side {} is {})", i,
+            t.box[i]);
+  }
+  for (int i = 0; i < 3; ++i)
+    require(t.strides_bytes[i] % 16 == 0 && t.strides_bytes[i] < (std::uint64_t{1} << 40),
+            "TMA needs strides that are multiples of 16 bytes below 2^40: the stride of dimension {} is {} "
+            "bytes; make every stride a multiple of 8 elements",
+            i + 1, t.strides_bytes[i]);
+  require(t.box[0] * kElementBytes % 16 == 0 && t.box[0] * kElementBytes <= kMaxSwizzledBoxRowBytes,
+          "with the 128-byte swizzle a TMA box row holds 16 to 128 bytes in steps of 16 (got {} elements)",
+          t.box[0]);
+  cuuint64_t dims[4] = {t.dims[0], t.dims[1], t.dims[2], t.dims[3]};
+  cuuint64_t strides[3] = {t.strides_bytes[0], t.strides_bytes[1], t.strides_bytes[2]};
+  cuuint32_t box[4] = {t.box[0], t.box[1], t.box[2], t.box[3]};
+  cuuint32_t element_strides[4] = {1, 1, 1, 1};
+  CUtensorMap map{};
+  // The element type only sizes the copy (2 bytes) and the zero fill: bf16 serves f16 data too.
+  const CUresult status = encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, const_cast<void*>(t.base), dims,
+                                    strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                    CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  require(status == CUDA_SUCCESS,
+          "cuTensorMapEncodeTiled failed (CUresult {}) for a {}x{}x{}x{} tensor with a {}x{}x{}x{} box",
+          static_cast<int>(status), t.dims[3], t.dims[2], t.dims[1], t.dims[0], t.box[3], t.box[2], t.box[1],
+          t.box[0]);
+  return maps_4d_.emplace(key, map).first->second;
 }
 
 void HopperLaunchCache::prepare_kernel(const void* kernel, int dynamic_smem_bytes) {

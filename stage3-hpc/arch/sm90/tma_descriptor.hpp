@@ -15,6 +15,7 @@
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <tuple>
@@ -37,6 +38,17 @@ struct TmaEncoding {
   cuuint32_t element_stride[2] = {1, 1};
 };
 
+// A 4-D tensor of 2-byte elements, innermost (contiguous) dimension first, with its own strides,
+// and the box one TMA copy moves, swizzled by 128 bytes: the attention rungs' [D, S, H, B] view of
+// a [B, H, S, D] tensor (any head and batch strides), so that a box past a head's last row reads
+// zeros rather than the next head.
+struct TmaTensor4d {
+  const void* base = nullptr;
+  std::uint64_t dims[4] = {0, 0, 0, 0};
+  std::uint64_t strides_bytes[3] = {0, 0, 0};  // of dimensions 1, 2 and 3
+  std::uint32_t box[4] = {0, 0, 0, 0};
+};
+
 // Checks the TMA rules for `matrix` and returns the encoding; throws kc::Error with the rule that
 // failed (16-byte aligned base and row stride, box sides 1..256, a 128-byte-swizzled box row of at
 // most 128 bytes, box row a multiple of 16 bytes).
@@ -47,6 +59,10 @@ class HopperLaunchCache {
  public:
   // The tensor map for `matrix` (bf16, zero fill out of bounds), built on first use.
   const CUtensorMap& tensor_map(const TmaMatrix2d& matrix);
+
+  // The tensor map for `tensor` (2-byte elements, 128-byte swizzle, zero fill), built on first use;
+  // kc::Error naming the rule a stride, size or box breaks.
+  const CUtensorMap& tensor_map(const TmaTensor4d& tensor);
 
   // Before the first launch of `kernel`: checks that this build holds sm_90a code for it and
   // allows `dynamic_smem_bytes` of shared memory. Cheap on later calls.
@@ -60,9 +76,11 @@ class HopperLaunchCache {
  private:
   using Key = std::tuple<const void*, std::uint64_t, std::uint64_t, std::uint32_t, std::uint32_t, bool>;
   std::map<Key, CUtensorMap> maps_;
+  std::map<std::array<std::uint64_t, 12>, CUtensorMap> maps_4d_;
   std::map<const void*, int> prepared_;   // kernel -> dynamic smem allowed
   std::map<const void*, int> resident_;   // kernel -> resident blocks
-  PFN_cuTensorMapEncodeTiled_v12000 encode_ = nullptr;  // fetched on first use
+  PFN_cuTensorMapEncodeTiled_v12000 encoder();        // encode_, fetched on first use
+  PFN_cuTensorMapEncodeTiled_v12000 encode_ = nullptr;
 };
 
 }  // namespace kc::stage3

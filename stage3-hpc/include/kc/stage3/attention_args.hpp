@@ -17,6 +17,8 @@
 
 namespace kc::stage3 {
 
+class HopperLaunchCache;  // arch/sm90/tma_descriptor.hpp: the Hopper rungs' tensor maps
+
 // T: __nv_bfloat16 or __half. Q and O are [B, Hq, Sq, D], K and V [B, Hkv, Sk, D], each with the
 // element strides below and the last dimension contiguous; LSE is a contiguous [B, Hq, Sq] of f32.
 template <typename T>
@@ -49,5 +51,9 @@ void attention_fwd_04_fa2_cp_async(const AttentionArgs<T>& args, cudaStream_t st
 // Rung 05: rung 04 with two 16-row MMA tiles per warp (128 query rows per block).
 template <typename T>
 void attention_fwd_05_fa2_two_tiles_per_warp(const AttentionArgs<T>& args, cudaStream_t stream);
+// Rung 06 (sm_90a): TMA K/V ring filled by a producer warp, WGMMA for S = Q K^T and O += P V in two
+// consumer warpgroups; `cache` keeps the tensor maps between launches on the same operands.
+template <typename T>
+void attention_fwd_06_tma_wgmma(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache);
 
 }  // namespace kc::stage3
