@@ -21,7 +21,7 @@
 // instead of every thread copying; WGMMA (one instruction: 64 x 128 x 16 for S) instead of
 // mma.sync (16 x 8 x 16) + ldmatrix; 128 query rows and 128 keys a tile; causal tile skipping and
 // heaviest-first order as in rung 04; grouped-query heads read in place (the K/V coordinates use
-// the kv head). The kernel is in flash_wgmma_kernel.cuh.
+// the kv head). The kernel is in flash_wgmma_kernel.cuh (FlashWgmmaConsumer::run_serial).
 //
 // Shared memory: Q (128 x D) + 2 stages (D = 128) or 3 (D = 64) of K and V tiles of 128 x D:
 // 161 KiB at D = 128, 112 KiB at D = 64, plus the barriers.
@@ -47,9 +47,9 @@ template <typename T>
 void attention_fwd_06_tma_wgmma(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache) {
   require_flash_args(args, "attention rung 06", FlashWgmmaShape<128>::kBlockRows);
   if (args.head_dim == 64)
-    launch_flash_wgmma<T, 64>(args, stream, cache);
+    launch_flash_wgmma<T, 64, false>(args, stream, cache);
   else
-    launch_flash_wgmma<T, 128>(args, stream, cache);
+    launch_flash_wgmma<T, 128, false>(args, stream, cache);
 }
 
 template void attention_fwd_06_tma_wgmma<__nv_bfloat16>(const AttentionArgs<__nv_bfloat16>&, cudaStream_t,

@@ -186,13 +186,15 @@ struct WarpQ<Shape, false> {
 // accumulator layout that mma.sync and WGMMA share (per warp): this thread holds rows lane/4
 // (h = 0) and lane/4 + 8 (h = 1) of the tile, columns 8j + 2 (lane % 4) + {0, 1} of each 8-key
 // block j; the row's other columns are in the 3 other lanes of its quad. S becomes
-// 2^(scale_log2 . s - max) in place, the rows' running max and sum move on, and O's two rows
-// (kDimBlocks blocks of 8 columns) are rescaled. kMask: keys at or past a row's visible end
-// (row_ends[h], key0 the tile's first key) get -inf.
-template <bool kMask, int kKeyBlocks, int kDimBlocks>
-__device__ __forceinline__ void online_softmax_tile(float (&s)[kKeyBlocks][4], float (&o)[kDimBlocks][4],
-                                                    RowState* rows, const int* row_ends, float scale_log2,
-                                                    int key0) {
+// 2^(scale_log2 . s - max) in place and the rows' running max and sum move on; `rescale` receives
+// the factor 2^(old max - new max) each row's O accumulators must still be multiplied by
+// (rescale_rows). kMask: keys at or past a row's visible end (row_ends[h], key0 the tile's first
+// key) get -inf. Split from the rescale so that the Hopper rung 07 can compute P while the
+// previous tile's P V still runs on the tensor cores, and rescale O once it has finished.
+template <bool kMask, int kKeyBlocks>
+__device__ __forceinline__ void softmax_probabilities(float (&s)[kKeyBlocks][4], RowState* rows,
+                                                      const int* row_ends, float scale_log2, int key0,
+                                                      float (&rescale)[2]) {
   const int lane = static_cast<int>(threadIdx.x) % 32;
   float tile_max[2] = {-CUDART_INF_F, -CUDART_INF_F};
   // Element (j, e) holds key key0 + 8j + 2(lane % 4) + e % 2: masked when 8j + e % 2 reaches
@@ -219,7 +221,7 @@ __device__ __forceinline__ void online_softmax_tile(float (&s)[kKeyBlocks][4], f
     tile_max[h] = core::max_propagate_nan(tile_max[h], core::shuffle_xor(tile_max[h], 2));
     const float new_max = core::max_propagate_nan(state.max, tile_max[h]);
     const float base = exponent_base(new_max);
-    const float rescale = exp2_flush_to_zero(state.max - base);
+    rescale[h] = exp2_flush_to_zero(state.max - base);
     state.max = new_max;
     float sum = 0.f;
 #pragma unroll
@@ -229,13 +231,27 @@ __device__ __forceinline__ void online_softmax_tile(float (&s)[kKeyBlocks][4], f
         s[j][e] = exp2_flush_to_zero(s[j][e] - base);
         sum += s[j][e];
       }
-    state.sum = state.sum * rescale + sum;
-#pragma unroll
-    for (int n = 0; n < kDimBlocks; ++n) {
-      o[n][2 * h] *= rescale;
-      o[n][2 * h + 1] *= rescale;
-    }
+    state.sum = state.sum * rescale[h] + sum;
   }
+}
+
+// O's two rows of this thread (kDimBlocks blocks of 8 columns) times their rescale factors.
+template <int kDimBlocks>
+__device__ __forceinline__ void rescale_rows(float (&o)[kDimBlocks][4], const float (&rescale)[2]) {
+#pragma unroll
+  for (int n = 0; n < kDimBlocks; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[n][e] *= rescale[e / 2];
+}
+
+// Both at once: the online softmax step of rungs 03-06.
+template <bool kMask, int kKeyBlocks, int kDimBlocks>
+__device__ __forceinline__ void online_softmax_tile(float (&s)[kKeyBlocks][4], float (&o)[kDimBlocks][4],
+                                                    RowState* rows, const int* row_ends, float scale_log2,
+                                                    int key0) {
+  float rescale[2];
+  softmax_probabilities<kMask>(s, rows, row_ends, scale_log2, key0, rescale);
+  rescale_rows(o, rescale);
 }
 
 // The A fragment of key slice `slice` (keys 16 slice .. + 15) of P = the softmax'd S of one 16-row

@@ -1,6 +1,8 @@
-// flash_wgmma_kernel.cuh — the kernel of the Hopper attention rung 06: TMA fills a ring of K/V
-// tiles, a producer warp issues the copies, two consumer warpgroups run S = Q K^T and O += P V on
-// WGMMA with the online softmax in between. See the header comment of 06_tma_wgmma.cu.
+// flash_wgmma_kernel.cuh — the kernel of the Hopper attention rungs 06 and 07: TMA fills a ring of
+// K/V tiles, a producer warp issues the copies, two consumer warpgroups run S = Q K^T and
+// O += P V on WGMMA with the online softmax in between. Rung 06 runs each consumer's steps one
+// after the other (FlashWgmmaConsumer::run_serial), rung 07 overlaps them (run_overlapped). See
+// the header comments of 06_tma_wgmma.cu and 07_fa3_overlap.cu.
 //
 // A CTA owns 128 query rows of one (batch, query head): consumer warpgroup c (warpgroups 1 and 2)
 // the 64 rows 64c .. 64c + 63, warpgroup 0 the copies (one thread). Shared memory, every tile
@@ -71,24 +73,218 @@ struct FlashWgmmaParams {
   AttentionArgs<T> args;
 };
 
+#if KC_STAGE3_SM90A
+
+// Where the stages of one CTA live and how a stage's barrier phase follows from a tile index.
+template <class Shape>
+struct FlashWgmmaSmem {
+  std::uint8_t* base;
+  __device__ std::uint8_t* q_tile() const { return base; }
+  __device__ std::uint8_t* k_tile(int stage) const { return base + Shape::kQBytes + stage * Shape::kKvTileBytes; }
+  __device__ std::uint8_t* v_tile(int stage) const {
+    return base + Shape::kQBytes + (Shape::kStages + stage) * Shape::kKvTileBytes;
+  }
+  __device__ std::uint64_t* q_full() const {
+    return reinterpret_cast<std::uint64_t*>(base + Shape::kQBytes + 2 * Shape::kStages * Shape::kKvTileBytes);
+  }
+  __device__ std::uint64_t* k_full(int stage) const { return q_full() + 1 + stage; }
+  __device__ std::uint64_t* v_full(int stage) const { return q_full() + 1 + Shape::kStages + stage; }
+  __device__ std::uint64_t* empty(int stage) const { return q_full() + 1 + 2 * Shape::kStages + stage; }
+  static __device__ int stage_of(int tile) { return tile % Shape::kStages; }
+  static __device__ std::uint32_t phase_of(int tile) { return static_cast<std::uint32_t>(tile / Shape::kStages) % 2; }
+};
+
+// One consumer warpgroup: 64 query rows, their O accumulators and softmax state, and the steps
+// of a K/V tile (issue S, softmax, issue P V, release the stage).
+template <typename T, class Shape>
+struct FlashWgmmaConsumer {
+  FlashWgmmaSmem<Shape> smem;
+  const AttentionArgs<T>& args;
+  int consumer;                 // 0 or 1: warpgroup 1 or 2
+  int tiles;                    // K/V tiles of the CTA
+  int warp_row0;                // this warp's first query row
+  int unmasked_end;             // keys below it are seen by every row of the CTA
+  float scale_log2;
+  std::uint32_t q_rows;         // this consumer's 64 rows of the Q tile
+  int row_ends[2];              // visible ends of this thread's rows lane/4 and lane/4 + 8
+  float o[Shape::kDimBlocks][4] = {};
+  float s[Shape::kKeyBlocks][4] = {};    // S, then P in FP32 (each tile's first WGMMA overwrites it)
+  std::uint32_t p[Shape::kKeySlices][4];  // P rounded to T: the A fragments of P V
+  RowState rows[2];
+
+  __device__ FlashWgmmaConsumer(FlashWgmmaSmem<Shape> smem_, const AttentionArgs<T>& args_, int consumer_,
+                                int tiles_, int block_row0)
+      : smem(smem_), args(args_), consumer(consumer_), tiles(tiles_) {
+    const int lane = static_cast<int>(threadIdx.x) % 32;
+    warp_row0 = block_row0 + consumer * Shape::kWarpgroupRows + 16 * ((static_cast<int>(threadIdx.x) / 32) % 4);
+    for (int h = 0; h < 2; ++h) {
+      const int query = warp_row0 + lane / 4 + 8 * h;
+      row_ends[h] = query < args.q_len ? visible_key_end(args, query) : 0;
+    }
+    unmasked_end = visible_key_end(args, block_row0);
+    scale_log2 = args.scale * kLog2e;
+    q_rows = smem_u32(smem.q_tile()) + consumer * Shape::kWarpgroupRows * Shape::kBoxRowBytes;
+  }
+
+  __device__ float (&s_flat())[Shape::kKeyBlocks * 4] { return reinterpret_cast<float(&)[Shape::kKeyBlocks * 4]>(s); }
+  __device__ float (&o_flat())[Shape::kDimBlocks * 4] { return reinterpret_cast<float(&)[Shape::kDimBlocks * 4]>(o); }
+  __device__ std::uint32_t (&p_flat())[Shape::kKeySlices * 4] {
+    return reinterpret_cast<std::uint32_t(&)[Shape::kKeySlices * 4]>(p);
+  }
+
+  // S = Q K^T for the tile in `stage`, issued and committed (not waited for): D/16 WGMMAs, each 16
+  // columns of D further along the swizzled 128-byte box rows (32 bytes a step; the next box
+  // after 4 steps).
+  __device__ void issue_scores(int stage) {
+    const std::uint32_t keys = smem_u32(smem.k_tile(stage));
+    sm90::wgmma_fence();
+#pragma unroll
+    for (int step = 0; step < Shape::kDimSteps; ++step) {
+      const std::uint32_t q_offset = (step / 4) * Shape::kQBoxBytes + (step % 4) * 32;
+      const std::uint32_t k_offset = (step / 4) * Shape::kKvBoxBytes + (step % 4) * 32;
+      sm90::wgmma_m64n128k16_ss<T>(s_flat(), sm90::smem_descriptor_sw128(q_rows + q_offset),
+                                   sm90::smem_descriptor_sw128(keys + k_offset), step > 0 ? 1u : 0u);
+    }
+    sm90::wgmma_commit_group();
+    sm90::fence_accumulators(s_flat());
+  }
+
+  // O += P V for the tile in `stage`, issued and committed: P (registers) is the A operand, 16
+  // keys a step; V's rows of 16 keys are 2048 bytes apart, its second 64 columns (D = 128) the
+  // next box.
+  __device__ void issue_pv(int stage) {
+    const std::uint32_t values = smem_u32(smem.v_tile(stage));
+    sm90::wgmma_fence();
+#pragma unroll
+    for (int slice = 0; slice < Shape::kKeySlices; ++slice)
+      sm90::wgmma_m64nNk16_rs_transposed_b<T, Shape::kHeadDim>(
+          o_flat(), p[slice],
+          sm90::smem_descriptor_sw128_mn_major(values + slice * 16 * Shape::kBoxRowBytes, Shape::kKvBoxBytes));
+    sm90::wgmma_commit_group();
+    sm90::fence_accumulators(o_flat());
+    sm90::fence_operands(p_flat());
+  }
+
+  // The online softmax of the tile's S (the WGMMA accumulator layout is mma.sync's, per warp):
+  // S becomes P in FP32; `rescale` the factors O must still be multiplied by.
+  __device__ void softmax(int tile, float (&rescale)[2]) {
+    const int key0 = tile * Shape::kBlockKeys;
+    if (key0 + Shape::kBlockKeys > unmasked_end)
+      softmax_probabilities<true>(s, rows, row_ends, scale_log2, key0, rescale);
+    else
+      softmax_probabilities<false>(s, rows, row_ends, scale_log2, key0, rescale);
+  }
+
+  __device__ void round_p() {
+#pragma unroll
+    for (int slice = 0; slice < Shape::kKeySlices; ++slice) p_fragment<T>(s, slice, p[slice]);
+  }
+
+  // This warp is done with the stage (its WGMMAs reading it have completed).
+  __device__ void release(int stage) const {
+    if (threadIdx.x % 32 == 0) sm90::mbarrier_arrive(smem.empty(stage));
+  }
+
+  // Rung 06: each tile's steps one after the other — S, softmax, P V — with the tensor cores
+  // idle during the softmax unless the other consumer happens to fill them.
+  __device__ void run_serial() {
+    if (tiles > 0) sm90::mbarrier_wait(smem.q_full(), 0);
+    for (int tile = 0; tile < tiles; ++tile) {
+      const int stage = FlashWgmmaSmem<Shape>::stage_of(tile);
+      const std::uint32_t phase = FlashWgmmaSmem<Shape>::phase_of(tile);
+      sm90::mbarrier_wait(smem.k_full(stage), phase);
+      issue_scores(stage);
+      sm90::wgmma_wait_group<0>();
+      sm90::fence_accumulators(s_flat());
+      float rescale[2];
+      softmax(tile, rescale);
+      rescale_rows(o, rescale);
+      round_p();
+      sm90::mbarrier_wait(smem.v_full(stage), phase);
+      issue_pv(stage);
+      sm90::wgmma_wait_group<0>();
+      sm90::fence_accumulators(o_flat());
+      release(stage);
+    }
+  }
+
+  // Rung 07: FlashAttention-3's two overlaps.
+  //   Within the warpgroup: S of tile t is issued, then P V of tile t - 1 (P rounded after the
+  //   previous softmax); the softmax of tile t runs while that P V is still on the tensor cores,
+  //   and O is rescaled only once it has finished (wait_group 0).
+  //   Between the warpgroups (ping-pong): a consumer issues its WGMMAs only when the other has
+  //   issued its own (named barrier 1 + c: "consumer c may issue"), so one's GEMMs run while the
+  //   other computes its softmax. Consumer 0 goes first (consumer 1 arrives once up front); each
+  //   consumer's tiles + 1 issue phases sync its own barrier and arrive on the other's, except
+  //   consumer 1's last arrival, which nobody would wait for.
+  __device__ void run_overlapped() {
+    if (tiles == 0) return;
+    constexpr int kPingPongThreads = 2 * 128;
+    const int my_turn = 1 + consumer;
+    const int other_turn = 2 - consumer;
+    const auto issue_phase_done = [&](bool last) {
+      if (!(last && consumer == 1)) sm90::named_barrier_arrive(other_turn, kPingPongThreads);
+    };
+    if (consumer == 1) sm90::named_barrier_arrive(1, kPingPongThreads);
+    sm90::mbarrier_wait(smem.q_full(), 0);
+
+    // Tile 0: S alone.
+    sm90::mbarrier_wait(smem.k_full(0), 0);
+    sm90::named_barrier_sync(my_turn, kPingPongThreads);
+    issue_scores(0);
+    issue_phase_done(false);
+    sm90::wgmma_wait_group<0>();
+    sm90::fence_accumulators(s_flat());
+    float rescale[2];
+    softmax(0, rescale);  // O is still 0: nothing to rescale
+    round_p();
+
+    for (int tile = 1; tile < tiles; ++tile) {
+      const int stage = FlashWgmmaSmem<Shape>::stage_of(tile);
+      const int previous = FlashWgmmaSmem<Shape>::stage_of(tile - 1);
+      sm90::mbarrier_wait(smem.k_full(stage), FlashWgmmaSmem<Shape>::phase_of(tile));
+      sm90::named_barrier_sync(my_turn, kPingPongThreads);
+      issue_scores(stage);
+      sm90::mbarrier_wait(smem.v_full(previous), FlashWgmmaSmem<Shape>::phase_of(tile - 1));
+      issue_pv(previous);
+      issue_phase_done(false);
+      sm90::wgmma_wait_group<1>();  // S of this tile is done; P V of the previous may still run
+      sm90::fence_accumulators(s_flat());
+      softmax(tile, rescale);
+      sm90::wgmma_wait_group<0>();
+      sm90::fence_accumulators(o_flat());
+      release(previous);
+      rescale_rows(o, rescale);
+      round_p();
+    }
+
+    // The last tile's P V.
+    const int last = FlashWgmmaSmem<Shape>::stage_of(tiles - 1);
+    sm90::mbarrier_wait(smem.v_full(last), FlashWgmmaSmem<Shape>::phase_of(tiles - 1));
+    sm90::named_barrier_sync(my_turn, kPingPongThreads);
+    issue_pv(last);
+    issue_phase_done(true);
+    sm90::wgmma_wait_group<0>();
+    sm90::fence_accumulators(o_flat());
+    release(last);
+  }
+
+  __device__ void store() const { store_tile_rows(o, rows, row_ends, HeadView<T>(args), args, warp_row0); }
+};
+
+#endif  // KC_STAGE3_SM90A
+
 namespace {
 
-template <typename T, int kHeadDim>
+template <typename T, int kHeadDim, bool kOverlap>
 __global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim>::kThreads, 1)
     flash_wgmma_kernel(const __grid_constant__ FlashWgmmaParams<T> params) {
 #if KC_STAGE3_SM90A
   using Shape = FlashWgmmaShape<kHeadDim>;
-  constexpr int kStages = Shape::kStages;
+  using Smem = FlashWgmmaSmem<Shape>;
   const AttentionArgs<T>& args = params.args;
   extern __shared__ std::uint8_t smem_raw[];
-  std::uint8_t* const smem = aligned_dynamic_smem(smem_raw);
-  std::uint8_t* const q_tile = smem;
-  const auto k_tile = [&](int stage) { return smem + Shape::kQBytes + stage * Shape::kKvTileBytes; };
-  const auto v_tile = [&](int stage) { return smem + Shape::kQBytes + (kStages + stage) * Shape::kKvTileBytes; };
-  auto* const q_full = reinterpret_cast<std::uint64_t*>(smem + Shape::kQBytes + 2 * kStages * Shape::kKvTileBytes);
-  std::uint64_t* const k_full = q_full + 1;
-  std::uint64_t* const v_full = k_full + kStages;
-  std::uint64_t* const empty = v_full + kStages;
+  const Smem smem{aligned_dynamic_smem(smem_raw)};
 
   const int batch = static_cast<int>(blockIdx.z);
   const int head = static_cast<int>(blockIdx.y);
@@ -100,11 +296,11 @@ __global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim>::kThreads, 1)
   const int tiles = ceil_div(key_end, Shape::kBlockKeys);
 
   if (threadIdx.x == 0) {
-    sm90::mbarrier_init(q_full, 1);
-    for (int stage = 0; stage < kStages; ++stage) {
-      sm90::mbarrier_init(&k_full[stage], 1);
-      sm90::mbarrier_init(&v_full[stage], 1);
-      sm90::mbarrier_init(&empty[stage], Shape::kConsumers * 4);
+    sm90::mbarrier_init(smem.q_full(), 1);
+    for (int stage = 0; stage < Shape::kStages; ++stage) {
+      sm90::mbarrier_init(smem.k_full(stage), 1);
+      sm90::mbarrier_init(smem.v_full(stage), 1);
+      sm90::mbarrier_init(smem.empty(stage), Shape::kConsumers * 4);
     }
     sm90::fence_barrier_init();
   }
@@ -115,22 +311,21 @@ __global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim>::kThreads, 1)
     // ---- producer: one thread issues every copy ----
     sm90::setmaxnreg_decrease<Shape::kProducerRegisters>();
     if (threadIdx.x == 0 && tiles > 0) {
-      sm90::mbarrier_arrive_expect_tx(q_full, Shape::kQBytes);
+      sm90::mbarrier_arrive_expect_tx(smem.q_full(), Shape::kQBytes);
       for (int box = 0; box < Shape::kBoxes; ++box)
-        sm90::tma_load_4d(q_tile + box * Shape::kQBoxBytes, &params.q_map, q_full, box * Shape::kBoxCols,
-                          block_row0, head, batch);
+        sm90::tma_load_4d(smem.q_tile() + box * Shape::kQBoxBytes, &params.q_map, smem.q_full(),
+                          box * Shape::kBoxCols, block_row0, head, batch);
       for (int tile = 0; tile < tiles; ++tile) {
-        const int stage = tile % kStages;
-        const std::uint32_t phase = (tile / kStages) % 2;
-        sm90::mbarrier_wait(&empty[stage], phase ^ 1);  // the first pass finds every stage free
+        const int stage = Smem::stage_of(tile);
+        sm90::mbarrier_wait(smem.empty(stage), Smem::phase_of(tile) ^ 1);  // the first pass finds every stage free
         const int key0 = tile * Shape::kBlockKeys;
-        sm90::mbarrier_arrive_expect_tx(&k_full[stage], Shape::kKvTileBytes);
+        sm90::mbarrier_arrive_expect_tx(smem.k_full(stage), Shape::kKvTileBytes);
         for (int box = 0; box < Shape::kBoxes; ++box)
-          sm90::tma_load_4d(k_tile(stage) + box * Shape::kKvBoxBytes, &params.k_map, &k_full[stage],
+          sm90::tma_load_4d(smem.k_tile(stage) + box * Shape::kKvBoxBytes, &params.k_map, smem.k_full(stage),
                             box * Shape::kBoxCols, key0, kv_head, batch);
-        sm90::mbarrier_arrive_expect_tx(&v_full[stage], Shape::kKvTileBytes);
+        sm90::mbarrier_arrive_expect_tx(smem.v_full(stage), Shape::kKvTileBytes);
         for (int box = 0; box < Shape::kBoxes; ++box)
-          sm90::tma_load_4d(v_tile(stage) + box * Shape::kKvBoxBytes, &params.v_map, &v_full[stage],
+          sm90::tma_load_4d(smem.v_tile(stage) + box * Shape::kKvBoxBytes, &params.v_map, smem.v_full(stage),
                             box * Shape::kBoxCols, key0, kv_head, batch);
       }
     }
@@ -139,73 +334,12 @@ __global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim>::kThreads, 1)
 
   // ---- consumers: 64 query rows each ----
   sm90::setmaxnreg_increase<Shape::kConsumerRegisters>();
-  const int consumer = warpgroup - 1;
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  // This warp's 16 rows of the consumer's 64; this thread's rows lane/4 and lane/4 + 8 of them.
-  const int warp_row0 = block_row0 + consumer * Shape::kWarpgroupRows + 16 * ((static_cast<int>(threadIdx.x) / 32) % 4);
-  int row_ends[2];
-  for (int h = 0; h < 2; ++h) {
-    const int query = warp_row0 + lane / 4 + 8 * h;
-    row_ends[h] = query < args.q_len ? visible_key_end(args, query) : 0;
-  }
-  // Keys below unmasked_end are seen by every row of the CTA (its first row sees the fewest).
-  const int unmasked_end = visible_key_end(args, block_row0);
-  const float scale_log2 = args.scale * kLog2e;
-
-  float o[Shape::kDimBlocks][4] = {};
-  float s[Shape::kKeyBlocks][4] = {};  // S, then P: written by each tile's first WGMMA (accumulate off)
-  RowState rows[2];
-  const std::uint32_t q_rows = smem_u32(q_tile) + consumer * Shape::kWarpgroupRows * Shape::kBoxRowBytes;
-  if (tiles > 0) sm90::mbarrier_wait(q_full, 0);
-  for (int tile = 0; tile < tiles; ++tile) {
-    const int stage = tile % kStages;
-    const std::uint32_t phase = (tile / kStages) % 2;
-
-    // S = Q K^T: D/16 WGMMAs, each 16 columns of D further along the swizzled 128-byte box rows
-    // (32 bytes a step; the next box after 4 steps).
-    sm90::mbarrier_wait(&k_full[stage], phase);
-    auto& s_flat = reinterpret_cast<float(&)[Shape::kKeyBlocks * 4]>(s);
-    const std::uint32_t keys = smem_u32(k_tile(stage));
-    sm90::wgmma_fence();
-#pragma unroll
-    for (int step = 0; step < Shape::kDimSteps; ++step) {
-      const std::uint32_t offset = (step / 4) * Shape::kQBoxBytes + (step % 4) * 32;
-      const std::uint32_t key_offset = (step / 4) * Shape::kKvBoxBytes + (step % 4) * 32;
-      sm90::wgmma_m64n128k16_ss<T>(s_flat, sm90::smem_descriptor_sw128(q_rows + offset),
-                                   sm90::smem_descriptor_sw128(keys + key_offset), step > 0 ? 1u : 0u);
-    }
-    sm90::wgmma_commit_group();
-    sm90::wgmma_wait_group<0>();
-    sm90::fence_accumulators(s_flat);
-
-    // The online softmax in registers (the WGMMA accumulator layout is mma.sync's, per warp).
-    const int key0 = tile * Shape::kBlockKeys;
-    if (key0 + Shape::kBlockKeys > unmasked_end)
-      online_softmax_tile<true>(s, o, rows, row_ends, scale_log2, key0);
-    else
-      online_softmax_tile<false>(s, o, rows, row_ends, scale_log2, key0);
-
-    // O += P V: P rounded to T in registers is the A operand, 16 keys a step; V's rows of 16
-    // keys are 2048 bytes apart; its second 64 columns (D = 128) are the next box.
-    std::uint32_t p[Shape::kKeySlices][4];
-#pragma unroll
-    for (int slice = 0; slice < Shape::kKeySlices; ++slice) p_fragment<T>(s, slice, p[slice]);
-    sm90::mbarrier_wait(&v_full[stage], phase);
-    auto& o_flat = reinterpret_cast<float(&)[Shape::kDimBlocks * 4]>(o);
-    const std::uint32_t values = smem_u32(v_tile(stage));
-    sm90::wgmma_fence();
-#pragma unroll
-    for (int slice = 0; slice < Shape::kKeySlices; ++slice)
-      sm90::wgmma_m64nNk16_rs_transposed_b<T, kHeadDim>(
-          o_flat, p[slice],
-          sm90::smem_descriptor_sw128_mn_major(values + slice * 16 * Shape::kBoxRowBytes, Shape::kKvBoxBytes));
-    sm90::wgmma_commit_group();
-    sm90::wgmma_wait_group<0>();
-    sm90::fence_accumulators(o_flat);
-    if (lane == 0) sm90::mbarrier_arrive(&empty[stage]);  // this warp is done with the stage
-  }
-  const HeadView<T> view(args);
-  store_tile_rows(o, rows, row_ends, view, args, warp_row0);
+  FlashWgmmaConsumer<T, Shape> consumer(smem, args, warpgroup - 1, tiles, block_row0);
+  if constexpr (kOverlap)
+    consumer.run_overlapped();
+  else
+    consumer.run_serial();
+  consumer.store();
 #else
   (void)params;
 #endif
@@ -213,11 +347,11 @@ __global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim>::kThreads, 1)
 
 }  // namespace
 
-// Checks the arguments, builds (or finds) the tensor maps and launches the kernel for D.
-template <typename T, int kHeadDim>
+// Builds (or finds) the tensor maps and launches the kernel for D; kOverlap: rung 07's mainloop.
+template <typename T, int kHeadDim, bool kOverlap>
 void launch_flash_wgmma(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache) {
   using Shape = FlashWgmmaShape<kHeadDim>;
-  const auto kernel = &flash_wgmma_kernel<T, kHeadDim>;
+  const auto kernel = &flash_wgmma_kernel<T, kHeadDim, kOverlap>;
   cache.prepare_kernel(reinterpret_cast<const void*>(kernel), Shape::kSmemBytes);
   const auto tensor = [&](const T* base, int rows, int heads, std::int64_t row_stride, std::int64_t head_stride,
                           std::int64_t batch_stride, int box_rows) {

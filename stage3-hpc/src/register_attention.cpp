@@ -148,6 +148,11 @@ void register_attention_kernels(Registry& registry) {
       "Hopper: TMA K/V ring filled by a producer warp, WGMMA for S = QK^T and O += PV (P from registers) in two "
       "consumer warpgroups, setmaxnreg",
       &attention_fwd_06_tma_wgmma<__nv_bfloat16>, &attention_fwd_06_tma_wgmma<__half>));
+  registry.add_kernel(hopper_flash_entry(
+      "07_fa3_overlap", 7,
+      "FlashAttention-3's overlap: the consumers take turns issuing WGMMAs (ping-pong), a tile's softmax runs under "
+      "the previous tile's PV",
+      &attention_fwd_07_fa3_overlap<__nv_bfloat16>, &attention_fwd_07_fa3_overlap<__half>));
 }
 
 }  // namespace kc::stage3

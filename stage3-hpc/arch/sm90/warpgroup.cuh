@@ -26,6 +26,12 @@ __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("barrier.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
+// Arrives on named barrier `id` (counted towards `threads`) without waiting: how one group of
+// warps tells another, waiting there with named_barrier_sync, that it may go on.
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+  asm volatile("barrier.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 #endif  // KC_STAGE3_SM90A
 
 }  // namespace kc::stage3::sm90

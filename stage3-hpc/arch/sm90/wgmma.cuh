@@ -50,6 +50,14 @@ __device__ __forceinline__ void fence_accumulators(float (&d)[kCount]) {
   for (int i = 0; i < kCount; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
+// The same for 32-bit registers a WGMMA reads asynchronously (A fragments from registers): after
+// the issue, so that no write to them can be scheduled before the wait that ends the read.
+template <int kCount>
+__device__ __forceinline__ void fence_operands(std::uint32_t (&a)[kCount]) {
+#pragma unroll
+  for (int i = 0; i < kCount; ++i) asm volatile("" : "+r"(a[i])::"memory");
+}
+
 // D(64 x 256, FP32) += A(64 x 16, from shared) . B(16 x 256, from shared), both K-major BF16,
 // issued by one warpgroup (128 threads). Thread t holds D in d[0..127]: for 8-column slice j,
 // d[4j + 0..1] are row 16 (t / 32) + (t % 32) / 4, columns 8j + 2 (t % 4) + {0, 1}, and

@@ -55,5 +55,9 @@ void attention_fwd_05_fa2_two_tiles_per_warp(const AttentionArgs<T>& args, cudaS
 // consumer warpgroups; `cache` keeps the tensor maps between launches on the same operands.
 template <typename T>
 void attention_fwd_06_tma_wgmma(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache);
+// Rung 07 (sm_90a): rung 06 with FlashAttention-3's overlap: the two consumers take turns issuing
+// WGMMAs (ping-pong), and a tile's softmax runs under the previous tile's P V.
+template <typename T>
+void attention_fwd_07_fa3_overlap(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache);
 
 }  // namespace kc::stage3
