@@ -23,8 +23,9 @@
 // heaviest-first order as in rung 04; grouped-query heads read in place (the K/V coordinates use
 // the kv head). The kernel is in flash_wgmma_kernel.cuh (FlashWgmmaConsumer::run_serial).
 //
-// Shared memory: Q (128 x D) + 2 stages (D = 128) or 3 (D = 64) of K and V tiles of 128 x D:
-// 161 KiB at D = 128, 112 KiB at D = 64, plus the barriers.
+// Shared memory: Q (128 x D) + 3 stages (D = 128) or 4 (D = 64) of K and V tiles of 128 x D:
+// 224 KiB at D = 128 (all but 3 KiB of what a block may have), 144 KiB at D = 64, plus the
+// barriers and the 1 KiB alignment slack.
 //
 // Expected limiter: within a consumer every step waits for the previous one — S's WGMMAs, then the
 // softmax (MUFU.EX2, FMUL, shuffles) with the tensor cores idle, then P V's WGMMAs with the

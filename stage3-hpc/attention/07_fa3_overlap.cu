@@ -10,8 +10,10 @@
 // overlap them, both from FlashAttention-3:
 //   - Within a warpgroup: issue S = Q K^T of tile t, then O += P V of tile t - 1 (its P rounded
 //     after the previous softmax), and compute tile t's softmax while that P V is still running;
-//     wgmma.wait_group 1 waits for S only, wait_group 0 for P V, and only then is O rescaled by
-//     the new row maxima (the softmax step split in two: softmax_probabilities, rescale_rows).
+//     wgmma.wait_group 1 waits for S only, wait_group 0 for P V. O cannot be rescaled by tile t's
+//     new row maxima while P V accumulates into it, so the rescale moves to the next iteration,
+//     under S of tile t + 1 and just before P V of tile t (the softmax step split in two:
+//     softmax_probabilities, rescale_rows).
 //   - Between the two consumer warpgroups (ping-pong): named barriers make them take turns
 //     issuing WGMMAs, so one's GEMMs fill the tensor cores while the other computes its softmax.
 // Everything else — the producer, TMA, the tile sizes, masks, causal skipping — is rung 06's.
@@ -19,11 +21,12 @@
 // What changed from rung 06: the consumer mainloop (FlashWgmmaConsumer::run_overlapped in
 // flash_wgmma_kernel.cuh): a prologue (S of tile 0 and its softmax), a loop that issues S(t) and
 // P V(t - 1) together, an epilogue (the last P V); two named barriers between the consumers;
-// P's registers held across one iteration (32 more live registers: S, P and O together).
+// P's registers held across one iteration (32 more live registers: S, P and O together). A
+// stage is now held one iteration longer (its V until P V of the next iteration has finished),
+// which is why the ring has 3 stages at D = 128 (rung 06 has the same ring).
 //
 // Expected limiter: the tensor cores, once the softmax hides under them; what is left are the
-// waits at the ping-pong barrier, the producer when a stage is not ready, and the rescale of O
-// (64 FMULs a tile at D = 128) that cannot start before P V has finished.
+// waits at the ping-pong barrier and the producer when a stage is not ready.
 //
 // SASS to look for: rung 06's (UTMALDG.4D, SYNCS, HGMMA.64x128x16 for S and for P V at D = 128,
 // WARPGROUP.ARRIVE, USETMAXREG), plus BAR.SYNC and BAR.ARV with barrier ids 1 and 2 (the

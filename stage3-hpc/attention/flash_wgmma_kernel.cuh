@@ -51,7 +51,8 @@ struct FlashWgmmaShape {
   static constexpr int kKvBoxBytes = kBlockKeys * kBoxRowBytes;
   static constexpr int kQBytes = kBoxes * kQBoxBytes;
   static constexpr int kKvTileBytes = kBoxes * kKvBoxBytes;  // one K or one V tile
-  static constexpr int kStages = kHeadDim == 64 ? 3 : 2;
+  // As many stages as fit (227 KiB a block): 3 at D = 128 (224 KiB of tiles), 4 at D = 64.
+  static constexpr int kStages = kHeadDim == 64 ? 4 : 3;
   static constexpr int kBarriers = 1 + 3 * kStages;
   static constexpr int kSmemBytes = kSmemAlignment + kQBytes + 2 * kStages * kKvTileBytes + 8 * kBarriers;
   static constexpr int kKeyBlocks = kBlockKeys / 8;   // n8 blocks of S per warp row tile
@@ -209,9 +210,11 @@ struct FlashWgmmaConsumer {
   }
 
   // Rung 07: FlashAttention-3's two overlaps.
-  //   Within the warpgroup: S of tile t is issued, then P V of tile t - 1 (P rounded after the
-  //   previous softmax); the softmax of tile t runs while that P V is still on the tensor cores,
-  //   and O is rescaled only once it has finished (wait_group 0).
+  //   Within the warpgroup: S of tile t is issued, then P V of tile t - 1 (its P rounded after the
+  //   previous softmax); the softmax of tile t runs while that P V is still on the tensor cores.
+  //   O's rescale by tile t's new row maxima waits for the next iteration: it is applied while
+  //   S of tile t + 1 runs, just before P V of tile t is issued (O is then relative to tile t's
+  //   maxima, as P of tile t is).
   //   Between the warpgroups (ping-pong): a consumer issues its WGMMAs only when the other has
   //   issued its own (named barrier 1 + c: "consumer c may issue"), so one's GEMMs run while the
   //   other computes its softmax. Consumer 0 goes first (consumer 1 arrives once up front); each
@@ -236,7 +239,7 @@ struct FlashWgmmaConsumer {
     sm90::wgmma_wait_group<0>();
     sm90::fence_accumulators(s_flat());
     float rescale[2];
-    softmax(0, rescale);  // O is still 0: nothing to rescale
+    softmax(0, rescale);  // O is still 0: the rescale below multiplies zeros
     round_p();
 
     for (int tile = 1; tile < tiles; ++tile) {
@@ -245,6 +248,7 @@ struct FlashWgmmaConsumer {
       sm90::mbarrier_wait(smem.k_full(stage), FlashWgmmaSmem<Shape>::phase_of(tile));
       sm90::named_barrier_sync(my_turn, kPingPongThreads);
       issue_scores(stage);
+      rescale_rows(o, rescale);  // to the previous tile's maxima, under S's WGMMAs
       sm90::mbarrier_wait(smem.v_full(previous), FlashWgmmaSmem<Shape>::phase_of(tile - 1));
       issue_pv(previous);
       issue_phase_done(false);
@@ -254,12 +258,12 @@ struct FlashWgmmaConsumer {
       sm90::wgmma_wait_group<0>();
       sm90::fence_accumulators(o_flat());
       release(previous);
-      rescale_rows(o, rescale);
       round_p();
     }
 
     // The last tile's P V.
     const int last = FlashWgmmaSmem<Shape>::stage_of(tiles - 1);
+    rescale_rows(o, rescale);
     sm90::mbarrier_wait(smem.v_full(last), FlashWgmmaSmem<Shape>::phase_of(tiles - 1));
     sm90::named_barrier_sync(my_turn, kPingPongThreads);
     issue_pv(last);
