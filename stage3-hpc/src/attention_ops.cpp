@@ -5,16 +5,57 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "arch/sm90/tma_descriptor.hpp"
 #include "kc/common/device.hpp"
 #include "kc/common/error.hpp"
+#include "kc/stage3/gemm.hpp"
 
 namespace kc::stage3 {
+namespace {
 
-// Rung 05 at both head dimensions: at D = 64 it runs two 16-row query tiles a warp and measured
-// faster than rung 04; at D = 128 it runs rung 04's kernel (two tiles spill), so the two are
-// the same there (stage3-hpc/attention/05_fa2_two_tiles_per_warp.cu says why).
+// What the Hopper rung needs per device: whether it runs there (compute capability 9.0 and a
+// build with sm_90a code) and its cache of tensor maps and kernel attributes (cudaFuncSetAttribute
+// is per device). Built on a device's first prefill; guarded, since the table is shared.
+struct HopperAttention {
+  bool runs = false;
+  HopperLaunchCache cache;
+};
+
+HopperAttention& hopper_attention_for_current_device() {
+  static std::mutex mutex;
+  static std::map<int, std::unique_ptr<HopperAttention>> devices;
+  int device = 0;
+  KC_CUDA_CHECK(cudaGetDevice(&device));
+  const std::lock_guard<std::mutex> lock(mutex);
+  std::unique_ptr<HopperAttention>& entry = devices[device];
+  if (!entry) {
+    entry = std::make_unique<HopperAttention>();
+    int major = 0, minor = 0;
+    KC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    KC_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    entry->runs = major * 10 + minor == 90 && built_with_sm90a_code();
+  }
+  return *entry;
+}
+
+}  // namespace
+
+// On an H100/H200 (sm_90a code built): rung 07, TMA + WGMMA with FlashAttention-3's overlap, the
+// fastest rung of the committed table at every shape. Elsewhere rung 05 at both head dimensions:
+// at D = 64 it runs two 16-row query tiles a warp and measured faster than rung 04; at D = 128 it
+// runs rung 04's kernel (two tiles spill), so the two are the same there
+// (stage3-hpc/attention/05_fa2_two_tiles_per_warp.cu says why).
 template <typename T>
 std::string_view attention_forward(const AttentionArgs<T>& args, cudaStream_t stream) {
+  HopperAttention& hopper = hopper_attention_for_current_device();
+  if (hopper.runs) {
+    attention_fwd_07_fa3_overlap(args, stream, hopper.cache);
+    return "stage3/attention_fwd/07_fa3_overlap";
+  }
   attention_fwd_05_fa2_two_tiles_per_warp(args, stream);
   return "stage3/attention_fwd/05_fa2_two_tiles_per_warp";
 }

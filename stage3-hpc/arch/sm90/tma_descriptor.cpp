@@ -13,6 +13,7 @@ namespace {
 constexpr std::uint64_t kElementBytes = 2;  // bf16
 constexpr std::uint32_t kMaxBoxSide = 256;
 constexpr std::uint64_t kMaxSwizzledBoxRowBytes = 128;
+constexpr std::size_t kMaxCachedTensors = 1024;
 
 }  // namespace
 
@@ -79,6 +80,9 @@ const CUtensorMap& HopperLaunchCache::tensor_map(const TmaTensor4d& t) {
                                           t.strides_bytes[0], t.strides_bytes[1], t.strides_bytes[2],
                                           t.box[0], t.box[1], t.box[2], t.box[3]};
   if (const auto found = maps_4d_.find(key); found != maps_4d_.end()) return found->second;
+  // A caller whose lengths change from call to call (an engine's prefill chunks) would grow the
+  // table without end: past kMaxCachedTensors it starts again. Launches copy the map they use.
+  if (maps_4d_.size() >= kMaxCachedTensors) maps_4d_.clear();
 
   require(reinterpret_cast<std::uintptr_t>(t.base) % 16 == 0,
           "TMA needs a 16-byte aligned base address (got {})", t.base);

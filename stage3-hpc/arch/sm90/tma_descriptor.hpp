@@ -60,7 +60,8 @@ class HopperLaunchCache {
   // The tensor map for `matrix` (bf16, zero fill out of bounds), built on first use.
   const CUtensorMap& tensor_map(const TmaMatrix2d& matrix);
 
-  // The tensor map for `tensor` (2-byte elements, 128-byte swizzle, zero fill), built on first use;
+  // The tensor map for `tensor` (2-byte elements, 128-byte swizzle, zero fill), built on first use
+  // (at most 1024 kept: past that the table starts again, so copy the map before the next call);
   // kc::Error naming the rule a stride, size or box breaks.
   const CUtensorMap& tensor_map(const TmaTensor4d& tensor);
 

@@ -10,9 +10,9 @@
 //   1. checks its arguments and throws kc::Error naming the argument and the rule before any
 //      CUDA call (the rung's own checks: head dimension 64 or 128, Hq a multiple of Hkv,
 //      16-byte aligned tensors and strides, block size 16/32/64, ...);
-//   2. launches the rung the committed table measured fastest
+//   2. launches the rung the committed table measured fastest on this GPU
 //      (docs/benchmarks/h200/stage3-attention.md) and returns its kc-bench id
-//      ("stage3/attention_fwd/05_fa2_two_tiles_per_warp"), so a caller can report what ran.
+//      ("stage3/attention_fwd/07_fa3_overlap"), so a caller can report what ran.
 // Launches are asynchronous on `stream`; a launch the runtime refuses throws kc::CudaError.
 #pragma once
 
@@ -26,9 +26,11 @@
 
 namespace kc::stage3 {
 
-// attention_fwd (prefill): O and LSE from Q, K and V with the strides of `args`. Rung: 05
-// (FlashAttention-2 on mma.sync with a cp.async K/V pipeline; two query tiles a warp at D = 64,
-// one at D = 128). T: __nv_bfloat16 or __half.
+// attention_fwd (prefill): O and LSE from Q, K and V with the strides of `args`. Rung: 07 on
+// compute capability 9.0 with sm_90a code in the build (TMA + WGMMA, FlashAttention-3's overlap;
+// the tensor maps it builds are cached per device, a bounded number of them), 05 elsewhere
+// (FlashAttention-2 on mma.sync with a cp.async K/V pipeline). T: __nv_bfloat16 or __half.
+// Thread-safe to call; kernels run on `stream` as usual.
 template <typename T>
 std::string_view attention_forward(const AttentionArgs<T>& args, cudaStream_t stream);
 

@@ -1,0 +1,175 @@
+// The public prefill entry, kc::stage3::attention_forward, as the engine calls it: Q and O with the
+// heads of a token side by side ([S, H, D] rows, the engine's projection output), K and V gathered
+// [Hkv, S, D], a chunk of Sq < Sk queries under the bottom-right causal mask. It must run the rung
+// the committed table measured fastest on this GPU (07 on an H100/H200 with sm_90a code, 05
+// elsewhere), write every element of O and LSE (poisoned first), match the double reference, and
+// the comparison must fail against the reference without the mask (the control). Then many calls
+// with changing lengths, more tensor maps than the Hopper rung's cache keeps. Skips without a GPU.
+#include <gtest/gtest.h>
+
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kc/common/buffer.hpp"
+#include "kc/common/device.hpp"
+#include "kc/common/splitmix.hpp"
+#include "kc/stage3/attention.hpp"
+#include "kc/stage3/attention_ops.hpp"
+#include "kc/stage3/gemm.hpp"
+#include "support/gpu_test.hpp"
+
+namespace kc::stage3 {
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+// bf16-representable values in [-1, 1) from a seed.
+std::vector<double> bf16_values(std::size_t count, std::uint64_t seed) {
+  std::uint64_t state = seed;
+  std::vector<double> v(count);
+  for (double& x : v) {
+    const double uniform = static_cast<double>(splitmix64_next(state) >> 11) * 0x1.0p-53;  // [0, 1)
+    x = __bfloat162float(__float2bfloat16(static_cast<float>(uniform * 2.0 - 1.0)));
+  }
+  return v;
+}
+
+DeviceBuffer<bf16> upload(const std::vector<double>& values) {
+  std::vector<bf16> host(values.size());
+  std::transform(values.begin(), values.end(), host.begin(), [](double x) { return __float2bfloat16(static_cast<float>(x)); });
+  DeviceBuffer<bf16> device(host.size());
+  device.copy_from_host(host);
+  return device;
+}
+
+struct ForwardRun {
+  std::string_view rung;
+  std::vector<double> o;    // [Hq, Sq, D], read back from the [Sq, Hq, D] rows
+  std::vector<double> lse;  // [Hq, Sq]
+};
+
+// One engine-layout call: q [Hq, Sq, D] and k, v [Hkv, Sk, D] as doubles; Q is uploaded as
+// [Sq, Hq, D] rows, O poisoned with NaN and LSE with 12345.
+ForwardRun run_forward(const AttentionShape& s, const std::vector<double>& q, const std::vector<double>& k,
+                const std::vector<double>& v, cudaStream_t stream) {
+  const std::int64_t row = s.q_heads * s.head_dim;
+  std::vector<double> q_rows(q.size());
+  for (std::int64_t h = 0; h < s.q_heads; ++h)
+    for (std::int64_t i = 0; i < s.q_len; ++i)
+      for (std::int64_t d = 0; d < s.head_dim; ++d)
+        q_rows[i * row + h * s.head_dim + d] = q[(h * s.q_len + i) * s.head_dim + d];
+  const DeviceBuffer<bf16> q_device = upload(q_rows), k_device = upload(k), v_device = upload(v);
+  DeviceBuffer<bf16> o_device(q.size());
+  o_device.copy_from_host(std::vector<bf16>(q.size(), __float2bfloat16(std::numeric_limits<float>::quiet_NaN())));
+  DeviceBuffer<float> lse_device(static_cast<std::size_t>(s.q_heads * s.q_len));
+  lse_device.copy_from_host(std::vector<float>(lse_device.size(), 12345.f));
+
+  AttentionArgs<bf16> a;
+  a.q = q_device.data();
+  a.k = k_device.data();
+  a.v = v_device.data();
+  a.o = o_device.data();
+  a.lse = lse_device.data();
+  a.batch = 1;
+  a.q_heads = static_cast<int>(s.q_heads);
+  a.kv_heads = static_cast<int>(s.kv_heads);
+  a.q_len = static_cast<int>(s.q_len);
+  a.kv_len = static_cast<int>(s.kv_len);
+  a.head_dim = static_cast<int>(s.head_dim);
+  a.q_batch_stride = s.q_len * row;
+  a.q_head_stride = s.head_dim;
+  a.q_row_stride = row;
+  a.kv_batch_stride = s.kv_heads * s.kv_len * s.head_dim;
+  a.kv_head_stride = s.kv_len * s.head_dim;
+  a.kv_row_stride = s.head_dim;
+  a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
+  a.causal = true;
+  ForwardRun run;
+  run.rung = attention_forward(a, stream);
+  KC_CUDA_CHECK(cudaStreamSynchronize(stream));
+
+  const std::vector<bf16> o_rows = o_device.to_host();
+  run.o.resize(q.size());
+  for (std::int64_t h = 0; h < s.q_heads; ++h)
+    for (std::int64_t i = 0; i < s.q_len; ++i)
+      for (std::int64_t d = 0; d < s.head_dim; ++d)
+        run.o[(h * s.q_len + i) * s.head_dim + d] = __bfloat162float(o_rows[i * row + h * s.head_dim + d]);
+  const std::vector<float> lse = lse_device.to_host();
+  run.lse.assign(lse.begin(), lse.end());
+  return run;
+}
+
+// Elements of O and LSE outside the bf16 bound of `o_ref`, `lse_ref` (NaN counts as outside).
+std::size_t mismatches(const ForwardRun& run, const std::vector<double>& o_ref, const std::vector<double>& lse_ref) {
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < o_ref.size(); ++i)
+    if (!(std::abs(run.o[i] - o_ref[i]) <= 0.02 + std::abs(o_ref[i]) / 64.0)) ++bad;
+  for (std::size_t i = 0; i < lse_ref.size(); ++i)
+    if (!(std::abs(run.lse[i] - lse_ref[i]) <= 1e-2 * std::max(1.0, std::abs(lse_ref[i])))) ++bad;
+  return bad;
+}
+
+TEST(AttentionOpsGpu, ForwardRunsTheFastestRungOnTheEngineLayoutAndMatchesTheReference) {
+  KC_SKIP_WITHOUT_GPU();
+  Context& context = testing::shared_context();
+  const bool hopper = context.device().compute_capability() == 90 && built_with_sm90a_code();
+  const std::string_view expected =
+      hopper ? "stage3/attention_fwd/07_fa3_overlap" : "stage3/attention_fwd/05_fa2_two_tiles_per_warp";
+  for (const std::int64_t d : {64, 128}) {
+    // A prefill chunk: 150 new queries over 333 keys (183 cached), 8 query heads on 2 kv heads.
+    AttentionShape s;
+    s.batch = 1;
+    s.q_heads = 8;
+    s.kv_heads = 2;
+    s.q_len = 150;
+    s.kv_len = 333;
+    s.head_dim = d;
+    const std::vector<double> q = bf16_values(static_cast<std::size_t>(s.q_heads * s.q_len * d), 1);
+    const std::vector<double> k = bf16_values(static_cast<std::size_t>(s.kv_heads * s.kv_len * d), 2);
+    const std::vector<double> v = bf16_values(static_cast<std::size_t>(s.kv_heads * s.kv_len * d), 3);
+    const ForwardRun run = run_forward(s, q, k, v, context.stream());
+    EXPECT_EQ(run.rung, expected);
+
+    const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+    std::vector<double> o_ref(q.size()), lse_ref(static_cast<std::size_t>(s.q_heads * s.q_len));
+    attention_reference(s, scale, true, q.data(), k.data(), v.data(), o_ref.data(), lse_ref.data());
+    EXPECT_EQ(mismatches(run, o_ref, lse_ref), 0u) << "D = " << d;
+
+    // The control: the same output judged against attention without the mask must fail.
+    std::vector<double> o_open(q.size()), lse_open(lse_ref.size());
+    attention_reference(s, scale, false, q.data(), k.data(), v.data(), o_open.data(), lse_open.data());
+    EXPECT_GT(mismatches(run, o_open, lse_open), 100u) << "D = " << d;
+  }
+}
+
+TEST(AttentionOpsGpu, ManyChunkLengthsInARowStayCorrect) {
+  KC_SKIP_WITHOUT_GPU();
+  Context& context = testing::shared_context();
+  AttentionShape s;
+  s.batch = 1;
+  s.q_heads = 2;
+  s.kv_heads = 1;
+  s.head_dim = 64;
+  // 3 tensor maps a call on the Hopper rung: 400 lengths pass its cache's bound of 1024.
+  for (std::int64_t length = 1; length <= 400; ++length) {
+    s.q_len = std::max<std::int64_t>(1, length / 3);
+    s.kv_len = length;
+    const std::vector<double> q = bf16_values(static_cast<std::size_t>(s.q_heads * s.q_len * 64), 10 + length);
+    const std::vector<double> k = bf16_values(static_cast<std::size_t>(s.kv_len * 64), 20 + length);
+    const std::vector<double> v = bf16_values(static_cast<std::size_t>(s.kv_len * 64), 30 + length);
+    const ForwardRun run = run_forward(s, q, k, v, context.stream());
+    if (length % 57 != 1 && length != 400) continue;  // check a spread of them against the reference
+    std::vector<double> o_ref(q.size()), lse_ref(static_cast<std::size_t>(s.q_heads * s.q_len));
+    attention_reference(s, 0.125, true, q.data(), k.data(), v.data(), o_ref.data(), lse_ref.data());
+    ASSERT_EQ(mismatches(run, o_ref, lse_ref), 0u) << "Sq = " << s.q_len << ", Sk = " << length;
+  }
+}
+
+}  // namespace
+}  // namespace kc::stage3
