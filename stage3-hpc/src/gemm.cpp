@@ -107,6 +107,7 @@ GemmFallback hopper_fallback(const GemmProblem& p, const GemmTarget& target) {
   const long long outputs = static_cast<long long>(p.m) * p.n;
   if (outputs < kHopperMinOutputElements || p.n < kHopperMinColumns)
     return GemmFallback::small_output;
+  if (p.k % kHopperAlignedK != 0) return GemmFallback::k_rows_unaligned;
   return GemmFallback::none;
 }
 
@@ -174,6 +175,8 @@ std::string_view gemm_fallback_reason(GemmFallback fallback) {
       return "M <= 64, where no kc kernel for it matches cuBLAS yet (rung 12 takes M = 1 of the plain GEMM)";
     case GemmFallback::small_output:
       return "output below 2048 x 2048 or narrower than 256 columns, where cuBLAS measured faster";
+    case GemmFallback::k_rows_unaligned:
+      return "K % 64 != 0: rows of A and B not 128-byte aligned, where cuBLAS measured faster";
     case GemmFallback::no_sm90a_code: return "sm_90 GPU, but this build has no sm_90a code";
     case GemmFallback::shared_memory:
       return "the GPU offers a block less than rung 03's 145 KiB of shared memory";

@@ -239,12 +239,16 @@ TEST(GemmEntryGpu, EachPathMatchesTheReference) {
   Gemm gemm(0);
   const std::vector<Case> cases = {
       // 2049 x 2056 = 4.2 M outputs: rung 09 on an H100/H200.
-      {gemm_problem(kHgemmOp, {2049, 2056, 72}, DType::bf16, 1.0, 0.0), GemmKernel::hgemm_09_tma_store, GemmFallback::none},
-      {gemm_problem(kHgemmOp, {2048, 2048, 1032}, DType::bf16, 1.5, -0.75),
+      {gemm_problem(kHgemmOp, {2049, 2056, 128}, DType::bf16, 1.0, 0.0), GemmKernel::hgemm_09_tma_store, GemmFallback::none},
+      {gemm_problem(kHgemmOp, {2048, 2048, 1088}, DType::bf16, 1.5, -0.75),
        GemmKernel::hgemm_09_tma_store,
        GemmFallback::none},
+      // K % 64 != 0: cuBLAS on an H100/H200 (rung 09 measured below it there).
+      {gemm_problem(kHgemmOp, {2048, 2048, 1032}, DType::bf16, 1.5, -0.75),
+       GemmKernel::cublas_gemm_ex,
+       GemmFallback::k_rows_unaligned},
       // N odd: rung 09's direct-store epilogue.
-      {gemm_problem(kHgemmOp, {4093, 2049, 136}, DType::bf16, -0.5, 0.25),
+      {gemm_problem(kHgemmOp, {4093, 2049, 192}, DType::bf16, -0.5, 0.25),
        GemmKernel::hgemm_09_tma_store,
        GemmFallback::none},
       {gemm_problem(kHgemmOp, {1000, 1000, 104}, DType::bf16, 1.0, 1.0),

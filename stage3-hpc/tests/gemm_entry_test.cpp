@@ -176,7 +176,12 @@ TEST(GemmDispatch, TheMeasuredH200ShapesAndTheDocumentedFallbacks) {
   EXPECT_EQ(choose_gemm_path(problem(8192, 8192, 8192), kH200), kRung09);
   EXPECT_EQ(choose_gemm_path(problem(8192, 14336, 4096), kH200), kRung09);
   EXPECT_EQ(choose_gemm_path(problem(8192, 4096, 14336), kH200), kRung09);
-  EXPECT_EQ(choose_gemm_path(problem(4093, 2049, 1032), kH200), kRung09);
+  EXPECT_EQ(choose_gemm_path(problem(4093, 2049, 1088), kH200), kRung09);
+  // docs/benchmarks/h200/stage3-gemm-entry.md: rung 09 at 56-71% of cuBLAS where K % 64 != 0.
+  EXPECT_EQ(choose_gemm_path(problem(4093, 2049, 1032), kH200), cublas(GemmFallback::k_rows_unaligned));
+  EXPECT_EQ(choose_gemm_path(problem(4096, 4096, 4104), kH200), cublas(GemmFallback::k_rows_unaligned));
+  EXPECT_EQ(choose_gemm_path(problem(3000, 3000, 3000), kH200), cublas(GemmFallback::k_rows_unaligned));
+  EXPECT_EQ(choose_gemm_path(problem(4096, 4096, 4104), kA100), kRung03);  // the rule is rung 09's
   EXPECT_EQ(choose_gemm_path(problem(4093, 2049, 1031), kH200),
             cublas(GemmFallback::k_not_multiple_of_8));
   EXPECT_EQ(choose_gemm_path(problem(1, 4096, 4096), kH200), kRung12);
@@ -225,7 +230,8 @@ TEST(GemmDispatch, PathNamesAreTheKernelIdsOrTheFallbackWithItsReason) {
   for (const GemmFallback why :
        {GemmFallback::architecture, GemmFallback::k_not_multiple_of_8,
         GemmFallback::leading_dimensions, GemmFallback::misaligned, GemmFallback::small_m,
-        GemmFallback::small_output, GemmFallback::no_sm90a_code, GemmFallback::shared_memory,
+        GemmFallback::small_output, GemmFallback::k_rows_unaligned, GemmFallback::no_sm90a_code,
+        GemmFallback::shared_memory,
         GemmFallback::grid_limit, GemmFallback::not_sm90}) {
     EXPECT_FALSE(gemm_fallback_reason(why).empty()) << static_cast<int>(why);
     EXPECT_EQ(cublas(why).name().rfind("cuBLAS GemmEx (fallback: ", 0), 0u) << cublas(why).name();
@@ -308,6 +314,8 @@ TEST(GemmDispatch, EveryPointOfTheGridFollowsTheRules) {
                 expected = GemmFallback::no_sm90a_code;
               else if (target.compute_capability == 90 && (outputs < 2048LL * 2048 || n < 256))
                 expected = GemmFallback::small_output;
+              else if (target.compute_capability == 90 && k % 64 != 0)
+                expected = GemmFallback::k_rows_unaligned;
               else if (target.compute_capability != 90 && target.shared_memory_per_block < 148480)
                 expected = GemmFallback::shared_memory;
               else if (target.compute_capability != 90 && n > 65535 * 256)

@@ -31,8 +31,10 @@
 //   - compute capability 9.0 (H100/H200) with sm_90a code in this build: rung 09
 //     (stage3/hgemm/09_tma_store) for outputs of at least 2048 x 2048 elements and 256
 //     columns, where it measures at parity with cuBLAS or above; cuBLAS below that (too few
-//     tiles for the SMs) and when the build has no sm_90a code (rung 03 stays below cuBLAS on
-//     the H200);
+//     tiles for the SMs), when K % 64 != 0 (rows of A and B that do not start 128-byte aligned:
+//     every 128-byte TMA box row then spans two cache lines, and rung 09 measured well below
+//     cuBLAS there: docs/benchmarks/h200/stage3-gemm-entry.md) and when the build has no sm_90a
+//     code (rung 03 stays below cuBLAS on the H200);
 //   - other GPUs from sm_80 on: rung 03 (stage3/hgemm/03_cp_async), except where it cannot
 //     launch: GPUs that offer a block less than its 145 KiB of shared memory (sm_86 and sm_89
 //     offer 99 KiB), and N beyond its grid (N > 65535 x 256); those go to cuBLAS.
@@ -83,6 +85,7 @@ enum class GemmFallback {
   misaligned,           // A, B or C not 16-byte aligned
   small_m,              // 1 < M <= 64 (the fused op: M <= 64), where no kc kernel matches cuBLAS yet
   small_output,         // sm_90: M x N below 2048 x 2048 or N < 256, where cuBLAS measured faster
+  k_rows_unaligned,     // sm_90: K % 64 != 0, rows not 128-byte aligned, where cuBLAS measured faster
   no_sm90a_code,        // sm_90 GPU, but this build holds no sm_90a code for the Hopper rungs
   shared_memory,        // rung 03: a block gets less shared memory than its pipeline needs
   grid_limit,           // rung 03: N > 65535 x 256, more column blocks than its grid holds
@@ -137,6 +140,9 @@ GemmProblem gemm_problem(const HgemmArgs& args);
 // measured shape where rung 09 matched cuBLAS, and at least one 256-column tile wide.
 inline constexpr long long kHopperMinOutputElements = 2048LL * 2048LL;
 inline constexpr int kHopperMinColumns = 256;
+// Rung 09's TMA boxes are 64 bf16 (128 bytes) wide: with K a multiple of this every row of A and B
+// starts 128-byte aligned.
+inline constexpr int kHopperAlignedK = 64;
 // M at or below this goes to cuBLAS (decode shapes), except M <= kGemvMaxM in the plain GEMM.
 inline constexpr int kSmallM = 64;
 // M at or below this goes to rung 12 (the rung itself takes M <= 8: kSmallMGemvMaxM in
