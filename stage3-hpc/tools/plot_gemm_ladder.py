@@ -17,19 +17,16 @@ ones (M <= 64, where rung 11 runs and the tile rungs' 128-row tiles are mostly p
 rung with no timed row in a panel (rung 11 refuses M > 64) has no group there.
 """
 import argparse
-import json
 import sys
+
+from bench_report import read_report, save_figure
 
 OPS = ("hgemm", "gemm_bias_gelu")
 SMALL_M = 64  # rung 11's limit: problems with M <= 64 go to the lower panel
 
 
 def load(path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            report = json.load(f)
-    except OSError as error:
-        sys.exit(f"plot_gemm_ladder: cannot read {path}: {error.strerror}; run kc-bench with --markdown first")
+    report = read_report(path, "plot_gemm_ladder")
     rows = [
         r
         for r in report["results"]
@@ -100,13 +97,9 @@ def main(argv):
         axes.set_ylabel("% of the baseline timed alongside")
         axes.set_title(title, fontsize=9, loc="left")
         axes.legend(title="M x N x K", fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    figure.suptitle(
-        f"Tensor-core GEMM ladder, {report['gpu']}, {report['date']}, commit {report['commit']}\n"
-        f"hgemm vs {baselines.get('hgemm', '?')}; gemm_bias_gelu (rung 10) vs {baselines.get('gemm_bias_gelu', '?')}",
-        fontsize=9)
-    figure.tight_layout()
-    figure.savefig(args.output, dpi=150)
-    print(f"wrote {args.output}")
+    save_figure(figure, report, "Tensor-core GEMM ladder",
+                f"hgemm vs {baselines.get('hgemm', '?')}; gemm_bias_gelu (rung 10) vs "
+                f"{baselines.get('gemm_bias_gelu', '?')}", args.output)
 
 
 if __name__ == "__main__":
