@@ -1,8 +1,10 @@
 // Rung 06 — Hopper: TMA + WGMMA, a producer warp and two consumer warpgroups.
 //
-// Idea: on an H100/H200, mma.sync reaches well under half of the tensor cores' peak; the other
-// half is only available to WGMMA (wgmma.mma_async), which a whole warpgroup (4 warps) issues
-// asynchronously on operands in shared memory. The GEMM ladder's Hopper rungs (gemm/04-09) showed
+// Idea: on an H100/H200 the tensor cores' full rate is reachable only through WGMMA
+// (wgmma.mma_async), which a whole warpgroup (4 warps) issues asynchronously on operands in
+// shared memory; mma.sync stays short of it even fed from registers (kc-mma-sync-peak measures the
+// gap: stage-3 README), and the FA2 rungs 03-05, which also feed it through ldmatrix, stop further
+// below. The GEMM ladder's Hopper rungs (gemm/04-09) showed
 // the recipe; this rung applies it to attention:
 //   - TMA copies whole K and V tiles (128 keys x D) into a ring of shared-memory stages, completing
 //     on mbarriers: no thread spends an instruction on a load, and the tiles arrive in exactly the

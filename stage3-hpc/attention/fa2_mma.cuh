@@ -190,7 +190,8 @@ struct WarpQ<Shape, false> {
 // the factor 2^(old max - new max) each row's O accumulators must still be multiplied by
 // (rescale_rows). kMask: keys at or past a row's visible end (row_ends[h], key0 the tile's first
 // key) get -inf. Split from the rescale so that the Hopper rung 07 can compute P while the
-// previous tile's P V still runs on the tensor cores, and rescale O once it has finished.
+// previous tile's P V still runs on the tensor cores, and apply the rescale one iteration later,
+// under the next tile's Q K^T, just before this tile's P V is issued.
 template <bool kMask, int kKeyBlocks>
 __device__ __forceinline__ void softmax_probabilities(float (&s)[kKeyBlocks][4], RowState* rows,
                                                       const int* row_ends, float scale_log2, int key0,
