@@ -418,6 +418,71 @@ TEST(TmaEncoding, RefusesAMisalignedBase) {
   EXPECT_NE(rule_broken_by(m).find("16-byte aligned"), std::string::npos);
 }
 
+// The attention rungs' 4-D view [D, S, H, B] of a [B, H, S, D] tensor (or of the engine's [S, H, D]
+// rows: a head stride smaller than the row stride is allowed).
+TmaTensor4d tensor_4d(std::uint64_t d, std::uint64_t s, std::uint64_t h, std::uint64_t b, std::uint32_t box_rows) {
+  alignas(256) static const char storage[256] = {};
+  TmaTensor4d t;
+  t.base = storage;
+  t.dims[0] = d;
+  t.dims[1] = s;
+  t.dims[2] = h;
+  t.dims[3] = b;
+  t.strides_bytes[0] = d * 2;
+  t.strides_bytes[1] = s * d * 2;
+  t.strides_bytes[2] = h * s * d * 2;
+  t.box[0] = 64;
+  t.box[1] = box_rows;
+  t.box[2] = 1;
+  t.box[3] = 1;
+  return t;
+}
+
+std::string rule_broken_by(const TmaTensor4d& t) {
+  try {
+    (void)tma_encoding(t);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(TmaEncoding4d, ListsDimensionsInnermostFirstWithByteStrides) {
+  const TmaEncoding4d e = tma_encoding(tensor_4d(128, 4097, 8, 2, 128));
+  EXPECT_EQ(e.global_dim[0], 128u);
+  EXPECT_EQ(e.global_dim[1], 4097u);
+  EXPECT_EQ(e.global_dim[2], 8u);
+  EXPECT_EQ(e.global_dim[3], 2u);
+  EXPECT_EQ(e.global_stride_bytes[0], 256u);
+  EXPECT_EQ(e.global_stride_bytes[1], 4097u * 256);
+  EXPECT_EQ(e.global_stride_bytes[2], 8u * 4097 * 256);
+  EXPECT_EQ(e.box_dim[0], 64u);
+  EXPECT_EQ(e.box_dim[1], 128u);
+  EXPECT_EQ(e.element_stride[3], 1u);
+}
+
+TEST(TmaEncoding4d, AcceptsTheEngineRowsAndTensorsShorterThanTheBox) {
+  TmaTensor4d rows = tensor_4d(128, 150, 32, 1, 128);  // Q as [S, H, D] rows: head stride D
+  rows.strides_bytes[0] = 32 * 128 * 2;
+  rows.strides_bytes[1] = 128 * 2;
+  EXPECT_EQ(rule_broken_by(rows), "");
+  EXPECT_EQ(rule_broken_by(tensor_4d(64, 1, 1, 1, 128)), "");  // one key: the rest of the box reads zeros
+}
+
+TEST(TmaEncoding4d, RefusesWhatTheHardwareCannotDescribe) {
+  TmaTensor4d odd_stride = tensor_4d(128, 100, 2, 1, 128);
+  odd_stride.strides_bytes[0] = 200;  // a row of 100 bf16: 16-byte pieces do not tile it
+  EXPECT_NE(rule_broken_by(odd_stride).find("multiples of 16 bytes"), std::string::npos);
+  EXPECT_NE(rule_broken_by(tensor_4d(128, 0, 2, 1, 128)).find("1..2^32"), std::string::npos);
+  EXPECT_NE(rule_broken_by(tensor_4d(128, 100, 2, 1, 257)).find("1..256"), std::string::npos);
+  TmaTensor4d wide_box = tensor_4d(128, 100, 2, 1, 128);
+  wide_box.box[0] = 128;  // 256 bytes: wider than the 128-byte swizzle
+  EXPECT_NE(rule_broken_by(wide_box).find("16 to 128 bytes"), std::string::npos);
+  TmaTensor4d misaligned = tensor_4d(128, 100, 2, 1, 128);
+  misaligned.base = static_cast<const char*>(misaligned.base) + 2;
+  EXPECT_NE(rule_broken_by(misaligned).find("16-byte aligned"), std::string::npos);
+}
+
 // ---- rung 12: M <= 8, a GEMV on the CUDA cores ----------------------------------------------------
 
 TEST(SmallMGemv, AtTheDecodeShapesGroupsFitTheRowAndTheGridCoversTheSms) {

@@ -42,6 +42,31 @@ TmaEncoding tma_encoding(const TmaMatrix2d& m) {
   return e;
 }
 
+TmaEncoding4d tma_encoding(const TmaTensor4d& t) {
+  require(reinterpret_cast<std::uintptr_t>(t.base) % 16 == 0,
+          "TMA needs a 16-byte aligned base address (got {})", t.base);
+  TmaEncoding4d e;
+  for (int i = 0; i < 4; ++i) {
+    require(t.dims[i] >= 1 && t.dims[i] <= (std::uint64_t{1} << 32),
+            "TMA: dimension {} of a 4-D tensor is {}; each must be 1..2^32", i, t.dims[i]);
+    require(t.box[i] >= 1 && t.box[i] <= kMaxBoxSide, "TMA box sides must be 1..256 elements (side {} is {})", i,
+            t.box[i]);
+    e.global_dim[i] = t.dims[i];
+    e.box_dim[i] = t.box[i];
+  }
+  for (int i = 0; i < 3; ++i) {
+    require(t.strides_bytes[i] % 16 == 0 && t.strides_bytes[i] < (std::uint64_t{1} << 40),
+            "TMA needs strides that are multiples of 16 bytes below 2^40: the stride of dimension {} is {} "
+            "bytes; make every stride a multiple of 8 elements",
+            i + 1, t.strides_bytes[i]);
+    e.global_stride_bytes[i] = t.strides_bytes[i];
+  }
+  require(t.box[0] * kElementBytes % 16 == 0 && t.box[0] * kElementBytes <= kMaxSwizzledBoxRowBytes,
+          "with the 128-byte swizzle a TMA box row holds 16 to 128 bytes in steps of 16 (got {} elements)",
+          t.box[0]);
+  return e;
+}
+
 const CUtensorMap& HopperLaunchCache::tensor_map(const TmaMatrix2d& matrix) {
   const Key key{matrix.base, matrix.rows, matrix.cols, matrix.box_rows, matrix.box_cols,
                 matrix.swizzle_128b};
@@ -84,30 +109,12 @@ const CUtensorMap& HopperLaunchCache::tensor_map(const TmaTensor4d& t) {
   // table without end: past kMaxCachedTensors it starts again. Launches copy the map they use.
   if (maps_4d_.size() >= kMaxCachedTensors) maps_4d_.clear();
 
-  require(reinterpret_cast<std::uintptr_t>(t.base) % 16 == 0,
-          "TMA needs a 16-byte aligned base address (got {})", t.base);
-  for (int i = 0; i < 4; ++i) {
-    require(t.dims[i] >= 1 && t.dims[i] <= (std::uint64_t{1} << 32),
-            "TMA: dimension {} of a 4-D tensor is {}; each must be 1..2^32", i, t.dims[i]);
-    require(t.box[i] >= 1 && t.box[i] <= kMaxBoxSide, "TMA box sides must be 1..256 elements (side {} is {})", i,
-            t.box[i]);
-  }
-  for (int i = 0; i < 3; ++i)
-    require(t.strides_bytes[i] % 16 == 0 && t.strides_bytes[i] < (std::uint64_t{1} << 40),
-            "TMA needs strides that are multiples of 16 bytes below 2^40: the stride of dimension {} is {} "
-            "bytes; make every stride a multiple of 8 elements",
-            i + 1, t.strides_bytes[i]);
-  require(t.box[0] * kElementBytes % 16 == 0 && t.box[0] * kElementBytes <= kMaxSwizzledBoxRowBytes,
-          "with the 128-byte swizzle a TMA box row holds 16 to 128 bytes in steps of 16 (got {} elements)",
-          t.box[0]);
-  cuuint64_t dims[4] = {t.dims[0], t.dims[1], t.dims[2], t.dims[3]};
-  cuuint64_t strides[3] = {t.strides_bytes[0], t.strides_bytes[1], t.strides_bytes[2]};
-  cuuint32_t box[4] = {t.box[0], t.box[1], t.box[2], t.box[3]};
-  cuuint32_t element_strides[4] = {1, 1, 1, 1};
+  TmaEncoding4d e = tma_encoding(t);
   CUtensorMap map{};
   // The element type only sizes the copy (2 bytes) and the zero fill: bf16 serves f16 data too.
-  const CUresult status = encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, const_cast<void*>(t.base), dims,
-                                    strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+  const CUresult status = encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, const_cast<void*>(t.base),
+                                    e.global_dim, e.global_stride_bytes, e.box_dim, e.element_stride,
+                                    CU_TENSOR_MAP_INTERLEAVE_NONE,
                                     CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   require(status == CUDA_SUCCESS,

@@ -49,6 +49,19 @@ struct TmaTensor4d {
   std::uint32_t box[4] = {0, 0, 0, 0};
 };
 
+// The arrays cuTensorMapEncodeTiled takes for a TmaTensor4d, innermost dimension first.
+struct TmaEncoding4d {
+  cuuint64_t global_dim[4] = {0, 0, 0, 0};
+  cuuint64_t global_stride_bytes[3] = {0, 0, 0};
+  cuuint32_t box_dim[4] = {0, 0, 0, 0};
+  cuuint32_t element_stride[4] = {1, 1, 1, 1};
+};
+
+// Checks the TMA rules for `tensor` (16-byte aligned base, sizes 1..2^32, strides multiples of 16
+// bytes below 2^40, box sides 1..256, a box row of 16..128 bytes in steps of 16 for the 128-byte
+// swizzle) and returns the encoding; kc::Error with the rule that failed. No CUDA call.
+TmaEncoding4d tma_encoding(const TmaTensor4d& tensor);
+
 // Checks the TMA rules for `matrix` and returns the encoding; throws kc::Error with the rule that
 // failed (16-byte aligned base and row stride, box sides 1..256, a 128-byte-swizzled box row of at
 // most 128 bytes, box row a multiple of 16 bytes).
