@@ -22,6 +22,7 @@ namespace {
 // is per device). Built on a device's first prefill; guarded, since the table is shared.
 struct HopperAttention {
   bool runs = false;
+  std::mutex mutex;  // the cache is not thread-safe: one launch at a time takes it
   HopperLaunchCache cache;
 };
 
@@ -53,6 +54,7 @@ template <typename T>
 std::string_view attention_forward(const AttentionArgs<T>& args, cudaStream_t stream) {
   HopperAttention& hopper = hopper_attention_for_current_device();
   if (hopper.runs) {
+    const std::lock_guard<std::mutex> lock(hopper.mutex);
     attention_fwd_07_fa3_overlap(args, stream, hopper.cache);
     return "stage3/attention_fwd/07_fa3_overlap";
   }
