@@ -1,16 +1,23 @@
 #!/usr/bin/env python3
 """Tests of the docs check itself, on a small fixture repository (tests/docs/fixtures/repo/: a
-kernel list, kc-bench's help text, one committed JSON, two kernel files and two pages): no build,
-no GPU.
+kernel list, kc-bench's help text, two committed JSONs -- stage 1's SGEMM and a few rows of stage
+3's attention, whose shapes have six dimensions and a `causal` parameter --, two kernel files and
+four pages): no build, no GPU.
 
   NegativeControls  bad.md quotes an unregistered id, a filter that selects nothing, a flag
                     kc-bench does not take, a missing file, a missing table, a missing anchor, a
                     citation naming the wrong commit and three wrong figures; a kernel file's
                     "run just this rung" filter selects nothing: each must fail, naming file,
-                    line and what is wrong.
+                    line and what is wrong. attention_bad.md quotes wrong figures at a
+                    six-dimension shape: one the table does not hold, causal and non-causal
+                    figures swapped (in prose and in a table column), a shape the table lacks.
   PositiveControl   clean.md (true ids, paths, links, figures, and the figures the check must
-                    leave alone: ranges, estimates, targets, changes, another run) passes.
-  Units             shapes, rounding, sentences, which figures are measurements, anchors.
+                    leave alone: ranges, estimates, targets, changes, another run) passes, and so
+                    does attention_clean.md (true figures at six-dimension shapes, with and
+                    without the mask, and the figures that belong to no shape or to a kernel
+                    compared with).
+  Units             shapes (2 to 6 dimensions) and their parameters, rounding, sentences, which
+                    figures are measurements, anchors.
 
 Run: python3 tests/docs/test_check_docs.py [ClassName ...]   (CTest: label docs)
 """
@@ -40,8 +47,13 @@ class PositiveControl(unittest.TestCase):
     def test_clean_page_passes(self):
         status, output = run_checker("stage1-sgemm/clean.md", "stage1-sgemm/kernels/01_naive.cu")
         self.assertEqual(status, 0, output)
-        self.assertIn("1 Markdown files and 1 kernel sources against 3 registered kernels and 1 "
+        self.assertIn("1 Markdown files and 1 kernel sources against 3 registered kernels and 2 "
                       "committed tables: 0 findings", output)
+
+    def test_clean_attention_page_passes(self):
+        status, output = run_checker("stage3-hpc/attention_clean.md")
+        self.assertEqual(status, 0, output)
+        self.assertIn(": 0 findings", output)
 
 
 class NegativeControls(unittest.TestCase):
@@ -49,9 +61,13 @@ class NegativeControls(unittest.TestCase):
     def setUpClass(cls):
         cls.status, cls.output = run_checker("stage1-sgemm/bad.md",
                                              "stage1-sgemm/kernels/02_coalesced.cu")
+        cls.attention_status, cls.attention_output = run_checker("stage3-hpc/attention_bad.md")
 
     def expect(self, text):
         self.assertIn(text, self.output)
+
+    def expect_attention(self, text):
+        self.assertIn(text, self.attention_output)
 
     def test_the_check_fails(self):
         self.assertEqual(self.status, 1, self.output)
@@ -98,6 +114,40 @@ class NegativeControls(unittest.TestCase):
         self.assertNotIn("bad.md:14: [figures] 6.0", self.output)
         self.assertNotIn("bad.md:14: [figures] 11.8%", self.output)
 
+    # Figures at attention's six-dimension shapes (B×Hq×Hkv×Sq×Sk×D), with and without the mask.
+    ATTENTION = "stage3-hpc/attention_bad.md"
+    TABLE = ("the committed table docs/benchmarks/h200/stage3-attention.json (commit 681647a, "
+             "2026-12-02)")
+    ROW = "stage3/attention_fwd/07_fa3_overlap bf16"
+
+    def test_the_check_fails_on_the_attention_page(self):
+        self.assertEqual(self.attention_status, 1, self.attention_output)
+        self.expect_attention(": 5 findings")
+
+    def test_six_dimension_shape_that_does_not_match(self):
+        self.expect_attention(f"{self.ATTENTION}:4: [figures] 86.0% for rung 07 of attention_fwd at "
+                              f"4x16x16x4096x4096x128: {self.TABLE} holds % of baseline: "
+                              f"{self.ROW} 84.32; {self.ROW} 85.2")
+
+    def test_causal_figure_held_to_the_causal_row(self):
+        self.expect_attention(f"{self.ATTENTION}:5: [figures] 84.3% for rung 07 of attention_fwd at "
+                              f"4x16x16x4096x4096x128 causal=1: {self.TABLE} holds % of baseline: "
+                              f"{self.ROW} 85.2")
+        self.expect_attention(f"{self.ATTENTION}:5: [figures] 85.2% for rung 07 of attention_fwd at "
+                              f"4x16x16x4096x4096x128 causal=0: {self.TABLE} holds % of baseline: "
+                              f"{self.ROW} 84.32")
+
+    def test_causal_column_of_a_table(self):
+        self.expect_attention(f"{self.ATTENTION}:13: [figures] 522.2 for rung 07 of attention_fwd at "
+                              f"4x16x16x4096x4096x128 causal=1: {self.TABLE} holds TFLOPS: "
+                              f"{self.ROW} 469.523")
+        self.assertNotIn(f"{self.ATTENTION}:13: [figures] 84%", self.attention_output)
+        self.assertNotIn(f"{self.ATTENTION}:13: [figures] 85%", self.attention_output)
+
+    def test_six_dimension_shape_the_table_lacks(self):
+        self.expect_attention(f"{self.ATTENTION}:6: [figures] 530.0 TFLOPS at "
+                              f"4x16x16x4096x4096x64: {self.TABLE} has no such shape")
+
 
 class Units(unittest.TestCase):
     def setUp(self):
@@ -114,6 +164,35 @@ class Units(unittest.TestCase):
         keys = [checker.shape_key(m) for m in checker.SHAPE.finditer(
             "at 4096³, 8192×14336×4096 and 32768 × 4096; not 4096.5 or 1.5")]
         self.assertEqual(keys, ["4096x4096x4096", "8192x14336x4096", "32768x4096"])
+        keys = [checker.shape_key(m) for m in checker.SHAPE.finditer(
+            "16384x32x8x128, 256x32x8x128x4096, 4×16×16×4096×4096×128 and 1x14336x4096; "
+            "B×Hq×Hkv×Sq×Sk×D is none")]
+        self.assertEqual(keys, ["16384x32x8x128", "256x32x8x128x4096", "4x16x16x4096x4096x128",
+                                "1x14336x4096"])
+
+    def test_parameters_written_with_a_shape(self):
+        def key(text):
+            return checker.problem_key(checker.SHAPE.search(text), text)
+        self.assertEqual(key("at `4x16x16x4096x4096x128 bf16 causal=1`"),
+                         "4x16x16x4096x4096x128 causal=1")
+        self.assertEqual(key("| 4×16×16×4096×4096×128 causal |"), "4x16x16x4096x4096x128 causal=1")
+        self.assertEqual(key("at 4×16×16×4096×4096×128, non-causal"), "4x16x16x4096x4096x128 causal=0")
+        self.assertEqual(key("at 1×16×16×16384×16384×128 with the mask"),
+                         "1x16x16x16384x16384x128 causal=1")
+        self.assertEqual(key("at 1×16×16×16384×16384×128 without the causal mask"),
+                         "1x16x16x16384x16384x128 causal=0")
+        self.assertEqual(key("| 8×14336×4096 tokens=256 skew=1 |"), "8x14336x4096 tokens=256 skew=1")
+        self.assertEqual(key("at 4096³ and 8192³"), "4096x4096x4096")
+        for text in ("at 4×16×16×4096×4096×128, causal and not", "at 4×16×16×4096×4096×128 without "
+                     "and with the mask", "at 4×16×16×4096×4096×128 (causal)"):
+            self.assertEqual(key(text), "4x16x16x4096x4096x128", text)
+        self.assertEqual(checker.split_problem("4x16x16x4096x4096x128 causal=1"),
+                         ("4x16x16x4096x4096x128", {"causal": 1.0}))
+        row = {"shape": "4x16x16x4096x4096x128", "params": {"causal": 1.0, "scale": 0.0}}
+        self.assertTrue(checker.has_params(row, {"causal": 1.0}))
+        self.assertTrue(checker.has_params(row, {}))
+        self.assertFalse(checker.has_params(row, {"causal": 0.0}))
+        self.assertFalse(checker.has_params(row, {"tokens": 256.0}))
 
     def test_rounding(self):
         self.assertTrue(checker.holds("95.7", 95.68))
@@ -133,10 +212,14 @@ class Units(unittest.TestCase):
                          [("95.7", "pct_baseline"), ("98.3", "pct_baseline")])
         self.assertEqual(self.kinds("RMSNorm at 97.6% of copy bandwidth, 4107 GB/s, 0.5 TFLOPS"),
                          [("97.6", "pct_ceiling"), ("4107", "gbps"), ("0.5", "tflops")])
+        self.assertEqual(self.kinds("rung 07: 84.3% and 85.2% of cuDNN, 90.2% and 90.1% of "
+                                    "copy ceiling"),
+                         [("84.3", "pct_baseline"), ("85.2", "pct_baseline"),
+                          ("90.2", "pct_ceiling"), ("90.1", "pct_ceiling")])
         for sentence in ("87–98% of cuBLAS at 4096³", "about 60 TFLOPS", "≥ 90% at 2048³",
                          "(targets 95%, 95% and 90%: met)", "1.0% faster at 4096³ and 1.7% at 8192³",
                          "84.2% busy", "61% of rung 09", "up to 2% between machines",
-                         "below the 90%-of-copy target", "~78% of it"):
+                         "below the 90%-of-copy target", "~78% of it", "73% and 83% of it"):
             kinds = [k for _, k in self.kinds(sentence)]
             self.assertEqual(kinds, [None] * len(kinds), sentence)
 
