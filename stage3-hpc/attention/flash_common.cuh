@@ -32,8 +32,8 @@ __device__ __forceinline__ float exp2_flush_to_zero(float x) {
 }
 
 // One (batch, query head) of the problem, as seen by the block that owns some of its query rows:
-// blockIdx.z is the batch, blockIdx.y the query head; the kv head is h / (Hq / Hkv), read in
-// place (no copy of K and V per query head).
+// blockIdx.z is the batch, blockIdx.y the query head (a persistent CTA names the pair itself); the
+// kv head is h / (Hq / Hkv), read in place (no copy of K and V per query head).
 template <typename T>
 struct HeadView {
   const T* q;
@@ -42,9 +42,11 @@ struct HeadView {
   T* o;
   float* lse;
 
-  __device__ explicit HeadView(const AttentionArgs<T>& args) {
-    const int b = static_cast<int>(blockIdx.z);
-    const int h = static_cast<int>(blockIdx.y);
+  __device__ explicit HeadView(const AttentionArgs<T>& args)
+      : HeadView(args, static_cast<int>(blockIdx.z), static_cast<int>(blockIdx.y)) {}
+
+  // The (batch b, query head h) a persistent CTA is working on, whatever its block index.
+  __device__ HeadView(const AttentionArgs<T>& args, int b, int h) {
     const int kv_head = h / (args.q_heads / args.kv_heads);
     const std::int64_t q_offset = b * args.q_batch_stride + h * args.q_head_stride;
     const std::int64_t kv_offset = b * args.kv_batch_stride + kv_head * args.kv_head_stride;

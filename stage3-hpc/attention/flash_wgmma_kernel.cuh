@@ -1,8 +1,9 @@
 // flash_wgmma_kernel.cuh — the kernel of the Hopper attention rungs 06 and 07: TMA fills a ring of
 // K/V tiles, a producer warp issues the copies, two consumer warpgroups run S = Q K^T and
 // O += P V on WGMMA with the online softmax in between. Rung 06 runs each consumer's steps one
-// after the other (FlashWgmmaConsumer::run_serial), rung 07 overlaps them (run_overlapped). See
-// the header comments of 06_tma_wgmma.cu and 07_fa3_overlap.cu.
+// after the other (FlashWgmmaConsumer::run_serial), rung 07 overlaps them (run_overlapped), rung 08
+// runs rung 07's steps in persistent CTAs (flash_wgmma_persistent_kernel). See the header
+// comments of 06_tma_wgmma.cu, 07_fa3_overlap.cu and 08_persistent.cu.
 //
 // A CTA owns 128 query rows of one (batch, query head): consumer warpgroup c (warpgroups 1 and 2)
 // the 64 rows 64c .. 64c + 63, warpgroup 0 the copies (one thread). Shared memory, every tile
@@ -13,7 +14,8 @@
 //   V[stage]   128 keys x D
 //   barriers   q_full; k_full[stage], v_full[stage] (the producer's arrive.expect_tx + the TMA
 //              bytes); empty[stage] (one arrival per consumer warp once its WGMMAs have read
-//              the stage)
+//              the stage); q_empty (rung 08: one arrival per consumer warp once it is done with
+//              the Q tile)
 // K and V of a stage have separate full barriers so that S = Q K^T can start before V lands.
 #pragma once
 
@@ -53,7 +55,7 @@ struct FlashWgmmaShape {
   static constexpr int kKvTileBytes = kBoxes * kKvBoxBytes;  // one K or one V tile
   // As many stages as fit (227 KiB a block): 3 at D = 128 (224 KiB of tiles), 4 at D = 64.
   static constexpr int kStages = kHeadDim == 64 ? 4 : 3;
-  static constexpr int kBarriers = 1 + 3 * kStages;
+  static constexpr int kBarriers = 2 + 3 * kStages;  // q_full, k_full, v_full, empty, q_empty
   static constexpr int kSmemBytes = kSmemAlignment + kQBytes + 2 * kStages * kKvTileBytes + 8 * kBarriers;
   static constexpr int kKeyBlocks = kBlockKeys / 8;   // n8 blocks of S per warp row tile
   static constexpr int kKeySlices = kBlockKeys / 16;  // k16 steps of P V
@@ -91,7 +93,43 @@ struct FlashWgmmaSmem {
   __device__ std::uint64_t* k_full(int stage) const { return q_full() + 1 + stage; }
   __device__ std::uint64_t* v_full(int stage) const { return q_full() + 1 + Shape::kStages + stage; }
   __device__ std::uint64_t* empty(int stage) const { return q_full() + 1 + 2 * Shape::kStages + stage; }
+  // Rung 08 only: the consumers are done reading the Q tile (one arrival per consumer warp).
+  __device__ std::uint64_t* q_empty() const { return q_full() + 1 + 3 * Shape::kStages; }
   static __device__ int stage_of(int tile) { return tile % Shape::kStages; }
+
+  // By one thread, before the CTA's first barrier; q_empty only where rung 08 uses it.
+  template <bool kWithQEmpty>
+  __device__ void init_barriers() const {
+    sm90::mbarrier_init(q_full(), 1);
+    if constexpr (kWithQEmpty) sm90::mbarrier_init(q_empty(), Shape::kConsumers * 4);
+    for (int stage = 0; stage < Shape::kStages; ++stage) {
+      sm90::mbarrier_init(k_full(stage), 1);
+      sm90::mbarrier_init(v_full(stage), 1);
+      sm90::mbarrier_init(empty(stage), Shape::kConsumers * 4);
+    }
+    sm90::fence_barrier_init();
+  }
+
+  // The producer's copies (one thread): the Q tile of rows row0.. of (head, batch), and the K and
+  // V tiles of keys key0.. of (kv_head, batch) into `stage`, each announced on its full barrier.
+  template <typename Params>
+  __device__ void load_q(const Params& params, int row0, int head, int batch) const {
+    sm90::mbarrier_arrive_expect_tx(q_full(), Shape::kQBytes);
+    for (int box = 0; box < Shape::kBoxes; ++box)
+      sm90::tma_load_4d(q_tile() + box * Shape::kQBoxBytes, &params.q_map, q_full(), box * Shape::kBoxCols, row0,
+                        head, batch);
+  }
+  template <typename Params>
+  __device__ void load_kv(const Params& params, int stage, int key0, int kv_head, int batch) const {
+    sm90::mbarrier_arrive_expect_tx(k_full(stage), Shape::kKvTileBytes);
+    for (int box = 0; box < Shape::kBoxes; ++box)
+      sm90::tma_load_4d(k_tile(stage) + box * Shape::kKvBoxBytes, &params.k_map, k_full(stage),
+                        box * Shape::kBoxCols, key0, kv_head, batch);
+    sm90::mbarrier_arrive_expect_tx(v_full(stage), Shape::kKvTileBytes);
+    for (int box = 0; box < Shape::kBoxes; ++box)
+      sm90::tma_load_4d(v_tile(stage) + box * Shape::kKvBoxBytes, &params.v_map, v_full(stage),
+                        box * Shape::kBoxCols, key0, kv_head, batch);
+  }
   static __device__ std::uint32_t phase_of(int tile) { return static_cast<std::uint32_t>(tile / Shape::kStages) % 2; }
 };
 
@@ -220,8 +258,21 @@ struct FlashWgmmaConsumer {
   //   other computes its softmax. Consumer 0 goes first (consumer 1 arrives once up front); each
   //   consumer's tiles + 1 issue phases sync its own barrier and arrive on the other's, except
   //   consumer 1's last arrival, which nobody would wait for.
-  __device__ void run_overlapped() {
+  __device__ void run_overlapped() { run_overlapped_from<false>(0, 0); }
+
+  // The same, for the work item whose first K/V tile is the CTA's kv_base-th (the ring's stages
+  // and phases run on across a persistent CTA's items) and whose Q tile is the CTA's load with
+  // phase parity q_parity. kReleaseQ (rung 08): each warp arrives on q_empty once its last S is
+  // done, so that the producer can load the next item's Q while P V and the store finish.
+  template <bool kReleaseQ>
+  __device__ void run_overlapped_from(int kv_base, std::uint32_t q_parity) {
     if (tiles == 0) return;
+    const auto stage_of = [&](int tile) { return FlashWgmmaSmem<Shape>::stage_of(kv_base + tile); };
+    const auto phase_of = [&](int tile) { return FlashWgmmaSmem<Shape>::phase_of(kv_base + tile); };
+    const auto release_q = [&] {
+      if constexpr (kReleaseQ)
+        if (threadIdx.x % 32 == 0) sm90::mbarrier_arrive(smem.q_empty());
+    };
     constexpr int kPingPongThreads = 2 * 128;
     const int my_turn = 1 + consumer;
     const int other_turn = 2 - consumer;
@@ -229,31 +280,33 @@ struct FlashWgmmaConsumer {
       if (!(last && consumer == 1)) sm90::named_barrier_arrive(other_turn, kPingPongThreads);
     };
     if (consumer == 1) sm90::named_barrier_arrive(1, kPingPongThreads);
-    sm90::mbarrier_wait(smem.q_full(), 0);
+    sm90::mbarrier_wait(smem.q_full(), q_parity);
 
     // Tile 0: S alone.
-    sm90::mbarrier_wait(smem.k_full(0), 0);
+    sm90::mbarrier_wait(smem.k_full(stage_of(0)), phase_of(0));
     sm90::named_barrier_sync(my_turn, kPingPongThreads);
-    issue_scores(0);
+    issue_scores(stage_of(0));
     issue_phase_done(false);
     sm90::wgmma_wait_group<0>();
     sm90::fence_accumulators(s_flat());
+    if (tiles == 1) release_q();
     float rescale[2];
     softmax(0, rescale);  // O is still 0: the rescale below multiplies zeros
     round_p();
 
     for (int tile = 1; tile < tiles; ++tile) {
-      const int stage = FlashWgmmaSmem<Shape>::stage_of(tile);
-      const int previous = FlashWgmmaSmem<Shape>::stage_of(tile - 1);
-      sm90::mbarrier_wait(smem.k_full(stage), FlashWgmmaSmem<Shape>::phase_of(tile));
+      const int stage = stage_of(tile);
+      const int previous = stage_of(tile - 1);
+      sm90::mbarrier_wait(smem.k_full(stage), phase_of(tile));
       sm90::named_barrier_sync(my_turn, kPingPongThreads);
       issue_scores(stage);
       rescale_rows(o, rescale);  // to the previous tile's maxima, under S's WGMMAs
-      sm90::mbarrier_wait(smem.v_full(previous), FlashWgmmaSmem<Shape>::phase_of(tile - 1));
+      sm90::mbarrier_wait(smem.v_full(previous), phase_of(tile - 1));
       issue_pv(previous);
       issue_phase_done(false);
       sm90::wgmma_wait_group<1>();  // S of this tile is done; P V of the previous may still run
       sm90::fence_accumulators(s_flat());
+      if (tile == tiles - 1) release_q();
       softmax(tile, rescale);
       sm90::wgmma_wait_group<0>();
       sm90::fence_accumulators(o_flat());
@@ -262,9 +315,9 @@ struct FlashWgmmaConsumer {
     }
 
     // The last tile's P V.
-    const int last = FlashWgmmaSmem<Shape>::stage_of(tiles - 1);
+    const int last = stage_of(tiles - 1);
     rescale_rows(o, rescale);
-    sm90::mbarrier_wait(smem.v_full(last), FlashWgmmaSmem<Shape>::phase_of(tiles - 1));
+    sm90::mbarrier_wait(smem.v_full(last), phase_of(tiles - 1));
     sm90::named_barrier_sync(my_turn, kPingPongThreads);
     issue_pv(last);
     issue_phase_done(true);
@@ -274,6 +327,9 @@ struct FlashWgmmaConsumer {
   }
 
   __device__ void store() const { store_tile_rows(o, rows, row_ends, HeadView<T>(args), args, warp_row0); }
+  __device__ void store(int batch, int head) const {
+    store_tile_rows(o, rows, row_ends, HeadView<T>(args, batch, head), args, warp_row0);
+  }
 };
 
 #endif  // KC_STAGE3_SM90A
@@ -299,15 +355,7 @@ __global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim>::kThreads, 1)
   const int key_end = block_key_end(args, block_row0, Shape::kBlockRows);
   const int tiles = ceil_div(key_end, Shape::kBlockKeys);
 
-  if (threadIdx.x == 0) {
-    sm90::mbarrier_init(smem.q_full(), 1);
-    for (int stage = 0; stage < Shape::kStages; ++stage) {
-      sm90::mbarrier_init(smem.k_full(stage), 1);
-      sm90::mbarrier_init(smem.v_full(stage), 1);
-      sm90::mbarrier_init(smem.empty(stage), Shape::kConsumers * 4);
-    }
-    sm90::fence_barrier_init();
-  }
+  if (threadIdx.x == 0) smem.template init_barriers<false>();
   __syncthreads();
 
   const int warpgroup = static_cast<int>(threadIdx.x) / 128;
@@ -315,22 +363,11 @@ __global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim>::kThreads, 1)
     // ---- producer: one thread issues every copy ----
     sm90::setmaxnreg_decrease<Shape::kProducerRegisters>();
     if (threadIdx.x == 0 && tiles > 0) {
-      sm90::mbarrier_arrive_expect_tx(smem.q_full(), Shape::kQBytes);
-      for (int box = 0; box < Shape::kBoxes; ++box)
-        sm90::tma_load_4d(smem.q_tile() + box * Shape::kQBoxBytes, &params.q_map, smem.q_full(),
-                          box * Shape::kBoxCols, block_row0, head, batch);
+      smem.load_q(params, block_row0, head, batch);
       for (int tile = 0; tile < tiles; ++tile) {
         const int stage = Smem::stage_of(tile);
         sm90::mbarrier_wait(smem.empty(stage), Smem::phase_of(tile) ^ 1);  // the first pass finds every stage free
-        const int key0 = tile * Shape::kBlockKeys;
-        sm90::mbarrier_arrive_expect_tx(smem.k_full(stage), Shape::kKvTileBytes);
-        for (int box = 0; box < Shape::kBoxes; ++box)
-          sm90::tma_load_4d(smem.k_tile(stage) + box * Shape::kKvBoxBytes, &params.k_map, smem.k_full(stage),
-                            box * Shape::kBoxCols, key0, kv_head, batch);
-        sm90::mbarrier_arrive_expect_tx(smem.v_full(stage), Shape::kKvTileBytes);
-        for (int box = 0; box < Shape::kBoxes; ++box)
-          sm90::tma_load_4d(smem.v_tile(stage) + box * Shape::kKvBoxBytes, &params.v_map, smem.v_full(stage),
-                            box * Shape::kBoxCols, key0, kv_head, batch);
+        smem.load_kv(params, stage, tile * Shape::kBlockKeys, kv_head, batch);
       }
     }
     return;
@@ -349,14 +386,93 @@ __global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim>::kThreads, 1)
 #endif
 }
 
+// Rung 08's order of work: item i is query tile `query_tiles - 1 - i / pairs` of the
+// (batch, head) pair i % pairs, so the items run heaviest first (under the causal mask the last
+// query tiles see the most keys) and a CTA that takes items blockIdx.x, + gridDim.x, ... gets
+// about as much work as any other.
+struct FlashWorkItem {
+  int query_tile, head, batch;
+};
+template <typename T>
+__device__ __forceinline__ FlashWorkItem flash_work_item(const AttentionArgs<T>& args, long long item,
+                                                         int query_tiles) {
+  const long long pairs = static_cast<long long>(args.q_heads) * args.batch;
+  const int pair = static_cast<int>(item % pairs);
+  return {query_tiles - 1 - static_cast<int>(item / pairs), pair % args.q_heads, pair / args.q_heads};
+}
+
+// Rung 08: rung 07's consumers and producer in persistent CTAs, as many as fit on the GPU at once,
+// each walking the work items above. The K/V ring's stages and phases run on from one item to
+// the next (the producer fills the next item's first stages while the consumers finish the
+// current one); the Q tile is reloaded per item once every consumer warp has done its last S
+// with it (q_empty).
+template <typename T, int kHeadDim>
+__global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim>::kThreads, 1)
+    flash_wgmma_persistent_kernel(const __grid_constant__ FlashWgmmaParams<T> params) {
+#if KC_STAGE3_SM90A
+  using Shape = FlashWgmmaShape<kHeadDim>;
+  using Smem = FlashWgmmaSmem<Shape>;
+  const AttentionArgs<T>& args = params.args;
+  extern __shared__ std::uint8_t smem_raw[];
+  const Smem smem{aligned_dynamic_smem(smem_raw)};
+  const int query_tiles = ceil_div(args.q_len, Shape::kBlockRows);
+  const long long items = static_cast<long long>(query_tiles) * args.q_heads * args.batch;
+  const auto tiles_of = [&](const FlashWorkItem& w) {
+    return ceil_div(block_key_end(args, w.query_tile * Shape::kBlockRows, Shape::kBlockRows), Shape::kBlockKeys);
+  };
+
+  if (threadIdx.x == 0) smem.template init_barriers<true>();
+  __syncthreads();
+
+  const int warpgroup = static_cast<int>(threadIdx.x) / 128;
+  if (warpgroup == 0) {
+    sm90::setmaxnreg_decrease<Shape::kProducerRegisters>();
+    if (threadIdx.x == 0) {
+      int kv_count = 0, q_loads = 0;  // K/V tiles and Q tiles this CTA has loaded
+      for (long long item = blockIdx.x; item < items; item += gridDim.x) {
+        const FlashWorkItem w = flash_work_item(args, item, query_tiles);
+        const int tiles = tiles_of(w);
+        if (tiles == 0) continue;  // rows that see no key: nothing to load
+        const int kv_head = w.head / (args.q_heads / args.kv_heads);
+        // The previous item's Q is free once every consumer warp has done its last S (a fresh
+        // barrier lets the first load through).
+        sm90::mbarrier_wait(smem.q_empty(), static_cast<std::uint32_t>(q_loads % 2) ^ 1);
+        smem.load_q(params, w.query_tile * Shape::kBlockRows, w.head, w.batch);
+        ++q_loads;
+        for (int tile = 0; tile < tiles; ++tile, ++kv_count) {
+          const int stage = Smem::stage_of(kv_count);
+          sm90::mbarrier_wait(smem.empty(stage), Smem::phase_of(kv_count) ^ 1);
+          smem.load_kv(params, stage, tile * Shape::kBlockKeys, kv_head, w.batch);
+        }
+      }
+    }
+    return;
+  }
+
+  sm90::setmaxnreg_increase<Shape::kConsumerRegisters>();
+  int kv_count = 0, q_loads = 0;  // the same counts, as the consumers meet them
+  for (long long item = blockIdx.x; item < items; item += gridDim.x) {
+    const FlashWorkItem w = flash_work_item(args, item, query_tiles);
+    const int tiles = tiles_of(w);
+    FlashWgmmaConsumer<T, Shape> consumer(smem, args, warpgroup - 1, tiles, w.query_tile * Shape::kBlockRows);
+    consumer.template run_overlapped_from<true>(kv_count, static_cast<std::uint32_t>(q_loads % 2));
+    if (tiles > 0) {
+      kv_count += tiles;
+      ++q_loads;
+    }
+    consumer.store(w.batch, w.head);
+  }
+#else
+  (void)params;
+#endif
+}
+
 }  // namespace
 
-// Builds (or finds) the tensor maps and launches the kernel for D; kOverlap: rung 07's mainloop.
-template <typename T, int kHeadDim, bool kOverlap>
-void launch_flash_wgmma(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache) {
+// The kernels' parameters: the three tensor maps, built (or found in `cache`), and the problem.
+template <typename T, int kHeadDim>
+FlashWgmmaParams<T> flash_wgmma_params(const AttentionArgs<T>& args, HopperLaunchCache& cache) {
   using Shape = FlashWgmmaShape<kHeadDim>;
-  const auto kernel = &flash_wgmma_kernel<T, kHeadDim, kOverlap>;
-  cache.prepare_kernel(reinterpret_cast<const void*>(kernel), Shape::kSmemBytes);
   const auto tensor = [&](const T* base, int rows, int heads, std::int64_t row_stride, std::int64_t head_stride,
                           std::int64_t batch_stride, int box_rows) {
     TmaTensor4d t;
@@ -382,7 +498,32 @@ void launch_flash_wgmma(const AttentionArgs<T>& args, cudaStream_t stream, Hoppe
   params.v_map = tensor(args.v, args.kv_len, args.kv_heads, args.kv_row_stride, args.kv_head_stride,
                         args.kv_batch_stride, Shape::kBlockKeys);
   params.args = args;
+  return params;
+}
+
+// Launches rung 06's (kOverlap false) or rung 07's kernel for D: a CTA per 128 query rows.
+template <typename T, int kHeadDim, bool kOverlap>
+void launch_flash_wgmma(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache) {
+  using Shape = FlashWgmmaShape<kHeadDim>;
+  const auto kernel = &flash_wgmma_kernel<T, kHeadDim, kOverlap>;
+  cache.prepare_kernel(reinterpret_cast<const void*>(kernel), Shape::kSmemBytes);
+  const FlashWgmmaParams<T> params = flash_wgmma_params<T, kHeadDim>(args, cache);
   kernel<<<flash_grid(args, Shape::kBlockRows), Shape::kThreads, Shape::kSmemBytes, stream>>>(params);
+  KC_CUDA_CHECK(cudaGetLastError());
+}
+
+// Launches rung 08's persistent kernel for D: as many CTAs as are resident at once (one an SM),
+// never more than there are work items.
+template <typename T, int kHeadDim>
+void launch_flash_wgmma_persistent(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache) {
+  using Shape = FlashWgmmaShape<kHeadDim>;
+  const auto kernel = &flash_wgmma_persistent_kernel<T, kHeadDim>;
+  const int resident =
+      cache.resident_blocks(reinterpret_cast<const void*>(kernel), Shape::kThreads, Shape::kSmemBytes, 1);
+  const long long items = static_cast<long long>(ceil_div(args.q_len, Shape::kBlockRows)) * args.q_heads * args.batch;
+  const FlashWgmmaParams<T> params = flash_wgmma_params<T, kHeadDim>(args, cache);
+  const auto grid = static_cast<unsigned>(items < resident ? items : resident);
+  kernel<<<grid, Shape::kThreads, Shape::kSmemBytes, stream>>>(params);
   KC_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -153,6 +153,11 @@ void register_attention_kernels(Registry& registry) {
       "FlashAttention-3's overlap: the consumers take turns issuing WGMMAs (ping-pong), a tile's softmax runs under "
       "the previous tile's PV",
       &attention_fwd_07_fa3_overlap<__nv_bfloat16>, &attention_fwd_07_fa3_overlap<__half>));
+  registry.add_kernel(hopper_flash_entry(
+      "08_persistent", 8,
+      "rung 07 in persistent CTAs (one an SM) walking the (query tile, head) items heaviest first; the next item's "
+      "K/V and Q load while the current one finishes",
+      &attention_fwd_08_persistent<__nv_bfloat16>, &attention_fwd_08_persistent<__half>));
 }
 
 }  // namespace kc::stage3

@@ -59,5 +59,8 @@ void attention_fwd_06_tma_wgmma(const AttentionArgs<T>& args, cudaStream_t strea
 // WGMMAs (ping-pong), and a tile's softmax runs under the previous tile's P V.
 template <typename T>
 void attention_fwd_07_fa3_overlap(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache);
+// Rung 08 (sm_90a): rung 07 in persistent CTAs (one an SM) walking the work items heaviest first.
+template <typename T>
+void attention_fwd_08_persistent(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache);
 
 }  // namespace kc::stage3
