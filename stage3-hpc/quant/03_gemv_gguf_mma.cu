@@ -49,7 +49,6 @@
 #include <cstring>
 
 #include "gemv_gguf_mma.cuh"
-#include "kc/common/device.hpp"
 #include "kc/common/error.hpp"
 #include "kc/stage3/gemv_gguf_args.hpp"
 
@@ -148,32 +147,19 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   gguf_mma::reduce_and_store<kWarps, kTiles>(acc, partial, m_rows, n_cols, first_tile, y);
 }
 
-template <GgufBlockType kType, int kTiles, bool kSwapped>
-void launch_type(const GgufGemvArgs& a, int tiles, cudaStream_t stream) {
+template <GgufBlockType kType, int kTiles, bool kUpperRows, bool kSwapped>
+void launch_instance(const GgufGemvArgs& a, int tiles, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((tiles + kTiles - 1) / kTiles)), block(kWarps * 32);
-  const auto* q = reinterpret_cast<const uint4*>(a.quants);
-  const auto* s = static_cast<const uint4*>(a.scales);
-  if (a.m > 8)
-    gemv_mma_kernel<kType, kTiles, true, kSwapped><<<grid, block, 0, stream>>>(a.m, a.n, a.k, a.x, q, s, a.y);
-  else
-    gemv_mma_kernel<kType, kTiles, false, kSwapped><<<grid, block, 0, stream>>>(a.m, a.n, a.k, a.x, q, s, a.y);
+  gemv_mma_kernel<kType, kTiles, kUpperRows, kSwapped><<<grid, block, 0, stream>>>(
+      a.m, a.n, a.k, a.x, reinterpret_cast<const uint4*>(a.quants), static_cast<const uint4*>(a.scales), a.y);
 }
 
 template <bool kSwapped>
 void launch(const GgufGemvArgs& a, cudaStream_t stream) {
-  constexpr const char* kRung = "mma";
-  gguf_mma::check_fragment_args(a, kRung, "repack_gguf_blocks_for_mma, layout=2");
-  const int tiles = (a.n + 7) / 8;
-  // Two tiles a CTA when there are enough of them to fill the GPU several times over; one otherwise,
-  // so that narrow outputs still spread over every SM.
-  const bool two_tiles = tiles >= 8 * current_device_sm_count();
-  gguf_mma::dispatch_block_type(a.type, kRung, [&](auto type) {
-    if (two_tiles)
-      launch_type<decltype(type)::value, 2, kSwapped>(a, tiles, stream);
-    else
-      launch_type<decltype(type)::value, 1, kSwapped>(a, tiles, stream);
+  gguf_mma::launch_tile_rung(a, "mma", [&](auto type, auto tiles_per_cta, auto upper_rows, int tiles) {
+    launch_instance<decltype(type)::value, decltype(tiles_per_cta)::value, decltype(upper_rows)::value, kSwapped>(
+        a, tiles, stream);
   });
-  KC_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace

@@ -33,7 +33,6 @@
 
 #include "arch/sm80/cp_async.cuh"
 #include "gemv_gguf_mma.cuh"
-#include "kc/common/device.hpp"
 #include "kc/common/error.hpp"
 #include "kc/stage3/gemv_gguf_args.hpp"
 
@@ -161,28 +160,12 @@ void launch_instance(const GgufGemvArgs& a, int tiles, cudaStream_t stream) {
   kernel<<<grid, block, kBytes, stream>>>(a.m, a.n, a.k, a.x, a.quants, static_cast<const std::uint8_t*>(a.scales), a.y);
 }
 
-template <GgufBlockType kType, int kTiles, bool kSwapped>
-void launch_rows(const GgufGemvArgs& a, int tiles, cudaStream_t stream) {
-  if (a.m > 8)
-    launch_instance<kType, kTiles, true, kSwapped>(a, tiles, stream);
-  else
-    launch_instance<kType, kTiles, false, kSwapped>(a, tiles, stream);
-}
-
 template <bool kSwapped>
 void launch(const GgufGemvArgs& a, cudaStream_t stream) {
-  constexpr const char* kRung = "cp.async";
-  gguf_mma::check_fragment_args(a, kRung, "repack_gguf_blocks_for_mma, layout=2");
-  const int tiles = (a.n + 7) / 8;
-  // As rung 03: two tiles a CTA only when they fill the GPU several times over.
-  const bool two_tiles = tiles >= 8 * current_device_sm_count();
-  gguf_mma::dispatch_block_type(a.type, kRung, [&](auto type) {
-    if (two_tiles)
-      launch_rows<decltype(type)::value, 2, kSwapped>(a, tiles, stream);
-    else
-      launch_rows<decltype(type)::value, 1, kSwapped>(a, tiles, stream);
+  gguf_mma::launch_tile_rung(a, "cp.async", [&](auto type, auto tiles_per_cta, auto upper_rows, int tiles) {
+    launch_instance<decltype(type)::value, decltype(tiles_per_cta)::value, decltype(upper_rows)::value, kSwapped>(
+        a, tiles, stream);
   });
-  KC_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "arch/sm80/mma.cuh"
+#include "kc/common/device.hpp"
 #include "kc/common/error.hpp"
 #include "kc/stage3/gemv_gguf_args.hpp"
 
@@ -197,6 +198,31 @@ void dispatch_block_type(GgufBlockType type, const char* rung, Launch&& launch) 
       throw Error(fmt::format("GGUF GEMV ({}): ggml type {} is not q4_0 (2), q4_1 (3) or q8_0 (8)", rung,
                               static_cast<int>(type)));
   }
+}
+
+// The launch of a rung on the 8-column tiles of layout=2 (rungs 03 and 04): checks the arguments,
+// then calls launch(type, tiles_per_cta, upper_rows, tiles) with three compile-time choices — the
+// block type; two tiles a CTA when there are enough tiles to fill the GPU several times over, one
+// otherwise (so that narrow outputs still spread over every SM); the fragments' second 8 rows for
+// M > 8 — and the tile count.
+template <class Launch>
+void launch_tile_rung(const GgufGemvArgs& a, const char* rung, Launch&& launch) {
+  check_fragment_args(a, rung, "repack_gguf_blocks_for_mma, layout=2");
+  const int tiles = (a.n + 7) / 8;
+  const bool two_tiles = tiles >= 8 * current_device_sm_count();
+  dispatch_block_type(a.type, rung, [&](auto type) {
+    const auto with_rows = [&](auto tiles_per_cta) {
+      if (a.m > 8)
+        launch(type, tiles_per_cta, std::true_type{}, tiles);
+      else
+        launch(type, tiles_per_cta, std::false_type{}, tiles);
+    };
+    if (two_tiles)
+      with_rows(std::integral_constant<int, 2>{});
+    else
+      with_rows(std::integral_constant<int, 1>{});
+  });
+  KC_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace kc::stage3::gguf_mma
