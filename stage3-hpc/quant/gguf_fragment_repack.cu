@@ -26,8 +26,7 @@ void repack_on_device(GgufBlockType type, const GgufFragmentLayout& layout, cons
           "{}: N must be >= 1 and K a positive multiple of 32 (got N {}, K {})", who, n, k);
   require(blocks != nullptr && quants != nullptr && scales != nullptr, "{}: blocks, quants and scales must be non-null",
           who);
-  const std::size_t lanes =
-      (layout.tile_rows == 16 ? gguf_mma16_tiles(n, k) : gguf_mma_tiles(n, k)) * static_cast<std::size_t>(32);
+  const std::size_t lanes = gguf_fragment_tiles(layout, n, k) * static_cast<std::size_t>(32);
   const unsigned grid = static_cast<unsigned>(std::min<std::size_t>((lanes + 255) / 256, 65535));
   auto* s = static_cast<std::uint8_t*>(scales);
   switch (type) {

@@ -42,34 +42,33 @@ Shape w_shape(const Problem& p) {
   return Shape{p.dims[1], blocks_per_row(p) * gguf_block_bytes(gguf_block_type(p))};
 }
 
+// The fragment layout behind a `layout` value, or null for the layouts that are not one (0, 1).
+const GgufFragmentLayout* fragment_layout(GgufLayout layout) {
+  if (layout == GgufLayout::mma) return &kGgufLayoutMma;
+  if (layout == GgufLayout::mma_weights_a) return &kGgufLayoutMmaWeightsA;
+  return nullptr;
+}
+
 // The repacked operands: bytes of quants (i8) and halves of scales (f16, two a block for q4_1);
-// at layout=2 one row per tile of 8 rows x 4 blocks (padding included).
+// at layouts 2 and 3 one row per tile-chunk (padding included).
 Shape quants_shape(const Problem& p) {
   const GgufBlockType type = gguf_block_type(p);
-  if (gguf_layout(p) == GgufLayout::mma_weights_a) {
+  if (const GgufFragmentLayout* layout = fragment_layout(gguf_layout(p))) {
     const int n = static_cast<int>(p.dims[1]), k = static_cast<int>(p.dims[2]);
-    return Shape{static_cast<std::int64_t>(gguf_mma16_tiles(n, k)),
-                 static_cast<std::int64_t>(gguf_mma16_quant_bytes(type, n, k) / gguf_mma16_tiles(n, k))};
-  }
-  if (gguf_layout(p) == GgufLayout::mma) {
-    const int n = static_cast<int>(p.dims[1]), k = static_cast<int>(p.dims[2]);
-    return Shape{static_cast<std::int64_t>(gguf_mma_tiles(n, k)),
-                 static_cast<std::int64_t>(gguf_mma_quant_bytes(type, n, k) / gguf_mma_tiles(n, k))};
+    const std::size_t tiles = gguf_fragment_tiles(*layout, n, k);
+    return Shape{static_cast<std::int64_t>(tiles),
+                 static_cast<std::int64_t>(gguf_fragment_quant_bytes(type, *layout, n, k) / tiles)};
   }
   return Shape{p.dims[1], blocks_per_row(p) * gguf_quant_bytes(type)};
 }
 
 Shape scales_shape(const Problem& p) {
   const GgufBlockType type = gguf_block_type(p);
-  if (gguf_layout(p) == GgufLayout::mma_weights_a) {
+  if (const GgufFragmentLayout* layout = fragment_layout(gguf_layout(p))) {
     const int n = static_cast<int>(p.dims[1]), k = static_cast<int>(p.dims[2]);
-    return Shape{static_cast<std::int64_t>(gguf_mma16_tiles(n, k)),
-                 static_cast<std::int64_t>(gguf_mma16_scale_bytes(type, n, k) / gguf_mma16_tiles(n, k) / 2)};
-  }
-  if (gguf_layout(p) == GgufLayout::mma) {
-    const int n = static_cast<int>(p.dims[1]), k = static_cast<int>(p.dims[2]);
-    return Shape{static_cast<std::int64_t>(gguf_mma_tiles(n, k)),
-                 static_cast<std::int64_t>(gguf_mma_scale_bytes(type, n, k) / gguf_mma_tiles(n, k) / 2)};
+    const std::size_t tiles = gguf_fragment_tiles(*layout, n, k);
+    return Shape{static_cast<std::int64_t>(tiles),
+                 static_cast<std::int64_t>(gguf_fragment_scale_bytes(type, *layout, n, k) / tiles / 2)};
   }
   return Shape{p.dims[1], blocks_per_row(p) * gguf_scale_bytes(type) / 2};
 }
@@ -183,11 +182,10 @@ GgufRepacked repack_for_fragments(GgufBlockType type, const GgufFragmentLayout& 
     throw Error(fmt::format("{}: {} bytes are not the {} x {} blocks of {} bytes of an N = {}, K = {} weight (ggml "
                             "type {})",
                             who, byte_count, n, k_blocks, size, n, k, static_cast<int>(type)));
-  const bool sixteen = layout.tile_rows == 16;
   GgufRepacked out;
-  out.quants.resize(sixteen ? gguf_mma16_quant_bytes(type, n, k) : gguf_mma_quant_bytes(type, n, k));
-  out.scales.resize(sixteen ? gguf_mma16_scale_bytes(type, n, k) : gguf_mma_scale_bytes(type, n, k));
-  const std::size_t tile_chunks = sixteen ? gguf_mma16_tiles(n, k) : gguf_mma_tiles(n, k);
+  out.quants.resize(gguf_fragment_quant_bytes(type, layout, n, k));
+  out.scales.resize(gguf_fragment_scale_bytes(type, layout, n, k));
+  const std::size_t tile_chunks = gguf_fragment_tiles(layout, n, k);
   for (std::size_t tile_chunk = 0; tile_chunk < tile_chunks; ++tile_chunk)
     for (int lane = 0; lane < 32; ++lane)
       repack_gguf_fragment_lane(type, layout, bytes, n, k, tile_chunk, lane, out.quants.data(), out.scales.data());

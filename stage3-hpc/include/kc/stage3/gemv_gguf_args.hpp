@@ -167,25 +167,35 @@ __host__ __device__ inline void repack_gguf_fragment_lane(GgufBlockType type, co
 // The values of the op's parameter `layout`.
 enum class GgufLayout : int { blocks = 0, repacked = 1, mma = 2, mma_weights_a = 3 };
 
-// layout=2: the bytes of quants and of scales of an N x K weight (padding included).
-constexpr std::size_t gguf_mma_tiles(int n, int k) {
-  return static_cast<std::size_t>((n + 7) / 8) * static_cast<std::size_t>((k / kGgufBlockWeights + 3) / 4);
+// A fragment layout's tile-chunks (tiles of tile_rows rows x 4 blocks) of an N x K weight, and the
+// bytes of quants and of scales it writes for them (padding included): per tile-chunk 32 lanes of
+// halves x 16 bytes of quants (twice that for q8_0), and scale_owners lanes of 8 scale entries.
+constexpr std::size_t gguf_fragment_tiles(const GgufFragmentLayout& layout, int n, int k) {
+  return static_cast<std::size_t>((n + layout.tile_rows - 1) / layout.tile_rows) *
+         static_cast<std::size_t>((k / kGgufBlockWeights + 3) / 4);
 }
+constexpr std::size_t gguf_fragment_quant_bytes(GgufBlockType type, const GgufFragmentLayout& layout, int n, int k) {
+  return gguf_fragment_tiles(layout, n, k) * 32 * static_cast<std::size_t>(layout.halves) *
+         (type == GgufBlockType::q8_0 ? 32 : 16);
+}
+constexpr std::size_t gguf_fragment_scale_bytes(GgufBlockType type, const GgufFragmentLayout& layout, int n, int k) {
+  return gguf_fragment_tiles(layout, n, k) * static_cast<std::size_t>(layout.scale_owners) * 8 *
+         static_cast<std::size_t>(gguf_scale_bytes(type));
+}
+// layout=2 and layout=3 by name.
+constexpr std::size_t gguf_mma_tiles(int n, int k) { return gguf_fragment_tiles(kGgufLayoutMma, n, k); }
 constexpr std::size_t gguf_mma_quant_bytes(GgufBlockType type, int n, int k) {
-  return gguf_mma_tiles(n, k) * 32 * (type == GgufBlockType::q8_0 ? 32 : 16);
+  return gguf_fragment_quant_bytes(type, kGgufLayoutMma, n, k);
 }
 constexpr std::size_t gguf_mma_scale_bytes(GgufBlockType type, int n, int k) {
-  return gguf_mma_tiles(n, k) * 32 * static_cast<std::size_t>(gguf_scale_bytes(type));
+  return gguf_fragment_scale_bytes(type, kGgufLayoutMma, n, k);
 }
-// layout=3: the same for tiles of 16 rows.
-constexpr std::size_t gguf_mma16_tiles(int n, int k) {
-  return static_cast<std::size_t>((n + 15) / 16) * static_cast<std::size_t>((k / kGgufBlockWeights + 3) / 4);
-}
+constexpr std::size_t gguf_mma16_tiles(int n, int k) { return gguf_fragment_tiles(kGgufLayoutMmaWeightsA, n, k); }
 constexpr std::size_t gguf_mma16_quant_bytes(GgufBlockType type, int n, int k) {
-  return gguf_mma16_tiles(n, k) * 32 * (type == GgufBlockType::q8_0 ? 64 : 32);
+  return gguf_fragment_quant_bytes(type, kGgufLayoutMmaWeightsA, n, k);
 }
 constexpr std::size_t gguf_mma16_scale_bytes(GgufBlockType type, int n, int k) {
-  return gguf_mma16_tiles(n, k) * 64 * static_cast<std::size_t>(gguf_scale_bytes(type));
+  return gguf_fragment_scale_bytes(type, kGgufLayoutMmaWeightsA, n, k);
 }
 
 struct GgufGemvArgs {
