@@ -35,10 +35,7 @@ HopperAttention& hopper_attention_for_current_device() {
   std::unique_ptr<HopperAttention>& entry = devices[device];
   if (!entry) {
     entry = std::make_unique<HopperAttention>();
-    int major = 0, minor = 0;
-    KC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    KC_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-    entry->runs = major * 10 + minor == 90 && built_with_sm90a_code();
+    entry->runs = query_device(device).compute_capability() == 90 && built_with_sm90a_code();
   }
   return *entry;
 }

@@ -60,12 +60,18 @@ KernelEntry attention_entry(const std::string& name, int rung, std::string idea)
   return attention_kernel_entry(kAttentionFwdOp, name, rung, std::move(idea));
 }
 
-KernelEntry flash_entry(const std::string& name, int rung, std::string idea, FlashLaunchBf16 launch_bf16,
-                        FlashLaunchF16 launch_f16) {
+// A fused rung's entry without its launch: what it supports (D = 64 or 128) and refuses.
+KernelEntry fused_entry(const std::string& name, int rung, std::string idea) {
   KernelEntry entry = attention_entry(name, rung, std::move(idea));
   entry.constraints = kFlashConstraints;
   entry.supports = &flash_attention_shape_error;
   entry.refuses = flash_attention_refusals();
+  return entry;
+}
+
+KernelEntry flash_entry(const std::string& name, int rung, std::string idea, FlashLaunchBf16 launch_bf16,
+                        FlashLaunchF16 launch_f16) {
+  KernelEntry entry = fused_entry(name, rung, std::move(idea));
   entry.launch = [launch_bf16, launch_f16](const Problem& problem, Operands& operands, cudaStream_t stream) {
     if (problem.dtype == DType::bf16)
       launch_bf16(attention_args<__nv_bfloat16>(problem, operands), stream);
@@ -82,7 +88,7 @@ using HopperFlashLaunchF16 = void (*)(const AttentionArgs<__half>&, cudaStream_t
 // with its own cache of tensor maps.
 KernelEntry hopper_flash_entry(const std::string& name, int rung, std::string idea,
                                HopperFlashLaunchBf16 launch_bf16, HopperFlashLaunchF16 launch_f16) {
-  KernelEntry entry = flash_entry(name, rung, std::move(idea), nullptr, nullptr);
+  KernelEntry entry = fused_entry(name, rung, std::move(idea));
   entry.min_compute_capability = kHopper;
   entry.max_compute_capability = kHopper;
   auto cache = std::make_shared<HopperLaunchCache>();
