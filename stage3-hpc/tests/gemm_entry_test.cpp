@@ -177,7 +177,7 @@ TEST(GemmDispatch, TheMeasuredH200ShapesAndTheDocumentedFallbacks) {
   EXPECT_EQ(choose_gemm_path(problem(8192, 14336, 4096), kH200), kRung09);
   EXPECT_EQ(choose_gemm_path(problem(8192, 4096, 14336), kH200), kRung09);
   EXPECT_EQ(choose_gemm_path(problem(4093, 2049, 1088), kH200), kRung09);
-  // docs/benchmarks/h200/stage3-gemm-entry.md: rung 09 at 56-71% of cuBLAS where K % 64 != 0.
+  // docs/notes/2026-12-02-gemm-k-alignment.md: rung 09 well below cuBLAS where K % 64 != 0.
   EXPECT_EQ(choose_gemm_path(problem(4093, 2049, 1032), kH200), cublas(GemmFallback::k_rows_unaligned));
   EXPECT_EQ(choose_gemm_path(problem(4096, 4096, 4104), kH200), cublas(GemmFallback::k_rows_unaligned));
   EXPECT_EQ(choose_gemm_path(problem(3000, 3000, 3000), kH200), cublas(GemmFallback::k_rows_unaligned));
