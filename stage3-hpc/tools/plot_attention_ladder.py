@@ -5,7 +5,7 @@
         --output docs/benchmarks/h200/stage3-attention.png
 
 TFLOPS against the sequence length (Sq = Sk) on the op's bench shapes with B x S = 16k tokens, one
-panel per head dimension and mask: the tensor-core rungs (04-07 by default, --rungs to change it),
+panel per head dimension and mask: the tensor-core rungs (04-08 by default, --rungs to change it),
 the PyTorch SDPA peers (FlashAttention-2 and cuDNN backends, timed by bench/peers/torch_peers.py on
 the same machine and merged into the table) and the baseline, cuDNN's SDPA in its own run. TFLOPS,
 not % of baseline, so that the peers and the baseline sit on the same axis as the rungs; the
@@ -40,7 +40,7 @@ def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("report", help="stage3-attention.json written by kc-bench --markdown")
     parser.add_argument("--output", required=True, help="image to write (.svg or .png)")
-    parser.add_argument("--rungs", default="4,5,6,7", help="kc rungs to draw (default 4,5,6,7)")
+    parser.add_argument("--rungs", default="4,5,6,7,8", help="kc rungs to draw (default 4,5,6,7,8)")
     args = parser.parse_args(argv)
     rungs = [int(r) for r in args.rungs.split(",")]
 
