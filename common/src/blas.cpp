@@ -205,10 +205,11 @@ void cublas_gemm_grouped_ex(cublasHandle_t handle, cudaStream_t stream, const Ge
 }
 
 CublasLtGemm::CublasLtGemm(cublasLtHandle_t handle, GemmShape shape, DType ab_type, DType c_type,
-                           BLayout b_layout, LtEpilogue epilogue, std::size_t workspace_bytes)
-    : handle_(handle), epilogue_(epilogue), workspace_(workspace_bytes) {
+                           BLayout b_layout, LtEpilogue epilogue, std::size_t workspace_bytes,
+                           LtScaling scaling)
+    : handle_(handle), epilogue_(epilogue), scaling_(scaling), workspace_(workspace_bytes) {
   try {
-    plan(shape, ab_type, c_type, b_layout, epilogue, workspace_bytes);
+    plan(shape, ab_type, c_type, b_layout, epilogue, workspace_bytes, scaling);
   } catch (...) {
     release();  // the destructor does not run for a half-built object
     throw;
@@ -216,11 +217,13 @@ CublasLtGemm::CublasLtGemm(cublasLtHandle_t handle, GemmShape shape, DType ab_ty
 }
 
 void CublasLtGemm::plan(GemmShape shape, DType ab_type, DType c_type, BLayout b_layout,
-                        LtEpilogue epilogue, std::size_t workspace_bytes) {
+                        LtEpilogue epilogue, std::size_t workspace_bytes, LtScaling scaling) {
   require_gemm_shape(shape);
   const bool fp8 = ab_type == DType::f8e4m3 || ab_type == DType::f8e5m2;
   require(!fp8 || b_layout == BLayout::n_by_k,
           "cuBLASLt FP8 matmul needs B stored N x K (\"TN\"); got {}", b_layout_name(b_layout));
+  require(scaling == LtScaling::none || fp8, "cuBLASLt scale operands are for FP8 inputs, not {}",
+          dtype_name(ab_type));
   const ColumnMajorCall call = column_major(shape, b_layout);
   KC_CUBLAS_CHECK(cublasLtMatmulDescCreate(&operation_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t op_n = CUBLAS_OP_N;
@@ -236,6 +239,15 @@ void CublasLtGemm::plan(GemmShape shape, DType ab_type, DType c_type, BLayout b_
                                                    &gelu_bias, sizeof(gelu_bias)));
     KC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(operation_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
                                                    &bias_type, sizeof(bias_type)));
+  }
+  if (scaling == LtScaling::block) {
+    // cuBLASLt's "A" is our B (N x K weights: 128 x 128 blocks), its "B" our A (1 x 128 pieces).
+    const cublasLtMatmulMatrixScale_t weight_blocks = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+    const cublasLtMatmulMatrixScale_t row_pieces = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    KC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(operation_, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &weight_blocks,
+                                                   sizeof(weight_blocks)));
+    KC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(operation_, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &row_pieces,
+                                                   sizeof(row_pieces)));
   }
   // cuBLASLt's "A" is our B (stored rows x cols in column-major terms), "B" is our A.
   const std::uint64_t b_rows = call.op_b == CUBLAS_OP_N ? call.m : call.k;
@@ -272,7 +284,16 @@ void CublasLtGemm::release() noexcept {
 }
 
 void CublasLtGemm::run(float alpha, const void* a, const void* b, float beta, void* c,
-                       cudaStream_t stream, const void* bias) const {
+                       cudaStream_t stream, const void* bias, const float* scale_a,
+                       const float* scale_b) const {
+  if (scaling_ != LtScaling::none) {
+    require(scale_a != nullptr && scale_b != nullptr, "cuBLASLt FP8 matmul: a scale pointer is null");
+    // Swapped like the operands: cuBLASLt's A is our B.
+    KC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(operation_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale_b,
+                                                   sizeof(scale_b)));
+    KC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(operation_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale_a,
+                                                   sizeof(scale_a)));
+  }
   if (epilogue_ == LtEpilogue::gelu_bias) {
     require(bias != nullptr, "cuBLASLt GELU_BIAS epilogue: the bias pointer is null");
     KC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(operation_, CUBLASLT_MATMUL_DESC_BIAS_POINTER,

@@ -162,15 +162,7 @@ OpConfig gemm_op_config(const GemmOpConfig& config) {
     const GemmShape s = gemm_shape(p);
     return 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k);
   };
-  op.supports = [](const Problem& p) -> std::string {
-    const GemmShape s = gemm_shape(p);
-    // kc kernels index with 32-bit integers.
-    constexpr std::int64_t limit = INT32_MAX;
-    if (s.m * s.k > limit || s.k * s.n > limit || s.m * s.n > limit)
-      return fmt::format("{}: a matrix with more than 2^31-1 elements does not fit the 32-bit "
-                         "indexing kc kernels use", p.shape());
-    return {};
-  };
+  op.supports = [](const Problem& p) { return gemm_index_limit_error(gemm_shape(p), p.shape()); };
   op.bench = config.bench.empty() ? default_gemm_bench_problems() : config.bench;
   op.conformance = config.conformance.empty() ? default_gemm_conformance_problems() : config.conformance;
 
@@ -207,5 +199,28 @@ OpConfig gemm_op_config(const GemmOpConfig& config) {
 }
 
 OpSpec make_gemm_op(const GemmOpConfig& config) { return build_op(gemm_op_config(config)); }
+
+std::string gemm_index_limit_error(GemmShape s, std::string_view what) {
+  constexpr std::int64_t limit = INT32_MAX;
+  if (s.m * s.k > limit || s.k * s.n > limit || s.m * s.n > limit)
+    return fmt::format("{}: a matrix with more than 2^31 - 1 elements does not fit the 32-bit indexing kc kernels use",
+                       what);
+  return {};
+}
+
+void set_gemm_accounting(OpConfig& op, std::function<GemmShape(const Problem&)> shape_of) {
+  const auto multiply_adds = [shape_of](const Problem& p) {
+    const GemmShape s = shape_of(p);
+    return static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k);
+  };
+  op.reference_work = multiply_adds;
+  op.accuracy = [shape_of](const Problem& p, const std::string&, DType output) {
+    Accuracy accuracy;
+    accuracy.output = output;
+    accuracy.terms = static_cast<double>(shape_of(p).k);
+    return accuracy;
+  };
+  op.flops = [multiply_adds](const Problem& p) { return 2.0 * multiply_adds(p); };
+}
 
 }  // namespace kc

@@ -1,6 +1,8 @@
-// The fused op's device reference: + bias and GELU applied in FP64 to cuBLAS's FP64 product.
+// Device halves of stage 3's GEMM references: the fused op's + bias and GELU applied in FP64 to
+// cuBLAS's FP64 product, and the FP8 GEMM's operands times their scales.
 #include "kc/common/error.hpp"
 #include "kc/core/gelu.hpp"
+#include "kc/stage3/fp8_gemm_args.hpp"
 #include "kc/stage3/register.hpp"
 
 namespace kc::stage3 {
@@ -19,6 +21,28 @@ __global__ void bias_gelu_reference_kernel(double* c, const double* bias, std::i
 void bias_gelu_reference_inplace(double* c, const double* bias, std::int64_t m, std::int64_t n,
                                  cudaStream_t stream) {
   bias_gelu_reference_kernel<<<1024, 256, 0, stream>>>(c, bias, m, n);
+  KC_CHECK_LAUNCH();
+}
+
+}  // namespace kc::stage3
+
+// The FP8 GEMM's device reference: its operands, converted to double, times their scales.
+namespace kc::stage3 {
+namespace {
+
+__global__ void fp8_dequantize_reference_kernel(double* values, std::int64_t rows, std::int64_t cols,
+                                                const float* scales, Fp8ScaleMap map) {
+  const std::int64_t count = rows * cols;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    values[i] *= static_cast<double>(scales[map(i / cols, i % cols)]);
+}
+
+}  // namespace
+
+void fp8_dequantize_reference(double* values, std::int64_t rows, std::int64_t cols, const float* scales,
+                              Fp8ScaleMap map, cudaStream_t stream) {
+  fp8_dequantize_reference_kernel<<<1024, 256, 0, stream>>>(values, rows, cols, scales, map);
   KC_CHECK_LAUNCH();
 }
 

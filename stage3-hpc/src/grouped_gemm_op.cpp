@@ -259,11 +259,8 @@ std::string grouped_gemm_shape_error(const Problem& p) {
   if (!std::isfinite(skew) || skew < 0) return fmt::format("skew must be finite and >= 0 (got {:g})", skew);
   if (!is_whole(seed) || seed < 0 || seed >= kLargestSeed)
     return fmt::format("routing_seed must be a whole number from 0 to 2^53 - 1 (got {:g})", seed);
-  const std::int64_t m = tokens_of(p), n = n_of(p), k = k_of(p);
-  constexpr std::int64_t limit = INT32_MAX;  // kc kernels index one matrix with 32-bit integers
-  if (m * k > limit || m * n > limit || n * k > limit)
-    return fmt::format("{} tokens={}: A, C or one expert's B has more than 2^31 - 1 elements", p.shape(), m);
-  return {};
+  // A [tokens, K], C [tokens, N] and one expert's B [N, K].
+  return gemm_index_limit_error({tokens_of(p), n_of(p), k_of(p)}, fmt::format("{} tokens={}", p.shape(), tokens_of(p)));
 }
 
 std::string grouped_gemm_tiles_shape_error(const Problem& p) {
@@ -311,19 +308,8 @@ OpSpec make_grouped_gemm_op() {
                  output("C", [](const Problem& p) { return Shape{tokens_of(p), n_of(p)}; })};
   op.host_reference = &host_reference;
   op.device_reference = &device_reference;
-  op.reference_work = [](const Problem& p) {
-    return static_cast<double>(tokens_of(p)) * static_cast<double>(n_of(p)) * static_cast<double>(k_of(p));
-  };
   // As hgemm with beta = 0: K products summed in FP32, one rounding to bf16.
-  op.accuracy = [](const Problem& p, const std::string&, DType output) {
-    Accuracy accuracy;
-    accuracy.output = output;
-    accuracy.terms = static_cast<double>(k_of(p));
-    return accuracy;
-  };
-  op.flops = [](const Problem& p) {
-    return 2.0 * static_cast<double>(tokens_of(p)) * static_cast<double>(n_of(p)) * static_cast<double>(k_of(p));
-  };
+  set_gemm_accounting(op, [](const Problem& p) { return GemmShape{tokens_of(p), n_of(p), k_of(p)}; });
   op.bytes = [](const Problem& p) {
     if (!grouped_gemm_shape_error(p).empty()) return 0.0;
     const std::vector<std::int64_t> counts = grouped_gemm_counts(p);

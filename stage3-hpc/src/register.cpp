@@ -9,6 +9,7 @@
 #include "kc/common/gemm.hpp"
 #include "kc/stage3/attention.hpp"
 #include "kc/stage3/attention_decode.hpp"
+#include "kc/stage3/fp8_gemm.hpp"
 #include "kc/stage3/gemv_gguf.hpp"
 #include "kc/stage3/gemm.hpp"
 #include "kc/stage3/grouped_gemm.hpp"
@@ -192,6 +193,9 @@ void register_kernels(Registry& registry) {
 
   // Mixture-of-experts: the grouped GEMM (gemm/grouped/), its own table.
   register_grouped_gemm_kernels(registry);
+
+  // Low precision: the FP8 GEMM (quant/fp8/), its own table.
+  register_fp8_gemm_kernels(registry);
 
   // Low precision: the GEMV on GGUF blocks (quant/), its own table.
   if (!registry.has_op(kGemvGgufOp)) registry.add_op(make_gemv_gguf_op());

@@ -6,6 +6,7 @@
 #include "kc/common/gemm.hpp"
 #include "kc/stage3/attention.hpp"
 #include "kc/stage3/attention_decode.hpp"
+#include "kc/stage3/fp8_gemm.hpp"
 #include "kc/stage3/grouped_gemm.hpp"
 #include "kc/stage3/register.hpp"
 #include "kc/testing/negative_controls.hpp"
@@ -178,6 +179,41 @@ TEST(NegativeControlsAttention, SkippedKvTileFails) {
   for (const DType dtype : {DType::bf16, DType::f16}) {
     const CheckOutcome o = check_attention("nc_skips_last_kv_tile", {2, 4, 1, 77, 1000, 64}, dtype, {});
     EXPECT_EQ(o.status, CheckOutcome::Status::failed) << dtype_name(dtype) << ": " << o.detail;
+  }
+}
+
+// FP8 GEMM: rung 01 passes the long-K problems (K = 8192, and the 4096^3 benchmark shape) and
+// each flawed copy of its kernel fails them: the missed FP32 promotion shows as a sum over all of
+// K in the tensor cores' narrower accumulator, the doubled scale and the wrong K block's scales
+// wherever the scales differ. Hopper only: elsewhere the rung and the controls are refused.
+CheckOutcome check_fp8(const std::string& name, const std::vector<std::int64_t>& dims, double scaling) {
+  const Registry& r = registry_with_controls();
+  const Problem problem = r.op(stage3::kFp8GemmOp).problem(dims, DType::f8e4m3, {{"scaling", scaling}});
+  return check_kernel(r, r.kernel(std::string("stage3/fp8_gemm/") + name), problem, 1, shared_context());
+}
+
+TEST(NegativeControlsFp8, EachFlawFailsWhereTheRungPasses) {
+  KC_SKIP_WITHOUT_GPU();
+  for (const std::vector<std::int64_t>& dims : {std::vector<std::int64_t>{256, 256, 8192},
+                                                std::vector<std::int64_t>{4096, 4096, 4096}}) {
+    for (const double scaling : {0.0, 1.0}) {
+      const CheckOutcome rung = check_fp8("01_tma_wgmma", dims, scaling);
+      if (rung.status == CheckOutcome::Status::unsupported) GTEST_SKIP() << rung.detail;
+      EXPECT_TRUE(rung.passed()) << rung.detail;
+      std::printf("fp8 rung 01 at %lldx%lldx%lld scaling=%g: %s\n", static_cast<long long>(dims[0]),
+                  static_cast<long long>(dims[1]), static_cast<long long>(dims[2]), scaling, rung.detail.c_str());
+      std::vector<const char*> controls = {"nc_no_fp32_promotion"};
+      if (scaling == 1.0) {
+        controls.push_back("nc_scale_applied_twice");
+        controls.push_back("nc_next_blocks_scales");
+      }
+      for (const char* control : controls) {
+        const CheckOutcome o = check_fp8(control, dims, scaling);
+        EXPECT_EQ(o.status, CheckOutcome::Status::failed) << control << ": " << o.detail;
+        std::printf("%s at %lldx%lldx%lld scaling=%g: %s\n", control, static_cast<long long>(dims[0]),
+                    static_cast<long long>(dims[1]), static_cast<long long>(dims[2]), scaling, o.detail.c_str());
+      }
+    }
   }
 }
 

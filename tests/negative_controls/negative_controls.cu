@@ -415,6 +415,7 @@ std::vector<NegativeControl> negative_controls() {
   for (const AttentionControl& c : kDecodeControls)
     list.push_back({std::string("stage3/") + stage3::kAttentionDecodeOp + "/" + c.name, c.flaw});
   for (const NegativeControl& c : grouped_gemm_controls()) list.push_back(c);
+  for (const NegativeControl& c : fp8_gemm_controls()) list.push_back(c);
   return list;
 }
 
@@ -457,6 +458,7 @@ void register_negative_controls(Registry& registry) {
   if (!registry.has_op(stage3::kAttentionDecodeOp)) registry.add_op(stage3::make_attention_decode_op());
   for (const AttentionControl& c : kDecodeControls) add_attention_control(registry, stage3::kAttentionDecodeOp, c);
   register_grouped_gemm_controls(registry);
+  register_fp8_gemm_controls(registry);
 }
 
 }  // namespace kc::testing

@@ -1,11 +1,14 @@
-// arch/sm90/wgmma_narrow.cuh — the narrower WGMMA shapes of the Hopper attention rungs (the GEMM
-// ladder uses only m64n256k16, arch/sm90/wgmma.cuh, whose fences and waits these share).
+// arch/sm90/wgmma_narrow.cuh — the narrower WGMMA shapes of the Hopper attention rungs and of the
+// FP8 GEMM (the bf16 GEMM ladder uses only m64n256k16, arch/sm90/wgmma.cuh, whose fences and waits
+// these share).
 //
 //   S = Q K^T    m64n128k16, A (Q) and B (K) both K-major in shared memory: 128 keys a tile.
 //   O += P V     m64n{64,128}k16 with A (P) from registers and B (V) MN-major in shared memory:
 //                N = D, the head dimension; K = 16 keys a step.
+//   FP8 GEMM     m64n128k32, e4m3 A and B both K-major in shared memory: 32 one-byte elements are
+//                the same 32 bytes of a 128-byte swizzled row as 16 bf16 (quant/fp8/).
 //
-// bf16 or f16 inputs (the template's T), FP32 accumulators. Accumulator layout (as for n256): thread
+// bf16 or f16 inputs (the template's T), or e4m3, FP32 accumulators. Accumulator layout (as for n256): thread
 // t of the warpgroup holds, for 8-column slice j, d[4j + 0..1] = row 16 (t / 32) + (t % 32) / 4,
 // columns 8j + 2 (t % 4) + {0, 1}, and d[4j + 2..3] the same columns 8 rows further down.
 //
@@ -122,6 +125,20 @@ __device__ __forceinline__ void wgmma_m64nNk16_rs_transposed_b(float (&d)[N / 2]
     else
       KC_WGMMA_M64N64K16_RS_TRANSPOSED_B("bf16");
   }
+}
+
+// D(64 x 128) += A(64 x 32) . B(32 x 128), FP8 e4m3 A and B K-major in shared memory (FP8 WGMMA
+// has no transpose: both operands must be K-major). Same descriptors and accumulator layout as
+// the 16-bit shapes; the K step is 32 elements = 32 bytes. `accumulate` = 0 ignores D's old value.
+// The tensor cores keep the sum of an FP8 product in fewer bits than FP32 (the FP8 GEMM's header
+// says what that costs and how the kernel promotes partial sums).
+__device__ __forceinline__ void wgmma_m64n128k32_e4m3(float (&d)[64], std::uint64_t descriptor_a,
+                                                      std::uint64_t descriptor_b, std::uint32_t accumulate) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {"
+               KC_WGMMA_ACCUMULATOR_REGISTERS_64 "}, %64, %65, p, 1, 1;\n}\n"
+               : KC_WGMMA_ACCUMULATOR_OPERANDS_64
+               : "l"(descriptor_a), "l"(descriptor_b), "r"(accumulate));
 }
 
 #undef KC_WGMMA_M64N128K16_SS

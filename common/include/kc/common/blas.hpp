@@ -115,25 +115,38 @@ enum class LtEpilogue {
   gelu_bias,
 };
 
+// How an FP8 matmul's operands are scaled (kc's row-major terms, the stage-3 FP8 GEMM's
+// definitions in kc/stage3/fp8_gemm_args.hpp):
+//   none        no scale operands (alpha only)
+//   per_tensor  one FP32 scale for A and one for B, device pointers given to run()
+//   block       A: one FP32 scale per 1 x 128 piece of a row, stored [ceil(K/128), M] (M
+//               contiguous); B (N x K): one per 128 x 128 block, stored [ceil(N/128), ceil(K/128)]
+//               (cuBLASLt's VEC128_32F and BLK128x128_32F modes, CUDA 12.9 and newer; no fast
+//               accumulation). cuBLASLt reads those layouts with 16-byte aligned columns: M and
+//               ceil(K/128) multiples of 4.
+enum class LtScaling { none, per_tensor, block };
+
 // One cuBLASLt matmul plan: descriptors and the heuristic's best algorithm chosen once, then run
 // many times. FP32 accumulation (CUBLAS_COMPUTE_32F); for FP8 inputs C is bf16/f16/f32 and B
-// must be N x K (the only FP8 layout cuBLASLt offers).
+// must be N x K (the only FP8 layout cuBLASLt offers). FP8 accumulation is cuBLASLt's default,
+// not its "fast accumulation" mode: partial sums are promoted to FP32.
 class CublasLtGemm {
  public:
   CublasLtGemm(cublasLtHandle_t handle, GemmShape shape, DType ab_type, DType c_type,
                BLayout b_layout, LtEpilogue epilogue = LtEpilogue::none,
-               std::size_t workspace_bytes = std::size_t{32} << 20);
+               std::size_t workspace_bytes = std::size_t{32} << 20, LtScaling scaling = LtScaling::none);
   ~CublasLtGemm();
   CublasLtGemm(const CublasLtGemm&) = delete;
   CublasLtGemm& operator=(const CublasLtGemm&) = delete;
 
-  // `bias`: N elements of C's type, for LtEpilogue::gelu_bias (else ignored).
+  // `bias`: N elements of C's type, for LtEpilogue::gelu_bias (else ignored). `scale_a`,
+  // `scale_b`: device FP32 scales of A and B as the plan's LtScaling says (else ignored).
   void run(float alpha, const void* a, const void* b, float beta, void* c, cudaStream_t stream,
-           const void* bias = nullptr) const;
+           const void* bias = nullptr, const float* scale_a = nullptr, const float* scale_b = nullptr) const;
 
  private:
   void plan(GemmShape shape, DType ab_type, DType c_type, BLayout b_layout, LtEpilogue epilogue,
-            std::size_t workspace_bytes);
+            std::size_t workspace_bytes, LtScaling scaling);
   void release() noexcept;
 
   cublasLtHandle_t handle_;
@@ -141,6 +154,7 @@ class CublasLtGemm {
   cublasLtMatrixLayout_t layout_a_ = nullptr, layout_b_ = nullptr, layout_c_ = nullptr;
   cublasLtMatmulAlgo_t algorithm_{};
   LtEpilogue epilogue_ = LtEpilogue::none;
+  LtScaling scaling_ = LtScaling::none;
   mutable DeviceBuffer<std::byte> workspace_;
 };
 

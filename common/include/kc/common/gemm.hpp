@@ -9,6 +9,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kc/common/blas.hpp"
@@ -41,6 +42,16 @@ std::vector<ProblemSpec> default_gemm_bench_problems();
 std::vector<ProblemSpec> default_gemm_conformance_problems();
 
 GemmShape gemm_shape(const Problem& problem);
+
+// What a GEMM-like op without beta (C = A.B^T written, never read) shares: the reference's work
+// (M N K multiply-adds), the accuracy (K products summed in FP32, one rounding to the output type)
+// and the FLOPs (2 M N K), all from the problem's GEMM shape as `shape_of` gives it.
+void set_gemm_accounting(OpConfig& op, std::function<GemmShape(const Problem&)> shape_of);
+
+// "" when A (M x K), B (K x N) and C (M x N) each hold at most 2^31 - 1 elements, the 32-bit
+// indexing kc kernels use; otherwise a sentence that starts with `what` (the problem as the op
+// names it) and says so.
+std::string gemm_index_limit_error(GemmShape shape, std::string_view what);
 
 // A problem of GEMM op `op` (tests and tools): dims M x N x K, the dtype, alpha and beta.
 Problem gemm_problem(std::string op, Shape dims, DType dtype, double alpha = 1.0, double beta = 0.0);

@@ -1,0 +1,49 @@
+// kc/stage3/fp8_gemm.hpp — the fp8_gemm op: C = (A . s_A)(B . s_B)^T with FP8 e4m3 A [M, K] and
+// B [N, K], bf16 C [M, N], FP32 accumulation, and the scales of kc/stage3/fp8_gemm_args.hpp.
+//
+// Problem dimensions M, N, K ("4096x4096x4096 f8e4m3"), one parameter:
+//   scaling  0: one scale per tensor; 1: block scales (1 x 128 pieces of A's rows, 128 x 128
+//            blocks of B), DeepSeek-V3's recipe.
+// Operands: A and B e4m3 ~ uniform(-1, 1) rounded to e4m3 (3 mantissa bits: the values the format
+// can hold), scale_a and scale_b FP32 ~ uniform(0.25, 4) in the shapes the scaling gives them,
+// C bf16 (poisoned). Reference: the dequantized product in double (A and B times their scales,
+// then a GEMM: on the host for small problems, cuBLAS DGEMM on the GPU for large ones): every
+// product of two e4m3 values is exact in FP32, so what a kernel may get wrong is the summation
+// and the one rounding to bf16 — the tolerance of a bf16 GEMM with K terms. FLOPs 2 M N K.
+// Baseline: cuBLASLt's FP8 matmul with the same scales (its default, promoted accumulation; block
+// scaling through its VEC128 / BLK128x128 modes, which read the scales with 16-byte aligned
+// columns: it refuses M % 4 != 0 or ceil(K / 128) % 4 != 0, saying so).
+#pragma once
+
+#ifdef KC_KERNEL_SOURCE
+#error "a kernel (rung) file includes kc/stage3/fp8_gemm.hpp, the op's harness side: kernels include fp8_gemm_args.hpp"
+#endif
+
+#include <string>
+#include <vector>
+
+#include "kc/common/registry.hpp"
+#include "kc/stage3/fp8_gemm_args.hpp"
+
+namespace kc::stage3 {
+
+inline constexpr const char* kFp8GemmOp = "fp8_gemm";
+inline constexpr const char* kFp8GemmReport = "stage3-fp8-gemm";
+
+// "" when the op defines `problem` (scaling 0 or 1), otherwise why not.
+std::string fp8_gemm_problem_error(const Problem& problem);
+
+// The rungs also need K % 16 == 0 (TMA moves rows of A and B in 16-byte pieces): "" or why not,
+// and the conformance problems they refuse.
+std::string fp8_gemm_rung_shape_error(const Problem& problem);
+const std::vector<std::string>& fp8_gemm_rung_refusals();
+
+// The kernel arguments of a problem on its operands.
+Fp8GemmArgs fp8_gemm_args(const Problem& problem, Operands& operands);
+
+OpSpec make_fp8_gemm_op();
+
+// Adds the op, its baseline and its ladder (stage3/fp8_gemm/01_tma_wgmma).
+void register_fp8_gemm_kernels(Registry& registry);
+
+}  // namespace kc::stage3

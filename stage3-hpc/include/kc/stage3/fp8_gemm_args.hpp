@@ -1,0 +1,85 @@
+// kc/stage3/fp8_gemm_args.hpp — the arguments of the FP8 GEMM, the layout of its scales, and one
+// launch per rung. An argument header: the rung files include it and nothing of the harness
+// (kc/stage3/fp8_gemm.hpp defines the op).
+//
+// C = (A . s_A) (B . s_B)^T: A [M, K] and B [N, K] FP8 e4m3 (both K-contiguous: B is stored N x K,
+// the layout of an nn.Linear weight and the only one FP8 tensor cores read), C [M, N] bf16,
+// FP32 accumulation. The scales say what each stored FP8 value is worth:
+//
+//   per_tensor  one FP32 scale for all of A and one for all of B: C = s_A s_B (A . B^T).
+//   block       (DeepSeek-V3's recipe) one FP32 scale per 1 x 128 piece of each row of A (an
+//               activation row, per 128 values of K) and per 128 x 128 block of B (a weight
+//               block): element (m, n) sums, over the K blocks kb,
+//               s_A[kb][m] s_B[n / 128][kb] (A[m, kb-th 128] . B[n, kb-th 128]).
+//               s_A is stored [ceil(K / 128), M] (M contiguous: the scales of one K block of a
+//               tile's rows lie together), s_B [ceil(N / 128), ceil(K / 128)] (K blocks
+//               contiguous). A last K block shorter than 128 has its own scale like the others.
+//
+// A scale may be any finite or infinite FP32 value; 0 makes its block contribute nothing (0 times a
+// finite product), Inf and NaN propagate as IEEE arithmetic says.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+namespace kc::stage3 {
+
+using bf16 = __nv_bfloat16;
+using fp8e4m3 = __nv_fp8_e4m3;
+
+enum class Fp8Scaling : int { per_tensor = 0, block = 1 };
+
+inline constexpr int kFp8ScaleBlock = 128;  // K elements per scale of A; K and N per scale of B
+inline constexpr int kFp8KMultiple = 16;    // rows of A and B are moved by TMA in 16-byte pieces
+
+struct Fp8GemmArgs {
+  int m = 0, n = 0, k = 0;
+  const fp8e4m3* a = nullptr;  // [M, K]
+  const fp8e4m3* b = nullptr;  // [N, K]
+  bf16* c = nullptr;           // [M, N]
+  Fp8Scaling scaling = Fp8Scaling::per_tensor;
+  const float* scale_a = nullptr;  // per_tensor: 1 value; block: [ceil(K / 128), M]
+  const float* scale_b = nullptr;  // per_tensor: 1 value; block: [ceil(N / 128), ceil(K / 128)]
+};
+
+// Scales per operand under each scaling (the op's operand shapes).
+__host__ __device__ constexpr int fp8_k_blocks(int k) { return (k + kFp8ScaleBlock - 1) / kFp8ScaleBlock; }
+__host__ __device__ constexpr int fp8_n_blocks(int n) { return (n + kFp8ScaleBlock - 1) / kFp8ScaleBlock; }
+
+// Where the scale of element (row, col) of A or B lies in its scale array, for the references and
+// the tests (the kernel indexes the same places directly): index row / row_block * row_stride +
+// col / 128 * col_stride.
+struct Fp8ScaleMap {
+  long long row_block = 1, row_stride = 0, col_stride = 0;
+  __host__ __device__ constexpr long long operator()(long long row, long long col) const {
+    return row / row_block * row_stride + col / kFp8ScaleBlock * col_stride;
+  }
+};
+// A [M, K]: per tensor, index 0; block, s_A[kb][m] = index kb M + m.
+__host__ __device__ constexpr Fp8ScaleMap fp8_scale_map_a(Fp8Scaling scaling, int m) {
+  return scaling == Fp8Scaling::block ? Fp8ScaleMap{1, 1, m} : Fp8ScaleMap{1, 0, 0};
+}
+// B [N, K]: per tensor, index 0; block, s_B[n / 128][kb] = index (n / 128) ceil(K / 128) + kb.
+__host__ __device__ constexpr Fp8ScaleMap fp8_scale_map_b(Fp8Scaling scaling, int k) {
+  return scaling == Fp8Scaling::block ? Fp8ScaleMap{kFp8ScaleBlock, fp8_k_blocks(k), 1} : Fp8ScaleMap{1, 0, 0};
+}
+
+class HopperLaunchCache;  // the tensor maps and launch facts of the Hopper kernels (arch/sm90)
+
+// Rung 01: TMA + WGMMA m64n128k32, a producer warp and two consumer warpgroups, persistent CTAs;
+// each 128-deep K step's products summed by the tensor cores, then added into FP32 registers
+// (promotion) with the step's scales. sm_90a (compute capability 9.0); K % 16 == 0.
+void fp8_gemm_01_tma_wgmma(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
+
+// What the negative controls get wrong on purpose (tests/negative_controls): the same kernel with
+// one flaw each. Not a rung.
+enum class Fp8Flaw {
+  none,
+  no_promotion,       // the tensor cores sum all of K: no FP32 promotion per K step
+  scale_twice,        // block scaling: the A scale applied twice
+  wrong_scale_block,  // block scaling: K block kb uses the scales of block kb + 1 (the last its own)
+};
+void fp8_gemm_01_with_flaw(const Fp8GemmArgs& args, Fp8Flaw flaw, cudaStream_t stream, HopperLaunchCache& cache);
+
+}  // namespace kc::stage3

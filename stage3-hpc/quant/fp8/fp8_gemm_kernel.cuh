@@ -1,0 +1,319 @@
+// fp8_gemm_kernel.cuh — the kernel of the FP8 GEMM's rung 01 (and of its negative controls): the
+// bf16 ladder's warp-specialized persistent kernel (gemm/warp_specialized_gemm.cuh) with FP8
+// operands, 128 x 128 tiles, and an FP32 promotion after every 128-deep K step.
+//
+// What is the same as the bf16 ladder: the producer warp, the ring of stages and its mbarriers
+// (gemm/pipeline.cuh's StageRing, unchanged), the persistent tile walk in grouped raster order
+// (gemm/tile_scheduler.cuh), the 128-byte swizzle and the WGMMA descriptors. A stage holds one K
+// step of 128-byte rows: 64 bf16 there, 128 FP8 here. TMA moves bytes: an FP8 matrix of K columns
+// is handed to it as a matrix of K / 2 two-byte elements, so the ring's K coordinates (64 two-byte
+// elements a step) land on 128 FP8 values a step and the tensor maps of the bf16 ladder serve.
+//
+// What is new:
+//   - the instruction: wgmma m64n128k32 e4m3 (arch/sm90/wgmma_narrow.cuh). A K step is four of them
+//     per consumer warpgroup: 32 FP8 values are the same 32 bytes of the swizzled row that 16 bf16
+//     are, so the descriptors advance exactly as in the bf16 ladder.
+//   - promotion. Hopper's tensor cores add FP8 products into an accumulator that keeps fewer bits
+//     than FP32 (DeepSeek-V3's report measured about 14). Summed over all of K, the low bits of
+//     every addition are lost, and with inputs of one sign the losses pile up in one direction. So
+//     each K step's four WGMMAs start from zero (`accumulate` = 0 on the first) into `partial`,
+//     and once they have finished the consumer adds `partial` into `total`, 64 FP32 registers per
+//     thread, with FFMAs. With block scaling the same FFMA applies the step's scales:
+//     total += partial x s_A[kb][row] x s_B[n block][kb]. The price: the warpgroup waits for its
+//     own WGMMAs every step (wgmma.wait_group 0), and 64 more registers. The other consumer
+//     warpgroup's WGMMAs keep the tensor cores busy meanwhile.
+//   - the tile is 128 x 128 (two warpgroups of m64n128), not the bf16 ladder's 128 x 256: with
+//     `partial` and `total` both in registers, n256 would need 256 accumulator registers a thread.
+//     A 128 x 128 block of B is also exactly one block of the weight scales.
+// The epilogue stores pairs of bf16 straight from the registers (the bf16 ladder's rung 07 way).
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "arch/sm90/mbarrier.cuh"
+#include "arch/sm90/sm90a.hpp"
+#include "arch/sm90/tma.cuh"
+#include "arch/sm90/tma_descriptor.hpp"
+#include "arch/sm90/warpgroup.cuh"
+#include "arch/sm90/wgmma.cuh"
+#include "arch/sm90/wgmma_narrow.cuh"
+#include "arch/util.hpp"
+#include "hopper_common.cuh"
+#include "kc/common/error.hpp"
+#include "kc/stage3/fp8_gemm_args.hpp"
+#include "pipeline.cuh"
+#include "tile_scheduler.cuh"
+
+namespace kc::stage3 {
+
+struct Fp8GemmParams {
+  CUtensorMap a;  // A: M x K FP8, seen as M x K/2 two-byte elements, boxes of 128 x 64
+  CUtensorMap b;  // B: N x K FP8, the same
+  bf16* c;
+  const float* scale_a;
+  const float* scale_b;
+  int m, n, k;
+  int k_blocks;           // ceil(K / 128): K steps, and scales per row of s_A's transpose
+  int tiles_m, tiles_n;   // 128 x 128 output tiles
+  int cluster_tiles_m;    // tiles_m (no clusters): what the tile scheduler walks
+  int raster_band;        // grouped raster band height, in tile rows
+};
+
+// The knobs, in the shape gemm/pipeline.cuh and gemm/tile_scheduler.cuh read them.
+struct Fp8GemmConfig {
+  using Params = Fp8GemmParams;
+  static constexpr int kClusterM = 1;
+  static constexpr bool kGrouped = false;
+  static constexpr int kConsumers = 2;
+  static constexpr int kThreads = (1 + kConsumers) * kWarpgroupThreads;  // 384
+  static constexpr int kConsumerWarps = kConsumers * kWarpgroupThreads / 32;
+  static constexpr int kBlockM = kConsumers * kWarpgroupRows;  // 128
+  static constexpr int kBlockN = 128;                          // wgmma n128
+  static constexpr int kBlockK = kTileRowBytes;                // 128 FP8 values: one swizzled row
+  static constexpr int kTileBytesA = kBlockM * kTileRowBytes;  // 16 KiB
+  static constexpr int kTileBytesB = kBlockN * kTileRowBytes;  // 16 KiB
+  static constexpr int kStageBytes = kTileBytesA + kTileBytesB;
+  static constexpr int kBSliceRows = kBlockN;
+  static constexpr int kBSliceBytes = kTileBytesB;
+  // Six stages of 32 KiB: the loads run up to five K steps ahead.
+  static constexpr int kStages = 6;
+  static constexpr int kRasterBandTileRows = 8;
+  static constexpr int kBarrierBytes = 2 * kStages * 8;
+  static constexpr int kSmemBytes = kSmemAlignment + kStages * kStageBytes + kBarrierBytes;
+  static constexpr int kProducerRegisters = 40;
+  static constexpr int kConsumerRegisters = 232;
+  static constexpr int kAccumulators = kWarpgroupRows * kBlockN / kWarpgroupThreads;  // 64
+  static constexpr int kWgmmaK = 32;  // FP8 values per wgmma
+
+  static_assert(kBlockN == kFp8ScaleBlock, "a tile column is one block of B's scales");
+  static_assert(kBlockK == kFp8ScaleBlock, "a K step is one block of A's and B's scales");
+  static_assert(kSmemBytes <= kMaxDynamicSmem, "shared memory over the per-block limit");
+};
+
+#if KC_STAGE3_SM90A
+
+// The scale of one K block for the two rows a thread holds (row, row + 8), and of the tile's
+// block of B: s_A[kb][row] s_B[nb][kb]. Rows past M read row M - 1 (their results are not stored).
+struct Fp8StepScales {
+  float top = 1.f, bottom = 1.f;
+};
+
+template <Fp8Scaling kScaling, Fp8Flaw kFlaw>
+__device__ __forceinline__ Fp8StepScales load_step_scales(const Fp8GemmParams& params, int kb, int row_top,
+                                                          int n_block) {
+  Fp8StepScales s;
+  if constexpr (kScaling == Fp8Scaling::block) {
+    if constexpr (kFlaw == Fp8Flaw::wrong_scale_block) kb = min(kb + 1, params.k_blocks - 1);
+    const float* column = params.scale_a + static_cast<std::size_t>(kb) * params.m;
+    const float a_top = __ldg(column + min(row_top, params.m - 1));
+    const float a_bottom = __ldg(column + min(row_top + 8, params.m - 1));
+    const float b = __ldg(params.scale_b + static_cast<std::size_t>(n_block) * params.k_blocks + kb);
+    s.top = a_top * b;
+    s.bottom = a_bottom * b;
+    if constexpr (kFlaw == Fp8Flaw::scale_twice) {
+      s.top *= a_top;
+      s.bottom *= a_bottom;
+    }
+  }
+  return s;
+}
+
+// total += partial x scale: the promotion. Accumulator slice j holds rows (top, top, bottom,
+// bottom) in d[4j .. 4j + 3].
+__device__ __forceinline__ void promote(float (&total)[Fp8GemmConfig::kAccumulators],
+                                        const float (&partial)[Fp8GemmConfig::kAccumulators], Fp8StepScales s) {
+#pragma unroll
+  for (int j = 0; j < Fp8GemmConfig::kAccumulators / 4; ++j) {
+    total[4 * j + 0] = fmaf(partial[4 * j + 0], s.top, total[4 * j + 0]);
+    total[4 * j + 1] = fmaf(partial[4 * j + 1], s.top, total[4 * j + 1]);
+    total[4 * j + 2] = fmaf(partial[4 * j + 2], s.bottom, total[4 * j + 2]);
+    total[4 * j + 3] = fmaf(partial[4 * j + 3], s.bottom, total[4 * j + 3]);
+  }
+}
+
+// One K step of one warpgroup: four m64n128k32 WGMMAs along the 128-byte row, as one group.
+// first_accumulate = 0 starts the step's sum from zero.
+__device__ __forceinline__ void fp8_wgmma_k_step(float (&acc)[Fp8GemmConfig::kAccumulators], std::uint32_t a_tile,
+                                                 std::uint32_t b_tile, std::uint32_t first_accumulate) {
+  sm90::wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < Fp8GemmConfig::kBlockK / Fp8GemmConfig::kWgmmaK; ++kk) {
+    constexpr std::uint32_t kStepBytes = Fp8GemmConfig::kWgmmaK;  // 32 one-byte values
+    sm90::wgmma_m64n128k32_e4m3(acc, sm90::smem_descriptor_sw128(a_tile + kk * kStepBytes),
+                                sm90::smem_descriptor_sw128(b_tile + kk * kStepBytes), kk > 0 ? 1u : first_accumulate);
+  }
+  sm90::wgmma_commit_group();
+}
+
+// Rows row_top and row_top + 8, columns col0 + 8j + 2 (lane % 4) + {0, 1}: pairs of bf16, one
+// 4-byte store each where N is even (the pair is then 4-byte aligned), else one value at a time.
+__device__ __forceinline__ void store_fp8_tile(const Fp8GemmParams& params, const float (&total)[Fp8GemmConfig::kAccumulators],
+                                               int row_top, int col0, float scale) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int j = 0; j < Fp8GemmConfig::kAccumulators / 4; ++j) {
+    const int col = col0 + 8 * j + 2 * (lane % 4);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = row_top + 8 * half;
+      if (row >= params.m || col >= params.n) continue;
+      const float x = total[4 * j + 2 * half] * scale;
+      const float y = total[4 * j + 2 * half + 1] * scale;
+      bf16* out = params.c + static_cast<std::size_t>(row) * params.n + col;
+      if (params.n % 2 == 0) {
+        *reinterpret_cast<__nv_bfloat162*>(out) = __floats2bfloat162_rn(x, y);
+      } else {
+        out[0] = __float2bfloat16_rn(x);
+        if (col + 1 < params.n) out[1] = __float2bfloat16_rn(y);
+      }
+    }
+  }
+}
+
+template <Fp8Scaling kScaling, Fp8Flaw kFlaw>
+__global__ void __launch_bounds__(Fp8GemmConfig::kThreads, 1)
+    fp8_gemm_kernel(const __grid_constant__ Fp8GemmParams params) {
+  using Config = Fp8GemmConfig;
+  extern __shared__ std::uint8_t smem_raw[];
+  std::uint8_t* smem = aligned_dynamic_smem(smem_raw);
+  auto* barriers = reinterpret_cast<std::uint64_t*>(smem + Config::kStages * Config::kStageBytes);
+  const StageRing<Config> ring{smem, barriers, barriers + Config::kStages};
+
+  const int warpgroup = threadIdx.x / kWarpgroupThreads;
+  const TileSchedule<Config> schedule = tile_schedule<Config>(params);
+  const int k_tiles = params.k_blocks;
+
+  if (threadIdx.x == 0) {
+    ring.init_barriers();
+    sm90::fence_barrier_init();
+  }
+  __syncthreads();
+
+  if (warpgroup == 0) {
+    // ---- producer: one thread issues every TMA copy ----
+    sm90::setmaxnreg_decrease<Config::kProducerRegisters>();
+    if (threadIdx.x == 0) {
+      PipelineState<Config::kStages> state;
+      for (int linear = schedule.first; linear < schedule.count; linear += schedule.step)
+        ring.load_tile(params, state, schedule.cta_tile(params, linear), 0, k_tiles);
+    }
+    return;
+  }
+
+  // ---- consumers: 64 rows each ----
+  sm90::setmaxnreg_increase<Config::kConsumerRegisters>();
+  const int consumer = warpgroup - 1;
+  const int lane = threadIdx.x % 32;
+  const int warp_in_group = (threadIdx.x % kWarpgroupThreads) / 32;
+  float per_tensor_scale = 1.f;
+  if constexpr (kScaling == Fp8Scaling::per_tensor) per_tensor_scale = __ldg(params.scale_a) * __ldg(params.scale_b);
+
+  PipelineState<Config::kStages> state;
+  float partial[Config::kAccumulators];
+  float total[Config::kAccumulators];
+  for (int linear = schedule.first; linear < schedule.count; linear += schedule.step) {
+    const TileCoord tile = schedule.cta_tile(params, linear);
+    const int row_top = tile.m * Config::kBlockM + consumer * kWarpgroupRows + 16 * warp_in_group + lane / 4;
+    const int col0 = tile.n * Config::kBlockN;
+#pragma unroll
+    for (int i = 0; i < Config::kAccumulators; ++i) total[i] = 0.f;
+
+    if constexpr (kFlaw == Fp8Flaw::no_promotion) {
+      // The flaw: one sum over all of K in the tensor cores' accumulator, one K step in flight.
+      int previous_stage = 0;
+      for (int k_tile = 0; k_tile < k_tiles; ++k_tile) {
+        ring.wait_full(state);
+        fp8_wgmma_k_step(partial, smem_u32(ring.tile_a(state.stage)) + consumer * kWarpgroupRows * kTileRowBytes,
+                         smem_u32(ring.tile_b(state.stage)), k_tile > 0 ? 1u : 0u);
+        sm90::wgmma_wait_group<1>();
+        if (k_tile > 0) ring.release(previous_stage, lane);
+        previous_stage = state.stage;
+        state.advance();
+      }
+      sm90::wgmma_wait_group<0>();
+      ring.release(previous_stage, lane);
+      sm90::fence_accumulators(partial);
+      promote(total, partial, load_step_scales<kScaling, kFlaw>(params, 0, row_top, tile.n));
+    } else {
+      Fp8StepScales scales = load_step_scales<kScaling, kFlaw>(params, 0, row_top, tile.n);
+      for (int k_tile = 0; k_tile < k_tiles; ++k_tile) {
+        ring.wait_full(state);
+        fp8_wgmma_k_step(partial, smem_u32(ring.tile_a(state.stage)) + consumer * kWarpgroupRows * kTileRowBytes,
+                         smem_u32(ring.tile_b(state.stage)), 0u);
+        // The next step's scales load while this step's WGMMAs run.
+        const Fp8StepScales next = k_tile + 1 < k_tiles
+                                       ? load_step_scales<kScaling, kFlaw>(params, k_tile + 1, row_top, tile.n)
+                                       : scales;
+        sm90::wgmma_wait_group<0>();
+        sm90::fence_accumulators(partial);
+        ring.release(state.stage, lane);
+        state.advance();
+        promote(total, partial, scales);
+        scales = next;
+      }
+    }
+    if (tile.m < params.tiles_m) store_fp8_tile(params, total, row_top, col0, per_tensor_scale);
+  }
+}
+
+#else  // not the sm_90a device pass: an empty kernel the launch code never runs
+
+template <Fp8Scaling kScaling, Fp8Flaw kFlaw>
+__global__ void __launch_bounds__(Fp8GemmConfig::kThreads, 1) fp8_gemm_kernel(const __grid_constant__ Fp8GemmParams) {}
+
+#endif  // KC_STAGE3_SM90A
+
+// The tensor map of an FP8 operand (rows x K, K contiguous, K % 16 == 0) as rows x K/2 two-byte
+// elements in boxes of box_rows x 64 (128 bytes: one K step).
+inline TmaMatrix2d fp8_operand_tile_map(const fp8e4m3* matrix, int rows, int k, int box_rows) {
+  TmaMatrix2d map;
+  map.base = matrix;
+  map.rows = static_cast<std::uint64_t>(rows);
+  map.cols = static_cast<std::uint64_t>(k / 2);
+  map.box_rows = static_cast<std::uint32_t>(box_rows);
+  map.box_cols = kTileRowBytes / 2;
+  map.swizzle_128b = true;
+  return map;
+}
+
+template <Fp8Scaling kScaling, Fp8Flaw kFlaw>
+void launch_fp8_gemm(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache) {
+  using Config = Fp8GemmConfig;
+  require(args.k % kFp8KMultiple == 0,
+          "FP8 GEMM: K must be a multiple of {} (got {}): TMA moves rows of A and B in 16-byte pieces",
+          kFp8KMultiple, args.k);
+  require(args.m >= 1 && args.n >= 1 && args.k >= 1, "FP8 GEMM: empty problem {}x{}x{}", args.m, args.n, args.k);
+  require(args.scale_a != nullptr && args.scale_b != nullptr, "FP8 GEMM: both scales are needed");
+  const void* kernel = reinterpret_cast<const void*>(&fp8_gemm_kernel<kScaling, kFlaw>);
+  cache.prepare_kernel(kernel, Config::kSmemBytes);
+
+  Fp8GemmParams params{};
+  params.a = cache.tensor_map(fp8_operand_tile_map(args.a, args.m, args.k, Config::kBlockM));
+  params.b = cache.tensor_map(fp8_operand_tile_map(args.b, args.n, args.k, Config::kBlockN));
+  params.c = args.c;
+  params.scale_a = args.scale_a;
+  params.scale_b = args.scale_b;
+  params.m = args.m;
+  params.n = args.n;
+  params.k = args.k;
+  params.k_blocks = fp8_k_blocks(args.k);
+  params.tiles_m = ceil_div(args.m, Config::kBlockM);
+  params.tiles_n = ceil_div(args.n, Config::kBlockN);
+  params.cluster_tiles_m = params.tiles_m;
+  const int ctas = schedule_clusters<Config>(params, Schedule::persistent, Config::kRasterBandTileRows, cache, kernel);
+  fp8_gemm_kernel<kScaling, kFlaw><<<ctas, Config::kThreads, Config::kSmemBytes, stream>>>(params);
+  KC_CUDA_CHECK(cudaGetLastError());
+}
+
+// The scaling is a run-time choice of the caller; each is its own kernel.
+template <Fp8Flaw kFlaw>
+void launch_fp8_gemm_scaled(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache) {
+  if (args.scaling == Fp8Scaling::block)
+    launch_fp8_gemm<Fp8Scaling::block, kFlaw>(args, stream, cache);
+  else
+    launch_fp8_gemm<Fp8Scaling::per_tensor, kFlaw>(args, stream, cache);
+}
+
+}  // namespace kc::stage3

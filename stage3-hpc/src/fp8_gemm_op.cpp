@@ -1,0 +1,221 @@
+// The fp8_gemm op (kc/stage3/fp8_gemm.hpp): its operands, references, problems and the cuBLASLt
+// baseline.
+#include "kc/stage3/fp8_gemm.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <map>
+#include <memory>
+#include <tuple>
+#include <utility>
+
+#include "kc/common/blas.hpp"
+#include "kc/common/error.hpp"
+#include "kc/common/fill.hpp"
+#include "kc/common/gemm.hpp"
+#include "kc/common/op_builder.hpp"
+
+namespace kc::stage3 {
+
+// The device half of the reference (src/gemm_references.cu): values[r][c] *= scales[map(r, c)] for
+// a rows x cols matrix of doubles in device memory.
+void fp8_dequantize_reference(double* values, std::int64_t rows, std::int64_t cols, const float* scales,
+                              Fp8ScaleMap map, cudaStream_t stream);
+
+namespace {
+
+std::int64_t m_of(const Problem& p) { return p.dims[0]; }
+std::int64_t n_of(const Problem& p) { return p.dims[1]; }
+std::int64_t k_of(const Problem& p) { return p.dims[2]; }
+Fp8Scaling scaling_of(const Problem& p) {
+  return p.param("scaling") == 1.0 ? Fp8Scaling::block : Fp8Scaling::per_tensor;
+}
+
+Shape scale_a_shape(const Problem& p) {
+  if (scaling_of(p) == Fp8Scaling::per_tensor) return {1};
+  return {fp8_k_blocks(static_cast<int>(k_of(p))), m_of(p)};
+}
+Shape scale_b_shape(const Problem& p) {
+  if (scaling_of(p) == Fp8Scaling::per_tensor) return {1};
+  return {fp8_n_blocks(static_cast<int>(n_of(p))), fp8_k_blocks(static_cast<int>(k_of(p)))};
+}
+
+// rows x cols values times their scales, on the host.
+std::vector<double> dequantized(const std::vector<double>& values, std::int64_t rows, std::int64_t cols,
+                                const std::vector<double>& scales, Fp8ScaleMap map) {
+  std::vector<double> out(values.size());
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const auto i = static_cast<std::size_t>(r * cols + c);
+      out[i] = values[i] * scales[static_cast<std::size_t>(map(r, c))];
+    }
+  return out;
+}
+
+HostTensors host_reference(const Problem& p, const HostTensors& in) {
+  const std::int64_t m = m_of(p), n = n_of(p), k = k_of(p);
+  const Fp8Scaling scaling = scaling_of(p);
+  const std::vector<double> a =
+      dequantized(in.at("A"), m, k, in.at("scale_a"), fp8_scale_map_a(scaling, static_cast<int>(m)));
+  const std::vector<double> b =
+      dequantized(in.at("B"), n, k, in.at("scale_b"), fp8_scale_map_b(scaling, static_cast<int>(k)));
+  std::vector<double> c(static_cast<std::size_t>(m * n));
+  gemm_reference({m, n, k}, 1.0, a.data(), b.data(), BLayout::n_by_k, 0.0, nullptr, c.data());
+  return HostTensors{{"C", std::move(c)}};
+}
+
+// The dequantized operands in double on the GPU, then cuBLAS DGEMM.
+References device_reference(const Problem& p, const Operands& o, Context& context) {
+  const std::int64_t m = m_of(p), n = n_of(p), k = k_of(p);
+  const Fp8Scaling scaling = scaling_of(p);
+  const cudaStream_t stream = context.stream();
+  const Tensor& a = o["A"];
+  const Tensor& b = o["B"];
+  DeviceBuffer<double> a64(a.count()), b64(b.count()), c64(o["C"].count());
+  convert_to_double(a.raw(), a.dtype, a.count(), a64.data(), stream);
+  convert_to_double(b.raw(), b.dtype, b.count(), b64.data(), stream);
+  fp8_dequantize_reference(a64.data(), m, k, o["scale_a"].data<float>(), fp8_scale_map_a(scaling, static_cast<int>(m)),
+                           stream);
+  fp8_dequantize_reference(b64.data(), n, k, o["scale_b"].data<float>(), fp8_scale_map_b(scaling, static_cast<int>(k)),
+                           stream);
+  cublas_dgemm(context.cublas(), stream, {m, n, k}, 1.0, a64.data(), b64.data(), BLayout::n_by_k, 0.0, c64.data());
+  References references;
+  references.emplace("C", std::move(c64));
+  return references;
+}
+
+// cuBLASLt plans, one per shape and scaling, made on first use (in the untimed warm-up launches,
+// or when baseline_supports asks whether cuBLASLt runs the problem).
+class Fp8LtPlans {
+ public:
+  const CublasLtGemm& get(cublasLtHandle_t handle, const Problem& p) {
+    const Fp8Scaling scaling = scaling_of(p);
+    const auto key = std::make_tuple(m_of(p), n_of(p), k_of(p), static_cast<int>(scaling));
+    auto found = plans_.find(key);
+    if (found == plans_.end()) {
+      const LtScaling lt = scaling == Fp8Scaling::block ? LtScaling::block : LtScaling::per_tensor;
+      found = plans_
+                  .emplace(key, std::make_unique<CublasLtGemm>(handle, GemmShape{m_of(p), n_of(p), k_of(p)},
+                                                               DType::f8e4m3, DType::bf16, BLayout::n_by_k,
+                                                               LtEpilogue::none, std::size_t{32} << 20, lt))
+                  .first;
+    }
+    return *found->second;
+  }
+
+ private:
+  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, int>, std::unique_ptr<CublasLtGemm>> plans_;
+};
+
+std::string cublaslt_refusal(Fp8LtPlans& plans, const Problem& p, Context& context) {
+  if (k_of(p) % kFp8KMultiple != 0)
+    return fmt::format("cuBLASLt's FP8 matmul needs K % {} == 0 (16-byte rows), got K = {}", kFp8KMultiple, k_of(p));
+  if (scaling_of(p) == Fp8Scaling::block) {
+    const int k_blocks = fp8_k_blocks(static_cast<int>(k_of(p)));
+    if (m_of(p) % 4 != 0 || k_blocks % 4 != 0)
+      return fmt::format(
+          "cuBLASLt's block scales are read in 16-byte columns: M % 4 == 0 and ceil(K/128) % 4 == 0 "
+          "(got M = {}, ceil(K/128) = {})",
+          m_of(p), k_blocks);
+  }
+  try {
+    plans.get(context.cublaslt(), p);
+  } catch (const Error& e) {
+    return fmt::format("cuBLASLt does not run it: {}", e.what());
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string fp8_gemm_problem_error(const Problem& p) {
+  const double scaling = p.param("scaling");
+  if (scaling != 0.0 && scaling != 1.0)
+    return fmt::format("scaling must be 0 (per tensor) or 1 (1x128 / 128x128 blocks), got {:g}", scaling);
+  return gemm_index_limit_error({m_of(p), n_of(p), k_of(p)}, p.shape());
+}
+
+std::string fp8_gemm_rung_shape_error(const Problem& p) {
+  if (std::string error = fp8_gemm_problem_error(p); !error.empty()) return error;
+  if (k_of(p) % kFp8KMultiple != 0)
+    return fmt::format(
+        "K must be a multiple of {} (got {}): TMA moves rows of A and B in 16-byte pieces, which must start "
+        "16-byte aligned",
+        kFp8KMultiple, k_of(p));
+  return {};
+}
+
+const std::vector<std::string>& fp8_gemm_rung_refusals() {
+  static const std::vector<std::string> refusals = {"64x64x100 f8e4m3", "33x17x8 f8e4m3 scaling=1"};
+  return refusals;
+}
+
+Fp8GemmArgs fp8_gemm_args(const Problem& p, Operands& o) {
+  Fp8GemmArgs args;
+  args.m = static_cast<int>(m_of(p));
+  args.n = static_cast<int>(n_of(p));
+  args.k = static_cast<int>(k_of(p));
+  args.a = o["A"].data<fp8e4m3>();
+  args.b = o["B"].data<fp8e4m3>();
+  args.c = o["C"].data<bf16>();
+  args.scaling = scaling_of(p);
+  args.scale_a = o["scale_a"].data<float>();
+  args.scale_b = o["scale_b"].data<float>();
+  return args;
+}
+
+OpSpec make_fp8_gemm_op() {
+  OpConfig op;
+  op.name = kFp8GemmOp;
+  op.description =
+      "C = (A.s_A)(B.s_B)^T: A [M,K] and B [N,K] FP8 e4m3, C [M,N] bf16, FP32 accumulation; scaling=0 one scale "
+      "per tensor, scaling=1 per 1x128 piece of A's rows and per 128x128 block of B";
+  op.dim_names = {"M", "N", "K"};
+  op.dtypes = {DType::f8e4m3};
+  op.params = {{"scaling", 0.0, "0: a scale per tensor; 1: per 1x128 piece of A's rows and 128x128 block of B"}};
+  op.bound = Bound::compute;
+  op.math = MathUnit::fp8_tensor;
+  const FillSpec scales = FillSpec::uniform(0.25, 4.0);
+  op.operands = {input("A", dims_at({0, 2})), input("B", dims_at({1, 2})),
+                 input("scale_a", &scale_a_shape, scales, DType::f32), input("scale_b", &scale_b_shape, scales, DType::f32),
+                 output("C", dims_at({0, 1}), DType::bf16)};
+  op.host_reference = &host_reference;
+  op.device_reference = &device_reference;
+  // Products of e4m3 values are exact in FP32: a bf16 GEMM's tolerance, K terms, one rounding.
+  set_gemm_accounting(op, [](const Problem& p) { return GemmShape{m_of(p), n_of(p), k_of(p)}; });
+  op.supports = &fp8_gemm_problem_error;
+
+  using P = ParamValues;
+  // The squares the issue names, and Llama-3-8B's MLP at 8192 tokens (up/gate, then down), each
+  // with a scale per tensor and with block scales.
+  for (const double scaling : {0.0, 1.0})
+    for (const Shape& dims : std::vector<Shape>{{4096, 4096, 4096}, {8192, 8192, 8192}, {8192, 14336, 4096},
+                                                {8192, 4096, 14336}})
+      op.bench.push_back({dims, std::nullopt, P{{"scaling", scaling}}});
+  // Smaller than a tile, edges in M and N, N odd (scalar stores), K tails of 16 inside a
+  // 128-deep step, whole tiles, several persistent waves, and K = 8192 (long sums: where a kernel
+  // that never promotes its partial sums to FP32 shows). Each with both scalings; two refused (K
+  // not a multiple of 16).
+  for (const double scaling : {0.0, 1.0}) {
+    for (const Shape& dims : std::vector<Shape>{{1, 1, 16}, {17, 1, 32}, {1, 257, 144}, {65, 129, 272},
+                                                {127, 255, 1040}, {200, 300, 400}, {128, 128, 128},
+                                                {256, 384, 512}, {1000, 17, 656}, {4093, 1000, 1024},
+                                                {300, 2049, 2064}, {256, 256, 8192}})
+      op.conformance.push_back({dims, std::nullopt, P{{"scaling", scaling}}});
+  }
+  op.conformance.push_back({{64, 64, 100}, std::nullopt, P{}});
+  op.conformance.push_back({{33, 17, 8}, std::nullopt, P{{"scaling", 1.0}}});
+
+  auto plans = std::make_shared<Fp8LtPlans>();
+  op.baseline_name = "cuBLASLt FP8 matmul (e4m3 -> bf16, FP32 accumulation, the same scales)";
+  op.baseline = [plans](const Problem& p, Operands& o, Context& context) {
+    const Fp8GemmArgs args = fp8_gemm_args(p, o);
+    plans->get(context.cublaslt(), p)
+        .run(1.f, args.a, args.b, 0.f, args.c, context.stream(), nullptr, args.scale_a, args.scale_b);
+  };
+  op.baseline_supports = [plans](const Problem& p, Context& context) { return cublaslt_refusal(*plans, p, context); };
+  return build_op(std::move(op));
+}
+
+}  // namespace kc::stage3

@@ -1,0 +1,125 @@
+// The fp8_gemm op's host side: where each scale lies (the maps the references read, against the
+// indices the kernel computes), the scale operands' shapes per scaling, refusals, the problems, the
+// FLOP and byte counts, and the ladder's registration. The kernels' conformance and the negative
+// controls run on an H100/H200 (tests/conformance, tests/harness: ctest -R fp8_gemm).
+//   ctest --test-dir build/ci -R Fp8Gemm
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "kc/stage3/fp8_gemm.hpp"
+#include "stage3_test_registry.hpp"
+
+namespace kc::stage3 {
+namespace {
+
+Problem problem(Shape dims, ParamValues values = {}) {
+  static const OpSpec op = make_fp8_gemm_op();
+  return op.problem(std::move(dims), DType::f8e4m3, values);
+}
+
+TEST(Fp8GemmScales, PerTensorScalesAreOneValueEach) {
+  for (const int k : {16, 128, 4096}) {
+    const Fp8ScaleMap a = fp8_scale_map_a(Fp8Scaling::per_tensor, 300);
+    const Fp8ScaleMap b = fp8_scale_map_b(Fp8Scaling::per_tensor, k);
+    for (const long long row : {0, 1, 299})
+      for (const long long col : {0LL, 127LL, static_cast<long long>(k - 1)}) {
+        EXPECT_EQ(a(row, col), 0);
+        EXPECT_EQ(b(row, col), 0);
+      }
+  }
+}
+
+// s_A[kb][m] (M contiguous) and s_B[n / 128][kb]: the indices fp8_gemm_kernel.cuh's
+// load_step_scales computes, kb M + row and (n / 128) ceil(K / 128) + kb.
+TEST(Fp8GemmScales, BlockScalesFollowTheDocumentedLayouts) {
+  const int m = 300, n = 1000, k = 1040;  // ceil(K / 128) = 9, the last block 16 deep
+  const Fp8ScaleMap a = fp8_scale_map_a(Fp8Scaling::block, m);
+  const Fp8ScaleMap b = fp8_scale_map_b(Fp8Scaling::block, k);
+  EXPECT_EQ(fp8_k_blocks(k), 9);
+  EXPECT_EQ(fp8_n_blocks(n), 8);
+  for (int row = 0; row < m; row += 37)
+    for (int col = 0; col < k; col += 61) EXPECT_EQ(a(row, col), static_cast<long long>(col / 128) * m + row);
+  for (int row = 0; row < n; row += 53)
+    for (int col = 0; col < k; col += 61) EXPECT_EQ(b(row, col), static_cast<long long>(row / 128) * 9 + col / 128);
+  // The last index of each is the last element of its operand.
+  EXPECT_EQ(a(m - 1, k - 1), 9LL * m - 1);
+  EXPECT_EQ(b(n - 1, k - 1), 8LL * 9 - 1);
+}
+
+// The op's byte count is every operand once: it sees the scale operands' shapes.
+TEST(Fp8GemmOp, ScaleOperandsHaveTheShapesTheScalingGivesThem) {
+  const OpSpec op = make_fp8_gemm_op();
+  const double a_b_c = 300.0 * 1040 + 1000.0 * 1040 + 2.0 * 300 * 1000;
+  EXPECT_DOUBLE_EQ(op.work(problem({300, 1000, 1040})).bytes, a_b_c + 4.0 + 4.0);
+  // s_A [9, 300], s_B [8, 9] floats.
+  EXPECT_DOUBLE_EQ(op.work(problem({300, 1000, 1040}, {{"scaling", 1}})).bytes, a_b_c + 4.0 * 9 * 300 + 4.0 * 8 * 9);
+}
+
+TEST(Fp8GemmOp, RefusesWhatItDoesNotDefineWithAReason) {
+  EXPECT_EQ(fp8_gemm_problem_error(problem({64, 64, 64})), "");
+  EXPECT_EQ(fp8_gemm_problem_error(problem({64, 64, 64}, {{"scaling", 1}})), "");
+  const std::string bad_scaling = fp8_gemm_problem_error(problem({64, 64, 64}, {{"scaling", 2}}));
+  EXPECT_NE(bad_scaling.find("scaling must be 0"), std::string::npos) << bad_scaling;
+  EXPECT_NE(fp8_gemm_problem_error(problem({65536, 65536, 16})).find("2^31 - 1"), std::string::npos);
+  const std::string odd_k = fp8_gemm_rung_shape_error(problem({64, 64, 100}));
+  EXPECT_NE(odd_k.find("multiple of 16"), std::string::npos) << odd_k;
+  EXPECT_NE(odd_k.find("100"), std::string::npos) << odd_k;
+  EXPECT_EQ(fp8_gemm_rung_shape_error(problem({1, 1, 16})), "");
+}
+
+TEST(Fp8GemmOp, CountsFlopsAndOneByteAnFp8Value) {
+  const OpSpec op = make_fp8_gemm_op();
+  EXPECT_EQ(op.math, MathUnit::fp8_tensor);
+  EXPECT_EQ(op.dtypes, std::vector<DType>{DType::f8e4m3});
+  const Problem p = problem({4096, 4096, 4096});
+  EXPECT_DOUBLE_EQ(op.work(p).flops, 2.0 * 4096 * 4096 * 4096);
+  // A and B one byte a value, C two, the two scales four each.
+  EXPECT_DOUBLE_EQ(op.work(p).bytes, 2.0 * 4096 * 4096 + 2.0 * 4096 * 4096 + 8.0);
+}
+
+TEST(Fp8GemmOp, BenchAndConformanceProblemsCoverBothScalingsAndTheEdges) {
+  const OpSpec op = make_fp8_gemm_op();
+  std::vector<std::string> bench;
+  for (const Problem& p : op.bench_problems) bench.push_back(p.label());
+  for (const char* expected : {"4096x4096x4096 f8e4m3", "8192x8192x8192 f8e4m3", "4096x4096x4096 f8e4m3 scaling=1",
+                               "8192x8192x8192 f8e4m3 scaling=1", "8192x14336x4096 f8e4m3 scaling=1"})
+    EXPECT_NE(std::find(bench.begin(), bench.end(), expected), bench.end()) << expected;
+  int block = 0, odd_n = 0, k_tail = 0, long_k = 0, below_a_tile = 0;
+  std::vector<std::string> refused;
+  for (const Problem& p : op.conformance_problems) {
+    ASSERT_EQ(fp8_gemm_problem_error(p), "") << p.label();
+    if (!fp8_gemm_rung_shape_error(p).empty()) refused.push_back(p.label());
+    block += p.param("scaling") == 1.0;
+    odd_n += p.dims[1] % 2;
+    k_tail += p.dims[2] % 128 != 0 && p.dims[2] % 16 == 0;
+    long_k += p.dims[2] >= 8192;
+    below_a_tile += p.dims[0] < 128 && p.dims[1] < 128;
+  }
+  EXPECT_GE(block, 10);
+  EXPECT_GE(odd_n, 6);
+  EXPECT_GE(k_tail, 8);
+  EXPECT_GE(long_k, 2);
+  EXPECT_GE(below_a_tile, 4);
+  EXPECT_EQ(refused, fp8_gemm_rung_refusals());
+  EXPECT_NE(op.baseline_name.find("cuBLASLt FP8"), std::string::npos) << op.baseline_name;
+}
+
+TEST(Fp8GemmLadder, RegistersRung01ForHopperOnlyInItsOwnReport) {
+  const Registry& registry = stage3_test_registry();
+  const KernelEntry& rung = registry.kernel("stage3/fp8_gemm/01_tma_wgmma");
+  EXPECT_EQ(rung.rung, 1);
+  EXPECT_EQ(rung.report_group(), kFp8GemmReport);
+  EXPECT_EQ(rung.dtypes, std::vector<DType>{DType::f8e4m3});
+  EXPECT_EQ(rung.min_compute_capability, 90);
+  EXPECT_EQ(rung.max_compute_capability, 90);
+  EXPECT_EQ(rung.constraints, "K % 16 == 0");
+  EXPECT_EQ(rung.refuses, fp8_gemm_rung_refusals());
+  EXPECT_NE(unsupported_reason(registry, rung, problem({64, 64, 100}), nullptr).find("multiple of 16"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace kc::stage3

@@ -1,0 +1,69 @@
+// The FP8 GEMM's deliberately wrong kernels: rung 01's kernel with one flaw each
+// (stage3-hpc/quant/fp8/fp8_gemm_flawed.cu) — the mistakes an FP8 GEMM makes in its bookkeeping,
+// not in its data movement: never promoting the tensor cores' partial sums to FP32, applying a
+// scale twice, reading the next K block's scales. Hopper only (FP8 WGMMA).
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "arch/sm90/tma_descriptor.hpp"
+#include "kc/stage3/fp8_gemm.hpp"
+#include "kc/testing/negative_controls.hpp"
+
+namespace kc::testing {
+namespace {
+
+struct Fp8Control {
+  const char* name;
+  const char* flaw;
+  stage3::Fp8Flaw kind;
+  bool block_scaling_only;
+};
+
+const Fp8Control kFp8Controls[] = {
+    {"nc_no_fp32_promotion",
+     "the tensor cores sum all of K: their partial sums are never promoted to FP32 registers",
+     stage3::Fp8Flaw::no_promotion, false},
+    {"nc_scale_applied_twice", "block scaling: each activation scale multiplies the product twice",
+     stage3::Fp8Flaw::scale_twice, true},
+    {"nc_next_blocks_scales", "block scaling: K block kb uses the scales of block kb + 1 (a group index off by one)",
+     stage3::Fp8Flaw::wrong_scale_block, true},
+};
+
+}  // namespace
+
+std::vector<NegativeControl> fp8_gemm_controls() {
+  std::vector<NegativeControl> list;
+  for (const Fp8Control& c : kFp8Controls)
+    list.push_back({std::string("stage3/") + stage3::kFp8GemmOp + "/" + c.name, c.flaw});
+  return list;
+}
+
+void register_fp8_gemm_controls(Registry& registry) {
+  if (!registry.has_op(stage3::kFp8GemmOp)) registry.add_op(stage3::make_fp8_gemm_op());
+  for (const Fp8Control& c : kFp8Controls) {
+    KernelEntry entry;
+    entry.id = std::string("stage3/") + stage3::kFp8GemmOp + "/" + c.name;
+    entry.op = stage3::kFp8GemmOp;
+    entry.rung = 0;
+    entry.idea = std::string("NEGATIVE CONTROL: ") + c.flaw;
+    entry.dtypes = {DType::f8e4m3};
+    entry.report = "negative-controls";
+    entry.min_compute_capability = 90;
+    entry.max_compute_capability = 90;
+    const bool block_only = c.block_scaling_only;
+    entry.supports = [block_only](const Problem& p) -> std::string {
+      if (std::string error = stage3::fp8_gemm_rung_shape_error(p); !error.empty()) return error;
+      if (block_only && p.param("scaling") != 1.0) return "this control's flaw is in the block scales: scaling=1 only";
+      return {};
+    };
+    const stage3::Fp8Flaw flaw = c.kind;
+    auto cache = std::make_shared<stage3::HopperLaunchCache>();
+    entry.launch = [flaw, cache](const Problem& problem, Operands& operands, cudaStream_t stream) {
+      stage3::fp8_gemm_01_with_flaw(stage3::fp8_gemm_args(problem, operands), flaw, stream, *cache);
+    };
+    registry.add_kernel(std::move(entry));
+  }
+}
+
+}  // namespace kc::testing
