@@ -240,14 +240,10 @@ void CublasLtGemm::plan(GemmShape shape, DType ab_type, DType c_type, BLayout b_
     KC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(operation_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
                                                    &bias_type, sizeof(bias_type)));
   }
-  if (scaling == LtScaling::block) {
-    // cuBLASLt's "A" is our B (N x K weights: 128 x 128 blocks), its "B" our A (1 x 128 pieces).
-    const cublasLtMatmulMatrixScale_t weight_blocks = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+  if (scaling == LtScaling::rows_1x128) {
     const cublasLtMatmulMatrixScale_t row_pieces = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
-    KC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(operation_, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &weight_blocks,
-                                                   sizeof(weight_blocks)));
-    KC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(operation_, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &row_pieces,
-                                                   sizeof(row_pieces)));
+    for (const cublasLtMatmulDescAttributes_t mode : {CUBLASLT_MATMUL_DESC_A_SCALE_MODE, CUBLASLT_MATMUL_DESC_B_SCALE_MODE})
+      KC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(operation_, mode, &row_pieces, sizeof(row_pieces)));
   }
   // cuBLASLt's "A" is our B (stored rows x cols in column-major terms), "B" is our A.
   const std::uint64_t b_rows = call.op_b == CUBLAS_OP_N ? call.m : call.k;

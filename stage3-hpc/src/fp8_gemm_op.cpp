@@ -22,6 +22,9 @@ namespace kc::stage3 {
 // a rows x cols matrix of doubles in device memory.
 void fp8_dequantize_reference(double* values, std::int64_t rows, std::int64_t cols, const float* scales,
                               Fp8ScaleMap map, cudaStream_t stream);
+// s_B [ceil(N/128), ceil(K/128)] as one scale per 1 x 128 piece of each of B's N rows,
+// [ceil(K/128), N] (N contiguous): the layout of cuBLASLt's VEC128 mode.
+void fp8_block_scales_to_rows(float* rows_scales, const float* block_scales, int n, int k_blocks, cudaStream_t stream);
 
 namespace {
 
@@ -86,7 +89,10 @@ References device_reference(const Problem& p, const Operands& o, Context& contex
 }
 
 // cuBLASLt plans, one per shape and scaling, made on first use (in the untimed warm-up launches,
-// or when baseline_supports asks whether cuBLASLt runs the problem).
+// or when baseline_supports asks whether cuBLASLt runs the problem). Block scaling runs cuBLASLt's
+// 1 x 128 mode on both operands, B's 128 x 128 block scales repeated over their rows: the same
+// product. The repeated scales are made when a problem's operands are first seen (untimed) and
+// kept with the plan.
 class Fp8LtPlans {
  public:
   const CublasLtGemm& get(cublasLtHandle_t handle, const Problem& p) {
@@ -94,7 +100,7 @@ class Fp8LtPlans {
     const auto key = std::make_tuple(m_of(p), n_of(p), k_of(p), static_cast<int>(scaling));
     auto found = plans_.find(key);
     if (found == plans_.end()) {
-      const LtScaling lt = scaling == Fp8Scaling::block ? LtScaling::block : LtScaling::per_tensor;
+      const LtScaling lt = scaling == Fp8Scaling::block ? LtScaling::rows_1x128 : LtScaling::per_tensor;
       found = plans_
                   .emplace(key, std::make_unique<CublasLtGemm>(handle, GemmShape{m_of(p), n_of(p), k_of(p)},
                                                                DType::f8e4m3, DType::bf16, BLayout::n_by_k,
@@ -104,21 +110,41 @@ class Fp8LtPlans {
     return *found->second;
   }
 
+  void run(Context& context, const Problem& p, Operands& o) {
+    const Fp8GemmArgs args = fp8_gemm_args(p, o);
+    const float* scale_b = args.scale_b;
+    if (args.scaling == Fp8Scaling::block) {
+      const int k_blocks = fp8_k_blocks(args.k);
+      const auto key = std::make_pair(static_cast<const void*>(args.scale_b), p.label());
+      auto found = row_scales_.find(key);
+      if (found == row_scales_.end()) {
+        if (row_scales_.size() >= kMaxKept) {  // earlier problems' operands: none is in use any more
+          KC_CUDA_CHECK(cudaStreamSynchronize(context.stream()));
+          row_scales_.clear();
+        }
+        DeviceBuffer<float> rows(static_cast<std::size_t>(k_blocks) * args.n);
+        fp8_block_scales_to_rows(rows.data(), args.scale_b, args.n, k_blocks, context.stream());
+        found = row_scales_.emplace(key, std::move(rows)).first;
+      }
+      scale_b = found->second.data();
+    }
+    get(context.cublaslt(), p).run(1.f, args.a, args.b, 0.f, args.c, context.stream(), nullptr, args.scale_a, scale_b);
+  }
+
  private:
+  static constexpr std::size_t kMaxKept = 16;
   std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, int>, std::unique_ptr<CublasLtGemm>> plans_;
+  std::map<std::pair<const void*, std::string>, DeviceBuffer<float>> row_scales_;
 };
 
 std::string cublaslt_refusal(Fp8LtPlans& plans, const Problem& p, Context& context) {
   if (k_of(p) % kFp8KMultiple != 0)
     return fmt::format("cuBLASLt's FP8 matmul needs K % {} == 0 (16-byte rows), got K = {}", kFp8KMultiple, k_of(p));
-  if (scaling_of(p) == Fp8Scaling::block) {
-    const int k_blocks = fp8_k_blocks(static_cast<int>(k_of(p)));
-    if (m_of(p) % 4 != 0 || k_blocks % 4 != 0)
-      return fmt::format(
-          "cuBLASLt's block scales are read in 16-byte columns: M % 4 == 0 and ceil(K/128) % 4 == 0 "
-          "(got M = {}, ceil(K/128) = {})",
-          m_of(p), k_blocks);
-  }
+  if (scaling_of(p) == Fp8Scaling::block && (m_of(p) % 4 != 0 || n_of(p) % 4 != 0))
+    return fmt::format(
+        "cuBLASLt's 1x128 scales are read in 16-byte columns of [ceil(K/128), rows]: M % 4 == 0 and N % 4 == 0 "
+        "(got M = {}, N = {})",
+        m_of(p), n_of(p));
   try {
     plans.get(context.cublaslt(), p);
   } catch (const Error& e) {
@@ -209,11 +235,7 @@ OpSpec make_fp8_gemm_op() {
 
   auto plans = std::make_shared<Fp8LtPlans>();
   op.baseline_name = "cuBLASLt FP8 matmul (e4m3 -> bf16, FP32 accumulation, the same scales)";
-  op.baseline = [plans](const Problem& p, Operands& o, Context& context) {
-    const Fp8GemmArgs args = fp8_gemm_args(p, o);
-    plans->get(context.cublaslt(), p)
-        .run(1.f, args.a, args.b, 0.f, args.c, context.stream(), nullptr, args.scale_a, args.scale_b);
-  };
+  op.baseline = [plans](const Problem& p, Operands& o, Context& context) { plans->run(context, p, o); };
   op.baseline_supports = [plans](const Problem& p, Context& context) { return cublaslt_refusal(*plans, p, context); };
   return build_op(std::move(op));
 }

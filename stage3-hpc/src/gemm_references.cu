@@ -1,5 +1,6 @@
 // Device halves of stage 3's GEMM references: the fused op's + bias and GELU applied in FP64 to
-// cuBLAS's FP64 product, and the FP8 GEMM's operands times their scales.
+// cuBLAS's FP64 product, and the FP8 GEMM's operands times their scales; and the FP8 baseline's
+// weight scales in the layout cuBLASLt reads.
 #include "kc/common/error.hpp"
 #include "kc/core/gelu.hpp"
 #include "kc/stage3/fp8_gemm_args.hpp"
@@ -43,6 +44,27 @@ __global__ void fp8_dequantize_reference_kernel(double* values, std::int64_t row
 void fp8_dequantize_reference(double* values, std::int64_t rows, std::int64_t cols, const float* scales,
                               Fp8ScaleMap map, cudaStream_t stream) {
   fp8_dequantize_reference_kernel<<<1024, 256, 0, stream>>>(values, rows, cols, scales, map);
+  KC_CHECK_LAUNCH();
+}
+
+}  // namespace kc::stage3
+
+namespace kc::stage3 {
+namespace {
+
+__global__ void fp8_block_scales_to_rows_kernel(float* rows_scales, const float* block_scales, int n, int k_blocks) {
+  const std::int64_t count = static_cast<std::int64_t>(n) * k_blocks;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const auto kb = static_cast<int>(i / n), row = static_cast<int>(i % n);
+    rows_scales[i] = block_scales[static_cast<std::int64_t>(row / kFp8ScaleBlock) * k_blocks + kb];
+  }
+}
+
+}  // namespace
+
+void fp8_block_scales_to_rows(float* rows_scales, const float* block_scales, int n, int k_blocks, cudaStream_t stream) {
+  fp8_block_scales_to_rows_kernel<<<256, 256, 0, stream>>>(rows_scales, block_scales, n, k_blocks);
   KC_CHECK_LAUNCH();
 }
 

@@ -107,10 +107,12 @@ TEST(Fp8GemmOp, BenchAndConformanceProblemsCoverBothScalingsAndTheEdges) {
   EXPECT_NE(op.baseline_name.find("cuBLASLt FP8"), std::string::npos) << op.baseline_name;
 }
 
-TEST(Fp8GemmLadder, RegistersRung01ForHopperOnlyInItsOwnReport) {
+TEST(Fp8GemmLadder, RegistersTwoRungsForHopperOnlyInTheirOwnReport) {
   const Registry& registry = stage3_test_registry();
-  const KernelEntry& rung = registry.kernel("stage3/fp8_gemm/01_tma_wgmma");
-  EXPECT_EQ(rung.rung, 1);
+  EXPECT_EQ(registry.kernel("stage3/fp8_gemm/01_tma_wgmma").rung, 1);
+  EXPECT_EQ(registry.kernel("stage3/fp8_gemm/02_wide_tiles").rung, 2);
+  for (const char* id : {"stage3/fp8_gemm/01_tma_wgmma", "stage3/fp8_gemm/02_wide_tiles"}) {
+  const KernelEntry& rung = registry.kernel(id);
   EXPECT_EQ(rung.report_group(), kFp8GemmReport);
   EXPECT_EQ(rung.dtypes, std::vector<DType>{DType::f8e4m3});
   EXPECT_EQ(rung.min_compute_capability, 90);
@@ -119,6 +121,7 @@ TEST(Fp8GemmLadder, RegistersRung01ForHopperOnlyInItsOwnReport) {
   EXPECT_EQ(rung.refuses, fp8_gemm_rung_refusals());
   EXPECT_NE(unsupported_reason(registry, rung, problem({64, 64, 100}), nullptr).find("multiple of 16"),
             std::string::npos);
+  }
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kc/common/device.hpp"
 #include "kc/testing/negative_controls.hpp"
 #include "support/gpu_test.hpp"
 #include "support/run_program.hpp"
@@ -47,6 +48,8 @@ TEST(KcBenchGpu, NegativeControlsAreReportedFailedAndNeverTimed) {
   const auto attention_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_attention";
   const auto decode_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_decode";
   const auto grouped_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_grouped";
+  const auto fp8_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_fp8";
+  std::filesystem::remove_all(fp8_dir);
   std::filesystem::remove_all(dir);
   std::filesystem::remove_all(attention_dir);
   std::filesystem::remove_all(decode_dir);
@@ -70,6 +73,16 @@ TEST(KcBenchGpu, NegativeControlsAreReportedFailedAndNeverTimed) {
       "--include-negative-controls --filter 'grouped_gemm/nc_' --shapes 6x2049x264 --param tokens=150 "
       "--param skew=3 --param routing_seed=2 --max-samples 5 --allow-dirty --markdown " + grouped_dir.string());
   EXPECT_EQ(grouped.exit_code, 1) << "a failed kernel must fail the run\n" << grouped.output;
+  // The FP8 GEMM controls (Hopper only) with block scales and K = 8192: long sums for the missed
+  // promotion, several K blocks for the scale mistakes.
+  const bool hopper = kc::query_device().compute_capability() == 90;
+  if (hopper) {
+    const ProgramRun fp8 = run_kc_bench(
+        "--include-negative-controls --filter 'fp8_gemm/nc_' --shapes 256x256x8192 --param scaling=1 "
+        "--max-samples 5 --allow-dirty --markdown " + fp8_dir.string());
+    EXPECT_EQ(fp8.exit_code, 1) << "a failed kernel must fail the run\n" << fp8.output;
+  }
+  const std::string fp8_json = hopper ? read_file(fp8_dir / "negative-controls.json") : std::string();
   const std::string json = read_file(dir / "negative-controls.json");
   const std::string attention_json = read_file(attention_dir / "negative-controls.json");
   const std::string decode_json = read_file(decode_dir / "negative-controls.json");
@@ -78,7 +91,13 @@ TEST(KcBenchGpu, NegativeControlsAreReportedFailedAndNeverTimed) {
     const bool is_attention = control.id.find("/attention_fwd/") != std::string::npos;
     const bool is_decode = control.id.find("/attention_decode_paged/") != std::string::npos;
     const bool is_grouped = control.id.find("/grouped_gemm/") != std::string::npos;
-    const std::string& text = is_grouped ? grouped_json : is_decode ? decode_json : is_attention ? attention_json : json;
+    const bool is_fp8 = control.id.find("/fp8_gemm/") != std::string::npos;
+    if (is_fp8 && !hopper) continue;  // FP8 WGMMA: compute capability 9.0 only
+    const std::string& text = is_fp8 ? fp8_json
+                              : is_grouped ? grouped_json
+                              : is_decode  ? decode_json
+                              : is_attention ? attention_json
+                                             : json;
     const auto at = text.find("\"kernel\": \"" + control.id + "\"");
     ASSERT_NE(at, std::string::npos) << control.id << " missing from\n" << text;
     const std::string row = text.substr(at, text.find('\n', at) - at);
@@ -89,6 +108,7 @@ TEST(KcBenchGpu, NegativeControlsAreReportedFailedAndNeverTimed) {
   std::filesystem::remove_all(attention_dir);
   std::filesystem::remove_all(decode_dir);
   std::filesystem::remove_all(grouped_dir);
+  std::filesystem::remove_all(fp8_dir);
 }
 
 TEST(KcBenchGpu, NaiveRungProducesTablesAgainstCublas) {

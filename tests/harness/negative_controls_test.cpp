@@ -186,8 +186,19 @@ TEST(NegativeControlsAttention, SkippedKvTileFails) {
 // each flawed copy of its kernel fails them: the missed FP32 promotion shows as a sum over all of
 // K in the tensor cores' narrower accumulator, the doubled scale and the wrong K block's scales
 // wherever the scales differ. Hopper only: elsewhere the rung and the controls are refused.
+// Stage 3's real kernels and the controls in one registry: the rung is checked beside its flawed copies.
+const Registry& registry_with_fp8_rungs() {
+  static const Registry registry = [] {
+    Registry r;
+    stage3::register_kernels(r);
+    testing::register_fp8_gemm_controls(r);
+    return r;
+  }();
+  return registry;
+}
+
 CheckOutcome check_fp8(const std::string& name, const std::vector<std::int64_t>& dims, double scaling) {
-  const Registry& r = registry_with_controls();
+  const Registry& r = registry_with_fp8_rungs();
   const Problem problem = r.op(stage3::kFp8GemmOp).problem(dims, DType::f8e4m3, {{"scaling", scaling}});
   return check_kernel(r, r.kernel(std::string("stage3/fp8_gemm/") + name), problem, 1, shared_context());
 }
@@ -197,11 +208,13 @@ TEST(NegativeControlsFp8, EachFlawFailsWhereTheRungPasses) {
   for (const std::vector<std::int64_t>& dims : {std::vector<std::int64_t>{256, 256, 8192},
                                                 std::vector<std::int64_t>{4096, 4096, 4096}}) {
     for (const double scaling : {0.0, 1.0}) {
-      const CheckOutcome rung = check_fp8("01_tma_wgmma", dims, scaling);
-      if (rung.status == CheckOutcome::Status::unsupported) GTEST_SKIP() << rung.detail;
-      EXPECT_TRUE(rung.passed()) << rung.detail;
-      std::printf("fp8 rung 01 at %lldx%lldx%lld scaling=%g: %s\n", static_cast<long long>(dims[0]),
-                  static_cast<long long>(dims[1]), static_cast<long long>(dims[2]), scaling, rung.detail.c_str());
+      for (const char* rung_name : {"01_tma_wgmma", "02_wide_tiles"}) {
+        const CheckOutcome rung = check_fp8(rung_name, dims, scaling);
+        if (rung.status == CheckOutcome::Status::unsupported) GTEST_SKIP() << rung.detail;
+        EXPECT_TRUE(rung.passed()) << rung_name << ": " << rung.detail;
+        std::printf("fp8 rung %s at %lldx%lldx%lld scaling=%g: %s\n", rung_name, static_cast<long long>(dims[0]),
+                    static_cast<long long>(dims[1]), static_cast<long long>(dims[2]), scaling, rung.detail.c_str());
+      }
       std::vector<const char*> controls = {"nc_no_fp32_promotion"};
       if (scaling == 1.0) {
         controls.push_back("nc_scale_applied_twice");

@@ -5,11 +5,11 @@
 //   S = Q K^T    m64n128k16, A (Q) and B (K) both K-major in shared memory: 128 keys a tile.
 //   O += P V     m64n{64,128}k16 with A (P) from registers and B (V) MN-major in shared memory:
 //                N = D, the head dimension; K = 16 keys a step.
-//   FP8 GEMM     m64n128k32, e4m3 A and B both K-major in shared memory: 32 one-byte elements are
-//                the same 32 bytes of a 128-byte swizzled row as 16 bf16 (quant/fp8/).
+//   FP8 GEMM     m64n{128,192}k32, e4m3 A and B both K-major in shared memory: 32 one-byte
+//                elements are the same 32 bytes of a 128-byte swizzled row as 16 bf16 (quant/fp8/).
 //
-// bf16 or f16 inputs (the template's T), or e4m3, FP32 accumulators. Accumulator layout (as for n256): thread
-// t of the warpgroup holds, for 8-column slice j, d[4j + 0..1] = row 16 (t / 32) + (t % 32) / 4,
+// bf16 or f16 inputs (the template's T), or e4m3; FP32 accumulators. Accumulator layout (as for
+// n256): thread t of the warpgroup holds, for 8-column slice j, d[4j + 0..1] = row 16 (t / 32) + (t % 32) / 4,
 // columns 8j + 2 (t % 4) + {0, 1}, and d[4j + 2..3] the same columns 8 rows further down.
 //
 // A from registers: the 64 x 16 A block is four 16 x 16 slices, one per warp (rows 16 w ..), each
@@ -127,18 +127,38 @@ __device__ __forceinline__ void wgmma_m64nNk16_rs_transposed_b(float (&d)[N / 2]
   }
 }
 
-// D(64 x 128) += A(64 x 32) . B(32 x 128), FP8 e4m3 A and B K-major in shared memory (FP8 WGMMA
-// has no transpose: both operands must be K-major). Same descriptors and accumulator layout as
-// the 16-bit shapes; the K step is 32 elements = 32 bytes. `accumulate` = 0 ignores D's old value.
-// The tensor cores keep the sum of an FP8 product in fewer bits than FP32 (the FP8 GEMM's header
-// says what that costs and how the kernel promotes partial sums).
-__device__ __forceinline__ void wgmma_m64n128k32_e4m3(float (&d)[64], std::uint64_t descriptor_a,
-                                                      std::uint64_t descriptor_b, std::uint32_t accumulate) {
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-               "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {"
-               KC_WGMMA_ACCUMULATOR_REGISTERS_64 "}, %64, %65, p, 1, 1;\n}\n"
-               : KC_WGMMA_ACCUMULATOR_OPERANDS_64
-               : "l"(descriptor_a), "l"(descriptor_b), "r"(accumulate));
+// n192: the 64 registers of n128, then 32 more.
+#define KC_WGMMA_ACCUMULATOR_REGISTERS_96 KC_WGMMA_ACCUMULATOR_REGISTERS_64 ", " \
+  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+#define KC_WGMMA_ACCUMULATOR_OPERANDS_96 KC_WGMMA_ACCUMULATOR_OPERANDS_64, \
+  "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
+  "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
+  "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), \
+  "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+
+// D(64 x N) += A(64 x 32) . B(32 x N), N = 128 or 192, FP8 e4m3 A and B K-major in shared memory
+// (FP8 WGMMA has no transpose: both operands must be K-major). Same descriptors and accumulator
+// layout as the 16-bit shapes; the K step is 32 elements = 32 bytes. `accumulate` = 0 ignores D's
+// old value. The tensor cores keep the sum of an FP8 product in fewer bits than FP32 (the FP8
+// GEMM's kernel header says what that costs and how the kernel promotes partial sums).
+template <int N>
+__device__ __forceinline__ void wgmma_m64nNk32_e4m3(float (&d)[N / 2], std::uint64_t descriptor_a,
+                                                   std::uint64_t descriptor_b, std::uint32_t accumulate) {
+  static_assert(N == 128 || N == 192, "the FP8 GEMM's tiles are 128 or 192 columns wide");
+  if constexpr (N == 128) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {"
+                 KC_WGMMA_ACCUMULATOR_REGISTERS_64 "}, %64, %65, p, 1, 1;\n}\n"
+                 : KC_WGMMA_ACCUMULATOR_OPERANDS_64
+                 : "l"(descriptor_a), "l"(descriptor_b), "r"(accumulate));
+  } else {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n192k32.f32.e4m3.e4m3 {"
+                 KC_WGMMA_ACCUMULATOR_REGISTERS_96 "}, %96, %97, p, 1, 1;\n}\n"
+                 : KC_WGMMA_ACCUMULATOR_OPERANDS_96
+                 : "l"(descriptor_a), "l"(descriptor_b), "r"(accumulate));
+  }
 }
 
 #undef KC_WGMMA_M64N128K16_SS
@@ -148,6 +168,8 @@ __device__ __forceinline__ void wgmma_m64n128k32_e4m3(float (&d)[64], std::uint6
 #undef KC_WGMMA_ACCUMULATOR_OPERANDS_32
 #undef KC_WGMMA_ACCUMULATOR_REGISTERS_64
 #undef KC_WGMMA_ACCUMULATOR_OPERANDS_64
+#undef KC_WGMMA_ACCUMULATOR_REGISTERS_96
+#undef KC_WGMMA_ACCUMULATOR_OPERANDS_96
 
 #endif  // KC_STAGE3_SM90A
 

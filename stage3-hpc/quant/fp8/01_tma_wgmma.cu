@@ -31,7 +31,7 @@
 namespace kc::stage3 {
 
 void fp8_gemm_01_tma_wgmma(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache) {
-  launch_fp8_gemm_scaled<Fp8Flaw::none>(args, stream, cache);
+  launch_fp8_gemm_scaled<Fp8GemmConfig<128>, Fp8Flaw::none>(args, stream, cache);
 }
 
 }  // namespace kc::stage3

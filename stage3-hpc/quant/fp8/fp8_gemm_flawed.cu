@@ -9,12 +9,12 @@ namespace kc::stage3 {
 void fp8_gemm_01_with_flaw(const Fp8GemmArgs& args, Fp8Flaw flaw, cudaStream_t stream, HopperLaunchCache& cache) {
   switch (flaw) {
     case Fp8Flaw::none: fp8_gemm_01_tma_wgmma(args, stream, cache); return;
-    case Fp8Flaw::no_promotion: launch_fp8_gemm_scaled<Fp8Flaw::no_promotion>(args, stream, cache); return;
+    case Fp8Flaw::no_promotion: launch_fp8_gemm_scaled<Fp8GemmConfig<128>, Fp8Flaw::no_promotion>(args, stream, cache); return;
     case Fp8Flaw::scale_twice:
-      launch_fp8_gemm<Fp8Scaling::block, Fp8Flaw::scale_twice>(args, stream, cache);
+      launch_fp8_gemm<Fp8GemmConfig<128>, Fp8Scaling::block, Fp8Flaw::scale_twice>(args, stream, cache);
       return;
     case Fp8Flaw::wrong_scale_block:
-      launch_fp8_gemm<Fp8Scaling::block, Fp8Flaw::wrong_scale_block>(args, stream, cache);
+      launch_fp8_gemm<Fp8GemmConfig<128>, Fp8Scaling::block, Fp8Flaw::wrong_scale_block>(args, stream, cache);
       return;
   }
   throw Error("fp8_gemm_01_with_flaw: unknown flaw");

@@ -1,6 +1,7 @@
-// fp8_gemm_kernel.cuh — the kernel of the FP8 GEMM's rung 01 (and of its negative controls): the
-// bf16 ladder's warp-specialized persistent kernel (gemm/warp_specialized_gemm.cuh) with FP8
-// operands, 128 x 128 tiles, and an FP32 promotion after every 128-deep K step.
+// fp8_gemm_kernel.cuh — the kernel of the FP8 GEMM's rungs 01 and 02 (and of its negative
+// controls): the bf16 ladder's warp-specialized persistent kernel (gemm/warp_specialized_gemm.cuh)
+// with FP8 operands, 128 x 128 (rung 01) or 128 x 192 (rung 02) tiles, and an FP32 promotion after
+// every 128-deep K step.
 //
 // What is the same as the bf16 ladder: the producer warp, the ring of stages and its mbarriers
 // (gemm/pipeline.cuh's StageRing, unchanged), the persistent tile walk in grouped raster order
@@ -22,9 +23,10 @@
 //     total += partial x s_A[kb][row] x s_B[n block][kb]. The price: the warpgroup waits for its
 //     own WGMMAs every step (wgmma.wait_group 0), and 64 more registers. The other consumer
 //     warpgroup's WGMMAs keep the tensor cores busy meanwhile.
-//   - the tile is 128 x 128 (two warpgroups of m64n128), not the bf16 ladder's 128 x 256: with
-//     `partial` and `total` both in registers, n256 would need 256 accumulator registers a thread.
-//     A 128 x 128 block of B is also exactly one block of the weight scales.
+//   - the tile is 128 x 128 (two warpgroups of m64n128) or 128 x 192, not the bf16 ladder's
+//     128 x 256: with `partial` and `total` both in registers, n256 would need 256 accumulator
+//     registers a thread, n192 needs 192. A 128 x 128 tile of B is exactly one block of the weight
+//     scales; a 192-wide tile spans one and a half, so its columns take one of two scales.
 // The epilogue stores pairs of bf16 straight from the registers (the bf16 ladder's rung 07 way).
 #pragma once
 
@@ -56,12 +58,15 @@ struct Fp8GemmParams {
   const float* scale_b;
   int m, n, k;
   int k_blocks;           // ceil(K / 128): K steps, and scales per row of s_A's transpose
-  int tiles_m, tiles_n;   // 128 x 128 output tiles
+  int n_blocks;           // ceil(N / 128): rows of s_B
+  int tiles_m, tiles_n;   // 128 x kBlockN output tiles
   int cluster_tiles_m;    // tiles_m (no clusters): what the tile scheduler walks
   int raster_band;        // grouped raster band height, in tile rows
 };
 
-// The knobs, in the shape gemm/pipeline.cuh and gemm/tile_scheduler.cuh read them.
+// The knobs, in the shape gemm/pipeline.cuh and gemm/tile_scheduler.cuh read them. kBlockNValue:
+// the tile's columns, 128 (rung 01) or 192 (rung 02).
+template <int kBlockNValue>
 struct Fp8GemmConfig {
   using Params = Fp8GemmParams;
   static constexpr int kClusterM = 1;
@@ -70,90 +75,113 @@ struct Fp8GemmConfig {
   static constexpr int kThreads = (1 + kConsumers) * kWarpgroupThreads;  // 384
   static constexpr int kConsumerWarps = kConsumers * kWarpgroupThreads / 32;
   static constexpr int kBlockM = kConsumers * kWarpgroupRows;  // 128
-  static constexpr int kBlockN = 128;                          // wgmma n128
+  static constexpr int kBlockN = kBlockNValue;                 // wgmma n128 or n192
   static constexpr int kBlockK = kTileRowBytes;                // 128 FP8 values: one swizzled row
   static constexpr int kTileBytesA = kBlockM * kTileRowBytes;  // 16 KiB
-  static constexpr int kTileBytesB = kBlockN * kTileRowBytes;  // 16 KiB
+  static constexpr int kTileBytesB = kBlockN * kTileRowBytes;  // 16 or 24 KiB
   static constexpr int kStageBytes = kTileBytesA + kTileBytesB;
   static constexpr int kBSliceRows = kBlockN;
   static constexpr int kBSliceBytes = kTileBytesB;
-  // Six stages of 32 KiB: the loads run up to five K steps ahead.
-  static constexpr int kStages = 6;
+  // Six stages of 32 KiB (n128) or five of 40 KiB (n192): the loads run four or five K steps ahead.
+  static constexpr int kStages = kBlockN == 128 ? 6 : 5;
   static constexpr int kRasterBandTileRows = 8;
   static constexpr int kBarrierBytes = 2 * kStages * 8;
   static constexpr int kSmemBytes = kSmemAlignment + kStages * kStageBytes + kBarrierBytes;
   static constexpr int kProducerRegisters = 40;
   static constexpr int kConsumerRegisters = 232;
-  static constexpr int kAccumulators = kWarpgroupRows * kBlockN / kWarpgroupThreads;  // 64
+  static constexpr int kAccumulators = kWarpgroupRows * kBlockN / kWarpgroupThreads;  // 64 or 96
   static constexpr int kWgmmaK = 32;  // FP8 values per wgmma
 
-  static_assert(kBlockN == kFp8ScaleBlock, "a tile column is one block of B's scales");
+  static_assert(kBlockN == 128 || kBlockN == 192, "wgmma n128 or n192");
+  // A tile's columns span at most two blocks of B's scales (n192 tiles start at a block or in its
+  // middle).
+  static_assert(kBlockN <= kFp8ScaleBlock + kFp8ScaleBlock / 2, "at most two scale blocks a tile");
   static_assert(kBlockK == kFp8ScaleBlock, "a K step is one block of A's and B's scales");
   static_assert(kSmemBytes <= kMaxDynamicSmem, "shared memory over the per-block limit");
 };
 
 #if KC_STAGE3_SM90A
 
-// The scale of one K block for the two rows a thread holds (row, row + 8), and of the tile's
-// block of B: s_A[kb][row] s_B[nb][kb]. Rows past M read row M - 1 (their results are not stored).
+// The scales of one K block for the two rows a thread holds (row, row + 8), and for the one or
+// two blocks of B's scales the tile's columns fall in: s_A[kb][row] s_B[nb][kb]. Rows past M read
+// row M - 1, a block past N's last reads the last (their results are not stored).
 struct Fp8StepScales {
-  float top = 1.f, bottom = 1.f;
+  float top = 1.f, bottom = 1.f;                // columns in the tile's first block of B's scales
+  float top_next = 1.f, bottom_next = 1.f;      // columns in the next block (n192 tiles only)
 };
 
 template <Fp8Scaling kScaling, Fp8Flaw kFlaw>
 __device__ __forceinline__ Fp8StepScales load_step_scales(const Fp8GemmParams& params, int kb, int row_top,
-                                                          int n_block) {
+                                                          int col0) {
   Fp8StepScales s;
   if constexpr (kScaling == Fp8Scaling::block) {
     if constexpr (kFlaw == Fp8Flaw::wrong_scale_block) kb = min(kb + 1, params.k_blocks - 1);
     const float* column = params.scale_a + static_cast<std::size_t>(kb) * params.m;
-    const float a_top = __ldg(column + min(row_top, params.m - 1));
-    const float a_bottom = __ldg(column + min(row_top + 8, params.m - 1));
+    float a_top = __ldg(column + min(row_top, params.m - 1));
+    float a_bottom = __ldg(column + min(row_top + 8, params.m - 1));
+    if constexpr (kFlaw == Fp8Flaw::scale_twice) {
+      a_top *= a_top;
+      a_bottom *= a_bottom;
+    }
+    const int n_block = col0 / kFp8ScaleBlock;
     const float b = __ldg(params.scale_b + static_cast<std::size_t>(n_block) * params.k_blocks + kb);
+    const float b_next =
+        __ldg(params.scale_b + static_cast<std::size_t>(min(n_block + 1, params.n_blocks - 1)) * params.k_blocks + kb);
     s.top = a_top * b;
     s.bottom = a_bottom * b;
-    if constexpr (kFlaw == Fp8Flaw::scale_twice) {
-      s.top *= a_top;
-      s.bottom *= a_bottom;
-    }
+    s.top_next = a_top * b_next;
+    s.bottom_next = a_bottom * b_next;
   }
   return s;
 }
 
 // total += partial x scale: the promotion. Accumulator slice j holds rows (top, top, bottom,
-// bottom) in d[4j .. 4j + 3].
-__device__ __forceinline__ void promote(float (&total)[Fp8GemmConfig::kAccumulators],
-                                        const float (&partial)[Fp8GemmConfig::kAccumulators], Fp8StepScales s) {
+// bottom) of column 8j + 2 (lane % 4) in d[4j .. 4j + 3]; in an n192 tile that starts in the middle
+// of a block of B's scales (col0 % 128 == 64), slices from 8 on lie in the next block.
+template <class Config>
+__device__ __forceinline__ void promote(float (&total)[Config::kAccumulators],
+                                        const float (&partial)[Config::kAccumulators], Fp8StepScales s, int col0) {
+  const int first_next_slice = (kFp8ScaleBlock - col0 % kFp8ScaleBlock) / 8;  // 16 or 8
 #pragma unroll
-  for (int j = 0; j < Fp8GemmConfig::kAccumulators / 4; ++j) {
-    total[4 * j + 0] = fmaf(partial[4 * j + 0], s.top, total[4 * j + 0]);
-    total[4 * j + 1] = fmaf(partial[4 * j + 1], s.top, total[4 * j + 1]);
-    total[4 * j + 2] = fmaf(partial[4 * j + 2], s.bottom, total[4 * j + 2]);
-    total[4 * j + 3] = fmaf(partial[4 * j + 3], s.bottom, total[4 * j + 3]);
+  for (int j = 0; j < Config::kAccumulators / 4; ++j) {
+    float top = s.top, bottom = s.bottom;
+    if constexpr (Config::kBlockN > kFp8ScaleBlock) {
+      if (j >= first_next_slice) {
+        top = s.top_next;
+        bottom = s.bottom_next;
+      }
+    }
+    total[4 * j + 0] = fmaf(partial[4 * j + 0], top, total[4 * j + 0]);
+    total[4 * j + 1] = fmaf(partial[4 * j + 1], top, total[4 * j + 1]);
+    total[4 * j + 2] = fmaf(partial[4 * j + 2], bottom, total[4 * j + 2]);
+    total[4 * j + 3] = fmaf(partial[4 * j + 3], bottom, total[4 * j + 3]);
   }
 }
 
 // One K step of one warpgroup: four m64n128k32 WGMMAs along the 128-byte row, as one group.
 // first_accumulate = 0 starts the step's sum from zero.
-__device__ __forceinline__ void fp8_wgmma_k_step(float (&acc)[Fp8GemmConfig::kAccumulators], std::uint32_t a_tile,
+template <class Config>
+__device__ __forceinline__ void fp8_wgmma_k_step(float (&acc)[Config::kAccumulators], std::uint32_t a_tile,
                                                  std::uint32_t b_tile, std::uint32_t first_accumulate) {
   sm90::wgmma_fence();
 #pragma unroll
-  for (int kk = 0; kk < Fp8GemmConfig::kBlockK / Fp8GemmConfig::kWgmmaK; ++kk) {
-    constexpr std::uint32_t kStepBytes = Fp8GemmConfig::kWgmmaK;  // 32 one-byte values
-    sm90::wgmma_m64n128k32_e4m3(acc, sm90::smem_descriptor_sw128(a_tile + kk * kStepBytes),
-                                sm90::smem_descriptor_sw128(b_tile + kk * kStepBytes), kk > 0 ? 1u : first_accumulate);
+  for (int kk = 0; kk < Config::kBlockK / Config::kWgmmaK; ++kk) {
+    constexpr std::uint32_t kStepBytes = Config::kWgmmaK;  // 32 one-byte values
+    sm90::wgmma_m64nNk32_e4m3<Config::kBlockN>(acc, sm90::smem_descriptor_sw128(a_tile + kk * kStepBytes),
+                                               sm90::smem_descriptor_sw128(b_tile + kk * kStepBytes),
+                                               kk > 0 ? 1u : first_accumulate);
   }
   sm90::wgmma_commit_group();
 }
 
 // Rows row_top and row_top + 8, columns col0 + 8j + 2 (lane % 4) + {0, 1}: pairs of bf16, one
 // 4-byte store each where N is even (the pair is then 4-byte aligned), else one value at a time.
-__device__ __forceinline__ void store_fp8_tile(const Fp8GemmParams& params, const float (&total)[Fp8GemmConfig::kAccumulators],
+template <class Config>
+__device__ __forceinline__ void store_fp8_tile(const Fp8GemmParams& params, const float (&total)[Config::kAccumulators],
                                                int row_top, int col0, float scale) {
   const int lane = threadIdx.x % 32;
 #pragma unroll
-  for (int j = 0; j < Fp8GemmConfig::kAccumulators / 4; ++j) {
+  for (int j = 0; j < Config::kAccumulators / 4; ++j) {
     const int col = col0 + 8 * j + 2 * (lane % 4);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
@@ -172,10 +200,8 @@ __device__ __forceinline__ void store_fp8_tile(const Fp8GemmParams& params, cons
   }
 }
 
-template <Fp8Scaling kScaling, Fp8Flaw kFlaw>
-__global__ void __launch_bounds__(Fp8GemmConfig::kThreads, 1)
-    fp8_gemm_kernel(const __grid_constant__ Fp8GemmParams params) {
-  using Config = Fp8GemmConfig;
+template <class Config, Fp8Scaling kScaling, Fp8Flaw kFlaw>
+__global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __grid_constant__ Fp8GemmParams params) {
   extern __shared__ std::uint8_t smem_raw[];
   std::uint8_t* smem = aligned_dynamic_smem(smem_raw);
   auto* barriers = reinterpret_cast<std::uint64_t*>(smem + Config::kStages * Config::kStageBytes);
@@ -225,8 +251,8 @@ __global__ void __launch_bounds__(Fp8GemmConfig::kThreads, 1)
       int previous_stage = 0;
       for (int k_tile = 0; k_tile < k_tiles; ++k_tile) {
         ring.wait_full(state);
-        fp8_wgmma_k_step(partial, smem_u32(ring.tile_a(state.stage)) + consumer * kWarpgroupRows * kTileRowBytes,
-                         smem_u32(ring.tile_b(state.stage)), k_tile > 0 ? 1u : 0u);
+        fp8_wgmma_k_step<Config>(partial, smem_u32(ring.tile_a(state.stage)) + consumer * kWarpgroupRows * kTileRowBytes,
+                                 smem_u32(ring.tile_b(state.stage)), k_tile > 0 ? 1u : 0u);
         sm90::wgmma_wait_group<1>();
         if (k_tile > 0) ring.release(previous_stage, lane);
         previous_stage = state.stage;
@@ -235,33 +261,33 @@ __global__ void __launch_bounds__(Fp8GemmConfig::kThreads, 1)
       sm90::wgmma_wait_group<0>();
       ring.release(previous_stage, lane);
       sm90::fence_accumulators(partial);
-      promote(total, partial, load_step_scales<kScaling, kFlaw>(params, 0, row_top, tile.n));
+      promote<Config>(total, partial, load_step_scales<kScaling, kFlaw>(params, 0, row_top, col0), col0);
     } else {
-      Fp8StepScales scales = load_step_scales<kScaling, kFlaw>(params, 0, row_top, tile.n);
+      Fp8StepScales scales = load_step_scales<kScaling, kFlaw>(params, 0, row_top, col0);
       for (int k_tile = 0; k_tile < k_tiles; ++k_tile) {
         ring.wait_full(state);
-        fp8_wgmma_k_step(partial, smem_u32(ring.tile_a(state.stage)) + consumer * kWarpgroupRows * kTileRowBytes,
-                         smem_u32(ring.tile_b(state.stage)), 0u);
+        fp8_wgmma_k_step<Config>(partial, smem_u32(ring.tile_a(state.stage)) + consumer * kWarpgroupRows * kTileRowBytes,
+                                 smem_u32(ring.tile_b(state.stage)), 0u);
         // The next step's scales load while this step's WGMMAs run.
         const Fp8StepScales next = k_tile + 1 < k_tiles
-                                       ? load_step_scales<kScaling, kFlaw>(params, k_tile + 1, row_top, tile.n)
+                                       ? load_step_scales<kScaling, kFlaw>(params, k_tile + 1, row_top, col0)
                                        : scales;
         sm90::wgmma_wait_group<0>();
         sm90::fence_accumulators(partial);
         ring.release(state.stage, lane);
         state.advance();
-        promote(total, partial, scales);
+        promote<Config>(total, partial, scales, col0);
         scales = next;
       }
     }
-    if (tile.m < params.tiles_m) store_fp8_tile(params, total, row_top, col0, per_tensor_scale);
+    if (tile.m < params.tiles_m) store_fp8_tile<Config>(params, total, row_top, col0, per_tensor_scale);
   }
 }
 
 #else  // not the sm_90a device pass: an empty kernel the launch code never runs
 
-template <Fp8Scaling kScaling, Fp8Flaw kFlaw>
-__global__ void __launch_bounds__(Fp8GemmConfig::kThreads, 1) fp8_gemm_kernel(const __grid_constant__ Fp8GemmParams) {}
+template <class Config, Fp8Scaling kScaling, Fp8Flaw kFlaw>
+__global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __grid_constant__ Fp8GemmParams) {}
 
 #endif  // KC_STAGE3_SM90A
 
@@ -278,15 +304,14 @@ inline TmaMatrix2d fp8_operand_tile_map(const fp8e4m3* matrix, int rows, int k, 
   return map;
 }
 
-template <Fp8Scaling kScaling, Fp8Flaw kFlaw>
+template <class Config, Fp8Scaling kScaling, Fp8Flaw kFlaw>
 void launch_fp8_gemm(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache) {
-  using Config = Fp8GemmConfig;
   require(args.k % kFp8KMultiple == 0,
           "FP8 GEMM: K must be a multiple of {} (got {}): TMA moves rows of A and B in 16-byte pieces",
           kFp8KMultiple, args.k);
   require(args.m >= 1 && args.n >= 1 && args.k >= 1, "FP8 GEMM: empty problem {}x{}x{}", args.m, args.n, args.k);
   require(args.scale_a != nullptr && args.scale_b != nullptr, "FP8 GEMM: both scales are needed");
-  const void* kernel = reinterpret_cast<const void*>(&fp8_gemm_kernel<kScaling, kFlaw>);
+  const void* kernel = reinterpret_cast<const void*>(&fp8_gemm_kernel<Config, kScaling, kFlaw>);
   cache.prepare_kernel(kernel, Config::kSmemBytes);
 
   Fp8GemmParams params{};
@@ -299,21 +324,22 @@ void launch_fp8_gemm(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchC
   params.n = args.n;
   params.k = args.k;
   params.k_blocks = fp8_k_blocks(args.k);
+  params.n_blocks = fp8_n_blocks(args.n);
   params.tiles_m = ceil_div(args.m, Config::kBlockM);
   params.tiles_n = ceil_div(args.n, Config::kBlockN);
   params.cluster_tiles_m = params.tiles_m;
   const int ctas = schedule_clusters<Config>(params, Schedule::persistent, Config::kRasterBandTileRows, cache, kernel);
-  fp8_gemm_kernel<kScaling, kFlaw><<<ctas, Config::kThreads, Config::kSmemBytes, stream>>>(params);
+  fp8_gemm_kernel<Config, kScaling, kFlaw><<<ctas, Config::kThreads, Config::kSmemBytes, stream>>>(params);
   KC_CUDA_CHECK(cudaGetLastError());
 }
 
 // The scaling is a run-time choice of the caller; each is its own kernel.
-template <Fp8Flaw kFlaw>
+template <class Config, Fp8Flaw kFlaw>
 void launch_fp8_gemm_scaled(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache) {
   if (args.scaling == Fp8Scaling::block)
-    launch_fp8_gemm<Fp8Scaling::block, kFlaw>(args, stream, cache);
+    launch_fp8_gemm<Config, Fp8Scaling::block, kFlaw>(args, stream, cache);
   else
-    launch_fp8_gemm<Fp8Scaling::per_tensor, kFlaw>(args, stream, cache);
+    launch_fp8_gemm<Config, Fp8Scaling::per_tensor, kFlaw>(args, stream, cache);
 }
 
 }  // namespace kc::stage3

@@ -119,12 +119,11 @@ enum class LtEpilogue {
 // definitions in kc/stage3/fp8_gemm_args.hpp):
 //   none        no scale operands (alpha only)
 //   per_tensor  one FP32 scale for A and one for B, device pointers given to run()
-//   block       A: one FP32 scale per 1 x 128 piece of a row, stored [ceil(K/128), M] (M
-//               contiguous); B (N x K): one per 128 x 128 block, stored [ceil(N/128), ceil(K/128)]
-//               (cuBLASLt's VEC128_32F and BLK128x128_32F modes, CUDA 12.9 and newer; no fast
-//               accumulation). cuBLASLt reads those layouts with 16-byte aligned columns: M and
-//               ceil(K/128) multiples of 4.
-enum class LtScaling { none, per_tensor, block };
+//   rows_1x128  A and B (N x K) each with one FP32 scale per 1 x 128 piece of a row, stored
+//               [ceil(K/128), rows] (rows contiguous): cuBLASLt's VEC128_32F mode on both operands
+//               (CUDA 12.9 and newer; no fast accumulation). 128 x 128 weight blocks are this with
+//               each block's scale repeated over its 128 rows.
+enum class LtScaling { none, per_tensor, rows_1x128 };
 
 // One cuBLASLt matmul plan: descriptors and the heuristic's best algorithm chosen once, then run
 // many times. FP32 accumulation (CUBLAS_COMPUTE_32F); for FP8 inputs C is bf16/f16/f32 and B

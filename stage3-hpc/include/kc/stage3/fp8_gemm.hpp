@@ -11,8 +11,9 @@
 // product of two e4m3 values is exact in FP32, so what a kernel may get wrong is the summation
 // and the one rounding to bf16 — the tolerance of a bf16 GEMM with K terms. FLOPs 2 M N K.
 // Baseline: cuBLASLt's FP8 matmul with the same scales (its default, promoted accumulation; block
-// scaling through its VEC128 / BLK128x128 modes, which read the scales with 16-byte aligned
-// columns: it refuses M % 4 != 0 or ceil(K / 128) % 4 != 0, saying so).
+// scaling through its VEC128 mode on both operands, B's block scales repeated over their 128 rows
+// first, untimed; it reads the scales in 16-byte aligned columns and is refused, saying so, for
+// M % 4 != 0 or N % 4 != 0).
 #pragma once
 
 #ifdef KC_KERNEL_SOURCE
@@ -43,7 +44,7 @@ Fp8GemmArgs fp8_gemm_args(const Problem& problem, Operands& operands);
 
 OpSpec make_fp8_gemm_op();
 
-// Adds the op, its baseline and its ladder (stage3/fp8_gemm/01_tma_wgmma).
+// Adds the op, its baseline and its ladder (stage3/fp8_gemm/01_tma_wgmma, 02_wide_tiles).
 void register_fp8_gemm_kernels(Registry& registry);
 
 }  // namespace kc::stage3

@@ -72,6 +72,9 @@ class HopperLaunchCache;  // the tensor maps and launch facts of the Hopper kern
 // (promotion) with the step's scales. sm_90a (compute capability 9.0); K % 16 == 0.
 void fp8_gemm_01_tma_wgmma(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
 
+// Rung 02: rung 01 with 128 x 192 tiles (wgmma m64n192k32): B read once for 1.5 times the columns.
+void fp8_gemm_02_wide_tiles(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
+
 // What the negative controls get wrong on purpose (tests/negative_controls): the same kernel with
 // one flaw each. Not a rung.
 enum class Fp8Flaw {
