@@ -35,6 +35,20 @@ void register_fp8_gemm_kernels(Registry& registry) {
   add("02_wide_tiles", 2,
       "rung 01 on 128x192 tiles (m64n192k32): B read from shared memory once for 1.5 times the columns",
       &fp8_gemm_02_wide_tiles);
+
+  // The activations' quantization for block scaling, in the same report.
+  if (!registry.has_op(kFp8QuantizeOp)) registry.add_op(make_fp8_quantize_op());
+  KernelEntry quantize = rung_entry(kFp8QuantizeOp, "01_half_warp_per_block", 1,
+                                    "half a warp per 1x128 piece: 16-byte loads, a max by four shuffles, paired "
+                                    "e4m3 conversions, 8-byte stores",
+                                    {DType::bf16}, kFp8GemmReport, 80);
+  quantize.constraints = "K % 16 == 0";
+  quantize.supports = &fp8_quantize_shape_error;
+  quantize.refuses = {"5x100 bf16"};
+  quantize.launch = [](const Problem& problem, Operands& operands, cudaStream_t stream) {
+    fp8_quantize_01_half_warp_per_block(fp8_quantize_args(problem, operands), stream);
+  };
+  registry.add_kernel(std::move(quantize));
 }
 
 }  // namespace kc::stage3

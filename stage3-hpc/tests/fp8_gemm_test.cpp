@@ -124,5 +124,24 @@ TEST(Fp8GemmLadder, RegistersTwoRungsForHopperOnlyInTheirOwnReport) {
   }
 }
 
+TEST(Fp8Quantize, DefinesScalesPerPieceAndRefusesKNotAMultipleOf16) {
+  const OpSpec op = make_fp8_quantize_op();
+  EXPECT_EQ(op.dim_names, (std::vector<std::string>{"M", "K"}));
+  const Problem p = op.problem({300, 1040}, DType::bf16);
+  EXPECT_EQ(fp8_quantize_shape_error(p), "");
+  // x read once (2 bytes), q written once (1 byte), 9 scales a row (4 bytes).
+  EXPECT_DOUBLE_EQ(op.work(p).bytes, 300.0 * 1040 * 3 + 4.0 * 9 * 300);
+  const std::string odd_k = fp8_quantize_shape_error(op.problem({5, 100}, DType::bf16));
+  EXPECT_NE(odd_k.find("multiple of 16"), std::string::npos) << odd_k;
+  std::vector<std::string> refused;
+  for (const Problem& c : op.conformance_problems)
+    if (!fp8_quantize_shape_error(c).empty()) refused.push_back(c.label());
+  EXPECT_EQ(refused, std::vector<std::string>{"5x100 bf16"});
+  const KernelEntry& rung = stage3_test_registry().kernel("stage3/fp8_quantize/01_half_warp_per_block");
+  EXPECT_EQ(rung.report_group(), kFp8GemmReport);
+  EXPECT_EQ(rung.refuses, refused);
+  EXPECT_EQ(rung.min_compute_capability, 80);
+}
+
 }  // namespace
 }  // namespace kc::stage3

@@ -44,7 +44,17 @@ Fp8GemmArgs fp8_gemm_args(const Problem& problem, Operands& operands);
 
 OpSpec make_fp8_gemm_op();
 
-// Adds the op, its baseline and its ladder (stage3/fp8_gemm/01_tma_wgmma, 02_wide_tiles).
+// fp8_quantize: x [M, K] bf16 -> q [M, K] e4m3 and scales [ceil(K/128), M] f32, per 1 x 128 piece
+// of a row (kc/stage3/fp8_gemm_args.hpp): the A operand and s_A of fp8_gemm with scaling=1. The
+// reference divides by the scale in double; q is held to e4m3's rounding, the scale to FP32's.
+// Baseline: a copy of the bytes it must move. Inputs ~ uniform(-8, 8).
+inline constexpr const char* kFp8QuantizeOp = "fp8_quantize";
+std::string fp8_quantize_shape_error(const Problem& problem);  // K % 16 == 0, 32-bit indexing
+Fp8QuantizeArgs fp8_quantize_args(const Problem& problem, Operands& operands);
+OpSpec make_fp8_quantize_op();
+
+// Adds the ops, their baselines and ladders (stage3/fp8_gemm/01_tma_wgmma, 02_wide_tiles;
+// stage3/fp8_quantize/01_half_warp_per_block), all in the report stage3-fp8-gemm.
 void register_fp8_gemm_kernels(Registry& registry);
 
 }  // namespace kc::stage3

@@ -75,6 +75,21 @@ void fp8_gemm_01_tma_wgmma(const Fp8GemmArgs& args, cudaStream_t stream, HopperL
 // Rung 02: rung 01 with 128 x 192 tiles (wgmma m64n192k32): B read once for 1.5 times the columns.
 void fp8_gemm_02_wide_tiles(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
 
+// The activations' side of block scaling: X [M, K] bf16 -> Q [M, K] e4m3 and s_A [ceil(K/128), M]
+// (the layout above), per 1 x 128 piece of a row: s = max |x| / 448 (the largest finite e4m3), or
+// 1 for a piece of zeros, and Q = x / s rounded to nearest e4m3. Memory-bound; K % 16 == 0.
+struct Fp8QuantizeArgs {
+  int m = 0, k = 0;
+  const bf16* x = nullptr;  // [M, K]
+  fp8e4m3* q = nullptr;     // [M, K]
+  float* scales = nullptr;  // [ceil(K / 128), M]
+};
+inline constexpr float kE4m3Max = 448.f;
+
+// Rung 01: half a warp per 1 x 128 piece, 16-byte loads of x, a max over 16 lanes by shuffles,
+// 8-byte stores of Q (sm_80 and newer).
+void fp8_quantize_01_half_warp_per_block(const Fp8QuantizeArgs& args, cudaStream_t stream);
+
 // What the negative controls get wrong on purpose (tests/negative_controls): the same kernel with
 // one flaw each. Not a rung.
 enum class Fp8Flaw {

@@ -1,0 +1,89 @@
+// The fp8_quantize op (kc/stage3/fp8_gemm.hpp): bf16 activations to e4m3 with a scale per 1 x 128
+// piece of a row, the A operand and s_A of fp8_gemm with scaling=1; references and problems.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <utility>
+
+#include "kc/common/op_builder.hpp"
+#include "kc/stage3/fp8_gemm.hpp"
+
+namespace kc::stage3 {
+namespace {
+
+std::int64_t m_of(const Problem& p) { return p.dims[0]; }
+std::int64_t k_of(const Problem& p) { return p.dims[1]; }
+std::int64_t k_blocks_of(const Problem& p) { return (k_of(p) + kFp8ScaleBlock - 1) / kFp8ScaleBlock; }
+
+HostTensors host_reference(const Problem& p, const HostTensors& in) {
+  const std::int64_t m = m_of(p), k = k_of(p), k_blocks = k_blocks_of(p);
+  const std::vector<double>& x = in.at("x");
+  std::vector<double> q(x.size()), scales(static_cast<std::size_t>(k_blocks * m));
+  for (std::int64_t row = 0; row < m; ++row)
+    for (std::int64_t kb = 0; kb < k_blocks; ++kb) {
+      const std::int64_t begin = kb * kFp8ScaleBlock, end = std::min(k, begin + kFp8ScaleBlock);
+      double amax = 0.0;
+      for (std::int64_t c = begin; c < end; ++c) amax = std::fmax(amax, std::fabs(x[static_cast<std::size_t>(row * k + c)]));
+      const double scale = amax > 0.0 ? amax / kE4m3Max : 1.0;
+      scales[static_cast<std::size_t>(kb * m + row)] = scale;
+      for (std::int64_t c = begin; c < end; ++c) {
+        const auto i = static_cast<std::size_t>(row * k + c);
+        q[i] = x[i] / scale;
+      }
+    }
+  return HostTensors{{"q", std::move(q)}, {"scales", std::move(scales)}};
+}
+
+}  // namespace
+
+std::string fp8_quantize_shape_error(const Problem& p) {
+  if (k_of(p) % kFp8KMultiple != 0)
+    return fmt::format("K must be a multiple of {} (got {}): rows of x are read in 16-byte pieces", kFp8KMultiple,
+                       k_of(p));
+  if (m_of(p) * k_of(p) > INT32_MAX)
+    return fmt::format("{}: more than 2^31 - 1 values do not fit the 32-bit indexing kc kernels use", p.shape());
+  return {};
+}
+
+Fp8QuantizeArgs fp8_quantize_args(const Problem& p, Operands& o) {
+  Fp8QuantizeArgs args;
+  args.m = static_cast<int>(m_of(p));
+  args.k = static_cast<int>(k_of(p));
+  args.x = o["x"].data<bf16>();
+  args.q = o["q"].data<fp8e4m3>();
+  args.scales = o["scales"].data<float>();
+  return args;
+}
+
+OpSpec make_fp8_quantize_op() {
+  OpConfig op;
+  op.name = kFp8QuantizeOp;
+  op.description =
+      "x [M,K] bf16 -> q [M,K] e4m3 and scales [ceil(K/128),M] f32, per 1x128 piece of a row: s = max|x| / 448 "
+      "(1 for a piece of zeros), q = x / s rounded to e4m3 (fp8_gemm's A and s_A with scaling=1)";
+  op.dim_names = {"M", "K"};
+  op.dtypes = {DType::bf16};
+  op.bound = Bound::memory;
+  op.operands = {input("x", dims_at({0, 1}), FillSpec::uniform(-8.0, 8.0)), output("q", dims_at({0, 1}), DType::f8e4m3),
+                 output("scales", [](const Problem& p) { return Shape{k_blocks_of(p), m_of(p)}; }, DType::f32)};
+  op.host_reference = &host_reference;
+  // One division and one rounding to e4m3 (q), one division (the scale, FP32).
+  op.accuracy = [](const Problem&, const std::string&, DType output) {
+    Accuracy accuracy;
+    accuracy.output = output;
+    return accuracy;
+  };
+  op.supports = &fp8_quantize_shape_error;
+  // The activations of Llama-3-8B's attention and MLP inputs (4096) and of its down projection
+  // (14336) at 8192 and 32768 tokens.
+  for (const Shape& dims : std::vector<Shape>{{8192, 4096}, {8192, 14336}, {32768, 4096}}) op.bench.push_back({dims});
+  // One row, a piece shorter than 128, rows across many pieces, K tails, and one refused (K % 16).
+  for (const Shape& dims : std::vector<Shape>{{1, 16}, {3, 144}, {17, 1040}, {64, 4096}, {129, 2064}, {1000, 272}, {5, 100}})
+    op.conformance.push_back({dims});
+  op.copy_scratch = std::make_shared<CopyScratch>();
+  return build_op(std::move(op));
+}
+
+}  // namespace kc::stage3
