@@ -263,24 +263,21 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __g
       sm90::fence_accumulators(partial);
       promote<Config>(total, partial, load_step_scales<kScaling, kFlaw>(params, 0, row_top, col0), col0);
     } else {
-      // Block scales come from global memory (L2), two K steps ahead: a load issued at step t is
-      // used at step t + 2, so its latency hides behind two steps of WGMMAs, not one.
       Fp8StepScales scales = load_step_scales<kScaling, kFlaw>(params, 0, row_top, col0);
-      Fp8StepScales next = k_tiles > 1 ? load_step_scales<kScaling, kFlaw>(params, 1, row_top, col0) : scales;
       for (int k_tile = 0; k_tile < k_tiles; ++k_tile) {
         ring.wait_full(state);
         fp8_wgmma_k_step<Config>(partial, smem_u32(ring.tile_a(state.stage)) + consumer * kWarpgroupRows * kTileRowBytes,
                                  smem_u32(ring.tile_b(state.stage)), 0u);
-        const Fp8StepScales after_next = k_tile + 2 < k_tiles
-                                             ? load_step_scales<kScaling, kFlaw>(params, k_tile + 2, row_top, col0)
-                                             : next;
+        // The next step's scales load while this step's WGMMAs run.
+        const Fp8StepScales next = k_tile + 1 < k_tiles
+                                       ? load_step_scales<kScaling, kFlaw>(params, k_tile + 1, row_top, col0)
+                                       : scales;
         sm90::wgmma_wait_group<0>();
         sm90::fence_accumulators(partial);
         ring.release(state.stage, lane);
         state.advance();
         promote<Config>(total, partial, scales, col0);
         scales = next;
-        next = after_next;
       }
     }
     if (tile.m < params.tiles_m) store_fp8_tile<Config>(params, total, row_top, col0, per_tensor_scale);
