@@ -15,7 +15,7 @@ namespace {
 
 std::int64_t m_of(const Problem& p) { return p.dims[0]; }
 std::int64_t k_of(const Problem& p) { return p.dims[1]; }
-std::int64_t k_blocks_of(const Problem& p) { return (k_of(p) + kFp8ScaleBlock - 1) / kFp8ScaleBlock; }
+std::int64_t k_blocks_of(const Problem& p) { return fp8_k_blocks(static_cast<int>(k_of(p))); }
 
 HostTensors host_reference(const Problem& p, const HostTensors& in) {
   const std::int64_t m = m_of(p), k = k_of(p), k_blocks = k_blocks_of(p);
