@@ -220,12 +220,18 @@ void CublasLtGemm::plan(GemmShape shape, DType ab_type, DType c_type, BLayout b_
                         LtEpilogue epilogue, std::size_t workspace_bytes, LtScaling scaling) {
   require_gemm_shape(shape);
   const bool fp8 = ab_type == DType::f8e4m3 || ab_type == DType::f8e5m2;
-  require(!fp8 || b_layout == BLayout::n_by_k,
-          "cuBLASLt FP8 matmul needs B stored N x K (\"TN\"); got {}", b_layout_name(b_layout));
+  integer_ = ab_type == DType::i8;
+  require(!(fp8 || integer_) || b_layout == BLayout::n_by_k,
+          "cuBLASLt {} matmul needs B stored N x K (\"TN\"); got {}", dtype_name(ab_type), b_layout_name(b_layout));
   require(scaling == LtScaling::none || fp8, "cuBLASLt scale operands are for FP8 inputs, not {}",
           dtype_name(ab_type));
+  require(!integer_ || (c_type == DType::i32 && epilogue == LtEpilogue::none),
+          "cuBLASLt's INT8 matmul here writes s32 with no epilogue (got {} output)", dtype_name(c_type));
   const ColumnMajorCall call = column_major(shape, b_layout);
-  KC_CUBLAS_CHECK(cublasLtMatmulDescCreate(&operation_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  if (integer_)
+    KC_CUBLAS_CHECK(cublasLtMatmulDescCreate(&operation_, CUBLAS_COMPUTE_32I, CUDA_R_32I));
+  else
+    KC_CUBLAS_CHECK(cublasLtMatmulDescCreate(&operation_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t op_n = CUBLAS_OP_N;
   KC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(operation_, CUBLASLT_MATMUL_DESC_TRANSA,
                                                  &call.op_b, sizeof(call.op_b)));
@@ -295,7 +301,13 @@ void CublasLtGemm::run(float alpha, const void* a, const void* b, float beta, vo
     KC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(operation_, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                    &bias, sizeof(bias)));
   }
-  KC_CUBLAS_CHECK(cublasLtMatmul(handle_, operation_, &alpha, b, layout_a_, a, layout_b_, &beta, c,
+  // INT8: alpha and beta are s32 (the scale type of CUBLAS_COMPUTE_32I).
+  const std::int32_t alpha_s32 = static_cast<std::int32_t>(alpha), beta_s32 = static_cast<std::int32_t>(beta);
+  require(!integer_ || (static_cast<float>(alpha_s32) == alpha && static_cast<float>(beta_s32) == beta),
+          "cuBLASLt INT8 matmul: alpha and beta must be integers (got {}, {})", alpha, beta);
+  const void* alpha_pointer = integer_ ? static_cast<const void*>(&alpha_s32) : &alpha;
+  const void* beta_pointer = integer_ ? static_cast<const void*>(&beta_s32) : &beta;
+  KC_CUBLAS_CHECK(cublasLtMatmul(handle_, operation_, alpha_pointer, b, layout_a_, a, layout_b_, beta_pointer, c,
                                  layout_c_, c, layout_c_, &algorithm_, workspace_.data(),
                                  workspace_.bytes(), stream));
 }

@@ -82,7 +82,7 @@ __device__ __forceinline__ void load_padded_tile(typename PackedPair<T>::Type (*
 }
 
 template <typename T, int kHeadDim>
-__global__ void __launch_bounds__(kThreads) tiled_online_softmax_kernel(AttentionArgs<T> args) {
+__global__ void __launch_bounds__(kThreads) tiled_online_softmax_kernel(AttentionParams<T> args) {
   using Pair = PackedPair<T>;
   constexpr int kPairsPerLane = kHeadDim / 2 / core::kWarpSize;  // O columns per lane, in pairs
   constexpr int kChunksPerRow = kHeadDim / kChunkElements;

@@ -50,7 +50,7 @@ namespace kc::stage3 {
 namespace {
 
 template <typename T, int kHeadDim>
-__global__ void __launch_bounds__(Fa2Shape<kHeadDim>::kThreads) fa2_mma_sync_kernel(AttentionArgs<T> args) {
+__global__ void __launch_bounds__(Fa2Shape<kHeadDim>::kThreads) fa2_mma_sync_kernel(AttentionParams<T> args) {
   using Shape = Fa2Shape<kHeadDim>;
   extern __shared__ __align__(128) std::uint8_t smem[];
   std::uint8_t* q_tile = smem;

@@ -25,8 +25,9 @@
 // Leaner copy arithmetic (row i = i . threads / chunks per row + tid / chunks per row, no signed
 // division per chunk) takes that to 8 bytes on sm_90a (one value, outside the loop) and 64 on
 // sm_80, but it is TileCopy, shared with rungs 03 and 04, whose code it changes (ptxas then holds
-// rung 04's D = 64 kernel to 128 registers, with spills). Setting kTilesAtHeadDim128 below to 2
-// builds the two-tile D = 128 kernel as it stands.
+// rung 04's D = 64 kernel to 128 registers, with spills). Setting kRung05TilesAtHeadDim128
+// (fa2_cp_async_kernel.cuh, shared with rung 05's packed variable-length form) to 2 builds the
+// two-tile D = 128 kernel as it stands.
 //
 // Per warp and K/V tile at D = 64 (analysis): 16 LDSM (K) + 16 LDSM.T (V) against 2 x (32 + 32)
 // HMMA: 0.25 LDSM per HMMA (rung 04: 0.5); Q's 8 LDSM once. 2 x 64 MUFU.EX2.
@@ -55,9 +56,8 @@ namespace {
 
 // The kernel (fa2_cp_async_kernel.cuh) with two 16-row MMA tiles per warp; at D = 128 one (see
 // above: two spill).
-constexpr int kTilesAtHeadDim128 = 1;
 template <typename T, int kHeadDim>
-using Rung05 = Fa2CpAsyncRung<T, kHeadDim, kHeadDim == 64 ? 2 : kTilesAtHeadDim128>;
+using Rung05 = Fa2CpAsyncRung<T, kHeadDim, rung05_tiles_per_warp(kHeadDim)>;
 
 }  // namespace
 

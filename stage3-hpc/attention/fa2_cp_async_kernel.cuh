@@ -2,7 +2,11 @@
 // cp.async double buffer of K/V tiles, visiting only the tiles a block's rows see, heaviest blocks
 // first. Rung 04 runs it with one 16-row MMA tile per warp (64 query rows per block), rung 05 with
 // two (128). See the header comments of 04_fa2_cp_async.cu and 05_fa2_two_tiles_per_warp.cu.
+// The packed variable-length form (attention_args.hpp) runs the same kernel with kPacked, which
+// first finds the block's sequence (varlen_05_fa2_two_tiles_per_warp.cu).
 #pragma once
+
+#include <type_traits>
 
 #include "arch/sm80/cp_async.cuh"
 #include "arch/util.hpp"
@@ -14,16 +18,39 @@ namespace kc::stage3 {
 // kernel with one tile per warp), with no symbol shared between them.
 namespace {
 
-template <typename T, int kHeadDim, int kTilesPerWarp>
+// The kernel's parameter: AttentionParams for the dense form; for the packed variable-length form
+// the whole AttentionArgs, the offsets included.
+template <typename T, bool kPacked>
+using Fa2KernelArgs = std::conditional_t<kPacked, AttentionArgs<T>, AttentionParams<T>>;
+
+// kPacked false, the dense form: blockIdx.z is the batch, blockIdx.y the query head.
+// kPacked true, the packed variable-length form: blockIdx.z is the sequence, whose offsets and
+// lengths the block reads from cu_seqlens_q/k first. The grid's x covers the longest sequence's
+// query tiles (q_len is max_seqlen_q there), so the blocks past this sequence's last tile have
+// nothing to do and leave at once; the others run the dense form's code on the sequence's rows
+// (HeadView of a sequence) with its Sq_b and Sk_b in place of q_len and kv_len: the mask is the
+// sequence's, K/V tiles past Sk_b are never visited and the rows of a tile past Sk_b (or Q past
+// Sq_b) are zero-filled, so no block reads a neighbouring sequence, and rows past Sq_b are not
+// stored. The packed form's lines are the `if constexpr` block and nothing else: the dense kernel
+// compiles to the code it had before the packed form existed.
+template <typename T, int kHeadDim, int kTilesPerWarp, bool kPacked>
 __global__ void __launch_bounds__(Fa2Shape<kHeadDim, kTilesPerWarp>::kThreads)
-    fa2_cp_async_kernel(AttentionArgs<T> args) {
+    fa2_cp_async_kernel(Fa2KernelArgs<T, kPacked> args) {
   using Shape = Fa2Shape<kHeadDim, kTilesPerWarp>;
   extern __shared__ __align__(128) std::uint8_t smem[];
   std::uint8_t* q_tile = smem;
   const auto k_tile = [&](int buffer) { return smem + Shape::kQTileBytes + 2 * buffer * Shape::kTileBytes; };
   const auto v_tile = [&](int buffer) { return smem + Shape::kQTileBytes + (2 * buffer + 1) * Shape::kTileBytes; };
 
-  const HeadView<T> head(args);
+  if constexpr (kPacked) {
+    const VarlenSequence sequence = varlen_sequence(args, static_cast<int>(blockIdx.z));
+    // The same query tile as below; past the sequence's rows the whole block leaves (no barrier
+    // is skipped by part of it).
+    if (static_cast<int>(gridDim.x - 1 - blockIdx.x) * Shape::kBlockRows >= sequence.q_len) return;
+    args.q_len = sequence.q_len;
+    args.kv_len = sequence.kv_len;
+  }
+  const HeadView<T> head(args);  // packed: the sequence's rows (HeadView's AttentionArgs constructor)
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int query_tile = static_cast<int>(gridDim.x - 1 - blockIdx.x);  // heaviest first
   const int block_row0 = query_tile * Shape::kBlockRows;
@@ -72,12 +99,19 @@ __global__ void __launch_bounds__(Fa2Shape<kHeadDim, kTilesPerWarp>::kThreads)
 
 // The kernel for one T, D and number of MMA tiles per warp, and the shared memory it takes: the
 // Q tile of the block's rows + 2 x (K, V) tiles of 64 rows.
-template <typename T, int kHeadDim, int kTilesPerWarp>
+// kPacked: the packed variable-length form's kernel (varlen_05_fa2_two_tiles_per_warp.cu).
+template <typename T, int kHeadDim, int kTilesPerWarp, bool kPacked = false>
 struct Fa2CpAsyncRung {
   using Shape = Fa2Shape<kHeadDim, kTilesPerWarp>;
   static constexpr int kSmemBytes = Shape::kQTileBytes + 4 * Shape::kTileBytes;
-  static constexpr auto kKernel = &fa2_cp_async_kernel<T, kHeadDim, kTilesPerWarp>;
+  static constexpr auto kKernel = &fa2_cp_async_kernel<T, kHeadDim, kTilesPerWarp, kPacked>;
 };
+
+// Rung 05's 16-row MMA tiles per warp at each head dimension, which its packed form shares: two at
+// D = 64; at D = 128 one, rung 04's kernel, because two spill (05_fa2_two_tiles_per_warp.cu says
+// why). Setting kRung05TilesAtHeadDim128 to 2 builds the two-tile D = 128 kernel as it stands.
+inline constexpr int kRung05TilesAtHeadDim128 = 1;
+constexpr int rung05_tiles_per_warp(int head_dim) { return head_dim == 64 ? 2 : kRung05TilesAtHeadDim128; }
 
 }  // namespace
 }  // namespace kc::stage3

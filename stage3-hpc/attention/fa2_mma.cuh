@@ -271,7 +271,7 @@ __device__ __forceinline__ void p_fragment(const float (&p)[kKeyBlocks][4], int 
 template <typename T, int kDimBlocks>
 __device__ __forceinline__ void store_tile_rows(const float (&o)[kDimBlocks][4], const RowState* rows,
                                                 const int* row_ends, const HeadView<T>& head,
-                                                const AttentionArgs<T>& args, int tile_row0) {
+                                                const AttentionParams<T>& args, int tile_row0) {
   const int lane = static_cast<int>(threadIdx.x) % 32;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -374,7 +374,7 @@ struct Fa2Warp {
 
   // O = acc / l and the LSE of this thread's rows, stored (rows at or past Sq skipped);
   // row_ends: their visible ends (0: O = 0, LSE = -inf).
-  __device__ void store(const HeadView<T>& head, const AttentionArgs<T>& args, int warp_row0,
+  __device__ void store(const HeadView<T>& head, const AttentionParams<T>& args, int warp_row0,
                         const int (&row_ends)[Shape::kThreadRows]) const {
 #pragma unroll
     for (int m = 0; m < kTiles; ++m) store_tile_rows(o[m], row + 2 * m, row_ends + 2 * m, head, args, warp_row0 + 16 * m);
@@ -383,7 +383,7 @@ struct Fa2Warp {
 
 // The visible ends of this thread's rows (lane/4 + 8r of the warp's); 0 past Sq.
 template <typename T, int kThreadRows>
-__device__ __forceinline__ void thread_row_ends(const AttentionArgs<T>& args, int warp_row0,
+__device__ __forceinline__ void thread_row_ends(const AttentionParams<T>& args, int warp_row0,
                                                 int (&row_ends)[kThreadRows]) {
   const int lane = static_cast<int>(threadIdx.x) % 32;
 #pragma unroll
@@ -407,11 +407,12 @@ void launch_fa2_kernel(const AttentionArgs<T>& args, cudaStream_t stream) {
   KC_CUDA_CHECK(cudaGetLastError());
 }
 
-// Checks the arguments, then launches Rung<T, D> for the problem's D (64 or 128).
+// Checks the arguments, then launches Rung<T, D> for the problem's D (64 or 128). `packed`: Rung's
+// kernel runs the packed variable-length form (require_flash_args).
 template <template <typename, int> class Rung, typename T>
-void launch_fa2_rung(const AttentionArgs<T>& args, cudaStream_t stream, const char* rung_name) {
+void launch_fa2_rung(const AttentionArgs<T>& args, cudaStream_t stream, const char* rung_name, bool packed = false) {
   require_flash_args(args, rung_name,
-                     std::max(Rung<T, 64>::Shape::kBlockRows, Rung<T, 128>::Shape::kBlockRows));
+                     std::max(Rung<T, 64>::Shape::kBlockRows, Rung<T, 128>::Shape::kBlockRows), packed);
   if (args.head_dim == 64)
     launch_fa2_kernel<Rung<T, 64>>(args, stream);
   else

@@ -1,7 +1,8 @@
 // flash_common.cuh — what every fused attention rung (02-04) shares: the checks before a launch,
-// where a block's head lives in Q, K, V, O and LSE (grouped-query heads by index), which keys a
-// query row sees (the bottom-right causal mask), the exp2 of the online softmax, and how a
-// finished row is written (O = 0 and LSE = -inf for a row that sees no key).
+// where a block's head lives in Q, K, V, O and LSE (grouped-query heads by index; in the packed
+// variable-length form, a sequence's rows found from its offsets), which keys a query row sees
+// (the bottom-right causal mask), the exp2 of the online softmax, and how a finished row is
+// written (O = 0 and LSE = -inf for a row that sees no key).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -31,6 +32,20 @@ __device__ __forceinline__ float exp2_flush_to_zero(float x) {
   return result;
 }
 
+// One sequence of the packed variable-length form (attention_args.hpp): where its rows start in
+// the packed Q and O (q_start) and K and V (kv_start), and how many it has (Sq_b, Sk_b), from
+// cu_seqlens_q/k[b] and [b + 1].
+struct VarlenSequence {
+  int q_start, q_len, kv_start, kv_len;
+};
+
+template <typename T>
+__device__ __forceinline__ VarlenSequence varlen_sequence(const AttentionArgs<T>& args, int b) {
+  const int q_start = args.cu_seqlens_q[b];
+  const int kv_start = args.cu_seqlens_k[b];
+  return {q_start, args.cu_seqlens_q[b + 1] - q_start, kv_start, args.cu_seqlens_k[b + 1] - kv_start};
+}
+
 // One (batch, query head) of the problem, as seen by the block that owns some of its query rows:
 // blockIdx.z is the batch, blockIdx.y the query head (a persistent CTA names the pair itself); the
 // kv head is h / (Hq / Hkv), read in place (no copy of K and V per query head).
@@ -42,11 +57,17 @@ struct HeadView {
   T* o;
   float* lse;
 
-  __device__ explicit HeadView(const AttentionArgs<T>& args)
+  __device__ explicit HeadView(const AttentionParams<T>& args)
       : HeadView(args, static_cast<int>(blockIdx.z), static_cast<int>(blockIdx.y)) {}
 
+  // The packed variable-length form (AttentionArgs, offsets included, as the packed kernels take
+  // it; the dense kernels take AttentionParams and get the constructor above): blockIdx.z is the
+  // sequence, blockIdx.y the query head.
+  __device__ explicit HeadView(const AttentionArgs<T>& args)
+      : HeadView(args, varlen_sequence(args, static_cast<int>(blockIdx.z)), static_cast<int>(blockIdx.y)) {}
+
   // The (batch b, query head h) a persistent CTA is working on, whatever its block index.
-  __device__ HeadView(const AttentionArgs<T>& args, int b, int h) {
+  __device__ HeadView(const AttentionParams<T>& args, int b, int h) {
     const int kv_head = h / (args.q_heads / args.kv_heads);
     const std::int64_t q_offset = b * args.q_batch_stride + h * args.q_head_stride;
     const std::int64_t kv_offset = b * args.kv_batch_stride + kv_head * args.kv_head_stride;
@@ -56,12 +77,27 @@ struct HeadView {
     v = args.v + kv_offset;
     lse = args.lse + (static_cast<std::int64_t>(b) * args.q_heads + h) * args.q_len;
   }
+
+  // Query head h of one sequence of the packed variable-length form: its rows start at packed row
+  // q_start of Q and O and kv_start of K and V (no batch stride), and its LSE is row h of the
+  // sequence's [Hq, Sq_b] block at element q_start . Hq.
+  __device__ HeadView(const AttentionParams<T>& args, const VarlenSequence& sequence, int h) {
+    const int kv_head = h / (args.q_heads / args.kv_heads);
+    const std::int64_t q_offset = sequence.q_start * args.q_row_stride + h * args.q_head_stride;
+    const std::int64_t kv_offset = sequence.kv_start * args.kv_row_stride + kv_head * args.kv_head_stride;
+    q = args.q + q_offset;
+    o = args.o + q_offset;
+    k = args.k + kv_offset;
+    v = args.v + kv_offset;
+    lse = args.lse + static_cast<std::int64_t>(sequence.q_start) * args.q_heads +
+          static_cast<std::int64_t>(h) * sequence.q_len;
+  }
 };
 
 // How many keys query row `query` sees: Sk, or with the causal mask clamp(query + Sk - Sq + 1,
 // 0, Sk) (attention.hpp's visible_keys). Keys j < this are visible, the others are not.
 template <typename T>
-__device__ __forceinline__ int visible_key_end(const AttentionArgs<T>& args, int query) {
+__device__ __forceinline__ int visible_key_end(const AttentionParams<T>& args, int query) {
   if (!args.causal) return args.kv_len;
   const std::int64_t end = std::int64_t{query} + args.kv_len - args.q_len + 1;
   return end < 0 ? 0 : (end < args.kv_len ? static_cast<int>(end) : args.kv_len);
@@ -71,7 +107,7 @@ __device__ __forceinline__ int visible_key_end(const AttentionArgs<T>& args, int
 // (inside Sq) sees. Keys at or past this end are never read: loads there are zero-filled, so not
 // even a NaN stored behind the mask reaches the arithmetic.
 template <typename T>
-__device__ __forceinline__ int block_key_end(const AttentionArgs<T>& args, int first_row, int rows) {
+__device__ __forceinline__ int block_key_end(const AttentionParams<T>& args, int first_row, int rows) {
   const int last_row = (first_row + rows < args.q_len ? first_row + rows : args.q_len) - 1;
   return visible_key_end(args, last_row);
 }
@@ -132,14 +168,37 @@ __device__ __forceinline__ std::uint32_t pack_pair(float first, float second) {
 }
 
 // Checks an attention launch before it happens: kc::Error with a sentence a learner can act on.
+// `packed`: the launch runs the packed variable-length form (attention_args.hpp), which needs both
+// offset arrays and no batch strides; otherwise the offsets must be absent (a dense kernel would
+// read the packed tensors as [B, H, S, D] and compute something else).
 template <typename T>
-void require_flash_args(const AttentionArgs<T>& args, const char* rung, int rows_per_block) {
+void require_flash_args(const AttentionArgs<T>& args, const char* rung, int rows_per_block, bool packed = false) {
+  if (packed) {
+    require(args.cu_seqlens_q != nullptr && args.cu_seqlens_k != nullptr,
+            "{}: the packed variable-length form needs both cu_seqlens_q and cu_seqlens_k (device arrays of "
+            "B + 1 = {} int32 offsets); cu_seqlens_q is {}, cu_seqlens_k is {}",
+            rung, args.batch + 1, args.cu_seqlens_q != nullptr ? "set" : "null",
+            args.cu_seqlens_k != nullptr ? "set" : "null");
+    require(args.q_batch_stride == 0 && args.kv_batch_stride == 0,
+            "{}: in the packed variable-length form a sequence starts at its offset (cu_seqlens_q/k), not at "
+            "a batch stride: set q_batch_stride and kv_batch_stride to 0 (got {} and {})",
+            rung, args.q_batch_stride, args.kv_batch_stride);
+  } else {
+    require(!is_packed(args),
+            "{}: cu_seqlens_q/cu_seqlens_k are set, the packed variable-length form, which this rung does not "
+            "run (it reads the dense [B, H, S, D] form); attention_forward and "
+            "attention_fwd_varlen_05_fa2_two_tiles_per_warp run it",
+            rung);
+  }
   require(args.head_dim == 64 || args.head_dim == 128,
           "{}: head dimension D = {} is not compiled; this rung supports D = 64 and D = 128", rung,
           args.head_dim);
   require(args.batch >= 1 && args.q_heads >= 1 && args.kv_heads >= 1 && args.q_len >= 1 && args.kv_len >= 1,
-          "{}: every dimension must be >= 1 (B {}, Hq {}, Hkv {}, Sq {}, Sk {})", rung, args.batch,
-          args.q_heads, args.kv_heads, args.q_len, args.kv_len);
+          "{}: every dimension must be >= 1 (B {}, Hq {}, Hkv {}, Sq {}, Sk {}{})", rung, args.batch,
+          args.q_heads, args.kv_heads, args.q_len, args.kv_len,
+          packed ? "; in the packed form Sq and Sk are the longest sequence's lengths, max_seqlen_q and "
+                   "max_seqlen_k"
+                 : "");
   require(args.q_heads % args.kv_heads == 0, "{}: Hq = {} is not a multiple of Hkv = {}", rung, args.q_heads,
           args.kv_heads);
   require(args.batch <= 65535 && args.q_heads <= 65535,

@@ -73,7 +73,7 @@ struct FlashWgmmaParams {
   CUtensorMap q_map;
   CUtensorMap k_map;
   CUtensorMap v_map;
-  AttentionArgs<T> args;
+  AttentionParams<T> args;
 };
 
 #if KC_STAGE3_SM90A
@@ -138,7 +138,7 @@ struct FlashWgmmaSmem {
 template <typename T, class Shape>
 struct FlashWgmmaConsumer {
   FlashWgmmaSmem<Shape> smem;
-  const AttentionArgs<T>& args;
+  const AttentionParams<T>& args;
   int consumer;                 // 0 or 1: warpgroup 1 or 2
   int tiles;                    // K/V tiles of the CTA
   int warp_row0;                // this warp's first query row
@@ -151,7 +151,7 @@ struct FlashWgmmaConsumer {
   std::uint32_t p[Shape::kKeySlices][4];  // P rounded to T: the A fragments of P V
   RowState rows[2];
 
-  __device__ FlashWgmmaConsumer(FlashWgmmaSmem<Shape> smem_, const AttentionArgs<T>& args_, int consumer_,
+  __device__ FlashWgmmaConsumer(FlashWgmmaSmem<Shape> smem_, const AttentionParams<T>& args_, int consumer_,
                                 int tiles_, int block_row0)
       : smem(smem_), args(args_), consumer(consumer_), tiles(tiles_) {
     const int lane = static_cast<int>(threadIdx.x) % 32;
@@ -342,7 +342,7 @@ __global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim>::kThreads, 1)
 #if KC_STAGE3_SM90A
   using Shape = FlashWgmmaShape<kHeadDim>;
   using Smem = FlashWgmmaSmem<Shape>;
-  const AttentionArgs<T>& args = params.args;
+  const AttentionParams<T>& args = params.args;
   extern __shared__ std::uint8_t smem_raw[];
   const Smem smem{aligned_dynamic_smem(smem_raw)};
 
@@ -394,7 +394,7 @@ struct FlashWorkItem {
   int query_tile, head, batch;
 };
 template <typename T>
-__device__ __forceinline__ FlashWorkItem flash_work_item(const AttentionArgs<T>& args, long long item,
+__device__ __forceinline__ FlashWorkItem flash_work_item(const AttentionParams<T>& args, long long item,
                                                          int query_tiles) {
   const long long pairs = static_cast<long long>(args.q_heads) * args.batch;
   const int pair = static_cast<int>(item % pairs);
@@ -412,7 +412,7 @@ __global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim>::kThreads, 1)
 #if KC_STAGE3_SM90A
   using Shape = FlashWgmmaShape<kHeadDim>;
   using Smem = FlashWgmmaSmem<Shape>;
-  const AttentionArgs<T>& args = params.args;
+  const AttentionParams<T>& args = params.args;
   extern __shared__ std::uint8_t smem_raw[];
   const Smem smem{aligned_dynamic_smem(smem_raw)};
   const int query_tiles = ceil_div(args.q_len, Shape::kBlockRows);

@@ -273,21 +273,25 @@ void launch_split_kernel(const HgemmArgs& args, const SmallMSplitKPlan& plan, fl
 
 }  // namespace
 
+void require_small_m_streamed_operands(const HgemmArgs& args, const char* rung) {
+  require(args.n >= 1 && args.k >= 1 && args.k % 8 == 0,
+          "{}: N = {} and K = {} must be positive and K a multiple of 8 (16-byte cp.async copies)", rung, args.n,
+          args.k);
+  require(args.lda == args.k && args.ldb == args.k && args.ldc == args.n,
+          "{}: dense operands only (lda = K, ldb = K, ldc = N); got lda = {}, ldb = {}, ldc = {}", rung, args.lda,
+          args.ldb, args.ldc);
+  require(aligned_16(args.a) && aligned_16(args.b),
+          "{}: A and B must start 16-byte aligned for cp.async; got A = {}, B = {}", rung,
+          static_cast<const void*>(args.a), static_cast<const void*>(args.b));
+}
+
 void hgemm_11_small_m_split_k(const HgemmArgs& args, const SmallMSplitKPlan& plan, float* workspace,
                               cudaStream_t stream) {
   require(args.m >= 1 && args.m <= kSmallMMaxM,
           "hgemm rung 11: M = {} is outside 1..{}; this rung pads M to at most four m16 tiles, larger M "
           "belongs to the tile rungs (01-10)",
           args.m, kSmallMMaxM);
-  require(args.n >= 1 && args.k >= 1 && args.k % 8 == 0,
-          "hgemm rung 11: N = {} and K = {} must be positive and K a multiple of 8 (16-byte cp.async copies)",
-          args.n, args.k);
-  require(args.lda == args.k && args.ldb == args.k && args.ldc == args.n,
-          "hgemm rung 11: dense operands only (lda = K, ldb = K, ldc = N); got lda = {}, ldb = {}, ldc = {}",
-          args.lda, args.ldb, args.ldc);
-  require(aligned_16(args.a) && aligned_16(args.b),
-          "hgemm rung 11: A and B must start 16-byte aligned for cp.async; got A = {}, B = {}",
-          static_cast<const void*>(args.a), static_cast<const void*>(args.b));
+  require_small_m_streamed_operands(args, "hgemm rung 11");
   const SmallMSplitKPlan expected = plan_small_m_split_k(args.m, args.n, args.k, 1);
   require(plan.m_tiles == expected.m_tiles && plan.n_blocks == expected.n_blocks &&
               plan.k_tiles == expected.k_tiles && plan.splits >= 1 && plan.splits <= plan.k_tiles &&

@@ -3,7 +3,7 @@
 // Everything here is a pure function so the CPU tests can check it without a GPU: the 128-byte
 // shared-memory swizzle every rung from 02 on uses (and TMA/WGMMA expect), the raster order in
 // which the persistent rungs walk the output tiles, the rules a tile shape of the mma.sync rungs
-// must follow, and how rung 11 splits K over CTAs.
+// must follow, how rungs 11 and 14 split K over CTAs, and where rung 14's lanes point ldmatrix.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -186,6 +186,71 @@ __host__ __device__ constexpr int small_m_lane_chunk(int t, int s) { return 2 * 
 __host__ __device__ constexpr long long small_m_split_k_workspace_floats(const SmallMSplitKPlan& plan, int m, int n) {
   return plan.needs_workspace() ? static_cast<long long>(plan.splits) * m * n : 0;
 }
+
+// ---- the split and the fragments of rung 14 (small M, the weights as mma.sync's A) ----------------
+// Rung 14 computes what rung 11 computes with the roles of the operands in the MMA swapped: 16 rows
+// of B (16 output columns) are mma.sync m16n8k16's A operand and 8 rows of A (8 tokens) its B
+// operand, so the product is a 16 x 8 piece of C^T and M = 1..64 takes 1..8 token tiles of 8
+// (no padding to 16 rows). The column blocks (kSmallMBlockN = 128 rows of B), the 64-deep K tiles
+// and the split rule are rung 11's (plan_small_m_split_k). The reduction differs: each CTA writes
+// its FP32 partial tile (128 columns x 8 token_tiles tokens) to a slot of its own in a workspace
+// and counts itself in its column block's counter; the CTA that arrives last adds the slots in
+// split order, applies alpha and beta and resets the counter to zero. One launch.
+inline constexpr int kSmallMTokensPerTile = 8;  // mma.sync's n8: the tokens of one B operand
+inline constexpr int kSmallMMaxTokenTiles = kSmallMMaxM / kSmallMTokensPerTile;
+
+struct SmallMWeightsAsAPlan {
+  int token_tiles = 0;  // n8 tiles of tokens: ceil(M / 8), 1..8
+  int n_blocks = 0;     // 128-column blocks of C: the grid's x
+  int k_tiles = 0;      // 64-deep K tiles in all
+  int splits = 0;       // CTAs per column block along K: the grid's y
+
+  __host__ __device__ constexpr bool needs_workspace() const { return splits > 1; }
+  // K tiles [k_tile_begin(s), k_tile_begin(s + 1)) belong to split s (rung 11's rule).
+  __host__ __device__ constexpr int k_tile_begin(int split) const {
+    return static_cast<int>(static_cast<long long>(split) * k_tiles / splits);
+  }
+  // One CTA's FP32 partial sums: 128 output columns x 8 token_tiles tokens.
+  __host__ __device__ constexpr int partial_tile_floats() const {
+    return kSmallMBlockN * kSmallMTokensPerTile * token_tiles;
+  }
+};
+
+// Rung 11's split rule (one CTA per SM, no split shorter than kSmallMMinKTilesPerSplit K tiles), the
+// rows of A counted in n8 token tiles.
+__host__ __device__ constexpr SmallMWeightsAsAPlan plan_small_m_weights_as_a(int m, int n, int k, int sm_count) {
+  const SmallMSplitKPlan split = plan_small_m_split_k(m, n, k, sm_count);
+  SmallMWeightsAsAPlan plan;
+  plan.token_tiles = (m + kSmallMTokensPerTile - 1) / kSmallMTokensPerTile;
+  plan.n_blocks = split.n_blocks;
+  plan.k_tiles = split.k_tiles;
+  plan.splits = split.splits;
+  return plan;
+}
+
+// The workspace of rung 14: one partial tile per CTA (n_blocks x splits of them, slot
+// (block, split) at block x splits + split), and one arrival counter per column block; none with
+// one split.
+__host__ __device__ constexpr long long small_m_weights_as_a_partial_floats(const SmallMWeightsAsAPlan& plan) {
+  return plan.needs_workspace() ? static_cast<long long>(plan.n_blocks) * plan.splits * plan.partial_tile_floats() : 0;
+}
+__host__ __device__ constexpr int small_m_weights_as_a_counters(const SmallMWeightsAsAPlan& plan) {
+  return plan.needs_workspace() ? plan.n_blocks : 0;
+}
+
+// Where lane `lane` of a warp points ldmatrix.x4 in a 128-byte-swizzled tile (byte offsets from
+// the warp's first row), for the two operands of rung 14's MMAs:
+//  - the weights (mma.sync's A, 16 rows x 16 k): matrices (rows 0-7, k 0-7), (rows 8-15, k 0-7),
+//    (rows 0-7, k 8-15), (rows 8-15, k 8-15) are the A registers a0..a3, so lane l addresses row
+//    l % 16, chunk l / 16. k16 slice s (chunks 2s, 2s + 1) is that offset XOR 32 s; the next m16
+//    tile 16 rows (2048 bytes) further.
+//  - the tokens (mma.sync's B, 8 tokens x 16 k, K-contiguous as A is stored): matrices = chunks
+//    0..3 of the tile's 8 rows are b0, b1 of slice 0 and b0, b1 of slice 1, so lane l addresses
+//    row l % 8, chunk l / 8; slices 2, 3 (chunks 4..7) are that offset XOR 64; the next token tile
+//    8 rows (1024 bytes) further.
+// CPU-tested against the fragment layouts of mma.sync m16n8k16 (gemm_layout_test.cpp).
+__host__ __device__ constexpr int small_m_weight_lane_offset(int lane) { return swizzle_128b_offset(lane % 16, lane / 16); }
+__host__ __device__ constexpr int small_m_token_lane_offset(int lane) { return swizzle_128b_offset(lane % 8, lane / 8); }
 
 // ---- the groups of rung 12 (M <= 8, a GEMV on the CUDA cores) ------------------------------------
 // Rung 12 computes C for M <= 8 rows with blocks of 256 threads cut into groups of 32, 64, 128 or

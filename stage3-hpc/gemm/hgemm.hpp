@@ -10,6 +10,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 #include "gemm_layout.hpp"
 #include "kc/common/gemm_args.hpp"
 
@@ -43,6 +45,10 @@ void gemm_bias_gelu_10_fused(const BiasGeluArgs& args, cudaStream_t stream, Hopp
 // null when the plan needs none).
 void hgemm_11_small_m_split_k(const HgemmArgs& args, const SmallMSplitKPlan& plan, float* workspace,
                               cudaStream_t stream);
+// What the small-M rungs that stream B with cp.async (11, 14) need of the operands, checked with a
+// kc::Error that names `rung`: N, K >= 1 and K % 8 == 0, dense leading dimensions, A and B 16-byte
+// aligned (defined with rung 11).
+void require_small_m_streamed_operands(const HgemmArgs& args, const char* rung);
 // sm_80 and newer, M <= 8 (kSmallMGemvMaxM): a GEMV on the CUDA cores, one launch, no workspace;
 // the group size comes from choose_small_m_gemv_group (gemm_layout.hpp) and the current GPU's SMs.
 void hgemm_12_small_m_gemv(const HgemmArgs& args, cudaStream_t stream);
@@ -60,6 +66,25 @@ struct SmallMGemvWeight {
 void hgemm_12_small_m_gemv_shared_a(int m, int k, float alpha, const bf16* a, const SmallMGemvWeight* weights,
                                     int count, float beta, cudaStream_t stream, const bf16* norm_weight = nullptr,
                                     float norm_eps = 0.f, bool swiglu_a = false);
+
+// sm_80 and newer, M <= 64: rung 11's split of K with the operands of the MMA swapped (B as
+// mma.sync's A, the rows of A as n8 token tiles) and the split-K reduction done by the last CTA of
+// each column block, in the same launch. The plan comes from plan_small_m_weights_as_a
+// (gemm_layout.hpp). With more than one split the workspace holds
+// small_m_weights_as_a_partial_floats(plan) floats and small_m_weights_as_a_counters(plan)
+// counters that are zero before the launch (zero them once when allocated: every launch leaves
+// them at zero). One launch at a time per workspace (the counters are shared by its CTAs).
+struct SmallMWeightsAsAWorkspace {
+  float* partials = nullptr;
+  std::uint32_t* counters = nullptr;
+};
+void hgemm_14_small_m_weights_as_a(const HgemmArgs& args, const SmallMWeightsAsAPlan& plan,
+                                   const SmallMWeightsAsAWorkspace& workspace, cudaStream_t stream);
+// The same kernel with one flaw, for the negative control stage3/hgemm/nc_split_k_partials_added_twice
+// (tests/negative_controls): the last CTA of a column block adds split 0's partials twice.
+void hgemm_14_small_m_weights_as_a_adds_a_split_twice(const HgemmArgs& args, const SmallMWeightsAsAPlan& plan,
+                                                      const SmallMWeightsAsAWorkspace& workspace,
+                                                      cudaStream_t stream);
 
 // The baseline's second kernel: C[i][j] = gelu(C[i][j] + bias[j]) in place, C row-major M x N.
 void bias_gelu_inplace(bf16* c, const bf16* bias, int m, int n, cudaStream_t stream);

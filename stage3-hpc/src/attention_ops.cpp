@@ -5,9 +5,12 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string_view>
+#include <vector>
 
 #include "arch/sm90/tma_descriptor.hpp"
 #include "kc/common/device.hpp"
@@ -47,8 +50,15 @@ HopperAttention& hopper_attention_for_current_device() {
 // at D = 64 it runs two 16-row query tiles a warp and measured faster than rung 04; at D = 128 it
 // runs rung 04's kernel (two tiles spill), so the two are the same there
 // (stage3-hpc/attention/05_fa2_two_tiles_per_warp.cu says why).
+//
+// The packed variable-length form runs rung 05's packed kernel everywhere: the Hopper rungs read Q,
+// K and V through tensor maps of the dense [B, H, S, D] form and refuse it.
 template <typename T>
 std::string_view attention_forward(const AttentionArgs<T>& args, cudaStream_t stream) {
+  if (is_packed(args)) {
+    attention_fwd_varlen_05_fa2_two_tiles_per_warp(args, stream);
+    return "stage3/attention_fwd_varlen/05_fa2_two_tiles_per_warp";
+  }
   HopperAttention& hopper = hopper_attention_for_current_device();
   if (hopper.runs) {
     const std::lock_guard<std::mutex> lock(hopper.mutex);
@@ -57,6 +67,39 @@ std::string_view attention_forward(const AttentionArgs<T>& args, cudaStream_t st
   }
   attention_fwd_05_fa2_two_tiles_per_warp(args, stream);
   return "stage3/attention_fwd/05_fa2_two_tiles_per_warp";
+}
+
+std::vector<std::int32_t> cu_seqlens_from_lengths(const std::vector<std::int32_t>& lengths) {
+  std::vector<std::int32_t> offsets(lengths.size() + 1, 0);
+  std::int64_t total = 0;
+  for (std::size_t b = 0; b < lengths.size(); ++b) {
+    require(lengths[b] >= 0, "cu_seqlens_from_lengths: sequence {} has length {}; a length counts rows and must be >= 0",
+            b, lengths[b]);
+    total += lengths[b];
+    require(total <= INT32_MAX,
+            "cu_seqlens_from_lengths: the first {} sequences hold {} rows; the offsets are int32, at most 2^31 - 1",
+            b + 1, total);
+    offsets[b + 1] = static_cast<std::int32_t>(total);
+  }
+  return offsets;
+}
+
+void validate_cu_seqlens(const std::int32_t* cu_seqlens, std::int64_t batch, std::int64_t max_len,
+                         std::string_view name) {
+  require(batch >= 1 && max_len >= 0, "{}: a batch of {} sequences of at most {} rows; need B >= 1 and a bound >= 0",
+          name, batch, max_len);
+  require(cu_seqlens != nullptr, "{}: null; the packed form needs B + 1 = {} offsets", name, batch + 1);
+  require(cu_seqlens[0] == 0, "{}: the first offset is {}; it must be 0 (sequence 0 starts at row 0)", name,
+          cu_seqlens[0]);
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const std::int64_t length = std::int64_t{cu_seqlens[b + 1]} - cu_seqlens[b];
+    require(length >= 0, "{}: offsets {} and {} of sequence {} decrease ({} rows); offsets must never decrease",
+            name, cu_seqlens[b], cu_seqlens[b + 1], b, length);
+    require(length <= max_len,
+            "{}: sequence {} has {} rows (offsets {} to {}), more than the longest length given ({}): raise "
+            "max_seqlen (AttentionArgs::q_len / kv_len), which sizes the grid",
+            name, b, length, cu_seqlens[b], cu_seqlens[b + 1], max_len);
+  }
 }
 
 template <typename T>

@@ -81,6 +81,10 @@ std::vector<ProblemSpec> hgemm_conformance_problems() {
       // leaves some threads of a group idle (576 = 72 pieces) and one long enough for 256-thread
       // groups
       {2, 77, 1032}, {4, 129, 8}, {6, 576, 1536}, {7, 33, 576}, {8, 1000, 2056}, {8, 31, 16392},
+      // 8 < M <= 64 (rung 14: M in token tiles of 8): 2, 4, 6 and 7 tiles (1, 3, 5 and 8 are
+      // above), N odd, K tails of 24, 8, 40 and 56 past a 64-deep tile, 8 to 24 splits that do not
+      // divide the K tiles evenly
+      {9, 135, 2136}, {31, 1003, 4168}, {47, 389, 1576}, {55, 127, 6200},
   };
   for (const Shape& dims : shapes) problems.push_back({dims});
   problems.push_back({{127, 129, 136}, std::nullopt, {{"alpha", 1.5}}});
@@ -132,6 +136,17 @@ const std::vector<std::string>& small_m_refusals() {
   return refusals;
 }
 
+std::string small_m_weights_as_a_shape_error(const Problem& problem) {
+  if (std::string error = hgemm_shape_error(problem); !error.empty()) return error;
+  const GemmShape s = gemm_shape(problem);
+  if (s.m > kSmallMMaxM)
+    return fmt::format(
+        "M must be at most {} (got {}): this rung holds the rows of A as at most {} token tiles of {} "
+        "(mma.sync's n8 operand) and streams B once for all of them; larger M is the tile rungs' work",
+        kSmallMMaxM, s.m, kSmallMMaxTokenTiles, kSmallMTokensPerTile);
+  return {};
+}
+
 std::string small_m_gemv_shape_error(const Problem& problem) {
   if (std::string error = hgemm_shape_error(problem); !error.empty()) return error;
   const GemmShape s = gemm_shape(problem);
@@ -147,7 +162,8 @@ const std::vector<std::string>& small_m_gemv_refusals() {
   static const std::vector<std::string> refusals = [] {
     std::vector<std::string> labels = small_m_refusals();  // K % 8 != 0, and M > 64
     for (const char* label : {"17x1x24 bf16", "17x4093x512 bf16", "16x4096x4096 bf16", "64x4093x1032 bf16", "64x200x8192 bf16",
-                              "33x77x16392 bf16", "17x257x3000 bf16 alpha=2 beta=-1", "64x4096x4096 bf16 beta=1"})
+                              "33x77x16392 bf16", "9x135x2136 bf16", "31x1003x4168 bf16", "47x389x1576 bf16",
+                              "55x127x6200 bf16", "17x257x3000 bf16 alpha=2 beta=-1", "64x4096x4096 bf16 beta=1"})
       labels.emplace_back(label);  // 8 < M <= 64
     return labels;
   }();

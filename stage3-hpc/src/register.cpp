@@ -10,12 +10,14 @@
 #include "kc/stage3/attention.hpp"
 #include "kc/stage3/attention_decode.hpp"
 #include "kc/stage3/fp8_gemm.hpp"
+#include "kc/stage3/int8_gemm.hpp"
 #include "kc/stage3/gemv_gguf.hpp"
 #include "kc/stage3/gemm.hpp"
 #include "kc/stage3/grouped_gemm.hpp"
 #include "arch/sm90/tma_descriptor.hpp"
 #include "register_attention.hpp"
 #include "register_attention_decode.hpp"
+#include "small_m_weights_as_a_rung.hpp"
 
 namespace kc::stage3 {
 KernelEntry rung_entry(const std::string& op, const std::string& name, int rung, std::string idea,
@@ -113,6 +115,22 @@ KernelEntry small_m_gemv_entry() {
   return entry;
 }
 
+// Rung 14: rung 11's split with the MMA's operands swapped, reduced by the last CTA of each column
+// block; its workspace (partial tiles and zeroed counters) lives in SmallMWeightsAsARung.
+KernelEntry small_m_weights_as_a_entry() {
+  KernelEntry entry = ladder_entry(kHgemmOp, "14_small_m_weights_as_a", 14,
+                                   "M <= 64: B as mma.sync's A (ldmatrix, 16 columns a product), A's rows as n8 "
+                                   "token tiles, split-K reduced in split order by the last CTA, one launch");
+  entry.constraints = "M <= 64, K % 8 == 0";
+  entry.supports = &small_m_weights_as_a_shape_error;
+  entry.refuses = small_m_refusals();
+  auto rung = std::make_shared<SmallMWeightsAsARung>(&hgemm_14_small_m_weights_as_a);
+  entry.launch = [rung](const Problem& problem, Operands& operands, cudaStream_t stream) {
+    rung->run(problem, operands, stream);
+  };
+  return entry;
+}
+
 // The public GEMM entry (kc/stage3/gemm.hpp) as kc-bench sees it: what stage 4 gets for a shape —
 // rung 09, 03 or 12, or cuBLAS where none of them runs it or none is at parity (the dispatch:
 // choose_gemm_path). Not a rung of the ladder: its own report (stage3-gemm-entry), timed against
@@ -196,6 +214,8 @@ void register_kernels(Registry& registry) {
 
   // Low precision: the FP8 GEMM (quant/fp8/), its own table.
   register_fp8_gemm_kernels(registry);
+  // Low precision: the INT8 GEMM (quant/int8/), its own table.
+  register_int8_gemm_kernels(registry);
 
   // Low precision: the GEMV on GGUF blocks (quant/), its own table.
   if (!registry.has_op(kGemvGgufOp)) registry.add_op(make_gemv_gguf_op());
@@ -251,6 +271,7 @@ void register_kernels(Registry& registry) {
   registry.add_kernel(small_m_entry());
   registry.add_kernel(small_m_gemv_entry());
   registry.add_kernel(gemm_entry_entry());
+  registry.add_kernel(small_m_weights_as_a_entry());
 }
 
 }  // namespace kc::stage3

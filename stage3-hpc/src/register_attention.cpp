@@ -1,5 +1,6 @@
 // Files the FlashAttention ladder (stage3-hpc/attention/) with the registry: rung 01, the unfused
-// cuBLAS path, then the fused rungs, each for bf16 and f16 and D = 64 or 128.
+// cuBLAS path, then the fused rungs, each for bf16 and f16 and D = 64 or 128; then the packed
+// variable-length form's op (attention_fwd_varlen) and its rung.
 #include "register_attention.hpp"
 
 #include <fmt/format.h>
@@ -14,6 +15,7 @@
 
 #include "kc/stage3/attention_args.hpp"
 #include "kc/stage3/attention.hpp"
+#include "kc/stage3/attention_varlen.hpp"
 #include "kc/stage3/register.hpp"
 
 namespace kc::stage3 {
@@ -101,7 +103,63 @@ KernelEntry hopper_flash_entry(const std::string& name, int rung, std::string id
   return entry;
 }
 
+// attention_fwd_varlen's rung 05: rung 05's block on the packed form (attention/varlen_05_*.cu).
+KernelEntry varlen_entry() {
+  KernelEntry entry = attention_kernel_entry(
+      kAttentionVarlenOp, "05_fa2_two_tiles_per_warp", 5,
+      "rung 05's block on the packed form: each block reads its sequence's offsets (cu_seqlens) and runs its own "
+      "Sq_b x Sk_b, mask and zero fill at the sequence's end; one launch for the batch");
+  entry.constraints = kFlashConstraints;
+  entry.supports = &flash_attention_shape_error;
+  entry.refuses = varlen_attention_refusals();
+  entry.launch = [](const Problem& problem, Operands& operands, cudaStream_t stream) {
+    if (problem.dtype == DType::bf16)
+      attention_fwd_varlen_05_fa2_two_tiles_per_warp(varlen_attention_args<__nv_bfloat16>(problem, operands), stream);
+    else
+      attention_fwd_varlen_05_fa2_two_tiles_per_warp(varlen_attention_args<__half>(problem, operands), stream);
+  };
+  return entry;
+}
+
 }  // namespace
+
+template <typename T>
+AttentionArgs<T> varlen_attention_args(const Problem& problem, Operands& operands) {
+  const VarlenShape shape = varlen_shape(problem);
+  AttentionArgs<T> args;
+  args.q = operands["Q"].data<T>();
+  args.k = operands["K"].data<T>();
+  args.v = operands["V"].data<T>();
+  args.o = operands["O"].data<T>();
+  args.lse = operands["LSE"].data<float>();
+  args.cu_seqlens_q = operands["cu_seqlens_q"].data<std::int32_t>();
+  args.cu_seqlens_k = operands["cu_seqlens_k"].data<std::int32_t>();
+  args.batch = static_cast<int>(shape.batch);
+  args.q_heads = static_cast<int>(shape.q_heads);
+  args.kv_heads = static_cast<int>(shape.kv_heads);
+  args.q_len = static_cast<int>(shape.max_q_len);  // max_seqlen_q: sizes the grid
+  args.kv_len = static_cast<int>(shape.max_kv_len);
+  args.head_dim = static_cast<int>(shape.head_dim);
+  // Packed [total, H, D] rows (attention.hpp's packed layout); no batch stride.
+  args.q_row_stride = shape.q_heads * shape.head_dim;
+  args.q_head_stride = shape.head_dim;
+  args.q_batch_stride = 0;
+  args.kv_row_stride = shape.kv_heads * shape.head_dim;
+  args.kv_head_stride = shape.head_dim;
+  args.kv_batch_stride = 0;
+  args.scale = static_cast<float>(attention_scale(problem));
+  args.causal = attention_causal(problem);
+  return args;
+}
+
+template AttentionArgs<__nv_bfloat16> varlen_attention_args<__nv_bfloat16>(const Problem&, Operands&);
+template AttentionArgs<__half> varlen_attention_args<__half>(const Problem&, Operands&);
+
+const std::vector<std::string>& varlen_attention_refusals() {
+  static const std::vector<std::string> refusals = {"6x2x1x33x45x80 bf16 causal=1 lengths=1",
+                                                    "6x2x1x33x45x80 f16 causal=1 lengths=1"};
+  return refusals;
+}
 
 KernelEntry attention_kernel_entry(const std::string& op, const std::string& name, int rung, std::string idea) {
   return rung_entry(op, name, rung, std::move(idea), {DType::bf16, DType::f16}, kAttentionReportGroup, kAmpere);
@@ -164,6 +222,10 @@ void register_attention_kernels(Registry& registry) {
       "rung 07 in persistent CTAs (one an SM) walking the (query tile, head) items heaviest first; the next item's "
       "K/V and Q load while the current one finishes",
       &attention_fwd_08_persistent<__nv_bfloat16>, &attention_fwd_08_persistent<__half>));
+
+  // The packed variable-length form (kc/stage3/attention_varlen.hpp): its op, then its rung.
+  if (!registry.has_op(kAttentionVarlenOp)) registry.add_op(make_attention_varlen_op());
+  registry.add_kernel(varlen_entry());
 }
 
 }  // namespace kc::stage3

@@ -6,12 +6,23 @@
 #include <vector>
 
 #include "kc/common/registry.hpp"
+#include "kc/stage3/attention_args.hpp"
 
 namespace kc::stage3 {
 
-// Files the attention_fwd rungs (01 unfused ... 04 cp.async) with the registry; the op must be
-// registered first.
+// Files the attention_fwd rungs (01 unfused ... 08 persistent) with the registry; the op must be
+// registered first. Then the packed variable-length form: the attention_fwd_varlen op (added here
+// if the registry does not have it yet) and its rung 05.
 void register_attention_kernels(Registry& registry);
+
+// The arguments of an attention_fwd_varlen problem on its operands: the packed form, q_len and
+// kv_len the problem's longest lengths (T: __nv_bfloat16 or __half, as problem.dtype).
+template <typename T>
+AttentionArgs<T> varlen_attention_args(const Problem& problem, Operands& operands);
+
+// The conformance problems of attention_fwd_varlen its rung refuses, by label: head dimensions
+// other than 64 and 128.
+const std::vector<std::string>& varlen_attention_refusals();
 
 // An attention rung's entry: "stage3/<op>/<name>", bf16 and f16, sm_80 and later, reported in the
 // stage3-attention table (the prefill and the decode ladders).

@@ -359,6 +359,123 @@ TEST(SmallMSplitK, StepOneIsStepZeroXor16AndEightRowsDownIs1024Bytes) {
     }
 }
 
+// ---- rung 14: small M, the weights as mma.sync's A ---------------------------------------------------
+
+TEST(SmallMWeightsAsA, CountsTokenTilesOf8AndSplitsKAsRung11) {
+  for (const auto& [m, tiles] : std::vector<std::pair<int, int>>{{1, 1}, {8, 1}, {9, 2}, {16, 2}, {17, 3}, {33, 5}, {64, 8}}) {
+    for (const auto& [n, k] : std::vector<std::pair<int, int>>{{4096, 4096}, {4096, 14336}, {77, 16392}, {28672, 4096}, {1, 8}}) {
+      const SmallMWeightsAsAPlan plan = plan_small_m_weights_as_a(m, n, k, 132);
+      const SmallMSplitKPlan rung11 = plan_small_m_split_k(m, n, k, 132);
+      EXPECT_EQ(plan.token_tiles, tiles) << "M = " << m;
+      EXPECT_EQ(plan.n_blocks, rung11.n_blocks);
+      EXPECT_EQ(plan.k_tiles, rung11.k_tiles);
+      EXPECT_EQ(plan.splits, rung11.splits);
+      EXPECT_EQ(plan.needs_workspace(), plan.splits > 1);
+      for (int split = 0; split <= plan.splits; ++split) EXPECT_EQ(plan.k_tile_begin(split), rung11.k_tile_begin(split));
+    }
+  }
+  EXPECT_EQ(kSmallMMaxTokenTiles, 8);
+}
+
+TEST(SmallMWeightsAsA, TheWorkspaceIsOneTilePerCtaAndOneCounterPerColumnBlock) {
+  // 64 x 4096 x 4096 on 132 SMs: 32 column blocks x 4 splits, each CTA 128 columns x 64 tokens
+  const SmallMWeightsAsAPlan decode = plan_small_m_weights_as_a(64, 4096, 4096, 132);
+  EXPECT_EQ(decode.splits, 4);
+  EXPECT_EQ(decode.partial_tile_floats(), 128 * 64);
+  EXPECT_EQ(small_m_weights_as_a_partial_floats(decode), 32LL * 4 * 128 * 64);
+  EXPECT_EQ(small_m_weights_as_a_counters(decode), 32);
+  // M = 1: one token tile, 8 tokens a CTA (7 of them zero rows, never stored)
+  EXPECT_EQ(plan_small_m_weights_as_a(1, 4096, 4096, 132).partial_tile_floats(), 128 * 8);
+  // one split (224 column blocks for 132 SMs, or a short K): no workspace at all
+  for (const SmallMWeightsAsAPlan& single :
+       {plan_small_m_weights_as_a(1, 28672, 4096, 132), plan_small_m_weights_as_a(64, 257, 200, 132)}) {
+    EXPECT_EQ(single.splits, 1);
+    EXPECT_EQ(small_m_weights_as_a_partial_floats(single), 0);
+    EXPECT_EQ(small_m_weights_as_a_counters(single), 0);
+  }
+}
+
+// ldmatrix.x4 as the hardware runs it: lane l supplies the address of row l % 8 of matrix l / 8,
+// and every lane receives in register i its part (row lane / 4, elements 2 (lane % 4), + 1) of
+// matrix i. Decoded back from a swizzled byte offset: the tile row and the 16-byte chunk (8 k).
+struct RowChunk {
+  int row, chunk;
+  bool operator==(const RowChunk& other) const { return row == other.row && chunk == other.chunk; }
+};
+RowChunk unswizzle(int offset) {
+  const int row = offset / kSwizzleRowBytes;
+  return {row, ((offset % kSwizzleRowBytes) / kSwizzleChunkBytes) ^ (row % kSwizzleRowsPerPattern)};
+}
+
+// The weights are mma.sync m16n8k16's A (row-major 16 x 16): register 0 holds row g, k 2t, 2t+1;
+// register 1 row g + 8, the same k; register 2 row g, k 2t + 8, +9; register 3 row g + 8, k 2t + 8.
+// So matrix i must be rows 8 (i % 2) .. + 7 of the m16 tile and chunk 2 s + i / 2 of k16 slice s.
+// The kernel addresses slice s as the slice-0 offset XOR 32 s and m16 tile mt 2048 mt bytes on.
+TEST(SmallMWeightsAsA, WeightLanesAddressTheAFragmentOfEverySliceAndTile) {
+  for (int mt = 0; mt < 2; ++mt)
+    for (int s = 0; s < 4; ++s)
+      for (int lane = 0; lane < 32; ++lane) {
+        const int matrix = lane / 8, row_in_matrix = lane % 8;
+        const int offset = (small_m_weight_lane_offset(lane) + mt * 16 * kSwizzleRowBytes) ^ (32 * s);
+        const RowChunk expected{16 * mt + 8 * (matrix % 2) + row_in_matrix, 2 * s + matrix / 2};
+        EXPECT_TRUE(unswizzle(offset) == expected) << "tile " << mt << " slice " << s << " lane " << lane;
+      }
+}
+
+// The tokens are mma.sync's B ("col", K-contiguous as A is stored): register 0 holds k 2t, 2t+1 of
+// column (token) g, register 1 k 2t + 8, +9. One x4 covers two k16 slices: matrix j must be the
+// token tile's 8 rows at chunk 4 p + j (j = 0, 1: b0, b1 of slice 2p; j = 2, 3: of slice 2p + 1).
+// The kernel addresses pair p as the pair-0 offset XOR 64 p and token tile nt 1024 nt bytes on.
+TEST(SmallMWeightsAsA, TokenLanesAddressTheBFragmentsOfTwoSlicesPerLoad) {
+  for (int nt = 0; nt < kSmallMMaxTokenTiles; ++nt)
+    for (int p = 0; p < 2; ++p)
+      for (int lane = 0; lane < 32; ++lane) {
+        const int matrix = lane / 8, row_in_matrix = lane % 8;
+        const int offset = (small_m_token_lane_offset(lane) + nt * 8 * kSwizzleRowBytes) ^ (64 * p);
+        const RowChunk expected{8 * nt + row_in_matrix, 4 * p + matrix};
+        EXPECT_TRUE(unswizzle(offset) == expected) << "tile " << nt << " pair " << p << " lane " << lane;
+      }
+}
+
+// And with those registers, the products pair up: in every k16 slice the weight matrices of a0
+// (k 2t..) and a2 (k 2t + 8..) and the token matrices of b0 and b1 are the same two chunks, so
+// each lane's A and B registers name the same k.
+TEST(SmallMWeightsAsA, WeightAndTokenRegistersNameTheSameKOfASlice) {
+  for (int s = 0; s < 4; ++s) {
+    const int p = s / 2, h = s % 2;
+    // Matrix i of an x4 is addressed by lanes 8i .. 8i + 7; its chunk is that of any of them.
+    const auto weight_chunk = [&](int i) { return unswizzle(small_m_weight_lane_offset(8 * i) ^ (32 * s)).chunk; };
+    const auto token_chunk = [&](int i) { return unswizzle(small_m_token_lane_offset(8 * i) ^ (64 * p)).chunk; };
+    EXPECT_EQ(weight_chunk(0), token_chunk(2 * h)) << "slice " << s << ": a0 and b0";
+    EXPECT_EQ(weight_chunk(2), token_chunk(2 * h + 1)) << "slice " << s << ": a2 and b1";
+    EXPECT_EQ(8 * weight_chunk(0), 16 * s);      // lane (g, t) gets k 16 s + 2t, + 1
+    EXPECT_EQ(8 * weight_chunk(2), 16 * s + 8);  // and k 16 s + 8 + 2t, + 1
+  }
+}
+
+// Each 8-lane phase of an ldmatrix reads 8 rows of one logical chunk: swizzled, 8 different
+// chunk columns, all 32 banks once.
+TEST(SmallMWeightsAsA, EveryLdmatrixPhaseHitsAll32Banks) {
+  for (int phase = 0; phase < 4; ++phase) {
+    for (int s = 0; s < 4; ++s) {
+      std::set<int> banks;
+      for (int lane = 8 * phase; lane < 8 * phase + 8; ++lane) {
+        const std::set<int> touched = banks_of_chunk(small_m_weight_lane_offset(lane) ^ (32 * s));
+        banks.insert(touched.begin(), touched.end());
+      }
+      EXPECT_EQ(banks.size(), static_cast<std::size_t>(kBanks)) << "weights, phase " << phase << " slice " << s;
+    }
+    for (int p = 0; p < 2; ++p) {
+      std::set<int> banks;
+      for (int lane = 8 * phase; lane < 8 * phase + 8; ++lane) {
+        const std::set<int> touched = banks_of_chunk(small_m_token_lane_offset(lane) ^ (64 * p));
+        banks.insert(touched.begin(), touched.end());
+      }
+      EXPECT_EQ(banks.size(), static_cast<std::size_t>(kBanks)) << "tokens, phase " << phase << " pair " << p;
+    }
+  }
+}
+
 // ---- TMA boxes --------------------------------------------------------------------------------------
 
 TmaMatrix2d matrix(std::uint64_t rows, std::uint64_t cols, std::uint32_t box_rows,

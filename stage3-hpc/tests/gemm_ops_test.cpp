@@ -50,20 +50,24 @@ TEST(Stage3Ladder, TheGemmEntryHasItsOwnReportAndRefusesNothing) {
 
 constexpr int kSmallMRung = 11;
 constexpr int kSmallMGemvRung = 12;
+constexpr int kWeightsAsARung = 14;  // 13 is the public entry's row (its own report)
+
+bool is_small_m_rung(int rung) { return rung == kSmallMRung || rung == kSmallMGemvRung || rung == kWeightsAsARung; }
 
 const std::vector<std::string>& expected_refusals(int rung) {
-  if (rung == kSmallMRung) return small_m_refusals();
+  if (rung == kSmallMRung || rung == kWeightsAsARung) return small_m_refusals();
   if (rung == kSmallMGemvRung) return small_m_gemv_refusals();
   return hgemm_refusals();
 }
 
-TEST(Stage3Ladder, RegistersTwelveRungsInOrderInTheStage3GemmReport) {
+TEST(Stage3Ladder, RegistersThirteenRungsInOrderInTheStage3GemmReport) {
   const Registry registry = stage3_registry();
   const std::vector<const KernelEntry*> ladder = gemm_ladder(registry);
-  ASSERT_EQ(ladder.size(), 12u);
+  ASSERT_EQ(ladder.size(), 13u);
   for (std::size_t i = 0; i < ladder.size(); ++i) {
     const KernelEntry& k = *ladder[i];
-    EXPECT_EQ(k.rung, static_cast<int>(i) + 1) << k.id;
+    // 1..12, then 14: number 13 is the public entry's row, in its own report
+    EXPECT_EQ(k.rung, i < 12 ? static_cast<int>(i) + 1 : kWeightsAsARung) << k.id;
     EXPECT_EQ(k.report_group(), "stage3-gemm") << k.id;
     EXPECT_EQ(k.dtypes, std::vector<DType>{DType::bf16}) << k.id;
     EXPECT_EQ(k.refuses, expected_refusals(k.rung)) << k.id;
@@ -71,14 +75,15 @@ TEST(Stage3Ladder, RegistersTwelveRungsInOrderInTheStage3GemmReport) {
   }
   EXPECT_EQ(ladder[9]->id, "stage3/gemm_bias_gelu/10_fused_bias_gelu");
   EXPECT_EQ(ladder[10]->id, "stage3/hgemm/11_small_m_split_k");
-  EXPECT_EQ(ladder.back()->id, "stage3/hgemm/12_small_m_gemv");
+  EXPECT_EQ(ladder[11]->id, "stage3/hgemm/12_small_m_gemv");
+  EXPECT_EQ(ladder.back()->id, "stage3/hgemm/14_small_m_weights_as_a");
 }
 
 TEST(Stage3Ladder, HopperRungsRunOnSm90OnlyAndTheOthersFromSm80) {
   const Registry registry = stage3_registry();
   for (const KernelEntry* entry : gemm_ladder(registry)) {
     const KernelEntry& k = *entry;
-    if (k.rung <= 3 || k.rung == kSmallMRung || k.rung == kSmallMGemvRung) {
+    if (k.rung <= 3 || is_small_m_rung(k.rung)) {
       EXPECT_EQ(k.min_compute_capability, 80) << k.id;
       EXPECT_EQ(k.max_compute_capability, 0) << k.id;
     } else {
@@ -109,7 +114,7 @@ TEST(Stage3Ladder, EveryTileRungTakesAnyMAndNButRefusesKNotAMultipleOf8) {
   const Registry registry = stage3_registry();
   for (const KernelEntry* entry : gemm_ladder(registry)) {
     const KernelEntry& k = *entry;
-    if (k.rung == kSmallMRung || k.rung == kSmallMGemvRung) continue;  // small M only: the next tests
+    if (is_small_m_rung(k.rung)) continue;  // small M only: the next tests
     for (const auto& dims : {std::vector<std::int64_t>{1, 1, 8}, {4093, 17, 1032}, {129, 4093, 264}})
       EXPECT_EQ(unsupported_reason(registry, k, gemm_problem(k.op, dims, DType::bf16), nullptr), "") << k.id;
     const std::string reason =
@@ -125,6 +130,19 @@ TEST(Stage3Ladder, TheSmallMRungTakesMUpTo64AnyNAndRefusesLargerMOrKNotAMultiple
     EXPECT_EQ(unsupported_reason(registry, k, gemm_problem(k.op, dims, DType::bf16), nullptr), "");
   const std::string large_m = unsupported_reason(registry, k, gemm_problem(k.op, {65, 4096, 4096}, DType::bf16), nullptr);
   EXPECT_NE(large_m.find("at most 64"), std::string::npos) << large_m;
+  const std::string odd_k = unsupported_reason(registry, k, gemm_problem(k.op, {16, 128, 1031}, DType::bf16), nullptr);
+  EXPECT_NE(odd_k.find("multiple of 8"), std::string::npos) << odd_k;
+}
+
+TEST(Stage3Ladder, TheWeightsAsARungTakesMUpTo64AnyNAndRefusesLargerMOrKNotAMultipleOf8) {
+  const Registry registry = stage3_registry();
+  const KernelEntry& k = registry.kernel("stage3/hgemm/14_small_m_weights_as_a");
+  EXPECT_EQ(k.constraints, "M <= 64, K % 8 == 0");
+  for (const auto& dims : {std::vector<std::int64_t>{1, 1, 8}, {9, 4093, 1032}, {64, 17, 16392}, {64, 4096, 14336}})
+    EXPECT_EQ(unsupported_reason(registry, k, gemm_problem(k.op, dims, DType::bf16), nullptr), "");
+  const std::string large_m = unsupported_reason(registry, k, gemm_problem(k.op, {65, 4096, 4096}, DType::bf16), nullptr);
+  EXPECT_NE(large_m.find("at most 64"), std::string::npos) << large_m;
+  EXPECT_NE(large_m.find("token tiles of 8"), std::string::npos) << large_m;
   const std::string odd_k = unsupported_reason(registry, k, gemm_problem(k.op, {16, 128, 1031}, DType::bf16), nullptr);
   EXPECT_NE(odd_k.find("multiple of 8"), std::string::npos) << odd_k;
 }
@@ -184,6 +202,38 @@ TEST(Stage3Ops, ConformanceHasTheSmallMEdgesRung11Needs) {
   EXPECT_GE(k_tail, 3);
   EXPECT_GE(scaled, 3);
   EXPECT_GE(many_splits, 2);
+}
+
+// The small-M conformance problems rung 14 must run: every token-tile count 1..8 (one kernel
+// instance each), M = 1, 3, 8, 9, 17, 33, 64, odd N, K tails, splits that do not divide the K
+// tiles evenly, many splits and one split (nothing to reduce), alpha and beta.
+TEST(Stage3Ops, ConformanceHasTheSmallMEdgesRung14Needs) {
+  const OpSpec op = make_hgemm_op();
+  std::set<std::int64_t> small_ms;
+  std::set<int> token_tiles;
+  int odd_n = 0, k_tail = 0, scaled = 0, many_splits = 0, one_split = 0, uneven_splits = 0;
+  for (const Problem& p : op.conformance_problems) {
+    if (!small_m_weights_as_a_shape_error(p).empty()) continue;
+    const GemmShape s = gemm_shape(p);
+    const SmallMWeightsAsAPlan plan =
+        plan_small_m_weights_as_a(static_cast<int>(s.m), static_cast<int>(s.n), static_cast<int>(s.k), 132);
+    small_ms.insert(s.m);
+    token_tiles.insert(plan.token_tiles);
+    odd_n += s.n % 2;
+    k_tail += s.k % kSmallMBlockK != 0;
+    scaled += !p.params_text().empty();
+    many_splits += plan.splits >= 8;
+    one_split += plan.splits == 1;
+    uneven_splits += plan.k_tiles % plan.splits != 0;
+  }
+  for (const std::int64_t m : {1, 3, 8, 9, 17, 33, 64}) EXPECT_EQ(small_ms.count(m), 1u) << "M = " << m;
+  for (int tiles = 1; tiles <= kSmallMMaxTokenTiles; ++tiles) EXPECT_EQ(token_tiles.count(tiles), 1u) << tiles << " token tiles";
+  EXPECT_GE(odd_n, 6);
+  EXPECT_GE(k_tail, 6);
+  EXPECT_GE(scaled, 3);
+  EXPECT_GE(many_splits, 4);
+  EXPECT_GE(one_split, 2);
+  EXPECT_GE(uneven_splits, 4);
 }
 
 TEST(Stage3Ops, ConformanceProblemsMixAcceptedEdgeShapesAndRefusals) {

@@ -49,7 +49,11 @@ TEST(KcBenchGpu, NegativeControlsAreReportedFailedAndNeverTimed) {
   const auto decode_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_decode";
   const auto grouped_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_grouped";
   const auto fp8_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_fp8";
+  const auto int8_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_int8";
+  const auto small_m_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_small_m";
   std::filesystem::remove_all(fp8_dir);
+  std::filesystem::remove_all(int8_dir);
+  std::filesystem::remove_all(small_m_dir);
   std::filesystem::remove_all(dir);
   std::filesystem::remove_all(attention_dir);
   std::filesystem::remove_all(decode_dir);
@@ -82,7 +86,22 @@ TEST(KcBenchGpu, NegativeControlsAreReportedFailedAndNeverTimed) {
         "--max-samples 5 --allow-dirty --markdown " + fp8_dir.string());
     EXPECT_EQ(fp8.exit_code, 1) << "a failed kernel must fail the run\n" << fp8.output;
   }
+  // The small-M control (rung 14's last CTA adding one split twice) where K is split: M <= 64 and
+  // a K long enough for four splits of the 32 column blocks of N = 4096.
+  const ProgramRun small_m = run_kc_bench(
+      "--include-negative-controls --filter 'hgemm/nc_split_k_partials' --shapes 64x4096x4096 "
+      "--max-samples 5 --allow-dirty --markdown " + small_m_dir.string());
+  EXPECT_EQ(small_m.exit_code, 1) << "a failed kernel must fail the run\n" << small_m.output;
+  // The INT8 GEMM controls (Hopper only) at K = 8192: the dropped last K step and the swapped scales.
+  if (hopper) {
+    const ProgramRun int8 = run_kc_bench(
+        "--include-negative-controls --filter 'int8_gemm.*/nc_' --shapes 256x256x8192 "
+        "--max-samples 5 --allow-dirty --markdown " + int8_dir.string());
+    EXPECT_EQ(int8.exit_code, 1) << "a failed kernel must fail the run\n" << int8.output;
+  }
   const std::string fp8_json = hopper ? read_file(fp8_dir / "negative-controls.json") : std::string();
+  const std::string int8_json = hopper ? read_file(int8_dir / "negative-controls.json") : std::string();
+  const std::string small_m_json = read_file(small_m_dir / "negative-controls.json");
   const std::string json = read_file(dir / "negative-controls.json");
   const std::string attention_json = read_file(attention_dir / "negative-controls.json");
   const std::string decode_json = read_file(decode_dir / "negative-controls.json");
@@ -92,8 +111,12 @@ TEST(KcBenchGpu, NegativeControlsAreReportedFailedAndNeverTimed) {
     const bool is_decode = control.id.find("/attention_decode_paged/") != std::string::npos;
     const bool is_grouped = control.id.find("/grouped_gemm/") != std::string::npos;
     const bool is_fp8 = control.id.find("/fp8_gemm/") != std::string::npos;
-    if (is_fp8 && !hopper) continue;  // FP8 WGMMA: compute capability 9.0 only
+    const bool is_int8 = control.id.find("/int8_gemm") != std::string::npos;
+    const bool is_small_m = control.id.find("/nc_split_k_partials") != std::string::npos;
+    if ((is_fp8 || is_int8) && !hopper) continue;  // FP8 and INT8 WGMMA: compute capability 9.0 only
     const std::string& text = is_fp8 ? fp8_json
+                              : is_int8 ? int8_json
+                              : is_small_m ? small_m_json
                               : is_grouped ? grouped_json
                               : is_decode  ? decode_json
                               : is_attention ? attention_json
@@ -109,6 +132,8 @@ TEST(KcBenchGpu, NegativeControlsAreReportedFailedAndNeverTimed) {
   std::filesystem::remove_all(decode_dir);
   std::filesystem::remove_all(grouped_dir);
   std::filesystem::remove_all(fp8_dir);
+  std::filesystem::remove_all(int8_dir);
+  std::filesystem::remove_all(small_m_dir);
 }
 
 TEST(KcBenchGpu, NaiveRungProducesTablesAgainstCublas) {

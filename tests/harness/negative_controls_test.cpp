@@ -7,6 +7,7 @@
 #include "kc/stage3/attention.hpp"
 #include "kc/stage3/attention_decode.hpp"
 #include "kc/stage3/fp8_gemm.hpp"
+#include "kc/stage3/int8_gemm.hpp"
 #include "kc/stage3/grouped_gemm.hpp"
 #include "kc/stage3/register.hpp"
 #include "kc/testing/negative_controls.hpp"
@@ -133,6 +134,43 @@ TEST(NegativeControlsBf16, ReluInsteadOfGeluFailsAtEveryBenchmarkShape) {
   }
 }
 
+// Rung 14's split-K reduction: the rung passes the decode benchmark shapes whose K is split over
+// CTAs (1x4096x4096 and 64x4096x4096: 32 column blocks, 4 splits on 132 SMs, at least 2 on any GPU
+// of 64 SMs or more) and the flawed copy of its kernel, whose last CTA adds split 0's partials
+// twice, fails them. Where a column block has one split (1x28672x4096: 224 column blocks, more
+// than the SMs) nothing is reduced and the same control passes, which shows the rest of it is the rung.
+const Registry& registry_with_small_m_rungs() {
+  static const Registry registry = [] {
+    Registry r;
+    stage3::register_kernels(r);
+    testing::register_small_m_gemm_controls(r);
+    return r;
+  }();
+  return registry;
+}
+
+CheckOutcome check_small_m(const std::string& name, const std::string& shape) {
+  const Registry& r = registry_with_small_m_rungs();
+  for (const Problem& p : r.op(stage3::kHgemmOp).bench_problems)
+    if (p.shape() == shape) return check_kernel(r, r.kernel(std::string("stage3/hgemm/") + name), p, 1, shared_context());
+  ADD_FAILURE() << "the benchmark shape " << shape << " is gone";
+  return {};
+}
+
+TEST(NegativeControlsSmallM, AddingASplitTwiceFailsWhereTheRungPasses) {
+  KC_SKIP_WITHOUT_GPU();
+  for (const char* shape : {"1x4096x4096", "64x4096x4096"}) {
+    const CheckOutcome rung = check_small_m("14_small_m_weights_as_a", shape);
+    EXPECT_TRUE(rung.passed()) << shape << ": " << rung.detail;
+    const CheckOutcome o = check_small_m("nc_split_k_partials_added_twice", shape);
+    EXPECT_EQ(o.status, CheckOutcome::Status::failed) << shape << ": " << o.detail;
+    std::printf("rung 14 at %s: %s\nnc_split_k_partials_added_twice at %s: %s\n", shape, rung.detail.c_str(), shape,
+                o.detail.c_str());
+  }
+  const CheckOutcome one_split = check_small_m("nc_split_k_partials_added_twice", "1x28672x4096");
+  EXPECT_TRUE(one_split.passed()) << "one split, nothing to reduce: " << one_split.detail;
+}
+
 // Attention: each flaw of the naive attention controls fails the check on the problems where it
 // shows, in both dtypes; the off-by-one mask hides when the problem has no mask, which shows the
 // rest of that kernel is right.
@@ -225,6 +263,45 @@ TEST(NegativeControlsFp8, EachFlawFailsWhereTheRungPasses) {
         EXPECT_EQ(o.status, CheckOutcome::Status::failed) << control << ": " << o.detail;
         std::printf("%s at %lldx%lldx%lld scaling=%g: %s\n", control, static_cast<long long>(dims[0]),
                     static_cast<long long>(dims[1]), static_cast<long long>(dims[2]), scaling, o.detail.c_str());
+      }
+    }
+  }
+}
+
+// INT8 GEMM: rung 01 passes (exactly, for the s32 op) and each flawed copy of its kernel fails, at
+// a long K and at the 4096^3 benchmark shape: the dropped K step leaves out 128 products of every
+// sum, the swapped scales multiply each output by two unrelated scales. Hopper only.
+const Registry& registry_with_int8_rungs() {
+  static const Registry registry = [] {
+    Registry r;
+    stage3::register_kernels(r);
+    testing::register_int8_gemm_controls(r);
+    return r;
+  }();
+  return registry;
+}
+
+CheckOutcome check_int8(const char* op, const std::string& name, const std::vector<std::int64_t>& dims) {
+  const Registry& r = registry_with_int8_rungs();
+  const Problem problem = r.op(op).problem(dims, DType::i8);
+  return check_kernel(r, r.kernel(std::string("stage3/") + op + "/" + name), problem, 1, shared_context());
+}
+
+TEST(NegativeControlsInt8, EachFlawFailsWhereTheRungPasses) {
+  KC_SKIP_WITHOUT_GPU();
+  for (const std::vector<std::int64_t>& dims : {std::vector<std::int64_t>{256, 256, 8192},
+                                                std::vector<std::int64_t>{4096, 4096, 4096}}) {
+    for (const char* op : {stage3::kInt8GemmOp, stage3::kInt8GemmDequantOp}) {
+      const CheckOutcome rung = check_int8(op, "01_tma_wgmma", dims);
+      if (rung.status == CheckOutcome::Status::unsupported) GTEST_SKIP() << rung.detail;
+      EXPECT_TRUE(rung.passed()) << op << ": " << rung.detail;
+      std::vector<const char*> controls = {"nc_last_k_step_dropped"};
+      if (std::string(op) == stage3::kInt8GemmDequantOp) controls.push_back("nc_scales_swapped");
+      for (const char* control : controls) {
+        const CheckOutcome o = check_int8(op, control, dims);
+        EXPECT_EQ(o.status, CheckOutcome::Status::failed) << op << " " << control << ": " << o.detail;
+        std::printf("%s %s at %lldx%lldx%lld: %s\n", op, control, static_cast<long long>(dims[0]),
+                    static_cast<long long>(dims[1]), static_cast<long long>(dims[2]), o.detail.c_str());
       }
     }
   }

@@ -50,6 +50,13 @@ __device__ __forceinline__ void fence_accumulators(float (&d)[kCount]) {
   for (int i = 0; i < kCount; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
+// The same for integer accumulators (the INT8 GEMM's s32 sums).
+template <int kCount>
+__device__ __forceinline__ void fence_accumulators(std::int32_t (&d)[kCount]) {
+#pragma unroll
+  for (int i = 0; i < kCount; ++i) asm volatile("" : "+r"(d[i])::"memory");
+}
+
 // The same for 32-bit registers a WGMMA reads asynchronously (A fragments from registers): after
 // the issue, so that no write to them can be scheduled before the wait that ends the read.
 template <int kCount>

@@ -7,6 +7,7 @@
 //                N = D, the head dimension; K = 16 keys a step.
 //   FP8 GEMM     m64n{128,192}k32, e4m3 A and B both K-major in shared memory: 32 one-byte
 //                elements are the same 32 bytes of a 128-byte swizzled row as 16 bf16 (quant/fp8/).
+//   INT8 GEMM    m64n256k32, s8 A and B K-major in shared memory, s32 accumulators (quant/int8/).
 //
 // bf16 or f16 inputs (the template's T), or e4m3; FP32 accumulators. Accumulator layout (as for
 // n256): thread t of the warpgroup holds, for 8-column slice j, d[4j + 0..1] = row 16 (t / 32) + (t % 32) / 4,
@@ -161,6 +162,40 @@ __device__ __forceinline__ void wgmma_m64nNk32_e4m3(float (&d)[N / 2], std::uint
   }
 }
 
+// n256: the 96 registers of n192, then 32 more.
+#define KC_WGMMA_ACCUMULATOR_REGISTERS_128 KC_WGMMA_ACCUMULATOR_REGISTERS_96 ", " \
+  "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
+  "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+
+// D(64 x 256, s32) += A(64 x 32) . B(32 x 256), s8 A and B K-major in shared memory (the INT8
+// GEMM, quant/int8/). Integer WGMMA has no scale or transpose immediates: exact 32-bit sums of
+// 8-bit products, nothing lost; `accumulate` = 0 ignores D's old value. Same descriptors (32 bytes
+// a K step) and accumulator layout as the FP32 shapes, the values int32.
+__device__ __forceinline__ void wgmma_m64n256k32_s8(std::int32_t (&d)[128], std::uint64_t descriptor_a,
+                                                    std::uint64_t descriptor_b, std::uint32_t accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k32.s32.s8.s8 {" KC_WGMMA_ACCUMULATOR_REGISTERS_128
+      "}, %128, %129, p;\n}\n"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
+        "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]),
+        "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]),
+        "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]),
+        "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]),
+        "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]),
+        "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]),
+        "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63]),
+        "+r"(d[64]), "+r"(d[65]), "+r"(d[66]), "+r"(d[67]), "+r"(d[68]), "+r"(d[69]), "+r"(d[70]), "+r"(d[71]),
+        "+r"(d[72]), "+r"(d[73]), "+r"(d[74]), "+r"(d[75]), "+r"(d[76]), "+r"(d[77]), "+r"(d[78]), "+r"(d[79]),
+        "+r"(d[80]), "+r"(d[81]), "+r"(d[82]), "+r"(d[83]), "+r"(d[84]), "+r"(d[85]), "+r"(d[86]), "+r"(d[87]),
+        "+r"(d[88]), "+r"(d[89]), "+r"(d[90]), "+r"(d[91]), "+r"(d[92]), "+r"(d[93]), "+r"(d[94]), "+r"(d[95]),
+        "+r"(d[96]), "+r"(d[97]), "+r"(d[98]), "+r"(d[99]), "+r"(d[100]), "+r"(d[101]), "+r"(d[102]), "+r"(d[103]),
+        "+r"(d[104]), "+r"(d[105]), "+r"(d[106]), "+r"(d[107]), "+r"(d[108]), "+r"(d[109]), "+r"(d[110]), "+r"(d[111]),
+        "+r"(d[112]), "+r"(d[113]), "+r"(d[114]), "+r"(d[115]), "+r"(d[116]), "+r"(d[117]), "+r"(d[118]), "+r"(d[119]),
+        "+r"(d[120]), "+r"(d[121]), "+r"(d[122]), "+r"(d[123]), "+r"(d[124]), "+r"(d[125]), "+r"(d[126]), "+r"(d[127])
+      : "l"(descriptor_a), "l"(descriptor_b), "r"(accumulate));
+}
+
 #undef KC_WGMMA_M64N128K16_SS
 #undef KC_WGMMA_M64N128K16_RS_TRANSPOSED_B
 #undef KC_WGMMA_M64N64K16_RS_TRANSPOSED_B
@@ -170,6 +205,7 @@ __device__ __forceinline__ void wgmma_m64nNk32_e4m3(float (&d)[N / 2], std::uint
 #undef KC_WGMMA_ACCUMULATOR_OPERANDS_64
 #undef KC_WGMMA_ACCUMULATOR_REGISTERS_96
 #undef KC_WGMMA_ACCUMULATOR_OPERANDS_96
+#undef KC_WGMMA_ACCUMULATOR_REGISTERS_128
 
 #endif  // KC_STAGE3_SM90A
 

@@ -5,10 +5,8 @@
 //
 // What is the same as the bf16 ladder: the producer warp, the ring of stages and its mbarriers
 // (gemm/pipeline.cuh's StageRing, unchanged), the persistent tile walk in grouped raster order
-// (gemm/tile_scheduler.cuh), the 128-byte swizzle and the WGMMA descriptors. A stage holds one K
-// step of 128-byte rows: 64 bf16 there, 128 FP8 here. TMA moves bytes: an FP8 matrix of K columns
-// is handed to it as a matrix of K / 2 two-byte elements, so the ring's K coordinates (64 two-byte
-// elements a step) land on 128 FP8 values a step and the tensor maps of the bf16 ladder serve.
+// (gemm/tile_scheduler.cuh), the 128-byte swizzle and the WGMMA descriptors; how TMA and the
+// descriptors serve one-byte values is in quant/byte_operand_gemm.cuh (the INT8 GEMM shares it).
 //
 // What is new:
 //   - the instruction: wgmma m64n128k32 e4m3 (arch/sm90/wgmma_narrow.cuh). A K step is four of them
@@ -27,7 +25,8 @@
 //     128 x 256: with `partial` and `total` both in registers, n256 would need 256 accumulator
 //     registers a thread, n192 needs 192. A 128 x 128 tile of B is exactly one block of the weight
 //     scales; a 192-wide tile spans one and a half, so its columns take one of two scales.
-// The epilogue stores pairs of bf16 straight from the registers (the bf16 ladder's rung 07 way).
+// The epilogue stores pairs of bf16 straight from the registers (the bf16 ladder's rung 07 way,
+// its store_fragment_16x8).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -42,10 +41,12 @@
 #include "arch/sm90/wgmma.cuh"
 #include "arch/sm90/wgmma_narrow.cuh"
 #include "arch/util.hpp"
+#include "epilogue.cuh"
 #include "hopper_common.cuh"
 #include "kc/common/error.hpp"
 #include "kc/stage3/fp8_gemm_args.hpp"
 #include "pipeline.cuh"
+#include "quant/byte_operand_gemm.cuh"
 #include "tile_scheduler.cuh"
 
 namespace kc::stage3 {
@@ -64,40 +65,17 @@ struct Fp8GemmParams {
   int raster_band;        // grouped raster band height, in tile rows
 };
 
-// The knobs, in the shape gemm/pipeline.cuh and gemm/tile_scheduler.cuh read them. kBlockNValue:
-// the tile's columns, 128 (rung 01) or 192 (rung 02).
+// The knobs, in the shape gemm/pipeline.cuh and gemm/tile_scheduler.cuh read them
+// (quant/byte_operand_gemm.cuh). kBlockNValue: the tile's columns, 128 (rung 01) or 192 (rung 02).
+// Six stages of 32 KiB (n128) or five of 40 KiB (n192): the loads run four or five K steps ahead.
 template <int kBlockNValue>
-struct Fp8GemmConfig {
-  using Params = Fp8GemmParams;
-  static constexpr int kClusterM = 1;
-  static constexpr bool kGrouped = false;
-  static constexpr int kConsumers = 2;
-  static constexpr int kThreads = (1 + kConsumers) * kWarpgroupThreads;  // 384
-  static constexpr int kConsumerWarps = kConsumers * kWarpgroupThreads / 32;
-  static constexpr int kBlockM = kConsumers * kWarpgroupRows;  // 128
-  static constexpr int kBlockN = kBlockNValue;                 // wgmma n128 or n192
-  static constexpr int kBlockK = kTileRowBytes;                // 128 FP8 values: one swizzled row
-  static constexpr int kTileBytesA = kBlockM * kTileRowBytes;  // 16 KiB
-  static constexpr int kTileBytesB = kBlockN * kTileRowBytes;  // 16 or 24 KiB
-  static constexpr int kStageBytes = kTileBytesA + kTileBytesB;
-  static constexpr int kBSliceRows = kBlockN;
-  static constexpr int kBSliceBytes = kTileBytesB;
-  // Six stages of 32 KiB (n128) or five of 40 KiB (n192): the loads run four or five K steps ahead.
-  static constexpr int kStages = kBlockN == 128 ? 6 : 5;
-  static constexpr int kRasterBandTileRows = 8;
-  static constexpr int kBarrierBytes = 2 * kStages * 8;
-  static constexpr int kSmemBytes = kSmemAlignment + kStages * kStageBytes + kBarrierBytes;
-  static constexpr int kProducerRegisters = 40;
-  static constexpr int kConsumerRegisters = 232;
-  static constexpr int kAccumulators = kWarpgroupRows * kBlockN / kWarpgroupThreads;  // 64 or 96
-  static constexpr int kWgmmaK = 32;  // FP8 values per wgmma
-
-  static_assert(kBlockN == 128 || kBlockN == 192, "wgmma n128 or n192");
+struct Fp8GemmConfig : ByteOperandGemmShape<kBlockNValue, kBlockNValue == 128 ? 6 : 5, Fp8GemmParams> {
+  using Shape = ByteOperandGemmShape<kBlockNValue, kBlockNValue == 128 ? 6 : 5, Fp8GemmParams>;
+  static_assert(Shape::kBlockN == 128 || Shape::kBlockN == 192, "wgmma n128 or n192");
   // A tile's columns span at most two blocks of B's scales (n192 tiles start at a block or in its
   // middle).
-  static_assert(kBlockN <= kFp8ScaleBlock + kFp8ScaleBlock / 2, "at most two scale blocks a tile");
-  static_assert(kBlockK == kFp8ScaleBlock, "a K step is one block of A's and B's scales");
-  static_assert(kSmemBytes <= kMaxDynamicSmem, "shared memory over the per-block limit");
+  static_assert(Shape::kBlockN <= kFp8ScaleBlock + kFp8ScaleBlock / 2, "at most two scale blocks a tile");
+  static_assert(Shape::kBlockK == kFp8ScaleBlock, "a K step is one block of A's and B's scales");
 };
 
 #if KC_STAGE3_SM90A
@@ -174,57 +152,28 @@ __device__ __forceinline__ void fp8_wgmma_k_step(float (&acc)[Config::kAccumulat
   sm90::wgmma_commit_group();
 }
 
-// Rows row_top and row_top + 8, columns col0 + 8j + 2 (lane % 4) + {0, 1}: pairs of bf16, one
-// 4-byte store each where N is even (the pair is then 4-byte aligned), else one value at a time.
+// The tile's results: each 8-column slice j of the accumulators is one 16 x 8 fragment (rows
+// warp_row0 + lane / 4 and + 8), stored as pairs of bf16 by the bf16 ladder's epilogue
+// (gemm/epilogue.cuh) with alpha = the per-tensor scale (1 with block scales, already applied).
 template <class Config>
 __device__ __forceinline__ void store_fp8_tile(const Fp8GemmParams& params, const float (&total)[Config::kAccumulators],
-                                               int row_top, int col0, float scale) {
-  const int lane = threadIdx.x % 32;
+                                               int warp_row0, int col0, float scale) {
+  const LinearCombination linear{scale, 0.f, nullptr, params.n};
 #pragma unroll
-  for (int j = 0; j < Config::kAccumulators / 4; ++j) {
-    const int col = col0 + 8 * j + 2 * (lane % 4);
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int row = row_top + 8 * half;
-      if (row >= params.m || col >= params.n) continue;
-      const float x = total[4 * j + 2 * half] * scale;
-      const float y = total[4 * j + 2 * half + 1] * scale;
-      bf16* out = params.c + static_cast<std::size_t>(row) * params.n + col;
-      if (params.n % 2 == 0) {
-        *reinterpret_cast<__nv_bfloat162*>(out) = __floats2bfloat162_rn(x, y);
-      } else {
-        out[0] = __float2bfloat16_rn(x);
-        if (col + 1 < params.n) out[1] = __float2bfloat16_rn(y);
-      }
-    }
-  }
+  for (int j = 0; j < Config::kAccumulators / 4; ++j)
+    store_fragment_16x8(params.c, params.m, params.n, warp_row0, col0 + 8 * j, &total[4 * j], linear, Identity{});
 }
 
 template <class Config, Fp8Scaling kScaling, Fp8Flaw kFlaw>
 __global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __grid_constant__ Fp8GemmParams params) {
   extern __shared__ std::uint8_t smem_raw[];
-  std::uint8_t* smem = aligned_dynamic_smem(smem_raw);
-  auto* barriers = reinterpret_cast<std::uint64_t*>(smem + Config::kStages * Config::kStageBytes);
-  const StageRing<Config> ring{smem, barriers, barriers + Config::kStages};
-
-  const int warpgroup = threadIdx.x / kWarpgroupThreads;
+  const StageRing<Config> ring = byte_operand_ring<Config>(smem_raw);
   const TileSchedule<Config> schedule = tile_schedule<Config>(params);
   const int k_tiles = params.k_blocks;
-
-  if (threadIdx.x == 0) {
-    ring.init_barriers();
-    sm90::fence_barrier_init();
-  }
-  __syncthreads();
-
+  const int warpgroup = threadIdx.x / kWarpgroupThreads;
   if (warpgroup == 0) {
     // ---- producer: one thread issues every TMA copy ----
-    sm90::setmaxnreg_decrease<Config::kProducerRegisters>();
-    if (threadIdx.x == 0) {
-      PipelineState<Config::kStages> state;
-      for (int linear = schedule.first; linear < schedule.count; linear += schedule.step)
-        ring.load_tile(params, state, schedule.cta_tile(params, linear), 0, k_tiles);
-    }
+    produce_byte_operand_tiles<Config>(ring, params, schedule, k_tiles);
     return;
   }
 
@@ -280,7 +229,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __g
         scales = next;
       }
     }
-    if (tile.m < params.tiles_m) store_fp8_tile<Config>(params, total, row_top, col0, per_tensor_scale);
+    if (tile.m < params.tiles_m) store_fp8_tile<Config>(params, total, row_top - lane / 4, col0, per_tensor_scale);
   }
 }
 
@@ -290,19 +239,6 @@ template <class Config, Fp8Scaling kScaling, Fp8Flaw kFlaw>
 __global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __grid_constant__ Fp8GemmParams) {}
 
 #endif  // KC_STAGE3_SM90A
-
-// The tensor map of an FP8 operand (rows x K, K contiguous, K % 16 == 0) as rows x K/2 two-byte
-// elements in boxes of box_rows x 64 (128 bytes: one K step).
-inline TmaMatrix2d fp8_operand_tile_map(const fp8e4m3* matrix, int rows, int k, int box_rows) {
-  TmaMatrix2d map;
-  map.base = matrix;
-  map.rows = static_cast<std::uint64_t>(rows);
-  map.cols = static_cast<std::uint64_t>(k / 2);
-  map.box_rows = static_cast<std::uint32_t>(box_rows);
-  map.box_cols = kTileRowBytes / 2;
-  map.swizzle_128b = true;
-  return map;
-}
 
 template <class Config, Fp8Scaling kScaling, Fp8Flaw kFlaw>
 void launch_fp8_gemm(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache) {
@@ -315,8 +251,8 @@ void launch_fp8_gemm(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchC
   cache.prepare_kernel(kernel, Config::kSmemBytes);
 
   Fp8GemmParams params{};
-  params.a = cache.tensor_map(fp8_operand_tile_map(args.a, args.m, args.k, Config::kBlockM));
-  params.b = cache.tensor_map(fp8_operand_tile_map(args.b, args.n, args.k, Config::kBlockN));
+  params.a = cache.tensor_map(byte_operand_tile_map(args.a, args.m, args.k, Config::kBlockM));
+  params.b = cache.tensor_map(byte_operand_tile_map(args.b, args.n, args.k, Config::kBlockN));
   params.c = args.c;
   params.scale_a = args.scale_a;
   params.scale_b = args.scale_b;

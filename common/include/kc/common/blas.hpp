@@ -128,7 +128,9 @@ enum class LtScaling { none, per_tensor, rows_1x128 };
 // One cuBLASLt matmul plan: descriptors and the heuristic's best algorithm chosen once, then run
 // many times. FP32 accumulation (CUBLAS_COMPUTE_32F); for FP8 inputs C is bf16/f16/f32 and B
 // must be N x K (the only FP8 layout cuBLASLt offers). FP8 accumulation is cuBLASLt's default,
-// not its "fast accumulation" mode: partial sums are promoted to FP32.
+// not its "fast accumulation" mode: partial sums are promoted to FP32. INT8 inputs (i8): exact
+// s32 accumulation (CUBLAS_COMPUTE_32I), C i32, B N x K, no epilogue or scales; alpha and beta
+// are then passed to cuBLASLt as s32 and must be integers.
 class CublasLtGemm {
  public:
   CublasLtGemm(cublasLtHandle_t handle, GemmShape shape, DType ab_type, DType c_type,
@@ -154,6 +156,7 @@ class CublasLtGemm {
   cublasLtMatmulAlgo_t algorithm_{};
   LtEpilogue epilogue_ = LtEpilogue::none;
   LtScaling scaling_ = LtScaling::none;
+  bool integer_ = false;  // INT8 inputs: s32 compute and scale type
   mutable DeviceBuffer<std::byte> workspace_;
 };
 

@@ -9,6 +9,27 @@
 //   LSE [B, Hq,  Sq]      f32
 // Problem dimensions, in this order: B, Hq, Hkv, Sq, Sk, D ("4x32x8x4096x4096x128").
 //
+// The packed variable-length form (op attention_fwd_varlen, kc/stage3/attention_varlen.hpp; in the
+// kernels' arguments, AttentionArgs with cu_seqlens_q and cu_seqlens_k set): B sequences with
+// lengths of their own, Sq_b queries and Sk_b keys, their tokens one after the other, no padding
+// (FlashAttention's varlen layout; [tokens, heads, D] is also how the projections hand Q, K and V
+// over, and how the output projection reads O):
+//   cu_seqlens_q  [B + 1]            int32: 0, Sq_0, Sq_0 + Sq_1, ... (total_q = the last)
+//   cu_seqlens_k  [B + 1]            int32: 0, Sk_0, Sk_0 + Sk_1, ... (total_k = the last)
+//   Q   [total_q, Hq,  D]   sequence b's queries are rows cu_seqlens_q[b] .. cu_seqlens_q[b + 1] - 1
+//   K   [total_k, Hkv, D]   its keys rows cu_seqlens_k[b] .. cu_seqlens_k[b + 1] - 1
+//   V   [total_k, Hkv, D]
+//   O   [total_q, Hq,  D]
+//   LSE per sequence a [Hq, Sq_b] block at element cu_seqlens_q[b] . Hq (f32), row h for head h:
+//       with every Sq_b = Sq that is the dense [B, Hq, Sq] above (FlashAttention's varlen LSE
+//       is [Hq, total_q] instead; kc keeps each sequence's block whole, so that one sequence's
+//       LSE is where a dense call for it alone would put it)
+// There Sq and Sk of the problem are the longest Sq_b and Sk_b (max_seqlen_q and max_seqlen_k),
+// and the batch strides are not used: a sequence starts at its offset. The definition below holds
+// for each sequence on its own, with Sq_b and Sk_b for Sq and Sk (the causal mask aligned
+// bottom-right in every sequence). A sequence may be empty: Sq_b = 0 has no rows to compute;
+// Sk_b = 0 gives each of its rows O = 0 and LSE = -inf.
+//
 // Definition, for batch b, query head h and query row i:
 //   kv head      h / (Hq / Hkv)            (grouped-query attention; Hq a multiple of Hkv; MQA is Hkv = 1)
 //   visible keys j < visible_keys(i)       (every key; with causal = 1 the keys j <= i + Sk - Sq:

@@ -21,8 +21,12 @@ class HopperLaunchCache;  // arch/sm90/tma_descriptor.hpp: the Hopper rungs' ten
 
 // T: __nv_bfloat16 or __half. Q and O are [B, Hq, Sq, D], K and V [B, Hkv, Sk, D], each with the
 // element strides below and the last dimension contiguous; LSE is a contiguous [B, Hq, Sq] of f32.
+// AttentionParams are what a fused kernel reads about its problem; callers fill AttentionArgs
+// (below), which adds the packed form's offsets. The dense kernels take AttentionParams as their
+// parameter (AttentionArgs sliced at the launch), so that their code is what it was before the
+// offsets existed: a larger parameter struct alone changes what ptxas makes of a kernel.
 template <typename T>
-struct AttentionArgs {
+struct AttentionParams {
   const T* q = nullptr;
   const T* k = nullptr;
   const T* v = nullptr;
@@ -34,6 +38,41 @@ struct AttentionArgs {
   float scale = 0.f;    // the softmax scale itself (the harness resolves "0 means 1/sqrt(D)")
   bool causal = false;
 };
+
+// The arguments of an attention launch: the dense form above with cu_seqlens_q and cu_seqlens_k
+// null. With both set, the packed variable-length form (FlashAttention's "varlen" API, what
+// continuous batching hands attention: the tokens of sequences of different lengths one after the
+// other, no padding; attention.hpp has its layout next to the dense one,
+// kc/stage3/attention_varlen.hpp the op):
+//   cu_seqlens_q, cu_seqlens_k  device arrays of B + 1 int32 cumulative offsets, [0] = 0,
+//                 non-decreasing: sequence b's queries are the rows cu_seqlens_q[b] ..
+//                 cu_seqlens_q[b + 1] - 1 of Q and O (Sq_b of them), its keys the rows
+//                 cu_seqlens_k[b] .. cu_seqlens_k[b + 1] - 1 of K and V (Sk_b). A length may be 0.
+//   Q, O          [total_q, Hq, D]: packed row t (a token) at t . q_row_stride, its head h at
+//                 h . q_head_stride further (contiguous: q_row_stride = Hq . D, q_head_stride = D)
+//   K, V          [total_k, Hkv, D]: kv_row_stride and kv_head_stride alike
+//   LSE           sequence b's [Hq, Sq_b] block, contiguous, at element cu_seqlens_q[b] . Hq (f32):
+//                 with every Sq_b equal to Sq this is the dense [B, Hq, Sq]
+//   q_len, kv_len the longest Sq_b and Sk_b (FlashAttention's max_seqlen_q and max_seqlen_k), or
+//                 any bound above them: they size the grid, and a sequence longer than its bound
+//                 is not computed in full
+//   q_batch_stride, kv_batch_stride  0: a sequence is found by its offsets, not by a stride
+// The offsets live on the device (the host may not have them without a copy), so they alone are
+// not checked before a launch: that they start at 0, never decrease and stay within the bounds
+// and the tensors is the caller's promise. Rung 05 (attention_fwd_varlen_05_fa2_two_tiles_per_warp)
+// and the public entry attention_forward run this form; the other rungs refuse it.
+template <typename T>
+struct AttentionArgs : AttentionParams<T> {
+  const std::int32_t* cu_seqlens_q = nullptr;
+  const std::int32_t* cu_seqlens_k = nullptr;
+};
+
+// Whether `args` is the packed variable-length form (either offset array set; a launch checks
+// that both are).
+template <typename T>
+bool is_packed(const AttentionArgs<T>& args) {
+  return args.cu_seqlens_q != nullptr || args.cu_seqlens_k != nullptr;
+}
 
 // The head dimensions the fused rungs (02-05) are compiled for: a template parameter, so that the
 // loops over D unroll and O's accumulators stay in registers.
@@ -51,6 +90,10 @@ void attention_fwd_04_fa2_cp_async(const AttentionArgs<T>& args, cudaStream_t st
 // Rung 05: rung 04 with two 16-row MMA tiles per warp (128 query rows per block).
 template <typename T>
 void attention_fwd_05_fa2_two_tiles_per_warp(const AttentionArgs<T>& args, cudaStream_t stream);
+// Rung 05 on the packed variable-length form (cu_seqlens_q/k set, above): each block finds its
+// sequence's rows from the offsets, then runs rung 05's block. The dense rungs refuse this form.
+template <typename T>
+void attention_fwd_varlen_05_fa2_two_tiles_per_warp(const AttentionArgs<T>& args, cudaStream_t stream);
 // Rung 06 (sm_90a): TMA K/V ring filled by a producer warp, WGMMA for S = Q K^T and O += P V in two
 // consumer warpgroups; `cache` keeps the tensor maps between launches on the same operands.
 template <typename T>

@@ -18,7 +18,9 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "kc/common/buffer.hpp"
 #include "kc/stage3/attention_args.hpp"
@@ -31,8 +33,28 @@ namespace kc::stage3 {
 // the tensor maps it builds are cached per device, a bounded number of them), 05 elsewhere
 // (FlashAttention-2 on mma.sync with a cp.async K/V pipeline). T: __nv_bfloat16 or __half.
 // Thread-safe to call; kernels run on `stream` as usual.
+//
+// The packed variable-length form (args.cu_seqlens_q and cu_seqlens_k set; the layout is in
+// kc/stage3/attention_args.hpp and attention.hpp): many sequences of their own lengths in one
+// launch, q_len and kv_len the longest (max_seqlen_q, max_seqlen_k). Rung: 05's packed kernel on
+// every GPU, Hopper included (the Hopper rungs take the dense form only), returning
+// "stage3/attention_fwd_varlen/05_fa2_two_tiles_per_warp". Checked before the launch: both
+// offset arrays set, B >= 1, the longest lengths >= 1, Hq a multiple of Hkv, D 64 or 128, the
+// batch strides 0, the alignment of tensors and strides. Not checked (the offsets are on the
+// device): that they start at 0, never decrease, give no sequence more than q_len / kv_len rows
+// and stay within the tensors — validate_cu_seqlens below checks a host copy.
 template <typename T>
 std::string_view attention_forward(const AttentionArgs<T>& args, cudaStream_t stream);
+
+// The packed form's offsets from per-sequence lengths: {0, l_0, l_0 + l_1, ...}, B + 1 values.
+// kc::Error for a negative length or a total above INT32_MAX (the offsets are int32).
+std::vector<std::int32_t> cu_seqlens_from_lengths(const std::vector<std::int32_t>& lengths);
+
+// Checks B + 1 offsets on the host (a copy of what cu_seqlens_q or cu_seqlens_k hold): the first
+// is 0, none is below the one before, no sequence (a difference) has more than max_len rows.
+// kc::Error naming `name`, the sequence and its offsets. B >= 1, max_len >= 0.
+void validate_cu_seqlens(const std::int32_t* cu_seqlens, std::int64_t batch, std::int64_t max_len,
+                         std::string_view name);
 
 // attention_decode_paged: one to kMaxDecodeQueries new tokens per sequence against its pages.
 // Holds what the decode rung keeps between calls — the GPU's SM count, which its split of the

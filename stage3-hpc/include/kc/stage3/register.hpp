@@ -49,6 +49,10 @@ std::string hgemm_shape_error(const Problem& problem);
 std::string small_m_shape_error(const Problem& problem);
 const std::vector<std::string>& small_m_refusals();
 
+// Rung 14 (stage3/hgemm/14_small_m_weights_as_a) takes M <= 64 only, as rung 11 (its refusals are
+// small_m_refusals()); "" or the reason it refuses a shape.
+std::string small_m_weights_as_a_shape_error(const Problem& problem);
+
 // Rung 12 (stage3/hgemm/12_small_m_gemv) takes M <= 8 only; "" or the reason it refuses a shape,
 // and the conformance problems it refuses: every one with M > 8, and those every rung refuses.
 std::string small_m_gemv_shape_error(const Problem& problem);
@@ -66,7 +70,8 @@ void bias_gelu_reference_inplace(double* c, const double* bias, std::int64_t m, 
 
 // Adds the stage-3 ops (hgemm, gemm_bias_gelu) and the tensor-core GEMM ladder
 // (stage3/hgemm/01_wmma ... 09_tma_store, stage3/gemm_bias_gelu/10_fused_bias_gelu,
-// stage3/hgemm/11_small_m_split_k, stage3/hgemm/12_small_m_gemv), and the other stage-3 ops with
+// stage3/hgemm/11_small_m_split_k, stage3/hgemm/12_small_m_gemv,
+// stage3/hgemm/14_small_m_weights_as_a), and the other stage-3 ops with
 // their ladders: attention, paged decode, the grouped GEMM of mixture-of-experts layers
 // (kc/stage3/grouped_gemm.hpp) and the GGUF GEMV.
 void register_kernels(Registry& registry);

@@ -23,7 +23,7 @@ std::vector<NegativeControl> negative_controls();
 // attention_decode_paged) if missing, and the controls, in the "negative-controls" report group:
 // FP32 SGEMM kernels with one flaw each, bf16 GEMMs with the flaws the bf16 bounds must catch at the benchmark shapes, and
 // attention kernels (bf16 and f16) with a wrong scale, an off-by-one causal mask, a skipped K/V
-// tile, grouped GEMMs with a routing mistake, FP8 GEMMs with a promotion or scale mistake, and paged decode kernels (bf16 and f16) that take pages as contiguous, read the NaN rows
+// tile, grouped GEMMs with a routing mistake, FP8 GEMMs with a promotion or scale mistake, INT8 GEMMs with a K step dropped or the scales swapped, and paged decode kernels (bf16 and f16) that take pages as contiguous, read the NaN rows
 // past a sequence's length, drop the mask among the new tokens, or divide 0 by 0 for an empty row.
 void register_negative_controls(Registry& registry);
 
@@ -38,5 +38,16 @@ void register_grouped_gemm_controls(Registry& registry);
 // (compute capability 9.0 only).
 std::vector<NegativeControl> fp8_gemm_controls();
 void register_fp8_gemm_controls(Registry& registry);
+
+// The INT8 GEMM's controls (int8_gemm_controls.cpp), part of the two above: its rung 01 kernel
+// with the last K step dropped (both ops) and with the row and column scales swapped (the
+// dequantizing op); compute capability 9.0 only.
+std::vector<NegativeControl> int8_gemm_controls();
+void register_int8_gemm_controls(Registry& registry);
+
+// The small-M GEMM's control (small_m_gemm_controls.cpp), part of the two above: rung 14's kernel
+// whose last CTA adds one split's partial sums twice (stage3/hgemm/nc_split_k_partials_added_twice).
+std::vector<NegativeControl> small_m_gemm_controls();
+void register_small_m_gemm_controls(Registry& registry);
 
 }  // namespace kc::testing

@@ -1,0 +1,263 @@
+// int8_gemm_kernel.cuh — the kernel of the INT8 GEMM's rung 01 (and of its negative controls):
+// the bf16 ladder's warp-specialized persistent kernel (gemm/warp_specialized_gemm.cuh, rung 07)
+// with s8 operands and s32 accumulators, 128 x 256 tiles.
+//
+// What is the same as the bf16 ladder: the producer warp and the ring of stages (gemm/pipeline.cuh),
+// the persistent tile walk in grouped raster order (gemm/tile_scheduler.cuh), one K step of WGMMAs
+// kept in flight while the next is issued, and the tile: two consumer warpgroups of m64n256, 128
+// accumulators a thread. How TMA and the descriptors serve one-byte values is in
+// quant/byte_operand_gemm.cuh (shared with the FP8 GEMM).
+//
+// What is new:
+//   - the instruction: wgmma m64n256k32 s8.s8 -> s32 (arch/sm90/wgmma_narrow.cuh), four per
+//     128-byte K step, at the FP8 rate: twice the multiply-adds of bf16 per instruction time.
+//   - nothing to promote: unlike FP8's accumulator (fewer bits than FP32, quant/fp8/), the integer
+//     sum is exact, so the mainloop is the bf16 ladder's and the tile keeps its full 256 columns.
+//   - the epilogue: the s32 sums go out as they are (int8_gemm), or are dequantized on the way
+//     (int8_gemm_dequant): FP32 value x s_A[row] x s_B[col], rounded to bf16, stored in pairs by
+//     the bf16 ladder's store_fragment_16x8 (gemm/epilogue.cuh) with a column-scale "activation".
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "arch/sm90/mbarrier.cuh"
+#include "arch/sm90/sm90a.hpp"
+#include "arch/sm90/tma.cuh"
+#include "arch/sm90/tma_descriptor.hpp"
+#include "arch/sm90/warpgroup.cuh"
+#include "arch/sm90/wgmma.cuh"
+#include "arch/sm90/wgmma_narrow.cuh"
+#include "arch/util.hpp"
+#include "epilogue.cuh"
+#include "hopper_common.cuh"
+#include "kc/common/error.hpp"
+#include "kc/stage3/int8_gemm_args.hpp"
+#include "pipeline.cuh"
+#include "quant/byte_operand_gemm.cuh"
+#include "tile_scheduler.cuh"
+
+namespace kc::stage3 {
+
+struct Int8GemmParams {
+  CUtensorMap a;  // A: M x K s8, seen as M x K/2 two-byte elements, boxes of 128 x 64
+  CUtensorMap b;  // B: N x K s8, boxes of 256 x 64
+  std::int32_t* c32;
+  bf16* c;
+  const float* scale_a;
+  const float* scale_b;
+  int m, n, k;
+  int k_tiles;            // ceil(K / 128)
+  int tiles_m, tiles_n;   // 128 x 256 output tiles
+  int cluster_tiles_m;    // tiles_m (no clusters): what the tile scheduler walks
+  int raster_band;        // grouped raster band height, in tile rows
+};
+
+// 128 x 256 tiles, four stages of 48 KiB (16 KiB of A, 32 KiB of B): the bf16 ladder's ring.
+struct Int8GemmConfig : ByteOperandGemmShape<256, 4, Int8GemmParams> {
+  static_assert(kAccumulators == 128, "m64n256: 128 accumulators a thread");
+};
+
+// The epilogue's output.
+enum class Int8Output { s32, dequantized_bf16 };
+
+#if KC_STAGE3_SM90A
+
+// One K step of one warpgroup: four m64n256k32 WGMMAs along the 128-byte row, as one group.
+__device__ __forceinline__ void int8_wgmma_k_step(std::int32_t (&acc)[Int8GemmConfig::kAccumulators],
+                                                  std::uint32_t a_tile, std::uint32_t b_tile) {
+  sm90::wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < Int8GemmConfig::kBlockK / Int8GemmConfig::kWgmmaK; ++kk) {
+    constexpr std::uint32_t kStepBytes = Int8GemmConfig::kWgmmaK;  // 32 one-byte values
+    sm90::wgmma_m64n256k32_s8(acc, sm90::smem_descriptor_sw128(a_tile + kk * kStepBytes),
+                              sm90::smem_descriptor_sw128(b_tile + kk * kStepBytes), 1u);
+  }
+  sm90::wgmma_commit_group();
+}
+
+// The dequantizing epilogue's column factors, in the shape gemm/epilogue.cuh's activations have:
+// the pair s_B[col], s_B[col + 1] of one fragment column pair, loaded beforehand (below) and
+// applied to both of its rows. (The row factor s_A[row] is applied before, to the converted sums.)
+struct ScalePair {
+  float2 scale;
+  struct ColumnPair {};
+  __device__ ColumnPair column_pair(int /*col*/, int /*n*/) const { return {}; }
+  __device__ float2 operator()(float2 value, ColumnPair /*unused*/) const {
+    return make_float2(value.x * scale.x, value.y * scale.y);
+  }
+};
+
+// The s32 results of one 16 x 8 fragment (rows row0 + lane / 4 and + 8): pairs as one 8-byte store
+// where N is even (a pair is then 8-byte aligned), else one value at a time.
+__device__ __forceinline__ void store_s32_fragment(std::int32_t* c, int m, int n, int row0, int col0,
+                                                   const std::int32_t* fragment) {
+  const int lane = threadIdx.x % 32;
+  const int col = col0 + 2 * (lane % 4);
+  if (col >= n) return;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int row = row0 + lane / 4 + 8 * half;
+    if (row >= m) continue;
+    std::int32_t* out = c + static_cast<std::size_t>(row) * n + col;
+    if (n % 2 == 0) {
+      *reinterpret_cast<int2*>(out) = make_int2(fragment[2 * half], fragment[2 * half + 1]);
+    } else {
+      out[0] = fragment[2 * half];
+      if (col + 1 < n) out[1] = fragment[2 * half + 1];
+    }
+  }
+}
+
+template <Int8Output kOutput, Int8Flaw kFlaw>
+__device__ __forceinline__ void store_int8_tile(const Int8GemmParams& params,
+                                                const std::int32_t (&acc)[Int8GemmConfig::kAccumulators],
+                                                int warp_row0, int col0) {
+  constexpr int kSlices = Int8GemmConfig::kAccumulators / 4;
+  if constexpr (kOutput == Int8Output::s32) {
+#pragma unroll
+    for (int j = 0; j < kSlices; ++j)
+      store_s32_fragment(params.c32, params.m, params.n, warp_row0, col0 + 8 * j, &acc[4 * j]);
+  } else {
+    // The row scales of the thread's two rows (clamped past M: those rows are not stored).
+    const int lane = threadIdx.x % 32;
+    const bool swapped = kFlaw == Int8Flaw::scales_swapped;
+    const float* row_scales = swapped ? params.scale_b : params.scale_a;
+    const float* col_scales = swapped ? params.scale_a : params.scale_b;
+    const int row_limit = swapped ? params.n : params.m;
+    const int col_limit = swapped ? params.m : params.n;
+    const float top = __ldg(row_scales + min(warp_row0 + lane / 4, row_limit - 1));
+    const float bottom = __ldg(row_scales + min(warp_row0 + lane / 4 + 8, row_limit - 1));
+    const LinearCombination linear{1.f, 0.f, nullptr, params.n};
+    // The column scales eight slices (16 values) at a time, each group's loads issued together
+    // and then its stores. Plain (coherent) loads on purpose: ptxas moves a read-only (__ldg) load
+    // above any store, and would issue all 64 of a thread's scale loads first: 64 registers on
+    // top of the 128 sums, and spills. A coherent load stays behind the stores before it (they
+    // might alias it), so only one group's scales are ever live.
+    constexpr int kSlicesAGroup = 8;
+#pragma unroll
+    for (int group = 0; group < kSlices; group += kSlicesAGroup) {
+      float2 scales[kSlicesAGroup];
+#pragma unroll
+      for (int j = 0; j < kSlicesAGroup; ++j) {
+        const int col = col0 + 8 * (group + j) + 2 * (lane % 4);
+        scales[j] = make_float2(col_scales[min(col, col_limit - 1)], col_scales[min(col + 1, col_limit - 1)]);
+      }
+#pragma unroll
+      for (int j = 0; j < kSlicesAGroup; ++j) {
+        const std::int32_t* sums = &acc[4 * (group + j)];
+        const float fragment[4] = {static_cast<float>(sums[0]) * top, static_cast<float>(sums[1]) * top,
+                                   static_cast<float>(sums[2]) * bottom, static_cast<float>(sums[3]) * bottom};
+        store_fragment_16x8(params.c, params.m, params.n, warp_row0, col0 + 8 * (group + j), fragment, linear,
+                            ScalePair{scales[j]});
+      }
+    }
+  }
+}
+
+template <Int8Output kOutput, Int8Flaw kFlaw>
+__global__ void __launch_bounds__(Int8GemmConfig::kThreads, 1)
+    int8_gemm_kernel(const __grid_constant__ Int8GemmParams params) {
+  using Config = Int8GemmConfig;
+  extern __shared__ std::uint8_t smem_raw[];
+  const StageRing<Config> ring = byte_operand_ring<Config>(smem_raw);
+  const TileSchedule<Config> schedule = tile_schedule<Config>(params);
+  const int k_tiles = params.k_tiles;
+  const int warpgroup = threadIdx.x / kWarpgroupThreads;
+  if (warpgroup == 0) {
+    // ---- producer: one thread issues every TMA copy ----
+    produce_byte_operand_tiles<Config>(ring, params, schedule, k_tiles);
+    return;
+  }
+
+  // ---- consumers: 64 rows each ----
+  sm90::setmaxnreg_increase<Config::kConsumerRegisters>();
+  const int consumer = warpgroup - 1;
+  const int lane = threadIdx.x % 32;
+  const int warp_in_group = (threadIdx.x % kWarpgroupThreads) / 32;
+
+  PipelineState<Config::kStages> state;
+  std::int32_t acc[Config::kAccumulators];
+  for (int linear = schedule.first; linear < schedule.count; linear += schedule.step) {
+    const TileCoord tile = schedule.cta_tile(params, linear);
+#pragma unroll
+    for (int i = 0; i < Config::kAccumulators; ++i) acc[i] = 0;
+
+    // One K step of WGMMAs in flight, as in the bf16 ladder: after issuing step k, wait until only
+    // it runs (step k - 1 has finished reading its stage) and release that stage.
+    int previous_stage = 0;
+    for (int k_tile = 0; k_tile < k_tiles; ++k_tile) {
+      ring.wait_full(state);
+      // The flaw: the stage of the last K step is waited for and released, never multiplied.
+      const bool multiply = kFlaw != Int8Flaw::k_step_dropped || k_tile + 1 < k_tiles || k_tiles == 1;
+      if (multiply)
+        int8_wgmma_k_step(acc, smem_u32(ring.tile_a(state.stage)) + consumer * kWarpgroupRows * kTileRowBytes,
+                          smem_u32(ring.tile_b(state.stage)));
+      sm90::wgmma_wait_group<1>();
+      if (k_tile > 0) ring.release(previous_stage, lane);
+      previous_stage = state.stage;
+      state.advance();
+    }
+    sm90::wgmma_wait_group<0>();
+    ring.release(previous_stage, lane);
+    sm90::fence_accumulators(acc);
+
+    if (tile.m < params.tiles_m) {
+      const int warp_row0 = tile.m * Config::kBlockM + consumer * kWarpgroupRows + 16 * warp_in_group;
+      store_int8_tile<kOutput, kFlaw>(params, acc, warp_row0, tile.n * Config::kBlockN);
+    }
+  }
+}
+
+#else  // not the sm_90a device pass: an empty kernel the launch code never runs
+
+template <Int8Output kOutput, Int8Flaw kFlaw>
+__global__ void __launch_bounds__(Int8GemmConfig::kThreads, 1) int8_gemm_kernel(const __grid_constant__ Int8GemmParams) {}
+
+#endif  // KC_STAGE3_SM90A
+
+template <Int8Output kOutput, Int8Flaw kFlaw>
+void launch_int8_gemm_output(const Int8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache) {
+  using Config = Int8GemmConfig;
+  const void* kernel = reinterpret_cast<const void*>(&int8_gemm_kernel<kOutput, kFlaw>);
+  cache.prepare_kernel(kernel, Config::kSmemBytes);
+
+  Int8GemmParams params{};
+  params.a = cache.tensor_map(byte_operand_tile_map(args.a, args.m, args.k, Config::kBlockM));
+  params.b = cache.tensor_map(byte_operand_tile_map(args.b, args.n, args.k, Config::kBlockN));
+  params.c32 = args.c32;
+  params.c = args.c;
+  params.scale_a = args.scale_a;
+  params.scale_b = args.scale_b;
+  params.m = args.m;
+  params.n = args.n;
+  params.k = args.k;
+  params.k_tiles = ceil_div(args.k, Config::kBlockK);
+  params.tiles_m = ceil_div(args.m, Config::kBlockM);
+  params.tiles_n = ceil_div(args.n, Config::kBlockN);
+  params.cluster_tiles_m = params.tiles_m;
+  const int ctas = schedule_clusters<Config>(params, Schedule::persistent, Config::kRasterBandTileRows, cache, kernel);
+  int8_gemm_kernel<kOutput, kFlaw><<<ctas, Config::kThreads, Config::kSmemBytes, stream>>>(params);
+  KC_CUDA_CHECK(cudaGetLastError());
+}
+
+// Validates the arguments, then runs the kernel for the output the arguments ask for.
+template <Int8Flaw kFlaw>
+void launch_int8_gemm(const Int8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache) {
+  require(args.m >= 1 && args.n >= 1 && args.k >= 1, "INT8 GEMM: empty problem {}x{}x{}", args.m, args.n, args.k);
+  require(args.k % kInt8KMultiple == 0,
+          "INT8 GEMM: K must be a multiple of {} (got {}): TMA moves rows of A and B in 16-byte pieces",
+          kInt8KMultiple, args.k);
+  require(args.k <= kInt8MaxK, "INT8 GEMM: K = {} could overflow the 32-bit sums (at most {})", args.k, kInt8MaxK);
+  require(args.a != nullptr && args.b != nullptr, "INT8 GEMM: A or B is null");
+  require((args.c32 != nullptr) != (args.c != nullptr), "INT8 GEMM: give exactly one output, c32 (s32) or c (bf16)");
+  if (args.c32 != nullptr) {
+    launch_int8_gemm_output<Int8Output::s32, kFlaw>(args, stream, cache);
+  } else {
+    require(args.scale_a != nullptr && args.scale_b != nullptr, "INT8 GEMM: the bf16 output needs both scales");
+    launch_int8_gemm_output<Int8Output::dequantized_bf16, kFlaw>(args, stream, cache);
+  }
+}
+
+}  // namespace kc::stage3

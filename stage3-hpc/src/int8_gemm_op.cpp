@@ -1,0 +1,216 @@
+// The int8_gemm and int8_gemm_dequant ops (kc/stage3/int8_gemm.hpp): their operands, references,
+// problems and the cuBLASLt baselines.
+#include "kc/stage3/int8_gemm.hpp"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <memory>
+#include <tuple>
+#include <utility>
+
+#include "kc/common/blas.hpp"
+#include "kc/common/error.hpp"
+#include "kc/common/fill.hpp"
+#include "kc/common/gemm.hpp"
+#include "kc/common/op_builder.hpp"
+#include "kc/stage3/fp8_gemm_args.hpp"
+
+namespace kc::stage3 {
+
+// The device half of the references (src/gemm_references.cu): values[r][c] *= scales[map(r, c)].
+void fp8_dequantize_reference(double* values, std::int64_t rows, std::int64_t cols, const float* scales,
+                              Fp8ScaleMap map, cudaStream_t stream);
+// The dequantizing baseline's second kernel (src/int8_gemm_baseline.cu): c = c32 x s_a[row] x s_b[col].
+void int8_dequantize_baseline(const std::int32_t* c32, const float* scale_a, const float* scale_b, bf16* c, int m,
+                              int n, cudaStream_t stream);
+
+namespace {
+
+std::int64_t m_of(const Problem& p) { return p.dims[0]; }
+std::int64_t n_of(const Problem& p) { return p.dims[1]; }
+std::int64_t k_of(const Problem& p) { return p.dims[2]; }
+bool dequantizes(const Problem& p) { return p.op == kInt8GemmDequantOp; }
+
+// One scale per row of the operand: scale[row], whatever the column.
+constexpr Fp8ScaleMap kPerRow{1, 1, 0};
+
+HostTensors host_reference(const Problem& p, const HostTensors& in) {
+  const std::int64_t m = m_of(p), n = n_of(p), k = k_of(p);
+  std::vector<double> a = in.at("A"), b = in.at("B");
+  if (dequantizes(p)) {
+    const std::vector<double>& sa = in.at("scale_a");
+    const std::vector<double>& sb = in.at("scale_b");
+    for (std::int64_t r = 0; r < m; ++r)
+      for (std::int64_t c = 0; c < k; ++c) a[static_cast<std::size_t>(r * k + c)] *= sa[static_cast<std::size_t>(r)];
+    for (std::int64_t r = 0; r < n; ++r)
+      for (std::int64_t c = 0; c < k; ++c) b[static_cast<std::size_t>(r * k + c)] *= sb[static_cast<std::size_t>(r)];
+  }
+  std::vector<double> c(static_cast<std::size_t>(m * n));
+  gemm_reference({m, n, k}, 1.0, a.data(), b.data(), BLayout::n_by_k, 0.0, nullptr, c.data());
+  return HostTensors{{dequantizes(p) ? "C" : "C32", std::move(c)}};
+}
+
+// The operands in double on the GPU (integers: exact), scaled by row for the dequantized op, then
+// cuBLAS DGEMM: integer sums below 2^53 are exact in double.
+References device_reference(const Problem& p, const Operands& o, Context& context) {
+  const std::int64_t m = m_of(p), n = n_of(p), k = k_of(p);
+  const cudaStream_t stream = context.stream();
+  const Tensor& a = o["A"];
+  const Tensor& b = o["B"];
+  const char* output = dequantizes(p) ? "C" : "C32";
+  DeviceBuffer<double> a64(a.count()), b64(b.count()), c64(o[output].count());
+  convert_to_double(a.raw(), a.dtype, a.count(), a64.data(), stream);
+  convert_to_double(b.raw(), b.dtype, b.count(), b64.data(), stream);
+  if (dequantizes(p)) {
+    fp8_dequantize_reference(a64.data(), m, k, o["scale_a"].data<float>(), kPerRow, stream);
+    fp8_dequantize_reference(b64.data(), n, k, o["scale_b"].data<float>(), kPerRow, stream);
+  }
+  cublas_dgemm(context.cublas(), stream, {m, n, k}, 1.0, a64.data(), b64.data(), BLayout::n_by_k, 0.0, c64.data());
+  References references;
+  references.emplace(output, std::move(c64));
+  return references;
+}
+
+// cuBLASLt INT8 plans, one per shape, made on first use (in the untimed warm-up launches, or when
+// baseline_supports asks whether cuBLASLt runs the problem), and for the dequantized op the s32
+// scratch matrix its result goes to before the dequantizing kernel.
+class Int8LtPlans {
+ public:
+  const CublasLtGemm& get(cublasLtHandle_t handle, const Problem& p) {
+    const auto key = std::make_tuple(m_of(p), n_of(p), k_of(p));
+    auto found = plans_.find(key);
+    if (found == plans_.end())
+      found = plans_
+                  .emplace(key, std::make_unique<CublasLtGemm>(handle, GemmShape{m_of(p), n_of(p), k_of(p)},
+                                                               DType::i8, DType::i32, BLayout::n_by_k))
+                  .first;
+    return *found->second;
+  }
+
+  void run(Context& context, const Problem& p, Operands& o) {
+    const Int8GemmArgs args = int8_gemm_args(p, o);
+    std::int32_t* c32 = args.c32;
+    if (!dequantizes(p)) {
+      get(context.cublaslt(), p).run(1.f, args.a, args.b, 0.f, c32, context.stream());
+      return;
+    }
+    const std::size_t count = static_cast<std::size_t>(args.m) * args.n;
+    if (scratch_.size() < count) {
+      KC_CUDA_CHECK(cudaStreamSynchronize(context.stream()));
+      scratch_ = DeviceBuffer<std::int32_t>(count);
+    }
+    get(context.cublaslt(), p).run(1.f, args.a, args.b, 0.f, scratch_.data(), context.stream());
+    int8_dequantize_baseline(scratch_.data(), args.scale_a, args.scale_b, args.c, args.m, args.n, context.stream());
+  }
+
+ private:
+  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, std::unique_ptr<CublasLtGemm>> plans_;
+  DeviceBuffer<std::int32_t> scratch_;
+};
+
+std::string cublaslt_refusal(Int8LtPlans& plans, const Problem& p, Context& context) {
+  try {
+    plans.get(context.cublaslt(), p);
+  } catch (const Error& e) {
+    return fmt::format("cuBLASLt does not run it: {}", e.what());
+  }
+  return {};
+}
+
+Shape rows_of_a(const Problem& p) { return {m_of(p)}; }
+Shape rows_of_b(const Problem& p) { return {n_of(p)}; }
+
+OpSpec make_op(bool dequantize) {
+  OpConfig op;
+  op.name = dequantize ? kInt8GemmDequantOp : kInt8GemmOp;
+  op.description = dequantize ? "C = s_A[m] s_B[n] (A.B^T)[m,n]: A [M,K] and B [N,K] s8, exact s32 sums, "
+                                "per-row (token) and per-column (channel) FP32 scales, C [M,N] bf16"
+                              : "C32 = A.B^T: A [M,K] and B [N,K] s8, C32 [M,N] s32, exact";
+  op.dim_names = {"M", "N", "K"};
+  op.dtypes = {DType::i8};
+  op.bound = Bound::compute;
+  op.math = MathUnit::int8_tensor;
+  const FillSpec values = FillSpec::uniform(-127.0, 127.0);
+  op.operands = {input("A", dims_at({0, 2}), values), input("B", dims_at({1, 2}), values)};
+  if (dequantize) {
+    const FillSpec scales = FillSpec::uniform(0.25, 4.0);
+    op.operands.push_back(input("scale_a", &rows_of_a, scales, DType::f32));
+    op.operands.push_back(input("scale_b", &rows_of_b, scales, DType::f32));
+    op.operands.push_back(output("C", dims_at({0, 1}), DType::bf16));
+  } else {
+    op.operands.push_back(output("C32", dims_at({0, 1}), DType::i32));
+  }
+  op.host_reference = &host_reference;
+  op.device_reference = &device_reference;
+  // Integer outputs are held to exact equality (compare.hpp); the bf16 one to one rounding.
+  set_gemm_accounting(op, [](const Problem& p) { return GemmShape{m_of(p), n_of(p), k_of(p)}; });
+  op.supports = &int8_gemm_problem_error;
+
+  // The squares the issue names and Llama-3-8B's MLP at 8192 tokens (up/gate, then down).
+  for (const Shape& dims :
+       std::vector<Shape>{{4096, 4096, 4096}, {8192, 8192, 8192}, {8192, 14336, 4096}, {8192, 4096, 14336}})
+    op.bench.push_back({dims});
+  // Smaller than a tile, edges in M and N, N odd (scalar stores), K tails of 16 inside a
+  // 128-deep step, whole tiles, several persistent waves, and a long K (large exact sums); one
+  // refused (K not a multiple of 16).
+  for (const Shape& dims : std::vector<Shape>{{1, 1, 16}, {17, 1, 32}, {1, 257, 144}, {65, 129, 272},
+                                              {127, 255, 1040}, {200, 300, 400}, {128, 256, 128}, {256, 512, 512},
+                                              {1000, 17, 656}, {4093, 1000, 1024}, {300, 2049, 2064},
+                                              {256, 256, 8192}})
+    op.conformance.push_back({dims});
+  op.conformance.push_back({{64, 64, 100}});
+
+  auto plans = std::make_shared<Int8LtPlans>();
+  op.baseline_name = dequantize ? "cuBLASLt INT8 matmul (s8 -> s32) + a dequantizing kernel (s32 x s_A x s_B -> bf16)"
+                                : "cuBLASLt INT8 matmul (s8 x s8 -> s32, CUBLAS_COMPUTE_32I)";
+  op.baseline = [plans](const Problem& p, Operands& o, Context& context) { plans->run(context, p, o); };
+  op.baseline_supports = [plans](const Problem& p, Context& context) { return cublaslt_refusal(*plans, p, context); };
+  return build_op(std::move(op));
+}
+
+}  // namespace
+
+std::string int8_gemm_problem_error(const Problem& p) {
+  if (k_of(p) > kInt8MaxK)
+    return fmt::format("K = {} could overflow the exact 32-bit sums: at most {} products of two 8-bit values",
+                       k_of(p), kInt8MaxK);
+  return gemm_index_limit_error({m_of(p), n_of(p), k_of(p)}, p.shape());
+}
+
+std::string int8_gemm_rung_shape_error(const Problem& p) {
+  if (std::string error = int8_gemm_problem_error(p); !error.empty()) return error;
+  if (k_of(p) % kInt8KMultiple != 0)
+    return fmt::format(
+        "K must be a multiple of {} (got {}): TMA moves rows of A and B in 16-byte pieces, which must start "
+        "16-byte aligned",
+        kInt8KMultiple, k_of(p));
+  return {};
+}
+
+const std::vector<std::string>& int8_gemm_rung_refusals() {
+  static const std::vector<std::string> refusals = {"64x64x100 i8"};
+  return refusals;
+}
+
+Int8GemmArgs int8_gemm_args(const Problem& p, Operands& o) {
+  Int8GemmArgs args;
+  args.m = static_cast<int>(m_of(p));
+  args.n = static_cast<int>(n_of(p));
+  args.k = static_cast<int>(k_of(p));
+  args.a = o["A"].data<std::int8_t>();
+  args.b = o["B"].data<std::int8_t>();
+  if (dequantizes(p)) {
+    args.c = o["C"].data<bf16>();
+    args.scale_a = o["scale_a"].data<float>();
+    args.scale_b = o["scale_b"].data<float>();
+  } else {
+    args.c32 = o["C32"].data<std::int32_t>();
+  }
+  return args;
+}
+
+OpSpec make_int8_gemm_op() { return make_op(false); }
+OpSpec make_int8_gemm_dequant_op() { return make_op(true); }
+
+}  // namespace kc::stage3

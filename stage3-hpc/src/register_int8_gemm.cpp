@@ -1,0 +1,37 @@
+// Files the INT8 GEMM's two ops and rung 01 (quant/int8/: TMA + WGMMA s8 -> s32, the s32 or the
+// dequantizing epilogue) with the registry.
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "arch/sm90/tma_descriptor.hpp"
+#include "kc/stage3/int8_gemm.hpp"
+#include "kc/stage3/register.hpp"
+
+namespace kc::stage3 {
+
+void register_int8_gemm_kernels(Registry& registry) {
+  if (!registry.has_op(kInt8GemmOp)) registry.add_op(make_int8_gemm_op());
+  if (!registry.has_op(kInt8GemmDequantOp)) registry.add_op(make_int8_gemm_dequant_op());
+
+  // sm_90a machine code (wgmma, setmaxnreg) runs on compute capability 9.0 only. One kernel, two
+  // epilogues: the s32 op and the dequantizing op each file it, each with its own launch cache.
+  for (const char* op : {kInt8GemmOp, kInt8GemmDequantOp}) {
+    KernelEntry rung = rung_entry(op, "01_tma_wgmma", 1,
+                                  "TMA + WGMMA m64n256k32 s8 -> s32, producer warp and two consumer warpgroups, "
+                                  "persistent 128x256 tiles; exact integer sums, s32 stores or dequantized to bf16 "
+                                  "in the epilogue",
+                                  {DType::i8}, kInt8GemmReport, 90);
+    rung.max_compute_capability = 90;
+    rung.constraints = "K % 16 == 0";
+    rung.supports = &int8_gemm_rung_shape_error;
+    rung.refuses = int8_gemm_rung_refusals();
+    auto cache = std::make_shared<HopperLaunchCache>();
+    rung.launch = [cache](const Problem& problem, Operands& operands, cudaStream_t stream) {
+      int8_gemm_01_tma_wgmma(int8_gemm_args(problem, operands), stream, *cache);
+    };
+    registry.add_kernel(std::move(rung));
+  }
+}
+
+}  // namespace kc::stage3

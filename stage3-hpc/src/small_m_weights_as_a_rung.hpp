@@ -1,0 +1,63 @@
+// small_m_weights_as_a_rung.hpp — what rung 14 (gemm/14_small_m_weights_as_a.cu) keeps between
+// launches, for its registration (src/register.cpp) and its negative control
+// (tests/negative_controls/small_m_gemm_controls.cpp), which runs a flawed instance of the same
+// kernel on the same workspace arithmetic.
+//
+// The SM count its split rule reads (asked once), the FP32 partial tiles (a DeviceScratch: grown
+// on first use, never shrunk) and the arrival counters of the column blocks, zeroed when they are
+// allocated: a launch leaves every counter it used at zero again (its last CTA per column block
+// resets it), so they are never cleared between launches. One stream at a time: two launches in
+// flight together would share the counters.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "gemm/hgemm.hpp"
+#include "kc/common/buffer.hpp"
+#include "kc/common/device.hpp"
+#include "kc/common/error.hpp"
+#include "kc/common/gemm.hpp"
+
+namespace kc::stage3 {
+
+// hgemm_14_small_m_weights_as_a, or its flawed twin.
+using SmallMWeightsAsALaunch = void (*)(const HgemmArgs&, const SmallMWeightsAsAPlan&,
+                                        const SmallMWeightsAsAWorkspace&, cudaStream_t);
+
+class SmallMWeightsAsARung {
+ public:
+  explicit SmallMWeightsAsARung(SmallMWeightsAsALaunch launch) : launch_(launch) {}
+
+  void run(const Problem& problem, Operands& operands, cudaStream_t stream) {
+    if (sm_count_ == 0) sm_count_ = current_device_sm_count();
+    const HgemmArgs args = gemm_args<bf16>(problem, operands, BLayout::n_by_k);
+    const SmallMWeightsAsAPlan plan = plan_small_m_weights_as_a(args.m, args.n, args.k, sm_count_);
+    SmallMWeightsAsAWorkspace workspace;
+    if (plan.needs_workspace()) {
+      const auto floats = static_cast<std::size_t>(small_m_weights_as_a_partial_floats(plan));
+      workspace.partials = reinterpret_cast<float*>(partials_.reserve(floats * sizeof(float)));
+      workspace.counters = counters(static_cast<std::size_t>(small_m_weights_as_a_counters(plan)), stream);
+    }
+    launch_(args, plan, workspace, stream);
+  }
+
+ private:
+  std::uint32_t* counters(std::size_t count, cudaStream_t stream) {
+    if (counters_.size() < count) {
+      counters_ = DeviceBuffer<std::uint32_t>();  // free before allocating the larger one
+      counters_ = DeviceBuffer<std::uint32_t>(count);
+      KC_CUDA_CHECK(cudaMemsetAsync(counters_.data(), 0, counters_.bytes(), stream));
+    }
+    return counters_.data();
+  }
+
+  SmallMWeightsAsALaunch launch_;
+  int sm_count_ = 0;
+  DeviceScratch partials_;
+  DeviceBuffer<std::uint32_t> counters_;
+};
+
+}  // namespace kc::stage3

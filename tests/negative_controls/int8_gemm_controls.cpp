@@ -1,0 +1,66 @@
+// The INT8 GEMM's deliberately wrong kernels: rung 01's kernel with one flaw each
+// (stage3-hpc/quant/int8/int8_gemm_flawed.cu) — a K tail dropped (the last 128-deep K step never
+// multiplied), and the dequantizing epilogue's row and column scales swapped. Hopper only (integer
+// WGMMA).
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "arch/sm90/tma_descriptor.hpp"
+#include "kc/stage3/int8_gemm.hpp"
+#include "kc/testing/negative_controls.hpp"
+
+namespace kc::testing {
+namespace {
+
+struct Int8Control {
+  const char* op;
+  const char* name;
+  const char* flaw;
+  stage3::Int8Flaw kind;
+};
+
+const Int8Control kInt8Controls[] = {
+    {stage3::kInt8GemmOp, "nc_last_k_step_dropped",
+     "the last 128-deep K step is loaded and released but never multiplied (a K tail dropped)",
+     stage3::Int8Flaw::k_step_dropped},
+    {stage3::kInt8GemmDequantOp, "nc_last_k_step_dropped",
+     "the last 128-deep K step is loaded and released but never multiplied (a K tail dropped)",
+     stage3::Int8Flaw::k_step_dropped},
+    {stage3::kInt8GemmDequantOp, "nc_scales_swapped",
+     "dequantizing, row m takes the weight scale s_B[m] and column n the activation scale s_A[n]",
+     stage3::Int8Flaw::scales_swapped},
+};
+
+}  // namespace
+
+std::vector<NegativeControl> int8_gemm_controls() {
+  std::vector<NegativeControl> list;
+  for (const Int8Control& c : kInt8Controls) list.push_back({std::string("stage3/") + c.op + "/" + c.name, c.flaw});
+  return list;
+}
+
+void register_int8_gemm_controls(Registry& registry) {
+  if (!registry.has_op(stage3::kInt8GemmOp)) registry.add_op(stage3::make_int8_gemm_op());
+  if (!registry.has_op(stage3::kInt8GemmDequantOp)) registry.add_op(stage3::make_int8_gemm_dequant_op());
+  for (const Int8Control& c : kInt8Controls) {
+    KernelEntry entry;
+    entry.id = std::string("stage3/") + c.op + "/" + c.name;
+    entry.op = c.op;
+    entry.rung = 0;
+    entry.idea = std::string("NEGATIVE CONTROL: ") + c.flaw;
+    entry.dtypes = {DType::i8};
+    entry.report = "negative-controls";
+    entry.min_compute_capability = 90;
+    entry.max_compute_capability = 90;
+    entry.supports = &stage3::int8_gemm_rung_shape_error;
+    const stage3::Int8Flaw flaw = c.kind;
+    auto cache = std::make_shared<stage3::HopperLaunchCache>();
+    entry.launch = [flaw, cache](const Problem& problem, Operands& operands, cudaStream_t stream) {
+      stage3::int8_gemm_01_with_flaw(stage3::int8_gemm_args(problem, operands), flaw, stream, *cache);
+    };
+    registry.add_kernel(std::move(entry));
+  }
+}
+
+}  // namespace kc::testing
