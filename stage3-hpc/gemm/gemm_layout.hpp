@@ -192,7 +192,7 @@ __host__ __device__ constexpr long long small_m_split_k_workspace_floats(const S
 // of B (16 output columns) are mma.sync m16n8k16's A operand and 8 rows of A (8 tokens) its B
 // operand, so the product is a 16 x 8 piece of C^T and M = 1..64 takes 1..8 token tiles of 8
 // (no padding to 16 rows). The column blocks (kSmallMBlockN = 128 rows of B), the 64-deep K tiles
-// and the split rule are rung 11's (plan_small_m_split_k). The reduction differs: each CTA writes
+// and the split rule are rung 11's (plan_small_m_split_k), with two CTAs an SM from three token tiles. The reduction differs: each CTA writes
 // its FP32 partial tile (128 columns x 8 token_tiles tokens) to a slot of its own in a workspace
 // and counts itself in its column block's counter; the CTA that arrives last adds the slots in
 // split order, applies alpha and beta and resets the counter to zero. One launch.
@@ -216,12 +216,21 @@ struct SmallMWeightsAsAPlan {
   }
 };
 
-// Rung 11's split rule (one CTA per SM, no split shorter than kSmallMMinKTilesPerSplit K tiles), the
-// rows of A counted in n8 token tiles.
+// From this many token tiles (M > 16) rung 14 aims at two CTAs an SM, not one. A CTA has four
+// warps, one per scheduler; with 3 to 8 token tiles a warp's K tile is a long dependent stream of
+// ldmatrix and mma.sync, and the profile of one CTA an SM (ncu at 64 x 4096 x 4096) showed most
+// scheduler cycles with no warp ready to issue. A second CTA (registers and shared memory allow
+// it) gives every scheduler a second warp, at the price of twice the splits and partial tiles.
+inline constexpr int kSmallMTwoCtasFromTokenTiles = 3;
+
+// Rung 11's split rule (no split shorter than kSmallMMinKTilesPerSplit K tiles), the rows of A
+// counted in n8 token tiles, and one CTA an SM up to two token tiles, two from three.
 __host__ __device__ constexpr SmallMWeightsAsAPlan plan_small_m_weights_as_a(int m, int n, int k, int sm_count) {
-  const SmallMSplitKPlan split = plan_small_m_split_k(m, n, k, sm_count);
+  const int token_tiles = (m + kSmallMTokensPerTile - 1) / kSmallMTokensPerTile;
+  const int ctas_per_sm = token_tiles >= kSmallMTwoCtasFromTokenTiles ? 2 : 1;
+  const SmallMSplitKPlan split = plan_small_m_split_k(m, n, k, ctas_per_sm * sm_count);
   SmallMWeightsAsAPlan plan;
-  plan.token_tiles = (m + kSmallMTokensPerTile - 1) / kSmallMTokensPerTile;
+  plan.token_tiles = token_tiles;
   plan.n_blocks = split.n_blocks;
   plan.k_tiles = split.k_tiles;
   plan.splits = split.splits;
