@@ -15,8 +15,8 @@
 //
 // The split and the reduction: a CTA owns 128 output columns (128 rows of B) and a slice of K; the
 // K tiles of each column block are split over as many CTAs as give one CTA per SM (rung 11's rule)
-// up to 16 tokens, and two CTAs per SM from 17 (plan_small_m_weights_as_a in gemm_layout.hpp,
-// CPU-tested; why two: below). With one split a CTA writes C itself.
+// up to 16 tokens, and two CTAs per SM from 17 where each split keeps 16 K tiles or more
+// (plan_small_m_weights_as_a in gemm_layout.hpp, CPU-tested; why two: below). With one split a CTA writes C itself.
 // With more, each CTA writes its FP32 partial tile (128 columns x 8 T tokens, T token tiles) in
 // fragment order to a slot of its own in the workspace, makes it visible (__threadfence), and
 // counts itself in its column block's counter (atomicAdd); the CTA that arrives last adds the
@@ -39,8 +39,8 @@
 //   shape (M x N x K)   bytes of B   roof time   T   splits (132 SMs)   partials written
 //   1 x 4096 x 4096      33.6 MB      8.0 us      1   4 (128 CTAs)       0.5 MiB
 //   16 x 4096 x 4096     33.6 MB      8.1 us      2   4                  1 MiB
-//   64 x 4096 x 4096     33.6 MB      8.2 us      8   8 (256 CTAs)       8 MiB
-//   64 x 4096 x 14336    117.4 MB     28.5 us     8   8                  8 MiB
+//   64 x 4096 x 4096     33.6 MB      8.2 us      8   4                  4 MiB
+//   64 x 4096 x 14336    117.4 MB     28.5 us     8   8 (256 CTAs)       8 MiB
 //   1 x 28672 x 4096     234.9 MB     56 us       1   1 (224 CTAs)       none
 // The partials (n_blocks x splits x 128 x 8T floats) are written once and three quarters of them
 // read back once by the last CTAs, from L2. A is read from L2 once per column block: M x K x 2 x
@@ -57,7 +57,8 @@
 // each warp's K tile is a long chain of ldmatrix and dependent mma.sync; profiled with one CTA an
 // SM at 64 tokens (ncu), the schedulers found no warp ready on most cycles. Registers (up to 222
 // a thread) and shared memory (4 stages of 16 + T KiB) leave room for a second CTA, which gives
-// each scheduler a second warp; the price is twice the splits and partial tiles.
+// each scheduler a second warp; the price is twice the splits and partial tiles, and splits half as
+// long, which is why the plan keeps one CTA an SM where a split would drop below 16 K tiles.
 //
 // Expected limiter: DRAM bandwidth (B) at every M <= 64. Fixed costs around it: the ramp (the
 // first three tiles of a CTA in flight before its first MMA), the last CTA's reduction of a

@@ -216,19 +216,28 @@ struct SmallMWeightsAsAPlan {
   }
 };
 
-// From this many token tiles (M > 16) rung 14 aims at two CTAs an SM, not one. A CTA has four
-// warps, one per scheduler; with 3 to 8 token tiles a warp's K tile is a long dependent stream of
-// ldmatrix and mma.sync, and the profile of one CTA an SM (ncu at 64 x 4096 x 4096) showed most
-// scheduler cycles with no warp ready to issue. A second CTA (registers and shared memory allow
-// it) gives every scheduler a second warp, at the price of twice the splits and partial tiles.
+// From this many token tiles (M > 16) rung 14 aims at two CTAs an SM, not one, where every split
+// still gets at least kSmallMTwoCtasMinKTilesPerSplit K tiles. A CTA has four warps, one per
+// scheduler; with 3 to 8 token tiles a warp's K tile is a long dependent stream of ldmatrix and
+// mma.sync, and the profile of one CTA an SM (ncu at 64 x 4096 x 4096) showed most scheduler
+// cycles with no warp ready to issue. A second CTA (registers and shared memory allow it) gives
+// every scheduler a second warp, at the price of twice the splits and partial tiles, and of
+// shorter splits: measured, two CTAs an SM helped where K is long (K = 8192 and 14336) and lost
+// where it halved 16 K tiles a split to 8 (K = 4096 over 32 column blocks), whose pipeline fill
+// and reduction then weigh twice as much (stage-3 README, rung 14).
 inline constexpr int kSmallMTwoCtasFromTokenTiles = 3;
+inline constexpr int kSmallMTwoCtasMinKTilesPerSplit = 16;
 
 // Rung 11's split rule (no split shorter than kSmallMMinKTilesPerSplit K tiles), the rows of A
-// counted in n8 token tiles, and one CTA an SM up to two token tiles, two from three.
+// counted in n8 token tiles, and one CTA an SM up to two token tiles, two from three where the
+// splits stay long enough.
 __host__ __device__ constexpr SmallMWeightsAsAPlan plan_small_m_weights_as_a(int m, int n, int k, int sm_count) {
   const int token_tiles = (m + kSmallMTokensPerTile - 1) / kSmallMTokensPerTile;
-  const int ctas_per_sm = token_tiles >= kSmallMTwoCtasFromTokenTiles ? 2 : 1;
-  const SmallMSplitKPlan split = plan_small_m_split_k(m, n, k, ctas_per_sm * sm_count);
+  SmallMSplitKPlan split = plan_small_m_split_k(m, n, k, sm_count);
+  if (token_tiles >= kSmallMTwoCtasFromTokenTiles) {
+    const SmallMSplitKPlan two = plan_small_m_split_k(m, n, k, 2 * sm_count);
+    if (two.k_tiles / two.splits >= kSmallMTwoCtasMinKTilesPerSplit) split = two;
+  }
   SmallMWeightsAsAPlan plan;
   plan.token_tiles = token_tiles;
   plan.n_blocks = split.n_blocks;

@@ -362,12 +362,14 @@ TEST(SmallMSplitK, StepOneIsStepZeroXor16AndEightRowsDownIs1024Bytes) {
 // ---- rung 14: small M, the weights as mma.sync's A ---------------------------------------------------
 
 // Rung 11's split rule for one CTA an SM up to M = 16 (two token tiles), for two CTAs an SM from
-// M = 17 (three token tiles).
+// M = 17 (three token tiles) where each split keeps at least 16 K tiles.
 TEST(SmallMWeightsAsA, CountsTokenTilesOf8AndSplitsKAsRung11) {
   for (const auto& [m, tiles] : std::vector<std::pair<int, int>>{{1, 1}, {8, 1}, {9, 2}, {16, 2}, {17, 3}, {33, 5}, {64, 8}}) {
     for (const auto& [n, k] : std::vector<std::pair<int, int>>{{4096, 4096}, {4096, 14336}, {77, 16392}, {28672, 4096}, {1, 8}}) {
       const SmallMWeightsAsAPlan plan = plan_small_m_weights_as_a(m, n, k, 132);
-      const SmallMSplitKPlan rung11 = plan_small_m_split_k(m, n, k, tiles >= 3 ? 2 * 132 : 132);
+      const SmallMSplitKPlan two = plan_small_m_split_k(m, n, k, 2 * 132);
+      const bool two_ctas = tiles >= 3 && two.k_tiles / two.splits >= kSmallMTwoCtasMinKTilesPerSplit;
+      const SmallMSplitKPlan rung11 = two_ctas ? two : plan_small_m_split_k(m, n, k, 132);
       EXPECT_EQ(plan.token_tiles, tiles) << "M = " << m;
       EXPECT_EQ(plan.n_blocks, rung11.n_blocks);
       EXPECT_EQ(plan.k_tiles, rung11.k_tiles);
@@ -380,12 +382,14 @@ TEST(SmallMWeightsAsA, CountsTokenTilesOf8AndSplitsKAsRung11) {
 }
 
 TEST(SmallMWeightsAsA, TheWorkspaceIsOneTilePerCtaAndOneCounterPerColumnBlock) {
-  // 64 x 4096 x 4096 on 132 SMs: 32 column blocks x 8 splits (two CTAs an SM at 8 token tiles),
-  // each CTA 128 columns x 64 tokens
+  // 64 x 4096 x 4096 on 132 SMs: 32 column blocks x 4 splits of 16 K tiles (two CTAs an SM would
+  // leave 8 a split), each CTA 128 columns x 64 tokens
   const SmallMWeightsAsAPlan decode = plan_small_m_weights_as_a(64, 4096, 4096, 132);
-  EXPECT_EQ(decode.splits, 8);
+  EXPECT_EQ(decode.splits, 4);
   EXPECT_EQ(decode.partial_tile_floats(), 128 * 64);
-  EXPECT_EQ(small_m_weights_as_a_partial_floats(decode), 32LL * 8 * 128 * 64);
+  EXPECT_EQ(small_m_weights_as_a_partial_floats(decode), 32LL * 4 * 128 * 64);
+  // 64 x 4096 x 14336: two CTAs an SM, 8 splits of 28 K tiles
+  EXPECT_EQ(plan_small_m_weights_as_a(64, 4096, 14336, 132).splits, 8);
   EXPECT_EQ(small_m_weights_as_a_counters(decode), 32);
   // M = 1: one token tile, 8 tokens a CTA (7 of them zero rows, never stored)
   EXPECT_EQ(plan_small_m_weights_as_a(1, 4096, 4096, 132).partial_tile_floats(), 128 * 8);
