@@ -20,7 +20,6 @@
 namespace kc::stage3 {
 namespace {
 
-constexpr double kVMax = 1.0;  // V ~ uniform(-kVMax, kVMax): bounds |O| and the error P's rounding makes
 // The FP64 reference holds S of at most this many bytes at once.
 constexpr std::size_t kReferenceScratchLimit = std::size_t{2} << 30;
 
@@ -178,6 +177,15 @@ double visible_pairs(const AttentionShape& shape, bool causal) {
   return per_head * static_cast<double>(shape.batch * shape.q_heads);
 }
 
+Accuracy attention_output_accuracy(DType input, const std::string& output, DType output_dtype,
+                                   std::int64_t kv_terms) {
+  Accuracy accuracy;
+  accuracy.output = output_dtype;
+  accuracy.terms = static_cast<double>(kv_terms);
+  if (output == "O") accuracy.intermediate_error = unit_roundoff(input) * kAttentionVMax;
+  return accuracy;
+}
+
 std::vector<AttentionChunk> attention_chunks(const AttentionShape& shape, std::int64_t bytes_per_score,
                                              std::size_t limit) {
   require(bytes_per_score >= 1, "attention_chunks: bytes per score must be >= 1");
@@ -329,7 +337,7 @@ OpSpec make_attention_fwd_op() {
   op.math = MathUnit::fp16_tensor;
   op.operands = {input("Q", &q_shape, FillSpec::normal(0.0, 1.5)),
                  input("K", &kv_shape, FillSpec::normal(0.0, 1.5)),
-                 input("V", &kv_shape, FillSpec::uniform(-kVMax, kVMax)),
+                 input("V", &kv_shape, FillSpec::uniform(-kAttentionVMax, kAttentionVMax)),
                  output("O", &q_shape),
                  output("LSE", &lse_shape, DType::f32)};
   op.host_reference = [](const Problem& p, const HostTensors& in) {
@@ -345,17 +353,8 @@ OpSpec make_attention_fwd_op() {
     return visible_pairs(attention_shape(p), attention_causal(p)) *
            static_cast<double>(attention_shape(p).head_dim);
   };
-  // O sums Sk products in FP32 and is rounded once to the output type. Before that, the kernels
-  // (as FlashAttention does) round the probabilities P to the input type to multiply them with V
-  // on the tensor cores: each term p_j.v_j may then be off by u.p_j.|v_j|, at most u.max|V| in
-  // all, an absolute error however small O is (it averages V values of both signs). That is the
-  // intermediate error; |V| <= 1 by the fill. The LSE is FP32 throughout.
   op.accuracy = [](const Problem& p, const std::string& output, DType output_dtype) {
-    Accuracy accuracy;
-    accuracy.output = output_dtype;
-    accuracy.terms = static_cast<double>(attention_shape(p).kv_len);
-    if (output == "O") accuracy.intermediate_error = unit_roundoff(p.dtype) * kVMax;
-    return accuracy;
+    return attention_output_accuracy(p.dtype, output, output_dtype, attention_shape(p).kv_len);
   };
   op.flops = [](const Problem& p) {
     // Two products of 2.D FLOPs per visible (query, key) pair: exact for the causal mask, not the

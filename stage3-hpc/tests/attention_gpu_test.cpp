@@ -20,7 +20,6 @@
 namespace kc::stage3 {
 namespace {
 
-using testing_support::download;
 
 const OpSpec& attention_op() {
   static const Registry registry = [] {
@@ -41,16 +40,7 @@ TEST(AttentionGpu, DeviceReferenceAgreesWithTheHostReference) {
            {std::vector<std::int64_t>{2, 4, 2, 77, 300, 64}, std::vector<std::int64_t>{1, 8, 1, 300, 77, 128}}) {
         const Problem problem = op.problem(dims, dtype, {{"causal", causal}});
         const Operands operands = op.make_operands(problem, 7, context);
-        const testing_support::HostAndDeviceReferences references =
-            testing_support::host_and_device_references(op, problem, operands, context);
-        for (const char* name : {"O", "LSE"}) {
-          const std::vector<double> h = download(references.host.at(name), context.stream());
-          const std::vector<double> d = download(references.device.at(name), context.stream());
-          ASSERT_EQ(h.size(), d.size()) << name;
-          const std::size_t differ = testing_support::references_differ(h, d);
-          EXPECT_EQ(differ, 0u) << problem.label() << " " << name << ": " << differ << " of " << h.size()
-                                << " elements differ between the host and device references";
-        }
+        testing_support::expect_references_agree(op, problem, operands, context);
       }
 }
 

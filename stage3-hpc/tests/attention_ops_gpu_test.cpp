@@ -18,10 +18,10 @@
 
 #include "kc/common/buffer.hpp"
 #include "kc/common/device.hpp"
-#include "kc/common/splitmix.hpp"
 #include "kc/stage3/attention.hpp"
 #include "kc/stage3/attention_ops.hpp"
 #include "kc/stage3/gemm.hpp"
+#include "attention_test_support.hpp"
 #include "support/gpu_test.hpp"
 
 namespace kc::stage3 {
@@ -29,24 +29,8 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 
-// bf16-representable values in [-1, 1) from a seed.
-std::vector<double> bf16_values(std::size_t count, std::uint64_t seed) {
-  std::uint64_t state = seed;
-  std::vector<double> v(count);
-  for (double& x : v) {
-    const double uniform = static_cast<double>(splitmix64_next(state) >> 11) * 0x1.0p-53;  // [0, 1)
-    x = __bfloat162float(__float2bfloat16(static_cast<float>(uniform * 2.0 - 1.0)));
-  }
-  return v;
-}
-
-DeviceBuffer<bf16> upload(const std::vector<double>& values) {
-  std::vector<bf16> host(values.size());
-  std::transform(values.begin(), values.end(), host.begin(), [](double x) { return __float2bfloat16(static_cast<float>(x)); });
-  DeviceBuffer<bf16> device(host.size());
-  device.copy_from_host(host);
-  return device;
-}
+using testing_support::bf16_values;
+using testing_support::upload;
 
 struct ForwardRun {
   std::string_view rung;

@@ -3,17 +3,23 @@
 // controls' inputs), and the comparison of a host reference with a device one.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
+
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "kc/common/buffer.hpp"
 #include "kc/common/fill.hpp"
 #include "kc/common/registry.hpp"
+#include "kc/common/splitmix.hpp"
 #include "kc/stage3/attention.hpp"
 #include "kc/stage3/register.hpp"
 
@@ -88,6 +94,48 @@ inline std::size_t references_differ(const std::vector<double>& host, const std:
     if (!both_minus_inf && !(std::abs(host[i] - device[i]) <= 1e-12 * std::max(1.0, std::abs(host[i])))) ++differ;
   }
   return differ;
+}
+
+// The op's reference on the host and on the device for `problem` (host_and_device_references),
+// expected to agree element for element (references_differ) on O and LSE; returns the host's values
+// of each, for checks of their own.
+inline std::map<std::string, std::vector<double>> expect_references_agree(const OpSpec& op, const Problem& problem,
+                                                                          const Operands& operands, Context& context) {
+  const HostAndDeviceReferences references = host_and_device_references(op, problem, operands, context);
+  std::map<std::string, std::vector<double>> host_values;
+  for (const char* name : {"O", "LSE"}) {
+    std::vector<double> h = download(references.host.at(name), context.stream());
+    const std::vector<double> d = download(references.device.at(name), context.stream());
+    EXPECT_EQ(h.size(), d.size()) << problem.label() << " " << name;
+    if (h.size() == d.size()) {
+      const std::size_t differ = references_differ(h, d);
+      EXPECT_EQ(differ, 0u) << problem.label() << " " << name << ": " << differ << " of " << h.size()
+                            << " elements differ between the host and device references";
+    }
+    host_values.emplace(name, std::move(h));
+  }
+  return host_values;
+}
+
+// bf16-representable values in [-1, 1) from a seed (hand-made operands of the GPU tests).
+inline std::vector<double> bf16_values(std::size_t count, std::uint64_t seed) {
+  std::uint64_t state = seed;
+  std::vector<double> v(count);
+  for (double& x : v) {
+    const double uniform = static_cast<double>(splitmix64_next(state) >> 11) * 0x1.0p-53;  // [0, 1)
+    x = __bfloat162float(__float2bfloat16(static_cast<float>(uniform * 2.0 - 1.0)));
+  }
+  return v;
+}
+
+// The values as bf16 in device memory.
+inline DeviceBuffer<__nv_bfloat16> upload(const std::vector<double>& values) {
+  std::vector<__nv_bfloat16> host(values.size());
+  std::transform(values.begin(), values.end(), host.begin(),
+                 [](double x) { return __float2bfloat16(static_cast<float>(x)); });
+  DeviceBuffer<__nv_bfloat16> device(host.size());
+  device.copy_from_host(host);
+  return device;
 }
 
 }  // namespace kc::stage3::testing_support

@@ -22,7 +22,6 @@
 #include "kc/common/buffer.hpp"
 #include "kc/common/check.hpp"
 #include "kc/common/registry.hpp"
-#include "kc/common/splitmix.hpp"
 #include "kc/stage3/attention.hpp"
 #include "kc/stage3/attention_ops.hpp"
 #include "kc/stage3/attention_varlen.hpp"
@@ -35,7 +34,6 @@ namespace kc::stage3 {
 namespace {
 
 using bf16 = __nv_bfloat16;
-using testing_support::download;
 
 constexpr const char* kRung = "stage3/attention_fwd_varlen/05_fa2_two_tiles_per_warp";
 
@@ -51,16 +49,7 @@ TEST(AttentionVarlenGpu, DeviceReferenceAgreesWithTheHostReference) {
            {std::vector<std::int64_t>{9, 4, 2, 150, 300, 64}, std::vector<std::int64_t>{7, 8, 1, 300, 77, 128}}) {
         const Problem problem = op.problem(dims, dtype, {{"causal", causal}, {"lengths", 1.0}});
         const Operands operands = op.make_operands(problem, 7, context);
-        const testing_support::HostAndDeviceReferences references =
-            testing_support::host_and_device_references(op, problem, operands, context);
-        for (const char* name : {"O", "LSE"}) {
-          const std::vector<double> h = download(references.host.at(name), context.stream());
-          const std::vector<double> d = download(references.device.at(name), context.stream());
-          ASSERT_EQ(h.size(), d.size()) << name;
-          const std::size_t differ = testing_support::references_differ(h, d);
-          EXPECT_EQ(differ, 0u) << problem.label() << " " << name << ": " << differ << " of " << h.size()
-                                << " elements differ between the host and device references";
-        }
+        testing_support::expect_references_agree(op, problem, operands, context);
       }
 }
 
@@ -117,25 +106,8 @@ TEST(AttentionVarlenGpu, TheCheckRejectsAWrongScaleAMissingMaskAndCrossSequenceA
   }
 }
 
-// bf16-representable values in [-1, 1) from a seed.
-std::vector<double> bf16_values(std::size_t count, std::uint64_t seed) {
-  std::uint64_t state = seed;
-  std::vector<double> v(count);
-  for (double& x : v) {
-    const double uniform = static_cast<double>(splitmix64_next(state) >> 11) * 0x1.0p-53;  // [0, 1)
-    x = __bfloat162float(__float2bfloat16(static_cast<float>(uniform * 2.0 - 1.0)));
-  }
-  return v;
-}
-
-DeviceBuffer<bf16> upload(const std::vector<double>& values) {
-  std::vector<bf16> host(values.size());
-  std::transform(values.begin(), values.end(), host.begin(),
-                 [](double x) { return __float2bfloat16(static_cast<float>(x)); });
-  DeviceBuffer<bf16> device(host.size());
-  device.copy_from_host(host);
-  return device;
-}
+using testing_support::bf16_values;
+using testing_support::upload;
 
 // A hand-made packed batch: lengths, offsets and the packed Q, K, V as doubles.
 struct PackedBatch {

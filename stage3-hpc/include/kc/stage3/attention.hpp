@@ -75,6 +75,20 @@ std::int64_t visible_keys(const AttentionShape& shape, bool causal, std::int64_t
 // Sum of visible_keys over every row of every head and batch: the (query, key) pairs computed.
 double visible_pairs(const AttentionShape& shape, bool causal);
 
+// The fill of V in attention_fwd and its packed form: uniform(-kAttentionVMax, kAttentionVMax).
+// It bounds |O| and the error that rounding P makes.
+inline constexpr double kAttentionVMax = 1.0;
+
+// What an attention output is held to, for attention_fwd and its packed form (`input` the
+// problem's dtype, `kv_terms` the most keys a row sums). O sums up to kv_terms products in FP32
+// and is rounded once to the output type. Before that, the kernels (as FlashAttention does) round
+// the probabilities P to the input type to multiply them with V on the tensor cores: each term
+// p_j.v_j may then be off by u.p_j.|v_j|, at most u.max|V| in all, an absolute error however small
+// O is (it averages V values of both signs). That is the intermediate error. The LSE is FP32
+// throughout.
+Accuracy attention_output_accuracy(DType input, const std::string& output, DType output_dtype,
+                                   std::int64_t kv_terms);
+
 // A piece of the work of the unfused path and of the FP64 reference, which materialize S: `groups`
 // (batch, kv head) groups from `first_group` on, and of each group's (Hq/Hkv) x Sq rows of S the
 // `rows` from `first_row` on. Whole groups are batched while their S fits the scratch; a group
