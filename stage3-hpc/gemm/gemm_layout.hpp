@@ -144,8 +144,8 @@ inline constexpr int kSmallMBlockK = 64;
 // A split shorter than this many K tiles would spend much of its time filling its pipeline.
 inline constexpr int kSmallMMinKTilesPerSplit = 4;
 
-struct SmallMSplitKPlan {
-  int m_tiles = 0;   // m16 tiles of A: ceil(M / 16), 1..4
+// The grid of the small-M split-K rungs (11, 14): column blocks by splits of K.
+struct SmallMSplitGrid {
   int n_blocks = 0;  // 128-column blocks of C: the grid's x
   int k_tiles = 0;   // 64-deep K tiles in all
   int splits = 0;    // CTAs per column block along K: the grid's y
@@ -156,6 +156,10 @@ struct SmallMSplitKPlan {
   __host__ __device__ constexpr int k_tile_begin(int split) const {
     return static_cast<int>(static_cast<long long>(split) * k_tiles / splits);
   }
+};
+
+struct SmallMSplitKPlan : SmallMSplitGrid {
+  int m_tiles = 0;  // m16 tiles of A: ceil(M / 16), 1..4
 };
 
 // The split rule, for a GPU with `sm_count` SMs: as many splits as keep the grid within one CTA
@@ -199,17 +203,9 @@ __host__ __device__ constexpr long long small_m_split_k_workspace_floats(const S
 inline constexpr int kSmallMTokensPerTile = 8;  // mma.sync's n8: the tokens of one B operand
 inline constexpr int kSmallMMaxTokenTiles = kSmallMMaxM / kSmallMTokensPerTile;
 
-struct SmallMWeightsAsAPlan {
+struct SmallMWeightsAsAPlan : SmallMSplitGrid {
   int token_tiles = 0;  // n8 tiles of tokens: ceil(M / 8), 1..8
-  int n_blocks = 0;     // 128-column blocks of C: the grid's x
-  int k_tiles = 0;      // 64-deep K tiles in all
-  int splits = 0;       // CTAs per column block along K: the grid's y
 
-  __host__ __device__ constexpr bool needs_workspace() const { return splits > 1; }
-  // K tiles [k_tile_begin(s), k_tile_begin(s + 1)) belong to split s (rung 11's rule).
-  __host__ __device__ constexpr int k_tile_begin(int split) const {
-    return static_cast<int>(static_cast<long long>(split) * k_tiles / splits);
-  }
   // One CTA's FP32 partial sums: 128 output columns x 8 token_tiles tokens.
   __host__ __device__ constexpr int partial_tile_floats() const {
     return kSmallMBlockN * kSmallMTokensPerTile * token_tiles;
@@ -239,10 +235,8 @@ __host__ __device__ constexpr SmallMWeightsAsAPlan plan_small_m_weights_as_a(int
     if (two.k_tiles / two.splits >= kSmallMTwoCtasMinKTilesPerSplit) split = two;
   }
   SmallMWeightsAsAPlan plan;
+  static_cast<SmallMSplitGrid&>(plan) = split;
   plan.token_tiles = token_tiles;
-  plan.n_blocks = split.n_blocks;
-  plan.k_tiles = split.k_tiles;
-  plan.splits = split.splits;
   return plan;
 }
 
