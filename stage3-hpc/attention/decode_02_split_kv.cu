@@ -63,6 +63,7 @@
 #include "arch/util.hpp"
 #include "kc/stage3/decode_args.hpp"
 #include "attention/decode_common.cuh"
+#include "kc/core/dependent_launch.cuh"
 
 namespace kc::stage3 {
 namespace {
@@ -134,6 +135,11 @@ __global__ void __launch_bounds__(kMaxWarps * core::kWarpSize)
   constexpr int kChunksPerRow = kHeadDim / kDecodeChunkElements;
   constexpr int kColumnsPerLane = kHeadDim / core::kWarpSize;  // of O and V: 4 (D = 128) or 2
   extern __shared__ __align__(16) std::uint8_t smem[];
+  // In the engine's decode step both kernels launch as programmatic dependents
+  // (kc/core/dependent_launch.hpp): nothing before the wait; the next kernel may start its
+  // blocks as soon as these have.
+  core::let_dependent_grids_start();
+  core::wait_for_previous_grids();
 
   const int warps = static_cast<int>(blockDim.x) / core::kWarpSize;
   const int warp = static_cast<int>(threadIdx.x) / core::kWarpSize;
@@ -303,6 +309,8 @@ template <typename T, int kHeadDim>
 __global__ void __launch_bounds__(kCombineWarps * core::kWarpSize)
     combine_kernel(DecodeArgs<T> args, DecodeSplitPlan plan, DecodeSplitWorkspace workspace) {
   constexpr int kColumnsPerLane = kHeadDim / core::kWarpSize;
+  core::let_dependent_grids_start();
+  core::wait_for_previous_grids();
   const int warp = static_cast<int>(threadIdx.x) / core::kWarpSize;
   const int lane = static_cast<int>(threadIdx.x) % core::kWarpSize;
   const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * kCombineWarps + warp;
@@ -349,13 +357,12 @@ void launch(const DecodeArgs<T>& args, const DecodeSplitPlan& plan, const Decode
   if (smem_bytes > kDefaultSmemBytes) allow_dynamic_smem(kernel, smem_bytes);  // D = 128 with over 28 rows
   const dim3 grid(static_cast<unsigned>(plan.splits), static_cast<unsigned>(args.kv_heads * plan.row_chunks),
                   static_cast<unsigned>(args.batch));
-  kernel<<<grid, warps * core::kWarpSize, smem_bytes, stream>>>(args, plan, workspace);
-  KC_CUDA_CHECK(cudaGetLastError());
+  core::launch_dependent(kernel, grid, dim3(warps * core::kWarpSize), smem_bytes, stream, args, plan, workspace);
   if (!plan.combines()) return;
   const std::int64_t all_rows = static_cast<std::int64_t>(args.batch) * args.q_heads * args.q_len;
   const auto blocks = static_cast<unsigned>((all_rows + kCombineWarps - 1) / kCombineWarps);
-  combine_kernel<T, kHeadDim><<<blocks, kCombineWarps * core::kWarpSize, 0, stream>>>(args, plan, workspace);
-  KC_CUDA_CHECK(cudaGetLastError());
+  core::launch_dependent(combine_kernel<T, kHeadDim>, dim3(blocks), dim3(kCombineWarps * core::kWarpSize), 0, stream,
+                         args, plan, workspace);
 }
 
 }  // namespace

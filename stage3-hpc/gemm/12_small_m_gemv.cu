@@ -33,6 +33,15 @@
 // given as [gate | up] (M x 2K), the activation computed where A is read (stage 2's core::Silu),
 // so the MLP's down projection at decode needs no separate swiglu launch.
 //
+// In a chain of kernels (the engine's decode step, inside a core::ProgrammaticLaunchScope on an
+// sm_90 GPU) the rung launches as a programmatic dependent of the kernel before it
+// (kc/core/dependent_launch.hpp): its blocks start while that kernel drains — or while the
+// latency-bound kernels before it (RoPE, attention) run — ask the L2 for the first bytes of
+// their rows of B with one bulk prefetch each (the grid's share: kSmallMGemvPrefetchBudgetBytes),
+// and wait for the previous grid only before they read A. The launch gap and the ramp to full
+// bandwidth then overlap the previous kernel instead of following it. Alone (kc-bench, or outside
+// a scope) it launches the ordinary way and prefetches nothing.
+//
 // The group size is chosen at launch from K and N (choose_small_m_gemv_group below): long rows get
 // more threads per column, so that each thread has a few 16-byte pieces to fetch; and narrow
 // outputs (N small, as the K and V projections of a GQA model) get wider groups so that the grid
@@ -75,6 +84,7 @@
 #include "hgemm.hpp"
 #include "kc/common/device.hpp"
 #include "kc/common/error.hpp"
+#include "kc/core/dependent_launch.cuh"
 #include "kc/core/elementwise.cuh"
 
 namespace kc::stage3 {
@@ -83,6 +93,10 @@ namespace {
 constexpr int kThreads = kSmallMGemvThreads;
 constexpr int kWarps = kThreads / 32;
 constexpr int kUnroll = 2;  // K pieces per thread fetched before any is used
+// As a programmatic dependent, the bytes of B the whole grid asks the L2 for before the previous
+// kernel ends: a quarter of an H100/H200's L2, so that what is fetched early is still there when
+// it is read (a block takes its share of it, at most its own rows).
+constexpr std::size_t kSmallMGemvPrefetchBudgetBytes = std::size_t{12} << 20;
 
 // What a launch computes: C_w = alpha.A.B_w^T + beta.C_w for each weight w, all sharing A (M x K)
 // and K; blocks [block_begin[w], block_begin[w + 1]) belong to weight w.
@@ -103,6 +117,9 @@ struct SmallMGemvLaunch {
   // With a SwiGLU prologue (false: none): A is [gate | up], M x 2K, and the product uses
   // silu(gate) . up, M x K (stage 2's swiglu, done where A is read).
   bool swiglu = false;
+  // Launched as a programmatic dependent (kc/core/dependent_launch.hpp): the bytes of its rows of
+  // B a block asks the L2 for before it waits for the previous kernel (0: none).
+  std::uint32_t prefetch_bytes = 0;
 };
 
 // 16 bytes of B through the read-only path, not allocated in L1 (read once), with a 256-byte L2
@@ -215,6 +232,20 @@ __global__ void __launch_bounds__(kThreads, 2) small_m_gemv_kernel(SmallMGemvLau
   const int col0 = (block * groups + group) * kRows;
   const int pieces = g.k / 8;
 
+  // As a programmatic dependent (a decode step's chain of kernels): let the next kernel's blocks
+  // in, ask the L2 for the first bytes of this block's rows of B (the weights: no kernel writes
+  // them), and only then wait for the kernel before, whose output A is. Launched the ordinary
+  // way, prefetch_bytes is 0 and the wait returns at once.
+  core::let_dependent_grids_start();
+  if (g.prefetch_bytes != 0 && threadIdx.x == 0) {
+    const int block_col0 = block * groups * kRows;
+    const std::size_t block_bytes =
+        static_cast<std::size_t>(min(groups * kRows, n - block_col0)) * g.k * sizeof(bf16);
+    const std::size_t bytes = block_bytes < g.prefetch_bytes ? block_bytes : g.prefetch_bytes;
+    core::prefetch_to_l2(b + static_cast<std::size_t>(block_col0) * g.k, static_cast<std::uint32_t>(bytes));
+  }
+  core::wait_for_previous_grids();
+
   // Rows of B past N read the last row instead (their sums are never stored): no predicate in
   // the loop.
   const bf16* rows[kRows];
@@ -304,13 +335,10 @@ void check_weight(const char* what, int m, int n, int k, const bf16* a, const bf
 
 template <int kM>
 void launch_kernel(const SmallMGemvLaunch& g, int blocks, cudaStream_t stream) {
-  if (g.norm_weight != nullptr)
-    small_m_gemv_kernel<kM, true, false><<<blocks, kThreads, 0, stream>>>(g);
-  else if (g.swiglu)
-    small_m_gemv_kernel<kM, false, true><<<blocks, kThreads, 0, stream>>>(g);
-  else
-    small_m_gemv_kernel<kM, false, false><<<blocks, kThreads, 0, stream>>>(g);
-  KC_CUDA_CHECK(cudaGetLastError());
+  const auto kernel = g.norm_weight != nullptr ? small_m_gemv_kernel<kM, true, false>
+                      : g.swiglu               ? small_m_gemv_kernel<kM, false, true>
+                                               : small_m_gemv_kernel<kM, false, false>;
+  core::launch_dependent(kernel, dim3(blocks), dim3(kThreads), 0, stream, g);
 }
 
 void small_m_gemv_launch(const SmallMGemvLaunch& g, int m, int blocks, cudaStream_t stream) {
@@ -372,6 +400,8 @@ void hgemm_12_small_m_gemv_shared_a(int m, int k, float alpha, const bf16* a, co
     g.block_begin[i] = blocks;
     blocks += ceil_div(weights[i].n, columns_per_block);
   }
+  if (core::programmatic_launch_active())  // the budget shared by the blocks, 16-byte multiples
+    g.prefetch_bytes = static_cast<std::uint32_t>(kSmallMGemvPrefetchBudgetBytes / blocks / 16 * 16);
   small_m_gemv_launch(g, m, blocks, stream);
 }
 

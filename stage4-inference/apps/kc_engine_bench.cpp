@@ -8,7 +8,9 @@
 // published configuration with random weights drawn on the GPU (--synthetic: the shape decides
 // the time, not the values). For each model, with the decode steps eager and as captured CUDA
 // graphs (--cuda-graphs both|on|off), and with the norms fused into the projections or not
-// (--fuse-kernels on|off|both, default on as RunnerOptions::fuse_kernels), after a warm-up that runs
+// (--fuse-kernels on|off|both, default on as RunnerOptions::fuse_kernels), with the step's kernels
+// launched as programmatic dependents or the ordinary way (--programmatic-launch on|off|both,
+// default on as RunnerOptions::programmatic_launch), after a warm-up that runs
 // every batch size once. Quantized weights: --quantized q4_0|q4_1|q8_0 draws the published shapes'
 // projections as random blocks of that type (their bf16 copy the blocks' dequantization; a GGUF
 // --model keeps its own blocks), and --native-quantized on|off|both runs the decode steps on the
@@ -69,6 +71,7 @@ constexpr const char* kUsage =
     "                       [--contexts 128,2048,8192] [--decode-tokens 128] [--prefill 512,2048]\n"
     "                       [--concurrency 1,8,64,256] [--concurrency-prompt 128]\n"
     "                       [--concurrency-tokens 128] [--cuda-graphs both|on|off] [--fuse-kernels on|off|both]\n"
+    "                       [--programmatic-launch on|off|both]\n"
     "                       [--max-model-len 8448] [--kv-fraction 0.6] [--decode-min-split-keys 128]\n"
     "                       [--quantized q4_0|q4_1|q8_0] [--native-quantized on|off|both]\n"
     "                       [--peers hf.json[,llama.json]]\n"
@@ -77,6 +80,7 @@ constexpr const char* kUsage =
 
 struct Args {
   std::string model, synthetic, markdown, peers, graphs = "both", fuse_kernels = "on", command;
+  std::string programmatic_launch = "on";
   std::string quantized;                 // "": bf16 random weights; q4_0, q4_1, q8_0: random blocks
   std::string native_quantized = "off";  // on, off or both (RunnerOptions::native_quantized)
   int decode_min_split_keys = kc::engine::RunnerOptions{}.decode_min_keys_per_split;
@@ -117,6 +121,7 @@ struct ModelResult {
   std::string name, source;
   bool cuda_graphs = false;
   bool fuse_kernels = false;
+  bool programmatic_launch = false;
   bool native_quantized = false;
   std::string block_type;  // the blocks' type where the weights have blocks ("q4_1"), else empty
   int decode_min_split_keys = kc::engine::RunnerOptions{}.decode_min_keys_per_split;
@@ -301,7 +306,8 @@ std::string mode_name(const ModelResult& r) {
          (r.block_type.empty() ? std::string()
                                : fmt::format(", {} {}", r.block_type, r.native_quantized ? "native" : "dequantized")) +
          (r.decode_min_split_keys != kc::engine::RunnerOptions{}.decode_min_keys_per_split ? fmt::format(", decode splits of at least {} keys", r.decode_min_split_keys)
-                                         : std::string());
+                                         : std::string()) +
+         (r.programmatic_launch ? std::string() : ", ordinary launches");
 }
 
 // One peer's rates, from bench/peers/hf_engine_peers.py or bench/peers/llama_cpp_peer.py:
@@ -440,7 +446,7 @@ void write_tables(const Args& args, const kc::DeviceInfo& device, double copy_gb
                         fixed(c.tok_s, 1), fixed(c.ttft_p50_ms, 1), fixed(c.ttft_p99_ms, 1),
                         peers.cells(r.name, "concurrency", c.requests, c.tok_s));
     md += "\n";
-    json += fmt::format("{}\n    {{\"name\": {}, \"source\": {}, \"cuda_graphs\": {}, \"fuse_kernels\": {}, "
+    json += fmt::format("{}\n    {{\"name\": {}, \"source\": {}, \"cuda_graphs\": {}, \"fuse_kernels\": {}, \"programmatic_launch\": {}, "
                         "\"block_type\": {}, \"native_quantized\": {}, "
                         "\"decode_min_split_keys\": {}, \"params\": {:.0f}, "
                         "\"weight_bytes\": {:.0f}, \"block_bytes\": {:.0f}, \"weight_bytes_read\": {:.0f}, "
@@ -448,7 +454,7 @@ void write_tables(const Args& args, const kc::DeviceInfo& device, double copy_gb
                         "\"num_blocks\": {}, \"block_size\": {}, \"graph_replays\": {},\n     \"decode\": [",
                         m ? "," : "", kc::json_string(r.name), kc::json_string(r.source),
                         r.cuda_graphs ? "true" : "false", r.fuse_kernels ? "true" : "false",
-                        kc::json_string(r.block_type), r.native_quantized ? "true" : "false", r.decode_min_split_keys,
+                        r.programmatic_launch ? "true" : "false", kc::json_string(r.block_type), r.native_quantized ? "true" : "false", r.decode_min_split_keys,
                         r.params, r.weight_bytes, r.block_bytes, r.weight_bytes_read, r.kv_bytes_per_token,
                         r.pool_mib, r.num_blocks, r.block_size, r.graph_replays);
     for (std::size_t i = 0; i < r.decode.size(); ++i)
@@ -496,6 +502,7 @@ int run(int argc, char** argv) {
         [&](const std::string& v) { args.concurrency_tokens = kc::parse_int("--concurrency-tokens", v); }},
        {"--cuda-graphs", [&](const std::string& v) { args.graphs = v; }},
        {"--fuse-kernels", [&](const std::string& v) { args.fuse_kernels = v; }},
+       {"--programmatic-launch", [&](const std::string& v) { args.programmatic_launch = v; }},
        {"--decode-min-split-keys",
         [&](const std::string& v) { args.decode_min_split_keys = kc::parse_int("--decode-min-split-keys", v); }},
        {"--max-model-len", [&](const std::string& v) { args.max_model_len = kc::parse_int("--max-model-len", v); }},
@@ -513,6 +520,8 @@ int run(int argc, char** argv) {
               "--cuda-graphs: '{}' is not both, on or off", args.graphs);
   kc::require(args.fuse_kernels == "both" || args.fuse_kernels == "on" || args.fuse_kernels == "off",
               "--fuse-kernels: '{}' is not both, on or off", args.fuse_kernels);
+  kc::require(args.programmatic_launch == "both" || args.programmatic_launch == "on" || args.programmatic_launch == "off",
+              "--programmatic-launch: '{}' is not both, on or off", args.programmatic_launch);
   kc::require(args.quantized.empty() || args.quantized == "q4_0" || args.quantized == "q4_1" ||
                   args.quantized == "q8_0",
               "--quantized: '{}' is not q4_0, q4_1 or q8_0", args.quantized);
@@ -536,6 +545,9 @@ int run(int argc, char** argv) {
   std::vector<bool> fuse_modes;
   if (args.fuse_kernels != "on") fuse_modes.push_back(false);
   if (args.fuse_kernels != "off") fuse_modes.push_back(true);
+  std::vector<bool> launch_modes;
+  if (args.programmatic_launch != "on") launch_modes.push_back(false);
+  if (args.programmatic_launch != "off") launch_modes.push_back(true);
   std::vector<bool> native_modes;
   if (args.native_quantized != "on") native_modes.push_back(false);
   if (args.native_quantized != "off") native_modes.push_back(true);
@@ -562,10 +574,12 @@ int run(int argc, char** argv) {
     }
     for (bool native : native_modes)
     for (bool fuse : fuse_modes)
+    for (bool dependent : launch_modes)
     for (bool graphs : graph_modes) {
       kc::engine::RunnerOptions options;
       options.cuda_graphs = graphs;
       options.fuse_kernels = fuse;
+      options.programmatic_launch = dependent;
       options.native_quantized = native;
       options.decode_min_keys_per_split = args.decode_min_split_keys;
       options.kv_memory_fraction = args.kv_fraction;
@@ -577,8 +591,9 @@ int run(int argc, char** argv) {
       std::string blocks = bytes.block_type;  // the blocks' type, also when they stay on the host
       if (blocks.empty() && !loaded && random_type != kc::engine::GgmlType::bf16) blocks = args.quantized;
       if (blocks.empty() && loaded && !native) blocks = loaded_block_type(*loaded);
-      std::printf("%s, %s%s%s: %.0f MiB of bf16 weights%s, %.0f MiB read a decode token\n", name.c_str(),
+      std::printf("%s, %s%s%s%s: %.0f MiB of bf16 weights%s, %.0f MiB read a decode token\n", name.c_str(),
                   graphs ? "CUDA graphs" : "eager", fuse ? ", fused kernels" : "",
+                  dependent ? "" : ", ordinary launches",
                   blocks.empty() ? "" : fmt::format(", {} {}", blocks, native ? "native" : "dequantized").c_str(),
                   static_cast<double>(bytes.bf16) / (1 << 20),
                   bytes.blocks > 0 ? fmt::format(" + {:.0f} MiB of {} blocks", static_cast<double>(bytes.blocks) / (1 << 20),
@@ -592,6 +607,7 @@ int run(int argc, char** argv) {
       result.source = loaded ? "checkpoint, " + loaded->format : "published shape, random weights";
       result.cuda_graphs = graphs;
       result.fuse_kernels = fuse;
+      result.programmatic_launch = dependent;
       result.decode_min_split_keys = args.decode_min_split_keys;
       results.push_back(std::move(result));
     }

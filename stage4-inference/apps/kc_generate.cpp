@@ -13,7 +13,9 @@
 // over the time after the first), the kernels that ran and the device memory taken. Decode steps
 // replay as captured CUDA graphs and temperature sampling runs on the GPU unless --no-cuda-graphs
 // or --cpu-sampler says otherwise, and each RMSNorm (and SwiGLU) runs inside the projection that
-// reads it where it can unless --no-fuse-kernels says otherwise (kc/engine/model_runner.hpp).
+// reads it where it can unless --no-fuse-kernels says otherwise, and the step's kernels launch as
+// programmatic dependents on an sm_90 GPU unless --no-programmatic-launch says otherwise
+// (kc/engine/model_runner.hpp).
 // --native-quantized keeps a GGUF file's q4_0, q4_1 and q8_0 projections as stored beside their
 // bf16 copy and runs the decode steps on them (RunnerOptions::native_quantized); the memory line
 // then gives both sizes.
@@ -42,7 +44,8 @@ constexpr const char* kUsage =
     "usage: kc-generate --model PATH (--prompt TEXT [--chat] | --ids N,N,...) [--max-tokens N]\n"
     "                   [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ignore-eos]\n"
     "                   [--block-size 16|32|64] [--kv-fraction F] [--max-model-len N] [--no-cuda-graphs]\n"
-    "                   [--no-fuse-kernels] [--cpu-sampler] [--native-quantized] [--verbose]\n";
+    "                   [--no-fuse-kernels] [--no-programmatic-launch] [--cpu-sampler] [--native-quantized]\n"
+    "                   [--verbose]\n";
 
 struct Args {
   std::string model, prompt, ids;
@@ -72,6 +75,7 @@ Args parse(int argc, char** argv) {
     else if (flag == "--verbose") args.verbose = true;
     else if (flag == "--no-cuda-graphs") args.runner.cuda_graphs = false;
     else if (flag == "--no-fuse-kernels") args.runner.fuse_kernels = false;
+    else if (flag == "--no-programmatic-launch") args.runner.programmatic_launch = false;
     else if (flag == "--cpu-sampler") args.runner.gpu_sampler = false;
     else if (flag == "--native-quantized") args.runner.native_quantized = true;
     else if (flag == "--max-tokens") args.max_tokens = static_cast<int>(number(i));

@@ -1,5 +1,9 @@
 // The engine's own kernels (kc/engine/engine_kernels.hpp): cache writes and gathers move 16-byte
-// pieces (8 bf16), one thread a piece; the greedy choice is one block a row.
+// pieces (8 bf16), one thread a piece; the greedy choice is one block a row. The kernels of the
+// decode step (RoPE + cache write, the row gather, the greedy choice) keep the contract of
+// kc/core/dependent_launch.hpp — they wait for the previous kernel before touching memory — and
+// launch through core::launch_dependent: as programmatic dependents inside the step's
+// core::ProgrammaticLaunchScope (RunnerOptions::programmatic_launch), ordinarily elsewhere.
 #include "kc/engine/engine_kernels.hpp"
 
 #include <cub/block/block_reduce.cuh>
@@ -7,6 +11,7 @@
 #include <cstdint>
 
 #include "kc/common/error.hpp"
+#include "kc/core/dependent_launch.cuh"
 #include "kc/core/rope.cuh"
 #include "kc/core/vector_io.hpp"
 
@@ -51,6 +56,8 @@ __global__ void write_kv_cache_kernel(const uint4* k, const uint4* v, const std:
 __global__ void rope_write_kv_kernel(bf16* q, const bf16* k, const uint4* v, const int* positions,
                                      const std::int32_t* slots, const float* cos_sin, int tokens, int q_heads,
                                      int kv_heads, int head_dim, int block_size, bf16* k_cache, uint4* v_cache) {
+  core::let_dependent_grids_start();  // a programmatic dependent in the decode step (header above)
+  core::wait_for_previous_grids();
   const int chunks = head_dim / (2 * kPiece);  // 16-byte pieces in half a head
   const int heads = q_heads + kv_heads;
   const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -101,6 +108,8 @@ __global__ void gather_kv_pages_kernel(const uint4* k_cache, const uint4* v_cach
 }
 
 __global__ void gather_rows_kernel(const bf16* x, const std::int32_t* rows, int count, int cols, bf16* out) {
+  core::let_dependent_grids_start();
+  core::wait_for_previous_grids();
   const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= static_cast<std::int64_t>(count) * cols) return;
   const std::int64_t r = i / cols, c = i % cols;
@@ -123,6 +132,8 @@ struct KeepBest {
 };
 
 __global__ void __launch_bounds__(kThreads) argmax_rows_kernel(const bf16* logits, int cols, std::int32_t* out) {
+  core::let_dependent_grids_start();
+  core::wait_for_previous_grids();
   const bf16* row = logits + static_cast<std::int64_t>(blockIdx.x) * cols;
   Best best{-INFINITY, cols, 0};
   for (int c = threadIdx.x; c < cols; c += kThreads) {
@@ -164,10 +175,9 @@ void rope_write_kv(bf16* q, const bf16* k, const bf16* v, const int* positions, 
           "rope_write_kv: positions, slots and cos_sin must be non-null and max_position, tokens, q_heads, "
           "kv_heads, block_size >= 1");
   const std::int64_t threads = static_cast<std::int64_t>(tokens) * (q_heads + kv_heads) * (head_dim / (2 * kPiece));
-  rope_write_kv_kernel<<<blocks_for(threads), kThreads, 0, stream>>>(
-      q, k, reinterpret_cast<const uint4*>(v), positions, slots, cos_sin, tokens, q_heads, kv_heads, head_dim,
-      block_size, k_cache, reinterpret_cast<uint4*>(v_cache));
-  KC_CUDA_CHECK(cudaGetLastError());
+  core::launch_dependent(rope_write_kv_kernel, dim3(blocks_for(threads)), dim3(kThreads), 0, stream, q, k,
+                         reinterpret_cast<const uint4*>(v), positions, slots, cos_sin, tokens, q_heads, kv_heads,
+                         head_dim, block_size, k_cache, reinterpret_cast<uint4*>(v_cache));
 }
 
 void gather_kv_pages(const bf16* k_cache, const bf16* v_cache, const std::int32_t* block_table, int length,
@@ -187,16 +197,15 @@ void gather_kv_pages(const bf16* k_cache, const bf16* v_cache, const std::int32_
 void gather_rows(const bf16* x, const std::int32_t* rows, int count, int cols, bf16* out, cudaStream_t stream) {
   require(x != nullptr && rows != nullptr && out != nullptr && count >= 1 && cols >= 1,
           "gather_rows: x, rows and out must be non-null and count, cols >= 1");
-  gather_rows_kernel<<<blocks_for(static_cast<std::int64_t>(count) * cols), kThreads, 0, stream>>>(x, rows, count,
-                                                                                                   cols, out);
-  KC_CUDA_CHECK(cudaGetLastError());
+  core::launch_dependent(gather_rows_kernel, dim3(blocks_for(static_cast<std::int64_t>(count) * cols)), dim3(kThreads),
+                         0, stream, x, rows, count, cols, out);
 }
 
 void argmax_rows(const bf16* logits, int rows, int cols, std::int32_t* out, cudaStream_t stream) {
   require(logits != nullptr && out != nullptr && rows >= 1 && cols >= 1,
           "argmax_rows: logits and out must be non-null and rows, cols >= 1");
-  argmax_rows_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(logits, cols, out);
-  KC_CUDA_CHECK(cudaGetLastError());
+  core::launch_dependent(argmax_rows_kernel, dim3(static_cast<unsigned>(rows)), dim3(kThreads), 0, stream, logits,
+                         cols, out);
 }
 
 }  // namespace kc::engine

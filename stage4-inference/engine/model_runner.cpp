@@ -18,6 +18,7 @@
 #include "kc/common/buffer.hpp"
 #include "kc/common/error.hpp"
 #include "kc/common/fill.hpp"
+#include "kc/core/dependent_launch.hpp"
 #include "kc/engine/dequantize.hpp"
 #include "kc/engine/engine_kernels.hpp"
 #include "kc/engine/gguf_blocks.hpp"
@@ -810,6 +811,7 @@ ModelRunner::Impl::StepPlan ModelRunner::Impl::prepare(const StepBatch& batch, s
 }
 
 void ModelRunner::Impl::launch(const StepPlan& plan) {
+  const core::ProgrammaticLaunchScope dependent_launches{options.programmatic_launch};
   const ModelConfig& c = config;
   KC_CUDA_CHECK(cudaMemcpyAsync(step_ints, staging.data(), plan.ints.total * sizeof(std::int32_t),
                                 cudaMemcpyHostToDevice, stream));
@@ -946,6 +948,7 @@ void ModelRunner::Impl::launch(const StepPlan& plan) {
 }
 
 void ModelRunner::Impl::launch_greedy(const StepPlan& plan) {
+  const core::ProgrammaticLaunchScope dependent_launches{options.programmatic_launch};
   const int samples = plan.samples;
   if (plan.fused) {  // the sampled rows of the residual stream, then the final norm with the projection
     gather_rows(residual[0], step_ints + plan.ints.sample_rows, samples, static_cast<int>(config.hidden_size),

@@ -55,7 +55,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: kc-serve --model FILE.gguf|DIR [--kv-fraction 0.5] [--max-batched-tokens 2048] [--no-cuda-graphs]\n"
-    "                [--cpu-sampler] [--no-fuse-kernels] [--native-quantized]\n"
+    "                [--cpu-sampler] [--no-fuse-kernels] [--no-programmatic-launch] [--native-quantized]\n"
     "       kc-serve --synthetic NAME --tokenizer tokenizer.json [--seed 1]   (random weights)\n"
     "       kc-serve (--model FILE.gguf | --tokenizer tokenizer.json) --fake-model [--fake-step-ms 0]\n"
     "                [--chat-template FILE|chatml] [--host 127.0.0.1] [--port 8000]\n"
@@ -126,6 +126,7 @@ int run(int argc, char** argv) {
   int max_batched_tokens = 2048;
   bool cuda_graphs = true, gpu_sampler = true, fuse_kernels = kc::engine::RunnerOptions{}.fuse_kernels;
   bool native_quantized = kc::engine::RunnerOptions{}.native_quantized;
+  bool programmatic_launch = kc::engine::RunnerOptions{}.programmatic_launch;
   kc::engine::SchedulerConfig config;
   config.max_model_len = 2048;
   if (const char* key = std::getenv("KC_SERVE_API_KEY")) options.api_key = key;
@@ -139,6 +140,7 @@ int run(int argc, char** argv) {
     else if (arg == "--no-cuda-graphs") cuda_graphs = false;
     else if (arg == "--cpu-sampler") gpu_sampler = false;
     else if (arg == "--no-fuse-kernels") fuse_kernels = false;
+    else if (arg == "--no-programmatic-launch") programmatic_launch = false;
     else if (arg == "--native-quantized") native_quantized = true;
     else if (arg == "--synthetic") synthetic = value();
     else if (arg == "--seed") seed = static_cast<std::uint64_t>(parse_int(arg, value(), 0));
@@ -195,6 +197,7 @@ int run(int argc, char** argv) {
     runner_options.cuda_graphs = cuda_graphs;
     runner_options.gpu_sampler = gpu_sampler;
     runner_options.fuse_kernels = fuse_kernels;
+    runner_options.programmatic_launch = programmatic_launch;
     runner_options.native_quantized = native_quantized;
     if (synthetic_model) {
       tokenizer_of_file = kc::engine::Tokenizer::from_tokenizer_json(tokenizer_path);

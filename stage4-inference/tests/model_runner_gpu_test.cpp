@@ -420,6 +420,36 @@ TEST(ModelRunner, CudaGraphDecodeStepsMatchTheEagerSteps) {
               static_cast<long long>(replays[1]), a.equal, a.parted);
 }
 
+// Launching the step's kernels as programmatic dependents changes when their blocks start, not
+// what they compute: every kernel waits for the one before it ahead of reading its output. So the
+// tokens must be identical to the ordinary launches' — one sequence at a time (M = 1: rung 12 and
+// the engine's kernels back to back) and several at once, eager and as graphs, fused and not. A
+// kernel that read its input before the wait would read the previous step's values or poison.
+TEST(ModelRunner, ProgrammaticLaunchGivesTheOrdinaryLaunchesTokens) {
+  KC_SKIP_WITHOUT_GPU();
+  const Case& c = kCases[1];
+  for (int fused = 0; fused < 2; ++fused)
+    for (int graphs = 0; graphs < 2; ++graphs)
+      for (int running : {1, 8}) {
+        std::vector<std::vector<TokenId>> outputs[2];
+        for (int dependent = 0; dependent < 2; ++dependent) {
+          RunnerOptions options = small_runner();
+          options.fuse_kernels = fused == 1;
+          options.cuda_graphs = graphs == 1;
+          options.max_running = running;
+          options.programmatic_launch = dependent == 1;
+          TinyModel m(c, 23, options);
+          Scheduler scheduler(m.runner.scheduler_config());
+          std::vector<GenerationRequest> requests;
+          for (int i = 0; i < 4; ++i)
+            requests.push_back(greedy_request(random_ids(5 + 23 * i, c.vocab, 70 + i), 9 + 2 * i));
+          outputs[dependent] = generate(scheduler, m.runner, requests);
+        }
+        EXPECT_EQ(outputs[0], outputs[1]) << (fused ? "fused" : "unfused") << ", " << (graphs ? "graphs" : "eager")
+                                          << ", " << running << " running: programmatic launches changed the tokens";
+      }
+}
+
 TEST(ModelRunner, RandomWeightsOnTheGpuAreSeeded) {
   KC_SKIP_WITHOUT_GPU();
   const Case& c = kCases[2];

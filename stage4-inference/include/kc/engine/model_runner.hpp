@@ -93,6 +93,13 @@ struct RunnerOptions {
   // (ModelRunner.FusedKernelsMatchTheDoubleModel) and was faster than the unfused step on every
   // shape of docs/benchmarks/h200/stage4.md.
   bool fuse_kernels = true;
+  // The step's chain of kernels as programmatic dependents (kc/core/dependent_launch.hpp): on an
+  // sm_90 GPU the kernels written for it — stage 3's rung 12 (the M = 1 projections), the paged
+  // decode attention and its combine, and the engine's RoPE + cache write, row gather and greedy
+  // choice — start their blocks while the kernel before them drains, rung 12's blocks fetching
+  // their first weights into the L2 before they wait for it. Eager steps and captured graphs
+  // alike; elsewhere (sm_80, the other kernels) launches are ordinary.
+  bool programmatic_launch = true;
   // The shortest context split of the paged decode attention (PagedDecodeAttention::
   // set_min_keys_per_split, a multiple of 64). Stage 3's default is 256; the engine takes 128, the
   // fastest of kc-engine-bench --decode-min-split-keys 64/128/256/512 at batch 1 on the H200

@@ -1,0 +1,166 @@
+// Programmatic dependent launch (kc/core/dependent_launch.cuh) and rung 12, the kernel the engine's
+// decode step chains that way. A first kernel lets its dependents start at once, then spins for a
+// while before it writes its output, so a dependent that starts early is certain to run before the
+// output exists:
+//   - the negative control reads its input before core::wait_for_previous_grids(): inside a
+//     ProgrammaticLaunchScope it must see the poison (which proves the dependent really started
+//     early, so the other checks test something), after the wait the value; launched ordinarily
+//     it sees the value both times;
+//   - rung 12 (M = 1, the RMSNorm prologue and a beta = 1 residual step among the launches) in a
+//     chain behind the spinning kernel must give, inside the scope, bit for bit what it gives with
+//     ordinary launches, and the first product must match a double-precision reference.
+// Skips without a GPU, and the early-start checks skip below compute capability 9.0 (no
+// programmatic launches there: the kernels launch ordinarily).
+#include <gtest/gtest.h>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "hgemm.hpp"
+#include "kc/common/buffer.hpp"
+#include "kc/common/device.hpp"
+#include "kc/common/error.hpp"
+#include "kc/common/fill.hpp"
+#include "kc/core/dependent_launch.cuh"
+#include "support/gpu_test.hpp"
+
+namespace kc::stage3 {
+namespace {
+
+// About half a millisecond at the H200's clocks: far longer than a launch.
+constexpr long long kSpinCycles = 1'000'000;
+
+// Lets its dependents start, spins, then copies `count` elements from `from` to `to`.
+__global__ void spin_then_copy(const bf16* from, bf16* to, int count, long long cycles) {
+  core::let_dependent_grids_start();
+  const long long start = clock64();
+  while (clock64() - start < cycles) {
+  }
+  for (int i = static_cast<int>(threadIdx.x); i < count; i += static_cast<int>(blockDim.x)) to[i] = from[i];
+}
+
+// The negative control: breaks the contract by reading its input before the wait.
+__global__ void read_before_the_wait(const bf16* input, float* seen) {
+  const float early = __bfloat162float(input[0]);
+  core::wait_for_previous_grids();
+  if (threadIdx.x == 0) {
+    seen[0] = early;
+    seen[1] = __bfloat162float(input[0]);
+  }
+}
+
+bool programmatic_launch_available() {
+  return query_device().compute_capability() >= 90;
+}
+
+struct Stream {
+  cudaStream_t s = nullptr;
+  Stream() { KC_CUDA_CHECK(cudaStreamCreate(&s)); }
+  ~Stream() { cudaStreamDestroy(s); }
+};
+
+TEST(DependentLaunch, TheDependentStartsEarlyAndTheWaitHoldsItUntilTheInputIsWritten) {
+  KC_SKIP_WITHOUT_GPU();
+  if (!programmatic_launch_available()) GTEST_SKIP() << "programmatic dependent launch needs compute capability 9.0";
+  Stream stream;
+  const std::vector<bf16> one(1, __float2bfloat16(1.f));
+  DeviceBuffer<bf16> source(1), input(1);
+  DeviceBuffer<float> seen(2);
+  source.copy_from_host(one, stream.s);
+  for (const bool dependent : {true, false}) {
+    poison(input.data(), DType::bf16, 1, stream.s);
+    {
+      const core::ProgrammaticLaunchScope scope{dependent};
+      spin_then_copy<<<1, 32, 0, stream.s>>>(source.data(), input.data(), 1, kSpinCycles);
+      KC_CHECK_LAUNCH();
+      EXPECT_EQ(core::launch_dependent(read_before_the_wait, dim3(1), dim3(32), 0, stream.s, input.data(), seen.data()),
+                dependent);
+    }
+    const std::vector<float> got = seen.to_host(stream.s);
+    if (dependent)
+      EXPECT_TRUE(std::isnan(got[0])) << "the dependent read " << got[0]
+                                      << " before its wait: it did not start before the first kernel wrote";
+    else
+      EXPECT_EQ(got[0], 1.f) << "an ordinary launch started before the kernel ahead of it ended";
+    EXPECT_EQ(got[1], 1.f) << (dependent ? "after the wait" : "ordinary launch") << ": the input is not the value written";
+  }
+}
+
+std::vector<std::uint16_t> bits_of(const DeviceBuffer<bf16>& buffer, cudaStream_t stream) {
+  const std::vector<bf16> values = buffer.to_host(stream);
+  std::vector<std::uint16_t> bits(values.size());
+  std::memcpy(bits.data(), values.data(), values.size() * sizeof(bf16));
+  return bits;
+}
+
+// x (written late by the spinning kernel) -> y1 = rmsnorm(x) . W1^T -> y2 = y1 . W2^T ->
+// y3 += y2 . W3^T (beta = 1), every launch of rung 12 at M = 1; returns y1, y2 and y3.
+TEST(DependentLaunch, Rung12ChainedBehindALateInputGivesTheOrdinaryLaunchesBits) {
+  KC_SKIP_WITHOUT_GPU();
+  constexpr int kN = 4096, kK = 4096;
+  Stream stream;
+  DeviceBuffer<bf16> x_source(kK), norm_weight(kK), w1(std::size_t{kN} * kK), w2(std::size_t{kN} * kK),
+      w3(std::size_t{kN} * kK), y3_start(kN);
+  fill_random(x_source, 11);
+  fill_random(norm_weight, 12);
+  fill_random(w1, 13);
+  fill_random(w2, 14);
+  fill_random(w3, 15);
+  fill_random(y3_start, 16);
+  std::vector<std::uint16_t> results[2][3];
+  for (const bool dependent : {false, true}) {
+    DeviceBuffer<bf16> x(kK), y1(kN), y2(kN), y3(kN);
+    poison(x.data(), DType::bf16, kK, stream.s);
+    poison(y1.data(), DType::bf16, kN, stream.s);
+    poison(y2.data(), DType::bf16, kN, stream.s);
+    KC_CUDA_CHECK(cudaMemcpyAsync(y3.data(), y3_start.data(), y3.bytes(), cudaMemcpyDeviceToDevice, stream.s));
+    {
+      const core::ProgrammaticLaunchScope scope{dependent};
+      spin_then_copy<<<1, 256, 0, stream.s>>>(x_source.data(), x.data(), kK, kSpinCycles);
+      KC_CHECK_LAUNCH();
+      const SmallMGemvWeight first{w1.data(), y1.data(), kN};
+      hgemm_12_small_m_gemv_shared_a(1, kK, 1.f, x.data(), &first, 1, 0.f, stream.s, norm_weight.data(), 1e-5f);
+      const SmallMGemvWeight second{w2.data(), y2.data(), kN};
+      hgemm_12_small_m_gemv_shared_a(1, kK, 1.f, y1.data(), &second, 1, 0.f, stream.s);
+      const SmallMGemvWeight third{w3.data(), y3.data(), kN};
+      hgemm_12_small_m_gemv_shared_a(1, kK, 1.f, y2.data(), &third, 1, 1.f, stream.s);
+    }
+    results[dependent][0] = bits_of(y1, stream.s);
+    results[dependent][1] = bits_of(y2, stream.s);
+    results[dependent][2] = bits_of(y3, stream.s);
+  }
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(results[0][i], results[1][i]) << "output " << i + 1 << " of the chain differs between launch modes";
+
+  // The first product against double precision: rmsnorm(x) . W1^T.
+  const std::vector<double> x = to_host_double(x_source.data(), DType::bf16, kK);
+  const std::vector<double> g = to_host_double(norm_weight.data(), DType::bf16, kK);
+  const std::vector<double> w = to_host_double(w1.data(), DType::bf16, std::size_t{kN} * kK);
+  double squares = 0;
+  for (double v : x) squares += v * v;
+  const double inverse_rms = 1.0 / std::sqrt(squares / kK + 1e-5);
+  int bad = 0;
+  for (int n = 0; n < kN; ++n) {
+    double dot = 0, magnitude = 0;
+    for (int k = 0; k < kK; ++k) {
+      const double term = x[k] * g[k] * w[static_cast<std::size_t>(n) * kK + k];
+      dot += term;
+      magnitude += std::fabs(term);
+    }
+    const std::uint32_t widened = static_cast<std::uint32_t>(results[1][0][n]) << 16;  // bf16 -> f32 bits
+    float got = 0.f;
+    std::memcpy(&got, &widened, sizeof got);
+    // bf16 output rounding plus FP32 accumulation over K terms.
+    const double bound = std::fabs(dot * inverse_rms) * 0.0079 + magnitude * inverse_rms * 2e-5 + 1e-6;
+    if (!(std::fabs(got - dot * inverse_rms) <= bound)) ++bad;
+  }
+  EXPECT_EQ(bad, 0) << bad << " of " << kN << " outputs of the first GEMV are off the double-precision reference";
+}
+
+}  // namespace
+}  // namespace kc::stage3
