@@ -37,7 +37,7 @@
 // sm_90 GPU) the rung launches as a programmatic dependent of the kernel before it
 // (kc/core/dependent_launch.hpp): its blocks start while that kernel drains — or while the
 // latency-bound kernels before it (RoPE, attention) run — ask the L2 for the first bytes of
-// their rows of B with one bulk prefetch each (the grid's share: kSmallMGemvPrefetchBudgetBytes),
+// their rows of B with one bulk prefetch each (the grid's share of small_m_gemv_prefetch_budget()),
 // and wait for the previous grid only before they read A. The launch gap and the ramp to full
 // bandwidth then overlap the previous kernel instead of following it. Alone (kc-bench, or outside
 // a scope) it launches the ordinary way and prefetches nothing.
@@ -76,6 +76,7 @@
 //
 // Run just this rung:
 //   kc-bench --filter 'hgemm/1[12]_' --shapes 1x4096x4096,1x1024x4096,1x28672x4096,1x4096x14336,2x4096x4096,8x4096x4096
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 
@@ -94,9 +95,8 @@ constexpr int kThreads = kSmallMGemvThreads;
 constexpr int kWarps = kThreads / 32;
 constexpr int kUnroll = 2;  // K pieces per thread fetched before any is used
 // As a programmatic dependent, the bytes of B the whole grid asks the L2 for before the previous
-// kernel ends: a quarter of an H100/H200's L2, so that what is fetched early is still there when
-// it is read (a block takes its share of it, at most its own rows).
-constexpr std::size_t kSmallMGemvPrefetchBudgetBytes = std::size_t{12} << 20;
+// kernel ends (hgemm.hpp): few enough that what is fetched early is still there when it is read.
+std::atomic<std::size_t> prefetch_budget{kSmallMGemvDefaultPrefetchBudget};
 
 // What a launch computes: C_w = alpha.A.B_w^T + beta.C_w for each weight w, all sharing A (M x K)
 // and K; blocks [block_begin[w], block_begin[w + 1]) belong to weight w.
@@ -356,6 +356,9 @@ void small_m_gemv_launch(const SmallMGemvLaunch& g, int m, int blocks, cudaStrea
 
 }  // namespace
 
+void set_small_m_gemv_prefetch_budget(std::size_t bytes) { prefetch_budget.store(bytes); }
+std::size_t small_m_gemv_prefetch_budget() { return prefetch_budget.load(); }
+
 void hgemm_12_small_m_gemv(const HgemmArgs& args, cudaStream_t stream) {
   require(args.lda == args.k && args.ldb == args.k && args.ldc == args.n,
           "hgemm rung 12: dense operands only (lda = K, ldb = K, ldc = N); got lda = {}, ldb = {}, ldc = {}",
@@ -401,7 +404,7 @@ void hgemm_12_small_m_gemv_shared_a(int m, int k, float alpha, const bf16* a, co
     blocks += ceil_div(weights[i].n, columns_per_block);
   }
   if (core::programmatic_launch_active())  // the budget shared by the blocks, 16-byte multiples
-    g.prefetch_bytes = static_cast<std::uint32_t>(kSmallMGemvPrefetchBudgetBytes / blocks / 16 * 16);
+    g.prefetch_bytes = static_cast<std::uint32_t>(prefetch_budget.load() / blocks / 16 * 16);
   small_m_gemv_launch(g, m, blocks, stream);
 }
 

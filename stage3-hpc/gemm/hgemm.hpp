@@ -7,6 +7,8 @@
 // it and nothing of the harness; kc/stage3/register.hpp describes the ops to kc-bench.
 #pragma once
 
+#include <cstddef>
+
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -66,6 +68,14 @@ struct SmallMGemvWeight {
 void hgemm_12_small_m_gemv_shared_a(int m, int k, float alpha, const bf16* a, const SmallMGemvWeight* weights,
                                     int count, float beta, cudaStream_t stream, const bf16* norm_weight = nullptr,
                                     float norm_eps = 0.f, bool swiglu_a = false);
+
+// Launched as a programmatic dependent (kc/core/dependent_launch.hpp), rung 12's grid asks the L2
+// for up to this many bytes of its weights before it waits for the kernel ahead of it (each block
+// its share, at most its own rows); 0 turns the prefetch off. The default: a quarter of an
+// H100/H200's L2. Read at launch; kc-gemv-chain (gemm/tune/gemv_chain.cu) sets it to compare.
+inline constexpr std::size_t kSmallMGemvDefaultPrefetchBudget = std::size_t{12} << 20;
+void set_small_m_gemv_prefetch_budget(std::size_t bytes);
+std::size_t small_m_gemv_prefetch_budget();
 
 // sm_80 and newer, M <= 64: rung 11's split of K with the operands of the MMA swapped (B as
 // mma.sync's A, the rows of A as n8 token tiles) and the split-K reduction done by the last CTA of

@@ -42,7 +42,7 @@ __device__ __forceinline__ void wait_for_previous_grids() {
 // grid's writes; the dependent's wait_for_previous_grids() still waits for them.
 __device__ __forceinline__ void let_dependent_grids_start() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" :::);
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
 
