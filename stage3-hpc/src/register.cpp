@@ -14,6 +14,7 @@
 #include "kc/stage3/gemv_gguf.hpp"
 #include "kc/stage3/gemm.hpp"
 #include "kc/stage3/grouped_gemm.hpp"
+#include "kc/stage3/quantize_gguf.hpp"
 #include "arch/sm90/tma_descriptor.hpp"
 #include "register_attention.hpp"
 #include "register_attention_decode.hpp"
@@ -239,6 +240,8 @@ void register_kernels(Registry& registry) {
                                  "the operands swapped: the weights as mma.sync's A (16 columns a product), the "
                                  "M <= 8 rows of x as B, no zero rows to build",
                                  GgufLayout::mma_weights_a, &gemv_gguf_05_weights_as_a));
+  // Low precision: bf16 rows to the GGUF blocks the GEMV reads (quant/quantize_gguf_*), the same table.
+  register_quantize_gguf_kernels(registry);
 
   registry.add_kernel(portable_entry("01_wmma", 1,
                                      "WMMA 16x16x16 fragments, tiles staged through shared memory",

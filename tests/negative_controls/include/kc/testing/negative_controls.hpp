@@ -50,4 +50,9 @@ void register_int8_gemm_controls(Registry& registry);
 std::vector<NegativeControl> small_m_gemm_controls();
 void register_small_m_gemm_controls(Registry& registry);
 
+// The GGUF quantize op's control (quantize_gguf_controls.cpp), part of the two above: rung 01's
+// kernel with the nibble order of q4 blocks swapped (stage3/quantize_gguf/nc_swapped_nibbles).
+std::vector<NegativeControl> quantize_gguf_controls();
+void register_quantize_gguf_controls(Registry& registry);
+
 }  // namespace kc::testing
