@@ -51,8 +51,8 @@
 // SASS to look for: split_kv_kernel: LDGSTS.E.BYPASS.128 (pages), LDGDEPBAR and DEPBAR.LE (commit
 // and wait), LDG.E.128 (Q), LDS.128 (K rows: D/8 a tile, against 2 x D/8 a row of Q), STG.E.128
 // of the FP32 partial O (D = 128), SHFL.BFLY and SHFL.IDX, MUFU.EX2, FFMA; no HMMA; no
-// LDL/STL. combine_kernel: MUFU.EX2 (the weights), MUFU.RCP (1 / their sum), SHFL.BFLY (the
-// largest LSE_s), no LDL/STL.
+// LDL/STL. decode_combine_kernel (decode_common.cuh, shared with rung 03): MUFU.EX2 (the
+// weights), MUFU.RCP (1 / their sum), SHFL.BFLY (the largest LSE_s), no LDL/STL.
 //
 // Run just this rung:
 //   build/ci/bench/kc-bench --filter '^stage3/attention_decode_paged/02_split_kv'
@@ -72,7 +72,6 @@ constexpr int kMaxWarps = 4;
 constexpr int kTileKeys = core::kWarpSize;  // one key per lane
 constexpr int kStages = 2;
 constexpr int kMaxRowsPerWarp = kDecodeMaxRowsPerCta / kMaxWarps;
-constexpr int kCombineWarps = 4;
 constexpr int kDefaultSmemBytes = 48 * 1024;  // dynamic shared memory a launch gets without opting in
 
 // Shared memory, carved out of the dynamic allocation: K and V tiles of kStages x 32 rows, each
@@ -302,50 +301,6 @@ __global__ void __launch_bounds__(kMaxWarps * core::kWarpSize)
   }
 }
 
-// One warp per query row: the splits its sequence reaches, merged. A split that holds keys but
-// none this row sees has LSE_s = -inf and weighs 0; no split with a visible key (an empty
-// sequence, a token that sees nothing) leaves O = 0 and LSE = -inf. A NaN LSE_s makes the row NaN.
-template <typename T, int kHeadDim>
-__global__ void __launch_bounds__(kCombineWarps * core::kWarpSize)
-    combine_kernel(DecodeArgs<T> args, DecodeSplitPlan plan, DecodeSplitWorkspace workspace) {
-  constexpr int kColumnsPerLane = kHeadDim / core::kWarpSize;
-  core::let_dependent_grids_start();
-  core::wait_for_previous_grids();
-  const int warp = static_cast<int>(threadIdx.x) / core::kWarpSize;
-  const int lane = static_cast<int>(threadIdx.x) % core::kWarpSize;
-  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * kCombineWarps + warp;
-  if (row >= static_cast<std::int64_t>(args.batch) * args.q_heads * args.q_len) return;
-  const int b = static_cast<int>(row / (static_cast<std::int64_t>(args.q_heads) * args.q_len));
-  // The splits that start inside the sequence; the others wrote nothing.
-  const int used_splits = min(plan.splits, ceil_div(args.seq_lens[b], plan.keys_per_split));
-  const float* lse = workspace.partial_lse + row * plan.splits;
-  const float* partial = workspace.partial_o + row * plan.splits * kHeadDim + lane * kColumnsPerLane;
-
-  float max = -CUDART_INF_F;
-  for (int s = lane; s < used_splits; s += core::kWarpSize) max = core::max_propagate_nan(max, lse[s]);
-  max = core::warp_reduce_max(max);
-
-  float o[kColumnsPerLane] = {};
-  float out_lse = -CUDART_INF_F;
-  if (max != -CUDART_INF_F) {
-    float total = 0.f;
-    for (int s = 0; s < used_splits; ++s) {
-      const float weight = exp2_flush_to_zero((lse[s] - max) * kLog2e);
-      total += weight;
-      float values[kColumnsPerLane];
-      core::load_floats<float, kColumnsPerLane>(partial + s * kHeadDim, values);
-#pragma unroll
-      for (int c = 0; c < kColumnsPerLane; ++c) o[c] = fmaf(weight, values[c], o[c]);
-    }
-    const float inverse = 1.f / total;
-#pragma unroll
-    for (int c = 0; c < kColumnsPerLane; ++c) o[c] *= inverse;
-    out_lse = max + logf(total);
-  }
-  core::store_floats<T, kColumnsPerLane>(args.o + row * kHeadDim + lane * kColumnsPerLane, o);
-  if (lane == 0) args.lse[row] = out_lse;
-}
-
 template <typename T, int kHeadDim>
 void launch(const DecodeArgs<T>& args, const DecodeSplitPlan& plan, const DecodeSplitWorkspace& workspace,
             cudaStream_t stream) {
@@ -358,11 +313,7 @@ void launch(const DecodeArgs<T>& args, const DecodeSplitPlan& plan, const Decode
   const dim3 grid(static_cast<unsigned>(plan.splits), static_cast<unsigned>(args.kv_heads * plan.row_chunks),
                   static_cast<unsigned>(args.batch));
   core::launch_dependent(kernel, grid, dim3(warps * core::kWarpSize), smem_bytes, stream, args, plan, workspace);
-  if (!plan.combines()) return;
-  const std::int64_t all_rows = static_cast<std::int64_t>(args.batch) * args.q_heads * args.q_len;
-  const auto blocks = static_cast<unsigned>((all_rows + kCombineWarps - 1) / kCombineWarps);
-  core::launch_dependent(combine_kernel<T, kHeadDim>, dim3(blocks), dim3(kCombineWarps * core::kWarpSize), 0, stream,
-                         args, plan, workspace);
+  launch_decode_combine<T, kHeadDim>(args, plan, workspace, stream);  // none with one split
 }
 
 }  // namespace
@@ -371,20 +322,7 @@ template <typename T>
 void attention_decode_02_split_kv(const DecodeArgs<T>& args, const DecodeSplitPlan& plan,
                                   const DecodeSplitWorkspace& workspace, cudaStream_t stream) {
   require_decode_args(args, "decode rung 02");
-  const DecodeSplitPlan expected = decode_plan_with_splits(args.group_rows(), args.max_keys(), plan.splits);
-  require(plan.splits >= 1 && plan.row_chunks == expected.row_chunks &&
-              static_cast<std::int64_t>(plan.splits) * plan.keys_per_split >= args.max_keys() &&
-              plan.keys_per_split % kDecodeSplitKeyMultiple == 0,
-          "decode rung 02: the split plan ({} splits of {} keys, {} row chunks) does not cover {} keys and {} rows "
-          "a group: make it with plan_decode_splits or decode_plan_with_splits",
-          plan.splits, plan.keys_per_split, plan.row_chunks, args.max_keys(), args.group_rows());
-  require(args.batch <= 65535 && static_cast<std::int64_t>(args.kv_heads) * plan.row_chunks <= 65535,
-          "decode rung 02: the grid holds sequences in z and kv heads x row chunks in y: B = {} and Hkv x {} = {} "
-          "must be <= 65535",
-          args.batch, plan.row_chunks, static_cast<std::int64_t>(args.kv_heads) * plan.row_chunks);
-  require(!plan.combines() || (workspace.partial_o != nullptr && workspace.partial_lse != nullptr),
-          "decode rung 02: {} splits need a workspace of partial O and LSE (decode_split_workspace_floats)",
-          plan.splits);
+  require_decode_split_plan(args, plan, workspace, "decode rung 02");
   if (args.head_dim == 64)
     launch<T, 64>(args, plan, workspace, stream);
   else

@@ -62,10 +62,11 @@ __host__ __device__ inline std::uint8_t nibble_of(float v) {
 }
 
 // One block of 32 floats to its bytes, as ggml's reference quantizer of `type` writes it.
-__host__ __device__ void quantize_block(GgufBlockType type, const float* x, std::uint8_t* out) {
+__host__ __device__ __forceinline__ void quantize_block(GgufBlockType type, const float* x, std::uint8_t* out) {
   constexpr int kQk = kGgufBlockWeights;
   if (type == GgufBlockType::q8_0) {
     float amax = 0.0f;
+#pragma unroll
     for (int j = 0; j < kQk; ++j) {
       const float a = fabsf(x[j]);
       amax = amax > a ? amax : a;  // ggml's MAX(a, b): ((a) > (b) ? (a) : (b))
@@ -73,12 +74,14 @@ __host__ __device__ void quantize_block(GgufBlockType type, const float* x, std:
     const float d = rn_div(amax, 127.0f);
     const float id = d != 0.0f ? rn_div(1.0f, d) : 0.0f;
     put_bits(out, ggml_fp16_bits(d));
+#pragma unroll
     for (int j = 0; j < kQk; ++j)
       out[2 + j] = static_cast<std::uint8_t>(ggml_float_to_int8(roundf(rn_mul(x[j], id))));
     return;
   }
   if (type == GgufBlockType::q4_0) {
     float amax = 0.0f, max = 0.0f;
+#pragma unroll
     for (int j = 0; j < kQk; ++j)
       if (amax < fabsf(x[j])) {
         amax = fabsf(x[j]);
@@ -87,6 +90,7 @@ __host__ __device__ void quantize_block(GgufBlockType type, const float* x, std:
     const float d = rn_div(max, -8.0f);
     const float id = d != 0.0f ? rn_div(1.0f, d) : 0.0f;
     put_bits(out, ggml_fp16_bits(d));
+#pragma unroll
     for (int j = 0; j < kQk / 2; ++j) {
       const std::uint8_t low = nibble_of(rn_add(rn_mul(x[j], id), 8.5f));
       const std::uint8_t high = nibble_of(rn_add(rn_mul(x[kQk / 2 + j], id), 8.5f));
@@ -96,6 +100,7 @@ __host__ __device__ void quantize_block(GgufBlockType type, const float* x, std:
   }
   // q4_1
   float min = FLT_MAX, max = -FLT_MAX;
+#pragma unroll
   for (int j = 0; j < kQk; ++j) {
     if (x[j] < min) min = x[j];
     if (x[j] > max) max = x[j];
@@ -104,6 +109,7 @@ __host__ __device__ void quantize_block(GgufBlockType type, const float* x, std:
   const float id = d != 0.0f ? rn_div(1.0f, d) : 0.0f;
   put_bits(out, ggml_fp16_bits(d));
   put_bits(out + 2, ggml_fp16_bits(min));
+#pragma unroll
   for (int j = 0; j < kQk / 2; ++j) {
     const std::uint8_t low = nibble_of(rn_add(rn_mul(rn_sub(x[j], min), id), 0.5f));
     const std::uint8_t high = nibble_of(rn_add(rn_mul(rn_sub(x[kQk / 2 + j], min), id), 0.5f));
@@ -124,16 +130,21 @@ void check_count(std::size_t count, const char* who) {
 
 // A thread per block: the block's bf16 widened exactly, quantized, its bytes written as the doubles
 // of their signed values (the i8 output's comparison reads them so).
-__global__ void quantize_reference_kernel(GgufBlockType type, const __nv_bfloat16* x, long long blocks, double* out) {
+// The type is a template argument and every loop has a constant count, so the block's values and
+// bytes stay in registers (no local memory: the stage's no-spill SASS contract covers this object).
+template <GgufBlockType kType>
+__global__ void quantize_reference_kernel(const __nv_bfloat16* x, long long blocks, double* out) {
+  constexpr int kBytes = gguf_block_bytes(kType);
   const long long block = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (block >= blocks) return;
   float values[kGgufBlockWeights];
+#pragma unroll
   for (int j = 0; j < kGgufBlockWeights; ++j) values[j] = __bfloat162float(x[block * kGgufBlockWeights + j]);
-  std::uint8_t bytes[34];
-  quantize_block(type, values, bytes);
-  const int size = gguf_block_bytes(type);
-  for (int i = 0; i < size; ++i)
-    out[block * size + i] = static_cast<double>(static_cast<std::int8_t>(bytes[i]));
+  std::uint8_t bytes[kBytes];
+  quantize_block(kType, values, bytes);
+#pragma unroll
+  for (int i = 0; i < kBytes; ++i)
+    out[block * kBytes + i] = static_cast<double>(static_cast<std::int8_t>(bytes[i]));
 }
 
 }  // namespace
@@ -162,7 +173,12 @@ void quantize_gguf_reference_on_device(GgufBlockType type, const __nv_bfloat16* 
   constexpr int kThreads = 128;
   const auto grid = static_cast<unsigned>(core::ceil_div(blocks, kThreads));
   if (grid == 0) return;
-  quantize_reference_kernel<<<grid, kThreads, 0, stream>>>(type, x, blocks, out);
+  if (type == GgufBlockType::q8_0)
+    quantize_reference_kernel<GgufBlockType::q8_0><<<grid, kThreads, 0, stream>>>(x, blocks, out);
+  else if (type == GgufBlockType::q4_0)
+    quantize_reference_kernel<GgufBlockType::q4_0><<<grid, kThreads, 0, stream>>>(x, blocks, out);
+  else
+    quantize_reference_kernel<GgufBlockType::q4_1><<<grid, kThreads, 0, stream>>>(x, blocks, out);
   KC_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -1,6 +1,7 @@
 // Files the paged decode ladder (stage3-hpc/attention/decode_NN_*.cu) with the registry: each rung
 // for bf16 and f16 and D = 64 or 128. Rung 02 keeps its split workspace in the public entry
-// (kc/stage3/attention_ops.hpp), which the registry's launch calls.
+// (kc/stage3/attention_ops.hpp), which the registry's launch calls; rung 03, not dispatched by the
+// entry yet, keeps its own here.
 #include "register_attention_decode.hpp"
 
 #include <fmt/format.h>
@@ -8,11 +9,15 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <map>
 #include <memory>
+#include <tuple>
 #include <utility>
 
 #include "kc/stage3/attention.hpp"
 #include "kc/stage3/attention_decode.hpp"
+#include "kc/common/buffer.hpp"
+#include "kc/common/device.hpp"
 #include "kc/stage3/attention_ops.hpp"
 #include "register_attention.hpp"
 
@@ -46,6 +51,44 @@ class SplitKvRung {
  private:
   PagedDecodeAttention decode_;
 };
+
+// What rung 03 keeps between launches: the SM count and the CTAs an SM holds (its wave-filling
+// split rule reads both) and the FP32 workspace of partial O and LSE, grown on the first launch
+// (kc-bench's untimed warm-up) and kept.
+class MmaSplitKvRung {
+ public:
+  template <typename T>
+  void run(const Problem& problem, Operands& operands, cudaStream_t stream) {
+    const DecodeArgs<T> args = decode_args<T>(problem, operands);
+    if (sm_count_ == 0) sm_count_ = current_device_sm_count();
+    // The occupancy query once per kernel instance (dtype, D, rows a group), not inside a timed launch.
+    int& ctas_per_sm = ctas_per_sm_[{problem.dtype == DType::bf16, args.head_dim, args.group_rows()}];
+    if (ctas_per_sm == 0) ctas_per_sm = attention_decode_03_ctas_per_sm(args);
+    const DecodeSplitPlan plan = plan_decode_splits_in_waves(args.batch, args.kv_heads, args.group_rows(),
+                                                             args.max_keys(), ctas_per_sm * sm_count_);
+    const std::size_t floats =
+        decode_split_workspace_floats(args.batch, args.q_heads, args.q_len, args.head_dim, plan);
+    float* base = floats == 0 ? nullptr : reinterpret_cast<float*>(workspace_.reserve(floats * sizeof(float)));
+    attention_decode_03_mma_split_kv(
+        args, plan, decode_split_workspace(base, args.batch, args.q_heads, args.q_len, args.head_dim, plan), stream);
+  }
+
+ private:
+  int sm_count_ = 0;
+  std::map<std::tuple<bool, int, int>, int> ctas_per_sm_;
+  DeviceScratch workspace_;
+};
+
+// The registry's launch of a rung that keeps state: rung->run<T> for the problem's dtype.
+template <class Rung>
+LaunchFn launch_for_dtype(std::shared_ptr<Rung> rung) {
+  return [rung](const Problem& problem, Operands& operands, cudaStream_t stream) {
+    if (problem.dtype == DType::bf16)
+      rung->template run<__nv_bfloat16>(problem, operands, stream);
+    else
+      rung->template run<__half>(problem, operands, stream);
+  };
+}
 
 }  // namespace
 
@@ -109,14 +152,15 @@ void register_attention_decode_kernels(Registry& registry) {
   KernelEntry split_kv = decode_entry(
       "02_split_kv", 2,
       "flash-decoding: context split over CTAs, each page read once per group (cp.async), FP32 partials combined");
-  auto rung = std::make_shared<SplitKvRung>();
-  split_kv.launch = [rung](const Problem& problem, Operands& operands, cudaStream_t stream) {
-    if (problem.dtype == DType::bf16)
-      rung->run<__nv_bfloat16>(problem, operands, stream);
-    else
-      rung->run<__half>(problem, operands, stream);
-  };
+  split_kv.launch = launch_for_dtype(std::make_shared<SplitKvRung>());
   registry.add_kernel(std::move(split_kv));
+
+  KernelEntry mma_split_kv = decode_entry(
+      "03_mma_split_kv", 3,
+      "rung 02 on tensor cores: the group's rows as an m16 tile, QK^T and PV on mma.sync, 64-key pages "
+      "in a 3-4 stage cp.async pipeline");
+  mma_split_kv.launch = launch_for_dtype(std::make_shared<MmaSplitKvRung>());
+  registry.add_kernel(std::move(mma_split_kv));
 }
 
 }  // namespace kc::stage3

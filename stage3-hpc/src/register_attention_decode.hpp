@@ -11,8 +11,8 @@
 
 namespace kc::stage3 {
 
-// Files the attention_decode_paged rungs (01 naive, 02 split-KV) with the registry; the op must be
-// registered first.
+// Files the attention_decode_paged rungs (01 naive, 02 split-KV, 03 split-KV on mma.sync) with
+// the registry; the op must be registered first.
 void register_attention_decode_kernels(Registry& registry);
 
 // The conformance problems the decode rungs refuse, by label: head dimensions other than 64 and 128.

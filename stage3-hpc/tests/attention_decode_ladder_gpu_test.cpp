@@ -1,9 +1,10 @@
 // The paged decode ladder on the GPU, beyond what the conformance suite checks (every rung on every
 // conformance problem, with the split count rung 02 picks for this GPU, tests/conformance):
-// rung 02 with split counts forced from 1 to one split per 64 keys passes the same check on ragged
-// batches (short sequences leave splits unused, rows chunked past 32), whatever the SM count of
-// the GPU; and a NaN in a key some rows see makes exactly those rows NaN, in every rung and through
-// the combine (the mask selects keys, the merges do not drop a NaN). Skips without a GPU.
+// rungs 02 and 03 with split counts forced from 1 to one split per 64 keys pass the same check on
+// ragged batches (short sequences leave splits unused, rows chunked past 32, rung 03's one and two
+// m16 tiles), whatever the SM count of the GPU; and a NaN in a key some rows see makes exactly
+// those rows NaN, in every rung and through the combine (the mask selects keys, the merges do not
+// drop a NaN). Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <cuda_bf16.h>
@@ -31,27 +32,33 @@ using testing_support::download;
 
 const OpSpec& decode_op() { return stage3_test_registry().op(kAttentionDecodeOp); }
 
-// Rung 02 on `problem`'s operands with exactly the split count of decode_plan_with_splits(splits),
+// The two rungs that take a split plan: 02 (CUDA cores) and 03 (mma.sync).
+enum class SplitRung { split_kv_02, mma_split_kv_03 };
+
+// `rung` on `problem`'s operands with exactly the split count of decode_plan_with_splits(splits),
 // its workspace in `workspace` (grown as needed).
 template <typename T>
-void run_split_kv(const Problem& problem, Operands& operands, int splits, DeviceBuffer<float>& workspace,
-                  cudaStream_t stream) {
+void run_split_rung(SplitRung rung, const Problem& problem, Operands& operands, int splits,
+                    DeviceBuffer<float>& workspace, cudaStream_t stream) {
   const DecodeArgs<T> args = decode_args<T>(problem, operands);
   const DecodeSplitPlan plan = decode_plan_with_splits(args.group_rows(), args.max_keys(), splits);
   const std::size_t floats = decode_split_workspace_floats(args.batch, args.q_heads, args.q_len, args.head_dim, plan);
   if (workspace.size() < floats) workspace = DeviceBuffer<float>(floats);
-  attention_decode_02_split_kv(
-      args, plan, decode_split_workspace(workspace.data(), args.batch, args.q_heads, args.q_len, args.head_dim, plan),
-      stream);
+  const DecodeSplitWorkspace views =
+      decode_split_workspace(workspace.data(), args.batch, args.q_heads, args.q_len, args.head_dim, plan);
+  if (rung == SplitRung::split_kv_02)
+    attention_decode_02_split_kv(args, plan, views, stream);
+  else
+    attention_decode_03_mma_split_kv(args, plan, views, stream);
   KC_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
-RunFn split_kv_with(int splits, DeviceBuffer<float>& workspace) {
-  return [splits, &workspace](const Problem& problem, Operands& operands, Context& context) {
+RunFn split_rung_with(SplitRung rung, int splits, DeviceBuffer<float>& workspace) {
+  return [rung, splits, &workspace](const Problem& problem, Operands& operands, Context& context) {
     if (problem.dtype == DType::bf16)
-      run_split_kv<__nv_bfloat16>(problem, operands, splits, workspace, context.stream());
+      run_split_rung<__nv_bfloat16>(rung, problem, operands, splits, workspace, context.stream());
     else
-      run_split_kv<__half>(problem, operands, splits, workspace, context.stream());
+      run_split_rung<__half>(rung, problem, operands, splits, workspace, context.stream());
   };
 }
 
@@ -64,23 +71,29 @@ TEST(AttentionDecodeLadderGpu, EverySplitCountPassesTheCheck) {
       op.problem({9, 32, 8, 4, 1000, 128}, DType::bf16, {{"lengths", 1.0}}),
       // 8 heads a group x 8 tokens = 64 rows: two row chunks a kv head; blocks of 64.
       op.problem({7, 16, 2, 8, 700, 64}, DType::f16, {{"lengths", 1.0}, {"block_size", 64.0}}),
-      // One group of 1 row (MHA, one token): one warp a CTA; blocks of 32.
-      op.problem({3, 4, 4, 1, 333, 128}, DType::f16, {{"block_size", 32.0}})};
+      // One group of 1 row (MHA, one token): one warp a CTA in rung 02; blocks of 32.
+      op.problem({3, 4, 4, 1, 333, 128}, DType::f16, {{"block_size", 32.0}}),
+      // 8 heads x 3 tokens = 24 rows: rung 03's two m16 tiles, the second half padding.
+      op.problem({5, 16, 2, 3, 1500, 128}, DType::bf16, {{"lengths", 1.0}}),
+      // 5 heads x 8 tokens = 40 rows: a chunk of 32 rows and one of 8.
+      op.problem({3, 10, 2, 8, 300, 64}, DType::bf16, {{"lengths", 1.0}, {"block_size", 32.0}})};
   DeviceBuffer<float> workspace;
-  for (const Problem& problem : problems) {
-    const DecodeShape s = decode_shape(problem);
-    const int max_keys = static_cast<int>(s.max_blocks() * s.block_size);
-    const int most = (max_keys + kDecodeSplitKeyMultiple - 1) / kDecodeSplitKeyMultiple;
-    for (const int splits : {1, 2, 3, 5, most}) {
-      const CheckOutcome outcome = check_run(op, split_kv_with(splits, workspace), problem, 11, context);
-      EXPECT_TRUE(outcome.passed()) << problem.label() << " with " << splits << " splits: " << outcome.detail;
+  for (const SplitRung rung : {SplitRung::split_kv_02, SplitRung::mma_split_kv_03})
+    for (const Problem& problem : problems) {
+      const DecodeShape s = decode_shape(problem);
+      const int max_keys = static_cast<int>(s.max_blocks() * s.block_size);
+      const int most = (max_keys + kDecodeSplitKeyMultiple - 1) / kDecodeSplitKeyMultiple;
+      for (const int splits : {1, 2, 3, 5, most}) {
+        const CheckOutcome outcome = check_run(op, split_rung_with(rung, splits, workspace), problem, 11, context);
+        EXPECT_TRUE(outcome.passed()) << "rung 0" << (rung == SplitRung::split_kv_02 ? 2 : 3) << " "
+                                      << problem.label() << " with " << splits << " splits: " << outcome.detail;
+      }
     }
-  }
 }
 
 // Sq = 4 new tokens of sequences of 100 keys (blocks of 16): token t sees keys j < 97 + t. K of
 // key 98 of sequence 0, kv head 1, holds a NaN: tokens 2 and 3 of query heads 4-7 see it (8 rows),
-// no other row does. Run by rung 01, rung 02 as registered, and rung 02 with two splits (keys
+// no other row does. Run by every rung as registered, and rungs 02 and 03 with two splits (keys
 // 0-63 and 64-99: the NaN reaches the combine through one partial LSE).
 TEST(AttentionDecodeLadderGpu, NanInAKeyReachesTheRowsThatSeeItOnly) {
   KC_SKIP_WITHOUT_GPU();
@@ -96,7 +109,8 @@ TEST(AttentionDecodeLadderGpu, NanInAKeyReachesTheRowsThatSeeItOnly) {
       kernel->launch(p, o, c.stream());
       KC_CUDA_CHECK(cudaStreamSynchronize(c.stream()));
     });
-  runs.emplace_back("rung 02 with 2 splits", split_kv_with(2, workspace));
+  runs.emplace_back("rung 02 with 2 splits", split_rung_with(SplitRung::split_kv_02, 2, workspace));
+  runs.emplace_back("rung 03 with 2 splits", split_rung_with(SplitRung::mma_split_kv_03, 2, workspace));
 
   for (const auto& [name, run] : runs)
     for (const DType dtype : {DType::bf16, DType::f16}) {

@@ -3,7 +3,8 @@
 // reason that says so) and lists those refusals as conformance problems; the conformance problems
 // reach every case the kernels branch on (ragged and empty sequences, blocks of 16/32/64, Sq 1 and
 // more, groups 1/4/8, D 64/128, one split and several, groups over 32 rows); rung 02's split rule
-// fills the GPU for a short batch and cuts every context into whole pages.
+// fills the GPU for a short batch and cuts every context into whole pages, and rung 03's fills
+// whole waves of resident CTAs under the same rules.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,7 +20,7 @@
 namespace kc::stage3 {
 namespace {
 
-const std::vector<std::string> kRungs = {"01_naive", "02_split_kv"};
+const std::vector<std::string> kRungs = {"01_naive", "02_split_kv", "03_mma_split_kv"};
 constexpr int kH200Sms = 132;
 constexpr int kA100Sms = 108;
 
@@ -140,6 +141,26 @@ TEST(AttentionDecodeLadder, ConformanceProblemsCoverTheEdgeCases) {
   EXPECT_TRUE(ragged_and_split) << "no ragged batch whose short sequences leave splits unused";
 }
 
+// Rung 03's plans (plan_decode_splits_in_waves) at the CTAs an SM holds for it (1 on an A100 at
+// D = 128, 2 on an H200, 3 at D = 64): the conformance problems still reach one split and several.
+TEST(AttentionDecodeLadder, ConformanceProblemsReachOneAndSeveralSplitsOfRung03) {
+  const OpSpec& op = decode_op();
+  for (const int sms : {kH200Sms, kA100Sms})
+    for (const int ctas_per_sm : {1, 2, 3}) {
+      bool one_split = false, several_splits = false;
+      for (const Problem& p : op.conformance_problems) {
+        if (decode_rung_shape_error(p) != "") continue;
+        const DecodeShape s = decode_shape(p);
+        const DecodeSplitPlan plan = plan_decode_splits_in_waves(
+            static_cast<int>(s.batch), static_cast<int>(s.kv_heads), static_cast<int>(s.group() * s.q_len),
+            static_cast<int>(s.max_blocks() * s.block_size), ctas_per_sm * sms);
+        one_split |= !plan.combines();
+        several_splits |= plan.combines();
+      }
+      EXPECT_TRUE(one_split && several_splits) << sms << " SMs x " << ctas_per_sm << " CTAs";
+    }
+}
+
 TEST(AttentionDecodeSplitPlan, FillsTheGpuForOneLongSequence) {
   // Llama-3-8B: 32 query heads over 8 kv heads, one new token, 32k keys, on 132 SMs.
   const DecodeSplitPlan plan = plan_decode_splits(1, 8, 4, 32768, kH200Sms);
@@ -176,22 +197,47 @@ TEST(AttentionDecodeSplitPlan, ALowerFloorSplitsShortContextsFiner) {
   EXPECT_EQ(plan_decode_splits(256, 8, 4, 2048, kH200Sms, 64).splits, 1);
 }
 
+// Both rules (rung 02's CTAs an SM, rung 03's waves of resident CTAs; `slots` is the SM count for
+// the first, the resident CTAs for the second).
 TEST(AttentionDecodeSplitPlan, SplitsAreWholePagesAndCoverTheContextWithoutAnEmptyOne) {
-  for (const int sms : {1, kA100Sms, kH200Sms})
-    for (const int batch : {1, 3, 16, 64})
-      for (const int kv_heads : {1, 2, 8})
-        for (const int rows : {1, 4, 24, 64})
-          for (const int keys : {1, 16, 63, 64, 65, 256, 257, 1000, 4095, 8192, 32768, 131072}) {
-            const DecodeSplitPlan plan = plan_decode_splits(batch, kv_heads, rows, keys, sms);
-            ASSERT_GE(plan.splits, 1);
-            EXPECT_EQ(plan.keys_per_split % kDecodeSplitKeyMultiple, 0);
-            EXPECT_GE(static_cast<long long>(plan.splits) * plan.keys_per_split, keys);     // covers
-            EXPECT_LT(static_cast<long long>(plan.splits - 1) * plan.keys_per_split, keys);  // none empty
-            if (plan.splits > 1) {
-              EXPECT_GE(plan.keys_per_split, kDecodeMinKeysPerSplit);
+  for (const bool in_waves : {false, true})
+    for (const int slots : {1, kA100Sms, kH200Sms, 3 * kH200Sms})
+      for (const int batch : {1, 3, 16, 48, 64})
+        for (const int kv_heads : {1, 2, 8})
+          for (const int rows : {1, 4, 24, 64})
+            for (const int keys : {1, 16, 63, 64, 65, 256, 257, 1000, 4095, 8192, 32768, 131072}) {
+              const DecodeSplitPlan plan = in_waves ? plan_decode_splits_in_waves(batch, kv_heads, rows, keys, slots)
+                                                    : plan_decode_splits(batch, kv_heads, rows, keys, slots);
+              ASSERT_GE(plan.splits, 1);
+              EXPECT_EQ(plan.keys_per_split % kDecodeSplitKeyMultiple, 0);
+              EXPECT_GE(static_cast<long long>(plan.splits) * plan.keys_per_split, keys);     // covers
+              EXPECT_LT(static_cast<long long>(plan.splits - 1) * plan.keys_per_split, keys);  // none empty
+              if (plan.splits > 1) {
+                EXPECT_GE(plan.keys_per_split, kDecodeMinKeysPerSplit);
+              }
+              EXPECT_EQ(plan.row_chunks, (rows + kDecodeMaxRowsPerCta - 1) / kDecodeMaxRowsPerCta);
             }
-            EXPECT_EQ(plan.row_chunks, (rows + kDecodeMaxRowsPerCta - 1) / kDecodeMaxRowsPerCta);
-          }
+}
+
+// Rung 03's rule on the H200 (132 SMs, two CTAs an SM at D = 128: 264 slots), Llama-3-8B's heads.
+TEST(AttentionDecodeSplitPlanInWaves, FillsWholeWavesOfResidentCtas) {
+  constexpr int kSlots = 2 * kH200Sms;
+  const DecodeSplitPlan batch1 = plan_decode_splits_in_waves(1, 8, 4, 32768, kSlots);
+  EXPECT_EQ(batch1.keys_per_split, 1024);  // 33 splits wanted: 993 keys, rounded to whole tiles
+  EXPECT_EQ(batch1.splits, 32);            // 256 CTAs, one wave
+  EXPECT_EQ(plan_decode_splits_in_waves(8, 8, 4, 32768, kSlots).splits, 4);   // 256 CTAs
+  EXPECT_EQ(plan_decode_splits_in_waves(8, 8, 4, 8192, kSlots).splits, 4);
+  EXPECT_EQ(plan_decode_splits_in_waves(48, 8, 4, 8192, kSlots).splits, 2);   // 768 CTAs: 3 waves at 97%
+  EXPECT_EQ(plan_decode_splits_in_waves(64, 8, 4, 8192, kSlots).splits, 1);   // 512 CTAs: 2 waves at 97%
+  EXPECT_EQ(plan_decode_splits_in_waves(256, 8, 4, 32768, kSlots).splits, 1);
+  EXPECT_FALSE(plan_decode_splits_in_waves(256, 8, 4, 32768, kSlots).combines());
+  // A short context: no split under the floor (256 keys by default, 64 on request).
+  EXPECT_EQ(plan_decode_splits_in_waves(1, 8, 4, 1024, kSlots).splits, 4);
+  EXPECT_EQ(plan_decode_splits_in_waves(1, 8, 4, 1024, kSlots, 64).splits, 16);
+  EXPECT_EQ(plan_decode_splits_in_waves(1, 8, 4, 255, kSlots).splits, 1);
+  EXPECT_EQ(plan_decode_splits_in_waves(1, 1, 1, 1, kSlots).splits, 1);
+  EXPECT_EQ(plan_decode_splits_in_waves(1, 8, 4, 32768, 0).splits, 1);  // no slot count: one split
+  EXPECT_EQ(plan_decode_splits_in_waves(2, 2, 64, 192, kSlots).row_chunks, 2);
 }
 
 TEST(AttentionDecodeSplitPlan, ForcedSplitCountsAndTheWorkspace) {

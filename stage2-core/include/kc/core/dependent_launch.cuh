@@ -10,7 +10,7 @@
 //   }
 //   core::launch_dependent(k, grid, block, smem, stream, args);
 //
-// SASS to look for (sm_90): ACQBULK for the wait, PREEXIT for let_dependent_grids_start, UBLKPF
+// SASS to look for (sm_90): ACQBULK for the wait, PREEXIT for let_dependent_grids_start, UBLKPF.L2
 // for the bulk L2 prefetch. On sm_80 the three compile to nothing.
 #pragma once
 

@@ -115,6 +115,45 @@ constexpr DecodeSplitPlan plan_decode_splits(int batch, int kv_heads, int group_
   return decode_plan_with_splits(group_rows, max_keys, splits < 1 ? 1 : static_cast<int>(splits));
 }
 
+// Rung 03's split rule: the same plans (whole 64-key tiles, the same row chunks, workspace and
+// combine), but the split count is chosen against the CTAs the GPU holds at once,
+// `resident_ctas` (CTAs an SM holds for rung 03's shared memory, attention_decode_03_ctas_per_sm,
+// times the SM count), instead of a fixed number per SM. Rung 03's CTAs are large (up to 104 KiB
+// of shared memory: two or three an SM), so the waves are few and a last wave that is mostly
+// empty costs a large share of the time: of the split counts from the one that just fills one
+// wave (resident_ctas / CTAs before any split, at least 1) up to twice that, it takes the first
+// whose CTAs fill their waves to kDecodeWaveFill (or the fullest), never splits under
+// `min_keys_per_split` keys (a short context starts from the most splits of that length).
+// Examples (132 SMs x 2 = 264 slots, 8 kv heads, 4 rows a group): batch 1 at 32k keys: 33 splits
+// wanted, 1024 keys each -> 32 splits, 256 CTAs, one wave; batch 8: 4 splits (256 CTAs); batch
+// 48: 384 CTAs fill 2 waves to 73%, 2 splits fill 3 to 97%; batch 64 (512 CTAs, 97% of 2 waves)
+// and 256: one split. Like plan_decode_splits it reads the table's width only.
+inline constexpr double kDecodeWaveFill = 0.9;
+constexpr DecodeSplitPlan plan_decode_splits_in_waves(int batch, int kv_heads, int group_rows, int max_keys,
+                                                      int resident_ctas,
+                                                      int min_keys_per_split = kDecodeMinKeysPerSplit) {
+  const int row_chunks = decode_ceil_div(group_rows, kDecodeMaxRowsPerCta);
+  const long long ctas = static_cast<long long>(batch) * kv_heads * row_chunks;
+  const long long slots = resident_ctas > 0 ? resident_ctas : 1;
+  const int floor = min_keys_per_split > 0 ? min_keys_per_split : kDecodeMinKeysPerSplit;
+  const long long most = max_keys / floor > 1 ? max_keys / floor : 1;  // splits of at least the floor
+  const long long one_wave = ctas >= slots ? 1 : slots / ctas;
+  const long long first = one_wave < most ? one_wave : most;
+  DecodeSplitPlan best = decode_plan_with_splits(group_rows, max_keys, 1);
+  double best_fill = -1.0;
+  for (long long wanted = first; wanted <= 2 * first && wanted <= most; ++wanted) {
+    const DecodeSplitPlan plan = decode_plan_with_splits(group_rows, max_keys, static_cast<int>(wanted));
+    const long long all = ctas * plan.splits;
+    const double fill = static_cast<double>(all) / static_cast<double>((all + slots - 1) / slots * slots);
+    if (fill > best_fill) {
+      best = plan;
+      best_fill = fill;
+    }
+    if (fill >= kDecodeWaveFill) break;
+  }
+  return best;
+}
+
 // Rung 02's scratch (FP32): the partial O of every (query row, split), [B, Hq, Sq, splits, D],
 // and its LSE, [B, Hq, Sq, splits]. Unused (null) when the plan has one split.
 struct DecodeSplitWorkspace {
@@ -155,5 +194,17 @@ void attention_decode_01_naive(const DecodeArgs<T>& args, cudaStream_t stream);
 template <typename T>
 void attention_decode_02_split_kv(const DecodeArgs<T>& args, const DecodeSplitPlan& plan,
                                   const DecodeSplitWorkspace& workspace, cudaStream_t stream);
+
+// Rung 03: rung 02's grid, plans, workspace and combine, with the group's rows padded to m16
+// tiles: S = Q K^T and O += P V on mma.sync (ldmatrix of K, ldmatrix.trans of V), 64-key tiles of
+// pages gathered by a 3- or 4-stage cp.async pipeline, the tile's keys split over 4 warps.
+template <typename T>
+void attention_decode_03_mma_split_kv(const DecodeArgs<T>& args, const DecodeSplitPlan& plan,
+                                      const DecodeSplitWorkspace& workspace, cudaStream_t stream);
+
+// The CTAs of rung 03 one SM of the current GPU holds at once for `args` (its shared memory and
+// registers decide), the `resident_ctas` per SM of plan_decode_splits_in_waves.
+template <typename T>
+int attention_decode_03_ctas_per_sm(const DecodeArgs<T>& args);
 
 }  // namespace kc::stage3
