@@ -51,6 +51,8 @@ TEST(KcBenchGpu, NegativeControlsAreReportedFailedAndNeverTimed) {
   const auto fp8_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_fp8";
   const auto int8_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_int8";
   const auto small_m_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_small_m";
+  const auto quantize_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_quantize";
+  std::filesystem::remove_all(quantize_dir);
   std::filesystem::remove_all(fp8_dir);
   std::filesystem::remove_all(int8_dir);
   std::filesystem::remove_all(small_m_dir);
@@ -99,9 +101,15 @@ TEST(KcBenchGpu, NegativeControlsAreReportedFailedAndNeverTimed) {
         "--max-samples 5 --allow-dirty --markdown " + int8_dir.string());
     EXPECT_EQ(int8.exit_code, 1) << "a failed kernel must fail the run\n" << int8.output;
   }
+  // The GGUF quantize control (nibbles swapped) on q4_0 blocks, odd rows: a two-dimensional shape.
+  const ProgramRun quantize = run_kc_bench(
+      "--include-negative-controls --filter 'quantize_gguf/nc_' --shapes 17x4128 --param ggml_type=2 "
+      "--max-samples 5 --allow-dirty --markdown " + quantize_dir.string());
+  EXPECT_EQ(quantize.exit_code, 1) << "a failed kernel must fail the run\n" << quantize.output;
   const std::string fp8_json = hopper ? read_file(fp8_dir / "negative-controls.json") : std::string();
   const std::string int8_json = hopper ? read_file(int8_dir / "negative-controls.json") : std::string();
   const std::string small_m_json = read_file(small_m_dir / "negative-controls.json");
+  const std::string quantize_json = read_file(quantize_dir / "negative-controls.json");
   const std::string json = read_file(dir / "negative-controls.json");
   const std::string attention_json = read_file(attention_dir / "negative-controls.json");
   const std::string decode_json = read_file(decode_dir / "negative-controls.json");
@@ -113,10 +121,12 @@ TEST(KcBenchGpu, NegativeControlsAreReportedFailedAndNeverTimed) {
     const bool is_fp8 = control.id.find("/fp8_gemm/") != std::string::npos;
     const bool is_int8 = control.id.find("/int8_gemm") != std::string::npos;
     const bool is_small_m = control.id.find("/nc_split_k_partials") != std::string::npos;
+    const bool is_quantize = control.id.find("/quantize_gguf/") != std::string::npos;
     if ((is_fp8 || is_int8) && !hopper) continue;  // FP8 and INT8 WGMMA: compute capability 9.0 only
     const std::string& text = is_fp8 ? fp8_json
                               : is_int8 ? int8_json
                               : is_small_m ? small_m_json
+                              : is_quantize ? quantize_json
                               : is_grouped ? grouped_json
                               : is_decode  ? decode_json
                               : is_attention ? attention_json
@@ -134,6 +144,7 @@ TEST(KcBenchGpu, NegativeControlsAreReportedFailedAndNeverTimed) {
   std::filesystem::remove_all(fp8_dir);
   std::filesystem::remove_all(int8_dir);
   std::filesystem::remove_all(small_m_dir);
+  std::filesystem::remove_all(quantize_dir);
 }
 
 TEST(KcBenchGpu, NaiveRungProducesTablesAgainstCublas) {
