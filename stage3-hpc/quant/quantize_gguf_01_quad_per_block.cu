@@ -78,9 +78,6 @@ __device__ __forceinline__ void pack_bytes(const int (&q)[kValuesPerLane], std::
   }
 }
 
-// 1 / d, or 0 where ggml's `d ? 1.0f/d : 0.0f` takes the zero (a NaN d is "true").
-__device__ __forceinline__ float reciprocal_or_zero(float d) { return d != 0.f ? __fdiv_rn(1.f, d) : 0.f; }
-
 // Quantizes the eight values `v` (elements 8 part ... 8 part + 7) of the block that starts at
 // `block` in shared memory. Every lane of the warp calls it (the shuffles need all 32).
 template <GgufBlockType kType, bool kSwapNibbles>
@@ -109,7 +106,7 @@ __device__ __forceinline__ void quantize_part(const float (&v)[kValuesPerLane], 
       saw_nan = saw_nan || other_nan;
     }
     const float d = __fdiv_rn(amax, 127.f);
-    const float id = reciprocal_or_zero(d);
+    const float id = ggml_inverse_scale(d);
 #pragma unroll
     for (int i = 0; i < kValuesPerLane; ++i) q[i] = ggml_float_to_int8(roundf(__fmul_rn(v[i], id)));
     std::uint32_t low, high;
@@ -161,11 +158,13 @@ __device__ __forceinline__ void quantize_part(const float (&v)[kValuesPerLane], 
       }
       d = __fdiv_rn(__fsub_rn(max, min), 15.f);
     }
-    const float id = reciprocal_or_zero(d);
+    const float id = ggml_inverse_scale(d);
 #pragma unroll
     for (int i = 0; i < kValuesPerLane; ++i) {
       const float scaled = kType == GgufBlockType::q4_0 ? __fadd_rn(__fmul_rn(v[i], id), 8.5f)
                                                         : __fadd_rn(__fmul_rn(__fsub_rn(v[i], min), id), 0.5f);
+      // ggml_nibble's rule (quantize_gguf_args.hpp) written out: calling it gives the same
+      // instructions in another register allocation, and this is the measured code.
       const int quant = ggml_float_to_int8(scaled);
       q[i] = quant < 15 ? quant : 15;
     }

@@ -55,12 +55,6 @@ __host__ __device__ inline void put_bits(std::uint8_t* at, std::uint16_t bits) {
   at[1] = static_cast<std::uint8_t>(bits >> 8);
 }
 
-// ggml's `MIN(15, (int8_t)(v))` stored in a uint8_t.
-__host__ __device__ inline std::uint8_t nibble_of(float v) {
-  const int q = ggml_float_to_int8(v);
-  return static_cast<std::uint8_t>(q < 15 ? q : 15);
-}
-
 // One block of 32 floats to its bytes, as ggml's reference quantizer of `type` writes it.
 __host__ __device__ __forceinline__ void quantize_block(GgufBlockType type, const float* x, std::uint8_t* out) {
   constexpr int kQk = kGgufBlockWeights;
@@ -72,7 +66,7 @@ __host__ __device__ __forceinline__ void quantize_block(GgufBlockType type, cons
       amax = amax > a ? amax : a;  // ggml's MAX(a, b): ((a) > (b) ? (a) : (b))
     }
     const float d = rn_div(amax, 127.0f);
-    const float id = d != 0.0f ? rn_div(1.0f, d) : 0.0f;
+    const float id = ggml_inverse_scale(d);
     put_bits(out, ggml_fp16_bits(d));
 #pragma unroll
     for (int j = 0; j < kQk; ++j)
@@ -88,12 +82,12 @@ __host__ __device__ __forceinline__ void quantize_block(GgufBlockType type, cons
         max = x[j];
       }
     const float d = rn_div(max, -8.0f);
-    const float id = d != 0.0f ? rn_div(1.0f, d) : 0.0f;
+    const float id = ggml_inverse_scale(d);
     put_bits(out, ggml_fp16_bits(d));
 #pragma unroll
     for (int j = 0; j < kQk / 2; ++j) {
-      const std::uint8_t low = nibble_of(rn_add(rn_mul(x[j], id), 8.5f));
-      const std::uint8_t high = nibble_of(rn_add(rn_mul(x[kQk / 2 + j], id), 8.5f));
+      const auto low = static_cast<std::uint8_t>(ggml_nibble(rn_add(rn_mul(x[j], id), 8.5f)));
+      const auto high = static_cast<std::uint8_t>(ggml_nibble(rn_add(rn_mul(x[kQk / 2 + j], id), 8.5f)));
       out[2 + j] = static_cast<std::uint8_t>(low | (high << 4));
     }
     return;
@@ -106,13 +100,13 @@ __host__ __device__ __forceinline__ void quantize_block(GgufBlockType type, cons
     if (x[j] > max) max = x[j];
   }
   const float d = rn_div(rn_sub(max, min), 15.0f);
-  const float id = d != 0.0f ? rn_div(1.0f, d) : 0.0f;
+  const float id = ggml_inverse_scale(d);
   put_bits(out, ggml_fp16_bits(d));
   put_bits(out + 2, ggml_fp16_bits(min));
 #pragma unroll
   for (int j = 0; j < kQk / 2; ++j) {
-    const std::uint8_t low = nibble_of(rn_add(rn_mul(rn_sub(x[j], min), id), 0.5f));
-    const std::uint8_t high = nibble_of(rn_add(rn_mul(rn_sub(x[kQk / 2 + j], min), id), 0.5f));
+    const auto low = static_cast<std::uint8_t>(ggml_nibble(rn_add(rn_mul(rn_sub(x[j], min), id), 0.5f)));
+    const auto high = static_cast<std::uint8_t>(ggml_nibble(rn_add(rn_mul(rn_sub(x[kQk / 2 + j], min), id), 0.5f)));
     out[4 + j] = static_cast<std::uint8_t>(low | (high << 4));
   }
 }

@@ -84,6 +84,24 @@ __host__ __device__ inline std::uint16_t ggml_fp16_bits(float v) {
   return bits;
 }
 
+// ggml's `id = d ? 1.0f/d : 0.0f`: the reciprocal of a block's scale, one correctly rounded
+// division, 0 for a zero scale (a NaN scale counts as true, as in C). Shared by the reference and
+// the kernels.
+__host__ __device__ inline float ggml_inverse_scale(float d) {
+#ifdef __CUDA_ARCH__
+  return d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
+#else
+  return d != 0.0f ? 1.0f / d : 0.0f;
+#endif
+}
+
+// A q4 quant as ggml stores it: MIN(15, (int8_t)(v)), with int8(v) as ggml_float_to_int8 defines it
+// (the reference calls it; rung 01 writes the same two lines out).
+__host__ __device__ inline int ggml_nibble(float v) {
+  const int q = ggml_float_to_int8(v);
+  return q < 15 ? q : 15;
+}
+
 // Rung 01: four lanes per block of 32 (one 16-byte load of x each), the block's max or min by two
 // ordered shuffles, the quants packed in registers and the CTA's blocks staged in shared memory,
 // then written out with 16-byte coalesced stores (sm_80 and newer).
