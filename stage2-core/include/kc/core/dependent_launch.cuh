@@ -60,12 +60,20 @@ __device__ __forceinline__ void prefetch_to_l2(const void* pointer, std::uint32_
 
 // Whether a launch_dependent() from this thread, now, goes as a programmatic dependent: asked
 // for (a ProgrammaticLaunchScope) and the current device has compute capability 9.0 or newer.
+// Called for every launch of a decode step: the capability is asked once per device and thread.
 inline bool programmatic_launch_active() {
   if (!programmatic_launch_requested()) return false;
-  int device = 0, major = 0;
+  thread_local int known_device = -1;
+  thread_local bool known_supported = false;
+  int device = 0;
   KC_CUDA_CHECK(cudaGetDevice(&device));
-  KC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  return major >= 9;
+  if (device != known_device) {
+    int major = 0;
+    KC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    known_supported = major >= 9;
+    known_device = device;
+  }
+  return known_supported;
 }
 
 // kernel<<<grid, block, smem_bytes, stream>>>(args...), as a programmatic dependent of the
