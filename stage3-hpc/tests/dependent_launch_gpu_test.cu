@@ -17,12 +17,14 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
 #include "hgemm.hpp"
 #include "kc/common/buffer.hpp"
+#include "kc/common/context.hpp"
 #include "kc/common/device.hpp"
 #include "kc/common/error.hpp"
 #include "kc/common/fill.hpp"
@@ -58,12 +60,6 @@ bool programmatic_launch_available() {
   return query_device().compute_capability() >= 90;
 }
 
-struct Stream {
-  cudaStream_t s = nullptr;
-  Stream() { KC_CUDA_CHECK(cudaStreamCreate(&s)); }
-  ~Stream() { cudaStreamDestroy(s); }
-};
-
 TEST(DependentLaunch, TheDependentStartsEarlyAndTheWaitHoldsItUntilTheInputIsWritten) {
   KC_SKIP_WITHOUT_GPU();
   if (!programmatic_launch_available()) GTEST_SKIP() << "programmatic dependent launch needs compute capability 9.0";
@@ -71,21 +67,21 @@ TEST(DependentLaunch, TheDependentStartsEarlyAndTheWaitHoldsItUntilTheInputIsWri
   const std::vector<bf16> one(1, __float2bfloat16(1.f));
   DeviceBuffer<bf16> source(1), input(1);
   DeviceBuffer<float> seen(2);
-  source.copy_from_host(one, stream.s);
+  source.copy_from_host(one, stream.get());
   // A kernel's first launch in a process may load its module (lazy loading), which waits for the
   // work in flight: the checked round comes after a warm-up round of both kernels.
   for (int round = 0; round < 2; ++round) {
     for (const bool dependent : {true, false}) {
-      poison(input.data(), DType::bf16, 1, stream.s);
+      poison(input.data(), DType::bf16, 1, stream.get());
       {
         const core::ProgrammaticLaunchScope scope{dependent};
-        spin_then_copy<<<1, 32, 0, stream.s>>>(source.data(), input.data(), 1, kSpinCycles);
+        spin_then_copy<<<1, 32, 0, stream.get()>>>(source.data(), input.data(), 1, kSpinCycles);
         KC_CHECK_LAUNCH();
-        EXPECT_EQ(core::launch_dependent(read_before_the_wait, dim3(1), dim3(32), 0, stream.s, input.data(),
+        EXPECT_EQ(core::launch_dependent(read_before_the_wait, dim3(1), dim3(32), 0, stream.get(), input.data(),
                                          seen.data()),
                   dependent);
       }
-      const std::vector<float> got = seen.to_host(stream.s);
+      const std::vector<float> got = seen.to_host(stream.get());
       if (round == 0) continue;
       if (dependent)
         EXPECT_TRUE(std::isnan(got[0])) << "the dependent read " << got[0]
@@ -113,41 +109,41 @@ TEST(DependentLaunch, Rung12ChainedBehindALateInputGivesTheOrdinaryLaunchesBits)
   Stream stream;
   DeviceBuffer<bf16> x_source(kK), norm_weight(kK), w1(std::size_t{kN} * kK), w2(std::size_t{kN} * kK),
       w3(std::size_t{kN} * kK), y3_start(kN);
-  fill_random(x_source, 11);
-  fill_random(norm_weight, 12);
-  fill_random(w1, 13);
-  fill_random(w2, 14);
-  fill_random(w3, 15);
-  fill_random(y3_start, 16);
+  fill_random(x_source, 11, {}, stream.get());
+  fill_random(norm_weight, 12, {}, stream.get());
+  fill_random(w1, 13, {}, stream.get());
+  fill_random(w2, 14, {}, stream.get());
+  fill_random(w3, 15, {}, stream.get());
+  fill_random(y3_start, 16, {}, stream.get());
   std::vector<std::uint16_t> results[2][3];
   for (const bool dependent : {false, true}) {
     DeviceBuffer<bf16> x(kK), y1(kN), y2(kN), y3(kN);
-    poison(x.data(), DType::bf16, kK, stream.s);
-    poison(y1.data(), DType::bf16, kN, stream.s);
-    poison(y2.data(), DType::bf16, kN, stream.s);
-    KC_CUDA_CHECK(cudaMemcpyAsync(y3.data(), y3_start.data(), y3.bytes(), cudaMemcpyDeviceToDevice, stream.s));
+    poison(x.data(), DType::bf16, kK, stream.get());
+    poison(y1.data(), DType::bf16, kN, stream.get());
+    poison(y2.data(), DType::bf16, kN, stream.get());
+    KC_CUDA_CHECK(cudaMemcpyAsync(y3.data(), y3_start.data(), y3.bytes(), cudaMemcpyDeviceToDevice, stream.get()));
     {
       const core::ProgrammaticLaunchScope scope{dependent};
-      spin_then_copy<<<1, 256, 0, stream.s>>>(x_source.data(), x.data(), kK, kSpinCycles);
+      spin_then_copy<<<1, 256, 0, stream.get()>>>(x_source.data(), x.data(), kK, kSpinCycles);
       KC_CHECK_LAUNCH();
       const SmallMGemvWeight first{w1.data(), y1.data(), kN};
-      hgemm_12_small_m_gemv_shared_a(1, kK, 1.f, x.data(), &first, 1, 0.f, stream.s, norm_weight.data(), 1e-5f);
+      hgemm_12_small_m_gemv_shared_a(1, kK, 1.f, x.data(), &first, 1, 0.f, stream.get(), norm_weight.data(), 1e-5f);
       const SmallMGemvWeight second{w2.data(), y2.data(), kN};
-      hgemm_12_small_m_gemv_shared_a(1, kK, 1.f, y1.data(), &second, 1, 0.f, stream.s);
+      hgemm_12_small_m_gemv_shared_a(1, kK, 1.f, y1.data(), &second, 1, 0.f, stream.get());
       const SmallMGemvWeight third{w3.data(), y3.data(), kN};
-      hgemm_12_small_m_gemv_shared_a(1, kK, 1.f, y2.data(), &third, 1, 1.f, stream.s);
+      hgemm_12_small_m_gemv_shared_a(1, kK, 1.f, y2.data(), &third, 1, 1.f, stream.get());
     }
-    results[dependent][0] = bits_of(y1, stream.s);
-    results[dependent][1] = bits_of(y2, stream.s);
-    results[dependent][2] = bits_of(y3, stream.s);
+    results[dependent][0] = bits_of(y1, stream.get());
+    results[dependent][1] = bits_of(y2, stream.get());
+    results[dependent][2] = bits_of(y3, stream.get());
   }
   for (int i = 0; i < 3; ++i)
     EXPECT_EQ(results[0][i], results[1][i]) << "output " << i + 1 << " of the chain differs between launch modes";
 
   // The first product against double precision: rmsnorm(x) . W1^T.
-  const std::vector<double> x = to_host_double(x_source.data(), DType::bf16, kK);
-  const std::vector<double> g = to_host_double(norm_weight.data(), DType::bf16, kK);
-  const std::vector<double> w = to_host_double(w1.data(), DType::bf16, std::size_t{kN} * kK);
+  const std::vector<double> x = to_host_double(x_source.data(), DType::bf16, kK, stream.get());
+  const std::vector<double> g = to_host_double(norm_weight.data(), DType::bf16, kK, stream.get());
+  const std::vector<double> w = to_host_double(w1.data(), DType::bf16, std::size_t{kN} * kK, stream.get());
   double squares = 0;
   for (double v : x) squares += v * v;
   const double inverse_rms = 1.0 / std::sqrt(squares / kK + 1e-5);
@@ -159,9 +155,8 @@ TEST(DependentLaunch, Rung12ChainedBehindALateInputGivesTheOrdinaryLaunchesBits)
       dot += term;
       magnitude += std::fabs(term);
     }
-    const std::uint32_t widened = static_cast<std::uint32_t>(results[1][0][n]) << 16;  // bf16 -> f32 bits
-    float got = 0.f;
-    std::memcpy(&got, &widened, sizeof got);
+    const double got = decode_element(reinterpret_cast<const std::byte*>(results[1][0].data()), DType::bf16,
+                                      static_cast<std::size_t>(n));
     // bf16 output rounding plus FP32 accumulation over K terms.
     const double bound = std::fabs(dot * inverse_rms) * 0.0079 + magnitude * inverse_rms * 2e-5 + 1e-6;
     if (!(std::fabs(got - dot * inverse_rms) <= bound)) ++bad;

@@ -24,6 +24,7 @@
 
 #include "hgemm.hpp"
 #include "kc/common/buffer.hpp"
+#include "kc/common/context.hpp"
 #include "kc/common/device.hpp"
 #include "kc/common/error.hpp"
 #include "kc/common/fill.hpp"
@@ -65,8 +66,8 @@ int run(int argc, char** argv) {
           "kc-gemv-chain: widths must be positive multiples of 8 and --layers positive");
   if (!gpu_visible_or_explain("kc-gemv-chain", "; it times kernels on a GPU.")) return 2;
   const DeviceInfo device = query_device();
-  cudaStream_t stream = nullptr;
-  KC_CUDA_CHECK(cudaStreamCreate(&stream));
+  const Stream owned_stream;
+  const cudaStream_t stream = owned_stream.get();
   const double copy_gbps = measure_copy_bandwidth_gbps(std::size_t{1} << 30, stream);
 
   std::vector<Layer> layers(static_cast<std::size_t>(w.layers));
@@ -80,10 +81,11 @@ int run(int argc, char** argv) {
     l.attn_norm = DeviceBuffer<bf16>(h);
     l.ffn_norm = DeviceBuffer<bf16>(h);
     for (DeviceBuffer<bf16>* b : {&l.qkv, &l.o, &l.gate_up, &l.down, &l.attn_norm, &l.ffn_norm})
-      fill_random(*b, seed++, FillSpec::uniform(-0.02, 0.02));
+      fill_random(*b, seed++, FillSpec::uniform(-0.02, 0.02), stream);
   }
-  DeviceBuffer<bf16> x(h), qkv(w.q + 2 * static_cast<std::size_t>(w.kv)), gate_up(2 * static_cast<std::size_t>(w.intermediate));
-  fill_random(x, 99);
+  DeviceBuffer<bf16> x(h), qkv(w.q + 2 * static_cast<std::size_t>(w.kv)),
+      gate_up(2 * static_cast<std::size_t>(w.intermediate));
+  fill_random(x, 99, {}, stream);
 
   const auto chain = [&](cudaStream_t s) {
     for (const Layer& l : layers) {
@@ -143,7 +145,6 @@ int run(int argc, char** argv) {
     }
   }
   set_small_m_gemv_prefetch_budget(default_budget);
-  KC_CUDA_CHECK(cudaStreamDestroy(stream));
   return 0;
 }
 
