@@ -427,7 +427,10 @@ void attention_decode_03_mma_split_kv(const DecodeArgs<T>& args, const DecodeSpl
 
 template <typename T>
 int attention_decode_03_ctas_per_sm(const DecodeArgs<T>& args) {
-  require_decode_args(args, "decode rung 03");
+  // Reads the head dimension and the group's rows only: a shape without tensors will do.
+  require(args.head_dim == 64 || args.head_dim == 128,
+          "decode rung 03: head dimension D = {} is not compiled; this rung supports D = 64 and D = 128",
+          args.head_dim);
   if (args.head_dim == 64) return two_row_tiles(args) ? ctas_per_sm<T, 64, 2>() : ctas_per_sm<T, 64, 1>();
   return two_row_tiles(args) ? ctas_per_sm<T, 128, 2>() : ctas_per_sm<T, 128, 1>();
 }

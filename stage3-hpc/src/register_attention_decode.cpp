@@ -1,7 +1,7 @@
 // Files the paged decode ladder (stage3-hpc/attention/decode_NN_*.cu) with the registry: each rung
-// for bf16 and f16 and D = 64 or 128. Rung 02 keeps its split workspace in the public entry
-// (kc/stage3/attention_ops.hpp), which the registry's launch calls; rung 03, not dispatched by the
-// entry yet, keeps its own here.
+// for bf16 and f16 and D = 64 or 128. Rungs 02 and 03 keep their split workspace in the public
+// entry (kc/stage3/attention_ops.hpp's PagedDecodeAttention), whose run_split_kv and
+// run_mma_split_kv the registry's launches call.
 #include "register_attention_decode.hpp"
 
 #include <fmt/format.h>
@@ -9,15 +9,11 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <map>
 #include <memory>
-#include <tuple>
 #include <utility>
 
 #include "kc/stage3/attention.hpp"
 #include "kc/stage3/attention_decode.hpp"
-#include "kc/common/buffer.hpp"
-#include "kc/common/device.hpp"
 #include "kc/stage3/attention_ops.hpp"
 #include "register_attention.hpp"
 
@@ -52,31 +48,19 @@ class SplitKvRung {
   PagedDecodeAttention decode_;
 };
 
-// What rung 03 keeps between launches: the SM count and the CTAs an SM holds (its wave-filling
-// split rule reads both) and the FP32 workspace of partial O and LSE, grown on the first launch
-// (kc-bench's untimed warm-up) and kept.
+// What rung 03 keeps between launches (the SM count and the CTAs an SM holds, which its
+// wave-filling split rule reads; the FP32 workspace of partial O and LSE, grown on the first launch,
+// kc-bench's untimed warm-up, and kept): the public entry's, which runs rung 03 itself through
+// run_mma_split_kv.
 class MmaSplitKvRung {
  public:
   template <typename T>
   void run(const Problem& problem, Operands& operands, cudaStream_t stream) {
-    const DecodeArgs<T> args = decode_args<T>(problem, operands);
-    if (sm_count_ == 0) sm_count_ = current_device_sm_count();
-    // The occupancy query once per kernel instance (dtype, D, rows a group), not inside a timed launch.
-    int& ctas_per_sm = ctas_per_sm_[{problem.dtype == DType::bf16, args.head_dim, args.group_rows()}];
-    if (ctas_per_sm == 0) ctas_per_sm = attention_decode_03_ctas_per_sm(args);
-    const DecodeSplitPlan plan = plan_decode_splits_in_waves(args.batch, args.kv_heads, args.group_rows(),
-                                                             args.max_keys(), ctas_per_sm * sm_count_);
-    const std::size_t floats =
-        decode_split_workspace_floats(args.batch, args.q_heads, args.q_len, args.head_dim, plan);
-    float* base = floats == 0 ? nullptr : reinterpret_cast<float*>(workspace_.reserve(floats * sizeof(float)));
-    attention_decode_03_mma_split_kv(
-        args, plan, decode_split_workspace(base, args.batch, args.q_heads, args.q_len, args.head_dim, plan), stream);
+    decode_.run_mma_split_kv(decode_args<T>(problem, operands), stream);
   }
 
  private:
-  int sm_count_ = 0;
-  std::map<std::tuple<bool, int, int>, int> ctas_per_sm_;
-  DeviceScratch workspace_;
+  PagedDecodeAttention decode_;
 };
 
 // The registry's launch of a rung that keeps state: rung->run<T> for the problem's dtype.

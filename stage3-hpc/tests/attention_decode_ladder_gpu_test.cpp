@@ -4,7 +4,9 @@
 // ragged batches (short sequences leave splits unused, rows chunked past 32, rung 03's one and two
 // m16 tiles), whatever the SM count of the GPU; and a NaN in a key some rows see makes exactly
 // those rows NaN, in every rung and through the combine (the mask selects keys, the merges do not
-// drop a NaN). Skips without a GPU.
+// drop a NaN); the public entry (PagedDecodeAttention) reserves from a shape without tensors, runs
+// rung 03 by default and rung 02 when told, both passing the check with the engine's split floor.
+// Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <cuda_bf16.h>
@@ -21,6 +23,7 @@
 #include "attention_test_support.hpp"
 #include "kc/common/check.hpp"
 #include "kc/stage3/attention_decode.hpp"
+#include "kc/stage3/attention_ops.hpp"
 #include "src/register_attention_decode.hpp"
 #include "stage3_test_registry.hpp"
 #include "support/gpu_test.hpp"
@@ -147,6 +150,50 @@ TEST(AttentionDecodeLadderGpu, NanInAKeyReachesTheRowsThatSeeItOnly) {
       }
       EXPECT_EQ(wrong_rows, 0) << name << " " << dtype_name(dtype) << ": " << wrong_rows
                                << " rows differ from the definition (8 rows NaN, the rest finite)";
+    }
+}
+
+// The engine's use of the public entry: a floor of 128 keys, reserve() from the shape alone (null
+// pointers) at the table's width, then run(); rung 03 by default and rung 02 when set, each
+// returning its id and passing the op's check.
+TEST(AttentionDecodeLadderGpu, ThePublicEntryRunsTheRungItNamesAndPassesTheCheck) {
+  KC_SKIP_WITHOUT_GPU();
+  Context& context = testing::shared_context();
+  const OpSpec& op = decode_op();
+  const std::vector<Problem> problems = {
+      // SmolLM2's heads (9 q / 3 kv, D = 64), one token, blocks of 16.
+      op.problem({1, 9, 3, 1, 2000, 64}, DType::bf16, {{"lengths", 1.0}}),
+      // Llama-3-8B's heads, 8 sequences of ragged lengths.
+      op.problem({8, 32, 8, 1, 3000, 128}, DType::bf16, {{"lengths", 1.0}, {"block_size", 32.0}}),
+      op.problem({3, 16, 2, 2, 900, 128}, DType::f16, {{"lengths", 1.0}})};
+  for (const auto rung : {PagedDecodeAttention::Rung::mma_split_kv, PagedDecodeAttention::Rung::split_kv})
+    for (const Problem& problem : problems) {
+      PagedDecodeAttention decode;
+      decode.set_min_keys_per_split(128);
+      decode.set_rung(rung);
+      std::string ran;
+      const RunFn run = [&decode, &ran](const Problem& p, Operands& o, Context& c) {
+        if (p.dtype == DType::bf16) {
+          const DecodeArgs<__nv_bfloat16> args = decode_args<__nv_bfloat16>(p, o);
+          DecodeArgs<__nv_bfloat16> shape = args;
+          shape.q = shape.k_cache = shape.v_cache = shape.o = nullptr;
+          decode.reserve(shape);
+          ran = decode.run(args, c.stream());
+        } else {
+          const DecodeArgs<__half> args = decode_args<__half>(p, o);
+          DecodeArgs<__half> shape = args;
+          shape.q = shape.k_cache = shape.v_cache = shape.o = nullptr;
+          decode.reserve(shape);
+          ran = decode.run(args, c.stream());
+        }
+        KC_CUDA_CHECK(cudaStreamSynchronize(c.stream()));
+      };
+      const CheckOutcome outcome = check_run(op, run, problem, 5, context);
+      const std::string expected = rung == PagedDecodeAttention::Rung::mma_split_kv
+                                       ? "stage3/attention_decode_paged/03_mma_split_kv"
+                                       : "stage3/attention_decode_paged/02_split_kv";
+      EXPECT_EQ(ran, expected);
+      EXPECT_TRUE(outcome.passed()) << expected << " " << problem.label() << ": " << outcome.detail;
     }
 }
 

@@ -4,7 +4,8 @@
 // reach every case the kernels branch on (ragged and empty sequences, blocks of 16/32/64, Sq 1 and
 // more, groups 1/4/8, D 64/128, one split and several, groups over 32 rows); rung 02's split rule
 // fills the GPU for a short batch and cuts every context into whole pages, and rung 03's fills
-// whole waves of resident CTAs under the same rules.
+// whole waves of resident CTAs under the same rules; the public entry (PagedDecodeAttention) runs
+// rung 03 unless told otherwise and refuses a head dimension no rung compiles before touching a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +15,8 @@
 #include "kc/stage3/decode_args.hpp"
 #include "kc/common/registry.hpp"
 #include "kc/stage3/attention_decode.hpp"
+#include "kc/stage3/attention_ops.hpp"
+#include "kc/common/error.hpp"
 #include "src/register_attention_decode.hpp"
 #include "stage3_test_registry.hpp"
 
@@ -258,6 +261,46 @@ TEST(AttentionDecodeSplitPlan, ForcedSplitCountsAndTheWorkspace) {
   EXPECT_EQ(workspace.partial_lse, floats.data() + 3 * 8 * 2 * 4 * 64);
   EXPECT_EQ(workspace.partial_lse + 3 * 8 * 2 * 4, floats.data() + floats.size());
   EXPECT_EQ(decode_split_workspace(nullptr, 3, 8, 2, 64, decode_plan_with_splits(4, 1000, 1)).partial_o, nullptr);
+}
+
+// The engine's floor (128 keys) in rung 03's rule: a short context at batch 1 is cut into more,
+// shorter splits than the default floor allows; every split still holds at least the floor.
+TEST(AttentionDecodeSplitPlanInWaves, ALowerFloorSplitsShortContextsFiner) {
+  constexpr int kSlots = 2 * kH200Sms;
+  const DecodeSplitPlan fine = plan_decode_splits_in_waves(1, 8, 4, 2048, kSlots, 128);
+  const DecodeSplitPlan coarse = plan_decode_splits_in_waves(1, 8, 4, 2048, kSlots);
+  EXPECT_EQ(fine.splits, 16);   // 2048 / 128: the floor, not the wave, bounds it
+  EXPECT_EQ(coarse.splits, 8);  // 2048 / 256
+  EXPECT_GE(fine.keys_per_split, 128);
+  EXPECT_EQ(plan_decode_splits_in_waves(1, 3, 3, 128, kSlots, 128).splits, 1);  // SmolLM2 at 128 keys
+}
+
+TEST(PagedDecodeAttention, RunsRung03UnlessToldAndRefusesAnUncompiledHeadDimensionBeforeAnyGpuCall) {
+  PagedDecodeAttention decode;
+  EXPECT_EQ(decode.rung(), PagedDecodeAttention::Rung::mma_split_kv);
+  decode.set_rung(PagedDecodeAttention::Rung::split_kv);
+  EXPECT_EQ(decode.rung(), PagedDecodeAttention::Rung::split_kv);
+  DecodeArgs<__nv_bfloat16> shape;  // a shape without tensors, as the engine reserves with
+  shape.batch = 1;
+  shape.q_heads = 9;
+  shape.kv_heads = 3;
+  shape.q_len = 1;
+  shape.head_dim = 96;
+  shape.block_size = 16;
+  shape.max_blocks = 8;
+  for (const auto rung : {PagedDecodeAttention::Rung::split_kv, PagedDecodeAttention::Rung::mma_split_kv}) {
+    decode.set_rung(rung);
+    try {
+      decode.reserve(shape);
+      ADD_FAILURE() << "D = 96 was reserved";
+    } catch (const Error& error) {
+      EXPECT_NE(std::string(error.what()).find("D = 96"), std::string::npos) << error.what();
+    }
+  }
+  shape.head_dim = 64;
+  shape.kv_heads = 2;  // 9 query heads do not share 2 kv heads
+  EXPECT_THROW(decode.reserve(shape), Error);
+  EXPECT_THROW(decode.set_min_keys_per_split(100), Error);
 }
 
 }  // namespace

@@ -10,8 +10,9 @@
 // graphs (--cuda-graphs both|on|off), and with the norms fused into the projections or not
 // (--fuse-kernels on|off|both, default on as RunnerOptions::fuse_kernels), with the step's kernels
 // launched as programmatic dependents or the ordinary way (--programmatic-launch on|off|both,
-// default on as RunnerOptions::programmatic_launch), after a warm-up that runs
-// every batch size once. Quantized weights: --quantized q4_0|q4_1|q8_0 draws the published shapes'
+// default on as RunnerOptions::programmatic_launch), with the paged decode attention on tensor
+// cores or CUDA cores (--decode-attention mma|cuda-cores|both, default mma as
+// RunnerOptions::decode_attention_tensor_cores), after a warm-up that runs every batch size once. Quantized weights: --quantized q4_0|q4_1|q8_0 draws the published shapes'
 // projections as random blocks of that type (their bf16 copy the blocks' dequantization; a GGUF
 // --model keeps its own blocks), and --native-quantized on|off|both runs the decode steps on the
 // blocks (RunnerOptions::native_quantized) or on the dequantized copy, so one run gives both rows of
@@ -71,7 +72,7 @@ constexpr const char* kUsage =
     "                       [--contexts 128,2048,8192] [--decode-tokens 128] [--prefill 512,2048]\n"
     "                       [--concurrency 1,8,64,256] [--concurrency-prompt 128]\n"
     "                       [--concurrency-tokens 128] [--cuda-graphs both|on|off] [--fuse-kernels on|off|both]\n"
-    "                       [--programmatic-launch on|off|both]\n"
+    "                       [--programmatic-launch on|off|both] [--decode-attention mma|cuda-cores|both]\n"
     "                       [--max-model-len 8448] [--kv-fraction 0.6] [--decode-min-split-keys 128]\n"
     "                       [--quantized q4_0|q4_1|q8_0] [--native-quantized on|off|both]\n"
     "                       [--peers hf.json[,llama.json]]\n"
@@ -81,6 +82,7 @@ constexpr const char* kUsage =
 struct Args {
   std::string model, synthetic, markdown, peers, graphs = "both", fuse_kernels = "on", command;
   std::string programmatic_launch = "on";
+  std::string decode_attention = "mma";  // RunnerOptions::decode_attention_tensor_cores: mma = true
   std::string quantized;                 // "": bf16 random weights; q4_0, q4_1, q8_0: random blocks
   std::string native_quantized = "off";  // on, off or both (RunnerOptions::native_quantized)
   int decode_min_split_keys = kc::engine::RunnerOptions{}.decode_min_keys_per_split;
@@ -122,6 +124,7 @@ struct ModelResult {
   bool cuda_graphs = false;
   bool fuse_kernels = false;
   bool programmatic_launch = false;
+  bool decode_tensor_cores = true;
   bool native_quantized = false;
   std::string block_type;  // the blocks' type where the weights have blocks ("q4_1"), else empty
   int decode_min_split_keys = kc::engine::RunnerOptions{}.decode_min_keys_per_split;
@@ -307,7 +310,8 @@ std::string mode_name(const ModelResult& r) {
                                : fmt::format(", {} {}", r.block_type, r.native_quantized ? "native" : "dequantized")) +
          (r.decode_min_split_keys != kc::engine::RunnerOptions{}.decode_min_keys_per_split ? fmt::format(", decode splits of at least {} keys", r.decode_min_split_keys)
                                          : std::string()) +
-         (r.programmatic_launch ? std::string() : ", ordinary launches");
+         (r.programmatic_launch ? std::string() : ", ordinary launches") +
+         (r.decode_tensor_cores ? std::string() : ", decode attention on CUDA cores");
 }
 
 // One peer's rates, from bench/peers/hf_engine_peers.py or bench/peers/llama_cpp_peer.py:
@@ -446,7 +450,7 @@ void write_tables(const Args& args, const kc::DeviceInfo& device, double copy_gb
                         fixed(c.tok_s, 1), fixed(c.ttft_p50_ms, 1), fixed(c.ttft_p99_ms, 1),
                         peers.cells(r.name, "concurrency", c.requests, c.tok_s));
     md += "\n";
-    json += fmt::format("{}\n    {{\"name\": {}, \"source\": {}, \"cuda_graphs\": {}, \"fuse_kernels\": {}, \"programmatic_launch\": {}, "
+    json += fmt::format("{}\n    {{\"name\": {}, \"source\": {}, \"cuda_graphs\": {}, \"fuse_kernels\": {}, \"programmatic_launch\": {}, \"decode_attention_tensor_cores\": {}, "
                         "\"block_type\": {}, \"native_quantized\": {}, "
                         "\"decode_min_split_keys\": {}, \"params\": {:.0f}, "
                         "\"weight_bytes\": {:.0f}, \"block_bytes\": {:.0f}, \"weight_bytes_read\": {:.0f}, "
@@ -454,7 +458,8 @@ void write_tables(const Args& args, const kc::DeviceInfo& device, double copy_gb
                         "\"num_blocks\": {}, \"block_size\": {}, \"graph_replays\": {},\n     \"decode\": [",
                         m ? "," : "", kc::json_string(r.name), kc::json_string(r.source),
                         r.cuda_graphs ? "true" : "false", r.fuse_kernels ? "true" : "false",
-                        r.programmatic_launch ? "true" : "false", kc::json_string(r.block_type), r.native_quantized ? "true" : "false", r.decode_min_split_keys,
+                        r.programmatic_launch ? "true" : "false", r.decode_tensor_cores ? "true" : "false",
+                        kc::json_string(r.block_type), r.native_quantized ? "true" : "false", r.decode_min_split_keys,
                         r.params, r.weight_bytes, r.block_bytes, r.weight_bytes_read, r.kv_bytes_per_token,
                         r.pool_mib, r.num_blocks, r.block_size, r.graph_replays);
     for (std::size_t i = 0; i < r.decode.size(); ++i)
@@ -503,6 +508,7 @@ int run(int argc, char** argv) {
        {"--cuda-graphs", [&](const std::string& v) { args.graphs = v; }},
        {"--fuse-kernels", [&](const std::string& v) { args.fuse_kernels = v; }},
        {"--programmatic-launch", [&](const std::string& v) { args.programmatic_launch = v; }},
+       {"--decode-attention", [&](const std::string& v) { args.decode_attention = v; }},
        {"--decode-min-split-keys",
         [&](const std::string& v) { args.decode_min_split_keys = kc::parse_int("--decode-min-split-keys", v); }},
        {"--max-model-len", [&](const std::string& v) { args.max_model_len = kc::parse_int("--max-model-len", v); }},
@@ -522,6 +528,8 @@ int run(int argc, char** argv) {
               "--fuse-kernels: '{}' is not both, on or off", args.fuse_kernels);
   kc::require(args.programmatic_launch == "both" || args.programmatic_launch == "on" || args.programmatic_launch == "off",
               "--programmatic-launch: '{}' is not both, on or off", args.programmatic_launch);
+  kc::require(args.decode_attention == "both" || args.decode_attention == "mma" || args.decode_attention == "cuda-cores",
+              "--decode-attention: '{}' is not mma, cuda-cores or both", args.decode_attention);
   kc::require(args.quantized.empty() || args.quantized == "q4_0" || args.quantized == "q4_1" ||
                   args.quantized == "q8_0",
               "--quantized: '{}' is not q4_0, q4_1 or q8_0", args.quantized);
@@ -548,6 +556,9 @@ int run(int argc, char** argv) {
   std::vector<bool> launch_modes;
   if (args.programmatic_launch != "on") launch_modes.push_back(false);
   if (args.programmatic_launch != "off") launch_modes.push_back(true);
+  std::vector<bool> decode_modes;  // tensor cores (rung 03) or CUDA cores (rung 02)
+  if (args.decode_attention != "mma") decode_modes.push_back(false);
+  if (args.decode_attention != "cuda-cores") decode_modes.push_back(true);
   std::vector<bool> native_modes;
   if (args.native_quantized != "on") native_modes.push_back(false);
   if (args.native_quantized != "off") native_modes.push_back(true);
@@ -575,11 +586,13 @@ int run(int argc, char** argv) {
     for (bool native : native_modes)
     for (bool fuse : fuse_modes)
     for (bool dependent : launch_modes)
+    for (bool tensor_cores : decode_modes)
     for (bool graphs : graph_modes) {
       kc::engine::RunnerOptions options;
       options.cuda_graphs = graphs;
       options.fuse_kernels = fuse;
       options.programmatic_launch = dependent;
+      options.decode_attention_tensor_cores = tensor_cores;
       options.native_quantized = native;
       options.decode_min_keys_per_split = args.decode_min_split_keys;
       options.kv_memory_fraction = args.kv_fraction;
@@ -591,9 +604,9 @@ int run(int argc, char** argv) {
       std::string blocks = bytes.block_type;  // the blocks' type, also when they stay on the host
       if (blocks.empty() && !loaded && random_type != kc::engine::GgmlType::bf16) blocks = args.quantized;
       if (blocks.empty() && loaded && !native) blocks = loaded_block_type(*loaded);
-      std::printf("%s, %s%s%s%s: %.0f MiB of bf16 weights%s, %.0f MiB read a decode token\n", name.c_str(),
+      std::printf("%s, %s%s%s%s%s: %.0f MiB of bf16 weights%s, %.0f MiB read a decode token\n", name.c_str(),
                   graphs ? "CUDA graphs" : "eager", fuse ? ", fused kernels" : "",
-                  dependent ? "" : ", ordinary launches",
+                  dependent ? "" : ", ordinary launches", tensor_cores ? "" : ", decode attention on CUDA cores",
                   blocks.empty() ? "" : fmt::format(", {} {}", blocks, native ? "native" : "dequantized").c_str(),
                   static_cast<double>(bytes.bf16) / (1 << 20),
                   bytes.blocks > 0 ? fmt::format(" + {:.0f} MiB of {} blocks", static_cast<double>(bytes.blocks) / (1 << 20),
@@ -608,6 +621,7 @@ int run(int argc, char** argv) {
       result.cuda_graphs = graphs;
       result.fuse_kernels = fuse;
       result.programmatic_launch = dependent;
+      result.decode_tensor_cores = tensor_cores;
       result.decode_min_split_keys = args.decode_min_split_keys;
       results.push_back(std::move(result));
     }

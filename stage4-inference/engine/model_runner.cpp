@@ -595,8 +595,11 @@ void ModelRunner::Impl::upload(const ModelWeights* weights, std::uint64_t seed,
   // allocates (a captured graph keeps the workspace's address): the split depends on the batch
   // (fewer sequences get more splits) and on the table's width, not steadily (a narrower table
   // can get one more split), and the scheduler's tables may be narrower than the runner's — so
-  // every batch size at every width. Host arithmetic only; the buffer grows a few times at most.
+  // every batch size at every width. Host arithmetic (and, once, an occupancy query of the decode
+  // rung's kernel); the buffer grows a few times at most.
   decode.set_min_keys_per_split(options.decode_min_keys_per_split);  // checked with the options above
+  decode.set_rung(options.decode_attention_tensor_cores ? stage3::PagedDecodeAttention::Rung::mma_split_kv
+                                                        : stage3::PagedDecodeAttention::Rung::split_kv);
   stage3::DecodeArgs<bf16> shape;
   shape.q_heads = static_cast<int>(c.num_heads);
   shape.kv_heads = static_cast<int>(c.num_kv_heads);

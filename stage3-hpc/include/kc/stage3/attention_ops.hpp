@@ -19,7 +19,9 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <map>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "kc/common/buffer.hpp"
@@ -57,42 +59,68 @@ void validate_cu_seqlens(const std::int32_t* cu_seqlens, std::int64_t batch, std
                          std::string_view name);
 
 // attention_decode_paged: one to kMaxDecodeQueries new tokens per sequence against its pages.
-// Holds what the decode rung keeps between calls — the GPU's SM count, which its split of the
-// context reads, and the FP32 workspace of the splits' partial outputs — for one device: create
-// one per device and keep it. Not thread-safe. The split depends on batch, heads and the table's
-// width (max_blocks), never on the lengths, which live on the device; call reserve() with the
-// largest arguments before capturing calls in a CUDA graph, so that no call in the graph
-// allocates.
+// Holds what the decode rungs keep between calls — the GPU's SM count and the CTAs an SM holds,
+// which their split of the context reads, and the FP32 workspace of the splits' partial outputs —
+// for one device: create one per device and keep it. Not thread-safe. The split depends on batch,
+// heads and the table's width (max_blocks), never on the lengths, which live on the device; call
+// reserve() with the largest arguments before capturing calls in a CUDA graph, so that no call in
+// the graph allocates.
 class PagedDecodeAttention {
  public:
+  // The rung run() launches.
+  enum class Rung {
+    // decode_03_mma_split_kv (the default): flash-decoding on tensor cores — a group's query rows
+    // against 64-key tiles on mma.sync, the pages streamed by a 3-4 stage cp.async pipeline, the
+    // context cut into splits that fill whole waves of resident CTAs, merged by a combine kernel.
+    mma_split_kv,
+    // decode_02_split_kv: the same splits and combine on CUDA cores (FFMA from shared memory).
+    split_kv,
+  };
+
   // Touches no GPU: the SM count of the current device is read on the first reserve() or run().
   PagedDecodeAttention() = default;
 
-  // Grows the workspace to what run() needs for `args` (no launch).
+  // Grows the workspace to what run() needs for `args` (no launch), and asks the GPU once for the
+  // CTAs an SM holds of the kernel run() will launch for them (an occupancy query, not a launch).
   template <typename T>
   void reserve(const DecodeArgs<T>& args);
 
-  // Rung: decode_02_split_kv (flash-decoding on CUDA cores: the context cut into splits, one
-  // partial O and LSE each, merged by a combine kernel).
+  // Launches rung() and returns its kc-bench id ("stage3/attention_decode_paged/03_mma_split_kv").
   template <typename T>
   std::string_view run(const DecodeArgs<T>& args, cudaStream_t stream);
 
-  // Rung 02 itself, whatever run() picks: the registry's entry for it.
+  // Rung 02 itself, whatever run() picks, with this object's split floor and workspace: the
+  // registry's entry for it.
   template <typename T>
   void run_split_kv(const DecodeArgs<T>& args, cudaStream_t stream);
 
-  // The shortest split the plan may cut (plan_decode_splits' floor): kDecodeMinKeysPerSplit (256)
-  // unless set; a positive multiple of kDecodeSplitKeyMultiple (64), else kc::Error. Set it before
-  // reserve(): the workspace grows with the split count.
+  // Rung 03 itself, whatever run() picks: the registry's entry for it.
+  template <typename T>
+  void run_mma_split_kv(const DecodeArgs<T>& args, cudaStream_t stream);
+
+  // Which rung run() launches: mma_split_kv unless set (a caller comparing the two, such as
+  // kc-engine-bench --decode-attention both). Set it before reserve().
+  void set_rung(Rung rung) { rung_ = rung; }
+  Rung rung() const { return rung_; }
+
+  // The shortest split the plans may cut (plan_decode_splits' and plan_decode_splits_in_waves'
+  // floor): kDecodeMinKeysPerSplit (256) unless set; a positive multiple of
+  // kDecodeSplitKeyMultiple (64), else kc::Error. Set it before reserve(): the workspace grows
+  // with the split count.
   void set_min_keys_per_split(int keys);
   int min_keys_per_split() const { return min_keys_per_split_; }
 
  private:
   template <typename T>
-  float* workspace_for(const DecodeArgs<T>& args, DecodeSplitPlan& plan);
+  DecodeSplitPlan plan_for(const DecodeArgs<T>& args, Rung rung);
+  template <typename T>
+  float* workspace_for(const DecodeArgs<T>& args, const DecodeSplitPlan& plan);
 
+  Rung rung_ = Rung::mma_split_kv;
   int sm_count_ = 0;
   int min_keys_per_split_ = kDecodeMinKeysPerSplit;
+  // Rung 03's CTAs an SM holds, per kernel instance: (bf16, D, two 16-row tiles a CTA).
+  std::map<std::tuple<bool, int, bool>, int> mma_ctas_per_sm_;
   DeviceScratch workspace_;
 };
 

@@ -203,7 +203,9 @@ void attention_decode_03_mma_split_kv(const DecodeArgs<T>& args, const DecodeSpl
                                       const DecodeSplitWorkspace& workspace, cudaStream_t stream);
 
 // The CTAs of rung 03 one SM of the current GPU holds at once for `args` (its shared memory and
-// registers decide), the `resident_ctas` per SM of plan_decode_splits_in_waves.
+// registers decide), the `resident_ctas` per SM of plan_decode_splits_in_waves. Reads the head
+// dimension and the group's rows only (a shape without tensors will do); kc::Error for D other
+// than 64 or 128.
 template <typename T>
 int attention_decode_03_ctas_per_sm(const DecodeArgs<T>& args);
 

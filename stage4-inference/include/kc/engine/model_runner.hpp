@@ -104,8 +104,12 @@ struct RunnerOptions {
   // set_min_keys_per_split, a multiple of 64). Stage 3's default is 256; the engine takes 128, the
   // fastest of kc-engine-bench --decode-min-split-keys 64/128/256/512 at batch 1 on the H200
   // (64 tied it, 512 lost; stage4-inference/README.md): a short context is cut into more splits
-  // that run in parallel, and plan_decode_splits still cuts fewer as the batch fills the SMs.
+  // that run in parallel, and the split rules still cut fewer as the batch fills the SMs.
   std::int32_t decode_min_keys_per_split = 128;
+  // The paged decode attention on tensor cores (stage 3's decode rung 03: mma.sync, a cp.async
+  // page pipeline, splits that fill whole waves) — or, when false, on CUDA cores (rung 02, the
+  // same splits and combine with FFMA), kc-engine-bench --decode-attention both's comparison.
+  bool decode_attention_tensor_cores = true;
   // Native quantized decode steps. Projections that come with their GGUF blocks (a file loaded with
   // WeightLoadOptions::keep_quantized_blocks; random weights drawn as blocks) get the blocks in the
   // pool, prepared at load by kc::stage3::quantized_gemv_prepare ("layer 3 q (q4_1 blocks)" ...; gate
