@@ -17,6 +17,9 @@
 namespace kc::stage3 {
 namespace {
 
+// A rung's launch function.
+using QuantizeGgufFn = void (*)(const QuantizeGgufArgs&, cudaStream_t);
+
 std::int64_t rows_of(const Problem& p) { return p.dims[0]; }
 std::int64_t k_of(const Problem& p) { return p.dims[1]; }
 
@@ -84,7 +87,7 @@ void check_quantize_gguf_args(const QuantizeGgufArgs& args) {
 
 void quantize_gguf(const QuantizeGgufArgs& args, cudaStream_t stream) {
   check_quantize_gguf_args(args);
-  quantize_gguf_01_quad_per_block(args, stream);
+  quantize_gguf_02_thread_per_block(args, stream);
 }
 
 OpSpec make_quantize_gguf_op() {
@@ -128,17 +131,24 @@ std::vector<std::string> quantize_gguf_refusals() {
 
 void register_quantize_gguf_kernels(Registry& registry) {
   if (!registry.has_op(kQuantizeGgufOp)) registry.add_op(make_quantize_gguf_op());
-  KernelEntry rung = rung_entry(kQuantizeGgufOp, "01_quad_per_block", 1,
-                                "four lanes per block of 32: 16-byte loads, the max/min by ordered shuffles, ggml's "
-                                "float arithmetic, blocks staged in shared memory and written with 16-byte stores",
-                                {DType::bf16}, "stage3-quant", 80);
-  rung.constraints = "K % 32 == 0";
-  rung.supports = &quantize_gguf_shape_error;
-  rung.refuses = quantize_gguf_refusals();
-  rung.launch = [](const Problem& problem, Operands& operands, cudaStream_t stream) {
-    quantize_gguf_01_quad_per_block(quantize_gguf_args(problem, operands), stream);
+  const auto add = [&registry](const char* name, int number, const char* idea, QuantizeGgufFn quantize) {
+    KernelEntry rung = rung_entry(kQuantizeGgufOp, name, number, idea, {DType::bf16}, "stage3-quant", 80);
+    rung.constraints = "K % 32 == 0";
+    rung.supports = &quantize_gguf_shape_error;
+    rung.refuses = quantize_gguf_refusals();
+    rung.launch = [quantize](const Problem& problem, Operands& operands, cudaStream_t stream) {
+      quantize(quantize_gguf_args(problem, operands), stream);
+    };
+    registry.add_kernel(std::move(rung));
   };
-  registry.add_kernel(std::move(rung));
+  add("01_quad_per_block", 1,
+      "four lanes per block of 32: 16-byte loads, the max/min by ordered shuffles, ggml's float arithmetic, blocks "
+      "staged in shared memory and written with 16-byte stores",
+      &quantize_gguf_01_quad_per_block);
+  add("02_thread_per_block", 2,
+      "a thread per block: the max/min in the reference's order, one division pair a block, no per-value range "
+      "checks where ggml's special cases cannot apply; rung 01's staging and 16-byte stores",
+      &quantize_gguf_02_thread_per_block);
 }
 
 }  // namespace kc::stage3

@@ -1,11 +1,13 @@
 // The GGUF quantize op on the GPU: the negative control (rung 01 with the q4 nibble order swapped)
-// fails the op's exact check where rung 01 passes; the rung (through the public entry) and the
-// device reference write the host reference's bytes, bit for bit, on blocks full of the values
-// ggml's comparisons and conversions treat specially (zeros of both signs, NaN anywhere, Inf,
-// subnormals, ties of magnitude across lanes, roundf's halves); and the GEMV reads the blocks as
-// they are. The rung on random inputs is checked by the conformance tests on every conformance
+// fails the op's exact check where rung 01 passes; every rung, the public entry and the device
+// reference write the host reference's bytes, bit for bit, on blocks full of the values ggml's
+// comparisons and conversions treat specially (zeros of both signs, NaN anywhere, Inf, subnormals,
+// ties of magnitude across lanes, roundf's halves, a huge value hidden from q8_0's max by a NaN
+// after it — the cases rung 02's fast path must send down its exact path); and the GEMV reads the
+// blocks as they are. The rung on random inputs is checked by the conformance tests on every conformance
 // problem. Skips without a GPU.
 //   ctest --test-dir build/ci -R QuantizeGgufGpu
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cuda_bf16.h>
@@ -15,6 +17,7 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "kc/common/buffer.hpp"
@@ -55,13 +58,13 @@ TEST(QuantizeGgufGpu, SwappedNibblesFailWhereTheRungPasses) {
 }
 
 // Blocks that exercise ggml's order-dependent and non-finite rules, each pattern at random places.
+constexpr int kPatterns = 14;
 std::vector<__nv_bfloat16> awkward_blocks(std::size_t blocks, std::uint64_t seed) {
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> value(-1.f, 1.f);
   std::uniform_int_distribution<int> place(0, 31), exponent(-20, 20);
   std::vector<__nv_bfloat16> out(blocks * 32);
-  constexpr int kPatterns = 12;
   for (std::size_t b = 0; b < blocks; ++b) {
     float x[32];
     const float scale = std::ldexp(1.f, exponent(rng));
@@ -110,6 +113,17 @@ std::vector<__nv_bfloat16> awkward_blocks(std::size_t blocks, std::uint64_t seed
       case 10:  // all of one sign (q4_1's min away from zero)
         for (float& v : x) v = std::fabs(v) + scale;
         break;
+      case 12: {  // q8_0: a value far above the max ggml keeps, before a NaN that restarts the max:
+                  // x / d is then past int32 (C's conversion gives 0x80000000) or within it
+        const int nan_at = 1 + place(rng) % 31;
+        x[place(rng) % nan_at] = (rng() & 1 ? 1e30f : 3e5f) * ((rng() & 1) ? 1.f : -1.f);
+        x[nan_at] = nan;
+        break;
+      }
+      case 13:  // q4_1: non-negative values with zeros of both signs (min is a zero; its sign is the first's)
+        for (float& v : x) v = std::fabs(v);
+        for (int i = 0; i < 3; ++i) x[place(rng)] = (rng() & 1) ? 0.f : -0.f;
+        break;
       default:  // plain random
         break;
     }
@@ -118,8 +132,12 @@ std::vector<__nv_bfloat16> awkward_blocks(std::size_t blocks, std::uint64_t seed
   return out;
 }
 
-TEST(QuantizeGgufGpu, RungAndDeviceReferenceWriteTheHostReferencesBytes) {
+TEST(QuantizeGgufGpu, RungsEntryAndDeviceReferenceWriteTheHostReferencesBytes) {
   KC_SKIP_WITHOUT_GPU();
+  const std::vector<std::pair<const char*, Quantize>> writers = {
+      {"rung 01", &quantize_gguf_01_quad_per_block},
+      {"rung 02", &quantize_gguf_02_thread_per_block},
+      {"the public entry", [](const QuantizeGgufArgs& args, cudaStream_t stream) { quantize_gguf(args, stream); }}};
   for (const GgufBlockType type : kTypes)
     for (const auto& [rows, k] : std::vector<std::pair<long long, int>>{{3, 96}, {125, 1024}, {1, 4128}}) {
       const std::size_t count = static_cast<std::size_t>(rows) * static_cast<std::size_t>(k);
@@ -127,27 +145,38 @@ TEST(QuantizeGgufGpu, RungAndDeviceReferenceWriteTheHostReferencesBytes) {
       const std::vector<std::uint8_t> expected = quantize_gguf_on_host(type, x.data(), x.size());
       DeviceBuffer<__nv_bfloat16> device_x(count);
       device_x.copy_from_host(x);
-      DeviceBuffer<std::uint8_t> blocks(expected.size());
-      KC_CUDA_CHECK(cudaMemset(blocks.data(), 0xA5, blocks.bytes()));  // every byte must be written
-      quantize_gguf(QuantizeGgufArgs{rows, k, type, device_x.data(), blocks.data()}, nullptr);
+      const int size = gguf_block_bytes(type);
+      const auto where = [&](std::size_t i) {
+        return fmt::format("ggml type {}, {}x{}: block {} (pattern {}), byte {}", static_cast<int>(type), rows, k,
+                           i / static_cast<std::size_t>(size), i / static_cast<std::size_t>(size) % kPatterns,
+                           i % static_cast<std::size_t>(size));
+      };
+
       DeviceBuffer<double> reference(expected.size());
       quantize_gguf_reference_on_device(type, device_x.data(), rows, k, reference.data(), nullptr);
-      KC_CUDA_CHECK(cudaDeviceSynchronize());
-      std::vector<std::uint8_t> got(expected.size());
-      KC_CUDA_CHECK(cudaMemcpy(got.data(), blocks.data(), got.size(), cudaMemcpyDeviceToHost));
       std::vector<double> device_reference(expected.size());
       KC_CUDA_CHECK(cudaMemcpy(device_reference.data(), reference.data(), reference.bytes(), cudaMemcpyDeviceToHost));
-      const int size = gguf_block_bytes(type);
       int reported = 0;
-      for (std::size_t i = 0; i < expected.size(); ++i) {
-        const double expected_value = static_cast<double>(static_cast<std::int8_t>(expected[i]));
-        if ((got[i] != expected[i] || device_reference[i] != expected_value) && reported++ < 10)
-          ADD_FAILURE() << "ggml type " << static_cast<int>(type) << ", " << rows << "x" << k << ": block "
-                        << i / static_cast<std::size_t>(size) << " (pattern " << i / static_cast<std::size_t>(size) % 12
-                        << "), byte " << i % static_cast<std::size_t>(size) << ": rung " << int{got[i]} << ", device "
-                        << "reference " << device_reference[i] << ", host reference " << int{expected[i]};
-      }
+      for (std::size_t i = 0; i < expected.size(); ++i)
+        if (device_reference[i] != static_cast<double>(static_cast<std::int8_t>(expected[i])) && reported++ < 10)
+          ADD_FAILURE() << where(i) << ": device reference " << device_reference[i] << ", host reference "
+                        << int{expected[i]};
       EXPECT_EQ(reported, 0);
+
+      for (const auto& [name, quantize] : writers) {
+        DeviceBuffer<std::uint8_t> blocks(expected.size());
+        KC_CUDA_CHECK(cudaMemset(blocks.data(), 0xA5, blocks.bytes()));  // every byte must be written
+        quantize(QuantizeGgufArgs{rows, k, type, device_x.data(), blocks.data()}, nullptr);
+        KC_CUDA_CHECK(cudaDeviceSynchronize());
+        std::vector<std::uint8_t> got(expected.size());
+        KC_CUDA_CHECK(cudaMemcpy(got.data(), blocks.data(), got.size(), cudaMemcpyDeviceToHost));
+        reported = 0;
+        for (std::size_t i = 0; i < expected.size(); ++i)
+          if (got[i] != expected[i] && reported++ < 10)
+            ADD_FAILURE() << name << ", " << where(i) << ": " << int{got[i]} << ", host reference "
+                          << int{expected[i]};
+        EXPECT_EQ(reported, 0) << name;
+      }
     }
 }
 

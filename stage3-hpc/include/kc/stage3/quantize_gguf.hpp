@@ -45,7 +45,7 @@ void check_quantize_gguf_args(const QuantizeGgufArgs& args);
 // The public entry: x [rows, K] bf16 to rows x K / 32 GGUF blocks of args.type at args.out, as
 // ggml's reference quantizers write them (the `w` that quantized_gemv reads). Checks its arguments
 // first (check_quantize_gguf_args: on bad input nothing runs and nothing is written), then runs
-// stage3/quantize_gguf/01_quad_per_block, asynchronously on `stream`; allocates nothing.
+// stage3/quantize_gguf/02_thread_per_block, asynchronously on `stream`; allocates nothing.
 void quantize_gguf(const QuantizeGgufArgs& args, cudaStream_t stream);
 
 // "" when the op defines `problem` (ggml_type 2, 3 or 8; K a multiple of 32), otherwise why not.

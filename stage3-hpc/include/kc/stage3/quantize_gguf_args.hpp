@@ -107,6 +107,13 @@ __host__ __device__ inline int ggml_nibble(float v) {
 // then written out with 16-byte coalesced stores (sm_80 and newer).
 void quantize_gguf_01_quad_per_block(const QuantizeGgufArgs& args, cudaStream_t stream);
 
+// Rung 02: one thread per block (the reference's sequential max/min, one division pair a block),
+// and a fast path with no per-value range checks for every block that ggml's special cases
+// (NaN in q8_0's max, a zero min or max in q4_1, an overflowing reciprocal) cannot change; those
+// take the exact path. Blocks staged in shared memory and written with 16-byte stores (sm_80 and
+// newer).
+void quantize_gguf_02_thread_per_block(const QuantizeGgufArgs& args, cudaStream_t stream);
+
 // For the negative control only: rung 01 with the nibble order of q4 blocks swapped (element j + 16
 // in the low nibble of qs[j], j in the high one). The check must fail it on q4_0 and q4_1.
 void quantize_gguf_01_swapped_nibbles(const QuantizeGgufArgs& args, cudaStream_t stream);
