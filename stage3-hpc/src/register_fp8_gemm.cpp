@@ -53,10 +53,6 @@ void register_fp8_gemm_kernels(Registry& registry) {
                "half a warp per 1x128 piece: 16-byte loads, a max by four shuffles, paired e4m3 conversions, 8-byte "
                "stores",
                &fp8_quantize_01_half_warp_per_block);
-  add_quantize("02_eighth_warp_per_block", 2,
-               "an eighth of a warp per piece, 16 values a lane, CTAs walking whole rows (no index division), "
-               "full-warp shuffles, 16-byte stores",
-               &fp8_quantize_02_eighth_warp_per_block);
 }
 
 }  // namespace kc::stage3

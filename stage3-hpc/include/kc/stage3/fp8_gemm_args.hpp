@@ -90,10 +90,6 @@ inline constexpr float kE4m3Max = 448.f;
 // 8-byte stores of Q (sm_80 and newer).
 void fp8_quantize_01_half_warp_per_block(const Fp8QuantizeArgs& args, cudaStream_t stream);
 
-// Rung 02: an eighth of a warp per piece (16 values a lane, two 16-byte loads, one 16-byte store),
-// CTAs walking whole rows so no index is divided, full-warp shuffles; rung 01's numbers.
-void fp8_quantize_02_eighth_warp_per_block(const Fp8QuantizeArgs& args, cudaStream_t stream);
-
 // What the negative controls get wrong on purpose (tests/negative_controls): the same kernel with
 // one flaw each. Not a rung.
 enum class Fp8Flaw {
