@@ -11,13 +11,13 @@
 // each thread starts the copy of its block of the run after into the other half of a two-stage
 // buffer in shared memory, with cp.async, which costs no registers (holding the next block in
 // registers instead took 16 more a thread and cut the CTAs an SM holds by 40%: measured slower).
-// A thread copies and then reads only its own 64 bytes, so the stages need no barrier: waiting
-// for its own copy group (cp.async.wait_group 1) is enough. In shared memory a block takes 80
-// bytes (64 and 16 of padding), so the 16-byte accesses of 8 consecutive threads fall in 8
-// different groups of 4 banks.
+// The copies are coalesced (a warp copies 512 contiguous bytes) and each thread then reads its
+// own block, which other threads copied: a barrier after each thread's wait for its own copies
+// (cp.async.wait_group 1). In shared memory a block takes 80 bytes (64 and 16 of padding), so the
+// 16-byte reads of 8 consecutive threads fall in 8 different groups of 4 banks.
 // What changed from rung 02: the persistent loop, the two-stage cp.async buffer, runs of 128
 // blocks (CTAs of 128 threads: the buffers are 20 KiB a CTA, and smaller CTAs fill an SM more
-// evenly), and a second barrier per run (the output staging is rewritten by the next run).
+// evenly), and a second barrier per run (the copies are read by other threads than their issuers).
 //
 // What to look for: LDGSTS.E.BYPASS.128 (four a thread and run), LDGDEPBAR, DEPBAR.LE SB0, 0x1,
 // LDS.128 (four, the block back), rung 02's per-block code (F2I.TRUNC.NTZ, PRMT, STS.U16),
@@ -47,15 +47,24 @@ constexpr int kRawBytes = kGgufBlockWeights * 2;
 static_assert(kThreads * 18 % 16 == 0 && kThreads * 20 % 16 == 0 && kThreads * 34 % 16 == 0,
               "every run of blocks must start 16-byte aligned");
 
-// This thread's block `block` of x into its slot of a stage (zeros past the last block).
-__device__ __forceinline__ void copy_block_async(std::uint8_t* slot, const __nv_bfloat16* x, long long block,
-                                                 long long total_blocks) {
-  const bool valid = block < total_blocks;
-  const __nv_bfloat16* source = x + (valid ? block : 0) * kGgufBlockWeights;  // a valid address either way
-  const auto destination = static_cast<std::uint32_t>(__cvta_generic_to_shared(slot));
+// The copy of run `run` of x into a stage, coalesced: the run's 128 blocks are 512 consecutive
+// 16-byte pieces, and thread t copies pieces t, t + 128, t + 256 and t + 384 (a warp's copies are
+// 512 contiguous bytes); piece p lands in slot p / 4 at 16 x (p % 4). Pieces of blocks past the
+// last are zeros.
+template <int kThreadsPerRun>
+__device__ __forceinline__ void copy_run_async(std::uint8_t* stage, const __nv_bfloat16* x, long long run,
+                                               long long total_blocks) {
+  constexpr int kPiecesPerBlock = kRawBytes / 16;
+  const auto destination = static_cast<std::uint32_t>(__cvta_generic_to_shared(stage));
+  const auto* run_bytes = reinterpret_cast<const std::uint8_t*>(x) + run * kThreadsPerRun * kRawBytes;
 #pragma unroll
-  for (int piece = 0; piece < kRawBytes / 16; ++piece)
-    sm80::cp_async_16(destination + 16 * piece, reinterpret_cast<const std::uint8_t*>(source) + 16 * piece, valid);
+  for (int i = 0; i < kPiecesPerBlock; ++i) {
+    const int piece = static_cast<int>(threadIdx.x) + i * kThreadsPerRun;
+    const int slot = piece / kPiecesPerBlock;
+    const bool valid = run * kThreadsPerRun + slot < total_blocks;
+    const std::uint8_t* source = valid ? run_bytes + 16 * piece : reinterpret_cast<const std::uint8_t*>(x);
+    sm80::cp_async_16(destination + slot * kBlockSlotBytes + 16 * (piece % kPiecesPerBlock), source, valid);
+  }
 }
 
 template <GgufBlockType kType>
@@ -65,18 +74,19 @@ __global__ void __launch_bounds__(kThreads) quantize_gguf_kernel(QuantizeGgufArg
   __shared__ alignas(16) std::uint8_t staged[kThreads * kBlockBytes];
   const long long total_blocks = args.rows * (args.k / kGgufBlockWeights);
   const long long runs = (total_blocks + kThreads - 1) / kThreads;
-  // This thread's slot in stage s: raw[s] + my_offset.
-  const int my_offset = static_cast<int>(threadIdx.x) * kBlockSlotBytes;
+  const int my_offset = static_cast<int>(threadIdx.x) * kBlockSlotBytes;  // my block's slot in a stage
 
   // The first run's copy; then, each trip, the next run's copy goes out before this run's work.
   long long run = blockIdx.x;
-  copy_block_async(raw[0] + my_offset, args.x, run * kThreads + threadIdx.x, total_blocks);
+  copy_run_async<kThreads>(raw[0], args.x, run, total_blocks);
   sm80::cp_async_commit_group();
   for (int stage = 0; run < runs; run += gridDim.x, stage ^= 1) {
+    // Safe to overwrite the other stage: its last readers passed the barrier after their work.
     const long long following = run + gridDim.x;
-    if (following < runs) copy_block_async(raw[stage ^ 1] + my_offset, args.x, following * kThreads + threadIdx.x, total_blocks);
+    if (following < runs) copy_run_async<kThreads>(raw[stage ^ 1], args.x, following, total_blocks);
     sm80::cp_async_commit_group();  // an empty group on the last trip keeps the count of groups
-    sm80::cp_async_wait_group<1>();  // this run's copy (all but the newest group) has landed
+    sm80::cp_async_wait_group<1>();  // this thread's copies of this run (all but the newest group)
+    __syncthreads();  // everyone's copies of this run, and the last run's copy-out is done with `staged`
 
     const long long block = run * kThreads + threadIdx.x;
     if (block < total_blocks) {
@@ -93,7 +103,6 @@ __global__ void __launch_bounds__(kThreads) quantize_gguf_kernel(QuantizeGgufArg
     const long long blocks_left = total_blocks - first_block;
     const int blocks_here = blocks_left < kThreads ? static_cast<int>(blocks_left) : kThreads;
     gguf_block::write_staged_run<kThreads>(staged, args.out + first_block * kBlockBytes, blocks_here * kBlockBytes);
-    __syncthreads();  // the output staging is the next run's
   }
 }
 
