@@ -33,7 +33,7 @@
 // bytes — neighbouring threads' loads touch each 32-byte sector twice, the L1 serves the second
 // touch), the fast path, and the staging of 256 blocks a CTA (still 2-byte stores into shared
 // memory, still copied out with 16-byte stores: 256 blocks of 18, 20 or 34 bytes are multiples of
-// 16 bytes). The block's code is in quantize_gguf_block.cuh, shared with rung 03.
+// 16 bytes). The block's code is in quantize_gguf_block.cuh.
 //
 // What to look for: four LDG.E.128 a thread, FMNMX (q8_0: with .NAN; q4_1: the min and max),
 // the FMUL then FADD per quant never fused into an FFMA, F2I.TRUNC.NTZ once per value, PRMT (bytes

@@ -1,5 +1,5 @@
 // quantize_gguf_block.cuh — one GGUF block of 32 bf16 values quantized by one thread, ggml's bytes
-// with a fast path (GGUF quantize rungs 02 and 03; the idea and the proofs are in rung 02's header,
+// with a fast path (GGUF quantize rung 02; the idea and the proofs are in its header,
 // quant/quantize_gguf_02_thread_per_block.cu).
 //
 // load_gguf_block() issues the four 16-byte loads of a block; quantize_gguf_block<type>() widens

@@ -149,9 +149,6 @@ void register_quantize_gguf_kernels(Registry& registry) {
       "a thread per block: the max/min in the reference's order, one division pair a block, no per-value range "
       "checks where ggml's special cases cannot apply; rung 01's staging and 16-byte stores",
       &quantize_gguf_02_thread_per_block);
-  add("03_prefetch_next_run", 3,
-      "rung 02's blocks in persistent CTAs that load their next run of 256 blocks while they quantize this one",
-      &quantize_gguf_03_prefetch_next_run);
 }
 
 }  // namespace kc::stage3

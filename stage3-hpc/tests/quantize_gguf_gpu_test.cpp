@@ -137,7 +137,6 @@ TEST(QuantizeGgufGpu, RungsEntryAndDeviceReferenceWriteTheHostReferencesBytes) {
   const std::vector<std::pair<const char*, Quantize>> writers = {
       {"rung 01", &quantize_gguf_01_quad_per_block},
       {"rung 02", &quantize_gguf_02_thread_per_block},
-      {"rung 03", &quantize_gguf_03_prefetch_next_run},
       {"the public entry", [](const QuantizeGgufArgs& args, cudaStream_t stream) { quantize_gguf(args, stream); }}};
   for (const GgufBlockType type : kTypes)
     for (const auto& [rows, k] : std::vector<std::pair<long long, int>>{{3, 96}, {125, 1024}, {1, 4128}}) {

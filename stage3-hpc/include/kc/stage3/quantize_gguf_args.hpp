@@ -114,11 +114,6 @@ void quantize_gguf_01_quad_per_block(const QuantizeGgufArgs& args, cudaStream_t 
 // newer). The fold is four independent chains of fmaxf/fminf (or max.NaN for q8_0).
 void quantize_gguf_02_thread_per_block(const QuantizeGgufArgs& args, cudaStream_t stream);
 
-// Rung 03: rung 02's blocks in persistent CTAs (as many as the GPU holds at once) that walk the
-// runs of 256 blocks and issue the loads of their next run before they quantize this one, so DRAM
-// has loads in flight through the whole kernel (sm_80 and newer).
-void quantize_gguf_03_prefetch_next_run(const QuantizeGgufArgs& args, cudaStream_t stream);
-
 // For the negative control only: rung 01 with the nibble order of q4 blocks swapped (element j + 16
 // in the low nibble of qs[j], j in the high one). The check must fail it on q4_0 and q4_1.
 void quantize_gguf_01_swapped_nibbles(const QuantizeGgufArgs& args, cudaStream_t stream);
