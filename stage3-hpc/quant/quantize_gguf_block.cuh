@@ -12,6 +12,7 @@
 
 #include <cfloat>
 #include <cstdint>
+#include <cstring>
 
 #include "kc/core/vector_io.hpp"
 #include "kc/stage3/quantize_gguf_args.hpp"
@@ -34,6 +35,13 @@ __device__ __forceinline__ RawBlock load_gguf_block(const __nv_bfloat16* x, long
   for (int l = 0; l < kLoads; ++l)
     raw.part[l] = core::load_vector<__nv_bfloat16, kValuesPerLoad>(x + block * kGgufBlockWeights + l * kValuesPerLoad);
   return raw;
+}
+
+// The block's 16 bf16 pairs as stored (element 2i low, 2i + 1 high), for folds done two values an
+// instruction (HMNMX2): a max or min of bf16 values is the max or min of their exact floats.
+__device__ __forceinline__ void block_pairs(const RawBlock& raw, __nv_bfloat162 (&pairs)[kGgufBlockWeights / 2]) {
+  static_assert(sizeof(raw) == sizeof(pairs), "a block is 16 pairs");
+  memcpy(pairs, &raw, sizeof(pairs));
 }
 
 // max(a, b) with a NaN in either giving NaN (PTX max.NaN, sm_80 and newer): folded over a block's
@@ -82,13 +90,25 @@ __device__ __forceinline__ void put_words(std::uint8_t* at, const std::uint32_t 
 }
 
 // q8_0: d = amax / 127, quants round(x / d) as int8.
-__device__ __forceinline__ void quantize_q8_0(const float (&v)[kGgufBlockWeights], std::uint8_t* block) {
-  // Four independent chains (the order of a max with NaN kept does not matter), so the 32 steps
-  // are not one dependent chain of 32 latencies.
-  float part[kChains] = {};
+__device__ __forceinline__ void quantize_q8_0(const RawBlock& raw, const float (&v)[kGgufBlockWeights],
+                                              std::uint8_t* block) {
+  // The max of |x| with NaN kept, as max(largest, -smallest): the largest and the smallest value
+  // two at a time (max.NaN and min.NaN on bf16 pairs, which sm_90 merges three inputs at a time),
+  // in four independent chains (the order of such a max does not matter).
+  __nv_bfloat162 pairs[kGgufBlockWeights / 2];
+  block_pairs(raw, pairs);
+  __nv_bfloat162 high[kChains], low[kChains];
 #pragma unroll
-  for (int i = 0; i < kGgufBlockWeights; ++i) part[i % kChains] = max_keeping_nan(part[i % kChains], fabsf(v[i]));
-  float amax = max_keeping_nan(max_keeping_nan(part[0], part[1]), max_keeping_nan(part[2], part[3]));
+  for (int c = 0; c < kChains; ++c) high[c] = low[c] = __float2bfloat162_rn(0.f);
+#pragma unroll
+  for (int w = 0; w < kGgufBlockWeights / 2; ++w) {
+    high[w % kChains] = __hmax2_nan(high[w % kChains], pairs[w]);
+    low[w % kChains] = __hmin2_nan(low[w % kChains], pairs[w]);
+  }
+  const __nv_bfloat162 highs = __hmax2_nan(__hmax2_nan(high[0], high[1]), __hmax2_nan(high[2], high[3]));
+  const __nv_bfloat162 lows = __hmin2_nan(__hmin2_nan(low[0], low[1]), __hmin2_nan(low[2], low[3]));
+  float amax = max_keeping_nan(max_keeping_nan(__low2float(highs), __high2float(highs)),
+                               -max_keeping_nan(-__low2float(lows), -__high2float(lows)));
   const bool holds_nan = amax != amax;
   if (holds_nan) {  // ggml's MAX restarts after a NaN: fold again in its order
     amax = 0.f;
@@ -133,17 +153,16 @@ __device__ __forceinline__ void put_nibbles(std::uint8_t* at, const int (&q)[kGg
 // q4_0: d = max / -8 (max: the first value of largest magnitude, with its sign), nibbles
 // MIN(15, int8(x / d + 8.5)). ggml's loop ignores NaN, so every |x| <= |max|: x / d + 8.5 lies in
 // [0.5, 16.5] up to rounding (or is NaN), and the conversion needs no range check. The max stays
-// ggml's own sequential loop (three instructions a value): a fold of the largest and smallest value
-// in any order, with ggml's loop only for a tie of magnitudes, measured slower on the H200 — the
-// compiler predicates the tie loop instead of branching around it.
+// ggml's own sequential loop: a fold of the largest and smallest value in any order, with ggml's
+// loop only for a tie of magnitudes, measured slower on the H200 — the compiler predicates the tie
+// loop instead of branching around it.
 __device__ __forceinline__ void quantize_q4_0(const float (&v)[kGgufBlockWeights], std::uint8_t* block) {
-  float amax = 0.f, max = 0.f;
+  // ggml keeps amax = |max| beside max; comparing with |max| itself is the same test in one
+  // instruction fewer (a compare and a select a value).
+  float max = 0.f;
 #pragma unroll
   for (int i = 0; i < kGgufBlockWeights; ++i)
-    if (amax < fabsf(v[i])) {
-      amax = fabsf(v[i]);
-      max = v[i];
-    }
+    if (fabsf(max) < fabsf(v[i])) max = v[i];
   const float d = __fdiv_rn(max, -8.f);
   const float id = reciprocal_for_fast_path(d);
   int q[kGgufBlockWeights];
@@ -158,20 +177,29 @@ __device__ __forceinline__ void quantize_q4_0(const float (&v)[kGgufBlockWeights
 // monotone), and R x id = R / (R / 15) with three roundings of at most 2^-21 each relative (the
 // scale is at least 2^-128 when id is finite, so its rounding is that fine even as a subnormal),
 // so (x - min) x id + 0.5 < 15.51 and truncates to at most 15 (or is NaN, which gives 0).
-__device__ __forceinline__ void quantize_q4_1(const float (&v)[kGgufBlockWeights], std::uint8_t* block) {
-  float low[kChains], high[kChains];
+__device__ __forceinline__ void quantize_q4_1(const RawBlock& raw, const float (&v)[kGgufBlockWeights],
+                                              std::uint8_t* block) {
+  // Min and max two values an instruction (HMNMX2 on bf16 pairs; like fminf/fmaxf they skip NaN),
+  // in four chains, from +-Inf (bf16 has no FLT_MAX); then ggml's starting values FLT_MAX and
+  // -FLT_MAX as bounds: a block with no value below FLT_MAX (only +Inf and NaN) keeps min = FLT_MAX
+  // in ggml, and fminf(FLT_MAX, +Inf) says the same.
+  __nv_bfloat162 pairs[kGgufBlockWeights / 2];
+  block_pairs(raw, pairs);
+  __nv_bfloat162 low[kChains], high[kChains];
 #pragma unroll
   for (int c = 0; c < kChains; ++c) {
-    low[c] = FLT_MAX;
-    high[c] = -FLT_MAX;
+    low[c] = __float2bfloat162_rn(INFINITY);
+    high[c] = __float2bfloat162_rn(-INFINITY);
   }
 #pragma unroll
-  for (int i = 0; i < kGgufBlockWeights; ++i) {
-    low[i % kChains] = fminf(low[i % kChains], v[i]);
-    high[i % kChains] = fmaxf(high[i % kChains], v[i]);
+  for (int w = 0; w < kGgufBlockWeights / 2; ++w) {
+    low[w % kChains] = __hmin2(low[w % kChains], pairs[w]);
+    high[w % kChains] = __hmax2(high[w % kChains], pairs[w]);
   }
-  float min = fminf(fminf(low[0], low[1]), fminf(low[2], low[3]));
-  float max = fmaxf(fmaxf(high[0], high[1]), fmaxf(high[2], high[3]));
+  const __nv_bfloat162 lows = __hmin2(__hmin2(low[0], low[1]), __hmin2(low[2], low[3]));
+  const __nv_bfloat162 highs = __hmax2(__hmax2(high[0], high[1]), __hmax2(high[2], high[3]));
+  float min = fminf(FLT_MAX, fminf(__low2float(lows), __high2float(lows)));
+  float max = fmaxf(-FLT_MAX, fmaxf(__low2float(highs), __high2float(highs)));
   if (min == 0.f || max == 0.f) {  // +0 or -0: ggml keeps the first of equal values, so its sign
     min = FLT_MAX;
     max = -FLT_MAX;
@@ -204,11 +232,11 @@ __device__ __forceinline__ void quantize_gguf_block(const RawBlock& raw, std::ui
     for (int i = 0; i < kValuesPerLoad; ++i) v[l * kValuesPerLoad + i] = part[i];
   }
   if constexpr (kType == GgufBlockType::q8_0)
-    quantize_q8_0(v, out);
+    quantize_q8_0(raw, v, out);
   else if constexpr (kType == GgufBlockType::q4_0)
     quantize_q4_0(v, out);
   else
-    quantize_q4_1(v, out);
+    quantize_q4_1(raw, v, out);
 }
 
 // Copies a CTA's run of `bytes` staged bytes from shared memory to `out` (16-byte aligned, as a
