@@ -15,10 +15,10 @@
 //   - a fast path: ggml's rules (NaN restarting q8_0's max, C's conversion of NaN, Inf and values
 //     past int32 to int8, the sign of a zero min) cost a compare or a select per value when written
 //     out, but they can change the bytes only for rare blocks that a cheap test per block finds:
-//       q8_0  the max of |x| with NaN kept (max.NaN and min.NaN on bf16 pairs) — no NaN in the
-//             block means every |x| <= max, so every x / d rounds within +-127 and a plain
-//             conversion is exact; a block holding a NaN takes the exact path (ggml's MAX,
-//             range-checked conversion);
+//       q8_0  the max of |x| with NaN kept (one max.NaN a value) — no NaN in the block means
+//             every |x| <= max, so every x / d rounds within +-127 and a plain conversion is
+//             exact; a block holding a NaN takes the exact path (ggml's MAX, range-checked
+//             conversion);
 //       q4_0  ggml's loop already ignores NaN; every |x| <= |max|, so x / d + 8.5 stays in
 //             [0, 16.5];
 //       q4_1  min and max on bf16 pairs (they skip NaN as ggml's strict comparisons do) unless
@@ -27,18 +27,18 @@
 //     of +-Inf or NaN): the reciprocal is replaced by a NaN, and the hardware conversion of a NaN
 //     is 0 — the same bytes with no test per value. Out-of-range products cannot occur otherwise,
 //     so the fast path converts with one F2I.TRUNC (NaN -> 0) and no range check;
-//   - the q8_0 and q4_1 folds on the bf16 pairs as loaded, two values an instruction (sm_90 merges
-//     three pairs in one VHMNMX), in four independent chains: a max or min that skips (or keeps)
-//     every NaN does not depend on the order, and a max of bf16 values is the max of their exact
-//     floats (q4_0's max is ggml's loop — its first-of-equals rule is an order — as one compare and
-//     one select a value: ggml's amax is always |max|).
+//   - the folds in four independent chains, since a max or min that skips (or keeps) every NaN does
+//     not depend on the order: q8_0's on the floats (max.NaN), q4_1's on the bf16 pairs as loaded,
+//     two values an instruction (a max of bf16 values is the max of their exact floats; sm_90
+//     merges three pairs in one VHMNMX); q4_0's max is ggml's loop — its first-of-equals rule is an
+//     order — as one compare and one select a value (ggml's amax is always |max|).
 // What changed from rung 01: the lane layout (a thread per block, four 16-byte loads of its own 64
 // bytes — neighbouring threads' loads touch each 32-byte sector twice, the L1 serves the second
 // touch), the fast path, and the staging of 256 blocks a CTA (still 2-byte stores into shared
 // memory, still copied out with 16-byte stores: 256 blocks of 18, 20 or 34 bytes are multiples of
 // 16 bytes). The block's code is in quantize_gguf_block.cuh.
 //
-// What to look for: four LDG.E.128 a thread, HMNMX2/VHMNMX.BF16_V2 (q8_0 with .NAN, q4_1),
+// What to look for: four LDG.E.128 a thread, FMNMX.NAN (q8_0), HMNMX2/VHMNMX.BF16_V2 (q4_1),
 // the FMUL then FADD per quant never fused into an FFMA, F2I.TRUNC.NTZ once per value, PRMT (bytes
 // into words), STS.U16, BAR.SYNC, LDS.128 + STG.E.128; no SHFL, no local memory.
 // Expected limiter: DRAM bandwidth (2 bytes read a value, 0.56 to 1.06 written), with roughly a

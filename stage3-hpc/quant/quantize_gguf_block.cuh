@@ -90,25 +90,13 @@ __device__ __forceinline__ void put_words(std::uint8_t* at, const std::uint32_t 
 }
 
 // q8_0: d = amax / 127, quants round(x / d) as int8.
-__device__ __forceinline__ void quantize_q8_0(const RawBlock& raw, const float (&v)[kGgufBlockWeights],
-                                              std::uint8_t* block) {
-  // The max of |x| with NaN kept, as max(largest, -smallest): the largest and the smallest value
-  // two at a time (max.NaN and min.NaN on bf16 pairs, which sm_90 merges three inputs at a time),
-  // in four independent chains (the order of such a max does not matter).
-  __nv_bfloat162 pairs[kGgufBlockWeights / 2];
-  block_pairs(raw, pairs);
-  __nv_bfloat162 high[kChains], low[kChains];
+__device__ __forceinline__ void quantize_q8_0(const float (&v)[kGgufBlockWeights], std::uint8_t* block) {
+  // Four independent chains (the order of a max with NaN kept does not matter), so the 32 steps
+  // are not one dependent chain of 32 latencies.
+  float part[kChains] = {};
 #pragma unroll
-  for (int c = 0; c < kChains; ++c) high[c] = low[c] = __float2bfloat162_rn(0.f);
-#pragma unroll
-  for (int w = 0; w < kGgufBlockWeights / 2; ++w) {
-    high[w % kChains] = __hmax2_nan(high[w % kChains], pairs[w]);
-    low[w % kChains] = __hmin2_nan(low[w % kChains], pairs[w]);
-  }
-  const __nv_bfloat162 highs = __hmax2_nan(__hmax2_nan(high[0], high[1]), __hmax2_nan(high[2], high[3]));
-  const __nv_bfloat162 lows = __hmin2_nan(__hmin2_nan(low[0], low[1]), __hmin2_nan(low[2], low[3]));
-  float amax = max_keeping_nan(max_keeping_nan(__low2float(highs), __high2float(highs)),
-                               -max_keeping_nan(-__low2float(lows), -__high2float(lows)));
+  for (int i = 0; i < kGgufBlockWeights; ++i) part[i % kChains] = max_keeping_nan(part[i % kChains], fabsf(v[i]));
+  float amax = max_keeping_nan(max_keeping_nan(part[0], part[1]), max_keeping_nan(part[2], part[3]));
   const bool holds_nan = amax != amax;
   if (holds_nan) {  // ggml's MAX restarts after a NaN: fold again in its order
     amax = 0.f;
@@ -232,7 +220,7 @@ __device__ __forceinline__ void quantize_gguf_block(const RawBlock& raw, std::ui
     for (int i = 0; i < kValuesPerLoad; ++i) v[l * kValuesPerLoad + i] = part[i];
   }
   if constexpr (kType == GgufBlockType::q8_0)
-    quantize_q8_0(raw, v, out);
+    quantize_q8_0(v, out);
   else if constexpr (kType == GgufBlockType::q4_0)
     quantize_q4_0(v, out);
   else
