@@ -41,8 +41,9 @@
 // What to look for: four LDG.E.128 a thread, FMNMX.NAN (q8_0), HMNMX2/VHMNMX.BF16_V2 (q4_1),
 // the FMUL then FADD per quant never fused into an FFMA, F2I.TRUNC.NTZ once per value, PRMT (bytes
 // into words), STS.U16, BAR.SYNC, LDS.128 + STG.E.128; no SHFL, no local memory.
-// Expected limiter: DRAM bandwidth (2 bytes read a value, 0.56 to 1.06 written), with roughly a
-// third of rung 01's instructions per value.
+// Expected limiter: DRAM bandwidth (2 bytes read a value, 0.56 to 1.06 written), with under half
+// of rung 01's instructions per value; then the latency of a CTA that loads, computes with nothing
+// in flight, and stores.
 //
 // Run just this rung:  kc-bench --filter stage3/quantize_gguf/02
 #include <cuda_bf16.h>
