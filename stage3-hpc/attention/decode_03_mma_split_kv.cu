@@ -427,10 +427,7 @@ void attention_decode_03_mma_split_kv(const DecodeArgs<T>& args, const DecodeSpl
 
 template <typename T>
 int attention_decode_03_ctas_per_sm(const DecodeArgs<T>& args) {
-  // Reads the head dimension and the group's rows only: a shape without tensors will do.
-  require(args.head_dim == 64 || args.head_dim == 128,
-          "decode rung 03: head dimension D = {} is not compiled; this rung supports D = 64 and D = 128",
-          args.head_dim);
+  require_decode_shape(args, "decode rung 03");  // a shape without tensors will do
   if (args.head_dim == 64) return two_row_tiles(args) ? ctas_per_sm<T, 64, 2>() : ctas_per_sm<T, 64, 1>();
   return two_row_tiles(args) ? ctas_per_sm<T, 128, 2>() : ctas_per_sm<T, 128, 1>();
 }

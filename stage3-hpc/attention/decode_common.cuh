@@ -1,8 +1,7 @@
 // decode_common.cuh — what the paged decode rungs share: the checks before a launch, which keys a
 // new token sees, where a key's row lives in the paged cache, and the combine kernel that merges
-// the splits of a flash-decoding rung (rung 03's; rung 02 still has its own copy). The online
-// softmax pieces (exp2, the -inf base, a finished row) are the prefill ladder's, from
-// flash_common.cuh.
+// the splits of a flash-decoding rung (rungs 02 and 03). The online softmax pieces (exp2, the -inf
+// base, a finished row) are the prefill ladder's, from flash_common.cuh.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -25,17 +24,7 @@ inline constexpr int kDecodeChunkElements = 8;
 // Checks a decode launch before it happens: kc::Error with a sentence a learner can act on.
 template <typename T>
 void require_decode_args(const DecodeArgs<T>& args, const char* rung) {
-  require(args.head_dim == 64 || args.head_dim == 128,
-          "{}: head dimension D = {} is not compiled; this rung supports D = 64 and D = 128", rung, args.head_dim);
-  require(args.block_size == 16 || args.block_size == 32 || args.block_size == 64,
-          "{}: block_size = {} tokens; the cache's blocks hold 16, 32 or 64", rung, args.block_size);
-  require(args.batch >= 1 && args.q_heads >= 1 && args.kv_heads >= 1 && args.q_len >= 1 && args.max_blocks >= 1,
-          "{}: B {}, Hq {}, Hkv {}, Sq {} and the table's slots per sequence {} must all be >= 1", rung, args.batch,
-          args.q_heads, args.kv_heads, args.q_len, args.max_blocks);
-  require(args.q_heads % args.kv_heads == 0, "{}: Hq = {} is not a multiple of Hkv = {}", rung, args.q_heads,
-          args.kv_heads);
-  require(args.max_blocks <= INT32_MAX / args.block_size,
-          "{}: {} slots of {} keys exceed 32-bit key indices", rung, args.max_blocks, args.block_size);
+  require_decode_shape(args, rung);
   const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
   require(aligned(args.q) && aligned(args.k_cache) && aligned(args.v_cache) && aligned(args.o),
           "{}: Q, K_cache, V_cache and O must start 16-byte aligned (rows are moved in 16-byte pieces)", rung);

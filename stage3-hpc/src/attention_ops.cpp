@@ -104,13 +104,13 @@ void validate_cu_seqlens(const std::int32_t* cu_seqlens, std::int64_t batch, std
 }
 
 template <typename T>
-DecodeSplitPlan PagedDecodeAttention::plan_for(const DecodeArgs<T>& args, Rung rung) {
+DecodeSplitPlan PagedDecodeAttention::plan_for(const DecodeArgs<T>& args) {
   if (sm_count_ == 0) sm_count_ = current_device_sm_count();
-  if (rung == Rung::split_kv)
+  if (rung_ == Rung::split_kv)
     return plan_decode_splits(args.batch, args.kv_heads, args.group_rows(), args.max_keys(), sm_count_,
                               min_keys_per_split_);
   // The occupancy query once per kernel instance, never inside a captured or timed launch.
-  int& ctas_per_sm = mma_ctas_per_sm_[{std::is_same_v<T, __nv_bfloat16>, args.head_dim, args.group_rows() > 16}];
+  int& ctas_per_sm = mma_ctas_per_sm_[{std::is_same_v<T, __nv_bfloat16>, args.head_dim, args.group_rows()}];
   if (ctas_per_sm == 0) ctas_per_sm = attention_decode_03_ctas_per_sm(args);
   return plan_decode_splits_in_waves(args.batch, args.kv_heads, args.group_rows(), args.max_keys(),
                                      ctas_per_sm * sm_count_, min_keys_per_split_);
@@ -132,49 +132,29 @@ void PagedDecodeAttention::set_min_keys_per_split(int keys) {
 
 template <typename T>
 void PagedDecodeAttention::reserve(const DecodeArgs<T>& args) {
-  // The pointers may still be null here (a shape only); the head dimension picks the kernel whose
-  // occupancy the plan reads, so it is checked now rather than at the first step.
-  require(args.head_dim == 64 || args.head_dim == 128,
-          "PagedDecodeAttention: head dimension D = {}; the decode rungs support D = 64 and D = 128", args.head_dim);
-  require(args.batch >= 1 && args.q_heads >= 1 && args.kv_heads >= 1 && args.q_len >= 1 && args.max_blocks >= 1 &&
-              args.q_heads % args.kv_heads == 0,
-          "PagedDecodeAttention: B {}, Hq {}, Hkv {}, Sq {}, slots {}: all must be >= 1 and Hq a multiple of Hkv",
-          args.batch, args.q_heads, args.kv_heads, args.q_len, args.max_blocks);
-  workspace_for(args, plan_for(args, rung_));
-}
-
-template <typename T>
-void PagedDecodeAttention::run_split_kv(const DecodeArgs<T>& args, cudaStream_t stream) {
-  const DecodeSplitPlan plan = plan_for(args, Rung::split_kv);
-  float* base = workspace_for(args, plan);
-  attention_decode_02_split_kv(
-      args, plan, decode_split_workspace(base, args.batch, args.q_heads, args.q_len, args.head_dim, plan), stream);
-}
-
-template <typename T>
-void PagedDecodeAttention::run_mma_split_kv(const DecodeArgs<T>& args, cudaStream_t stream) {
-  const DecodeSplitPlan plan = plan_for(args, Rung::mma_split_kv);
-  float* base = workspace_for(args, plan);
-  attention_decode_03_mma_split_kv(
-      args, plan, decode_split_workspace(base, args.batch, args.q_heads, args.q_len, args.head_dim, plan), stream);
+  // The pointers may still be null here (a shape only); the shape is checked now rather than at
+  // the first step (the head dimension picks the kernel whose occupancy the plan reads).
+  require_decode_shape(args, "PagedDecodeAttention");
+  workspace_for(args, plan_for(args));
 }
 
 template <typename T>
 std::string_view PagedDecodeAttention::run(const DecodeArgs<T>& args, cudaStream_t stream) {
+  const DecodeSplitPlan plan = plan_for(args);
+  const DecodeSplitWorkspace workspace = decode_split_workspace(workspace_for(args, plan), args.batch, args.q_heads,
+                                                                args.q_len, args.head_dim, plan);
   if (rung_ == Rung::split_kv) {
-    run_split_kv(args, stream);
+    attention_decode_02_split_kv(args, plan, workspace, stream);
     return "stage3/attention_decode_paged/02_split_kv";
   }
-  run_mma_split_kv(args, stream);
+  attention_decode_03_mma_split_kv(args, plan, workspace, stream);
   return "stage3/attention_decode_paged/03_mma_split_kv";
 }
 
 #define KC_INSTANTIATE(T)                                                                  \
   template std::string_view attention_forward<T>(const AttentionArgs<T>&, cudaStream_t);   \
   template void PagedDecodeAttention::reserve<T>(const DecodeArgs<T>&);                     \
-  template std::string_view PagedDecodeAttention::run<T>(const DecodeArgs<T>&, cudaStream_t); \
-  template void PagedDecodeAttention::run_split_kv<T>(const DecodeArgs<T>&, cudaStream_t);      \
-  template void PagedDecodeAttention::run_mma_split_kv<T>(const DecodeArgs<T>&, cudaStream_t);
+  template std::string_view PagedDecodeAttention::run<T>(const DecodeArgs<T>&, cudaStream_t);
 KC_INSTANTIATE(__nv_bfloat16)
 KC_INSTANTIATE(__half)
 #undef KC_INSTANTIATE

@@ -1,7 +1,7 @@
 // Files the paged decode ladder (stage3-hpc/attention/decode_NN_*.cu) with the registry: each rung
-// for bf16 and f16 and D = 64 or 128. Rungs 02 and 03 keep their split workspace in the public
-// entry (kc/stage3/attention_ops.hpp's PagedDecodeAttention), whose run_split_kv and
-// run_mma_split_kv the registry's launches call.
+// for bf16 and f16 and D = 64 or 128. Rungs 02 and 03 run through the public entry
+// (kc/stage3/attention_ops.hpp's PagedDecodeAttention, set to the rung), which keeps their split
+// workspace.
 #include "register_attention_decode.hpp"
 
 #include <fmt/format.h>
@@ -35,28 +35,16 @@ void launch_naive(const Problem& problem, Operands& operands, cudaStream_t strea
   attention_decode_01_naive(decode_args<T>(problem, operands), stream);
 }
 
-// What rung 02 keeps between launches (the SM count its split rule reads, the FP32 workspace of
-// partial O and LSE): the public entry's, which runs rung 02 itself through run_split_kv.
-class SplitKvRung {
+// What rungs 02 and 03 keep between launches (the SM count and, for rung 03, the CTAs an SM holds,
+// which their split rules read; the FP32 workspace of partial O and LSE, grown on the first launch,
+// kc-bench's untimed warm-up, and kept): the public entry's, set to the rung.
+class EntryRung {
  public:
+  explicit EntryRung(PagedDecodeAttention::Rung rung) { decode_.set_rung(rung); }
+
   template <typename T>
   void run(const Problem& problem, Operands& operands, cudaStream_t stream) {
-    decode_.run_split_kv(decode_args<T>(problem, operands), stream);
-  }
-
- private:
-  PagedDecodeAttention decode_;
-};
-
-// What rung 03 keeps between launches (the SM count and the CTAs an SM holds, which its
-// wave-filling split rule reads; the FP32 workspace of partial O and LSE, grown on the first launch,
-// kc-bench's untimed warm-up, and kept): the public entry's, which runs rung 03 itself through
-// run_mma_split_kv.
-class MmaSplitKvRung {
- public:
-  template <typename T>
-  void run(const Problem& problem, Operands& operands, cudaStream_t stream) {
-    decode_.run_mma_split_kv(decode_args<T>(problem, operands), stream);
+    decode_.run(decode_args<T>(problem, operands), stream);
   }
 
  private:
@@ -136,14 +124,14 @@ void register_attention_decode_kernels(Registry& registry) {
   KernelEntry split_kv = decode_entry(
       "02_split_kv", 2,
       "flash-decoding: context split over CTAs, each page read once per group (cp.async), FP32 partials combined");
-  split_kv.launch = launch_for_dtype(std::make_shared<SplitKvRung>());
+  split_kv.launch = launch_for_dtype(std::make_shared<EntryRung>(PagedDecodeAttention::Rung::split_kv));
   registry.add_kernel(std::move(split_kv));
 
   KernelEntry mma_split_kv = decode_entry(
       "03_mma_split_kv", 3,
       "rung 02 on tensor cores: the group's rows as an m16 tile, QK^T and PV on mma.sync, 64-key pages "
       "in a 3-4 stage cp.async pipeline");
-  mma_split_kv.launch = launch_for_dtype(std::make_shared<MmaSplitKvRung>());
+  mma_split_kv.launch = launch_for_dtype(std::make_shared<EntryRung>(PagedDecodeAttention::Rung::mma_split_kv));
   registry.add_kernel(std::move(mma_split_kv));
 }
 

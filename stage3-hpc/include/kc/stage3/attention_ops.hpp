@@ -86,17 +86,9 @@ class PagedDecodeAttention {
   void reserve(const DecodeArgs<T>& args);
 
   // Launches rung() and returns its kc-bench id ("stage3/attention_decode_paged/03_mma_split_kv").
+  // The registry's entries for rungs 02 and 03 are this, with the rung set.
   template <typename T>
   std::string_view run(const DecodeArgs<T>& args, cudaStream_t stream);
-
-  // Rung 02 itself, whatever run() picks, with this object's split floor and workspace: the
-  // registry's entry for it.
-  template <typename T>
-  void run_split_kv(const DecodeArgs<T>& args, cudaStream_t stream);
-
-  // Rung 03 itself, whatever run() picks: the registry's entry for it.
-  template <typename T>
-  void run_mma_split_kv(const DecodeArgs<T>& args, cudaStream_t stream);
 
   // Which rung run() launches: mma_split_kv unless set (a caller comparing the two, such as
   // kc-engine-bench --decode-attention both). Set it before reserve().
@@ -112,15 +104,15 @@ class PagedDecodeAttention {
 
  private:
   template <typename T>
-  DecodeSplitPlan plan_for(const DecodeArgs<T>& args, Rung rung);
+  DecodeSplitPlan plan_for(const DecodeArgs<T>& args);
   template <typename T>
   float* workspace_for(const DecodeArgs<T>& args, const DecodeSplitPlan& plan);
 
   Rung rung_ = Rung::mma_split_kv;
   int sm_count_ = 0;
   int min_keys_per_split_ = kDecodeMinKeysPerSplit;
-  // Rung 03's CTAs an SM holds, per kernel instance: (bf16, D, two 16-row tiles a CTA).
-  std::map<std::tuple<bool, int, bool>, int> mma_ctas_per_sm_;
+  // Rung 03's CTAs an SM holds, per kernel instance: (bf16, D, the group's rows).
+  std::map<std::tuple<bool, int, int>, int> mma_ctas_per_sm_;
   DeviceScratch workspace_;
 };
 

@@ -18,6 +18,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kc/common/error.hpp"
+
 namespace kc::stage3 {
 
 // T: __nv_bfloat16 or __half. Every tensor is contiguous:
@@ -47,6 +49,26 @@ struct DecodeArgs {
   // The most keys a sequence's table row addresses.
   __host__ __device__ int max_keys() const { return max_blocks * block_size; }
 };
+
+// The checks of a decode call that read its shape only, no tensor — what a split plan, a workspace
+// size and an occupancy query depend on: D compiled, the block size, every count >= 1, Hq a multiple
+// of Hkv, key indices within 32 bits. kc::Error naming `who`. require_decode_args
+// (attention/decode_common.cuh) adds the tensors' checks before a launch.
+template <typename T>
+void require_decode_shape(const DecodeArgs<T>& args, const char* who) {
+  require(args.head_dim == 64 || args.head_dim == 128,
+          "{}: head dimension D = {} is not compiled; the decode rungs support D = 64 and D = 128", who,
+          args.head_dim);
+  require(args.block_size == 16 || args.block_size == 32 || args.block_size == 64,
+          "{}: block_size = {} tokens; the cache's blocks hold 16, 32 or 64", who, args.block_size);
+  require(args.batch >= 1 && args.q_heads >= 1 && args.kv_heads >= 1 && args.q_len >= 1 && args.max_blocks >= 1,
+          "{}: B {}, Hq {}, Hkv {}, Sq {} and the table's slots per sequence {} must all be >= 1", who, args.batch,
+          args.q_heads, args.kv_heads, args.q_len, args.max_blocks);
+  require(args.q_heads % args.kv_heads == 0, "{}: Hq = {} is not a multiple of Hkv = {}", who, args.q_heads,
+          args.kv_heads);
+  require(args.max_blocks <= INT32_MAX / args.block_size, "{}: {} slots of {} keys exceed 32-bit key indices", who,
+          args.max_blocks, args.block_size);
+}
 
 // The head dimensions the decode rungs are compiled for (a template parameter: the loops over D
 // unroll and the accumulators stay in registers).
@@ -204,8 +226,7 @@ void attention_decode_03_mma_split_kv(const DecodeArgs<T>& args, const DecodeSpl
 
 // The CTAs of rung 03 one SM of the current GPU holds at once for `args` (its shared memory and
 // registers decide), the `resident_ctas` per SM of plan_decode_splits_in_waves. Reads the head
-// dimension and the group's rows only (a shape without tensors will do); kc::Error for D other
-// than 64 or 128.
+// dimension and the group's rows (a shape without tensors will do); checks require_decode_shape.
 template <typename T>
 int attention_decode_03_ctas_per_sm(const DecodeArgs<T>& args);
 
