@@ -70,36 +70,25 @@ void require_decode_split_plan(const DecodeArgs<T>& args, const DecodeSplitPlan&
           plan.splits);
 }
 
-// Unnamed: each rung's file compiles its own combine kernel, with no symbol shared between them.
-namespace {
-
-inline constexpr int kDecodeCombineWarps = 4;
-
-// The combine of a flash-decoding rung: one warp per query row merges the splits its sequence
-// reaches,
-//     LSE = log sum_s exp(LSE_s),  O = sum_s exp(LSE_s - LSE) O_s.
-// A split that holds keys but none this row sees has LSE_s = -inf and weighs 0; no split with a
-// visible key (an empty sequence, a token that sees nothing) leaves O = 0 and LSE = -inf. A NaN
-// LSE_s makes the row NaN. SASS: MUFU.EX2 (the weights), MUFU.RCP (1 / their sum), SHFL.BFLY (the
-// largest LSE_s), no LDL/STL.
-template <typename T, int kHeadDim>
-__global__ void __launch_bounds__(kDecodeCombineWarps * core::kWarpSize)
-    decode_combine_kernel(DecodeArgs<T> args, DecodeSplitPlan plan, DecodeSplitWorkspace workspace) {
+// One query row's merge of its sequence's first `used_splits` splits, by one warp (lane `lane`):
+//     LSE = log sum_s exp(LSE_s),  O = sum_s exp(LSE_s - LSE) O_s,
+// added in split order (the same bits whichever CTA runs it). A split that holds keys but none
+// this row sees has LSE_s = -inf and weighs 0; no split with a visible key (an empty sequence, a
+// token that sees nothing) leaves O = 0 and LSE = -inf. A NaN LSE_s makes the row NaN.
+// kFromL2: the partials are read with ld.global.cg (__ldcg) — for a merge in the launch that
+// wrote them (rung 04's last split), where only the L2 is sure to hold other SMs' stores.
+template <typename T, int kHeadDim, bool kFromL2 = false>
+__device__ __forceinline__ void merge_split_row(const DecodeArgs<T>& args, const DecodeSplitPlan& plan,
+                                                const DecodeSplitWorkspace& workspace, std::int64_t row,
+                                                int used_splits, int lane) {
   constexpr int kColumnsPerLane = kHeadDim / core::kWarpSize;
-  core::let_dependent_grids_start();
-  core::wait_for_previous_grids();
-  const int warp = static_cast<int>(threadIdx.x) / core::kWarpSize;
-  const int lane = static_cast<int>(threadIdx.x) % core::kWarpSize;
-  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * kDecodeCombineWarps + warp;
-  if (row >= static_cast<std::int64_t>(args.batch) * args.q_heads * args.q_len) return;
-  const int b = static_cast<int>(row / (static_cast<std::int64_t>(args.q_heads) * args.q_len));
-  // The splits that start inside the sequence; the others wrote nothing.
-  const int used_splits = min(plan.splits, ceil_div(args.seq_lens[b], plan.keys_per_split));
+  static_assert(kColumnsPerLane == 2 || kColumnsPerLane == 4, "D = 64 or 128: a float2 or float4 a lane");
   const float* lse = workspace.partial_lse + row * plan.splits;
   const float* partial = workspace.partial_o + row * plan.splits * kHeadDim + lane * kColumnsPerLane;
+  const auto load_lse = [&](int s) { return kFromL2 ? __ldcg(lse + s) : lse[s]; };
 
   float max = -CUDART_INF_F;
-  for (int s = lane; s < used_splits; s += core::kWarpSize) max = core::max_propagate_nan(max, lse[s]);
+  for (int s = lane; s < used_splits; s += core::kWarpSize) max = core::max_propagate_nan(max, load_lse(s));
   max = core::warp_reduce_max(max);
 
   float o[kColumnsPerLane] = {};
@@ -107,10 +96,18 @@ __global__ void __launch_bounds__(kDecodeCombineWarps * core::kWarpSize)
   if (max != -CUDART_INF_F) {
     float total = 0.f;
     for (int s = 0; s < used_splits; ++s) {
-      const float weight = exp2_flush_to_zero((lse[s] - max) * kLog2e);
+      const float weight = exp2_flush_to_zero((load_lse(s) - max) * kLog2e);
       total += weight;
       float values[kColumnsPerLane];
-      core::load_floats<float, kColumnsPerLane>(partial + s * kHeadDim, values);
+      if constexpr (kFromL2 && kColumnsPerLane == 4) {
+        const float4 v = __ldcg(reinterpret_cast<const float4*>(partial + s * kHeadDim));
+        values[0] = v.x, values[1] = v.y, values[2] = v.z, values[3] = v.w;
+      } else if constexpr (kFromL2) {
+        const float2 v = __ldcg(reinterpret_cast<const float2*>(partial + s * kHeadDim));
+        values[0] = v.x, values[1] = v.y;
+      } else {
+        core::load_floats<float, kColumnsPerLane>(partial + s * kHeadDim, values);
+      }
 #pragma unroll
       for (int c = 0; c < kColumnsPerLane; ++c) o[c] = fmaf(weight, values[c], o[c]);
     }
@@ -121,6 +118,33 @@ __global__ void __launch_bounds__(kDecodeCombineWarps * core::kWarpSize)
   }
   core::store_floats<T, kColumnsPerLane>(args.o + row * kHeadDim + lane * kColumnsPerLane, o);
   if (lane == 0) args.lse[row] = out_lse;
+}
+
+// The splits of sequence `b` that start inside it (the others wrote nothing): min(splits,
+// ceil(L / keys_per_split)), 0 for an empty sequence.
+__device__ __forceinline__ int decode_used_splits(const DecodeSplitPlan& plan, int length) {
+  return min(plan.splits, ceil_div(length, plan.keys_per_split));
+}
+
+// Unnamed: each rung's file compiles its own combine kernel, with no symbol shared between them.
+namespace {
+
+inline constexpr int kDecodeCombineWarps = 4;
+
+// The combine of a flash-decoding rung (rungs 02 and 03): one warp per query row merges the splits
+// its sequence reaches (merge_split_row). SASS: MUFU.EX2 (the weights), MUFU.RCP (1 / their sum),
+// SHFL.BFLY (the largest LSE_s), no LDL/STL.
+template <typename T, int kHeadDim>
+__global__ void __launch_bounds__(kDecodeCombineWarps * core::kWarpSize)
+    decode_combine_kernel(DecodeArgs<T> args, DecodeSplitPlan plan, DecodeSplitWorkspace workspace) {
+  core::let_dependent_grids_start();
+  core::wait_for_previous_grids();
+  const int warp = static_cast<int>(threadIdx.x) / core::kWarpSize;
+  const int lane = static_cast<int>(threadIdx.x) % core::kWarpSize;
+  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * kDecodeCombineWarps + warp;
+  if (row >= static_cast<std::int64_t>(args.batch) * args.q_heads * args.q_len) return;
+  const int b = static_cast<int>(row / (static_cast<std::int64_t>(args.q_heads) * args.q_len));
+  merge_split_row<T, kHeadDim>(args, plan, workspace, row, decode_used_splits(plan, args.seq_lens[b]), lane);
 }
 
 // Launches the combine of `plan`'s splits (nothing for one split: the split kernel wrote O and LSE).

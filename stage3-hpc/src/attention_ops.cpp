@@ -110,8 +110,10 @@ DecodeSplitPlan PagedDecodeAttention::plan_for(const DecodeArgs<T>& args) {
     return plan_decode_splits(args.batch, args.kv_heads, args.group_rows(), args.max_keys(), sm_count_,
                               min_keys_per_split_);
   // The occupancy query once per kernel instance, never inside a captured or timed launch.
-  int& ctas_per_sm = mma_ctas_per_sm_[{std::is_same_v<T, __nv_bfloat16>, args.head_dim, args.group_rows()}];
-  if (ctas_per_sm == 0) ctas_per_sm = attention_decode_03_ctas_per_sm(args);
+  int& ctas_per_sm = mma_ctas_per_sm_[{rung_, std::is_same_v<T, __nv_bfloat16>, args.head_dim, args.group_rows()}];
+  if (ctas_per_sm == 0)
+    ctas_per_sm = rung_ == Rung::fused_combine ? attention_decode_04_ctas_per_sm(args)
+                                               : attention_decode_03_ctas_per_sm(args);
   return plan_decode_splits_in_waves(args.batch, args.kv_heads, args.group_rows(), args.max_keys(),
                                      ctas_per_sm * sm_count_, min_keys_per_split_);
 }
@@ -121,6 +123,19 @@ float* PagedDecodeAttention::workspace_for(const DecodeArgs<T>& args, const Deco
   const std::size_t floats =
       decode_split_workspace_floats(args.batch, args.q_heads, args.q_len, args.head_dim, plan);
   return floats == 0 ? nullptr : reinterpret_cast<float*>(workspace_.reserve(floats * sizeof(float)));
+}
+
+template <typename T>
+unsigned* PagedDecodeAttention::arrivals_for(const DecodeArgs<T>& args, const DecodeSplitPlan& plan) {
+  if (rung_ != Rung::fused_combine) return nullptr;
+  const std::size_t count = decode_split_arrival_counters(args.batch, args.kv_heads, plan);
+  if (count == 0) return nullptr;
+  if (arrivals_.size() < count) {
+    arrivals_ = DeviceBuffer<unsigned>();  // free before allocating the larger one
+    arrivals_ = DeviceBuffer<unsigned>(count);
+    KC_CUDA_CHECK(cudaMemset(arrivals_.data(), 0, arrivals_.bytes()));  // never inside a capture: reserve() grew it
+  }
+  return arrivals_.data();
 }
 
 void PagedDecodeAttention::set_min_keys_per_split(int keys) {
@@ -135,20 +150,29 @@ void PagedDecodeAttention::reserve(const DecodeArgs<T>& args) {
   // The pointers may still be null here (a shape only); the shape is checked now rather than at
   // the first step (the head dimension picks the kernel whose occupancy the plan reads).
   require_decode_shape(args, "PagedDecodeAttention");
-  workspace_for(args, plan_for(args));
+  const DecodeSplitPlan plan = plan_for(args);
+  workspace_for(args, plan);
+  arrivals_for(args, plan);
 }
 
 template <typename T>
 std::string_view PagedDecodeAttention::run(const DecodeArgs<T>& args, cudaStream_t stream) {
   const DecodeSplitPlan plan = plan_for(args);
-  const DecodeSplitWorkspace workspace = decode_split_workspace(workspace_for(args, plan), args.batch, args.q_heads,
-                                                                args.q_len, args.head_dim, plan);
-  if (rung_ == Rung::split_kv) {
-    attention_decode_02_split_kv(args, plan, workspace, stream);
-    return "stage3/attention_decode_paged/02_split_kv";
+  DecodeSplitWorkspace workspace = decode_split_workspace(workspace_for(args, plan), args.batch, args.q_heads,
+                                                          args.q_len, args.head_dim, plan);
+  workspace.arrivals = arrivals_for(args, plan);
+  switch (rung_) {
+    case Rung::split_kv:
+      attention_decode_02_split_kv(args, plan, workspace, stream);
+      return "stage3/attention_decode_paged/02_split_kv";
+    case Rung::mma_split_kv:
+      attention_decode_03_mma_split_kv(args, plan, workspace, stream);
+      return "stage3/attention_decode_paged/03_mma_split_kv";
+    case Rung::fused_combine:
+      break;
   }
-  attention_decode_03_mma_split_kv(args, plan, workspace, stream);
-  return "stage3/attention_decode_paged/03_mma_split_kv";
+  attention_decode_04_fused_combine(args, plan, workspace, stream);
+  return "stage3/attention_decode_paged/04_fused_combine";
 }
 
 #define KC_INSTANTIATE(T)                                                                  \

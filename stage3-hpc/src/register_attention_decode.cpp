@@ -1,5 +1,5 @@
 // Files the paged decode ladder (stage3-hpc/attention/decode_NN_*.cu) with the registry: each rung
-// for bf16 and f16 and D = 64 or 128. Rungs 02 and 03 run through the public entry
+// for bf16 and f16 and D = 64 or 128. Rungs 02, 03 and 04 run through the public entry
 // (kc/stage3/attention_ops.hpp's PagedDecodeAttention, set to the rung), which keeps their split
 // workspace.
 #include "register_attention_decode.hpp"
@@ -35,9 +35,10 @@ void launch_naive(const Problem& problem, Operands& operands, cudaStream_t strea
   attention_decode_01_naive(decode_args<T>(problem, operands), stream);
 }
 
-// What rungs 02 and 03 keep between launches (the SM count and, for rung 03, the CTAs an SM holds,
-// which their split rules read; the FP32 workspace of partial O and LSE, grown on the first launch,
-// kc-bench's untimed warm-up, and kept): the public entry's, set to the rung.
+// What rungs 02-04 keep between launches (the SM count and, for rungs 03 and 04, the CTAs an SM
+// holds, which their split rules read; the FP32 workspace of partial O and LSE and rung 04's arrival
+// counters, grown on the first launch, kc-bench's untimed warm-up, and kept): the public entry's,
+// set to the rung.
 class EntryRung {
  public:
   explicit EntryRung(PagedDecodeAttention::Rung rung) { decode_.set_rung(rung); }
@@ -133,6 +134,13 @@ void register_attention_decode_kernels(Registry& registry) {
       "in a 3-4 stage cp.async pipeline");
   mma_split_kv.launch = launch_for_dtype(std::make_shared<EntryRung>(PagedDecodeAttention::Rung::mma_split_kv));
   registry.add_kernel(std::move(mma_split_kv));
+
+  KernelEntry fused_combine = decode_entry(
+      "04_fused_combine", 4,
+      "rung 03 in one launch: the split that finishes last merges its group's partials (from L2), a "
+      "sequence one split holds is written directly");
+  fused_combine.launch = launch_for_dtype(std::make_shared<EntryRung>(PagedDecodeAttention::Rung::fused_combine));
+  registry.add_kernel(std::move(fused_combine));
 }
 
 }  // namespace kc::stage3

@@ -5,7 +5,8 @@
 // m16 tiles), whatever the SM count of the GPU; and a NaN in a key some rows see makes exactly
 // those rows NaN, in every rung and through the combine (the mask selects keys, the merges do not
 // drop a NaN); the public entry (PagedDecodeAttention) reserves from a shape without tensors, runs
-// rung 03 by default and rung 02 when told, both passing the check with the engine's split floor.
+// rung 04 by default and rungs 03 and 02 when told, each passing the check with the engine's split
+// floor; rung 04 gives rung 03's bits, launch after launch on the same counters.
 // Skips without a GPU.
 #include <gtest/gtest.h>
 
@@ -35,24 +36,36 @@ using testing_support::download;
 
 const OpSpec& decode_op() { return stage3_test_registry().op(kAttentionDecodeOp); }
 
-// The two rungs that take a split plan: 02 (CUDA cores) and 03 (mma.sync).
-enum class SplitRung { split_kv_02, mma_split_kv_03 };
+// The rungs that take a split plan: 02 (CUDA cores), 03 (mma.sync) and 04 (03 merged in the launch).
+enum class SplitRung { split_kv_02, mma_split_kv_03, fused_combine_04 };
+
+int rung_number(SplitRung rung) {
+  return rung == SplitRung::split_kv_02 ? 2 : rung == SplitRung::mma_split_kv_03 ? 3 : 4;
+}
 
 // `rung` on `problem`'s operands with exactly the split count of decode_plan_with_splits(splits),
-// its workspace in `workspace` (grown as needed).
+// its workspace in `workspace` (grown as needed; rung 04's arrival counters after the partials,
+// zeroed before each launch here — the entry's test below leaves them to the kernel).
 template <typename T>
 void run_split_rung(SplitRung rung, const Problem& problem, Operands& operands, int splits,
                     DeviceBuffer<float>& workspace, cudaStream_t stream) {
   const DecodeArgs<T> args = decode_args<T>(problem, operands);
   const DecodeSplitPlan plan = decode_plan_with_splits(args.group_rows(), args.max_keys(), splits);
   const std::size_t floats = decode_split_workspace_floats(args.batch, args.q_heads, args.q_len, args.head_dim, plan);
-  if (workspace.size() < floats) workspace = DeviceBuffer<float>(floats);
-  const DecodeSplitWorkspace views =
+  const std::size_t counters = decode_split_arrival_counters(args.batch, args.kv_heads, plan);
+  if (workspace.size() < floats + counters) workspace = DeviceBuffer<float>(floats + counters);
+  DecodeSplitWorkspace views =
       decode_split_workspace(workspace.data(), args.batch, args.q_heads, args.q_len, args.head_dim, plan);
+  if (counters > 0) {
+    views.arrivals = reinterpret_cast<unsigned*>(workspace.data() + floats);
+    KC_CUDA_CHECK(cudaMemsetAsync(views.arrivals, 0, counters * sizeof(unsigned), stream));
+  }
   if (rung == SplitRung::split_kv_02)
     attention_decode_02_split_kv(args, plan, views, stream);
-  else
+  else if (rung == SplitRung::mma_split_kv_03)
     attention_decode_03_mma_split_kv(args, plan, views, stream);
+  else
+    attention_decode_04_fused_combine(args, plan, views, stream);
   KC_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
@@ -81,14 +94,14 @@ TEST(AttentionDecodeLadderGpu, EverySplitCountPassesTheCheck) {
       // 5 heads x 8 tokens = 40 rows: a chunk of 32 rows and one of 8.
       op.problem({3, 10, 2, 8, 300, 64}, DType::bf16, {{"lengths", 1.0}, {"block_size", 32.0}})};
   DeviceBuffer<float> workspace;
-  for (const SplitRung rung : {SplitRung::split_kv_02, SplitRung::mma_split_kv_03})
+  for (const SplitRung rung : {SplitRung::split_kv_02, SplitRung::mma_split_kv_03, SplitRung::fused_combine_04})
     for (const Problem& problem : problems) {
       const DecodeShape s = decode_shape(problem);
       const int max_keys = static_cast<int>(s.max_blocks() * s.block_size);
       const int most = (max_keys + kDecodeSplitKeyMultiple - 1) / kDecodeSplitKeyMultiple;
       for (const int splits : {1, 2, 3, 5, most}) {
         const CheckOutcome outcome = check_run(op, split_rung_with(rung, splits, workspace), problem, 11, context);
-        EXPECT_TRUE(outcome.passed()) << "rung 0" << (rung == SplitRung::split_kv_02 ? 2 : 3) << " "
+        EXPECT_TRUE(outcome.passed()) << "rung 0" << rung_number(rung) << " "
                                       << problem.label() << " with " << splits << " splits: " << outcome.detail;
       }
     }
@@ -114,6 +127,7 @@ TEST(AttentionDecodeLadderGpu, NanInAKeyReachesTheRowsThatSeeItOnly) {
     });
   runs.emplace_back("rung 02 with 2 splits", split_rung_with(SplitRung::split_kv_02, 2, workspace));
   runs.emplace_back("rung 03 with 2 splits", split_rung_with(SplitRung::mma_split_kv_03, 2, workspace));
+  runs.emplace_back("rung 04 with 2 splits", split_rung_with(SplitRung::fused_combine_04, 2, workspace));
 
   for (const auto& [name, run] : runs)
     for (const DType dtype : {DType::bf16, DType::f16}) {
@@ -153,20 +167,26 @@ TEST(AttentionDecodeLadderGpu, NanInAKeyReachesTheRowsThatSeeItOnly) {
     }
 }
 
+// The public entry's problems: ragged batches with SmolLM2's heads (9 q / 3 kv, D = 64, one
+// token, blocks of 16), Llama-3-8B's (8 sequences, blocks of 32) and two new tokens in f16.
+std::vector<Problem> entry_problems() {
+  const OpSpec& op = decode_op();
+  return {op.problem({1, 9, 3, 1, 2000, 64}, DType::bf16, {{"lengths", 1.0}}),
+          op.problem({8, 32, 8, 1, 3000, 128}, DType::bf16, {{"lengths", 1.0}, {"block_size", 32.0}}),
+          op.problem({3, 16, 2, 2, 900, 128}, DType::f16, {{"lengths", 1.0}})};
+}
+
 // The engine's use of the public entry: a floor of 128 keys, reserve() from the shape alone (null
-// pointers) at the table's width, then run(); rung 03 by default and rung 02 when set, each
-// returning its id and passing the op's check.
+// pointers) at the table's width, then run(); rung 04 by default and rungs 03 and 02 when set,
+// each returning its id and passing the op's check (five seeds: rung 04's counters, left at zero
+// by each launch, serve the next).
 TEST(AttentionDecodeLadderGpu, ThePublicEntryRunsTheRungItNamesAndPassesTheCheck) {
   KC_SKIP_WITHOUT_GPU();
   Context& context = testing::shared_context();
   const OpSpec& op = decode_op();
-  const std::vector<Problem> problems = {
-      // SmolLM2's heads (9 q / 3 kv, D = 64), one token, blocks of 16.
-      op.problem({1, 9, 3, 1, 2000, 64}, DType::bf16, {{"lengths", 1.0}}),
-      // Llama-3-8B's heads, 8 sequences of ragged lengths.
-      op.problem({8, 32, 8, 1, 3000, 128}, DType::bf16, {{"lengths", 1.0}, {"block_size", 32.0}}),
-      op.problem({3, 16, 2, 2, 900, 128}, DType::f16, {{"lengths", 1.0}})};
-  for (const auto rung : {PagedDecodeAttention::Rung::mma_split_kv, PagedDecodeAttention::Rung::split_kv})
+  const std::vector<Problem> problems = entry_problems();
+  for (const auto rung : {PagedDecodeAttention::Rung::fused_combine, PagedDecodeAttention::Rung::mma_split_kv,
+                          PagedDecodeAttention::Rung::split_kv})
     for (const Problem& problem : problems) {
       PagedDecodeAttention decode;
       decode.set_min_keys_per_split(128);
@@ -189,12 +209,59 @@ TEST(AttentionDecodeLadderGpu, ThePublicEntryRunsTheRungItNamesAndPassesTheCheck
         KC_CUDA_CHECK(cudaStreamSynchronize(c.stream()));
       };
       const CheckOutcome outcome = check_run(op, run, problem, 5, context);
-      const std::string expected = rung == PagedDecodeAttention::Rung::mma_split_kv
+      const std::string expected = rung == PagedDecodeAttention::Rung::fused_combine
+                                       ? "stage3/attention_decode_paged/04_fused_combine"
+                                       : rung == PagedDecodeAttention::Rung::mma_split_kv
                                        ? "stage3/attention_decode_paged/03_mma_split_kv"
                                        : "stage3/attention_decode_paged/02_split_kv";
       EXPECT_EQ(ran, expected);
       EXPECT_TRUE(outcome.passed()) << expected << " " << problem.label() << ": " << outcome.detail;
     }
+}
+
+// Rung 04 merges in the same order and with the same arithmetic as rung 03's combine kernel, and
+// writes a sequence that one split holds directly where rung 03 merges one partial (a weight of
+// exactly 1): O and LSE are the same bits. Through the public entry, three launches in a row on
+// the same workspace (the arrival counters must be back at zero after each), on ragged batches
+// whose sequences use from none to every split, with SmolLM2's and Llama-3-8B's heads.
+TEST(AttentionDecodeLadderGpu, Rung04GivesRung03sBitsLaunchAfterLaunch) {
+  KC_SKIP_WITHOUT_GPU();
+  Context& context = testing::shared_context();
+  const OpSpec& op = decode_op();
+  std::vector<Problem> problems = entry_problems();
+  problems.push_back(op.problem({3, 10, 2, 8, 300, 64}, DType::bf16, {{"lengths", 1.0}, {"block_size", 32.0}}));
+  for (const Problem& problem : problems) {
+    std::vector<double> outputs[2][2];  // [rung 03, rung 04][O, LSE]
+    for (const int which : {0, 1}) {
+      PagedDecodeAttention decode;
+      decode.set_min_keys_per_split(128);
+      decode.set_rung(which == 0 ? PagedDecodeAttention::Rung::mma_split_kv : PagedDecodeAttention::Rung::fused_combine);
+      Operands operands = op.make_operands(problem, 7, context);
+      for (int launch = 0; launch < 3; ++launch) {
+        if (problem.dtype == DType::bf16)
+          decode.run(decode_args<__nv_bfloat16>(problem, operands), context.stream());
+        else
+          decode.run(decode_args<__half>(problem, operands), context.stream());
+        const std::vector<double> o = download(operands["O"], context.stream());
+        const std::vector<double> lse = download(operands["LSE"], context.stream());
+        if (launch > 0) {
+          EXPECT_TRUE(o == outputs[which][0] && lse == outputs[which][1])
+              << problem.label() << ": launch " << launch << " of rung 0" << (which == 0 ? 3 : 4)
+              << " differs from its first";
+        }
+        outputs[which][0] = o;
+        outputs[which][1] = lse;
+      }
+    }
+    std::size_t differ = 0;
+    for (int t = 0; t < 2; ++t)
+      for (std::size_t i = 0; i < outputs[0][t].size(); ++i) {
+        const double a = outputs[0][t][i], b = outputs[1][t][i];
+        differ += (a == b || (std::isnan(a) && std::isnan(b))) ? 0 : 1;
+      }
+    EXPECT_EQ(differ, 0u) << problem.label() << ": rung 04's O and LSE differ from rung 03's in " << differ
+                          << " values";
+  }
 }
 
 }  // namespace

@@ -10,9 +10,10 @@
 // graphs (--cuda-graphs both|on|off), and with the norms fused into the projections or not
 // (--fuse-kernels on|off|both, default on as RunnerOptions::fuse_kernels), with the step's kernels
 // launched as programmatic dependents or the ordinary way (--programmatic-launch on|off|both,
-// default on as RunnerOptions::programmatic_launch), with the paged decode attention on tensor
-// cores or CUDA cores (--decode-attention mma|cuda-cores|both, default mma as
-// RunnerOptions::decode_attention_tensor_cores), after a warm-up that runs every batch size once. Quantized weights: --quantized q4_0|q4_1|q8_0 draws the published shapes'
+// default on as RunnerOptions::programmatic_launch), with the paged decode attention's rung
+// (--decode-attention: a comma list of fused, mma and cuda-cores — stage 3's decode rungs 04, 03
+// and 02 — default fused as RunnerOptions::decode_attention; both = mma,cuda-cores), after a
+// warm-up that runs every batch size once. Quantized weights: --quantized q4_0|q4_1|q8_0 draws the published shapes'
 // projections as random blocks of that type (their bf16 copy the blocks' dequantization; a GGUF
 // --model keeps its own blocks), and --native-quantized on|off|both runs the decode steps on the
 // blocks (RunnerOptions::native_quantized) or on the dequantized copy, so one run gives both rows of
@@ -72,7 +73,7 @@ constexpr const char* kUsage =
     "                       [--contexts 128,2048,8192] [--decode-tokens 128] [--prefill 512,2048]\n"
     "                       [--concurrency 1,8,64,256] [--concurrency-prompt 128]\n"
     "                       [--concurrency-tokens 128] [--cuda-graphs both|on|off] [--fuse-kernels on|off|both]\n"
-    "                       [--programmatic-launch on|off|both] [--decode-attention mma|cuda-cores|both]\n"
+    "                       [--programmatic-launch on|off|both] [--decode-attention fused,mma,cuda-cores|both]\n"
     "                       [--max-model-len 8448] [--kv-fraction 0.6] [--decode-min-split-keys 128]\n"
     "                       [--quantized q4_0|q4_1|q8_0] [--native-quantized on|off|both]\n"
     "                       [--peers hf.json[,llama.json]]\n"
@@ -82,7 +83,7 @@ constexpr const char* kUsage =
 struct Args {
   std::string model, synthetic, markdown, peers, graphs = "both", fuse_kernels = "on", command;
   std::string programmatic_launch = "on";
-  std::string decode_attention = "mma";  // RunnerOptions::decode_attention_tensor_cores: mma = true
+  std::string decode_attention = "fused";  // RunnerOptions::decode_attention: fused, mma, cuda-cores
   std::string quantized;                 // "": bf16 random weights; q4_0, q4_1, q8_0: random blocks
   std::string native_quantized = "off";  // on, off or both (RunnerOptions::native_quantized)
   int decode_min_split_keys = kc::engine::RunnerOptions{}.decode_min_keys_per_split;
@@ -106,6 +107,47 @@ std::vector<int> parse_list(const std::string& flag, const std::string& text) {
   return values;
 }
 
+using DecodeRung = kc::stage3::PagedDecodeAttention::Rung;
+
+// --decode-attention's names: fused (rung 04), mma (rung 03), cuda-cores (rung 02); "both" is
+// mma,cuda-cores (the comparison of tensor cores and CUDA cores).
+std::vector<DecodeRung> parse_decode_attention(const std::string& text) {
+  std::vector<DecodeRung> rungs;
+  std::stringstream in(text == "both" ? std::string("mma,cuda-cores") : text);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (item == "fused")
+      rungs.push_back(DecodeRung::fused_combine);
+    else if (item == "mma")
+      rungs.push_back(DecodeRung::mma_split_kv);
+    else if (item == "cuda-cores")
+      rungs.push_back(DecodeRung::split_kv);
+    else
+      kc::require(false, "--decode-attention: '{}' is not fused, mma, cuda-cores or both", item);
+  }
+  kc::require(!rungs.empty(), "--decode-attention holds no rung");
+  return rungs;
+}
+
+// The rung's kc-bench name ("04_fused_combine"), for the JSON.
+const char* decode_attention_id(DecodeRung rung) {
+  switch (rung) {
+    case DecodeRung::fused_combine: return "04_fused_combine";
+    case DecodeRung::mma_split_kv: return "03_mma_split_kv";
+    case DecodeRung::split_kv: return "02_split_kv";
+  }
+  return "?";
+}
+
+// The rung in a table section's mode: "rung 03 (combine kernel)".
+const char* decode_attention_name(DecodeRung rung) {
+  switch (rung) {
+    case DecodeRung::fused_combine: return "rung 04 (merged in the launch)";
+    case DecodeRung::mma_split_kv: return "rung 03 (combine kernel)";
+    case DecodeRung::split_kv: return "rung 02 (CUDA cores)";
+  }
+  return "?";
+}
+
 // One measurement row.
 struct DecodeRow {
   int context = 0, tokens = 0;
@@ -124,7 +166,7 @@ struct ModelResult {
   bool cuda_graphs = false;
   bool fuse_kernels = false;
   bool programmatic_launch = false;
-  bool decode_tensor_cores = true;
+  kc::stage3::PagedDecodeAttention::Rung decode_attention = kc::engine::RunnerOptions{}.decode_attention;
   bool native_quantized = false;
   std::string block_type;  // the blocks' type where the weights have blocks ("q4_1"), else empty
   int decode_min_split_keys = kc::engine::RunnerOptions{}.decode_min_keys_per_split;
@@ -311,7 +353,9 @@ std::string mode_name(const ModelResult& r) {
          (r.decode_min_split_keys != kc::engine::RunnerOptions{}.decode_min_keys_per_split ? fmt::format(", decode splits of at least {} keys", r.decode_min_split_keys)
                                          : std::string()) +
          (r.programmatic_launch ? std::string() : ", ordinary launches") +
-         (r.decode_tensor_cores ? std::string() : ", decode attention on CUDA cores");
+         (r.decode_attention == kc::engine::RunnerOptions{}.decode_attention
+              ? std::string()
+              : fmt::format(", decode attention {}", decode_attention_name(r.decode_attention)));
 }
 
 // One peer's rates, from bench/peers/hf_engine_peers.py or bench/peers/llama_cpp_peer.py:
@@ -450,7 +494,7 @@ void write_tables(const Args& args, const kc::DeviceInfo& device, double copy_gb
                         fixed(c.tok_s, 1), fixed(c.ttft_p50_ms, 1), fixed(c.ttft_p99_ms, 1),
                         peers.cells(r.name, "concurrency", c.requests, c.tok_s));
     md += "\n";
-    json += fmt::format("{}\n    {{\"name\": {}, \"source\": {}, \"cuda_graphs\": {}, \"fuse_kernels\": {}, \"programmatic_launch\": {}, \"decode_attention_tensor_cores\": {}, "
+    json += fmt::format("{}\n    {{\"name\": {}, \"source\": {}, \"cuda_graphs\": {}, \"fuse_kernels\": {}, \"programmatic_launch\": {}, \"decode_attention\": {}, "
                         "\"block_type\": {}, \"native_quantized\": {}, "
                         "\"decode_min_split_keys\": {}, \"params\": {:.0f}, "
                         "\"weight_bytes\": {:.0f}, \"block_bytes\": {:.0f}, \"weight_bytes_read\": {:.0f}, "
@@ -458,7 +502,7 @@ void write_tables(const Args& args, const kc::DeviceInfo& device, double copy_gb
                         "\"num_blocks\": {}, \"block_size\": {}, \"graph_replays\": {},\n     \"decode\": [",
                         m ? "," : "", kc::json_string(r.name), kc::json_string(r.source),
                         r.cuda_graphs ? "true" : "false", r.fuse_kernels ? "true" : "false",
-                        r.programmatic_launch ? "true" : "false", r.decode_tensor_cores ? "true" : "false",
+                        r.programmatic_launch ? "true" : "false", kc::json_string(decode_attention_id(r.decode_attention)),
                         kc::json_string(r.block_type), r.native_quantized ? "true" : "false", r.decode_min_split_keys,
                         r.params, r.weight_bytes, r.block_bytes, r.weight_bytes_read, r.kv_bytes_per_token,
                         r.pool_mib, r.num_blocks, r.block_size, r.graph_replays);
@@ -528,8 +572,6 @@ int run(int argc, char** argv) {
               "--fuse-kernels: '{}' is not both, on or off", args.fuse_kernels);
   kc::require(args.programmatic_launch == "both" || args.programmatic_launch == "on" || args.programmatic_launch == "off",
               "--programmatic-launch: '{}' is not both, on or off", args.programmatic_launch);
-  kc::require(args.decode_attention == "both" || args.decode_attention == "mma" || args.decode_attention == "cuda-cores",
-              "--decode-attention: '{}' is not mma, cuda-cores or both", args.decode_attention);
   kc::require(args.quantized.empty() || args.quantized == "q4_0" || args.quantized == "q4_1" ||
                   args.quantized == "q8_0",
               "--quantized: '{}' is not q4_0, q4_1 or q8_0", args.quantized);
@@ -537,6 +579,7 @@ int run(int argc, char** argv) {
               "--native-quantized: '{}' is not both, on or off", args.native_quantized);
   kc::require(args.decode_tokens >= 2 && args.concurrency_tokens >= 1 && args.concurrency_prompt >= 1,
               "--decode-tokens must be >= 2, --concurrency-prompt and --concurrency-tokens >= 1");
+  const std::vector<DecodeRung> decode_modes = parse_decode_attention(args.decode_attention);
   const Peers peers = Peers::read(args.peers);  // read first: a bad file costs no GPU time
   if (!kc::gpu_visible_or_explain("kc-engine-bench", "; the engine runs on a GPU.")) return 1;
 
@@ -556,9 +599,6 @@ int run(int argc, char** argv) {
   std::vector<bool> launch_modes;
   if (args.programmatic_launch != "on") launch_modes.push_back(false);
   if (args.programmatic_launch != "off") launch_modes.push_back(true);
-  std::vector<bool> decode_modes;  // tensor cores (rung 03) or CUDA cores (rung 02)
-  if (args.decode_attention != "mma") decode_modes.push_back(false);
-  if (args.decode_attention != "cuda-cores") decode_modes.push_back(true);
   std::vector<bool> native_modes;
   if (args.native_quantized != "on") native_modes.push_back(false);
   if (args.native_quantized != "off") native_modes.push_back(true);
@@ -586,13 +626,13 @@ int run(int argc, char** argv) {
     for (bool native : native_modes)
     for (bool fuse : fuse_modes)
     for (bool dependent : launch_modes)
-    for (bool tensor_cores : decode_modes)
+    for (const DecodeRung decode_rung : decode_modes)
     for (bool graphs : graph_modes) {
       kc::engine::RunnerOptions options;
       options.cuda_graphs = graphs;
       options.fuse_kernels = fuse;
       options.programmatic_launch = dependent;
-      options.decode_attention_tensor_cores = tensor_cores;
+      options.decode_attention = decode_rung;
       options.native_quantized = native;
       options.decode_min_keys_per_split = args.decode_min_split_keys;
       options.kv_memory_fraction = args.kv_fraction;
@@ -604,9 +644,13 @@ int run(int argc, char** argv) {
       std::string blocks = bytes.block_type;  // the blocks' type, also when they stay on the host
       if (blocks.empty() && !loaded && random_type != kc::engine::GgmlType::bf16) blocks = args.quantized;
       if (blocks.empty() && loaded && !native) blocks = loaded_block_type(*loaded);
+      const std::string decode_note =
+          decode_rung == kc::engine::RunnerOptions{}.decode_attention
+              ? std::string()
+              : fmt::format(", decode attention {}", decode_attention_name(decode_rung));
       std::printf("%s, %s%s%s%s%s: %.0f MiB of bf16 weights%s, %.0f MiB read a decode token\n", name.c_str(),
                   graphs ? "CUDA graphs" : "eager", fuse ? ", fused kernels" : "",
-                  dependent ? "" : ", ordinary launches", tensor_cores ? "" : ", decode attention on CUDA cores",
+                  dependent ? "" : ", ordinary launches", decode_note.c_str(),
                   blocks.empty() ? "" : fmt::format(", {} {}", blocks, native ? "native" : "dequantized").c_str(),
                   static_cast<double>(bytes.bf16) / (1 << 20),
                   bytes.blocks > 0 ? fmt::format(" + {:.0f} MiB of {} blocks", static_cast<double>(bytes.blocks) / (1 << 20),
@@ -621,7 +665,7 @@ int run(int argc, char** argv) {
       result.cuda_graphs = graphs;
       result.fuse_kernels = fuse;
       result.programmatic_launch = dependent;
-      result.decode_tensor_cores = tensor_cores;
+      result.decode_attention = decode_rung;
       result.decode_min_split_keys = args.decode_min_split_keys;
       results.push_back(std::move(result));
     }

@@ -598,8 +598,7 @@ void ModelRunner::Impl::upload(const ModelWeights* weights, std::uint64_t seed,
   // every batch size at every width. Host arithmetic (and, once, an occupancy query of the decode
   // rung's kernel); the buffer grows a few times at most.
   decode.set_min_keys_per_split(options.decode_min_keys_per_split);  // checked with the options above
-  decode.set_rung(options.decode_attention_tensor_cores ? stage3::PagedDecodeAttention::Rung::mma_split_kv
-                                                        : stage3::PagedDecodeAttention::Rung::split_kv);
+  decode.set_rung(options.decode_attention);
   stage3::DecodeArgs<bf16> shape;
   shape.q_heads = static_cast<int>(c.num_heads);
   shape.kv_heads = static_cast<int>(c.num_kv_heads);

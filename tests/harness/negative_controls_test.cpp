@@ -379,6 +379,44 @@ TEST(NegativeControlsDecode, DividingEmptyRowsByZeroFailsAndHidesWithoutThem) {
   }
 }
 
+// Decode rung 04's merge in the launch: the rung passes the problems where sequences reach past
+// their first split and the flawed copy of its kernel, whose merge leaves out the last used
+// split, fails them; where the table is one split wide (64 keys) nothing is merged and the same
+// control passes, which shows the rest of it is the rung.
+const Registry& registry_with_decode_rungs() {
+  static const Registry registry = [] {
+    Registry r;
+    stage3::register_kernels(r);
+    testing::register_decode_fused_combine_controls(r);
+    return r;
+  }();
+  return registry;
+}
+
+TEST(NegativeControlsDecode, AMergeThatDropsTheLastSplitFailsWhereRung04Passes) {
+  KC_SKIP_WITHOUT_GPU();
+  const Registry& r = registry_with_decode_rungs();
+  const auto check_with = [&r](const char* name, const std::vector<std::int64_t>& dims, DType dtype,
+                               const ParamValues& params) {
+    const Problem problem = r.op(stage3::kAttentionDecodeOp).problem(dims, dtype, params);
+    return check_kernel(r, r.kernel(std::string("stage3/attention_decode_paged/") + name), problem, 1,
+                        shared_context());
+  };
+  for (const DType dtype : {DType::bf16, DType::f16}) {
+    // Ragged with 4096 keys at most: sequence 0's 8 splits of 512 keys, the last 512 dropped.
+    for (const auto& [dims, params] : {std::pair{kDecodeBench, ParamValues{}},
+                                       std::pair{std::vector<std::int64_t>{7, 32, 8, 1, 4096, 128}, kRaggedLengths}}) {
+      const CheckOutcome rung = check_with("04_fused_combine", dims, dtype, params);
+      EXPECT_TRUE(rung.passed()) << dtype_name(dtype) << ": " << rung.detail;
+      const CheckOutcome o = check_with("nc_merge_drops_last_split", dims, dtype, params);
+      EXPECT_EQ(o.status, CheckOutcome::Status::failed) << dtype_name(dtype) << ": " << o.detail;
+      std::printf("nc_merge_drops_last_split (%s): %s\n", std::string(dtype_name(dtype)).c_str(), o.detail.c_str());
+    }
+    const CheckOutcome one_split = check_with("nc_merge_drops_last_split", {8, 32, 8, 1, 64, 128}, dtype, {});
+    EXPECT_TRUE(one_split.passed()) << "one split, nothing to merge: " << one_split.detail;
+  }
+}
+
 // Grouped GEMM: each routing flaw fails at the skewed DeepSeek-like benchmark shape (64 experts,
 // 1024 tokens by Zipf's law) and on six experts with an empty one in the middle; where a flaw
 // cannot show the same control passes, which shows the rest of it is right: one expert (no

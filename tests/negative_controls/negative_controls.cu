@@ -419,6 +419,7 @@ std::vector<NegativeControl> negative_controls() {
   for (const NegativeControl& c : int8_gemm_controls()) list.push_back(c);
   for (const NegativeControl& c : small_m_gemm_controls()) list.push_back(c);
   for (const NegativeControl& c : quantize_gguf_controls()) list.push_back(c);
+  for (const NegativeControl& c : decode_fused_combine_controls()) list.push_back(c);
   return list;
 }
 
@@ -465,6 +466,7 @@ void register_negative_controls(Registry& registry) {
   register_int8_gemm_controls(registry);
   register_small_m_gemm_controls(registry);
   register_quantize_gguf_controls(registry);
+  register_decode_fused_combine_controls(registry);
 }
 
 }  // namespace kc::testing

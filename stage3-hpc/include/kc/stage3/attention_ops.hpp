@@ -69,9 +69,12 @@ class PagedDecodeAttention {
  public:
   // The rung run() launches.
   enum class Rung {
-    // decode_03_mma_split_kv (the default): flash-decoding on tensor cores — a group's query rows
-    // against 64-key tiles on mma.sync, the pages streamed by a 3-4 stage cp.async pipeline, the
-    // context cut into splits that fill whole waves of resident CTAs, merged by a combine kernel.
+    // decode_04_fused_combine (the default): rung 03 in one launch — the split that finishes last
+    // merges its group, and a sequence one split holds is written directly.
+    fused_combine,
+    // decode_03_mma_split_kv: flash-decoding on tensor cores — a group's query rows against
+    // 64-key tiles on mma.sync, the pages streamed by a 3-4 stage cp.async pipeline, the context
+    // cut into splits that fill whole waves of resident CTAs, merged by a combine kernel.
     mma_split_kv,
     // decode_02_split_kv: the same splits and combine on CUDA cores (FFMA from shared memory).
     split_kv,
@@ -85,13 +88,13 @@ class PagedDecodeAttention {
   template <typename T>
   void reserve(const DecodeArgs<T>& args);
 
-  // Launches rung() and returns its kc-bench id ("stage3/attention_decode_paged/03_mma_split_kv").
-  // The registry's entries for rungs 02 and 03 are this, with the rung set.
+  // Launches rung() and returns its kc-bench id ("stage3/attention_decode_paged/04_fused_combine").
+  // The registry's entries for rungs 02, 03 and 04 are this, with the rung set.
   template <typename T>
   std::string_view run(const DecodeArgs<T>& args, cudaStream_t stream);
 
-  // Which rung run() launches: mma_split_kv unless set (a caller comparing the two, such as
-  // kc-engine-bench --decode-attention both). Set it before reserve().
+  // Which rung run() launches: fused_combine unless set (a caller comparing them, such as
+  // kc-engine-bench --decode-attention). Set it before reserve().
   void set_rung(Rung rung) { rung_ = rung; }
   Rung rung() const { return rung_; }
 
@@ -107,13 +110,18 @@ class PagedDecodeAttention {
   DecodeSplitPlan plan_for(const DecodeArgs<T>& args);
   template <typename T>
   float* workspace_for(const DecodeArgs<T>& args, const DecodeSplitPlan& plan);
+  // Rung 04's counters for `plan` (null for the other rungs and for one split).
+  template <typename T>
+  unsigned* arrivals_for(const DecodeArgs<T>& args, const DecodeSplitPlan& plan);
 
-  Rung rung_ = Rung::mma_split_kv;
+  Rung rung_ = Rung::fused_combine;
   int sm_count_ = 0;
   int min_keys_per_split_ = kDecodeMinKeysPerSplit;
-  // Rung 03's CTAs an SM holds, per kernel instance: (bf16, D, the group's rows).
-  std::map<std::tuple<bool, int, int>, int> mma_ctas_per_sm_;
+  // The CTAs an SM holds of rung 03's or 04's kernel instance: (rung, bf16, D, the group's rows).
+  std::map<std::tuple<Rung, bool, int, int>, int> mma_ctas_per_sm_;
   DeviceScratch workspace_;
+  // Rung 04's arrival counters, zeroed when allocated; each launch leaves them at zero.
+  DeviceBuffer<unsigned> arrivals_;
 };
 
 }  // namespace kc::stage3

@@ -177,10 +177,13 @@ constexpr DecodeSplitPlan plan_decode_splits_in_waves(int batch, int kv_heads, i
 }
 
 // Rung 02's scratch (FP32): the partial O of every (query row, split), [B, Hq, Sq, splits, D],
-// and its LSE, [B, Hq, Sq, splits]. Unused (null) when the plan has one split.
+// and its LSE, [B, Hq, Sq, splits]. Unused (null) when the plan has one split. Rung 04 adds one
+// arrival counter per (sequence, kv head, row chunk), [B, Hkv x row_chunks]: zero before its first
+// launch, and set back to zero by each launch (decode_split_arrival_counters of them).
 struct DecodeSplitWorkspace {
   float* partial_o = nullptr;
   float* partial_lse = nullptr;
+  unsigned* arrivals = nullptr;
 };
 
 // The floats of that scratch: 0 for one split.
@@ -189,6 +192,14 @@ constexpr std::size_t decode_split_workspace_floats(int batch, int q_heads, int 
   if (!plan.combines()) return 0;
   const std::size_t rows = static_cast<std::size_t>(batch) * q_heads * q_len;
   return rows * static_cast<std::size_t>(plan.splits) * (static_cast<std::size_t>(head_dim) + 1);
+}
+
+// Rung 04's arrival counters: one per CTA of a split's grid column (B x Hkv x row chunks), none
+// for one split.
+constexpr std::size_t decode_split_arrival_counters(int batch, int kv_heads, const DecodeSplitPlan& plan) {
+  if (!plan.combines()) return 0;
+  return static_cast<std::size_t>(batch) * static_cast<std::size_t>(kv_heads) *
+         static_cast<std::size_t>(plan.row_chunks);
 }
 
 // The workspace laid out in `floats` (decode_split_workspace_floats of the same plan).
@@ -229,5 +240,21 @@ void attention_decode_03_mma_split_kv(const DecodeArgs<T>& args, const DecodeSpl
 // dimension and the group's rows (a shape without tensors will do); checks require_decode_shape.
 template <typename T>
 int attention_decode_03_ctas_per_sm(const DecodeArgs<T>& args);
+
+// Rung 04: rung 03 in one launch. Each split writes its partial, counts itself in its group's
+// arrival counter (workspace.arrivals, zeroed once by the caller), and the split that arrives
+// last merges the group's partials (rung 03's combine, read from L2) and resets the counter; a
+// sequence that fits in one split (L <= keys_per_split) is written directly, with no partial.
+// The plans and partials are rung 03's; the workspace adds decode_split_arrival_counters.
+template <typename T>
+void attention_decode_04_fused_combine(const DecodeArgs<T>& args, const DecodeSplitPlan& plan,
+                                       const DecodeSplitWorkspace& workspace, cudaStream_t stream);
+template <typename T>
+int attention_decode_04_ctas_per_sm(const DecodeArgs<T>& args);
+// Rung 04 with a flaw, for its negative control (tests/negative_controls): the last split's
+// partial is left out of the merge. Right where a sequence uses one split, wrong wherever it uses more.
+template <typename T>
+void attention_decode_04_drops_last_split(const DecodeArgs<T>& args, const DecodeSplitPlan& plan,
+                                          const DecodeSplitWorkspace& workspace, cudaStream_t stream);
 
 }  // namespace kc::stage3

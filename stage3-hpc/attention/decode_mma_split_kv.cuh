@@ -1,0 +1,405 @@
+// decode_mma_split_kv.cuh — the kernel of paged decode rungs 03 and 04 (and of rung 04's negative
+// control): flash-decoding on mma.sync, the group's query rows as an m16 tile against 64-key tiles
+// of pages in a 3- or 4-stage cp.async pipeline. The idea, the layout and the SASS to look for are
+// in rung 03's header (decode_03_mma_split_kv.cu); the files differ in how the splits are merged:
+//   DecodeMerge::combine_kernel   rung 03: each split stores its partial O and LSE, a second
+//                                 kernel (decode_common.cuh's combine) merges them.
+//   DecodeMerge::in_kernel        rung 04 (decode_04_fused_combine.cu): the split that finishes
+//                                 last merges its group in the same launch; a sequence that one
+//                                 split holds is written directly.
+//   DecodeMerge::in_kernel_drops_last_split
+//                                 rung 04 with a flaw, for the negative control: the merge leaves
+//                                 the last split out.
+// Unnamed namespace: each rung's file compiles its own instances, no symbol shared between them.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "arch/sm80/cp_async.cuh"
+#include "arch/sm80/mma.cuh"
+#include "arch/util.hpp"
+#include "kc/stage3/decode_args.hpp"
+#include "attention/decode_common.cuh"
+#include "attention/fa2_mma.cuh"
+#include "kc/core/dependent_launch.cuh"
+
+namespace kc::stage3 {
+
+enum class DecodeMerge { combine_kernel, in_kernel, in_kernel_drops_last_split };
+
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * core::kWarpSize;
+constexpr int kTileKeys = 64;
+constexpr int kMmaRows = 16;  // the M of m16n8k16
+static_assert(kDecodeSplitKeyMultiple % kTileKeys == 0, "a split is a whole number of 64-key tiles");
+static_assert(kDecodeMaxRowsPerCta <= 2 * kMmaRows, "a CTA's rows fit two m16 tiles");
+
+// One warp's share of a tile, as Fa2Warp (fa2_mma.cuh) sees it: one 16-row MMA tile against
+// kWarpKeys keys (the warp's slice of the 64-key tile; its K and V rows start at a multiple of 16
+// rows, so the tile's XOR swizzle reads the same), all of D.
+template <int kHeadDim, int kWarpKeys>
+struct WarpSliceShape {
+  static constexpr int kTilesPerWarp = 1;
+  static constexpr int kWarpRows = kMmaRows;
+  static constexpr int kThreadRows = 2;  // lane/4 and lane/4 + 8
+  static constexpr int kRowBytes = kHeadDim * 2;
+  static constexpr int kDimSlices = kHeadDim / 16;  // k16 slices of Q K^T
+  static constexpr int kDimBlocks = kHeadDim / 8;   // n8 blocks of O
+  static constexpr int kKeyBlocks = kWarpKeys / 8;  // n8 blocks of S
+  static constexpr int kKeySlices = kWarpKeys / 16;  // k16 slices of P V
+  static constexpr bool kQInRegisters = true;        // D/4 registers beside O's D/2
+  static_assert(kWarpKeys % 16 == 0, "a warp's keys are whole k16 slices");
+};
+
+// The compile-time layout of one instance: kRowTiles m16 tiles of rows (1 up to 16 rows, 2 up to
+// 32), D, the pipeline depth and where everything lives in shared memory.
+template <int kHeadDim, int kRowTiles>
+struct MmaSplitKvLayout {
+  static constexpr int kStages = kHeadDim == 64 ? 4 : 3;
+  static constexpr int kKeySplits = kWarps / kRowTiles;        // warps that share an m16 tile: 4 or 2
+  static constexpr int kWarpKeys = kTileKeys / kKeySplits;     // keys a warp owns in a tile: 16 or 32
+  using TileShape = Fa2Shape<kHeadDim>;                        // 64 keys x D, 128 threads: swizzle, copies
+  using WarpShape = WarpSliceShape<kHeadDim, kWarpKeys>;
+  using Copy = TileCopy<TileShape>;
+  static constexpr int kRowsPerThread = Copy::kChunksPerThread;  // D/16 rows of each tile a thread copies
+  static constexpr int kRowBytes = kHeadDim * 2;
+  static constexpr int kTileBytes = kTileKeys * kRowBytes;  // K or V
+  static constexpr int kStageBytes = 2 * kTileBytes;
+  static constexpr int kQRows = kRowTiles * kMmaRows;
+  static constexpr int kQOffset = kStages * kStageBytes;
+  static constexpr int kSmemBytes = kQOffset + kQRows * kRowBytes;
+  // The merge after the last tile, over the stages: per warp 16 rows of O (FP32, D + 8 floats a
+  // row: the 8 quads of a warp store to 8 different bank groups) and 16 maxima and sums.
+  static constexpr int kMergeRowFloats = kHeadDim + 8;
+  static constexpr int kMergeOFloats = kWarps * kMmaRows * kMergeRowFloats;
+  static constexpr int kMergeBytes = (kMergeOFloats + 2 * kWarps * kMmaRows) * static_cast<int>(sizeof(float));
+  static_assert(kMergeBytes <= kQOffset, "the merge fits in the stage buffers");
+  static_assert(Copy::kChunksPerThread * kThreads == kTileKeys * TileShape::kChunksPerRow, "whole rows per thread");
+};
+
+// What one CTA works on (rung 02's grid): split blockIdx.x of sequence blockIdx.z, kv head and row
+// chunk from blockIdx.y.
+struct SplitWork {
+  int b, kv_head, row0, rows;  // sequence, kv head, the chunk's first group row and row count
+  int length;                  // the sequence's keys
+  int key_begin, key_end;      // the split's keys, cut at the sequence's length
+  std::int64_t first_row;      // the chunk's first row in [B, Hq, Sq] order
+  int tiles;                   // 64-key tiles of the split
+};
+
+template <typename T>
+__device__ __forceinline__ SplitWork split_work(const DecodeArgs<T>& args, const DecodeSplitPlan& plan) {
+  SplitWork work;
+  const int group_rows = args.group_rows();
+  work.b = static_cast<int>(blockIdx.z);
+  work.kv_head = static_cast<int>(blockIdx.y) / plan.row_chunks;
+  work.row0 = static_cast<int>(blockIdx.y) % plan.row_chunks * kDecodeMaxRowsPerCta;
+  work.rows = min(kDecodeMaxRowsPerCta, group_rows - work.row0);
+  // The group's rows are consecutive in [B, Hq, Sq]: query heads kv_head x group ... on, Sq each.
+  work.first_row = (static_cast<std::int64_t>(work.b) * args.kv_heads + work.kv_head) * group_rows + work.row0;
+  work.length = args.seq_lens[work.b];
+  work.key_begin = static_cast<int>(blockIdx.x) * plan.keys_per_split;
+  work.key_end = min(work.length, work.key_begin + plan.keys_per_split);
+  work.tiles = ceil_div(work.key_end - work.key_begin, kTileKeys);
+  return work;
+}
+
+// The keys chunk row r (< work.rows) sees inside the split: [key_begin, its end).
+template <typename T>
+__device__ __forceinline__ int row_key_end(const DecodeArgs<T>& args, const SplitWork& work, int r) {
+  const int token = (work.row0 + r) % args.q_len;
+  return max(work.key_begin, min(work.key_end, decode_visible_keys(work.length, args.q_len, token)));
+}
+
+// The block ids of this thread's rows of tile `tile` (an unused 0 for a key past the split:
+// never read), loaded an iteration before copy_tile_pages needs them.
+template <class Layout>
+__device__ __forceinline__ void load_block_ids(int (&ids)[Layout::kRowsPerThread], int tile, const SplitWork& work,
+                                               const std::int32_t* table_row, int block_shift) {
+  if (tile >= work.tiles) return;
+  const int key0 = work.key_begin + tile * kTileKeys;
+#pragma unroll
+  for (int i = 0; i < Layout::kRowsPerThread; ++i) {
+    const int key = key0 + Layout::Copy::row(i);
+    ids[i] = key < work.key_end ? table_row[key >> block_shift] : 0;
+  }
+}
+
+// The cp.async copies of tile `tile` of K and V into `stage` (swizzled, as fa2_mma.cuh's tiles),
+// each row from its page; keys at or past the split's end are zero-filled and read nothing.
+template <class Layout, typename T>
+__device__ __forceinline__ void copy_tile_pages(std::uint32_t stage, const int (&ids)[Layout::kRowsPerThread],
+                                                int tile, const SplitWork& work, const DecodeArgs<T>& args) {
+  const int key0 = work.key_begin + tile * kTileKeys;
+#pragma unroll
+  for (int i = 0; i < Layout::kRowsPerThread; ++i) {
+    const int row = Layout::Copy::row(i);
+    const int chunk = Layout::Copy::chunk(i);
+    const int key = key0 + row;
+    const bool valid = key < work.key_end;
+    const int column = chunk * kDecodeChunkElements;
+    // A zero-filled copy still needs a valid address: the pool's first row.
+    const T* k_source = valid ? page_row(args.k_cache, ids[i], work.kv_head, key & (args.block_size - 1), args) + column
+                              : args.k_cache;
+    const T* v_source = valid ? page_row(args.v_cache, ids[i], work.kv_head, key & (args.block_size - 1), args) + column
+                              : args.v_cache;
+    const std::uint32_t offset = swizzled_offset<typename Layout::TileShape>(row, chunk);
+    sm80::cp_async_16(stage + offset, k_source, valid);
+    sm80::cp_async_16(stage + Layout::kTileBytes + offset, v_source, valid);
+  }
+}
+
+// A split that starts past its sequence (or an empty sequence). With a combine, the combine never
+// reads this split; alone, the CTA owns its rows' output: O = 0, LSE = -inf.
+template <typename T, int kHeadDim>
+__device__ __forceinline__ void store_empty_rows(const DecodeArgs<T>& args, const SplitWork& work) {
+  constexpr int kChunksPerRow = kHeadDim / kDecodeChunkElements;
+  const float zeros[kDecodeChunkElements] = {};
+  for (int i = static_cast<int>(threadIdx.x); i < work.rows * kChunksPerRow; i += kThreads)
+    core::store_floats<T, kDecodeChunkElements>(args.o + work.first_row * kHeadDim + i * kDecodeChunkElements, zeros);
+  for (int r = static_cast<int>(threadIdx.x); r < work.rows; r += kThreads)
+    args.lse[work.first_row + r] = -CUDART_INF_F;
+}
+
+// Rung 04's ending, after this split's partials are stored: the split counts itself in its group's
+// arrival counter, and the one that arrives last merges the group's rows over every split that
+// holds keys — a warp per row, rung 03's combine (merge_split_row) reading the partials from L2 —
+// and sets the counter back to zero for the next launch. Every partial is stored before its
+// thread's fence, and every thread's fence before thread 0 counts (the barrier); the last CTA's
+// reads come after it has seen the count and fenced. No CTA waits for another.
+template <typename T, int kHeadDim, DecodeMerge kMerge>
+__device__ __forceinline__ void merge_if_last(const DecodeArgs<T>& args, const DecodeSplitPlan& plan,
+                                              const DecodeSplitWorkspace& workspace, const SplitWork& work,
+                                              int used_splits, int warp, int lane) {
+  __threadfence();
+  unsigned* arrivals = workspace.arrivals + blockIdx.z * gridDim.y + blockIdx.y;
+  bool last = false;
+  if (threadIdx.x == 0) last = atomicAdd(arrivals, 1u) == static_cast<unsigned>(used_splits - 1);
+  if (!__syncthreads_or(last)) return;
+  __threadfence();  // the other splits' partials, seen through their count, are read after it
+  if (threadIdx.x == 0) *arrivals = 0;  // every used split of the group has counted
+  // The negative control's flaw: the last split's partial is left out of the merge.
+  const int merged = kMerge == DecodeMerge::in_kernel_drops_last_split ? used_splits - 1 : used_splits;
+  for (int r = warp; r < work.rows; r += kWarps)
+    merge_split_row<T, kHeadDim, /*kFromL2=*/true>(args, plan, workspace, work.first_row + r, merged, lane);
+}
+
+template <typename T, int kHeadDim, int kRowTiles, DecodeMerge kMerge>
+__global__ void __launch_bounds__(kThreads)
+    mma_split_kv_kernel(DecodeArgs<T> args, DecodeSplitPlan plan, DecodeSplitWorkspace workspace) {
+  using Layout = MmaSplitKvLayout<kHeadDim, kRowTiles>;
+  using WarpShape = typename Layout::WarpShape;
+  constexpr int kStages = Layout::kStages;
+  extern __shared__ __align__(128) std::uint8_t smem[];
+  // In the engine's decode step both kernels launch as programmatic dependents
+  // (kc/core/dependent_launch.hpp): nothing before the wait.
+  core::let_dependent_grids_start();
+  core::wait_for_previous_grids();
+
+  const int warp = static_cast<int>(threadIdx.x) / core::kWarpSize;
+  const int lane = static_cast<int>(threadIdx.x) % core::kWarpSize;
+  const SplitWork work = split_work(args, plan);
+  constexpr bool kMergesHere = kMerge != DecodeMerge::combine_kernel;
+  // The splits of this sequence that hold keys (rung 04's merge counts them).
+  const int used_splits = kMergesHere ? decode_used_splits(plan, work.length) : plan.splits;
+  // One split: O and LSE written here, no partials. Rung 03: one split in the plan; rung 04: one
+  // split holds the whole sequence.
+  const bool direct = kMergesHere ? used_splits <= 1 : !plan.combines();
+  if (work.key_begin >= work.length) {
+    // Rung 03: the CTA of the only split; rung 04: split 0 of an empty sequence (no split holds a
+    // key, so no merge runs).
+    if (kMergesHere ? (work.length <= 0 && blockIdx.x == 0) : direct) store_empty_rows<T, kHeadDim>(args, work);
+    return;  // the whole CTA: no barrier is left behind
+  }
+
+  const std::uint32_t smem_base = smem_u32(smem);
+  const std::int32_t* table_row = args.block_table + static_cast<std::int64_t>(work.b) * args.max_blocks;
+  const int block_shift = __ffs(args.block_size) - 1;  // block_size is 16, 32 or 64
+
+  // Group 0: the chunk's rows of Q (zeros past them); groups 1 .. kStages - 1: the first tiles.
+  copy_tile_async<typename Layout::TileShape, Layout::kQRows>(smem + Layout::kQOffset,
+                                                              args.q + work.first_row * kHeadDim, kHeadDim, 0,
+                                                              work.rows);
+  sm80::cp_async_commit_group();
+  int ids[Layout::kRowsPerThread];
+#pragma unroll
+  for (int tile = 0; tile < kStages - 1; ++tile) {
+    load_block_ids<Layout>(ids, tile, work, table_row, block_shift);
+    if (tile < work.tiles) copy_tile_pages<Layout>(smem_base + tile * Layout::kStageBytes, ids, tile, work, args);
+    sm80::cp_async_commit_group();  // empty past the last tile: the group count stays uniform
+  }
+  load_block_ids<Layout>(ids, kStages - 1, work, table_row, block_shift);
+
+  // This warp: m16 tile warp % kRowTiles, keys (warp / kRowTiles) x kWarpKeys .. of every tile.
+  const int row_tile = warp % kRowTiles;
+  const int key_offset = warp / kRowTiles * Layout::kWarpKeys;
+  Fa2Warp<T, WarpShape> step;
+  sm80::cp_async_wait_group<kStages - 1>();  // Q has landed (the tiles may still travel)
+  __syncthreads();
+  step.load_q(smem_base + Layout::kQOffset, row_tile);
+
+  // This thread's rows (chunk rows 16 row_tile + lane/4 + 8h): the keys each sees; padding rows
+  // see none (every key masked; they are never stored).
+  int row_ends[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = kMmaRows * row_tile + lane / 4 + 8 * h;
+    row_ends[h] = r < work.rows ? row_key_end(args, work, r) : work.key_begin;
+  }
+  // Keys at and past this may be masked for some row of the chunk (the split's end, or the first
+  // new token's end): slices before it skip the mask's compares.
+  const int unmasked_end = max(work.key_begin, min(work.key_end, work.length - (args.q_len - 1)));
+  const float scale_log2 = args.scale * kLog2e;
+
+  for (int tile = 0; tile < work.tiles; ++tile) {
+    sm80::cp_async_wait_group<kStages - 2>();  // tile `tile` has landed
+    __syncthreads();  // ... for every thread's copies; every warp is done with tile - 1, refilled now
+    const int next = tile + kStages - 1;
+    if (next < work.tiles)
+      copy_tile_pages<Layout>(smem_base + next % kStages * Layout::kStageBytes, ids, next, work, args);
+    sm80::cp_async_commit_group();
+    load_block_ids<Layout>(ids, next + 1, work, table_row, block_shift);
+
+    const std::uint32_t k_slice = smem_base + tile % kStages * Layout::kStageBytes + key_offset * Layout::kRowBytes;
+    const int key0 = work.key_begin + tile * kTileKeys + key_offset;
+    float s[1][WarpShape::kKeyBlocks][4];
+    step.scores(s, k_slice);
+    if (key0 + Layout::kWarpKeys > unmasked_end)
+      step.template softmax<true>(s, scale_log2, key0, row_ends);
+    else
+      step.template softmax<false>(s, scale_log2, key0, row_ends);
+    step.accumulate_pv(s, k_slice + Layout::kTileBytes);
+  }
+
+  // Merge the warps that share an m16 tile, through the stage buffers.
+  sm80::cp_async_wait_group<0>();  // only empty groups are left: nothing lands in the merge area
+  __syncthreads();                 // every warp is done with the last tile
+  float* merge_o = reinterpret_cast<float*>(smem);
+  float* merge_max = merge_o + Layout::kMergeOFloats;
+  float* merge_sum = merge_max + kWarps * kMmaRows;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int tile_row = lane / 4 + 8 * h;
+    float sum = step.row[h].sum;  // this thread's columns; the quad's 4 lanes hold the row
+    sum += core::shuffle_xor(sum, 1);
+    sum += core::shuffle_xor(sum, 2);
+    if (lane % 4 == 0) {
+      merge_max[warp * kMmaRows + tile_row] = step.row[h].max;
+      merge_sum[warp * kMmaRows + tile_row] = sum;
+    }
+#pragma unroll
+    for (int n = 0; n < WarpShape::kDimBlocks; ++n)
+      *reinterpret_cast<float2*>(merge_o + (warp * kMmaRows + tile_row) * Layout::kMergeRowFloats + 8 * n +
+                                 2 * (lane % 4)) = make_float2(step.o[0][n][2 * h], step.o[0][n][2 * h + 1]);
+  }
+  __syncthreads();
+
+  // Each thread: 4 columns of one row at a time, O and LSE (one split) or the split's normalized
+  // partial O and LSE.
+  constexpr int kQuadsPerRow = kHeadDim / 4;
+  for (int item = static_cast<int>(threadIdx.x); item < work.rows * kQuadsPerRow; item += kThreads) {
+    const int r = item / kQuadsPerRow;
+    const int column = item % kQuadsPerRow * 4;
+    const int tile_row = r % kMmaRows;
+    const int first_warp = r / kMmaRows;  // the warps of m-tile r / 16: first_warp + kRowTiles k
+    float max = -CUDART_INF_F;
+#pragma unroll
+    for (int k = 0; k < Layout::kKeySplits; ++k)
+      max = core::max_propagate_nan(max, merge_max[(first_warp + kRowTiles * k) * kMmaRows + tile_row]);
+    const float base = exponent_base(max);
+    float sum = 0.f;
+    float o[4] = {};
+#pragma unroll
+    for (int k = 0; k < Layout::kKeySplits; ++k) {
+      const int slot = (first_warp + kRowTiles * k) * kMmaRows + tile_row;
+      const float weight = exp2_flush_to_zero(merge_max[slot] - base);
+      sum = fmaf(merge_sum[slot], weight, sum);
+      const float4 part = *reinterpret_cast<const float4*>(merge_o + slot * Layout::kMergeRowFloats + column);
+      o[0] = fmaf(weight, part.x, o[0]);
+      o[1] = fmaf(weight, part.y, o[1]);
+      o[2] = fmaf(weight, part.z, o[2]);
+      o[3] = fmaf(weight, part.w, o[3]);
+    }
+    const RowResult result = finish_row(max, sum, row_key_end(args, work, r) - work.key_begin);
+#pragma unroll
+    for (int c = 0; c < 4; ++c) o[c] *= result.o_scale;
+    const std::int64_t row = work.first_row + r;
+    if (direct) {
+      core::store_floats<T, 4>(args.o + row * kHeadDim + column, o);
+      if (column == 0) args.lse[row] = result.lse;
+    } else {
+      const std::int64_t slot = row * plan.splits + static_cast<int>(blockIdx.x);
+      core::store_floats<float, 4>(workspace.partial_o + slot * kHeadDim + column, o);
+      if (column == 0) workspace.partial_lse[slot] = result.lse;
+    }
+  }
+  if constexpr (kMergesHere) {
+    if (!direct) merge_if_last<T, kHeadDim, kMerge>(args, plan, workspace, work, used_splits, warp, lane);
+  }
+}
+
+// The kernel of one instance, its shared memory allowed once per process (it is above the 48 KiB
+// a launch gets without opting in).
+template <typename T, int kHeadDim, int kRowTiles, DecodeMerge kMerge>
+auto prepared_kernel() {
+  const auto kernel = mma_split_kv_kernel<T, kHeadDim, kRowTiles, kMerge>;
+  static const bool smem_allowed = [kernel] {
+    allow_dynamic_smem(kernel, MmaSplitKvLayout<kHeadDim, kRowTiles>::kSmemBytes);
+    return true;
+  }();
+  (void)smem_allowed;
+  return kernel;
+}
+
+template <typename T, int kHeadDim, int kRowTiles, DecodeMerge kMerge>
+void launch(const DecodeArgs<T>& args, const DecodeSplitPlan& plan, const DecodeSplitWorkspace& workspace,
+            cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(plan.splits), static_cast<unsigned>(args.kv_heads * plan.row_chunks),
+                  static_cast<unsigned>(args.batch));
+  core::launch_dependent(prepared_kernel<T, kHeadDim, kRowTiles, kMerge>(), grid, dim3(kThreads),
+                         MmaSplitKvLayout<kHeadDim, kRowTiles>::kSmemBytes, stream, args, plan, workspace);
+  if constexpr (kMerge == DecodeMerge::combine_kernel) launch_decode_combine<T, kHeadDim>(args, plan, workspace, stream);
+}
+
+template <typename T, int kHeadDim, int kRowTiles, DecodeMerge kMerge>
+int ctas_per_sm() {
+  int ctas = 0;
+  KC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, prepared_kernel<T, kHeadDim, kRowTiles, kMerge>(),
+                                                              kThreads,
+                                                              MmaSplitKvLayout<kHeadDim, kRowTiles>::kSmemBytes));
+  return ctas > 0 ? ctas : 1;
+}
+
+// One m16 tile up to 16 rows a CTA, two up to 32.
+template <typename T>
+bool two_row_tiles(const DecodeArgs<T>& args) {
+  return args.group_rows() > kMmaRows;
+}
+
+// The instance for `args`: D and one or two m16 row tiles.
+template <DecodeMerge kMerge, typename T>
+void launch_mma_split_kv(const DecodeArgs<T>& args, const DecodeSplitPlan& plan, const DecodeSplitWorkspace& workspace,
+                         cudaStream_t stream) {
+  if (args.head_dim == 64 && two_row_tiles(args))
+    launch<T, 64, 2, kMerge>(args, plan, workspace, stream);
+  else if (args.head_dim == 64)
+    launch<T, 64, 1, kMerge>(args, plan, workspace, stream);
+  else if (two_row_tiles(args))
+    launch<T, 128, 2, kMerge>(args, plan, workspace, stream);
+  else
+    launch<T, 128, 1, kMerge>(args, plan, workspace, stream);
+}
+
+template <DecodeMerge kMerge, typename T>
+int mma_split_kv_ctas_per_sm(const DecodeArgs<T>& args) {
+  if (args.head_dim == 64)
+    return two_row_tiles(args) ? ctas_per_sm<T, 64, 2, kMerge>() : ctas_per_sm<T, 64, 1, kMerge>();
+  return two_row_tiles(args) ? ctas_per_sm<T, 128, 2, kMerge>() : ctas_per_sm<T, 128, 1, kMerge>();
+}
+
+}  // namespace
+
+}  // namespace kc::stage3
