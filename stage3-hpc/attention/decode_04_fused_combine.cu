@@ -47,25 +47,11 @@
 #include "kc/stage3/decode_args.hpp"
 
 namespace kc::stage3 {
-namespace {
-
-// Rung 04's checks: rung 03's, and the arrival counters wherever splits are merged.
-template <typename T>
-void require_fused_combine_args(const DecodeArgs<T>& args, const DecodeSplitPlan& plan,
-                                const DecodeSplitWorkspace& workspace, const char* rung) {
-  require_decode_args(args, rung);
-  require_decode_split_plan(args, plan, workspace, rung);
-  require(!plan.combines() || workspace.arrivals != nullptr,
-          "{}: {} splits need {} zeroed arrival counters (decode_split_arrival_counters) in the workspace", rung,
-          plan.splits, decode_split_arrival_counters(args.batch, args.kv_heads, plan));
-}
-
-}  // namespace
 
 template <typename T>
 void attention_decode_04_fused_combine(const DecodeArgs<T>& args, const DecodeSplitPlan& plan,
                                        const DecodeSplitWorkspace& workspace, cudaStream_t stream) {
-  require_fused_combine_args(args, plan, workspace, "decode rung 04");
+  require_in_kernel_merge_args(args, plan, workspace, "decode rung 04");
   launch_mma_split_kv<DecodeMerge::in_kernel>(args, plan, workspace, stream);
 }
 
@@ -78,7 +64,7 @@ int attention_decode_04_ctas_per_sm(const DecodeArgs<T>& args) {
 template <typename T>
 void attention_decode_04_drops_last_split(const DecodeArgs<T>& args, const DecodeSplitPlan& plan,
                                           const DecodeSplitWorkspace& workspace, cudaStream_t stream) {
-  require_fused_combine_args(args, plan, workspace, "decode rung 04's negative control");
+  require_in_kernel_merge_args(args, plan, workspace, "decode rung 04's negative control");
   launch_mma_split_kv<DecodeMerge::in_kernel_drops_last_split>(args, plan, workspace, stream);
 }
 

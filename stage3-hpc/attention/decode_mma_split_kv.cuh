@@ -10,6 +10,8 @@
 //   DecodeMerge::in_kernel_drops_last_split
 //                                 rung 04 with a flaw, for the negative control: the merge leaves
 //                                 the last split out.
+// and in whether anything happens before the wait for the kernel ahead (kEarlyPages: rung 05,
+// decode_05_early_pages.cu, prefetches the first pages of its split into L2 there).
 // Unnamed namespace: each rung's file compiles its own instances, no symbol shared between them.
 #pragma once
 
@@ -164,6 +166,32 @@ __device__ __forceinline__ void store_empty_rows(const DecodeArgs<T>& args, cons
     args.lse[work.first_row + r] = -CUDART_INF_F;
 }
 
+// Rung 05's start, before the wait for the kernel ahead: the pages of this split's first
+// kStages - 1 tiles (the pipeline's prologue) asked into L2, one bulk prefetch per page and K or
+// V, for the keys older than the sequence's new tokens. They and the block table and lengths that
+// locate them are the caller's, written before the step's chain of kernels (the new tokens' rows
+// are the kernel ahead's output: read only after the wait). A prefetch moves no data into the
+// CTA and orders nothing; the copies after the wait find the lines in L2 instead of DRAM.
+template <int kStages, typename T>
+__device__ __forceinline__ void prefetch_first_pages(const DecodeArgs<T>& args, const SplitWork& work) {
+  const int old_end = min(work.key_end, work.length - args.q_len);  // keys before the new tokens
+  const int end = min(old_end, work.key_begin + (kStages - 1) * kTileKeys);
+  if (end <= work.key_begin) return;
+  const int block_shift = __ffs(args.block_size) - 1;
+  const int first_page = work.key_begin >> block_shift;
+  const int pages = ((end - 1) >> block_shift) - first_page + 1;
+  const std::int32_t* table_row = args.block_table + static_cast<std::int64_t>(work.b) * args.max_blocks;
+  const std::uint32_t row_bytes = static_cast<std::uint32_t>(args.head_dim) * sizeof(T);
+  for (int i = static_cast<int>(threadIdx.x); i < 2 * pages; i += kThreads) {
+    const int page = first_page + i / 2;
+    const int row0 = max(work.key_begin, page << block_shift) - (page << block_shift);
+    const int row1 = min(end, (page + 1) << block_shift) - (page << block_shift);
+    const T* pool = i % 2 == 0 ? args.k_cache : args.v_cache;
+    core::prefetch_to_l2(page_row(pool, table_row[page], work.kv_head, row0, args),
+                         static_cast<std::uint32_t>(row1 - row0) * row_bytes);
+  }
+}
+
 // Rung 04's ending, after this split's partials are stored: the split counts itself in its group's
 // arrival counter, and the one that arrives last merges the group's rows over every split that
 // holds keys — a warp per row, rung 03's combine (merge_split_row) reading the partials from L2 —
@@ -187,21 +215,27 @@ __device__ __forceinline__ void merge_if_last(const DecodeArgs<T>& args, const D
     merge_split_row<T, kHeadDim, /*kFromL2=*/true>(args, plan, workspace, work.first_row + r, merged, lane);
 }
 
-template <typename T, int kHeadDim, int kRowTiles, DecodeMerge kMerge>
+template <typename T, int kHeadDim, int kRowTiles, DecodeMerge kMerge, bool kEarlyPages>
 __global__ void __launch_bounds__(kThreads)
     mma_split_kv_kernel(DecodeArgs<T> args, DecodeSplitPlan plan, DecodeSplitWorkspace workspace) {
   using Layout = MmaSplitKvLayout<kHeadDim, kRowTiles>;
   using WarpShape = typename Layout::WarpShape;
   constexpr int kStages = Layout::kStages;
   extern __shared__ __align__(128) std::uint8_t smem[];
-  // In the engine's decode step both kernels launch as programmatic dependents
-  // (kc/core/dependent_launch.hpp): nothing before the wait.
+  // In the engine's decode step the kernels launch as programmatic dependents
+  // (kc/core/dependent_launch.hpp). Rungs 03 and 04: nothing before the wait. Rung 05
+  // (kEarlyPages): the length, the table and the pages of keys older than the new tokens — what no
+  // kernel of the step writes — before it (prefetch_first_pages).
   core::let_dependent_grids_start();
-  core::wait_for_previous_grids();
+  if constexpr (!kEarlyPages) core::wait_for_previous_grids();
 
   const int warp = static_cast<int>(threadIdx.x) / core::kWarpSize;
   const int lane = static_cast<int>(threadIdx.x) % core::kWarpSize;
   const SplitWork work = split_work(args, plan);
+  if constexpr (kEarlyPages) {
+    prefetch_first_pages<MmaSplitKvLayout<kHeadDim, kRowTiles>::kStages>(args, work);
+    core::wait_for_previous_grids();  // Q, the new tokens' K/V rows, O and the workspace: after it
+  }
   constexpr bool kMergesHere = kMerge != DecodeMerge::combine_kernel;
   // The splits of this sequence that hold keys (rung 04's merge counts them).
   const int used_splits = kMergesHere ? decode_used_splits(plan, work.length) : plan.splits;
@@ -343,9 +377,9 @@ __global__ void __launch_bounds__(kThreads)
 
 // The kernel of one instance, its shared memory allowed once per process (it is above the 48 KiB
 // a launch gets without opting in).
-template <typename T, int kHeadDim, int kRowTiles, DecodeMerge kMerge>
+template <typename T, int kHeadDim, int kRowTiles, DecodeMerge kMerge, bool kEarlyPages>
 auto prepared_kernel() {
-  const auto kernel = mma_split_kv_kernel<T, kHeadDim, kRowTiles, kMerge>;
+  const auto kernel = mma_split_kv_kernel<T, kHeadDim, kRowTiles, kMerge, kEarlyPages>;
   static const bool smem_allowed = [kernel] {
     allow_dynamic_smem(kernel, MmaSplitKvLayout<kHeadDim, kRowTiles>::kSmemBytes);
     return true;
@@ -354,20 +388,21 @@ auto prepared_kernel() {
   return kernel;
 }
 
-template <typename T, int kHeadDim, int kRowTiles, DecodeMerge kMerge>
+template <typename T, int kHeadDim, int kRowTiles, DecodeMerge kMerge, bool kEarlyPages>
 void launch(const DecodeArgs<T>& args, const DecodeSplitPlan& plan, const DecodeSplitWorkspace& workspace,
             cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(plan.splits), static_cast<unsigned>(args.kv_heads * plan.row_chunks),
                   static_cast<unsigned>(args.batch));
-  core::launch_dependent(prepared_kernel<T, kHeadDim, kRowTiles, kMerge>(), grid, dim3(kThreads),
+  core::launch_dependent(prepared_kernel<T, kHeadDim, kRowTiles, kMerge, kEarlyPages>(), grid, dim3(kThreads),
                          MmaSplitKvLayout<kHeadDim, kRowTiles>::kSmemBytes, stream, args, plan, workspace);
   if constexpr (kMerge == DecodeMerge::combine_kernel) launch_decode_combine<T, kHeadDim>(args, plan, workspace, stream);
 }
 
-template <typename T, int kHeadDim, int kRowTiles, DecodeMerge kMerge>
+template <typename T, int kHeadDim, int kRowTiles, DecodeMerge kMerge, bool kEarlyPages>
 int ctas_per_sm() {
   int ctas = 0;
-  KC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, prepared_kernel<T, kHeadDim, kRowTiles, kMerge>(),
+  KC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas,
+                                                              prepared_kernel<T, kHeadDim, kRowTiles, kMerge, kEarlyPages>(),
                                                               kThreads,
                                                               MmaSplitKvLayout<kHeadDim, kRowTiles>::kSmemBytes));
   return ctas > 0 ? ctas : 1;
@@ -379,25 +414,38 @@ bool two_row_tiles(const DecodeArgs<T>& args) {
   return args.group_rows() > kMmaRows;
 }
 
+// The checks of a rung that merges its splits in the launch (rungs 04 and 05): rung 03's, and the
+// arrival counters wherever splits are merged.
+template <typename T>
+void require_in_kernel_merge_args(const DecodeArgs<T>& args, const DecodeSplitPlan& plan,
+                                  const DecodeSplitWorkspace& workspace, const char* rung) {
+  require_decode_args(args, rung);
+  require_decode_split_plan(args, plan, workspace, rung);
+  require(!plan.combines() || workspace.arrivals != nullptr,
+          "{}: {} splits need {} zeroed arrival counters (decode_split_arrival_counters) in the workspace", rung,
+          plan.splits, decode_split_arrival_counters(args.batch, args.kv_heads, plan));
+}
+
 // The instance for `args`: D and one or two m16 row tiles.
-template <DecodeMerge kMerge, typename T>
+template <DecodeMerge kMerge, bool kEarlyPages = false, typename T>
 void launch_mma_split_kv(const DecodeArgs<T>& args, const DecodeSplitPlan& plan, const DecodeSplitWorkspace& workspace,
                          cudaStream_t stream) {
   if (args.head_dim == 64 && two_row_tiles(args))
-    launch<T, 64, 2, kMerge>(args, plan, workspace, stream);
+    launch<T, 64, 2, kMerge, kEarlyPages>(args, plan, workspace, stream);
   else if (args.head_dim == 64)
-    launch<T, 64, 1, kMerge>(args, plan, workspace, stream);
+    launch<T, 64, 1, kMerge, kEarlyPages>(args, plan, workspace, stream);
   else if (two_row_tiles(args))
-    launch<T, 128, 2, kMerge>(args, plan, workspace, stream);
+    launch<T, 128, 2, kMerge, kEarlyPages>(args, plan, workspace, stream);
   else
-    launch<T, 128, 1, kMerge>(args, plan, workspace, stream);
+    launch<T, 128, 1, kMerge, kEarlyPages>(args, plan, workspace, stream);
 }
 
-template <DecodeMerge kMerge, typename T>
+template <DecodeMerge kMerge, bool kEarlyPages = false, typename T>
 int mma_split_kv_ctas_per_sm(const DecodeArgs<T>& args) {
   if (args.head_dim == 64)
-    return two_row_tiles(args) ? ctas_per_sm<T, 64, 2, kMerge>() : ctas_per_sm<T, 64, 1, kMerge>();
-  return two_row_tiles(args) ? ctas_per_sm<T, 128, 2, kMerge>() : ctas_per_sm<T, 128, 1, kMerge>();
+    return two_row_tiles(args) ? ctas_per_sm<T, 64, 2, kMerge, kEarlyPages>() : ctas_per_sm<T, 64, 1, kMerge, kEarlyPages>();
+  return two_row_tiles(args) ? ctas_per_sm<T, 128, 2, kMerge, kEarlyPages>()
+                             : ctas_per_sm<T, 128, 1, kMerge, kEarlyPages>();
 }
 
 }  // namespace

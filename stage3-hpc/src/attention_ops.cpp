@@ -112,8 +112,9 @@ DecodeSplitPlan PagedDecodeAttention::plan_for(const DecodeArgs<T>& args) {
   // The occupancy query once per kernel instance, never inside a captured or timed launch.
   int& ctas_per_sm = mma_ctas_per_sm_[{rung_, std::is_same_v<T, __nv_bfloat16>, args.head_dim, args.group_rows()}];
   if (ctas_per_sm == 0)
-    ctas_per_sm = rung_ == Rung::fused_combine ? attention_decode_04_ctas_per_sm(args)
-                                               : attention_decode_03_ctas_per_sm(args);
+    ctas_per_sm = rung_ == Rung::early_pages     ? attention_decode_05_ctas_per_sm(args)
+                  : rung_ == Rung::fused_combine ? attention_decode_04_ctas_per_sm(args)
+                                                 : attention_decode_03_ctas_per_sm(args);
   return plan_decode_splits_in_waves(args.batch, args.kv_heads, args.group_rows(), args.max_keys(),
                                      ctas_per_sm * sm_count_, min_keys_per_split_);
 }
@@ -127,7 +128,7 @@ float* PagedDecodeAttention::workspace_for(const DecodeArgs<T>& args, const Deco
 
 template <typename T>
 unsigned* PagedDecodeAttention::arrivals_for(const DecodeArgs<T>& args, const DecodeSplitPlan& plan) {
-  if (rung_ != Rung::fused_combine) return nullptr;
+  if (rung_ != Rung::fused_combine && rung_ != Rung::early_pages) return nullptr;
   const std::size_t count = decode_split_arrival_counters(args.batch, args.kv_heads, plan);
   if (count == 0) return nullptr;
   if (arrivals_.size() < count) {
@@ -169,10 +170,13 @@ std::string_view PagedDecodeAttention::run(const DecodeArgs<T>& args, cudaStream
       attention_decode_03_mma_split_kv(args, plan, workspace, stream);
       return "stage3/attention_decode_paged/03_mma_split_kv";
     case Rung::fused_combine:
+      attention_decode_04_fused_combine(args, plan, workspace, stream);
+      return "stage3/attention_decode_paged/04_fused_combine";
+    case Rung::early_pages:
       break;
   }
-  attention_decode_04_fused_combine(args, plan, workspace, stream);
-  return "stage3/attention_decode_paged/04_fused_combine";
+  attention_decode_05_early_pages(args, plan, workspace, stream);
+  return "stage3/attention_decode_paged/05_early_pages";
 }
 
 #define KC_INSTANTIATE(T)                                                                  \

@@ -1,5 +1,5 @@
 // Files the paged decode ladder (stage3-hpc/attention/decode_NN_*.cu) with the registry: each rung
-// for bf16 and f16 and D = 64 or 128. Rungs 02, 03 and 04 run through the public entry
+// for bf16 and f16 and D = 64 or 128. Rungs 02 to 05 run through the public entry
 // (kc/stage3/attention_ops.hpp's PagedDecodeAttention, set to the rung), which keeps their split
 // workspace.
 #include "register_attention_decode.hpp"
@@ -35,8 +35,8 @@ void launch_naive(const Problem& problem, Operands& operands, cudaStream_t strea
   attention_decode_01_naive(decode_args<T>(problem, operands), stream);
 }
 
-// What rungs 02-04 keep between launches (the SM count and, for rungs 03 and 04, the CTAs an SM
-// holds, which their split rules read; the FP32 workspace of partial O and LSE and rung 04's arrival
+// What rungs 02-05 keep between launches (the SM count and, for rungs 03-05, the CTAs an SM
+// holds, which their split rules read; the FP32 workspace of partial O and LSE and rungs 04-05's arrival
 // counters, grown on the first launch, kc-bench's untimed warm-up, and kept): the public entry's,
 // set to the rung.
 class EntryRung {
@@ -141,6 +141,13 @@ void register_attention_decode_kernels(Registry& registry) {
       "sequence one split holds is written directly");
   fused_combine.launch = launch_for_dtype(std::make_shared<EntryRung>(PagedDecodeAttention::Rung::fused_combine));
   registry.add_kernel(std::move(fused_combine));
+
+  KernelEntry early_pages = decode_entry(
+      "05_early_pages", 5,
+      "rung 04 with the split's length, table and first pages asked into L2 before it waits for the kernel "
+      "ahead (programmatic launches)");
+  early_pages.launch = launch_for_dtype(std::make_shared<EntryRung>(PagedDecodeAttention::Rung::early_pages));
+  registry.add_kernel(std::move(early_pages));
 }
 
 }  // namespace kc::stage3

@@ -12,7 +12,7 @@
 namespace kc::stage3 {
 
 // Files the attention_decode_paged rungs (01 naive, 02 split-KV, 03 split-KV on mma.sync, 04 its
-// splits merged in the same launch) with
+// splits merged in the same launch, 05 its first pages asked for early) with
 // the registry; the op must be registered first.
 void register_attention_decode_kernels(Registry& registry);
 

@@ -5,8 +5,8 @@
 // m16 tiles), whatever the SM count of the GPU; and a NaN in a key some rows see makes exactly
 // those rows NaN, in every rung and through the combine (the mask selects keys, the merges do not
 // drop a NaN); the public entry (PagedDecodeAttention) reserves from a shape without tensors, runs
-// rung 04 by default and rungs 03 and 02 when told, each passing the check with the engine's split
-// floor; rung 04 gives rung 03's bits, launch after launch on the same counters.
+// rung 05 by default and rungs 04, 03 and 02 when told, each passing the check with the engine's
+// split floor; rungs 04 and 05 give rung 03's bits, launch after launch on the same counters.
 // Skips without a GPU.
 #include <gtest/gtest.h>
 
@@ -36,12 +36,11 @@ using testing_support::download;
 
 const OpSpec& decode_op() { return stage3_test_registry().op(kAttentionDecodeOp); }
 
-// The rungs that take a split plan: 02 (CUDA cores), 03 (mma.sync) and 04 (03 merged in the launch).
-enum class SplitRung { split_kv_02, mma_split_kv_03, fused_combine_04 };
+// The rungs that take a split plan: 02 (CUDA cores), 03 (mma.sync), 04 (03 merged in the launch)
+// and 05 (04 with its first pages asked for before the wait).
+enum class SplitRung { split_kv_02, mma_split_kv_03, fused_combine_04, early_pages_05 };
 
-int rung_number(SplitRung rung) {
-  return rung == SplitRung::split_kv_02 ? 2 : rung == SplitRung::mma_split_kv_03 ? 3 : 4;
-}
+int rung_number(SplitRung rung) { return 2 + static_cast<int>(rung); }
 
 // `rung` on `problem`'s operands with exactly the split count of decode_plan_with_splits(splits),
 // its workspace in `workspace` (grown as needed; rung 04's arrival counters after the partials,
@@ -64,8 +63,10 @@ void run_split_rung(SplitRung rung, const Problem& problem, Operands& operands, 
     attention_decode_02_split_kv(args, plan, views, stream);
   else if (rung == SplitRung::mma_split_kv_03)
     attention_decode_03_mma_split_kv(args, plan, views, stream);
-  else
+  else if (rung == SplitRung::fused_combine_04)
     attention_decode_04_fused_combine(args, plan, views, stream);
+  else
+    attention_decode_05_early_pages(args, plan, views, stream);
   KC_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
@@ -94,7 +95,8 @@ TEST(AttentionDecodeLadderGpu, EverySplitCountPassesTheCheck) {
       // 5 heads x 8 tokens = 40 rows: a chunk of 32 rows and one of 8.
       op.problem({3, 10, 2, 8, 300, 64}, DType::bf16, {{"lengths", 1.0}, {"block_size", 32.0}})};
   DeviceBuffer<float> workspace;
-  for (const SplitRung rung : {SplitRung::split_kv_02, SplitRung::mma_split_kv_03, SplitRung::fused_combine_04})
+  for (const SplitRung rung : {SplitRung::split_kv_02, SplitRung::mma_split_kv_03, SplitRung::fused_combine_04,
+                               SplitRung::early_pages_05})
     for (const Problem& problem : problems) {
       const DecodeShape s = decode_shape(problem);
       const int max_keys = static_cast<int>(s.max_blocks() * s.block_size);
@@ -128,6 +130,7 @@ TEST(AttentionDecodeLadderGpu, NanInAKeyReachesTheRowsThatSeeItOnly) {
   runs.emplace_back("rung 02 with 2 splits", split_rung_with(SplitRung::split_kv_02, 2, workspace));
   runs.emplace_back("rung 03 with 2 splits", split_rung_with(SplitRung::mma_split_kv_03, 2, workspace));
   runs.emplace_back("rung 04 with 2 splits", split_rung_with(SplitRung::fused_combine_04, 2, workspace));
+  runs.emplace_back("rung 05 with 2 splits", split_rung_with(SplitRung::early_pages_05, 2, workspace));
 
   for (const auto& [name, run] : runs)
     for (const DType dtype : {DType::bf16, DType::f16}) {
@@ -177,16 +180,17 @@ std::vector<Problem> entry_problems() {
 }
 
 // The engine's use of the public entry: a floor of 128 keys, reserve() from the shape alone (null
-// pointers) at the table's width, then run(); rung 04 by default and rungs 03 and 02 when set,
+// pointers) at the table's width, then run(); rung 05 by default and rungs 04, 03 and 02 when set,
 // each returning its id and passing the op's check (five seeds: rung 04's counters, left at zero
-// by each launch, serve the next).
+// by each launch, serve the next). Launched the ordinary way here: rung 05's early start is tested
+// in dependent_launch_gpu_test.cu.
 TEST(AttentionDecodeLadderGpu, ThePublicEntryRunsTheRungItNamesAndPassesTheCheck) {
   KC_SKIP_WITHOUT_GPU();
   Context& context = testing::shared_context();
   const OpSpec& op = decode_op();
   const std::vector<Problem> problems = entry_problems();
-  for (const auto rung : {PagedDecodeAttention::Rung::fused_combine, PagedDecodeAttention::Rung::mma_split_kv,
-                          PagedDecodeAttention::Rung::split_kv})
+  for (const auto rung : {PagedDecodeAttention::Rung::early_pages, PagedDecodeAttention::Rung::fused_combine,
+                          PagedDecodeAttention::Rung::mma_split_kv, PagedDecodeAttention::Rung::split_kv})
     for (const Problem& problem : problems) {
       PagedDecodeAttention decode;
       decode.set_min_keys_per_split(128);
@@ -209,7 +213,9 @@ TEST(AttentionDecodeLadderGpu, ThePublicEntryRunsTheRungItNamesAndPassesTheCheck
         KC_CUDA_CHECK(cudaStreamSynchronize(c.stream()));
       };
       const CheckOutcome outcome = check_run(op, run, problem, 5, context);
-      const std::string expected = rung == PagedDecodeAttention::Rung::fused_combine
+      const std::string expected = rung == PagedDecodeAttention::Rung::early_pages
+                                       ? "stage3/attention_decode_paged/05_early_pages"
+                                       : rung == PagedDecodeAttention::Rung::fused_combine
                                        ? "stage3/attention_decode_paged/04_fused_combine"
                                        : rung == PagedDecodeAttention::Rung::mma_split_kv
                                        ? "stage3/attention_decode_paged/03_mma_split_kv"
@@ -221,21 +227,25 @@ TEST(AttentionDecodeLadderGpu, ThePublicEntryRunsTheRungItNamesAndPassesTheCheck
 
 // Rung 04 merges in the same order and with the same arithmetic as rung 03's combine kernel, and
 // writes a sequence that one split holds directly where rung 03 merges one partial (a weight of
-// exactly 1): O and LSE are the same bits. Through the public entry, three launches in a row on
-// the same workspace (the arrival counters must be back at zero after each), on ragged batches
-// whose sequences use from none to every split, with SmolLM2's and Llama-3-8B's heads.
-TEST(AttentionDecodeLadderGpu, Rung04GivesRung03sBitsLaunchAfterLaunch) {
+// exactly 1): O and LSE are the same bits; rung 05 is rung 04 with a prefetch, the same bits again.
+// Through the public entry, three launches in a row on the same workspace (the arrival counters
+// must be back at zero after each), on ragged batches whose sequences use from none to every
+// split, with SmolLM2's and Llama-3-8B's heads.
+TEST(AttentionDecodeLadderGpu, Rungs04And05GiveRung03sBitsLaunchAfterLaunch) {
   KC_SKIP_WITHOUT_GPU();
   Context& context = testing::shared_context();
   const OpSpec& op = decode_op();
   std::vector<Problem> problems = entry_problems();
   problems.push_back(op.problem({3, 10, 2, 8, 300, 64}, DType::bf16, {{"lengths", 1.0}, {"block_size", 32.0}}));
   for (const Problem& problem : problems) {
-    std::vector<double> outputs[2][2];  // [rung 03, rung 04][O, LSE]
-    for (const int which : {0, 1}) {
+    constexpr PagedDecodeAttention::Rung kRungs[] = {PagedDecodeAttention::Rung::mma_split_kv,
+                                                     PagedDecodeAttention::Rung::fused_combine,
+                                                     PagedDecodeAttention::Rung::early_pages};
+    std::vector<double> outputs[3][2];  // [rung 03, 04, 05][O, LSE]
+    for (const int which : {0, 1, 2}) {
       PagedDecodeAttention decode;
       decode.set_min_keys_per_split(128);
-      decode.set_rung(which == 0 ? PagedDecodeAttention::Rung::mma_split_kv : PagedDecodeAttention::Rung::fused_combine);
+      decode.set_rung(kRungs[which]);
       Operands operands = op.make_operands(problem, 7, context);
       for (int launch = 0; launch < 3; ++launch) {
         if (problem.dtype == DType::bf16)
@@ -246,21 +256,23 @@ TEST(AttentionDecodeLadderGpu, Rung04GivesRung03sBitsLaunchAfterLaunch) {
         const std::vector<double> lse = download(operands["LSE"], context.stream());
         if (launch > 0) {
           EXPECT_TRUE(o == outputs[which][0] && lse == outputs[which][1])
-              << problem.label() << ": launch " << launch << " of rung 0" << (which == 0 ? 3 : 4)
+              << problem.label() << ": launch " << launch << " of rung 0" << which + 3
               << " differs from its first";
         }
         outputs[which][0] = o;
         outputs[which][1] = lse;
       }
     }
-    std::size_t differ = 0;
-    for (int t = 0; t < 2; ++t)
-      for (std::size_t i = 0; i < outputs[0][t].size(); ++i) {
-        const double a = outputs[0][t][i], b = outputs[1][t][i];
-        differ += (a == b || (std::isnan(a) && std::isnan(b))) ? 0 : 1;
-      }
-    EXPECT_EQ(differ, 0u) << problem.label() << ": rung 04's O and LSE differ from rung 03's in " << differ
-                          << " values";
+    for (const int which : {1, 2}) {
+      std::size_t differ = 0;
+      for (int t = 0; t < 2; ++t)
+        for (std::size_t i = 0; i < outputs[0][t].size(); ++i) {
+          const double a = outputs[0][t][i], b = outputs[which][t][i];
+          differ += (a == b || (std::isnan(a) && std::isnan(b))) ? 0 : 1;
+        }
+      EXPECT_EQ(differ, 0u) << problem.label() << ": rung 0" << which + 3 << "'s O and LSE differ from rung 03's in "
+                            << differ << " values";
+    }
   }
 }
 

@@ -5,7 +5,7 @@
 // more, groups 1/4/8, D 64/128, one split and several, groups over 32 rows); rung 02's split rule
 // fills the GPU for a short batch and cuts every context into whole pages, and rung 03's fills
 // whole waves of resident CTAs under the same rules; the public entry (PagedDecodeAttention) runs
-// rung 04 unless told otherwise and refuses a head dimension no rung compiles before touching a GPU.
+// rung 05 unless told otherwise and refuses a head dimension no rung compiles before touching a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -23,7 +23,7 @@
 namespace kc::stage3 {
 namespace {
 
-const std::vector<std::string> kRungs = {"01_naive", "02_split_kv", "03_mma_split_kv", "04_fused_combine"};
+const std::vector<std::string> kRungs = {"01_naive", "02_split_kv", "03_mma_split_kv", "04_fused_combine", "05_early_pages"};
 constexpr int kH200Sms = 132;
 constexpr int kA100Sms = 108;
 
@@ -275,9 +275,9 @@ TEST(AttentionDecodeSplitPlanInWaves, ALowerFloorSplitsShortContextsFiner) {
   EXPECT_EQ(plan_decode_splits_in_waves(1, 3, 3, 128, kSlots, 128).splits, 1);  // SmolLM2 at 128 keys
 }
 
-TEST(PagedDecodeAttention, RunsRung04UnlessToldAndRefusesAnUncompiledHeadDimensionBeforeAnyGpuCall) {
+TEST(PagedDecodeAttention, RunsRung05UnlessToldAndRefusesAnUncompiledHeadDimensionBeforeAnyGpuCall) {
   PagedDecodeAttention decode;
-  EXPECT_EQ(decode.rung(), PagedDecodeAttention::Rung::fused_combine);
+  EXPECT_EQ(decode.rung(), PagedDecodeAttention::Rung::early_pages);
   decode.set_rung(PagedDecodeAttention::Rung::split_kv);
   EXPECT_EQ(decode.rung(), PagedDecodeAttention::Rung::split_kv);
   DecodeArgs<__nv_bfloat16> shape;  // a shape without tensors, as the engine reserves with
@@ -289,7 +289,7 @@ TEST(PagedDecodeAttention, RunsRung04UnlessToldAndRefusesAnUncompiledHeadDimensi
   shape.block_size = 16;
   shape.max_blocks = 8;
   for (const auto rung : {PagedDecodeAttention::Rung::split_kv, PagedDecodeAttention::Rung::mma_split_kv,
-                          PagedDecodeAttention::Rung::fused_combine}) {
+                          PagedDecodeAttention::Rung::fused_combine, PagedDecodeAttention::Rung::early_pages}) {
     decode.set_rung(rung);
     try {
       decode.reserve(shape);

@@ -8,7 +8,11 @@
 //     it sees the value both times;
 //   - rung 12 (M = 1, the RMSNorm prologue and a beta = 1 residual step among the launches) in a
 //     chain behind the spinning kernel must give, inside the scope, bit for bit what it gives with
-//     ordinary launches, and the first product must match a double-precision reference.
+//     ordinary launches, and the first product must match a double-precision reference;
+//   - the paged decode attention's rung 05, which reads lengths and block tables and prefetches
+//     pages before its wait, behind a kernel that writes Q and every K/V row of the cache late
+//     (more than its contract allows: only the new tokens' rows may be written by the kernel
+//     ahead), gives the ordinary launches' bits: nothing it computes with is read before the wait.
 // Skips without a GPU, and the early-start checks skip below compute capability 9.0 (no
 // programmatic launches there: the kernels launch ordinarily).
 #include <gtest/gtest.h>
@@ -23,6 +27,11 @@
 #include <vector>
 
 #include "hgemm.hpp"
+#include "attention_test_support.hpp"
+#include "kc/stage3/attention_decode.hpp"
+#include "kc/stage3/attention_ops.hpp"
+#include "src/register_attention_decode.hpp"
+#include "stage3_test_registry.hpp"
 #include "kc/common/buffer.hpp"
 #include "kc/common/context.hpp"
 #include "kc/common/device.hpp"
@@ -162,6 +171,72 @@ TEST(DependentLaunch, Rung12ChainedBehindALateInputGivesTheOrdinaryLaunchesBits)
     if (!(std::fabs(got - dot * inverse_rms) <= bound)) ++bad;
   }
   EXPECT_EQ(bad, 0) << bad << " of " << kN << " outputs of the first GEMV are off the double-precision reference";
+}
+
+// Lets its dependents start, spins, then copies three arrays (Q and the two caches) into place.
+__global__ void spin_then_copy_three(const bf16* q_from, bf16* q_to, std::int64_t q_count, const bf16* k_from,
+                                     bf16* k_to, const bf16* v_from, bf16* v_to, std::int64_t cache_count,
+                                     long long cycles) {
+  core::let_dependent_grids_start();
+  const long long start = clock64();
+  while (clock64() - start < cycles) {
+  }
+  for (std::int64_t i = threadIdx.x; i < q_count; i += blockDim.x) q_to[i] = q_from[i];
+  for (std::int64_t i = threadIdx.x; i < cache_count; i += blockDim.x) {
+    k_to[i] = k_from[i];
+    v_to[i] = v_from[i];
+  }
+}
+
+// Decode rung 05 (the public entry's default) behind the late writer: inside the scope its CTAs
+// read the lengths and block tables and prefetch pages while the writer spins, so the poison is
+// still in Q and the caches then; its output must be the ordinary launch's bit for bit (and the
+// ordinary launch passes the op's check in the ladder tests).
+TEST(DependentLaunch, DecodeRung05BehindALateCacheWriteGivesTheOrdinaryLaunchesBits) {
+  KC_SKIP_WITHOUT_GPU();
+  if (!programmatic_launch_available()) GTEST_SKIP() << "programmatic dependent launch needs compute capability 9.0";
+  Context& context = testing::shared_context();
+  const OpSpec& op = stage3_test_registry().op(kAttentionDecodeOp);
+  // 3 sequences (ragged), 2 new tokens, 8 query heads over 2 kv heads, D = 64, blocks of 16:
+  // rung 05's splits start inside, at and past the lengths.
+  const Problem problem = op.problem({3, 8, 2, 2, 300, 64}, DType::bf16, {{"lengths", 1.0}});
+  std::vector<double> outputs[2][2];  // [ordinary, programmatic][O, LSE]
+  for (const bool dependent : {false, true}) {
+    Operands operands = op.make_operands(problem, 5, context);
+    Tensor& q = operands["Q"];
+    Tensor& k = operands["K_cache"];
+    Tensor& v = operands["V_cache"];
+    DeviceBuffer<bf16> q_source(q.count()), k_source(k.count()), v_source(v.count());
+    KC_CUDA_CHECK(cudaMemcpyAsync(q_source.data(), q.raw(), q.bytes(), cudaMemcpyDeviceToDevice, context.stream()));
+    KC_CUDA_CHECK(cudaMemcpyAsync(k_source.data(), k.raw(), k.bytes(), cudaMemcpyDeviceToDevice, context.stream()));
+    KC_CUDA_CHECK(cudaMemcpyAsync(v_source.data(), v.raw(), v.bytes(), cudaMemcpyDeviceToDevice, context.stream()));
+    poison(q.raw(), DType::bf16, q.count(), context.stream());
+    poison(k.raw(), DType::bf16, k.count(), context.stream());
+    poison(v.raw(), DType::bf16, v.count(), context.stream());
+    PagedDecodeAttention decode;
+    decode.set_min_keys_per_split(64);  // several splits a sequence
+    const DecodeArgs<bf16> args = decode_args<bf16>(problem, operands);
+    decode.reserve(args);
+    {
+      const core::ProgrammaticLaunchScope scope{dependent};
+      spin_then_copy_three<<<1, 256, 0, context.stream()>>>(
+          q_source.data(), q.data<bf16>(), static_cast<std::int64_t>(q.count()), k_source.data(), k.data<bf16>(),
+          v_source.data(), v.data<bf16>(), static_cast<std::int64_t>(k.count()), kSpinCycles);
+      KC_CHECK_LAUNCH();
+      EXPECT_EQ(decode.run(args, context.stream()), "stage3/attention_decode_paged/05_early_pages");
+    }
+    outputs[dependent][0] = testing_support::download(operands["O"], context.stream());
+    outputs[dependent][1] = testing_support::download(operands["LSE"], context.stream());
+  }
+  for (int t = 0; t < 2; ++t) {
+    std::size_t differ = 0, nan = 0;
+    for (std::size_t i = 0; i < outputs[0][t].size(); ++i) {
+      differ += outputs[0][t][i] == outputs[1][t][i] ? 0 : 1;
+      nan += std::isnan(outputs[1][t][i]) ? 1 : 0;
+    }
+    EXPECT_EQ(differ, 0u) << (t == 0 ? "O" : "LSE") << " differs between launch modes in " << differ << " values";
+    EXPECT_EQ(nan, 0u) << (t == 0 ? "O" : "LSE") << " holds " << nan << " NaN values (the poison read early)";
+  }
 }
 
 }  // namespace

@@ -11,8 +11,8 @@
 // (--fuse-kernels on|off|both, default on as RunnerOptions::fuse_kernels), with the step's kernels
 // launched as programmatic dependents or the ordinary way (--programmatic-launch on|off|both,
 // default on as RunnerOptions::programmatic_launch), with the paged decode attention's rung
-// (--decode-attention: a comma list of fused, mma and cuda-cores — stage 3's decode rungs 04, 03
-// and 02 — default fused as RunnerOptions::decode_attention; both = mma,cuda-cores), after a
+// (--decode-attention: a comma list of early, fused, mma and cuda-cores — stage 3's decode rungs
+// 05, 04, 03 and 02 — default early as RunnerOptions::decode_attention; both = mma,cuda-cores), after a
 // warm-up that runs every batch size once. Quantized weights: --quantized q4_0|q4_1|q8_0 draws the published shapes'
 // projections as random blocks of that type (their bf16 copy the blocks' dequantization; a GGUF
 // --model keeps its own blocks), and --native-quantized on|off|both runs the decode steps on the
@@ -47,6 +47,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <system_error>
 #include <tuple>
 #include <vector>
 
@@ -73,7 +74,7 @@ constexpr const char* kUsage =
     "                       [--contexts 128,2048,8192] [--decode-tokens 128] [--prefill 512,2048]\n"
     "                       [--concurrency 1,8,64,256] [--concurrency-prompt 128]\n"
     "                       [--concurrency-tokens 128] [--cuda-graphs both|on|off] [--fuse-kernels on|off|both]\n"
-    "                       [--programmatic-launch on|off|both] [--decode-attention fused,mma,cuda-cores|both]\n"
+    "                       [--programmatic-launch on|off|both] [--decode-attention early,fused,mma,cuda-cores|both]\n"
     "                       [--max-model-len 8448] [--kv-fraction 0.6] [--decode-min-split-keys 128]\n"
     "                       [--quantized q4_0|q4_1|q8_0] [--native-quantized on|off|both]\n"
     "                       [--peers hf.json[,llama.json]]\n"
@@ -83,7 +84,7 @@ constexpr const char* kUsage =
 struct Args {
   std::string model, synthetic, markdown, peers, graphs = "both", fuse_kernels = "on", command;
   std::string programmatic_launch = "on";
-  std::string decode_attention = "fused";  // RunnerOptions::decode_attention: fused, mma, cuda-cores
+  std::string decode_attention = "early";  // RunnerOptions::decode_attention: early, fused, mma, cuda-cores
   std::string quantized;                 // "": bf16 random weights; q4_0, q4_1, q8_0: random blocks
   std::string native_quantized = "off";  // on, off or both (RunnerOptions::native_quantized)
   int decode_min_split_keys = kc::engine::RunnerOptions{}.decode_min_keys_per_split;
@@ -109,20 +110,22 @@ std::vector<int> parse_list(const std::string& flag, const std::string& text) {
 
 using DecodeRung = kc::stage3::PagedDecodeAttention::Rung;
 
-// --decode-attention's names: fused (rung 04), mma (rung 03), cuda-cores (rung 02); "both" is
+// --decode-attention's names: early (rung 05), fused (rung 04), mma (rung 03), cuda-cores (rung 02); "both" is
 // mma,cuda-cores (the comparison of tensor cores and CUDA cores).
 std::vector<DecodeRung> parse_decode_attention(const std::string& text) {
   std::vector<DecodeRung> rungs;
   std::stringstream in(text == "both" ? std::string("mma,cuda-cores") : text);
   for (std::string item; std::getline(in, item, ',');) {
-    if (item == "fused")
+    if (item == "early")
+      rungs.push_back(DecodeRung::early_pages);
+    else if (item == "fused")
       rungs.push_back(DecodeRung::fused_combine);
     else if (item == "mma")
       rungs.push_back(DecodeRung::mma_split_kv);
     else if (item == "cuda-cores")
       rungs.push_back(DecodeRung::split_kv);
     else
-      kc::require(false, "--decode-attention: '{}' is not fused, mma, cuda-cores or both", item);
+      kc::require(false, "--decode-attention: '{}' is not early, fused, mma, cuda-cores or both", item);
   }
   kc::require(!rungs.empty(), "--decode-attention holds no rung");
   return rungs;
@@ -131,6 +134,7 @@ std::vector<DecodeRung> parse_decode_attention(const std::string& text) {
 // The rung's kc-bench name ("04_fused_combine"), for the JSON.
 const char* decode_attention_id(DecodeRung rung) {
   switch (rung) {
+    case DecodeRung::early_pages: return "05_early_pages";
     case DecodeRung::fused_combine: return "04_fused_combine";
     case DecodeRung::mma_split_kv: return "03_mma_split_kv";
     case DecodeRung::split_kv: return "02_split_kv";
@@ -141,6 +145,7 @@ const char* decode_attention_id(DecodeRung rung) {
 // The rung in a table section's mode: "rung 03 (combine kernel)".
 const char* decode_attention_name(DecodeRung rung) {
   switch (rung) {
+    case DecodeRung::early_pages: return "rung 05 (first pages before the wait)";
     case DecodeRung::fused_combine: return "rung 04 (merged in the launch)";
     case DecodeRung::mma_split_kv: return "rung 03 (combine kernel)";
     case DecodeRung::split_kv: return "rung 02 (CUDA cores)";
@@ -580,6 +585,11 @@ int run(int argc, char** argv) {
   kc::require(args.decode_tokens >= 2 && args.concurrency_tokens >= 1 && args.concurrency_prompt >= 1,
               "--decode-tokens must be >= 2, --concurrency-prompt and --concurrency-tokens >= 1");
   const std::vector<DecodeRung> decode_modes = parse_decode_attention(args.decode_attention);
+  if (!args.markdown.empty()) {  // the report's folder first: a run must not end unable to write it
+    std::error_code error;
+    std::filesystem::create_directories(args.markdown, error);
+    kc::require(!error, "--markdown: cannot create the report folder '{}': {}", args.markdown, error.message());
+  }
   const Peers peers = Peers::read(args.peers);  // read first: a bad file costs no GPU time
   if (!kc::gpu_visible_or_explain("kc-engine-bench", "; the engine runs on a GPU.")) return 1;
 

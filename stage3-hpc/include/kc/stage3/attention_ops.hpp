@@ -69,8 +69,13 @@ class PagedDecodeAttention {
  public:
   // The rung run() launches.
   enum class Rung {
-    // decode_04_fused_combine (the default): rung 03 in one launch — the split that finishes last
-    // merges its group, and a sequence one split holds is written directly.
+    // decode_05_early_pages (the default): rung 04 with its first pages asked into L2 before it
+    // waits for the kernel ahead (programmatic launches). Its contract: block_table, seq_lens and
+    // the cached rows before each sequence's new tokens are not written by the kernel it launches
+    // behind — the caller's bookkeeping, set before the step's chain of kernels.
+    early_pages,
+    // decode_04_fused_combine: rung 03 in one launch — the split that finishes last merges its
+    // group, and a sequence one split holds is written directly.
     fused_combine,
     // decode_03_mma_split_kv: flash-decoding on tensor cores — a group's query rows against
     // 64-key tiles on mma.sync, the pages streamed by a 3-4 stage cp.async pipeline, the context
@@ -88,12 +93,12 @@ class PagedDecodeAttention {
   template <typename T>
   void reserve(const DecodeArgs<T>& args);
 
-  // Launches rung() and returns its kc-bench id ("stage3/attention_decode_paged/04_fused_combine").
-  // The registry's entries for rungs 02, 03 and 04 are this, with the rung set.
+  // Launches rung() and returns its kc-bench id ("stage3/attention_decode_paged/05_early_pages").
+  // The registry's entries for rungs 02 to 05 are this, with the rung set.
   template <typename T>
   std::string_view run(const DecodeArgs<T>& args, cudaStream_t stream);
 
-  // Which rung run() launches: fused_combine unless set (a caller comparing them, such as
+  // Which rung run() launches: early_pages unless set (a caller comparing them, such as
   // kc-engine-bench --decode-attention). Set it before reserve().
   void set_rung(Rung rung) { rung_ = rung; }
   Rung rung() const { return rung_; }
@@ -110,17 +115,17 @@ class PagedDecodeAttention {
   DecodeSplitPlan plan_for(const DecodeArgs<T>& args);
   template <typename T>
   float* workspace_for(const DecodeArgs<T>& args, const DecodeSplitPlan& plan);
-  // Rung 04's counters for `plan` (null for the other rungs and for one split).
+  // Rungs 04 and 05's counters for `plan` (null for the other rungs and for one split).
   template <typename T>
   unsigned* arrivals_for(const DecodeArgs<T>& args, const DecodeSplitPlan& plan);
 
-  Rung rung_ = Rung::fused_combine;
+  Rung rung_ = Rung::early_pages;
   int sm_count_ = 0;
   int min_keys_per_split_ = kDecodeMinKeysPerSplit;
-  // The CTAs an SM holds of rung 03's or 04's kernel instance: (rung, bf16, D, the group's rows).
+  // The CTAs an SM holds of rung 03's, 04's or 05's kernel instance: (rung, bf16, D, the group's rows).
   std::map<std::tuple<Rung, bool, int, int>, int> mma_ctas_per_sm_;
   DeviceScratch workspace_;
-  // Rung 04's arrival counters, zeroed when allocated; each launch leaves them at zero.
+  // Rungs 04 and 05's arrival counters, zeroed when allocated; each launch leaves them at zero.
   DeviceBuffer<unsigned> arrivals_;
 };
 

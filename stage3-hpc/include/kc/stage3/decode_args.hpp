@@ -251,6 +251,15 @@ void attention_decode_04_fused_combine(const DecodeArgs<T>& args, const DecodeSp
                                        const DecodeSplitWorkspace& workspace, cudaStream_t stream);
 template <typename T>
 int attention_decode_04_ctas_per_sm(const DecodeArgs<T>& args);
+// Rung 05: rung 04 with the split's length, block table and first pages of older keys asked for
+// (an L2 prefetch) before it waits for the kernel ahead in a programmatic-launch chain. Its
+// contract adds: block_table, seq_lens and the cached rows before each sequence's new tokens are
+// not written by the kernel it launches behind (they are the caller's, set before the chain).
+template <typename T>
+void attention_decode_05_early_pages(const DecodeArgs<T>& args, const DecodeSplitPlan& plan,
+                                     const DecodeSplitWorkspace& workspace, cudaStream_t stream);
+template <typename T>
+int attention_decode_05_ctas_per_sm(const DecodeArgs<T>& args);
 // Rung 04 with a flaw, for its negative control (tests/negative_controls): the last split's
 // partial is left out of the merge. Right where a sequence uses one split, wrong wherever it uses more.
 template <typename T>

@@ -107,11 +107,14 @@ struct RunnerOptions {
   // (64 tied it, 512 lost; stage4-inference/README.md): a short context is cut into more splits
   // that run in parallel, and the split rules still cut fewer as the batch fills the SMs.
   std::int32_t decode_min_keys_per_split = 128;
-  // The paged decode attention's rung (stage 3's PagedDecodeAttention::Rung): fused_combine, decode
-  // rung 04 (mma.sync, a cp.async page pipeline, splits that fill whole waves, merged by the last
-  // split in the same launch); mma_split_kv, rung 03 (the same with a combine kernel after it);
-  // split_kv, rung 02 (CUDA cores). kc-engine-bench --decode-attention compares them.
-  stage3::PagedDecodeAttention::Rung decode_attention = stage3::PagedDecodeAttention::Rung::fused_combine;
+  // The paged decode attention's rung (stage 3's PagedDecodeAttention::Rung): early_pages, decode
+  // rung 05 (rung 04 with its first pages asked into L2 before it waits for the kernel ahead: the
+  // step's block tables and lengths are copied before its chain of kernels, as that rung's
+  // contract asks); fused_combine, rung 04 (mma.sync, a cp.async page pipeline, splits that fill
+  // whole waves, merged by the last split in the same launch); mma_split_kv, rung 03 (the same
+  // with a combine kernel after it); split_kv, rung 02 (CUDA cores). kc-engine-bench
+  // --decode-attention compares them.
+  stage3::PagedDecodeAttention::Rung decode_attention = stage3::PagedDecodeAttention::Rung::early_pages;
   // Native quantized decode steps. Projections that come with their GGUF blocks (a file loaded with
   // WeightLoadOptions::keep_quantized_blocks; random weights drawn as blocks) get the blocks in the
   // pool, prepared at load by kc::stage3::quantized_gemv_prepare ("layer 3 q (q4_1 blocks)" ...; gate
