@@ -122,32 +122,28 @@ void register_attention_decode_kernels(Registry& registry) {
   };
   registry.add_kernel(std::move(naive));
 
-  KernelEntry split_kv = decode_entry(
-      "02_split_kv", 2,
-      "flash-decoding: context split over CTAs, each page read once per group (cp.async), FP32 partials combined");
-  split_kv.launch = launch_for_dtype(std::make_shared<EntryRung>(PagedDecodeAttention::Rung::split_kv));
-  registry.add_kernel(std::move(split_kv));
-
-  KernelEntry mma_split_kv = decode_entry(
-      "03_mma_split_kv", 3,
-      "rung 02 on tensor cores: the group's rows as an m16 tile, QK^T and PV on mma.sync, 64-key pages "
-      "in a 3-4 stage cp.async pipeline");
-  mma_split_kv.launch = launch_for_dtype(std::make_shared<EntryRung>(PagedDecodeAttention::Rung::mma_split_kv));
-  registry.add_kernel(std::move(mma_split_kv));
-
-  KernelEntry fused_combine = decode_entry(
-      "04_fused_combine", 4,
-      "rung 03 in one launch: the split that finishes last merges its group's partials (from L2), a "
-      "sequence one split holds is written directly");
-  fused_combine.launch = launch_for_dtype(std::make_shared<EntryRung>(PagedDecodeAttention::Rung::fused_combine));
-  registry.add_kernel(std::move(fused_combine));
-
-  KernelEntry early_pages = decode_entry(
-      "05_early_pages", 5,
-      "rung 04 with the split's length, table and first pages asked into L2 before it waits for the kernel "
-      "ahead (programmatic launches)");
-  early_pages.launch = launch_for_dtype(std::make_shared<EntryRung>(PagedDecodeAttention::Rung::early_pages));
-  registry.add_kernel(std::move(early_pages));
+  // Rungs 02-05: the public entry set to the rung.
+  const auto add_entry_rung = [&registry](const char* name, int rung, const char* idea, PagedDecodeAttention::Rung which) {
+    KernelEntry entry = decode_entry(name, rung, idea);
+    entry.launch = launch_for_dtype(std::make_shared<EntryRung>(which));
+    registry.add_kernel(std::move(entry));
+  };
+  add_entry_rung("02_split_kv", 2,
+                 "flash-decoding: context split over CTAs, each page read once per group (cp.async), FP32 partials "
+                 "combined",
+                 PagedDecodeAttention::Rung::split_kv);
+  add_entry_rung("03_mma_split_kv", 3,
+                 "rung 02 on tensor cores: the group's rows as an m16 tile, QK^T and PV on mma.sync, 64-key pages "
+                 "in a 3-4 stage cp.async pipeline",
+                 PagedDecodeAttention::Rung::mma_split_kv);
+  add_entry_rung("04_fused_combine", 4,
+                 "rung 03 in one launch: the split that finishes last merges its group's partials (from L2), a "
+                 "sequence one split holds is written directly",
+                 PagedDecodeAttention::Rung::fused_combine);
+  add_entry_rung("05_early_pages", 5,
+                 "rung 04 with the split's length, table and first pages asked into L2 before it waits for the "
+                 "kernel ahead (programmatic launches)",
+                 PagedDecodeAttention::Rung::early_pages);
 }
 
 }  // namespace kc::stage3
