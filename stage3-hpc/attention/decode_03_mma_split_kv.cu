@@ -76,6 +76,9 @@
 // HMMA.16816.F32.BF16 (bf16) or HMMA.16816.F32 (f16), MUFU.EX2, SHFL.BFLY (row maxima and sums),
 // BAR.SYNC; no LDL/STL. decode_combine_kernel: as in rung 02 (the same kernel).
 //
+// Where the code is: the kernel and its launch live in decode_mma_split_kv.cuh, shared with rungs 04
+// and 05 (DecodeMerge::combine_kernel here); this file checks the arguments and picks the instance.
+//
 // Run just this rung:
 //   build/ci/bench/kc-bench --filter '^stage3/attention_decode_paged/03_mma_split_kv'
 #include <cuda_bf16.h>
