@@ -149,7 +149,7 @@ struct ModelRunner::Impl {
   Impl(const ModelConfig& model_config, const ModelWeights* weights, std::uint64_t seed, const RunnerOptions& opts,
        const std::vector<float>& freq_factors, GgmlType projection_type = GgmlType::bf16);
   ~Impl() {
-    for (auto& [shape, exec] : graphs) cudaGraphExecDestroy(exec);
+    for (auto& [bucket, exec] : graphs) cudaGraphExecDestroy(exec);
     if (stream != nullptr) cudaStreamDestroy(stream);
   }
 
@@ -201,23 +201,22 @@ struct ModelRunner::Impl {
     // graph, whose copy has a fixed size.
     StepInts ints;
   };
-  // Checks the batch and fills the staging ints (padded to `padded_rows` decode rows with table
-  // rows of `padded_width` slots when padded_rows > 0: a graph's shape), and queues the block
-  // copies. Throws kc::Error, launching nothing, for a batch this runner cannot take.
-  StepPlan prepare(const StepBatch& batch, std::int64_t padded_rows, std::int64_t padded_width = 0);
+  // Checks the batch and fills the staging ints (padded to `padded_rows` decode rows at the
+  // runner's table width when > 0: a graph bucket), and queues the block copies. Throws
+  // kc::Error, launching nothing, for a batch this runner cannot take.
+  StepPlan prepare(const StepBatch& batch, std::int64_t padded_rows);
   // The forward pass: staging ints to the device, every layer, the final norm into `normed`.
   void launch(const StepPlan& plan);
   // The sampling rows' logits, their argmax, and the tokens into sampled_host.
   void launch_greedy(const StepPlan& plan);
-  cudaGraphExec_t decode_graph(std::int64_t bucket, std::int64_t width, const StepPlan& plan);
+  cudaGraphExec_t decode_graph(std::int64_t bucket, const StepPlan& plan);
   std::vector<float> logits_to_host(std::int64_t rows);
 
   std::unique_ptr<GpuSampler> sampler;               // RunnerOptions::gpu_sampler
   PinnedBuffer<GpuSamplingRow> sampling_host;
   DeviceBuffer<GpuSamplingRow> sampling_device;
   std::vector<std::int32_t> buckets;                 // graph buckets (graph_buckets.hpp)
-  std::vector<std::int32_t> widths;                  // the table widths graphs are captured at
-  std::map<std::pair<std::int64_t, std::int64_t>, cudaGraphExec_t> graphs;  // captured decode steps by (bucket, width)
+  std::map<std::int64_t, cudaGraphExec_t> graphs;    // captured decode steps by bucket
   std::int64_t graph_replays = 0;
 };
 
@@ -324,7 +323,6 @@ ModelRunner::Impl::Impl(const ModelConfig& model_config, const ModelWeights* wei
   sampled_host = PinnedBuffer<std::int32_t>(static_cast<std::size_t>(options.max_running));
   // A padded decode step has one token a row: its bucket fits the step's token buffers too.
   buckets = default_graph_buckets(std::min(options.max_running, options.max_batched_tokens));
-  widths = default_graph_widths(static_cast<std::int32_t>(max_blocks_per_seq));
   if (options.gpu_sampler) {
     sampler = std::make_unique<GpuSampler>(static_cast<int>(c.vocab_size), std::min(options.max_running, 32));
     sampling_host = PinnedBuffer<GpuSamplingRow>(static_cast<std::size_t>(options.max_running));
@@ -707,8 +705,7 @@ void ModelRunner::Impl::norm_then_project(const char* role, const bf16* x, const
     gemm_into(role, normed, w, c, m, n, H);
 }
 
-ModelRunner::Impl::StepPlan ModelRunner::Impl::prepare(const StepBatch& batch, std::int64_t padded_rows,
-                                                       std::int64_t padded_width) {
+ModelRunner::Impl::StepPlan ModelRunner::Impl::prepare(const StepBatch& batch, std::int64_t padded_rows) {
   const ModelConfig& c = config;
   const auto& sequences = batch.sequences;
   const std::int64_t rows = static_cast<std::int64_t>(sequences.size());
@@ -733,15 +730,12 @@ ModelRunner::Impl::StepPlan ModelRunner::Impl::prepare(const StepBatch& batch, s
                 copy.destination < options.num_blocks,
             "block copy {} -> {} is outside the pool of {} blocks", copy.source, copy.destination, options.num_blocks);
 
-  // A padded plan (a captured graph's shape) holds decodes only, at one of the captured table
-  // widths (the runner's full width when none is given).
+  // A padded plan (a captured graph's shape) holds decodes only, at the runner's table width.
   StepPlan plan;
   plan.rows = padded_rows > 0 ? padded_rows : rows;
   plan.tokens = padded_rows > 0 ? padded_rows : tokens;
   plan.num_decodes = padded_rows > 0 ? padded_rows : batch.num_decodes;
-  plan.stride = padded_rows > 0 ? (padded_width > 0 ? padded_width : max_blocks_per_seq) : tables.max_blocks_per_seq;
-  require(plan.stride <= max_blocks_per_seq, "a table width of {} slots is above this runner's {}", plan.stride,
-          max_blocks_per_seq);
+  plan.stride = padded_rows > 0 ? max_blocks_per_seq : tables.max_blocks_per_seq;
   require(padded_rows == 0 || (batch.num_decodes == rows && tokens == rows && padded_rows >= rows),
           "a padded step holds decodes only ({} of {} sequences, {} tokens, {} rows)", batch.num_decodes, rows,
           tokens, padded_rows);
@@ -764,9 +758,8 @@ ModelRunner::Impl::StepPlan ModelRunner::Impl::prepare(const StepBatch& batch, s
     // Every block the kernels will read for this sequence (attention reads all of them, not only
     // this step's) lies in its table row and in the pool.
     const std::int64_t used_blocks = (length + options.block_size - 1) / options.block_size;
-    require(used_blocks <= std::min<std::int64_t>(tables.max_blocks_per_seq, plan.stride),
-            "sequence {}: {} keys need {} blocks; its table row holds {}", r, length, used_blocks,
-            std::min<std::int64_t>(tables.max_blocks_per_seq, plan.stride));
+    require(used_blocks <= tables.max_blocks_per_seq, "sequence {}: {} keys need {} blocks; its table row holds {}", r,
+            length, used_blocks, tables.max_blocks_per_seq);
     for (std::int64_t slot = 0; slot < used_blocks; ++slot) {
       const std::int32_t id = tables.table[static_cast<std::size_t>(r * tables.max_blocks_per_seq + slot)];
       require(id >= 0 && id < options.num_blocks, "sequence {}: table slot {} holds block {} (pool of {})", r, slot, id,
@@ -790,11 +783,10 @@ ModelRunner::Impl::StepPlan ModelRunner::Impl::prepare(const StepBatch& batch, s
   }
   for (std::int64_t r = 0; r < rows; ++r) {
     host[at.lengths + r] = tables.lengths[static_cast<std::size_t>(r)];
-    // A narrower captured width keeps the first slots: the step's sequences use no others.
     std::int32_t* row = host + at.table + r * plan.stride;
-    const std::int64_t kept = std::min<std::int64_t>(tables.max_blocks_per_seq, plan.stride);
-    std::memcpy(row, tables.table.data() + r * tables.max_blocks_per_seq, kept * sizeof(std::int32_t));
-    std::fill(row + kept, row + plan.stride, kPaddingBlock);
+    std::memcpy(row, tables.table.data() + r * tables.max_blocks_per_seq,
+                tables.max_blocks_per_seq * sizeof(std::int32_t));
+    std::fill(row + tables.max_blocks_per_seq, row + plan.stride, kPaddingBlock);
   }
   // Padding rows: token 0 at position 0, written nowhere (slot -1), no keys (length 0).
   for (std::int64_t r = rows; r < plan.rows; ++r) {
@@ -979,8 +971,8 @@ void ModelRunner::Impl::launch_greedy(const StepPlan& plan) {
 // the same shape (which does the entries' one-time host work: kernel attributes, cuBLAS's
 // choices), then replayed. The graph reads the staging ints, which prepare() fills before each
 // replay, and writes the chosen tokens into sampled_host.
-cudaGraphExec_t ModelRunner::Impl::decode_graph(std::int64_t bucket, std::int64_t width, const StepPlan& plan) {
-  auto found = graphs.find({bucket, width});
+cudaGraphExec_t ModelRunner::Impl::decode_graph(std::int64_t bucket, const StepPlan& plan) {
+  auto found = graphs.find(bucket);
   if (found != graphs.end()) return found->second;
   launch(plan);
   launch_greedy(plan);
@@ -1000,7 +992,7 @@ cudaGraphExec_t ModelRunner::Impl::decode_graph(std::int64_t bucket, std::int64_
   const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);
   KC_CUDA_CHECK(instantiated);
-  graphs.emplace(std::make_pair(bucket, width), exec);
+  graphs.emplace(bucket, exec);
   return exec;
 }
 
@@ -1058,16 +1050,8 @@ std::vector<TokenId> ModelRunner::execute(const StepBatch& batch) {
 
   int samples = 0;
   if (bucket) {
-    // The narrowest captured table width that holds the batch's longest sequence.
-    std::int64_t longest = 0;
-    const PackedBlockTables& tables = batch.block_tables;
-    for (std::size_t r = 0; r < batch.sequences.size() && r < tables.lengths.size(); ++r)
-      longest = std::max<std::int64_t>(longest, tables.lengths[r]);
-    const std::int64_t needed = std::min<std::int64_t>((longest + m.options.block_size - 1) / m.options.block_size,
-                                                       m.widths.back());
-    const std::int64_t width = choose_graph_width(m.widths, static_cast<std::int32_t>(needed));
-    const Impl::StepPlan plan = m.prepare(batch, bucket->bucket, width);
-    const cudaGraphExec_t exec = m.decode_graph(bucket->bucket, width, plan);
+    const Impl::StepPlan plan = m.prepare(batch, bucket->bucket);
+    const cudaGraphExec_t exec = m.decode_graph(bucket->bucket, plan);
     KC_CUDA_CHECK(cudaGraphLaunch(exec, m.stream));
     if (++m.graph_replays == 1) m.note("decode step", fmt::format("CUDA graphs (buckets up to {})", m.buckets.back()));
     samples = static_cast<int>(batch.sequences.size());

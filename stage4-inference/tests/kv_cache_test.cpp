@@ -316,29 +316,6 @@ TEST(GraphBuckets, SmallestBucketThatHoldsTheBatch) {
   EXPECT_EQ(choose_graph_bucket({3, 5, 40}, 6)->bucket, 40);
 }
 
-TEST(GraphBuckets, WidthsAreASixteenthAQuarterAndAllOfTheTableRow) {
-  EXPECT_EQ(default_graph_widths(528), std::vector<std::int32_t>({33, 132, 528}));  // 8448 keys in blocks of 16
-  EXPECT_EQ(default_graph_widths(16), std::vector<std::int32_t>({1, 4, 16}));
-  EXPECT_EQ(default_graph_widths(5), std::vector<std::int32_t>({1, 2, 5}));
-  EXPECT_EQ(default_graph_widths(2), std::vector<std::int32_t>({1, 2}));  // no repeats
-  EXPECT_EQ(default_graph_widths(1), std::vector<std::int32_t>({1}));
-  EXPECT_THROW(default_graph_widths(0), kc::Error);
-  const std::vector<std::int32_t> widths = default_graph_widths(528);
-  for (std::int32_t blocks = 0; blocks <= 528; ++blocks) {
-    const std::int32_t width = choose_graph_width(widths, blocks);
-    EXPECT_GE(width, blocks);
-    // The narrowest that holds it: the width below (if any) does not.
-    const auto it = std::find(widths.begin(), widths.end(), width);
-    ASSERT_NE(it, widths.end());
-    if (it != widths.begin()) {
-      EXPECT_LT(*(it - 1), blocks) << blocks << " blocks";
-    }
-  }
-  EXPECT_TRUE(contains_all(error_of([&] { choose_graph_width(widths, 529); }), {"does not fit"}));
-  EXPECT_TRUE(contains_all(error_of([] { choose_graph_width({4, 2}, 1); }), {"strictly increasing"}));
-  EXPECT_TRUE(contains_all(error_of([] { choose_graph_width({}, 1); }), {"none captured"}));
-}
-
 TEST(GraphBuckets, BadBucketsAndBatchesAreRefused) {
   EXPECT_TRUE(contains_all(error_of([] { choose_graph_bucket({}, 1); }), {"no bucket"}));
   EXPECT_TRUE(contains_all(error_of([] { choose_graph_bucket({0, 1}, 1); }), {"positive"}));

@@ -5,12 +5,6 @@
 // decoding sequences with the smallest bucket that holds n, the rows past n being padding (length
 // 0, never read by attention; their sampled tokens are dropped). A batch larger than every bucket
 // runs without a graph.
-//
-// It also captures each bucket at a few table widths (block-table slots a row). The paged decode
-// attention cuts the table's width into splits, a CTA each, whatever the sequences' lengths (the
-// lengths live on the GPU, the grid is fixed at capture): at the full width of a long
-// max_model_len a step of short sequences launches dozens of CTAs a kv head that start and exit
-// at once. A step runs at the narrowest captured width that holds its longest sequence.
 #pragma once
 
 #include <cstdint>
@@ -33,15 +27,5 @@ std::vector<std::int32_t> default_graph_buckets(std::int32_t max_batch);
 // Throws kc::Error otherwise.
 std::optional<GraphBucketChoice> choose_graph_bucket(const std::vector<std::int32_t>& buckets,
                                                      std::int32_t decode_batch);
-
-// The table widths the decode graphs are captured at, for rows of max_blocks_per_seq slots: a
-// sixteenth, a quarter and all of it, rounded up, without repeats (528 -> 33, 132, 528: 528, 2112
-// and 8448 keys in blocks of 16). max_blocks_per_seq positive, else kc::Error.
-std::vector<std::int32_t> default_graph_widths(std::int32_t max_blocks_per_seq);
-
-// The narrowest width >= needed_blocks (the batch's longest sequence, in blocks). Widths positive
-// and strictly increasing; needed_blocks in [0, the last width] (the last is the table's full
-// width, which holds every sequence), else kc::Error.
-std::int32_t choose_graph_width(const std::vector<std::int32_t>& widths, std::int32_t needed_blocks);
 
 }  // namespace kc::engine
