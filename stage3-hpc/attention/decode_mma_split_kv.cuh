@@ -233,7 +233,7 @@ __global__ void __launch_bounds__(kThreads)
   const int lane = static_cast<int>(threadIdx.x) % core::kWarpSize;
   const SplitWork work = split_work(args, plan);
   if constexpr (kEarlyPages) {
-    prefetch_first_pages<MmaSplitKvLayout<kHeadDim, kRowTiles>::kStages>(args, work);
+    prefetch_first_pages<kStages>(args, work);
     core::wait_for_previous_grids();  // Q, the new tokens' K/V rows, O and the workspace: after it
   }
   constexpr bool kMergesHere = kMerge != DecodeMerge::combine_kernel;

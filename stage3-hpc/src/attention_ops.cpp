@@ -127,16 +127,9 @@ float* PagedDecodeAttention::workspace_for(const DecodeArgs<T>& args, const Deco
 }
 
 template <typename T>
-unsigned* PagedDecodeAttention::arrivals_for(const DecodeArgs<T>& args, const DecodeSplitPlan& plan) {
-  if (rung_ != Rung::fused_combine && rung_ != Rung::early_pages) return nullptr;
-  const std::size_t count = decode_split_arrival_counters(args.batch, args.kv_heads, plan);
-  if (count == 0) return nullptr;
-  if (arrivals_.size() < count) {
-    arrivals_ = DeviceBuffer<unsigned>();  // free before allocating the larger one
-    arrivals_ = DeviceBuffer<unsigned>(count);
-    KC_CUDA_CHECK(cudaMemset(arrivals_.data(), 0, arrivals_.bytes()));  // never inside a capture: reserve() grew it
-  }
-  return arrivals_.data();
+std::size_t PagedDecodeAttention::arrival_count(const DecodeArgs<T>& args, const DecodeSplitPlan& plan) const {
+  if (rung_ != Rung::fused_combine && rung_ != Rung::early_pages) return 0;
+  return decode_split_arrival_counters(args.batch, args.kv_heads, plan);
 }
 
 void PagedDecodeAttention::set_min_keys_per_split(int keys) {
@@ -153,7 +146,9 @@ void PagedDecodeAttention::reserve(const DecodeArgs<T>& args) {
   require_decode_shape(args, "PagedDecodeAttention");
   const DecodeSplitPlan plan = plan_for(args);
   workspace_for(args, plan);
-  arrivals_for(args, plan);
+  // No stream here: counters that grow are zeroed on the legacy stream, and run() launches on the
+  // caller's, which need not be ordered after it (a non-blocking stream) — so that is waited for.
+  if (arrivals_.reserve(arrival_count(args, plan), nullptr)) KC_CUDA_CHECK(cudaStreamSynchronize(nullptr));
 }
 
 template <typename T>
@@ -161,22 +156,27 @@ std::string_view PagedDecodeAttention::run(const DecodeArgs<T>& args, cudaStream
   const DecodeSplitPlan plan = plan_for(args);
   DecodeSplitWorkspace workspace = decode_split_workspace(workspace_for(args, plan), args.batch, args.q_heads,
                                                           args.q_len, args.head_dim, plan);
-  workspace.arrivals = arrivals_for(args, plan);
-  switch (rung_) {
-    case Rung::split_kv:
-      attention_decode_02_split_kv(args, plan, workspace, stream);
-      return "stage3/attention_decode_paged/02_split_kv";
-    case Rung::mma_split_kv:
-      attention_decode_03_mma_split_kv(args, plan, workspace, stream);
-      return "stage3/attention_decode_paged/03_mma_split_kv";
-    case Rung::fused_combine:
-      attention_decode_04_fused_combine(args, plan, workspace, stream);
-      return "stage3/attention_decode_paged/04_fused_combine";
-    case Rung::early_pages:
-      break;
+  if (const std::size_t count = arrival_count(args, plan); count > 0) {
+    arrivals_.reserve(count, stream);
+    workspace.arrivals = arrivals_.data();
   }
-  attention_decode_05_early_pages(args, plan, workspace, stream);
-  return "stage3/attention_decode_paged/05_early_pages";
+  switch (rung_) {
+    case Rung::split_kv: attention_decode_02_split_kv(args, plan, workspace, stream); break;
+    case Rung::mma_split_kv: attention_decode_03_mma_split_kv(args, plan, workspace, stream); break;
+    case Rung::fused_combine: attention_decode_04_fused_combine(args, plan, workspace, stream); break;
+    case Rung::early_pages: attention_decode_05_early_pages(args, plan, workspace, stream); break;
+  }
+  return rung_id(rung_);
+}
+
+std::string_view PagedDecodeAttention::rung_id(Rung rung) {
+  switch (rung) {
+    case Rung::split_kv: return "stage3/attention_decode_paged/02_split_kv";
+    case Rung::mma_split_kv: return "stage3/attention_decode_paged/03_mma_split_kv";
+    case Rung::fused_combine: return "stage3/attention_decode_paged/04_fused_combine";
+    case Rung::early_pages: return "stage3/attention_decode_paged/05_early_pages";
+  }
+  return "stage3/attention_decode_paged/?";
 }
 
 #define KC_INSTANTIATE(T)                                                                  \

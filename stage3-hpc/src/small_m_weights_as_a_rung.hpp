@@ -39,25 +39,17 @@ class SmallMWeightsAsARung {
     if (plan.needs_workspace()) {
       const auto floats = static_cast<std::size_t>(small_m_weights_as_a_partial_floats(plan));
       workspace.partials = reinterpret_cast<float*>(partials_.reserve(floats * sizeof(float)));
-      workspace.counters = counters(static_cast<std::size_t>(small_m_weights_as_a_counters(plan)), stream);
+      counters_.reserve(static_cast<std::size_t>(small_m_weights_as_a_counters(plan)), stream);
+      workspace.counters = counters_.data();
     }
     launch_(args, plan, workspace, stream);
   }
 
  private:
-  std::uint32_t* counters(std::size_t count, cudaStream_t stream) {
-    if (counters_.size() < count) {
-      counters_ = DeviceBuffer<std::uint32_t>();  // free before allocating the larger one
-      counters_ = DeviceBuffer<std::uint32_t>(count);
-      KC_CUDA_CHECK(cudaMemsetAsync(counters_.data(), 0, counters_.bytes(), stream));
-    }
-    return counters_.data();
-  }
-
   SmallMWeightsAsALaunch launch_;
   int sm_count_ = 0;
   DeviceScratch partials_;
-  DeviceBuffer<std::uint32_t> counters_;
+  DeviceCounters counters_;
 };
 
 }  // namespace kc::stage3

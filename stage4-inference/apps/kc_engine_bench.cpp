@@ -47,6 +47,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <tuple>
 #include <vector>
@@ -131,15 +132,10 @@ std::vector<DecodeRung> parse_decode_attention(const std::string& text) {
   return rungs;
 }
 
-// The rung's kc-bench name ("04_fused_combine"), for the JSON.
-const char* decode_attention_id(DecodeRung rung) {
-  switch (rung) {
-    case DecodeRung::early_pages: return "05_early_pages";
-    case DecodeRung::fused_combine: return "04_fused_combine";
-    case DecodeRung::mma_split_kv: return "03_mma_split_kv";
-    case DecodeRung::split_kv: return "02_split_kv";
-  }
-  return "?";
+// The rung's kc-bench name without its op ("04_fused_combine"), for the JSON.
+std::string decode_attention_id(DecodeRung rung) {
+  const std::string_view id = kc::stage3::PagedDecodeAttention::rung_id(rung);
+  return std::string(id.substr(id.rfind('/') + 1));
 }
 
 // The rung in a table section's mode: "rung 03 (combine kernel)".

@@ -46,11 +46,7 @@ class DropsLastSplit {
         args.q_heads, args.q_len, args.head_dim, plan);
     const std::size_t counters = stage3::decode_split_arrival_counters(args.batch, args.kv_heads, plan);
     if (counters > 0) {
-      if (arrivals_.size() < counters) {
-        arrivals_ = DeviceBuffer<unsigned>();
-        arrivals_ = DeviceBuffer<unsigned>(counters);
-        KC_CUDA_CHECK(cudaMemsetAsync(arrivals_.data(), 0, arrivals_.bytes(), stream));
-      }
+      arrivals_.reserve(counters, stream);
       workspace.arrivals = arrivals_.data();
     }
     stage3::attention_decode_04_drops_last_split(args, plan, workspace, stream);
@@ -58,7 +54,7 @@ class DropsLastSplit {
 
  private:
   DeviceScratch partials_;
-  DeviceBuffer<unsigned> arrivals_;
+  DeviceCounters arrivals_;
 };
 
 }  // namespace

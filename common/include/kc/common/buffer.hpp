@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <utility>
 #include <vector>
 
@@ -86,6 +87,26 @@ class DeviceScratch {
 
  private:
   DeviceBuffer<std::byte> buffer_;
+};
+
+// Arrival counters a kernel keeps between launches (the last CTA of a split-K reduction or of a
+// paged decode's splits counts the others in): grown to the largest count asked for, zeroed on
+// `stream` when (re)allocated, never cleared between launches — each launch leaves every counter
+// it used at zero again. One stream at a time: two launches in flight together would share them.
+class DeviceCounters {
+ public:
+  // True when it grew (and queued the zeroing on `stream`).
+  bool reserve(std::size_t count, cudaStream_t stream) {
+    if (buffer_.size() >= count) return false;
+    buffer_ = DeviceBuffer<std::uint32_t>();  // free before allocating the larger one
+    buffer_ = DeviceBuffer<std::uint32_t>(count);
+    KC_CUDA_CHECK(cudaMemsetAsync(buffer_.data(), 0, buffer_.bytes(), stream));
+    return true;
+  }
+  std::uint32_t* data() { return buffer_.data(); }
+
+ private:
+  DeviceBuffer<std::uint32_t> buffer_;
 };
 
 // Page-locked host memory: device<->host copies from it run at full PCIe/NVLink speed and can

@@ -18,6 +18,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string_view>
@@ -98,6 +99,9 @@ class PagedDecodeAttention {
   template <typename T>
   std::string_view run(const DecodeArgs<T>& args, cudaStream_t stream);
 
+  // The kc-bench id of `rung` ("stage3/attention_decode_paged/05_early_pages"): what run() returns.
+  static std::string_view rung_id(Rung rung);
+
   // Which rung run() launches: early_pages unless set (a caller comparing them, such as
   // kc-engine-bench --decode-attention). Set it before reserve().
   void set_rung(Rung rung) { rung_ = rung; }
@@ -115,9 +119,9 @@ class PagedDecodeAttention {
   DecodeSplitPlan plan_for(const DecodeArgs<T>& args);
   template <typename T>
   float* workspace_for(const DecodeArgs<T>& args, const DecodeSplitPlan& plan);
-  // Rungs 04 and 05's counters for `plan` (null for the other rungs and for one split).
+  // Rungs 04 and 05's arrival counters for `plan` (0 for the other rungs and for one split).
   template <typename T>
-  unsigned* arrivals_for(const DecodeArgs<T>& args, const DecodeSplitPlan& plan);
+  std::size_t arrival_count(const DecodeArgs<T>& args, const DecodeSplitPlan& plan) const;
 
   Rung rung_ = Rung::early_pages;
   int sm_count_ = 0;
@@ -126,7 +130,7 @@ class PagedDecodeAttention {
   std::map<std::tuple<Rung, bool, int, int>, int> mma_ctas_per_sm_;
   DeviceScratch workspace_;
   // Rungs 04 and 05's arrival counters, zeroed when allocated; each launch leaves them at zero.
-  DeviceBuffer<unsigned> arrivals_;
+  DeviceCounters arrivals_;
 };
 
 }  // namespace kc::stage3

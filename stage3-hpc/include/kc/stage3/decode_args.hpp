@@ -177,9 +177,9 @@ constexpr DecodeSplitPlan plan_decode_splits_in_waves(int batch, int kv_heads, i
 }
 
 // Rung 02's scratch (FP32): the partial O of every (query row, split), [B, Hq, Sq, splits, D],
-// and its LSE, [B, Hq, Sq, splits]. Unused (null) when the plan has one split. Rung 04 adds one
-// arrival counter per (sequence, kv head, row chunk), [B, Hkv x row_chunks]: zero before its first
-// launch, and set back to zero by each launch (decode_split_arrival_counters of them).
+// and its LSE, [B, Hq, Sq, splits]. Unused (null) when the plan has one split. Rungs 04 and 05 add
+// one arrival counter per (sequence, kv head, row chunk), [B, Hkv x row_chunks]: zero before their
+// first launch, and set back to zero by each launch (decode_split_arrival_counters of them).
 struct DecodeSplitWorkspace {
   float* partial_o = nullptr;
   float* partial_lse = nullptr;
@@ -194,8 +194,8 @@ constexpr std::size_t decode_split_workspace_floats(int batch, int q_heads, int 
   return rows * static_cast<std::size_t>(plan.splits) * (static_cast<std::size_t>(head_dim) + 1);
 }
 
-// Rung 04's arrival counters: one per CTA of a split's grid column (B x Hkv x row chunks), none
-// for one split.
+// Rungs 04 and 05's arrival counters: one per CTA of a split's grid column (B x Hkv x row
+// chunks), none for one split.
 constexpr std::size_t decode_split_arrival_counters(int batch, int kv_heads, const DecodeSplitPlan& plan) {
   if (!plan.combines()) return 0;
   return static_cast<std::size_t>(batch) * static_cast<std::size_t>(kv_heads) *
@@ -260,8 +260,8 @@ void attention_decode_05_early_pages(const DecodeArgs<T>& args, const DecodeSpli
                                      const DecodeSplitWorkspace& workspace, cudaStream_t stream);
 template <typename T>
 int attention_decode_05_ctas_per_sm(const DecodeArgs<T>& args);
-// Rung 04 with a flaw, for its negative control (tests/negative_controls): the last split's
-// partial is left out of the merge. Right where a sequence uses one split, wrong wherever it uses more.
+// Rung 04 with a flaw, for its negative control (tests/negative_controls): the sequence's last
+// used split is left out of the merge. Right where a sequence uses one split, wrong wherever it uses more.
 template <typename T>
 void attention_decode_04_drops_last_split(const DecodeArgs<T>& args, const DecodeSplitPlan& plan,
                                           const DecodeSplitWorkspace& workspace, cudaStream_t stream);
