@@ -109,7 +109,7 @@ struct ModelRunner::Impl {
   std::int64_t max_model_len = 0, max_blocks_per_seq = 0;
   std::int64_t q_width = 0, kv_width = 0;  // heads x head_dim
   std::size_t block_elements = 0;          // one block of one layer's K (or V)
-  StepInts ints;
+  StepInts ints;  // the largest step's (every token, row and table slot): sizes the staging and device ints
 
   DevicePool pool;
   stage3::Gemm gemm;
@@ -197,8 +197,9 @@ struct ModelRunner::Impl {
     // by beta = 1 (fuse_kernels, in a step that is not native).
     bool fused = false;
     // Where the step's ints lie in the staging buffer and on the device: packed for this step's
-    // sizes (an eager step copies only what it uses), or the runner's fixed layout for a captured
-    // graph, whose copy has a fixed size.
+    // sizes. A captured graph's copy has a fixed size, so a graph step packs them for its bucket
+    // (bucket rows of the runner's full table width): the same layout every replay of that bucket,
+    // and a batch-1 step copies a row of the table instead of max_running rows.
     StepInts ints;
   };
   // Checks the batch and fills the staging ints (padded to `padded_rows` decode rows at the
@@ -741,7 +742,7 @@ ModelRunner::Impl::StepPlan ModelRunner::Impl::prepare(const StepBatch& batch, s
           tokens, padded_rows);
 
   // The step's ints, checked on the host: nothing is launched for a batch that is refused.
-  plan.ints = padded_rows > 0 ? ints : step_int_layout(plan.tokens, plan.rows, plan.rows * plan.stride);
+  plan.ints = step_int_layout(plan.tokens, plan.rows, plan.rows * plan.stride);
   const StepInts& at = plan.ints;
   std::int32_t* host = staging.data();
   std::int64_t t = 0;
