@@ -11,7 +11,10 @@
 //                                 rung 04 with a flaw, for the negative control: the merge leaves
 //                                 the last split out.
 // and in whether anything happens before the wait for the kernel ahead (kEarlyPages: rung 05,
-// decode_05_early_pages.cu, prefetches the first pages of its split into L2 there).
+// decode_05_early_pages.cu, prefetches the first pages of its split into L2 there), and in where
+// the new tokens' rows come from (Rope: NoRope, from the cache and Q as given; DecodeRopeArgs,
+// rung 06, decode_06_rope_in.cu: Q and the new keys rotated here, the new K/V rows written to the
+// cache here and put in the tiles from registers).
 // Unnamed namespace: each rung's file compiles its own instances, no symbol shared between them.
 #pragma once
 
@@ -25,10 +28,29 @@
 #include "attention/decode_common.cuh"
 #include "attention/fa2_mma.cuh"
 #include "kc/core/dependent_launch.cuh"
+#include "kc/core/rope.cuh"
+#include "kc/core/vector_io.hpp"
 
 namespace kc::stage3 {
 
 enum class DecodeMerge { combine_kernel, in_kernel, in_kernel_drops_last_split };
+
+// The Rope parameter of rungs 03 to 05: Q and the cache as given, nothing rotated or written.
+struct NoRope {};
+
+// Rung 06's: DecodeRopeArgs, and for its negative control a flaw — kPositionOffByOne rotates the
+// new tokens' Q and K by the angle of position p - 1 (p + 1 at position 0) instead of p.
+template <typename T, bool kPositionOffByOne_ = false>
+struct RopeIn : DecodeRopeArgs<T> {
+  static constexpr bool kPositionOffByOne = kPositionOffByOne_;
+};
+
+// The row of cos_sin a new token at `position` is rotated by (the control's flaw, or the position).
+template <class Rope>
+__device__ __forceinline__ int angle_row(int position) {
+  if constexpr (Rope::kPositionOffByOne) return position >= 1 ? position - 1 : position + 1;
+  return position;
+}
 
 namespace {
 
@@ -130,11 +152,58 @@ __device__ __forceinline__ void load_block_ids(int (&ids)[Layout::kRowsPerThread
   }
 }
 
+// Rung 06: one 16-byte chunk of new token `key`'s K and V rows (kv head work.kv_head), from the
+// projection's output: K rotated by its position (rotate_half: chunk c of the first half pairs with
+// chunk c + D/16), rounded to T as the unfused RoPE stores it, put in the tile at `k_tile` /
+// `v_tile` from registers, and — by the first row chunk's CTA only, so that one CTA writes each row —
+// stored to the row's place in the cache for the steps after this one. The CTAs of other row
+// chunks compute the same chunk for their own tiles instead of reading a row another CTA may not
+// have written yet.
+template <int kHeadDim, class Rope, typename T>
+__device__ __forceinline__ void new_token_chunk(const Rope& rope, const DecodeArgs<T>& args,
+                                                const SplitWork& work, int key, int chunk, std::int32_t block,
+                                                std::uint8_t* k_tile, std::uint8_t* v_tile) {
+  constexpr int kHalfChunks = kHeadDim / (2 * kDecodeChunkElements);
+  const int token = key - (work.length - args.q_len);
+  const std::int64_t row = (static_cast<std::int64_t>(work.b) * args.q_len + token) * args.kv_heads + work.kv_head;
+  const bool first_half = chunk < kHalfChunks;
+  const int pair = first_half ? chunk : chunk - kHalfChunks;  // the chunk of the pairs' first elements
+  float a[kDecodeChunkElements], b[kDecodeChunkElements];
+  core::load_floats<T, kDecodeChunkElements>(rope.k_new + row * kHeadDim + pair * kDecodeChunkElements, a);
+  core::load_floats<T, kDecodeChunkElements>(rope.k_new + row * kHeadDim + (pair + kHalfChunks) * kDecodeChunkElements,
+                                             b);
+  const float* angles =
+      rope.cos_sin + static_cast<std::int64_t>(angle_row<Rope>(key)) * kHeadDim + pair * kDecodeChunkElements;
+  float k[kDecodeChunkElements];
+#pragma unroll
+  for (int e = 0; e < kDecodeChunkElements; ++e) {
+    core::rotate_pair(a[e], b[e], angles[e], angles[kHeadDim / 2 + e]);
+    k[e] = first_half ? a[e] : b[e];
+  }
+  const uint4 v = *reinterpret_cast<const uint4*>(rope.v_new + row * kHeadDim + chunk * kDecodeChunkElements);
+  core::store_floats<T, kDecodeChunkElements>(reinterpret_cast<T*>(k_tile), k);
+  *reinterpret_cast<uint4*>(v_tile) = v;
+  if (work.row0 == 0) {
+    const std::int64_t at = (static_cast<std::int64_t>(block) * args.kv_heads + work.kv_head) * args.block_size +
+                            (key & (args.block_size - 1));
+    core::store_floats<T, kDecodeChunkElements>(rope.k_cache + at * kHeadDim + chunk * kDecodeChunkElements, k);
+    *reinterpret_cast<uint4*>(rope.v_cache + at * kHeadDim + chunk * kDecodeChunkElements) = v;
+  }
+}
+
 // The cp.async copies of tile `tile` of K and V into `stage` (swizzled, as fa2_mma.cuh's tiles),
-// each row from its page; keys at or past the split's end are zero-filled and read nothing.
-template <class Layout, typename T>
-__device__ __forceinline__ void copy_tile_pages(std::uint32_t stage, const int (&ids)[Layout::kRowsPerThread],
-                                                int tile, const SplitWork& work, const DecodeArgs<T>& args) {
+// each row from its page; keys at or past the split's end are zero-filled and read nothing. With
+// rung 06's rope (kRopeIn), the rows of the new tokens are new_token_chunk's, stored into the
+// stage (`stage_pointer`, the same shared memory) from registers instead.
+template <class Layout, typename T, class Rope>
+__device__ __forceinline__ void copy_tile_pages(std::uint32_t stage, std::uint8_t* stage_pointer,
+                                                const int (&ids)[Layout::kRowsPerThread], int tile,
+                                                const SplitWork& work, const DecodeArgs<T>& args, const Rope& rope) {
+  constexpr bool kRopeIn = !std::is_same_v<Rope, NoRope>;
+  if constexpr (!kRopeIn) {
+    (void)stage_pointer;
+    (void)rope;
+  }
   const int key0 = work.key_begin + tile * kTileKeys;
 #pragma unroll
   for (int i = 0; i < Layout::kRowsPerThread; ++i) {
@@ -143,12 +212,19 @@ __device__ __forceinline__ void copy_tile_pages(std::uint32_t stage, const int (
     const int key = key0 + row;
     const bool valid = key < work.key_end;
     const int column = chunk * kDecodeChunkElements;
+    const std::uint32_t offset = swizzled_offset<typename Layout::TileShape>(row, chunk);
+    if constexpr (kRopeIn) {
+      if (valid && key >= work.length - args.q_len) {
+        new_token_chunk<Layout::TileShape::kHeadDim, Rope>(rope, args, work, key, chunk, ids[i], stage_pointer + offset,
+                                                     stage_pointer + Layout::kTileBytes + offset);
+        continue;
+      }
+    }
     // A zero-filled copy still needs a valid address: the pool's first row.
     const T* k_source = valid ? page_row(args.k_cache, ids[i], work.kv_head, key & (args.block_size - 1), args) + column
                               : args.k_cache;
     const T* v_source = valid ? page_row(args.v_cache, ids[i], work.kv_head, key & (args.block_size - 1), args) + column
                               : args.v_cache;
-    const std::uint32_t offset = swizzled_offset<typename Layout::TileShape>(row, chunk);
     sm80::cp_async_16(stage + offset, k_source, valid);
     sm80::cp_async_16(stage + Layout::kTileBytes + offset, v_source, valid);
   }
@@ -215,9 +291,38 @@ __device__ __forceinline__ void merge_if_last(const DecodeArgs<T>& args, const D
     merge_split_row<T, kHeadDim, /*kFromL2=*/true>(args, plan, workspace, work.first_row + r, merged, lane);
 }
 
-template <typename T, int kHeadDim, int kRowTiles, DecodeMerge kMerge, bool kEarlyPages>
+// Rung 06: the chunk's rows of Q into the Q tile (swizzled, zeros past the chunk's rows), each
+// rotated by its token's position L - Sq + t and rounded to T as the unfused RoPE stores it. A
+// thread takes chunk c and c + D/16 of a row: the two halves of 8 rotate_half pairs.
+template <class Layout, class Rope, typename T>
+__device__ __forceinline__ void store_rotated_q(std::uint8_t* q_tile, const DecodeArgs<T>& args, const Rope& rope,
+                                                const SplitWork& work) {
+  constexpr int kHeadDim = Layout::TileShape::kHeadDim;
+  constexpr int kHalfChunks = kHeadDim / (2 * kDecodeChunkElements);
+  for (int item = static_cast<int>(threadIdx.x); item < Layout::kQRows * kHalfChunks; item += kThreads) {
+    const int r = item / kHalfChunks, pair = item % kHalfChunks;
+    float a[kDecodeChunkElements] = {}, b[kDecodeChunkElements] = {};
+    if (r < work.rows) {
+      const T* q_row = args.q + (work.first_row + r) * kHeadDim;
+      core::load_floats<T, kDecodeChunkElements>(q_row + pair * kDecodeChunkElements, a);
+      core::load_floats<T, kDecodeChunkElements>(q_row + (pair + kHalfChunks) * kDecodeChunkElements, b);
+      const int position = work.length - args.q_len + (work.row0 + r) % args.q_len;
+      const float* angles =
+          rope.cos_sin + static_cast<std::int64_t>(angle_row<Rope>(position)) * kHeadDim + pair * kDecodeChunkElements;
+#pragma unroll
+      for (int e = 0; e < kDecodeChunkElements; ++e) core::rotate_pair(a[e], b[e], angles[e], angles[kHeadDim / 2 + e]);
+    }
+    core::store_floats<T, kDecodeChunkElements>(
+        reinterpret_cast<T*>(q_tile + swizzled_offset<typename Layout::TileShape>(r, pair)), a);
+    core::store_floats<T, kDecodeChunkElements>(
+        reinterpret_cast<T*>(q_tile + swizzled_offset<typename Layout::TileShape>(r, pair + kHalfChunks)), b);
+  }
+}
+
+template <typename T, int kHeadDim, int kRowTiles, DecodeMerge kMerge, bool kEarlyPages, class Rope>
 __global__ void __launch_bounds__(kThreads)
-    mma_split_kv_kernel(DecodeArgs<T> args, DecodeSplitPlan plan, DecodeSplitWorkspace workspace) {
+    mma_split_kv_kernel(DecodeArgs<T> args, DecodeSplitPlan plan, DecodeSplitWorkspace workspace, Rope rope) {
+  constexpr bool kRopeIn = !std::is_same_v<Rope, NoRope>;
   using Layout = MmaSplitKvLayout<kHeadDim, kRowTiles>;
   using WarpShape = typename Layout::WarpShape;
   constexpr int kStages = Layout::kStages;
@@ -254,15 +359,22 @@ __global__ void __launch_bounds__(kThreads)
   const int block_shift = __ffs(args.block_size) - 1;  // block_size is 16, 32 or 64
 
   // Group 0: the chunk's rows of Q (zeros past them); groups 1 .. kStages - 1: the first tiles.
-  copy_tile_async<typename Layout::TileShape, Layout::kQRows>(smem + Layout::kQOffset,
-                                                              args.q + work.first_row * kHeadDim, kHeadDim, 0,
-                                                              work.rows);
+  // Rung 06 stores Q rotated from registers (the barrier after the wait below publishes it) and
+  // commits an empty group 0.
+  if constexpr (kRopeIn)
+    store_rotated_q<Layout, Rope>(smem + Layout::kQOffset, args, rope, work);
+  else
+    copy_tile_async<typename Layout::TileShape, Layout::kQRows>(smem + Layout::kQOffset,
+                                                                args.q + work.first_row * kHeadDim, kHeadDim, 0,
+                                                                work.rows);
   sm80::cp_async_commit_group();
   int ids[Layout::kRowsPerThread];
 #pragma unroll
   for (int tile = 0; tile < kStages - 1; ++tile) {
     load_block_ids<Layout>(ids, tile, work, table_row, block_shift);
-    if (tile < work.tiles) copy_tile_pages<Layout>(smem_base + tile * Layout::kStageBytes, ids, tile, work, args);
+    if (tile < work.tiles)
+      copy_tile_pages<Layout>(smem_base + tile * Layout::kStageBytes, smem + tile * Layout::kStageBytes, ids, tile,
+                              work, args, rope);
     sm80::cp_async_commit_group();  // empty past the last tile: the group count stays uniform
   }
   load_block_ids<Layout>(ids, kStages - 1, work, table_row, block_shift);
@@ -293,7 +405,8 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();  // ... for every thread's copies; every warp is done with tile - 1, refilled now
     const int next = tile + kStages - 1;
     if (next < work.tiles)
-      copy_tile_pages<Layout>(smem_base + next % kStages * Layout::kStageBytes, ids, next, work, args);
+      copy_tile_pages<Layout>(smem_base + next % kStages * Layout::kStageBytes,
+                              smem + next % kStages * Layout::kStageBytes, ids, next, work, args, rope);
     sm80::cp_async_commit_group();
     load_block_ids<Layout>(ids, next + 1, work, table_row, block_shift);
 
@@ -377,9 +490,9 @@ __global__ void __launch_bounds__(kThreads)
 
 // The kernel of one instance, its shared memory allowed once per process (it is above the 48 KiB
 // a launch gets without opting in).
-template <typename T, int kHeadDim, int kRowTiles, DecodeMerge kMerge, bool kEarlyPages>
+template <typename T, int kHeadDim, int kRowTiles, DecodeMerge kMerge, bool kEarlyPages, class Rope>
 auto prepared_kernel() {
-  const auto kernel = mma_split_kv_kernel<T, kHeadDim, kRowTiles, kMerge, kEarlyPages>;
+  const auto kernel = mma_split_kv_kernel<T, kHeadDim, kRowTiles, kMerge, kEarlyPages, Rope>;
   static const bool smem_allowed = [kernel] {
     allow_dynamic_smem(kernel, MmaSplitKvLayout<kHeadDim, kRowTiles>::kSmemBytes);
     return true;
@@ -388,21 +501,21 @@ auto prepared_kernel() {
   return kernel;
 }
 
-template <typename T, int kHeadDim, int kRowTiles, DecodeMerge kMerge, bool kEarlyPages>
+template <typename T, int kHeadDim, int kRowTiles, DecodeMerge kMerge, bool kEarlyPages, class Rope>
 void launch(const DecodeArgs<T>& args, const DecodeSplitPlan& plan, const DecodeSplitWorkspace& workspace,
-            cudaStream_t stream) {
+            const Rope& rope, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(plan.splits), static_cast<unsigned>(args.kv_heads * plan.row_chunks),
                   static_cast<unsigned>(args.batch));
-  core::launch_dependent(prepared_kernel<T, kHeadDim, kRowTiles, kMerge, kEarlyPages>(), grid, dim3(kThreads),
-                         MmaSplitKvLayout<kHeadDim, kRowTiles>::kSmemBytes, stream, args, plan, workspace);
+  core::launch_dependent(prepared_kernel<T, kHeadDim, kRowTiles, kMerge, kEarlyPages, Rope>(), grid, dim3(kThreads),
+                         MmaSplitKvLayout<kHeadDim, kRowTiles>::kSmemBytes, stream, args, plan, workspace, rope);
   if constexpr (kMerge == DecodeMerge::combine_kernel) launch_decode_combine<T, kHeadDim>(args, plan, workspace, stream);
 }
 
-template <typename T, int kHeadDim, int kRowTiles, DecodeMerge kMerge, bool kEarlyPages>
+template <typename T, int kHeadDim, int kRowTiles, DecodeMerge kMerge, bool kEarlyPages, class Rope>
 int ctas_per_sm() {
   int ctas = 0;
   KC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas,
-                                                              prepared_kernel<T, kHeadDim, kRowTiles, kMerge, kEarlyPages>(),
+                                                              prepared_kernel<T, kHeadDim, kRowTiles, kMerge, kEarlyPages, Rope>(),
                                                               kThreads,
                                                               MmaSplitKvLayout<kHeadDim, kRowTiles>::kSmemBytes));
   return ctas > 0 ? ctas : 1;
@@ -427,25 +540,26 @@ void require_in_kernel_merge_args(const DecodeArgs<T>& args, const DecodeSplitPl
 }
 
 // The instance for `args`: D and one or two m16 row tiles.
-template <DecodeMerge kMerge, bool kEarlyPages = false, typename T>
+template <DecodeMerge kMerge, bool kEarlyPages = false, typename T, class Rope = NoRope>
 void launch_mma_split_kv(const DecodeArgs<T>& args, const DecodeSplitPlan& plan, const DecodeSplitWorkspace& workspace,
-                         cudaStream_t stream) {
+                         cudaStream_t stream, const Rope& rope = Rope{}) {
   if (args.head_dim == 64 && two_row_tiles(args))
-    launch<T, 64, 2, kMerge, kEarlyPages>(args, plan, workspace, stream);
+    launch<T, 64, 2, kMerge, kEarlyPages>(args, plan, workspace, rope, stream);
   else if (args.head_dim == 64)
-    launch<T, 64, 1, kMerge, kEarlyPages>(args, plan, workspace, stream);
+    launch<T, 64, 1, kMerge, kEarlyPages>(args, plan, workspace, rope, stream);
   else if (two_row_tiles(args))
-    launch<T, 128, 2, kMerge, kEarlyPages>(args, plan, workspace, stream);
+    launch<T, 128, 2, kMerge, kEarlyPages>(args, plan, workspace, rope, stream);
   else
-    launch<T, 128, 1, kMerge, kEarlyPages>(args, plan, workspace, stream);
+    launch<T, 128, 1, kMerge, kEarlyPages>(args, plan, workspace, rope, stream);
 }
 
-template <DecodeMerge kMerge, bool kEarlyPages = false, typename T>
+template <DecodeMerge kMerge, bool kEarlyPages = false, class Rope = NoRope, typename T>
 int mma_split_kv_ctas_per_sm(const DecodeArgs<T>& args) {
   if (args.head_dim == 64)
-    return two_row_tiles(args) ? ctas_per_sm<T, 64, 2, kMerge, kEarlyPages>() : ctas_per_sm<T, 64, 1, kMerge, kEarlyPages>();
-  return two_row_tiles(args) ? ctas_per_sm<T, 128, 2, kMerge, kEarlyPages>()
-                             : ctas_per_sm<T, 128, 1, kMerge, kEarlyPages>();
+    return two_row_tiles(args) ? ctas_per_sm<T, 64, 2, kMerge, kEarlyPages, Rope>()
+                               : ctas_per_sm<T, 64, 1, kMerge, kEarlyPages, Rope>();
+  return two_row_tiles(args) ? ctas_per_sm<T, 128, 2, kMerge, kEarlyPages, Rope>()
+                             : ctas_per_sm<T, 128, 1, kMerge, kEarlyPages, Rope>();
 }
 
 }  // namespace

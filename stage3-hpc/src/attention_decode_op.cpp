@@ -15,6 +15,7 @@
 #include "attention_decode_gather.hpp"
 #include "kc/common/fill.hpp"
 #include "kc/common/splitmix.hpp"
+#include "kc/stage2/references.hpp"
 #include "kc/stage3/attention.hpp"
 
 namespace kc::stage3 {
@@ -499,6 +500,203 @@ OpSpec make_attention_decode_op() {
   op.conformance = decode_conformance_problems();
   // No library runs this cache layout as kc defines it; the op is memory-bound, so its baseline is
   // the copy of its bytes (mostly the K/V rows read): % of baseline is % of copy bandwidth.
+  op.copy_scratch = std::make_shared<CopyScratch>();
+  return build_op(std::move(op));
+}
+
+// ---- attention_decode_paged_rope: the decode step's attention with the new tokens' RoPE and cache
+// write (decode rung 06) ---------------------------------------------------------------------------
+
+namespace {
+
+Shape new_rows_shape(const Problem& p) {
+  const DecodeShape s = decode_shape(p);
+  return {s.batch, s.q_len, s.kv_heads, s.head_dim};
+}
+Shape angles_shape(const Problem& p) {
+  const DecodeShape s = decode_shape(p);
+  return {decode_rope_positions(p), s.head_dim};
+}
+
+// Visits the new tokens of every sequence that have a position (p = L - Sq + t >= 0).
+template <class Visit>
+void for_each_new_token(const DecodeShape& s, const PagedKvLayout& layout, Visit&& visit) {
+  for (std::int64_t b = 0; b < s.batch; ++b) {
+    const std::int64_t length = layout.seq_lens[static_cast<std::size_t>(b)];
+    for (std::int64_t t = 0; t < s.q_len; ++t) {
+      const std::int64_t position = length - s.q_len + t;
+      if (position >= 0) visit(b, t, position);
+    }
+  }
+}
+
+// Element d of kv head h of `position` of sequence b in a [blocks, Hkv, block_size, D] pool.
+std::size_t pool_index(const DecodeShape& s, const PagedKvLayout& layout, std::int64_t b, std::int64_t position,
+                       std::int64_t h, std::int64_t d) {
+  const std::int64_t block = layout.block(b, position / s.block_size);
+  return static_cast<std::size_t>(((block * s.kv_heads + h) * s.block_size + position % s.block_size) * s.head_dim + d);
+}
+
+// The caches with the new tokens' rows poisoned (NaN) before a launch: a kernel that reads them
+// instead of the rows it builds, or leaves them unwritten, fails.
+OperandSpec rope_cache_operand(const char* name, FillSpec fill) {
+  OperandSpec cache = cache_operand(name, fill);
+  cache.role = Role::input_output;
+  cache.initialize = [fill](const Problem& p, Tensor& tensor, std::uint64_t seed, cudaStream_t stream) {
+    const DecodeShape s = decode_shape(p);
+    const PagedKvLayout layout = decode_layout(p, seed / kOperandSeedsPerRun);
+    fill_random(tensor.raw(), tensor.dtype, tensor.count(), seed, fill, stream);
+    poison_block_tails(s, layout, tensor, stream);
+    for_each_new_token(s, layout, [&](std::int64_t b, std::int64_t, std::int64_t position) {
+      for (std::int64_t h = 0; h < s.kv_heads; ++h)
+        poison(static_cast<std::byte*>(tensor.raw()) +
+                   dtype_bytes(tensor.dtype, pool_index(s, layout, b, position, h, 0)),
+               tensor.dtype, static_cast<std::size_t>(s.head_dim), stream);
+    });
+  };
+  return cache;
+}
+
+// x (D values) rotated in place by `position` (rotate_half pairs i, i + D/2; the table's angles).
+void rotate_row(double* x, std::int64_t head_dim, const std::vector<double>& cos_sin, std::int64_t position) {
+  const std::int64_t half = head_dim / 2;
+  const double* angles = cos_sin.data() + position * head_dim;
+  for (std::int64_t i = 0; i < half; ++i) {
+    const double a = x[i], b = x[i + half];
+    x[i] = a * angles[i] - b * angles[half + i];
+    x[i + half] = b * angles[i] + a * angles[half + i];
+  }
+}
+
+HostTensors decode_rope_reference(const Problem& p, const HostTensors& in) {
+  const DecodeShape s = decode_shape(p);
+  const PagedKvLayout layout = layout_from(p, in);
+  validate_paged_kv(table_view(layout));
+  const std::vector<double>& cos_sin = in.at("cos_sin");
+  const std::int64_t d = s.head_dim;
+  const auto round_row = [&](double* x) {
+    for (std::int64_t i = 0; i < d; ++i) x[i] = round_to(p.dtype, x[i]);
+  };
+  // Q rotated and rounded to the dtype, as the unfused RoPE stores it; rows of tokens without a
+  // position see no key (their O is 0 whatever Q holds).
+  std::vector<double> q = in.at("Q");
+  for (std::int64_t b = 0; b < s.batch; ++b)
+    for (std::int64_t h = 0; h < s.q_heads; ++h)
+      for (std::int64_t t = 0; t < s.q_len; ++t) {
+        const std::int64_t position = layout.seq_lens[static_cast<std::size_t>(b)] - s.q_len + t;
+        if (position < 0) continue;
+        double* row = q.data() + ((b * s.q_heads + h) * s.q_len + t) * d;
+        rotate_row(row, d, cos_sin, position);
+        round_row(row);
+      }
+  // The caches with the new rows in place: the expected outputs unrounded (the kernel rounds once),
+  // the attention's inputs rounded (the values the cache then holds).
+  std::vector<double> k_out = in.at("K_cache"), v_out = in.at("V_cache");
+  std::vector<double> k_read = k_out;
+  for_each_new_token(s, layout, [&](std::int64_t b, std::int64_t t, std::int64_t position) {
+    for (std::int64_t h = 0; h < s.kv_heads; ++h) {
+      const std::size_t from = static_cast<std::size_t>(((b * s.q_len + t) * s.kv_heads + h) * d);
+      std::vector<double> k(in.at("K_new").begin() + static_cast<std::ptrdiff_t>(from),
+                            in.at("K_new").begin() + static_cast<std::ptrdiff_t>(from) + d);
+      rotate_row(k.data(), d, cos_sin, position);
+      const std::size_t to = pool_index(s, layout, b, position, h, 0);
+      std::copy(k.begin(), k.end(), k_out.begin() + static_cast<std::ptrdiff_t>(to));
+      round_row(k.data());
+      std::copy(k.begin(), k.end(), k_read.begin() + static_cast<std::ptrdiff_t>(to));
+      std::copy(in.at("V_new").begin() + static_cast<std::ptrdiff_t>(from),
+                in.at("V_new").begin() + static_cast<std::ptrdiff_t>(from) + d,
+                v_out.begin() + static_cast<std::ptrdiff_t>(to));
+    }
+  });
+  std::vector<double> o(q.size());
+  std::vector<double> lse(static_cast<std::size_t>(s.batch * s.q_heads * s.q_len));
+  attention_decode_reference(s, attention_scale(p), layout, q.data(), k_read.data(), v_out.data(), o.data(),
+                             lse.data());
+  return HostTensors{{"O", std::move(o)}, {"LSE", std::move(lse)}, {"K_cache", std::move(k_out)},
+                     {"V_cache", std::move(v_out)}};
+}
+
+std::vector<ProblemSpec> decode_rope_bench_problems() {
+  // The engine's decode steps at batch 1 and 8 and short to long contexts: SmolLM2-135M's
+  // attention (9 query heads over 3 kv heads, D = 64), Llama-3.2-1B's (32 / 8, D = 64),
+  // Llama-3-8B's (32 / 8, D = 128). The reference runs on the host (the RoPE and the written rows
+  // are part of it), which bounds the largest cache.
+  std::vector<ProblemSpec> problems;
+  for (const std::int64_t context : {128, 1024})
+    for (const std::int64_t batch : {1, 8}) {
+      problems.push_back({{batch, 9, 3, 1, context, 64}, DType::bf16});
+      problems.push_back({{batch, 32, 8, 1, context, 64}, DType::bf16});
+      problems.push_back({{batch, 32, 8, 1, context, 128}, DType::bf16});
+    }
+  problems.push_back({{8, 32, 8, 1, 8192, 128}, DType::bf16});
+  return problems;
+}
+
+std::vector<ProblemSpec> decode_rope_conformance_problems() {
+  // attention_decode_paged's, but for its largest (checked there against the device reference).
+  std::vector<ProblemSpec> problems = decode_conformance_problems();
+  problems.pop_back();
+  return problems;
+}
+
+}  // namespace
+
+std::int64_t decode_rope_positions(const Problem& problem) { return decode_shape(problem).max_len + 1; }
+
+OpSpec make_attention_decode_rope_op() {
+  OpConfig op;
+  op.name = kAttentionDecodeRopeOp;
+  op.description =
+      "decode with the new tokens' RoPE and cache write: Q and K_new rotated by their positions (L - Sq + t, "
+      "rotate_half, cos_sin [Sk+1,D] f32), the rotated K and V_new [B,Sq,Hkv,D] written into K_cache and V_cache "
+      "at those positions, then attention_decode_paged's O and LSE";
+  op.dim_names = {"B", "Hq", "Hkv", "Sq", "Sk", "D"};
+  op.dtypes = {DType::bf16, DType::f16};
+  op.params = decode_params();
+  op.bound = Bound::memory;
+  op.math = MathUnit::fp16_tensor;
+  OperandSpec angles = input("cos_sin", &angles_shape, FillSpec{}, DType::f32);
+  angles.initialize = [](const Problem& p, Tensor& tensor, std::uint64_t, cudaStream_t stream) {
+    const std::vector<float> table = stage2::rope_cos_sin_table(decode_rope_positions(p), decode_shape(p).head_dim,
+                                                                kDecodeRopeBase);
+    tensor.upload(table.data(), table.size() * sizeof(float), stream);
+  };
+  op.operands = {input("Q", &q_shape, FillSpec::normal(0.0, 1.5)),
+                 input("K_new", &new_rows_shape, FillSpec::normal(0.0, 1.5)),
+                 input("V_new", &new_rows_shape, FillSpec::uniform(-kVMax, kVMax)),
+                 std::move(angles),
+                 rope_cache_operand("K_cache", FillSpec::normal(0.0, 1.5)),
+                 rope_cache_operand("V_cache", FillSpec::uniform(-kVMax, kVMax)),
+                 bookkeeping_operand("block_table", &table_shape, true),
+                 bookkeeping_operand("seq_lens", &lens_shape, false),
+                 output("O", &q_shape),
+                 output("LSE", &lse_shape, DType::f32)};
+  op.host_reference = &decode_rope_reference;
+  // attention_decode_paged's tolerances for O and LSE (Q and the new K enter rounded, as the
+  // reference rounds them); a cache row is one rotation (two products summed) rounded once.
+  op.accuracy = [](const Problem& p, const std::string& output, DType output_dtype) {
+    Accuracy accuracy;
+    accuracy.output = output_dtype;
+    if (output == "K_cache" || output == "V_cache") {
+      accuracy.terms = 2.0;
+      return accuracy;
+    }
+    accuracy.terms = static_cast<double>(decode_shape(p).max_len);
+    if (output == "O") accuracy.intermediate_error = unit_roundoff(p.dtype) * kVMax;
+    return accuracy;
+  };
+  op.flops = [](const Problem& p) {
+    return 4.0 * static_cast<double>(decode_shape(p).head_dim) * decode_visible_pairs(decode_shape(p));
+  };
+  // attention_decode_paged's bytes, plus the new rows read (K_new, V_new) and written to the cache.
+  op.bytes = [](const Problem& p) {
+    const DecodeShape s = decode_shape(p);
+    const double new_elements = static_cast<double>(s.batch * s.q_len * s.kv_heads * s.head_dim);
+    return decode_bytes(p) + 4.0 * new_elements * static_cast<double>(dtype_bytes(p.dtype, 1));
+  };
+  op.supports = &attention_decode_shape_error;
+  op.bench = decode_rope_bench_problems();
+  op.conformance = decode_rope_conformance_problems();
   op.copy_scratch = std::make_shared<CopyScratch>();
   return build_op(std::move(op));
 }

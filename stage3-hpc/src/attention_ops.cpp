@@ -104,15 +104,18 @@ void validate_cu_seqlens(const std::int32_t* cu_seqlens, std::int64_t batch, std
 }
 
 template <typename T>
-DecodeSplitPlan PagedDecodeAttention::plan_for(const DecodeArgs<T>& args) {
+DecodeSplitPlan PagedDecodeAttention::plan_for(const DecodeArgs<T>& args, bool rope) {
   if (sm_count_ == 0) sm_count_ = current_device_sm_count();
-  if (rung_ == Rung::split_kv)
+  if (rung_ == Rung::split_kv && !rope)
     return plan_decode_splits(args.batch, args.kv_heads, args.group_rows(), args.max_keys(), sm_count_,
                               min_keys_per_split_);
   // The occupancy query once per kernel instance, never inside a captured or timed launch.
-  int& ctas_per_sm = mma_ctas_per_sm_[{rung_, std::is_same_v<T, __nv_bfloat16>, args.head_dim, args.group_rows()}];
+  int& ctas_per_sm =
+      mma_ctas_per_sm_[{rope ? Rung::early_pages : rung_, rope, std::is_same_v<T, __nv_bfloat16>, args.head_dim,
+                        args.group_rows()}];
   if (ctas_per_sm == 0)
-    ctas_per_sm = rung_ == Rung::early_pages     ? attention_decode_05_ctas_per_sm(args)
+    ctas_per_sm = rope                          ? attention_decode_06_ctas_per_sm(args)
+                  : rung_ == Rung::early_pages   ? attention_decode_05_ctas_per_sm(args)
                   : rung_ == Rung::fused_combine ? attention_decode_04_ctas_per_sm(args)
                                                  : attention_decode_03_ctas_per_sm(args);
   return plan_decode_splits_in_waves(args.batch, args.kv_heads, args.group_rows(), args.max_keys(),
@@ -127,9 +130,22 @@ float* PagedDecodeAttention::workspace_for(const DecodeArgs<T>& args, const Deco
 }
 
 template <typename T>
-std::size_t PagedDecodeAttention::arrival_count(const DecodeArgs<T>& args, const DecodeSplitPlan& plan) const {
-  if (rung_ != Rung::fused_combine && rung_ != Rung::early_pages) return 0;
+std::size_t PagedDecodeAttention::arrival_count(const DecodeArgs<T>& args, const DecodeSplitPlan& plan,
+                                                bool in_launch_merge) const {
+  if (!in_launch_merge) return 0;
   return decode_split_arrival_counters(args.batch, args.kv_heads, plan);
+}
+
+template <typename T>
+DecodeSplitWorkspace PagedDecodeAttention::workspace_on(const DecodeArgs<T>& args, const DecodeSplitPlan& plan,
+                                                        bool in_launch_merge, cudaStream_t stream) {
+  DecodeSplitWorkspace workspace = decode_split_workspace(workspace_for(args, plan), args.batch, args.q_heads,
+                                                          args.q_len, args.head_dim, plan);
+  if (const std::size_t count = arrival_count(args, plan, in_launch_merge); count > 0) {
+    arrivals_.reserve(count, stream);
+    workspace.arrivals = arrivals_.data();
+  }
+  return workspace;
 }
 
 void PagedDecodeAttention::set_min_keys_per_split(int keys) {
@@ -144,22 +160,23 @@ void PagedDecodeAttention::reserve(const DecodeArgs<T>& args) {
   // The pointers may still be null here (a shape only); the shape is checked now rather than at
   // the first step (the head dimension picks the kernel whose occupancy the plan reads).
   require_decode_shape(args, "PagedDecodeAttention");
-  const DecodeSplitPlan plan = plan_for(args);
-  workspace_for(args, plan);
-  // No stream here: counters that grow are zeroed on the legacy stream, and run() launches on the
-  // caller's, which need not be ordered after it (a non-blocking stream) — so that is waited for.
-  if (arrivals_.reserve(arrival_count(args, plan), nullptr)) KC_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+  // rung() and, with early_pages, rung 06 (run_rope), which a decode step may take instead.
+  for (const bool rope : {false, true}) {
+    if (rope && rung_ != Rung::early_pages) break;
+    const DecodeSplitPlan plan = plan_for(args, rope);
+    workspace_for(args, plan);
+    // No stream here: counters that grow are zeroed on the legacy stream, and run() launches on
+    // the caller's, which need not be ordered after it (a non-blocking stream) — so that is
+    // waited for.
+    if (arrivals_.reserve(arrival_count(args, plan, rope || merges_in_launch()), nullptr))
+      KC_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+  }
 }
 
 template <typename T>
 std::string_view PagedDecodeAttention::run(const DecodeArgs<T>& args, cudaStream_t stream) {
   const DecodeSplitPlan plan = plan_for(args);
-  DecodeSplitWorkspace workspace = decode_split_workspace(workspace_for(args, plan), args.batch, args.q_heads,
-                                                          args.q_len, args.head_dim, plan);
-  if (const std::size_t count = arrival_count(args, plan); count > 0) {
-    arrivals_.reserve(count, stream);
-    workspace.arrivals = arrivals_.data();
-  }
+  const DecodeSplitWorkspace workspace = workspace_on(args, plan, merges_in_launch(), stream);
   switch (rung_) {
     case Rung::split_kv: attention_decode_02_split_kv(args, plan, workspace, stream); break;
     case Rung::mma_split_kv: attention_decode_03_mma_split_kv(args, plan, workspace, stream); break;
@@ -167,6 +184,14 @@ std::string_view PagedDecodeAttention::run(const DecodeArgs<T>& args, cudaStream
     case Rung::early_pages: attention_decode_05_early_pages(args, plan, workspace, stream); break;
   }
   return rung_id(rung_);
+}
+
+template <typename T>
+std::string_view PagedDecodeAttention::run_rope(const DecodeArgs<T>& args, const DecodeRopeArgs<T>& rope,
+                                                cudaStream_t stream) {
+  const DecodeSplitPlan plan = plan_for(args, true);
+  attention_decode_06_rope_in(args, rope, plan, workspace_on(args, plan, true, stream), stream);
+  return kRopeRungId;
 }
 
 std::string_view PagedDecodeAttention::rung_id(Rung rung) {
@@ -182,7 +207,9 @@ std::string_view PagedDecodeAttention::rung_id(Rung rung) {
 #define KC_INSTANTIATE(T)                                                                  \
   template std::string_view attention_forward<T>(const AttentionArgs<T>&, cudaStream_t);   \
   template void PagedDecodeAttention::reserve<T>(const DecodeArgs<T>&);                     \
-  template std::string_view PagedDecodeAttention::run<T>(const DecodeArgs<T>&, cudaStream_t);
+  template std::string_view PagedDecodeAttention::run<T>(const DecodeArgs<T>&, cudaStream_t);     \
+  template std::string_view PagedDecodeAttention::run_rope<T>(const DecodeArgs<T>&, const DecodeRopeArgs<T>&, \
+                                                              cudaStream_t);
 KC_INSTANTIATE(__nv_bfloat16)
 KC_INSTANTIATE(__half)
 #undef KC_INSTANTIATE

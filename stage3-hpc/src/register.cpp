@@ -209,6 +209,9 @@ void register_kernels(Registry& registry) {
   // Decoding over a paged KV cache: the op, its references and its copy baseline, then its ladder.
   if (!registry.has_op(kAttentionDecodeOp)) registry.add_op(make_attention_decode_op());
   register_attention_decode_kernels(registry);
+  // The same with the new tokens' RoPE and cache write (decode rung 06).
+  if (!registry.has_op(kAttentionDecodeRopeOp)) registry.add_op(make_attention_decode_rope_op());
+  register_attention_decode_rope_kernels(registry);
 
   // Mixture-of-experts: the grouped GEMM (gemm/grouped/), its own table.
   register_grouped_gemm_kernels(registry);

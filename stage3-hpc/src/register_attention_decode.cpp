@@ -35,6 +35,18 @@ void launch_naive(const Problem& problem, Operands& operands, cudaStream_t strea
   attention_decode_01_naive(decode_args<T>(problem, operands), stream);
 }
 
+// Rung 06 through the public entry (PagedDecodeAttention::run_rope), which keeps its workspace.
+class RopeRung {
+ public:
+  template <typename T>
+  void run(const Problem& problem, Operands& operands, cudaStream_t stream) {
+    decode_.run_rope(decode_args<T>(problem, operands), decode_rope_args<T>(problem, operands), stream);
+  }
+
+ private:
+  PagedDecodeAttention decode_;
+};
+
 // What rungs 02-05 keep between launches (the SM count and, for rungs 03-05, the CTAs an SM
 // holds, which their split rules read; the FP32 workspace of partial O and LSE and rungs 04-05's arrival
 // counters, grown on the first launch, kc-bench's untimed warm-up, and kept): the public entry's,
@@ -90,6 +102,21 @@ DecodeArgs<T> decode_args(const Problem& problem, Operands& operands) {
 template DecodeArgs<__nv_bfloat16> decode_args<__nv_bfloat16>(const Problem&, Operands&);
 template DecodeArgs<__half> decode_args<__half>(const Problem&, Operands&);
 
+template <typename T>
+DecodeRopeArgs<T> decode_rope_args(const Problem& problem, Operands& operands) {
+  DecodeRopeArgs<T> rope;
+  rope.k_new = operands["K_new"].data<T>();
+  rope.v_new = operands["V_new"].data<T>();
+  rope.cos_sin = operands["cos_sin"].data<float>();
+  rope.positions = static_cast<int>(decode_rope_positions(problem));
+  rope.k_cache = operands["K_cache"].data<T>();
+  rope.v_cache = operands["V_cache"].data<T>();
+  return rope;
+}
+
+template DecodeRopeArgs<__nv_bfloat16> decode_rope_args<__nv_bfloat16>(const Problem&, Operands&);
+template DecodeRopeArgs<__half> decode_rope_args<__half>(const Problem&, Operands&);
+
 std::string decode_rung_shape_error(const Problem& problem) {
   const DecodeShape s = decode_shape(problem);
   if (s.head_dim != 64 && s.head_dim != 128)
@@ -144,6 +171,18 @@ void register_attention_decode_kernels(Registry& registry) {
                  "rung 04 with the split's length, table and first pages asked into L2 before it waits for the "
                  "kernel ahead (programmatic launches)",
                  PagedDecodeAttention::Rung::early_pages);
+}
+
+void register_attention_decode_rope_kernels(Registry& registry) {
+  KernelEntry entry = attention_kernel_entry(kAttentionDecodeRopeOp, "06_rope_in", 6,
+                                             "rung 05 with the new tokens' RoPE and cache write inside: Q rotated "
+                                             "into its tile, the new K/V rows rotated into the last tile from "
+                                             "registers and stored to their page");
+  entry.constraints = kDecodeConstraints;
+  entry.supports = &decode_rung_shape_error;
+  entry.refuses = decode_rung_refusals();
+  entry.launch = launch_for_dtype(std::make_shared<RopeRung>());
+  registry.add_kernel(std::move(entry));
 }
 
 }  // namespace kc::stage3

@@ -831,6 +831,10 @@ void ModelRunner::Impl::launch(const StepPlan& plan) {
   note("embedding", stage2::embedding(embed, stream));
   int current = 0;  // residual[current] holds the residual stream (plan.fused: always residual[0])
   const bool fused = plan.fused, native = plan.native;
+  // RoPE and the cache write inside the decode attention (decode rung 06): decodes only.
+  const bool rope_in_attention = options.fuse_kernels && options.rope_in_attention &&
+                                 options.decode_attention == stage3::PagedDecodeAttention::Rung::early_pages &&
+                                 plan.prefills.empty() && plan.num_decodes == plan.tokens;
   bf16* x = residual[0];
   for (std::size_t l = 0; l < layers.size(); ++l) {
     const nvtx3::scoped_range layer_range{layer_ranges[l].c_str()};
@@ -847,7 +851,9 @@ void ModelRunner::Impl::launch(const StepPlan& plan) {
       current = 1 - current;
     }
     if (!fused) qkv_into(normed, layer, T, native);
-    if (options.fuse_kernels) {  // RoPE on q and k and the cache write in one kernel
+    if (rope_in_attention) {
+      // below, in the attention
+    } else if (options.fuse_kernels) {  // RoPE on q and k and the cache write in one kernel
       rope_write_kv(q, k, v, positions, slots, cos_sin, static_cast<int>(max_model_len), T,
                     static_cast<int>(c.num_heads), static_cast<int>(c.num_kv_heads), static_cast<int>(c.head_dim),
                     options.block_size, layer.k_cache, layer.v_cache, stream);
@@ -886,7 +892,19 @@ void ModelRunner::Impl::launch(const StepPlan& plan) {
       d.block_size = options.block_size;
       d.max_blocks = static_cast<int>(plan.stride);
       d.scale = scale;
-      note("attention (decode)", decode.run(d, stream));
+      if (rope_in_attention) {
+        stage3::DecodeRopeArgs<bf16> rope;
+        rope.k_new = k;
+        rope.v_new = v;
+        rope.cos_sin = cos_sin;
+        rope.positions = static_cast<int>(max_model_len);
+        rope.k_cache = layer.k_cache;
+        rope.v_cache = layer.v_cache;
+        note("attention (decode)", decode.run_rope(d, rope, stream));
+        note("rope + cache write (in the decode attention)", "stage3/attention_decode_paged_rope/06_rope_in");
+      } else {
+        note("attention (decode)", decode.run(d, stream));
+      }
     }
     for (const PrefillChunk& chunk : plan.prefills) {
       const int n = static_cast<int>(chunk.tokens), length = static_cast<int>(chunk.length);

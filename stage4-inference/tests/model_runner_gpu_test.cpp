@@ -250,6 +250,49 @@ TEST(ModelRunner, ChunkedPrefillAndDecodeMatchTheDoubleModel) {
   }
 }
 
+// RunnerOptions::rope_in_attention: decode steps whose RoPE and cache write run inside the
+// attention (stage 3's decode rung 06) give the logits of the steps that run them in rope_write_kv,
+// bit for bit — the same rotation (core::rotate_pair) of the same values, the same attention after
+// it — and leave the same cache behind (the later steps read the rows the earlier ones wrote).
+// Three sequences decode together, across block boundaries, in blocks of 16 and 32.
+TEST(ModelRunner, RopeInTheAttentionGivesTheSeparateKernelsBits) {
+  KC_SKIP_WITHOUT_GPU();
+  for (const Case& c : kCases)
+    for (const std::int32_t block_size : {16, 32}) {
+      const ModelWeights weights = case_weights(c, 13);
+      std::vector<std::vector<std::int32_t>> ids;
+      for (std::uint64_t s = 0; s < 3; ++s) ids.push_back(random_ids(80 + s, c.vocab, 40));
+      std::vector<std::vector<float>> logits[2];
+      for (const bool inside : {false, true}) {
+        RunnerOptions options = small_runner(block_size);
+        options.fuse_kernels = true;
+        options.rope_in_attention = inside;
+        ModelRunner runner(weights, options);
+        KvBlockManager cache(runner.scheduler_config().num_blocks, options.block_size);
+        const std::int32_t stride =
+            static_cast<std::int32_t>(runner.scheduler_config().max_model_len / options.block_size);
+        // Prompts of 5, 12 and 17 tokens, then decode steps of all three together.
+        const std::size_t prompts[] = {5, 12, 17};
+        for (SequenceId q = 0; q < 3; ++q)
+          logits[inside].push_back(runner.execute_all_logits(make_step(
+              cache, {{q + 1, {ids[q].begin(), ids[q].begin() + static_cast<std::ptrdiff_t>(prompts[q])}}}, 0, stride)));
+        for (std::size_t step = 0; step < 20; ++step) {
+          std::vector<std::pair<SequenceId, std::vector<TokenId>>> decodes;
+          for (SequenceId q = 0; q < 3; ++q) decodes.push_back({q + 1, {ids[q][prompts[q] + step]}});
+          logits[inside].push_back(runner.execute_all_logits(make_step(cache, decodes, 3, stride)));
+        }
+        EXPECT_EQ(runner.kernels_used().count("rope + cache write (in the decode attention)"), inside ? 1u : 0u)
+            << c.name;
+      }
+      ASSERT_EQ(logits[0].size(), logits[1].size());
+      for (std::size_t i = 0; i < logits[0].size(); ++i) {
+        ASSERT_EQ(logits[0][i].size(), logits[1][i].size());
+        EXPECT_EQ(std::memcmp(logits[0][i].data(), logits[1][i].data(), logits[0][i].size() * sizeof(float)), 0)
+            << c.name << ", blocks of " << block_size << ": step " << i << " differs";
+      }
+    }
+}
+
 // RunnerOptions::fuse_kernels: the residual stream accumulated in place by the o and down
 // projections, RoPE and the cache write in one kernel, and each RMSNorm (and SwiGLU) inside the
 // projection that reads it where rung 12 runs (one token a step). The same chunked prefill (norms
@@ -283,7 +326,9 @@ TEST(ModelRunner, FusedKernelsMatchTheDoubleModel) {
     expect_close(decoded, fmt::format("{} decode steps, fused kernels", c.name));
     EXPECT_EQ(runner.kernels_used().count("rmsnorm (fused)"), 1u) << c.name << ": no norm ran fused";
     EXPECT_EQ(runner.kernels_used().count("swiglu (fused)"), 1u) << c.name << ": no SwiGLU ran fused";
-    EXPECT_EQ(runner.kernels_used().count("rope + cache write (fused)"), 1u) << c.name;
+    EXPECT_EQ(runner.kernels_used().count("rope + cache write (fused)"), 1u) << c.name << ": the prefill chunks";
+    EXPECT_EQ(runner.kernels_used().count("rope + cache write (in the decode attention)"), 1u)
+        << c.name << ": the decode steps";
 
     Scheduler scheduler(runner.scheduler_config());
     const std::vector<std::int32_t> prompt = random_ids(9, c.vocab, 77);

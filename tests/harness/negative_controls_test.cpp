@@ -417,6 +417,30 @@ TEST(NegativeControlsDecode, AMergeThatDropsTheLastSplitFailsWhereRung04Passes) 
   }
 }
 
+// Decode rung 06 (RoPE and the cache write inside the attention): the rung passes, and its kernel
+// rotating the new tokens by the previous position's angle fails — the cache rows it writes and O —
+// at the engine's shapes (SmolLM2's heads, D = 64; Llama-3-8B's, D = 128) and a ragged batch.
+TEST(NegativeControlsDecode, ARopeOneStepBehindFailsWhereRung06Passes) {
+  KC_SKIP_WITHOUT_GPU();
+  const Registry& r = registry_with_decode_rungs();
+  const auto check_with = [&r](const char* name, const std::vector<std::int64_t>& dims, DType dtype,
+                               const ParamValues& params) {
+    const Problem problem = r.op(stage3::kAttentionDecodeRopeOp).problem(dims, dtype, params);
+    return check_kernel(r, r.kernel(std::string("stage3/attention_decode_paged_rope/") + name), problem, 1,
+                        shared_context());
+  };
+  for (const DType dtype : {DType::bf16, DType::f16})
+    for (const auto& [dims, params] : {std::pair{std::vector<std::int64_t>{1, 9, 3, 1, 128, 64}, ParamValues{}},
+                                       std::pair{std::vector<std::int64_t>{8, 32, 8, 1, 1024, 128}, ParamValues{}},
+                                       std::pair{std::vector<std::int64_t>{7, 32, 8, 4, 300, 128}, kRaggedLengths}}) {
+      const CheckOutcome rung = check_with("06_rope_in", dims, dtype, params);
+      EXPECT_TRUE(rung.passed()) << dtype_name(dtype) << ": " << rung.detail;
+      const CheckOutcome o = check_with("nc_rope_position_off_by_one", dims, dtype, params);
+      EXPECT_EQ(o.status, CheckOutcome::Status::failed) << dtype_name(dtype) << ": " << o.detail;
+      std::printf("nc_rope_position_off_by_one (%s): %s\n", std::string(dtype_name(dtype)).c_str(), o.detail.c_str());
+    }
+}
+
 // Grouped GEMM: each routing flaw fails at the skewed DeepSeek-like benchmark shape (64 experts,
 // 1024 tokens by Zipf's law) and on six experts with an empty one in the middle; where a flaw
 // cannot show the same control passes, which shows the rest of it is right: one expert (no

@@ -5,6 +5,11 @@
 // rule would give the benchmark shapes anything from 1 to dozens), so the flaw shows wherever a
 // sequence reaches past its first split and hides where one split holds the whole sequence (then
 // nothing is merged: that CTA writes O itself).
+// And decode rung 06's (stage3-hpc/attention/decode_06_rope_in.cu, op attention_decode_paged_rope):
+// its kernel rotating the new tokens' Q and K by the angle of the position before theirs — the
+// off-by-one of a step that passes the sequence's length where its last position belongs. The
+// cache rows it writes are then wrong in every sequence, and O wherever the old keys are not all
+// the same distance from the new token's (always, past one key).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -27,18 +32,20 @@ constexpr const char* kName = "nc_merge_drops_last_split";
 constexpr const char* kFlaw =
     "decode rung 04 whose merge leaves out the sequence's last used split (its final keys are lost)";
 constexpr int kControlSplits = 8;
+constexpr const char* kRopeName = "nc_rope_position_off_by_one";
+constexpr const char* kRopeFlaw =
+    "decode rung 06 rotating the new tokens' Q and K by the angle of the position before theirs";
 
 std::string control_id() { return std::string("stage3/") + stage3::kAttentionDecodeOp + "/" + kName; }
+std::string rope_control_id() { return std::string("stage3/") + stage3::kAttentionDecodeRopeOp + "/" + kRopeName; }
 
-// The control's workspace: partials grown on first use, counters zeroed when allocated (each
-// launch leaves them at zero, as the rung's).
-class DropsLastSplit {
+// A control's split plan (kControlSplits of the table's width) and its workspace: partials grown
+// on first use, counters zeroed when allocated (each launch leaves them at zero, as the rungs').
+class ControlWorkspace {
  public:
   template <typename T>
-  void run(const Problem& problem, Operands& operands, cudaStream_t stream) {
-    const stage3::DecodeArgs<T> args = stage3::decode_args<T>(problem, operands);
-    const stage3::DecodeSplitPlan plan =
-        stage3::decode_plan_with_splits(args.group_rows(), args.max_keys(), kControlSplits);
+  stage3::DecodeSplitWorkspace for_plan(const stage3::DecodeArgs<T>& args, const stage3::DecodeSplitPlan& plan,
+                                        cudaStream_t stream) {
     const std::size_t floats =
         stage3::decode_split_workspace_floats(args.batch, args.q_heads, args.q_len, args.head_dim, plan);
     stage3::DecodeSplitWorkspace workspace = stage3::decode_split_workspace(
@@ -49,7 +56,7 @@ class DropsLastSplit {
       arrivals_.reserve(counters, stream);
       workspace.arrivals = arrivals_.data();
     }
-    stage3::attention_decode_04_drops_last_split(args, plan, workspace, stream);
+    return workspace;
   }
 
  private:
@@ -57,29 +64,78 @@ class DropsLastSplit {
   DeviceCounters arrivals_;
 };
 
-}  // namespace
+template <typename T>
+stage3::DecodeSplitPlan control_plan(const stage3::DecodeArgs<T>& args) {
+  return stage3::decode_plan_with_splits(args.group_rows(), args.max_keys(), kControlSplits);
+}
 
-std::vector<NegativeControl> decode_fused_combine_controls() { return {{control_id(), kFlaw}}; }
+class DropsLastSplit {
+ public:
+  template <typename T>
+  void run(const Problem& problem, Operands& operands, cudaStream_t stream) {
+    const stage3::DecodeArgs<T> args = stage3::decode_args<T>(problem, operands);
+    const stage3::DecodeSplitPlan plan = control_plan(args);
+    stage3::attention_decode_04_drops_last_split(args, plan, workspace_.for_plan(args, plan, stream), stream);
+  }
 
-void register_decode_fused_combine_controls(Registry& registry) {
-  if (!registry.has_op(stage3::kAttentionDecodeOp)) registry.add_op(stage3::make_attention_decode_op());
+ private:
+  ControlWorkspace workspace_;
+};
+
+// Rung 06's control: the flawed kernel instance on a control plan.
+class RopeOffByOne {
+ public:
+  template <typename T>
+  void run(const Problem& problem, Operands& operands, cudaStream_t stream) {
+    const stage3::DecodeArgs<T> args = stage3::decode_args<T>(problem, operands);
+    const stage3::DecodeSplitPlan plan = control_plan(args);
+    stage3::attention_decode_06_position_off_by_one(args, stage3::decode_rope_args<T>(problem, operands), plan,
+                                                    workspace_.for_plan(args, plan, stream), stream);
+  }
+
+ private:
+  ControlWorkspace workspace_;
+};
+
+KernelEntry control_entry(const std::string& id, const char* op, const char* flaw) {
   KernelEntry entry;
-  entry.id = control_id();
-  entry.op = stage3::kAttentionDecodeOp;
+  entry.id = id;
+  entry.op = op;
   entry.rung = 0;
-  entry.idea = std::string("NEGATIVE CONTROL: ") + kFlaw;
+  entry.idea = std::string("NEGATIVE CONTROL: ") + flaw;
   entry.dtypes = {DType::bf16, DType::f16};
   entry.report = "negative-controls";
   entry.min_compute_capability = 80;
-  entry.supports = &stage3::decode_rung_shape_error;  // the rung's shapes: D = 64 or 128
-  auto control = std::make_shared<DropsLastSplit>();
-  entry.launch = [control](const Problem& problem, Operands& operands, cudaStream_t stream) {
+  entry.supports = &stage3::decode_rung_shape_error;  // the rungs' shapes: D = 64 or 128
+  return entry;
+}
+
+template <class Control>
+LaunchFn launch_control(std::shared_ptr<Control> control) {
+  return [control](const Problem& problem, Operands& operands, cudaStream_t stream) {
     if (problem.dtype == DType::bf16)
-      control->run<__nv_bfloat16>(problem, operands, stream);
+      control->template run<__nv_bfloat16>(problem, operands, stream);
     else
-      control->run<__half>(problem, operands, stream);
+      control->template run<__half>(problem, operands, stream);
   };
-  registry.add_kernel(std::move(entry));
+}
+
+}  // namespace
+
+std::vector<NegativeControl> decode_fused_combine_controls() {
+  return {{control_id(), kFlaw}, {rope_control_id(), kRopeFlaw}};
+}
+
+void register_decode_fused_combine_controls(Registry& registry) {
+  if (!registry.has_op(stage3::kAttentionDecodeOp)) registry.add_op(stage3::make_attention_decode_op());
+  KernelEntry merge = control_entry(control_id(), stage3::kAttentionDecodeOp, kFlaw);
+  merge.launch = launch_control(std::make_shared<DropsLastSplit>());
+  registry.add_kernel(std::move(merge));
+
+  if (!registry.has_op(stage3::kAttentionDecodeRopeOp)) registry.add_op(stage3::make_attention_decode_rope_op());
+  KernelEntry rope = control_entry(rope_control_id(), stage3::kAttentionDecodeRopeOp, kRopeFlaw);
+  rope.launch = launch_control(std::make_shared<RopeOffByOne>());
+  registry.add_kernel(std::move(rope));
 }
 
 }  // namespace kc::testing

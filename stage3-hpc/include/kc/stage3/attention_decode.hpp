@@ -168,4 +168,29 @@ double decode_visible_pairs(const DecodeShape& shape);
 // lengths and the used table slots. Baseline: a copy of that many bytes (the op is memory-bound).
 OpSpec make_attention_decode_op();
 
+// ---- attention_decode_paged_rope: decode with the new tokens' RoPE and cache write ---------------
+//
+// What a decode step's attention does when nothing has rotated the new token yet (decode rung 06
+// runs it in one launch; unfused, it is stage 2's RoPE on q and k, a cache write, and
+// attention_decode_paged). The dimensions and parameters are attention_decode_paged's. For new
+// token t of sequence b, at position p = L - Sq + t (L = seq_lens[b]; a token with p < 0 sees no
+// key and has no row):
+//   Q      [B, Hq, Sq, D]     before RoPE; the attention uses it rotated by p (rotate_half: element
+//                             i pairs with i + D/2 at the angle whose cos is cos_sin[p][i] and sin
+//                             cos_sin[p][D/2 + i]) and rounded to the dtype, as stage 2's RoPE stores it
+//   K_new,
+//   V_new  [B, Sq, Hkv, D]    the new tokens' keys (before RoPE) and values, token-major
+//   cos_sin [Sk + 1, D] f32   stage 2's table (rope_cos_sin_table, base kDecodeRopeBase)
+//   K_cache, V_cache          inputs and outputs: the rows of position p (block block_table[b][p / bs],
+//                             row p mod bs, every kv head) become K_new rotated and V_new; every
+//                             other row is left as it was. kc's operands hold NaN in those rows
+//                             before the launch.
+//   block_table, seq_lens, O, LSE as attention_decode_paged (L counts the new tokens).
+// The reference is on the host (the rotation, the rows written, then attention_decode_reference).
+inline constexpr const char* kAttentionDecodeRopeOp = "attention_decode_paged_rope";
+inline constexpr double kDecodeRopeBase = 10000.0;
+// Rows of the op's cos/sin table: Sk + 1 (a row past the longest sequence's last position).
+std::int64_t decode_rope_positions(const Problem& problem);
+OpSpec make_attention_decode_rope_op();
+
 }  // namespace kc::stage3

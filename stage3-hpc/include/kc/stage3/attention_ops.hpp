@@ -102,6 +102,15 @@ class PagedDecodeAttention {
   // The kc-bench id of `rung` ("stage3/attention_decode_paged/05_early_pages"): what run() returns.
   static std::string_view rung_id(Rung rung);
 
+  // Decode rung 06 whatever rung() is: rung 05 with the new tokens' RoPE and cache write inside
+  // (the attention_decode_paged_rope op, DecodeRopeArgs in decode_args.hpp): Q and `rope.k_new`
+  // rotated by their positions, the rotated K and `rope.v_new` written to the caches, then O and
+  // LSE. Returns its kc-bench id, "stage3/attention_decode_paged_rope/06_rope_in". reserve() with
+  // rung() early_pages also reserves what this needs.
+  template <typename T>
+  std::string_view run_rope(const DecodeArgs<T>& args, const DecodeRopeArgs<T>& rope, cudaStream_t stream);
+  static constexpr std::string_view kRopeRungId = "stage3/attention_decode_paged_rope/06_rope_in";
+
   // Which rung run() launches: early_pages unless set (a caller comparing them, such as
   // kc-engine-bench --decode-attention). Set it before reserve().
   void set_rung(Rung rung) { rung_ = rung; }
@@ -115,21 +124,29 @@ class PagedDecodeAttention {
   int min_keys_per_split() const { return min_keys_per_split_; }
 
  private:
+  // The plan of rung() (of rung 06 with `rope`).
   template <typename T>
-  DecodeSplitPlan plan_for(const DecodeArgs<T>& args);
+  DecodeSplitPlan plan_for(const DecodeArgs<T>& args, bool rope = false);
+  // The workspace for `plan` (the FP32 partials and, where the rung merges in its launch, the
+  // arrival counters), grown on `stream`.
+  template <typename T>
+  DecodeSplitWorkspace workspace_on(const DecodeArgs<T>& args, const DecodeSplitPlan& plan, bool in_launch_merge,
+                                    cudaStream_t stream);
   template <typename T>
   float* workspace_for(const DecodeArgs<T>& args, const DecodeSplitPlan& plan);
-  // Rungs 04 and 05's arrival counters for `plan` (0 for the other rungs and for one split).
+  // Rungs 04, 05 and 06's arrival counters for `plan` (0 for the other rungs and for one split).
   template <typename T>
-  std::size_t arrival_count(const DecodeArgs<T>& args, const DecodeSplitPlan& plan) const;
+  std::size_t arrival_count(const DecodeArgs<T>& args, const DecodeSplitPlan& plan, bool in_launch_merge) const;
+  bool merges_in_launch() const { return rung_ == Rung::fused_combine || rung_ == Rung::early_pages; }
 
   Rung rung_ = Rung::early_pages;
   int sm_count_ = 0;
   int min_keys_per_split_ = kDecodeMinKeysPerSplit;
-  // The CTAs an SM holds of rung 03's, 04's or 05's kernel instance: (rung, bf16, D, the group's rows).
-  std::map<std::tuple<Rung, bool, int, int>, int> mma_ctas_per_sm_;
+  // The CTAs an SM holds of rung 03's, 04's, 05's or 06's kernel instance: (rung, rung 06, bf16, D,
+  // the group's rows).
+  std::map<std::tuple<Rung, bool, bool, int, int>, int> mma_ctas_per_sm_;
   DeviceScratch workspace_;
-  // Rungs 04 and 05's arrival counters, zeroed when allocated; each launch leaves them at zero.
+  // Rungs 04 to 06's arrival counters, zeroed when allocated; each launch leaves them at zero.
   DeviceCounters arrivals_;
 };
 

@@ -260,6 +260,46 @@ void attention_decode_05_early_pages(const DecodeArgs<T>& args, const DecodeSpli
                                      const DecodeSplitWorkspace& workspace, cudaStream_t stream);
 template <typename T>
 int attention_decode_05_ctas_per_sm(const DecodeArgs<T>& args);
+// Rung 06's inputs beyond DecodeArgs: the new tokens' keys and values as a projection wrote them
+// (before RoPE), the rotation table, and the caches as writable pointers. Rung 06 computes, for
+// new token t of sequence b (position p = L - Sq + t, L = seq_lens[b]): Q's rows of the token
+// rotated by p (rotate_half: element i pairs with i + D/2, angle cos_sin[p][i] / cos_sin[p][D/2 + i],
+// stage 2's RoPE and table), the token's K rotated by p; it writes the rotated K and V_new into the
+// cache rows of position p (block block_table[b][p / block_size], row p mod block_size) and returns
+// attention_decode_paged's O and LSE with the rotated Q and the written rows. Q itself is not
+// changed. Layouts (contiguous):
+//   k_new, v_new  [batch, q_len, kv_heads, head_dim]  (token-major: the engine's K and V projections)
+//   cos_sin       [positions, head_dim] f32; every sequence's L must be at most `positions`
+//                 (the device does not check it: a caller's table covers its max_model_len)
+//   k_cache,
+//   v_cache       DecodeArgs' pools, the same addresses, written at the new tokens' rows
+template <typename T>
+struct DecodeRopeArgs {
+  const T* k_new = nullptr;
+  const T* v_new = nullptr;
+  const float* cos_sin = nullptr;
+  int positions = 0;
+  T* k_cache = nullptr;
+  T* v_cache = nullptr;
+};
+
+// Rung 06: rung 05 with the new tokens' RoPE and cache write inside (DecodeRopeArgs above): in a
+// decode step it replaces the separate kernel that rotates q and k and writes the new K/V rows.
+// Rung 05's plans, workspace and contract (block_table, seq_lens and the cached rows before the
+// new tokens are not written by the kernel ahead; here k_new, v_new and Q are, and are read after
+// the wait).
+template <typename T>
+void attention_decode_06_rope_in(const DecodeArgs<T>& args, const DecodeRopeArgs<T>& rope, const DecodeSplitPlan& plan,
+                                 const DecodeSplitWorkspace& workspace, cudaStream_t stream);
+template <typename T>
+int attention_decode_06_ctas_per_sm(const DecodeArgs<T>& args);
+// Rung 06 with a flaw, for its negative control: the new tokens' Q and K rotated by the angle of
+// the position before theirs (after it, at position 0).
+template <typename T>
+void attention_decode_06_position_off_by_one(const DecodeArgs<T>& args, const DecodeRopeArgs<T>& rope,
+                                             const DecodeSplitPlan& plan, const DecodeSplitWorkspace& workspace,
+                                             cudaStream_t stream);
+
 // Rung 04 with a flaw, for its negative control (tests/negative_controls): the sequence's last
 // used split is left out of the merge. Right where a sequence uses one split, wrong wherever it uses more.
 template <typename T>

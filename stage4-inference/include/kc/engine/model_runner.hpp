@@ -115,6 +115,13 @@ struct RunnerOptions {
   // with a combine kernel after it); split_kv, rung 02 (CUDA cores). kc-engine-bench
   // --decode-attention compares them.
   stage3::PagedDecodeAttention::Rung decode_attention = stage3::PagedDecodeAttention::Rung::early_pages;
+  // With fuse_kernels and decode_attention early_pages, a step of decodes only (one token a
+  // sequence: every graph step) rotates q and k and writes the new K/V rows inside the attention —
+  // stage 3's decode rung 06 (PagedDecodeAttention::run_rope) on the projections' output — instead
+  // of in rope_write_kv: one kernel a layer fewer. Steps with a prefill chunk keep rope_write_kv
+  // (the prefill attention reads the rotated q and the cache). kc-engine-bench --rope-in-attention
+  // compares both.
+  bool rope_in_attention = true;
   // Native quantized decode steps. Projections that come with their GGUF blocks (a file loaded with
   // WeightLoadOptions::keep_quantized_blocks; random weights drawn as blocks) get the blocks in the
   // pool, prepared at load by kc::stage3::quantized_gemv_prepare ("layer 3 q (q4_1 blocks)" ...; gate

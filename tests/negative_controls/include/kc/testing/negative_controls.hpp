@@ -55,9 +55,11 @@ void register_small_m_gemm_controls(Registry& registry);
 std::vector<NegativeControl> quantize_gguf_controls();
 void register_quantize_gguf_controls(Registry& registry);
 
-// The paged decode's merge control (decode_fused_combine_controls.cpp), part of the two above:
-// decode rung 04's kernel whose merge leaves out the sequence's last used split
-// (stage3/attention_decode_paged/nc_merge_drops_last_split).
+// The paged decode's merge and RoPE controls (decode_fused_combine_controls.cpp), part of the two
+// above: decode rung 04's kernel whose merge leaves out the sequence's last used split
+// (stage3/attention_decode_paged/nc_merge_drops_last_split), and decode rung 06's kernel rotating
+// the new tokens by the previous position's angle
+// (stage3/attention_decode_paged_rope/nc_rope_position_off_by_one).
 std::vector<NegativeControl> decode_fused_combine_controls();
 void register_decode_fused_combine_controls(Registry& registry);
 
