@@ -194,8 +194,7 @@ __device__ __forceinline__ void new_token_chunk(const Rope& rope, const DecodeAr
 // The cp.async copies of tile `tile` of K and V into `stage` (swizzled, as fa2_mma.cuh's tiles),
 // each row from its page; keys at or past the split's end are zero-filled and read nothing. With
 // rung 06's rope (kRopeIn), the rows of the new tokens are new_token_chunk's, stored into the
-// stage (`stage_pointer`, the same shared memory) from registers instead — after every copy of
-// the tile is on its way, so that their loads wait behind the copies rather than the other way.
+// stage (`stage_pointer`, the same shared memory) from registers instead.
 template <class Layout, typename T, class Rope>
 __device__ __forceinline__ void copy_tile_pages(std::uint32_t stage, std::uint8_t* stage_pointer,
                                                 const int (&ids)[Layout::kRowsPerThread], int tile,
@@ -215,7 +214,11 @@ __device__ __forceinline__ void copy_tile_pages(std::uint32_t stage, std::uint8_
     const int column = chunk * kDecodeChunkElements;
     const std::uint32_t offset = swizzled_offset<typename Layout::TileShape>(row, chunk);
     if constexpr (kRopeIn) {
-      if (valid && key >= work.length - args.q_len) continue;  // below
+      if (valid && key >= work.length - args.q_len) {
+        new_token_chunk<Layout::TileShape::kHeadDim, Rope>(rope, args, work, key, chunk, ids[i], stage_pointer + offset,
+                                                           stage_pointer + Layout::kTileBytes + offset);
+        continue;
+      }
     }
     // A zero-filled copy still needs a valid address: the pool's first row.
     const T* k_source = valid ? page_row(args.k_cache, ids[i], work.kv_head, key & (args.block_size - 1), args) + column
@@ -224,17 +227,6 @@ __device__ __forceinline__ void copy_tile_pages(std::uint32_t stage, std::uint8_
                               : args.v_cache;
     sm80::cp_async_16(stage + offset, k_source, valid);
     sm80::cp_async_16(stage + Layout::kTileBytes + offset, v_source, valid);
-  }
-  if constexpr (kRopeIn) {
-#pragma unroll
-    for (int i = 0; i < Layout::kRowsPerThread; ++i) {
-      const int key = key0 + Layout::Copy::row(i);
-      if (key >= work.key_end || key < work.length - args.q_len) continue;
-      const std::uint32_t offset = swizzled_offset<typename Layout::TileShape>(Layout::Copy::row(i), Layout::Copy::chunk(i));
-      new_token_chunk<Layout::TileShape::kHeadDim, Rope>(rope, args, work, key, Layout::Copy::chunk(i), ids[i],
-                                                         stage_pointer + offset,
-                                                         stage_pointer + Layout::kTileBytes + offset);
-    }
   }
 }
 
@@ -367,9 +359,12 @@ __global__ void __launch_bounds__(kThreads)
   const int block_shift = __ffs(args.block_size) - 1;  // block_size is 16, 32 or 64
 
   // Group 0: the chunk's rows of Q (zeros past them); groups 1 .. kStages - 1: the first tiles.
-  // Rung 06 commits an empty group 0 and stores Q rotated from registers once the first tiles'
-  // copies are on their way (below; the barrier after the wait publishes it).
-  if constexpr (!kRopeIn)
+  // Rung 06 stores Q rotated from registers (the barrier after the wait below publishes it) and
+  // commits an empty group 0. (Storing it after the first tiles' copies are issued spilled
+  // registers in the D = 64, two-row-tile instances, and was not kept.)
+  if constexpr (kRopeIn)
+    store_rotated_q<Layout, Rope>(smem + Layout::kQOffset, args, rope, work);
+  else
     copy_tile_async<typename Layout::TileShape, Layout::kQRows>(smem + Layout::kQOffset,
                                                                 args.q + work.first_row * kHeadDim, kHeadDim, 0,
                                                                 work.rows);
@@ -384,7 +379,6 @@ __global__ void __launch_bounds__(kThreads)
     sm80::cp_async_commit_group();  // empty past the last tile: the group count stays uniform
   }
   load_block_ids<Layout>(ids, kStages - 1, work, table_row, block_shift);
-  if constexpr (kRopeIn) store_rotated_q<Layout, Rope>(smem + Layout::kQOffset, args, rope, work);
 
   // This warp: m16 tile warp % kRowTiles, keys (warp / kRowTiles) x kWarpKeys .. of every tile.
   const int row_tile = warp % kRowTiles;
