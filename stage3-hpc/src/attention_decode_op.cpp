@@ -133,11 +133,19 @@ void poison_block_tails(const DecodeShape& s, const PagedKvLayout& layout, Tenso
   }
 }
 
+// A pool of the problem's cache filled at random, the rows past each sequence's length poisoned;
+// returns the run's layout (the placement every operand of the run draws).
+PagedKvLayout fill_cache(const Problem& p, Tensor& tensor, std::uint64_t seed, FillSpec fill, cudaStream_t stream) {
+  PagedKvLayout layout = decode_layout(p, seed / kOperandSeedsPerRun);
+  fill_random(tensor.raw(), tensor.dtype, tensor.count(), seed, fill, stream);
+  poison_block_tails(decode_shape(p), layout, tensor, stream);
+  return layout;
+}
+
 OperandSpec cache_operand(const char* name, FillSpec fill) {
   OperandSpec cache = input(name, &cache_shape, fill);
   cache.initialize = [fill](const Problem& p, Tensor& tensor, std::uint64_t seed, cudaStream_t stream) {
-    fill_random(tensor.raw(), tensor.dtype, tensor.count(), seed, fill, stream);
-    poison_block_tails(decode_shape(p), decode_layout(p, seed / kOperandSeedsPerRun), tensor, stream);
+    fill_cache(p, tensor, seed, fill, stream);
   };
   return cache;
 }
@@ -450,18 +458,49 @@ void attention_decode_reference(const DecodeShape& shape, double scale, const Pa
   }
 }
 
-OpSpec make_attention_decode_op() {
+namespace {
+
+// What attention_decode_paged and attention_decode_paged_rope share: the dimensions, dtypes and
+// parameters, the FLOPs of the attention, the shapes they define, the copy baseline (no library
+// runs this cache layout as kc defines it; the op is memory-bound, so % of baseline is % of copy
+// bandwidth).
+OpConfig decode_op_config(const char* name, std::string description) {
   OpConfig op;
-  op.name = kAttentionDecodeOp;
-  op.description =
-      "decode: O = softmax(scale.Q.K^T, causal among the Sq new tokens).V and its log-sum-exp over a paged "
-      "cache; Q [B,Hq,Sq,D], K_cache and V_cache [blocks,Hkv,block_size,D], block_table [B,ceil(Sk/bs)] and "
-      "seq_lens [B] int32, O [B,Hq,Sq,D], LSE [B,Hq,Sq] f32";
+  op.name = name;
+  op.description = std::move(description);
   op.dim_names = {"B", "Hq", "Hkv", "Sq", "Sk", "D"};
   op.dtypes = {DType::bf16, DType::f16};
   op.params = decode_params();
   op.bound = Bound::memory;
   op.math = MathUnit::fp16_tensor;
+  op.flops = [](const Problem& p) {
+    return 4.0 * static_cast<double>(decode_shape(p).head_dim) * decode_visible_pairs(decode_shape(p));
+  };
+  op.supports = &attention_decode_shape_error;
+  op.copy_scratch = std::make_shared<CopyScratch>();
+  return op;
+}
+
+// O's and LSE's tolerance. attention_fwd's reasoning: O sums up to Sk products in FP32 and is
+// rounded once; P rounded to the input type before P.V costs up to u.max|V| absolutely
+// (|V| <= 1). A split-KV kernel keeps its partial O and LSE in FP32, so its combine adds no
+// rounding of its own. LSE: FP32 throughout.
+Accuracy decode_accuracy(const Problem& p, const std::string& output, DType output_dtype) {
+  Accuracy accuracy;
+  accuracy.output = output_dtype;
+  accuracy.terms = static_cast<double>(decode_shape(p).max_len);
+  if (output == "O") accuracy.intermediate_error = unit_roundoff(p.dtype) * kVMax;
+  return accuracy;
+}
+
+}  // namespace
+
+OpSpec make_attention_decode_op() {
+  OpConfig op = decode_op_config(
+      kAttentionDecodeOp,
+      "decode: O = softmax(scale.Q.K^T, causal among the Sq new tokens).V and its log-sum-exp over a paged "
+      "cache; Q [B,Hq,Sq,D], K_cache and V_cache [blocks,Hkv,block_size,D], block_table [B,ceil(Sk/bs)] and "
+      "seq_lens [B] int32, O [B,Hq,Sq,D], LSE [B,Hq,Sq] f32");
   op.operands = {input("Q", &q_shape, FillSpec::normal(0.0, 1.5)),
                  cache_operand("K_cache", FillSpec::normal(0.0, 1.5)),
                  cache_operand("V_cache", FillSpec::uniform(-kVMax, kVMax)),
@@ -481,26 +520,10 @@ OpSpec make_attention_decode_op() {
   op.reference_work = [](const Problem& p) {
     return decode_visible_pairs(decode_shape(p)) * static_cast<double>(decode_shape(p).head_dim);
   };
-  // attention_fwd's reasoning: O sums up to Sk products in FP32 and is rounded once; P rounded to
-  // the input type before P.V costs up to u.max|V| absolutely (|V| <= 1). A split-KV kernel keeps
-  // its partial O and LSE in FP32, so its combine adds no rounding of its own. LSE: FP32 throughout.
-  op.accuracy = [](const Problem& p, const std::string& output, DType output_dtype) {
-    Accuracy accuracy;
-    accuracy.output = output_dtype;
-    accuracy.terms = static_cast<double>(decode_shape(p).max_len);
-    if (output == "O") accuracy.intermediate_error = unit_roundoff(p.dtype) * kVMax;
-    return accuracy;
-  };
-  op.flops = [](const Problem& p) {
-    return 4.0 * static_cast<double>(decode_shape(p).head_dim) * decode_visible_pairs(decode_shape(p));
-  };
+  op.accuracy = &decode_accuracy;
   op.bytes = &decode_bytes;
-  op.supports = &attention_decode_shape_error;
   op.bench = decode_bench_problems();
   op.conformance = decode_conformance_problems();
-  // No library runs this cache layout as kc defines it; the op is memory-bound, so its baseline is
-  // the copy of its bytes (mostly the K/V rows read): % of baseline is % of copy bandwidth.
-  op.copy_scratch = std::make_shared<CopyScratch>();
   return build_op(std::move(op));
 }
 
@@ -544,9 +567,7 @@ OperandSpec rope_cache_operand(const char* name, FillSpec fill) {
   cache.role = Role::input_output;
   cache.initialize = [fill](const Problem& p, Tensor& tensor, std::uint64_t seed, cudaStream_t stream) {
     const DecodeShape s = decode_shape(p);
-    const PagedKvLayout layout = decode_layout(p, seed / kOperandSeedsPerRun);
-    fill_random(tensor.raw(), tensor.dtype, tensor.count(), seed, fill, stream);
-    poison_block_tails(s, layout, tensor, stream);
+    const PagedKvLayout layout = fill_cache(p, tensor, seed, fill, stream);
     for_each_new_token(s, layout, [&](std::int64_t b, std::int64_t, std::int64_t position) {
       for (std::int64_t h = 0; h < s.kv_heads; ++h)
         poison(static_cast<std::byte*>(tensor.raw()) +
@@ -644,17 +665,11 @@ std::vector<ProblemSpec> decode_rope_conformance_problems() {
 std::int64_t decode_rope_positions(const Problem& problem) { return decode_shape(problem).max_len + 1; }
 
 OpSpec make_attention_decode_rope_op() {
-  OpConfig op;
-  op.name = kAttentionDecodeRopeOp;
-  op.description =
+  OpConfig op = decode_op_config(
+      kAttentionDecodeRopeOp,
       "decode with the new tokens' RoPE and cache write: Q and K_new rotated by their positions (L - Sq + t, "
       "rotate_half, cos_sin [Sk+1,D] f32), the rotated K and V_new [B,Sq,Hkv,D] written into K_cache and V_cache "
-      "at those positions, then attention_decode_paged's O and LSE";
-  op.dim_names = {"B", "Hq", "Hkv", "Sq", "Sk", "D"};
-  op.dtypes = {DType::bf16, DType::f16};
-  op.params = decode_params();
-  op.bound = Bound::memory;
-  op.math = MathUnit::fp16_tensor;
+      "at those positions, then attention_decode_paged's O and LSE");
   OperandSpec angles = input("cos_sin", &angles_shape, FillSpec{}, DType::f32);
   angles.initialize = [](const Problem& p, Tensor& tensor, std::uint64_t, cudaStream_t stream) {
     const std::vector<float> table = stage2::rope_cos_sin_table(decode_rope_positions(p), decode_shape(p).head_dim,
@@ -672,28 +687,24 @@ OpSpec make_attention_decode_rope_op() {
                  output("O", &q_shape),
                  output("LSE", &lse_shape, DType::f32)};
   op.host_reference = &decode_rope_reference;
-  // A cache row is one rotation (two products summed) rounded once. O and LSE: attention_decode_
-  // paged's tolerances, plus what the rounding of the rotated Q and K may add: the kernel rotates in
+  // A cache row is one rotation (two products summed) rounded once. O and LSE: decode_accuracy,
+  // plus what the rounding of the rotated Q and K may add: the kernel rotates in
   // FP32 and rounds, the reference rotates exactly and rounds, and where a value lies within FP32's
   // error of a rounding boundary the two land one unit apart (2u relative). A score moves by
   // scale x 2u x |q_i k_i| per such element; LSE moves with the largest score. The allowance is
   // four such elements at |q_i k_i| = sigma^2 (Q, K ~ normal(0, 1.5)): an off-by-one position or a
   // missed rotation moves the scores by whole units (the negative control).
   op.accuracy = [](const Problem& p, const std::string& output, DType output_dtype) {
-    Accuracy accuracy;
-    accuracy.output = output_dtype;
     if (output == "K_cache" || output == "V_cache") {
+      Accuracy accuracy;
+      accuracy.output = output_dtype;
       accuracy.terms = 2.0;
       return accuracy;
     }
-    accuracy.terms = static_cast<double>(decode_shape(p).max_len);
+    Accuracy accuracy = decode_accuracy(p, output, output_dtype);
     const double flipped_scores = 4.0 * attention_scale(p) * 2.0 * unit_roundoff(p.dtype) * 1.5 * 1.5;
-    accuracy.intermediate_error =
-        output == "O" ? unit_roundoff(p.dtype) * kVMax + flipped_scores * kVMax : flipped_scores;
+    accuracy.intermediate_error += output == "O" ? flipped_scores * kVMax : flipped_scores;
     return accuracy;
-  };
-  op.flops = [](const Problem& p) {
-    return 4.0 * static_cast<double>(decode_shape(p).head_dim) * decode_visible_pairs(decode_shape(p));
   };
   // attention_decode_paged's bytes, plus the new rows read (K_new, V_new) and written to the cache.
   op.bytes = [](const Problem& p) {
@@ -701,10 +712,8 @@ OpSpec make_attention_decode_rope_op() {
     const double new_elements = static_cast<double>(s.batch * s.q_len * s.kv_heads * s.head_dim);
     return decode_bytes(p) + 4.0 * new_elements * static_cast<double>(dtype_bytes(p.dtype, 1));
   };
-  op.supports = &attention_decode_shape_error;
   op.bench = decode_rope_bench_problems();
   op.conformance = decode_rope_conformance_problems();
-  op.copy_scratch = std::make_shared<CopyScratch>();
   return build_op(std::move(op));
 }
 

@@ -831,10 +831,11 @@ void ModelRunner::Impl::launch(const StepPlan& plan) {
   note("embedding", stage2::embedding(embed, stream));
   int current = 0;  // residual[current] holds the residual stream (plan.fused: always residual[0])
   const bool fused = plan.fused, native = plan.native;
-  // RoPE and the cache write inside the decode attention (decode rung 06): decodes only.
+  // RoPE and the cache write inside the decode attention (decode rung 06): decodes only (no
+  // prefill chunk: prepare() checked that every other row is one token).
   const bool rope_in_attention = options.fuse_kernels && options.rope_in_attention &&
                                  options.decode_attention == stage3::PagedDecodeAttention::Rung::early_pages &&
-                                 plan.prefills.empty() && plan.num_decodes == plan.tokens;
+                                 plan.prefills.empty();
   bf16* x = residual[0];
   for (std::size_t l = 0; l < layers.size(); ++l) {
     const nvtx3::scoped_range layer_range{layer_ranges[l].c_str()};
@@ -900,8 +901,9 @@ void ModelRunner::Impl::launch(const StepPlan& plan) {
         rope.positions = static_cast<int>(max_model_len);
         rope.k_cache = layer.k_cache;
         rope.v_cache = layer.v_cache;
-        note("attention (decode)", decode.run_rope(d, rope, stream));
-        note("rope + cache write (in the decode attention)", "stage3/attention_decode_paged_rope/06_rope_in");
+        const std::string_view rung = decode.run_rope(d, rope, stream);
+        note("attention (decode)", rung);
+        note("rope + cache write (in the decode attention)", rung);
       } else {
         note("attention (decode)", decode.run(d, stream));
       }
