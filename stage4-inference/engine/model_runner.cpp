@@ -132,6 +132,9 @@ struct ModelRunner::Impl {
   std::vector<Layer> layers;
   float* cos_sin = nullptr;
   std::int32_t *step_ints = nullptr, *sampled = nullptr, *embedding_error = nullptr;
+  // sampled_host as the device sees it (pinned host memory is mapped): the greedy argmax writes
+  // the chosen tokens there itself, so a step ends with its last kernel, not with a copy.
+  std::int32_t* sampled_host_mapped = nullptr;
   bf16 *residual[2] = {nullptr, nullptr}, *normed = nullptr, *q = nullptr, *k = nullptr, *v = nullptr,
        *attn = nullptr, *proj = nullptr, *gate_up = nullptr, *act = nullptr, *gathered = nullptr,
        *logits = nullptr, *k_gather = nullptr, *v_gather = nullptr;
@@ -191,6 +194,9 @@ struct ModelRunner::Impl {
     std::int64_t tokens = 0, rows = 0, num_decodes = 0, stride = 0;
     std::vector<PrefillChunk> prefills;
     int samples = 0;  // sampling rows (their token indices are in the staging ints)
+    // Sampling row i is token i for every token (a step of decodes that all sample: every graph
+    // step): the output projection reads the residual stream's rows as they are, no gather.
+    bool samples_are_tokens = false;
     // Projections with blocks run on them (native_quantized, at most kGgufGemvMaxRows tokens).
     bool native = false;
     // The fused step's norms inside the projections, SwiGLU inside down and the residual added
@@ -208,7 +214,7 @@ struct ModelRunner::Impl {
   StepPlan prepare(const StepBatch& batch, std::int64_t padded_rows);
   // The forward pass: staging ints to the device, every layer, the final norm into `normed`.
   void launch(const StepPlan& plan);
-  // The sampling rows' logits, their argmax, and the tokens into sampled_host.
+  // The sampling rows' logits and their argmax, written into sampled_host by the kernel.
   void launch_greedy(const StepPlan& plan);
   cudaGraphExec_t decode_graph(std::int64_t bucket, const StepPlan& plan);
   std::vector<float> logits_to_host(std::int64_t rows);
@@ -322,6 +328,7 @@ ModelRunner::Impl::Impl(const ModelConfig& model_config, const ModelWeights* wei
   KC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   staging = PinnedBuffer<std::int32_t>(ints.total);
   sampled_host = PinnedBuffer<std::int32_t>(static_cast<std::size_t>(options.max_running));
+  KC_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&sampled_host_mapped), sampled_host.data(), 0));
   // A padded decode step has one token a row: its bucket fits the step's token buffers too.
   buckets = default_graph_buckets(std::min(options.max_running, options.max_batched_tokens));
   if (options.gpu_sampler) {
@@ -799,6 +806,9 @@ ModelRunner::Impl::StepPlan ModelRunner::Impl::prepare(const StepBatch& batch, s
     host[at.sample_rows + r] = static_cast<std::int32_t>(r);
   }
   if (padded_rows > 0) plan.samples = static_cast<int>(padded_rows);
+  plan.samples_are_tokens = plan.samples == plan.tokens;
+  for (int i = 0; plan.samples_are_tokens && i < plan.samples; ++i)
+    plan.samples_are_tokens = host[at.sample_rows + i] == i;
   plan.native = has_blocks && plan.tokens <= stage3::kGgufGemvMaxRows;
   plan.fused = options.fuse_kernels && !plan.native;
 
@@ -973,19 +983,20 @@ void ModelRunner::Impl::launch(const StepPlan& plan) {
 void ModelRunner::Impl::launch_greedy(const StepPlan& plan) {
   const core::ProgrammaticLaunchScope dependent_launches{options.programmatic_launch};
   const int samples = plan.samples;
-  if (plan.fused) {  // the sampled rows of the residual stream, then the final norm with the projection
-    gather_rows(residual[0], step_ints + plan.ints.sample_rows, samples, static_cast<int>(config.hidden_size),
-                gathered, stream);
-    norm_then_project("output", gathered, final_norm, nullptr, output, logits, samples, config.vocab_size);
-  } else {
-    gather_rows(normed, step_ints + plan.ints.sample_rows, samples, static_cast<int>(config.hidden_size), gathered,
+  // The sampled rows of the residual stream (fused: the final norm comes with the projection) or
+  // of `normed`; gathered into `gathered` unless they are the rows in order already.
+  const bf16* rows = plan.fused ? residual[0] : normed;
+  if (!plan.samples_are_tokens) {
+    gather_rows(rows, step_ints + plan.ints.sample_rows, samples, static_cast<int>(config.hidden_size), gathered,
                 stream);
-    project("output", gathered, output, output_blocks, plan.native, logits, samples, config.vocab_size,
-            config.hidden_size);
+    rows = gathered;
   }
-  argmax_rows(logits, samples, static_cast<int>(config.vocab_size), sampled, stream);
-  KC_CUDA_CHECK(cudaMemcpyAsync(sampled_host.data(), sampled, samples * sizeof(std::int32_t), cudaMemcpyDeviceToHost,
-                                stream));
+  if (plan.fused)
+    norm_then_project("output", rows, final_norm, nullptr, output, logits, samples, config.vocab_size);
+  else
+    project("output", rows, output, output_blocks, plan.native, logits, samples, config.vocab_size,
+            config.hidden_size);
+  argmax_rows(logits, samples, static_cast<int>(config.vocab_size), sampled_host_mapped, stream);
 }
 
 // The decode step of `bucket` rows as a CUDA graph: captured on first use, after one eager run of

@@ -50,7 +50,9 @@ void gather_kv_pages(const bf16* k_cache, const bf16* v_cache, const std::int32_
 void gather_rows(const bf16* x, const std::int32_t* rows, int count, int cols, bf16* out, cudaStream_t stream);
 
 // out[r] = the index of the largest of the `cols` logits of row r, ties to the lower index (as
-// torch.argmax and the CPU sampler choose); -1 when the row holds a NaN. logits: [rows, cols].
+// torch.argmax and the CPU sampler choose); -1 when the row holds a NaN. logits: [rows, cols];
+// out: device memory, or pinned host memory through its device pointer (the engine's greedy step
+// writes the tokens to the host that way, without a copy).
 void argmax_rows(const bf16* logits, int rows, int cols, std::int32_t* out, cudaStream_t stream);
 
 }  // namespace kc::engine

@@ -23,9 +23,11 @@
 //     x += down(silu(gate(h)) * up(h))                       [stage 3 GEMM on the fused
 //                                                            [gate | up] weight, stage 2 swiglu,
 //                                                            stage 3 GEMM]
-//   h = rmsnorm(x); logits = h Wout^T for the rows that sample  [stage 2, engine gather_rows,
+//   h = rmsnorm(x); logits = h Wout^T for the rows that sample  [stage 2, engine gather_rows
+//                                                            (none when every token samples),
 //                                                            stage 3 GEMM]
-//   greedy: argmax on the GPU [engine argmax_rows]; temperature > 0: the GPU sampler
+//   greedy: argmax on the GPU, written straight into pinned host memory [engine argmax_rows];
+//   temperature > 0: the GPU sampler
 //   (RunnerOptions::gpu_sampler, kc/engine/gpu_sampler.hpp) or that row's logits to the host and
 //   the reference sampler (kc/engine/sampling.hpp).
 //
@@ -36,7 +38,8 @@
 // CUDA graphs (RunnerOptions::cuda_graphs): a step of decodes alone, all greedy, runs as the
 // captured graph of its batch bucket (graph_buckets.hpp: 1, 2, 4, ... max_running), padded with
 // rows that have no keys and write nowhere; the graph holds the copy of the step's ints to the
-// device, the whole forward pass, the greedy choice and the copy of the tokens back, so a step is
+// device, the whole forward pass and the greedy choice (which writes the tokens into pinned host
+// memory itself), so a step is
 // one cudaGraphLaunch instead of about a dozen launches a layer. A bucket is captured on first
 // use, after one eager run of its shape. Other steps (prefill chunks, temperature > 0) run eagerly.
 //
