@@ -69,6 +69,24 @@ void hgemm_12_small_m_gemv_shared_a(int m, int k, float alpha, const bf16* a, co
                                     int count, float beta, cudaStream_t stream, const bf16* norm_weight = nullptr,
                                     float norm_eps = 0.f, bool swiglu_a = false);
 
+// The MLP of a decode step in one launch of rung 12's two passes (12_small_m_gemv_mlp.cu), with a
+// grid-wide barrier between them:
+//   gate_up = rmsnorm(x).W_gate_up^T          (M x 2I; W_gate_up 2I x H, rows [0, I) gate, [I, 2I) up)
+//   x += (silu(gate) . up).W_down^T           (W_down H x I)
+// x (M x H) is read and then added to in place. `barrier`: two uint32 of device memory, zero
+// before the first launch, used by one launch at a time (each launch leaves the count at zero).
+struct SmallMGemvMlp {
+  int m = 0, hidden = 0, intermediate = 0;
+  bf16* x = nullptr;
+  const bf16* norm_weight = nullptr;
+  float eps = 0.f;
+  const bf16* gate_up_weight = nullptr;
+  bf16* gate_up = nullptr;
+  const bf16* down_weight = nullptr;
+  std::uint32_t* barrier = nullptr;
+};
+void hgemm_12_small_m_gemv_mlp(const SmallMGemvMlp& args, cudaStream_t stream);
+
 // Launched as a programmatic dependent (kc/core/dependent_launch.hpp), rung 12's grid asks the L2
 // for up to this many bytes of its weights before it waits for the kernel ahead of it (each block
 // its share, at most its own rows); 0 turns the prefetch off. The default: a quarter of an

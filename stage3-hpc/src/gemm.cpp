@@ -25,6 +25,7 @@
 
 #include "hgemm.hpp"
 #include "kc/common/blas.hpp"
+#include "kc/common/buffer.hpp"
 #include "kc/common/error.hpp"
 #include "arch/util.hpp"
 #include "arch/sm90/tma_descriptor.hpp"
@@ -261,6 +262,12 @@ void check_bias_gelu_args(const HgemmArgs& args, const bf16* bias) {
 
 // ---- the entry ---------------------------------------------------------------------------------
 
+// Gemm::run_rmsnorm_mlp's grid-wide barrier: the arrival count and the generation, zeroed once.
+struct MlpBarrier {
+  DeviceBuffer<std::uint32_t> words{2};
+  MlpBarrier() { KC_CUDA_CHECK(cudaMemset(words.data(), 0, 2 * sizeof(std::uint32_t))); }
+};
+
 Gemm::Gemm(int device) : Gemm(device, query_target(device)) {}
 
 std::unique_ptr<Gemm> make_gemm_on_current_device() {
@@ -283,6 +290,7 @@ Gemm::Gemm(int device, const GemmTarget& target) : device_(device), target_(targ
   const ScopedDevice on_device(device);
   cublas_ = std::make_unique<CublasHandle>();
   hopper_ = std::make_unique<HopperLaunchCache>();
+  mlp_barrier_ = std::make_unique<MlpBarrier>();
 }
 
 Gemm::~Gemm() = default;
@@ -397,6 +405,36 @@ bool Gemm::run_swiglu(int m, int k, const bf16* gate_up, const SharedAWeight& we
   if (!fused) return false;
   require_current_device();
   launch_on_rung12(m, k, gate_up, &weight, 1, beta, stream, nullptr, 0.f, /*swiglu=*/true);
+  return true;
+}
+
+bool Gemm::run_rmsnorm_mlp(int m, int hidden, int intermediate, bf16* x, const bf16* norm_weight, float eps,
+                           const bf16* gate_up_weight, bf16* gate_up, const bf16* down_weight, cudaStream_t stream,
+                           GemmPath* paths) {
+  constexpr const char* kEntry = "kc::stage3::Gemm::run_rmsnorm_mlp";
+  require(norm_weight != nullptr && aligned(norm_weight, 16),
+          "{}: the RMSNorm weight ({} elements) must be a 16-byte aligned device pointer; got {}", kEntry, hidden,
+          static_cast<const void*>(norm_weight));
+  require(std::isfinite(eps) && eps >= 0.f, "{}: eps = {} must be finite and >= 0", kEntry, eps);
+  require(intermediate >= 1 && intermediate <= INT32_MAX / 2, "{}: intermediate = {} must be in 1..2^30 - 1", kEntry,
+          intermediate);
+  require(gate_up == nullptr || gate_up != x, "{}: gate_up and x must be different buffers", kEntry);
+  const SharedAWeight up{gate_up_weight, gate_up, 2 * intermediate};
+  const SharedAWeight down{down_weight, x, hidden};
+  HgemmArgs up_call, down_call;
+  GemmPath up_path, down_path;
+  const bool up_fused = plan_shared_a(kEntry, m, hidden, x, &up, 1, &up_call, &up_path);
+  const bool down_fused = plan_shared_a(kEntry, m, intermediate, gate_up, &down, 1, &down_call, &down_path);
+  if (paths != nullptr) {
+    paths[0] = up_path;
+    paths[1] = down_path;
+  }
+  if (!up_fused || !down_fused) return false;
+  require_current_device();
+  const SmallMGemvMlp mlp{m,       hidden,         intermediate, x,           norm_weight,
+                          eps,     gate_up_weight, gate_up,      down_weight, mlp_barrier_->words.data()};
+  hgemm_12_small_m_gemv_mlp(mlp, stream);
+  KC_CHECK_LAUNCH();
   return true;
 }
 

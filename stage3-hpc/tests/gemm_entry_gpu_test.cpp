@@ -6,11 +6,13 @@
 //     dimensions) — matches the op's reference, and run() returns the path plan() announced;
 //   - with padded leading dimensions, the padding of C is left alone.
 // Skips without a GPU.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <string>
@@ -20,6 +22,7 @@
 #include "kc/common/check.hpp"
 #include "kc/common/error.hpp"
 #include "kc/common/gemm.hpp"
+#include "kc/core/dependent_launch.hpp"
 #include "kc/stage3/gemm.hpp"
 #include "kc/stage3/register.hpp"
 #include "support/gpu_test.hpp"
@@ -529,6 +532,76 @@ TEST(GemmEntryGpu, SwigluProjectionMatchesTheActivationThenTheGemmAtMOne) {
     EXPECT_EQ(mismatches(true), 0);
     EXPECT_GT(mismatches(false), n / 2) << "the activation made no difference";
   }
+  expect_clean_context();
+}
+
+// run_rmsnorm_mlp: the MLP in one launch (rung 12's two passes with a grid-wide barrier) against
+// run_rmsnorm_shared_a on [gate | up] followed by run_swiglu with beta = 1, bit for bit in gate_up
+// and x, at M = 1, 3 and 8, on widths that leave partial blocks (hidden 520, intermediate 1000)
+// and on SmolLM2's (576, 1536), launched the ordinary way and as programmatic dependents, three
+// calls in a row on one Gemm (the barrier's words reused); both gate_up buffers start as NaN, so an
+// element neither path writes fails; x must have moved (the down product was added). At M = 9 it
+// launches nothing and says so; x as its own gate_up is refused.
+TEST(GemmEntryGpu, TheMlpInOneLaunchIsTheTwoLaunchesBitForBit) {
+  KC_SKIP_WITHOUT_GPU();
+  Gemm gemm(0);
+  const cudaStream_t stream = ::kc::testing::shared_context().stream();
+  const float eps = 1e-5f;
+  const auto bits_equal = [](const DeviceBuffer<bf16>& a, const DeviceBuffer<bf16>& b) {
+    const std::vector<bf16> x = a.to_host(), y = b.to_host();
+    return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(bf16)) == 0;
+  };
+  struct Widths {
+    int hidden, intermediate;
+  };
+  for (const Widths w : {Widths{520, 1000}, Widths{576, 1536}}) {
+    const int h = w.hidden, i = w.intermediate;
+    const DeviceBuffer<bf16> norm = on_device(values(static_cast<std::size_t>(h), 61));
+    const DeviceBuffer<bf16> w_up = on_device(values(static_cast<std::size_t>(2 * i) * h, 62));
+    const DeviceBuffer<bf16> w_down = on_device(values(static_cast<std::size_t>(h) * i, 63));
+    for (const int m : {1, 3, 8})
+      for (const bool programmatic : {false, true}) {
+        const core::ProgrammaticLaunchScope scope{programmatic};
+        for (int call = 0; call < 3; ++call) {
+          const std::vector<float> x0 = values(static_cast<std::size_t>(m) * h, 70 + call);
+          const std::vector<float> poison(static_cast<std::size_t>(m) * 2 * i, std::numeric_limits<float>::quiet_NaN());
+          DeviceBuffer<bf16> x_two = on_device(x0), x_one = on_device(x0);
+          DeviceBuffer<bf16> up_two = on_device(poison), up_one = on_device(poison);
+          const Gemm::SharedAWeight up_weight{w_up.data(), up_two.data(), 2 * i};
+          ASSERT_TRUE(gemm.run_rmsnorm_shared_a(m, h, x_two.data(), norm.data(), eps, &up_weight, 1, stream));
+          ASSERT_TRUE(gemm.run_swiglu(m, i, up_two.data(), {w_down.data(), x_two.data(), h}, 1.f, stream));
+          GemmPath paths[2];
+          ASSERT_TRUE(gemm.run_rmsnorm_mlp(m, h, i, x_one.data(), norm.data(), eps, w_up.data(), up_one.data(),
+                                           w_down.data(), stream, paths));
+          KC_CUDA_CHECK(cudaStreamSynchronize(stream));
+          const std::string where = fmt::format("hidden {}, intermediate {}, M {}, {} launch, call {}", h, i, m,
+                                                programmatic ? "programmatic" : "ordinary", call);
+          EXPECT_EQ(paths[0].kernel, GemmKernel::hgemm_12_small_m_gemv) << where;
+          EXPECT_EQ(paths[1].kernel, GemmKernel::hgemm_12_small_m_gemv) << where;
+          EXPECT_TRUE(bits_equal(up_one, up_two)) << where << ": gate_up differs";
+          EXPECT_TRUE(bits_equal(x_one, x_two)) << where << ": x differs";
+          const std::vector<float> got = to_float(x_one.to_host());
+          int moved = 0;
+          for (std::size_t e = 0; e < got.size(); ++e) moved += got[e] != x0[e];
+          EXPECT_GT(moved, m * h / 2) << where << ": the down product was not added";
+          for (const float v : to_float(up_one.to_host())) ASSERT_FALSE(std::isnan(v)) << where << ": gate_up unwritten";
+        }
+      }
+  }
+  const int h = 576, i = 1536, m = kGemvMaxM + 1;
+  const DeviceBuffer<bf16> norm = on_device(values(static_cast<std::size_t>(h), 61));
+  const DeviceBuffer<bf16> w_up = on_device(values(static_cast<std::size_t>(2 * i) * h, 62));
+  const DeviceBuffer<bf16> w_down = on_device(values(static_cast<std::size_t>(h) * i, 63));
+  const std::vector<float> x0 = values(static_cast<std::size_t>(m) * h, 80);
+  DeviceBuffer<bf16> x = on_device(x0), up(static_cast<std::size_t>(m) * 2 * i);
+  GemmPath paths[2];
+  EXPECT_FALSE(gemm.run_rmsnorm_mlp(m, h, i, x.data(), norm.data(), eps, w_up.data(), up.data(), w_down.data(), stream,
+                                    paths));
+  KC_CUDA_CHECK(cudaStreamSynchronize(stream));
+  EXPECT_TRUE(paths[0].uses_cublas()) << paths[0].name();
+  EXPECT_EQ(to_float(x.to_host()), x0) << "M " << m << ": x changed although nothing should have run";
+  EXPECT_THROW(gemm.run_rmsnorm_mlp(1, h, i, x.data(), norm.data(), eps, w_up.data(), x.data(), w_down.data(), stream),
+               Error);
   expect_clean_context();
 }
 

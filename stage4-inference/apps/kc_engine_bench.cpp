@@ -14,7 +14,9 @@
 // (--decode-attention: a comma list of early, fused, mma and cuda-cores — stage 3's decode rungs
 // 05, 04, 03 and 02 — default early as RunnerOptions::decode_attention; both = mma,cuda-cores), with
 // the decode steps' RoPE and cache write inside the attention (stage 3's decode rung 06) or in their
-// own kernel (--rope-in-attention on|off|both, default on as RunnerOptions::rope_in_attention), after a
+// own kernel (--rope-in-attention on|off|both, default on as RunnerOptions::rope_in_attention), with the
+// MLP's two projections in one launch or two (--one-launch-mlp on|off|both, default off as
+// RunnerOptions::one_launch_mlp), after a
 // warm-up that runs every batch size once. Quantized weights: --quantized q4_0|q4_1|q8_0 draws the published shapes'
 // projections as random blocks of that type (their bf16 copy the blocks' dequantization; a GGUF
 // --model keeps its own blocks), and --native-quantized on|off|both runs the decode steps on the
@@ -78,7 +80,7 @@ constexpr const char* kUsage =
     "                       [--concurrency 1,8,64,256] [--concurrency-prompt 128]\n"
     "                       [--concurrency-tokens 128] [--cuda-graphs both|on|off] [--fuse-kernels on|off|both]\n"
     "                       [--programmatic-launch on|off|both] [--decode-attention early,fused,mma,cuda-cores|both]\n"
-    "                       [--rope-in-attention on|off|both]\n"
+    "                       [--rope-in-attention on|off|both] [--one-launch-mlp off|on|both]\n"
     "                       [--max-model-len 8448] [--kv-fraction 0.6] [--decode-min-split-keys 128]\n"
     "                       [--quantized q4_0|q4_1|q8_0] [--native-quantized on|off|both]\n"
     "                       [--peers hf.json[,llama.json]]\n"
@@ -87,7 +89,7 @@ constexpr const char* kUsage =
 
 struct Args {
   std::string model, synthetic, markdown, peers, graphs = "both", fuse_kernels = "on", command;
-  std::string programmatic_launch = "on", rope_in_attention = "on";
+  std::string programmatic_launch = "on", rope_in_attention = "on", one_launch_mlp = "off";
   std::string decode_attention = "early";  // RunnerOptions::decode_attention: early, fused, mma, cuda-cores
   std::string quantized;                 // "": bf16 random weights; q4_0, q4_1, q8_0: random blocks
   std::string native_quantized = "off";  // on, off or both (RunnerOptions::native_quantized)
@@ -171,6 +173,7 @@ struct ModelResult {
   bool fuse_kernels = false;
   bool programmatic_launch = false;
   bool rope_in_attention = false;
+  bool one_launch_mlp = false;
   kc::stage3::PagedDecodeAttention::Rung decode_attention = kc::engine::RunnerOptions{}.decode_attention;
   bool native_quantized = false;
   std::string block_type;  // the blocks' type where the weights have blocks ("q4_1"), else empty
@@ -359,6 +362,7 @@ std::string mode_name(const ModelResult& r) {
                                          : std::string()) +
          (r.programmatic_launch ? std::string() : ", ordinary launches") +
          (r.rope_in_attention || !r.fuse_kernels ? std::string() : ", RoPE and cache write in their own kernel") +
+         (r.one_launch_mlp && r.fuse_kernels ? ", the MLP in one launch" : std::string()) +
          (r.decode_attention == kc::engine::RunnerOptions{}.decode_attention
               ? std::string()
               : fmt::format(", decode attention {}", decode_attention_name(r.decode_attention)));
@@ -500,7 +504,7 @@ void write_tables(const Args& args, const kc::DeviceInfo& device, double copy_gb
                         fixed(c.tok_s, 1), fixed(c.ttft_p50_ms, 1), fixed(c.ttft_p99_ms, 1),
                         peers.cells(r.name, "concurrency", c.requests, c.tok_s));
     md += "\n";
-    json += fmt::format("{}\n    {{\"name\": {}, \"source\": {}, \"cuda_graphs\": {}, \"fuse_kernels\": {}, \"programmatic_launch\": {}, \"rope_in_attention\": {}, \"decode_attention\": {}, "
+    json += fmt::format("{}\n    {{\"name\": {}, \"source\": {}, \"cuda_graphs\": {}, \"fuse_kernels\": {}, \"programmatic_launch\": {}, \"rope_in_attention\": {}, \"one_launch_mlp\": {}, \"decode_attention\": {}, "
                         "\"block_type\": {}, \"native_quantized\": {}, "
                         "\"decode_min_split_keys\": {}, \"params\": {:.0f}, "
                         "\"weight_bytes\": {:.0f}, \"block_bytes\": {:.0f}, \"weight_bytes_read\": {:.0f}, "
@@ -509,7 +513,7 @@ void write_tables(const Args& args, const kc::DeviceInfo& device, double copy_gb
                         m ? "," : "", kc::json_string(r.name), kc::json_string(r.source),
                         r.cuda_graphs ? "true" : "false", r.fuse_kernels ? "true" : "false",
                         r.programmatic_launch ? "true" : "false", r.rope_in_attention ? "true" : "false",
-                        kc::json_string(decode_attention_id(r.decode_attention)),
+                        r.one_launch_mlp ? "true" : "false", kc::json_string(decode_attention_id(r.decode_attention)),
                         kc::json_string(r.block_type), r.native_quantized ? "true" : "false", r.decode_min_split_keys,
                         r.params, r.weight_bytes, r.block_bytes, r.weight_bytes_read, r.kv_bytes_per_token,
                         r.pool_mib, r.num_blocks, r.block_size, r.graph_replays);
@@ -560,6 +564,7 @@ int run(int argc, char** argv) {
        {"--fuse-kernels", [&](const std::string& v) { args.fuse_kernels = v; }},
        {"--programmatic-launch", [&](const std::string& v) { args.programmatic_launch = v; }},
        {"--rope-in-attention", [&](const std::string& v) { args.rope_in_attention = v; }},
+       {"--one-launch-mlp", [&](const std::string& v) { args.one_launch_mlp = v; }},
        {"--decode-attention", [&](const std::string& v) { args.decode_attention = v; }},
        {"--decode-min-split-keys",
         [&](const std::string& v) { args.decode_min_split_keys = kc::parse_int("--decode-min-split-keys", v); }},
@@ -582,6 +587,8 @@ int run(int argc, char** argv) {
               "--programmatic-launch: '{}' is not both, on or off", args.programmatic_launch);
   kc::require(args.rope_in_attention == "both" || args.rope_in_attention == "on" || args.rope_in_attention == "off",
               "--rope-in-attention: '{}' is not both, on or off", args.rope_in_attention);
+  kc::require(args.one_launch_mlp == "both" || args.one_launch_mlp == "on" || args.one_launch_mlp == "off",
+              "--one-launch-mlp: '{}' is not both, on or off", args.one_launch_mlp);
   kc::require(args.quantized.empty() || args.quantized == "q4_0" || args.quantized == "q4_1" ||
                   args.quantized == "q8_0",
               "--quantized: '{}' is not q4_0, q4_1 or q8_0", args.quantized);
@@ -617,6 +624,9 @@ int run(int argc, char** argv) {
   std::vector<bool> rope_modes;
   if (args.rope_in_attention != "on") rope_modes.push_back(false);
   if (args.rope_in_attention != "off") rope_modes.push_back(true);
+  std::vector<bool> mlp_modes;
+  if (args.one_launch_mlp != "on") mlp_modes.push_back(false);
+  if (args.one_launch_mlp != "off") mlp_modes.push_back(true);
   std::vector<bool> native_modes;
   if (args.native_quantized != "on") native_modes.push_back(false);
   if (args.native_quantized != "off") native_modes.push_back(true);
@@ -646,6 +656,7 @@ int run(int argc, char** argv) {
     for (bool dependent : launch_modes)
     for (const DecodeRung decode_rung : decode_modes)
     for (bool rope_in : rope_modes)
+    for (bool one_launch_mlp : mlp_modes)
     for (bool graphs : graph_modes) {
       kc::engine::RunnerOptions options;
       options.cuda_graphs = graphs;
@@ -653,6 +664,7 @@ int run(int argc, char** argv) {
       options.programmatic_launch = dependent;
       options.decode_attention = decode_rung;
       options.rope_in_attention = rope_in;
+      options.one_launch_mlp = one_launch_mlp;
       options.native_quantized = native;
       options.decode_min_keys_per_split = args.decode_min_split_keys;
       options.kv_memory_fraction = args.kv_fraction;
@@ -668,10 +680,11 @@ int run(int argc, char** argv) {
           decode_rung == kc::engine::RunnerOptions{}.decode_attention
               ? std::string()
               : fmt::format(", decode attention {}", decode_attention_name(decode_rung));
-      std::printf("%s, %s%s%s%s%s%s: %.0f MiB of bf16 weights%s, %.0f MiB read a decode token\n", name.c_str(),
+      std::printf("%s, %s%s%s%s%s%s%s: %.0f MiB of bf16 weights%s, %.0f MiB read a decode token\n", name.c_str(),
                   graphs ? "CUDA graphs" : "eager", fuse ? ", fused kernels" : "",
                   dependent ? "" : ", ordinary launches", decode_note.c_str(),
                   rope_in || !fuse ? "" : ", RoPE and cache write in their own kernel",
+                  one_launch_mlp && fuse ? ", the MLP in one launch" : "",
                   blocks.empty() ? "" : fmt::format(", {} {}", blocks, native ? "native" : "dequantized").c_str(),
                   static_cast<double>(bytes.bf16) / (1 << 20),
                   bytes.blocks > 0 ? fmt::format(" + {:.0f} MiB of {} blocks", static_cast<double>(bytes.blocks) / (1 << 20),
@@ -688,6 +701,7 @@ int run(int argc, char** argv) {
       result.programmatic_launch = dependent;
       result.decode_attention = decode_rung;
       result.rope_in_attention = rope_in;
+      result.one_launch_mlp = one_launch_mlp;
       result.decode_min_split_keys = args.decode_min_split_keys;
       results.push_back(std::move(result));
     }

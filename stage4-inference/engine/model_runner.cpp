@@ -946,9 +946,19 @@ void ModelRunner::Impl::launch(const StepPlan& plan) {
       note("attention (prefill)", stage3::attention_forward(a, stream));
     }
 
+    bool mlp_done = false;  // the MLP ran in one launch (one_launch_mlp)
     if (fused) {  // x += attn . Wo^T, then rmsnorm(x) . [Wgate | Wup]^T
       gemm_into("o", attn, layer.o, x, T, H, q_width, 1.f);
-      norm_then_project("gate_up", x, layer.ffn_norm, nullptr, layer.gate_up, gate_up, T, 2 * c.intermediate_size);
+      const int I = static_cast<int>(c.intermediate_size);
+      stage3::GemmPath paths[2];
+      if (options.one_launch_mlp &&
+          gemm.run_rmsnorm_mlp(T, H, I, x, layer.ffn_norm, eps, layer.gate_up, gate_up, layer.down, stream, paths)) {
+        note_projection("gate_up", T, paths[0], "the norm in the same pass; down in the same launch");
+        note_projection("down", T, paths[1], "SwiGLU in the same pass; after gate_up in the same launch");
+        mlp_done = true;
+      } else {
+        norm_then_project("gate_up", x, layer.ffn_norm, nullptr, layer.gate_up, gate_up, T, 2 * c.intermediate_size);
+      }
     } else {
       project("o", attn, layer.o, layer.o_blocks, native, proj, T, H, q_width);
       stage2::ResidualRmsNormArgs<bf16> norm{T, H, proj, residual[current], layer.ffn_norm, residual[1 - current],
@@ -957,7 +967,9 @@ void ModelRunner::Impl::launch(const StepPlan& plan) {
       current = 1 - current;
       project("gate_up", normed, layer.gate_up, layer.gate_up_blocks, native, gate_up, T, 2 * c.intermediate_size, H);
     }
-    if (fused) {  // x += swiglu(gate_up) . Wdown^T, the activation inside the projection where it can be
+    if (mlp_done) {
+      // above: gate | up and down in one launch
+    } else if (fused) {  // x += swiglu(gate_up) . Wdown^T, the activation inside the projection where it can be
       stage3::GemmPath path;
       const int I = static_cast<int>(c.intermediate_size);
       if (gemm.run_swiglu(T, I, gate_up, {layer.down, x, H}, 1.f, stream, &path)) {

@@ -293,6 +293,63 @@ TEST(ModelRunner, RopeInTheAttentionGivesTheSeparateKernelsBits) {
     }
 }
 
+// RunnerOptions::one_launch_mlp: decode steps of three sequences (M = 3) whose MLP runs as one
+// launch of rung 12's two passes with a grid-wide barrier (Gemm::run_rmsnorm_mlp) give the logits
+// of the two launches bit for bit, eagerly and as replayed CUDA graphs (the barrier's words reused
+// by every layer of every step); the prefill chunks (more than 8 tokens) keep the two calls.
+TEST(ModelRunner, OneLaunchMlpGivesTheTwoLaunchesBits) {
+  KC_SKIP_WITHOUT_GPU();
+  for (const Case& c : kCases) {
+    const ModelWeights weights = case_weights(c, 14);
+    std::vector<std::vector<std::int32_t>> ids;
+    for (std::uint64_t s = 0; s < 3; ++s) ids.push_back(random_ids(90 + s, c.vocab, 40));
+    std::vector<std::vector<float>> logits[2];
+    for (const bool one_launch : {false, true}) {
+      RunnerOptions options = small_runner();
+      options.fuse_kernels = true;
+      options.one_launch_mlp = one_launch;
+      ModelRunner runner(weights, options);
+      KvBlockManager cache(runner.scheduler_config().num_blocks, options.block_size);
+      const std::int32_t stride =
+          static_cast<std::int32_t>(runner.scheduler_config().max_model_len / options.block_size);
+      const std::size_t prompts[] = {9, 12, 17};
+      for (SequenceId q = 0; q < 3; ++q)
+        logits[one_launch].push_back(runner.execute_all_logits(make_step(
+            cache, {{q + 1, {ids[q].begin(), ids[q].begin() + static_cast<std::ptrdiff_t>(prompts[q])}}}, 0, stride)));
+      for (std::size_t step = 0; step < 12; ++step) {
+        std::vector<std::pair<SequenceId, std::vector<TokenId>>> decodes;
+        for (SequenceId q = 0; q < 3; ++q) decodes.push_back({q + 1, {ids[q][prompts[q] + step]}});
+        logits[one_launch].push_back(runner.execute_all_logits(make_step(cache, decodes, 3, stride)));
+      }
+      bool noted = false;
+      for (const auto& [role, kernel] : runner.kernels_used())
+        noted = noted || kernel.find("down in the same launch") != std::string::npos;
+      EXPECT_EQ(noted, one_launch) << c.name;
+    }
+    ASSERT_EQ(logits[0].size(), logits[1].size());
+    for (std::size_t i = 0; i < logits[0].size(); ++i) {
+      ASSERT_EQ(logits[0][i].size(), logits[1][i].size());
+      EXPECT_EQ(std::memcmp(logits[0][i].data(), logits[1][i].data(), logits[0][i].size() * sizeof(float)), 0)
+          << c.name << ": step " << i << " differs";
+    }
+    // Greedy generation through the scheduler with CUDA graphs: the same tokens either way.
+    std::vector<TokenId> generated[2];
+    for (const bool one_launch : {false, true}) {
+      RunnerOptions options = small_runner();
+      options.fuse_kernels = true;
+      options.cuda_graphs = true;
+      options.one_launch_mlp = one_launch;
+      ModelRunner runner(weights, options);
+      Scheduler scheduler(runner.scheduler_config());
+      const std::vector<std::vector<TokenId>> out =
+          generate(scheduler, runner, {greedy_request(ids[0], 16), greedy_request(ids[1], 16), greedy_request(ids[2], 16)});
+      for (const std::vector<TokenId>& tokens : out) generated[one_launch].insert(generated[one_launch].end(), tokens.begin(), tokens.end());
+    }
+    EXPECT_EQ(generated[0].size(), 48u) << c.name;
+    EXPECT_EQ(generated[0], generated[1]) << c.name;
+  }
+}
+
 // RunnerOptions::fuse_kernels: the residual stream accumulated in place by the o and down
 // projections, RoPE and the cache write in one kernel, and each RMSNorm (and SwiGLU) inside the
 // projection that reads it where rung 12 runs (one token a step). The same chunked prefill (norms

@@ -63,6 +63,7 @@ using bf16 = __nv_bfloat16;
 using HgemmArgs = GemmArgs<bf16>;
 
 class HopperLaunchCache;  // TMA descriptors and launch facts of the Hopper rungs
+struct MlpBarrier;        // device words of Gemm::run_rmsnorm_mlp's barrier (src/gemm.cpp)
 
 // ---- the decision ----------------------------------------------------------------------------
 
@@ -242,6 +243,19 @@ class Gemm {
   // caller runs kc::stage2::swiglu and run(). `path`, when not null, receives the product's path.
   bool run_swiglu(int m, int k, const bf16* gate_up, const SharedAWeight& weight, float beta, cudaStream_t stream,
                   GemmPath* path = nullptr);
+  // A decode step's MLP with the residual add, in one launch:
+  //   gate_up = rmsnorm(x).W_gate_up^T         (M x 2I scratch; W_gate_up 2I x H: gate rows, then up)
+  //   x += (silu(gate) . up).W_down^T          (W_down H x I; x M x H, read and added to in place)
+  // — what run_rmsnorm_shared_a on [gate | up] followed by run_swiglu with beta = 1 computes, bit for
+  // bit: rung 12's two passes with a grid-wide barrier between them (gemm/12_small_m_gemv_mlp.cu),
+  // one launch where the two make two. Only where both products would take rung 12 (M <= kGemvMaxM,
+  // dense, aligned); otherwise it launches nothing and returns false, and the caller makes the two
+  // calls. The arguments are checked as those two calls check them. The barrier is this Gemm's: one
+  // run_rmsnorm_mlp in flight at a time (the calls of one stream, in order, are). `paths`, when not
+  // null, receives the two products' paths (gate_up, then down).
+  bool run_rmsnorm_mlp(int m, int hidden, int intermediate, bf16* x, const bf16* norm_weight, float eps,
+                       const bf16* gate_up_weight, bf16* gate_up, const bf16* down_weight, cudaStream_t stream,
+                       GemmPath* paths = nullptr);
 
  private:
   void require_current_device() const;
@@ -254,6 +268,7 @@ class Gemm {
   GemmTarget target_;
   std::unique_ptr<CublasHandle> cublas_;
   std::unique_ptr<HopperLaunchCache> hopper_;
+  std::unique_ptr<MlpBarrier> mlp_barrier_;  // run_rmsnorm_mlp's grid-wide barrier (two words)
 };
 
 // A Gemm for the device current on the calling thread (cudaGetDevice): what an object made before

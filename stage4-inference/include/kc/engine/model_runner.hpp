@@ -125,6 +125,11 @@ struct RunnerOptions {
   // (the prefill attention reads the rotated q and the cache). kc-engine-bench --rope-in-attention
   // compares both.
   bool rope_in_attention = true;
+  // With fuse_kernels, a step where the MLP's two projections both take stage 3's rung 12 (at most
+  // 8 tokens) runs them as one launch (kc::stage3::Gemm::run_rmsnorm_mlp: gate | up with the norm,
+  // a grid-wide barrier, then down with SwiGLU and the residual add) instead of two — one kernel a
+  // layer fewer, the same bits. kc-engine-bench --one-launch-mlp compares both.
+  bool one_launch_mlp = false;
   // Native quantized decode steps. Projections that come with their GGUF blocks (a file loaded with
   // WeightLoadOptions::keep_quantized_blocks; random weights drawn as blocks) get the blocks in the
   // pool, prepared at load by kc::stage3::quantized_gemv_prepare ("layer 3 q (q4_1 blocks)" ...; gate
