@@ -33,7 +33,7 @@
 // SASS to look for (cuobjdump -sass -arch sm_90a <build>/stage3-hpc/CMakeFiles/kc_stage3.dir/
 // gemm/12_small_m_gemv_mlp.cu.o), in small_m_mlp_kernel<M>: rung 12's loop twice (LDG.E.NA.
 // LTC256B.128.CONSTANT for B; LDG.E.128.STRONG.GPU for A, the .cg loads; FFMA), between them
-// ATOMG.E.ADD (the arrival), a loop of NANOSLEEP and LDG.E.STRONG.GPU (the generation, acquired),
+// ATOMG.E.ADD (the arrival), a loop of NANOSLEEP and LDG.E.STRONG.GPU (the generation, relaxed),
 // MEMBAR.SC.GPU or MEMBAR.ALL.GPU for the fences, UBLKPF.L2 for the prefetches; no LDL/STL.
 //
 // Refuses what rung 12 refuses on either product (M > 8, K % 8 != 0, unaligned operands), and a
@@ -57,30 +57,36 @@ namespace {
 
 using namespace small_m_gemv_detail;
 
-__device__ __forceinline__ std::uint32_t load_acquire(const std::uint32_t* pointer) {
+// The barrier's words are polled with relaxed loads and ordered by the fences around them: an
+// acquire load in the spin loop would invalidate the SM's L1 on every trip (CCTL.IVALL) while the
+// other CTAs on that SM still stream their rows.
+__device__ __forceinline__ std::uint32_t load_relaxed(const std::uint32_t* pointer) {
   std::uint32_t value;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(value) : "l"(pointer) : "memory");
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(value) : "l"(pointer) : "memory");
   return value;
 }
 
-__device__ __forceinline__ void store_release(std::uint32_t* pointer, std::uint32_t value) {
-  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(pointer), "r"(value) : "memory");
+__device__ __forceinline__ void store_relaxed(std::uint32_t* pointer, std::uint32_t value) {
+  asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(pointer), "r"(value) : "memory");
 }
 
 // Every CTA of the grid arrives before any leaves, and what any CTA wrote before it arrived is
 // visible to every CTA after it leaves. barrier[0]: arrivals (0 between launches), barrier[1]: the
 // generation, which the last CTA to arrive advances after it has reset the count. A CTA reads the
-// generation before it arrives, so it cannot miss the advance it waits for.
+// generation before it arrives, so it cannot miss the advance it waits for. The fence before the
+// arrival releases the CTA's writes (ordered before thread 0's by __syncthreads); the fence after
+// the wait acquires everyone else's.
 __device__ __forceinline__ void grid_barrier(std::uint32_t* barrier) {
-  __syncthreads();  // the CTA's writes, ordered before thread 0's release below
+  __syncthreads();
   if (threadIdx.x == 0) {
-    const std::uint32_t generation = load_acquire(barrier + 1);
+    const std::uint32_t generation = load_relaxed(barrier + 1);
     __threadfence();
     if (atomicAdd(barrier, 1u) == gridDim.x - 1) {
       atomicExch(barrier, 0u);
-      store_release(barrier + 1, generation + 1);
+      __threadfence();
+      store_relaxed(barrier + 1, generation + 1);
     } else {
-      while (load_acquire(barrier + 1) == generation) __nanosleep(64);
+      while (load_relaxed(barrier + 1) == generation) __nanosleep(32);
     }
     __threadfence();
   }

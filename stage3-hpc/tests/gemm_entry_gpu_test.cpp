@@ -537,10 +537,10 @@ TEST(GemmEntryGpu, SwigluProjectionMatchesTheActivationThenTheGemmAtMOne) {
 
 // run_rmsnorm_mlp: the MLP in one launch (rung 12's two passes with a grid-wide barrier) against
 // run_rmsnorm_shared_a on [gate | up] followed by run_swiglu with beta = 1, bit for bit in gate_up
-// and x, at M = 1, 3 and 8, on widths that leave partial blocks (hidden 520, intermediate 1000)
+// and x, at M = 1 (kGemvMaxM: the entry sends rung 12 one row), on widths that leave partial blocks (hidden 520, intermediate 1000)
 // and on SmolLM2's (576, 1536), launched the ordinary way and as programmatic dependents, three
 // calls in a row on one Gemm (the barrier's words reused); both gate_up buffers start as NaN, so an
-// element neither path writes fails; x must have moved (the down product was added). At M = 9 it
+// element neither path writes fails; x must have moved (the down product was added). At M = 2 it
 // launches nothing and says so; x as its own gate_up is refused.
 TEST(GemmEntryGpu, TheMlpInOneLaunchIsTheTwoLaunchesBitForBit) {
   KC_SKIP_WITHOUT_GPU();
@@ -559,7 +559,7 @@ TEST(GemmEntryGpu, TheMlpInOneLaunchIsTheTwoLaunchesBitForBit) {
     const DeviceBuffer<bf16> norm = on_device(values(static_cast<std::size_t>(h), 61));
     const DeviceBuffer<bf16> w_up = on_device(values(static_cast<std::size_t>(2 * i) * h, 62));
     const DeviceBuffer<bf16> w_down = on_device(values(static_cast<std::size_t>(h) * i, 63));
-    for (const int m : {1, 3, 8})
+    for (const int m : {1})
       for (const bool programmatic : {false, true}) {
         const core::ProgrammaticLaunchScope scope{programmatic};
         for (int call = 0; call < 3; ++call) {
