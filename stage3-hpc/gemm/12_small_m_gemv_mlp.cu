@@ -20,8 +20,11 @@
 // (down's residual add); the barrier is a counter and a generation word in device memory that the
 // Gemm owns (kc::stage3::Gemm::run_rmsnorm_mlp).
 //
-// The barrier needs every CTA of the grid resident at once: the grid is at most the occupancy
-// (cudaOccupancyMaxActiveBlocksPerMultiprocessor) times the SMs, and a programmatic dependent of
+// The barrier needs every CTA of the grid resident at once: the launch is made only where one CTA
+// per block of the larger pass fits (the occupancy, cudaOccupancyMaxActiveBlocksPerMultiprocessor,
+// times the SMs) — a small model's MLP; a larger one is left to rung 12's two launches, whose
+// blocks follow each other onto the SMs and keep more rows in flight than a looping grid would —
+// and a programmatic dependent of
 // this kernel cannot launch before every CTA of it has started, so the CTAs that wait at the
 // barrier never wait for one that has no SM. It also assumes no other work holds the SMs for
 // good (another process under MPS, a kernel that waits for this one on another stream).
@@ -124,22 +127,25 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
+// Launches one CTA per block of the larger pass when that many fit on the GPU at once; returns
+// false, launching nothing, when they do not: a persistent grid that loops over blocks keeps fewer
+// rows in flight than rung 12's own launches, whose blocks follow each other onto the SMs.
 template <int kM>
-void launch_mlp(const SmallMGemvLaunch& up, const SmallMGemvLaunch& down, int up_blocks, int down_blocks,
+bool launch_mlp(const SmallMGemvLaunch& up, const SmallMGemvLaunch& down, int up_blocks, int down_blocks,
                 std::uint32_t* barrier, cudaStream_t stream) {
   const auto kernel = small_m_mlp_kernel<kM>;
   int per_sm = 0;
   KC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0));
-  require(per_sm >= 1, "hgemm rung 12 (MLP in one launch): no CTA of {} threads fits on an SM", kThreads);
-  const int resident = per_sm * current_device_sm_count();
-  const int wanted = up_blocks > down_blocks ? up_blocks : down_blocks;
-  const int grid = wanted < resident ? wanted : resident;
+  const long long resident = static_cast<long long>(per_sm) * current_device_sm_count();
+  const int grid = up_blocks > down_blocks ? up_blocks : down_blocks;
+  if (grid > resident) return false;
   core::launch_dependent(kernel, dim3(grid), dim3(kThreads), 0, stream, up, down, up_blocks, down_blocks, barrier);
+  return true;
 }
 
 }  // namespace
 
-void hgemm_12_small_m_gemv_mlp(const SmallMGemvMlp& args, cudaStream_t stream) {
+bool hgemm_12_small_m_gemv_mlp(const SmallMGemvMlp& args, cudaStream_t stream) {
   require(args.barrier != nullptr && aligned(args.barrier, 4),
           "hgemm rung 12 (MLP in one launch): the barrier must be two 4-byte aligned words of device memory");
   require(args.intermediate >= 1 && args.intermediate <= INT32_MAX / 2,
@@ -156,14 +162,14 @@ void hgemm_12_small_m_gemv_mlp(const SmallMGemvMlp& args, cudaStream_t stream) {
   // dependent: the budget shared by its blocks, as rung 12 shares it.
   second.prefetch_bytes = static_cast<std::uint32_t>(small_m_gemv_prefetch_budget() / down_blocks / 16 * 16);
   switch (args.m) {
-    case 1: launch_mlp<1>(up, second, up_blocks, down_blocks, args.barrier, stream); break;
-    case 2: launch_mlp<2>(up, second, up_blocks, down_blocks, args.barrier, stream); break;
-    case 3: launch_mlp<3>(up, second, up_blocks, down_blocks, args.barrier, stream); break;
-    case 4: launch_mlp<4>(up, second, up_blocks, down_blocks, args.barrier, stream); break;
-    case 5: launch_mlp<5>(up, second, up_blocks, down_blocks, args.barrier, stream); break;
-    case 6: launch_mlp<6>(up, second, up_blocks, down_blocks, args.barrier, stream); break;
-    case 7: launch_mlp<7>(up, second, up_blocks, down_blocks, args.barrier, stream); break;
-    default: launch_mlp<8>(up, second, up_blocks, down_blocks, args.barrier, stream); break;
+    case 1: return launch_mlp<1>(up, second, up_blocks, down_blocks, args.barrier, stream);
+    case 2: return launch_mlp<2>(up, second, up_blocks, down_blocks, args.barrier, stream);
+    case 3: return launch_mlp<3>(up, second, up_blocks, down_blocks, args.barrier, stream);
+    case 4: return launch_mlp<4>(up, second, up_blocks, down_blocks, args.barrier, stream);
+    case 5: return launch_mlp<5>(up, second, up_blocks, down_blocks, args.barrier, stream);
+    case 6: return launch_mlp<6>(up, second, up_blocks, down_blocks, args.barrier, stream);
+    case 7: return launch_mlp<7>(up, second, up_blocks, down_blocks, args.barrier, stream);
+    default: return launch_mlp<8>(up, second, up_blocks, down_blocks, args.barrier, stream);
   }
 }
 

@@ -75,6 +75,8 @@ void hgemm_12_small_m_gemv_shared_a(int m, int k, float alpha, const bf16* a, co
 //   x += (silu(gate) . up).W_down^T           (W_down H x I)
 // x (M x H) is read and then added to in place. `barrier`: two uint32 of device memory, zero
 // before the first launch, used by one launch at a time (each launch leaves the count at zero).
+// Returns false, launching nothing, where one CTA per block of the larger pass does not fit on the
+// GPU at once (the barrier needs them all resident).
 struct SmallMGemvMlp {
   int m = 0, hidden = 0, intermediate = 0;
   bf16* x = nullptr;
@@ -85,7 +87,7 @@ struct SmallMGemvMlp {
   const bf16* down_weight = nullptr;
   std::uint32_t* barrier = nullptr;
 };
-void hgemm_12_small_m_gemv_mlp(const SmallMGemvMlp& args, cudaStream_t stream);
+bool hgemm_12_small_m_gemv_mlp(const SmallMGemvMlp& args, cudaStream_t stream);
 
 // Launched as a programmatic dependent (kc/core/dependent_launch.hpp), rung 12's grid asks the L2
 // for up to this many bytes of its weights before it waits for the kernel ahead of it (each block

@@ -433,9 +433,9 @@ bool Gemm::run_rmsnorm_mlp(int m, int hidden, int intermediate, bf16* x, const b
   require_current_device();
   const SmallMGemvMlp mlp{m,       hidden,         intermediate, x,           norm_weight,
                           eps,     gate_up_weight, gate_up,      down_weight, mlp_barrier_->words.data()};
-  hgemm_12_small_m_gemv_mlp(mlp, stream);
+  const bool launched = hgemm_12_small_m_gemv_mlp(mlp, stream);
   KC_CHECK_LAUNCH();
-  return true;
+  return launched;
 }
 
 GemmPath Gemm::run_bias_gelu(const HgemmArgs& args, const bf16* bias, cudaStream_t stream) {
