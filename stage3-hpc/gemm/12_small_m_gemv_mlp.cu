@@ -29,9 +29,11 @@
 // barrier never wait for one that has no SM. It also assumes no other work holds the SMs for
 // good (another process under MPS, a kernel that waits for this one on another stream).
 //
-// Expected limiter: as rung 12, the launch chain at small widths — one link less a layer — and
-// DRAM bandwidth on large ones, where the barrier (two L2 round trips and the slowest CTA of
-// gate | up) costs about what the kernel boundary did.
+// Expected limiter: the barrier. It was expected to cost less than the kernel boundary it
+// replaces (a drain, a grid completion and flush, a dependent's release); measured in the engine's
+// decode step it costs more (stage-3 README, "Two links in one launch"): its fences, the atomics
+// on one L2 line and every CTA's polling against what a programmatic launch does in hardware. So
+// the option is off by default (RunnerOptions::one_launch_mlp).
 //
 // SASS to look for (cuobjdump -sass -arch sm_90a <build>/stage3-hpc/CMakeFiles/kc_stage3.dir/
 // gemm/12_small_m_gemv_mlp.cu.o), in small_m_mlp_kernel<M>: rung 12's loop twice (LDG.E.NA.
