@@ -107,24 +107,29 @@ __global__ void __launch_bounds__(kThreads, 2)
   // go to the L2, then the wait for the kernel before (which wrote x).
   core::let_dependent_grids_start();
   if (up.prefetch_bytes != 0 && threadIdx.x == 0)
-    for (int b = blockIdx.x; b < up_blocks; b += grid)
-      small_m_gemv_prefetch<kM>(up, small_m_gemv_place<kM>(up, [b] { return b; }), up.prefetch_bytes);
+    for (int b = blockIdx.x; b < up_blocks; b += grid) {
+      const SmallMGemvPlace place = small_m_gemv_place<kM>(up, [b] { return b; });
+      small_m_gemv_prefetch<kM>(up, place, up.prefetch_bytes);
+    }
   core::wait_for_previous_grids();
 
   for (int b = blockIdx.x; b < up_blocks; b += grid) {
-    small_m_gemv_block<kM, /*kNorm=*/true, /*kSwiglu=*/false, /*kCoherentA=*/true>(up, small_m_gemv_place<kM>(up, [b] { return b; }));
+    const SmallMGemvPlace place = small_m_gemv_place<kM>(up, [b] { return b; });
+    small_m_gemv_block<kM, /*kNorm=*/true, /*kSwiglu=*/false, /*kCoherentA=*/true>(up, place);
     __syncthreads();  // partial[] is read by every thread before the next block's sums go in
   }
 
   // Down's rows are not written by anyone: ask for them while the slowest CTAs finish gate | up.
   if (down.prefetch_bytes != 0 && threadIdx.x == 0)
-    for (int b = blockIdx.x; b < down_blocks; b += grid)
-      small_m_gemv_prefetch<kM>(down, small_m_gemv_place<kM>(down, [b] { return b; }), down.prefetch_bytes);
+    for (int b = blockIdx.x; b < down_blocks; b += grid) {
+      const SmallMGemvPlace place = small_m_gemv_place<kM>(down, [b] { return b; });
+      small_m_gemv_prefetch<kM>(down, place, down.prefetch_bytes);
+    }
   grid_barrier(barrier);
 
   for (int b = blockIdx.x; b < down_blocks; b += grid) {
-    small_m_gemv_block<kM, /*kNorm=*/false, /*kSwiglu=*/true, /*kCoherentA=*/true>(down,
-                                                                                  small_m_gemv_place<kM>(down, [b] { return b; }));
+    const SmallMGemvPlace place = small_m_gemv_place<kM>(down, [b] { return b; });
+    small_m_gemv_block<kM, /*kNorm=*/false, /*kSwiglu=*/true, /*kCoherentA=*/true>(down, place);
     __syncthreads();
   }
 }
