@@ -1,0 +1,64 @@
+// kc-engine-bench as a program, on the CPU: every flag it cannot take is refused with exit status 2
+// and a message naming the flag and the bad value, before the program touches a GPU (so this runs
+// where there is none), and a peer file that is missing or is not a peer script's output is
+// refused before any model is built. --help prints the usage and exits 0.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#if !defined(KC_ENGINE_BENCH_BINARY)
+#error "KC_ENGINE_BENCH_BINARY must name kc-engine-bench"
+#endif
+
+namespace {
+
+// Runs kc-engine-bench with `args` (a shell word list); returns its exit status and its output
+// (standard output and error together).
+std::pair<int, std::string> run_bench(const std::string& args) {
+  const std::string command = std::string(KC_ENGINE_BENCH_BINARY) + " " + args + " 2>&1";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return {-1, "popen failed"};
+  std::string output;
+  char buffer[4096];
+  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) output.append(buffer, n);
+  const int status = ::pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+TEST(EngineBenchCli, RefusesWhatItCannotTakeBeforeTouchingAGpu) {
+  const std::string peers = std::string(KC_ENGINE_BENCH_TEST_DATA) + "/not_a_peer.json";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--cuda-graphs on", "give --model, --synthetic or both"},
+      {"--synthetic smollm2-135m --cuda-graphs maybe", "--cuda-graphs: 'maybe' is not both, on or off"},
+      {"--synthetic smollm2-135m --fuse-kernels 1", "--fuse-kernels: '1' is not both, on or off"},
+      {"--synthetic smollm2-135m --programmatic-launch yes", "--programmatic-launch: 'yes' is not both, on or off"},
+      {"--synthetic smollm2-135m --rope-in-attention inside", "--rope-in-attention: 'inside' is not both, on or off"},
+      {"--synthetic smollm2-135m --one-launch-mlp yes", "--one-launch-mlp: 'yes' is not both, on or off"},
+      {"--synthetic smollm2-135m --native-quantized auto", "--native-quantized: 'auto' is not both, on or off"},
+      {"--synthetic smollm2-135m --quantized q5_k", "--quantized: 'q5_k' is not q4_0, q4_1 or q8_0"},
+      {"--synthetic smollm2-135m --decode-tokens 1", "--decode-tokens must be >= 2"},
+      {"--synthetic smollm2-135m --decode-attention fast", "--decode-attention: 'fast' is not early, fused"},
+      {"--synthetic smollm2-135m --frobnicate 1", "unknown flag '--frobnicate'"},
+      {"--synthetic smollm2-135m --peers /nonexistent/peers.json", "--peers: cannot read '/nonexistent/peers.json'"},
+      {"--synthetic smollm2-135m --peers " + peers, "is not the output of bench/peers/hf_engine_peers.py"},
+  };
+  for (const auto& [args, message] : cases) {
+    const auto [status, output] = run_bench(args);
+    EXPECT_EQ(status, 2) << args << "\n" << output;
+    EXPECT_NE(output.find(message), std::string::npos) << args << ": expected \"" << message << "\" in\n" << output;
+    // Refused before the device is queried: no device line, no CUDA error.
+    EXPECT_EQ(output.find("copy bandwidth"), std::string::npos) << args << "\n" << output;
+    EXPECT_EQ(output.find("CUDA error"), std::string::npos) << args << "\n" << output;
+  }
+  const auto [status, output] = run_bench("--help");
+  EXPECT_EQ(status, 0) << output;
+  EXPECT_NE(output.find("usage: kc-engine-bench"), std::string::npos) << output;
+  EXPECT_NE(output.find("--one-launch-mlp"), std::string::npos) << output;
+}
+
+}  // namespace
