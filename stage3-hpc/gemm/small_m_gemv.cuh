@@ -145,7 +145,7 @@ struct SmallMGemvPlace {
   int n = 0;
   const bf16* b = nullptr;
   bf16* c = nullptr;
-  int group_threads = 0, groups = 0, group = 0, lane_in_group = 0;
+  int group_threads = 0, groups = 0, lane_in_group = 0;
   int col0 = 0;    // the group's first column
   int pieces = 0;  // 16-byte pieces of a row of K
 };
@@ -173,9 +173,9 @@ __device__ __forceinline__ SmallMGemvPlace small_m_gemv_place(const SmallMGemvLa
   p.c = c_weight;
   p.group_threads = g.group_threads;
   p.groups = kThreads / p.group_threads;
-  p.group = threadIdx.x / p.group_threads;
+  const int group = threadIdx.x / p.group_threads;
   p.lane_in_group = threadIdx.x % p.group_threads;
-  p.col0 = (p.block * p.groups + p.group) * kRows;
+  p.col0 = (p.block * p.groups + group) * kRows;
   p.pieces = g.k / 8;
   return p;
 }

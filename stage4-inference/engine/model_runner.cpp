@@ -946,18 +946,27 @@ void ModelRunner::Impl::launch(const StepPlan& plan) {
       note("attention (prefill)", stage3::attention_forward(a, stream));
     }
 
-    bool mlp_done = false;  // the MLP ran in one launch (one_launch_mlp)
-    if (fused) {  // x += attn . Wo^T, then rmsnorm(x) . [Wgate | Wup]^T
+    const int I = static_cast<int>(c.intermediate_size);
+    if (fused) {
+      // x += attn . Wo^T; then x += swiglu(rmsnorm(x) . [Wgate | Wup]^T) . Wdown^T: in one launch
+      // (one_launch_mlp, where the entry takes it), else gate | up with the norm inside its
+      // projection and down with the activation inside its own where they can be.
       gemm_into("o", attn, layer.o, x, T, H, q_width, 1.f);
-      const int I = static_cast<int>(c.intermediate_size);
       stage3::GemmPath paths[2];
       if (options.one_launch_mlp &&
           gemm.run_rmsnorm_mlp(T, H, I, x, layer.ffn_norm, eps, layer.gate_up, gate_up, layer.down, stream, paths)) {
         note_projection("gate_up", T, paths[0], "the norm in the same pass; down in the same launch");
         note_projection("down", T, paths[1], "SwiGLU in the same pass; after gate_up in the same launch");
-        mlp_done = true;
+        continue;
+      }
+      norm_then_project("gate_up", x, layer.ffn_norm, nullptr, layer.gate_up, gate_up, T, 2 * c.intermediate_size);
+      if (gemm.run_swiglu(T, I, gate_up, {layer.down, x, H}, 1.f, stream, paths)) {
+        note("swiglu (fused)", "in the down projection: stage3/hgemm/12_small_m_gemv");
+        note_projection("down", T, paths[0], "SwiGLU in the same pass");
       } else {
-        norm_then_project("gate_up", x, layer.ffn_norm, nullptr, layer.gate_up, gate_up, T, 2 * c.intermediate_size);
+        stage2::SwigluArgs<bf16> swiglu{T, I, gate_up, act};
+        note("swiglu", stage2::swiglu(swiglu, stream));
+        gemm_into("down", act, layer.down, x, T, H, c.intermediate_size, 1.f);
       }
     } else {
       project("o", attn, layer.o, layer.o_blocks, native, proj, T, H, q_width);
@@ -966,22 +975,7 @@ void ModelRunner::Impl::launch(const StepPlan& plan) {
       note("residual + rmsnorm", stage2::residual_rmsnorm(norm, stream));
       current = 1 - current;
       project("gate_up", normed, layer.gate_up, layer.gate_up_blocks, native, gate_up, T, 2 * c.intermediate_size, H);
-    }
-    if (mlp_done) {
-      // above: gate | up and down in one launch
-    } else if (fused) {  // x += swiglu(gate_up) . Wdown^T, the activation inside the projection where it can be
-      stage3::GemmPath path;
-      const int I = static_cast<int>(c.intermediate_size);
-      if (gemm.run_swiglu(T, I, gate_up, {layer.down, x, H}, 1.f, stream, &path)) {
-        note("swiglu (fused)", "in the down projection: stage3/hgemm/12_small_m_gemv");
-        note_projection("down", T, path, "SwiGLU in the same pass");
-      } else {
-        stage2::SwigluArgs<bf16> swiglu{T, I, gate_up, act};
-        note("swiglu", stage2::swiglu(swiglu, stream));
-        gemm_into("down", act, layer.down, x, T, H, c.intermediate_size, 1.f);
-      }
-    } else {
-      stage2::SwigluArgs<bf16> swiglu{T, static_cast<int>(c.intermediate_size), gate_up, act};
+      stage2::SwigluArgs<bf16> swiglu{T, I, gate_up, act};
       note("swiglu", stage2::swiglu(swiglu, stream));
       project("down", act, layer.down, layer.down_blocks, native, proj, T, H, c.intermediate_size);
     }

@@ -123,6 +123,22 @@ StepBatch make_step(KvBlockManager& cache, const std::vector<std::pair<SequenceI
   return batch;
 }
 
+// The block-table width of a runner's steps: blocks for the longest sequence it takes.
+std::int32_t table_stride(const ModelRunner& runner) {
+  return static_cast<std::int32_t>(runner.scheduler_config().max_model_len / runner.scheduler_config().block_size);
+}
+
+// Two runs' logits, step by step, bit for bit.
+void expect_same_bits(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b,
+                      const std::string& where) {
+  ASSERT_EQ(a.size(), b.size()) << where;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].size(), b[i].size()) << where << ": step " << i;
+    EXPECT_EQ(std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)), 0)
+        << where << ": step " << i << " differs";
+  }
+}
+
 struct Case {
   const char* name;
   std::int64_t hidden, intermediate, layers, heads, kv_heads, vocab;
@@ -269,8 +285,7 @@ TEST(ModelRunner, RopeInTheAttentionGivesTheSeparateKernelsBits) {
         options.rope_in_attention = inside;
         ModelRunner runner(weights, options);
         KvBlockManager cache(runner.scheduler_config().num_blocks, options.block_size);
-        const std::int32_t stride =
-            static_cast<std::int32_t>(runner.scheduler_config().max_model_len / options.block_size);
+        const std::int32_t stride = table_stride(runner);
         // Prompts of 5, 12 and 17 tokens, then decode steps of all three together.
         const std::size_t prompts[] = {5, 12, 17};
         for (SequenceId q = 0; q < 3; ++q)
@@ -284,12 +299,7 @@ TEST(ModelRunner, RopeInTheAttentionGivesTheSeparateKernelsBits) {
         EXPECT_EQ(runner.kernels_used().count("rope + cache write (in the decode attention)"), inside ? 1u : 0u)
             << c.name;
       }
-      ASSERT_EQ(logits[0].size(), logits[1].size());
-      for (std::size_t i = 0; i < logits[0].size(); ++i) {
-        ASSERT_EQ(logits[0][i].size(), logits[1][i].size());
-        EXPECT_EQ(std::memcmp(logits[0][i].data(), logits[1][i].data(), logits[0][i].size() * sizeof(float)), 0)
-            << c.name << ", blocks of " << block_size << ": step " << i << " differs";
-      }
+      expect_same_bits(logits[0], logits[1], std::string(c.name) + ", blocks of " + std::to_string(block_size));
     }
 }
 
@@ -301,45 +311,35 @@ TEST(ModelRunner, RopeInTheAttentionGivesTheSeparateKernelsBits) {
 TEST(ModelRunner, OneLaunchMlpGivesTheTwoLaunchesBits) {
   KC_SKIP_WITHOUT_GPU();
   for (const Case& c : kCases) {
-    const ModelWeights weights = case_weights(c, 14);
     const std::vector<std::int32_t> ids = random_ids(90, c.vocab, 40);
     std::vector<std::vector<float>> logits[2];
-    for (const bool one_launch : {false, true}) {
-      RunnerOptions options = small_runner();
-      options.fuse_kernels = true;
-      options.one_launch_mlp = one_launch;
-      ModelRunner runner(weights, options);
-      KvBlockManager cache(runner.scheduler_config().num_blocks, options.block_size);
-      const std::int32_t stride =
-          static_cast<std::int32_t>(runner.scheduler_config().max_model_len / options.block_size);
-      const std::size_t prompt = 9;
-      logits[one_launch].push_back(runner.execute_all_logits(
-          make_step(cache, {{1, {ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(prompt)}}}, 0, stride)));
-      for (std::size_t step = 0; step < 12; ++step)
-        logits[one_launch].push_back(runner.execute_all_logits(make_step(cache, {{1, {ids[prompt + step]}}}, 1, stride)));
-      bool noted = false;
-      for (const auto& [role, kernel] : runner.kernels_used())
-        noted = noted || kernel.find("down in the same launch") != std::string::npos;
-      EXPECT_EQ(noted, one_launch) << c.name;
-    }
-    ASSERT_EQ(logits[0].size(), logits[1].size());
-    for (std::size_t i = 0; i < logits[0].size(); ++i) {
-      ASSERT_EQ(logits[0][i].size(), logits[1][i].size());
-      EXPECT_EQ(std::memcmp(logits[0][i].data(), logits[1][i].data(), logits[0][i].size() * sizeof(float)), 0)
-          << c.name << ": step " << i << " differs";
-    }
     std::vector<TokenId> generated[2];
     for (const bool one_launch : {false, true}) {
       RunnerOptions options = small_runner();
       options.fuse_kernels = true;
-      options.cuda_graphs = true;
       options.one_launch_mlp = one_launch;
-      ModelRunner runner(weights, options);
-      Scheduler scheduler(runner.scheduler_config());
-      const std::vector<std::vector<TokenId>> out = generate(scheduler, runner, {greedy_request(ids, 24)});
+      TinyModel m(c, 14, options);
+      const std::int32_t stride = table_stride(m.runner);
+      const std::size_t prompt = 9;
+      logits[one_launch].push_back(m.runner.execute_all_logits(
+          make_step(m.cache, {{1, {ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(prompt)}}}, 0, stride)));
+      for (std::size_t step = 0; step < 12; ++step)
+        logits[one_launch].push_back(
+            m.runner.execute_all_logits(make_step(m.cache, {{1, {ids[prompt + step]}}}, 1, stride)));
+      bool noted = false;
+      for (const auto& [role, kernel] : m.runner.kernels_used())
+        noted = noted || kernel.find("down in the same launch") != std::string::npos;
+      EXPECT_EQ(noted, one_launch) << c.name;
+
+      // Greedy generation through the scheduler with CUDA graphs, on a runner of its own.
+      options.cuda_graphs = true;
+      TinyModel g(c, 14, options);
+      Scheduler scheduler(g.runner.scheduler_config());
+      const std::vector<std::vector<TokenId>> out = generate(scheduler, g.runner, {greedy_request(ids, 24)});
       ASSERT_EQ(out.size(), 1u);
       generated[one_launch] = out[0];
     }
+    expect_same_bits(logits[0], logits[1], c.name);
     EXPECT_EQ(generated[0].size(), 24u) << c.name;
     EXPECT_EQ(generated[0], generated[1]) << c.name;
   }
@@ -783,8 +783,7 @@ ModelWeights quantized_case_weights(const Case& c, std::uint64_t seed, GgmlType 
 // time over 77 tokens: every row's logits.
 std::vector<float> chunked_then_decoded(ModelRunner& runner, const std::vector<std::int32_t>& ids) {
   KvBlockManager cache(runner.scheduler_config().num_blocks, runner.scheduler_config().block_size);
-  const std::int32_t stride =
-      static_cast<std::int32_t>(runner.scheduler_config().max_model_len / runner.scheduler_config().block_size);
+  const std::int32_t stride = table_stride(runner);
   std::vector<float> all;
   std::size_t done = 0;
   for (std::size_t chunk : {7, 16, 20}) {

@@ -251,9 +251,10 @@ class Gemm {
   // one launch where the two make two. Only where both products would take rung 12 (M <= kGemvMaxM,
   // dense, aligned) and one CTA per block of the larger pass fits on the GPU at once (a small
   // model's MLP: SmolLM2's does, Llama-3.2-1B's does not); otherwise it launches nothing and returns
-  // false, and the caller makes the two calls. The arguments are checked as those two calls check them. The barrier is this Gemm's: one
-  // run_rmsnorm_mlp in flight at a time (the calls of one stream, in order, are). `paths`, when not
-  // null, receives the two products' paths (gate_up, then down).
+  // false, and the caller makes the two calls. The arguments are checked as those two calls check
+  // them. The barrier is this Gemm's: one run_rmsnorm_mlp in flight at a time (the calls of one
+  // stream, in order, are). `paths`, when not null, receives the two products' paths (gate_up,
+  // then down).
   bool run_rmsnorm_mlp(int m, int hidden, int intermediate, bf16* x, const bf16* norm_weight, float eps,
                        const bf16* gate_up_weight, bf16* gate_up, const bf16* down_weight, cudaStream_t stream,
                        GemmPath* paths = nullptr);
