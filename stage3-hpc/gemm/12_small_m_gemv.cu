@@ -53,25 +53,41 @@
 // Analysis (not measurements): bytes in flight. Little's law with ~4.2 TB/s and ~0.7 us of loaded
 // DRAM latency asks for ~3 MB in flight over the GPU, ~22 KB per SM. A thread here issues
 // kUnroll x kRows loads of 16 bytes before it uses any (2 x 4 x 16 = 128 bytes at M <= 2,
-// 2 x 2 x 16 = 64 at M > 2); 8 resident blocks of 256 threads keep 128 KB (64 KB) per SM in flight
-// when the grid is large enough, several times the need. Instruction issue: per 16 bytes of B a
+// 2 x 2 x 16 = 64 at M > 2); 2-3 resident blocks of 256 threads (the two-piece instance's
+// registers allow no more) keep 64-96 KB per SM in flight while their loads are out, several times
+// the need on paper — but a thread waits for its trip's loads before it issues the next, and a
+// block's share of a short row is one or two trips, so what is actually in flight depends on how
+// many blocks are resident (below). Instruction issue: per 16 bytes of B a
 // thread does 8 x M FMAs, 8 conversions of B and 8 x M / kRows conversions of A; at DRAM speed an
 // SM receives ~18 bytes of B per clock (4.8 TB/s / 132 SMs / 1.98 GHz, the peak), so at M = 8
 // about 1.1 pieces x (64 + 8 + 32) ~ 115 thread-instructions per clock against the 128 an SM issues:
 // close to the issue limit (rung 11's header makes the same count for M = 8, which is why it uses
 // the tensor cores). At M <= 4 the issue rate has twice the room, and DRAM is the limit.
 //
+// Two instances at M = 1: a trip of the K loop loads two pieces of each of the thread's 4 rows
+// (8 loads, 32 registers of B) or one (4 loads). With two, ptxas gives the kernel 80-94 registers,
+// so 2-3 blocks of 256 threads fit on an SM; with one, and launch bounds that ask for 4 blocks,
+// 44-63. A grid the GPU holds at once with two (at most 2 blocks an SM) takes two: every thread's
+// pieces arrive in half the trips, and more resident blocks would have nothing to run. A larger
+// grid — every projection of Llama-3.2-1B and -8B at decode, and SmolLM2's output projection —
+// takes one: more blocks resident, so
+// more of the grid's loads in flight at any moment and fewer waves, which on the H200 was worth
+// more than the deeper trip (the stage-3 README's rung-12 section has the measurement and the
+// kc-gemv-chain rows that compare the two). M > 1 keeps two pieces (kRows = 2 above M = 2: 4
+// loads a trip already); M = 2 with one piece has not been measured.
+//
 // Expected limiter: DRAM bandwidth for M <= 4 on projections of megabytes; the launch and the
 // ramp (a few microseconds) on small matrices, where no kernel reaches the roof; the FMA issue
 // rate approaching at M = 8.
 //
 // SASS to look for (cuobjdump -sass -arch sm_90a <build>/stage3-hpc/CMakeFiles/kc_stage3.dir/
-// gemm/12_small_m_gemv.cu.o): in small_m_gemv_kernel<M, norm> (R = small_m_gemv_rows(M) columns a
-// group), per loop trip 2R LDG.E.NA.LTC256B.128.CONSTANT (B, through the non-coherent path, L1 not
+// gemm/12_small_m_gemv.cu.o): in small_m_gemv_kernel<M, norm, swiglu, 2> (R = small_m_gemv_rows(M)
+// columns a group), per loop trip 2R LDG.E.NA.LTC256B.128.CONSTANT (B, through the non-coherent path, L1 not
 // allocated, 256-byte L2 prefetch; LTC128B on sm_80) issued before the first FFMA, 2M
 // LDG.E.128.CONSTANT (A), 16MR FFMA per trip (8MR a piece; 16M more with the norm),
 // PRMT/SHF/IMAD.U32 for the bf16 -> f32 conversions; after the loop SHFL.BFLY, one BAR.SYNC,
-// STS/LDS; no LDL/STL (tests/sass/contracts.md).
+// STS/LDS; no LDL/STL (tests/sass/contracts.md). The one-piece instances (<1, norm, swiglu, 1>):
+// R loads and 8MR FFMA a trip, no more than 64 registers, still no LDL/STL.
 //
 // Refuses: M > 8 (rung 11 and the tile rungs), K % 8 != 0 (16-byte pieces), and leading
 // dimensions other than the dense K, K, N or A and B not 16-byte aligned (the op's conformance
@@ -99,10 +115,15 @@ using namespace small_m_gemv_detail;
 // kernel ends (hgemm.hpp): few enough that what is fetched early is still there when it is read.
 std::atomic<std::size_t> prefetch_budget{kSmallMGemvDefaultPrefetchBudget};
 
+// How rung 12 at M = 1 walks K (hgemm.hpp); `automatic` unless kc-gemv-chain or a test forces one.
+std::atomic<SmallMGemvTrip> trip_choice{SmallMGemvTrip::automatic};
+
 // One block: kThreads / group_threads groups, each owning kRows consecutive columns of C, all in
-// one weight of `g` (the weight whose block range holds blockIdx.x).
-template <int kM, bool kNorm, bool kSwiglu>
-__global__ void __launch_bounds__(kThreads, 2) small_m_gemv_kernel(SmallMGemvLaunch g) {
+// one weight of `g` (the weight whose block range holds blockIdx.x). kUnroll pieces of each row a
+// thread per trip of the K loop; the one-piece instance asks ptxas for 4 resident blocks an SM
+// (at most 64 registers a thread), the two-piece instance for 2.
+template <int kM, bool kNorm, bool kSwiglu, int kUnroll>
+__global__ void __launch_bounds__(kThreads, kUnroll == 1 ? 4 : 2) small_m_gemv_kernel(SmallMGemvLaunch g) {
   const SmallMGemvPlace place = small_m_gemv_place<kM>(g, [] { return static_cast<int>(blockIdx.x); });
   // As a programmatic dependent (a decode step's chain of kernels): let the next kernel's blocks
   // in, ask the L2 for the first bytes of this block's rows of B (the weights: no kernel writes
@@ -111,7 +132,7 @@ __global__ void __launch_bounds__(kThreads, 2) small_m_gemv_kernel(SmallMGemvLau
   core::let_dependent_grids_start();
   if (g.prefetch_bytes != 0 && threadIdx.x == 0) small_m_gemv_prefetch<kM>(g, place, g.prefetch_bytes);
   core::wait_for_previous_grids();
-  small_m_gemv_block<kM, kNorm, kSwiglu, /*kCoherentA=*/false>(g, place);
+  small_m_gemv_block<kM, kNorm, kSwiglu, /*kCoherentA=*/false, kUnroll>(g, place);
 }
 
 void check_weight(const char* what, int m, int n, int k, const bf16* a, const bf16* b, const bf16* c) {
@@ -126,12 +147,35 @@ void check_weight(const char* what, int m, int n, int k, const bf16* a, const bf
           what, static_cast<const void*>(a), static_cast<const void*>(b));
 }
 
+template <int kM, int kUnroll>
+void launch_instance(const SmallMGemvLaunch& g, int blocks, cudaStream_t stream) {
+  const auto kernel = g.norm_weight != nullptr ? small_m_gemv_kernel<kM, true, false, kUnroll>
+                      : g.swiglu               ? small_m_gemv_kernel<kM, false, true, kUnroll>
+                                               : small_m_gemv_kernel<kM, false, false, kUnroll>;
+  core::launch_dependent(kernel, dim3(blocks), dim3(kThreads), 0, stream, g);
+}
+
+// At M = 1 the two-piece instance (launch bounds: 2 blocks an SM) when the whole grid is resident
+// at once with it, every thread's pieces in as few trips as possible; beyond that the one-piece
+// instance, whose smaller register count keeps more blocks, and more loads, on each SM.
+bool one_piece_trips(int blocks) {
+  switch (trip_choice.load()) {
+    case SmallMGemvTrip::two_pieces: return false;
+    case SmallMGemvTrip::one_piece: return true;
+    case SmallMGemvTrip::automatic: break;
+  }
+  return blocks > 2 * current_device_sm_count();
+}
+
 template <int kM>
 void launch_kernel(const SmallMGemvLaunch& g, int blocks, cudaStream_t stream) {
-  const auto kernel = g.norm_weight != nullptr ? small_m_gemv_kernel<kM, true, false>
-                      : g.swiglu               ? small_m_gemv_kernel<kM, false, true>
-                                               : small_m_gemv_kernel<kM, false, false>;
-  core::launch_dependent(kernel, dim3(blocks), dim3(kThreads), 0, stream, g);
+  if constexpr (kM == 1) {
+    if (one_piece_trips(blocks)) {
+      launch_instance<kM, 1>(g, blocks, stream);
+      return;
+    }
+  }
+  launch_instance<kM, 2>(g, blocks, stream);
 }
 
 void small_m_gemv_launch(const SmallMGemvLaunch& g, int m, int blocks, cudaStream_t stream) {
@@ -151,6 +195,8 @@ void small_m_gemv_launch(const SmallMGemvLaunch& g, int m, int blocks, cudaStrea
 
 void set_small_m_gemv_prefetch_budget(std::size_t bytes) { prefetch_budget.store(bytes); }
 std::size_t small_m_gemv_prefetch_budget() { return prefetch_budget.load(); }
+void set_small_m_gemv_trip(SmallMGemvTrip trip) { trip_choice.store(trip); }
+SmallMGemvTrip small_m_gemv_trip() { return trip_choice.load(); }
 
 void hgemm_12_small_m_gemv(const HgemmArgs& args, cudaStream_t stream) {
   require(args.lda == args.k && args.ldb == args.k && args.ldc == args.n,

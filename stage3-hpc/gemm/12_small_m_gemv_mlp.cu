@@ -115,7 +115,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 
   for (int b = blockIdx.x; b < up_blocks; b += grid) {
     const SmallMGemvPlace place = small_m_gemv_place<kM>(up, [b] { return b; });
-    small_m_gemv_block<kM, /*kNorm=*/true, /*kSwiglu=*/false, /*kCoherentA=*/true>(up, place);
+    small_m_gemv_block<kM, /*kNorm=*/true, /*kSwiglu=*/false, /*kCoherentA=*/true, /*kUnroll=*/2>(up, place);
     __syncthreads();  // partial[] is read by every thread before the next block's sums go in
   }
 
@@ -129,7 +129,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 
   for (int b = blockIdx.x; b < down_blocks; b += grid) {
     const SmallMGemvPlace place = small_m_gemv_place<kM>(down, [b] { return b; });
-    small_m_gemv_block<kM, /*kNorm=*/false, /*kSwiglu=*/true, /*kCoherentA=*/true>(down, place);
+    small_m_gemv_block<kM, /*kNorm=*/false, /*kSwiglu=*/true, /*kCoherentA=*/true, /*kUnroll=*/2>(down, place);
     __syncthreads();
   }
 }

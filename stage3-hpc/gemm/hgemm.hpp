@@ -97,6 +97,15 @@ inline constexpr std::size_t kSmallMGemvDefaultPrefetchBudget = std::size_t{12} 
 void set_small_m_gemv_prefetch_budget(std::size_t bytes);
 std::size_t small_m_gemv_prefetch_budget();
 
+// How rung 12 at M = 1 walks K (12_small_m_gemv.cu's header): two 16-byte pieces of each of a
+// thread's rows a loop trip (half the trips: the instance for grids the GPU holds at once), or one
+// (fewer registers, so more blocks resident: grids larger than that). `automatic` chooses by the
+// grid; the other two force an instance (kc-gemv-chain compares them, the tests run both). M > 1
+// always takes two. Both add the products in the same order: the same bits. Read at launch.
+enum class SmallMGemvTrip { automatic, two_pieces, one_piece };
+void set_small_m_gemv_trip(SmallMGemvTrip trip);
+SmallMGemvTrip small_m_gemv_trip();
+
 // sm_80 and newer, M <= 64: rung 11's split of K with the operands of the MMA swapped (B as
 // mma.sync's A, the rows of A as n8 token tiles) and the split-K reduction done by the last CTA of
 // each column block, in the same launch. The plan comes from plan_small_m_weights_as_a

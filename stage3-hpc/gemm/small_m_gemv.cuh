@@ -19,7 +19,6 @@ namespace kc::stage3::small_m_gemv_detail {
 
 constexpr int kThreads = kSmallMGemvThreads;
 constexpr int kWarps = kThreads / 32;
-constexpr int kUnroll = 2;  // K pieces per thread fetched before any is used
 
 // What a launch computes: C_w = alpha.A.B_w^T + beta.C_w for each weight w, all sharing A (M x K)
 // and K; blocks [block_begin[w], block_begin[w + 1]) belong to weight w.
@@ -197,7 +196,10 @@ __device__ __forceinline__ void small_m_gemv_prefetch(const SmallMGemvLaunch& g,
 // group's sums meet in shared memory and one thread an output writes alpha.sum + beta.C.
 // kCoherentA: A is read through the L2 (load_a). Ends after its stores, without a barrier: a
 // caller that runs a second block in the same CTA synchronizes first (partial[] is reused).
-template <int kM, bool kNorm, bool kSwiglu, bool kCoherentA>
+// kUnroll: the 16-byte pieces of each of its rows a thread loads in one trip of the K loop,
+// before it uses any (12_small_m_gemv.cu's header: two, or one where the grid is larger than the
+// GPU holds at once). The sums are added in the same order either way.
+template <int kM, bool kNorm, bool kSwiglu, bool kCoherentA, int kUnroll>
 __device__ __forceinline__ void small_m_gemv_block(const SmallMGemvLaunch& g, const SmallMGemvPlace& p) {
   constexpr int kRows = small_m_gemv_rows(kM);
   constexpr int kSums = kM * kRows + (kNorm ? kM : 0);  // the products, then each row's squares

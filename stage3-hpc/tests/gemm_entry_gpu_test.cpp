@@ -4,7 +4,8 @@
 //   - every path — rung 09, rung 03 (forced through a GemmTarget on an H100/H200), rung 10, and
 //     cuBLAS for each fallback (K % 8 != 0, small M, small output, no sm_90a code, padded leading
 //     dimensions) — matches the op's reference, and run() returns the path plan() announced;
-//   - with padded leading dimensions, the padding of C is left alone.
+//   - with padded leading dimensions, the padding of C is left alone;
+//   - rung 12 at M = 1: its one- and two-piece K loops give the same bits through the fused calls.
 // Skips without a GPU.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -18,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "hgemm.hpp"
 #include "kc/common/buffer.hpp"
 #include "kc/common/check.hpp"
 #include "kc/common/error.hpp"
@@ -602,6 +604,91 @@ TEST(GemmEntryGpu, TheMlpInOneLaunchIsTheTwoLaunchesBitForBit) {
   EXPECT_EQ(to_float(x.to_host()), x0) << "M " << m << ": x changed although nothing should have run";
   EXPECT_THROW(gemm.run_rmsnorm_mlp(1, h, i, x.data(), norm.data(), eps, w_up.data(), x.data(), w_down.data(), stream),
                Error);
+  expect_clean_context();
+}
+
+// Rung 12 at M = 1 has two K loops (12_small_m_gemv.cu: two pieces of each row a trip, or one, by
+// the grid). Through the entry's three fused calls — q|k|v, the RMSNorm prologue (both onto C
+// poisoned with NaN), the SwiGLU prologue with beta = 1 onto a random C — on a grid the two-piece instance holds at
+// once (777 and 2048 outputs of K = 1032: a partial last trip) and a larger one (3 x 4104 outputs
+// of K = 2056), each instance forced in turn and then the automatic choice: the same bits
+// everywhere (both add in the same order), no element left with its NaN poison, and the plain
+// product within the bf16 bound of a double reference. The forced choice goes back to automatic
+// even when a check fails.
+TEST(GemmEntryGpu, RungTwelvesOneAndTwoPieceTripsGiveTheSameBits) {
+  KC_SKIP_WITHOUT_GPU();
+  struct RestoreTrip {
+    ~RestoreTrip() { set_small_m_gemv_trip(SmallMGemvTrip::automatic); }
+  } restore;
+  Gemm gemm(0);
+  const cudaStream_t stream = ::kc::testing::shared_context().stream();
+  struct Shape {
+    int k;
+    std::vector<int> widths;
+  };
+  for (const Shape& shape : {Shape{1032, {777, 2048}}, Shape{2056, {4104, 4104, 4104}}}) {
+    const int k = shape.k, count = static_cast<int>(shape.widths.size());
+    const std::vector<float> a = values(static_cast<std::size_t>(2 * k), 91);  // [gate | up] for SwiGLU
+    const DeviceBuffer<bf16> a_device = on_device(a);
+    const DeviceBuffer<bf16> norm = on_device(values(static_cast<std::size_t>(k), 92));
+    std::vector<std::vector<float>> b, c0;
+    std::vector<DeviceBuffer<bf16>> b_device;
+    for (int w = 0; w < count; ++w) {
+      b.push_back(values(static_cast<std::size_t>(shape.widths[w]) * k, 93 + w));
+      c0.push_back(values(static_cast<std::size_t>(shape.widths[w]), 96 + w));
+      b_device.push_back(on_device(b[w]));
+    }
+    // One call of each kind with `trip`; returns every C, the three calls' outputs one after another.
+    const auto run_all = [&](SmallMGemvTrip trip) {
+      set_small_m_gemv_trip(trip);
+      std::vector<bf16> out;
+      for (int kind = 0; kind < 3; ++kind) {
+        std::vector<DeviceBuffer<bf16>> c;
+        Gemm::SharedAWeight weights[3];
+        for (int w = 0; w < count; ++w) {
+          const std::vector<float> start =
+              kind < 2 ? std::vector<float>(c0[w].size(), std::numeric_limits<float>::quiet_NaN()) : c0[w];
+          c.push_back(on_device(start));
+          weights[w] = {b_device[w].data(), c.back().data(), shape.widths[w]};
+        }
+        if (kind == 0) {
+          GemmPath paths[3];
+          gemm.run_shared_a(1, k, a_device.data(), weights, count, stream, paths);
+          EXPECT_EQ(paths[0].kernel, GemmKernel::hgemm_12_small_m_gemv) << paths[0].name();
+        } else if (kind == 1) {
+          EXPECT_TRUE(gemm.run_rmsnorm_shared_a(1, k, a_device.data(), norm.data(), 1e-5f, weights, count, stream));
+        } else {
+          for (int w = 0; w < count; ++w)
+            EXPECT_TRUE(gemm.run_swiglu(1, k, a_device.data(), weights[w], 1.f, stream));
+        }
+        KC_CUDA_CHECK(cudaStreamSynchronize(stream));
+        for (const DeviceBuffer<bf16>& each : c) {
+          const std::vector<bf16> host = each.to_host();
+          out.insert(out.end(), host.begin(), host.end());
+        }
+      }
+      return out;
+    };
+    const std::vector<bf16> two = run_all(SmallMGemvTrip::two_pieces);
+    const std::vector<bf16> one = run_all(SmallMGemvTrip::one_piece);
+    const std::vector<bf16> automatic = run_all(SmallMGemvTrip::automatic);
+    const std::string where = fmt::format("K {}, {} weights of {} outputs", k, count, shape.widths[0]);
+    ASSERT_EQ(one.size(), two.size());
+    ASSERT_EQ(automatic.size(), two.size());
+    EXPECT_EQ(std::memcmp(one.data(), two.data(), two.size() * sizeof(bf16)), 0) << where << ": one piece a trip differs";
+    EXPECT_EQ(std::memcmp(automatic.data(), two.data(), two.size() * sizeof(bf16)), 0) << where;
+    for (const bf16 v : one) ASSERT_FALSE(std::isnan(__bfloat162float(v))) << where << ": an output left unwritten";
+    // The plain product (the first call's outputs) against double: C = A[0, K).B^T.
+    int bad = 0;
+    std::size_t at = 0;
+    for (int w = 0; w < count; ++w)
+      for (int j = 0; j < shape.widths[w]; ++j, ++at) {
+        double ref = 0.0;
+        for (int p = 0; p < k; ++p) ref += static_cast<double>(a[p]) * b[w][static_cast<std::size_t>(j) * k + p];
+        bad += !within_bf16_bound(__bfloat162float(one[at]), ref);
+      }
+    EXPECT_EQ(bad, 0) << where;
+  }
   expect_clean_context();
 }
 

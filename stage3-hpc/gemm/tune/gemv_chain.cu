@@ -9,7 +9,9 @@
 // decode step does), are timed together: eager launches and the same chain captured as a CUDA
 // graph, each sample after an L2 scrub, median of the samples (kc::time_launches). Printed: time a
 // layer, the weights' GB/s and their % of the copy bandwidth measured in the same run — the gap
-// between a layer's time and its bytes at the copy rate is what the launches cost.
+// between a layer's time and its bytes at the copy rate is what the launches cost. The last two
+// rows force rung 12's two K-loop instances at M = 1 (set_small_m_gemv_trip, hgemm.hpp): two
+// pieces of each row a trip, or one; the rows above let the rung choose by the grid.
 //
 //   kc-gemv-chain                                  (Llama-3.1-8B widths, 8 layers)
 //   kc-gemv-chain --hidden 2048 --q 2048 --kv 512 --intermediate 8192 --layers 16   (Llama-3.2-1B)
@@ -116,15 +118,22 @@ int run(int argc, char** argv) {
     const char* name;
     bool dependent;
     std::size_t budget;
+    SmallMGemvTrip trip;
   };
-  const Variant variants[] = {{"ordinary", false, 0},
-                              {"programmatic dependents, no prefetch", true, 0},
-                              {"programmatic dependents, 4 MiB prefetch", true, std::size_t{4} << 20},
-                              {"programmatic dependents, 12 MiB prefetch", true, std::size_t{12} << 20},
-                              {"programmatic dependents, 32 MiB prefetch", true, std::size_t{32} << 20}};
+  constexpr std::size_t kMiB = std::size_t{1} << 20;
+  const Variant variants[] = {
+      {"ordinary", false, 0, SmallMGemvTrip::automatic},
+      {"programmatic dependents, no prefetch", true, 0, SmallMGemvTrip::automatic},
+      {"programmatic dependents, 4 MiB prefetch", true, 4 * kMiB, SmallMGemvTrip::automatic},
+      {"programmatic dependents, 12 MiB prefetch", true, 12 * kMiB, SmallMGemvTrip::automatic},
+      {"programmatic dependents, 32 MiB prefetch", true, 32 * kMiB, SmallMGemvTrip::automatic},
+      {"programmatic, 12 MiB, two pieces a trip", true, 12 * kMiB, SmallMGemvTrip::two_pieces},
+      {"programmatic, 12 MiB, one piece a trip", true, 12 * kMiB, SmallMGemvTrip::one_piece}};
   const std::size_t default_budget = small_m_gemv_prefetch_budget();
+  const SmallMGemvTrip default_trip = small_m_gemv_trip();
   for (const Variant& v : variants) {
     set_small_m_gemv_prefetch_budget(v.budget);
+    set_small_m_gemv_trip(v.trip);
     const core::ProgrammaticLaunchScope scope{v.dependent};
     const TimingStats eager = time_launches(chain, stream, &scrubber, config, "gemv chain");
     cudaGraph_t graph = nullptr;
@@ -145,6 +154,7 @@ int run(int argc, char** argv) {
     }
   }
   set_small_m_gemv_prefetch_budget(default_budget);
+  set_small_m_gemv_trip(default_trip);
   return 0;
 }
 
