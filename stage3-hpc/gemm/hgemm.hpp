@@ -91,9 +91,11 @@ bool hgemm_12_small_m_gemv_mlp(const SmallMGemvMlp& args, cudaStream_t stream);
 
 // Launched as a programmatic dependent (kc/core/dependent_launch.hpp), rung 12's grid asks the L2
 // for up to this many bytes of its weights before it waits for the kernel ahead of it (each block
-// its share, at most its own rows); 0 turns the prefetch off. The default: a quarter of an
-// H100/H200's L2. Read at launch; kc-gemv-chain (gemm/tune/gemv_chain.cu) sets it to compare.
-inline constexpr std::size_t kSmallMGemvDefaultPrefetchBudget = std::size_t{12} << 20;
+// its share, at most its own rows); 0 turns the prefetch off. The default, 4 MiB (a fifteenth of an
+// H100/H200's L2), is the budget kc-gemv-chain (gemm/tune/gemv_chain.cu, which sets it to compare)
+// found no slower than none, 12 or 32 MiB at the three Llama widths once the large grids took the
+// one-piece K loop (the stage-3 README's rung-12 section). Read at launch.
+inline constexpr std::size_t kSmallMGemvDefaultPrefetchBudget = std::size_t{4} << 20;
 void set_small_m_gemv_prefetch_budget(std::size_t bytes);
 std::size_t small_m_gemv_prefetch_budget();
 

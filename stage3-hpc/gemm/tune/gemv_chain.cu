@@ -10,8 +10,9 @@
 // graph, each sample after an L2 scrub, median of the samples (kc::time_launches). Printed: time a
 // layer, the weights' GB/s and their % of the copy bandwidth measured in the same run — the gap
 // between a layer's time and its bytes at the copy rate is what the launches cost. The last two
-// rows force rung 12's two K-loop instances at M = 1 (set_small_m_gemv_trip, hgemm.hpp): two
-// pieces of each row a trip, or one; the rows above let the rung choose by the grid.
+// rows force rung 12's two K-loop instances at M = 1 (set_small_m_gemv_trip, hgemm.hpp) with the
+// default 4 MiB prefetch: two pieces of each row a trip, or one; the rows above let the rung
+// choose by the grid.
 //
 //   kc-gemv-chain                                  (Llama-3.1-8B widths, 8 layers)
 //   kc-gemv-chain --hidden 2048 --q 2048 --kv 512 --intermediate 8192 --layers 16   (Llama-3.2-1B)
@@ -127,8 +128,8 @@ int run(int argc, char** argv) {
       {"programmatic dependents, 4 MiB prefetch", true, 4 * kMiB, SmallMGemvTrip::automatic},
       {"programmatic dependents, 12 MiB prefetch", true, 12 * kMiB, SmallMGemvTrip::automatic},
       {"programmatic dependents, 32 MiB prefetch", true, 32 * kMiB, SmallMGemvTrip::automatic},
-      {"programmatic, 12 MiB, two pieces a trip", true, 12 * kMiB, SmallMGemvTrip::two_pieces},
-      {"programmatic, 12 MiB, one piece a trip", true, 12 * kMiB, SmallMGemvTrip::one_piece}};
+      {"programmatic, 4 MiB, two pieces a trip", true, 4 * kMiB, SmallMGemvTrip::two_pieces},
+      {"programmatic, 4 MiB, one piece a trip", true, 4 * kMiB, SmallMGemvTrip::one_piece}};
   const std::size_t default_budget = small_m_gemv_prefetch_budget();
   const SmallMGemvTrip default_trip = small_m_gemv_trip();
   for (const Variant& v : variants) {
