@@ -57,11 +57,11 @@
 // registers allow no more) keep 64-96 KB per SM in flight while their loads are out, several times
 // the need on paper — but a thread waits for its trip's loads before it issues the next, and a
 // block's share of a short row is one or two trips, so what is actually in flight depends on how
-// many blocks are resident (below). Instruction issue: per 16 bytes of B a
-// thread does 8 x M FMAs, 8 conversions of B and 8 x M / kRows conversions of A; at DRAM speed an
-// SM receives ~18 bytes of B per clock (4.8 TB/s / 132 SMs / 1.98 GHz, the peak), so at M = 8
-// about 1.1 pieces x (64 + 8 + 32) ~ 115 thread-instructions per clock against the 128 an SM issues:
-// close to the issue limit (rung 11's header makes the same count for M = 8, which is why it uses
+// many blocks are resident (below). Instruction issue: per 16 bytes of B a thread does 8 x M FMAs,
+// 8 conversions of B and 8 x M / kRows conversions of A; at DRAM speed an SM receives ~18 bytes
+// of B per clock (4.8 TB/s / 132 SMs / 1.98 GHz, the peak), so at M = 8 about 1.1 pieces x
+// (64 + 8 + 32) ~ 115 thread-instructions per clock against the 128 an SM issues: close to the
+// issue limit (rung 11's header makes the same count for M = 8, which is why it uses
 // the tensor cores). At M <= 4 the issue rate has twice the room, and DRAM is the limit.
 //
 // Two instances at M = 1: a trip of the K loop loads two pieces of each of the thread's 4 rows
@@ -70,11 +70,11 @@
 // 44-63. A grid the GPU holds at once with two (at most 2 blocks an SM) takes two: every thread's
 // pieces arrive in half the trips, and more resident blocks would have nothing to run. A larger
 // grid — every projection of Llama-3.2-1B and -8B at decode, and SmolLM2's output projection —
-// takes one: more blocks resident, so
-// more of the grid's loads in flight at any moment and fewer waves, which on the H200 was worth
-// more than the deeper trip (the stage-3 README's rung-12 section has the measurement and the
-// kc-gemv-chain rows that compare the two). M > 1 keeps two pieces (kRows = 2 above M = 2: 4
-// loads a trip already); M = 2 with one piece has not been measured.
+// takes one: more blocks resident, so more of the grid's loads in flight at any moment and fewer
+// waves, which on the H200 was worth more than the deeper trip (the stage-3 README's rung-12
+// section has the measurement and the kc-gemv-chain rows that compare the two). M > 1 keeps two
+// pieces (kRows = 2 above M = 2: 4 loads a trip already); M = 2 with one piece has not been
+// measured.
 //
 // Expected limiter: DRAM bandwidth for M <= 4 on projections of megabytes; the launch and the
 // ramp (a few microseconds) on small matrices, where no kernel reaches the roof; the FMA issue
@@ -82,8 +82,8 @@
 //
 // SASS to look for (cuobjdump -sass -arch sm_90a <build>/stage3-hpc/CMakeFiles/kc_stage3.dir/
 // gemm/12_small_m_gemv.cu.o): in small_m_gemv_kernel<M, norm, swiglu, 2> (R = small_m_gemv_rows(M)
-// columns a group), per loop trip 2R LDG.E.NA.LTC256B.128.CONSTANT (B, through the non-coherent path, L1 not
-// allocated, 256-byte L2 prefetch; LTC128B on sm_80) issued before the first FFMA, 2M
+// columns a group), per loop trip 2R LDG.E.NA.LTC256B.128.CONSTANT (B, through the non-coherent
+// path, L1 not allocated, 256-byte L2 prefetch; LTC128B on sm_80) issued before the first FFMA, 2M
 // LDG.E.128.CONSTANT (A), 16MR FFMA per trip (8MR a piece; 16M more with the norm),
 // PRMT/SHF/IMAD.U32 for the bf16 -> f32 conversions; after the loop SHFL.BFLY, one BAR.SYNC,
 // STS/LDS; no LDL/STL (tests/sass/contracts.md). The one-piece instances (<1, norm, swiglu, 1>):
