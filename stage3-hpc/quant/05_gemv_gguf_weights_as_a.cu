@@ -67,16 +67,6 @@ __device__ __forceinline__ void load_chunk(Chunk<kType>& r, const uint4* quants,
     r.scales[v] = valid ? __ldg(scales + (tile_chunk * 8 + g) * C::kScaleVectors + v) : make_uint4(0, 0, 0, 0);
 }
 
-// Pair p (0..3) of the lane's 8 weights of one row and block, as bf16: nibbles (128 + q) or bytes.
-template <GgufBlockType kType, bool kSwapped>
-__device__ __forceinline__ std::uint32_t weight_pair(const std::uint32_t* words, int row_word, int p) {
-  if constexpr (kType == GgufBlockType::q8_0) {
-    return gguf_mma::byte_pair(make_uint2(words[2 * row_word], words[2 * row_word + 1]), p);
-  } else {
-    return gguf_mma::nibble_pair<kSwapped>(words[row_word], p);
-  }
-}
-
 // __launch_bounds__(256, 1): given only the thread count, ptxas held some instances to 64
 // registers and spilled 8-24 bytes inside the block loop (LDL/STL around the HMMAs; the SASS
 // contracts refuse any spill in stage 3). A stated minimum of one CTA an SM lets it take the 53-102
@@ -86,15 +76,11 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     gemv_weights_as_a_kernel(int m_rows, int n_cols, int k_len, const __nv_bfloat16* __restrict__ x,
                              const uint4* __restrict__ quants, const uint4* __restrict__ scales,
                              __nv_bfloat16* __restrict__ y) {
-  constexpr bool kBiased = kType != GgufBlockType::q8_0;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int k_blocks = k_len / kGgufBlockWeights;
   const int chunks = (k_blocks + 3) / 4;
   const int tile = blockIdx.x;
-  const std::uint32_t kOnes[4] = {gguf_mma::kBf16OnePair, gguf_mma::kBf16OnePair, gguf_mma::kBf16OnePair,
-                                      gguf_mma::kBf16OnePair};
-  const float zero[4] = {0.f, 0.f, 0.f, 0.f};
 
   // acc[r][e]: rows (output columns) 16 tile + g (e < 2) and + 8 (e >= 2), x rows 8r + 2t + (e & 1).
   float acc[kRowGroups][4];
@@ -121,61 +107,18 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     std::memcpy(words, current.quants, sizeof words);
     std::uint32_t entries[4 * Chunk<kType>::kScaleVectors];
     std::memcpy(entries, current.scales, sizeof entries);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int block = 4 * chunk + j;
-      if (block >= k_blocks) break;  // the padding blocks of the last chunk: scale 0, x not read
-      // A: the weights of rows g (h = 0) and g + 8 (h = 1); k 8t..8t+3 to the first k16, 8t+4.. to the second.
-      const std::uint32_t a_first[4] = {weight_pair<kType, kSwapped>(words, 2 * j, 0),
-                                        weight_pair<kType, kSwapped>(words, 2 * j + 1, 0),
-                                        weight_pair<kType, kSwapped>(words, 2 * j, 1),
-                                        weight_pair<kType, kSwapped>(words, 2 * j + 1, 1)};
-      const std::uint32_t a_second[4] = {weight_pair<kType, kSwapped>(words, 2 * j, 2),
-                                         weight_pair<kType, kSwapped>(words, 2 * j + 1, 2),
-                                         weight_pair<kType, kSwapped>(words, 2 * j, 3),
-                                         weight_pair<kType, kSwapped>(words, 2 * j + 1, 3)};
-      float2 f_low, f_high;  // the scales of rows g and g + 8 for this block
-      gguf_mma::block_factors<kType>(entries, j, f_low, f_high);
-      const std::size_t k0 = static_cast<std::size_t>(block) * kGgufBlockWeights;
-#pragma unroll
-      for (int r = 0; r < kRowGroups; ++r) {
-        const uint4 xv = row_valid[r] ? __ldg(reinterpret_cast<const uint4*>(x_row[r] + k0)) : make_uint4(0, 0, 0, 0);
-        float c[4], c2[4];
-        sm80::mma_m16n8k16_bf16_into(c, a_first, xv.x, xv.y, zero);
-        sm80::mma_m16n8k16_bf16_into(c2, a_second, xv.z, xv.w, c);
-        float s[4] = {0.f, 0.f, 0.f, 0.f};  // s[0], s[1]: the block's sums of x rows 8r + 2t, + 1
-        if constexpr (kBiased) {
-          float s1[4];
-          sm80::mma_m16n8k16_bf16_into(s1, kOnes, xv.x, xv.y, zero);
-          sm80::mma_m16n8k16_bf16_into(s, kOnes, xv.z, xv.w, s1);
-        }
-        // acc += d c + (off - 128 d) s, two FFMA an output (see block_product).
-        acc[r][0] = fmaf(f_low.x, c2[0], fmaf(f_low.y, s[0], acc[r][0]));
-        acc[r][1] = fmaf(f_low.x, c2[1], fmaf(f_low.y, s[1], acc[r][1]));
-        acc[r][2] = fmaf(f_high.x, c2[2], fmaf(f_high.y, s[0], acc[r][2]));
-        acc[r][3] = fmaf(f_high.x, c2[3], fmaf(f_high.y, s[1], acc[r][3]));
-      }
-    }
+    gguf_mma::weights_as_a_chunk<kType, kRowGroups, kSwapped>(
+        words, entries, chunk, k_blocks, row_valid,
+        [&](int r, int, int block) {
+          return __ldg(reinterpret_cast<const uint4*>(x_row[r] + static_cast<std::size_t>(block) * kGgufBlockWeights));
+        },
+        acc);
     current = next;
   }
 
   // The warps' partial sums meet in shared memory; thread (r, l, e) writes one output.
-  __shared__ float partial[kWarps][kRowGroups][32][4];
-#pragma unroll
-  for (int r = 0; r < kRowGroups; ++r)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) partial[warp][r][lane][e] = acc[r][e];
-  __syncthreads();
-  for (int index = threadIdx.x; index < kRowGroups * 128; index += kWarps * 32) {
-    const int r = index / 128, l = (index / 4) % 32, e = index % 4;
-    const int column = 16 * tile + (l >> 2) + 8 * (e >> 1);
-    const int row = 8 * r + 2 * (l & 3) + (e & 1);
-    if (row >= m_rows || column >= n_cols) continue;
-    float sum = 0.f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) sum += partial[w][r][l][e];
-    y[static_cast<std::size_t>(row) * n_cols + column] = __float2bfloat16(sum);
-  }
+  __shared__ float partial[kWarps * kRowGroups * 32 * 4];
+  gguf_mma::weights_as_a_reduce_and_store<kWarps, kRowGroups, kWarps * 32>(acc, true, partial, m_rows, n_cols, tile, y);
 }
 
 template <GgufBlockType kType, bool kSwapped>

@@ -1,9 +1,11 @@
-// quant/gemv_gguf_mma.cuh — the block arithmetic of the GGUF GEMV's tensor-core rungs (03, 04):
-// how a lane turns its quants of the fragment layout (layout=2, kc/stage3/gemv_gguf_args.hpp) into
-// bf16 B fragments, multiplies one GGUF block with mma.sync and applies the block's scales, and how
-// the warps' partial sums become y, and on the host the argument rules and the dispatch on the
-// block type their launches share. The rungs differ in how the quants and scales reach the lane
-// (rung 03: registers, one chunk ahead; rung 04: a cp.async pipeline in shared memory).
+// quant/gemv_gguf_mma.cuh — the block arithmetic of the GGUF GEMV's tensor-core rungs (03-06):
+// how a lane turns its quants of a fragment layout (layout=2 for rungs 03 and 04, layout=3 for 05
+// and 06: kc/stage3/gemv_gguf_args.hpp) into bf16 fragments, multiplies one GGUF block with
+// mma.sync and applies the block's scales, and how the warps' partial sums become y, and on the
+// host the argument rules and the dispatch on the block type their launches share. The rungs
+// differ in how the quants, scales and x reach the lane (rung 03: registers, one chunk ahead; rung
+// 04: a cp.async pipeline in shared memory; 05: as 03 with the operands swapped; 06: bulk copies
+// into a shared-memory ring).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -88,6 +90,111 @@ __device__ __forceinline__ void block_factors(const std::uint32_t* entries, int 
   } else {
     first = factors<kType>(entries[j] & 0xffffu);
     second = factors<kType>(entries[j] >> 16);
+  }
+}
+
+// ---- layout=3, the weights as A (rungs 05 and 06) ----
+// A lane's quants of one chunk as words: q4 word 2j + h holds row g + 8h of block j (8 nibbles);
+// q8_0 words 2(2j + h) and 2(2j + h) + 1 its 8 bytes. Pair p (0..3) of the lane's 8 weights of one
+// row and block, as bf16: nibbles (128 + q) or bytes.
+template <GgufBlockType kType, bool kSwapped>
+__device__ __forceinline__ std::uint32_t weight_pair(const std::uint32_t* words, int row_word, int p) {
+  if constexpr (kType == GgufBlockType::q8_0) {
+    return byte_pair(make_uint2(words[2 * row_word], words[2 * row_word + 1]), p);
+  } else {
+    return nibble_pair<kSwapped>(words[row_word], p);
+  }
+}
+
+// The A fragments of block j: the weights of rows g (h = 0) and g + 8 (h = 1), k 8t..8t+3 to the
+// first k16 product, 8t+4..8t+7 to the second.
+template <GgufBlockType kType, bool kSwapped>
+__device__ __forceinline__ void weights_as_a_fragments(const std::uint32_t* words, int j, std::uint32_t (&first)[4],
+                                                       std::uint32_t (&second)[4]) {
+  first[0] = weight_pair<kType, kSwapped>(words, 2 * j, 0);
+  first[1] = weight_pair<kType, kSwapped>(words, 2 * j + 1, 0);
+  first[2] = weight_pair<kType, kSwapped>(words, 2 * j, 1);
+  first[3] = weight_pair<kType, kSwapped>(words, 2 * j + 1, 1);
+  second[0] = weight_pair<kType, kSwapped>(words, 2 * j, 2);
+  second[1] = weight_pair<kType, kSwapped>(words, 2 * j + 1, 2);
+  second[2] = weight_pair<kType, kSwapped>(words, 2 * j, 3);
+  second[3] = weight_pair<kType, kSwapped>(words, 2 * j + 1, 3);
+}
+
+// One block of a 16-row tile against one group of 8 rows of x: `xv` is lane (g, t)'s k 8t..8t+7
+// of its x row (zeros for a row past M). c = w . x on the tensor cores (two k16 products), s = the
+// block's sums of x (a product of ones with x; only where the block has an offset), then acc += d c
+// + (off - bias d) s, two FFMA an output, with f_low, f_high the factors of rows g and g + 8
+// (block_factors): acc[0], acc[1] row g with x rows 2t and 2t + 1 of the group, acc[2], acc[3]
+// row g + 8.
+template <bool kBiased>
+__device__ __forceinline__ void weights_as_a_product(const std::uint32_t (&first)[4], const std::uint32_t (&second)[4],
+                                                     uint4 xv, float2 f_low, float2 f_high, float (&acc)[4]) {
+  const std::uint32_t ones[4] = {kBf16OnePair, kBf16OnePair, kBf16OnePair, kBf16OnePair};
+  const float zero[4] = {0.f, 0.f, 0.f, 0.f};
+  float c[4], c2[4];
+  sm80::mma_m16n8k16_bf16_into(c, first, xv.x, xv.y, zero);
+  sm80::mma_m16n8k16_bf16_into(c2, second, xv.z, xv.w, c);
+  float s[4] = {0.f, 0.f, 0.f, 0.f};  // s[0], s[1]: the block's sums of x rows 2t, 2t + 1 of the group
+  if constexpr (kBiased) {
+    float s1[4];
+    sm80::mma_m16n8k16_bf16_into(s1, ones, xv.x, xv.y, zero);
+    sm80::mma_m16n8k16_bf16_into(s, ones, xv.z, xv.w, s1);
+  }
+  acc[0] = fmaf(f_low.x, c2[0], fmaf(f_low.y, s[0], acc[0]));
+  acc[1] = fmaf(f_low.x, c2[1], fmaf(f_low.y, s[1], acc[1]));
+  acc[2] = fmaf(f_high.x, c2[2], fmaf(f_high.y, s[0], acc[2]));
+  acc[3] = fmaf(f_high.x, c2[3], fmaf(f_high.y, s[1], acc[3]));
+}
+
+// One chunk (4 blocks) of a layout=3 tile for a lane: its quants as words, its scale entries as
+// words, the rows of x it brings (row_valid: g + 8r < M); load_x(r, j, block) returns its 16 bytes of
+// x for row group r and block j of the chunk (`block` the block's index along K). Blocks past K,
+// the padding of the last chunk, are skipped and read no x.
+template <GgufBlockType kType, int kRowGroups, bool kSwapped, class LoadX>
+__device__ __forceinline__ void weights_as_a_chunk(const std::uint32_t* words, const std::uint32_t* entries, int chunk,
+                                                   int k_blocks, const bool (&row_valid)[kRowGroups], LoadX load_x,
+                                                   float (&acc)[kRowGroups][4]) {
+  constexpr bool kBiased = kType != GgufBlockType::q8_0;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int block = 4 * chunk + j;
+    if (block >= k_blocks) break;
+    std::uint32_t a_first[4], a_second[4];
+    weights_as_a_fragments<kType, kSwapped>(words, j, a_first, a_second);
+    float2 f_low, f_high;  // the scales of rows g and g + 8 for this block
+    block_factors<kType>(entries, j, f_low, f_high);
+#pragma unroll
+    for (int r = 0; r < kRowGroups; ++r) {
+      const uint4 xv = row_valid[r] ? load_x(r, j, block) : make_uint4(0, 0, 0, 0);
+      weights_as_a_product<kBiased>(a_first, a_second, xv, f_low, f_high, acc[r]);
+    }
+  }
+}
+
+// The end of a layout=3 kernel: the kWarps warps' partial sums meet in shared memory (`partial`:
+// kWarps x kRowGroups x 32 x 4 floats); the block's first kThreads threads then write one output
+// each (the sum over the warps in warp order: the same bits whatever the rung).
+template <int kWarps, int kRowGroups, int kThreads>
+__device__ __forceinline__ void weights_as_a_reduce_and_store(const float (&acc)[kRowGroups][4], bool holds_partial,
+                                                              float* partial, int m_rows, int n_cols, int tile,
+                                                              __nv_bfloat16* y) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (holds_partial)
+#pragma unroll
+    for (int r = 0; r < kRowGroups; ++r)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) partial[((warp * kRowGroups + r) * 32 + lane) * 4 + e] = acc[r][e];
+  __syncthreads();
+  for (int index = threadIdx.x; index < kRowGroups * 128; index += kThreads) {
+    const int r = index / 128, l = (index / 4) % 32, e = index % 4;
+    const int column = 16 * tile + (l >> 2) + 8 * (e >> 1);
+    const int row = 8 * r + 2 * (l & 3) + (e & 1);
+    if (row >= m_rows || column >= n_cols) continue;
+    float sum = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) sum += partial[((w * kRowGroups + r) * 32 + l) * 4 + e];
+    y[static_cast<std::size_t>(row) * n_cols + column] = __float2bfloat16(sum);
   }
 }
 

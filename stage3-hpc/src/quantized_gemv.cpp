@@ -1,5 +1,5 @@
 // The public quantized GEMV entry (kc/stage3/quantized_gemv.hpp): the checks, then rung 01 (w as
-// stored) or rung 05 (w prepared).
+// stored) or, for w prepared, rung 06 where it runs (Hopper) and rung 05 elsewhere.
 #include "kc/stage3/quantized_gemv.hpp"
 
 #include <fmt/format.h>
@@ -19,6 +19,8 @@ std::string_view quantized_gemv_kernel_name(QuantizedGemvKernel kernel) {
       return "stage3/gemv_gguf/04_cp_async";
     case QuantizedGemvKernel::gemv_gguf_05_weights_as_a:
       return "stage3/gemv_gguf/05_weights_as_a";
+    case QuantizedGemvKernel::gemv_gguf_06_bulk_stream:
+      return "stage3/gemv_gguf/06_bulk_stream";
   }
   return "unknown";
 }
@@ -72,11 +74,20 @@ void check_quantized_gemv_args(const QuantizedGemvArgs& a) {
           static_cast<const void*>(a.y));
 }
 
+QuantizedGemvKernel quantized_gemv_prepared_kernel() {
+  return gemv_gguf_06_runs_here() ? QuantizedGemvKernel::gemv_gguf_06_bulk_stream
+                                  : QuantizedGemvKernel::gemv_gguf_05_weights_as_a;
+}
+
 QuantizedGemvKernel quantized_gemv(const QuantizedGemvArgs& args, cudaStream_t stream) {
   check_quantized_gemv_args(args);
   if (args.quants != nullptr) {
-    gemv_gguf_05_weights_as_a(args, stream);
-    return QuantizedGemvKernel::gemv_gguf_05_weights_as_a;
+    const QuantizedGemvKernel kernel = quantized_gemv_prepared_kernel();
+    if (kernel == QuantizedGemvKernel::gemv_gguf_06_bulk_stream)
+      gemv_gguf_06_bulk_stream(args, stream);
+    else
+      gemv_gguf_05_weights_as_a(args, stream);
+    return kernel;
   }
   gemv_gguf_01_warp_per_column(args, stream);
   return QuantizedGemvKernel::gemv_gguf_01_warp_per_column;

@@ -243,6 +243,14 @@ void register_kernels(Registry& registry) {
                                  "the operands swapped: the weights as mma.sync's A (16 columns a product), the "
                                  "M <= 8 rows of x as B, no zero rows to build",
                                  GgufLayout::mma_weights_a, &gemv_gguf_05_weights_as_a));
+  KernelEntry bulk_stream = gguf_entry("06_bulk_stream", 6,
+                                       "rung 05's arithmetic, the weights, scales and x slices streamed into a "
+                                       "4-stage shared-memory ring by the copy engine (cp.async.bulk) from a "
+                                       "producer warp: bytes in flight without registers",
+                                       GgufLayout::mma_weights_a, &gemv_gguf_06_bulk_stream);
+  bulk_stream.min_compute_capability = kHopper;
+  bulk_stream.max_compute_capability = kHopper;
+  registry.add_kernel(std::move(bulk_stream));
   // Low precision: bf16 rows to the GGUF blocks the GEMV reads (quant/quantize_gguf_*), the same table.
   register_quantize_gguf_kernels(registry);
 

@@ -1,8 +1,8 @@
-// The GGUF GEMV's negative controls: rungs 01 to 05 with each byte's nibbles read in the wrong
-// order must fail the op's check on q4_0 and q4_1 (q8_0 has no nibbles), each on its layout; and
-// the repacked operands of a layout=1 problem are repack_gguf_blocks() of its blocks. The rungs
-// themselves are checked by the conformance tests on every conformance problem. Skips without a
-// GPU.
+// The GGUF GEMV's negative controls: rungs 01 to 06 with each byte's nibbles read in the wrong
+// order must fail the op's check on q4_0 and q4_1 (q8_0 has no nibbles), each on its layout; the
+// repacked operands of a layout=1 problem are repack_gguf_blocks() of its blocks; and rung 06
+// writes rung 05's bits on problems long enough to go round its ring. The rungs themselves are
+// checked by the conformance tests on every conformance problem. Skips without a GPU.
 //   ctest --test-dir build/ci -R GemvGgufGpu
 #include <gtest/gtest.h>
 
@@ -34,11 +34,14 @@ TEST(GemvGgufGpu, SwappedNibblesFailTheCheck) {
     double layout;
     Gemv right, swapped;
   };
-  for (const Rung& rung : {Rung{0.0, &gemv_gguf_01_warp_per_column, &gemv_gguf_01_swapped_nibbles},
-                           Rung{1.0, &gemv_gguf_02_repacked, &gemv_gguf_02_swapped_nibbles},
-                           Rung{2.0, &gemv_gguf_03_mma, &gemv_gguf_03_swapped_nibbles},
-                           Rung{2.0, &gemv_gguf_04_cp_async, &gemv_gguf_04_swapped_nibbles},
-                           Rung{3.0, &gemv_gguf_05_weights_as_a, &gemv_gguf_05_swapped_nibbles}})
+  std::vector<Rung> rungs = {Rung{0.0, &gemv_gguf_01_warp_per_column, &gemv_gguf_01_swapped_nibbles},
+                             Rung{1.0, &gemv_gguf_02_repacked, &gemv_gguf_02_swapped_nibbles},
+                             Rung{2.0, &gemv_gguf_03_mma, &gemv_gguf_03_swapped_nibbles},
+                             Rung{2.0, &gemv_gguf_04_cp_async, &gemv_gguf_04_swapped_nibbles},
+                             Rung{3.0, &gemv_gguf_05_weights_as_a, &gemv_gguf_05_swapped_nibbles}};
+  // Rung 06 needs a Hopper GPU (BulkStreamWritesRungFivesBits says so where it is missing).
+  if (gemv_gguf_06_runs_here()) rungs.push_back(Rung{3.0, &gemv_gguf_06_bulk_stream, &gemv_gguf_06_swapped_nibbles});
+  for (const Rung& rung : rungs)
     for (const double type : {2.0, 3.0}) {
       const Problem problem = op.problem({4, 129, 256}, DType::bf16, {{"ggml_type", type}, {"layout", rung.layout}});
       EXPECT_TRUE(check_run(op, launch_with(rung.right), problem, 5, context).passed()) << problem.label();
@@ -102,6 +105,38 @@ TEST(GemvGgufGpu, DeviceMmaRepacksMatchTheHostRepacks) {
       EXPECT_EQ(got_scales, host.scales) << "ggml type " << static_cast<int>(type) << ", " << n << "x" << k << ", "
                                          << (sixteen ? "layout=3" : "layout=2");
     }
+}
+
+// Rung 06 takes the chunks rung 05's warps take, in the same order, and adds the warps' sums in the
+// same order: the same bits, on every type, M from 1 to 16 (both row groups), and K from one block
+// to 10 stages of 1024 (the 4-stage ring goes round twice; K not a multiple of the 128-k chunk nor
+// of the stage). y is poisoned with NaN before rung 06 runs, so an output it leaves unwritten
+// fails. Two of the problems are also checked against the op's double reference.
+TEST(GemvGgufGpu, BulkStreamWritesRungFivesBits) {
+  KC_SKIP_WITHOUT_GPU();
+  if (!gemv_gguf_06_runs_here()) GTEST_SKIP() << "rung 06 needs a Hopper GPU and a build with sm_90a code";
+  Context& context = testing::shared_context();
+  const OpSpec op = make_gemv_gguf_op();
+  for (const double type : {2.0, 3.0, 8.0})
+    for (const std::vector<std::int64_t>& dims : std::vector<std::vector<std::int64_t>>{{1, 1, 32}, {1, 300, 4128}, {3, 37, 992}, {8, 16, 4096},
+                                                {9, 33, 9248}, {16, 129, 2080}, {1, 17, 10208}}) {
+      const Problem problem = op.problem(dims, DType::bf16, {{"ggml_type", type}, {"layout", 3.0}});
+      Operands operands = op.make_operands(problem, 7, context);
+      const GgufGemvArgs args = gemv_gguf_args(problem, operands);
+      Tensor& y = operands["y"];
+      gemv_gguf_05_weights_as_a(args, context.stream());
+      KC_CUDA_CHECK(cudaStreamSynchronize(context.stream()));
+      const std::vector<std::uint8_t> expected = bytes_of(y);
+      KC_CUDA_CHECK(cudaMemset(y.raw(), 0xFF, y.bytes()));  // bf16 NaN everywhere
+      gemv_gguf_06_bulk_stream(args, context.stream());
+      KC_CUDA_CHECK(cudaStreamSynchronize(context.stream()));
+      EXPECT_EQ(bytes_of(y), expected) << problem.label();
+    }
+  for (const std::vector<std::int64_t>& dims : std::vector<std::vector<std::int64_t>>{{1, 300, 4128}, {9, 33, 9248}}) {
+    const Problem problem = op.problem(dims, DType::bf16, {{"ggml_type", 3.0}, {"layout", 3.0}});
+    EXPECT_TRUE(check_run(op, launch_with(&gemv_gguf_06_bulk_stream), problem, 11, context).passed())
+        << problem.label();
+  }
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kc/common/device.hpp"
 #include "kc/stage3/quantized_gemv.hpp"
 #include "support/refusals.hpp"
 
@@ -98,6 +99,12 @@ TEST(QuantizedGemvEntry, NamesTheRungAndTheTypes) {
   EXPECT_EQ(quantized_gemv_kernel_name(QuantizedGemvKernel::gemv_gguf_04_cp_async), "stage3/gemv_gguf/04_cp_async");
   EXPECT_EQ(quantized_gemv_kernel_name(QuantizedGemvKernel::gemv_gguf_05_weights_as_a),
             "stage3/gemv_gguf/05_weights_as_a");
+  EXPECT_EQ(quantized_gemv_kernel_name(QuantizedGemvKernel::gemv_gguf_06_bulk_stream),
+            "stage3/gemv_gguf/06_bulk_stream");
+  // Rung 06 needs a Hopper GPU: without a GPU the entry names rung 05 for a prepared weight.
+  if (!has_gpu()) {
+    EXPECT_EQ(quantized_gemv_prepared_kernel(), QuantizedGemvKernel::gemv_gguf_05_weights_as_a);
+  }
   // The prepared layout pads N to whole tiles of 16 rows and K to 128 (4 blocks): 32 bytes of
   // quants a lane (64 for q8_0), 2 or 4 bytes of scale a block-row.
   EXPECT_EQ(quantized_gemv_prepared_quant_bytes(GgufBlockType::q4_1, 4096, 4096), 4096u * 4096u / 2u);

@@ -824,7 +824,8 @@ TEST(ModelRunner, NativeQuantizedStepsMatchTheDequantizedPathAndTheDoubleModel) 
           const std::string key = fmt::format("projection {}, {} blocks (first at M = 7)", role, ggml_type_name(type));
           if (native == 1) {
             ASSERT_EQ(used.count(key), 1u) << name << ": " << key;
-            EXPECT_EQ(used.at(key), "stage3/gemv_gguf/05_weights_as_a") << name;
+            EXPECT_EQ(used.at(key), kc::stage3::quantized_gemv_kernel_name(kc::stage3::quantized_gemv_prepared_kernel()))
+                << name;
           } else {
             EXPECT_EQ(used.count(key), 0u) << name << ": the dequantized path ran on blocks";
           }
@@ -870,7 +871,8 @@ TEST(ModelRunner, NativeQuantizedDecodeUnderCudaGraphsMatchesEagerAndTheDoubleMo
     bool on_blocks = false;
     for (const auto& [role, kernel] : runner.kernels_used())
       on_blocks = on_blocks || (role.rfind("projection down, q4_1 blocks", 0) == 0 &&
-                                kernel == "stage3/gemv_gguf/05_weights_as_a");
+                                kernel == kc::stage3::quantized_gemv_kernel_name(
+                                              kc::stage3::quantized_gemv_prepared_kernel()));
     EXPECT_TRUE(on_blocks) << "no step ran the down projection on its blocks";
     if (graphs == 1) {
       EXPECT_GT(runner.graph_replays(), 10) << "the decode steps did not run as graphs";

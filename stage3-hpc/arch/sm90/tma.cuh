@@ -40,6 +40,19 @@ __device__ __forceinline__ void tma_load_4d(void* destination, const CUtensorMap
       : "memory");
 }
 
+// The plain bulk copy (cp.async.bulk, no tensor map): `bytes` contiguous bytes from global memory
+// to shared memory, both addresses 16-byte aligned and `bytes` a multiple of 16, completing on
+// `barrier` like a box. For data with no 2-D shape to describe (a stream already laid out for its
+// reader, as the GGUF GEMV's repacked weights).
+__device__ __forceinline__ void bulk_load(void* destination, const void* source, std::uint32_t bytes,
+                                          std::uint64_t* barrier) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+          smem_u32(destination)),
+      "l"(source), "r"(bytes), "r"(smem_u32(barrier))
+      : "memory");
+}
+
 // The same box written to the same offset in the shared memory of every CTA in `cta_mask`, each
 // completing bytes on its own barrier at `barrier`'s offset: one L2 read feeds several SMs.
 __device__ __forceinline__ void tma_load_2d_multicast(void* destination, const CUtensorMap* map,

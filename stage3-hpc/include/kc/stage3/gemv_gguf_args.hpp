@@ -245,6 +245,17 @@ void gemv_gguf_05_weights_as_a(const GgufGemvArgs& args, cudaStream_t stream);
 // For the negative control only: rung 05 with the two nibbles of each pair exchanged.
 void gemv_gguf_05_swapped_nibbles(const GgufGemvArgs& args, cudaStream_t stream);
 
+// Rung 06: rung 05's arithmetic on the same layout (layout=3), the weights streamed into a
+// 4-stage shared-memory ring by the copy engine (cp.async.bulk on mbarriers) from a producer warp,
+// with the x slices and the scales: bytes in flight that hold no registers. Writes the same bits as
+// rung 05. Hopper only (sm_90a code): kc::Error before any launch elsewhere.
+void gemv_gguf_06_bulk_stream(const GgufGemvArgs& args, cudaStream_t stream);
+// For the negative control only: rung 06 with the two nibbles of each pair exchanged.
+void gemv_gguf_06_swapped_nibbles(const GgufGemvArgs& args, cudaStream_t stream);
+// Whether rung 06 can run on the current GPU with this build (a Hopper GPU and sm_90a code);
+// false without a GPU. Asked once.
+bool gemv_gguf_06_runs_here();
+
 // The layout=3 repack on the GPU, as repack_gguf_blocks_for_mma_on_device for layout=2; buffers of
 // gguf_mma16_quant_bytes / gguf_mma16_scale_bytes.
 void repack_gguf_blocks_for_mma16_on_device(GgufBlockType type, const std::uint8_t* blocks, int n, int k,

@@ -15,8 +15,10 @@
 //      the engine can name it: w as stored (args.w) runs stage3/gemv_gguf/01_warp_per_column (a
 //      warp per output column, the blocks decoded where they are read); w prepared by
 //      quantized_gemv_prepare (args.quants and args.scales, args.w null) runs
-//      stage3/gemv_gguf/05_weights_as_a (mma.sync with the weights as the A operand, layout=3 of
-//      gemv_gguf_args.hpp), the fast one. Both take every type and every M in 1..16.
+//      stage3/gemv_gguf/06_bulk_stream on a Hopper GPU (mma.sync with the weights as the A operand,
+//      layout=3 of gemv_gguf_args.hpp, the weights streamed into shared memory by the copy engine),
+//      the fast one, and stage3/gemv_gguf/05_weights_as_a (the same products, the weights loaded
+//      into registers; the same bits) on other GPUs. All take every type and every M in 1..16.
 // The launch is asynchronous on `stream`, allocates nothing and never synchronizes: it can be
 // captured in a CUDA graph. The build holds code for sm_80 and sm_90a; an older GPU gets the
 // runtime's kc::CudaError at the launch.
@@ -37,7 +39,8 @@ enum class QuantizedGemvKernel {
   gemv_gguf_01_warp_per_column,  // stage3/gemv_gguf/01_warp_per_column (w as stored)
   gemv_gguf_03_mma,              // stage3/gemv_gguf/03_mma (not chosen by the entry; named for completeness)
   gemv_gguf_04_cp_async,         // stage3/gemv_gguf/04_cp_async (not chosen by the entry; named for completeness)
-  gemv_gguf_05_weights_as_a,     // stage3/gemv_gguf/05_weights_as_a (w prepared by quantized_gemv_prepare)
+  gemv_gguf_05_weights_as_a,     // stage3/gemv_gguf/05_weights_as_a (w prepared, a GPU other than Hopper)
+  gemv_gguf_06_bulk_stream,      // stage3/gemv_gguf/06_bulk_stream (w prepared by quantized_gemv_prepare, Hopper)
 };
 
 // "stage3/gemv_gguf/01_warp_per_column": the kc-bench id of the rung.
@@ -67,6 +70,10 @@ void quantized_gemv_prepare(GgufBlockType type, const std::uint8_t* blocks, int 
 // [1, kGgufGemvMaxRows] (16: a decode step; more rows are a GEMM's work); N >= 1; K a positive
 // multiple of 32 (whole blocks); w, x and y non-null and aligned as above. No CUDA call.
 void check_quantized_gemv_args(const QuantizedGemvArgs& args);
+
+// The rung quantized_gemv runs for a prepared weight on the current GPU: gemv_gguf_06_bulk_stream
+// on a Hopper GPU with sm_90a code in the build, gemv_gguf_05_weights_as_a elsewhere.
+QuantizedGemvKernel quantized_gemv_prepared_kernel();
 
 // y = x . w^T on `stream`, after check_quantized_gemv_args; returns the rung that ran.
 QuantizedGemvKernel quantized_gemv(const QuantizedGemvArgs& args, cudaStream_t stream);

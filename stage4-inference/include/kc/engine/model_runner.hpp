@@ -135,9 +135,8 @@ struct RunnerOptions {
   // pool, prepared at load by kc::stage3::quantized_gemv_prepare ("layer 3 q (q4_1 blocks)" ...; gate
   // and up as one [gate | up] piece when both have blocks of one type), and a step of at most 16
   // tokens (kc::stage3::kGgufGemvMaxRows: decode batches, short prompts) runs each such projection,
-  // the output projection included, through kc::stage3::quantized_gemv (stage3/gemv_gguf/05_weights_as_a)
-  // on the blocks instead of the
-  // bf16 GEMM on the copy. Longer steps (prefill) run the bf16 copy, which stays in the pool too:
+  // the output projection included, through kc::stage3::quantized_gemv (stage3/gemv_gguf/06_bulk_stream
+  // on a Hopper GPU, 05_weights_as_a elsewhere) on the blocks instead of the bf16 GEMM on the copy. Longer steps (prefill) run the bf16 copy, which stays in the pool too:
   // both copies are kept in this first version. In a native step the RMSNorms, SwiGLU and
   // residual adds run as stage 2 kernels, as the unfused step runs them (the GEMV writes its
   // output; it neither adds into the residual stream nor normalizes its input); RoPE and the cache
