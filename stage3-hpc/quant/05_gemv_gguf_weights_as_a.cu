@@ -71,7 +71,7 @@ __device__ __forceinline__ void load_chunk(Chunk<kType>& r, const uint4* quants,
 // registers and spilled 8-24 bytes inside the block loop (LDL/STL around the HMMAs; the SASS
 // contracts refuse any spill in stage 3). A stated minimum of one CTA an SM lets it take the 53-102
 // registers they need; 256 threads of up to 102 registers still fit two CTAs an SM.
-template <GgufBlockType kType, int kRowGroups, bool kSwapped>
+template <GgufBlockType kType, int kRowGroups, bool kOneRow, bool kSwapped>
 __global__ void __launch_bounds__(kWarps * 32, 1)
     gemv_weights_as_a_kernel(int m_rows, int n_cols, int k_len, const __nv_bfloat16* __restrict__ x,
                              const uint4* __restrict__ quants, const uint4* __restrict__ scales,
@@ -107,7 +107,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     std::memcpy(words, current.quants, sizeof words);
     std::uint32_t entries[4 * Chunk<kType>::kScaleVectors];
     std::memcpy(entries, current.scales, sizeof entries);
-    gguf_mma::weights_as_a_chunk<kType, kRowGroups, kSwapped>(
+    gguf_mma::weights_as_a_chunk<kType, kRowGroups, kOneRow, kSwapped>(
         words, entries, chunk, k_blocks, row_valid,
         [&](int r, int, int block) {
           return __ldg(reinterpret_cast<const uint4*>(x_row[r] + static_cast<std::size_t>(block) * kGgufBlockWeights));
@@ -127,9 +127,11 @@ void launch_type(const GgufGemvArgs& a, cudaStream_t stream) {
   const auto* q = reinterpret_cast<const uint4*>(a.quants);
   const auto* s = static_cast<const uint4*>(a.scales);
   if (a.m > 8)
-    gemv_weights_as_a_kernel<kType, 2, kSwapped><<<grid, block, 0, stream>>>(a.m, a.n, a.k, a.x, q, s, a.y);
+    gemv_weights_as_a_kernel<kType, 2, false, kSwapped><<<grid, block, 0, stream>>>(a.m, a.n, a.k, a.x, q, s, a.y);
+  else if (a.m > 1)
+    gemv_weights_as_a_kernel<kType, 1, false, kSwapped><<<grid, block, 0, stream>>>(a.m, a.n, a.k, a.x, q, s, a.y);
   else
-    gemv_weights_as_a_kernel<kType, 1, kSwapped><<<grid, block, 0, stream>>>(a.m, a.n, a.k, a.x, q, s, a.y);
+    gemv_weights_as_a_kernel<kType, 1, true, kSwapped><<<grid, block, 0, stream>>>(a.m, a.n, a.k, a.x, q, s, a.y);
 }
 
 template <bool kSwapped>

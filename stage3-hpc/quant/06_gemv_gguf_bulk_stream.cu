@@ -22,7 +22,9 @@
 // global memory. The arithmetic is rung 05's (gemv_gguf_mma.cuh: the nibbles to bf16 pairs, the
 // products with x and with ones, the scales in FP32), and each consumer warp takes the chunks rung
 // 05's warp of the same index takes, in the same order, and the warps' sums meet in the same order:
-// rung 06 writes the same bits as rung 05 (a GPU test holds it to that).
+// rung 06 writes the same bits as rung 05 (a GPU test holds it to that). At M = 1 both rungs run an
+// instance that leaves out the FFMAs of the x rows a decode step of one token does not have (half
+// of them: gemv_gguf_mma.cuh's kOneRow).
 //
 // Expected limiter: the DRAM stream on projections of megabytes; the launch, the ring's first fill
 // and the drain on small ones. A grid of more tiles than fit at once keeps its bytes in flight in
@@ -70,7 +72,7 @@ constexpr int stage_bytes(int m_rows) {
   return kConsumerWarps * (ChunkBytes<kType>::kQuants + ChunkBytes<kType>::kScales) + m_rows * kStageK * 2;
 }
 
-template <GgufBlockType kType, int kRowGroups, bool kSwapped>
+template <GgufBlockType kType, int kRowGroups, bool kOneRow, bool kSwapped>
 __global__ void __launch_bounds__(kThreads, 1)
     gemv_bulk_stream_kernel(int m_rows, int n_cols, int k_len, const __nv_bfloat16* __restrict__ x,
                             const std::uint8_t* __restrict__ quants, const std::uint8_t* __restrict__ scales,
@@ -91,7 +93,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       sm90::mbarrier_init(&full[s], 1);
-      sm90::mbarrier_init(&empty[s], kConsumerWarps);
+      sm90::mbarrier_init(&empty[s], kConsumerWarps * 32);
     }
     sm90::fence_barrier_init();
   }
@@ -151,15 +153,14 @@ __global__ void __launch_bounds__(kThreads, 1)
         std::memcpy(words, quant_vectors, sizeof words);
         std::uint32_t entries[4 * Bytes::kScaleVectors];
         std::memcpy(entries, scale_vectors, sizeof entries);
-        gguf_mma::weights_as_a_chunk<kType, kRowGroups, kSwapped>(
+        gguf_mma::weights_as_a_chunk<kType, kRowGroups, kOneRow, kSwapped>(
             words, entries, chunk, k_blocks, row_valid,
             [&](int r, int j, int) {
               return *reinterpret_cast<const uint4*>(x_stage + (g + 8 * r) * kStageK + (4 * warp + j) * 32 + 8 * t);
             },
             acc);
       }
-      __syncwarp();
-      if (lane == 0) sm90::mbarrier_arrive(&empty[slot]);
+      sm90::mbarrier_arrive(&empty[slot]);  // every consumer thread: its reads of the stage are done
     }
   }
   gguf_mma::weights_as_a_reduce_and_store<kConsumerWarps, kRowGroups, kThreads>(acc, warp < kConsumerWarps, partial,
@@ -177,9 +178,9 @@ bool has_hopper_code(Kernel kernel) {
   return attributes.binaryVersion == 90;
 }
 
-template <GgufBlockType kType, int kRowGroups, bool kSwapped>
+template <GgufBlockType kType, int kRowGroups, bool kOneRow, bool kSwapped>
 void launch_instance(const GgufGemvArgs& a, cudaStream_t stream) {
-  const Kernel kernel = &gemv_bulk_stream_kernel<kType, kRowGroups, kSwapped>;
+  const Kernel kernel = &gemv_bulk_stream_kernel<kType, kRowGroups, kOneRow, kSwapped>;
   // Once per instance: refuse a build without its Hopper code, and allow the ring of its largest M.
   static const bool prepared = [kernel] {
     require(has_hopper_code(kernel),
@@ -203,9 +204,11 @@ void launch(const GgufGemvArgs& a, cudaStream_t stream) {
   gguf_mma::dispatch_block_type(a.type, kRung, [&](auto type) {
     constexpr GgufBlockType kType = decltype(type)::value;
     if (a.m > 8)
-      launch_instance<kType, 2, kSwapped>(a, stream);
+      launch_instance<kType, 2, false, kSwapped>(a, stream);
+    else if (a.m > 1)
+      launch_instance<kType, 1, false, kSwapped>(a, stream);
     else
-      launch_instance<kType, 1, kSwapped>(a, stream);
+      launch_instance<kType, 1, true, kSwapped>(a, stream);
   });
   KC_CUDA_CHECK(cudaGetLastError());
 }
@@ -217,7 +220,7 @@ void gemv_gguf_06_bulk_stream(const GgufGemvArgs& args, cudaStream_t stream) { l
 void gemv_gguf_06_swapped_nibbles(const GgufGemvArgs& args, cudaStream_t stream) { launch<true>(args, stream); }
 
 bool gemv_gguf_06_runs_here() {
-  static const bool runs = has_gpu() && has_hopper_code(&gemv_bulk_stream_kernel<GgufBlockType::q4_0, 1, false>);
+  static const bool runs = has_gpu() && has_hopper_code(&gemv_bulk_stream_kernel<GgufBlockType::q4_0, 1, true, false>);
   return runs;
 }
 

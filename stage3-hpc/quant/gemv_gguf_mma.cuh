@@ -126,8 +126,9 @@ __device__ __forceinline__ void weights_as_a_fragments(const std::uint32_t* word
 // block's sums of x (a product of ones with x; only where the block has an offset), then acc += d c
 // + (off - bias d) s, two FFMA an output, with f_low, f_high the factors of rows g and g + 8
 // (block_factors): acc[0], acc[1] row g with x rows 2t and 2t + 1 of the group, acc[2], acc[3]
-// row g + 8.
-template <bool kBiased>
+// row g + 8. kOneRow (M = 1): x rows 2t + 1 are all past M, so acc[1] and acc[3] stay zero and are
+// not computed (the other two outputs get the same FFMAs, so the same bits).
+template <bool kBiased, bool kOneRow>
 __device__ __forceinline__ void weights_as_a_product(const std::uint32_t (&first)[4], const std::uint32_t (&second)[4],
                                                      uint4 xv, float2 f_low, float2 f_high, float (&acc)[4]) {
   const std::uint32_t ones[4] = {kBf16OnePair, kBf16OnePair, kBf16OnePair, kBf16OnePair};
@@ -142,24 +143,23 @@ __device__ __forceinline__ void weights_as_a_product(const std::uint32_t (&first
     sm80::mma_m16n8k16_bf16_into(s, ones, xv.z, xv.w, s1);
   }
   acc[0] = fmaf(f_low.x, c2[0], fmaf(f_low.y, s[0], acc[0]));
-  acc[1] = fmaf(f_low.x, c2[1], fmaf(f_low.y, s[1], acc[1]));
   acc[2] = fmaf(f_high.x, c2[2], fmaf(f_high.y, s[0], acc[2]));
-  acc[3] = fmaf(f_high.x, c2[3], fmaf(f_high.y, s[1], acc[3]));
+  if constexpr (!kOneRow) {
+    acc[1] = fmaf(f_low.x, c2[1], fmaf(f_low.y, s[1], acc[1]));
+    acc[3] = fmaf(f_high.x, c2[3], fmaf(f_high.y, s[1], acc[3]));
+  }
 }
 
 // One chunk (4 blocks) of a layout=3 tile for a lane: its quants as words, its scale entries as
 // words, the rows of x it brings (row_valid: g + 8r < M); load_x(r, j, block) returns its 16 bytes of
 // x for row group r and block j of the chunk (`block` the block's index along K). Blocks past K,
 // the padding of the last chunk, are skipped and read no x.
-template <GgufBlockType kType, int kRowGroups, bool kSwapped, class LoadX>
+template <GgufBlockType kType, int kRowGroups, bool kOneRow, bool kSwapped, class LoadX>
 __device__ __forceinline__ void weights_as_a_chunk(const std::uint32_t* words, const std::uint32_t* entries, int chunk,
                                                    int k_blocks, const bool (&row_valid)[kRowGroups], LoadX load_x,
                                                    float (&acc)[kRowGroups][4]) {
   constexpr bool kBiased = kType != GgufBlockType::q8_0;
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const int block = 4 * chunk + j;
-    if (block >= k_blocks) break;
+  auto block_step = [&](int j, int block) {
     std::uint32_t a_first[4], a_second[4];
     weights_as_a_fragments<kType, kSwapped>(words, j, a_first, a_second);
     float2 f_low, f_high;  // the scales of rows g and g + 8 for this block
@@ -167,8 +167,13 @@ __device__ __forceinline__ void weights_as_a_chunk(const std::uint32_t* words, c
 #pragma unroll
     for (int r = 0; r < kRowGroups; ++r) {
       const uint4 xv = row_valid[r] ? load_x(r, j, block) : make_uint4(0, 0, 0, 0);
-      weights_as_a_product<kBiased>(a_first, a_second, xv, f_low, f_high, acc[r]);
+      weights_as_a_product<kBiased, kOneRow>(a_first, a_second, xv, f_low, f_high, acc[r]);
     }
+  };
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    if (4 * chunk + j >= k_blocks) break;
+    block_step(j, 4 * chunk + j);
   }
 }
 
