@@ -28,7 +28,9 @@
 //
 // Expected limiter: the DRAM stream on projections of megabytes; the launch, the ring's first fill
 // and the drain on small ones. A grid of more tiles than fit at once keeps its bytes in flight in
-// the tail too, since a CTA's ring does not depend on how many warps are resident.
+// the tail too, since a CTA's ring does not depend on how many warps are resident. The x slices
+// grow with M (2 KB a row a stage): at 16 rows a stage is about 42 KB and one CTA fills an SM's
+// shared memory, so kc::stage3::quantized_gemv runs rung 05 above M = 8.
 //
 // SASS to look for (sm_90a): UBLKCP.S.G (the bulk copies) and SYNCS.* (the mbarriers) in the
 // producer; LDS.128 for quants, scales and x and HMMA.16816.F32.BF16 in the consumers' loop; no

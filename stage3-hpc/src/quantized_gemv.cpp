@@ -1,5 +1,5 @@
 // The public quantized GEMV entry (kc/stage3/quantized_gemv.hpp): the checks, then rung 01 (w as
-// stored) or, for w prepared, rung 06 where it runs (Hopper) and rung 05 elsewhere.
+// stored) or, for w prepared, rung 06 at M <= 8 where it runs (Hopper) and rung 05 otherwise.
 #include "kc/stage3/quantized_gemv.hpp"
 
 #include <fmt/format.h>
@@ -74,15 +74,15 @@ void check_quantized_gemv_args(const QuantizedGemvArgs& a) {
           static_cast<const void*>(a.y));
 }
 
-QuantizedGemvKernel quantized_gemv_prepared_kernel() {
-  return gemv_gguf_06_runs_here() ? QuantizedGemvKernel::gemv_gguf_06_bulk_stream
-                                  : QuantizedGemvKernel::gemv_gguf_05_weights_as_a;
+QuantizedGemvKernel quantized_gemv_prepared_kernel(int m) {
+  return m <= 8 && gemv_gguf_06_runs_here() ? QuantizedGemvKernel::gemv_gguf_06_bulk_stream
+                                            : QuantizedGemvKernel::gemv_gguf_05_weights_as_a;
 }
 
 QuantizedGemvKernel quantized_gemv(const QuantizedGemvArgs& args, cudaStream_t stream) {
   check_quantized_gemv_args(args);
   if (args.quants != nullptr) {
-    const QuantizedGemvKernel kernel = quantized_gemv_prepared_kernel();
+    const QuantizedGemvKernel kernel = quantized_gemv_prepared_kernel(args.m);
     if (kernel == QuantizedGemvKernel::gemv_gguf_06_bulk_stream)
       gemv_gguf_06_bulk_stream(args, stream);
     else

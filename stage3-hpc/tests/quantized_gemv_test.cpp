@@ -101,9 +101,11 @@ TEST(QuantizedGemvEntry, NamesTheRungAndTheTypes) {
             "stage3/gemv_gguf/05_weights_as_a");
   EXPECT_EQ(quantized_gemv_kernel_name(QuantizedGemvKernel::gemv_gguf_06_bulk_stream),
             "stage3/gemv_gguf/06_bulk_stream");
-  // Rung 06 needs a Hopper GPU: without a GPU the entry names rung 05 for a prepared weight.
+  // Rung 06 takes M <= 8 on a Hopper GPU; M > 8 runs rung 05 everywhere, and so does every M
+  // without a GPU.
+  for (const int m : {9, 16}) EXPECT_EQ(quantized_gemv_prepared_kernel(m), QuantizedGemvKernel::gemv_gguf_05_weights_as_a);
   if (!has_gpu()) {
-    EXPECT_EQ(quantized_gemv_prepared_kernel(), QuantizedGemvKernel::gemv_gguf_05_weights_as_a);
+    for (const int m : {1, 8}) EXPECT_EQ(quantized_gemv_prepared_kernel(m), QuantizedGemvKernel::gemv_gguf_05_weights_as_a);
   }
   // The prepared layout pads N to whole tiles of 16 rows and K to 128 (4 blocks): 32 bytes of
   // quants a lane (64 for q8_0), 2 or 4 bytes of scale a block-row.

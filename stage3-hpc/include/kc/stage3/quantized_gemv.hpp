@@ -15,10 +15,11 @@
 //      the engine can name it: w as stored (args.w) runs stage3/gemv_gguf/01_warp_per_column (a
 //      warp per output column, the blocks decoded where they are read); w prepared by
 //      quantized_gemv_prepare (args.quants and args.scales, args.w null) runs
-//      stage3/gemv_gguf/06_bulk_stream on a Hopper GPU (mma.sync with the weights as the A operand,
-//      layout=3 of gemv_gguf_args.hpp, the weights streamed into shared memory by the copy engine),
-//      the fast one, and stage3/gemv_gguf/05_weights_as_a (the same products, the weights loaded
-//      into registers; the same bits) on other GPUs. All take every type and every M in 1..16.
+//      stage3/gemv_gguf/06_bulk_stream at M <= 8 on a Hopper GPU (mma.sync with the weights as the
+//      A operand, layout=3 of gemv_gguf_args.hpp, the weights streamed into shared memory by the
+//      copy engine), the fast one, and stage3/gemv_gguf/05_weights_as_a (the same products, the
+//      weights loaded into registers; the same bits) at M > 8 and on other GPUs. All take every
+//      type and every M in 1..16.
 // The launch is asynchronous on `stream`, allocates nothing and never synchronizes: it can be
 // captured in a CUDA graph. The build holds code for sm_80 and sm_90a; an older GPU gets the
 // runtime's kc::CudaError at the launch.
@@ -71,9 +72,11 @@ void quantized_gemv_prepare(GgufBlockType type, const std::uint8_t* blocks, int 
 // multiple of 32 (whole blocks); w, x and y non-null and aligned as above. No CUDA call.
 void check_quantized_gemv_args(const QuantizedGemvArgs& args);
 
-// The rung quantized_gemv runs for a prepared weight on the current GPU: gemv_gguf_06_bulk_stream
-// on a Hopper GPU with sm_90a code in the build, gemv_gguf_05_weights_as_a elsewhere.
-QuantizedGemvKernel quantized_gemv_prepared_kernel();
+// The rung quantized_gemv runs for a prepared weight of M rows on the current GPU:
+// gemv_gguf_06_bulk_stream for M <= 8 on a Hopper GPU with sm_90a code in the build,
+// gemv_gguf_05_weights_as_a otherwise (more rows of x crowd rung 06's shared-memory ring: at M = 16
+// it measured slower than rung 05 on the H200, stage-3 README).
+QuantizedGemvKernel quantized_gemv_prepared_kernel(int m);
 
 // y = x . w^T on `stream`, after check_quantized_gemv_args; returns the rung that ran.
 QuantizedGemvKernel quantized_gemv(const QuantizedGemvArgs& args, cudaStream_t stream);
