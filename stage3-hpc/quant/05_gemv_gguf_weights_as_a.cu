@@ -121,26 +121,14 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   gguf_mma::weights_as_a_reduce_and_store<kWarps, kRowGroups, kWarps * 32>(acc, true, partial, m_rows, n_cols, tile, y);
 }
 
-template <GgufBlockType kType, bool kSwapped>
-void launch_type(const GgufGemvArgs& a, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>((a.n + 15) / 16)), block(kWarps * 32);
-  const auto* q = reinterpret_cast<const uint4*>(a.quants);
-  const auto* s = static_cast<const uint4*>(a.scales);
-  if (a.m > 8)
-    gemv_weights_as_a_kernel<kType, 2, false, kSwapped><<<grid, block, 0, stream>>>(a.m, a.n, a.k, a.x, q, s, a.y);
-  else if (a.m > 1)
-    gemv_weights_as_a_kernel<kType, 1, false, kSwapped><<<grid, block, 0, stream>>>(a.m, a.n, a.k, a.x, q, s, a.y);
-  else
-    gemv_weights_as_a_kernel<kType, 1, true, kSwapped><<<grid, block, 0, stream>>>(a.m, a.n, a.k, a.x, q, s, a.y);
-}
-
 template <bool kSwapped>
 void launch(const GgufGemvArgs& a, cudaStream_t stream) {
-  constexpr const char* kRung = "weights as A";
-  gguf_mma::check_fragment_args(a, kRung, "repack_gguf_blocks_for_mma16, layout=3");
-  gguf_mma::dispatch_block_type(a.type, kRung,
-                                [&](auto type) { launch_type<decltype(type)::value, kSwapped>(a, stream); });
-  KC_CUDA_CHECK(cudaGetLastError());
+  gguf_mma::launch_weights_as_a_rung(a, "weights as A", [&](auto type, auto row_groups, auto one_row) {
+    const dim3 grid(static_cast<unsigned>((a.n + 15) / 16)), block(kWarps * 32);
+    gemv_weights_as_a_kernel<decltype(type)::value, decltype(row_groups)::value, decltype(one_row)::value, kSwapped>
+        <<<grid, block, 0, stream>>>(a.m, a.n, a.k, a.x, reinterpret_cast<const uint4*>(a.quants),
+                                     static_cast<const uint4*>(a.scales), a.y);
+  });
 }
 
 }  // namespace

@@ -47,7 +47,9 @@
 #include "arch/sm90/sm90a.hpp"
 #include "arch/sm90/tma.cuh"
 #include "gemv_gguf_mma.cuh"
+#include "kc/common/device.hpp"
 #include "kc/common/error.hpp"
+#include "kc/stage3/gemm.hpp"
 #include "kc/stage3/gemv_gguf_args.hpp"
 
 namespace kc::stage3 {
@@ -170,24 +172,14 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-using Kernel = void (*)(int, int, int, const __nv_bfloat16*, const std::uint8_t*, const std::uint8_t*, __nv_bfloat16*);
-
-// Whether this build holds sm_90a code for `kernel` on the current GPU (the sm_80 pass leaves the
-// kernel empty; an sm_80 build on a Hopper GPU runs that empty kernel).
-bool has_hopper_code(Kernel kernel) {
-  cudaFuncAttributes attributes{};
-  KC_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
-  return attributes.binaryVersion == 90;
-}
-
 template <GgufBlockType kType, int kRowGroups, bool kOneRow, bool kSwapped>
 void launch_instance(const GgufGemvArgs& a, cudaStream_t stream) {
-  const Kernel kernel = &gemv_bulk_stream_kernel<kType, kRowGroups, kOneRow, kSwapped>;
-  // Once per instance: refuse a build without its Hopper code, and allow the ring of its largest M.
+  require(gemv_gguf_06_runs_here(),
+          "gemv_gguf rung 06 (bulk stream) needs sm_90a code (the copy engine's cp.async.bulk) and a Hopper GPU; "
+          "this build or GPU has none: run rung 05, as kc::stage3::quantized_gemv does");
+  const auto kernel = &gemv_bulk_stream_kernel<kType, kRowGroups, kOneRow, kSwapped>;
+  // Once per instance: allow the ring of its largest M.
   static const bool prepared = [kernel] {
-    require(has_hopper_code(kernel),
-            "gemv_gguf rung 06 (bulk stream) needs sm_90a code (the copy engine's cp.async.bulk) and a Hopper GPU; "
-            "this build or GPU has none: run rung 05, as kc::stage3::quantized_gemv does");
     KC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        kStages * stage_bytes<kType>(8 * kRowGroups)));
     return true;
@@ -201,18 +193,9 @@ void launch_instance(const GgufGemvArgs& a, cudaStream_t stream) {
 
 template <bool kSwapped>
 void launch(const GgufGemvArgs& a, cudaStream_t stream) {
-  constexpr const char* kRung = "bulk stream";
-  gguf_mma::check_fragment_args(a, kRung, "repack_gguf_blocks_for_mma16, layout=3");
-  gguf_mma::dispatch_block_type(a.type, kRung, [&](auto type) {
-    constexpr GgufBlockType kType = decltype(type)::value;
-    if (a.m > 8)
-      launch_instance<kType, 2, false, kSwapped>(a, stream);
-    else if (a.m > 1)
-      launch_instance<kType, 1, false, kSwapped>(a, stream);
-    else
-      launch_instance<kType, 1, true, kSwapped>(a, stream);
+  gguf_mma::launch_weights_as_a_rung(a, "bulk stream", [&](auto type, auto row_groups, auto one_row) {
+    launch_instance<decltype(type)::value, decltype(row_groups)::value, decltype(one_row)::value, kSwapped>(a, stream);
   });
-  KC_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace
@@ -221,8 +204,14 @@ void gemv_gguf_06_bulk_stream(const GgufGemvArgs& args, cudaStream_t stream) { l
 
 void gemv_gguf_06_swapped_nibbles(const GgufGemvArgs& args, cudaStream_t stream) { launch<true>(args, stream); }
 
+// The rule the Hopper attention and GEMM entries use: compute capability 9.0 and a build with
+// sm_90a code (on any other GPU, or in an sm_80-only build, the kernel is empty).
 bool gemv_gguf_06_runs_here() {
-  static const bool runs = has_gpu() && has_hopper_code(&gemv_bulk_stream_kernel<GgufBlockType::q4_0, 1, true, false>);
+  static const bool runs = has_gpu() && built_with_sm90a_code() && [] {
+    int device = 0;
+    KC_CUDA_CHECK(cudaGetDevice(&device));
+    return query_device(device).compute_capability() == 90;
+  }();
   return runs;
 }
 

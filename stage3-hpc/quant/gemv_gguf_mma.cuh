@@ -159,7 +159,10 @@ __device__ __forceinline__ void weights_as_a_chunk(const std::uint32_t* words, c
                                                    int k_blocks, const bool (&row_valid)[kRowGroups], LoadX load_x,
                                                    float (&acc)[kRowGroups][4]) {
   constexpr bool kBiased = kType != GgufBlockType::q8_0;
-  auto block_step = [&](int j, int block) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int block = 4 * chunk + j;
+    if (block >= k_blocks) break;
     std::uint32_t a_first[4], a_second[4];
     weights_as_a_fragments<kType, kSwapped>(words, j, a_first, a_second);
     float2 f_low, f_high;  // the scales of rows g and g + 8 for this block
@@ -169,11 +172,6 @@ __device__ __forceinline__ void weights_as_a_chunk(const std::uint32_t* words, c
       const uint4 xv = row_valid[r] ? load_x(r, j, block) : make_uint4(0, 0, 0, 0);
       weights_as_a_product<kBiased, kOneRow>(a_first, a_second, xv, f_low, f_high, acc[r]);
     }
-  };
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    if (4 * chunk + j >= k_blocks) break;
-    block_step(j, 4 * chunk + j);
   }
 }
 
@@ -333,6 +331,24 @@ void launch_tile_rung(const GgufGemvArgs& a, const char* rung, Launch&& launch) 
       with_rows(std::integral_constant<int, 2>{});
     else
       with_rows(std::integral_constant<int, 1>{});
+  });
+  KC_CUDA_CHECK(cudaGetLastError());
+}
+
+// The launch of a rung on the 16-row tiles of layout=3 (rungs 05 and 06): checks the arguments,
+// then calls launch(type, row_groups, one_row) with the compile-time choices both rungs make alike
+// (they must, to write the same bits) — the block type; two groups of 8 rows of x for M > 8, one
+// otherwise; and at M = 1 the instance without the FFMAs of x rows past M (kOneRow).
+template <class Launch>
+void launch_weights_as_a_rung(const GgufGemvArgs& a, const char* rung, Launch&& launch) {
+  check_fragment_args(a, rung, "repack_gguf_blocks_for_mma16, layout=3");
+  dispatch_block_type(a.type, rung, [&](auto type) {
+    if (a.m > 8)
+      launch(type, std::integral_constant<int, 2>{}, std::false_type{});
+    else if (a.m > 1)
+      launch(type, std::integral_constant<int, 1>{}, std::false_type{});
+    else
+      launch(type, std::integral_constant<int, 1>{}, std::true_type{});
   });
   KC_CUDA_CHECK(cudaGetLastError());
 }
