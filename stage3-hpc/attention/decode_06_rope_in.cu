@@ -49,22 +49,6 @@
 namespace kc::stage3 {
 namespace {
 
-template <typename T>
-void require_rope_args(const DecodeArgs<T>& args, const DecodeRopeArgs<T>& rope, const char* rung) {
-  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
-  require(rope.k_new != nullptr && rope.v_new != nullptr && rope.cos_sin != nullptr,
-          "{}: k_new, v_new and cos_sin must not be null", rung);
-  require(aligned(rope.k_new) && aligned(rope.v_new) && aligned(rope.cos_sin),
-          "{}: k_new, v_new and cos_sin must start 16-byte aligned (rows are moved in 16-byte pieces)", rung);
-  require(rope.positions >= 1, "{}: the cos/sin table has {} positions; it needs one per position up to the "
-          "longest sequence", rung, rope.positions);
-  require(rope.k_cache == args.k_cache && rope.v_cache == args.v_cache,
-          "{}: the rope arguments' caches ({}, {}) are not the decode arguments' ({}, {}): pass the same pools "
-          "(the new rows are written where the attention reads them)",
-          rung, static_cast<const void*>(rope.k_cache), static_cast<const void*>(rope.v_cache),
-          static_cast<const void*>(args.k_cache), static_cast<const void*>(args.v_cache));
-}
-
 template <bool kPositionOffByOne, typename T>
 void launch_rope_in(const DecodeArgs<T>& args, const DecodeRopeArgs<T>& rope, const DecodeSplitPlan& plan,
                     const DecodeSplitWorkspace& workspace, cudaStream_t stream, const char* rung) {

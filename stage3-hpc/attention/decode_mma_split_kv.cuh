@@ -14,12 +14,16 @@
 // decode_05_early_pages.cu, prefetches the first pages of its split into L2 there), and in where
 // the new tokens' rows come from (Rope: NoRope, from the cache and Q as given; DecodeRopeArgs,
 // rung 06, decode_06_rope_in.cu: Q and the new keys rotated here, the new K/V rows written to the
-// cache here and put in the tiles from registers).
+// cache here and put in the tiles from registers), and in whether the first tiles' cached rows are
+// copied into shared memory before the wait (Rope::kPagesBeforeWait: rung 07,
+// decode_07_pages_before_wait.cu).
 // Unnamed namespace: each rung's file compiles its own instances, no symbol shared between them.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+#include <cstdint>
 
 #include "arch/sm80/cp_async.cuh"
 #include "arch/sm80/mma.cuh"
@@ -36,13 +40,28 @@ namespace kc::stage3 {
 enum class DecodeMerge { combine_kernel, in_kernel, in_kernel_drops_last_split };
 
 // The Rope parameter of rungs 03 to 05: Q and the cache as given, nothing rotated or written.
-struct NoRope {};
+struct NoRope {
+  static constexpr bool kPagesBeforeWait = false;
+};
 
 // Rung 06's: DecodeRopeArgs, and for its negative control a flaw — kPositionOffByOne rotates the
 // new tokens' Q and K by the angle of position p - 1 (p + 1 at position 0) instead of p.
 template <typename T, bool kPositionOffByOne_ = false>
 struct RopeIn : DecodeRopeArgs<T> {
   static constexpr bool kPositionOffByOne = kPositionOffByOne_;
+  static constexpr bool kPagesBeforeWait = false;
+};
+
+// Rung 07's: rung 06's rotation and cache write, with every stage of the ring filled with cached
+// rows before the wait for the kernel ahead and the new rows stored into those tiles after it. For
+// its negative control a flaw — kNewRowsFromCache copies the new tokens' rows from their pages
+// before the wait as well (rows the kernel has not written yet) and builds none of them into
+// those tiles.
+template <typename T, bool kNewRowsFromCache_ = false>
+struct RopePagesFirst : DecodeRopeArgs<T> {
+  static constexpr bool kPositionOffByOne = false;
+  static constexpr bool kPagesBeforeWait = true;
+  static constexpr bool kNewRowsFromCache = kNewRowsFromCache_;
 };
 
 // The row of cos_sin a new token at `position` is rotated by (the control's flaw, or the position).
@@ -158,44 +177,76 @@ __device__ __forceinline__ void load_block_ids(int (&ids)[Layout::kRowsPerThread
 // `v_tile` from registers, and — by the first row chunk's CTA only, so that one CTA writes each row —
 // stored to the row's place in the cache for the steps after this one. The CTAs of other row
 // chunks compute the same chunk for their own tiles instead of reading a row another CTA may not
-// have written yet.
+// have written yet. In two halves: the loads (load_new_token_chunk), then the rotation and the
+// stores (store_new_token_chunk), so that rung 07 can have a chunk's loads in flight beside Q's.
+template <typename T>
+struct NewTokenChunk {
+  float a[kDecodeChunkElements], b[kDecodeChunkElements];  // the pair's halves of K
+  float cos[kDecodeChunkElements], sin[kDecodeChunkElements];
+  uint4 v;
+};
+
 template <int kHeadDim, class Rope, typename T>
-__device__ __forceinline__ void new_token_chunk(const Rope& rope, const DecodeArgs<T>& args,
-                                                const SplitWork& work, int key, int chunk, std::int32_t block,
-                                                std::uint8_t* k_tile, std::uint8_t* v_tile) {
+__device__ __forceinline__ NewTokenChunk<T> load_new_token_chunk(const Rope& rope, const DecodeArgs<T>& args,
+                                                                  const SplitWork& work, int key, int chunk) {
   constexpr int kHalfChunks = kHeadDim / (2 * kDecodeChunkElements);
   const int token = key - (work.length - args.q_len);
   const std::int64_t row = (static_cast<std::int64_t>(work.b) * args.q_len + token) * args.kv_heads + work.kv_head;
-  const bool first_half = chunk < kHalfChunks;
-  const int pair = first_half ? chunk : chunk - kHalfChunks;  // the chunk of the pairs' first elements
-  float a[kDecodeChunkElements], b[kDecodeChunkElements];
-  core::load_floats<T, kDecodeChunkElements>(rope.k_new + row * kHeadDim + pair * kDecodeChunkElements, a);
+  const int pair = chunk < kHalfChunks ? chunk : chunk - kHalfChunks;  // the chunk of the pairs' first elements
+  NewTokenChunk<T> loaded;
+  core::load_floats<T, kDecodeChunkElements>(rope.k_new + row * kHeadDim + pair * kDecodeChunkElements, loaded.a);
   core::load_floats<T, kDecodeChunkElements>(rope.k_new + row * kHeadDim + (pair + kHalfChunks) * kDecodeChunkElements,
-                                             b);
+                                             loaded.b);
   const float* angles =
       rope.cos_sin + static_cast<std::int64_t>(angle_row<Rope>(key)) * kHeadDim + pair * kDecodeChunkElements;
+#pragma unroll
+  for (int e = 0; e < kDecodeChunkElements; ++e) {
+    loaded.cos[e] = angles[e];
+    loaded.sin[e] = angles[kHeadDim / 2 + e];
+  }
+  loaded.v = *reinterpret_cast<const uint4*>(rope.v_new + row * kHeadDim + chunk * kDecodeChunkElements);
+  return loaded;
+}
+
+template <int kHeadDim, class Rope, typename T>
+__device__ __forceinline__ void store_new_token_chunk(NewTokenChunk<T> loaded, const Rope& rope,
+                                                      const DecodeArgs<T>& args, const SplitWork& work, int key,
+                                                      int chunk, std::int32_t block, std::uint8_t* k_tile,
+                                                      std::uint8_t* v_tile) {
+  constexpr int kHalfChunks = kHeadDim / (2 * kDecodeChunkElements);
+  const bool first_half = chunk < kHalfChunks;
   float k[kDecodeChunkElements];
 #pragma unroll
   for (int e = 0; e < kDecodeChunkElements; ++e) {
-    core::rotate_pair(a[e], b[e], angles[e], angles[kHeadDim / 2 + e]);
-    k[e] = first_half ? a[e] : b[e];
+    core::rotate_pair(loaded.a[e], loaded.b[e], loaded.cos[e], loaded.sin[e]);
+    k[e] = first_half ? loaded.a[e] : loaded.b[e];
   }
-  const uint4 v = *reinterpret_cast<const uint4*>(rope.v_new + row * kHeadDim + chunk * kDecodeChunkElements);
   core::store_floats<T, kDecodeChunkElements>(reinterpret_cast<T*>(k_tile), k);
-  *reinterpret_cast<uint4*>(v_tile) = v;
+  *reinterpret_cast<uint4*>(v_tile) = loaded.v;
   if (work.row0 == 0) {
     const std::int64_t at = (static_cast<std::int64_t>(block) * args.kv_heads + work.kv_head) * args.block_size +
                             (key & (args.block_size - 1));
     core::store_floats<T, kDecodeChunkElements>(rope.k_cache + at * kHeadDim + chunk * kDecodeChunkElements, k);
-    *reinterpret_cast<uint4*>(rope.v_cache + at * kHeadDim + chunk * kDecodeChunkElements) = v;
+    *reinterpret_cast<uint4*>(rope.v_cache + at * kHeadDim + chunk * kDecodeChunkElements) = loaded.v;
   }
+}
+
+template <int kHeadDim, class Rope, typename T>
+__device__ __forceinline__ void new_token_chunk(const Rope& rope, const DecodeArgs<T>& args,
+                                                const SplitWork& work, int key, int chunk, std::int32_t block,
+                                                std::uint8_t* k_tile, std::uint8_t* v_tile) {
+  store_new_token_chunk<kHeadDim>(load_new_token_chunk<kHeadDim>(rope, args, work, key, chunk), rope, args, work, key,
+                                  chunk, block, k_tile, v_tile);
 }
 
 // The cp.async copies of tile `tile` of K and V into `stage` (swizzled, as fa2_mma.cuh's tiles),
 // each row from its page; keys at or past the split's end are zero-filled and read nothing. With
 // rung 06's rope (kRopeIn), the rows of the new tokens are new_token_chunk's, stored into the
-// stage (`stage_pointer`, the same shared memory) from registers instead.
-template <class Layout, typename T, class Rope>
+// stage (`stage_pointer`, the same shared memory) from registers instead. kBeforeWait (rung 07's
+// copies before the wait for the kernel ahead): the new tokens' rows are skipped — they are the
+// kernel ahead's output, built into the tile after the wait (store_new_rows_of_first_tiles) —
+// except by the negative control's flaw, which copies them from their pages like any other row.
+template <class Layout, bool kBeforeWait = false, typename T, class Rope>
 __device__ __forceinline__ void copy_tile_pages(std::uint32_t stage, std::uint8_t* stage_pointer,
                                                 const int (&ids)[Layout::kRowsPerThread], int tile,
                                                 const SplitWork& work, const DecodeArgs<T>& args, const Rope& rope) {
@@ -213,7 +264,9 @@ __device__ __forceinline__ void copy_tile_pages(std::uint32_t stage, std::uint8_
     const bool valid = key < work.key_end;
     const int column = chunk * kDecodeChunkElements;
     const std::uint32_t offset = swizzled_offset<typename Layout::TileShape>(row, chunk);
-    if constexpr (kRopeIn) {
+    if constexpr (kBeforeWait) {
+      if (!Rope::kNewRowsFromCache && valid && key >= work.length - args.q_len) continue;
+    } else if constexpr (kRopeIn) {
       if (valid && key >= work.length - args.q_len) {
         new_token_chunk<Layout::TileShape::kHeadDim, Rope>(rope, args, work, key, chunk, ids[i], stage_pointer + offset,
                                                            stage_pointer + Layout::kTileBytes + offset);
@@ -319,6 +372,74 @@ __device__ __forceinline__ void store_rotated_q(std::uint8_t* q_tile, const Deco
   }
 }
 
+// Rung 07, before the wait: every stage of the ring filled with tiles 0 .. kStages - 1 of the
+// split — the cached rows only (copy_tile_pages<kBeforeWait>), the new tokens' rows left for
+// after the wait. One cp.async group a tile. Everything read here is the caller's: the length, the block table and
+// rows written by earlier steps (PagedDecodeAttention's contract for rungs 05 to 07).
+template <class Layout, typename T, class Rope>
+__device__ __forceinline__ void copy_first_tiles_before_wait(int (&ids)[Layout::kRowsPerThread], std::uint8_t* smem,
+                                                             const DecodeArgs<T>& args, const SplitWork& work,
+                                                             const Rope& rope) {
+  const std::uint32_t smem_base = smem_u32(smem);
+  const std::int32_t* table_row = args.block_table + static_cast<std::int64_t>(work.b) * args.max_blocks;
+  const int block_shift = __ffs(args.block_size) - 1;
+#pragma unroll
+  for (int tile = 0; tile < Layout::kStages; ++tile) {
+    load_block_ids<Layout>(ids, tile, work, table_row, block_shift);
+    if (tile < work.tiles)
+      copy_tile_pages<Layout, /*kBeforeWait=*/true>(smem_base + tile * Layout::kStageBytes,
+                                                    smem + tile * Layout::kStageBytes, ids, tile, work, args, rope);
+    sm80::cp_async_commit_group();  // empty past the last tile: the group count stays uniform
+  }
+}
+
+// Rung 07, after the wait: the rows of the new tokens that fall in the first kStages tiles,
+// rotated and stored into their stage (and to their page by the first row chunk's CTA), and Q
+// rotated into its tile. A thread's first new-row chunk is loaded before Q's rows, so that the two
+// loads are in flight together: one round trip instead of two. (More chunks than threads — more
+// than 8 new tokens at D = 128 — take a second pass.) The negative control's flaw builds none:
+// its tiles hold what the pages held before the wait.
+template <class Layout, typename T, class Rope>
+__device__ __forceinline__ void store_q_and_new_rows_after_wait(std::uint8_t* smem, const DecodeArgs<T>& args,
+                                                                const Rope& rope, const SplitWork& work,
+                                                                const std::int32_t* table_row, int block_shift) {
+  constexpr int kHeadDim = Layout::TileShape::kHeadDim;
+  constexpr int kChunksPerRow = kHeadDim / kDecodeChunkElements;
+  const int new_begin = max(work.key_begin, work.length - args.q_len);
+  const int first_tiles_end = min(work.key_end, work.key_begin + Layout::kStages * kTileKeys);
+  const int chunks = Rope::kNewRowsFromCache ? 0 : max(0, first_tiles_end - new_begin) * kChunksPerRow;
+  const auto store_chunk = [&](const NewTokenChunk<T>& loaded, int item, std::int32_t block) {
+    const int key = new_begin + item / kChunksPerRow, chunk = item % kChunksPerRow;
+    const int local = key - work.key_begin;
+    std::uint8_t* stage = smem + local / kTileKeys * Layout::kStageBytes;
+    const std::uint32_t offset = swizzled_offset<typename Layout::TileShape>(local % kTileKeys, chunk);
+    store_new_token_chunk<kHeadDim>(loaded, rope, args, work, key, chunk, block, stage + offset,
+                                    stage + Layout::kTileBytes + offset);
+  };
+  // Not in the D = 64 instance with two m16 tiles of rows: ptxas holds it at 128 registers, and a
+  // chunk held across Q's rotation spilled there (on sm_80); its chunks follow Q.
+  constexpr bool kLoadsTogether = !(kHeadDim == 64 && Layout::kQRows == 2 * kMmaRows);
+  const int first = static_cast<int>(threadIdx.x);
+  if constexpr (kLoadsTogether) {
+    NewTokenChunk<T> loaded{};
+    std::int32_t block = 0;
+    if (first < chunks) {
+      const int key = new_begin + first / kChunksPerRow;
+      loaded = load_new_token_chunk<kHeadDim>(rope, args, work, key, first % kChunksPerRow);
+      block = table_row[key >> block_shift];
+    }
+    store_rotated_q<Layout, Rope>(smem + Layout::kQOffset, args, rope, work);
+    if (first < chunks) store_chunk(loaded, first, block);
+  } else {
+    store_rotated_q<Layout, Rope>(smem + Layout::kQOffset, args, rope, work);
+  }
+  for (int item = kLoadsTogether ? first + kThreads : first; item < chunks; item += kThreads) {
+    const int key = new_begin + item / kChunksPerRow;
+    store_chunk(load_new_token_chunk<kHeadDim>(rope, args, work, key, item % kChunksPerRow), item,
+                table_row[key >> block_shift]);
+  }
+}
+
 template <typename T, int kHeadDim, int kRowTiles, DecodeMerge kMerge, bool kEarlyPages, class Rope>
 __global__ void __launch_bounds__(kThreads)
     mma_split_kv_kernel(DecodeArgs<T> args, DecodeSplitPlan plan, DecodeSplitWorkspace workspace, Rope rope) {
@@ -330,14 +451,22 @@ __global__ void __launch_bounds__(kThreads)
   // In the engine's decode step the kernels launch as programmatic dependents
   // (kc/core/dependent_launch.hpp). Rungs 03 and 04: nothing before the wait. Rung 05
   // (kEarlyPages): the length, the table and the pages of keys older than the new tokens — what no
-  // kernel of the step writes — before it (prefetch_first_pages).
+  // kernel of the step writes — before it (prefetch_first_pages). Rung 07 (kPagesFirst): those
+  // pages copied into every stage of the ring before it (copy_first_tiles_before_wait).
+  constexpr bool kPagesFirst = Rope::kPagesBeforeWait;
+  static_assert(!kPagesFirst || (kEarlyPages && kMerge != DecodeMerge::combine_kernel),
+                "rung 07 is rung 06 (early start, merge in the launch) with its first tiles copied before the wait");
   core::let_dependent_grids_start();
   if constexpr (!kEarlyPages) core::wait_for_previous_grids();
 
   const int warp = static_cast<int>(threadIdx.x) / core::kWarpSize;
   const int lane = static_cast<int>(threadIdx.x) % core::kWarpSize;
   const SplitWork work = split_work(args, plan);
-  if constexpr (kEarlyPages) {
+  int ids[Layout::kRowsPerThread];
+  if constexpr (kPagesFirst) {
+    copy_first_tiles_before_wait<Layout>(ids, smem, args, work, rope);
+    core::wait_for_previous_grids();  // Q, the new tokens' K/V rows, O and the workspace: after it
+  } else if constexpr (kEarlyPages) {
     prefetch_first_pages<kStages>(args, work);
     core::wait_for_previous_grids();  // Q, the new tokens' K/V rows, O and the workspace: after it
   }
@@ -358,34 +487,39 @@ __global__ void __launch_bounds__(kThreads)
   const std::int32_t* table_row = args.block_table + static_cast<std::int64_t>(work.b) * args.max_blocks;
   const int block_shift = __ffs(args.block_size) - 1;  // block_size is 16, 32 or 64
 
-  // Group 0: the chunk's rows of Q (zeros past them); groups 1 .. kStages - 1: the first tiles.
-  // Rung 06 stores Q rotated from registers (the barrier after the wait below publishes it) and
-  // commits an empty group 0. (Storing it after the first tiles' copies are issued spilled
-  // registers in the D = 64, two-row-tile instances, and was not kept.)
-  if constexpr (kRopeIn)
-    store_rotated_q<Layout, Rope>(smem + Layout::kQOffset, args, rope, work);
-  else
-    copy_tile_async<typename Layout::TileShape, Layout::kQRows>(smem + Layout::kQOffset,
-                                                                args.q + work.first_row * kHeadDim, kHeadDim, 0,
-                                                                work.rows);
-  sm80::cp_async_commit_group();
-  int ids[Layout::kRowsPerThread];
-#pragma unroll
-  for (int tile = 0; tile < kStages - 1; ++tile) {
-    load_block_ids<Layout>(ids, tile, work, table_row, block_shift);
-    if (tile < work.tiles)
-      copy_tile_pages<Layout>(smem_base + tile * Layout::kStageBytes, smem + tile * Layout::kStageBytes, ids, tile,
-                              work, args, rope);
-    sm80::cp_async_commit_group();  // empty past the last tile: the group count stays uniform
-  }
-  load_block_ids<Layout>(ids, kStages - 1, work, table_row, block_shift);
-
   // This warp: m16 tile warp % kRowTiles, keys (warp / kRowTiles) x kWarpKeys .. of every tile.
   const int row_tile = warp % kRowTiles;
   const int key_offset = warp / kRowTiles * Layout::kWarpKeys;
   Fa2Warp<T, WarpShape> step;
-  sm80::cp_async_wait_group<kStages - 1>();  // Q has landed (the tiles may still travel)
-  __syncthreads();
+  if constexpr (kPagesFirst) {
+    // Rung 07: the first kStages tiles' cached rows are on their way (before the wait); what is left
+    // is the kernel ahead's output — Q and the new tokens' rows of those tiles — loaded together.
+    store_q_and_new_rows_after_wait<Layout>(smem, args, rope, work, table_row, block_shift);
+    __syncthreads();
+  } else {
+    // Group 0: the chunk's rows of Q (zeros past them); groups 1 .. kStages - 1: the first tiles.
+    // Rung 06 stores Q rotated from registers (the barrier after the wait below publishes it) and
+    // commits an empty group 0. (Storing it after the first tiles' copies are issued spilled
+    // registers in the D = 64, two-row-tile instances, and was not kept.)
+    if constexpr (kRopeIn)
+      store_rotated_q<Layout, Rope>(smem + Layout::kQOffset, args, rope, work);
+    else
+      copy_tile_async<typename Layout::TileShape, Layout::kQRows>(smem + Layout::kQOffset,
+                                                                  args.q + work.first_row * kHeadDim, kHeadDim, 0,
+                                                                  work.rows);
+    sm80::cp_async_commit_group();
+#pragma unroll
+    for (int tile = 0; tile < kStages - 1; ++tile) {
+      load_block_ids<Layout>(ids, tile, work, table_row, block_shift);
+      if (tile < work.tiles)
+        copy_tile_pages<Layout>(smem_base + tile * Layout::kStageBytes, smem + tile * Layout::kStageBytes, ids, tile,
+                                work, args, rope);
+      sm80::cp_async_commit_group();  // empty past the last tile: the group count stays uniform
+    }
+    load_block_ids<Layout>(ids, kStages - 1, work, table_row, block_shift);
+    sm80::cp_async_wait_group<kStages - 1>();  // Q has landed (the tiles may still travel)
+    __syncthreads();
+  }
   step.load_q(smem_base + Layout::kQOffset, row_tile);
 
   // This thread's rows (chunk rows 16 row_tile + lane/4 + 8h): the keys each sees; padding rows
@@ -402,10 +536,14 @@ __global__ void __launch_bounds__(kThreads)
   const float scale_log2 = args.scale * kLog2e;
 
   for (int tile = 0; tile < work.tiles; ++tile) {
+    // Rung 07: kStages groups (tiles 0 .. kStages - 1) before the loop, and an empty one in its
+    // first iteration (tile kStages - 1 is in its stage already), so tile t >= kStages is group
+    // t + 1 and the same wait holds it; for t < kStages it also waits for tile t + 1, copied
+    // before the kernel ahead finished.
     sm80::cp_async_wait_group<kStages - 2>();  // tile `tile` has landed
     __syncthreads();  // ... for every thread's copies; every warp is done with tile - 1, refilled now
     const int next = tile + kStages - 1;
-    if (next < work.tiles)
+    if (next < work.tiles && (!kPagesFirst || next >= kStages))
       copy_tile_pages<Layout>(smem_base + next % kStages * Layout::kStageBytes,
                               smem + next % kStages * Layout::kStageBytes, ids, next, work, args, rope);
     sm80::cp_async_commit_group();
@@ -538,6 +676,23 @@ void require_in_kernel_merge_args(const DecodeArgs<T>& args, const DecodeSplitPl
   require(!plan.combines() || workspace.arrivals != nullptr,
           "{}: {} splits need {} zeroed arrival counters (decode_split_arrival_counters) in the workspace", rung,
           plan.splits, decode_split_arrival_counters(args.batch, args.kv_heads, plan));
+}
+
+// The checks of rungs 06 and 07's rope arguments, beside require_in_kernel_merge_args'.
+template <typename T>
+void require_rope_args(const DecodeArgs<T>& args, const DecodeRopeArgs<T>& rope, const char* rung) {
+  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  require(rope.k_new != nullptr && rope.v_new != nullptr && rope.cos_sin != nullptr,
+          "{}: k_new, v_new and cos_sin must not be null", rung);
+  require(aligned(rope.k_new) && aligned(rope.v_new) && aligned(rope.cos_sin),
+          "{}: k_new, v_new and cos_sin must start 16-byte aligned (rows are moved in 16-byte pieces)", rung);
+  require(rope.positions >= 1, "{}: the cos/sin table has {} positions; it needs one per position up to the "
+          "longest sequence", rung, rope.positions);
+  require(rope.k_cache == args.k_cache && rope.v_cache == args.v_cache,
+          "{}: the rope arguments' caches ({}, {}) are not the decode arguments' ({}, {}): pass the same pools "
+          "(the new rows are written where the attention reads them)",
+          rung, static_cast<const void*>(rope.k_cache), static_cast<const void*>(rope.v_cache),
+          static_cast<const void*>(args.k_cache), static_cast<const void*>(args.v_cache));
 }
 
 // The instance for `args`: D and one or two m16 row tiles.

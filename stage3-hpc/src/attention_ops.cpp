@@ -110,14 +110,19 @@ DecodeSplitPlan PagedDecodeAttention::plan_for(const DecodeArgs<T>& args, bool r
     return plan_decode_splits(args.batch, args.kv_heads, args.group_rows(), args.max_keys(), sm_count_,
                               min_keys_per_split_);
   // The occupancy query once per kernel instance, never inside a captured or timed launch.
+  const int number = !rope                          ? (rung_ == Rung::early_pages     ? 5
+                                                       : rung_ == Rung::fused_combine ? 4
+                                                                                      : 3)
+                     : rope_rung_ == RopeRung::rope_in ? 6
+                                                       : 7;
   int& ctas_per_sm =
-      mma_ctas_per_sm_[{rope ? Rung::early_pages : rung_, rope, std::is_same_v<T, __nv_bfloat16>, args.head_dim,
-                        args.group_rows()}];
+      mma_ctas_per_sm_[{number, std::is_same_v<T, __nv_bfloat16>, args.head_dim, args.group_rows()}];
   if (ctas_per_sm == 0)
-    ctas_per_sm = rope                          ? attention_decode_06_ctas_per_sm(args)
-                  : rung_ == Rung::early_pages   ? attention_decode_05_ctas_per_sm(args)
-                  : rung_ == Rung::fused_combine ? attention_decode_04_ctas_per_sm(args)
-                                                 : attention_decode_03_ctas_per_sm(args);
+    ctas_per_sm = number == 7   ? attention_decode_07_ctas_per_sm(args)
+                  : number == 6 ? attention_decode_06_ctas_per_sm(args)
+                  : number == 5 ? attention_decode_05_ctas_per_sm(args)
+                  : number == 4 ? attention_decode_04_ctas_per_sm(args)
+                                : attention_decode_03_ctas_per_sm(args);
   return plan_decode_splits_in_waves(args.batch, args.kv_heads, args.group_rows(), args.max_keys(),
                                      ctas_per_sm * sm_count_, min_keys_per_split_);
 }
@@ -160,7 +165,7 @@ void PagedDecodeAttention::reserve(const DecodeArgs<T>& args) {
   // The pointers may still be null here (a shape only); the shape is checked now rather than at
   // the first step (the head dimension picks the kernel whose occupancy the plan reads).
   require_decode_shape(args, "PagedDecodeAttention");
-  // rung() and, with early_pages, rung 06 (run_rope), which a decode step may take instead.
+  // rung() and, with early_pages, rope_rung() (run_rope), which a decode step may take instead.
   for (const bool rope : {false, true}) {
     if (rope && rung_ != Rung::early_pages) break;
     const DecodeSplitPlan plan = plan_for(args, rope);
@@ -190,8 +195,17 @@ template <typename T>
 std::string_view PagedDecodeAttention::run_rope(const DecodeArgs<T>& args, const DecodeRopeArgs<T>& rope,
                                                 cudaStream_t stream) {
   const DecodeSplitPlan plan = plan_for(args, true);
-  attention_decode_06_rope_in(args, rope, plan, workspace_on(args, plan, true, stream), stream);
-  return kRopeRungId;
+  const DecodeSplitWorkspace workspace = workspace_on(args, plan, true, stream);
+  if (rope_rung_ == RopeRung::rope_in)
+    attention_decode_06_rope_in(args, rope, plan, workspace, stream);
+  else
+    attention_decode_07_pages_before_wait(args, rope, plan, workspace, stream);
+  return rope_rung_id(rope_rung_);
+}
+
+std::string_view PagedDecodeAttention::rope_rung_id(RopeRung rung) {
+  return rung == RopeRung::rope_in ? "stage3/attention_decode_paged_rope/06_rope_in"
+                                   : "stage3/attention_decode_paged_rope/07_pages_before_wait";
 }
 
 std::string_view PagedDecodeAttention::rung_id(Rung rung) {

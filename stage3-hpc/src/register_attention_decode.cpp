@@ -35,9 +35,12 @@ void launch_naive(const Problem& problem, Operands& operands, cudaStream_t strea
   attention_decode_01_naive(decode_args<T>(problem, operands), stream);
 }
 
-// Rung 06 through the public entry (PagedDecodeAttention::run_rope), which keeps its workspace.
-class RopeRung {
+// Rungs 06 and 07 through the public entry (PagedDecodeAttention::run_rope, set to the rung),
+// which keeps their workspace.
+class RopeEntryRung {
  public:
+  explicit RopeEntryRung(PagedDecodeAttention::RopeRung rung) { decode_.set_rope_rung(rung); }
+
   template <typename T>
   void run(const Problem& problem, Operands& operands, cudaStream_t stream) {
     decode_.run_rope(decode_args<T>(problem, operands), decode_rope_args<T>(problem, operands), stream);
@@ -174,15 +177,23 @@ void register_attention_decode_kernels(Registry& registry) {
 }
 
 void register_attention_decode_rope_kernels(Registry& registry) {
-  KernelEntry entry = attention_kernel_entry(kAttentionDecodeRopeOp, "06_rope_in", 6,
-                                             "rung 05 with the new tokens' RoPE and cache write inside: Q rotated "
-                                             "into its tile, the new K/V rows rotated into the last tile from "
-                                             "registers and stored to their page");
-  entry.constraints = kDecodeConstraints;
-  entry.supports = &decode_rung_shape_error;
-  entry.refuses = decode_rung_refusals();
-  entry.launch = launch_for_dtype(std::make_shared<RopeRung>());
-  registry.add_kernel(std::move(entry));
+  const auto add_rope_rung = [&registry](const char* name, int rung, const char* idea,
+                                         PagedDecodeAttention::RopeRung which) {
+    KernelEntry entry = attention_kernel_entry(kAttentionDecodeRopeOp, name, rung, idea);
+    entry.constraints = kDecodeConstraints;
+    entry.supports = &decode_rung_shape_error;
+    entry.refuses = decode_rung_refusals();
+    entry.launch = launch_for_dtype(std::make_shared<RopeEntryRung>(which));
+    registry.add_kernel(std::move(entry));
+  };
+  add_rope_rung("06_rope_in", 6,
+                "rung 05 with the new tokens' RoPE and cache write inside: Q rotated into its tile, the new K/V rows "
+                "rotated into the last tile from registers and stored to their page",
+                PagedDecodeAttention::RopeRung::rope_in);
+  add_rope_rung("07_pages_before_wait", 7,
+                "rung 06 with every stage of its ring filled with cached rows before it waits for the kernel ahead: "
+                "after the wait only Q and the new rows are read, in one round trip",
+                PagedDecodeAttention::RopeRung::pages_before_wait);
 }
 
 }  // namespace kc::stage3

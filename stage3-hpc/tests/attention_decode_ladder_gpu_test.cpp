@@ -6,8 +6,9 @@
 // those rows NaN, in every rung and through the combine (the mask selects keys, the merges do not
 // drop a NaN); the public entry (PagedDecodeAttention) reserves from a shape without tensors, runs
 // rung 05 by default and rungs 04, 03 and 02 when told, each passing the check with the engine's
-// split floor; rungs 04 and 05 give rung 03's bits, launch after launch on the same counters.
-// Skips without a GPU.
+// split floor; rungs 04 and 05 give rung 03's bits, launch after launch on the same counters;
+// on the RoPE op, rung 07 gives rung 06's bits (O, LSE and the cache rows it writes) through the
+// public entry, which runs rung 07 unless told. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <cuda_bf16.h>
@@ -273,6 +274,72 @@ TEST(AttentionDecodeLadderGpu, Rungs04And05GiveRung03sBitsLaunchAfterLaunch) {
       EXPECT_EQ(differ, 0u) << problem.label() << ": rung 0" << which + 3 << "'s O and LSE differ from rung 03's in "
                             << differ << " values";
     }
+  }
+}
+
+// Rung 07 copies its first tiles' cached rows before its wait and builds the new rows after it;
+// the tiles, splits and merge order are rung 06's, so O, LSE and the cache rows written are the
+// same bits. Through the public entry (run_rope, rung 07 by default and rung 06 when set), three
+// launches in a row on the same operands, at the engine's shapes — SmolLM2's and Llama-3-8B's
+// heads at short contexts (the whole split in the first tiles) and long ones (tiles streamed after
+// them) — and ragged batches with 2, 4 and 8 new tokens (rows that straddle a tile, a split, and
+// rows past the first tiles).
+TEST(AttentionDecodeLadderGpu, Rung07GivesRung06sBitsLaunchAfterLaunch) {
+  KC_SKIP_WITHOUT_GPU();
+  // Values that differ, a NaN equal to a NaN (the caches' poisoned rows past each length).
+  const auto differences = [](const std::vector<double>& a, const std::vector<double>& b) {
+    std::size_t differ = a.size() == b.size() ? 0 : 1;
+    for (std::size_t i = 0; i < a.size() && i < b.size(); ++i)
+      differ += (a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i]))) ? 0 : 1;
+    return differ;
+  };
+  Context& context = testing::shared_context();
+  const OpSpec& op = stage3_test_registry().op(kAttentionDecodeRopeOp);
+  const std::vector<Problem> problems = {
+      op.problem({1, 9, 3, 1, 140, 64}, DType::bf16, {}),
+      op.problem({1, 32, 8, 1, 140, 128}, DType::bf16, {}),
+      op.problem({1, 32, 8, 1, 2100, 128}, DType::bf16, {}),
+      op.problem({3, 16, 2, 2, 900, 128}, DType::f16, {{"lengths", 1.0}}),
+      op.problem({5, 8, 2, 4, 300, 64}, DType::bf16, {{"lengths", 1.0}, {"block_size", 32.0}}),
+      op.problem({2, 4, 1, 8, 250, 128}, DType::f16, {{"lengths", 1.0}, {"block_size", 64.0}})};
+  const char* names[] = {"pages_before_wait (07)", "rope_in (06)"};
+  for (const Problem& problem : problems) {
+    std::vector<double> outputs[2][4];  // [rung 07, 06][O, LSE, K_cache, V_cache]
+    for (const int which : {0, 1}) {
+      PagedDecodeAttention decode;
+      decode.set_min_keys_per_split(128);
+      if (which == 1) decode.set_rope_rung(PagedDecodeAttention::RopeRung::rope_in);
+      Operands operands = op.make_operands(problem, 11, context);
+      for (int launch = 0; launch < 3; ++launch) {
+        std::string_view ran;
+        if (problem.dtype == DType::bf16)
+          ran = decode.run_rope(decode_args<__nv_bfloat16>(problem, operands),
+                                decode_rope_args<__nv_bfloat16>(problem, operands), context.stream());
+        else
+          ran = decode.run_rope(decode_args<__half>(problem, operands), decode_rope_args<__half>(problem, operands),
+                                context.stream());
+        EXPECT_EQ(ran, which == 0 ? "stage3/attention_decode_paged_rope/07_pages_before_wait"
+                                  : "stage3/attention_decode_paged_rope/06_rope_in");
+        std::vector<double> now[4];
+        int t = 0;
+        for (const char* name : {"O", "LSE", "K_cache", "V_cache"})
+          now[t++] = download(operands[name], context.stream());
+        if (launch > 0) {
+          for (int k = 0; k < 4; ++k) {
+            EXPECT_EQ(differences(now[k], outputs[which][k]), 0u)
+                << problem.label() << ": launch " << launch << " of " << names[which] << " differs from its first";
+          }
+        }
+        for (int k = 0; k < 4; ++k) outputs[which][k] = now[k];
+      }
+    }
+    std::size_t differ = 0, nan = 0;
+    for (int t = 0; t < 4; ++t) differ += differences(outputs[0][t], outputs[1][t]);
+    for (int t = 0; t < 2; ++t)  // O and LSE (the caches' rows past each length are poisoned)
+      for (const double value : outputs[0][t]) nan += std::isnan(value) ? 1 : 0;
+    EXPECT_EQ(differ, 0u) << problem.label() << ": rung 07's O, LSE and caches differ from rung 06's in " << differ
+                          << " values";
+    EXPECT_EQ(nan, 0u) << problem.label() << ": rung 07's O and LSE hold " << nan << " NaN (a poisoned new row read)";
   }
 }
 

@@ -12,7 +12,12 @@
 //   - the paged decode attention's rung 05, which reads lengths and block tables and prefetches
 //     pages before its wait, behind a kernel that writes Q and every K/V row of the cache late
 //     (more than its contract allows: only the new tokens' rows may be written by the kernel
-//     ahead), gives the ordinary launches' bits: nothing it computes with is read before the wait.
+//     ahead), gives the ordinary launches' bits: nothing it computes with is read before the wait;
+//   - rung 07 (the public entry's RoPE rung), which copies the cached rows of its first tiles into
+//     shared memory before its wait, behind a kernel that writes Q and the new tokens' K/V late
+//     (what its contract allows) gives the ordinary launches' bits; behind one that writes the
+//     cached rows late (what the contract forbids) it computes with the poison — which proves the
+//     copies really happen before the wait, so the first check tests something.
 // Skips without a GPU, and the early-start checks skip below compute capability 9.0 (no
 // programmatic launches there: the kernels launch ordinarily).
 #include <gtest/gtest.h>
@@ -188,6 +193,32 @@ __global__ void spin_then_copy_three(const bf16* q_from, bf16* q_to, std::int64_
   }
 }
 
+// Three tensors of `operands` written late: their values saved, the tensors poisoned, and
+// launch() starts spin_then_copy_three to put the values back after its spin (the second and third
+// tensors have the same element count).
+class LateWriter {
+ public:
+  LateWriter(Operands& operands, const char* first, const char* second, const char* third, cudaStream_t stream)
+      : a_(operands[first]), b_(operands[second]), c_(operands[third]),
+        a_source_(a_.count()), b_source_(b_.count()), c_source_(c_.count()) {
+    for (auto [tensor, source] : {std::pair{&a_, &a_source_}, std::pair{&b_, &b_source_}, std::pair{&c_, &c_source_}}) {
+      KC_CUDA_CHECK(cudaMemcpyAsync(source->data(), tensor->raw(), tensor->bytes(), cudaMemcpyDeviceToDevice, stream));
+      poison(tensor->raw(), DType::bf16, tensor->count(), stream);
+    }
+  }
+
+  void launch(cudaStream_t stream) {
+    spin_then_copy_three<<<1, 256, 0, stream>>>(a_source_.data(), a_.data<bf16>(), static_cast<std::int64_t>(a_.count()),
+                                                b_source_.data(), b_.data<bf16>(), c_source_.data(), c_.data<bf16>(),
+                                                static_cast<std::int64_t>(b_.count()), kSpinCycles);
+    KC_CHECK_LAUNCH();
+  }
+
+ private:
+  Tensor &a_, &b_, &c_;
+  DeviceBuffer<bf16> a_source_, b_source_, c_source_;
+};
+
 // Decode rung 05 (the public entry's default) behind the late writer: inside the scope its CTAs
 // read the lengths and block tables and prefetch pages while the writer spins, so the poison is
 // still in Q and the caches then; its output must be the ordinary launch's bit for bit (and the
@@ -203,26 +234,14 @@ TEST(DependentLaunch, DecodeRung05BehindALateCacheWriteGivesTheOrdinaryLaunchesB
   std::vector<double> outputs[2][2];  // [ordinary, programmatic][O, LSE]
   for (const bool dependent : {false, true}) {
     Operands operands = op.make_operands(problem, 5, context);
-    Tensor& q = operands["Q"];
-    Tensor& k = operands["K_cache"];
-    Tensor& v = operands["V_cache"];
-    DeviceBuffer<bf16> q_source(q.count()), k_source(k.count()), v_source(v.count());
-    KC_CUDA_CHECK(cudaMemcpyAsync(q_source.data(), q.raw(), q.bytes(), cudaMemcpyDeviceToDevice, context.stream()));
-    KC_CUDA_CHECK(cudaMemcpyAsync(k_source.data(), k.raw(), k.bytes(), cudaMemcpyDeviceToDevice, context.stream()));
-    KC_CUDA_CHECK(cudaMemcpyAsync(v_source.data(), v.raw(), v.bytes(), cudaMemcpyDeviceToDevice, context.stream()));
-    poison(q.raw(), DType::bf16, q.count(), context.stream());
-    poison(k.raw(), DType::bf16, k.count(), context.stream());
-    poison(v.raw(), DType::bf16, v.count(), context.stream());
+    LateWriter writer(operands, "Q", "K_cache", "V_cache", context.stream());
     PagedDecodeAttention decode;
     decode.set_min_keys_per_split(64);  // several splits a sequence
     const DecodeArgs<bf16> args = decode_args<bf16>(problem, operands);
     decode.reserve(args);
     {
       const core::ProgrammaticLaunchScope scope{dependent};
-      spin_then_copy_three<<<1, 256, 0, context.stream()>>>(
-          q_source.data(), q.data<bf16>(), static_cast<std::int64_t>(q.count()), k_source.data(), k.data<bf16>(),
-          v_source.data(), v.data<bf16>(), static_cast<std::int64_t>(k.count()), kSpinCycles);
-      KC_CHECK_LAUNCH();
+      writer.launch(context.stream());
       EXPECT_EQ(decode.run(args, context.stream()), "stage3/attention_decode_paged/05_early_pages");
     }
     outputs[dependent][0] = testing_support::download(operands["O"], context.stream());
@@ -236,6 +255,59 @@ TEST(DependentLaunch, DecodeRung05BehindALateCacheWriteGivesTheOrdinaryLaunchesB
     }
     EXPECT_EQ(differ, 0u) << (t == 0 ? "O" : "LSE") << " differs between launch modes in " << differ << " values";
     EXPECT_EQ(nan, 0u) << (t == 0 ? "O" : "LSE") << " holds " << nan << " NaN values (the poison read early)";
+  }
+}
+
+// Decode rung 07 behind the late writer. Contract kept: the writer copies Q, K_new and V_new (the
+// projections' output) late; rung 07 must give the ordinary launch's O, LSE and caches bit for
+// bit, with no NaN in O. Contract broken: the writer copies Q and the caches late; with ordinary
+// launches nothing changes, with programmatic ones rung 07's copies before its wait read the
+// poisoned cache rows, and O must hold NaN.
+TEST(DependentLaunch, DecodeRung07ReadsOnlyTheKernelAheadsOutputAfterItsWait) {
+  KC_SKIP_WITHOUT_GPU();
+  if (!programmatic_launch_available()) GTEST_SKIP() << "programmatic dependent launch needs compute capability 9.0";
+  Context& context = testing::shared_context();
+  const OpSpec& op = stage3_test_registry().op(kAttentionDecodeRopeOp);
+  // 3 sequences (ragged), 2 new tokens, 8 query heads over 2 kv heads, D = 64, blocks of 16.
+  const Problem problem = op.problem({3, 8, 2, 2, 300, 64}, DType::bf16, {{"lengths", 1.0}});
+  for (const bool late_cache : {false, true}) {
+    std::vector<double> outputs[2][4];  // [ordinary, programmatic][O, LSE, K_cache, V_cache]
+    for (const bool dependent : {false, true}) {
+      Operands operands = op.make_operands(problem, 5, context);
+      LateWriter writer(operands, "Q", late_cache ? "K_cache" : "K_new", late_cache ? "V_cache" : "V_new",
+                        context.stream());
+      PagedDecodeAttention decode;
+      decode.set_min_keys_per_split(64);  // several splits a sequence
+      const DecodeArgs<bf16> args = decode_args<bf16>(problem, operands);
+      const DecodeRopeArgs<bf16> rope = decode_rope_args<bf16>(problem, operands);
+      decode.reserve(args);
+      {
+        const core::ProgrammaticLaunchScope scope{dependent};
+        writer.launch(context.stream());
+        EXPECT_EQ(decode.run_rope(args, rope, context.stream()), "stage3/attention_decode_paged_rope/07_pages_before_wait");
+      }
+      int t = 0;
+      for (const char* name : {"O", "LSE", "K_cache", "V_cache"})
+        outputs[dependent][t++] = testing_support::download(operands[name], context.stream());
+    }
+    std::size_t differ = 0, nan_ordinary = 0, nan_dependent = 0;
+    for (int t = 0; t < 4; ++t)
+      for (std::size_t i = 0; i < outputs[0][t].size(); ++i) {
+        const double a = outputs[0][t][i], b = outputs[1][t][i];
+        differ += (a == b || (std::isnan(a) && std::isnan(b))) ? 0 : 1;
+        if (t == 0) {
+          nan_ordinary += std::isnan(a) ? 1 : 0;
+          nan_dependent += std::isnan(b) ? 1 : 0;
+        }
+      }
+    EXPECT_EQ(nan_ordinary, 0u) << "ordinary launches: O holds " << nan_ordinary << " NaN";
+    if (!late_cache) {
+      EXPECT_EQ(differ, 0u) << "O, LSE and caches differ between launch modes in " << differ << " values";
+      EXPECT_EQ(nan_dependent, 0u) << "O holds " << nan_dependent << " NaN (the kernel ahead's output read early)";
+    } else {
+      EXPECT_GT(nan_dependent, 0u) << "with the cached rows written late, rung 07's early copies should have read "
+                                      "the poison: no NaN in O means they did not happen before the wait";
+    }
   }
 }
 

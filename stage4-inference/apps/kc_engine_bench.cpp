@@ -13,8 +13,10 @@
 // default on as RunnerOptions::programmatic_launch), with the paged decode attention's rung
 // (--decode-attention: a comma list of early, fused, mma and cuda-cores — stage 3's decode rungs
 // 05, 04, 03 and 02 — default early as RunnerOptions::decode_attention; both = mma,cuda-cores), with
-// the decode steps' RoPE and cache write inside the attention (stage 3's decode rung 06) or in their
-// own kernel (--rope-in-attention on|off|both, default on as RunnerOptions::rope_in_attention), with the
+// the decode steps' RoPE and cache write inside the attention (stage 3's decode rungs 06 and 07) or in their
+// own kernel (--rope-in-attention on|off|both, default on as RunnerOptions::rope_in_attention), and
+// then with rung 07 or 06 (--decode-rope-rung 07|06|both, default 07 as
+// RunnerOptions::decode_rope_rung), with the
 // MLP's two projections in one launch or two (--one-launch-mlp on|off|both, default off as
 // RunnerOptions::one_launch_mlp), after a
 // warm-up that runs every batch size once. Quantized weights: --quantized q4_0|q4_1|q8_0 draws the published shapes'
@@ -80,7 +82,8 @@ constexpr const char* kUsage =
     "                       [--concurrency 1,8,64,256] [--concurrency-prompt 128]\n"
     "                       [--concurrency-tokens 128] [--cuda-graphs both|on|off] [--fuse-kernels on|off|both]\n"
     "                       [--programmatic-launch on|off|both] [--decode-attention early,fused,mma,cuda-cores|both]\n"
-    "                       [--rope-in-attention on|off|both] [--one-launch-mlp off|on|both]\n"
+    "                       [--rope-in-attention on|off|both] [--decode-rope-rung 07|06|both]\n"
+    "                       [--one-launch-mlp off|on|both]\n"
     "                       [--max-model-len 8448] [--kv-fraction 0.6] [--decode-min-split-keys 128]\n"
     "                       [--quantized q4_0|q4_1|q8_0] [--native-quantized on|off|both]\n"
     "                       [--peers hf.json[,llama.json]]\n"
@@ -91,6 +94,7 @@ struct Args {
   std::string model, synthetic, markdown, peers, graphs = "both", fuse_kernels = "on", command;
   std::string programmatic_launch = "on", rope_in_attention = "on", one_launch_mlp = "off";
   std::string decode_attention = "early";  // RunnerOptions::decode_attention: early, fused, mma, cuda-cores
+  std::string decode_rope_rung = "07";     // RunnerOptions::decode_rope_rung: 07, 06 or both
   std::string quantized;                 // "": bf16 random weights; q4_0, q4_1, q8_0: random blocks
   std::string native_quantized = "off";  // on, off or both (RunnerOptions::native_quantized)
   int decode_min_split_keys = kc::engine::RunnerOptions{}.decode_min_keys_per_split;
@@ -154,6 +158,30 @@ const char* decode_attention_name(DecodeRung rung) {
   return "?";
 }
 
+using RopeRung = kc::stage3::PagedDecodeAttention::RopeRung;
+
+// --decode-rope-rung's names: 07 (pages before the wait), 06 (RoPE inside); "both" is 07,06.
+std::vector<RopeRung> parse_decode_rope_rung(const std::string& text) {
+  std::vector<RopeRung> rungs;
+  std::stringstream in(text == "both" ? std::string("07,06") : text);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (item == "07")
+      rungs.push_back(RopeRung::pages_before_wait);
+    else if (item == "06")
+      rungs.push_back(RopeRung::rope_in);
+    else
+      kc::require(false, "--decode-rope-rung: '{}' is not 07, 06 or both", item);
+  }
+  kc::require(!rungs.empty(), "--decode-rope-rung holds no rung");
+  return rungs;
+}
+
+// The rung's kc-bench name without its op ("07_pages_before_wait"), for the JSON.
+std::string decode_rope_rung_id(RopeRung rung) {
+  const std::string_view id = kc::stage3::PagedDecodeAttention::rope_rung_id(rung);
+  return std::string(id.substr(id.rfind('/') + 1));
+}
+
 // One measurement row.
 struct DecodeRow {
   int context = 0, tokens = 0;
@@ -175,6 +203,7 @@ struct ModelResult {
   bool rope_in_attention = false;
   bool one_launch_mlp = false;
   kc::stage3::PagedDecodeAttention::Rung decode_attention = kc::engine::RunnerOptions{}.decode_attention;
+  RopeRung decode_rope_rung = kc::engine::RunnerOptions{}.decode_rope_rung;
   bool native_quantized = false;
   std::string block_type;  // the blocks' type where the weights have blocks ("q4_1"), else empty
   int decode_min_split_keys = kc::engine::RunnerOptions{}.decode_min_keys_per_split;
@@ -365,7 +394,10 @@ std::string mode_name(const ModelResult& r) {
          (r.one_launch_mlp && r.fuse_kernels ? ", the MLP in one launch" : std::string()) +
          (r.decode_attention == kc::engine::RunnerOptions{}.decode_attention
               ? std::string()
-              : fmt::format(", decode attention {}", decode_attention_name(r.decode_attention)));
+              : fmt::format(", decode attention {}", decode_attention_name(r.decode_attention))) +
+         (r.decode_rope_rung == kc::engine::RunnerOptions{}.decode_rope_rung || !r.rope_in_attention || !r.fuse_kernels
+              ? std::string()
+              : fmt::format(", decode attention {}", decode_rope_rung_id(r.decode_rope_rung)));
 }
 
 // One peer's rates, from bench/peers/hf_engine_peers.py or bench/peers/llama_cpp_peer.py:
@@ -504,7 +536,7 @@ void write_tables(const Args& args, const kc::DeviceInfo& device, double copy_gb
                         fixed(c.tok_s, 1), fixed(c.ttft_p50_ms, 1), fixed(c.ttft_p99_ms, 1),
                         peers.cells(r.name, "concurrency", c.requests, c.tok_s));
     md += "\n";
-    json += fmt::format("{}\n    {{\"name\": {}, \"source\": {}, \"cuda_graphs\": {}, \"fuse_kernels\": {}, \"programmatic_launch\": {}, \"rope_in_attention\": {}, \"one_launch_mlp\": {}, \"decode_attention\": {}, "
+    json += fmt::format("{}\n    {{\"name\": {}, \"source\": {}, \"cuda_graphs\": {}, \"fuse_kernels\": {}, \"programmatic_launch\": {}, \"rope_in_attention\": {}, \"decode_rope_rung\": {}, \"one_launch_mlp\": {}, \"decode_attention\": {}, "
                         "\"block_type\": {}, \"native_quantized\": {}, "
                         "\"decode_min_split_keys\": {}, \"params\": {:.0f}, "
                         "\"weight_bytes\": {:.0f}, \"block_bytes\": {:.0f}, \"weight_bytes_read\": {:.0f}, "
@@ -513,7 +545,7 @@ void write_tables(const Args& args, const kc::DeviceInfo& device, double copy_gb
                         m ? "," : "", kc::json_string(r.name), kc::json_string(r.source),
                         r.cuda_graphs ? "true" : "false", r.fuse_kernels ? "true" : "false",
                         r.programmatic_launch ? "true" : "false", r.rope_in_attention ? "true" : "false",
-                        r.one_launch_mlp ? "true" : "false", kc::json_string(decode_attention_id(r.decode_attention)),
+                        kc::json_string(decode_rope_rung_id(r.decode_rope_rung)), r.one_launch_mlp ? "true" : "false", kc::json_string(decode_attention_id(r.decode_attention)),
                         kc::json_string(r.block_type), r.native_quantized ? "true" : "false", r.decode_min_split_keys,
                         r.params, r.weight_bytes, r.block_bytes, r.weight_bytes_read, r.kv_bytes_per_token,
                         r.pool_mib, r.num_blocks, r.block_size, r.graph_replays);
@@ -566,6 +598,7 @@ int run(int argc, char** argv) {
        {"--rope-in-attention", [&](const std::string& v) { args.rope_in_attention = v; }},
        {"--one-launch-mlp", [&](const std::string& v) { args.one_launch_mlp = v; }},
        {"--decode-attention", [&](const std::string& v) { args.decode_attention = v; }},
+       {"--decode-rope-rung", [&](const std::string& v) { args.decode_rope_rung = v; }},
        {"--decode-min-split-keys",
         [&](const std::string& v) { args.decode_min_split_keys = kc::parse_int("--decode-min-split-keys", v); }},
        {"--max-model-len", [&](const std::string& v) { args.max_model_len = kc::parse_int("--max-model-len", v); }},
@@ -597,6 +630,7 @@ int run(int argc, char** argv) {
   kc::require(args.decode_tokens >= 2 && args.concurrency_tokens >= 1 && args.concurrency_prompt >= 1,
               "--decode-tokens must be >= 2, --concurrency-prompt and --concurrency-tokens >= 1");
   const std::vector<DecodeRung> decode_modes = parse_decode_attention(args.decode_attention);
+  const std::vector<RopeRung> rope_rungs = parse_decode_rope_rung(args.decode_rope_rung);
   if (!args.markdown.empty()) {  // the report's folder first: a run must not end unable to write it
     std::error_code error;
     std::filesystem::create_directories(args.markdown, error);
@@ -656,6 +690,7 @@ int run(int argc, char** argv) {
     for (bool dependent : launch_modes)
     for (const DecodeRung decode_rung : decode_modes)
     for (bool rope_in : rope_modes)
+    for (const RopeRung rope_rung : rope_rungs)
     for (bool one_launch_mlp : mlp_modes)
     for (bool graphs : graph_modes) {
       kc::engine::RunnerOptions options;
@@ -664,6 +699,7 @@ int run(int argc, char** argv) {
       options.programmatic_launch = dependent;
       options.decode_attention = decode_rung;
       options.rope_in_attention = rope_in;
+      options.decode_rope_rung = rope_rung;
       options.one_launch_mlp = one_launch_mlp;
       options.native_quantized = native;
       options.decode_min_keys_per_split = args.decode_min_split_keys;
@@ -677,9 +713,12 @@ int run(int argc, char** argv) {
       if (blocks.empty() && !loaded && random_type != kc::engine::GgmlType::bf16) blocks = args.quantized;
       if (blocks.empty() && loaded && !native) blocks = loaded_block_type(*loaded);
       const std::string decode_note =
-          decode_rung == kc::engine::RunnerOptions{}.decode_attention
-              ? std::string()
-              : fmt::format(", decode attention {}", decode_attention_name(decode_rung));
+          (decode_rung == kc::engine::RunnerOptions{}.decode_attention
+               ? std::string()
+               : fmt::format(", decode attention {}", decode_attention_name(decode_rung))) +
+          (rope_rung == kc::engine::RunnerOptions{}.decode_rope_rung || !rope_in || !fuse
+               ? std::string()
+               : fmt::format(", decode attention {}", decode_rope_rung_id(rope_rung)));
       std::printf("%s, %s%s%s%s%s%s%s: %.0f MiB of bf16 weights%s, %.0f MiB read a decode token\n", name.c_str(),
                   graphs ? "CUDA graphs" : "eager", fuse ? ", fused kernels" : "",
                   dependent ? "" : ", ordinary launches", decode_note.c_str(),
@@ -701,6 +740,7 @@ int run(int argc, char** argv) {
       result.programmatic_launch = dependent;
       result.decode_attention = decode_rung;
       result.rope_in_attention = rope_in;
+      result.decode_rope_rung = rope_rung;
       result.one_launch_mlp = one_launch_mlp;
       result.decode_min_split_keys = args.decode_min_split_keys;
       results.push_back(std::move(result));

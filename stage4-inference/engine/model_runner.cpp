@@ -607,6 +607,7 @@ void ModelRunner::Impl::upload(const ModelWeights* weights, std::uint64_t seed,
   // rung's kernel); the buffer grows a few times at most.
   decode.set_min_keys_per_split(options.decode_min_keys_per_split);  // checked with the options above
   decode.set_rung(options.decode_attention);
+  decode.set_rope_rung(options.decode_rope_rung);
   stage3::DecodeArgs<bf16> shape;
   shape.q_heads = static_cast<int>(c.num_heads);
   shape.kv_heads = static_cast<int>(c.num_kv_heads);
@@ -841,8 +842,9 @@ void ModelRunner::Impl::launch(const StepPlan& plan) {
   note("embedding", stage2::embedding(embed, stream));
   int current = 0;  // residual[current] holds the residual stream (plan.fused: always residual[0])
   const bool fused = plan.fused, native = plan.native;
-  // RoPE and the cache write inside the decode attention (decode rung 06): decodes only (no
-  // prefill chunk: prepare() checked that every other row is one token).
+  // RoPE and the cache write inside the decode attention (decode rung 07 or 06, as
+  // options.decode_rope_rung says): decodes only (no prefill chunk: prepare() checked that every
+  // other row is one token).
   const bool rope_in_attention = options.fuse_kernels && options.rope_in_attention &&
                                  options.decode_attention == stage3::PagedDecodeAttention::Rung::early_pages &&
                                  plan.prefills.empty();

@@ -417,11 +417,11 @@ TEST(NegativeControlsDecode, AMergeThatDropsTheLastSplitFailsWhereRung04Passes) 
   }
 }
 
-// Decode rung 06 (RoPE and the cache write inside the attention): the rung passes, and its kernel
-// rotating the new tokens by the previous position's angle fails — the cache rows it writes and O —
-// at the engine's shapes (SmolLM2's heads, D = 64; Llama-3-8B's, D = 128) and a ragged batch.
-TEST(NegativeControlsDecode, ARopeOneStepBehindFailsWhereRung06Passes) {
-  KC_SKIP_WITHOUT_GPU();
+// A rung of the RoPE decode op passes and its negative control fails on each problem, in bf16 and
+// f16 (the control's outcome printed).
+void expect_rope_rung_passes_and_control_fails(
+    const char* rung, const char* control,
+    const std::vector<std::pair<std::vector<std::int64_t>, ParamValues>>& problems) {
   const Registry& r = registry_with_decode_rungs();
   const auto check_with = [&r](const char* name, const std::vector<std::int64_t>& dims, DType dtype,
                                const ParamValues& params) {
@@ -430,15 +430,37 @@ TEST(NegativeControlsDecode, ARopeOneStepBehindFailsWhereRung06Passes) {
                         shared_context());
   };
   for (const DType dtype : {DType::bf16, DType::f16})
-    for (const auto& [dims, params] : {std::pair{std::vector<std::int64_t>{1, 9, 3, 1, 128, 64}, ParamValues{}},
-                                       std::pair{std::vector<std::int64_t>{8, 32, 8, 1, 1024, 128}, ParamValues{}},
-                                       std::pair{std::vector<std::int64_t>{7, 32, 8, 4, 300, 128}, kRaggedLengths}}) {
-      const CheckOutcome rung = check_with("06_rope_in", dims, dtype, params);
-      EXPECT_TRUE(rung.passed()) << dtype_name(dtype) << ": " << rung.detail;
-      const CheckOutcome o = check_with("nc_rope_position_off_by_one", dims, dtype, params);
-      EXPECT_EQ(o.status, CheckOutcome::Status::failed) << dtype_name(dtype) << ": " << o.detail;
-      std::printf("nc_rope_position_off_by_one (%s): %s\n", std::string(dtype_name(dtype)).c_str(), o.detail.c_str());
+    for (const auto& [dims, params] : problems) {
+      const CheckOutcome passing = check_with(rung, dims, dtype, params);
+      EXPECT_TRUE(passing.passed()) << rung << " " << dtype_name(dtype) << ": " << passing.detail;
+      const CheckOutcome o = check_with(control, dims, dtype, params);
+      EXPECT_EQ(o.status, CheckOutcome::Status::failed) << control << " " << dtype_name(dtype) << ": " << o.detail;
+      std::printf("%s (%s): %s\n", control, std::string(dtype_name(dtype)).c_str(), o.detail.c_str());
     }
+}
+
+// Decode rung 06 (RoPE and the cache write inside the attention): the rung passes, and its kernel
+// rotating the new tokens by the previous position's angle fails — the cache rows it writes and O —
+// at the engine's shapes (SmolLM2's heads, D = 64; Llama-3-8B's, D = 128) and a ragged batch.
+TEST(NegativeControlsDecode, ARopeOneStepBehindFailsWhereRung06Passes) {
+  KC_SKIP_WITHOUT_GPU();
+  expect_rope_rung_passes_and_control_fails("06_rope_in", "nc_rope_position_off_by_one",
+                                            {{{1, 9, 3, 1, 128, 64}, {}},
+                                             {{8, 32, 8, 1, 1024, 128}, {}},
+                                             {{7, 32, 8, 4, 300, 128}, kRaggedLengths}});
+}
+
+// Decode rung 07 (the first tiles' cached rows copied before the wait): the rung passes, and its
+// kernel copying the new tokens' rows from their pages before the wait too — rows the op poisons,
+// as an engine's kernel ahead has not written them yet — fails, at the engine's shapes and a
+// ragged batch with four new tokens a sequence.
+TEST(NegativeControlsDecode, NewRowsCopiedBeforeTheWaitFailWhereRung07Passes) {
+  KC_SKIP_WITHOUT_GPU();
+  expect_rope_rung_passes_and_control_fails("07_pages_before_wait", "nc_new_rows_copied_before_wait",
+                                            {{{1, 9, 3, 1, 128, 64}, {}},
+                                             {{1, 32, 8, 1, 140, 128}, {}},
+                                             {{8, 32, 8, 1, 1024, 128}, {}},
+                                             {{7, 32, 8, 4, 300, 128}, kRaggedLengths}});
 }
 
 // Grouped GEMM: each routing flaw fails at the skewed DeepSeek-like benchmark shape (64 experts,

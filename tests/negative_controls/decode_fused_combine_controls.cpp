@@ -10,6 +10,11 @@
 // off-by-one of a step that passes the sequence's length where its last position belongs. The
 // cache rows it writes are then wrong in every sequence, and O wherever the old keys are not all
 // the same distance from the new token's (always, past one key).
+// And decode rung 07's (stage3-hpc/attention/decode_07_pages_before_wait.cu): its kernel copying
+// the new tokens' rows of its first tiles from their pages before the wait, like the cached rows —
+// rows the kernel has not written yet (the op poisons them) — instead of building them after it.
+// O is then wrong (NaN) wherever a new row falls in a split's first tiles, and those rows are
+// never written to the cache.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -36,8 +41,16 @@ constexpr const char* kRopeName = "nc_rope_position_off_by_one";
 constexpr const char* kRopeFlaw =
     "decode rung 06 rotating the new tokens' Q and K by the angle of the position before theirs";
 
+constexpr const char* kPagesFirstName = "nc_new_rows_copied_before_wait";
+constexpr const char* kPagesFirstFlaw =
+    "decode rung 07 copying the new tokens' rows from their pages before the wait, instead of building them "
+    "from k_new and v_new after it";
+
 std::string control_id() { return std::string("stage3/") + stage3::kAttentionDecodeOp + "/" + kName; }
 std::string rope_control_id() { return std::string("stage3/") + stage3::kAttentionDecodeRopeOp + "/" + kRopeName; }
+std::string pages_first_control_id() {
+  return std::string("stage3/") + stage3::kAttentionDecodeRopeOp + "/" + kPagesFirstName;
+}
 
 // A control's split plan (kControlSplits of the table's width) and its workspace: partials grown
 // on first use, counters zeroed when allocated (each launch leaves them at zero, as the rungs').
@@ -97,6 +110,21 @@ class RopeOffByOne {
   ControlWorkspace workspace_;
 };
 
+// Rung 07's control: the flawed kernel instance on a control plan.
+class NewRowsCopiedBeforeWait {
+ public:
+  template <typename T>
+  void run(const Problem& problem, Operands& operands, cudaStream_t stream) {
+    const stage3::DecodeArgs<T> args = stage3::decode_args<T>(problem, operands);
+    const stage3::DecodeSplitPlan plan = control_plan(args);
+    stage3::attention_decode_07_new_rows_from_cache(args, stage3::decode_rope_args<T>(problem, operands), plan,
+                                                    workspace_.for_plan(args, plan, stream), stream);
+  }
+
+ private:
+  ControlWorkspace workspace_;
+};
+
 KernelEntry control_entry(const std::string& id, const char* op, const char* flaw) {
   KernelEntry entry;
   entry.id = id;
@@ -123,7 +151,7 @@ LaunchFn launch_control(std::shared_ptr<Control> control) {
 }  // namespace
 
 std::vector<NegativeControl> decode_fused_combine_controls() {
-  return {{control_id(), kFlaw}, {rope_control_id(), kRopeFlaw}};
+  return {{control_id(), kFlaw}, {rope_control_id(), kRopeFlaw}, {pages_first_control_id(), kPagesFirstFlaw}};
 }
 
 void register_decode_fused_combine_controls(Registry& registry) {
@@ -136,6 +164,10 @@ void register_decode_fused_combine_controls(Registry& registry) {
   KernelEntry rope = control_entry(rope_control_id(), stage3::kAttentionDecodeRopeOp, kRopeFlaw);
   rope.launch = launch_control(std::make_shared<RopeOffByOne>());
   registry.add_kernel(std::move(rope));
+
+  KernelEntry pages_first = control_entry(pages_first_control_id(), stage3::kAttentionDecodeRopeOp, kPagesFirstFlaw);
+  pages_first.launch = launch_control(std::make_shared<NewRowsCopiedBeforeWait>());
+  registry.add_kernel(std::move(pages_first));
 }
 
 }  // namespace kc::testing

@@ -102,14 +102,32 @@ class PagedDecodeAttention {
   // The kc-bench id of `rung` ("stage3/attention_decode_paged/05_early_pages"): what run() returns.
   static std::string_view rung_id(Rung rung);
 
-  // Decode rung 06 whatever rung() is: rung 05 with the new tokens' RoPE and cache write inside
-  // (the attention_decode_paged_rope op, DecodeRopeArgs in decode_args.hpp): Q and `rope.k_new`
-  // rotated by their positions, the rotated K and `rope.v_new` written to the caches, then O and
-  // LSE. Returns its kc-bench id, "stage3/attention_decode_paged_rope/06_rope_in". reserve() with
-  // rung() early_pages also reserves what this needs.
+  // The rungs of the attention_decode_paged_rope op, which run_rope() launches.
+  enum class RopeRung {
+    // decode_07_pages_before_wait (the default): rung 06 with every stage of its ring filled with
+    // the cached rows before it waits for the kernel ahead; after the wait only Q and the new
+    // tokens' rows are read. Its contract is rung 05's, for data copied rather than prefetched:
+    // block_table, seq_lens and the cached rows before each sequence's new tokens are written
+    // before the chain of kernels this one is launched in starts (in an engine, by earlier steps).
+    pages_before_wait,
+    // decode_06_rope_in: rung 05 with the new tokens' RoPE and cache write inside.
+    rope_in,
+  };
+
+  // The attention_decode_paged_rope op whatever rung() is: the new tokens' RoPE and cache write
+  // inside the attention (DecodeRopeArgs in decode_args.hpp): Q and `rope.k_new` rotated by their
+  // positions, the rotated K and `rope.v_new` written to the caches, then O and LSE — by
+  // rope_rung(), rung 07 unless set. Returns its kc-bench id
+  // ("stage3/attention_decode_paged_rope/07_pages_before_wait"). reserve() with rung()
+  // early_pages also reserves what this needs.
   template <typename T>
   std::string_view run_rope(const DecodeArgs<T>& args, const DecodeRopeArgs<T>& rope, cudaStream_t stream);
-  static constexpr std::string_view kRopeRungId = "stage3/attention_decode_paged_rope/06_rope_in";
+  // The kc-bench id of `rung`: what run_rope() returns.
+  static std::string_view rope_rung_id(RopeRung rung);
+  // Which rung run_rope() launches (kc-engine-bench --decode-rope-rung compares them). Set it
+  // before reserve().
+  void set_rope_rung(RopeRung rung) { rope_rung_ = rung; }
+  RopeRung rope_rung() const { return rope_rung_; }
 
   // Which rung run() launches: early_pages unless set (a caller comparing them, such as
   // kc-engine-bench --decode-attention). Set it before reserve().
@@ -124,7 +142,7 @@ class PagedDecodeAttention {
   int min_keys_per_split() const { return min_keys_per_split_; }
 
  private:
-  // The plan of rung() (of rung 06 with `rope`).
+  // The plan of rung() (of rope_rung() with `rope`).
   template <typename T>
   DecodeSplitPlan plan_for(const DecodeArgs<T>& args, bool rope = false);
   // The workspace for `plan` (the FP32 partials and, where the rung merges in its launch, the
@@ -140,11 +158,12 @@ class PagedDecodeAttention {
   bool merges_in_launch() const { return rung_ == Rung::fused_combine || rung_ == Rung::early_pages; }
 
   Rung rung_ = Rung::early_pages;
+  RopeRung rope_rung_ = RopeRung::pages_before_wait;
   int sm_count_ = 0;
   int min_keys_per_split_ = kDecodeMinKeysPerSplit;
-  // The CTAs an SM holds of rung 03's, 04's, 05's or 06's kernel instance: (rung, rung 06, bf16, D,
-  // the group's rows).
-  std::map<std::tuple<Rung, bool, bool, int, int>, int> mma_ctas_per_sm_;
+  // The CTAs an SM holds of rung 03's, 04's, 05's, 06's or 07's kernel instance: (the rung's
+  // number, bf16, D, the group's rows).
+  std::map<std::tuple<int, bool, int, int>, int> mma_ctas_per_sm_;
   DeviceScratch workspace_;
   // Rungs 04 to 06's arrival counters, zeroed when allocated; each launch leaves them at zero.
   DeviceCounters arrivals_;

@@ -300,6 +300,26 @@ void attention_decode_06_position_off_by_one(const DecodeArgs<T>& args, const De
                                              const DecodeSplitPlan& plan, const DecodeSplitWorkspace& workspace,
                                              cudaStream_t stream);
 
+// Rung 07: rung 06 with every stage of its ring filled with cached rows before the wait for the
+// kernel ahead (cp.async, not a prefetch): after the wait only Q and the new tokens' rows are
+// read. Rung 06's plans, workspace, arguments and contract — the contract now covers data copied
+// before the wait: block_table, seq_lens and every cached row before the new tokens are written
+// before the chain of kernels this one is part of starts (an engine's earlier steps), never by a
+// kernel of the chain.
+template <typename T>
+void attention_decode_07_pages_before_wait(const DecodeArgs<T>& args, const DecodeRopeArgs<T>& rope,
+                                           const DecodeSplitPlan& plan, const DecodeSplitWorkspace& workspace,
+                                           cudaStream_t stream);
+template <typename T>
+int attention_decode_07_ctas_per_sm(const DecodeArgs<T>& args);
+// Rung 07 with a flaw, for its negative control: the new tokens' rows of the first tiles copied
+// from their pages before the wait, like the cached rows — rows the kernel itself has not written
+// yet (the test poisons them) — and never built from k_new / v_new.
+template <typename T>
+void attention_decode_07_new_rows_from_cache(const DecodeArgs<T>& args, const DecodeRopeArgs<T>& rope,
+                                             const DecodeSplitPlan& plan, const DecodeSplitWorkspace& workspace,
+                                             cudaStream_t stream);
+
 // Rung 04 with a flaw, for its negative control (tests/negative_controls): the sequence's last
 // used split is left out of the merge. Right where a sequence uses one split, wrong wherever it uses more.
 template <typename T>

@@ -120,11 +120,18 @@ struct RunnerOptions {
   stage3::PagedDecodeAttention::Rung decode_attention = stage3::PagedDecodeAttention::Rung::early_pages;
   // With fuse_kernels and decode_attention early_pages, a step of decodes only (one token a
   // sequence: every graph step) rotates q and k and writes the new K/V rows inside the attention —
-  // stage 3's decode rung 06 (PagedDecodeAttention::run_rope) on the projections' output — instead
-  // of in rope_write_kv: one kernel a layer fewer. Steps with a prefill chunk keep rope_write_kv
-  // (the prefill attention reads the rotated q and the cache). kc-engine-bench --rope-in-attention
-  // compares both.
+  // stage 3's attention_decode_paged_rope op (PagedDecodeAttention::run_rope, the rung
+  // decode_rope_rung below) on the projections' output — instead of in rope_write_kv: one kernel
+  // a layer fewer. Steps with a prefill chunk keep rope_write_kv (the prefill attention reads the
+  // rotated q and the cache). kc-engine-bench --rope-in-attention compares both.
   bool rope_in_attention = true;
+  // Which rung of stage 3's attention_decode_paged_rope op those steps run
+  // (PagedDecodeAttention::RopeRung): pages_before_wait, decode rung 07 (rung 06 with the cached
+  // rows of its first tiles copied into shared memory before it waits for the kernel ahead: the
+  // engine's steps hold its contract — each step starts once the last has finished, and within a
+  // step only this kernel writes cache rows, the new tokens'); rope_in, rung 06.
+  // kc-engine-bench --decode-rope-rung compares them.
+  stage3::PagedDecodeAttention::RopeRung decode_rope_rung = stage3::PagedDecodeAttention::RopeRung::pages_before_wait;
   // With fuse_kernels, a step where the MLP's two projections both take stage 3's rung 12 (at most
   // 8 tokens) runs them as one launch (kc::stage3::Gemm::run_rmsnorm_mlp: gate | up with the norm,
   // a grid-wide barrier, then down with SwiGLU and the residual add) instead of two — one kernel a

@@ -59,7 +59,9 @@ void register_quantize_gguf_controls(Registry& registry);
 // above: decode rung 04's kernel whose merge leaves out the sequence's last used split
 // (stage3/attention_decode_paged/nc_merge_drops_last_split), and decode rung 06's kernel rotating
 // the new tokens by the previous position's angle
-// (stage3/attention_decode_paged_rope/nc_rope_position_off_by_one).
+// (stage3/attention_decode_paged_rope/nc_rope_position_off_by_one), and decode rung 07's kernel
+// copying the new tokens' rows from their pages before the wait
+// (stage3/attention_decode_paged_rope/nc_new_rows_copied_before_wait).
 std::vector<NegativeControl> decode_fused_combine_controls();
 void register_decode_fused_combine_controls(Registry& registry);
 
