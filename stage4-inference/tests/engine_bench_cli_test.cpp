@@ -43,6 +43,8 @@ TEST(EngineBenchCli, RefusesWhatItCannotTakeBeforeTouchingAGpu) {
       {"--synthetic smollm2-135m --quantized q5_k", "--quantized: 'q5_k' is not q4_0, q4_1 or q8_0"},
       {"--synthetic smollm2-135m --decode-tokens 1", "--decode-tokens must be >= 2"},
       {"--synthetic smollm2-135m --decode-attention fast", "--decode-attention: 'fast' is not early, fused"},
+      {"--synthetic smollm2-135m --decode-rope-rung 05", "--decode-rope-rung: '05' is not 07, 06 or both"},
+      {"--synthetic smollm2-135m --decode-rope-rung ,07", "--decode-rope-rung: '' is not 07, 06 or both"},
       {"--synthetic smollm2-135m --frobnicate 1", "unknown flag '--frobnicate'"},
       {"--synthetic smollm2-135m --peers /nonexistent/peers.json", "--peers: cannot read '/nonexistent/peers.json'"},
       {"--synthetic smollm2-135m --peers " + peers, "is not the output of bench/peers/hf_engine_peers.py"},
@@ -59,6 +61,7 @@ TEST(EngineBenchCli, RefusesWhatItCannotTakeBeforeTouchingAGpu) {
   EXPECT_EQ(status, 0) << output;
   EXPECT_NE(output.find("usage: kc-engine-bench"), std::string::npos) << output;
   EXPECT_NE(output.find("--one-launch-mlp"), std::string::npos) << output;
+  EXPECT_NE(output.find("--decode-rope-rung"), std::string::npos) << output;
 }
 
 }  // namespace
