@@ -10,8 +10,9 @@
 // step began (an engine's earlier steps), so rung 07 copies those rows into the ring's stages with
 // cp.async *before* the wait, not merely into L2: all kStages stages (3 tiles of 64 keys at
 // D = 128, 4 at D = 64: the whole split at short contexts), the new tokens' rows left out. After
-// the wait a thread loads its chunk of the new rows and its share of Q together, rotates both, and
-// stores them into the tiles; then the tiles are computed as in rung 06, and later tiles (long
+// the wait a thread loads its chunk of the new rows and its share of Q together (except in the
+// D = 64 instance with two m16 tiles of rows, where holding the chunk across Q's rotation spilled
+// on sm_80: there Q comes first), rotates both, and stores them into the tiles; then the tiles are computed as in rung 06, and later tiles (long
 // contexts) stream through the ring as before. In an engine's step the copies overlap the tail of
 // the QKV projection (a programmatic launch); launched the ordinary way (kc-bench) the wait
 // returns at once and the rung should time as rung 06, a round trip or two shorter.
