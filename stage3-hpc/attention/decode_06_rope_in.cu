@@ -41,30 +41,15 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <cstdint>
-
 #include "attention/decode_mma_split_kv.cuh"
 #include "kc/stage3/decode_args.hpp"
 
 namespace kc::stage3 {
-namespace {
-
-template <bool kPositionOffByOne, typename T>
-void launch_rope_in(const DecodeArgs<T>& args, const DecodeRopeArgs<T>& rope, const DecodeSplitPlan& plan,
-                    const DecodeSplitWorkspace& workspace, cudaStream_t stream, const char* rung) {
-  require_in_kernel_merge_args(args, plan, workspace, rung);
-  require_rope_args(args, rope, rung);
-  RopeIn<T, kPositionOffByOne> in;
-  static_cast<DecodeRopeArgs<T>&>(in) = rope;
-  launch_mma_split_kv<DecodeMerge::in_kernel, /*kEarlyPages=*/true>(args, plan, workspace, stream, in);
-}
-
-}  // namespace
 
 template <typename T>
 void attention_decode_06_rope_in(const DecodeArgs<T>& args, const DecodeRopeArgs<T>& rope, const DecodeSplitPlan& plan,
                                  const DecodeSplitWorkspace& workspace, cudaStream_t stream) {
-  launch_rope_in<false>(args, rope, plan, workspace, stream, "decode rung 06");
+  launch_rope_rung<RopeIn<T>>(args, rope, plan, workspace, stream, "decode rung 06");
 }
 
 template <typename T>
@@ -77,7 +62,8 @@ template <typename T>
 void attention_decode_06_position_off_by_one(const DecodeArgs<T>& args, const DecodeRopeArgs<T>& rope,
                                              const DecodeSplitPlan& plan, const DecodeSplitWorkspace& workspace,
                                              cudaStream_t stream) {
-  launch_rope_in<true>(args, rope, plan, workspace, stream, "decode rung 06 (negative control)");
+  launch_rope_rung<RopeIn<T, /*kPositionOffByOne=*/true>>(args, rope, plan, workspace, stream,
+                                                          "decode rung 06 (negative control)");
 }
 
 #define KC_INSTANTIATE(T)                                                                                     \

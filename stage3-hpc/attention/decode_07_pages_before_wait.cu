@@ -46,25 +46,12 @@
 #include "kc/stage3/decode_args.hpp"
 
 namespace kc::stage3 {
-namespace {
-
-template <bool kNewRowsFromCache, typename T>
-void launch_pages_first(const DecodeArgs<T>& args, const DecodeRopeArgs<T>& rope, const DecodeSplitPlan& plan,
-                        const DecodeSplitWorkspace& workspace, cudaStream_t stream, const char* rung) {
-  require_in_kernel_merge_args(args, plan, workspace, rung);
-  require_rope_args(args, rope, rung);
-  RopePagesFirst<T, kNewRowsFromCache> in;
-  static_cast<DecodeRopeArgs<T>&>(in) = rope;
-  launch_mma_split_kv<DecodeMerge::in_kernel, /*kEarlyPages=*/true>(args, plan, workspace, stream, in);
-}
-
-}  // namespace
 
 template <typename T>
 void attention_decode_07_pages_before_wait(const DecodeArgs<T>& args, const DecodeRopeArgs<T>& rope,
                                            const DecodeSplitPlan& plan, const DecodeSplitWorkspace& workspace,
                                            cudaStream_t stream) {
-  launch_pages_first<false>(args, rope, plan, workspace, stream, "decode rung 07");
+  launch_rope_rung<RopePagesFirst<T>>(args, rope, plan, workspace, stream, "decode rung 07");
 }
 
 template <typename T>
@@ -77,7 +64,8 @@ template <typename T>
 void attention_decode_07_new_rows_from_cache(const DecodeArgs<T>& args, const DecodeRopeArgs<T>& rope,
                                              const DecodeSplitPlan& plan, const DecodeSplitWorkspace& workspace,
                                              cudaStream_t stream) {
-  launch_pages_first<true>(args, rope, plan, workspace, stream, "decode rung 07 (negative control)");
+  launch_rope_rung<RopePagesFirst<T, /*kNewRowsFromCache=*/true>>(args, rope, plan, workspace, stream,
+                                                                   "decode rung 07 (negative control)");
 }
 
 #define KC_INSTANTIATE(T)                                                                                          \

@@ -244,7 +244,7 @@ __device__ __forceinline__ void new_token_chunk(const Rope& rope, const DecodeAr
 // rung 06's rope (kRopeIn), the rows of the new tokens are new_token_chunk's, stored into the
 // stage (`stage_pointer`, the same shared memory) from registers instead. kBeforeWait (rung 07's
 // copies before the wait for the kernel ahead): the new tokens' rows are skipped — they are the
-// kernel ahead's output, built into the tile after the wait (store_new_rows_of_first_tiles) —
+// kernel ahead's output, built into the tile after the wait (store_q_and_new_rows_after_wait) —
 // except by the negative control's flaw, which copies them from their pages like any other row.
 template <class Layout, bool kBeforeWait = false, typename T, class Rope>
 __device__ __forceinline__ void copy_tile_pages(std::uint32_t stage, std::uint8_t* stage_pointer,
@@ -374,8 +374,9 @@ __device__ __forceinline__ void store_rotated_q(std::uint8_t* q_tile, const Deco
 
 // Rung 07, before the wait: every stage of the ring filled with tiles 0 .. kStages - 1 of the
 // split — the cached rows only (copy_tile_pages<kBeforeWait>), the new tokens' rows left for
-// after the wait. One cp.async group a tile. Everything read here is the caller's: the length, the block table and
-// rows written by earlier steps (PagedDecodeAttention's contract for rungs 05 to 07).
+// after the wait. One cp.async group a tile. Everything read here is the caller's: the length,
+// the block table and rows written by earlier steps (PagedDecodeAttention's contract for rungs 05
+// to 07).
 template <class Layout, typename T, class Rope>
 __device__ __forceinline__ void copy_first_tiles_before_wait(int (&ids)[Layout::kRowsPerThread], std::uint8_t* smem,
                                                              const DecodeArgs<T>& args, const SplitWork& work,
@@ -707,6 +708,19 @@ void launch_mma_split_kv(const DecodeArgs<T>& args, const DecodeSplitPlan& plan,
     launch<T, 128, 2, kMerge, kEarlyPages>(args, plan, workspace, rope, stream);
   else
     launch<T, 128, 1, kMerge, kEarlyPages>(args, plan, workspace, rope, stream);
+}
+
+// Rungs 06 and 07's launch: the checks of a merge in the launch and of the rope arguments, then
+// the instance for `args` with the rope parameter `Rope` (RopeIn or RopePagesFirst, a flaw or
+// none) holding `rope`.
+template <class Rope, typename T>
+void launch_rope_rung(const DecodeArgs<T>& args, const DecodeRopeArgs<T>& rope, const DecodeSplitPlan& plan,
+                      const DecodeSplitWorkspace& workspace, cudaStream_t stream, const char* rung) {
+  require_in_kernel_merge_args(args, plan, workspace, rung);
+  require_rope_args(args, rope, rung);
+  Rope in;
+  static_cast<DecodeRopeArgs<T>&>(in) = rope;
+  launch_mma_split_kv<DecodeMerge::in_kernel, /*kEarlyPages=*/true>(args, plan, workspace, stream, in);
 }
 
 template <DecodeMerge kMerge, bool kEarlyPages = false, class Rope = NoRope, typename T>

@@ -141,10 +141,12 @@ std::vector<DecodeRung> parse_decode_attention(const std::string& text) {
   return rungs;
 }
 
-// The rung's kc-bench name without its op ("04_fused_combine"), for the JSON.
+// A kc-bench id without its stage and op ("stage3/attention_decode_paged/04_fused_combine" ->
+// "04_fused_combine"), for the JSON.
+std::string rung_name(std::string_view id) { return std::string(id.substr(id.rfind('/') + 1)); }
+
 std::string decode_attention_id(DecodeRung rung) {
-  const std::string_view id = kc::stage3::PagedDecodeAttention::rung_id(rung);
-  return std::string(id.substr(id.rfind('/') + 1));
+  return rung_name(kc::stage3::PagedDecodeAttention::rung_id(rung));
 }
 
 // The rung in a table section's mode: "rung 03 (combine kernel)".
@@ -176,10 +178,20 @@ std::vector<RopeRung> parse_decode_rope_rung(const std::string& text) {
   return rungs;
 }
 
-// The rung's kc-bench name without its op ("07_pages_before_wait"), for the JSON.
 std::string decode_rope_rung_id(RopeRung rung) {
-  const std::string_view id = kc::stage3::PagedDecodeAttention::rope_rung_id(rung);
-  return std::string(id.substr(id.rfind('/') + 1));
+  return rung_name(kc::stage3::PagedDecodeAttention::rope_rung_id(rung));
+}
+
+// The decode attention of a mode where it is not the engine's default (", decode attention rung 04
+// (merged in the launch)"); the RoPE rung counts only where the steps run it (RoPE inside the
+// attention, fused kernels). Empty for the defaults.
+std::string decode_attention_note(DecodeRung rung, RopeRung rope_rung, bool rope_in, bool fuse) {
+  const kc::engine::RunnerOptions defaults;
+  return (rung == defaults.decode_attention ? std::string()
+                                            : fmt::format(", decode attention {}", decode_attention_name(rung))) +
+         (rope_rung == defaults.decode_rope_rung || !rope_in || !fuse
+              ? std::string()
+              : fmt::format(", decode attention {}", decode_rope_rung_id(rope_rung)));
 }
 
 // One measurement row.
@@ -392,12 +404,7 @@ std::string mode_name(const ModelResult& r) {
          (r.programmatic_launch ? std::string() : ", ordinary launches") +
          (r.rope_in_attention || !r.fuse_kernels ? std::string() : ", RoPE and cache write in their own kernel") +
          (r.one_launch_mlp && r.fuse_kernels ? ", the MLP in one launch" : std::string()) +
-         (r.decode_attention == kc::engine::RunnerOptions{}.decode_attention
-              ? std::string()
-              : fmt::format(", decode attention {}", decode_attention_name(r.decode_attention))) +
-         (r.decode_rope_rung == kc::engine::RunnerOptions{}.decode_rope_rung || !r.rope_in_attention || !r.fuse_kernels
-              ? std::string()
-              : fmt::format(", decode attention {}", decode_rope_rung_id(r.decode_rope_rung)));
+         decode_attention_note(r.decode_attention, r.decode_rope_rung, r.rope_in_attention, r.fuse_kernels);
 }
 
 // One peer's rates, from bench/peers/hf_engine_peers.py or bench/peers/llama_cpp_peer.py:
@@ -712,13 +719,7 @@ int run(int argc, char** argv) {
       std::string blocks = bytes.block_type;  // the blocks' type, also when they stay on the host
       if (blocks.empty() && !loaded && random_type != kc::engine::GgmlType::bf16) blocks = args.quantized;
       if (blocks.empty() && loaded && !native) blocks = loaded_block_type(*loaded);
-      const std::string decode_note =
-          (decode_rung == kc::engine::RunnerOptions{}.decode_attention
-               ? std::string()
-               : fmt::format(", decode attention {}", decode_attention_name(decode_rung))) +
-          (rope_rung == kc::engine::RunnerOptions{}.decode_rope_rung || !rope_in || !fuse
-               ? std::string()
-               : fmt::format(", decode attention {}", decode_rope_rung_id(rope_rung)));
+      const std::string decode_note = decode_attention_note(decode_rung, rope_rung, rope_in, fuse);
       std::printf("%s, %s%s%s%s%s%s%s: %.0f MiB of bf16 weights%s, %.0f MiB read a decode token\n", name.c_str(),
                   graphs ? "CUDA graphs" : "eager", fuse ? ", fused kernels" : "",
                   dependent ? "" : ", ordinary launches", decode_note.c_str(),

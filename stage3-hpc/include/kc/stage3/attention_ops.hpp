@@ -165,7 +165,7 @@ class PagedDecodeAttention {
   // number, bf16, D, the group's rows).
   std::map<std::tuple<int, bool, int, int>, int> mma_ctas_per_sm_;
   DeviceScratch workspace_;
-  // Rungs 04 to 06's arrival counters, zeroed when allocated; each launch leaves them at zero.
+  // Rungs 04 to 07's arrival counters, zeroed when allocated; each launch leaves them at zero.
   DeviceCounters arrivals_;
 };
 
