@@ -60,20 +60,11 @@ constexpr int kThreads = (kConsumerWarps + 1) * 32;  // the consumers and one pr
 constexpr int kStages = 4;
 constexpr int kStageK = kConsumerWarps * 4 * kGgufBlockWeights;  // 1024 k: a chunk for every consumer
 
-// The bytes of one chunk (16 rows x 128 k) of layout=3: a lane's quants (32 lanes), and the scale
-// entries of the 8 row groups.
-template <GgufBlockType kType>
-struct ChunkBytes {
-  static constexpr int kQuantVectors = kType == GgufBlockType::q8_0 ? 4 : 2;  // 16-byte vectors a lane
-  static constexpr int kScaleVectors = kType == GgufBlockType::q4_1 ? 2 : 1;  // 16-byte vectors a row group
-  static constexpr int kQuants = 32 * kQuantVectors * 16;
-  static constexpr int kScales = 8 * kScaleVectors * 16;
-};
-
 // A stage of the ring: [8 chunks of quants | their scales | x rows 0 .. M-1, kStageK k each].
 template <GgufBlockType kType>
 constexpr int stage_bytes(int m_rows) {
-  return kConsumerWarps * (ChunkBytes<kType>::kQuants + ChunkBytes<kType>::kScales) + m_rows * kStageK * 2;
+  using Bytes = gguf_mma::ChunkBytes<kType>;
+  return kConsumerWarps * (Bytes::kQuants + Bytes::kScales) + m_rows * kStageK * 2;
 }
 
 template <GgufBlockType kType, int kRowGroups, bool kOneRow, bool kSwapped>
@@ -82,7 +73,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                             const std::uint8_t* __restrict__ quants, const std::uint8_t* __restrict__ scales,
                             __nv_bfloat16* __restrict__ y) {
 #if KC_STAGE3_SM90A
-  using Bytes = ChunkBytes<kType>;
+  using Bytes = gguf_mma::ChunkBytes<kType>;
   constexpr int kQuantArea = kConsumerWarps * Bytes::kQuants;
   constexpr int kXOffset = kConsumerWarps * (Bytes::kQuants + Bytes::kScales);
   extern __shared__ __align__(16) std::uint8_t ring[];
@@ -144,21 +135,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int chunk = s * kConsumerWarps + warp;
       if (chunk < chunks) {
         const std::uint8_t* stage = ring + static_cast<std::size_t>(slot) * ring_stage_bytes;
-        const uint4* lane_quants = reinterpret_cast<const uint4*>(stage) + (warp * 32 + lane) * Bytes::kQuantVectors;
-        const uint4* group_scales =
-            reinterpret_cast<const uint4*>(stage + kQuantArea) + (warp * 8 + g) * Bytes::kScaleVectors;
         const auto* x_stage = reinterpret_cast<const __nv_bfloat16*>(stage + kXOffset);
-        uint4 quant_vectors[Bytes::kQuantVectors], scale_vectors[Bytes::kScaleVectors];
-#pragma unroll
-        for (int v = 0; v < Bytes::kQuantVectors; ++v) quant_vectors[v] = lane_quants[v];
-#pragma unroll
-        for (int v = 0; v < Bytes::kScaleVectors; ++v) scale_vectors[v] = group_scales[v];
-        std::uint32_t words[4 * Bytes::kQuantVectors];
-        std::memcpy(words, quant_vectors, sizeof words);
-        std::uint32_t entries[4 * Bytes::kScaleVectors];
-        std::memcpy(entries, scale_vectors, sizeof entries);
-        gguf_mma::weights_as_a_chunk<kType, kRowGroups, kOneRow, kSwapped>(
-            words, entries, chunk, k_blocks, row_valid,
+        gguf_mma::weights_as_a_stage_chunk<kType, kRowGroups, kOneRow, kSwapped, kConsumerWarps>(
+            stage, warp, lane, chunk, k_blocks, row_valid,
             [&](int r, int j, int) {
               return *reinterpret_cast<const uint4*>(x_stage + (g + 8 * r) * kStageK + (4 * warp + j) * 32 + 8 * t);
             },

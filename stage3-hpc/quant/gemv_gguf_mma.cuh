@@ -175,6 +175,40 @@ __device__ __forceinline__ void weights_as_a_chunk(const std::uint32_t* words, c
   }
 }
 
+// The bytes of one chunk (16 rows x 128 k) of layout=3 as the bulk-stream rungs (06, 07) copy it:
+// a lane's quants (32 lanes of them), and the scale entries of the 8 row groups.
+template <GgufBlockType kType>
+struct ChunkBytes {
+  static constexpr int kQuantVectors = kType == GgufBlockType::q8_0 ? 4 : 2;  // 16-byte vectors a lane
+  static constexpr int kScaleVectors = kType == GgufBlockType::q4_1 ? 2 : 1;  // 16-byte vectors a row group
+  static constexpr int kQuants = 32 * kQuantVectors * 16;
+  static constexpr int kScales = 8 * kScaleVectors * 16;
+};
+
+// The chunk of a stage in shared memory that consumer warp `warp` (of kWarps) of a bulk-stream
+// rung (06, 07) takes, for lane `lane`: the stage holds kWarps chunks of quants, then their scale entries (ChunkBytes); the lane reads its quants and its row group's entries with LDS.128
+// and multiplies them as weights_as_a_chunk does.
+template <GgufBlockType kType, int kRowGroups, bool kOneRow, bool kSwapped, int kWarps, class LoadX>
+__device__ __forceinline__ void weights_as_a_stage_chunk(const std::uint8_t* stage, int warp, int lane, int chunk,
+                                                         int k_blocks, const bool (&row_valid)[kRowGroups],
+                                                         LoadX load_x, float (&acc)[kRowGroups][4]) {
+  constexpr int kQuantVectors = ChunkBytes<kType>::kQuantVectors, kScaleVectors = ChunkBytes<kType>::kScaleVectors;
+  const int group = lane >> 2;
+  const uint4* lane_quants = reinterpret_cast<const uint4*>(stage) + (warp * 32 + lane) * kQuantVectors;
+  const uint4* group_scales = reinterpret_cast<const uint4*>(stage + kWarps * ChunkBytes<kType>::kQuants) +
+                              (warp * 8 + group) * kScaleVectors;
+  uint4 quant_vectors[kQuantVectors], scale_vectors[kScaleVectors];
+#pragma unroll
+  for (int v = 0; v < kQuantVectors; ++v) quant_vectors[v] = lane_quants[v];
+#pragma unroll
+  for (int v = 0; v < kScaleVectors; ++v) scale_vectors[v] = group_scales[v];
+  std::uint32_t words[4 * kQuantVectors];
+  std::memcpy(words, quant_vectors, sizeof words);
+  std::uint32_t entries[4 * kScaleVectors];
+  std::memcpy(entries, scale_vectors, sizeof entries);
+  weights_as_a_chunk<kType, kRowGroups, kOneRow, kSwapped>(words, entries, chunk, k_blocks, row_valid, load_x, acc);
+}
+
 // The end of a layout=3 kernel: the kWarps warps' partial sums meet in shared memory (`partial`:
 // kWarps x kRowGroups x 32 x 4 floats); the block's first kThreads threads then write one output
 // each (the sum over the warps in warp order: the same bits whatever the rung).

@@ -21,6 +21,8 @@ std::string_view quantized_gemv_kernel_name(QuantizedGemvKernel kernel) {
       return "stage3/gemv_gguf/05_weights_as_a";
     case QuantizedGemvKernel::gemv_gguf_06_bulk_stream:
       return "stage3/gemv_gguf/06_bulk_stream";
+    case QuantizedGemvKernel::gemv_gguf_07_x_resident:
+      return "stage3/gemv_gguf/07_x_resident";
   }
   return "unknown";
 }
@@ -91,6 +93,28 @@ QuantizedGemvKernel quantized_gemv(const QuantizedGemvArgs& args, cudaStream_t s
   }
   gemv_gguf_01_warp_per_column(args, stream);
   return QuantizedGemvKernel::gemv_gguf_01_warp_per_column;
+}
+
+bool quantized_gemv_link_runs(GgufBlockType type, int m, int k) {
+  const bool known = type == GgufBlockType::q4_0 || type == GgufBlockType::q4_1 || type == GgufBlockType::q8_0;
+  return known && m >= 1 && m <= kGgufGemvMaxRows && k >= kGgufBlockWeights && k % kGgufBlockWeights == 0 &&
+         gemv_gguf_06_runs_here() && gemv_gguf_07_fits(type, m, k);
+}
+
+QuantizedGemvKernel quantized_gemv_link(const QuantizedGemvLinkArgs& a, cudaStream_t stream) {
+  constexpr const char* entry = "kc::stage3::quantized_gemv_link";
+  require(a.weights >= 1 && a.weights <= kGgufGemvLinkMaxWeights, "{}: weights = {} is outside [1, {}]", entry,
+          a.weights, kGgufGemvLinkMaxWeights);
+  require(a.prologue == GgufGemvPrologue::none || a.prologue == GgufGemvPrologue::rmsnorm ||
+              a.prologue == GgufGemvPrologue::swiglu,
+          "{}: prologue {} is not none (0), rmsnorm (1) or swiglu (2)", entry, static_cast<int>(a.prologue));
+  for (int w = 0; w < a.weights; ++w) check_quantized_gemv_args(gemv_gguf_link_weight_args(a, w));
+  require(quantized_gemv_link_runs(a.type, a.m, a.k),
+          "{}: rung 07 cannot run {} rows of K = {} here (it needs a Hopper GPU, sm_90a code and x in shared "
+          "memory: gemv_gguf_07_fits); run the prologue and quantized_gemv instead",
+          entry, a.m, a.k);
+  gemv_gguf_07_link(a, stream);
+  return QuantizedGemvKernel::gemv_gguf_07_x_resident;
 }
 
 std::size_t quantized_gemv_prepared_quant_bytes(GgufBlockType type, int n, int k) {

@@ -251,6 +251,22 @@ void register_kernels(Registry& registry) {
   bulk_stream.min_compute_capability = kHopper;
   bulk_stream.max_compute_capability = kHopper;
   registry.add_kernel(std::move(bulk_stream));
+  KernelEntry x_resident = gguf_entry("07_x_resident", 7,
+                                      "rung 06's weight stream in persistent CTAs that keep x in shared memory "
+                                      "(where a decode step's RMSNorm or SwiGLU is applied on the way in); as a "
+                                      "programmatic dependent the weights start before the kernel ahead ends",
+                                      GgufLayout::mma_weights_a, &gemv_gguf_07_x_resident);
+  x_resident.min_compute_capability = kHopper;
+  x_resident.max_compute_capability = kHopper;
+  x_resident.constraints += ", M x (K + 8) x 2 bytes of x and the ring in 200 KiB of shared memory";
+  x_resident.supports = [](const Problem& p) {
+    if (std::string error = gemv_gguf_layout_error(p, GgufLayout::mma_weights_a); !error.empty()) return error;
+    if (!gemv_gguf_07_fits(gguf_block_type(p), static_cast<int>(p.dims[0]), static_cast<int>(p.dims[2])))
+      return std::string("x of M rows of K does not fit next to the ring in 200 KiB of shared memory (rung 06 "
+                         "streams x with the weights)");
+    return std::string();
+  };
+  registry.add_kernel(std::move(x_resident));
   // Low precision: bf16 rows to the GGUF blocks the GEMV reads (quant/quantize_gguf_*), the same table.
   register_quantize_gguf_kernels(registry);
 

@@ -1,20 +1,31 @@
-// The GGUF GEMV's negative controls: rungs 01 to 06 with each byte's nibbles read in the wrong
+// The GGUF GEMV's negative controls: rungs 01 to 07 with each byte's nibbles read in the wrong
 // order must fail the op's check on q4_0 and q4_1 (q8_0 has no nibbles), each on its layout; the
-// repacked operands of a layout=1 problem are repack_gguf_blocks() of its blocks; and rung 06
-// writes rung 05's bits on problems long enough to go round its ring. The rungs themselves are
-// checked by the conformance tests on every conformance problem. Skips without a GPU.
+// repacked operands of a layout=1 problem are repack_gguf_blocks() of its blocks; rung 06 writes
+// rung 05's bits on problems long enough to go round its ring, rung 07 rung 06's (and, as a link
+// of the decode chain, the bits of stage 2's swiglu then rung 06, and the double reference of its
+// RMSNorm prologue and beta within the stated bound). The rungs themselves are checked by the
+// conformance tests on every conformance problem. Skips without a GPU.
 //   ctest --test-dir build/ci -R GemvGgufGpu
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <string>
 #include <vector>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include "kc/common/buffer.hpp"
 #include "kc/common/check.hpp"
 #include "kc/common/error.hpp"
+#include "kc/stage2/ops.hpp"
 #include "kc/stage3/gemv_gguf.hpp"
+#include "kc/stage3/quantized_gemv.hpp"
 #include "support/gpu_test.hpp"
 
 namespace kc::stage3 {
@@ -39,8 +50,11 @@ TEST(GemvGgufGpu, SwappedNibblesFailTheCheck) {
                              Rung{2.0, &gemv_gguf_03_mma, &gemv_gguf_03_swapped_nibbles},
                              Rung{2.0, &gemv_gguf_04_cp_async, &gemv_gguf_04_swapped_nibbles},
                              Rung{3.0, &gemv_gguf_05_weights_as_a, &gemv_gguf_05_swapped_nibbles}};
-  // Rung 06 needs a Hopper GPU (BulkStreamWritesRungFivesBits says so where it is missing).
-  if (gemv_gguf_06_runs_here()) rungs.push_back(Rung{3.0, &gemv_gguf_06_bulk_stream, &gemv_gguf_06_swapped_nibbles});
+  // Rungs 06 and 07 need a Hopper GPU (BulkStreamWritesRungFivesBits says so where it is missing).
+  if (gemv_gguf_06_runs_here()) {
+    rungs.push_back(Rung{3.0, &gemv_gguf_06_bulk_stream, &gemv_gguf_06_swapped_nibbles});
+    rungs.push_back(Rung{3.0, &gemv_gguf_07_x_resident, &gemv_gguf_07_swapped_nibbles});
+  }
   for (const Rung& rung : rungs)
     for (const double type : {2.0, 3.0}) {
       const Problem problem = op.problem({4, 129, 256}, DType::bf16, {{"ggml_type", type}, {"layout", rung.layout}});
@@ -137,6 +151,249 @@ TEST(GemvGgufGpu, BulkStreamWritesRungFivesBits) {
     EXPECT_TRUE(check_run(op, launch_with(&gemv_gguf_06_bulk_stream), problem, 11, context).passed())
         << problem.label();
   }
+}
+
+// Rung 07 without a prologue writes rung 06's bits: every type, M from 1 to 16, K past the ring
+// (and not a multiple of the chunk), and N wide enough that the persistent CTAs take several tiles
+// each (9000 and 7000 columns: 563 and 438 tiles). y poisoned with NaN first. Where x does not fit
+// next to the ring the rung refuses with kc::Error and launches nothing.
+TEST(GemvGgufGpu, XResidentWritesRungSixesBits) {
+  KC_SKIP_WITHOUT_GPU();
+  if (!gemv_gguf_06_runs_here()) GTEST_SKIP() << "rung 07 needs a Hopper GPU and a build with sm_90a code";
+  Context& context = testing::shared_context();
+  const OpSpec op = make_gemv_gguf_op();
+  int ran = 0;
+  for (const double type : {2.0, 3.0, 8.0})
+    for (const std::vector<std::int64_t>& dims : std::vector<std::vector<std::int64_t>>{
+             {1, 1, 32}, {1, 300, 4128}, {3, 37, 992}, {8, 16, 4096}, {16, 129, 2080}, {1, 17, 10208},
+             {1, 9000, 1056}, {2, 7000, 4128}, {9, 33, 9248}}) {
+      const Problem problem = op.problem(dims, DType::bf16, {{"ggml_type", type}, {"layout", 3.0}});
+      Operands operands = op.make_operands(problem, 7, context);
+      const GgufGemvArgs args = gemv_gguf_args(problem, operands);
+      Tensor& y = operands["y"];
+      if (!gemv_gguf_07_fits(args.type, args.m, args.k)) {
+        KC_CUDA_CHECK(cudaMemset(y.raw(), 0xFF, y.bytes()));
+        const std::vector<std::uint8_t> before = bytes_of(y);
+        EXPECT_THROW(gemv_gguf_07_x_resident(args, context.stream()), Error) << problem.label();
+        KC_CUDA_CHECK(cudaStreamSynchronize(context.stream()));
+        EXPECT_EQ(bytes_of(y), before) << problem.label() << ": a refused call wrote y";
+        continue;
+      }
+      gemv_gguf_06_bulk_stream(args, context.stream());
+      KC_CUDA_CHECK(cudaStreamSynchronize(context.stream()));
+      const std::vector<std::uint8_t> expected = bytes_of(y);
+      KC_CUDA_CHECK(cudaMemset(y.raw(), 0xFF, y.bytes()));  // bf16 NaN everywhere
+      gemv_gguf_07_x_resident(args, context.stream());
+      KC_CUDA_CHECK(cudaStreamSynchronize(context.stream()));
+      EXPECT_EQ(bytes_of(y), expected) << problem.label();
+      ++ran;
+    }
+  // All but 9x33x9248 in q4_1 and q8_0 (q4_0's smaller ring leaves room for its 9 rows of x).
+  EXPECT_EQ(ran, 25) << "the shapes that fit";
+}
+
+// Random GGUF blocks with sane scales: quants uniform, d in [2^-9, 2^-6) (and m of q4_1 in
+// [-2^-5, 2^-5)), so that the double reference is exact in its inputs.
+std::vector<std::uint8_t> random_blocks(GgufBlockType type, int n, int k, std::uint64_t seed) {
+  const int bytes_per_block = gguf_block_bytes(type);
+  std::vector<std::uint8_t> blocks(static_cast<std::size_t>(n) * (k / kGgufBlockWeights) * bytes_per_block);
+  std::uint64_t state = seed * 2654435761ull + 1;
+  const auto next = [&] { return static_cast<std::uint32_t>((state = state * 6364136223846793005ull + 1442695040888963407ull) >> 33); };
+  for (std::size_t b = 0; b < blocks.size(); b += bytes_per_block) {
+    for (int i = 0; i < bytes_per_block; ++i) blocks[b + i] = static_cast<std::uint8_t>(next());
+    const __half d = __float2half(std::ldexp(1.f + (next() % 1024) / 1024.f, -9 + static_cast<int>(next() % 3)));
+    std::memcpy(&blocks[b], &d, 2);
+    if (type == GgufBlockType::q4_1) {
+      const __half m = __float2half((static_cast<float>(next() % 2048) - 1024.f) / 32768.f);
+      std::memcpy(&blocks[b + 2], &m, 2);
+    }
+  }
+  return blocks;
+}
+
+std::vector<__nv_bfloat16> random_bf16(std::size_t count, float scale, std::uint64_t seed) {
+  std::vector<__nv_bfloat16> values(count);
+  std::uint64_t state = seed * 40503ull + 7;
+  for (auto& v : values) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    v = __float2bfloat16(scale * (static_cast<float>(state >> 40) / 16777216.f * 2.f - 1.f));
+  }
+  return values;
+}
+
+std::vector<float> to_floats(const DeviceBuffer<__nv_bfloat16>& buffer) {
+  std::vector<__nv_bfloat16> host(buffer.size());
+  KC_CUDA_CHECK(cudaMemcpy(host.data(), buffer.data(), buffer.bytes(), cudaMemcpyDeviceToHost));
+  std::vector<float> values(host.size());
+  for (std::size_t i = 0; i < host.size(); ++i) values[i] = __bfloat162float(host[i]);
+  return values;
+}
+
+// One weight of a link test: its blocks (host), prepared on the device, its y.
+struct LinkWeight {
+  int n;
+  std::vector<std::uint8_t> blocks;
+  DeviceBuffer<std::uint8_t> quants, scales;
+  DeviceBuffer<__nv_bfloat16> y;
+  LinkWeight(GgufBlockType type, int n_cols, int m, int k, std::uint64_t seed)
+      : n(n_cols),
+        blocks(random_blocks(type, n_cols, k, seed)),
+        quants(quantized_gemv_prepared_quant_bytes(type, n_cols, k)),
+        scales(quantized_gemv_prepared_scale_bytes(type, n_cols, k)),
+        y(static_cast<std::size_t>(m) * n_cols) {
+    DeviceBuffer<std::uint8_t> device_blocks(blocks.size());
+    device_blocks.copy_from_host(blocks);
+    quantized_gemv_prepare(type, device_blocks.data(), n_cols, k, quants.data(), scales.data(), nullptr);
+    KC_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  GgufGemvArgs rung06_args(GgufBlockType type, int m, int k, const __nv_bfloat16* x) {
+    GgufGemvArgs a;
+    a.m = m;
+    a.n = n;
+    a.k = k;
+    a.type = type;
+    a.x = x;
+    a.quants = quants.data();
+    a.scales = scales.data();
+    a.y = y.data();
+    return a;
+  }
+};
+
+// Rung 07 as a link of the decode chain, three weights (q, k and v-like widths, one of them not a
+// multiple of the 16-column tile) sharing x, on every type at M = 1 and 3, K = 1056 (a partial
+// chunk):
+//   - no prologue: each weight's y is rung 06's, bit for bit;
+//   - SwiGLU: the bits of stage 2's swiglu of [gate | up] followed by rung 06;
+//   - RMSNorm (x at 3x the scale of the norm's weight, so that a 1 / RMS left out is far off) with
+//     beta = 1 (y holds random values first): within the bound below of the double reference
+//     sum_k w x_k g_k / rms + y_old, where the inputs are rounded once to bf16 (x . g) and the
+//     output once: |error| <= 2^-8 (sum_k |w x_k g_k| / rms + |y_old|) + 1e-6;
+//   - negative control: the same reference without the 1 / RMS must fail that bound.
+TEST(GemvGgufGpu, XResidentLinkMatchesTheUnfusedKernels) {
+  KC_SKIP_WITHOUT_GPU();
+  if (!gemv_gguf_06_runs_here()) GTEST_SKIP() << "rung 07 needs a Hopper GPU and a build with sm_90a code";
+  constexpr int k = 1056;
+  const float eps = 1e-5f;
+  for (const GgufBlockType type : {GgufBlockType::q4_0, GgufBlockType::q4_1, GgufBlockType::q8_0})
+    for (const int m : {1, 3}) {
+      const std::string label = fmt::format("ggml type {}, M = {}", static_cast<int>(type), m);
+      std::vector<LinkWeight> weights;
+      weights.emplace_back(type, 80, m, k, 1);
+      weights.emplace_back(type, 33, m, k, 2);
+      weights.emplace_back(type, 48, m, k, 3);
+      const std::vector<__nv_bfloat16> x_host = random_bf16(static_cast<std::size_t>(m) * 2 * k, 3.f, 11);
+      const std::vector<__nv_bfloat16> norm_host = random_bf16(k, 1.f, 12);
+      DeviceBuffer<__nv_bfloat16> x(x_host.size()), norm(norm_host.size()), act(static_cast<std::size_t>(m) * k);
+      x.copy_from_host(x_host);
+      norm.copy_from_host(norm_host);
+      GgufGemvLinkArgs link;
+      link.m = m;
+      link.k = k;
+      link.type = type;
+      link.x = x.data();
+      link.weights = 3;
+      const auto point_link_at_weights = [&] {
+        for (int w = 0; w < 3; ++w)
+          link.weight[w] = {weights[w].quants.data(), weights[w].scales.data(), weights[w].y.data(), weights[w].n};
+      };
+      point_link_at_weights();
+      const auto poison = [&] {
+        for (LinkWeight& w : weights) KC_CUDA_CHECK(cudaMemset(w.y.data(), 0xFF, w.y.bytes()));
+      };
+
+      // No prologue, beta = 0 (x: the first K of each 2K row is not what rung 06 reads; use act).
+      stage2::SwigluArgs<__nv_bfloat16> swiglu{m, k, x.data(), act.data()};
+      stage2::swiglu(swiglu, nullptr);
+      std::vector<std::vector<std::uint8_t>> rung06(3);
+      for (int w = 0; w < 3; ++w) {
+        gemv_gguf_06_bulk_stream(weights[w].rung06_args(type, m, k, act.data()), nullptr);
+        KC_CUDA_CHECK(cudaDeviceSynchronize());
+        rung06[w].resize(weights[w].y.bytes());
+        KC_CUDA_CHECK(cudaMemcpy(rung06[w].data(), weights[w].y.data(), weights[w].y.bytes(), cudaMemcpyDeviceToHost));
+      }
+      poison();
+      link.x = act.data();
+      EXPECT_EQ(quantized_gemv_link(link, nullptr), QuantizedGemvKernel::gemv_gguf_07_x_resident);
+      KC_CUDA_CHECK(cudaDeviceSynchronize());
+      for (int w = 0; w < 3; ++w) {
+        std::vector<std::uint8_t> got(weights[w].y.bytes());
+        KC_CUDA_CHECK(cudaMemcpy(got.data(), weights[w].y.data(), got.size(), cudaMemcpyDeviceToHost));
+        EXPECT_EQ(got, rung06[w]) << label << ", weight " << w << ", no prologue";
+      }
+
+      // SwiGLU inside: the same bits from [gate | up].
+      poison();
+      link.x = x.data();
+      link.prologue = GgufGemvPrologue::swiglu;
+      quantized_gemv_link(link, nullptr);
+      KC_CUDA_CHECK(cudaDeviceSynchronize());
+      for (int w = 0; w < 3; ++w) {
+        std::vector<std::uint8_t> got(weights[w].y.bytes());
+        KC_CUDA_CHECK(cudaMemcpy(got.data(), weights[w].y.data(), got.size(), cudaMemcpyDeviceToHost));
+        EXPECT_EQ(got, rung06[w]) << label << ", weight " << w << ", SwiGLU inside";
+      }
+
+      // RMSNorm inside, beta = 1, x the rows' first K of a 2K stride: use a packed copy.
+      std::vector<__nv_bfloat16> rows_host(static_cast<std::size_t>(m) * k);
+      for (int r = 0; r < m; ++r)
+        for (int i = 0; i < k; ++i) rows_host[static_cast<std::size_t>(r) * k + i] = x_host[static_cast<std::size_t>(r) * 2 * k + i];
+      DeviceBuffer<__nv_bfloat16> rows(rows_host.size());
+      rows.copy_from_host(rows_host);
+      std::vector<std::vector<float>> y_old(3);
+      for (int w = 0; w < 3; ++w) {
+        const std::vector<__nv_bfloat16> old = random_bf16(weights[w].y.size(), 2.f, 20 + w);
+        weights[w].y.copy_from_host(old);
+        for (const auto& v : old) y_old[w].push_back(__bfloat162float(v));
+      }
+      link.x = rows.data();
+      link.prologue = GgufGemvPrologue::rmsnorm;
+      link.norm_weight = norm.data();
+      link.norm_eps = eps;
+      link.beta = 1.f;
+      quantized_gemv_link(link, nullptr);
+      KC_CUDA_CHECK(cudaDeviceSynchronize());
+      int failures = 0, control_failures = 0, outputs = 0;
+      for (int w = 0; w < 3; ++w) {
+        const std::vector<double> dequantized =
+            decode_gguf_blocks(type, weights[w].blocks.data(), static_cast<std::size_t>(weights[w].n) * (k / 32));
+        const std::vector<float> got = to_floats(weights[w].y);
+        for (int r = 0; r < m; ++r) {
+          double squares = 0.0;
+          for (int i = 0; i < k; ++i) {
+            const double v = __bfloat162float(rows_host[static_cast<std::size_t>(r) * k + i]);
+            squares += v * v;
+          }
+          const double inv_rms = 1.0 / std::sqrt(squares / k + eps);
+          for (int n = 0; n < weights[w].n; ++n) {
+            double sum = 0.0, magnitude = 0.0;
+            for (int i = 0; i < k; ++i) {
+              const double term = dequantized[static_cast<std::size_t>(n) * k + i] *
+                                  __bfloat162float(rows_host[static_cast<std::size_t>(r) * k + i]) *
+                                  __bfloat162float(norm_host[i]);
+              sum += term;
+              magnitude += std::fabs(term);
+            }
+            const double old = y_old[w][static_cast<std::size_t>(r) * weights[w].n + n];
+            const double bound = std::ldexp(magnitude * inv_rms + std::fabs(old), -8) + 1e-6;
+            const double value = got[static_cast<std::size_t>(r) * weights[w].n + n];
+            failures += !(std::fabs(value - (sum * inv_rms + old)) <= bound);
+            control_failures += !(std::fabs(value - (sum + old)) <= bound);
+            ++outputs;
+          }
+        }
+      }
+      EXPECT_EQ(failures, 0) << label << ": outputs outside the bound, of " << outputs;
+      EXPECT_GT(control_failures, outputs / 2) << label << ": a reference without 1 / RMS went unnoticed";
+
+      // Refusals: a missing norm weight; rows that do not fit next to the ring.
+      link.norm_weight = nullptr;
+      EXPECT_THROW(quantized_gemv_link(link, nullptr), Error) << label;
+      link.norm_weight = norm.data();
+      link.k = 32 * 4096;
+      EXPECT_FALSE(quantized_gemv_link_runs(type, m, link.k));
+      EXPECT_THROW(quantized_gemv_link(link, nullptr), Error) << label;
+    }
 }
 
 }  // namespace

@@ -101,6 +101,8 @@ TEST(QuantizedGemvEntry, NamesTheRungAndTheTypes) {
             "stage3/gemv_gguf/05_weights_as_a");
   EXPECT_EQ(quantized_gemv_kernel_name(QuantizedGemvKernel::gemv_gguf_06_bulk_stream),
             "stage3/gemv_gguf/06_bulk_stream");
+  EXPECT_EQ(quantized_gemv_kernel_name(QuantizedGemvKernel::gemv_gguf_07_x_resident),
+            "stage3/gemv_gguf/07_x_resident");
   // Rung 06 takes M <= 8 on a Hopper GPU; M > 8 runs rung 05 everywhere, and so does every M
   // without a GPU.
   for (const int m : {9, 16}) EXPECT_EQ(quantized_gemv_prepared_kernel(m), QuantizedGemvKernel::gemv_gguf_05_weights_as_a);
@@ -121,6 +123,42 @@ TEST(QuantizedGemvEntry, NamesTheRungAndTheTypes) {
   EXPECT_EQ(gguf_block_type_name(GgufBlockType::q4_0), "q4_0");
   EXPECT_EQ(gguf_block_type_name(GgufBlockType::q4_1), "q4_1");
   EXPECT_EQ(gguf_block_type_name(GgufBlockType::q8_0), "q8_0");
+}
+
+// The link (rung 07) refuses bad arguments by name before any CUDA call, and says where it cannot
+// run; how much x fits next to its ring is host arithmetic.
+TEST(QuantizedGemvEntry, LinkRefusesBeforeLaunching) {
+  GgufGemvLinkArgs link;
+  link.m = 1;
+  link.k = 4096;
+  link.type = GgufBlockType::q4_1;
+  link.x = fake_pointer<const __nv_bfloat16>(16);
+  link.weights = 2;
+  link.weight[0] = {fake_pointer<const std::uint8_t>(32), fake_pointer<const void>(48), fake_pointer<__nv_bfloat16>(64), 4096};
+  link.weight[1] = {fake_pointer<const std::uint8_t>(80), fake_pointer<const void>(96), fake_pointer<__nv_bfloat16>(112), 1024};
+  GgufGemvLinkArgs bad = link;
+  bad.weights = 0;
+  expect_refused([&] { quantized_gemv_link(bad, nullptr); }, "weights = 0");
+  bad = link;
+  bad.weights = kGgufGemvLinkMaxWeights + 1;
+  expect_refused([&] { quantized_gemv_link(bad, nullptr); }, "weights = 4");
+  bad = link;
+  bad.prologue = static_cast<GgufGemvPrologue>(7);
+  expect_refused([&] { quantized_gemv_link(bad, nullptr); }, "prologue 7");
+  bad = link;
+  bad.weight[1].y = nullptr;
+  expect_refused([&] { quantized_gemv_link(bad, nullptr); }, "y (M x N, bf16) is a null pointer");
+  bad = link;
+  bad.m = 17;
+  expect_refused([&] { quantized_gemv_link(bad, nullptr); }, "M = 17");
+  // M = 1 at the Llama widths fits; 16 rows of 14336 do not (rung 06 streams x instead).
+  EXPECT_TRUE(gemv_gguf_07_fits(GgufBlockType::q4_1, 1, 14336));
+  EXPECT_TRUE(gemv_gguf_07_fits(GgufBlockType::q8_0, 8, 4096));
+  EXPECT_FALSE(gemv_gguf_07_fits(GgufBlockType::q4_1, 16, 14336));
+  if (!has_gpu()) {
+    EXPECT_FALSE(quantized_gemv_link_runs(GgufBlockType::q4_1, 1, 4096));
+    expect_refused([&] { quantized_gemv_link(link, nullptr); }, "cannot run");
+  }
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <optional>
 #include <set>
 #include <string_view>
@@ -182,6 +183,22 @@ struct ModelRunner::Impl {
   // (Gemm::run_rmsnorm_shared_a), else stage 2's rmsnorm into `normed` and then the GEMMs.
   void norm_then_project(const char* role, const bf16* x, const bf16* norm_weight, const Layer* layer, const bf16* w,
                          bf16* c, std::int64_t m, std::int64_t n);
+  // The fused step on blocks (a native step that fuse_kernels and rung 07 allow): one launch of
+  // kc::stage3::quantized_gemv_link (`what` names it) for `outputs` (the role, blocks, y and N of
+  // each; they share x and K),
+  // with the prologue (the RMSNorm of x with `norm_weight`, or SwiGLU of x = [gate | up]) inside
+  // and y += x . w^T where beta = 1.
+  struct LinkOutput {
+    const char* role;  // "q", "o", ...: the note's
+    const Blocks* blocks;
+    bf16* y;
+    std::int64_t n;
+  };
+  void link_project(const char* what, const bf16* x, stage3::GgufGemvPrologue prologue, const bf16* norm_weight,
+                    std::initializer_list<LinkOutput> outputs, std::int64_t m, std::int64_t k, float beta);
+  // Whether a native step of `tokens` rows can run fused: every projection with blocks through
+  // rung 07 (its x fits; q, k and v all on blocks of one type or none of them).
+  bool native_links_fit(std::int64_t tokens) const;
   // Called for every launch of a step: looks up without allocating, copies on the first time only.
   void note(std::string_view role, std::string_view what) {
     if (used.find(role) == used.end()) used.emplace(role, what);
@@ -200,7 +217,8 @@ struct ModelRunner::Impl {
     // Projections with blocks run on them (native_quantized, at most kGgufGemvMaxRows tokens).
     bool native = false;
     // The fused step's norms inside the projections, SwiGLU inside down and the residual added
-    // by beta = 1 (fuse_kernels, in a step that is not native).
+    // by beta = 1 (fuse_kernels; in a native step where native_links_fit: on the blocks through
+    // rung 07).
     bool fused = false;
     // Where the step's ints lie in the staging buffer and on the device: packed for this step's
     // sizes. A captured graph's copy has a fixed size, so a graph step packs them for its bucket
@@ -659,6 +677,54 @@ void ModelRunner::Impl::project(const char* role, const bf16* a, const bf16* w, 
          stage3::quantized_gemv_kernel_name(kernel));
 }
 
+void ModelRunner::Impl::link_project(const char* what, const bf16* x, stage3::GgufGemvPrologue prologue,
+                                     const bf16* norm_weight, std::initializer_list<LinkOutput> outputs,
+                                     std::int64_t m, std::int64_t k_dim, float beta) {
+  stage3::QuantizedGemvLinkArgs args;
+  args.m = static_cast<int>(m);
+  args.k = static_cast<int>(k_dim);
+  args.type = outputs.begin()->blocks->type;
+  args.x = x;
+  args.prologue = prologue;
+  args.norm_weight = norm_weight;
+  args.norm_eps = static_cast<float>(config.rms_norm_eps);
+  args.beta = beta;
+  args.weights = 0;
+  for (const LinkOutput& out : outputs)
+    args.weight[args.weights++] = {out.blocks->quants, out.blocks->scales, out.y, static_cast<int>(out.n)};
+  const stage3::QuantizedGemvKernel kernel = stage3::quantized_gemv_link(args, stream);
+  if (quantized_noted.insert(what).second) {  // formatted once per launch site
+    static constexpr const char* kInside[] = {"", "the RMSNorm inside", "SwiGLU inside"};
+    std::string how = outputs.size() > 1 ? "q, k and v in one launch" : "";
+    if (prologue != stage3::GgufGemvPrologue::none)
+      how += fmt::format("{}{}", how.empty() ? "" : "; ", kInside[static_cast<int>(prologue)]);
+    if (beta != 0.f) how += fmt::format("{}added to the residual stream", how.empty() ? "" : "; ");
+    for (const LinkOutput& out : outputs)
+      note(fmt::format("projection {}, {} blocks (first at M = {})", out.role, stage3::gguf_block_type_name(args.type),
+                       m),
+           how.empty() ? std::string(stage3::quantized_gemv_kernel_name(kernel))
+                       : fmt::format("{} ({})", stage3::quantized_gemv_kernel_name(kernel), how));
+  }
+}
+
+bool ModelRunner::Impl::native_links_fit(std::int64_t tokens) const {
+  const int m = static_cast<int>(tokens);
+  const auto fits = [&](const Blocks& blocks, std::int64_t k_dim) {
+    return blocks.quants == nullptr || stage3::quantized_gemv_link_runs(blocks.type, m, static_cast<int>(k_dim));
+  };
+  const std::int64_t H = config.hidden_size, I = config.intermediate_size;
+  for (const Layer& layer : layers) {
+    const bool has_q = layer.q_blocks.quants != nullptr, has_k = layer.k_blocks.quants != nullptr,
+               has_v = layer.v_blocks.quants != nullptr;
+    if (has_q != has_k || has_q != has_v) return false;  // one launch for the three, or none on blocks
+    if (has_q && (layer.k_blocks.type != layer.q_blocks.type || layer.v_blocks.type != layer.q_blocks.type)) return false;
+    if (!fits(layer.q_blocks, H) || !fits(layer.o_blocks, q_width) || !fits(layer.gate_up_blocks, H) ||
+        !fits(layer.down_blocks, I))
+      return false;
+  }
+  return fits(output_blocks, H);
+}
+
 void ModelRunner::Impl::note_projection(std::string_view role, std::int64_t m, const stage3::GemmPath& path,
                                         std::string_view how) {
   if (gemms_noted.emplace(role, std::make_pair(path.kernel, path.fallback)).second)  // formatted once per path
@@ -811,7 +877,7 @@ ModelRunner::Impl::StepPlan ModelRunner::Impl::prepare(const StepBatch& batch, s
   for (int i = 0; plan.samples_are_tokens && i < plan.samples; ++i)
     plan.samples_are_tokens = host[at.sample_rows + i] == i;
   plan.native = has_blocks && plan.tokens <= stage3::kGgufGemvMaxRows;
-  plan.fused = options.fuse_kernels && !plan.native;
+  plan.fused = options.fuse_kernels && (!plan.native || native_links_fit(plan.tokens));
 
   // Copy-on-write blocks the scheduler asked for, every layer's K and V, before the step.
   const std::size_t block_bytes = block_elements * sizeof(bf16);
@@ -852,7 +918,11 @@ void ModelRunner::Impl::launch(const StepPlan& plan) {
   for (std::size_t l = 0; l < layers.size(); ++l) {
     const nvtx3::scoped_range layer_range{layer_ranges[l].c_str()};
     const Layer& layer = layers[l];
-    if (fused) {
+    if (fused && native && layer.q_blocks.quants != nullptr) {  // native_links_fit: k and v have blocks too
+      link_project("q|k|v", x, stage3::GgufGemvPrologue::rmsnorm, layer.attn_norm,
+                   {{"q", &layer.q_blocks, q, q_width}, {"k", &layer.k_blocks, k, kv_width}, {"v", &layer.v_blocks, v, kv_width}}, T,
+                   H, 0.f);
+    } else if (fused) {
       norm_then_project("q", x, layer.attn_norm, &layer, nullptr, nullptr, T, 0);
     } else if (l == 0) {
       stage2::RmsNormArgs<bf16> norm{T, H, residual[0], layer.attn_norm, normed, eps};
@@ -953,7 +1023,28 @@ void ModelRunner::Impl::launch(const StepPlan& plan) {
       // x += attn . Wo^T; then x += swiglu(rmsnorm(x) . [Wgate | Wup]^T) . Wdown^T: in one launch
       // (one_launch_mlp, where the entry takes it), else gate | up with the norm inside its
       // projection and down with the activation inside its own where they can be.
-      gemm_into("o", attn, layer.o, x, T, H, q_width, 1.f);
+      if (native && layer.o_blocks.quants != nullptr)
+        link_project("o", attn, stage3::GgufGemvPrologue::none, nullptr, {{"o", &layer.o_blocks, x, H}}, T, q_width, 1.f);
+      else
+        gemm_into("o", attn, layer.o, x, T, H, q_width, 1.f);
+      if (native && (layer.gate_up_blocks.quants != nullptr || layer.down_blocks.quants != nullptr)) {
+        // On blocks: gate | up with the norm inside, down with SwiGLU inside (either on its bf16
+        // copy where it has no blocks).
+        if (layer.gate_up_blocks.quants != nullptr)
+          link_project("gate_up", x, stage3::GgufGemvPrologue::rmsnorm, layer.ffn_norm,
+                       {{"gate_up", &layer.gate_up_blocks, gate_up, 2 * c.intermediate_size}}, T, H, 0.f);
+        else
+          norm_then_project("gate_up", x, layer.ffn_norm, nullptr, layer.gate_up, gate_up, T, 2 * c.intermediate_size);
+        if (layer.down_blocks.quants != nullptr) {
+          link_project("down", gate_up, stage3::GgufGemvPrologue::swiglu, nullptr, {{"down", &layer.down_blocks, x, H}}, T, I,
+                       1.f);
+        } else {
+          stage2::SwigluArgs<bf16> swiglu{T, I, gate_up, act};
+          note("swiglu", stage2::swiglu(swiglu, stream));
+          gemm_into("down", act, layer.down, x, T, H, c.intermediate_size, 1.f);
+        }
+        continue;
+      }
       stage3::GemmPath paths[2];
       if (options.one_launch_mlp &&
           gemm.run_rmsnorm_mlp(T, H, I, x, layer.ffn_norm, eps, layer.gate_up, gate_up, layer.down, stream, paths)) {
@@ -999,7 +1090,10 @@ void ModelRunner::Impl::launch_greedy(const StepPlan& plan) {
                 stream);
     rows = gathered;
   }
-  if (plan.fused)
+  if (plan.fused && plan.native && output_blocks.quants != nullptr)
+    link_project("output", rows, stage3::GgufGemvPrologue::rmsnorm, final_norm,
+                 {{"output", &output_blocks, logits, config.vocab_size}}, samples, config.hidden_size, 0.f);
+  else if (plan.fused)
     norm_then_project("output", rows, final_norm, nullptr, output, logits, samples, config.vocab_size);
   else
     project("output", rows, output, output_blocks, plan.native, logits, samples, config.vocab_size,

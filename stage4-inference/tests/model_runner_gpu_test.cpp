@@ -812,7 +812,7 @@ TEST(ModelRunner, NativeQuantizedStepsMatchTheDequantizedPathAndTheDoubleModel) 
       std::vector<float> logits[2];
       for (int native = 0; native < 2; ++native) {
         RunnerOptions options = small_runner();
-        options.fuse_kernels = true;  // the default: a native step must leave the fused norms aside
+        options.fuse_kernels = true;  // the default: a native step runs fused where rung 07 takes it
         options.native_quantized = native == 1;
         ModelRunner runner(weights, options);
         logits[native] = chunked_then_decoded(runner, ids);
@@ -820,12 +820,19 @@ TEST(ModelRunner, NativeQuantizedStepsMatchTheDequantizedPathAndTheDoubleModel) 
         compare(logits[native], reference, c.vocab, static_cast<std::int64_t>(ids.size()), 0, versus_double);
         expect_close(versus_double, name + (native ? ", native" : ", dequantized"));
         const auto& used = runner.kernels_used();
+        // The layers' projections run fused on the blocks (rung 07, "… (the RMSNorm inside)") where
+        // the link takes 7 rows; the output projection of execute_all_logits through quantized_gemv.
+        const auto gemv_type = static_cast<kc::stage3::GgufBlockType>(static_cast<int>(type));
+        const bool linked = kc::stage3::quantized_gemv_link_runs(gemv_type, 7, static_cast<int>(c.intermediate));
         for (const char* role : {"q", "k", "v", "o", "gate_up", "down", "output"}) {
           const std::string key = fmt::format("projection {}, {} blocks (first at M = 7)", role, ggml_type_name(type));
           if (native == 1) {
             ASSERT_EQ(used.count(key), 1u) << name << ": " << key;
-            EXPECT_EQ(used.at(key), kc::stage3::quantized_gemv_kernel_name(kc::stage3::quantized_gemv_prepared_kernel(7)))
-                << name;
+            const std::string expected(
+                linked && std::string_view(role) != "output"
+                    ? kc::stage3::quantized_gemv_kernel_name(kc::stage3::QuantizedGemvKernel::gemv_gguf_07_x_resident)
+                    : kc::stage3::quantized_gemv_kernel_name(kc::stage3::quantized_gemv_prepared_kernel(7)));
+            EXPECT_EQ(used.at(key).rfind(expected, 0), 0u) << name << ": " << key << " ran " << used.at(key);
           } else {
             EXPECT_EQ(used.count(key), 0u) << name << ": the dequantized path ran on blocks";
           }
@@ -871,10 +878,14 @@ TEST(ModelRunner, NativeQuantizedDecodeUnderCudaGraphsMatchesEagerAndTheDoubleMo
     bool on_blocks = false;
     for (const auto& [role, kernel] : runner.kernels_used()) {
       if (role.rfind("projection down, q4_1 blocks", 0) != 0) continue;
-      // "... (first at M = 5)": the rung the entry runs for that M (06 at M <= 8 on Hopper, else 05).
+      // "... (first at M = 5)": the link (rung 07, "… (SwiGLU inside; …)") where it takes M rows,
+      // else the rung the entry runs for that M (06 at M <= 8 on Hopper, else 05).
       const int m = std::stoi(role.substr(role.rfind('=') + 1));
-      on_blocks = on_blocks || kernel == kc::stage3::quantized_gemv_kernel_name(
-                                             kc::stage3::quantized_gemv_prepared_kernel(m));
+      const std::string expected(
+          kc::stage3::quantized_gemv_link_runs(kc::stage3::GgufBlockType::q4_1, m, static_cast<int>(c.intermediate))
+              ? kc::stage3::quantized_gemv_kernel_name(kc::stage3::QuantizedGemvKernel::gemv_gguf_07_x_resident)
+              : kc::stage3::quantized_gemv_kernel_name(kc::stage3::quantized_gemv_prepared_kernel(m)));
+      on_blocks = on_blocks || kernel.rfind(expected, 0) == 0;
     }
     EXPECT_TRUE(on_blocks) << "no step ran the down projection on its blocks";
     if (graphs == 1) {

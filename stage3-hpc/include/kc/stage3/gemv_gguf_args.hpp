@@ -256,6 +256,64 @@ void gemv_gguf_06_swapped_nibbles(const GgufGemvArgs& args, cudaStream_t stream)
 // false without a GPU. Asked once.
 bool gemv_gguf_06_runs_here();
 
+// Rung 07: a link of the decode chain (layout=3). x, with an optional prologue applied, is kept in
+// shared memory for the whole kernel; the ring carries only the weights, and as a programmatic
+// dependent (kc/core/dependent_launch.hpp) the weights start before the kernel ahead ends;
+// persistent CTAs; up to kGgufGemvLinkMaxWeights weights sharing x and K (q, k and v) in one
+// launch; y = x . w^T + beta y. Without a prologue and with beta = 0 it writes rung 06's bits.
+// Hopper only, as rung 06; M x K limited by shared memory (gemv_gguf_07_fits).
+inline constexpr int kGgufGemvLinkMaxWeights = 3;
+// The most dynamic shared memory rung 07 asks for: the ring (4 stages of 8 chunks) and x's rows.
+inline constexpr std::size_t kGgufGemv07MaxDynamicSmem = 200 * 1024;
+
+enum class GgufGemvPrologue : int {
+  none,     // x as given, [M, K]
+  rmsnorm,  // x [M, K] through RMSNorm: x . norm_weight / sqrt(mean(x^2) + norm_eps) (the 1 / RMS
+            // applied to the finished sums, x . norm_weight rounded to bf16)
+  swiglu,   // x [M, 2K] = [gate | up], the product with silu(gate) . up (stage 2's swiglu, bf16)
+};
+
+struct GgufGemvLinkWeight {
+  const std::uint8_t* quants = nullptr;  // layout=3, as for rung 06
+  const void* scales = nullptr;
+  __nv_bfloat16* y = nullptr;  // [M, n]
+  int n = 0;
+};
+
+struct GgufGemvLinkArgs {
+  int m = 0, k = 0;
+  GgufBlockType type = GgufBlockType::q4_0;  // every weight's
+  const __nv_bfloat16* x = nullptr;          // [M, K], or [M, 2K] with the SwiGLU prologue; 16-byte aligned
+  GgufGemvPrologue prologue = GgufGemvPrologue::none;
+  const __nv_bfloat16* norm_weight = nullptr;  // [K], the RMSNorm prologue's; 16-byte aligned
+  float norm_eps = 0.f;
+  float beta = 0.f;  // y = x . w^T + beta y (0: y is not read)
+  int weights = 1;
+  GgufGemvLinkWeight weight[kGgufGemvLinkMaxWeights];
+};
+
+// Weight w of a link as the plain GEMV's arguments (x, M, K and the type shared; no prologue).
+inline GgufGemvArgs gemv_gguf_link_weight_args(const GgufGemvLinkArgs& link, int w) {
+  GgufGemvArgs args;
+  args.m = link.m;
+  args.n = link.weight[w].n;
+  args.k = link.k;
+  args.type = link.type;
+  args.x = link.x;
+  args.quants = link.weight[w].quants;
+  args.scales = link.weight[w].scales;
+  args.y = link.weight[w].y;
+  return args;
+}
+
+void gemv_gguf_07_link(const GgufGemvLinkArgs& args, cudaStream_t stream);
+// The op's form (one weight, no prologue, beta = 0): what kc-bench and the conformance tests run.
+void gemv_gguf_07_x_resident(const GgufGemvArgs& args, cudaStream_t stream);
+// For the negative control only: rung 07 with the two nibbles of each pair exchanged.
+void gemv_gguf_07_swapped_nibbles(const GgufGemvArgs& args, cudaStream_t stream);
+// Whether M rows of x of K fit next to rung 07's ring for blocks of `type`. No CUDA call.
+bool gemv_gguf_07_fits(GgufBlockType type, int m, int k);
+
 // The layout=3 repack on the GPU, as repack_gguf_blocks_for_mma_on_device for layout=2; buffers of
 // gguf_mma16_quant_bytes / gguf_mma16_scale_bytes.
 void repack_gguf_blocks_for_mma16_on_device(GgufBlockType type, const std::uint8_t* blocks, int n, int k,

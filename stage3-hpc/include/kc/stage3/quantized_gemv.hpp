@@ -20,6 +20,8 @@
 //      copy engine), the fast one, and stage3/gemv_gguf/05_weights_as_a (the same products, the
 //      weights loaded into registers; the same bits) at M > 8 and on other GPUs. All take every
 //      type and every M in 1..16.
+// A decode step's chain calls quantized_gemv_link instead where it runs (below): rung 07 with the
+// RMSNorm or SwiGLU before the projection inside it, y += where the residual stream takes it.
 // The launch is asynchronous on `stream`, allocates nothing and never synchronizes: it can be
 // captured in a CUDA graph. The build holds code for sm_80 and sm_90a; an older GPU gets the
 // runtime's kc::CudaError at the launch.
@@ -42,6 +44,7 @@ enum class QuantizedGemvKernel {
   gemv_gguf_04_cp_async,         // stage3/gemv_gguf/04_cp_async (not chosen by the entry; named for completeness)
   gemv_gguf_05_weights_as_a,     // stage3/gemv_gguf/05_weights_as_a (w prepared, a GPU other than Hopper)
   gemv_gguf_06_bulk_stream,      // stage3/gemv_gguf/06_bulk_stream (w prepared by quantized_gemv_prepare, Hopper)
+  gemv_gguf_07_x_resident,       // stage3/gemv_gguf/07_x_resident (quantized_gemv_link)
 };
 
 // "stage3/gemv_gguf/01_warp_per_column": the kc-bench id of the rung.
@@ -80,5 +83,22 @@ QuantizedGemvKernel quantized_gemv_prepared_kernel(int m);
 
 // y = x . w^T on `stream`, after check_quantized_gemv_args; returns the rung that ran.
 QuantizedGemvKernel quantized_gemv(const QuantizedGemvArgs& args, cudaStream_t stream);
+
+// A decode step's projection as one link of its chain of kernels (rung 07,
+// stage3/gemv_gguf/07_x_resident): y_w = prologue(x) . w^T + beta y_w for up to
+// kGgufGemvLinkMaxWeights prepared weights that share x and K (q, k and v), the prologue an
+// RMSNorm (x [M, K] and the norm's weight) or SwiGLU (x [M, 2K] = [gate | up]) or none
+// (kc/stage3/gemv_gguf_args.hpp, GgufGemvLinkArgs). Launched as a programmatic dependent inside a
+// kc::core::ProgrammaticLaunchScope (the weights start before the kernel ahead ends).
+using QuantizedGemvLinkArgs = GgufGemvLinkArgs;
+
+// Whether quantized_gemv_link runs M rows of K for blocks of `type` here: a Hopper GPU, a build
+// with sm_90a code, and x's M rows next to the rung's ring in its shared memory. No launch.
+bool quantized_gemv_link_runs(GgufBlockType type, int m, int k);
+
+// The link on `stream`. kc::Error before any launch where it cannot run (quantized_gemv_link_runs
+// false: the caller runs the norm or activation and quantized_gemv instead) or for bad arguments
+// (each weight's as check_quantized_gemv_args says; norm_weight for the RMSNorm; beta any float).
+QuantizedGemvKernel quantized_gemv_link(const QuantizedGemvLinkArgs& args, cudaStream_t stream);
 
 }  // namespace kc::stage3

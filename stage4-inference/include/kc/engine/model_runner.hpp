@@ -144,10 +144,16 @@ struct RunnerOptions {
   // tokens (kc::stage3::kGgufGemvMaxRows: decode batches, short prompts) runs each such projection,
   // the output projection included, through kc::stage3::quantized_gemv (stage3/gemv_gguf/06_bulk_stream
   // on a Hopper GPU, 05_weights_as_a elsewhere) on the blocks instead of the bf16 GEMM on the copy. Longer steps (prefill) run the bf16 copy, which stays in the pool too:
-  // both copies are kept in this first version. In a native step the RMSNorms, SwiGLU and
-  // residual adds run as stage 2 kernels, as the unfused step runs them (the GEMV writes its
-  // output; it neither adds into the residual stream nor normalizes its input); RoPE and the cache
-  // write stay one kernel with fuse_kernels. The decode graphs capture it (no host sync, no
+  // both copies are kept in this first version. With fuse_kernels, a native step whose rows fit
+  // rung 07 (kc::stage3::quantized_gemv_link, stage3/gemv_gguf/07_x_resident: x in its shared
+  // memory; a Hopper GPU; batch 1 on every shape the engine benchmarks) runs fused like a bf16 step:
+  // q, k and v as one launch with the RMSNorm inside, o and down adding into the residual stream
+  // (beta = 1), gate | up with the norm inside, down with SwiGLU inside, the output projection
+  // with the final norm inside — each a programmatic dependent whose weights start before the
+  // kernel ahead ends. Otherwise (no fuse_kernels, or rows that do not fit) the RMSNorms, SwiGLU
+  // and residual adds run as stage 2 kernels, as the unfused step runs them, and the GEMV through
+  // kc::stage3::quantized_gemv. RoPE and the cache write stay in the decode attention or one kernel
+  // with fuse_kernels. The decode graphs capture it (no host sync, no
   // allocation). Off by default; it becomes the default once it has run on the H200 against the
   // dequantized path (ModelRunner.NativeQuantized* in tests/model_runner_gpu_test.cpp).
   bool native_quantized = false;

@@ -1,0 +1,466 @@
+// Rung 07 of the GGUF GEMV — a link of the decode chain: x kept in shared memory (with the norm or
+// the activation before it done on the way in), the weights streamed before the previous kernel
+// ends, persistent CTAs.
+//
+// Idea: rung 06 streams the weights at up to 85% of a copy of the same bytes when it runs alone,
+// but a decode step is a chain of kernels, and in the chain rung 06 pays three costs the bf16
+// path's GEMV (stage3/hgemm/12_small_m_gemv) does not. (1) Its neighbours: the RMSNorm before
+// the q|k|v and gate|up projections and the SwiGLU before down run as kernels of their own (one
+// CTA each at batch 1), and q, k and v are three launches. (2) The start: every launch waits for
+// the kernel before it to end before its first byte of weights is asked for. (3) Its CTAs are
+// short: one 16-column tile each (40 KB of q4_1 at K = 4096 fills rung 06's ring once), so every
+// CTA fills its ring, waits for DRAM, computes and drains, and a new CTA starts cold.
+//
+// What changed from rung 06:
+//   - x, with its prologue applied, lives in shared memory for the whole kernel: the consumer
+//     warps load it once after the wait (16-byte loads), multiply it by the RMSNorm's weight
+//     (the 1 / RMS factor is applied to the finished sums, as rung 12 does) or form silu(gate) .
+//     up from a [gate | up] row (stage 2's swiglu, the same bf16 values), and store bf16. The ring
+//     carries only the weights' quants and scales.
+//   - As a programmatic dependent (kc/core/dependent_launch.hpp): the producer warp never reads
+//     what an earlier kernel writes, so it fills the ring with the first weights while the kernel
+//     before is still running; only the consumers wait (griddepcontrol.wait) before they read x.
+//   - Persistent CTAs: as many as fit on the GPU at once, each taking tiles blockIdx.x,
+//     blockIdx.x + gridDim.x, ...; the producer runs on into the next tile's weights while the
+//     consumers finish a tile, so the ring does not drain between tiles.
+//   - Up to three weights that share x and K in one launch (q, k and v), each with its own y, and
+//     y += x . w^T (beta = 1: the residual stream) in the store.
+// Each tile's arithmetic is rung 06's (gemv_gguf_mma.cuh), the chunks of a tile go to the same
+// warps in the same order and the warps' sums meet in the same order: without a prologue and with
+// beta = 0 rung 07 writes rung 06's bits (a GPU test holds it to that).
+//
+// Expected limiter: the DRAM stream of the weights. What is left of the chain's costs: the
+// consumers' staging of x (K x 2 bytes from the L2 per CTA, once), the last round of tiles (the
+// tiles rarely divide evenly among the CTAs) and the store of each tile through shared memory.
+// x must fit next to the ring: M x (K + 8) x 2 bytes and the ring in kGgufGemv07MaxDynamicSmem
+// (200 KiB); M = 1 at K = 14336 takes 28 KB. Larger M x K is refused with kc::Error
+// (gemv_gguf_07_fits says which fit; the engine then runs the norm, the activation and rung 06).
+//
+// SASS to look for (sm_90a): UBLKCP.S.G and SYNCS.* in the producer; PREEXIT and ACQBULK (the
+// programmatic launch's trigger and wait); LDG.E.128.CONSTANT (x, once) then STS.128 in the
+// consumers' staging; LDS.128 and HMMA.16816.F32.BF16 in their loop; BAR.SYNC with a named
+// barrier among the consumers; no LDL/STL. Hopper only, as rung 06.
+//
+// Run just this rung: kc-bench --filter stage3/gemv_gguf/0[67] --param layout=3 --param ggml_type=3
+#include <cuda_bf16.h>
+
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "arch/sm90/mbarrier.cuh"
+#include "arch/sm90/sm90a.hpp"
+#include "arch/sm90/tma.cuh"
+#include "arch/sm90/warpgroup.cuh"
+#include "gemv_gguf_mma.cuh"
+#include "kc/common/device.hpp"
+#include "kc/common/error.hpp"
+#include "kc/core/dependent_launch.cuh"
+#include "kc/core/elementwise.cuh"
+#include "kc/stage3/gemm.hpp"
+#include "kc/stage3/gemv_gguf_args.hpp"
+
+namespace kc::stage3 {
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+constexpr int kConsumerWarps = 8;
+constexpr int kConsumerThreads = kConsumerWarps * 32;
+constexpr int kThreads = kConsumerThreads + 32;  // the consumers and one producer warp
+constexpr int kStages = 4;
+constexpr int kXPad = 8;  // bf16 after each row of x in shared memory: rows start on different banks
+
+// A stage of the ring: [8 chunks of quants | their scales] (x is not in it).
+template <GgufBlockType kType>
+constexpr int ring_stage_bytes() {
+  using Bytes = gguf_mma::ChunkBytes<kType>;
+  return kConsumerWarps * (Bytes::kQuants + Bytes::kScales);
+}
+
+constexpr int ring_stage_bytes(GgufBlockType type) {
+  return type == GgufBlockType::q4_0   ? ring_stage_bytes<GgufBlockType::q4_0>()
+         : type == GgufBlockType::q4_1 ? ring_stage_bytes<GgufBlockType::q4_1>()
+                                       : ring_stage_bytes<GgufBlockType::q8_0>();
+}
+
+std::size_t dynamic_smem_bytes(GgufBlockType type, int m, int k) {
+  return static_cast<std::size_t>(kStages) * ring_stage_bytes(type) +
+         static_cast<std::size_t>(m) * (static_cast<std::size_t>(k) + kXPad) * sizeof(bf16);
+}
+
+// What the kernel reads: the link's arguments with each weight's first tile.
+struct Link {
+  int m = 0, k = 0;
+  const bf16* x = nullptr;
+  const bf16* norm_weight = nullptr;
+  float norm_eps = 0.f, beta = 0.f;
+  int weights = 0;
+  const std::uint8_t* quants[kGgufGemvLinkMaxWeights] = {};
+  const std::uint8_t* scales[kGgufGemvLinkMaxWeights] = {};
+  bf16* y[kGgufGemvLinkMaxWeights] = {};
+  int n[kGgufGemvLinkMaxWeights] = {};
+  int tile_begin[kGgufGemvLinkMaxWeights + 1] = {};  // tiles of weight w: [tile_begin[w], tile_begin[w + 1])
+};
+
+// The device side exists only in the sm_90a pass (the kernel is empty elsewhere, as rung 06's).
+#if KC_STAGE3_SM90A
+constexpr int kConsumersBarrier = 1;  // the named barrier of the consumer warps (0 is __syncthreads)
+constexpr int kMaxRows = 16;          // kGgufGemvMaxRows
+constexpr int kStagePieces = 4;       // 16-byte pieces of x a thread loads before it stores any
+
+// Which weight tile `tile` (of all the link's tiles) belongs to: an unrolled scan with constant
+// indices (a runtime index into the parameter arrays would copy them to local memory).
+struct TilePlace {
+  int weight, tile;  // the weight and the tile's index among its tiles
+};
+__device__ __forceinline__ TilePlace place_tile(const Link& g, int tile) {
+  int weight = 0;
+#pragma unroll
+  for (int w = 1; w < kGgufGemvLinkMaxWeights; ++w)
+    if (w < g.weights && tile >= g.tile_begin[w]) weight = w;
+  int begin = g.tile_begin[0];
+#pragma unroll
+  for (int w = 1; w < kGgufGemvLinkMaxWeights; ++w)
+    if (w == weight) begin = g.tile_begin[w];
+  return {weight, tile - begin};
+}
+
+template <class T>
+__device__ __forceinline__ T pick(const T (&values)[kGgufGemvLinkMaxWeights], int weight) {
+  T value = values[0];
+#pragma unroll
+  for (int w = 1; w < kGgufGemvLinkMaxWeights; ++w)
+    if (w == weight) value = values[w];
+  return value;
+}
+
+__device__ __forceinline__ float2 bf16_pair(std::uint32_t word) {
+  __nv_bfloat162 pair;
+  std::memcpy(&pair, &word, sizeof word);
+  return __bfloat1622float2(pair);
+}
+
+__device__ __forceinline__ std::uint32_t bf16_word(float low, float high) {
+  const __nv_bfloat162 pair = __floats2bfloat162_rn(low, high);
+  std::uint32_t word;
+  std::memcpy(&word, &pair, sizeof word);
+  return word;
+}
+
+// The consumers' staging of x: row after row, each thread 16 bytes (8 k) at a time, kStagePieces
+// loads in flight before the first store. With the RMSNorm prologue each element is multiplied by
+// the norm's weight (rounded to bf16 once) and the row's squares summed (each warp's sum lands in
+// squares[warp][row]); with the SwiGLU prologue x is silu(gate) . up of a [gate | up] row of 2K,
+// stage 2's swiglu rounded to bf16. Consumer thread `thread` of kConsumerThreads.
+template <GgufGemvPrologue kPrologue>
+__device__ __forceinline__ void stage_x(const Link& g, bf16* x_rows, float (*squares)[kMaxRows], int thread) {
+  const int pieces = g.k / 8, x_stride = g.k + kXPad;
+  const int lane = thread & 31, warp = thread >> 5;
+  for (int row = 0; row < g.m; ++row) {
+    float row_squares = 0.f;
+    const bf16* source = g.x + static_cast<std::size_t>(row) * (kPrologue == GgufGemvPrologue::swiglu ? 2 : 1) * g.k;
+    for (int base = thread; base < pieces; base += kStagePieces * kConsumerThreads) {
+      uint4 first[kStagePieces], second[kStagePieces];  // x (or gate) and the norm's weight (or up)
+#pragma unroll
+      for (int u = 0; u < kStagePieces; ++u) {
+        const int piece = base + u * kConsumerThreads;
+        if (piece >= pieces) break;
+        first[u] = __ldg(reinterpret_cast<const uint4*>(source) + piece);
+        if constexpr (kPrologue == GgufGemvPrologue::rmsnorm)
+          second[u] = __ldg(reinterpret_cast<const uint4*>(g.norm_weight) + piece);
+        else if constexpr (kPrologue == GgufGemvPrologue::swiglu)
+          second[u] = __ldg(reinterpret_cast<const uint4*>(source + g.k) + piece);
+      }
+#pragma unroll
+      for (int u = 0; u < kStagePieces; ++u) {
+        const int piece = base + u * kConsumerThreads;
+        if (piece >= pieces) break;
+        uint4 out = first[u];
+        if constexpr (kPrologue != GgufGemvPrologue::none) {
+          const std::uint32_t a[4] = {first[u].x, first[u].y, first[u].z, first[u].w};
+          const std::uint32_t b[4] = {second[u].x, second[u].y, second[u].z, second[u].w};
+          std::uint32_t o[4];
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const float2 va = bf16_pair(a[i]), vb = bf16_pair(b[i]);
+            if constexpr (kPrologue == GgufGemvPrologue::rmsnorm) {
+              row_squares = fmaf(va.x, va.x, row_squares);
+              row_squares = fmaf(va.y, va.y, row_squares);
+              o[i] = bf16_word(va.x * vb.x, va.y * vb.y);
+            } else {
+              o[i] = bf16_word(core::Silu{}(va.x) * vb.x, core::Silu{}(va.y) * vb.y);
+            }
+          }
+          out = make_uint4(o[0], o[1], o[2], o[3]);
+        }
+        *reinterpret_cast<uint4*>(x_rows + static_cast<std::size_t>(row) * x_stride + piece * 8) = out;
+      }
+    }
+    if constexpr (kPrologue == GgufGemvPrologue::rmsnorm) {
+#pragma unroll
+      for (int offset = 16; offset > 0; offset /= 2) row_squares += __shfl_xor_sync(0xffffffffu, row_squares, offset);
+      if (lane == 0) squares[warp][row] = row_squares;
+    }
+  }
+}
+
+#endif  // KC_STAGE3_SM90A
+
+template <GgufBlockType kType, int kRowGroups, bool kOneRow, bool kSwapped, GgufGemvPrologue kPrologue>
+__global__ void __launch_bounds__(kThreads, 1) gemv_x_resident_kernel(const Link g) {
+#if KC_STAGE3_SM90A
+  using Bytes = gguf_mma::ChunkBytes<kType>;
+  constexpr int kQuantArea = kConsumerWarps * Bytes::kQuants;
+  constexpr int kStageBytes = ring_stage_bytes<kType>();
+  constexpr int kPartial = kConsumerWarps * kRowGroups * 32 * 4;
+  extern __shared__ __align__(16) std::uint8_t ring[];  // kStages stages, then x's rows
+  __shared__ std::uint64_t full[kStages], empty[kStages];
+  __shared__ float partial[2][kPartial];  // a tile's warp sums; two, so one barrier a tile suffices
+  __shared__ float squares[kConsumerWarps][kMaxRows];
+  bf16* x_rows = reinterpret_cast<bf16*>(ring + kStages * kStageBytes);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int k_blocks = g.k / kGgufBlockWeights;
+  const int chunks = (k_blocks + 3) / 4;
+  const int stages = (chunks + kConsumerWarps - 1) / kConsumerWarps;  // a tile's
+  const int tiles = g.tile_begin[g.weights];
+
+  // The next kernel of the chain may start its own weights while this one streams.
+  core::let_dependent_grids_start();
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      sm90::mbarrier_init(&full[s], 1);
+      sm90::mbarrier_init(&empty[s], kConsumerThreads);
+    }
+    sm90::fence_barrier_init();
+  }
+  __syncthreads();
+
+  if (warp == kConsumerWarps) {
+    // The producer: the weights only, which no kernel writes — so no wait for the kernel before.
+    // Stage s of this CTA (counted across its tiles) into slot s % kStages once it is free.
+    if (lane == 0) {
+      int s = 0;
+      for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        const TilePlace place = place_tile(g, tile);
+        const std::uint8_t* quants = pick(g.quants, place.weight);
+        const std::uint8_t* scales = pick(g.scales, place.weight);
+        const std::size_t tile_chunks = static_cast<std::size_t>(place.tile) * chunks;
+        for (int t = 0; t < stages; ++t, ++s) {
+          const int slot = s % kStages;
+          if (s >= kStages) sm90::mbarrier_wait(&empty[slot], ((s / kStages) - 1) & 1);
+          const int first_chunk = t * kConsumerWarps;
+          const int stage_chunks = min(kConsumerWarps, chunks - first_chunk);
+          std::uint8_t* stage = ring + static_cast<std::size_t>(slot) * kStageBytes;
+          sm90::mbarrier_arrive_expect_tx(&full[slot],
+                                          static_cast<std::uint32_t>(stage_chunks * (Bytes::kQuants + Bytes::kScales)));
+          sm90::bulk_load(stage, quants + (tile_chunks + first_chunk) * Bytes::kQuants,
+                          static_cast<std::uint32_t>(stage_chunks * Bytes::kQuants), &full[slot]);
+          sm90::bulk_load(stage + kQuantArea, scales + (tile_chunks + first_chunk) * Bytes::kScales,
+                          static_cast<std::uint32_t>(stage_chunks * Bytes::kScales), &full[slot]);
+        }
+      }
+    }
+    return;  // the producer writes nothing, and takes no part in the consumers' barriers
+  }
+
+  // The consumers: x once (it is the kernel before's output), then rung 06's tiles.
+  core::wait_for_previous_grids();
+  stage_x<kPrologue>(g, x_rows, squares, threadIdx.x);
+  sm90::named_barrier_sync(kConsumersBarrier, kConsumerThreads);
+
+  const int group = lane >> 2, t4 = lane & 3;
+  bool row_valid[kRowGroups];
+#pragma unroll
+  for (int r = 0; r < kRowGroups; ++r) row_valid[r] = group + 8 * r < g.m;
+  const int x_stride = g.k + kXPad;
+  int s = 0, buffer = 0;
+  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, buffer ^= 1) {
+    float acc[kRowGroups][4];
+#pragma unroll
+    for (int r = 0; r < kRowGroups; ++r)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[r][e] = 0.f;
+    for (int t = 0; t < stages; ++t, ++s) {
+      const int slot = s % kStages;
+      sm90::mbarrier_wait(&full[slot], (s / kStages) & 1);
+      const int chunk = t * kConsumerWarps + warp;
+      if (chunk < chunks)
+        gguf_mma::weights_as_a_stage_chunk<kType, kRowGroups, kOneRow, kSwapped, kConsumerWarps>(
+            ring + static_cast<std::size_t>(slot) * kStageBytes, warp, lane, chunk, k_blocks, row_valid,
+            [&](int r, int, int block) {
+              return *reinterpret_cast<const uint4*>(x_rows + (group + 8 * r) * x_stride + block * kGgufBlockWeights +
+                                                     8 * t4);
+            },
+            acc);
+      sm90::mbarrier_arrive(&empty[slot]);  // every consumer thread: its reads of the stage are done
+    }
+
+    // The tile's store: the warps' sums meet in shared memory and are added in warp order (rung
+    // 06's order); then 1 / RMS (the norm's), beta . y and the rounding.
+    float* sums = partial[buffer];
+#pragma unroll
+    for (int r = 0; r < kRowGroups; ++r)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) sums[((warp * kRowGroups + r) * 32 + lane) * 4 + e] = acc[r][e];
+    sm90::named_barrier_sync(kConsumersBarrier, kConsumerThreads);
+    const TilePlace place = place_tile(g, tile);
+    bf16* y = pick(g.y, place.weight);
+    const int n_cols = pick(g.n, place.weight);
+    for (int index = threadIdx.x; index < kRowGroups * 128; index += kConsumerThreads) {
+      const int r = index / 128, l = (index / 4) % 32, e = index % 4;
+      const int column = 16 * place.tile + (l >> 2) + 8 * (e >> 1);
+      const int row = 8 * r + 2 * (l & 3) + (e & 1);
+      if (row >= g.m || column >= n_cols) continue;
+      float sum = 0.f;
+#pragma unroll
+      for (int w = 0; w < kConsumerWarps; ++w) sum += sums[((w * kRowGroups + r) * 32 + l) * 4 + e];
+      if constexpr (kPrologue == GgufGemvPrologue::rmsnorm) {
+        float row_squares = 0.f;
+#pragma unroll
+        for (int w = 0; w < kConsumerWarps; ++w) row_squares += squares[w][row];
+        sum *= rsqrtf(row_squares / static_cast<float>(g.k) + g.norm_eps);
+      }
+      bf16* out = y + static_cast<std::size_t>(row) * n_cols + column;
+      if (g.beta != 0.f) sum += g.beta * __bfloat162float(*out);  // BLAS: beta = 0 reads no y
+      *out = __float2bfloat16(sum);
+    }
+    // The next tile writes the other buffer; the one after this one's again only past the next
+    // tile's barrier, which every consumer reaches after its reads here.
+  }
+#endif
+}
+
+// The link's tiles, each weight's first tile, and the checks of everything the kernel assumes.
+Link make_link(const GgufGemvLinkArgs& a) {
+  require(a.weights >= 1 && a.weights <= kGgufGemvLinkMaxWeights,
+          "GGUF GEMV (x resident): weights must be 1 to {} (got {})", kGgufGemvLinkMaxWeights, a.weights);
+  require(a.m >= 1 && a.m <= kGgufGemvMaxRows && a.k >= kGgufBlockWeights && a.k % kGgufBlockWeights == 0,
+          "GGUF GEMV (x resident): M must be in [1, {}] and K a positive multiple of 32 (got M = {}, K = {})",
+          kGgufGemvMaxRows, a.m, a.k);
+  require(a.x != nullptr, "GGUF GEMV (x resident): x must be non-null");
+  require(reinterpret_cast<std::uintptr_t>(a.x) % 16 == 0,
+          "GGUF GEMV (x resident): x must be 16-byte aligned (it is read in 16-byte pieces)");
+  if (a.prologue == GgufGemvPrologue::rmsnorm) {
+    require(a.norm_weight != nullptr && reinterpret_cast<std::uintptr_t>(a.norm_weight) % 16 == 0,
+            "GGUF GEMV (x resident): the RMSNorm prologue needs norm_weight, K values, 16-byte aligned");
+    require(a.norm_eps >= 0.f, "GGUF GEMV (x resident): norm_eps must be >= 0 (got {})", a.norm_eps);
+  }
+  require(gemv_gguf_07_fits(a.type, a.m, a.k),
+          "GGUF GEMV (x resident): x ({} rows of K = {}) and the ring take {} bytes of shared memory, more than the "
+          "{} this rung allows; run rung 06, which streams x with the weights",
+          a.m, a.k, dynamic_smem_bytes(a.type, a.m, a.k), kGgufGemv07MaxDynamicSmem);
+  Link g;
+  g.m = a.m;
+  g.k = a.k;
+  g.x = a.x;
+  g.norm_weight = a.norm_weight;
+  g.norm_eps = a.norm_eps;
+  g.beta = a.beta;
+  g.weights = a.weights;
+  int tiles = 0;
+  for (int w = 0; w < a.weights; ++w) {
+    const GgufGemvLinkWeight& weight = a.weight[w];
+    gguf_mma::check_fragment_args(gemv_gguf_link_weight_args(a, w), "x resident",
+                                  "repack_gguf_blocks_for_mma16, layout=3");
+    g.quants[w] = weight.quants;
+    g.scales[w] = static_cast<const std::uint8_t*>(weight.scales);
+    g.y[w] = weight.y;
+    g.n[w] = weight.n;
+    g.tile_begin[w] = tiles;
+    tiles += (weight.n + 15) / 16;
+  }
+  for (int w = a.weights; w <= kGgufGemvLinkMaxWeights; ++w) g.tile_begin[w] = tiles;
+  return g;
+}
+
+// CTAs of `kernel` with `smem` bytes that fit on an SM at once (asked once per pair).
+int ctas_per_sm(const void* kernel, std::size_t smem) {
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, std::size_t>, int> known;
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_pair(kernel, smem);
+  if (const auto found = known.find(key); found != known.end()) return found->second;
+  int ctas = 0;
+  KC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, kernel, kThreads, smem));
+  require(ctas >= 1, "GGUF GEMV (x resident): no CTA of {} bytes of shared memory fits on an SM", smem);
+  known.emplace(key, ctas);
+  return ctas;
+}
+
+template <GgufBlockType kType, int kRowGroups, bool kOneRow, bool kSwapped, GgufGemvPrologue kPrologue>
+void launch_instance(const Link& g, cudaStream_t stream) {
+  const auto kernel = &gemv_x_resident_kernel<kType, kRowGroups, kOneRow, kSwapped, kPrologue>;
+  static const bool prepared = [kernel] {
+    KC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(kGgufGemv07MaxDynamicSmem)));
+    return true;
+  }();
+  (void)prepared;
+  const std::size_t smem = dynamic_smem_bytes(kType, g.m, g.k);
+  const int tiles = g.tile_begin[g.weights];
+  const int resident = ctas_per_sm(reinterpret_cast<const void*>(kernel), smem) * current_device_sm_count();
+  const int grid = tiles < resident ? tiles : resident;
+  core::launch_dependent(kernel, dim3(static_cast<unsigned>(grid)), dim3(kThreads), smem, stream, g);
+}
+
+template <bool kSwapped>
+void launch(const GgufGemvLinkArgs& a, cudaStream_t stream) {
+  require(gemv_gguf_06_runs_here(),
+          "gemv_gguf rung 07 (x resident) needs sm_90a code (the copy engine's cp.async.bulk) and a Hopper GPU; "
+          "this build or GPU has none: run rung 05, as kc::stage3::quantized_gemv does");
+  const Link g = make_link(a);
+  const auto with_prologue = [&](auto type, auto row_groups, auto one_row) {
+    constexpr GgufBlockType kType = decltype(type)::value;
+    constexpr int kRowGroups = decltype(row_groups)::value;
+    constexpr bool kOneRow = decltype(one_row)::value;
+    if constexpr (kSwapped) {
+      launch_instance<kType, kRowGroups, kOneRow, true, GgufGemvPrologue::none>(g, stream);
+    } else {
+      switch (a.prologue) {
+        case GgufGemvPrologue::none:
+          launch_instance<kType, kRowGroups, kOneRow, false, GgufGemvPrologue::none>(g, stream);
+          break;
+        case GgufGemvPrologue::rmsnorm:
+          launch_instance<kType, kRowGroups, kOneRow, false, GgufGemvPrologue::rmsnorm>(g, stream);
+          break;
+        case GgufGemvPrologue::swiglu:
+          launch_instance<kType, kRowGroups, kOneRow, false, GgufGemvPrologue::swiglu>(g, stream);
+          break;
+      }
+    }
+  };
+  // The rung-05/06 choices (block type, row groups, the M = 1 instance) on the first weight's
+  // arguments; make_link checked every weight.
+  gguf_mma::launch_weights_as_a_rung(gemv_gguf_link_weight_args(a, 0), "x resident", with_prologue);
+}
+
+GgufGemvLinkArgs plain_link(const GgufGemvArgs& args) {
+  GgufGemvLinkArgs link;
+  link.m = args.m;
+  link.k = args.k;
+  link.type = args.type;
+  link.x = args.x;
+  link.weights = 1;
+  link.weight[0] = {args.quants, args.scales, args.y, args.n};
+  return link;
+}
+
+}  // namespace
+
+bool gemv_gguf_07_fits(GgufBlockType type, int m, int k) {
+  if (m < 1 || k < 1) return false;
+  return dynamic_smem_bytes(type, m, k) <= kGgufGemv07MaxDynamicSmem;
+}
+
+void gemv_gguf_07_link(const GgufGemvLinkArgs& args, cudaStream_t stream) { launch<false>(args, stream); }
+
+void gemv_gguf_07_x_resident(const GgufGemvArgs& args, cudaStream_t stream) { launch<false>(plain_link(args), stream); }
+
+void gemv_gguf_07_swapped_nibbles(const GgufGemvArgs& args, cudaStream_t stream) {
+  launch<true>(plain_link(args), stream);
+}
+
+}  // namespace kc::stage3
