@@ -108,7 +108,7 @@ struct Link {
 // The device side exists only in the sm_90a pass (the kernel is empty elsewhere, as rung 06's).
 #if KC_STAGE3_SM90A
 constexpr int kConsumersBarrier = 1;  // the named barrier of the consumer warps (0 is __syncthreads)
-constexpr int kMaxRows = 16;          // kGgufGemvMaxRows
+constexpr int kMaxRows = kGgufGemvMaxRows;  // rows of x: squares[warp][row]
 constexpr int kStagePieces = 4;       // 16-byte pieces of x a thread loads before it stores any
 
 // Which weight tile `tile` (of all the link's tiles) belongs to: an unrolled scan with constant
