@@ -198,7 +198,10 @@ std::vector<std::uint8_t> random_blocks(GgufBlockType type, int n, int k, std::u
   const int bytes_per_block = gguf_block_bytes(type);
   std::vector<std::uint8_t> blocks(static_cast<std::size_t>(n) * (k / kGgufBlockWeights) * bytes_per_block);
   std::uint64_t state = seed * 2654435761ull + 1;
-  const auto next = [&] { return static_cast<std::uint32_t>((state = state * 6364136223846793005ull + 1442695040888963407ull) >> 33); };
+  const auto next = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<std::uint32_t>(state >> 33);
+  };
   for (std::size_t b = 0; b < blocks.size(); b += bytes_per_block) {
     for (int i = 0; i < bytes_per_block; ++i) blocks[b + i] = static_cast<std::uint8_t>(next());
     const __half d = __float2half(std::ldexp(1.f + (next() % 1024) / 1024.f, -9 + static_cast<int>(next() % 3)));
@@ -337,7 +340,8 @@ TEST(GemvGgufGpu, XResidentLinkMatchesTheUnfusedKernels) {
       // RMSNorm inside, beta = 1, x the rows' first K of a 2K stride: use a packed copy.
       std::vector<__nv_bfloat16> rows_host(static_cast<std::size_t>(m) * k);
       for (int r = 0; r < m; ++r)
-        for (int i = 0; i < k; ++i) rows_host[static_cast<std::size_t>(r) * k + i] = x_host[static_cast<std::size_t>(r) * 2 * k + i];
+        for (int i = 0; i < k; ++i)
+          rows_host[static_cast<std::size_t>(r) * k + i] = x_host[static_cast<std::size_t>(r) * 2 * k + i];
       DeviceBuffer<__nv_bfloat16> rows(rows_host.size());
       rows.copy_from_host(rows_host);
       std::vector<std::vector<float>> y_old(3);

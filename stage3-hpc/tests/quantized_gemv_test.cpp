@@ -134,8 +134,10 @@ TEST(QuantizedGemvEntry, LinkRefusesBeforeLaunching) {
   link.type = GgufBlockType::q4_1;
   link.x = fake_pointer<const __nv_bfloat16>(16);
   link.weights = 2;
-  link.weight[0] = {fake_pointer<const std::uint8_t>(32), fake_pointer<const void>(48), fake_pointer<__nv_bfloat16>(64), 4096};
-  link.weight[1] = {fake_pointer<const std::uint8_t>(80), fake_pointer<const void>(96), fake_pointer<__nv_bfloat16>(112), 1024};
+  link.weight[0] = {fake_pointer<const std::uint8_t>(32), fake_pointer<const void>(48),
+                    fake_pointer<__nv_bfloat16>(64), 4096};
+  link.weight[1] = {fake_pointer<const std::uint8_t>(80), fake_pointer<const void>(96),
+                    fake_pointer<__nv_bfloat16>(112), 1024};
   GgufGemvLinkArgs bad = link;
   bad.weights = 0;
   expect_refused([&] { quantized_gemv_link(bad, nullptr); }, "weights = 0");

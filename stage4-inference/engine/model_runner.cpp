@@ -185,9 +185,8 @@ struct ModelRunner::Impl {
                          bf16* c, std::int64_t m, std::int64_t n);
   // The fused step on blocks (a native step that fuse_kernels and rung 07 allow): one launch of
   // kc::stage3::quantized_gemv_link (`what` names it) for `outputs` (the role, blocks, y and N of
-  // each; they share x and K),
-  // with the prologue (the RMSNorm of x with `norm_weight`, or SwiGLU of x = [gate | up]) inside
-  // and y += x . w^T where beta = 1.
+  // each; they share x and K), with the prologue (the RMSNorm of x with `norm_weight`, or SwiGLU
+  // of x = [gate | up]) inside and y += x . w^T where beta = 1.
   struct LinkOutput {
     const char* role;  // "q", "o", ...: the note's
     const Blocks* blocks;
@@ -717,7 +716,8 @@ bool ModelRunner::Impl::native_links_fit(std::int64_t tokens) const {
     const bool has_q = layer.q_blocks.quants != nullptr, has_k = layer.k_blocks.quants != nullptr,
                has_v = layer.v_blocks.quants != nullptr;
     if (has_q != has_k || has_q != has_v) return false;  // one launch for the three, or none on blocks
-    if (has_q && (layer.k_blocks.type != layer.q_blocks.type || layer.v_blocks.type != layer.q_blocks.type)) return false;
+    if (has_q && (layer.k_blocks.type != layer.q_blocks.type || layer.v_blocks.type != layer.q_blocks.type))
+      return false;
     if (!fits(layer.q_blocks, H) || !fits(layer.o_blocks, q_width) || !fits(layer.gate_up_blocks, H) ||
         !fits(layer.down_blocks, I))
       return false;
@@ -920,8 +920,10 @@ void ModelRunner::Impl::launch(const StepPlan& plan) {
     const Layer& layer = layers[l];
     if (fused && native && layer.q_blocks.quants != nullptr) {  // native_links_fit: k and v have blocks too
       link_project("q|k|v", x, stage3::GgufGemvPrologue::rmsnorm, layer.attn_norm,
-                   {{"q", &layer.q_blocks, q, q_width}, {"k", &layer.k_blocks, k, kv_width}, {"v", &layer.v_blocks, v, kv_width}}, T,
-                   H, 0.f);
+                   {{"q", &layer.q_blocks, q, q_width},
+                    {"k", &layer.k_blocks, k, kv_width},
+                    {"v", &layer.v_blocks, v, kv_width}},
+                   T, H, 0.f);
     } else if (fused) {
       norm_then_project("q", x, layer.attn_norm, &layer, nullptr, nullptr, T, 0);
     } else if (l == 0) {
@@ -1024,7 +1026,8 @@ void ModelRunner::Impl::launch(const StepPlan& plan) {
       // (one_launch_mlp, where the entry takes it), else gate | up with the norm inside its
       // projection and down with the activation inside its own where they can be.
       if (native && layer.o_blocks.quants != nullptr)
-        link_project("o", attn, stage3::GgufGemvPrologue::none, nullptr, {{"o", &layer.o_blocks, x, H}}, T, q_width, 1.f);
+        link_project("o", attn, stage3::GgufGemvPrologue::none, nullptr, {{"o", &layer.o_blocks, x, H}}, T, q_width,
+                     1.f);
       else
         gemm_into("o", attn, layer.o, x, T, H, q_width, 1.f);
       if (native && (layer.gate_up_blocks.quants != nullptr || layer.down_blocks.quants != nullptr)) {
@@ -1036,8 +1039,8 @@ void ModelRunner::Impl::launch(const StepPlan& plan) {
         else
           norm_then_project("gate_up", x, layer.ffn_norm, nullptr, layer.gate_up, gate_up, T, 2 * c.intermediate_size);
         if (layer.down_blocks.quants != nullptr) {
-          link_project("down", gate_up, stage3::GgufGemvPrologue::swiglu, nullptr, {{"down", &layer.down_blocks, x, H}}, T, I,
-                       1.f);
+          link_project("down", gate_up, stage3::GgufGemvPrologue::swiglu, nullptr, {{"down", &layer.down_blocks, x, H}},
+                       T, I, 1.f);
         } else {
           stage2::SwigluArgs<bf16> swiglu{T, I, gate_up, act};
           note("swiglu", stage2::swiglu(swiglu, stream));
