@@ -59,6 +59,7 @@
 #include "kc/common/error.hpp"
 #include "kc/core/dependent_launch.cuh"
 #include "kc/core/elementwise.cuh"
+#include "kc/core/reduce.cuh"
 #include "kc/stage3/gemm.hpp"
 #include "kc/stage3/gemv_gguf_args.hpp"
 
@@ -200,8 +201,7 @@ __device__ __forceinline__ void stage_x(const Link& g, bf16* x_rows, float (*squ
       }
     }
     if constexpr (kPrologue == GgufGemvPrologue::rmsnorm) {
-#pragma unroll
-      for (int offset = 16; offset > 0; offset /= 2) row_squares += __shfl_xor_sync(0xffffffffu, row_squares, offset);
+      row_squares = core::warp_reduce_sum(row_squares);
       if (lane == 0) squares[warp][row] = row_squares;
     }
   }
@@ -337,31 +337,9 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_x_resident_kernel(const Link
 Link make_link(const GgufGemvLinkArgs& a) {
   require(a.weights >= 1 && a.weights <= kGgufGemvLinkMaxWeights,
           "GGUF GEMV (x resident): weights must be 1 to {} (got {})", kGgufGemvLinkMaxWeights, a.weights);
-  require(a.m >= 1 && a.m <= kGgufGemvMaxRows && a.k >= kGgufBlockWeights && a.k % kGgufBlockWeights == 0,
-          "GGUF GEMV (x resident): M must be in [1, {}] and K a positive multiple of 32 (got M = {}, K = {})",
-          kGgufGemvMaxRows, a.m, a.k);
-  require(a.x != nullptr, "GGUF GEMV (x resident): x must be non-null");
-  require(reinterpret_cast<std::uintptr_t>(a.x) % 16 == 0,
-          "GGUF GEMV (x resident): x must be 16-byte aligned (it is read in 16-byte pieces)");
-  if (a.prologue == GgufGemvPrologue::rmsnorm) {
-    require(a.norm_weight != nullptr && reinterpret_cast<std::uintptr_t>(a.norm_weight) % 16 == 0,
-            "GGUF GEMV (x resident): the RMSNorm prologue needs norm_weight, K values, 16-byte aligned");
-    require(a.norm_eps >= 0.f, "GGUF GEMV (x resident): norm_eps must be >= 0 (got {})", a.norm_eps);
-  }
-  require(gemv_gguf_07_fits(a.type, a.m, a.k),
-          "GGUF GEMV (x resident): x ({} rows of K = {}) and the ring take {} bytes of shared memory, more than the "
-          "{} this rung allows; run rung 06, which streams x with the weights",
-          a.m, a.k, dynamic_smem_bytes(a.type, a.m, a.k), kGgufGemv07MaxDynamicSmem);
   Link g;
-  g.m = a.m;
-  g.k = a.k;
-  g.x = a.x;
-  g.norm_weight = a.norm_weight;
-  g.norm_eps = a.norm_eps;
-  g.beta = a.beta;
-  g.weights = a.weights;
   int tiles = 0;
-  for (int w = 0; w < a.weights; ++w) {
+  for (int w = 0; w < a.weights; ++w) {  // M, K, x and each weight's pointers, as rung 06 takes them
     const GgufGemvLinkWeight& weight = a.weight[w];
     gguf_mma::check_fragment_args(gemv_gguf_link_weight_args(a, w), "x resident",
                                   "repack_gguf_blocks_for_mma16, layout=3");
@@ -373,6 +351,22 @@ Link make_link(const GgufGemvLinkArgs& a) {
     tiles += (weight.n + 15) / 16;
   }
   for (int w = a.weights; w <= kGgufGemvLinkMaxWeights; ++w) g.tile_begin[w] = tiles;
+  if (a.prologue == GgufGemvPrologue::rmsnorm) {
+    require(a.norm_weight != nullptr && reinterpret_cast<std::uintptr_t>(a.norm_weight) % 16 == 0,
+            "GGUF GEMV (x resident): the RMSNorm prologue needs norm_weight, K values, 16-byte aligned");
+    require(a.norm_eps >= 0.f, "GGUF GEMV (x resident): norm_eps must be >= 0 (got {})", a.norm_eps);
+  }
+  require(gemv_gguf_07_fits(a.type, a.m, a.k),
+          "GGUF GEMV (x resident): x ({} rows of K = {}) and the ring take {} bytes of shared memory, more than the "
+          "{} this rung allows; run rung 06, which streams x with the weights",
+          a.m, a.k, dynamic_smem_bytes(a.type, a.m, a.k), kGgufGemv07MaxDynamicSmem);
+  g.m = a.m;
+  g.k = a.k;
+  g.x = a.x;
+  g.norm_weight = a.norm_weight;
+  g.norm_eps = a.norm_eps;
+  g.beta = a.beta;
+  g.weights = a.weights;
   return g;
 }
 

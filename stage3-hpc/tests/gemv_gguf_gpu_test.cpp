@@ -64,10 +64,17 @@ TEST(GemvGgufGpu, SwappedNibblesFailTheCheck) {
     }
 }
 
-std::vector<std::uint8_t> bytes_of(const Tensor& tensor) {
-  std::vector<std::uint8_t> bytes(tensor.bytes());
-  KC_CUDA_CHECK(cudaMemcpy(bytes.data(), tensor.raw(), bytes.size(), cudaMemcpyDeviceToHost));
+std::vector<std::uint8_t> bytes_of(const void* device, std::size_t count) {
+  std::vector<std::uint8_t> bytes(count);
+  KC_CUDA_CHECK(cudaMemcpy(bytes.data(), device, count, cudaMemcpyDeviceToHost));
   return bytes;
+}
+
+std::vector<std::uint8_t> bytes_of(const Tensor& tensor) { return bytes_of(tensor.raw(), tensor.bytes()); }
+
+template <typename T>
+std::vector<std::uint8_t> bytes_of(const DeviceBuffer<T>& buffer) {
+  return bytes_of(buffer.data(), buffer.bytes());
 }
 
 // The operands rung 02 reads are the repack of the blocks the reference decodes, drawn from the
@@ -111,12 +118,9 @@ TEST(GemvGgufGpu, DeviceMmaRepacksMatchTheHostRepacks) {
       else
         repack_gguf_blocks_for_mma_on_device(type, device_blocks.data(), n, k, quants.data(), scales.data(), nullptr);
       KC_CUDA_CHECK(cudaDeviceSynchronize());
-      std::vector<std::uint8_t> got_quants(host.quants.size()), got_scales(host.scales.size());
-      KC_CUDA_CHECK(cudaMemcpy(got_quants.data(), quants.data(), got_quants.size(), cudaMemcpyDeviceToHost));
-      KC_CUDA_CHECK(cudaMemcpy(got_scales.data(), scales.data(), got_scales.size(), cudaMemcpyDeviceToHost));
-      EXPECT_EQ(got_quants, host.quants) << "ggml type " << static_cast<int>(type) << ", " << n << "x" << k << ", "
+      EXPECT_EQ(bytes_of(quants), host.quants) << "ggml type " << static_cast<int>(type) << ", " << n << "x" << k << ", "
                                          << (sixteen ? "layout=3" : "layout=2");
-      EXPECT_EQ(got_scales, host.scales) << "ggml type " << static_cast<int>(type) << ", " << n << "x" << k << ", "
+      EXPECT_EQ(bytes_of(scales), host.scales) << "ggml type " << static_cast<int>(type) << ", " << n << "x" << k << ", "
                                          << (sixteen ? "layout=3" : "layout=2");
     }
 }
@@ -225,8 +229,7 @@ std::vector<__nv_bfloat16> random_bf16(std::size_t count, float scale, std::uint
 }
 
 std::vector<float> to_floats(const DeviceBuffer<__nv_bfloat16>& buffer) {
-  std::vector<__nv_bfloat16> host(buffer.size());
-  KC_CUDA_CHECK(cudaMemcpy(host.data(), buffer.data(), buffer.bytes(), cudaMemcpyDeviceToHost));
+  const std::vector<__nv_bfloat16> host = buffer.to_host();
   std::vector<float> values(host.size());
   for (std::size_t i = 0; i < host.size(); ++i) values[i] = __bfloat162float(host[i]);
   return values;
@@ -312,30 +315,24 @@ TEST(GemvGgufGpu, XResidentLinkMatchesTheUnfusedKernels) {
       for (int w = 0; w < 3; ++w) {
         gemv_gguf_06_bulk_stream(weights[w].rung06_args(type, m, k, act.data()), nullptr);
         KC_CUDA_CHECK(cudaDeviceSynchronize());
-        rung06[w].resize(weights[w].y.bytes());
-        KC_CUDA_CHECK(cudaMemcpy(rung06[w].data(), weights[w].y.data(), weights[w].y.bytes(), cudaMemcpyDeviceToHost));
+        rung06[w] = bytes_of(weights[w].y);
       }
+      const auto expect_rung06_bits = [&](const char* how) {
+        KC_CUDA_CHECK(cudaDeviceSynchronize());
+        for (int w = 0; w < 3; ++w)
+          EXPECT_EQ(bytes_of(weights[w].y), rung06[w]) << label << ", weight " << w << ", " << how;
+      };
       poison();
       link.x = act.data();
       EXPECT_EQ(quantized_gemv_link(link, nullptr), QuantizedGemvKernel::gemv_gguf_07_x_resident);
-      KC_CUDA_CHECK(cudaDeviceSynchronize());
-      for (int w = 0; w < 3; ++w) {
-        std::vector<std::uint8_t> got(weights[w].y.bytes());
-        KC_CUDA_CHECK(cudaMemcpy(got.data(), weights[w].y.data(), got.size(), cudaMemcpyDeviceToHost));
-        EXPECT_EQ(got, rung06[w]) << label << ", weight " << w << ", no prologue";
-      }
+      expect_rung06_bits("no prologue");
 
       // SwiGLU inside: the same bits from [gate | up].
       poison();
       link.x = x.data();
       link.prologue = GgufGemvPrologue::swiglu;
       quantized_gemv_link(link, nullptr);
-      KC_CUDA_CHECK(cudaDeviceSynchronize());
-      for (int w = 0; w < 3; ++w) {
-        std::vector<std::uint8_t> got(weights[w].y.bytes());
-        KC_CUDA_CHECK(cudaMemcpy(got.data(), weights[w].y.data(), got.size(), cudaMemcpyDeviceToHost));
-        EXPECT_EQ(got, rung06[w]) << label << ", weight " << w << ", SwiGLU inside";
-      }
+      expect_rung06_bits("SwiGLU inside");
 
       // RMSNorm inside, beta = 1, x the rows' first K of a 2K stride: use a packed copy.
       std::vector<__nv_bfloat16> rows_host(static_cast<std::size_t>(m) * k);

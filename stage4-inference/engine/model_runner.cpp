@@ -196,8 +196,11 @@ struct ModelRunner::Impl {
   void link_project(const char* what, const bf16* x, stage3::GgufGemvPrologue prologue, const bf16* norm_weight,
                     std::initializer_list<LinkOutput> outputs, std::int64_t m, std::int64_t k, float beta);
   // Whether a native step of `tokens` rows can run fused: every projection with blocks through
-  // rung 07 (its x fits; q, k and v all on blocks of one type or none of them).
+  // rung 07 (its x fits; q, k and v all on blocks of one type or none of them). Asked once a row
+  // count at load (native_link_rows), not every step.
   bool native_links_fit(std::int64_t tokens) const;
+  // native_link_rows[m]: native_links_fit(m), for the row counts of a native step (1..16).
+  std::array<bool, stage3::kGgufGemvMaxRows + 1> native_link_rows{};
   // Called for every launch of a step: looks up without allocating, copies on the first time only.
   void note(std::string_view role, std::string_view what) {
     if (used.find(role) == used.end()) used.emplace(role, what);
@@ -588,6 +591,8 @@ void ModelRunner::Impl::upload(const ModelWeights* weights, std::uint64_t seed,
     layers.push_back(layer);
     layer_ranges.push_back(fmt::format("layer {}", l));
   }
+  for (int m = 1; m <= stage3::kGgufGemvMaxRows; ++m)
+    native_link_rows[static_cast<std::size_t>(m)] = native_links_fit(m);
 
   const std::vector<float> table = rope_cos_sin_table(c, max_model_len, freq_factors);
   cos_sin = pool.get<float>("rope cos/sin");
@@ -877,7 +882,7 @@ ModelRunner::Impl::StepPlan ModelRunner::Impl::prepare(const StepBatch& batch, s
   for (int i = 0; plan.samples_are_tokens && i < plan.samples; ++i)
     plan.samples_are_tokens = host[at.sample_rows + i] == i;
   plan.native = has_blocks && plan.tokens <= stage3::kGgufGemvMaxRows;
-  plan.fused = options.fuse_kernels && (!plan.native || native_links_fit(plan.tokens));
+  plan.fused = options.fuse_kernels && (!plan.native || native_link_rows[static_cast<std::size_t>(plan.tokens)]);
 
   // Copy-on-write blocks the scheduler asked for, every layer's K and V, before the step.
   const std::size_t block_bytes = block_elements * sizeof(bf16);
