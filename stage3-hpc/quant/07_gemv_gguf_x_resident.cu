@@ -25,6 +25,13 @@
 //     consumers finish a tile, so the ring does not drain between tiles.
 //   - Up to three weights that share x and K in one launch (q, k and v), each with its own y, and
 //     y += x . w^T (beta = 1: the residual stream) in the store.
+//   - The consumers' loop does less besides the arithmetic (the SASS of the first version ran 188
+//     instructions a chunk in the q4_1 M = 1 loop, about 40 of them bookkeeping, for 16 HMMA): a
+//     lane's rows of x are read through pointers set once, with rows past M reading the last row
+//     instead of testing for zeros (those columns of the products are never stored); a chunk whose
+//     4 blocks lie inside K skips the test for K's end (gguf_mma::weights_as_a_whole_chunk); the
+//     ring's slot and phase are counted, not divided out of a stage index. About 161 instructions
+//     a chunk are left.
 // Each tile's arithmetic is rung 06's (gemv_gguf_mma.cuh), the chunks of a tile go to the same
 // warps in the same order and the warps' sums meet in the same order: without a prologue and with
 // beta = 0 rung 07 writes rung 06's bits (a GPU test holds it to that).
@@ -38,8 +45,9 @@
 //
 // SASS to look for (sm_90a): UBLKCP.S.G and SYNCS.* in the producer; PREEXIT and ACQBULK (the
 // programmatic launch's trigger and wait); LDG.E.128.CONSTANT (x, once) then STS.128 in the
-// consumers' staging; LDS.128 and HMMA.16816.F32.BF16 in their loop; BAR.SYNC with a named
-// barrier among the consumers; no LDL/STL. Hopper only, as rung 06.
+// consumers' staging; LDS.128 (x without a predicate) and HMMA.16816.F32.BF16 in their loop,
+// twice: the whole chunk's straight run of 16 HMMA, and the last chunk's blocks each behind a
+// branch; BAR.SYNC with a named barrier among the consumers; no LDL/STL. Hopper only, as rung 06.
 //
 // Run just this rung: kc-bench --filter stage3/gemv_gguf/0[67] --param layout=3 --param ggml_type=3
 #include <cuda_bf16.h>
@@ -271,31 +279,52 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_x_resident_kernel(const Link
   stage_x<kPrologue>(g, x_rows, squares, threadIdx.x);
   sm90::named_barrier_sync(kConsumersBarrier, kConsumerThreads);
 
+  // The loop's bookkeeping stays out of the block arithmetic: each row group of a lane reads x
+  // through one pointer (a row past M reads row M - 1: its column of the products is never
+  // stored, so no lane needs a zero test), the barriers' shared-memory addresses are computed
+  // once and the ring's slot and phase are counted, and a chunk with its 4 blocks inside K (every
+  // chunk when K is a multiple of 128) runs without the per-block test for K's end.
   const int group = lane >> 2, t4 = lane & 3;
-  bool row_valid[kRowGroups];
-#pragma unroll
-  for (int r = 0; r < kRowGroups; ++r) row_valid[r] = group + 8 * r < g.m;
   const int x_stride = g.k + kXPad;
-  int s = 0, buffer = 0;
+  const bf16* x_lane[kRowGroups];
+#pragma unroll
+  for (int r = 0; r < kRowGroups; ++r) x_lane[r] = x_rows + min(group + 8 * r, g.m - 1) * x_stride + 8 * t4;
+  const auto load_x = [&](int r, int, int block) {
+    return *reinterpret_cast<const uint4*>(x_lane[r] + block * kGgufBlockWeights);
+  };
+  const int whole_chunks = k_blocks / 4;
+  bool every_row[kRowGroups];  // for the last chunk's test of K's end: every lane has a row to read
+#pragma unroll
+  for (int r = 0; r < kRowGroups; ++r) every_row[r] = true;
+  const std::uint32_t full_barriers = smem_u32(full), empty_barriers = smem_u32(empty);
+  constexpr std::uint32_t kBarrierBytes = sizeof(std::uint64_t);
+  int slot = 0, buffer = 0;
+  std::uint32_t phase = 0;
   for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, buffer ^= 1) {
     float acc[kRowGroups][4];
 #pragma unroll
     for (int r = 0; r < kRowGroups; ++r)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[r][e] = 0.f;
-    for (int t = 0; t < stages; ++t, ++s) {
-      const int slot = s % kStages;
-      sm90::mbarrier_wait(&full[slot], (s / kStages) & 1);
+    for (int t = 0; t < stages; ++t) {
+      sm90::mbarrier_wait(full_barriers + slot * kBarrierBytes, phase);
       const int chunk = t * kConsumerWarps + warp;
-      if (chunk < chunks)
-        gguf_mma::weights_as_a_stage_chunk<kType, kRowGroups, kOneRow, kSwapped, kConsumerWarps>(
-            ring + static_cast<std::size_t>(slot) * kStageBytes, warp, lane, chunk, k_blocks, row_valid,
-            [&](int r, int, int block) {
-              return *reinterpret_cast<const uint4*>(x_rows + (group + 8 * r) * x_stride + block * kGgufBlockWeights +
-                                                     8 * t4);
-            },
-            acc);
-      sm90::mbarrier_arrive(&empty[slot]);  // every consumer thread: its reads of the stage are done
+      const std::uint8_t* stage = ring + static_cast<std::size_t>(slot) * kStageBytes;
+      if (chunk < chunks) {
+        const auto lane_chunk = gguf_mma::read_stage_chunk<kType, kConsumerWarps>(stage, warp, lane);
+        if (chunk < whole_chunks)
+          gguf_mma::weights_as_a_whole_chunk<kType, kRowGroups, kOneRow, kSwapped>(lane_chunk.words,
+                                                                                 lane_chunk.entries, chunk, load_x, acc);
+        else
+          gguf_mma::weights_as_a_chunk<kType, kRowGroups, kOneRow, kSwapped>(
+              lane_chunk.words, lane_chunk.entries, chunk, k_blocks, every_row, load_x, acc);
+      }
+      // Every consumer thread: its reads of the stage are done.
+      sm90::mbarrier_arrive(empty_barriers + slot * kBarrierBytes);
+      if (++slot == kStages) {
+        slot = 0;
+        phase ^= 1;
+      }
     }
 
     // The tile's store: the warps' sums meet in shared memory and are added in warp order (rung

@@ -150,6 +150,21 @@ __device__ __forceinline__ void weights_as_a_product(const std::uint32_t (&first
   }
 }
 
+// Block j of a layout=3 chunk for a lane: its A fragments and factors, then the product with
+// each row group's x (load_x(r, j): the lane's 16 bytes of x for row group r and block j).
+template <GgufBlockType kType, int kRowGroups, bool kOneRow, bool kSwapped, class LoadX>
+__device__ __forceinline__ void weights_as_a_block(const std::uint32_t* words, const std::uint32_t* entries, int j,
+                                                   LoadX load_x, float (&acc)[kRowGroups][4]) {
+  constexpr bool kBiased = kType != GgufBlockType::q8_0;
+  std::uint32_t a_first[4], a_second[4];
+  weights_as_a_fragments<kType, kSwapped>(words, j, a_first, a_second);
+  float2 f_low, f_high;  // the scales of rows g and g + 8 for this block
+  block_factors<kType>(entries, j, f_low, f_high);
+#pragma unroll
+  for (int r = 0; r < kRowGroups; ++r)
+    weights_as_a_product<kBiased, kOneRow>(a_first, a_second, load_x(r, j), f_low, f_high, acc[r]);
+}
+
 // One chunk (4 blocks) of a layout=3 tile for a lane: its quants as words, its scale entries as
 // words, the rows of x it brings (row_valid: g + 8r < M); load_x(r, j, block) returns its 16 bytes of
 // x for row group r and block j of the chunk (`block` the block's index along K). Blocks past K,
@@ -158,20 +173,27 @@ template <GgufBlockType kType, int kRowGroups, bool kOneRow, bool kSwapped, clas
 __device__ __forceinline__ void weights_as_a_chunk(const std::uint32_t* words, const std::uint32_t* entries, int chunk,
                                                    int k_blocks, const bool (&row_valid)[kRowGroups], LoadX load_x,
                                                    float (&acc)[kRowGroups][4]) {
-  constexpr bool kBiased = kType != GgufBlockType::q8_0;
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     const int block = 4 * chunk + j;
     if (block >= k_blocks) break;
-    std::uint32_t a_first[4], a_second[4];
-    weights_as_a_fragments<kType, kSwapped>(words, j, a_first, a_second);
-    float2 f_low, f_high;  // the scales of rows g and g + 8 for this block
-    block_factors<kType>(entries, j, f_low, f_high);
+    weights_as_a_block<kType, kRowGroups, kOneRow, kSwapped>(
+        words, entries, j,
+        [&](int r, int jj) { return row_valid[r] ? load_x(r, jj, block) : make_uint4(0, 0, 0, 0); }, acc);
+  }
+}
+
+// A chunk whose 4 blocks are all inside K, for a caller whose every lane has a row of x to read
+// (rung 07: a row past M reads row M - 1, since that column of the products is never stored):
+// no test for K's end and none for M's.
+template <GgufBlockType kType, int kRowGroups, bool kOneRow, bool kSwapped, class LoadX>
+__device__ __forceinline__ void weights_as_a_whole_chunk(const std::uint32_t* words, const std::uint32_t* entries,
+                                                         int chunk, LoadX load_x, float (&acc)[kRowGroups][4]) {
 #pragma unroll
-    for (int r = 0; r < kRowGroups; ++r) {
-      const uint4 xv = row_valid[r] ? load_x(r, j, block) : make_uint4(0, 0, 0, 0);
-      weights_as_a_product<kBiased, kOneRow>(a_first, a_second, xv, f_low, f_high, acc[r]);
-    }
+  for (int j = 0; j < 4; ++j) {
+    const int block = 4 * chunk + j;
+    weights_as_a_block<kType, kRowGroups, kOneRow, kSwapped>(
+        words, entries, j, [&](int r, int jj) { return load_x(r, jj, block); }, acc);
   }
 }
 
@@ -185,13 +207,18 @@ struct ChunkBytes {
   static constexpr int kScales = 8 * kScaleVectors * 16;
 };
 
+// The lane's quants and scale entries of one chunk, as words.
+template <GgufBlockType kType>
+struct LaneChunk {
+  std::uint32_t words[4 * ChunkBytes<kType>::kQuantVectors];
+  std::uint32_t entries[4 * ChunkBytes<kType>::kScaleVectors];
+};
+
 // The chunk of a stage in shared memory that consumer warp `warp` (of kWarps) of a bulk-stream
-// rung (06, 07) takes, for lane `lane`: the stage holds kWarps chunks of quants, then their scale entries (ChunkBytes); the lane reads its quants and its row group's entries with LDS.128
-// and multiplies them as weights_as_a_chunk does.
-template <GgufBlockType kType, int kRowGroups, bool kOneRow, bool kSwapped, int kWarps, class LoadX>
-__device__ __forceinline__ void weights_as_a_stage_chunk(const std::uint8_t* stage, int warp, int lane, int chunk,
-                                                         int k_blocks, const bool (&row_valid)[kRowGroups],
-                                                         LoadX load_x, float (&acc)[kRowGroups][4]) {
+// rung (06, 07) takes, for lane `lane`: the stage holds kWarps chunks of quants, then their scale
+// entries (ChunkBytes); the lane reads its quants and its row group's entries with LDS.128.
+template <GgufBlockType kType, int kWarps>
+__device__ __forceinline__ LaneChunk<kType> read_stage_chunk(const std::uint8_t* stage, int warp, int lane) {
   constexpr int kQuantVectors = ChunkBytes<kType>::kQuantVectors, kScaleVectors = ChunkBytes<kType>::kScaleVectors;
   const int group = lane >> 2;
   const uint4* lane_quants = reinterpret_cast<const uint4*>(stage) + (warp * 32 + lane) * kQuantVectors;
@@ -202,11 +229,20 @@ __device__ __forceinline__ void weights_as_a_stage_chunk(const std::uint8_t* sta
   for (int v = 0; v < kQuantVectors; ++v) quant_vectors[v] = lane_quants[v];
 #pragma unroll
   for (int v = 0; v < kScaleVectors; ++v) scale_vectors[v] = group_scales[v];
-  std::uint32_t words[4 * kQuantVectors];
-  std::memcpy(words, quant_vectors, sizeof words);
-  std::uint32_t entries[4 * kScaleVectors];
-  std::memcpy(entries, scale_vectors, sizeof entries);
-  weights_as_a_chunk<kType, kRowGroups, kOneRow, kSwapped>(words, entries, chunk, k_blocks, row_valid, load_x, acc);
+  LaneChunk<kType> chunk;
+  std::memcpy(chunk.words, quant_vectors, sizeof chunk.words);
+  std::memcpy(chunk.entries, scale_vectors, sizeof chunk.entries);
+  return chunk;
+}
+
+// The stage's chunk (read_stage_chunk) multiplied as weights_as_a_chunk does.
+template <GgufBlockType kType, int kRowGroups, bool kOneRow, bool kSwapped, int kWarps, class LoadX>
+__device__ __forceinline__ void weights_as_a_stage_chunk(const std::uint8_t* stage, int warp, int lane, int chunk,
+                                                         int k_blocks, const bool (&row_valid)[kRowGroups],
+                                                         LoadX load_x, float (&acc)[kRowGroups][4]) {
+  const LaneChunk<kType> lane_chunk = read_stage_chunk<kType, kWarps>(stage, warp, lane);
+  weights_as_a_chunk<kType, kRowGroups, kOneRow, kSwapped>(lane_chunk.words, lane_chunk.entries, chunk, k_blocks,
+                                                           row_valid, load_x, acc);
 }
 
 // The end of a layout=3 kernel: the kWarps warps' partial sums meet in shared memory (`partial`:

@@ -27,7 +27,9 @@ __device__ __forceinline__ void fence_barrier_init() {
   asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 }
 
-__device__ __forceinline__ bool mbarrier_try_wait(std::uint64_t* barrier, std::uint32_t parity) {
+// The waits and the arrival take the barrier as a pointer or as its 32-bit shared-memory address
+// (smem_u32): a loop that computes the addresses of its ring's barriers once passes the latter.
+__device__ __forceinline__ bool mbarrier_try_wait(std::uint32_t barrier, std::uint32_t parity) {
   std::uint32_t done = 0;
   asm volatile(
       "{\n"
@@ -36,21 +38,32 @@ __device__ __forceinline__ bool mbarrier_try_wait(std::uint64_t* barrier, std::u
       "selp.u32 %0, 1, 0, complete;\n"
       "}\n"
       : "=r"(done)
-      : "r"(smem_u32(barrier)), "r"(parity)
+      : "r"(barrier), "r"(parity)
       : "memory");
   return done != 0;
 }
 
+__device__ __forceinline__ bool mbarrier_try_wait(std::uint64_t* barrier, std::uint32_t parity) {
+  return mbarrier_try_wait(smem_u32(barrier), parity);
+}
+
 // Blocks until the phase with parity `parity` has completed.
+__device__ __forceinline__ void mbarrier_wait(std::uint32_t barrier, std::uint32_t parity) {
+  while (!mbarrier_try_wait(barrier, parity)) {
+  }
+}
+
 __device__ __forceinline__ void mbarrier_wait(std::uint64_t* barrier, std::uint32_t parity) {
   while (!mbarrier_try_wait(barrier, parity)) {
   }
 }
 
 // One arrival on a barrier of this CTA.
-__device__ __forceinline__ void mbarrier_arrive(std::uint64_t* barrier) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(barrier)) : "memory");
+__device__ __forceinline__ void mbarrier_arrive(std::uint32_t barrier) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(barrier) : "memory");
 }
+
+__device__ __forceinline__ void mbarrier_arrive(std::uint64_t* barrier) { mbarrier_arrive(smem_u32(barrier)); }
 
 // One arrival on the barrier at the same shared-memory offset in CTA `cta_rank` of the cluster
 // (which may be this CTA): mapa translates the address into the cluster window.
