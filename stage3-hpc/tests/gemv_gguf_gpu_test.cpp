@@ -173,6 +173,8 @@ TEST(GemvGgufGpu, XResidentWritesRungSixesBits) {
              {1, 9000, 1056}, {2, 7000, 4128}, {9, 33, 9248}}) {
       const Problem problem = op.problem(dims, DType::bf16, {{"ggml_type", type}, {"layout", 3.0}});
       Operands operands = op.make_operands(problem, 7, context);
+      // The operands are filled on the context's stream, which does not wait for the memset below.
+      KC_CUDA_CHECK(cudaStreamSynchronize(context.stream()));
       const GgufGemvArgs args = gemv_gguf_args(problem, operands);
       Tensor& y = operands["y"];
       if (!gemv_gguf_07_fits(args.type, args.m, args.k)) {
