@@ -49,13 +49,19 @@ __device__ __forceinline__ std::uint32_t nibble_pair(std::uint32_t word, int i) 
   return pair;
 }
 
-// Signed bytes 2i and 2i + 1 of a lane's 8 quants of a q8_0 block, as a bf16 pair (exact: |q| <= 128).
-__device__ __forceinline__ std::uint32_t byte_pair(uint2 bytes, int i) {
+// Signed bytes 2i and 2i + 1 of a lane's 8 quants of a q8_0 block as two floats (exact: |q| <= 128).
+__device__ __forceinline__ float2 byte_floats(uint2 bytes, int i) {
   const std::uint32_t word = i < 2 ? bytes.x : bytes.y;
   const int shift = 16 * (i % 2);
   const float low = static_cast<float>(static_cast<std::int8_t>((word >> shift) & 0xffu));
   const float high = static_cast<float>(static_cast<std::int8_t>((word >> (shift + 8)) & 0xffu));
-  const __nv_bfloat162 pair = __floats2bfloat162_rn(low, high);
+  return make_float2(low, high);
+}
+
+// The same pair as bf16 (exact).
+__device__ __forceinline__ std::uint32_t byte_pair(uint2 bytes, int i) {
+  const float2 values = byte_floats(bytes, i);
+  const __nv_bfloat162 pair = __floats2bfloat162_rn(values.x, values.y);
   std::uint32_t out;
   std::memcpy(&out, &pair, sizeof out);
   return out;
@@ -194,6 +200,146 @@ __device__ __forceinline__ void weights_as_a_whole_chunk(const std::uint32_t* wo
     const int block = 4 * chunk + j;
     weights_as_a_block<kType, kRowGroups, kOneRow, kSwapped>(
         words, entries, j, [&](int r, int jj) { return load_x(r, jj, block); }, acc);
+  }
+}
+
+// ---- layout=3 with x in fp16 (rung 08) ----
+// Rung 08 keeps x in shared memory as fp16, scaled per row by a power of two, with the k of pairs
+// 1 and 3 of every 8 (k % 8 in {2, 3, 6, 7}) divided by 16 more, and the sums of each block of x
+// formed once (XStaging in gemv_gguf_x_resident.cuh). Then a nibble pair decodes with one LOP3:
+// pairs 0 and 2 as fp16 1024 + q from the nibbles where they lie, pairs 1 and 3 as 1024 + 16 q
+// from the nibbles 4 bits up — no shift for those — and (1024 + 16 q) . x/16 = 64 x + q x. The
+// block's product against x as stored is then the sum of q x plus 1024 times the sum of the
+// stored x: the accumulator starts from minus that (and minus 8 times the block's sum of x in
+// q4_0), so the products against ones and the offset FFMA of rungs 05-07 are gone.
+constexpr std::uint32_t kF16BiasPair = 0x64006400u;  // fp16 (1024, 1024): ulp 1 in [1024, 2048)
+
+// The 4 pairs of a lane's word of nibbles (row g or g + 8 of a block), pair i holding the block's
+// k 8t + 2i and 8t + 2i + 1: one shift and four LOP3 for all of them.
+template <bool kSwapped>
+__device__ __forceinline__ void nibble_pairs_f16(std::uint32_t word, std::uint32_t (&pairs)[4]) {
+  const std::uint32_t up = word >> 8;
+  pairs[0] = and_or(word, 0x000F000Fu, kF16BiasPair);  // 1024 + q
+  pairs[1] = and_or(word, 0x00F000F0u, kF16BiasPair);  // 1024 + 16 q
+  pairs[2] = and_or(up, 0x000F000Fu, kF16BiasPair);
+  pairs[3] = and_or(up, 0x00F000F0u, kF16BiasPair);
+  if constexpr (kSwapped)
+#pragma unroll
+    for (int p = 0; p < 4; ++p) pairs[p] = (pairs[p] >> 16) | (pairs[p] << 16);
+}
+
+// The pair of byte_floats as fp16 (exact).
+__device__ __forceinline__ std::uint32_t byte_pair_f16(uint2 bytes, int i) {
+  const float2 values = byte_floats(bytes, i);
+  const __half2 pair = __floats2half2_rn(values.x, values.y);
+  std::uint32_t out;
+  std::memcpy(&out, &pair, sizeof out);
+  return out;
+}
+
+// The A fragments of block j in fp16, laid out as weights_as_a_fragments lays out the bf16 ones.
+template <GgufBlockType kType, bool kSwapped>
+__device__ __forceinline__ void weights_as_a_fragments_f16(const std::uint32_t* words, int j,
+                                                           std::uint32_t (&first)[4], std::uint32_t (&second)[4]) {
+  std::uint32_t low[4], high[4];  // the pairs of rows g and g + 8
+  if constexpr (kType == GgufBlockType::q8_0) {
+#pragma unroll
+    for (int p = 0; p < 4; ++p) {
+      low[p] = byte_pair_f16(make_uint2(words[4 * j], words[4 * j + 1]), p);
+      high[p] = byte_pair_f16(make_uint2(words[4 * j + 2], words[4 * j + 3]), p);
+    }
+    if constexpr (kSwapped)
+#pragma unroll
+      for (int p = 0; p < 4; ++p) {
+        low[p] = (low[p] >> 16) | (low[p] << 16);
+        high[p] = (high[p] >> 16) | (high[p] << 16);
+      }
+  } else {
+    nibble_pairs_f16<kSwapped>(words[2 * j], low);
+    nibble_pairs_f16<kSwapped>(words[2 * j + 1], high);
+  }
+  first[0] = low[0];
+  first[1] = high[0];
+  first[2] = low[1];
+  first[3] = high[1];
+  second[0] = low[2];
+  second[1] = high[2];
+  second[2] = low[3];
+  second[3] = high[3];
+}
+
+// The scales of block j for rows g (low) and g + 8 (high): (d, m) in q4_1, (d, 0) otherwise.
+template <GgufBlockType kType>
+__device__ __forceinline__ void block_scales(const std::uint32_t* entries, int j, float2& low, float2& high) {
+  if constexpr (kType == GgufBlockType::q4_1) {
+    __half2 first, second;
+    std::memcpy(&first, &entries[2 * j], sizeof first);
+    std::memcpy(&second, &entries[2 * j + 1], sizeof second);
+    low = __half22float2(first);
+    high = __half22float2(second);
+  } else {
+    const std::uint32_t pair = entries[j];
+    __half2 d;
+    std::memcpy(&d, &pair, sizeof d);
+    const float2 both = __half22float2(d);
+    low = make_float2(both.x, 0.f);
+    high = make_float2(both.y, 0.f);
+  }
+}
+
+// One block of a 16-row tile against one group of 8 rows of x in fp16: `xv` lane (g, t)'s 8 stored
+// values of x (its row g of the group), `even` and `odd` the block's sums of x rows 2t and 2t + 1
+// of the group (the columns of the lane's outputs), each {start, s, start, s}: the accumulator
+// starts from minus the block's offset, so c is the block's sum of q x, and acc += d c (+ m s in
+// q4_1). At M = 1 `even` is the accumulator fragment as loaded (its columns 2t + 1 are not stored).
+template <GgufBlockType kType, bool kOneRow>
+__device__ __forceinline__ void weights_as_a_product_f16(const std::uint32_t (&first)[4], const std::uint32_t (&second)[4],
+                                                         uint4 xv, float4 even, float4 odd, float2 s_low, float2 s_high,
+                                                         float (&acc)[4]) {
+  float c[4], c2[4];
+  const float start[4] = {even.x, kOneRow ? even.y : odd.x, even.z, kOneRow ? even.w : odd.z};
+  sm80::mma_m16n8k16_f16_into(c, first, xv.x, xv.y, start);
+  sm80::mma_m16n8k16_f16_into(c2, second, xv.z, xv.w, c);
+  if constexpr (kType == GgufBlockType::q4_1) {
+    acc[0] = fmaf(s_low.x, c2[0], fmaf(s_low.y, even.y, acc[0]));
+    acc[2] = fmaf(s_high.x, c2[2], fmaf(s_high.y, even.y, acc[2]));
+    if constexpr (!kOneRow) {
+      acc[1] = fmaf(s_low.x, c2[1], fmaf(s_low.y, odd.y, acc[1]));
+      acc[3] = fmaf(s_high.x, c2[3], fmaf(s_high.y, odd.y, acc[3]));
+    }
+  } else {
+    acc[0] = fmaf(s_low.x, c2[0], acc[0]);
+    acc[2] = fmaf(s_high.x, c2[2], acc[2]);
+    if constexpr (!kOneRow) {
+      acc[1] = fmaf(s_low.x, c2[1], acc[1]);
+      acc[3] = fmaf(s_high.x, c2[3], acc[3]);
+    }
+  }
+}
+
+// Blocks of one chunk in fp16 (kWholeChunk: all 4 inside K, no test). load_x(r, block) as in the
+// bf16 path; load_sums(r, block, even, odd) the float4 of x rows 2t and 2t + 1 of group r (not
+// called in q8_0, whose accumulator starts at zero: its bytes carry no offset).
+template <GgufBlockType kType, int kRowGroups, bool kOneRow, bool kSwapped, bool kWholeChunk, class LoadX,
+          class LoadSums>
+__device__ __forceinline__ void weights_as_a_chunk_f16(const std::uint32_t* words, const std::uint32_t* entries,
+                                                       int chunk, int k_blocks, LoadX load_x, LoadSums load_sums,
+                                                       float (&acc)[kRowGroups][4]) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int block = 4 * chunk + j;
+    if (!kWholeChunk && block >= k_blocks) break;
+    std::uint32_t a_first[4], a_second[4];
+    weights_as_a_fragments_f16<kType, kSwapped>(words, j, a_first, a_second);
+    float2 s_low, s_high;
+    block_scales<kType>(entries, j, s_low, s_high);
+#pragma unroll
+    for (int r = 0; r < kRowGroups; ++r) {
+      float4 even = make_float4(0.f, 0.f, 0.f, 0.f), odd = even;
+      if constexpr (kType != GgufBlockType::q8_0) load_sums(r, block, even, odd);
+      weights_as_a_product_f16<kType, kOneRow>(a_first, a_second, load_x(r, j, block), even, odd, s_low, s_high,
+                                               acc[r]);
+    }
   }
 }
 

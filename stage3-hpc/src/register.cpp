@@ -198,6 +198,26 @@ KernelEntry gguf_entry(const std::string& name, int rung, std::string idea, Gguf
   return entry;
 }
 
+// A Hopper rung that keeps x in shared memory (07, 08): it also refuses the problems whose x (and
+// what the rung keeps with it, `kept`) does not fit next to its ring (`fits`).
+KernelEntry gguf_x_resident_entry(const std::string& name, int rung, std::string idea,
+                                  void (*gemv)(const GgufGemvArgs&, cudaStream_t),
+                                  bool (*fits)(GgufBlockType, int, int), const std::string& kept) {
+  KernelEntry entry = gguf_entry(name, rung, std::move(idea), GgufLayout::mma_weights_a, gemv);
+  entry.min_compute_capability = kHopper;
+  entry.max_compute_capability = kHopper;
+  entry.constraints += fmt::format(", {} and the ring in 200 KiB of shared memory", kept);
+  entry.supports = [fits, kept](const Problem& p) {
+    if (std::string error = gemv_gguf_layout_error(p, GgufLayout::mma_weights_a); !error.empty()) return error;
+    if (!fits(gguf_block_type(p), static_cast<int>(p.dims[0]), static_cast<int>(p.dims[2])))
+      return fmt::format("{} does not fit next to the ring in 200 KiB of shared memory (rung 06 streams x with "
+                         "the weights)",
+                         kept);
+    return std::string();
+  };
+  return entry;
+}
+
 }  // namespace
 
 void register_kernels(Registry& registry) {
@@ -251,22 +271,17 @@ void register_kernels(Registry& registry) {
   bulk_stream.min_compute_capability = kHopper;
   bulk_stream.max_compute_capability = kHopper;
   registry.add_kernel(std::move(bulk_stream));
-  KernelEntry x_resident = gguf_entry("07_x_resident", 7,
-                                      "rung 06's weight stream in persistent CTAs that keep x in shared memory "
-                                      "(where a decode step's RMSNorm or SwiGLU is applied on the way in); as a "
-                                      "programmatic dependent the weights start before the kernel ahead ends",
-                                      GgufLayout::mma_weights_a, &gemv_gguf_07_x_resident);
-  x_resident.min_compute_capability = kHopper;
-  x_resident.max_compute_capability = kHopper;
-  x_resident.constraints += ", M x (K + 8) x 2 bytes of x and the ring in 200 KiB of shared memory";
-  x_resident.supports = [](const Problem& p) {
-    if (std::string error = gemv_gguf_layout_error(p, GgufLayout::mma_weights_a); !error.empty()) return error;
-    if (!gemv_gguf_07_fits(gguf_block_type(p), static_cast<int>(p.dims[0]), static_cast<int>(p.dims[2])))
-      return std::string("x of M rows of K does not fit next to the ring in 200 KiB of shared memory (rung 06 "
-                         "streams x with the weights)");
-    return std::string();
-  };
-  registry.add_kernel(std::move(x_resident));
+  registry.add_kernel(gguf_x_resident_entry("07_x_resident", 7,
+                                            "rung 06's weight stream in persistent CTAs that keep x in shared memory "
+                                            "(where a decode step's RMSNorm or SwiGLU is applied on the way in); as a "
+                                            "programmatic dependent the weights start before the kernel ahead ends",
+                                            &gemv_gguf_07_x_resident, &gemv_gguf_07_fits,
+                                            "M x (K + 8) x 2 bytes of x"));
+  registry.add_kernel(gguf_x_resident_entry(
+      "08_x_f16", 8,
+      "rung 07 with x kept as fp16 scaled per row by a power of two: nibbles decoded with one LOP3 a pair and no "
+      "shift, the block sums of x formed once and started from in the accumulator",
+      &gemv_gguf_08_x_f16, &gemv_gguf_08_fits, "M x (K + 8) x 2 bytes of x with M x K / 2 bytes of block sums"));
   // Low precision: bf16 rows to the GGUF blocks the GEMV reads (quant/quantize_gguf_*), the same table.
   register_quantize_gguf_kernels(registry);
 

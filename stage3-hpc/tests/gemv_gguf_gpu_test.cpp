@@ -50,10 +50,11 @@ TEST(GemvGgufGpu, SwappedNibblesFailTheCheck) {
                              Rung{2.0, &gemv_gguf_03_mma, &gemv_gguf_03_swapped_nibbles},
                              Rung{2.0, &gemv_gguf_04_cp_async, &gemv_gguf_04_swapped_nibbles},
                              Rung{3.0, &gemv_gguf_05_weights_as_a, &gemv_gguf_05_swapped_nibbles}};
-  // Rungs 06 and 07 need a Hopper GPU (BulkStreamWritesRungFivesBits says so where it is missing).
+  // Rungs 06 to 08 need a Hopper GPU (BulkStreamWritesRungFivesBits says so where it is missing).
   if (gemv_gguf_06_runs_here()) {
     rungs.push_back(Rung{3.0, &gemv_gguf_06_bulk_stream, &gemv_gguf_06_swapped_nibbles});
     rungs.push_back(Rung{3.0, &gemv_gguf_07_x_resident, &gemv_gguf_07_swapped_nibbles});
+    rungs.push_back(Rung{3.0, &gemv_gguf_08_x_f16, &gemv_gguf_08_swapped_nibbles});
   }
   for (const Rung& rung : rungs)
     for (const double type : {2.0, 3.0}) {
@@ -161,6 +162,25 @@ TEST(GemvGgufGpu, BulkStreamWritesRungFivesBits) {
 // (and not a multiple of the chunk), and N wide enough that the persistent CTAs take several tiles
 // each (9000 and 7000 columns: 563 and 438 tiles). y poisoned with NaN first. Where x does not fit
 // next to the ring the rung refuses with kc::Error and launches nothing.
+// The problems the x-resident rungs' bit and reference tests run: every type, M 1-16, K past the
+// ring and not a multiple of the chunk, N wide enough that the persistent CTAs take several tiles.
+const std::vector<std::vector<std::int64_t>>& x_resident_shapes() {
+  static const std::vector<std::vector<std::int64_t>> shapes = {
+      {1, 1, 32}, {1, 300, 4128}, {3, 37, 992}, {8, 16, 4096}, {16, 129, 2080}, {1, 17, 10208},
+      {1, 9000, 1056}, {2, 7000, 4128}, {9, 33, 9248}};
+  return shapes;
+}
+
+// A rung that refuses `args` throws kc::Error and leaves y (poisoned first) as it was.
+void expect_refusal_writes_nothing(Gemv gemv, const GgufGemvArgs& args, Tensor& y, Context& context,
+                                   const std::string& label) {
+  KC_CUDA_CHECK(cudaMemset(y.raw(), 0xFF, y.bytes()));
+  const std::vector<std::uint8_t> before = bytes_of(y);
+  EXPECT_THROW(gemv(args, context.stream()), Error) << label;
+  KC_CUDA_CHECK(cudaStreamSynchronize(context.stream()));
+  EXPECT_EQ(bytes_of(y), before) << label << ": a refused call wrote y";
+}
+
 TEST(GemvGgufGpu, XResidentWritesRungSixesBits) {
   KC_SKIP_WITHOUT_GPU();
   if (!gemv_gguf_06_runs_here()) GTEST_SKIP() << "rung 07 needs a Hopper GPU and a build with sm_90a code";
@@ -168,9 +188,7 @@ TEST(GemvGgufGpu, XResidentWritesRungSixesBits) {
   const OpSpec op = make_gemv_gguf_op();
   int ran = 0;
   for (const double type : {2.0, 3.0, 8.0})
-    for (const std::vector<std::int64_t>& dims : std::vector<std::vector<std::int64_t>>{
-             {1, 1, 32}, {1, 300, 4128}, {3, 37, 992}, {8, 16, 4096}, {16, 129, 2080}, {1, 17, 10208},
-             {1, 9000, 1056}, {2, 7000, 4128}, {9, 33, 9248}}) {
+    for (const std::vector<std::int64_t>& dims : x_resident_shapes()) {
       const Problem problem = op.problem(dims, DType::bf16, {{"ggml_type", type}, {"layout", 3.0}});
       Operands operands = op.make_operands(problem, 7, context);
       // The operands are filled on the context's stream, which does not wait for the memset below.
@@ -178,11 +196,7 @@ TEST(GemvGgufGpu, XResidentWritesRungSixesBits) {
       const GgufGemvArgs args = gemv_gguf_args(problem, operands);
       Tensor& y = operands["y"];
       if (!gemv_gguf_07_fits(args.type, args.m, args.k)) {
-        KC_CUDA_CHECK(cudaMemset(y.raw(), 0xFF, y.bytes()));
-        const std::vector<std::uint8_t> before = bytes_of(y);
-        EXPECT_THROW(gemv_gguf_07_x_resident(args, context.stream()), Error) << problem.label();
-        KC_CUDA_CHECK(cudaStreamSynchronize(context.stream()));
-        EXPECT_EQ(bytes_of(y), before) << problem.label() << ": a refused call wrote y";
+        expect_refusal_writes_nothing(&gemv_gguf_07_x_resident, args, y, context, problem.label());
         continue;
       }
       gemv_gguf_06_bulk_stream(args, context.stream());
@@ -397,6 +411,104 @@ TEST(GemvGgufGpu, XResidentLinkMatchesTheUnfusedKernels) {
       EXPECT_FALSE(quantized_gemv_link_runs(type, m, link.k));
       EXPECT_THROW(quantized_gemv_link(link, nullptr), Error) << label;
     }
+}
+
+// Rung 08 against the op's double reference (kc::check_run: fresh inputs, y poisoned, guard bytes)
+// on the shapes rung 07's bit test runs: every type, M 1-16, K past the ring and not a multiple of
+// the chunk, N wide enough that the CTAs take several tiles. Where x and its sums do not fit the
+// rung refuses with kc::Error and writes nothing.
+TEST(GemvGgufGpu, XAsF16MatchesTheReference) {
+  KC_SKIP_WITHOUT_GPU();
+  if (!gemv_gguf_06_runs_here()) GTEST_SKIP() << "rung 08 needs a Hopper GPU and a build with sm_90a code";
+  Context& context = testing::shared_context();
+  const OpSpec op = make_gemv_gguf_op();
+  int ran = 0;
+  for (const double type : {2.0, 3.0, 8.0})
+    for (const std::vector<std::int64_t>& dims : x_resident_shapes()) {
+      const Problem problem = op.problem(dims, DType::bf16, {{"ggml_type", type}, {"layout", 3.0}});
+      if (!gemv_gguf_08_fits(gguf_block_type(problem), static_cast<int>(dims[0]), static_cast<int>(dims[2]))) {
+        Operands operands = op.make_operands(problem, 7, context);
+        KC_CUDA_CHECK(cudaStreamSynchronize(context.stream()));
+        expect_refusal_writes_nothing(&gemv_gguf_08_x_f16, gemv_gguf_args(problem, operands), operands["y"], context,
+                                      problem.label());
+        continue;
+      }
+      EXPECT_TRUE(check_run(op, launch_with(&gemv_gguf_08_x_f16), problem, 7, context).passed()) << problem.label();
+      ++ran;
+    }
+  EXPECT_EQ(ran, 24) << "the shapes that fit (all but 9x33x9248)";
+}
+
+// Rung 08 scales each row of x by its own power of two into fp16's range and undoes it in the
+// store: three rows of x at 2^40 (past fp16's 65504), 1 and 2^-40 (below fp16's normal range)
+// times values of up to 3, one weight of 300 columns (K = 1056, a partial chunk), every type.
+// Each output within 2^-8 sum_k |w x_k| of the double reference on the same bf16 inputs; the
+// control, a reference that leaves row 0's 2^40 out, must fail that bound. Then the SwiGLU
+// prologue writes the bits of rung 08 on stage 2's swiglu output.
+TEST(GemvGgufGpu, XAsF16ScalesEachRow) {
+  KC_SKIP_WITHOUT_GPU();
+  if (!gemv_gguf_06_runs_here()) GTEST_SKIP() << "rung 08 needs a Hopper GPU and a build with sm_90a code";
+  constexpr int m = 3, k = 1056;
+  const int row_exponent[m] = {40, 0, -40};
+  for (const GgufBlockType type : {GgufBlockType::q4_0, GgufBlockType::q4_1, GgufBlockType::q8_0}) {
+    const std::string label = fmt::format("ggml type {}", static_cast<int>(type));
+    LinkWeight weight(type, 300, m, k, 5);
+    std::vector<__nv_bfloat16> x_host = random_bf16(static_cast<std::size_t>(m) * k, 3.f, 13);
+    for (int r = 0; r < m; ++r)
+      for (int i = 0; i < k; ++i) {
+        __nv_bfloat16& v = x_host[static_cast<std::size_t>(r) * k + i];
+        v = __float2bfloat16(std::ldexp(__bfloat162float(v), row_exponent[r]));  // exact: a power of two
+      }
+    DeviceBuffer<__nv_bfloat16> x(x_host.size());
+    x.copy_from_host(x_host);
+    GgufGemvLinkArgs link;
+    link.m = m;
+    link.k = k;
+    link.type = type;
+    link.x = x.data();
+    link.weights = 1;
+    link.weight[0] = {weight.quants.data(), weight.scales.data(), weight.y.data(), weight.n};
+    KC_CUDA_CHECK(cudaMemset(weight.y.data(), 0xFF, weight.y.bytes()));
+    gemv_gguf_08_link(link, nullptr);
+    KC_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<float> got = to_floats(weight.y);
+    const std::vector<double> dequantized =
+        decode_gguf_blocks(type, weight.blocks.data(), static_cast<std::size_t>(weight.n) * (k / 32));
+    int failures = 0, control_failures = 0;
+    for (int r = 0; r < m; ++r)
+      for (int n = 0; n < weight.n; ++n) {
+        double sum = 0.0, magnitude = 0.0;
+        for (int i = 0; i < k; ++i) {
+          const double term = dequantized[static_cast<std::size_t>(n) * k + i] *
+                              __bfloat162float(x_host[static_cast<std::size_t>(r) * k + i]);
+          sum += term;
+          magnitude += std::fabs(term);
+        }
+        const double value = got[static_cast<std::size_t>(r) * weight.n + n];
+        const double bound = std::ldexp(magnitude, -8);
+        failures += !(std::fabs(value - sum) <= bound);
+        if (r == 0) control_failures += !(std::fabs(value - std::ldexp(sum, -40)) <= bound);
+      }
+    EXPECT_EQ(failures, 0) << label << ": outputs outside the bound, of " << m * weight.n;
+    EXPECT_GT(control_failures, weight.n / 2) << label << ": a row's scale left in went unnoticed";
+
+    // SwiGLU inside: the bits of rung 08 on stage 2's swiglu of [gate | up].
+    const std::vector<__nv_bfloat16> gate_up = random_bf16(static_cast<std::size_t>(m) * 2 * k, 3.f, 17);
+    DeviceBuffer<__nv_bfloat16> both(gate_up.size()), act(static_cast<std::size_t>(m) * k);
+    both.copy_from_host(gate_up);
+    stage2::SwigluArgs<__nv_bfloat16> swiglu{m, k, both.data(), act.data()};
+    stage2::swiglu(swiglu, nullptr);
+    link.x = act.data();
+    gemv_gguf_08_link(link, nullptr);
+    KC_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<std::uint8_t> expected = bytes_of(weight.y);
+    KC_CUDA_CHECK(cudaMemset(weight.y.data(), 0xFF, weight.y.bytes()));
+    link.x = both.data();
+    link.prologue = GgufGemvPrologue::swiglu;
+    gemv_gguf_08_link(link, nullptr);
+    KC_CUDA_CHECK(cudaDeviceSynchronize());
+    EXPECT_EQ(bytes_of(weight.y), expected) << label << ", SwiGLU inside";
+  }
 }
 
 }  // namespace

@@ -157,6 +157,14 @@ TEST(QuantizedGemvEntry, LinkRefusesBeforeLaunching) {
   EXPECT_TRUE(gemv_gguf_07_fits(GgufBlockType::q4_1, 1, 14336));
   EXPECT_TRUE(gemv_gguf_07_fits(GgufBlockType::q8_0, 8, 4096));
   EXPECT_FALSE(gemv_gguf_07_fits(GgufBlockType::q4_1, 16, 14336));
+  // Rung 08 adds 16 bytes of block sums a row and block of x: still M = 1 at every Llama width and
+  // 8 rows of 4096; 9 rows of 9248 in q4_0 fit rung 07 (x alone) but not with the sums.
+  EXPECT_TRUE(gemv_gguf_08_fits(GgufBlockType::q4_1, 1, 14336));
+  EXPECT_TRUE(gemv_gguf_08_fits(GgufBlockType::q8_0, 8, 4096));
+  EXPECT_FALSE(gemv_gguf_08_fits(GgufBlockType::q4_1, 16, 14336));
+  EXPECT_FALSE(gemv_gguf_08_fits(GgufBlockType::q4_1, 1, 0));
+  EXPECT_TRUE(gemv_gguf_07_fits(GgufBlockType::q4_0, 9, 9248));
+  EXPECT_FALSE(gemv_gguf_08_fits(GgufBlockType::q4_0, 9, 9248));
   if (!has_gpu()) {
     EXPECT_FALSE(quantized_gemv_link_runs(GgufBlockType::q4_1, 1, 4096));
     expect_refused([&] { quantized_gemv_link(link, nullptr); }, "cannot run");

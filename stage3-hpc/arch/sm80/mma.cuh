@@ -61,4 +61,13 @@ __device__ __forceinline__ void mma_m16n8k16_f16(float (&d)[4], const std::uint3
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// The FP16 product with D and C apart, as mma_m16n8k16_bf16_into.
+__device__ __forceinline__ void mma_m16n8k16_f16_into(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                                      std::uint32_t b1, const float (&c)[4]) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+}
+
 }  // namespace kc::stage3::sm80

@@ -314,6 +314,15 @@ void gemv_gguf_07_swapped_nibbles(const GgufGemvArgs& args, cudaStream_t stream)
 // Whether M rows of x of K fit next to rung 07's ring for blocks of `type`. No CUDA call.
 bool gemv_gguf_07_fits(GgufBlockType type, int m, int k);
 
+// Rung 08 (quant/08_gemv_gguf_x_f16.cu): rung 07 with x in shared memory as fp16, scaled per row by
+// a power of two, and the block sums of x formed once (its header). The same arguments, prologues
+// and links as rung 07; its sums take M x K / 32 x 8 bytes more shared memory (gemv_gguf_08_fits).
+void gemv_gguf_08_link(const GgufGemvLinkArgs& args, cudaStream_t stream);
+void gemv_gguf_08_x_f16(const GgufGemvArgs& args, cudaStream_t stream);
+// For the negative control only: rung 08 with the two nibbles of each pair exchanged.
+void gemv_gguf_08_swapped_nibbles(const GgufGemvArgs& args, cudaStream_t stream);
+bool gemv_gguf_08_fits(GgufBlockType type, int m, int k);
+
 // The layout=3 repack on the GPU, as repack_gguf_blocks_for_mma_on_device for layout=2; buffers of
 // gguf_mma16_quant_bytes / gguf_mma16_scale_bytes.
 void repack_gguf_blocks_for_mma16_on_device(GgufBlockType type, const std::uint8_t* blocks, int n, int k,

@@ -1,0 +1,578 @@
+// quant/gemv_gguf_x_resident.cuh — the persistent, x-resident GGUF GEMV of rungs 07 and 08: the
+// producer warp's bulk-copy ring of quants and scales (rung 06's), x staged once into shared memory
+// by the consumer warps with an optional RMSNorm or SwiGLU prologue, up to three weights a launch,
+// beta in the store, a programmatic dependent. The rungs differ in what x is in shared memory
+// (XStaging): rung 07 keeps bf16 and rung 06's block arithmetic; rung 08 stores x as fp16 scaled
+// by a power of two per row, with the block sums formed once (their headers say why). Each rung's
+// .cu file holds its entry points; this header is included by those two files only.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "arch/sm90/mbarrier.cuh"
+#include "arch/sm90/sm90a.hpp"
+#include "arch/sm90/tma.cuh"
+#include "arch/sm90/warpgroup.cuh"
+#include "gemv_gguf_mma.cuh"
+#include "kc/common/device.hpp"
+#include "kc/common/error.hpp"
+#include "kc/core/dependent_launch.cuh"
+#include "kc/core/elementwise.cuh"
+#include "kc/core/reduce.cuh"
+#include "kc/stage3/gemm.hpp"
+#include "kc/stage3/gemv_gguf_args.hpp"
+
+namespace kc::stage3 {
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+constexpr int kConsumerWarps = 8;
+constexpr int kConsumerThreads = kConsumerWarps * 32;
+constexpr int kThreads = kConsumerThreads + 32;  // the consumers and one producer warp
+constexpr int kStages = 4;
+constexpr int kXPad = 8;  // bf16 after each row of x in shared memory: rows start on different banks
+
+// What x is in shared memory. Rung 07: the bf16 it reads (with its prologue), multiplied by rung
+// 06's block arithmetic, so rung 06's bits. Rung 08: fp16, each row scaled by a power of two that
+// puts its largest |x| in [2^14, 2^15) (fp16 holds up to 65504, and a bf16 value so scaled loses
+// no bit unless it falls below fp16's normal range, 2^-14, i.e. 2^28 times smaller than the row's
+// largest), the k of pairs 1 and 3 of every 8 divided by 16 more in q4_0 and q4_1; after x's rows,
+// a float4 a row and block — {the start of the block's accumulator, its sum of x} twice, the
+// accumulator fragment of a one-row product as it is loaded — and then the
+// rows' largest |x| (a float a consumer warp and row) and their scales' exponents. The store undoes
+// the row's scale.
+enum class XStaging { bf16_as_read, f16_scaled };
+
+// Bytes of rung 08's sums, row maxima and exponents after x's rows (none in rung 07).
+std::size_t staging_extra_bytes(XStaging staging, int m, int k) {
+  if (staging == XStaging::bf16_as_read) return 0;
+  return static_cast<std::size_t>(m) * static_cast<std::size_t>(k / kGgufBlockWeights) * sizeof(float4) +
+         static_cast<std::size_t>(kConsumerWarps + 1) * kGgufGemvMaxRows * sizeof(float);
+}
+
+// A stage of the ring: [8 chunks of quants | their scales] (x is not in it).
+template <GgufBlockType kType>
+constexpr int ring_stage_bytes() {
+  using Bytes = gguf_mma::ChunkBytes<kType>;
+  return kConsumerWarps * (Bytes::kQuants + Bytes::kScales);
+}
+
+constexpr int ring_stage_bytes(GgufBlockType type) {
+  return type == GgufBlockType::q4_0   ? ring_stage_bytes<GgufBlockType::q4_0>()
+         : type == GgufBlockType::q4_1 ? ring_stage_bytes<GgufBlockType::q4_1>()
+                                       : ring_stage_bytes<GgufBlockType::q8_0>();
+}
+
+std::size_t dynamic_smem_bytes(GgufBlockType type, int m, int k, XStaging staging = XStaging::bf16_as_read) {
+  return static_cast<std::size_t>(kStages) * ring_stage_bytes(type) +
+         static_cast<std::size_t>(m) * (static_cast<std::size_t>(k) + kXPad) * sizeof(bf16) +
+         staging_extra_bytes(staging, m, k);
+}
+
+// What the kernel reads: the link's arguments with each weight's first tile.
+struct Link {
+  int m = 0, k = 0;
+  const bf16* x = nullptr;
+  const bf16* norm_weight = nullptr;
+  float norm_eps = 0.f, beta = 0.f;
+  int weights = 0;
+  const std::uint8_t* quants[kGgufGemvLinkMaxWeights] = {};
+  const std::uint8_t* scales[kGgufGemvLinkMaxWeights] = {};
+  bf16* y[kGgufGemvLinkMaxWeights] = {};
+  int n[kGgufGemvLinkMaxWeights] = {};
+  int tile_begin[kGgufGemvLinkMaxWeights + 1] = {};  // tiles of weight w: [tile_begin[w], tile_begin[w + 1])
+};
+
+// The device side exists only in the sm_90a pass (the kernel is empty elsewhere, as rung 06's).
+#if KC_STAGE3_SM90A
+constexpr int kConsumersBarrier = 1;  // the named barrier of the consumer warps (0 is __syncthreads)
+constexpr int kMaxRows = kGgufGemvMaxRows;  // rows of x: squares[warp][row]
+constexpr int kStagePieces = 4;       // 16-byte pieces of x a thread loads before it stores any
+
+// Which weight tile `tile` (of all the link's tiles) belongs to: an unrolled scan with constant
+// indices (a runtime index into the parameter arrays would copy them to local memory).
+struct TilePlace {
+  int weight, tile;  // the weight and the tile's index among its tiles
+};
+__device__ __forceinline__ TilePlace place_tile(const Link& g, int tile) {
+  int weight = 0;
+#pragma unroll
+  for (int w = 1; w < kGgufGemvLinkMaxWeights; ++w)
+    if (w < g.weights && tile >= g.tile_begin[w]) weight = w;
+  int begin = g.tile_begin[0];
+#pragma unroll
+  for (int w = 1; w < kGgufGemvLinkMaxWeights; ++w)
+    if (w == weight) begin = g.tile_begin[w];
+  return {weight, tile - begin};
+}
+
+template <class T>
+__device__ __forceinline__ T pick(const T (&values)[kGgufGemvLinkMaxWeights], int weight) {
+  T value = values[0];
+#pragma unroll
+  for (int w = 1; w < kGgufGemvLinkMaxWeights; ++w)
+    if (w == weight) value = values[w];
+  return value;
+}
+
+__device__ __forceinline__ float2 bf16_pair(std::uint32_t word) {
+  __nv_bfloat162 pair;
+  std::memcpy(&pair, &word, sizeof word);
+  return __bfloat1622float2(pair);
+}
+
+__device__ __forceinline__ std::uint32_t bf16_word(float low, float high) {
+  const __nv_bfloat162 pair = __floats2bfloat162_rn(low, high);
+  std::uint32_t word;
+  std::memcpy(&word, &pair, sizeof word);
+  return word;
+}
+
+// The consumers' staging of x: row after row, each thread 16 bytes (8 k) at a time, kStagePieces
+// loads in flight before the first store. With the RMSNorm prologue each element is multiplied by
+// the norm's weight (rounded to bf16 once) and the row's squares summed (each warp's sum lands in
+// squares[warp][row]); with the SwiGLU prologue x is silu(gate) . up of a [gate | up] row of 2K,
+// stage 2's swiglu rounded to bf16. Consumer thread `thread` of kConsumerThreads. kRowMax (rung
+// 08): each warp's largest |x| of a row, as stored, lands in row_max[warp][row] (NaN if any is).
+template <GgufGemvPrologue kPrologue, bool kRowMax = false>
+__device__ __forceinline__ void stage_x(const Link& g, bf16* x_rows, float (*squares)[kMaxRows], int thread,
+                                        float (*row_max)[kMaxRows] = nullptr) {
+  const int pieces = g.k / 8, x_stride = g.k + kXPad;
+  const int lane = thread & 31, warp = thread >> 5;
+  for (int row = 0; row < g.m; ++row) {
+    float row_squares = 0.f, largest = 0.f;
+    const bf16* source = g.x + static_cast<std::size_t>(row) * (kPrologue == GgufGemvPrologue::swiglu ? 2 : 1) * g.k;
+    for (int base = thread; base < pieces; base += kStagePieces * kConsumerThreads) {
+      uint4 first[kStagePieces], second[kStagePieces];  // x (or gate) and the norm's weight (or up)
+#pragma unroll
+      for (int u = 0; u < kStagePieces; ++u) {
+        const int piece = base + u * kConsumerThreads;
+        if (piece >= pieces) break;
+        first[u] = __ldg(reinterpret_cast<const uint4*>(source) + piece);
+        if constexpr (kPrologue == GgufGemvPrologue::rmsnorm)
+          second[u] = __ldg(reinterpret_cast<const uint4*>(g.norm_weight) + piece);
+        else if constexpr (kPrologue == GgufGemvPrologue::swiglu)
+          second[u] = __ldg(reinterpret_cast<const uint4*>(source + g.k) + piece);
+      }
+#pragma unroll
+      for (int u = 0; u < kStagePieces; ++u) {
+        const int piece = base + u * kConsumerThreads;
+        if (piece >= pieces) break;
+        uint4 out = first[u];
+        if constexpr (kPrologue != GgufGemvPrologue::none) {
+          const std::uint32_t a[4] = {first[u].x, first[u].y, first[u].z, first[u].w};
+          const std::uint32_t b[4] = {second[u].x, second[u].y, second[u].z, second[u].w};
+          std::uint32_t o[4];
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const float2 va = bf16_pair(a[i]), vb = bf16_pair(b[i]);
+            if constexpr (kPrologue == GgufGemvPrologue::rmsnorm) {
+              row_squares = fmaf(va.x, va.x, row_squares);
+              row_squares = fmaf(va.y, va.y, row_squares);
+              o[i] = bf16_word(va.x * vb.x, va.y * vb.y);
+            } else {
+              o[i] = bf16_word(core::Silu{}(va.x) * vb.x, core::Silu{}(va.y) * vb.y);
+            }
+          }
+          out = make_uint4(o[0], o[1], o[2], o[3]);
+        }
+        if constexpr (kRowMax) {
+          const std::uint32_t stored[4] = {out.x, out.y, out.z, out.w};
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const float2 v = bf16_pair(stored[i]);
+            largest = core::max_propagate_nan(largest, core::max_propagate_nan(fabsf(v.x), fabsf(v.y)));
+          }
+        }
+        *reinterpret_cast<uint4*>(x_rows + static_cast<std::size_t>(row) * x_stride + piece * 8) = out;
+      }
+    }
+    if constexpr (kPrologue == GgufGemvPrologue::rmsnorm) {
+      row_squares = core::warp_reduce_sum(row_squares);
+      if (lane == 0) squares[warp][row] = row_squares;
+    }
+    if constexpr (kRowMax) {
+      largest = core::warp_reduce_max(largest);
+      if (lane == 0) row_max[warp][row] = largest;
+    }
+  }
+}
+
+// 2^e as a float, for e in [-126, 127].
+__device__ __forceinline__ float power_of_two(int e) { return __int_as_float((127 + e) << 23); }
+
+// Rung 08's scale of a row: the exponent e that puts its largest |x| in [2^14, 2^15); 0 for a row
+// of zeros, or with an Inf or NaN (which then reach y as they would in bf16).
+__device__ __forceinline__ int row_scale_exponent(const float (*row_max)[kMaxRows], int row) {
+  float largest = 0.f;
+#pragma unroll
+  for (int w = 0; w < kConsumerWarps; ++w) largest = core::max_propagate_nan(largest, row_max[w][row]);
+  if (!(largest > 0.f) || isinf(largest)) return 0;
+  int exponent = 0;
+  frexpf(largest, &exponent);  // largest < 2^exponent
+  return min(max(15 - exponent, -100), 100);
+}
+
+// Rung 08's second pass over x in shared memory, after stage_x and a barrier: each bf16 becomes
+// fp16 in place, times 2^e of its row and, in q4_0 and q4_1, divided by 16 more at k % 8 in
+// {2, 3, 6, 7} (pairs 1 and 3, which the nibble decode leaves 16 times too large); the four
+// threads of a block (4 pieces of 8 k) add their stored values into the block's float4 of sums:
+// the accumulator's start, -(1024 . sum of the stored values) (-(... + 8 s) in q4_0, where s is the
+// block's sum of x as the products see it: 16 times a divided value), and s, twice. The exponents go to
+// exponents[row] for the store.
+template <GgufBlockType kType>
+__device__ __forceinline__ void convert_x_to_scaled_f16(const Link& g, bf16* x_rows, float4* sums,
+                                                        const float (*row_max)[kMaxRows], int* exponents, int thread) {
+  constexpr bool kDivideHigh = kType != GgufBlockType::q8_0;
+  const int pieces = g.k / 8, x_stride = g.k + kXPad, k_blocks = g.k / kGgufBlockWeights;
+  const int lane = thread & 31;
+  const unsigned quad = 0xFu << (lane & 28);  // the 4 lanes of a block (pieces 4b .. 4b + 3)
+  for (int row = 0; row < g.m; ++row) {
+    const int exponent = row_scale_exponent(row_max, row);
+    if (thread == 0) exponents[row] = exponent;
+    const float scale = power_of_two(exponent), high_scale = kDivideHigh ? power_of_two(exponent - 4) : scale;
+    for (int piece = thread; piece < pieces; piece += kConsumerThreads) {
+      uint4* where = reinterpret_cast<uint4*>(x_rows + static_cast<std::size_t>(row) * x_stride + piece * 8);
+      const uint4 in = *where;
+      const std::uint32_t words[4] = {in.x, in.y, in.z, in.w};
+      std::uint32_t out[4];
+      float stored = 0.f, seen = 0.f;  // sums of the stored values and of x as the products see it
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {  // word i holds k 8 piece + 2i, + 1: pairs 1 and 3 divided
+        const float2 v = bf16_pair(words[i]);
+        const float factor = (i % 2 == 1) ? high_scale : scale;
+        const __half2 h = __floats2half2_rn(v.x * factor, v.y * factor);
+        std::memcpy(&out[i], &h, sizeof out[i]);
+        const float2 back = __half22float2(h);
+        stored += back.x + back.y;
+        seen += (kDivideHigh && i % 2 == 1) ? 16.f * (back.x + back.y) : back.x + back.y;
+      }
+      *where = make_uint4(out[0], out[1], out[2], out[3]);
+      if constexpr (kType != GgufBlockType::q8_0) {
+        stored += __shfl_xor_sync(quad, stored, 1);
+        seen += __shfl_xor_sync(quad, seen, 1);
+        stored += __shfl_xor_sync(quad, stored, 2);
+        seen += __shfl_xor_sync(quad, seen, 2);
+        if ((lane & 3) == 0) {
+          const float start = -1024.f * stored - (kType == GgufBlockType::q4_0 ? 8.f * seen : 0.f);
+          sums[static_cast<std::size_t>(row) * k_blocks + piece / 4] = make_float4(start, seen, start, seen);
+        }
+      }
+    }
+  }
+}
+
+#endif  // KC_STAGE3_SM90A
+
+template <GgufBlockType kType, int kRowGroups, bool kOneRow, bool kSwapped, GgufGemvPrologue kPrologue,
+          XStaging kStaging>
+__global__ void __launch_bounds__(kThreads, 1) gemv_x_resident_kernel(const Link g) {
+#if KC_STAGE3_SM90A
+  using Bytes = gguf_mma::ChunkBytes<kType>;
+  constexpr int kQuantArea = kConsumerWarps * Bytes::kQuants;
+  constexpr int kStageBytes = ring_stage_bytes<kType>();
+  constexpr int kPartial = kConsumerWarps * kRowGroups * 32 * 4;
+  extern __shared__ __align__(16) std::uint8_t ring[];  // kStages stages, then x's rows
+  __shared__ std::uint64_t full[kStages], empty[kStages];
+  __shared__ float partial[2][kPartial];  // a tile's warp sums; two, so one barrier a tile suffices
+  __shared__ float squares[kConsumerWarps][kMaxRows];
+  bf16* x_rows = reinterpret_cast<bf16*>(ring + kStages * kStageBytes);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int k_blocks = g.k / kGgufBlockWeights;
+  const int chunks = (k_blocks + 3) / 4;
+  const int stages = (chunks + kConsumerWarps - 1) / kConsumerWarps;  // a tile's
+  const int tiles = g.tile_begin[g.weights];
+
+  // The next kernel of the chain may start its own weights while this one streams.
+  core::let_dependent_grids_start();
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      sm90::mbarrier_init(&full[s], 1);
+      sm90::mbarrier_init(&empty[s], kConsumerThreads);
+    }
+    sm90::fence_barrier_init();
+  }
+  __syncthreads();
+
+  if (warp == kConsumerWarps) {
+    // The producer: the weights only, which no kernel writes — so no wait for the kernel before.
+    // Stage s of this CTA (counted across its tiles) into slot s % kStages once it is free.
+    if (lane == 0) {
+      int s = 0;
+      for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        const TilePlace place = place_tile(g, tile);
+        const std::uint8_t* quants = pick(g.quants, place.weight);
+        const std::uint8_t* scales = pick(g.scales, place.weight);
+        const std::size_t tile_chunks = static_cast<std::size_t>(place.tile) * chunks;
+        for (int t = 0; t < stages; ++t, ++s) {
+          const int slot = s % kStages;
+          if (s >= kStages) sm90::mbarrier_wait(&empty[slot], ((s / kStages) - 1) & 1);
+          const int first_chunk = t * kConsumerWarps;
+          const int stage_chunks = min(kConsumerWarps, chunks - first_chunk);
+          std::uint8_t* stage = ring + static_cast<std::size_t>(slot) * kStageBytes;
+          sm90::mbarrier_arrive_expect_tx(&full[slot],
+                                          static_cast<std::uint32_t>(stage_chunks * (Bytes::kQuants + Bytes::kScales)));
+          sm90::bulk_load(stage, quants + (tile_chunks + first_chunk) * Bytes::kQuants,
+                          static_cast<std::uint32_t>(stage_chunks * Bytes::kQuants), &full[slot]);
+          sm90::bulk_load(stage + kQuantArea, scales + (tile_chunks + first_chunk) * Bytes::kScales,
+                          static_cast<std::uint32_t>(stage_chunks * Bytes::kScales), &full[slot]);
+        }
+      }
+    }
+    return;  // the producer writes nothing, and takes no part in the consumers' barriers
+  }
+
+  // The consumers: x once (it is the kernel before's output), then rung 06's tiles.
+  core::wait_for_previous_grids();
+  constexpr bool kF16 = kStaging == XStaging::f16_scaled;
+  // Rung 08's sums, row maxima and exponents after x's rows (XStaging).
+  float4* block_sums = nullptr;
+  float(*row_max)[kMaxRows] = nullptr;
+  int* exponents = nullptr;
+  if constexpr (kF16) {
+    block_sums = reinterpret_cast<float4*>(x_rows + static_cast<std::size_t>(g.m) * (g.k + kXPad));
+    row_max = reinterpret_cast<float(*)[kMaxRows]>(block_sums + static_cast<std::size_t>(g.m) * k_blocks);
+    exponents = reinterpret_cast<int*>(row_max + kConsumerWarps);
+  }
+  stage_x<kPrologue, kF16>(g, x_rows, squares, threadIdx.x, row_max);
+  sm90::named_barrier_sync(kConsumersBarrier, kConsumerThreads);
+  if constexpr (kF16) {
+    convert_x_to_scaled_f16<kType>(g, x_rows, block_sums, row_max, exponents, threadIdx.x);
+    sm90::named_barrier_sync(kConsumersBarrier, kConsumerThreads);
+  }
+
+  // The loop's bookkeeping stays out of the block arithmetic: each row group of a lane reads x
+  // through one pointer (a row past M reads row M - 1: its column of the products is never
+  // stored, so no lane needs a zero test), the barriers' shared-memory addresses are computed
+  // once and the ring's slot and phase are counted, and a chunk with its 4 blocks inside K (every
+  // chunk when K is a multiple of 128) runs without the per-block test for K's end.
+  const int group = lane >> 2, t4 = lane & 3;
+  const int x_stride = g.k + kXPad;
+  const bf16* x_lane[kRowGroups];
+#pragma unroll
+  for (int r = 0; r < kRowGroups; ++r) x_lane[r] = x_rows + min(group + 8 * r, g.m - 1) * x_stride + 8 * t4;
+  const auto load_x = [&](int r, int, int block) {
+    return *reinterpret_cast<const uint4*>(x_lane[r] + block * kGgufBlockWeights);
+  };
+  // Rung 08: the block sums of x rows 2t and 2t + 1 of each group (the columns of the lane's
+  // outputs), rows past M reading the last row as x does.
+  const float4* sums_lane[kRowGroups][2];
+#pragma unroll
+  for (int r = 0; r < kRowGroups; ++r)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      sums_lane[r][h] = block_sums + static_cast<std::size_t>(min(8 * r + 2 * t4 + h, g.m - 1)) * k_blocks;
+  const auto load_sums = [&](int r, int block, float4& even, float4& odd) {
+    even = sums_lane[r][0][block];
+    odd = kOneRow ? even : sums_lane[r][1][block];
+  };
+  const int whole_chunks = k_blocks / 4;
+  bool every_row[kRowGroups];  // for the last chunk's test of K's end: every lane has a row to read
+#pragma unroll
+  for (int r = 0; r < kRowGroups; ++r) every_row[r] = true;
+  const std::uint32_t full_barriers = smem_u32(full), empty_barriers = smem_u32(empty);
+  constexpr std::uint32_t kBarrierBytes = sizeof(std::uint64_t);
+  int slot = 0, buffer = 0;
+  std::uint32_t phase = 0;
+  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, buffer ^= 1) {
+    float acc[kRowGroups][4];
+#pragma unroll
+    for (int r = 0; r < kRowGroups; ++r)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[r][e] = 0.f;
+    for (int t = 0; t < stages; ++t) {
+      sm90::mbarrier_wait(full_barriers + slot * kBarrierBytes, phase);
+      const int chunk = t * kConsumerWarps + warp;
+      const std::uint8_t* stage = ring + static_cast<std::size_t>(slot) * kStageBytes;
+      if (chunk < chunks) {
+        const auto lane_chunk = gguf_mma::read_stage_chunk<kType, kConsumerWarps>(stage, warp, lane);
+        if constexpr (kF16) {
+          if (chunk < whole_chunks)
+            gguf_mma::weights_as_a_chunk_f16<kType, kRowGroups, kOneRow, kSwapped, true>(
+                lane_chunk.words, lane_chunk.entries, chunk, k_blocks, load_x, load_sums, acc);
+          else
+            gguf_mma::weights_as_a_chunk_f16<kType, kRowGroups, kOneRow, kSwapped, false>(
+                lane_chunk.words, lane_chunk.entries, chunk, k_blocks, load_x, load_sums, acc);
+        } else if (chunk < whole_chunks)
+          gguf_mma::weights_as_a_whole_chunk<kType, kRowGroups, kOneRow, kSwapped>(lane_chunk.words,
+                                                                                 lane_chunk.entries, chunk, load_x, acc);
+        else
+          gguf_mma::weights_as_a_chunk<kType, kRowGroups, kOneRow, kSwapped>(
+              lane_chunk.words, lane_chunk.entries, chunk, k_blocks, every_row, load_x, acc);
+      }
+      // Every consumer thread: its reads of the stage are done.
+      sm90::mbarrier_arrive(empty_barriers + slot * kBarrierBytes);
+      if (++slot == kStages) {
+        slot = 0;
+        phase ^= 1;
+      }
+    }
+
+    // The tile's store: the warps' sums meet in shared memory and are added in warp order (rung
+    // 06's order); then 1 / RMS (the norm's), beta . y and the rounding.
+    float* sums = partial[buffer];
+#pragma unroll
+    for (int r = 0; r < kRowGroups; ++r)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) sums[((warp * kRowGroups + r) * 32 + lane) * 4 + e] = acc[r][e];
+    sm90::named_barrier_sync(kConsumersBarrier, kConsumerThreads);
+    const TilePlace place = place_tile(g, tile);
+    bf16* y = pick(g.y, place.weight);
+    const int n_cols = pick(g.n, place.weight);
+    for (int index = threadIdx.x; index < kRowGroups * 128; index += kConsumerThreads) {
+      const int r = index / 128, l = (index / 4) % 32, e = index % 4;
+      const int column = 16 * place.tile + (l >> 2) + 8 * (e >> 1);
+      const int row = 8 * r + 2 * (l & 3) + (e & 1);
+      if (row >= g.m || column >= n_cols) continue;
+      float sum = 0.f;
+#pragma unroll
+      for (int w = 0; w < kConsumerWarps; ++w) sum += sums[((w * kRowGroups + r) * 32 + l) * 4 + e];
+      if constexpr (kF16) sum *= power_of_two(-exponents[row]);  // the row's scale undone
+      if constexpr (kPrologue == GgufGemvPrologue::rmsnorm) {
+        float row_squares = 0.f;
+#pragma unroll
+        for (int w = 0; w < kConsumerWarps; ++w) row_squares += squares[w][row];
+        sum *= rsqrtf(row_squares / static_cast<float>(g.k) + g.norm_eps);
+      }
+      bf16* out = y + static_cast<std::size_t>(row) * n_cols + column;
+      if (g.beta != 0.f) sum += g.beta * __bfloat162float(*out);  // BLAS: beta = 0 reads no y
+      *out = __float2bfloat16(sum);
+    }
+    // The next tile writes the other buffer; the one after this one's again only past the next
+    // tile's barrier, which every consumer reaches after its reads here.
+  }
+#endif
+}
+
+// Whether M rows of x of K (and, in rung 08, their sums) fit next to the ring in the dynamic
+// shared memory the rungs allow.
+bool x_fits(GgufBlockType type, int m, int k, XStaging staging) {
+  if (m < 1 || k < 1) return false;
+  return dynamic_smem_bytes(type, m, k, staging) <= kGgufGemv07MaxDynamicSmem;
+}
+
+// The rung's name in messages: "x resident" (07) or "x as fp16" (08).
+constexpr const char* rung_name(XStaging staging) {
+  return staging == XStaging::bf16_as_read ? "x resident" : "x as fp16";
+}
+
+// The link's tiles, each weight's first tile, and the checks of everything the kernel assumes.
+Link make_link(const GgufGemvLinkArgs& a, XStaging staging) {
+  const char* rung = rung_name(staging);
+  require(a.weights >= 1 && a.weights <= kGgufGemvLinkMaxWeights,
+          "GGUF GEMV ({}): weights must be 1 to {} (got {})", rung, kGgufGemvLinkMaxWeights, a.weights);
+  Link g;
+  int tiles = 0;
+  for (int w = 0; w < a.weights; ++w) {  // M, K, x and each weight's pointers, as rung 06 takes them
+    const GgufGemvLinkWeight& weight = a.weight[w];
+    gguf_mma::check_fragment_args(gemv_gguf_link_weight_args(a, w), rung, "repack_gguf_blocks_for_mma16, layout=3");
+    g.quants[w] = weight.quants;
+    g.scales[w] = static_cast<const std::uint8_t*>(weight.scales);
+    g.y[w] = weight.y;
+    g.n[w] = weight.n;
+    g.tile_begin[w] = tiles;
+    tiles += (weight.n + 15) / 16;
+  }
+  for (int w = a.weights; w <= kGgufGemvLinkMaxWeights; ++w) g.tile_begin[w] = tiles;
+  if (a.prologue == GgufGemvPrologue::rmsnorm) {
+    require(a.norm_weight != nullptr && reinterpret_cast<std::uintptr_t>(a.norm_weight) % 16 == 0,
+            "GGUF GEMV ({}): the RMSNorm prologue needs norm_weight, K values, 16-byte aligned", rung);
+    require(a.norm_eps >= 0.f, "GGUF GEMV ({}): norm_eps must be >= 0 (got {})", rung, a.norm_eps);
+  }
+  require(x_fits(a.type, a.m, a.k, staging),
+          "GGUF GEMV ({}): x ({} rows of K = {}) and the ring take {} bytes of shared memory, more than the "
+          "{} this rung allows; run rung 06, which streams x with the weights",
+          rung, a.m, a.k, dynamic_smem_bytes(a.type, a.m, a.k, staging), kGgufGemv07MaxDynamicSmem);
+  g.m = a.m;
+  g.k = a.k;
+  g.x = a.x;
+  g.norm_weight = a.norm_weight;
+  g.norm_eps = a.norm_eps;
+  g.beta = a.beta;
+  g.weights = a.weights;
+  return g;
+}
+
+// CTAs of `kernel` with `smem` bytes that fit on an SM at once (asked once per pair).
+int ctas_per_sm(const void* kernel, std::size_t smem) {
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, std::size_t>, int> known;
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_pair(kernel, smem);
+  if (const auto found = known.find(key); found != known.end()) return found->second;
+  int ctas = 0;
+  KC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, kernel, kThreads, smem));
+  require(ctas >= 1, "GGUF GEMV (x resident): no CTA of {} bytes of shared memory fits on an SM", smem);
+  known.emplace(key, ctas);
+  return ctas;
+}
+
+template <GgufBlockType kType, int kRowGroups, bool kOneRow, bool kSwapped, GgufGemvPrologue kPrologue,
+          XStaging kStaging>
+void launch_instance(const Link& g, cudaStream_t stream) {
+  const auto kernel = &gemv_x_resident_kernel<kType, kRowGroups, kOneRow, kSwapped, kPrologue, kStaging>;
+  static const bool prepared = [kernel] {
+    KC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(kGgufGemv07MaxDynamicSmem)));
+    return true;
+  }();
+  (void)prepared;
+  const std::size_t smem = dynamic_smem_bytes(kType, g.m, g.k, kStaging);
+  const int tiles = g.tile_begin[g.weights];
+  const int resident = ctas_per_sm(reinterpret_cast<const void*>(kernel), smem) * current_device_sm_count();
+  const int grid = tiles < resident ? tiles : resident;
+  core::launch_dependent(kernel, dim3(static_cast<unsigned>(grid)), dim3(kThreads), smem, stream, g);
+}
+
+template <XStaging kStaging, bool kSwapped>
+void launch(const GgufGemvLinkArgs& a, cudaStream_t stream) {
+  require(gemv_gguf_06_runs_here(),
+          "gemv_gguf rung {} ({}) needs sm_90a code (the copy engine's cp.async.bulk) and a Hopper GPU; "
+          "this build or GPU has none: run rung 05, as kc::stage3::quantized_gemv does",
+          kStaging == XStaging::bf16_as_read ? "07" : "08", rung_name(kStaging));
+  const Link g = make_link(a, kStaging);
+  const auto with_prologue = [&](auto type, auto row_groups, auto one_row) {
+    constexpr GgufBlockType kType = decltype(type)::value;
+    constexpr int kRowGroups = decltype(row_groups)::value;
+    constexpr bool kOneRow = decltype(one_row)::value;
+    if constexpr (kSwapped) {
+      launch_instance<kType, kRowGroups, kOneRow, true, GgufGemvPrologue::none, kStaging>(g, stream);
+    } else {
+      switch (a.prologue) {
+        case GgufGemvPrologue::none:
+          launch_instance<kType, kRowGroups, kOneRow, false, GgufGemvPrologue::none, kStaging>(g, stream);
+          break;
+        case GgufGemvPrologue::rmsnorm:
+          launch_instance<kType, kRowGroups, kOneRow, false, GgufGemvPrologue::rmsnorm, kStaging>(g, stream);
+          break;
+        case GgufGemvPrologue::swiglu:
+          launch_instance<kType, kRowGroups, kOneRow, false, GgufGemvPrologue::swiglu, kStaging>(g, stream);
+          break;
+      }
+    }
+  };
+  // The rung-05/06 choices (block type, row groups, the M = 1 instance) on the first weight's
+  // arguments; make_link checked every weight.
+  gguf_mma::launch_weights_as_a_rung(gemv_gguf_link_weight_args(a, 0), rung_name(kStaging), with_prologue);
+}
+
+GgufGemvLinkArgs plain_link(const GgufGemvArgs& args) {
+  GgufGemvLinkArgs link;
+  link.m = args.m;
+  link.k = args.k;
+  link.type = args.type;
+  link.x = args.x;
+  link.weights = 1;
+  link.weight[0] = {args.quants, args.scales, args.y, args.n};
+  return link;
+}
+
+}  // namespace
+}  // namespace kc::stage3
