@@ -1,11 +1,12 @@
-// quant/gemv_gguf_mma.cuh — the block arithmetic of the GGUF GEMV's tensor-core rungs (03-07):
+// quant/gemv_gguf_mma.cuh — the block arithmetic of the GGUF GEMV's tensor-core rungs (03-08):
 // how a lane turns its quants of a fragment layout (layout=2 for rungs 03 and 04, layout=3 for 05
 // to 07: kc/stage3/gemv_gguf_args.hpp) into bf16 fragments, multiplies one GGUF block with
 // mma.sync and applies the block's scales, and how the warps' partial sums become y, and on the
 // host the argument rules and the dispatch on the block type their launches share. The rungs
 // differ in how the quants, scales and x reach the lane (rung 03: registers, one chunk ahead; rung
 // 04: a cp.async pipeline in shared memory; 05: as 03 with the operands swapped; 06: bulk copies
-// into a shared-memory ring; 07: the same ring for the weights, x resident in shared memory).
+// into a shared-memory ring; 07: the same ring for the weights, x resident in shared memory; 08:
+// rung 07 with x in fp16 and its own block arithmetic, the "fp16" section below).
 #pragma once
 
 #include <cuda_bf16.h>
