@@ -282,6 +282,58 @@ struct LinkWeight {
   }
 };
 
+// The check of an RMSNorm link with beta = 1 (y_old in y before): each weight's y against the
+// double reference sum_k w x_k g_k / rms + y_old on the bf16 inputs, within 2^-8 (sum_k |w x_k g_k|
+// / rms + |y_old|) + 1e-6; a reference without the 1 / RMS must fail that bound for most outputs.
+void expect_rmsnorm_link_within_bound(GgufBlockType type, int m, int k, float eps, std::vector<LinkWeight>& weights,
+                                      const std::vector<__nv_bfloat16>& rows_host,
+                                      const std::vector<__nv_bfloat16>& norm_host,
+                                      const std::vector<std::vector<float>>& y_old, const std::string& label) {
+  int failures = 0, control_failures = 0, outputs = 0;
+  for (std::size_t w = 0; w < weights.size(); ++w) {
+    const std::vector<double> dequantized =
+        decode_gguf_blocks(type, weights[w].blocks.data(), static_cast<std::size_t>(weights[w].n) * (k / 32));
+    const std::vector<float> got = to_floats(weights[w].y);
+    for (int r = 0; r < m; ++r) {
+      double squares = 0.0;
+      for (int i = 0; i < k; ++i) {
+        const double v = __bfloat162float(rows_host[static_cast<std::size_t>(r) * k + i]);
+        squares += v * v;
+      }
+      const double inv_rms = 1.0 / std::sqrt(squares / k + eps);
+      for (int n = 0; n < weights[w].n; ++n) {
+        double sum = 0.0, magnitude = 0.0;
+        for (int i = 0; i < k; ++i) {
+          const double term = dequantized[static_cast<std::size_t>(n) * k + i] *
+                              __bfloat162float(rows_host[static_cast<std::size_t>(r) * k + i]) *
+                              __bfloat162float(norm_host[i]);
+          sum += term;
+          magnitude += std::fabs(term);
+        }
+        const double old = y_old[w][static_cast<std::size_t>(r) * weights[w].n + n];
+        const double bound = std::ldexp(magnitude * inv_rms + std::fabs(old), -8) + 1e-6;
+        const double value = got[static_cast<std::size_t>(r) * weights[w].n + n];
+        failures += !(std::fabs(value - (sum * inv_rms + old)) <= bound);
+        control_failures += !(std::fabs(value - (sum + old)) <= bound);
+        ++outputs;
+      }
+    }
+  }
+  EXPECT_EQ(failures, 0) << label << ": outputs outside the bound, of " << outputs;
+  EXPECT_GT(control_failures, outputs / 2) << label << ": a reference without 1 / RMS went unnoticed";
+}
+
+// y_old for an RMSNorm link with beta = 1: random values written to each weight's y, as floats.
+std::vector<std::vector<float>> fill_old_y(std::vector<LinkWeight>& weights) {
+  std::vector<std::vector<float>> y_old(weights.size());
+  for (std::size_t w = 0; w < weights.size(); ++w) {
+    const std::vector<__nv_bfloat16> old = random_bf16(weights[w].y.size(), 2.f, 20 + w);
+    weights[w].y.copy_from_host(old);
+    for (const auto& v : old) y_old[w].push_back(__bfloat162float(v));
+  }
+  return y_old;
+}
+
 // Rung 07 as a link of the decode chain, three weights (q, k and v-like widths, one of them not a
 // multiple of the 16-column tile) sharing x, on every type at M = 1 and 3, K = 1056 (a partial
 // chunk):
@@ -357,12 +409,7 @@ TEST(GemvGgufGpu, XResidentLinkMatchesTheUnfusedKernels) {
           rows_host[static_cast<std::size_t>(r) * k + i] = x_host[static_cast<std::size_t>(r) * 2 * k + i];
       DeviceBuffer<__nv_bfloat16> rows(rows_host.size());
       rows.copy_from_host(rows_host);
-      std::vector<std::vector<float>> y_old(3);
-      for (int w = 0; w < 3; ++w) {
-        const std::vector<__nv_bfloat16> old = random_bf16(weights[w].y.size(), 2.f, 20 + w);
-        weights[w].y.copy_from_host(old);
-        for (const auto& v : old) y_old[w].push_back(__bfloat162float(v));
-      }
+      const std::vector<std::vector<float>> y_old = fill_old_y(weights);
       link.x = rows.data();
       link.prologue = GgufGemvPrologue::rmsnorm;
       link.norm_weight = norm.data();
@@ -370,38 +417,7 @@ TEST(GemvGgufGpu, XResidentLinkMatchesTheUnfusedKernels) {
       link.beta = 1.f;
       quantized_gemv_link(link, nullptr);
       KC_CUDA_CHECK(cudaDeviceSynchronize());
-      int failures = 0, control_failures = 0, outputs = 0;
-      for (int w = 0; w < 3; ++w) {
-        const std::vector<double> dequantized =
-            decode_gguf_blocks(type, weights[w].blocks.data(), static_cast<std::size_t>(weights[w].n) * (k / 32));
-        const std::vector<float> got = to_floats(weights[w].y);
-        for (int r = 0; r < m; ++r) {
-          double squares = 0.0;
-          for (int i = 0; i < k; ++i) {
-            const double v = __bfloat162float(rows_host[static_cast<std::size_t>(r) * k + i]);
-            squares += v * v;
-          }
-          const double inv_rms = 1.0 / std::sqrt(squares / k + eps);
-          for (int n = 0; n < weights[w].n; ++n) {
-            double sum = 0.0, magnitude = 0.0;
-            for (int i = 0; i < k; ++i) {
-              const double term = dequantized[static_cast<std::size_t>(n) * k + i] *
-                                  __bfloat162float(rows_host[static_cast<std::size_t>(r) * k + i]) *
-                                  __bfloat162float(norm_host[i]);
-              sum += term;
-              magnitude += std::fabs(term);
-            }
-            const double old = y_old[w][static_cast<std::size_t>(r) * weights[w].n + n];
-            const double bound = std::ldexp(magnitude * inv_rms + std::fabs(old), -8) + 1e-6;
-            const double value = got[static_cast<std::size_t>(r) * weights[w].n + n];
-            failures += !(std::fabs(value - (sum * inv_rms + old)) <= bound);
-            control_failures += !(std::fabs(value - (sum + old)) <= bound);
-            ++outputs;
-          }
-        }
-      }
-      EXPECT_EQ(failures, 0) << label << ": outputs outside the bound, of " << outputs;
-      EXPECT_GT(control_failures, outputs / 2) << label << ": a reference without 1 / RMS went unnoticed";
+      expect_rmsnorm_link_within_bound(type, m, k, eps, weights, rows_host, norm_host, y_old, label);
 
       // Refusals: a missing norm weight; rows that do not fit next to the ring.
       link.norm_weight = nullptr;
@@ -509,6 +525,47 @@ TEST(GemvGgufGpu, XAsF16ScalesEachRow) {
     KC_CUDA_CHECK(cudaDeviceSynchronize());
     EXPECT_EQ(bytes_of(weight.y), expected) << label << ", SwiGLU inside";
   }
+}
+
+// Rung 08's RMSNorm prologue with beta = 1, three weights sharing x (as rung 07's link test, every
+// type, M = 1 and 3, K = 1056): within the bound of expect_rmsnorm_link_within_bound, whose
+// control without the 1 / RMS must fail; a missing norm weight is refused.
+TEST(GemvGgufGpu, XAsF16RmsNormLinkMatchesTheReference) {
+  KC_SKIP_WITHOUT_GPU();
+  if (!gemv_gguf_06_runs_here()) GTEST_SKIP() << "rung 08 needs a Hopper GPU and a build with sm_90a code";
+  constexpr int k = 1056;
+  const float eps = 1e-5f;
+  for (const GgufBlockType type : {GgufBlockType::q4_0, GgufBlockType::q4_1, GgufBlockType::q8_0})
+    for (const int m : {1, 3}) {
+      const std::string label = fmt::format("rung 08, ggml type {}, M = {}", static_cast<int>(type), m);
+      std::vector<LinkWeight> weights;
+      weights.emplace_back(type, 80, m, k, 1);
+      weights.emplace_back(type, 33, m, k, 2);
+      weights.emplace_back(type, 48, m, k, 3);
+      const std::vector<__nv_bfloat16> rows_host = random_bf16(static_cast<std::size_t>(m) * k, 3.f, 11);
+      const std::vector<__nv_bfloat16> norm_host = random_bf16(k, 1.f, 12);
+      DeviceBuffer<__nv_bfloat16> rows(rows_host.size()), norm(norm_host.size());
+      rows.copy_from_host(rows_host);
+      norm.copy_from_host(norm_host);
+      const std::vector<std::vector<float>> y_old = fill_old_y(weights);
+      GgufGemvLinkArgs link;
+      link.m = m;
+      link.k = k;
+      link.type = type;
+      link.x = rows.data();
+      link.weights = 3;
+      for (int w = 0; w < 3; ++w)
+        link.weight[w] = {weights[w].quants.data(), weights[w].scales.data(), weights[w].y.data(), weights[w].n};
+      link.prologue = GgufGemvPrologue::rmsnorm;
+      link.norm_weight = norm.data();
+      link.norm_eps = eps;
+      link.beta = 1.f;
+      gemv_gguf_08_link(link, nullptr);
+      KC_CUDA_CHECK(cudaDeviceSynchronize());
+      expect_rmsnorm_link_within_bound(type, m, k, eps, weights, rows_host, norm_host, y_old, label);
+      link.norm_weight = nullptr;
+      EXPECT_THROW(gemv_gguf_08_link(link, nullptr), Error) << label;
+    }
 }
 
 }  // namespace
