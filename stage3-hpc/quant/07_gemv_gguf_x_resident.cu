@@ -29,9 +29,9 @@
 //     instructions a chunk in the q4_1 M = 1 loop, about 40 of them bookkeeping, for 16 HMMA): a
 //     lane's rows of x are read through pointers set once, with rows past M reading the last row
 //     instead of testing for zeros (those columns of the products are never stored); a chunk whose
-//     4 blocks lie inside K skips the test for K's end (gguf_mma::weights_as_a_whole_chunk); the
-//     ring's slot and phase are counted, not divided out of a stage index. About 161 instructions
-//     a chunk are left.
+//     4 blocks lie inside K skips the test for K's end (gguf_mma::weights_as_a_chunk_every_row,
+//     kWholeChunk); the ring's slot and phase are counted, not divided out of a stage index. About
+//     161 instructions a chunk are left.
 // Each tile's arithmetic is rung 06's (gemv_gguf_mma.cuh), the chunks of a tile go to the same
 // warps in the same order and the warps' sums meet in the same order: without a prologue and with
 // beta = 0 rung 07 writes rung 06's bits (a GPU test holds it to that).

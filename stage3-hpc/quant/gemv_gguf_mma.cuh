@@ -43,10 +43,13 @@ __device__ __forceinline__ std::uint32_t and_or(std::uint32_t a, std::uint32_t b
   return out;
 }
 
+// The two 16-bit halves of a pair exchanged: the negative control's nibble order.
+__device__ __forceinline__ std::uint32_t swap_halves(std::uint32_t pair) { return (pair >> 16) | (pair << 16); }
+
 template <bool kSwapped>
 __device__ __forceinline__ std::uint32_t nibble_pair(std::uint32_t word, int i) {
   std::uint32_t pair = and_or(word >> (4 * i), 0x000F000Fu, kBf16BiasPair);
-  if constexpr (kSwapped) pair = (pair >> 16) | (pair << 16);
+  if constexpr (kSwapped) pair = swap_halves(pair);
   return pair;
 }
 
@@ -190,15 +193,17 @@ __device__ __forceinline__ void weights_as_a_chunk(const std::uint32_t* words, c
   }
 }
 
-// A chunk whose 4 blocks are all inside K, for a caller whose every lane has a row of x to read
-// (rung 07: a row past M reads row M - 1, since that column of the products is never stored):
-// no test for K's end and none for M's.
-template <GgufBlockType kType, int kRowGroups, bool kOneRow, bool kSwapped, class LoadX>
-__device__ __forceinline__ void weights_as_a_whole_chunk(const std::uint32_t* words, const std::uint32_t* entries,
-                                                         int chunk, LoadX load_x, float (&acc)[kRowGroups][4]) {
+// A chunk for a caller whose every lane has a row of x to read (rung 07: a row past M reads row
+// M - 1, since that column of the products is never stored), so no test for M's end;
+// kWholeChunk: its 4 blocks are all inside K, so no test for K's end either.
+template <GgufBlockType kType, int kRowGroups, bool kOneRow, bool kSwapped, bool kWholeChunk, class LoadX>
+__device__ __forceinline__ void weights_as_a_chunk_every_row(const std::uint32_t* words, const std::uint32_t* entries,
+                                                             int chunk, int k_blocks, LoadX load_x,
+                                                             float (&acc)[kRowGroups][4]) {
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     const int block = 4 * chunk + j;
+    if (!kWholeChunk && block >= k_blocks) break;
     weights_as_a_block<kType, kRowGroups, kOneRow, kSwapped>(
         words, entries, j, [&](int r, int jj) { return load_x(r, jj, block); }, acc);
   }
@@ -226,7 +231,7 @@ __device__ __forceinline__ void nibble_pairs_f16(std::uint32_t word, std::uint32
   pairs[3] = and_or(up, 0x00F000F0u, kF16BiasPair);
   if constexpr (kSwapped)
 #pragma unroll
-    for (int p = 0; p < 4; ++p) pairs[p] = (pairs[p] >> 16) | (pairs[p] << 16);
+    for (int p = 0; p < 4; ++p) pairs[p] = swap_halves(pairs[p]);
 }
 
 // The pair of byte_floats as fp16 (exact).
@@ -238,7 +243,8 @@ __device__ __forceinline__ std::uint32_t byte_pair_f16(uint2 bytes, int i) {
   return out;
 }
 
-// The A fragments of block j in fp16, laid out as weights_as_a_fragments lays out the bf16 ones.
+// The A fragments of block j in fp16, laid out as weights_as_a_fragments lays out the bf16 ones
+// (kSwapped, as there, exchanges the nibbles only: q8_0's bytes stay in order).
 template <GgufBlockType kType, bool kSwapped>
 __device__ __forceinline__ void weights_as_a_fragments_f16(const std::uint32_t* words, int j,
                                                            std::uint32_t (&first)[4], std::uint32_t (&second)[4]) {
@@ -249,12 +255,6 @@ __device__ __forceinline__ void weights_as_a_fragments_f16(const std::uint32_t* 
       low[p] = byte_pair_f16(make_uint2(words[4 * j], words[4 * j + 1]), p);
       high[p] = byte_pair_f16(make_uint2(words[4 * j + 2], words[4 * j + 3]), p);
     }
-    if constexpr (kSwapped)
-#pragma unroll
-      for (int p = 0; p < 4; ++p) {
-        low[p] = (low[p] >> 16) | (low[p] << 16);
-        high[p] = (high[p] >> 16) | (high[p] << 16);
-      }
   } else {
     nibble_pairs_f16<kSwapped>(words[2 * j], low);
     nibble_pairs_f16<kSwapped>(words[2 * j + 1], high);

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <type_traits>
 #include <utility>
 
 #include "arch/sm90/mbarrier.cuh"
@@ -374,9 +375,6 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_x_resident_kernel(const Link
     odd = kOneRow ? even : sums_lane[r][1][block];
   };
   const int whole_chunks = k_blocks / 4;
-  bool every_row[kRowGroups];  // for the last chunk's test of K's end: every lane has a row to read
-#pragma unroll
-  for (int r = 0; r < kRowGroups; ++r) every_row[r] = true;
   const std::uint32_t full_barriers = smem_u32(full), empty_barriers = smem_u32(empty);
   constexpr std::uint32_t kBarrierBytes = sizeof(std::uint64_t);
   int slot = 0, buffer = 0;
@@ -393,19 +391,19 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_x_resident_kernel(const Link
       const std::uint8_t* stage = ring + static_cast<std::size_t>(slot) * kStageBytes;
       if (chunk < chunks) {
         const auto lane_chunk = gguf_mma::read_stage_chunk<kType, kConsumerWarps>(stage, warp, lane);
-        if constexpr (kF16) {
-          if (chunk < whole_chunks)
-            gguf_mma::weights_as_a_chunk_f16<kType, kRowGroups, kOneRow, kSwapped, true>(
+        const auto multiply = [&](auto whole_chunk) {  // std::true_type: the chunk's 4 blocks inside K
+          constexpr bool kWholeChunk = decltype(whole_chunk)::value;
+          if constexpr (kF16)
+            gguf_mma::weights_as_a_chunk_f16<kType, kRowGroups, kOneRow, kSwapped, kWholeChunk>(
                 lane_chunk.words, lane_chunk.entries, chunk, k_blocks, load_x, load_sums, acc);
           else
-            gguf_mma::weights_as_a_chunk_f16<kType, kRowGroups, kOneRow, kSwapped, false>(
-                lane_chunk.words, lane_chunk.entries, chunk, k_blocks, load_x, load_sums, acc);
-        } else if (chunk < whole_chunks)
-          gguf_mma::weights_as_a_whole_chunk<kType, kRowGroups, kOneRow, kSwapped>(lane_chunk.words,
-                                                                                 lane_chunk.entries, chunk, load_x, acc);
+            gguf_mma::weights_as_a_chunk_every_row<kType, kRowGroups, kOneRow, kSwapped, kWholeChunk>(
+                lane_chunk.words, lane_chunk.entries, chunk, k_blocks, load_x, acc);
+        };
+        if (chunk < whole_chunks)
+          multiply(std::true_type{});
         else
-          gguf_mma::weights_as_a_chunk<kType, kRowGroups, kOneRow, kSwapped>(
-              lane_chunk.words, lane_chunk.entries, chunk, k_blocks, every_row, load_x, acc);
+          multiply(std::false_type{});
       }
       // Every consumer thread: its reads of the stage are done.
       sm90::mbarrier_arrive(empty_barriers + slot * kBarrierBytes);
