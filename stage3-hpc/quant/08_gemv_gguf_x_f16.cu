@@ -41,6 +41,12 @@ void gemv_gguf_08_link(const GgufGemvLinkArgs& args, cudaStream_t stream) {
   launch<XStaging::f16_scaled, false>(args, stream);
 }
 
+int gemv_gguf_08_resident_ctas(const GgufGemvLinkArgs& args) {
+  int resident = 0;
+  launch<XStaging::f16_scaled, false>(args, nullptr, &resident);
+  return resident;
+}
+
 void gemv_gguf_08_x_f16(const GgufGemvArgs& args, cudaStream_t stream) {
   launch<XStaging::f16_scaled, false>(plain_link(args), stream);
 }

@@ -1,5 +1,6 @@
 // The public quantized GEMV entry (kc/stage3/quantized_gemv.hpp): the checks, then rung 01 (w as
-// stored) or, for w prepared, rung 06 at M <= 8 where it runs (Hopper) and rung 05 otherwise.
+// stored) or, for w prepared, rung 06 at M <= 8 where it runs (Hopper) and rung 05 otherwise; the
+// link (quantized_gemv_link) runs rung 08 where x and its sums fit, rung 07 otherwise.
 #include "kc/stage3/quantized_gemv.hpp"
 
 #include <fmt/format.h>
@@ -23,6 +24,8 @@ std::string_view quantized_gemv_kernel_name(QuantizedGemvKernel kernel) {
       return "stage3/gemv_gguf/06_bulk_stream";
     case QuantizedGemvKernel::gemv_gguf_07_x_resident:
       return "stage3/gemv_gguf/07_x_resident";
+    case QuantizedGemvKernel::gemv_gguf_08_x_f16:
+      return "stage3/gemv_gguf/08_x_f16";
   }
   return "unknown";
 }
@@ -101,6 +104,14 @@ bool quantized_gemv_link_runs(GgufBlockType type, int m, int k) {
          gemv_gguf_06_runs_here() && gemv_gguf_07_fits(type, m, k);
 }
 
+QuantizedGemvKernel quantized_gemv_link_kernel(const QuantizedGemvLinkArgs& a) {
+  if (a.m != 1 || !gemv_gguf_08_fits(a.type, a.m, a.k)) return QuantizedGemvKernel::gemv_gguf_07_x_resident;
+  int tiles = 0;  // of 16 columns, all the link's weights
+  for (int w = 0; w < a.weights; ++w) tiles += (a.weight[w].n + 15) / 16;
+  return tiles > gemv_gguf_08_resident_ctas(a) ? QuantizedGemvKernel::gemv_gguf_08_x_f16
+                                               : QuantizedGemvKernel::gemv_gguf_07_x_resident;
+}
+
 QuantizedGemvKernel quantized_gemv_link(const QuantizedGemvLinkArgs& a, cudaStream_t stream) {
   constexpr const char* entry = "kc::stage3::quantized_gemv_link";
   require(a.weights >= 1 && a.weights <= kGgufGemvLinkMaxWeights, "{}: weights = {} is outside [1, {}]", entry,
@@ -110,11 +121,15 @@ QuantizedGemvKernel quantized_gemv_link(const QuantizedGemvLinkArgs& a, cudaStre
           "{}: prologue {} is not none (0), rmsnorm (1) or swiglu (2)", entry, static_cast<int>(a.prologue));
   for (int w = 0; w < a.weights; ++w) check_quantized_gemv_args(gemv_gguf_link_weight_args(a, w));
   require(quantized_gemv_link_runs(a.type, a.m, a.k),
-          "{}: rung 07 cannot run {} rows of K = {} here (it needs a Hopper GPU, sm_90a code and x in shared "
+          "{}: the link cannot run {} rows of K = {} here (rungs 07 and 08 need a Hopper GPU, sm_90a code and x in shared "
           "memory: gemv_gguf_07_fits); run the prologue and quantized_gemv instead",
           entry, a.m, a.k);
-  gemv_gguf_07_link(a, stream);
-  return QuantizedGemvKernel::gemv_gguf_07_x_resident;
+  const QuantizedGemvKernel kernel = quantized_gemv_link_kernel(a);
+  if (kernel == QuantizedGemvKernel::gemv_gguf_08_x_f16)
+    gemv_gguf_08_link(a, stream);
+  else
+    gemv_gguf_07_link(a, stream);
+  return kernel;
 }
 
 std::size_t quantized_gemv_prepared_quant_bytes(GgufBlockType type, int n, int k) {

@@ -22,6 +22,7 @@
 
 #include "kc/common/buffer.hpp"
 #include "kc/common/check.hpp"
+#include "kc/common/device.hpp"
 #include "kc/common/error.hpp"
 #include "kc/stage2/ops.hpp"
 #include "kc/stage3/gemv_gguf.hpp"
@@ -343,7 +344,9 @@ std::vector<std::vector<float>> fill_old_y(std::vector<LinkWeight>& weights) {
 //     beta = 1 (y holds random values first): within the bound below of the double reference
 //     sum_k w x_k g_k / rms + y_old, where the inputs are rounded once to bf16 (x . g) and the
 //     output once: |error| <= 2^-8 (sum_k |w x_k g_k| / rms + |y_old|) + 1e-6;
-//   - negative control: the same reference without the 1 / RMS must fail that bound.
+//   - negative control: the same reference without the 1 / RMS must fail that bound;
+//   - the public entry, quantized_gemv_link, runs the rung quantized_gemv_link_kernel names within
+//     the same bound, and refuses what no rung takes.
 TEST(GemvGgufGpu, XResidentLinkMatchesTheUnfusedKernels) {
   KC_SKIP_WITHOUT_GPU();
   if (!gemv_gguf_06_runs_here()) GTEST_SKIP() << "rung 07 needs a Hopper GPU and a build with sm_90a code";
@@ -392,14 +395,14 @@ TEST(GemvGgufGpu, XResidentLinkMatchesTheUnfusedKernels) {
       };
       poison();
       link.x = act.data();
-      EXPECT_EQ(quantized_gemv_link(link, nullptr), QuantizedGemvKernel::gemv_gguf_07_x_resident);
+      gemv_gguf_07_link(link, nullptr);
       expect_rung06_bits("no prologue");
 
       // SwiGLU inside: the same bits from [gate | up].
       poison();
       link.x = x.data();
       link.prologue = GgufGemvPrologue::swiglu;
-      quantized_gemv_link(link, nullptr);
+      gemv_gguf_07_link(link, nullptr);
       expect_rung06_bits("SwiGLU inside");
 
       // RMSNorm inside, beta = 1, x the rows' first K of a 2K stride: use a packed copy.
@@ -415,9 +418,16 @@ TEST(GemvGgufGpu, XResidentLinkMatchesTheUnfusedKernels) {
       link.norm_weight = norm.data();
       link.norm_eps = eps;
       link.beta = 1.f;
-      quantized_gemv_link(link, nullptr);
+      gemv_gguf_07_link(link, nullptr);
       KC_CUDA_CHECK(cudaDeviceSynchronize());
       expect_rmsnorm_link_within_bound(type, m, k, eps, weights, rows_host, norm_host, y_old, label);
+
+      // The public entry: the rung quantized_gemv_link_kernel names, the same bound.
+      const std::vector<std::vector<float>> y_old_again = fill_old_y(weights);
+      EXPECT_EQ(quantized_gemv_link(link, nullptr), quantized_gemv_link_kernel(link)) << label;
+      KC_CUDA_CHECK(cudaDeviceSynchronize());
+      expect_rmsnorm_link_within_bound(type, m, k, eps, weights, rows_host, norm_host, y_old_again,
+                                       label + ", quantized_gemv_link");
 
       // Refusals: a missing norm weight; rows that do not fit next to the ring.
       link.norm_weight = nullptr;
@@ -527,45 +537,79 @@ TEST(GemvGgufGpu, XAsF16ScalesEachRow) {
   }
 }
 
-// Rung 08's RMSNorm prologue with beta = 1, three weights sharing x (as rung 07's link test, every
-// type, M = 1 and 3, K = 1056): within the bound of expect_rmsnorm_link_within_bound, whose
-// control without the 1 / RMS must fail; a missing norm weight is refused.
+// An RMSNorm link with beta = 1 (y_old in y first) of weights `widths` columns wide sharing x (M
+// rows of K = 1056, x at 3x the scale of the norm's weight) on `type`: `run(link)` launches it;
+// each weight's y within the bound of expect_rmsnorm_link_within_bound, whose control without the
+// 1 / RMS must fail.
+template <class Run>
+void expect_rmsnorm_link(GgufBlockType type, int m, const std::vector<int>& widths, const std::string& label,
+                         Run&& run) {
+  constexpr int k = 1056;
+  const float eps = 1e-5f;
+  std::vector<LinkWeight> weights;
+  for (std::size_t w = 0; w < widths.size(); ++w) weights.emplace_back(type, widths[w], m, k, 1 + w);
+  const std::vector<__nv_bfloat16> rows_host = random_bf16(static_cast<std::size_t>(m) * k, 3.f, 11);
+  const std::vector<__nv_bfloat16> norm_host = random_bf16(k, 1.f, 12);
+  DeviceBuffer<__nv_bfloat16> rows(rows_host.size()), norm(norm_host.size());
+  rows.copy_from_host(rows_host);
+  norm.copy_from_host(norm_host);
+  const std::vector<std::vector<float>> y_old = fill_old_y(weights);
+  GgufGemvLinkArgs link;
+  link.m = m;
+  link.k = k;
+  link.type = type;
+  link.x = rows.data();
+  link.weights = static_cast<int>(weights.size());
+  for (int w = 0; w < link.weights; ++w)
+    link.weight[w] = {weights[w].quants.data(), weights[w].scales.data(), weights[w].y.data(), weights[w].n};
+  link.prologue = GgufGemvPrologue::rmsnorm;
+  link.norm_weight = norm.data();
+  link.norm_eps = eps;
+  link.beta = 1.f;
+  run(link);
+  KC_CUDA_CHECK(cudaDeviceSynchronize());
+  expect_rmsnorm_link_within_bound(type, m, k, eps, weights, rows_host, norm_host, y_old, label);
+}
+
+// Rung 08's RMSNorm prologue, three weights sharing x (as rung 07's link test, every type, M = 1
+// and 3, K = 1056), and a missing norm weight refused.
 TEST(GemvGgufGpu, XAsF16RmsNormLinkMatchesTheReference) {
   KC_SKIP_WITHOUT_GPU();
   if (!gemv_gguf_06_runs_here()) GTEST_SKIP() << "rung 08 needs a Hopper GPU and a build with sm_90a code";
-  constexpr int k = 1056;
-  const float eps = 1e-5f;
   for (const GgufBlockType type : {GgufBlockType::q4_0, GgufBlockType::q4_1, GgufBlockType::q8_0})
     for (const int m : {1, 3}) {
       const std::string label = fmt::format("rung 08, ggml type {}, M = {}", static_cast<int>(type), m);
-      std::vector<LinkWeight> weights;
-      weights.emplace_back(type, 80, m, k, 1);
-      weights.emplace_back(type, 33, m, k, 2);
-      weights.emplace_back(type, 48, m, k, 3);
-      const std::vector<__nv_bfloat16> rows_host = random_bf16(static_cast<std::size_t>(m) * k, 3.f, 11);
-      const std::vector<__nv_bfloat16> norm_host = random_bf16(k, 1.f, 12);
-      DeviceBuffer<__nv_bfloat16> rows(rows_host.size()), norm(norm_host.size());
-      rows.copy_from_host(rows_host);
-      norm.copy_from_host(norm_host);
-      const std::vector<std::vector<float>> y_old = fill_old_y(weights);
-      GgufGemvLinkArgs link;
-      link.m = m;
-      link.k = k;
-      link.type = type;
-      link.x = rows.data();
-      link.weights = 3;
-      for (int w = 0; w < 3; ++w)
-        link.weight[w] = {weights[w].quants.data(), weights[w].scales.data(), weights[w].y.data(), weights[w].n};
-      link.prologue = GgufGemvPrologue::rmsnorm;
-      link.norm_weight = norm.data();
-      link.norm_eps = eps;
-      link.beta = 1.f;
-      gemv_gguf_08_link(link, nullptr);
-      KC_CUDA_CHECK(cudaDeviceSynchronize());
-      expect_rmsnorm_link_within_bound(type, m, k, eps, weights, rows_host, norm_host, y_old, label);
-      link.norm_weight = nullptr;
-      EXPECT_THROW(gemv_gguf_08_link(link, nullptr), Error) << label;
+      expect_rmsnorm_link(type, m, {80, 33, 48}, label, [&](GgufGemvLinkArgs& link) {
+        const __nv_bfloat16* norm_weight = link.norm_weight;
+        link.norm_weight = nullptr;
+        EXPECT_THROW(gemv_gguf_08_link(link, nullptr), Error) << label;
+        link.norm_weight = norm_weight;
+        gemv_gguf_08_link(link, nullptr);
+      });
     }
+}
+
+// The public link's choice of rung (quantized_gemv_link_kernel): rung 08 for one row of a link
+// with more tiles of 16 columns than rung 08 runs CTAs at once (8 tiles an SM here: more CTAs of
+// 288 threads than fit on one), rung 07 for two rows of it and for one row of a link of few
+// tiles; quantized_gemv_link runs the rung named, within the RMSNorm link's bound.
+TEST(GemvGgufGpu, LinkTakesRungEightWhereItsCtasRunSeveralTiles) {
+  KC_SKIP_WITHOUT_GPU();
+  if (!gemv_gguf_06_runs_here()) GTEST_SKIP() << "the link needs a Hopper GPU and a build with sm_90a code";
+  const int wide = 8 * current_device_sm_count() * 16 / 2;  // columns of each of two weights
+  for (const GgufBlockType type : {GgufBlockType::q4_0, GgufBlockType::q4_1, GgufBlockType::q8_0})
+    for (const int m : {1, 2})
+      for (const bool many_tiles : {true, false}) {
+        const std::string label = fmt::format("ggml type {}, M = {}, {} tiles", static_cast<int>(type), m,
+                                              many_tiles ? "many" : "few");
+        const QuantizedGemvKernel expected = m == 1 && many_tiles ? QuantizedGemvKernel::gemv_gguf_08_x_f16
+                                                                  : QuantizedGemvKernel::gemv_gguf_07_x_resident;
+        const std::vector<int> widths = many_tiles ? std::vector<int>{wide, wide + 5} : std::vector<int>{80, 33};
+        expect_rmsnorm_link(type, m, widths, label, [&](GgufGemvLinkArgs& link) {
+          EXPECT_EQ(quantized_gemv_link_kernel(link), expected) << label;
+          EXPECT_EQ(quantized_gemv_link(link, nullptr), expected) << label;
+        });
+      }
 }
 
 }  // namespace

@@ -183,7 +183,7 @@ struct ModelRunner::Impl {
   // (Gemm::run_rmsnorm_shared_a), else stage 2's rmsnorm into `normed` and then the GEMMs.
   void norm_then_project(const char* role, const bf16* x, const bf16* norm_weight, const Layer* layer, const bf16* w,
                          bf16* c, std::int64_t m, std::int64_t n);
-  // The fused step on blocks (a native step that fuse_kernels and rung 07 allow): one launch of
+  // The fused step on blocks (a native step that fuse_kernels and the link allow): one launch of
   // kc::stage3::quantized_gemv_link (`what` names it) for `outputs` (the role, blocks, y and N of
   // each; they share x and K), with the prologue (the RMSNorm of x with `norm_weight`, or SwiGLU
   // of x = [gate | up]) inside and y += x . w^T where beta = 1.
@@ -196,8 +196,8 @@ struct ModelRunner::Impl {
   void link_project(const char* what, const bf16* x, stage3::GgufGemvPrologue prologue, const bf16* norm_weight,
                     std::initializer_list<LinkOutput> outputs, std::int64_t m, std::int64_t k, float beta);
   // Whether a native step of `tokens` rows can run fused: every projection with blocks through
-  // rung 07 (its x fits; q, k and v all on blocks of one type or none of them). Asked once a row
-  // count at load (native_link_rows), not every step.
+  // the link (rung 07's x fits; q, k and v all on blocks of one type or none of them). Asked once
+  // a row count at load (native_link_rows), not every step.
   bool native_links_fit(std::int64_t tokens) const;
   // native_link_rows[m]: native_links_fit(m), for the row counts of a native step (1..16).
   std::array<bool, stage3::kGgufGemvMaxRows + 1> native_link_rows{};
@@ -220,7 +220,7 @@ struct ModelRunner::Impl {
     bool native = false;
     // The fused step's norms inside the projections, SwiGLU inside down and the residual added
     // by beta = 1 (fuse_kernels; in a native step where native_links_fit: on the blocks through
-    // rung 07).
+    // quantized_gemv_link, rung 07 or 08).
     bool fused = false;
     // Where the step's ints lie in the staging buffer and on the device: packed for this step's
     // sizes. A captured graph's copy has a fixed size, so a graph step packs them for its bucket

@@ -820,8 +820,9 @@ TEST(ModelRunner, NativeQuantizedStepsMatchTheDequantizedPathAndTheDoubleModel) 
         compare(logits[native], reference, c.vocab, static_cast<std::int64_t>(ids.size()), 0, versus_double);
         expect_close(versus_double, name + (native ? ", native" : ", dequantized"));
         const auto& used = runner.kernels_used();
-        // The layers' projections run fused on the blocks (rung 07, "… (the RMSNorm inside)") where
-        // the link takes 7 rows; the output projection of execute_all_logits through quantized_gemv.
+        // The layers' projections run fused on the blocks (rung 07, "… (the RMSNorm inside)"; rung
+        // 08 takes only one row) where the link takes 7 rows; the output projection of
+        // execute_all_logits through quantized_gemv.
         const auto gemv_type = static_cast<kc::stage3::GgufBlockType>(static_cast<int>(type));
         const bool linked = kc::stage3::quantized_gemv_link_runs(gemv_type, 7, static_cast<int>(c.intermediate));
         for (const char* role : {"q", "k", "v", "o", "gate_up", "down", "output"}) {
@@ -878,14 +879,18 @@ TEST(ModelRunner, NativeQuantizedDecodeUnderCudaGraphsMatchesEagerAndTheDoubleMo
     bool on_blocks = false;
     for (const auto& [role, kernel] : runner.kernels_used()) {
       if (role.rfind("projection down, q4_1 blocks", 0) != 0) continue;
-      // "... (first at M = 5)": the link (rung 07, "… (SwiGLU inside; …)") where it takes M rows,
-      // else the rung the entry runs for that M (06 at M <= 8 on Hopper, else 05).
+      // "... (first at M = 5)": the link (rung 07, or 08 at M = 1 where quantized_gemv_link_kernel
+      // takes it: "… (SwiGLU inside; …)") where it takes M rows, else the rung the entry runs for
+      // that M (06 at M <= 8 on Hopper, else 05).
       const int m = std::stoi(role.substr(role.rfind('=') + 1));
-      const std::string expected(
-          kc::stage3::quantized_gemv_link_runs(kc::stage3::GgufBlockType::q4_1, m, static_cast<int>(c.intermediate))
-              ? kc::stage3::quantized_gemv_kernel_name(kc::stage3::QuantizedGemvKernel::gemv_gguf_07_x_resident)
-              : kc::stage3::quantized_gemv_kernel_name(kc::stage3::quantized_gemv_prepared_kernel(m)));
-      on_blocks = on_blocks || kernel.rfind(expected, 0) == 0;
+      const auto ran = [&kernel = kernel](kc::stage3::QuantizedGemvKernel rung) {
+        return kernel.rfind(kc::stage3::quantized_gemv_kernel_name(rung), 0) == 0;
+      };
+      const bool linked =
+          kc::stage3::quantized_gemv_link_runs(kc::stage3::GgufBlockType::q4_1, m, static_cast<int>(c.intermediate));
+      on_blocks = on_blocks || (linked ? ran(kc::stage3::QuantizedGemvKernel::gemv_gguf_07_x_resident) ||
+                                             ran(kc::stage3::QuantizedGemvKernel::gemv_gguf_08_x_f16)
+                                       : ran(kc::stage3::quantized_gemv_prepared_kernel(m)));
     }
     EXPECT_TRUE(on_blocks) << "no step ran the down projection on its blocks";
     if (graphs == 1) {

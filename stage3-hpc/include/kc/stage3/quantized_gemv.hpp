@@ -20,8 +20,9 @@
 //      copy engine), the fast one, and stage3/gemv_gguf/05_weights_as_a (the same products, the
 //      weights loaded into registers; the same bits) at M > 8 and on other GPUs. All take every
 //      type and every M in 1..16.
-// A decode step's chain calls quantized_gemv_link instead where it runs (below): rung 07 with the
-// RMSNorm or SwiGLU before the projection inside it, y += where the residual stream takes it.
+// A decode step's chain calls quantized_gemv_link instead where it runs (below): rung 07 or 08
+// with the RMSNorm or SwiGLU before the projection inside it, y += where the residual stream takes
+// it.
 // The launch is asynchronous on `stream`, allocates nothing and never synchronizes: it can be
 // captured in a CUDA graph. The build holds code for sm_80 and sm_90a; an older GPU gets the
 // runtime's kc::CudaError at the launch.
@@ -45,6 +46,7 @@ enum class QuantizedGemvKernel {
   gemv_gguf_05_weights_as_a,     // stage3/gemv_gguf/05_weights_as_a (w prepared, a GPU other than Hopper)
   gemv_gguf_06_bulk_stream,      // stage3/gemv_gguf/06_bulk_stream (w prepared by quantized_gemv_prepare, Hopper)
   gemv_gguf_07_x_resident,       // stage3/gemv_gguf/07_x_resident (quantized_gemv_link)
+  gemv_gguf_08_x_f16,            // stage3/gemv_gguf/08_x_f16 (quantized_gemv_link)
 };
 
 // "stage3/gemv_gguf/01_warp_per_column": the kc-bench id of the rung.
@@ -85,7 +87,8 @@ QuantizedGemvKernel quantized_gemv_prepared_kernel(int m);
 QuantizedGemvKernel quantized_gemv(const QuantizedGemvArgs& args, cudaStream_t stream);
 
 // A decode step's projection as one link of its chain of kernels (rung 07,
-// stage3/gemv_gguf/07_x_resident): y_w = prologue(x) . w^T + beta y_w for up to
+// stage3/gemv_gguf/07_x_resident, or rung 08, stage3/gemv_gguf/08_x_f16, as
+// quantized_gemv_link_kernel chooses): y_w = prologue(x) . w^T + beta y_w for up to
 // kGgufGemvLinkMaxWeights prepared weights that share x and K (q, k and v), the prologue an
 // RMSNorm (x [M, K] and the norm's weight) or SwiGLU (x [M, 2K] = [gate | up]) or none
 // (kc/stage3/gemv_gguf_args.hpp, GgufGemvLinkArgs). Launched as a programmatic dependent inside a
@@ -95,6 +98,14 @@ using QuantizedGemvLinkArgs = GgufGemvLinkArgs;
 // Whether quantized_gemv_link runs M rows of K for blocks of `type` here: a Hopper GPU, a build
 // with sm_90a code, and x's M rows next to the rung's ring in its shared memory. No launch.
 bool quantized_gemv_link_runs(GgufBlockType type, int m, int k);
+
+// The rung quantized_gemv_link runs for `args` (where quantized_gemv_link_runs): rung 08 for one
+// row whose x and block sums fit next to the ring (gemv_gguf_08_fits) when the link has more tiles
+// of 16 columns than rung 08 runs CTAs at once — where its CTAs take more than one tile each, so
+// that its second pass over x (the fp16 conversion and the sums) is paid back by the tiles after
+// the first; rung 07 otherwise (the stage-3 README's measurements). Checks the arguments as
+// quantized_gemv_link does; no launch.
+QuantizedGemvKernel quantized_gemv_link_kernel(const QuantizedGemvLinkArgs& args);
 
 // The link on `stream`. kc::Error before any launch where it cannot run (quantized_gemv_link_runs
 // false: the caller runs the norm or activation and quantized_gemv instead) or for bad arguments
