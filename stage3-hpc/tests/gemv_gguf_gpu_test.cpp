@@ -589,10 +589,10 @@ TEST(GemvGgufGpu, XAsF16RmsNormLinkMatchesTheReference) {
     }
 }
 
-// The public link's choice of rung (quantized_gemv_link_kernel): rung 08 for one row of a link
-// with more tiles of 16 columns than rung 08 runs CTAs at once (8 tiles an SM here: more CTAs of
-// 288 threads than fit on one), rung 07 for two rows of it and for one row of a link of few
-// tiles; quantized_gemv_link runs the rung named, within the RMSNorm link's bound.
+// The public link's choice of rung (quantized_gemv_link_kernel): rung 08 for one row of q4_0 or
+// q4_1 in a link with more tiles of 16 columns than rung 08 runs CTAs at once (8 tiles an SM here:
+// more CTAs of 288 threads than fit on one), rung 07 for two rows of it, for one row of a link of
+// few tiles and for q8_0; quantized_gemv_link runs the rung named, within the RMSNorm link's bound.
 TEST(GemvGgufGpu, LinkTakesRungEightWhereItsCtasRunSeveralTiles) {
   KC_SKIP_WITHOUT_GPU();
   if (!gemv_gguf_06_runs_here()) GTEST_SKIP() << "the link needs a Hopper GPU and a build with sm_90a code";
@@ -602,8 +602,9 @@ TEST(GemvGgufGpu, LinkTakesRungEightWhereItsCtasRunSeveralTiles) {
       for (const bool many_tiles : {true, false}) {
         const std::string label = fmt::format("ggml type {}, M = {}, {} tiles", static_cast<int>(type), m,
                                               many_tiles ? "many" : "few");
-        const QuantizedGemvKernel expected = m == 1 && many_tiles ? QuantizedGemvKernel::gemv_gguf_08_x_f16
-                                                                  : QuantizedGemvKernel::gemv_gguf_07_x_resident;
+        const bool rung08 = m == 1 && many_tiles && type != GgufBlockType::q8_0;
+        const QuantizedGemvKernel expected =
+            rung08 ? QuantizedGemvKernel::gemv_gguf_08_x_f16 : QuantizedGemvKernel::gemv_gguf_07_x_resident;
         const std::vector<int> widths = many_tiles ? std::vector<int>{wide, wide + 5} : std::vector<int>{80, 33};
         expect_rmsnorm_link(type, m, widths, label, [&](GgufGemvLinkArgs& link) {
           EXPECT_EQ(quantized_gemv_link_kernel(link), expected) << label;

@@ -100,11 +100,11 @@ using QuantizedGemvLinkArgs = GgufGemvLinkArgs;
 bool quantized_gemv_link_runs(GgufBlockType type, int m, int k);
 
 // The rung quantized_gemv_link runs for `args` (where quantized_gemv_link_runs): rung 08 for one
-// row whose x and block sums fit next to the ring (gemv_gguf_08_fits) when the link has more tiles
-// of 16 columns than rung 08 runs CTAs at once — where its CTAs take more than one tile each, so
-// that its second pass over x (the fp16 conversion and the sums) is paid back by the tiles after
-// the first; rung 07 otherwise (the stage-3 README's measurements). Checks the arguments as
-// quantized_gemv_link does; no launch.
+// row of q4_0 or q4_1 whose x and block sums fit next to the ring (gemv_gguf_08_fits) when the
+// link has more tiles of 16 columns than rung 08 runs CTAs at once — where its CTAs take more than
+// one tile each, so that its second pass over x (the fp16 conversion and the sums) is paid back by
+// the tiles after the first; rung 07 otherwise, q8_0 included (the stage-3 README's
+// measurements). Checks the arguments as quantized_gemv_link does; no launch.
 QuantizedGemvKernel quantized_gemv_link_kernel(const QuantizedGemvLinkArgs& args);
 
 // The link on `stream`. kc::Error before any launch where it cannot run (quantized_gemv_link_runs
