@@ -123,8 +123,8 @@ QuantizedGemvKernel quantized_gemv_link(const QuantizedGemvLinkArgs& a, cudaStre
           "{}: prologue {} is not none (0), rmsnorm (1) or swiglu (2)", entry, static_cast<int>(a.prologue));
   for (int w = 0; w < a.weights; ++w) check_quantized_gemv_args(gemv_gguf_link_weight_args(a, w));
   require(quantized_gemv_link_runs(a.type, a.m, a.k),
-          "{}: the link cannot run {} rows of K = {} here (rungs 07 and 08 need a Hopper GPU, sm_90a code and x in shared "
-          "memory: gemv_gguf_07_fits); run the prologue and quantized_gemv instead",
+          "{}: the link cannot run {} rows of K = {} here (rungs 07 and 08 need a Hopper GPU, sm_90a code and x "
+          "in shared memory: gemv_gguf_07_fits); run the prologue and quantized_gemv instead",
           entry, a.m, a.k);
   const QuantizedGemvKernel kernel = quantized_gemv_link_kernel(a);
   if (kernel == QuantizedGemvKernel::gemv_gguf_08_x_f16)
