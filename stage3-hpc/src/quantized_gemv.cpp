@@ -1,6 +1,7 @@
 // The public quantized GEMV entry (kc/stage3/quantized_gemv.hpp): the checks, then rung 01 (w as
 // stored) or, for w prepared, rung 06 at M <= 8 where it runs (Hopper) and rung 05 otherwise; the
-// link (quantized_gemv_link) runs rung 08 where x and its sums fit, rung 07 otherwise.
+// link (quantized_gemv_link) runs rung 08 for one row of q4_0 or q4_1 whose CTAs take several
+// tiles, rung 07 otherwise (quantized_gemv_link_kernel).
 #include "kc/stage3/quantized_gemv.hpp"
 
 #include <fmt/format.h>
