@@ -41,10 +41,10 @@ void gemv_gguf_08_link(const GgufGemvLinkArgs& args, cudaStream_t stream) {
   launch<XStaging::f16_scaled, false>(args, stream);
 }
 
-int gemv_gguf_08_resident_ctas(const GgufGemvLinkArgs& args) {
-  int resident = 0;
-  launch<XStaging::f16_scaled, false>(args, nullptr, &resident);
-  return resident;
+bool gemv_gguf_08_ctas_take_several_tiles(const GgufGemvLinkArgs& args) {
+  bool several = false;
+  launch<XStaging::f16_scaled, false>(args, nullptr, &several);
+  return several;
 }
 
 void gemv_gguf_08_x_f16(const GgufGemvArgs& args, cudaStream_t stream) {

@@ -514,7 +514,7 @@ int ctas_per_sm(const void* kernel, std::size_t smem) {
 
 template <GgufBlockType kType, int kRowGroups, bool kOneRow, bool kSwapped, GgufGemvPrologue kPrologue,
           XStaging kStaging>
-void launch_instance(const Link& g, cudaStream_t stream, int* resident_only) {
+void launch_instance(const Link& g, cudaStream_t stream, bool* several_tiles_only) {
   const auto kernel = &gemv_x_resident_kernel<kType, kRowGroups, kOneRow, kSwapped, kPrologue, kStaging>;
   static const bool prepared = [kernel] {
     KC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -525,18 +525,18 @@ void launch_instance(const Link& g, cudaStream_t stream, int* resident_only) {
   const std::size_t smem = dynamic_smem_bytes(kType, g.m, g.k, kStaging);
   const int tiles = g.tile_begin[g.weights];
   const int resident = ctas_per_sm(reinterpret_cast<const void*>(kernel), smem) * current_device_sm_count();
-  if (resident_only != nullptr) {  // asked how many CTAs run at once, not to launch
-    *resident_only = resident;
+  if (several_tiles_only != nullptr) {  // asked whether some CTA would take several tiles, not to launch
+    *several_tiles_only = tiles > resident;
     return;
   }
   const int grid = tiles < resident ? tiles : resident;
   core::launch_dependent(kernel, dim3(static_cast<unsigned>(grid)), dim3(kThreads), smem, stream, g);
 }
 
-// The link on `stream`; or, with `resident_only`, no launch: the CTAs of the instance it would run
-// that fit on the GPU at once go there.
+// The link on `stream`; or, with `several_tiles_only`, no launch: whether the link has more tiles
+// than the instance it would run has CTAs on the GPU at once goes there.
 template <XStaging kStaging, bool kSwapped>
-void launch(const GgufGemvLinkArgs& a, cudaStream_t stream, int* resident_only = nullptr) {
+void launch(const GgufGemvLinkArgs& a, cudaStream_t stream, bool* several_tiles_only = nullptr) {
   require(gemv_gguf_06_runs_here(),
           "gemv_gguf rung {} ({}) needs sm_90a code (the copy engine's cp.async.bulk) and a Hopper GPU; "
           "this build or GPU has none: run rung 05, as kc::stage3::quantized_gemv does",
@@ -548,20 +548,20 @@ void launch(const GgufGemvLinkArgs& a, cudaStream_t stream, int* resident_only =
     constexpr bool kOneRow = decltype(one_row)::value;
     if constexpr (kSwapped) {
       launch_instance<kType, kRowGroups, kOneRow, true, GgufGemvPrologue::none, kStaging>(
-          g, stream, resident_only);
+          g, stream, several_tiles_only);
     } else {
       switch (a.prologue) {
         case GgufGemvPrologue::none:
           launch_instance<kType, kRowGroups, kOneRow, false, GgufGemvPrologue::none, kStaging>(
-              g, stream, resident_only);
+              g, stream, several_tiles_only);
           break;
         case GgufGemvPrologue::rmsnorm:
           launch_instance<kType, kRowGroups, kOneRow, false, GgufGemvPrologue::rmsnorm, kStaging>(
-              g, stream, resident_only);
+              g, stream, several_tiles_only);
           break;
         case GgufGemvPrologue::swiglu:
           launch_instance<kType, kRowGroups, kOneRow, false, GgufGemvPrologue::swiglu, kStaging>(
-              g, stream, resident_only);
+              g, stream, several_tiles_only);
           break;
       }
     }

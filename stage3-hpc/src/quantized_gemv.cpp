@@ -109,10 +109,8 @@ QuantizedGemvKernel quantized_gemv_link_kernel(const QuantizedGemvLinkArgs& a) {
   // q8_0 has no nibbles to decode: rung 08 measured level with rung 07 or behind it there.
   if (a.type == GgufBlockType::q8_0 || a.m != 1 || !gemv_gguf_08_fits(a.type, a.m, a.k))
     return QuantizedGemvKernel::gemv_gguf_07_x_resident;
-  int tiles = 0;  // of 16 columns, all the link's weights
-  for (int w = 0; w < a.weights; ++w) tiles += (a.weight[w].n + 15) / 16;
-  return tiles > gemv_gguf_08_resident_ctas(a) ? QuantizedGemvKernel::gemv_gguf_08_x_f16
-                                               : QuantizedGemvKernel::gemv_gguf_07_x_resident;
+  return gemv_gguf_08_ctas_take_several_tiles(a) ? QuantizedGemvKernel::gemv_gguf_08_x_f16
+                                                 : QuantizedGemvKernel::gemv_gguf_07_x_resident;
 }
 
 QuantizedGemvKernel quantized_gemv_link(const QuantizedGemvLinkArgs& a, cudaStream_t stream) {

@@ -322,9 +322,10 @@ void gemv_gguf_08_x_f16(const GgufGemvArgs& args, cudaStream_t stream);
 // For the negative control only: rung 08 with the two nibbles of each pair exchanged.
 void gemv_gguf_08_swapped_nibbles(const GgufGemvArgs& args, cudaStream_t stream);
 bool gemv_gguf_08_fits(GgufBlockType type, int m, int k);
-// The CTAs of rung 08 that run at once on the current GPU for this link (the instance it would
-// launch: its registers and shared memory). Checks the link as gemv_gguf_08_link does; no launch.
-int gemv_gguf_08_resident_ctas(const GgufGemvLinkArgs& args);
+// Whether this link has more tiles of 16 columns than rung 08 runs CTAs at once on the current GPU
+// (the instance it would launch: its registers and shared memory), so that some CTA takes several
+// tiles. Checks the link as gemv_gguf_08_link does; no launch.
+bool gemv_gguf_08_ctas_take_several_tiles(const GgufGemvLinkArgs& args);
 
 // The layout=3 repack on the GPU, as repack_gguf_blocks_for_mma_on_device for layout=2; buffers of
 // gguf_mma16_quant_bytes / gguf_mma16_scale_bytes.
