@@ -16,7 +16,8 @@
 // rung 06, decode_06_rope_in.cu: Q and the new keys rotated here, the new K/V rows written to the
 // cache here and put in the tiles from registers), and in whether the first tiles' cached rows are
 // copied into shared memory before the wait (Rope::kPagesBeforeWait: rung 07,
-// decode_07_pages_before_wait.cu).
+// decode_07_pages_before_wait.cu), and in how a copy finds its row's address (Rope::kPageWalk:
+// rung 08, decode_08_page_walk.cu, works each thread's addresses out once a CTA).
 // Unnamed namespace: each rung's file compiles its own instances, no symbol shared between them.
 #pragma once
 
@@ -42,6 +43,7 @@ enum class DecodeMerge { combine_kernel, in_kernel, in_kernel_drops_last_split }
 // The Rope parameter of rungs 03 to 05: Q and the cache as given, nothing rotated or written.
 struct NoRope {
   static constexpr bool kPagesBeforeWait = false;
+  static constexpr bool kPageWalk = false;
 };
 
 // Rung 06's: DecodeRopeArgs, and for its negative control a flaw — kPositionOffByOne rotates the
@@ -50,6 +52,7 @@ template <typename T, bool kPositionOffByOne_ = false>
 struct RopeIn : DecodeRopeArgs<T> {
   static constexpr bool kPositionOffByOne = kPositionOffByOne_;
   static constexpr bool kPagesBeforeWait = false;
+  static constexpr bool kPageWalk = false;
 };
 
 // Rung 07's: rung 06's rotation and cache write, with every stage of the ring filled with cached
@@ -62,6 +65,17 @@ struct RopePagesFirst : DecodeRopeArgs<T> {
   static constexpr bool kPositionOffByOne = false;
   static constexpr bool kPagesBeforeWait = true;
   static constexpr bool kNewRowsFromCache = kNewRowsFromCache_;
+  static constexpr bool kPageWalk = false;
+};
+
+// Rung 08's: rung 07's, with each thread's page addresses worked out once a CTA (PageWalk below)
+// instead of once a row. For its negative control a flaw — kOnePagePerTile reads every row of a
+// tile from the page of the tile's first key: a page read from the wrong block wherever a tile
+// spans more than one block (blocks of 16 or 32 keys).
+template <typename T, bool kOnePagePerTile_ = false>
+struct RopePageWalk : RopePagesFirst<T> {
+  static constexpr bool kPageWalk = true;
+  static constexpr bool kOnePagePerTile = kOnePagePerTile_;
 };
 
 // The row of cos_sin a new token at `position` is rotated by (the control's flaw, or the position).
@@ -283,6 +297,113 @@ __device__ __forceinline__ void copy_tile_pages(std::uint32_t stage, std::uint8_
   }
 }
 
+// Rung 08: where this thread's rows of every tile live, worked out once a CTA. TileCopy gives
+// thread t chunk c = t mod (D/8) of the rows r0 + kRowStep i of a 64-key tile (r0 = t / (D/8),
+// kRowStep = 128 / (D/8): 8 at D = 128, 16 at D = 64). A block holds 16, 32 or 64 keys, a multiple
+// of kRowStep, and a tile starts on a block boundary (splits and tiles are whole 64-key tiles), so
+// row r0 + kRowStep i lies in the block of key key0 + kRowStep i — the same block for every
+// thread, whose id is one broadcast load — at row r0 + (kRowStep i mod block_size) of it, and in
+// the stage at swizzled_offset(r0, c) + kRowStep i rows (the XOR swizzle reads row mod 8, which is
+// r0 mod 8). So a copy's address is this thread's first row plus block id x block bytes plus a
+// row offset that depends on i alone: one 32 x 32 -> 64-bit product and an add, where rung 07's
+// copy_tile_pages forms (block x kv_heads + kv_head) x block_size + row, x D, in 64 bits from
+// runtime sizes, for every row of every tile.
+struct NoPageWalk {};
+
+template <class Layout>
+struct PageWalk {
+  static constexpr int kRowStep = kThreads / Layout::TileShape::kChunksPerRow;
+  static_assert(kThreads % Layout::TileShape::kChunksPerRow == 0 && kRowStep % 8 == 0 && 16 % kRowStep == 0,
+                "a thread's rows keep their swizzle and their block: kRowStep a multiple of 8 dividing 16");
+  const std::uint8_t* k_row;      // chunk c of row r0 of this kv head's rows in block 0 of the K pool
+  const std::uint8_t* v_row;      // ... of the V pool
+  std::uint32_t block_bytes;      // one block of a pool: kv_heads x block_size rows
+  std::uint32_t row_mask_bytes;   // (block_size - 1) rows: a row offset inside a block
+  std::uint32_t stage_offset;     // swizzled_offset(r0, c)
+  int r0;
+  int block_shift;
+};
+
+template <class Layout, class Rope, typename T>
+__device__ __forceinline__ auto page_walk_for(const DecodeArgs<T>& args, const SplitWork& work) {
+  if constexpr (Rope::kPageWalk) {
+    using Copy = typename Layout::Copy;
+    constexpr int kRowBytes = Layout::kRowBytes;
+    PageWalk<Layout> walk;
+    walk.r0 = Copy::row(0);
+    const int chunk = Copy::chunk(0);
+    const std::int64_t first =
+        (static_cast<std::int64_t>(work.kv_head) * args.block_size + walk.r0) * kRowBytes + chunk * 16;
+    walk.k_row = reinterpret_cast<const std::uint8_t*>(args.k_cache) + first;
+    walk.v_row = reinterpret_cast<const std::uint8_t*>(args.v_cache) + first;
+    walk.block_bytes = static_cast<std::uint32_t>(args.kv_heads * args.block_size * kRowBytes);
+    walk.row_mask_bytes = static_cast<std::uint32_t>((args.block_size - 1) * kRowBytes);
+    walk.stage_offset = swizzled_offset<typename Layout::TileShape>(walk.r0, chunk);
+    walk.block_shift = __ffs(args.block_size) - 1;
+    return walk;
+  } else {
+    (void)args;
+    (void)work;
+    return NoPageWalk{};
+  }
+}
+
+// Rung 08's load_block_ids: the id of the block of key key0 + kRowStep i for each i (0 past the
+// split: a valid block, never read). A block holds at least 16 keys, so at D = 128 (kRowStep 8)
+// steps 2j and 2j + 1 share one: half the loads. The negative control's flaw takes the tile's
+// first block for every i.
+template <class Layout, class Rope>
+__device__ __forceinline__ void load_walk_block_ids(int (&ids)[Layout::kRowsPerThread], int tile,
+                                                    const SplitWork& work, const std::int32_t* table_row,
+                                                    const PageWalk<Layout>& walk) {
+  constexpr int kStepsPerSmallestBlock = 16 / PageWalk<Layout>::kRowStep;
+  if (tile >= work.tiles) return;
+  const unsigned key0 = static_cast<unsigned>(work.key_begin + tile * kTileKeys);
+#pragma unroll
+  for (int i = 0; i < Layout::kRowsPerThread; ++i) {
+    if (i % kStepsPerSmallestBlock != 0) {
+      ids[i] = ids[i - i % kStepsPerSmallestBlock];
+      continue;
+    }
+    const unsigned key = key0 + PageWalk<Layout>::kRowStep * i;
+    const unsigned block_key = Rope::kOnePagePerTile ? key0 : key;
+    ids[i] = key < static_cast<unsigned>(work.key_end) ? table_row[block_key >> walk.block_shift] : 0;
+  }
+}
+
+// Rung 08's copy_tile_pages: the same rows, zero fills, skipped and built new rows, with the
+// addresses of PageWalk. A row past the split is a zero fill from a row of a valid block (its id
+// is a loaded one or 0).
+template <class Layout, bool kBeforeWait = false, typename T, class Rope>
+__device__ __forceinline__ void copy_walk_tile(std::uint32_t stage, std::uint8_t* stage_pointer,
+                                               const int (&ids)[Layout::kRowsPerThread], int tile,
+                                               const SplitWork& work, const DecodeArgs<T>& args, const Rope& rope,
+                                               const PageWalk<Layout>& walk) {
+  constexpr int kRowStep = PageWalk<Layout>::kRowStep;
+  const int key0 = work.key_begin + tile * kTileKeys;
+  const int end = work.key_end - key0 - walk.r0;                    // step i is a key iff kRowStep i < end
+  const int new_begin = work.length - args.q_len - key0 - walk.r0;  // ... a new token's iff >= new_begin
+#pragma unroll
+  for (int i = 0; i < Layout::kRowsPerThread; ++i) {
+    const int step = kRowStep * i;
+    const bool valid = step < end;
+    const std::uint32_t offset = walk.stage_offset + static_cast<std::uint32_t>(step * Layout::kRowBytes);
+    if (valid && step >= new_begin) {
+      if constexpr (!kBeforeWait) {
+        new_token_chunk<Layout::TileShape::kHeadDim, Rope>(rope, args, work, key0 + walk.r0 + step,
+                                                           Layout::Copy::chunk(0), ids[i], stage_pointer + offset,
+                                                           stage_pointer + Layout::kTileBytes + offset);
+      }
+      continue;  // before the wait: built after it (store_q_and_new_rows_after_wait)
+    }
+    const std::uint64_t at =
+        static_cast<std::uint64_t>(static_cast<std::uint32_t>(ids[i])) * walk.block_bytes +
+        (static_cast<std::uint32_t>(step * Layout::kRowBytes) & walk.row_mask_bytes);
+    sm80::cp_async_16(stage + offset, walk.k_row + at, valid);
+    sm80::cp_async_16(stage + Layout::kTileBytes + offset, walk.v_row + at, valid);
+  }
+}
+
 // A split that starts past its sequence (or an empty sequence). With a combine, the combine never
 // reads this split; alone, the CTA owns its rows' output: O = 0, LSE = -inf.
 template <typename T, int kHeadDim>
@@ -377,19 +498,29 @@ __device__ __forceinline__ void store_rotated_q(std::uint8_t* q_tile, const Deco
 // after the wait. One cp.async group a tile. Everything read here is the caller's: the length,
 // the block table and rows written by earlier steps (PagedDecodeAttention's contract for rungs 05
 // to 07).
-template <class Layout, typename T, class Rope>
+template <class Layout, typename T, class Rope, class Walk>
 __device__ __forceinline__ void copy_first_tiles_before_wait(int (&ids)[Layout::kRowsPerThread], std::uint8_t* smem,
                                                              const DecodeArgs<T>& args, const SplitWork& work,
-                                                             const Rope& rope) {
+                                                             const Rope& rope, const Walk& walk) {
   const std::uint32_t smem_base = smem_u32(smem);
   const std::int32_t* table_row = args.block_table + static_cast<std::int64_t>(work.b) * args.max_blocks;
   const int block_shift = __ffs(args.block_size) - 1;
 #pragma unroll
   for (int tile = 0; tile < Layout::kStages; ++tile) {
-    load_block_ids<Layout>(ids, tile, work, table_row, block_shift);
-    if (tile < work.tiles)
-      copy_tile_pages<Layout, /*kBeforeWait=*/true>(smem_base + tile * Layout::kStageBytes,
-                                                    smem + tile * Layout::kStageBytes, ids, tile, work, args, rope);
+    if constexpr (Rope::kPageWalk) {
+      (void)block_shift;
+      load_walk_block_ids<Layout, Rope>(ids, tile, work, table_row, walk);
+      if (tile < work.tiles)
+        copy_walk_tile<Layout, /*kBeforeWait=*/true>(smem_base + tile * Layout::kStageBytes,
+                                                     smem + tile * Layout::kStageBytes, ids, tile, work, args, rope,
+                                                     walk);
+    } else {
+      (void)walk;
+      load_block_ids<Layout>(ids, tile, work, table_row, block_shift);
+      if (tile < work.tiles)
+        copy_tile_pages<Layout, /*kBeforeWait=*/true>(smem_base + tile * Layout::kStageBytes,
+                                                      smem + tile * Layout::kStageBytes, ids, tile, work, args, rope);
+    }
     sm80::cp_async_commit_group();  // empty past the last tile: the group count stays uniform
   }
 }
@@ -457,15 +588,17 @@ __global__ void __launch_bounds__(kThreads)
   constexpr bool kPagesFirst = Rope::kPagesBeforeWait;
   static_assert(!kPagesFirst || (kEarlyPages && kMerge != DecodeMerge::combine_kernel),
                 "rung 07 is rung 06 (early start, merge in the launch) with its first tiles copied before the wait");
+  static_assert(!Rope::kPageWalk || kPagesFirst, "rung 08 is rung 07 with its page addresses worked out once");
   core::let_dependent_grids_start();
   if constexpr (!kEarlyPages) core::wait_for_previous_grids();
 
   const int warp = static_cast<int>(threadIdx.x) / core::kWarpSize;
   const int lane = static_cast<int>(threadIdx.x) % core::kWarpSize;
   const SplitWork work = split_work(args, plan);
+  [[maybe_unused]] const auto walk = page_walk_for<Layout, Rope>(args, work);  // rung 08; empty in the others
   int ids[Layout::kRowsPerThread];
   if constexpr (kPagesFirst) {
-    copy_first_tiles_before_wait<Layout>(ids, smem, args, work, rope);
+    copy_first_tiles_before_wait<Layout>(ids, smem, args, work, rope, walk);
     core::wait_for_previous_grids();  // Q, the new tokens' K/V rows, O and the workspace: after it
   } else if constexpr (kEarlyPages) {
     prefetch_first_pages<kStages>(args, work);
@@ -544,11 +677,19 @@ __global__ void __launch_bounds__(kThreads)
     sm80::cp_async_wait_group<kStages - 2>();  // tile `tile` has landed
     __syncthreads();  // ... for every thread's copies; every warp is done with tile - 1, refilled now
     const int next = tile + kStages - 1;
-    if (next < work.tiles && (!kPagesFirst || next >= kStages))
-      copy_tile_pages<Layout>(smem_base + next % kStages * Layout::kStageBytes,
-                              smem + next % kStages * Layout::kStageBytes, ids, next, work, args, rope);
-    sm80::cp_async_commit_group();
-    load_block_ids<Layout>(ids, next + 1, work, table_row, block_shift);
+    if constexpr (Rope::kPageWalk) {
+      if (next < work.tiles && next >= kStages)
+        copy_walk_tile<Layout>(smem_base + next % kStages * Layout::kStageBytes,
+                               smem + next % kStages * Layout::kStageBytes, ids, next, work, args, rope, walk);
+      sm80::cp_async_commit_group();
+      load_walk_block_ids<Layout, Rope>(ids, next + 1, work, table_row, walk);
+    } else {
+      if (next < work.tiles && (!kPagesFirst || next >= kStages))
+        copy_tile_pages<Layout>(smem_base + next % kStages * Layout::kStageBytes,
+                                smem + next % kStages * Layout::kStageBytes, ids, next, work, args, rope);
+      sm80::cp_async_commit_group();
+      load_block_ids<Layout>(ids, next + 1, work, table_row, block_shift);
+    }
 
     const std::uint32_t k_slice = smem_base + tile % kStages * Layout::kStageBytes + key_offset * Layout::kRowBytes;
     const int key0 = work.key_begin + tile * kTileKeys + key_offset;

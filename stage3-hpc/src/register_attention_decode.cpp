@@ -194,6 +194,10 @@ void register_attention_decode_rope_kernels(Registry& registry) {
                 "rung 06 with every stage of its ring filled with cached rows before it waits for the kernel ahead: "
                 "after the wait only Q and the new rows are read, in one round trip",
                 PagedDecodeAttention::RopeRung::pages_before_wait);
+  add_rope_rung("08_page_walk", 8,
+                "rung 07 with each thread's page addresses worked out once a CTA (its first row, the block's bytes, "
+                "a row offset a copy) instead of from the key for every row it copies",
+                PagedDecodeAttention::RopeRung::page_walk);
 }
 
 }  // namespace kc::stage3

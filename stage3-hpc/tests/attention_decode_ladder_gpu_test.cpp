@@ -278,13 +278,14 @@ TEST(AttentionDecodeLadderGpu, Rungs04And05GiveRung03sBitsLaunchAfterLaunch) {
 }
 
 // Rung 07 copies its first tiles' cached rows before its wait and builds the new rows after it;
-// the tiles, splits and merge order are rung 06's, so O, LSE and the cache rows written are the
-// same bits. Through the public entry (run_rope, rung 07 by default and rung 06 when set), three
-// launches in a row on the same operands, at the engine's shapes — SmolLM2's and Llama-3-8B's
-// heads at short contexts (the whole split in the first tiles) and long ones (tiles streamed after
-// them) — and ragged batches with 2, 4 and 8 new tokens (rows that straddle a tile, a split, and
-// rows past the first tiles).
-TEST(AttentionDecodeLadderGpu, Rung07GivesRung06sBitsLaunchAfterLaunch) {
+// rung 08 is rung 07 with its page addresses worked out once a CTA. The tiles, splits and merge
+// order are rung 06's in both, so O, LSE and the cache rows written are the same bits. Through the
+// public entry (run_rope set to each rung), three launches in a row on the same operands, at the
+// engine's shapes — SmolLM2's and Llama-3-8B's heads at short contexts (the whole split in the
+// first tiles) and long ones (tiles streamed after them) — and ragged batches with 2, 4 and 8 new
+// tokens (rows that straddle a tile, a split, and rows past the first tiles), in blocks of 16, 32
+// and 64 keys.
+TEST(AttentionDecodeLadderGpu, Rungs07And08GiveRung06sBitsLaunchAfterLaunch) {
   KC_SKIP_WITHOUT_GPU();
   // Values that differ, a NaN equal to a NaN (the caches' poisoned rows past each length).
   const auto differences = [](const std::vector<double>& a, const std::vector<double>& b) {
@@ -301,14 +302,19 @@ TEST(AttentionDecodeLadderGpu, Rung07GivesRung06sBitsLaunchAfterLaunch) {
       op.problem({1, 32, 8, 1, 2100, 128}, DType::bf16, {}),
       op.problem({3, 16, 2, 2, 900, 128}, DType::f16, {{"lengths", 1.0}}),
       op.problem({5, 8, 2, 4, 300, 64}, DType::bf16, {{"lengths", 1.0}, {"block_size", 32.0}}),
-      op.problem({2, 4, 1, 8, 250, 128}, DType::f16, {{"lengths", 1.0}, {"block_size", 64.0}})};
-  const char* names[] = {"pages_before_wait (07)", "rope_in (06)"};
+      op.problem({2, 4, 1, 8, 250, 128}, DType::f16, {{"lengths", 1.0}, {"block_size", 64.0}}),
+      op.problem({2, 32, 8, 1, 1500, 64}, DType::f16, {{"lengths", 1.0}, {"block_size", 64.0}})};
+  constexpr int kRungs = 3;  // [0] is the reference: rung 06
+  const PagedDecodeAttention::RopeRung rungs[kRungs] = {PagedDecodeAttention::RopeRung::rope_in,
+                                                        PagedDecodeAttention::RopeRung::pages_before_wait,
+                                                        PagedDecodeAttention::RopeRung::page_walk};
   for (const Problem& problem : problems) {
-    std::vector<double> outputs[2][4];  // [rung 07, 06][O, LSE, K_cache, V_cache]
-    for (const int which : {0, 1}) {
+    std::vector<double> outputs[kRungs][4];  // [rung][O, LSE, K_cache, V_cache]
+    for (int which = 0; which < kRungs; ++which) {
       PagedDecodeAttention decode;
       decode.set_min_keys_per_split(128);
-      if (which == 1) decode.set_rope_rung(PagedDecodeAttention::RopeRung::rope_in);
+      decode.set_rope_rung(rungs[which]);
+      const std::string_view id = PagedDecodeAttention::rope_rung_id(rungs[which]);
       Operands operands = op.make_operands(problem, 11, context);
       for (int launch = 0; launch < 3; ++launch) {
         std::string_view ran;
@@ -318,8 +324,7 @@ TEST(AttentionDecodeLadderGpu, Rung07GivesRung06sBitsLaunchAfterLaunch) {
         else
           ran = decode.run_rope(decode_args<__half>(problem, operands), decode_rope_args<__half>(problem, operands),
                                 context.stream());
-        EXPECT_EQ(ran, which == 0 ? "stage3/attention_decode_paged_rope/07_pages_before_wait"
-                                  : "stage3/attention_decode_paged_rope/06_rope_in");
+        EXPECT_EQ(ran, id);
         std::vector<double> now[4];
         int t = 0;
         for (const char* name : {"O", "LSE", "K_cache", "V_cache"})
@@ -327,19 +332,23 @@ TEST(AttentionDecodeLadderGpu, Rung07GivesRung06sBitsLaunchAfterLaunch) {
         if (launch > 0) {
           for (int k = 0; k < 4; ++k) {
             EXPECT_EQ(differences(now[k], outputs[which][k]), 0u)
-                << problem.label() << ": launch " << launch << " of " << names[which] << " differs from its first";
+                << problem.label() << ": launch " << launch << " of " << id << " differs from its first";
           }
         }
         for (int k = 0; k < 4; ++k) outputs[which][k] = now[k];
       }
     }
-    std::size_t differ = 0, nan = 0;
-    for (int t = 0; t < 4; ++t) differ += differences(outputs[0][t], outputs[1][t]);
-    for (int t = 0; t < 2; ++t)  // O and LSE (the caches' rows past each length are poisoned)
-      for (const double value : outputs[0][t]) nan += std::isnan(value) ? 1 : 0;
-    EXPECT_EQ(differ, 0u) << problem.label() << ": rung 07's O, LSE and caches differ from rung 06's in " << differ
-                          << " values";
-    EXPECT_EQ(nan, 0u) << problem.label() << ": rung 07's O and LSE hold " << nan << " NaN (a poisoned new row read)";
+    for (int which = 1; which < kRungs; ++which) {
+      const std::string_view id = PagedDecodeAttention::rope_rung_id(rungs[which]);
+      std::size_t differ = 0, nan = 0;
+      for (int t = 0; t < 4; ++t) differ += differences(outputs[which][t], outputs[0][t]);
+      for (int t = 0; t < 2; ++t)  // O and LSE (the caches' rows past each length are poisoned)
+        for (const double value : outputs[which][t]) nan += std::isnan(value) ? 1 : 0;
+      EXPECT_EQ(differ, 0u) << problem.label() << ": " << id << "'s O, LSE and caches differ from rung 06's in "
+                            << differ << " values";
+      EXPECT_EQ(nan, 0u) << problem.label() << ": " << id << "'s O and LSE hold " << nan
+                         << " NaN (a poisoned new row read)";
+    }
   }
 }
 

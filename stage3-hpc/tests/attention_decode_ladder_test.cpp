@@ -304,22 +304,23 @@ TEST(PagedDecodeAttention, RunsRung05UnlessToldAndRefusesAnUncompiledHeadDimensi
   EXPECT_THROW(decode.set_min_keys_per_split(100), Error);
 }
 
-// The RoPE op's rungs: 06 and 07 registered under attention_decode_paged_rope, rung 07 what the
+// The RoPE op's rungs: 06, 07 and 08 registered under attention_decode_paged_rope, rung 08 what the
 // public entry's run_rope() launches unless told, and each rung's id the registry's.
-TEST(PagedDecodeAttention, RunsRopeRung07UnlessToldAndNamesEachRopeRungAsTheRegistryDoes) {
+TEST(PagedDecodeAttention, RunsRopeRung08UnlessToldAndNamesEachRopeRungAsTheRegistryDoes) {
   const Registry& r = stage3_test_registry();
   PagedDecodeAttention decode;
-  EXPECT_EQ(decode.rope_rung(), PagedDecodeAttention::RopeRung::pages_before_wait);
+  EXPECT_EQ(decode.rope_rung(), PagedDecodeAttention::RopeRung::page_walk);
   decode.set_rope_rung(PagedDecodeAttention::RopeRung::rope_in);
   EXPECT_EQ(decode.rope_rung(), PagedDecodeAttention::RopeRung::rope_in);
   int number = 6;
-  for (const auto rung : {PagedDecodeAttention::RopeRung::rope_in, PagedDecodeAttention::RopeRung::pages_before_wait}) {
+  for (const auto rung : {PagedDecodeAttention::RopeRung::rope_in, PagedDecodeAttention::RopeRung::pages_before_wait,
+                          PagedDecodeAttention::RopeRung::page_walk}) {
     const KernelEntry& k = r.kernel(std::string(PagedDecodeAttention::rope_rung_id(rung)));
     EXPECT_EQ(k.op, kAttentionDecodeRopeOp);
     EXPECT_EQ(k.rung, number++) << k.id;
     EXPECT_TRUE(k.runs_dtype(DType::bf16) && k.runs_dtype(DType::f16)) << k.id;
   }
-  EXPECT_EQ(r.select("^stage3/attention_decode_paged_rope/0").size(), 2u);
+  EXPECT_EQ(r.select("^stage3/attention_decode_paged_rope/0").size(), 3u);
 }
 
 }  // namespace

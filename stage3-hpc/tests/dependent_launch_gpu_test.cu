@@ -258,55 +258,60 @@ TEST(DependentLaunch, DecodeRung05BehindALateCacheWriteGivesTheOrdinaryLaunchesB
   }
 }
 
-// Decode rung 07 behind the late writer. Contract kept: the writer copies Q, K_new and V_new (the
-// projections' output) late; rung 07 must give the ordinary launch's O, LSE and caches bit for
-// bit, with no NaN in O. Contract broken: the writer copies Q and the caches late; with ordinary
-// launches nothing changes, with programmatic ones rung 07's copies before its wait read the
-// poisoned cache rows, and O must hold NaN.
-TEST(DependentLaunch, DecodeRung07ReadsOnlyTheKernelAheadsOutputAfterItsWait) {
+// Decode rungs 07 and 08 behind the late writer. Contract kept: the writer copies Q, K_new and
+// V_new (the projections' output) late; the rung must give the ordinary launch's O, LSE and caches
+// bit for bit, with no NaN in O. Contract broken: the writer copies Q and the caches late; with
+// ordinary launches nothing changes, with programmatic ones the rung's copies before its wait read
+// the poisoned cache rows, and O must hold NaN.
+TEST(DependentLaunch, DecodeRungs07And08ReadOnlyTheKernelAheadsOutputAfterTheirWait) {
   KC_SKIP_WITHOUT_GPU();
   if (!programmatic_launch_available()) GTEST_SKIP() << "programmatic dependent launch needs compute capability 9.0";
   Context& context = testing::shared_context();
   const OpSpec& op = stage3_test_registry().op(kAttentionDecodeRopeOp);
   // 3 sequences (ragged), 2 new tokens, 8 query heads over 2 kv heads, D = 64, blocks of 16.
   const Problem problem = op.problem({3, 8, 2, 2, 300, 64}, DType::bf16, {{"lengths", 1.0}});
-  for (const bool late_cache : {false, true}) {
-    std::vector<double> outputs[2][4];  // [ordinary, programmatic][O, LSE, K_cache, V_cache]
-    for (const bool dependent : {false, true}) {
-      Operands operands = op.make_operands(problem, 5, context);
-      LateWriter writer(operands, "Q", late_cache ? "K_cache" : "K_new", late_cache ? "V_cache" : "V_new",
-                        context.stream());
-      PagedDecodeAttention decode;
-      decode.set_min_keys_per_split(64);  // several splits a sequence
-      const DecodeArgs<bf16> args = decode_args<bf16>(problem, operands);
-      const DecodeRopeArgs<bf16> rope = decode_rope_args<bf16>(problem, operands);
-      decode.reserve(args);
-      {
-        const core::ProgrammaticLaunchScope scope{dependent};
-        writer.launch(context.stream());
-        EXPECT_EQ(decode.run_rope(args, rope, context.stream()), "stage3/attention_decode_paged_rope/07_pages_before_wait");
-      }
-      int t = 0;
-      for (const char* name : {"O", "LSE", "K_cache", "V_cache"})
-        outputs[dependent][t++] = testing_support::download(operands[name], context.stream());
-    }
-    std::size_t differ = 0, nan_ordinary = 0, nan_dependent = 0;
-    for (int t = 0; t < 4; ++t)
-      for (std::size_t i = 0; i < outputs[0][t].size(); ++i) {
-        const double a = outputs[0][t][i], b = outputs[1][t][i];
-        differ += (a == b || (std::isnan(a) && std::isnan(b))) ? 0 : 1;
-        if (t == 0) {
-          nan_ordinary += std::isnan(a) ? 1 : 0;
-          nan_dependent += std::isnan(b) ? 1 : 0;
+  for (const auto rung :
+       {PagedDecodeAttention::RopeRung::pages_before_wait, PagedDecodeAttention::RopeRung::page_walk}) {
+    SCOPED_TRACE(std::string(PagedDecodeAttention::rope_rung_id(rung)));
+    for (const bool late_cache : {false, true}) {
+      std::vector<double> outputs[2][4];  // [ordinary, programmatic][O, LSE, K_cache, V_cache]
+      for (const bool dependent : {false, true}) {
+        Operands operands = op.make_operands(problem, 5, context);
+        LateWriter writer(operands, "Q", late_cache ? "K_cache" : "K_new", late_cache ? "V_cache" : "V_new",
+                          context.stream());
+        PagedDecodeAttention decode;
+        decode.set_min_keys_per_split(64);  // several splits a sequence
+        decode.set_rope_rung(rung);
+        const DecodeArgs<bf16> args = decode_args<bf16>(problem, operands);
+        const DecodeRopeArgs<bf16> rope = decode_rope_args<bf16>(problem, operands);
+        decode.reserve(args);
+        {
+          const core::ProgrammaticLaunchScope scope{dependent};
+          writer.launch(context.stream());
+          EXPECT_EQ(decode.run_rope(args, rope, context.stream()), PagedDecodeAttention::rope_rung_id(rung));
         }
+        int t = 0;
+        for (const char* name : {"O", "LSE", "K_cache", "V_cache"})
+          outputs[dependent][t++] = testing_support::download(operands[name], context.stream());
       }
-    EXPECT_EQ(nan_ordinary, 0u) << "ordinary launches: O holds " << nan_ordinary << " NaN";
-    if (!late_cache) {
-      EXPECT_EQ(differ, 0u) << "O, LSE and caches differ between launch modes in " << differ << " values";
-      EXPECT_EQ(nan_dependent, 0u) << "O holds " << nan_dependent << " NaN (the kernel ahead's output read early)";
-    } else {
-      EXPECT_GT(nan_dependent, 0u) << "with the cached rows written late, rung 07's early copies should have read "
-                                      "the poison: no NaN in O means they did not happen before the wait";
+      std::size_t differ = 0, nan_ordinary = 0, nan_dependent = 0;
+      for (int t = 0; t < 4; ++t)
+        for (std::size_t i = 0; i < outputs[0][t].size(); ++i) {
+          const double a = outputs[0][t][i], b = outputs[1][t][i];
+          differ += (a == b || (std::isnan(a) && std::isnan(b))) ? 0 : 1;
+          if (t == 0) {
+            nan_ordinary += std::isnan(a) ? 1 : 0;
+            nan_dependent += std::isnan(b) ? 1 : 0;
+          }
+        }
+      EXPECT_EQ(nan_ordinary, 0u) << "ordinary launches: O holds " << nan_ordinary << " NaN";
+      if (!late_cache) {
+        EXPECT_EQ(differ, 0u) << "O, LSE and caches differ between launch modes in " << differ << " values";
+        EXPECT_EQ(nan_dependent, 0u) << "O holds " << nan_dependent << " NaN (the kernel ahead's output read early)";
+      } else {
+        EXPECT_GT(nan_dependent, 0u) << "with the cached rows written late, the rung's early copies should have read "
+                                        "the poison: no NaN in O means they did not happen before the wait";
+      }
     }
   }
 }

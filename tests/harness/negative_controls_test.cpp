@@ -463,6 +463,29 @@ TEST(NegativeControlsDecode, NewRowsCopiedBeforeTheWaitFailWhereRung07Passes) {
                                              {{7, 32, 8, 4, 300, 128}, kRaggedLengths}});
 }
 
+// Decode rung 08 (each thread's page addresses worked out once): the rung passes, and its kernel
+// reading every row of a tile from the block of the tile's first key fails wherever a tile spans
+// several blocks — the engine's shapes with blocks of 16 and a ragged batch with blocks of 32 —
+// and passes with blocks of 64, where a tile is one block (the flaw cannot show: the rest of the
+// walk is right).
+TEST(NegativeControlsDecode, OnePagePerTileFailsWhereRung08Passes) {
+  KC_SKIP_WITHOUT_GPU();
+  expect_rope_rung_passes_and_control_fails("08_page_walk", "nc_page_walk_one_page_per_tile",
+                                            {{{1, 9, 3, 1, 128, 64}, {}},
+                                             {{1, 32, 8, 1, 140, 128}, {}},
+                                             {{8, 32, 8, 1, 1024, 128}, {}},
+                                             {{7, 32, 8, 4, 300, 128}, {{"block_size", 32.0}, {"lengths", 1.0}}}});
+  const Registry& r = registry_with_decode_rungs();
+  for (const DType dtype : {DType::bf16, DType::f16}) {
+    const Problem problem =
+        r.op(stage3::kAttentionDecodeRopeOp).problem({2, 32, 8, 1, 300, 128}, dtype, {{"block_size", 64.0}});
+    const CheckOutcome o = check_kernel(
+        r, r.kernel("stage3/attention_decode_paged_rope/nc_page_walk_one_page_per_tile"), problem, 1,
+        shared_context());
+    EXPECT_TRUE(o.passed()) << "blocks of 64, one block a tile: " << o.detail;
+  }
+}
+
 // Grouped GEMM: each routing flaw fails at the skewed DeepSeek-like benchmark shape (64 experts,
 // 1024 tokens by Zipf's law) and on six experts with an empty one in the middle; where a flaw
 // cannot show the same control passes, which shows the rest of it is right: one expert (no

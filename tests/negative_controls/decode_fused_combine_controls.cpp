@@ -15,6 +15,10 @@
 // rows the kernel has not written yet (the op poisons them) — instead of building them after it.
 // O is then wrong (NaN) wherever a new row falls in a split's first tiles, and those rows are
 // never written to the cache.
+// And decode rung 08's (stage3-hpc/attention/decode_08_page_walk.cu): its kernel reading every row
+// of a 64-key tile from the block of the tile's first key — a page read from the wrong block. O is
+// then wrong wherever a tile spans more than one block (blocks of 16 or 32 keys, past the first
+// block's keys); with blocks of 64 it is right.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -46,10 +50,18 @@ constexpr const char* kPagesFirstFlaw =
     "decode rung 07 copying the new tokens' rows from their pages before the wait, instead of building them "
     "from k_new and v_new after it";
 
+constexpr const char* kPageWalkName = "nc_page_walk_one_page_per_tile";
+constexpr const char* kPageWalkFlaw =
+    "decode rung 08 reading every row of a 64-key tile from the block of the tile's first key (a page read from "
+    "the wrong block)";
+
 std::string control_id() { return std::string("stage3/") + stage3::kAttentionDecodeOp + "/" + kName; }
 std::string rope_control_id() { return std::string("stage3/") + stage3::kAttentionDecodeRopeOp + "/" + kRopeName; }
 std::string pages_first_control_id() {
   return std::string("stage3/") + stage3::kAttentionDecodeRopeOp + "/" + kPagesFirstName;
+}
+std::string page_walk_control_id() {
+  return std::string("stage3/") + stage3::kAttentionDecodeRopeOp + "/" + kPageWalkName;
 }
 
 // A control's split plan (kControlSplits of the table's width) and its workspace: partials grown
@@ -95,35 +107,29 @@ class DropsLastSplit {
   ControlWorkspace workspace_;
 };
 
-// Rung 06's control: the flawed kernel instance on a control plan.
-class RopeOffByOne {
+// The RoPE rungs' controls: the flawed kernel instance of rung 06, 07 or 08 (`launch`, called with
+// the arguments of attention_decode_06_position_off_by_one and its siblings) on a control plan.
+template <class Launch>
+class FlawedRopeRung {
  public:
+  explicit FlawedRopeRung(Launch launch) : launch_(launch) {}
   template <typename T>
   void run(const Problem& problem, Operands& operands, cudaStream_t stream) {
     const stage3::DecodeArgs<T> args = stage3::decode_args<T>(problem, operands);
     const stage3::DecodeSplitPlan plan = control_plan(args);
-    stage3::attention_decode_06_position_off_by_one(args, stage3::decode_rope_args<T>(problem, operands), plan,
-                                                    workspace_.for_plan(args, plan, stream), stream);
+    launch_(args, stage3::decode_rope_args<T>(problem, operands), plan, workspace_.for_plan(args, plan, stream),
+            stream);
   }
 
  private:
+  Launch launch_;
   ControlWorkspace workspace_;
 };
 
-// Rung 07's control: the flawed kernel instance on a control plan.
-class NewRowsCopiedBeforeWait {
- public:
-  template <typename T>
-  void run(const Problem& problem, Operands& operands, cudaStream_t stream) {
-    const stage3::DecodeArgs<T> args = stage3::decode_args<T>(problem, operands);
-    const stage3::DecodeSplitPlan plan = control_plan(args);
-    stage3::attention_decode_07_new_rows_from_cache(args, stage3::decode_rope_args<T>(problem, operands), plan,
-                                                    workspace_.for_plan(args, plan, stream), stream);
-  }
-
- private:
-  ControlWorkspace workspace_;
-};
+template <class Launch>
+std::shared_ptr<FlawedRopeRung<Launch>> flawed_rope_rung(Launch launch) {
+  return std::make_shared<FlawedRopeRung<Launch>>(launch);
+}
 
 KernelEntry control_entry(const std::string& id, const char* op, const char* flaw) {
   KernelEntry entry;
@@ -151,7 +157,10 @@ LaunchFn launch_control(std::shared_ptr<Control> control) {
 }  // namespace
 
 std::vector<NegativeControl> decode_fused_combine_controls() {
-  return {{control_id(), kFlaw}, {rope_control_id(), kRopeFlaw}, {pages_first_control_id(), kPagesFirstFlaw}};
+  return {{control_id(), kFlaw},
+          {rope_control_id(), kRopeFlaw},
+          {pages_first_control_id(), kPagesFirstFlaw},
+          {page_walk_control_id(), kPageWalkFlaw}};
 }
 
 void register_decode_fused_combine_controls(Registry& registry) {
@@ -162,12 +171,19 @@ void register_decode_fused_combine_controls(Registry& registry) {
 
   if (!registry.has_op(stage3::kAttentionDecodeRopeOp)) registry.add_op(stage3::make_attention_decode_rope_op());
   KernelEntry rope = control_entry(rope_control_id(), stage3::kAttentionDecodeRopeOp, kRopeFlaw);
-  rope.launch = launch_control(std::make_shared<RopeOffByOne>());
+  rope.launch = launch_control(
+      flawed_rope_rung([](const auto&... a) { stage3::attention_decode_06_position_off_by_one(a...); }));
   registry.add_kernel(std::move(rope));
 
   KernelEntry pages_first = control_entry(pages_first_control_id(), stage3::kAttentionDecodeRopeOp, kPagesFirstFlaw);
-  pages_first.launch = launch_control(std::make_shared<NewRowsCopiedBeforeWait>());
+  pages_first.launch = launch_control(
+      flawed_rope_rung([](const auto&... a) { stage3::attention_decode_07_new_rows_from_cache(a...); }));
   registry.add_kernel(std::move(pages_first));
+
+  KernelEntry page_walk = control_entry(page_walk_control_id(), stage3::kAttentionDecodeRopeOp, kPageWalkFlaw);
+  page_walk.launch = launch_control(
+      flawed_rope_rung([](const auto&... a) { stage3::attention_decode_08_one_page_per_tile(a...); }));
+  registry.add_kernel(std::move(page_walk));
 }
 
 }  // namespace kc::testing

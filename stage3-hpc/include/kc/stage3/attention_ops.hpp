@@ -104,7 +104,10 @@ class PagedDecodeAttention {
 
   // The rungs of the attention_decode_paged_rope op, which run_rope() launches.
   enum class RopeRung {
-    // decode_07_pages_before_wait (the default): rung 06 with every stage of its ring filled with
+    // decode_08_page_walk (the default): rung 07 with each thread's page addresses worked out once
+    // a CTA instead of from the key for every row it copies. Rung 07's contract.
+    page_walk,
+    // decode_07_pages_before_wait: rung 06 with every stage of its ring filled with
     // the cached rows before it waits for the kernel ahead; after the wait only Q and the new
     // tokens' rows are read. Its contract is rung 05's, for data copied rather than prefetched:
     // block_table, seq_lens and the cached rows before each sequence's new tokens are written
@@ -117,8 +120,8 @@ class PagedDecodeAttention {
   // The attention_decode_paged_rope op whatever rung() is: the new tokens' RoPE and cache write
   // inside the attention (DecodeRopeArgs in decode_args.hpp): Q and `rope.k_new` rotated by their
   // positions, the rotated K and `rope.v_new` written to the caches, then O and LSE — by
-  // rope_rung(), rung 07 unless set. Returns its kc-bench id
-  // ("stage3/attention_decode_paged_rope/07_pages_before_wait"). reserve() with rung()
+  // rope_rung(), rung 08 unless set. Returns its kc-bench id
+  // ("stage3/attention_decode_paged_rope/08_page_walk"). reserve() with rung()
   // early_pages also reserves what this needs.
   template <typename T>
   std::string_view run_rope(const DecodeArgs<T>& args, const DecodeRopeArgs<T>& rope, cudaStream_t stream);
@@ -158,14 +161,14 @@ class PagedDecodeAttention {
   bool merges_in_launch() const { return rung_ == Rung::fused_combine || rung_ == Rung::early_pages; }
 
   Rung rung_ = Rung::early_pages;
-  RopeRung rope_rung_ = RopeRung::pages_before_wait;
+  RopeRung rope_rung_ = RopeRung::page_walk;
   int sm_count_ = 0;
   int min_keys_per_split_ = kDecodeMinKeysPerSplit;
-  // The CTAs an SM holds of rung 03's, 04's, 05's, 06's or 07's kernel instance: (the rung's
+  // The CTAs an SM holds of rung 03's to 08's kernel instance: (the rung's
   // number, bf16, D, the group's rows).
   std::map<std::tuple<int, bool, int, int>, int> mma_ctas_per_sm_;
   DeviceScratch workspace_;
-  // Rungs 04 to 07's arrival counters, zeroed when allocated; each launch leaves them at zero.
+  // Rungs 04 to 08's arrival counters, zeroed when allocated; each launch leaves them at zero.
   DeviceCounters arrivals_;
 };
 

@@ -320,6 +320,23 @@ void attention_decode_07_new_rows_from_cache(const DecodeArgs<T>& args, const De
                                              const DecodeSplitPlan& plan, const DecodeSplitWorkspace& workspace,
                                              cudaStream_t stream);
 
+// Rung 08: rung 07 with each thread's page addresses worked out once a CTA (its first row, the
+// block's bytes, a row offset per copy) instead of from the key for every row. Rung 07's plans,
+// workspace, arguments and contract.
+template <typename T>
+void attention_decode_08_page_walk(const DecodeArgs<T>& args, const DecodeRopeArgs<T>& rope,
+                                   const DecodeSplitPlan& plan, const DecodeSplitWorkspace& workspace,
+                                   cudaStream_t stream);
+template <typename T>
+int attention_decode_08_ctas_per_sm(const DecodeArgs<T>& args);
+// Rung 08 with a flaw, for its negative control: every row of a tile read from the block of the
+// tile's first key — a page read from the wrong block wherever a 64-key tile spans several blocks
+// (blocks of 16 or 32 keys); right with blocks of 64.
+template <typename T>
+void attention_decode_08_one_page_per_tile(const DecodeArgs<T>& args, const DecodeRopeArgs<T>& rope,
+                                           const DecodeSplitPlan& plan, const DecodeSplitWorkspace& workspace,
+                                           cudaStream_t stream);
+
 // Rung 04 with a flaw, for its negative control (tests/negative_controls): the sequence's last
 // used split is left out of the merge. Right where a sequence uses one split, wrong wherever it uses more.
 template <typename T>

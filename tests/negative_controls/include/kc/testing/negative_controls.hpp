@@ -61,7 +61,9 @@ void register_quantize_gguf_controls(Registry& registry);
 // the new tokens by the previous position's angle
 // (stage3/attention_decode_paged_rope/nc_rope_position_off_by_one), and decode rung 07's kernel
 // copying the new tokens' rows from their pages before the wait
-// (stage3/attention_decode_paged_rope/nc_new_rows_copied_before_wait).
+// (stage3/attention_decode_paged_rope/nc_new_rows_copied_before_wait), and decode rung 08's kernel
+// reading every row of a tile from the block of its first key
+// (stage3/attention_decode_paged_rope/nc_page_walk_one_page_per_tile).
 std::vector<NegativeControl> decode_fused_combine_controls();
 void register_decode_fused_combine_controls(Registry& registry);
 
