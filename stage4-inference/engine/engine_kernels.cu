@@ -1,11 +1,13 @@
 // The engine's own kernels (kc/engine/engine_kernels.hpp): cache writes and gathers move 16-byte
-// pieces (8 bf16), one thread a piece; the greedy choice is one block a row. The kernels of the
+// pieces (8 bf16), one thread a piece; the greedy choice is one block a row, or a cluster of 8
+// CTAs a row where the rows are few (Hopper). The kernels of the
 // decode step (RoPE + cache write, the row gather, the greedy choice) keep the contract of
 // kc/core/dependent_launch.hpp — they wait for the previous kernel before touching memory — and
 // launch through core::launch_dependent: as programmatic dependents inside the step's
 // core::ProgrammaticLaunchScope (RunnerOptions::programmatic_launch), ordinarily elsewhere.
 #include "kc/engine/engine_kernels.hpp"
 
+#include <cooperative_groups.h>
 #include <cub/block/block_reduce.cuh>
 
 #include <cstdint>
@@ -169,6 +171,82 @@ __global__ void __launch_bounds__(kArgmaxThreads) argmax_rows_kernel(const bf16*
   if (threadIdx.x == 0) out[blockIdx.x] = result.has_nan ? -1 : (result.index < cols ? result.index : 0);
 }
 
+// A row too long for one SM to read quickly (a decode step of one sequence: a single block of
+// argmax_rows_kernel reads the whole vocabulary through one SM's load path) shared by a cluster of
+// kArgmaxClusterCtas CTAs on as many SMs (Hopper): CTA r of the cluster reduces the r-th slice of
+// the row's 16-byte pieces (or of its logits, where the row is not in pieces), then CTA 0 reads the
+// others' results from their shared memory (distributed shared memory, cluster.map_shared_rank) and
+// keeps the best — the larger value, the lower index on a tie, -1 for a NaN anywhere: the block
+// kernel's answer. The second cluster barrier keeps every CTA's shared memory alive until CTA 0 has
+// read it. Rows of the grid's y dimension, one cluster a row.
+constexpr int kArgmaxClusterCtas = 8;  // the portable cluster size
+constexpr int kArgmaxClusterThreads = 512;
+
+__global__ void __launch_bounds__(kArgmaxClusterThreads)
+    argmax_rows_cluster_kernel(const bf16* logits, int cols, std::int32_t* out) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  core::let_dependent_grids_start();
+  core::wait_for_previous_grids();
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  const int rank = static_cast<int>(cluster.block_rank());
+  const bf16* row = logits + static_cast<std::int64_t>(blockIdx.y) * cols;
+  Best best{-INFINITY, cols, 0};
+  if (cols % kPiece == 0 && reinterpret_cast<std::uintptr_t>(row) % 16 == 0) {
+    const int pieces = cols / kPiece;
+    const int share = (pieces + kArgmaxClusterCtas - 1) / kArgmaxClusterCtas;
+    const int end = min(pieces, (rank + 1) * share);
+    const uint4* row_pieces = reinterpret_cast<const uint4*>(row);
+#pragma unroll 4
+    for (int p = rank * share + static_cast<int>(threadIdx.x); p < end; p += kArgmaxClusterThreads) {
+      const uint4 piece = row_pieces[p];
+      const bf16* values = reinterpret_cast<const bf16*>(&piece);
+#pragma unroll
+      for (int j = 0; j < kPiece; ++j) keep_if_better(best, __bfloat162float(values[j]), p * kPiece + j);
+    }
+  } else {
+    const int share = (cols + kArgmaxClusterCtas - 1) / kArgmaxClusterCtas;
+    const int end = min(cols, (rank + 1) * share);
+    for (int c = rank * share + static_cast<int>(threadIdx.x); c < end; c += kArgmaxClusterThreads)
+      keep_if_better(best, __bfloat162float(row[c]), c);
+  }
+  using Reduce = cub::BlockReduce<Best, kArgmaxClusterThreads>;
+  __shared__ typename Reduce::TempStorage storage;
+  __shared__ Best cta_best;
+  const Best result = Reduce(storage).Reduce(best, KeepBest{});
+  if (threadIdx.x == 0) cta_best = result;
+  cluster.sync();  // every CTA's best is in its shared memory
+  if (rank == 0 && threadIdx.x == 0) {
+    Best all = cta_best;
+    for (int r = 1; r < kArgmaxClusterCtas; ++r) all = KeepBest{}(all, *cluster.map_shared_rank(&cta_best, r));
+    out[blockIdx.y] = all.has_nan ? -1 : (all.index < cols ? all.index : 0);
+  }
+  cluster.sync();  // no CTA leaves (and frees its shared memory) before CTA 0 has read it
+#else
+  (void)logits;
+  (void)cols;
+  (void)out;
+#endif
+}
+
+// Whether this build and GPU run argmax_rows_cluster_kernel: compute capability 9.0 or newer and
+// code for it in the binary (an sm_80-only build has none: its body compiles to nothing there).
+bool cluster_argmax_available() {
+  thread_local int known_device = -1;
+  thread_local bool known = false;
+  int device = 0;
+  KC_CUDA_CHECK(cudaGetDevice(&device));
+  if (device != known_device) {
+    int major = 0;
+    KC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    cudaFuncAttributes attributes{};
+    KC_CUDA_CHECK(cudaFuncGetAttributes(&attributes, argmax_rows_cluster_kernel));
+    known = major >= 9 && attributes.binaryVersion >= 90;
+    known_device = device;
+  }
+  return known;
+}
+
 }  // namespace
 
 void write_kv_cache(const bf16* k, const bf16* v, const std::int32_t* slots, int tokens, int kv_heads,
@@ -223,11 +301,42 @@ void gather_rows(const bf16* x, const std::int32_t* rows, int count, int cols, b
                          0, stream, x, rows, count, cols, out);
 }
 
-void argmax_rows(const bf16* logits, int rows, int cols, std::int32_t* out, cudaStream_t stream) {
+void argmax_rows_block_per_row(const bf16* logits, int rows, int cols, std::int32_t* out, cudaStream_t stream) {
   require(logits != nullptr && out != nullptr && rows >= 1 && cols >= 1,
           "argmax_rows: logits and out must be non-null and rows, cols >= 1");
   core::launch_dependent(argmax_rows_kernel, dim3(static_cast<unsigned>(rows)), dim3(kArgmaxThreads), 0, stream, logits,
                          cols, out);
+}
+
+bool argmax_rows_cluster_available() { return cluster_argmax_available(); }
+
+void argmax_rows_cluster(const bf16* logits, int rows, int cols, std::int32_t* out, cudaStream_t stream) {
+  require(logits != nullptr && out != nullptr && rows >= 1 && rows <= 65535 && cols >= 1,
+          "argmax_rows_cluster: logits and out must be non-null, rows in [1, 65535] and cols >= 1");
+  require(cluster_argmax_available(),
+          "argmax_rows_cluster: needs a GPU of compute capability 9.0 or newer and a build with sm_90 code "
+          "(thread block clusters); argmax_rows_block_per_row runs everywhere");
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(kArgmaxClusterCtas, static_cast<unsigned>(rows));
+  config.blockDim = dim3(kArgmaxClusterThreads);
+  config.stream = stream;
+  cudaLaunchAttribute attributes[2]{};
+  attributes[0].id = cudaLaunchAttributeClusterDimension;
+  attributes[0].val.clusterDim.x = kArgmaxClusterCtas;
+  attributes[0].val.clusterDim.y = 1;
+  attributes[0].val.clusterDim.z = 1;
+  attributes[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attributes[1].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attributes;
+  config.numAttrs = core::programmatic_launch_active() ? 2 : 1;
+  KC_CUDA_CHECK(cudaLaunchKernelEx(&config, argmax_rows_cluster_kernel, logits, cols, out));
+}
+
+void argmax_rows(const bf16* logits, int rows, int cols, std::int32_t* out, cudaStream_t stream) {
+  if (rows <= kArgmaxClusterMaxRows && cluster_argmax_available())
+    argmax_rows_cluster(logits, rows, cols, out, stream);
+  else
+    argmax_rows_block_per_row(logits, rows, cols, out, stream);
 }
 
 }  // namespace kc::engine

@@ -256,10 +256,20 @@ void register_kernels(Registry& registry) {
   registry.add_kernel(engine_kernel("argmax_rows", "01_block_per_row",
                                     "a block per row: strided maxima, then one CUB block reduction",
                                     [](const Problem& p, Operands& o, cudaStream_t stream) {
-                                      engine::argmax_rows(o["logits"].data<__nv_bfloat16>(),
-                                                          static_cast<int>(p.dims[0]), static_cast<int>(p.dims[1]),
-                                                          o["out"].data<std::int32_t>(), stream);
+                                      engine::argmax_rows_block_per_row(
+                                          o["logits"].data<__nv_bfloat16>(), static_cast<int>(p.dims[0]),
+                                          static_cast<int>(p.dims[1]), o["out"].data<std::int32_t>(), stream);
                                     }));
+  KernelEntry cluster = engine_kernel(
+      "argmax_rows", "02_cluster_per_row",
+      "a cluster of 8 CTAs a row, each reducing an eighth, merged through distributed shared memory (Hopper)",
+      [](const Problem& p, Operands& o, cudaStream_t stream) {
+        engine::argmax_rows_cluster(o["logits"].data<__nv_bfloat16>(), static_cast<int>(p.dims[0]),
+                                    static_cast<int>(p.dims[1]), o["out"].data<std::int32_t>(), stream);
+      });
+  cluster.rung = 2;
+  cluster.min_compute_capability = 90;  // thread block clusters
+  registry.add_kernel(std::move(cluster));
 }
 
 }  // namespace kc::stage4

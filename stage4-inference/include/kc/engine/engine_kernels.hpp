@@ -53,6 +53,21 @@ void gather_rows(const bf16* x, const std::int32_t* rows, int count, int cols, b
 // torch.argmax and the CPU sampler choose); -1 when the row holds a NaN. logits: [rows, cols];
 // out: device memory, or pinned host memory through its device pointer (the engine's greedy step
 // writes the tokens to the host that way, without a copy).
+// Runs argmax_rows_cluster for at most kArgmaxClusterMaxRows rows where it can
+// (argmax_rows_cluster_available()), argmax_rows_block_per_row otherwise.
 void argmax_rows(const bf16* logits, int rows, int cols, std::int32_t* out, cudaStream_t stream);
+
+// The same answer, one block of 1024 threads a row (kc-bench: stage4/argmax_rows/01_block_per_row).
+void argmax_rows_block_per_row(const bf16* logits, int rows, int cols, std::int32_t* out, cudaStream_t stream);
+
+// The same answer, a cluster of 8 CTAs a row, each reducing an eighth of it, merged through
+// distributed shared memory (stage4/argmax_rows/02_cluster_per_row): a decode step of a few
+// sequences reads its logits through 8 SMs instead of one. kc::Error where clusters are not
+// available (argmax_rows_cluster_available(): compute capability 9.0 and sm_90 code in the build).
+void argmax_rows_cluster(const bf16* logits, int rows, int cols, std::int32_t* out, cudaStream_t stream);
+bool argmax_rows_cluster_available();
+// Up to this many rows argmax_rows takes the cluster kernel (8 CTAs a row): a batch of a few
+// sequences, whose rows alone would leave most SMs idle.
+inline constexpr int kArgmaxClusterMaxRows = 16;
 
 }  // namespace kc::engine
