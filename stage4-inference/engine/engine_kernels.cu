@@ -148,27 +148,47 @@ __device__ __forceinline__ void keep_if_better(Best& best, float value, int inde
     best = Best{value, index, best.has_nan};
 }
 
-__global__ void __launch_bounds__(kArgmaxThreads) argmax_rows_kernel(const bf16* logits, int cols, std::int32_t* out) {
-  core::let_dependent_grids_start();
-  core::wait_for_previous_grids();
-  const bf16* row = logits + static_cast<std::int64_t>(blockIdx.x) * cols;
+// This thread's best of slice `slice` (of `slices` equal slices, in whole 16-byte pieces where the
+// row is in pieces) of a row of `cols` logits, read by kThreadCount threads: the whole row for the
+// block kernel (slice 0 of 1), an eighth of it for a CTA of the cluster kernel.
+template <int kThreadCount>
+__device__ __forceinline__ Best best_of_slice(const bf16* row, int cols, int slice, int slices) {
   Best best{-INFINITY, cols, 0};
   if (cols % kPiece == 0 && reinterpret_cast<std::uintptr_t>(row) % 16 == 0) {
-    const uint4* pieces = reinterpret_cast<const uint4*>(row);
+    const int pieces = cols / kPiece;
+    const int share = (pieces + slices - 1) / slices;
+    const int end = min(pieces, (slice + 1) * share);
+    const uint4* row_pieces = reinterpret_cast<const uint4*>(row);
 #pragma unroll 4
-    for (int p = threadIdx.x; p < cols / kPiece; p += kArgmaxThreads) {
-      const uint4 piece = pieces[p];
+    for (int p = slice * share + static_cast<int>(threadIdx.x); p < end; p += kThreadCount) {
+      const uint4 piece = row_pieces[p];
       const bf16* values = reinterpret_cast<const bf16*>(&piece);
 #pragma unroll
       for (int j = 0; j < kPiece; ++j) keep_if_better(best, __bfloat162float(values[j]), p * kPiece + j);
     }
   } else {
-    for (int c = threadIdx.x; c < cols; c += kArgmaxThreads) keep_if_better(best, __bfloat162float(row[c]), c);
+    const int share = (cols + slices - 1) / slices;
+    const int end = min(cols, (slice + 1) * share);
+    for (int c = slice * share + static_cast<int>(threadIdx.x); c < end; c += kThreadCount)
+      keep_if_better(best, __bfloat162float(row[c]), c);
   }
+  return best;
+}
+
+// The token a row's best gives: -1 for a NaN, 0 for a row with no value above -inf.
+__device__ __forceinline__ std::int32_t greedy_token(const Best& best, int cols) {
+  return best.has_nan ? -1 : (best.index < cols ? best.index : 0);
+}
+
+__global__ void __launch_bounds__(kArgmaxThreads) argmax_rows_kernel(const bf16* logits, int cols, std::int32_t* out) {
+  core::let_dependent_grids_start();
+  core::wait_for_previous_grids();
+  const bf16* row = logits + static_cast<std::int64_t>(blockIdx.x) * cols;
+  const Best best = best_of_slice<kArgmaxThreads>(row, cols, 0, 1);
   using Reduce = cub::BlockReduce<Best, kArgmaxThreads>;
   __shared__ typename Reduce::TempStorage storage;
   const Best result = Reduce(storage).Reduce(best, KeepBest{});
-  if (threadIdx.x == 0) out[blockIdx.x] = result.has_nan ? -1 : (result.index < cols ? result.index : 0);
+  if (threadIdx.x == 0) out[blockIdx.x] = greedy_token(result, cols);
 }
 
 // A row too long for one SM to read quickly (a decode step of one sequence: a single block of
@@ -191,25 +211,7 @@ __global__ void __launch_bounds__(kArgmaxClusterThreads)
   cg::cluster_group cluster = cg::this_cluster();
   const int rank = static_cast<int>(cluster.block_rank());
   const bf16* row = logits + static_cast<std::int64_t>(blockIdx.y) * cols;
-  Best best{-INFINITY, cols, 0};
-  if (cols % kPiece == 0 && reinterpret_cast<std::uintptr_t>(row) % 16 == 0) {
-    const int pieces = cols / kPiece;
-    const int share = (pieces + kArgmaxClusterCtas - 1) / kArgmaxClusterCtas;
-    const int end = min(pieces, (rank + 1) * share);
-    const uint4* row_pieces = reinterpret_cast<const uint4*>(row);
-#pragma unroll 4
-    for (int p = rank * share + static_cast<int>(threadIdx.x); p < end; p += kArgmaxClusterThreads) {
-      const uint4 piece = row_pieces[p];
-      const bf16* values = reinterpret_cast<const bf16*>(&piece);
-#pragma unroll
-      for (int j = 0; j < kPiece; ++j) keep_if_better(best, __bfloat162float(values[j]), p * kPiece + j);
-    }
-  } else {
-    const int share = (cols + kArgmaxClusterCtas - 1) / kArgmaxClusterCtas;
-    const int end = min(cols, (rank + 1) * share);
-    for (int c = rank * share + static_cast<int>(threadIdx.x); c < end; c += kArgmaxClusterThreads)
-      keep_if_better(best, __bfloat162float(row[c]), c);
-  }
+  const Best best = best_of_slice<kArgmaxClusterThreads>(row, cols, rank, kArgmaxClusterCtas);
   using Reduce = cub::BlockReduce<Best, kArgmaxClusterThreads>;
   __shared__ typename Reduce::TempStorage storage;
   __shared__ Best cta_best;
@@ -219,7 +221,7 @@ __global__ void __launch_bounds__(kArgmaxClusterThreads)
   if (rank == 0 && threadIdx.x == 0) {
     Best all = cta_best;
     for (int r = 1; r < kArgmaxClusterCtas; ++r) all = KeepBest{}(all, *cluster.map_shared_rank(&cta_best, r));
-    out[blockIdx.y] = all.has_nan ? -1 : (all.index < cols ? all.index : 0);
+    out[blockIdx.y] = greedy_token(all, cols);
   }
   cluster.sync();  // no CTA leaves (and frees its shared memory) before CTA 0 has read it
 #else
@@ -316,20 +318,8 @@ void argmax_rows_cluster(const bf16* logits, int rows, int cols, std::int32_t* o
   require(cluster_argmax_available(),
           "argmax_rows_cluster: needs a GPU of compute capability 9.0 or newer and a build with sm_90 code "
           "(thread block clusters); argmax_rows_block_per_row runs everywhere");
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(kArgmaxClusterCtas, static_cast<unsigned>(rows));
-  config.blockDim = dim3(kArgmaxClusterThreads);
-  config.stream = stream;
-  cudaLaunchAttribute attributes[2]{};
-  attributes[0].id = cudaLaunchAttributeClusterDimension;
-  attributes[0].val.clusterDim.x = kArgmaxClusterCtas;
-  attributes[0].val.clusterDim.y = 1;
-  attributes[0].val.clusterDim.z = 1;
-  attributes[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attributes[1].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attributes;
-  config.numAttrs = core::programmatic_launch_active() ? 2 : 1;
-  KC_CUDA_CHECK(cudaLaunchKernelEx(&config, argmax_rows_cluster_kernel, logits, cols, out));
+  core::launch_dependent_in_clusters(argmax_rows_cluster_kernel, dim3(kArgmaxClusterCtas, static_cast<unsigned>(rows)),
+                                     dim3(kArgmaxClusterThreads), kArgmaxClusterCtas, 0, stream, logits, cols, out);
 }
 
 void argmax_rows(const bf16* logits, int rows, int cols, std::int32_t* out, cudaStream_t stream) {

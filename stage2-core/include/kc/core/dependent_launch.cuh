@@ -76,27 +76,46 @@ inline bool programmatic_launch_active() {
   return known_supported;
 }
 
+// launch_dependent with the grid's x dimension in clusters of `cluster_x` CTAs (Hopper's thread
+// block clusters; 1: no cluster). The caller makes sure the GPU and the kernel's code have them.
+template <typename... Params, typename... Args>
+bool launch_dependent_in_clusters(void (*kernel)(Params...), dim3 grid, dim3 block, unsigned cluster_x,
+                                  std::size_t smem_bytes, cudaStream_t stream, Args&&... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem_bytes;
+  config.stream = stream;
+  cudaLaunchAttribute attributes[2]{};
+  unsigned count = 0;
+  if (cluster_x > 1) {
+    attributes[count].id = cudaLaunchAttributeClusterDimension;
+    attributes[count].val.clusterDim.x = cluster_x;
+    attributes[count].val.clusterDim.y = 1;
+    attributes[count].val.clusterDim.z = 1;
+    ++count;
+  }
+  const bool active = programmatic_launch_active();
+  if (active) {
+    attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attributes[count].val.programmaticStreamSerializationAllowed = 1;
+    ++count;
+  }
+  if (count > 0) {
+    config.attrs = attributes;
+    config.numAttrs = count;
+  }
+  KC_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+  return active;
+}
+
 // kernel<<<grid, block, smem_bytes, stream>>>(args...), as a programmatic dependent of the
 // stream's previous work when programmatic_launch_active() (the kernel must keep the contract in
 // kc/core/dependent_launch.hpp). Checks the launch. Returns whether it went programmatically.
 template <typename... Params, typename... Args>
 bool launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t smem_bytes, cudaStream_t stream,
                       Args&&... args) {
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = smem_bytes;
-  config.stream = stream;
-  cudaLaunchAttribute programmatic{};
-  programmatic.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  programmatic.val.programmaticStreamSerializationAllowed = 1;
-  const bool active = programmatic_launch_active();
-  if (active) {
-    config.attrs = &programmatic;
-    config.numAttrs = 1;
-  }
-  KC_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
-  return active;
+  return launch_dependent_in_clusters(kernel, grid, block, 1, smem_bytes, stream, std::forward<Args>(args)...);
 }
 
 }  // namespace kc::core
