@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "arch/sm90/tma.cuh"
+#include "arch/sm90/tma_descriptor.hpp"
 #include "arch/sm90/warpgroup.cuh"
 #include "epilogue.cuh"
 #include "gemm_layout.hpp"
@@ -84,8 +85,8 @@ using PassResults = __nv_bfloat162[Config::kStorePassColumns / 8][2];
 // Pass `pass` of a thread's accumulators (alpha.acc + beta.C already applied), as BF16 pairs:
 // finish(slice, value) maps each pair of neighbouring outputs first (the activation of rung 09's
 // epilogue, or nothing when the epilogue warps apply it later).
-template <class Config, class Finish>
-__device__ __forceinline__ void pack_pass(const float (&acc)[kAccumulators], int pass,
+template <class Config, class Finish, int kAccumulatorCount>
+__device__ __forceinline__ void pack_pass(const float (&acc)[kAccumulatorCount], int pass,
                                           PassResults<Config>& results, Finish finish) {
   constexpr int kSlicesPerPass = Config::kStorePassColumns / 8;
 #pragma unroll
@@ -181,5 +182,18 @@ __device__ __forceinline__ void store_accumulators_tma(const typename Config::Pa
 }
 
 #endif  // KC_STAGE3_SM90A
+
+// The tensor map the TMA stores write through: C (m x n bf16, row-major, dense) in the epilogue's
+// swizzled box x box boxes. TMA needs 16-byte row strides: n % 8 == 0, checked by the callers.
+inline TmaMatrix2d tma_store_map(void* c, int m, int n, int box) {
+  TmaMatrix2d map;
+  map.base = c;
+  map.rows = static_cast<std::uint64_t>(m);
+  map.cols = static_cast<std::uint64_t>(n);
+  map.box_rows = static_cast<std::uint32_t>(box);
+  map.box_cols = static_cast<std::uint32_t>(box);
+  map.swizzle_128b = true;
+  return map;
+}
 
 }  // namespace kc::stage3

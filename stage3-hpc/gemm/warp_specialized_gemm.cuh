@@ -258,16 +258,7 @@ void launch_warp_specialized(const HgemmArgs& args, const typename Config::Activ
   params.a = cache.tensor_map(operand_tile_map(args.a, args.m, args.k, Config::kBlockM));
   params.b = cache.tensor_map(operand_tile_map(args.b, args.n, args.k, Config::kBSliceRows));
   params.use_tma_store = Config::kStoresThroughSmem && args.n % 8 == 0;
-  if (params.use_tma_store) {
-    TmaMatrix2d c_map;
-    c_map.base = args.c;
-    c_map.rows = static_cast<std::uint64_t>(args.m);
-    c_map.cols = static_cast<std::uint64_t>(args.n);
-    c_map.box_rows = Config::kStoreBox;
-    c_map.box_cols = Config::kStoreBox;
-    c_map.swizzle_128b = true;
-    params.c = cache.tensor_map(c_map);
-  }
+  if (params.use_tma_store) params.c = cache.tensor_map(tma_store_map(args.c, args.m, args.n, Config::kStoreBox));
   params.c_pointer = args.c;
   params.m = args.m;
   params.n = args.n;

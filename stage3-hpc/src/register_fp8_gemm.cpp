@@ -1,5 +1,6 @@
 // Files the fp8_gemm op and its ladder with the registry (quant/fp8/: 01 TMA + FP8 WGMMA with FP32
-// promotion per K step, 02 the same on 128 x 192 tiles).
+// promotion per K step, 02 the same on 128 x 192 tiles, 03 + a TMA-store epilogue, 04 + a promotion
+// every four K steps with one scale per tensor).
 #include <memory>
 #include <string>
 #include <utility>
@@ -35,6 +36,14 @@ void register_fp8_gemm_kernels(Registry& registry) {
   add("02_wide_tiles", 2,
       "rung 01 on 128x192 tiles (m64n192k32): B read from shared memory once for 1.5 times the columns",
       &fp8_gemm_02_wide_tiles);
+  add("03_tma_store", 3,
+      "rung 02 with the epilogue through shared memory and TMA stores (64x64 boxes, whole lines) instead of "
+      "half-sector stores from the registers; four stages",
+      &fp8_gemm_03_tma_store);
+  add("04_promotion_window", 4,
+      "rung 03 promoting every four K steps with one scale per tensor (one step queued behind the running one "
+      "inside the window); block scales every step",
+      &fp8_gemm_04_promotion_window);
 
   // The activations' quantization for block scaling, in the same report.
   if (!registry.has_op(kFp8QuantizeOp)) registry.add_op(make_fp8_quantize_op());

@@ -107,11 +107,14 @@ TEST(Fp8GemmOp, BenchAndConformanceProblemsCoverBothScalingsAndTheEdges) {
   EXPECT_NE(op.baseline_name.find("cuBLASLt FP8"), std::string::npos) << op.baseline_name;
 }
 
-TEST(Fp8GemmLadder, RegistersTwoRungsForHopperOnlyInTheirOwnReport) {
+TEST(Fp8GemmLadder, RegistersFourRungsForHopperOnlyInTheirOwnReport) {
   const Registry& registry = stage3_test_registry();
   EXPECT_EQ(registry.kernel("stage3/fp8_gemm/01_tma_wgmma").rung, 1);
   EXPECT_EQ(registry.kernel("stage3/fp8_gemm/02_wide_tiles").rung, 2);
-  for (const char* id : {"stage3/fp8_gemm/01_tma_wgmma", "stage3/fp8_gemm/02_wide_tiles"}) {
+  EXPECT_EQ(registry.kernel("stage3/fp8_gemm/03_tma_store").rung, 3);
+  EXPECT_EQ(registry.kernel("stage3/fp8_gemm/04_promotion_window").rung, 4);
+  for (const char* id : {"stage3/fp8_gemm/01_tma_wgmma", "stage3/fp8_gemm/02_wide_tiles", "stage3/fp8_gemm/03_tma_store",
+                         "stage3/fp8_gemm/04_promotion_window"}) {
   const KernelEntry& rung = registry.kernel(id);
   EXPECT_EQ(rung.report_group(), kFp8GemmReport);
   EXPECT_EQ(rung.dtypes, std::vector<DType>{DType::f8e4m3});

@@ -246,7 +246,7 @@ TEST(NegativeControlsFp8, EachFlawFailsWhereTheRungPasses) {
   for (const std::vector<std::int64_t>& dims : {std::vector<std::int64_t>{256, 256, 8192},
                                                 std::vector<std::int64_t>{4096, 4096, 4096}}) {
     for (const double scaling : {0.0, 1.0}) {
-      for (const char* rung_name : {"01_tma_wgmma", "02_wide_tiles"}) {
+      for (const char* rung_name : {"01_tma_wgmma", "02_wide_tiles", "03_tma_store", "04_promotion_window"}) {
         const CheckOutcome rung = check_fp8(rung_name, dims, scaling);
         if (rung.status == CheckOutcome::Status::unsupported) GTEST_SKIP() << rung.detail;
         EXPECT_TRUE(rung.passed()) << rung_name << ": " << rung.detail;
@@ -254,6 +254,7 @@ TEST(NegativeControlsFp8, EachFlawFailsWhereTheRungPasses) {
                     static_cast<long long>(dims[1]), static_cast<long long>(dims[2]), scaling, rung.detail.c_str());
       }
       std::vector<const char*> controls = {"nc_no_fp32_promotion"};
+      if (scaling == 0.0) controls.push_back("nc_promotion_window_not_restarted");
       if (scaling == 1.0) {
         controls.push_back("nc_scale_applied_twice");
         controls.push_back("nc_next_blocks_scales");

@@ -1,7 +1,8 @@
-// The FP8 GEMM's deliberately wrong kernels: rung 01's kernel with one flaw each
-// (stage3-hpc/quant/fp8/fp8_gemm_flawed.cu) — the mistakes an FP8 GEMM makes in its bookkeeping,
-// not in its data movement: never promoting the tensor cores' partial sums to FP32, applying a
-// scale twice, reading the next K block's scales. Hopper only (FP8 WGMMA).
+// The FP8 GEMM's deliberately wrong kernels: rung 01's kernel (rung 04's for the window) with one
+// flaw each (stage3-hpc/quant/fp8/fp8_gemm_flawed.cu) — the mistakes an FP8 GEMM makes in its
+// bookkeeping, not in its data movement: never promoting the tensor cores' partial sums to FP32,
+// applying a scale twice, reading the next K block's scales, never restarting a promotion window's
+// sum. Hopper only (FP8 WGMMA).
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,21 +14,28 @@
 namespace kc::testing {
 namespace {
 
+// The scaling a control runs with: both, or only the one its flaw lives in.
+enum class Fp8ControlScaling { both, block_only, per_tensor_only };
+
 struct Fp8Control {
   const char* name;
   const char* flaw;
   stage3::Fp8Flaw kind;
-  bool block_scaling_only;
+  Fp8ControlScaling scaling;
 };
 
 const Fp8Control kFp8Controls[] = {
     {"nc_no_fp32_promotion",
      "the tensor cores sum all of K: their partial sums are never promoted to FP32 registers",
-     stage3::Fp8Flaw::no_promotion, false},
+     stage3::Fp8Flaw::no_promotion, Fp8ControlScaling::both},
     {"nc_scale_applied_twice", "block scaling: each activation scale multiplies the product twice",
-     stage3::Fp8Flaw::scale_twice, true},
+     stage3::Fp8Flaw::scale_twice, Fp8ControlScaling::block_only},
     {"nc_next_blocks_scales", "block scaling: K block kb uses the scales of block kb + 1 (a group index off by one)",
-     stage3::Fp8Flaw::wrong_scale_block, true},
+     stage3::Fp8Flaw::wrong_scale_block, Fp8ControlScaling::block_only},
+    {"nc_promotion_window_not_restarted",
+     "rung 04, one scale per tensor: each promotion window's sum starts from the last window's, not from zero, "
+     "so every earlier window is promoted again",
+     stage3::Fp8Flaw::window_not_restarted, Fp8ControlScaling::per_tensor_only},
 };
 
 }  // namespace
@@ -51,10 +59,13 @@ void register_fp8_gemm_controls(Registry& registry) {
     entry.report = "negative-controls";
     entry.min_compute_capability = 90;
     entry.max_compute_capability = 90;
-    const bool block_only = c.block_scaling_only;
-    entry.supports = [block_only](const Problem& p) -> std::string {
+    const Fp8ControlScaling scaling = c.scaling;
+    entry.supports = [scaling](const Problem& p) -> std::string {
       if (std::string error = stage3::fp8_gemm_rung_shape_error(p); !error.empty()) return error;
-      if (block_only && p.param("scaling") != 1.0) return "this control's flaw is in the block scales: scaling=1 only";
+      if (scaling == Fp8ControlScaling::block_only && p.param("scaling") != 1.0)
+        return "this control's flaw is in the block scales: scaling=1 only";
+      if (scaling == Fp8ControlScaling::per_tensor_only && p.param("scaling") != 0.0)
+        return "this control's flaw is in the promotion window of one scale per tensor: scaling=0 only";
       return {};
     };
     const stage3::Fp8Flaw flaw = c.kind;

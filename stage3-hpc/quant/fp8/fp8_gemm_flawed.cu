@@ -1,6 +1,7 @@
 // The FP8 GEMM's kernel with one flaw each, for the negative controls (tests/negative_controls):
-// a kernel that skips the promotion, applies a scale twice or reads the wrong block's scales must
-// fail the op's check, or the check is too weak to trust. Not a rung: kc-bench runs these only
+// a kernel that skips the promotion, applies a scale twice, reads the wrong block's scales or (rung
+// 04's kernel) never restarts its promotion window must fail the op's check, or the check is too
+// weak to trust. Not a rung: kc-bench runs these only
 // with --include-negative-controls.
 #include "fp8_gemm_kernel.cuh"
 
@@ -12,6 +13,10 @@ void fp8_gemm_01_with_flaw(const Fp8GemmArgs& args, Fp8Flaw flaw, cudaStream_t s
     case Fp8Flaw::no_promotion: launch_fp8_gemm_scaled<Fp8GemmConfig<128>, Fp8Flaw::no_promotion>(args, stream, cache); return;
     case Fp8Flaw::scale_twice:
       launch_fp8_gemm<Fp8GemmConfig<128>, Fp8Scaling::block, Fp8Flaw::scale_twice>(args, stream, cache);
+      return;
+    case Fp8Flaw::window_not_restarted:  // rung 04's kernel: the flaw is in its promotion window
+      launch_fp8_gemm<Fp8GemmConfig<192, 4, 192, 4>, Fp8Scaling::per_tensor, Fp8Flaw::window_not_restarted>(args, stream,
+                                                                                                        cache);
       return;
     case Fp8Flaw::wrong_scale_block:
       launch_fp8_gemm<Fp8GemmConfig<128>, Fp8Scaling::block, Fp8Flaw::wrong_scale_block>(args, stream, cache);

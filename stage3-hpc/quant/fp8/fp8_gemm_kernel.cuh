@@ -1,7 +1,7 @@
-// fp8_gemm_kernel.cuh — the kernel of the FP8 GEMM's rungs 01 and 02 (and of its negative
-// controls): the bf16 ladder's warp-specialized persistent kernel (gemm/warp_specialized_gemm.cuh)
-// with FP8 operands, 128 x 128 (rung 01) or 128 x 192 (rung 02) tiles, and an FP32 promotion after
-// every 128-deep K step.
+// fp8_gemm_kernel.cuh — the kernel of the FP8 GEMM's rungs 01-04 (and of its negative controls):
+// the bf16 ladder's warp-specialized persistent kernel (gemm/warp_specialized_gemm.cuh) with FP8
+// operands, 128 x 128 (rung 01) or 128 x 192 (rungs 02-04) tiles, and an FP32 promotion after
+// every 128-deep K step (every four with one scale per tensor in rung 04).
 //
 // What is the same as the bf16 ladder: the producer warp, the ring of stages and its mbarriers
 // (gemm/pipeline.cuh's StageRing, unchanged), the persistent tile walk in grouped raster order
@@ -25,8 +25,12 @@
 //     128 x 256: with `partial` and `total` both in registers, n256 would need 256 accumulator
 //     registers a thread, n192 needs 192. A 128 x 128 tile of B is exactly one block of the weight
 //     scales; a 192-wide tile spans one and a half, so its columns take one of two scales.
-// The epilogue stores pairs of bf16 straight from the registers (the bf16 ladder's rung 07 way,
-// its store_fragment_16x8).
+// Rungs 01 and 02 store pairs of bf16 straight from the registers (the bf16 ladder's rung 07 way,
+// its store_fragment_16x8). Rung 03 stores through shared memory and TMA (the bf16 ladder's rung
+// 09 way): the tile's epilogue is time both consumers spend away from the tensor cores, and the
+// direct stores write half-used 32-byte sectors. Rung 04 lets the tensor cores sum four K steps
+// (512 values of K) before each promotion when there is one scale per tensor: a quarter of the
+// waits and FFMAs, at the cost of a longer sum in the tensor cores' narrower accumulator.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -42,6 +46,7 @@
 #include "arch/sm90/wgmma_narrow.cuh"
 #include "arch/util.hpp"
 #include "epilogue.cuh"
+#include "epilogue_tma_store.cuh"
 #include "hopper_common.cuh"
 #include "kc/common/error.hpp"
 #include "kc/stage3/fp8_gemm_args.hpp"
@@ -54,7 +59,9 @@ namespace kc::stage3 {
 struct Fp8GemmParams {
   CUtensorMap a;  // A: M x K FP8, seen as M x K/2 two-byte elements, boxes of 128 x 64
   CUtensorMap b;  // B: N x K FP8, the same
+  CUtensorMap c_store;  // C for TMA stores, boxes of 64 x 64 bf16 (rungs 03-04; used when use_tma_store)
   bf16* c;
+  bool use_tma_store;
   const float* scale_a;
   const float* scale_b;
   int m, n, k;
@@ -66,11 +73,37 @@ struct Fp8GemmParams {
 };
 
 // The knobs, in the shape gemm/pipeline.cuh and gemm/tile_scheduler.cuh read them
-// (quant/byte_operand_gemm.cuh). kBlockNValue: the tile's columns, 128 (rung 01) or 192 (rung 02).
-// Six stages of 32 KiB (n128) or five of 40 KiB (n192): the loads run four or five K steps ahead.
-template <int kBlockNValue>
-struct Fp8GemmConfig : ByteOperandGemmShape<kBlockNValue, kBlockNValue == 128 ? 6 : 5, Fp8GemmParams> {
-  using Shape = ByteOperandGemmShape<kBlockNValue, kBlockNValue == 128 ? 6 : 5, Fp8GemmParams>;
+// (quant/byte_operand_gemm.cuh). kBlockNValue: the tile's columns, 128 (rung 01) or 192 (rungs
+// 02-04).
+// kPromotionIntervalValue (rung 04): with one scale per tensor, the K steps the tensor cores sum
+// before the promotion (1 in rungs 01 and 02). Block scales change every K step, so they always
+// promote every step.
+// kStorePassColumnsValue (rung 03): 0, the results leave straight from the registers; otherwise
+// through a buffer of 64 rows x this many columns per consumer and TMA stores of 64 x 64 boxes.
+// kStagesValue: the ring's depth (six stages of 32 KiB at n128, five of 40 KiB at n192; four at
+// n192 when a 48 KiB epilogue buffer must fit beside them).
+template <int kBlockNValue, int kPromotionIntervalValue = 1, int kStorePassColumnsValue = 0,
+          int kStagesValue = (kBlockNValue == 128 ? 6 : 5)>
+struct Fp8GemmConfig : ByteOperandGemmShape<kBlockNValue, kStagesValue, Fp8GemmParams> {
+  using Shape = ByteOperandGemmShape<kBlockNValue, kStagesValue, Fp8GemmParams>;
+  static constexpr int kPromotionInterval = kPromotionIntervalValue;
+  static constexpr bool kStoresThroughSmem = kStorePassColumnsValue > 0;
+  static constexpr int kStorePassColumns = kStoresThroughSmem ? kStorePassColumnsValue : 64;
+  static constexpr int kStoreBox = 64;
+  static constexpr int kStoreBoxBytes = kStoreBox * kStoreBox * 2;
+  static constexpr int kEpilogueBytesPerConsumer = kWarpgroupRows * kStorePassColumns * 2;
+  // The buffer starts at the first 1024-byte boundary after the ring's barriers (the swizzle's
+  // alignment).
+  static constexpr int kEpilogueOffset = Shape::kStages * Shape::kStageBytes + 1024;
+  static constexpr int kSmemBytes =
+      kStoresThroughSmem ? kSmemAlignment + kEpilogueOffset + Shape::kConsumers * kEpilogueBytesPerConsumer
+                         : Shape::kSmemBytes;
+  static_assert(kSmemBytes <= kMaxDynamicSmem, "shared memory over the per-block limit");
+  static_assert(Shape::kBarrierBytes <= 1024, "the barriers fit before the epilogue buffer");
+  static_assert(Shape::kStageBytes % 1024 == 0, "the epilogue buffer stays 1024-byte aligned");
+  static_assert(!kStoresThroughSmem || Shape::kBlockN % kStorePassColumns == 0, "whole passes a tile");
+  static_assert(kStorePassColumns % kStoreBox == 0, "whole boxes a pass");
+  static_assert(kPromotionInterval >= 1, "promote at least every K step's sum");
   static_assert(Shape::kBlockN == 128 || Shape::kBlockN == 192, "wgmma n128 or n192");
   // A tile's columns span at most two blocks of B's scales (n192 tiles start at a block or in its
   // middle).
@@ -164,6 +197,39 @@ __device__ __forceinline__ void store_fp8_tile(const Fp8GemmParams& params, cons
     store_fragment_16x8(params.c, params.m, params.n, warp_row0, col0 + 8 * j, &total[4 * j], linear, Identity{});
 }
 
+// Rungs 03 and 04's epilogue: the tile's results, times the per-tensor scale, as bf16 through the
+// consumer's swizzled buffer and TMA stores of 64 x 64 boxes (whole lines, clipped by TMA at the
+// edges of C), in passes of kStorePassColumns columns: the bf16 ladder's rung 09 pieces
+// (gemm/epilogue_tma_store.cuh). Before a pass writes the buffer, the stores of the last pass must
+// have read it.
+template <class Config>
+__device__ __forceinline__ void store_fp8_tile_tma(const Fp8GemmParams& params, const float (&total)[Config::kAccumulators],
+                                                   std::uint8_t* buffer, int consumer, int row0, int col0, float scale) {
+  constexpr int kPasses = Config::kBlockN / Config::kStorePassColumns;
+  const int thread = threadIdx.x % kWarpgroupThreads;
+  const int barrier_id = 1 + consumer;
+#pragma unroll
+  for (int pass = 0; pass < kPasses; ++pass) {
+    PassResults<Config> results;
+    pack_pass<Config>(total, pass, results,
+                      [scale](int, float2 value) { return make_float2(value.x * scale, value.y * scale); });
+    if (thread == 0) sm90::tma_store_wait_smem_read();
+    sm90::named_barrier_sync(barrier_id, kWarpgroupThreads);
+    write_pass_to_buffer<Config>(buffer, results);
+    sm90::fence_proxy_async_shared();
+    sm90::named_barrier_sync(barrier_id, kWarpgroupThreads);
+    if (thread == 0 && row0 < params.m) {
+#pragma unroll
+      for (int box = 0; box < Config::kStorePassColumns / Config::kStoreBox; ++box) {
+        const int box_col0 = col0 + pass * Config::kStorePassColumns + box * Config::kStoreBox;
+        if (box_col0 < params.n)
+          sm90::tma_store_2d(&params.c_store, buffer + box * Config::kStoreBoxBytes, box_col0, row0);
+      }
+      sm90::tma_store_commit_group();
+    }
+  }
+}
+
 template <class Config, Fp8Scaling kScaling, Fp8Flaw kFlaw>
 __global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __grid_constant__ Fp8GemmParams params) {
   extern __shared__ std::uint8_t smem_raw[];
@@ -212,25 +278,57 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __g
       sm90::fence_accumulators(partial);
       promote<Config>(total, partial, load_step_scales<kScaling, kFlaw>(params, 0, row_top, col0), col0);
     } else {
+      // A promotion window: kInterval K steps summed on the tensor cores, one step's WGMMAs in
+      // flight while the consumer waits for the step before (as the flaw above, but for a window
+      // only), then the wait for the last and the promotion. kInterval = 1: every step waited for
+      // and promoted (rungs 01 and 02).
+      constexpr int kInterval = kScaling == Fp8Scaling::per_tensor ? Config::kPromotionInterval : 1;
+      const auto starts_window = [](int k_tile) {
+        if constexpr (kFlaw == Fp8Flaw::window_not_restarted) return k_tile == 0;  // the flaw
+        return k_tile % kInterval == 0;
+      };
+      int previous_stage = -1;  // a stage whose WGMMAs may still run, not yet released
       Fp8StepScales scales = load_step_scales<kScaling, kFlaw>(params, 0, row_top, col0);
       for (int k_tile = 0; k_tile < k_tiles; ++k_tile) {
         ring.wait_full(state);
         fp8_wgmma_k_step<Config>(partial, smem_u32(ring.tile_a(state.stage)) + consumer * kWarpgroupRows * kTileRowBytes,
-                                 smem_u32(ring.tile_b(state.stage)), 0u);
+                                 smem_u32(ring.tile_b(state.stage)), starts_window(k_tile) ? 0u : 1u);
+        if (k_tile % kInterval != kInterval - 1 && k_tile + 1 < k_tiles) {
+          // Inside the window: wait for the previous step only, and free its stage.
+          sm90::wgmma_wait_group<1>();
+          if (previous_stage >= 0) ring.release(previous_stage, lane);
+          previous_stage = state.stage;
+          state.advance();
+          continue;
+        }
         // The next step's scales load while this step's WGMMAs run.
         const Fp8StepScales next = k_tile + 1 < k_tiles
                                        ? load_step_scales<kScaling, kFlaw>(params, k_tile + 1, row_top, col0)
                                        : scales;
         sm90::wgmma_wait_group<0>();
         sm90::fence_accumulators(partial);
+        if (previous_stage >= 0) ring.release(previous_stage, lane);
+        previous_stage = -1;
         ring.release(state.stage, lane);
         state.advance();
         promote<Config>(total, partial, scales, col0);
         scales = next;
       }
     }
+    if constexpr (Config::kStoresThroughSmem) {
+      if (params.use_tma_store) {
+        store_fp8_tile_tma<Config>(params, total,
+                                   aligned_dynamic_smem(smem_raw) + Config::kEpilogueOffset +
+                                       consumer * Config::kEpilogueBytesPerConsumer,
+                                   consumer, tile.m * Config::kBlockM + consumer * kWarpgroupRows, col0,
+                                   per_tensor_scale);
+        continue;
+      }
+    }
     if (tile.m < params.tiles_m) store_fp8_tile<Config>(params, total, row_top - lane / 4, col0, per_tensor_scale);
   }
+  if constexpr (Config::kStoresThroughSmem)
+    if (params.use_tma_store && threadIdx.x % kWarpgroupThreads == 0) sm90::tma_store_wait_all();
 }
 
 #else  // not the sm_90a device pass: an empty kernel the launch code never runs
@@ -254,6 +352,8 @@ void launch_fp8_gemm(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchC
   params.a = cache.tensor_map(byte_operand_tile_map(args.a, args.m, args.k, Config::kBlockM));
   params.b = cache.tensor_map(byte_operand_tile_map(args.b, args.n, args.k, Config::kBlockN));
   params.c = args.c;
+  params.use_tma_store = Config::kStoresThroughSmem && args.n % 8 == 0;  // TMA needs 16-byte row strides
+  if (params.use_tma_store) params.c_store = cache.tensor_map(tma_store_map(args.c, args.m, args.n, Config::kStoreBox));
   params.scale_a = args.scale_a;
   params.scale_b = args.scale_b;
   params.m = args.m;

@@ -75,6 +75,13 @@ void fp8_gemm_01_tma_wgmma(const Fp8GemmArgs& args, cudaStream_t stream, HopperL
 // Rung 02: rung 01 with 128 x 192 tiles (wgmma m64n192k32): B read once for 1.5 times the columns.
 void fp8_gemm_02_wide_tiles(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
 
+// Rung 03: rung 02 with the epilogue through shared memory and TMA stores (four stages).
+void fp8_gemm_03_tma_store(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
+
+// Rung 04: rung 03 with one promotion every four K steps when there is one scale per tensor (block
+// scales: every step, as rung 03).
+void fp8_gemm_04_promotion_window(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
+
 // The activations' side of block scaling: X [M, K] bf16 -> Q [M, K] e4m3 and s_A [ceil(K/128), M]
 // (the layout above), per 1 x 128 piece of a row: s = max |x| / 448 (the largest finite e4m3), or
 // 1 for a piece of zeros, and Q = x / s rounded to nearest e4m3. Memory-bound; K % 16 == 0.
@@ -97,6 +104,8 @@ enum class Fp8Flaw {
   no_promotion,       // the tensor cores sum all of K: no FP32 promotion per K step
   scale_twice,        // block scaling: the A scale applied twice
   wrong_scale_block,  // block scaling: K block kb uses the scales of block kb + 1 (the last its own)
+  window_not_restarted,  // rung 04, one scale per tensor: each promotion window's sum starts from the
+                         // last window's instead of zero, so earlier windows are promoted again
 };
 void fp8_gemm_01_with_flaw(const Fp8GemmArgs& args, Fp8Flaw flaw, cudaStream_t stream, HopperLaunchCache& cache);
 
