@@ -13,7 +13,8 @@
 // instruction (e4m3, K = 32 a WGMMA, four per 128-byte row as before), 128 x 128 tiles instead of
 // 128 x 256 (the promoted sum needs a second set of 64 accumulators per thread), six stages of
 // 32 KiB, and the promotion after each K step, which makes each consumer wait for its own WGMMAs
-// every step (wgmma.wait_group 0): the two consumer warpgroups take turns on the tensor cores.
+// every step (wgmma.wait_group 0): the other consumer warpgroup's WGMMAs keep the tensor cores
+// busy meanwhile, when they are queued.
 // The kernel and its reasoning: fp8_gemm_kernel.cuh.
 //
 // Layouts: A [M, K] and B [N, K] e4m3 row-major, C [M, N] bf16; scales as kc/stage3/fp8_gemm_args.hpp
