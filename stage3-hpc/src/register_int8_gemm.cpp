@@ -1,5 +1,5 @@
-// Files the INT8 GEMM's two ops and rung 01 (quant/int8/: TMA + WGMMA s8 -> s32, the s32 or the
-// dequantizing epilogue) with the registry.
+// Files the INT8 GEMM's two ops and rungs 01 (quant/int8/: TMA + WGMMA s8 -> s32, the s32 or the
+// dequantizing epilogue) and 02 (+ the epilogue through shared memory and TMA) with the registry.
 #include <memory>
 #include <string>
 #include <utility>
@@ -16,21 +16,28 @@ void register_int8_gemm_kernels(Registry& registry) {
 
   // sm_90a machine code (wgmma, setmaxnreg) runs on compute capability 9.0 only. One kernel, two
   // epilogues: the s32 op and the dequantizing op each file it, each with its own launch cache.
-  for (const char* op : {kInt8GemmOp, kInt8GemmDequantOp}) {
-    KernelEntry rung = rung_entry(op, "01_tma_wgmma", 1,
-                                  "TMA + WGMMA m64n256k32 s8 -> s32, producer warp and two consumer warpgroups, "
-                                  "persistent 128x256 tiles; exact integer sums, s32 stores or dequantized to bf16 "
-                                  "in the epilogue",
-                                  {DType::i8}, kInt8GemmReport, 90);
+  using Launch = void (*)(const Int8GemmArgs&, cudaStream_t, HopperLaunchCache&);
+  const auto add = [&registry](const char* op, const char* name, int rung_number, const char* idea, Launch launch) {
+    KernelEntry rung = rung_entry(op, name, rung_number, idea, {DType::i8}, kInt8GemmReport, 90);
     rung.max_compute_capability = 90;
     rung.constraints = "K % 16 == 0";
     rung.supports = &int8_gemm_rung_shape_error;
     rung.refuses = int8_gemm_rung_refusals();
     auto cache = std::make_shared<HopperLaunchCache>();
-    rung.launch = [cache](const Problem& problem, Operands& operands, cudaStream_t stream) {
-      int8_gemm_01_tma_wgmma(int8_gemm_args(problem, operands), stream, *cache);
+    rung.launch = [cache, launch](const Problem& problem, Operands& operands, cudaStream_t stream) {
+      launch(int8_gemm_args(problem, operands), stream, *cache);
     };
     registry.add_kernel(std::move(rung));
+  };
+  for (const char* op : {kInt8GemmOp, kInt8GemmDequantOp}) {
+    add(op, "01_tma_wgmma", 1,
+        "TMA + WGMMA m64n256k32 s8 -> s32, producer warp and two consumer warpgroups, persistent 128x256 tiles; "
+        "exact integer sums, s32 stores or dequantized to bf16 in the epilogue",
+        &int8_gemm_01_tma_wgmma);
+    add(op, "02_tma_store", 2,
+        "rung 01 with the epilogue through shared memory and TMA stores (64-row boxes of 128 bytes, whole lines "
+        "in the background)",
+        &int8_gemm_02_tma_store);
   }
 }
 

@@ -70,11 +70,12 @@ TEST(Int8GemmOp, BenchAndConformanceProblemsCoverTheEdges) {
   }
 }
 
-TEST(Int8GemmLadder, RegistersRungOneInBothOpsForHopperOnly) {
+TEST(Int8GemmLadder, RegistersRungsOneAndTwoInBothOpsForHopperOnly) {
   const Registry& registry = stage3_test_registry();
-  for (const char* op : {kInt8GemmOp, kInt8GemmDequantOp}) {
-    const KernelEntry& rung = registry.kernel(std::string("stage3/") + op + "/01_tma_wgmma");
-    EXPECT_EQ(rung.rung, 1);
+  for (const char* op : {kInt8GemmOp, kInt8GemmDequantOp})
+  for (const char* name : {"01_tma_wgmma", "02_tma_store"}) {
+    const KernelEntry& rung = registry.kernel(std::string("stage3/") + op + "/" + name);
+    EXPECT_EQ(rung.rung, name[1] - '0');
     EXPECT_EQ(rung.report_group(), kInt8GemmReport);
     EXPECT_EQ(rung.dtypes, std::vector<DType>{DType::i8});
     EXPECT_EQ(rung.min_compute_capability, 90);

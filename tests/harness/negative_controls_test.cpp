@@ -293,11 +293,14 @@ TEST(NegativeControlsInt8, EachFlawFailsWhereTheRungPasses) {
   for (const std::vector<std::int64_t>& dims : {std::vector<std::int64_t>{256, 256, 8192},
                                                 std::vector<std::int64_t>{4096, 4096, 4096}}) {
     for (const char* op : {stage3::kInt8GemmOp, stage3::kInt8GemmDequantOp}) {
-      const CheckOutcome rung = check_int8(op, "01_tma_wgmma", dims);
-      if (rung.status == CheckOutcome::Status::unsupported) GTEST_SKIP() << rung.detail;
-      EXPECT_TRUE(rung.passed()) << op << ": " << rung.detail;
+      for (const char* rung_name : {"01_tma_wgmma", "02_tma_store"}) {
+        const CheckOutcome rung = check_int8(op, rung_name, dims);
+        if (rung.status == CheckOutcome::Status::unsupported) GTEST_SKIP() << rung.detail;
+        EXPECT_TRUE(rung.passed()) << op << " " << rung_name << ": " << rung.detail;
+      }
       std::vector<const char*> controls = {"nc_last_k_step_dropped"};
       if (std::string(op) == stage3::kInt8GemmDequantOp) controls.push_back("nc_scales_swapped");
+      if (std::string(op) == stage3::kInt8GemmOp) controls.push_back("nc_s32_box_column_halved");
       for (const char* control : controls) {
         const CheckOutcome o = check_int8(op, control, dims);
         EXPECT_EQ(o.status, CheckOutcome::Status::failed) << op << " " << control << ": " << o.detail;

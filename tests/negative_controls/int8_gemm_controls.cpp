@@ -1,7 +1,7 @@
-// The INT8 GEMM's deliberately wrong kernels: rung 01's kernel with one flaw each
-// (stage3-hpc/quant/int8/int8_gemm_flawed.cu) — a K tail dropped (the last 128-deep K step never
-// multiplied), and the dequantizing epilogue's row and column scales swapped. Hopper only (integer
-// WGMMA).
+// The INT8 GEMM's deliberately wrong kernels: rung 01's kernel (rung 02's for the TMA box) with
+// one flaw each (stage3-hpc/quant/int8/int8_gemm_flawed.cu) — a K tail dropped (the last 128-deep K
+// step never multiplied), the dequantizing epilogue's row and column scales swapped, and the s32
+// TMA store's box column in the wrong unit. Hopper only (integer WGMMA).
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +30,10 @@ const Int8Control kInt8Controls[] = {
     {stage3::kInt8GemmDequantOp, "nc_scales_swapped",
      "dequantizing, row m takes the weight scale s_B[m] and column n the activation scale s_A[n]",
      stage3::Int8Flaw::scales_swapped},
+    {stage3::kInt8GemmOp, "nc_s32_box_column_halved",
+     "rung 02, s32 out: each TMA store box is placed at its s32 column, not at the two-byte element the map "
+     "counts (twice that), so boxes overwrite each other and half the columns are never written",
+     stage3::Int8Flaw::s32_box_column_halved},
 };
 
 }  // namespace

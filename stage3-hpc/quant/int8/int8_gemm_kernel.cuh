@@ -1,6 +1,7 @@
-// int8_gemm_kernel.cuh — the kernel of the INT8 GEMM's rung 01 (and of its negative controls):
-// the bf16 ladder's warp-specialized persistent kernel (gemm/warp_specialized_gemm.cuh, rung 07)
-// with s8 operands and s32 accumulators, 128 x 256 tiles.
+// int8_gemm_kernel.cuh — the kernel of the INT8 GEMM's rungs 01 and 02 (and of its negative
+// controls): the bf16 ladder's warp-specialized persistent kernel (gemm/warp_specialized_gemm.cuh,
+// rung 07) with s8 operands and s32 accumulators, 128 x 256 tiles; rung 02 stores its results
+// through shared memory and TMA as the bf16 ladder's rung 09 does.
 //
 // What is the same as the bf16 ladder: the producer warp and the ring of stages (gemm/pipeline.cuh),
 // the persistent tile walk in grouped raster order (gemm/tile_scheduler.cuh), one K step of WGMMAs
@@ -31,6 +32,7 @@
 #include "arch/sm90/wgmma_narrow.cuh"
 #include "arch/util.hpp"
 #include "epilogue.cuh"
+#include "epilogue_tma_store.cuh"
 #include "hopper_common.cuh"
 #include "kc/common/error.hpp"
 #include "kc/stage3/int8_gemm_args.hpp"
@@ -43,6 +45,10 @@ namespace kc::stage3 {
 struct Int8GemmParams {
   CUtensorMap a;  // A: M x K s8, seen as M x K/2 two-byte elements, boxes of 128 x 64
   CUtensorMap b;  // B: N x K s8, boxes of 256 x 64
+  // Rung 02, when use_tma_store: C32 seen as M x 2N two-byte elements, or C (bf16), in boxes of
+  // 64 rows x 128 bytes (32 s32 or 64 bf16 values).
+  CUtensorMap c_store;
+  bool use_tma_store;
   std::int32_t* c32;
   bf16* c;
   const float* scale_a;
@@ -61,6 +67,23 @@ struct Int8GemmConfig : ByteOperandGemmShape<256, 4, Int8GemmParams> {
 
 // The epilogue's output.
 enum class Int8Output { s32, dequantized_bf16 };
+
+// Rung 02's epilogue buffer, after the ring (and its barriers, within the next 1024 bytes): per
+// consumer one pass of two 64-row boxes of 128-byte swizzled rows — 64 s32 or 128 bf16 columns a
+// pass, so a 64 x 256 result leaves in four passes (s32) or two (bf16). The names are the ones
+// gemm/epilogue_tma_store.cuh's write_pass_to_buffer reads (for the bf16 output).
+struct Int8TmaStore {
+  static constexpr int kStoreBox = 64;                      // bf16 columns of a box (128 bytes)
+  static constexpr int kStoreBoxBytes = 64 * kTileRowBytes;  // 64 rows of 128 bytes: 8 KiB
+  static constexpr int kBoxesPerPass = 2;
+  static constexpr int kStorePassColumns = kBoxesPerPass * kStoreBox;  // bf16 columns a pass
+  static constexpr int kS32PassColumns = kBoxesPerPass * kTileRowBytes / 4;  // s32 columns a pass
+  static constexpr int kPassBytes = kBoxesPerPass * kStoreBoxBytes;          // 16 KiB a consumer
+  static constexpr int kEpilogueOffset = Int8GemmConfig::kStages * Int8GemmConfig::kStageBytes + 1024;
+  static constexpr int kSmemBytes = kSmemAlignment + kEpilogueOffset + Int8GemmConfig::kConsumers * kPassBytes;
+  static_assert(Int8GemmConfig::kBarrierBytes <= 1024, "the ring's barriers fit before the buffer");
+  static_assert(kSmemBytes <= kMaxDynamicSmem, "shared memory over the per-block limit");
+};
 
 #if KC_STAGE3_SM90A
 
@@ -156,7 +179,91 @@ __device__ __forceinline__ void store_int8_tile(const Int8GemmParams& params,
   }
 }
 
+// Rung 02's epilogue: the consumer's 64 x 256 result through its buffer and TMA stores, pass by
+// pass (the bf16 ladder's rung 09 way, gemm/epilogue_tma_store.cuh): write the pass into the
+// swizzled boxes (s32 pairs, or bf16 pairs dequantized as rung 01 does), fence, one thread stores
+// the boxes (TMA clips them at the edges of C); before a pass writes the buffer, the stores of the
+// last pass must have read it.
 template <Int8Output kOutput, Int8Flaw kFlaw>
+__device__ __forceinline__ void store_int8_tile_tma(const Int8GemmParams& params,
+                                                    const std::int32_t (&acc)[Int8GemmConfig::kAccumulators],
+                                                    std::uint8_t* buffer, int consumer, int row0, int col0) {
+  constexpr bool kS32 = kOutput == Int8Output::s32;
+  constexpr int kPassColumns = kS32 ? Int8TmaStore::kS32PassColumns : Int8TmaStore::kStorePassColumns;
+  constexpr int kPasses = Int8GemmConfig::kBlockN / kPassColumns;
+  constexpr int kSlicesAPass = kPassColumns / 8;
+  const int thread = threadIdx.x % kWarpgroupThreads;
+  const int lane = threadIdx.x % 32;
+  const int warp = thread / 32;
+  const int barrier_id = 1 + consumer;
+
+  float top = 1.f, bottom = 1.f;  // the dequantizing output's row scales (clamped past M)
+  const bool swapped = kFlaw == Int8Flaw::scales_swapped;
+  const float* col_scales = swapped ? params.scale_a : params.scale_b;
+  const int col_limit = swapped ? params.m : params.n;
+  if constexpr (!kS32) {
+    const float* row_scales = swapped ? params.scale_b : params.scale_a;
+    const int row_limit = swapped ? params.n : params.m;
+    top = __ldg(row_scales + min(row0 + 16 * warp + lane / 4, row_limit - 1));
+    bottom = __ldg(row_scales + min(row0 + 16 * warp + lane / 4 + 8, row_limit - 1));
+  }
+
+#pragma unroll
+  for (int pass = 0; pass < kPasses; ++pass) {
+    PassResults<Int8TmaStore> results;  // the bf16 output's pairs (unused for s32)
+    if constexpr (!kS32) {
+      // Plain (coherent) loads of the column scales, as in store_int8_tile: they stay behind the
+      // stores before them, so only one pass's scales are live.
+#pragma unroll
+      for (int slice = 0; slice < kSlicesAPass; ++slice) {
+        const int j = pass * kSlicesAPass + slice;
+        const int col = col0 + 8 * j + 2 * (lane % 4);
+        const float2 scale = make_float2(col_scales[min(col, col_limit - 1)], col_scales[min(col + 1, col_limit - 1)]);
+        results[slice][0] = __floats2bfloat162_rn(static_cast<float>(acc[4 * j + 0]) * top * scale.x,
+                                                  static_cast<float>(acc[4 * j + 1]) * top * scale.y);
+        results[slice][1] = __floats2bfloat162_rn(static_cast<float>(acc[4 * j + 2]) * bottom * scale.x,
+                                                  static_cast<float>(acc[4 * j + 3]) * bottom * scale.y);
+      }
+    }
+    if (thread == 0) sm90::tma_store_wait_smem_read();
+    sm90::named_barrier_sync(barrier_id, kWarpgroupThreads);
+    if constexpr (kS32) {
+      // s32 pairs: column c of a box is byte 4c of its 128-byte row (16-byte chunk c / 4).
+#pragma unroll
+      for (int slice = 0; slice < kSlicesAPass; ++slice) {
+        const int j = pass * kSlicesAPass + slice;
+        const int pass_col = 8 * slice + 2 * (lane % 4);
+        const int box = pass_col / (kTileRowBytes / 4);
+        const int col = pass_col % (kTileRowBytes / 4);
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int row = 16 * warp + lane / 4 + 8 * half;
+          std::uint8_t* destination =
+              buffer + box * Int8TmaStore::kStoreBoxBytes + swizzle_128b_offset(row, col / 4) + (col % 4) * 4;
+          *reinterpret_cast<int2*>(destination) = make_int2(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]);
+        }
+      }
+    } else {
+      write_pass_to_buffer<Int8TmaStore>(buffer, results);
+    }
+    sm90::fence_proxy_async_shared();
+    sm90::named_barrier_sync(barrier_id, kWarpgroupThreads);
+    if (thread == 0 && row0 < params.m) {
+#pragma unroll
+      for (int box = 0; box < Int8TmaStore::kBoxesPerPass; ++box) {
+        const int box_col0 = col0 + pass * kPassColumns + box * (kPassColumns / Int8TmaStore::kBoxesPerPass);
+        // The s32 map counts two-byte elements: column c of C32 is element 2c (the flaw forgets it).
+        constexpr bool kDouble = kS32 && kFlaw != Int8Flaw::s32_box_column_halved;
+        if (box_col0 < params.n)
+          sm90::tma_store_2d(&params.c_store, buffer + box * Int8TmaStore::kStoreBoxBytes, kDouble ? 2 * box_col0 : box_col0,
+                             row0);
+      }
+      sm90::tma_store_commit_group();
+    }
+  }
+}
+
+template <Int8Output kOutput, Int8Flaw kFlaw, bool kTmaStore>
 __global__ void __launch_bounds__(Int8GemmConfig::kThreads, 1)
     int8_gemm_kernel(const __grid_constant__ Int8GemmParams params) {
   using Config = Int8GemmConfig;
@@ -203,31 +310,49 @@ __global__ void __launch_bounds__(Int8GemmConfig::kThreads, 1)
     ring.release(previous_stage, lane);
     sm90::fence_accumulators(acc);
 
+    if constexpr (kTmaStore) {
+      if (params.use_tma_store) {
+        store_int8_tile_tma<kOutput, kFlaw>(
+            params, acc, aligned_dynamic_smem(smem_raw) + Int8TmaStore::kEpilogueOffset + consumer * Int8TmaStore::kPassBytes,
+            consumer, tile.m * Config::kBlockM + consumer * kWarpgroupRows, tile.n * Config::kBlockN);
+        continue;
+      }
+    }
     if (tile.m < params.tiles_m) {
       const int warp_row0 = tile.m * Config::kBlockM + consumer * kWarpgroupRows + 16 * warp_in_group;
       store_int8_tile<kOutput, kFlaw>(params, acc, warp_row0, tile.n * Config::kBlockN);
     }
   }
+  if constexpr (kTmaStore)
+    if (params.use_tma_store && threadIdx.x % kWarpgroupThreads == 0) sm90::tma_store_wait_all();
 }
 
 #else  // not the sm_90a device pass: an empty kernel the launch code never runs
 
-template <Int8Output kOutput, Int8Flaw kFlaw>
+template <Int8Output kOutput, Int8Flaw kFlaw, bool kTmaStore>
 __global__ void __launch_bounds__(Int8GemmConfig::kThreads, 1) int8_gemm_kernel(const __grid_constant__ Int8GemmParams) {}
 
 #endif  // KC_STAGE3_SM90A
 
-template <Int8Output kOutput, Int8Flaw kFlaw>
+template <Int8Output kOutput, Int8Flaw kFlaw, bool kTmaStore>
 void launch_int8_gemm_output(const Int8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache) {
   using Config = Int8GemmConfig;
-  const void* kernel = reinterpret_cast<const void*>(&int8_gemm_kernel<kOutput, kFlaw>);
-  cache.prepare_kernel(kernel, Config::kSmemBytes);
+  const void* kernel = reinterpret_cast<const void*>(&int8_gemm_kernel<kOutput, kFlaw, kTmaStore>);
+  constexpr int kSmemBytes = kTmaStore ? Int8TmaStore::kSmemBytes : Config::kSmemBytes;
+  cache.prepare_kernel(kernel, kSmemBytes);
 
   Int8GemmParams params{};
   params.a = cache.tensor_map(byte_operand_tile_map(args.a, args.m, args.k, Config::kBlockM));
   params.b = cache.tensor_map(byte_operand_tile_map(args.b, args.n, args.k, Config::kBlockN));
   params.c32 = args.c32;
   params.c = args.c;
+  // TMA needs 16-byte row strides: N % 4 == 0 for s32, N % 8 == 0 for bf16; other N store directly.
+  params.use_tma_store = kTmaStore && args.n % (kOutput == Int8Output::s32 ? 4 : 8) == 0;
+  if (params.use_tma_store) {
+    params.c_store = cache.tensor_map(kOutput == Int8Output::s32
+                                          ? tma_store_map(args.c32, args.m, 2 * args.n, Int8TmaStore::kStoreBox)
+                                          : tma_store_map(args.c, args.m, args.n, Int8TmaStore::kStoreBox));
+  }
   params.scale_a = args.scale_a;
   params.scale_b = args.scale_b;
   params.m = args.m;
@@ -238,12 +363,12 @@ void launch_int8_gemm_output(const Int8GemmArgs& args, cudaStream_t stream, Hopp
   params.tiles_n = ceil_div(args.n, Config::kBlockN);
   params.cluster_tiles_m = params.tiles_m;
   const int ctas = schedule_clusters<Config>(params, Schedule::persistent, Config::kRasterBandTileRows, cache, kernel);
-  int8_gemm_kernel<kOutput, kFlaw><<<ctas, Config::kThreads, Config::kSmemBytes, stream>>>(params);
+  int8_gemm_kernel<kOutput, kFlaw, kTmaStore><<<ctas, Config::kThreads, kSmemBytes, stream>>>(params);
   KC_CUDA_CHECK(cudaGetLastError());
 }
 
 // Validates the arguments, then runs the kernel for the output the arguments ask for.
-template <Int8Flaw kFlaw>
+template <Int8Flaw kFlaw, bool kTmaStore = false>
 void launch_int8_gemm(const Int8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache) {
   require(args.m >= 1 && args.n >= 1 && args.k >= 1, "INT8 GEMM: empty problem {}x{}x{}", args.m, args.n, args.k);
   require(args.k % kInt8KMultiple == 0,
@@ -253,10 +378,10 @@ void launch_int8_gemm(const Int8GemmArgs& args, cudaStream_t stream, HopperLaunc
   require(args.a != nullptr && args.b != nullptr, "INT8 GEMM: A or B is null");
   require((args.c32 != nullptr) != (args.c != nullptr), "INT8 GEMM: give exactly one output, c32 (s32) or c (bf16)");
   if (args.c32 != nullptr) {
-    launch_int8_gemm_output<Int8Output::s32, kFlaw>(args, stream, cache);
+    launch_int8_gemm_output<Int8Output::s32, kFlaw, kTmaStore>(args, stream, cache);
   } else {
     require(args.scale_a != nullptr && args.scale_b != nullptr, "INT8 GEMM: the bf16 output needs both scales");
-    launch_int8_gemm_output<Int8Output::dequantized_bf16, kFlaw>(args, stream, cache);
+    launch_int8_gemm_output<Int8Output::dequantized_bf16, kFlaw, kTmaStore>(args, stream, cache);
   }
 }
 

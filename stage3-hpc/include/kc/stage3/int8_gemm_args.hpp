@@ -49,12 +49,18 @@ class HopperLaunchCache;  // the tensor maps and launch facts of the Hopper kern
 // epilogue stores s32, or dequantizes to bf16 with the row and column scales. sm_90a.
 void int8_gemm_01_tma_wgmma(const Int8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
 
+// Rung 02: rung 01 with the epilogue through shared memory and TMA stores (passes of two 64-row
+// boxes of 128 bytes per consumer), for both outputs.
+void int8_gemm_02_tma_store(const Int8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
+
 // What the negative controls get wrong on purpose (tests/negative_controls): rung 01's kernel
 // with one flaw each. Not a rung.
 enum class Int8Flaw {
   none,
   k_step_dropped,  // the last 128-deep K step is never multiplied (a K tail dropped)
   scales_swapped,  // dequantize: row m takes s_B's m-th scale and column n s_A's n-th (clamped)
+  s32_box_column_halved,  // rung 02, s32 out: a box's TMA column given in s32 columns, not in the
+                          // two-byte elements the map counts (boxes land at half their column)
 };
 void int8_gemm_01_with_flaw(const Int8GemmArgs& args, Int8Flaw flaw, cudaStream_t stream, HopperLaunchCache& cache);
 
