@@ -138,6 +138,22 @@ __device__ __forceinline__ void store_pass_boxes(const typename Config::Params& 
   sm90::tma_store_commit_group();
 }
 
+// The two halves of one pass of a warpgroup's epilogue through its buffer (named barrier
+// `barrier_id`, the warpgroup's 128 threads), around the pass's writes into the buffer:
+//   begin_buffer_pass: wait until the stores of the last pass have read the buffer;
+//   end_buffer_pass:   make the writes visible to the TMA engine (which reads through the async
+//                      proxy) and wait for every thread's; true for the one thread that then
+//                      issues the pass's TMA stores.
+__device__ __forceinline__ void begin_buffer_pass(int barrier_id) {
+  if (threadIdx.x % kWarpgroupThreads == 0) sm90::tma_store_wait_smem_read();
+  sm90::named_barrier_sync(barrier_id, kWarpgroupThreads);
+}
+__device__ __forceinline__ bool end_buffer_pass(int barrier_id) {
+  sm90::fence_proxy_async_shared();
+  sm90::named_barrier_sync(barrier_id, kWarpgroupThreads);
+  return threadIdx.x % kWarpgroupThreads == 0;
+}
+
 // Epilogue through shared memory (rung 09): every thread writes its fragment pairs, as BF16, into
 // the consumer's buffer, then one thread stores each box with TMA, which writes whole lines and
 // clips at the edges of C. The 64 x 256 result goes out in passes of kStorePassColumns columns;
@@ -158,7 +174,6 @@ __device__ __forceinline__ void store_accumulators_tma(const typename Config::Pa
                                                        float (&acc)[kAccumulators],
                                                        PassColumns<Config> columns) {
   constexpr int kPasses = kHopperBlockN / Config::kStorePassColumns;
-  const int thread = threadIdx.x % kWarpgroupThreads;
   const int barrier_id = 1 + consumer;  // one named barrier per consumer warpgroup
 
   apply_linear_combination(acc, params.linear, params.m, params.n, row0, col0);
@@ -171,12 +186,9 @@ __device__ __forceinline__ void store_accumulators_tma(const typename Config::Pa
     });
     if (pass + 1 < kPasses) columns = load_pass_columns<Config>(params, col0, pass + 1);
 
-    if (thread == 0) sm90::tma_store_wait_smem_read();
-    sm90::named_barrier_sync(barrier_id, kWarpgroupThreads);
+    begin_buffer_pass(barrier_id);
     write_pass_to_buffer<Config>(buffer, results);
-    sm90::fence_proxy_async_shared();  // the TMA engine reads through the async proxy
-    sm90::named_barrier_sync(barrier_id, kWarpgroupThreads);
-    if (thread == 0)
+    if (end_buffer_pass(barrier_id))
       store_pass_boxes<Config>(params, buffer, row0, col0 + pass * Config::kStorePassColumns);
   }
 }

@@ -46,6 +46,10 @@ struct ByteOperandGemmShape {
   static constexpr int kRasterBandTileRows = 8;
   static constexpr int kBarrierBytes = 2 * kStages * 8;
   static constexpr int kSmemBytes = kSmemAlignment + kStages * kStageBytes + kBarrierBytes;
+  // Where a buffer after the ring may start (the epilogue's, rungs with TMA stores): the first
+  // 1024-byte boundary (the 128-byte swizzle's alignment) after the ring's barriers.
+  static constexpr int kAfterRingOffset = kStages * kStageBytes + 1024;
+  static_assert(kBarrierBytes <= 1024 && kStageBytes % 1024 == 0, "a buffer after the ring stays 1024-byte aligned");
   static constexpr int kProducerRegisters = 40;
   static constexpr int kConsumerRegisters = 232;
   static constexpr int kAccumulators = kWarpgroupRows * kBlockN / kWarpgroupThreads;  // a thread's share

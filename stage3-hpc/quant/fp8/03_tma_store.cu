@@ -10,9 +10,9 @@
 // the next tile.
 //
 // What changed from rung 02: the epilogue (store_fp8_tile_tma in fp8_gemm_kernel.cuh, built from
-// the bf16 ladder's pack_pass and write_pass_to_buffer in gemm/epilogue_tma_store.cuh), a 48 KiB
-// buffer (64 x 192 bf16 per consumer: the whole tile in one pass), and so four stages of 40 KiB
-// instead of five. C's rows must be 16-byte aligned for TMA (N % 8 == 0); for other N the kernel
+// the bf16 ladder's pieces in gemm/epilogue_tma_store.cuh: pack_pass, write_pass_to_buffer, the
+// pass's barriers and store_pass_boxes), a 48 KiB buffer (64 x 192 bf16 per consumer: the whole
+// tile in one pass), and so four stages of 40 KiB instead of five. C's rows must be 16-byte aligned for TMA (N % 8 == 0); for other N the kernel
 // stores as rung 02 does.
 //
 // Layouts and limits: rung 01's (kc/stage3/fp8_gemm_args.hpp). Expected limiter: the tensor cores,

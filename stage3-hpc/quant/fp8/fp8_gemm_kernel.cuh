@@ -59,8 +59,8 @@ namespace kc::stage3 {
 struct Fp8GemmParams {
   CUtensorMap a;  // A: M x K FP8, seen as M x K/2 two-byte elements, boxes of 128 x 64
   CUtensorMap b;  // B: N x K FP8, the same
-  CUtensorMap c_store;  // C for TMA stores, boxes of 64 x 64 bf16 (rungs 03-04; used when use_tma_store)
-  bf16* c;
+  CUtensorMap c;  // C for TMA stores, boxes of 64 x 64 bf16 (rungs 03-04; used when use_tma_store)
+  bf16* c_pointer;  // C (bf16), for the direct stores
   bool use_tma_store;
   const float* scale_a;
   const float* scale_b;
@@ -92,15 +92,10 @@ struct Fp8GemmConfig : ByteOperandGemmShape<kBlockNValue, kStagesValue, Fp8GemmP
   static constexpr int kStoreBox = 64;
   static constexpr int kStoreBoxBytes = kStoreBox * kStoreBox * 2;
   static constexpr int kEpilogueBytesPerConsumer = kWarpgroupRows * kStorePassColumns * 2;
-  // The buffer starts at the first 1024-byte boundary after the ring's barriers (the swizzle's
-  // alignment).
-  static constexpr int kEpilogueOffset = Shape::kStages * Shape::kStageBytes + 1024;
   static constexpr int kSmemBytes =
-      kStoresThroughSmem ? kSmemAlignment + kEpilogueOffset + Shape::kConsumers * kEpilogueBytesPerConsumer
+      kStoresThroughSmem ? kSmemAlignment + Shape::kAfterRingOffset + Shape::kConsumers * kEpilogueBytesPerConsumer
                          : Shape::kSmemBytes;
   static_assert(kSmemBytes <= kMaxDynamicSmem, "shared memory over the per-block limit");
-  static_assert(Shape::kBarrierBytes <= 1024, "the barriers fit before the epilogue buffer");
-  static_assert(Shape::kStageBytes % 1024 == 0, "the epilogue buffer stays 1024-byte aligned");
   static_assert(!kStoresThroughSmem || Shape::kBlockN % kStorePassColumns == 0, "whole passes a tile");
   static_assert(kStorePassColumns % kStoreBox == 0, "whole boxes a pass");
   static_assert(kPromotionInterval >= 1, "promote at least every K step's sum");
@@ -194,7 +189,8 @@ __device__ __forceinline__ void store_fp8_tile(const Fp8GemmParams& params, cons
   const LinearCombination linear{scale, 0.f, nullptr, params.n};
 #pragma unroll
   for (int j = 0; j < Config::kAccumulators / 4; ++j)
-    store_fragment_16x8(params.c, params.m, params.n, warp_row0, col0 + 8 * j, &total[4 * j], linear, Identity{});
+    store_fragment_16x8(params.c_pointer, params.m, params.n, warp_row0, col0 + 8 * j, &total[4 * j], linear,
+                        Identity{});
 }
 
 // Rungs 03 and 04's epilogue: the tile's results, times the per-tensor scale, as bf16 through the
@@ -206,27 +202,15 @@ template <class Config>
 __device__ __forceinline__ void store_fp8_tile_tma(const Fp8GemmParams& params, const float (&total)[Config::kAccumulators],
                                                    std::uint8_t* buffer, int consumer, int row0, int col0, float scale) {
   constexpr int kPasses = Config::kBlockN / Config::kStorePassColumns;
-  const int thread = threadIdx.x % kWarpgroupThreads;
-  const int barrier_id = 1 + consumer;
 #pragma unroll
   for (int pass = 0; pass < kPasses; ++pass) {
     PassResults<Config> results;
     pack_pass<Config>(total, pass, results,
                       [scale](int, float2 value) { return make_float2(value.x * scale, value.y * scale); });
-    if (thread == 0) sm90::tma_store_wait_smem_read();
-    sm90::named_barrier_sync(barrier_id, kWarpgroupThreads);
+    begin_buffer_pass(1 + consumer);
     write_pass_to_buffer<Config>(buffer, results);
-    sm90::fence_proxy_async_shared();
-    sm90::named_barrier_sync(barrier_id, kWarpgroupThreads);
-    if (thread == 0 && row0 < params.m) {
-#pragma unroll
-      for (int box = 0; box < Config::kStorePassColumns / Config::kStoreBox; ++box) {
-        const int box_col0 = col0 + pass * Config::kStorePassColumns + box * Config::kStoreBox;
-        if (box_col0 < params.n)
-          sm90::tma_store_2d(&params.c_store, buffer + box * Config::kStoreBoxBytes, box_col0, row0);
-      }
-      sm90::tma_store_commit_group();
-    }
+    if (end_buffer_pass(1 + consumer))
+      store_pass_boxes<Config>(params, buffer, row0, col0 + pass * Config::kStorePassColumns);
   }
 }
 
@@ -318,7 +302,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __g
     if constexpr (Config::kStoresThroughSmem) {
       if (params.use_tma_store) {
         store_fp8_tile_tma<Config>(params, total,
-                                   aligned_dynamic_smem(smem_raw) + Config::kEpilogueOffset +
+                                   aligned_dynamic_smem(smem_raw) + Config::kAfterRingOffset +
                                        consumer * Config::kEpilogueBytesPerConsumer,
                                    consumer, tile.m * Config::kBlockM + consumer * kWarpgroupRows, col0,
                                    per_tensor_scale);
@@ -351,9 +335,9 @@ void launch_fp8_gemm(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchC
   Fp8GemmParams params{};
   params.a = cache.tensor_map(byte_operand_tile_map(args.a, args.m, args.k, Config::kBlockM));
   params.b = cache.tensor_map(byte_operand_tile_map(args.b, args.n, args.k, Config::kBlockN));
-  params.c = args.c;
+  params.c_pointer = args.c;
   params.use_tma_store = Config::kStoresThroughSmem && args.n % 8 == 0;  // TMA needs 16-byte row strides
-  if (params.use_tma_store) params.c_store = cache.tensor_map(tma_store_map(args.c, args.m, args.n, Config::kStoreBox));
+  if (params.use_tma_store) params.c = cache.tensor_map(tma_store_map(args.c, args.m, args.n, Config::kStoreBox));
   params.scale_a = args.scale_a;
   params.scale_b = args.scale_b;
   params.m = args.m;

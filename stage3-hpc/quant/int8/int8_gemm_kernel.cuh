@@ -68,7 +68,7 @@ struct Int8GemmConfig : ByteOperandGemmShape<256, 4, Int8GemmParams> {
 // The epilogue's output.
 enum class Int8Output { s32, dequantized_bf16 };
 
-// Rung 02's epilogue buffer, after the ring (and its barriers, within the next 1024 bytes): per
+// Rung 02's epilogue buffer, after the ring (at Int8GemmConfig::kAfterRingOffset): per
 // consumer one pass of two 64-row boxes of 128-byte swizzled rows — 64 s32 or 128 bf16 columns a
 // pass, so a 64 x 256 result leaves in four passes (s32) or two (bf16). The names are the ones
 // gemm/epilogue_tma_store.cuh's write_pass_to_buffer reads (for the bf16 output).
@@ -79,9 +79,8 @@ struct Int8TmaStore {
   static constexpr int kStorePassColumns = kBoxesPerPass * kStoreBox;  // bf16 columns a pass
   static constexpr int kS32PassColumns = kBoxesPerPass * kTileRowBytes / 4;  // s32 columns a pass
   static constexpr int kPassBytes = kBoxesPerPass * kStoreBoxBytes;          // 16 KiB a consumer
-  static constexpr int kEpilogueOffset = Int8GemmConfig::kStages * Int8GemmConfig::kStageBytes + 1024;
-  static constexpr int kSmemBytes = kSmemAlignment + kEpilogueOffset + Int8GemmConfig::kConsumers * kPassBytes;
-  static_assert(Int8GemmConfig::kBarrierBytes <= 1024, "the ring's barriers fit before the buffer");
+  static constexpr int kSmemBytes =
+      kSmemAlignment + Int8GemmConfig::kAfterRingOffset + Int8GemmConfig::kConsumers * kPassBytes;
   static_assert(kSmemBytes <= kMaxDynamicSmem, "shared memory over the per-block limit");
 };
 
@@ -313,7 +312,7 @@ __global__ void __launch_bounds__(Int8GemmConfig::kThreads, 1)
     if constexpr (kTmaStore) {
       if (params.use_tma_store) {
         store_int8_tile_tma<kOutput, kFlaw>(
-            params, acc, aligned_dynamic_smem(smem_raw) + Int8TmaStore::kEpilogueOffset + consumer * Int8TmaStore::kPassBytes,
+            params, acc, aligned_dynamic_smem(smem_raw) + Config::kAfterRingOffset + consumer * Int8TmaStore::kPassBytes,
             consumer, tile.m * Config::kBlockM + consumer * kWarpgroupRows, tile.n * Config::kBlockN);
         continue;
       }
