@@ -39,11 +39,15 @@ __device__ __forceinline__ void copy_tile_async(std::uint32_t tile, const TileCh
 //            t + kStages into stage s.
 // One barrier per K step, and after it the warp has its next fragments already in registers: the
 // ldmatrix latency at a K-step boundary hides behind the last slice's MMAs.
+//
+// Accumulators: WarpAccumulators<Config> (bf16 operands, FP32 sums), or Int8WarpAccumulators<Config>
+// (s8 operands, s32 sums: the INT8 GEMM's rung 03 hands its s8 matrices over as rows of K / 2
+// two-byte elements — copies and ldmatrix move bytes — and the accumulators pick the MMA).
 template <class Config>
 struct CpAsyncMainloop {
-  template <bool kFullTiles>
+  template <bool kFullTiles, class Accumulators>
   __device__ static void run(const HgemmArgs& args, std::uint8_t* smem, int block_row0, int block_col0,
-                             WarpOrigin warp, WarpAccumulators<Config>& acc) {
+                             WarpOrigin warp, Accumulators& acc) {
     const std::uint32_t smem_base = smem_u32(smem);
     constexpr int kStages = Config::kStages;
     constexpr int kSlices = Config::kSlices;

@@ -80,6 +80,10 @@ struct MmaSyncConfig {
 
 template <class Config>
 using WarpAccumulators = float[Config::kFragmentsM][Config::kFragmentsN][4];
+// The same warp tile of exact 32-bit integer sums, for s8 operands (the INT8 GEMM's rung 03,
+// quant/int8/): the accumulator type is what picks mma_warp_fragments' s8 form below.
+template <class Config>
+using Int8WarpAccumulators = std::int32_t[Config::kFragmentsM][Config::kFragmentsN][4];
 
 // Where a warp's tile sits in the block tile.
 struct WarpOrigin {
@@ -236,6 +240,19 @@ __device__ __forceinline__ void mma_warp_fragments(WarpAccumulators<Config>& acc
 #pragma unroll
     for (int j = 0; j < Config::kFragmentsN; ++j)
       sm80::mma_m16n8k16_bf16(acc[i][j], fragments.a[i], fragments.b[j][0], fragments.b[j][1]);
+}
+
+// The same for s8 operands: the fragments' bytes are loaded exactly as above (ldmatrix moves
+// 16-byte rows), but a 32-byte slice now holds 32 K-values, so each slice is kFragmentsM x
+// kFragmentsN mma.sync m16n8k32 into 32-bit integer sums (arch/sm80/mma.cuh).
+template <class Config>
+__device__ __forceinline__ void mma_warp_fragments(Int8WarpAccumulators<Config>& acc,
+                                                   const WarpFragments<Config>& fragments) {
+#pragma unroll
+  for (int i = 0; i < Config::kFragmentsM; ++i)
+#pragma unroll
+    for (int j = 0; j < Config::kFragmentsN; ++j)
+      sm80::mma_m16n8k32_s8(acc[i][j], fragments.a[i], fragments.b[j][0], fragments.b[j][1]);
 }
 
 // One warp multiplies its share of a K step held in swizzled shared memory (A tile rows = M, B

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -208,6 +209,20 @@ Int8GemmArgs int8_gemm_args(const Problem& p, Operands& o) {
     args.c32 = o["C32"].data<std::int32_t>();
   }
   return args;
+}
+
+void check_int8_gemm_args(const Int8GemmArgs& args) {
+  require(args.m >= 1 && args.n >= 1 && args.k >= 1, "INT8 GEMM: empty problem {}x{}x{}", args.m, args.n, args.k);
+  require(args.k % kInt8KMultiple == 0,
+          "INT8 GEMM: K must be a multiple of {} (got {}): the rows of A and B are moved in 16-byte pieces",
+          kInt8KMultiple, args.k);
+  require(args.k <= kInt8MaxK, "INT8 GEMM: K = {} could overflow the 32-bit sums (at most {})", args.k, kInt8MaxK);
+  require(args.a != nullptr && args.b != nullptr, "INT8 GEMM: A or B is null");
+  require(reinterpret_cast<std::uintptr_t>(args.a) % 16 == 0 && reinterpret_cast<std::uintptr_t>(args.b) % 16 == 0,
+          "INT8 GEMM: A and B must start 16-byte aligned (their rows are moved in 16-byte pieces)");
+  require((args.c32 != nullptr) != (args.c != nullptr), "INT8 GEMM: give exactly one output, c32 (s32) or c (bf16)");
+  if (args.c != nullptr)
+    require(args.scale_a != nullptr && args.scale_b != nullptr, "INT8 GEMM: the bf16 output needs both scales");
 }
 
 OpSpec make_int8_gemm_op() { return make_op(false); }

@@ -1,5 +1,6 @@
 // Files the INT8 GEMM's two ops and rungs 01 (quant/int8/: TMA + WGMMA s8 -> s32, the s32 or the
-// dequantizing epilogue) and 02 (+ the epilogue through shared memory and TMA) with the registry.
+// dequantizing epilogue), 02 (+ the epilogue through shared memory and TMA) and 03 (cp.async +
+// mma.sync s8, for sm_80) with the registry.
 #include <memory>
 #include <string>
 #include <utility>
@@ -38,6 +39,18 @@ void register_int8_gemm_kernels(Registry& registry) {
         "rung 01 with the epilogue through shared memory and TMA stores (64-row boxes of 128 bytes, whole lines "
         "in the background)",
         &int8_gemm_02_tma_store);
+    // Rung 03 runs wherever mma.sync s8 and 145 KiB of shared memory per block do (sm_80, sm_90).
+    KernelEntry rung = rung_entry(op, "03_mma_sync", 3,
+                                  "the bf16 ladder's rung 03 on the s8 bytes: cp.async pipeline, ldmatrix, mma.sync "
+                                  "m16n8k32 s8 -> s32, 128x256 blocks of 2x4 warps; for GPUs without WGMMA (sm_80)",
+                                  {DType::i8}, kInt8GemmReport, 80);
+    rung.constraints = "K % 16 == 0";
+    rung.supports = &int8_gemm_rung_shape_error;
+    rung.refuses = int8_gemm_rung_refusals();
+    rung.launch = [](const Problem& problem, Operands& operands, cudaStream_t stream) {
+      int8_gemm_03_mma_sync(int8_gemm_args(problem, operands), stream);
+    };
+    registry.add_kernel(std::move(rung));
   }
 }
 

@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "kc/common/error.hpp"
 #include "kc/stage3/int8_gemm.hpp"
 #include "stage3_test_registry.hpp"
 
@@ -70,16 +72,63 @@ TEST(Int8GemmOp, BenchAndConformanceProblemsCoverTheEdges) {
   }
 }
 
-TEST(Int8GemmLadder, RegistersRungsOneAndTwoInBothOpsForHopperOnly) {
+// Every rung's launch checks its arguments first (check_int8_gemm_args): a bad argument is a
+// kc::Error naming the rule, before any CUDA call. No GPU needed: the pointers are never read.
+TEST(Int8GemmArgs, LaunchChecksNameTheRuleTheArgumentsBreak) {
+  alignas(16) static std::int8_t a[64], b[64];
+  alignas(16) static std::int32_t c32[4];
+  alignas(16) static bf16 c[4];
+  alignas(16) static float scales[4];
+  Int8GemmArgs good;
+  good.m = good.n = 2;
+  good.k = 32;
+  good.a = a;
+  good.b = b;
+  good.c32 = c32;
+  EXPECT_NO_THROW(check_int8_gemm_args(good));
+  const auto message = [](const Int8GemmArgs& args) {
+    try {
+      check_int8_gemm_args(args);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  Int8GemmArgs odd_k = good;
+  odd_k.k = 40;
+  EXPECT_NE(message(odd_k).find("multiple of 16"), std::string::npos) << message(odd_k);
+  Int8GemmArgs misaligned = good;
+  misaligned.b = b + 1;
+  EXPECT_NE(message(misaligned).find("16-byte aligned"), std::string::npos) << message(misaligned);
+  Int8GemmArgs two_outputs = good;
+  two_outputs.c = c;
+  EXPECT_NE(message(two_outputs).find("exactly one output"), std::string::npos) << message(two_outputs);
+  Int8GemmArgs no_scales = good;
+  no_scales.c32 = nullptr;
+  no_scales.c = c;
+  no_scales.scale_a = scales;
+  EXPECT_NE(message(no_scales).find("both scales"), std::string::npos) << message(no_scales);
+  no_scales.scale_b = scales;
+  EXPECT_NO_THROW(check_int8_gemm_args(no_scales));
+  Int8GemmArgs empty = good;
+  empty.m = 0;
+  EXPECT_NE(message(empty).find("empty problem"), std::string::npos) << message(empty);
+}
+
+TEST(Int8GemmLadder, RegistersRungsOneAndTwoForHopperOnlyAndRungThreeFromSm80) {
   const Registry& registry = stage3_test_registry();
   for (const char* op : {kInt8GemmOp, kInt8GemmDequantOp})
-  for (const char* name : {"01_tma_wgmma", "02_tma_store"}) {
+  for (const char* name : {"01_tma_wgmma", "02_tma_store", "03_mma_sync"}) {
     const KernelEntry& rung = registry.kernel(std::string("stage3/") + op + "/" + name);
+    const bool hopper = std::string(name) != "03_mma_sync";
     EXPECT_EQ(rung.rung, name[1] - '0');
     EXPECT_EQ(rung.report_group(), kInt8GemmReport);
     EXPECT_EQ(rung.dtypes, std::vector<DType>{DType::i8});
-    EXPECT_EQ(rung.min_compute_capability, 90);
-    EXPECT_EQ(rung.max_compute_capability, 90);
+    EXPECT_EQ(rung.min_compute_capability, hopper ? 90 : 80);
+    if (hopper)
+      EXPECT_EQ(rung.max_compute_capability, 90);
+    else
+      EXPECT_EQ(rung.max_compute_capability, 0) << "mma.sync runs on every GPU from sm_80 on";
     EXPECT_EQ(rung.refuses, int8_gemm_rung_refusals());
     const Problem odd = registry.op(op).problem({64, 64, 100}, DType::i8);
     EXPECT_NE(unsupported_reason(registry, rung, odd, nullptr).find("multiple of 16"), std::string::npos);

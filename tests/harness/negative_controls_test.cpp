@@ -246,7 +246,8 @@ TEST(NegativeControlsFp8, EachFlawFailsWhereTheRungPasses) {
   for (const std::vector<std::int64_t>& dims : {std::vector<std::int64_t>{256, 256, 8192},
                                                 std::vector<std::int64_t>{4096, 4096, 4096}}) {
     for (const double scaling : {0.0, 1.0}) {
-      for (const char* rung_name : {"01_tma_wgmma", "02_wide_tiles", "03_tma_store", "04_promotion_window"}) {
+      for (const char* rung_name :
+           {"01_tma_wgmma", "02_wide_tiles", "03_tma_store", "04_promotion_window", "05_tile_per_shape"}) {
         const CheckOutcome rung = check_fp8(rung_name, dims, scaling);
         if (rung.status == CheckOutcome::Status::unsupported) GTEST_SKIP() << rung.detail;
         EXPECT_TRUE(rung.passed()) << rung_name << ": " << rung.detail;
@@ -293,13 +294,16 @@ TEST(NegativeControlsInt8, EachFlawFailsWhereTheRungPasses) {
   for (const std::vector<std::int64_t>& dims : {std::vector<std::int64_t>{256, 256, 8192},
                                                 std::vector<std::int64_t>{4096, 4096, 4096}}) {
     for (const char* op : {stage3::kInt8GemmOp, stage3::kInt8GemmDequantOp}) {
-      for (const char* rung_name : {"01_tma_wgmma", "02_tma_store"}) {
+      for (const char* rung_name : {"01_tma_wgmma", "02_tma_store", "03_mma_sync"}) {
         const CheckOutcome rung = check_int8(op, rung_name, dims);
         if (rung.status == CheckOutcome::Status::unsupported) GTEST_SKIP() << rung.detail;
         EXPECT_TRUE(rung.passed()) << op << " " << rung_name << ": " << rung.detail;
       }
       std::vector<const char*> controls = {"nc_last_k_step_dropped"};
-      if (std::string(op) == stage3::kInt8GemmDequantOp) controls.push_back("nc_scales_swapped");
+      if (std::string(op) == stage3::kInt8GemmDequantOp) {
+        controls.push_back("nc_scales_swapped");
+        controls.push_back("nc_fragment_rows_share_scale");
+      }
       if (std::string(op) == stage3::kInt8GemmOp) controls.push_back("nc_s32_box_column_halved");
       for (const char* control : controls) {
         const CheckOutcome o = check_int8(op, control, dims);

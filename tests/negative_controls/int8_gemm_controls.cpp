@@ -1,7 +1,9 @@
-// The INT8 GEMM's deliberately wrong kernels: rung 01's kernel (rung 02's for the TMA box) with
-// one flaw each (stage3-hpc/quant/int8/int8_gemm_flawed.cu) — a K tail dropped (the last 128-deep K
-// step never multiplied), the dequantizing epilogue's row and column scales swapped, and the s32
-// TMA store's box column in the wrong unit. Hopper only (integer WGMMA).
+// The INT8 GEMM's deliberately wrong kernels: rung 01's kernel (rung 02's for the TMA box, rung
+// 03's for the fragment rows) with one flaw each (stage3-hpc/quant/int8/int8_gemm_flawed.cu) — a K
+// tail dropped (the last 128-deep K step never multiplied), the dequantizing epilogue's row and
+// column scales swapped, the s32 TMA store's box column in the wrong unit (those three Hopper
+// only: integer WGMMA), and the lower 8 rows of each mma.sync fragment dequantized with the upper
+// rows' scale (sm_80 and later).
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,6 +20,7 @@ struct Int8Control {
   const char* name;
   const char* flaw;
   stage3::Int8Flaw kind;
+  int min_compute_capability = 90;  // the Hopper rungs' kernels; rung 03's runs from sm_80 on
 };
 
 const Int8Control kInt8Controls[] = {
@@ -34,6 +37,10 @@ const Int8Control kInt8Controls[] = {
      "rung 02, s32 out: each TMA store box is placed at its s32 column, not at the two-byte element the map "
      "counts (twice that), so boxes overwrite each other and half the columns are never written",
      stage3::Int8Flaw::s32_box_column_halved},
+    {stage3::kInt8GemmDequantOp, "nc_fragment_rows_share_scale",
+     "rung 03 (mma.sync), dequantizing: rows r + 8 of each 16 x 8 fragment are scaled by row r's s_A[r] "
+     "(the lower half of the accumulator layout read as the upper)",
+     stage3::Int8Flaw::fragment_rows_share_scale, 80},
 };
 
 }  // namespace
@@ -55,13 +62,13 @@ void register_int8_gemm_controls(Registry& registry) {
     entry.idea = std::string("NEGATIVE CONTROL: ") + c.flaw;
     entry.dtypes = {DType::i8};
     entry.report = "negative-controls";
-    entry.min_compute_capability = 90;
-    entry.max_compute_capability = 90;
+    entry.min_compute_capability = c.min_compute_capability;
+    if (c.min_compute_capability == 90) entry.max_compute_capability = 90;  // sm_90a code
     entry.supports = &stage3::int8_gemm_rung_shape_error;
     const stage3::Int8Flaw flaw = c.kind;
     auto cache = std::make_shared<stage3::HopperLaunchCache>();
     entry.launch = [flaw, cache](const Problem& problem, Operands& operands, cudaStream_t stream) {
-      stage3::int8_gemm_01_with_flaw(stage3::int8_gemm_args(problem, operands), flaw, stream, *cache);
+      stage3::int8_gemm_with_flaw(stage3::int8_gemm_args(problem, operands), flaw, stream, *cache);
     };
     registry.add_kernel(std::move(entry));
   }

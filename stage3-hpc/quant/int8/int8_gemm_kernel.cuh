@@ -38,6 +38,7 @@
 #include "kc/stage3/int8_gemm_args.hpp"
 #include "pipeline.cuh"
 #include "quant/byte_operand_gemm.cuh"
+#include "quant/int8/int8_epilogue.cuh"
 #include "tile_scheduler.cuh"
 
 namespace kc::stage3 {
@@ -64,9 +65,6 @@ struct Int8GemmParams {
 struct Int8GemmConfig : ByteOperandGemmShape<256, 4, Int8GemmParams> {
   static_assert(kAccumulators == 128, "m64n256: 128 accumulators a thread");
 };
-
-// The epilogue's output.
-enum class Int8Output { s32, dequantized_bf16 };
 
 // Rung 02's epilogue buffer, after the ring (at Int8GemmConfig::kAfterRingOffset): per
 // consumer one pass of two 64-row boxes of 128-byte swizzled rows — 64 s32 or 128 bf16 columns a
@@ -97,39 +95,6 @@ __device__ __forceinline__ void int8_wgmma_k_step(std::int32_t (&acc)[Int8GemmCo
                               sm90::smem_descriptor_sw128(b_tile + kk * kStepBytes), 1u);
   }
   sm90::wgmma_commit_group();
-}
-
-// The dequantizing epilogue's column factors, in the shape gemm/epilogue.cuh's activations have:
-// the pair s_B[col], s_B[col + 1] of one fragment column pair, loaded beforehand (below) and
-// applied to both of its rows. (The row factor s_A[row] is applied before, to the converted sums.)
-struct ScalePair {
-  float2 scale;
-  struct ColumnPair {};
-  __device__ ColumnPair column_pair(int /*col*/, int /*n*/) const { return {}; }
-  __device__ float2 operator()(float2 value, ColumnPair /*unused*/) const {
-    return make_float2(value.x * scale.x, value.y * scale.y);
-  }
-};
-
-// The s32 results of one 16 x 8 fragment (rows row0 + lane / 4 and + 8): pairs as one 8-byte store
-// where N is even (a pair is then 8-byte aligned), else one value at a time.
-__device__ __forceinline__ void store_s32_fragment(std::int32_t* c, int m, int n, int row0, int col0,
-                                                   const std::int32_t* fragment) {
-  const int lane = threadIdx.x % 32;
-  const int col = col0 + 2 * (lane % 4);
-  if (col >= n) return;
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int row = row0 + lane / 4 + 8 * half;
-    if (row >= m) continue;
-    std::int32_t* out = c + static_cast<std::size_t>(row) * n + col;
-    if (n % 2 == 0) {
-      *reinterpret_cast<int2*>(out) = make_int2(fragment[2 * half], fragment[2 * half + 1]);
-    } else {
-      out[0] = fragment[2 * half];
-      if (col + 1 < n) out[1] = fragment[2 * half + 1];
-    }
-  }
 }
 
 template <Int8Output kOutput, Int8Flaw kFlaw>
@@ -182,7 +147,7 @@ __device__ __forceinline__ void store_int8_tile(const Int8GemmParams& params,
 // pass (the bf16 ladder's rung 09 way, gemm/epilogue_tma_store.cuh): write the pass into the
 // swizzled boxes (s32 pairs, or bf16 pairs dequantized as rung 01 does), fence, one thread stores
 // the boxes (TMA clips them at the edges of C); before a pass writes the buffer, the stores of the
-// last pass must have read it.
+// last pass must have read it (the bf16 ladder's begin_buffer_pass / end_buffer_pass).
 template <Int8Output kOutput, Int8Flaw kFlaw>
 __device__ __forceinline__ void store_int8_tile_tma(const Int8GemmParams& params,
                                                     const std::int32_t (&acc)[Int8GemmConfig::kAccumulators],
@@ -224,8 +189,7 @@ __device__ __forceinline__ void store_int8_tile_tma(const Int8GemmParams& params
                                                   static_cast<float>(acc[4 * j + 3]) * bottom * scale.y);
       }
     }
-    if (thread == 0) sm90::tma_store_wait_smem_read();
-    sm90::named_barrier_sync(barrier_id, kWarpgroupThreads);
+    begin_buffer_pass(barrier_id);
     if constexpr (kS32) {
       // s32 pairs: column c of a box is byte 4c of its 128-byte row (16-byte chunk c / 4).
 #pragma unroll
@@ -245,9 +209,7 @@ __device__ __forceinline__ void store_int8_tile_tma(const Int8GemmParams& params
     } else {
       write_pass_to_buffer<Int8TmaStore>(buffer, results);
     }
-    sm90::fence_proxy_async_shared();
-    sm90::named_barrier_sync(barrier_id, kWarpgroupThreads);
-    if (thread == 0 && row0 < params.m) {
+    if (end_buffer_pass(barrier_id) && row0 < params.m) {
 #pragma unroll
       for (int box = 0; box < Int8TmaStore::kBoxesPerPass; ++box) {
         const int box_col0 = col0 + pass * kPassColumns + box * (kPassColumns / Int8TmaStore::kBoxesPerPass);
@@ -369,17 +331,10 @@ void launch_int8_gemm_output(const Int8GemmArgs& args, cudaStream_t stream, Hopp
 // Validates the arguments, then runs the kernel for the output the arguments ask for.
 template <Int8Flaw kFlaw, bool kTmaStore = false>
 void launch_int8_gemm(const Int8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache) {
-  require(args.m >= 1 && args.n >= 1 && args.k >= 1, "INT8 GEMM: empty problem {}x{}x{}", args.m, args.n, args.k);
-  require(args.k % kInt8KMultiple == 0,
-          "INT8 GEMM: K must be a multiple of {} (got {}): TMA moves rows of A and B in 16-byte pieces",
-          kInt8KMultiple, args.k);
-  require(args.k <= kInt8MaxK, "INT8 GEMM: K = {} could overflow the 32-bit sums (at most {})", args.k, kInt8MaxK);
-  require(args.a != nullptr && args.b != nullptr, "INT8 GEMM: A or B is null");
-  require((args.c32 != nullptr) != (args.c != nullptr), "INT8 GEMM: give exactly one output, c32 (s32) or c (bf16)");
+  check_int8_gemm_args(args);
   if (args.c32 != nullptr) {
     launch_int8_gemm_output<Int8Output::s32, kFlaw, kTmaStore>(args, stream, cache);
   } else {
-    require(args.scale_a != nullptr && args.scale_b != nullptr, "INT8 GEMM: the bf16 output needs both scales");
     launch_int8_gemm_output<Int8Output::dequantized_bf16, kFlaw, kTmaStore>(args, stream, cache);
   }
 }

@@ -45,8 +45,8 @@ Int8GemmArgs int8_gemm_args(const Problem& problem, Operands& operands);
 OpSpec make_int8_gemm_op();
 OpSpec make_int8_gemm_dequant_op();
 
-// Adds both ops, their baselines and rung 01 (stage3/int8_gemm/01_tma_wgmma,
-// stage3/int8_gemm_dequant/01_tma_wgmma), in the report stage3-int8-gemm.
+// Adds both ops, their baselines and rungs 01-03 (stage3/int8_gemm/01_tma_wgmma, 02_tma_store,
+// 03_mma_sync, and the same under stage3/int8_gemm_dequant/), in the report stage3-int8-gemm.
 void register_int8_gemm_kernels(Registry& registry);
 
 }  // namespace kc::stage3

@@ -42,6 +42,12 @@ struct Int8GemmArgs {
   const float* scale_b = nullptr;  // [N]
 };
 
+// What every rung's launch checks before any CUDA call (src/int8_gemm_op.cpp): a non-empty
+// problem, K % 16 == 0 and K <= kInt8MaxK, A and B present and 16-byte aligned (their rows are
+// moved in 16-byte pieces, by TMA or cp.async), exactly one output, and both scales with the bf16
+// one. Throws kc::Error naming the rule.
+void check_int8_gemm_args(const Int8GemmArgs& args);
+
 class HopperLaunchCache;  // the tensor maps and launch facts of the Hopper kernels (arch/sm90)
 
 // Rung 01: TMA + WGMMA m64n256k32 s8 -> s32, a producer warp and two consumer warpgroups,
@@ -53,15 +59,24 @@ void int8_gemm_01_tma_wgmma(const Int8GemmArgs& args, cudaStream_t stream, Hoppe
 // boxes of 128 bytes per consumer), for both outputs.
 void int8_gemm_02_tma_store(const Int8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
 
-// What the negative controls get wrong on purpose (tests/negative_controls): rung 01's kernel
-// with one flaw each. Not a rung.
+// Rung 03, for sm_80 and later: the bf16 ladder's rung 03 kernel (a three-stage cp.async pipeline,
+// ldmatrix, mma.sync) on the s8 bytes with mma.sync m16n8k32 s8 -> s32, 128 x 256 block tiles of
+// 2 x 4 warps; the s32 or the dequantizing epilogue from the fragments. A and B 16-byte aligned.
+void int8_gemm_03_mma_sync(const Int8GemmArgs& args, cudaStream_t stream);
+
+// What the negative controls get wrong on purpose (tests/negative_controls): a rung's kernel with
+// one flaw each. Not a rung.
 enum class Int8Flaw {
   none,
   k_step_dropped,  // the last 128-deep K step is never multiplied (a K tail dropped)
   scales_swapped,  // dequantize: row m takes s_B's m-th scale and column n s_A's n-th (clamped)
   s32_box_column_halved,  // rung 02, s32 out: a box's TMA column given in s32 columns, not in the
                           // two-byte elements the map counts (boxes land at half their column)
+  fragment_rows_share_scale,  // rung 03, dequantize: rows r + 8 of each m16n8 fragment take row r's
+                              // scale s_A[r]
 };
-void int8_gemm_01_with_flaw(const Int8GemmArgs& args, Int8Flaw flaw, cudaStream_t stream, HopperLaunchCache& cache);
+// Runs the kernel of the rung the flaw belongs to (rung 01's, rung 02's for the TMA box, rung 03's
+// for the fragment rows; `cache` serves the Hopper rungs).
+void int8_gemm_with_flaw(const Int8GemmArgs& args, Int8Flaw flaw, cudaStream_t stream, HopperLaunchCache& cache);
 
 }  // namespace kc::stage3

@@ -41,7 +41,8 @@ void register_fp8_gemm_controls(Registry& registry);
 
 // The INT8 GEMM's controls (int8_gemm_controls.cpp), part of the two above: its rung 01 kernel
 // with the last K step dropped (both ops) and with the row and column scales swapped (the
-// dequantizing op); compute capability 9.0 only.
+// dequantizing op), rung 02's with the s32 TMA box misplaced (compute capability 9.0 only), and
+// rung 03's (mma.sync) with the lower rows of each fragment given the upper rows' scale.
 std::vector<NegativeControl> int8_gemm_controls();
 void register_int8_gemm_controls(Registry& registry);
 
