@@ -1,6 +1,6 @@
 // Files the fp8_gemm op and its ladder with the registry (quant/fp8/: 01 TMA + FP8 WGMMA with FP32
 // promotion per K step, 02 the same on 128 x 192 tiles, 03 + a TMA-store epilogue, 04 + a promotion
-// every four K steps with one scale per tensor).
+// every four K steps with one scale per tensor, 05 + a tile width chosen per shape).
 #include <memory>
 #include <string>
 #include <utility>
@@ -44,6 +44,10 @@ void register_fp8_gemm_kernels(Registry& registry) {
       "rung 03 promoting every four K steps with one scale per tensor (one step queued behind the running one "
       "inside the window); block scales every step",
       &fp8_gemm_04_promotion_window);
+  add("05_tile_per_shape", 5,
+      "rung 04 on 128x192 or 128x128 tiles, whichever fills the last persistent wave better (the launch counts "
+      "both widths' waves on the GPU's SMs)",
+      &fp8_gemm_05_tile_per_shape);
 
   // The activations' quantization for block scaling, in the same report.
   if (!registry.has_op(kFp8QuantizeOp)) registry.add_op(make_fp8_quantize_op());

@@ -107,14 +107,15 @@ TEST(Fp8GemmOp, BenchAndConformanceProblemsCoverBothScalingsAndTheEdges) {
   EXPECT_NE(op.baseline_name.find("cuBLASLt FP8"), std::string::npos) << op.baseline_name;
 }
 
-TEST(Fp8GemmLadder, RegistersFourRungsForHopperOnlyInTheirOwnReport) {
+TEST(Fp8GemmLadder, RegistersFiveRungsForHopperOnlyInTheirOwnReport) {
   const Registry& registry = stage3_test_registry();
   EXPECT_EQ(registry.kernel("stage3/fp8_gemm/01_tma_wgmma").rung, 1);
   EXPECT_EQ(registry.kernel("stage3/fp8_gemm/02_wide_tiles").rung, 2);
   EXPECT_EQ(registry.kernel("stage3/fp8_gemm/03_tma_store").rung, 3);
   EXPECT_EQ(registry.kernel("stage3/fp8_gemm/04_promotion_window").rung, 4);
+  EXPECT_EQ(registry.kernel("stage3/fp8_gemm/05_tile_per_shape").rung, 5);
   for (const char* id : {"stage3/fp8_gemm/01_tma_wgmma", "stage3/fp8_gemm/02_wide_tiles", "stage3/fp8_gemm/03_tma_store",
-                         "stage3/fp8_gemm/04_promotion_window"}) {
+                         "stage3/fp8_gemm/04_promotion_window", "stage3/fp8_gemm/05_tile_per_shape"}) {
   const KernelEntry& rung = registry.kernel(id);
   EXPECT_EQ(rung.report_group(), kFp8GemmReport);
   EXPECT_EQ(rung.dtypes, std::vector<DType>{DType::f8e4m3});

@@ -82,6 +82,10 @@ void fp8_gemm_03_tma_store(const Fp8GemmArgs& args, cudaStream_t stream, HopperL
 // scales: every step, as rung 03).
 void fp8_gemm_04_promotion_window(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
 
+// Rung 05: rung 04 on 128 x 192 or 128 x 128 tiles, whichever the launch estimates faster for the
+// shape (the waves of tiles each width takes on the GPU's SMs).
+void fp8_gemm_05_tile_per_shape(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
+
 // The activations' side of block scaling: X [M, K] bf16 -> Q [M, K] e4m3 and s_A [ceil(K/128), M]
 // (the layout above), per 1 x 128 piece of a row: s = max |x| / 448 (the largest finite e4m3), or
 // 1 for a piece of zeros, and Q = x / s rounded to nearest e4m3. Memory-bound; K % 16 == 0.
