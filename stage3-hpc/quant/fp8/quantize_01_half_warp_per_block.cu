@@ -16,80 +16,29 @@
 // Expected limiter: DRAM bandwidth (3 bytes a value, plus 4 per 128 values for the scales).
 //
 // Run just this rung:  kc-bench --filter stage3/fp8_quantize/01
-#include <cuda_bf16.h>
-#include <cuda_fp8.h>
-
-#include <cstdint>
-
 #include "kc/common/error.hpp"
 #include "kc/stage3/fp8_gemm_args.hpp"
+#include "quantize_piece.cuh"
 
 namespace kc::stage3 {
 namespace {
 
-constexpr int kLanesPerPiece = 16;
-constexpr int kValuesPerLane = kFp8ScaleBlock / kLanesPerPiece;  // 8 bf16: one 16-byte load
 constexpr int kThreads = 256;
 
 __global__ void __launch_bounds__(kThreads) fp8_quantize_kernel(Fp8QuantizeArgs args) {
-  const int k_blocks = fp8_k_blocks(args.k);
-  const long long pieces = static_cast<long long>(args.m) * k_blocks;
-  const int lane_in_piece = threadIdx.x % kLanesPerPiece;
-  // The two halves of a warp hold different pieces and may run different numbers of trips: each
-  // shuffles within its own 16 lanes.
-  const unsigned half_mask = 0xffffu << (threadIdx.x % 32 / kLanesPerPiece * kLanesPerPiece);
-  const long long first = (static_cast<long long>(blockIdx.x) * kThreads + threadIdx.x) / kLanesPerPiece;
-  const long long step = static_cast<long long>(gridDim.x) * kThreads / kLanesPerPiece;
-  // Every lane of a half-warp runs the same trips: the shuffles below need all 16.
-  for (long long piece = first; piece < pieces; piece += step) {
-    const int row = static_cast<int>(piece / k_blocks);
-    const int kb = static_cast<int>(piece % k_blocks);
-    const int col = kb * kFp8ScaleBlock + lane_in_piece * kValuesPerLane;
-    const bool inside = col < args.k;  // K % 16 == 0: a lane's 8 values are all inside or all out
-    const std::size_t offset = static_cast<std::size_t>(row) * args.k + col;
-    float v[kValuesPerLane] = {};
-    if (inside) {
-      const uint4 raw = __ldg(reinterpret_cast<const uint4*>(args.x + offset));
-      const auto* pairs = reinterpret_cast<const __nv_bfloat162*>(&raw);
-#pragma unroll
-      for (int i = 0; i < kValuesPerLane / 2; ++i) {
-        const float2 f = __bfloat1622float2(pairs[i]);
-        v[2 * i] = f.x;
-        v[2 * i + 1] = f.y;
-      }
-    }
-    float amax = 0.f;
-#pragma unroll
-    for (int i = 0; i < kValuesPerLane; ++i) amax = fmaxf(amax, fabsf(v[i]));
-#pragma unroll
-    for (int offset_lanes = kLanesPerPiece / 2; offset_lanes > 0; offset_lanes /= 2)
-      amax = fmaxf(amax, __shfl_xor_sync(half_mask, amax, offset_lanes));
-    // fmaxf drops NaN: a piece holding a NaN gets the scale of its other values, and the NaN
-    // itself converts to e4m3's NaN below.
-    const float scale = amax > 0.f ? amax / kE4m3Max : 1.f;
-    const float inverse = 1.f / scale;
-    if (inside) {
-      std::uint16_t packed[kValuesPerLane / 2];
-#pragma unroll
-      for (int i = 0; i < kValuesPerLane / 2; ++i)
-        packed[i] = __nv_cvt_float2_to_fp8x2(make_float2(v[2 * i] * inverse, v[2 * i + 1] * inverse), __NV_SATFINITE,
-                                             __NV_E4M3);
-      uint2 out;
-      out.x = packed[0] | (static_cast<std::uint32_t>(packed[1]) << 16);
-      out.y = packed[2] | (static_cast<std::uint32_t>(packed[3]) << 16);
-      *reinterpret_cast<uint2*>(reinterpret_cast<std::uint8_t*>(args.q) + offset) = out;
-    }
-    if (lane_in_piece == 0) args.scales[static_cast<std::size_t>(kb) * args.m + row] = scale;
-  }
+  const PieceWalk walk = piece_walk(args);
+  // Every lane of a half-warp runs the same trips: the shuffles need all 16.
+  for (int piece = walk.first; piece < walk.pieces; piece += walk.step)
+    quantize_piece_lane(args, load_piece_lane(args, piece, walk.k_blocks, walk.lane_in_piece), walk.lane_in_piece,
+                        walk.half_mask);
 }
 
 }  // namespace
 
 void fp8_quantize_01_half_warp_per_block(const Fp8QuantizeArgs& args, cudaStream_t stream) {
-  require(args.k % kFp8KMultiple == 0, "FP8 quantize: K must be a multiple of {} (got {}): 16-byte loads of x",
-          kFp8KMultiple, args.k);
+  check_quantize_args(args);
   const long long pieces = static_cast<long long>(args.m) * fp8_k_blocks(args.k);
-  const long long blocks = (pieces * kLanesPerPiece + kThreads - 1) / kThreads;
+  const long long blocks = (pieces * kQuantizeLanesPerPiece + kThreads - 1) / kThreads;
   constexpr long long kMaxBlocks = 8192;  // enough to fill any GPU; the loop takes the rest
   const int grid = static_cast<int>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
   fp8_quantize_kernel<<<grid, kThreads, 0, stream>>>(args);
