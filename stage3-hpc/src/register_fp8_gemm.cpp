@@ -67,10 +67,6 @@ void register_fp8_gemm_kernels(Registry& registry) {
                "half a warp per 1x128 piece: 16-byte loads, a max by four shuffles, paired e4m3 conversions, 8-byte "
                "stores",
                &fp8_quantize_01_half_warp_per_block);
-  add_quantize("02_pieces_in_flight", 2,
-               "rung 01 with four pieces in flight per half-warp: four 16-byte loads issued before the first piece "
-               "is reduced",
-               &fp8_quantize_02_pieces_in_flight);
 }
 
 }  // namespace kc::stage3

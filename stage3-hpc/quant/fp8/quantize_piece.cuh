@@ -1,7 +1,8 @@
 // quantize_piece.cuh — one lane's share of quantizing one 1 x 128 piece of a row of x, half a warp
-// to a piece: the FP8 quantize rungs (quantize_NN_*.cu) differ only in how many pieces a half-warp
-// has in flight at once. The header comment of quantize_01_half_warp_per_block.cu explains the
-// piece; the comments here explain the code.
+// to a piece, and a thread's walk over the pieces: the pieces of the FP8 quantize rung
+// (quantize_01_half_warp_per_block.cu, whose header comment explains the piece; the comments here
+// explain the code), kept apart from its kernel so that a variant can reorder the walk without a
+// copy of the piece (the stage-3 README's FP8 chapter tells the variants tried).
 #pragma once
 
 #include <cuda_bf16.h>

@@ -101,10 +101,6 @@ inline constexpr float kE4m3Max = 448.f;
 // 8-byte stores of Q (sm_80 and newer).
 void fp8_quantize_01_half_warp_per_block(const Fp8QuantizeArgs& args, cudaStream_t stream);
 
-// Rung 02: rung 01 with four pieces in flight per half-warp (their four 16-byte loads issued before
-// the first piece is reduced).
-void fp8_quantize_02_pieces_in_flight(const Fp8QuantizeArgs& args, cudaStream_t stream);
-
 // What the negative controls get wrong on purpose (tests/negative_controls): the same kernel with
 // one flaw each. Not a rung.
 enum class Fp8Flaw {
