@@ -15,7 +15,8 @@ enum class Int8Output { s32, dequantized_bf16 };
 
 // The dequantizing epilogue's column factors, in the shape gemm/epilogue.cuh's activations have:
 // the pair s_B[col], s_B[col + 1] of one fragment column pair, loaded by the kernel before its
-// stores and applied to both of its rows. (The row factor s_A[row] is applied before, to the converted sums.)
+// stores and applied to both of its rows. (The row factor s_A[row] is applied before, to the
+// converted sums.)
 struct ScalePair {
   float2 scale;
   struct ColumnPair {};
