@@ -51,22 +51,17 @@ void register_fp8_gemm_kernels(Registry& registry) {
 
   // The activations' quantization for block scaling, in the same report (sm_80 and later).
   if (!registry.has_op(kFp8QuantizeOp)) registry.add_op(make_fp8_quantize_op());
-  using QuantizeLaunch = void (*)(const Fp8QuantizeArgs&, cudaStream_t);
-  const auto add_quantize = [&registry](const std::string& name, int rung_number, std::string idea,
-                                        QuantizeLaunch launch) {
-    KernelEntry rung = rung_entry(kFp8QuantizeOp, name, rung_number, std::move(idea), {DType::bf16}, kFp8GemmReport, 80);
-    rung.constraints = "K % 16 == 0";
-    rung.supports = &fp8_quantize_shape_error;
-    rung.refuses = {"5x100 bf16"};
-    rung.launch = [launch](const Problem& problem, Operands& operands, cudaStream_t stream) {
-      launch(fp8_quantize_args(problem, operands), stream);
-    };
-    registry.add_kernel(std::move(rung));
+  KernelEntry quantize = rung_entry(kFp8QuantizeOp, "01_half_warp_per_block", 1,
+                                    "half a warp per 1x128 piece: 16-byte loads, a max by four shuffles, paired "
+                                    "e4m3 conversions, 8-byte stores",
+                                    {DType::bf16}, kFp8GemmReport, 80);
+  quantize.constraints = "K % 16 == 0";
+  quantize.supports = &fp8_quantize_shape_error;
+  quantize.refuses = {"5x100 bf16"};
+  quantize.launch = [](const Problem& problem, Operands& operands, cudaStream_t stream) {
+    fp8_quantize_01_half_warp_per_block(fp8_quantize_args(problem, operands), stream);
   };
-  add_quantize("01_half_warp_per_block", 1,
-               "half a warp per 1x128 piece: 16-byte loads, a max by four shuffles, paired e4m3 conversions, 8-byte "
-               "stores",
-               &fp8_quantize_01_half_warp_per_block);
+  registry.add_kernel(std::move(quantize));
 }
 
 }  // namespace kc::stage3

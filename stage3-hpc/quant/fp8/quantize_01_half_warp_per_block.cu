@@ -16,12 +16,110 @@
 // Expected limiter: DRAM bandwidth (3 bytes a value, plus 4 per 128 values for the scales).
 //
 // Run just this rung:  kc-bench --filter stage3/fp8_quantize/01
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+
+#include <cstddef>
+#include <cstdint>
+
 #include "kc/common/error.hpp"
 #include "kc/stage3/fp8_gemm_args.hpp"
-#include "quantize_piece.cuh"
 
 namespace kc::stage3 {
 namespace {
+
+constexpr int kQuantizeLanesPerPiece = 16;
+constexpr int kQuantizeValuesPerLane = kFp8ScaleBlock / kQuantizeLanesPerPiece;  // 8 bf16: 16 bytes
+
+// Where this lane's 8 values of piece `piece` (row-major over [M, ceil(K / 128)]; fewer than 2^31
+// pieces, check_quantize_args) lie, and its 16 bytes of x, loaded (zeros where the lane lies past
+// K: K % 16 == 0, so a lane's 8 values are all inside or all out).
+struct PieceLane {
+  int row, kb;
+  bool inside;
+  std::size_t offset;  // of the lane's first value in x and q
+  uint4 raw;
+};
+
+__device__ __forceinline__ PieceLane load_piece_lane(const Fp8QuantizeArgs& args, int piece, int k_blocks,
+                                                     int lane_in_piece) {
+  PieceLane lane;
+  lane.row = static_cast<int>(piece / k_blocks);
+  lane.kb = static_cast<int>(piece % k_blocks);
+  const int col = lane.kb * kFp8ScaleBlock + lane_in_piece * kQuantizeValuesPerLane;
+  lane.inside = col < args.k;
+  lane.offset = static_cast<std::size_t>(lane.row) * args.k + col;
+  lane.raw = lane.inside ? __ldg(reinterpret_cast<const uint4*>(args.x + lane.offset)) : make_uint4(0, 0, 0, 0);
+  return lane;
+}
+
+// The rest of the piece, once its bytes are in: the max |x| of the 16 lanes (four shuffles inside
+// the half-warp `half_mask`), the scale, the 8 values converted in pairs (F2FP) and stored as one
+// 8-byte store, and the scale written by lane 0 of the half.
+__device__ __forceinline__ void quantize_piece_lane(const Fp8QuantizeArgs& args, const PieceLane& lane,
+                                                    int lane_in_piece, unsigned half_mask) {
+  float v[kQuantizeValuesPerLane];
+  const auto* pairs = reinterpret_cast<const __nv_bfloat162*>(&lane.raw);
+#pragma unroll
+  for (int i = 0; i < kQuantizeValuesPerLane / 2; ++i) {
+    const float2 f = __bfloat1622float2(pairs[i]);
+    v[2 * i] = f.x;
+    v[2 * i + 1] = f.y;
+  }
+  float amax = 0.f;
+#pragma unroll
+  for (int i = 0; i < kQuantizeValuesPerLane; ++i) amax = fmaxf(amax, fabsf(v[i]));
+#pragma unroll
+  for (int offset_lanes = kQuantizeLanesPerPiece / 2; offset_lanes > 0; offset_lanes /= 2)
+    amax = fmaxf(amax, __shfl_xor_sync(half_mask, amax, offset_lanes));
+  // fmaxf drops NaN: a piece holding a NaN gets the scale of its other values, and the NaN
+  // itself converts to e4m3's NaN below.
+  const float scale = amax > 0.f ? amax / kE4m3Max : 1.f;
+  const float inverse = 1.f / scale;
+  if (lane.inside) {
+    std::uint16_t packed[kQuantizeValuesPerLane / 2];
+#pragma unroll
+    for (int i = 0; i < kQuantizeValuesPerLane / 2; ++i)
+      packed[i] = __nv_cvt_float2_to_fp8x2(make_float2(v[2 * i] * inverse, v[2 * i + 1] * inverse), __NV_SATFINITE,
+                                           __NV_E4M3);
+    uint2 out;
+    out.x = packed[0] | (static_cast<std::uint32_t>(packed[1]) << 16);
+    out.y = packed[2] | (static_cast<std::uint32_t>(packed[3]) << 16);
+    *reinterpret_cast<uint2*>(reinterpret_cast<std::uint8_t*>(args.q) + lane.offset) = out;
+  }
+  if (lane_in_piece == 0) args.scales[static_cast<std::size_t>(lane.kb) * args.m + lane.row] = scale;
+}
+
+// A thread's walk over the pieces: its half-warp's first piece and the stride of the grid (both in
+// pieces: 16 lanes a piece), its lane in the piece, and the mask of its half-warp's 16 lanes (the
+// two halves of a warp hold different pieces and may run different numbers of trips: each
+// shuffles only within its own 16 lanes).
+struct PieceWalk {
+  int k_blocks, pieces;
+  int first, step;
+  int lane_in_piece;
+  unsigned half_mask;
+};
+
+__device__ __forceinline__ PieceWalk piece_walk(const Fp8QuantizeArgs& args) {
+  PieceWalk walk;
+  walk.k_blocks = fp8_k_blocks(args.k);
+  walk.pieces = args.m * walk.k_blocks;
+  walk.first = static_cast<int>((blockIdx.x * blockDim.x + threadIdx.x) / kQuantizeLanesPerPiece);
+  walk.step = static_cast<int>(gridDim.x * blockDim.x / kQuantizeLanesPerPiece);
+  walk.lane_in_piece = static_cast<int>(threadIdx.x) % kQuantizeLanesPerPiece;
+  walk.half_mask = 0xffffu << (static_cast<int>(threadIdx.x) % 32 / kQuantizeLanesPerPiece * kQuantizeLanesPerPiece);
+  return walk;
+}
+
+// What the launch checks before any CUDA call: K % 16 == 0 (16-byte loads of x) and at most
+// 2^31 - 1 values (32-bit indexing: pieces and offsets in int). kc::Error otherwise.
+void check_quantize_args(const Fp8QuantizeArgs& args) {
+  require(args.k % kFp8KMultiple == 0, "FP8 quantize: K must be a multiple of {} (got {}): 16-byte loads of x",
+          kFp8KMultiple, args.k);
+  require(static_cast<long long>(args.m) * args.k <= 2147483647LL,
+          "FP8 quantize: {} x {} is more than 2^31 - 1 values (the kernels index in 32 bits)", args.m, args.k);
+}
 
 constexpr int kThreads = 256;
 

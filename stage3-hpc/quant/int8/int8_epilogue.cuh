@@ -1,12 +1,14 @@
 // int8_epilogue.cuh — what the INT8 GEMM's kernels (rungs 01-02 on WGMMA, rung 03 on mma.sync)
 // share after the K loop: which output they write, and the stores of one 16 x 8 fragment of s32
-// sums. Both instructions leave a warp's sums in the same layout — a thread holds rows lane / 4 and
+// sums, as they are or dequantized to bf16. Both instructions leave a warp's sums in the same layout — a thread holds rows lane / 4 and
 // lane / 4 + 8 of each 16 x 8 block, two adjacent columns 2 (lane % 4) in each — so the same
 // stores serve both.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+
+#include "epilogue.cuh"
 
 namespace kc::stage3 {
 
@@ -45,6 +47,18 @@ __device__ __forceinline__ void store_s32_fragment(std::int32_t* c, int m, int n
       if (col + 1 < n) out[1] = fragment[2 * half + 1];
     }
   }
+}
+
+// The dequantized results of one 16 x 8 fragment: the s32 sums converted to FP32, the upper row's
+// (lane / 4) times its row scale `top`, the lower row's times `bottom`, then the pair's column
+// scales, one rounding to bf16, stored in pairs by the bf16 ladder's store_fragment_16x8.
+__device__ __forceinline__ void store_dequantized_fragment(bf16* c, int m, int n, int row0, int col0,
+                                                           const std::int32_t* sums, float top, float bottom,
+                                                           float2 column_scales) {
+  const float fragment[4] = {static_cast<float>(sums[0]) * top, static_cast<float>(sums[1]) * top,
+                             static_cast<float>(sums[2]) * bottom, static_cast<float>(sums[3]) * bottom};
+  store_fragment_16x8(c, m, n, row0, col0, fragment, LinearCombination{1.f, 0.f, nullptr, n},
+                      ScalePair{column_scales});
 }
 
 }  // namespace kc::stage3

@@ -116,7 +116,6 @@ __device__ __forceinline__ void store_int8_tile(const Int8GemmParams& params,
     const int col_limit = swapped ? params.m : params.n;
     const float top = __ldg(row_scales + min(warp_row0 + lane / 4, row_limit - 1));
     const float bottom = __ldg(row_scales + min(warp_row0 + lane / 4 + 8, row_limit - 1));
-    const LinearCombination linear{1.f, 0.f, nullptr, params.n};
     // The column scales eight slices (16 values) at a time, each group's loads issued together
     // and then its stores. Plain (coherent) loads on purpose: ptxas moves a read-only (__ldg) load
     // above any store, and would issue all 64 of a thread's scale loads first: 64 registers on
@@ -132,13 +131,9 @@ __device__ __forceinline__ void store_int8_tile(const Int8GemmParams& params,
         scales[j] = make_float2(col_scales[min(col, col_limit - 1)], col_scales[min(col + 1, col_limit - 1)]);
       }
 #pragma unroll
-      for (int j = 0; j < kSlicesAGroup; ++j) {
-        const std::int32_t* sums = &acc[4 * (group + j)];
-        const float fragment[4] = {static_cast<float>(sums[0]) * top, static_cast<float>(sums[1]) * top,
-                                   static_cast<float>(sums[2]) * bottom, static_cast<float>(sums[3]) * bottom};
-        store_fragment_16x8(params.c, params.m, params.n, warp_row0, col0 + 8 * (group + j), fragment, linear,
-                            ScalePair{scales[j]});
-      }
+      for (int j = 0; j < kSlicesAGroup; ++j)
+        store_dequantized_fragment(params.c, params.m, params.n, warp_row0, col0 + 8 * (group + j),
+                                   &acc[4 * (group + j)], top, bottom, scales[j]);
     }
   }
 }

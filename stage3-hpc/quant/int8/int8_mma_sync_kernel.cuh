@@ -55,7 +55,6 @@ __device__ __forceinline__ void store_int8_warp_tile(const Int8GemmArgs& args, i
         store_s32_fragment(args.c32, args.m, args.n, row0 + 16 * i, col0 + 8 * j, acc[i][j]);
   } else {
     const int lane = static_cast<int>(threadIdx.x) % 32;
-    const LinearCombination linear{1.f, 0.f, nullptr, args.n};
     // The column scales of the warp's 8 column pairs, loaded once (clamped past N: those columns
     // are not stored), then fragment row by fragment row the two row scales.
     float2 column_scales[Config::kFragmentsN];
@@ -72,13 +71,9 @@ __device__ __forceinline__ void store_int8_warp_tile(const Int8GemmArgs& args, i
       const float top = __ldg(args.scale_a + min(top_row, args.m - 1));
       const float bottom = __ldg(args.scale_a + min(bottom_row, args.m - 1));
 #pragma unroll
-      for (int j = 0; j < Config::kFragmentsN; ++j) {
-        const std::int32_t* sums = acc[i][j];
-        const float fragment[4] = {static_cast<float>(sums[0]) * top, static_cast<float>(sums[1]) * top,
-                                   static_cast<float>(sums[2]) * bottom, static_cast<float>(sums[3]) * bottom};
-        store_fragment_16x8(args.c, args.m, args.n, row0 + 16 * i, col0 + 8 * j, fragment, linear,
-                            ScalePair{column_scales[j]});
-      }
+      for (int j = 0; j < Config::kFragmentsN; ++j)
+        store_dequantized_fragment(args.c, args.m, args.n, row0 + 16 * i, col0 + 8 * j, acc[i][j], top, bottom,
+                                   column_scales[j]);
     }
   }
 }
