@@ -1,6 +1,7 @@
 #include "kc/bench/runner.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <array>
@@ -100,7 +101,8 @@ std::string usage() {
                          (each in the dtypes of the op's documented problems, or --dtype)
   --dtype=T[,T...]       only problems of these dtypes (bf16, f16, f32, ...)
   --param NAME=VALUE     set a parameter of every problem, e.g. --param alpha=1.5 --param beta=0.5
-                         or --param causal=1 (repeatable; an op without that parameter is an error)
+                         or --param causal=1 (repeatable; set on the selected ops that have the
+                         parameter, an error if none has it)
   --markdown [DIR]       write DIR/<group>.md and .json (default: docs/benchmarks/<gpu>); refused
                          on a tree with uncommitted changes unless --allow-dirty (then marked)
   --peers=FILE           merge outside peer timings (TSV from bench/peers/*.py) into the tables
@@ -228,6 +230,14 @@ std::string Session::Item::name() const {
   return kernel ? kernel->id : peer ? peer->name : op->baseline_name;
 }
 
+namespace {
+
+bool has_param(const OpSpec& op, const std::string& name) {
+  return std::any_of(op.params.begin(), op.params.end(), [&](const ParamSpec& p) { return p.name == name; });
+}
+
+}  // namespace
+
 bool Session::Item::computes_op() const { return kernel || peer || op->baseline_computes_op; }
 
 std::vector<Problem> Session::problems_of(const OpSpec& op) const {
@@ -255,8 +265,11 @@ std::vector<Problem> Session::problems_of(const OpSpec& op) const {
       for (DType t : dtypes) problems.push_back(op.problem(dims, t));
     }
   }
+  // A parameter is set where the op has it (plan() refuses one that no selected op has), so that one
+  // run can time ops with different parameters on the same shapes.
   for (Problem& p : problems)
-    for (const auto& [name, value] : options_.params) p.set(name, value);  // names the op's parameters if not one
+    for (const auto& [name, value] : options_.params)
+      if (has_param(op, name)) p.set(name, value);
   // Parameters can make documented problems equal: keep each once.
   std::vector<Problem> unique;
   for (Problem& p : problems)
@@ -282,6 +295,12 @@ std::vector<Session::Item> Session::plan() const {
   std::vector<std::string> ops;
   for (const KernelEntry* k : selected)
     if (std::find(ops.begin(), ops.end(), k->op) == ops.end()) ops.push_back(k->op);
+  for (const auto& [name, value] : options_.params) {
+    (void)value;
+    require(std::any_of(ops.begin(), ops.end(), [&](const std::string& op) { return has_param(registry_.op(op), name); }),
+            "--param {}: none of the selected ops ({}) has that parameter (`kc-bench --list` names each op's)", name,
+            fmt::join(ops, ", "));
+  }
   std::vector<Item> items;
   for (const std::string& name : ops) {
     const OpSpec& op = registry_.op(name);

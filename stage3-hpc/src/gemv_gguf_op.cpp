@@ -231,7 +231,8 @@ std::vector<double> decode_gguf_blocks(GgufBlockType type, const std::uint8_t* b
 std::string gemv_gguf_shape_error(const Problem& p) {
   const double type = p.param("ggml_type");
   if (type != 2.0 && type != 3.0 && type != 8.0) return "ggml_type must be 2 (q4_0), 3 (q4_1) or 8 (q8_0)";
-  if (p.dims[0] > kGgufGemvMaxRows) return fmt::format("M must be at most {} (a decode step)", kGgufGemvMaxRows);
+  if (p.dims[0] > kGgufBatchMaxRows)
+    return fmt::format("M must be at most {} (a batch of decode steps; larger M is a GEMM's work)", kGgufBatchMaxRows);
   if (p.dims[2] % kGgufBlockWeights != 0) return "K must be a multiple of 32, the GGUF block";
   const double layout = p.param("layout");
   if (layout != 0.0 && layout != 1.0 && layout != 2.0 && layout != 3.0)
@@ -240,8 +241,11 @@ std::string gemv_gguf_shape_error(const Problem& p) {
   return "";
 }
 
-std::string gemv_gguf_layout_error(const Problem& p, GgufLayout layout) {
+std::string gemv_gguf_layout_error(const Problem& p, GgufLayout layout, int max_rows) {
   if (std::string error = gemv_gguf_shape_error(p); !error.empty()) return error;
+  if (p.dims[0] > max_rows)
+    return fmt::format("this rung takes at most {} rows of x (a decode step); rung 09 takes up to {}", max_rows,
+                       kGgufBatchMaxRows);
   if (gguf_layout(p) == layout) return "";
   static constexpr const char* kReads[] = {"the GGUF blocks as stored (layout=0)",
                                            "the blocks repacked by repack_gguf_blocks (layout=1)",
@@ -252,10 +256,10 @@ std::string gemv_gguf_layout_error(const Problem& p, GgufLayout layout) {
                      kReads[static_cast<int>(gguf_layout(p))]);
 }
 
-std::vector<std::string> gemv_gguf_refusals(GgufLayout layout) {
+std::vector<std::string> gemv_gguf_refusals(GgufLayout layout, int max_rows) {
   std::vector<std::string> labels;
   for (const Problem& problem : make_gemv_gguf_op().conformance_problems)
-    if (gguf_layout(problem) != layout) labels.push_back(problem.label());
+    if (gguf_layout(problem) != layout || problem.dims[0] > max_rows) labels.push_back(problem.label());
   return labels;
 }
 
@@ -280,7 +284,7 @@ OpSpec make_gemv_gguf_op() {
   OpConfig op;
   op.name = kGemvGgufOp;
   op.description =
-      "y = x.w^T, x [M,K] and y [M,N] bf16, w [N,K] in llama.cpp's GGUF blocks of 32 (q4_0, q4_1 or q8_0), "
+      "y = x.w^T, x [M,K] (M <= 64) and y [M,N] bf16, w [N,K] in llama.cpp's GGUF blocks of 32 (q4_0, q4_1 or q8_0), "
       "as stored (layout=0), repacked at load time (layout=1) or repacked for the mma fragments (layout=2; layout=3 "
       "with the weights as the A operand), FP32 accumulation";
   op.dim_names = {"M", "N", "K"};
@@ -341,11 +345,23 @@ OpSpec make_gemv_gguf_op() {
     op.bench.push_back({{1, 4096, 4096}, std::nullopt, P{{"ggml_type", 3.0}, {"layout", layout}}});
     op.bench.push_back({{1, 4096, 4096}, std::nullopt, P{{"ggml_type", 8.0}, {"layout", layout}}});
   }
+  // Batches of decode steps (rung 09, layout=3): M = 32 and 64 on the 4096 x 4096 weight in every
+  // type, and M = 16 and 64 on the 8B's up (14336 x 4096) and down (4096 x 14336) in q4_0.
+  for (const double type : {2.0, 3.0, 8.0})
+    for (const std::int64_t m : {32, 64})
+      op.bench.push_back({{m, 4096, 4096}, std::nullopt, P{{"ggml_type", type}, {"layout", 3.0}}});
+  for (const auto& [n, k] : std::vector<std::pair<std::int64_t, std::int64_t>>{{14336, 4096}, {4096, 14336}})
+    for (const std::int64_t m : {16, 64}) op.bench.push_back({{m, n, k}, std::nullopt, P{{"layout", 3.0}}});
   // Odd N, K of one block and of many, M from 1 to 16, every type, every layout.
   for (const double layout : {0.0, 1.0, 2.0, 3.0})
     for (const double type : {2.0, 3.0, 8.0})
       for (const Shape& dims : std::vector<Shape>{{1, 1, 32}, {3, 37, 96}, {16, 257, 576}, {7, 100, 1024}})
         op.conformance.push_back({dims, std::nullopt, P{{"ggml_type", type}, {"layout", layout}}});
+  // More than 16 rows (rung 09; the decode rungs refuse them): a partial last token tile, a K tail
+  // of one block past the last whole chunk, and K long enough for several splits.
+  for (const double type : {2.0, 3.0, 8.0})
+    for (const Shape& dims : std::vector<Shape>{{17, 40, 160}, {33, 129, 4224}, {64, 300, 2080}})
+      op.conformance.push_back({dims, std::nullopt, P{{"ggml_type", type}, {"layout", 3.0}}});
   op.copy_scratch = std::make_shared<CopyScratch>();
   return build_op(std::move(op));
 }

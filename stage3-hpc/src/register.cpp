@@ -16,6 +16,7 @@
 #include "kc/stage3/grouped_gemm.hpp"
 #include "kc/stage3/quantize_gguf.hpp"
 #include "arch/sm90/tma_descriptor.hpp"
+#include "gguf_batch_rung.hpp"
 #include "register_attention.hpp"
 #include "register_attention_decode.hpp"
 #include "small_m_weights_as_a_rung.hpp"
@@ -282,6 +283,23 @@ void register_kernels(Registry& registry) {
       "rung 07 with x kept as fp16 scaled per row by a power of two: nibbles decoded with one LOP3 a pair and no "
       "shift, the block sums of x formed once and started from in the accumulator",
       &gemv_gguf_08_x_f16, &gemv_gguf_08_fits, "M x (K + 8) x 2 bytes of x with M x K / 2 bytes of block sums"));
+  {
+    KernelEntry batch = rung_entry(kGemvGgufOp, "09_batch", 9,
+                                   "M up to 64: hgemm rung 14's split-K frame on layout=3, each block's nibbles "
+                                   "decoded once to bf16 integers and multiplied with every token tile, one FFMA "
+                                   "an output and block",
+                                   {DType::bf16}, "stage3-quant", kAmpere);
+    batch.constraints = fmt::format("M <= {}, K % 32 == 0, layout=3", kGgufBatchMaxRows);
+    batch.supports = [](const Problem& p) {
+      return gemv_gguf_layout_error(p, GgufLayout::mma_weights_a, kGgufBatchMaxRows);
+    };
+    batch.refuses = gemv_gguf_refusals(GgufLayout::mma_weights_a, kGgufBatchMaxRows);
+    auto rung = std::make_shared<GgufBatchRung>(&gemv_gguf_09_batch);
+    batch.launch = [rung](const Problem& p, Operands& o, cudaStream_t stream) {
+      rung->run(gemv_gguf_args(p, o), stream);
+    };
+    registry.add_kernel(std::move(batch));
+  }
   // Low precision: bf16 rows to the GGUF blocks the GEMV reads (quant/quantize_gguf_*), the same table.
   register_quantize_gguf_kernels(registry);
 

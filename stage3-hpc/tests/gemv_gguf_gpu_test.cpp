@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,7 @@
 #include "kc/stage2/ops.hpp"
 #include "kc/stage3/gemv_gguf.hpp"
 #include "kc/stage3/quantized_gemv.hpp"
+#include "src/gguf_batch_rung.hpp"
 #include "support/gpu_test.hpp"
 
 namespace kc::stage3 {
@@ -62,6 +64,26 @@ TEST(GemvGgufGpu, SwappedNibblesFailTheCheck) {
       const Problem problem = op.problem({4, 129, 256}, DType::bf16, {{"ggml_type", type}, {"layout", rung.layout}});
       EXPECT_TRUE(check_run(op, launch_with(rung.right), problem, 5, context).passed()) << problem.label();
       const CheckOutcome wrong = check_run(op, launch_with(rung.swapped), problem, 5, context);
+      EXPECT_FALSE(wrong.passed()) << problem.label() << ": the swapped nibble order went unnoticed";
+    }
+}
+
+// Rung 09 the same way, on problems of more than 16 rows whose K is split over several CTAs (the
+// last CTA's reduction on the path), and on one of a single split.
+TEST(GemvGgufGpu, BatchSwappedNibblesFailTheCheck) {
+  KC_SKIP_WITHOUT_GPU();
+  Context& context = testing::shared_context();
+  const OpSpec op = make_gemv_gguf_op();
+  auto right = std::make_shared<GgufBatchRung>(&gemv_gguf_09_batch);
+  auto swapped = std::make_shared<GgufBatchRung>(&gemv_gguf_09_swapped_nibbles);
+  const auto run_with = [](std::shared_ptr<GgufBatchRung> rung) -> RunFn {
+    return [rung](const Problem& p, Operands& o, Context& c) { rung->run(gemv_gguf_args(p, o), c.stream()); };
+  };
+  for (const std::vector<std::int64_t>& dims : std::vector<std::vector<std::int64_t>>{{33, 129, 4224}, {64, 200, 512}})
+    for (const double type : {2.0, 3.0}) {
+      const Problem problem = op.problem(dims, DType::bf16, {{"ggml_type", type}, {"layout", 3.0}});
+      EXPECT_TRUE(check_run(op, run_with(right), problem, 5, context).passed()) << problem.label();
+      const CheckOutcome wrong = check_run(op, run_with(swapped), problem, 5, context);
       EXPECT_FALSE(wrong.passed()) << problem.label() << ": the swapped nibble order went unnoticed";
     }
 }

@@ -104,7 +104,8 @@ TEST(GemvGguf, DecodesQ8_0BlocksAsSignedBytes) {
 TEST(GemvGguf, RefusesShapesItDoesNotDefine) {
   const OpSpec op = make_gemv_gguf_op();
   EXPECT_EQ(gemv_gguf_shape_error(op.problem({16, 7, 64}, DType::bf16)), "");
-  EXPECT_NE(gemv_gguf_shape_error(op.problem({17, 7, 64}, DType::bf16)).find("at most 16"), std::string::npos);
+  EXPECT_EQ(gemv_gguf_shape_error(op.problem({64, 7, 64}, DType::bf16)), "");  // rung 09's rows
+  EXPECT_NE(gemv_gguf_shape_error(op.problem({65, 7, 64}, DType::bf16)).find("at most 64"), std::string::npos);
   EXPECT_NE(gemv_gguf_shape_error(op.problem({1, 7, 48}, DType::bf16)).find("multiple of 32"), std::string::npos);
   EXPECT_NE(gemv_gguf_shape_error(op.problem({1, 7, 64}, DType::bf16, {{"ggml_type", 6.0}})).find("ggml_type"),
             std::string::npos);
@@ -179,21 +180,72 @@ TEST(GemvGguf, EachRungReadsOneLayoutAndRefusesTheOther) {
   EXPECT_EQ(gemv_gguf_layout_error(mma, GgufLayout::mma), "");
   EXPECT_NE(gemv_gguf_layout_error(mma, GgufLayout::repacked).find("layout=1"), std::string::npos);
   EXPECT_NE(gemv_gguf_layout_error(repacked, GgufLayout::mma).find("layout=2"), std::string::npos);
-  // Every conformance problem is run by the rungs of its layout and refused by the others: each
-  // layout has a quarter of the problems.
+  // Every conformance problem of at most 16 rows is run by the rungs of its layout and refused by
+  // the others (each layout has a quarter of them); the problems with more rows (layout=3) are
+  // rung 09's alone.
   const std::vector<std::string> refused_by_01 = gemv_gguf_refusals(GgufLayout::blocks);
   const std::vector<std::string> refused_by_02 = gemv_gguf_refusals(GgufLayout::repacked);
   const std::vector<std::string> refused_by_03 = gemv_gguf_refusals(GgufLayout::mma);
   const std::vector<std::string> refused_by_05 = gemv_gguf_refusals(GgufLayout::mma_weights_a);
+  const std::vector<std::string> refused_by_09 = gemv_gguf_refusals(GgufLayout::mma_weights_a, kGgufBatchMaxRows);
+  std::vector<std::string> batch;
+  for (const Problem& problem : op.conformance_problems)
+    if (problem.dims[0] > kGgufGemvMaxRows) {
+      EXPECT_EQ(gguf_layout(problem), GgufLayout::mma_weights_a) << problem.label();
+      batch.push_back(problem.label());
+    }
+  ASSERT_FALSE(batch.empty());
+  const std::size_t decode = op.conformance_problems.size() - batch.size();
   EXPECT_EQ(refused_by_01.size() + refused_by_02.size() + refused_by_03.size() + refused_by_05.size(),
-            3 * op.conformance_problems.size());
+            3 * decode + 4 * batch.size());
   EXPECT_EQ(refused_by_01.size(), refused_by_02.size());
   EXPECT_EQ(refused_by_01.size(), refused_by_03.size());
   EXPECT_EQ(refused_by_01.size(), refused_by_05.size());
-  for (const std::string& label : refused_by_05) EXPECT_EQ(label.find("layout=3"), std::string::npos) << label;
+  EXPECT_EQ(refused_by_09.size() + batch.size(), refused_by_05.size());
+  for (const std::string& label : batch) {
+    EXPECT_NE(std::find(refused_by_05.begin(), refused_by_05.end(), label), refused_by_05.end()) << label;
+    EXPECT_EQ(std::find(refused_by_09.begin(), refused_by_09.end(), label), refused_by_09.end()) << label;
+  }
+  for (const std::string& label : refused_by_09) EXPECT_EQ(label.find("layout=3"), std::string::npos) << label;
   for (const std::string& label : refused_by_01) EXPECT_NE(label.find("layout="), std::string::npos) << label;
   for (const std::string& label : refused_by_02) EXPECT_EQ(label.find("layout=1"), std::string::npos) << label;
   for (const std::string& label : refused_by_03) EXPECT_EQ(label.find("layout=2"), std::string::npos) << label;
+  // A decode rung says where more rows go; the op itself stops at 64.
+  const Problem rows33 = op.problem({33, 40, 160}, DType::bf16, {{"layout", 3.0}});
+  EXPECT_NE(gemv_gguf_layout_error(rows33, GgufLayout::mma_weights_a).find("rung 09"), std::string::npos);
+  EXPECT_EQ(gemv_gguf_layout_error(rows33, GgufLayout::mma_weights_a, kGgufBatchMaxRows), "");
+  EXPECT_NE(gemv_gguf_shape_error(op.problem({65, 40, 160}, DType::bf16, {{"layout", 3.0}})).find("at most 64"),
+            std::string::npos);
+}
+
+// Rung 09's plan: 128 columns a CTA, 128 k a chunk, splits that fill the SMs' CTAs without a split
+// shorter than 8 chunks, and the workspace it needs.
+TEST(GemvGguf, BatchPlanSplitsKWithoutShortSplits) {
+  const GgufBatchPlan square = plan_gguf_batch(64, 4096, 4096, 132, 1);
+  EXPECT_EQ(square.token_tiles, 8);
+  EXPECT_EQ(square.column_blocks, 32);
+  EXPECT_EQ(square.chunks, 32);
+  EXPECT_EQ(square.splits, 4);  // 132 / 32 = 4, and 32 chunks allow 4 of 8
+  EXPECT_EQ(square.partial_floats(), 32LL * 4 * 128 * 64);
+  EXPECT_EQ(square.counters(), 32);
+  EXPECT_EQ(plan_gguf_batch(64, 4096, 4096, 132, 2).splits, 4);  // 8 would leave 4 chunks a split
+  const GgufBatchPlan down = plan_gguf_batch(16, 4096, 14336, 132, 2);
+  EXPECT_EQ(down.chunks, 112);
+  EXPECT_EQ(down.splits, 8);  // 264 / 32
+  for (int split = 0; split < down.splits; ++split)
+    EXPECT_GE(down.chunk_begin(split + 1) - down.chunk_begin(split), kGgufBatchMinChunksPerSplit);
+  EXPECT_EQ(down.chunk_begin(down.splits), down.chunks);
+  const GgufBatchPlan up = plan_gguf_batch(1, 14336, 4096, 132, 1);
+  EXPECT_EQ(up.token_tiles, 1);
+  EXPECT_EQ(up.column_blocks, 112);
+  EXPECT_EQ(up.splits, 1);
+  EXPECT_FALSE(up.needs_workspace());
+  EXPECT_EQ(up.partial_floats(), 0);
+  EXPECT_EQ(up.counters(), 0);
+  // A K tail: 4224 = 33 chunks (the last of one block); a short K keeps one split.
+  EXPECT_EQ(plan_gguf_batch(33, 129, 4224, 132, 1).chunks, 33);
+  EXPECT_EQ(plan_gguf_batch(33, 129, 4224, 132, 1).splits, 4);
+  EXPECT_EQ(plan_gguf_batch(17, 40, 160, 132, 1).splits, 1);
 }
 
 // The weights of the fragment layout (layout=2, gemv_gguf_args.hpp), read from its description:

@@ -62,15 +62,15 @@ GgufRepacked repack_gguf_blocks_for_mma16(GgufBlockType type, const std::uint8_t
 // The layout a problem asks for (kc::Error for a layout other than 0, 1, 2 or 3).
 GgufLayout gguf_layout(const Problem& problem);
 
-// "" when the op defines `problem` (M in [1, 16], K a multiple of 32, ggml_type 2, 3 or 8, layout
+// "" when the op defines `problem` (M in [1, 64], K a multiple of 32, ggml_type 2, 3 or 8, layout
 // 0 to 3), otherwise why not.
 std::string gemv_gguf_shape_error(const Problem& problem);
 
-// "" when a rung that reads `layout` runs `problem` (the op defines it and asks for that layout),
-// otherwise why not; and the labels of the op's conformance problems such a rung refuses (every
-// one of the other layout).
-std::string gemv_gguf_layout_error(const Problem& problem, GgufLayout layout);
-std::vector<std::string> gemv_gguf_refusals(GgufLayout layout);
+// "" when a rung that reads `layout` and takes up to `max_rows` rows of x runs `problem` (the op
+// defines it, M <= max_rows, and it asks for that layout), otherwise why not; and the labels of the
+// op's conformance problems such a rung refuses (every one of another layout or with more rows).
+std::string gemv_gguf_layout_error(const Problem& problem, GgufLayout layout, int max_rows = kGgufGemvMaxRows);
+std::vector<std::string> gemv_gguf_refusals(GgufLayout layout, int max_rows = kGgufGemvMaxRows);
 
 OpSpec make_gemv_gguf_op();
 

@@ -77,8 +77,11 @@ namespace kc::stage3 {
 enum class GgufBlockType : int { q4_0 = 2, q4_1 = 3, q8_0 = 8 };
 
 inline constexpr int kGgufBlockWeights = 32;
-// The most rows of x one launch takes (a decode step; larger M is a GEMM's work).
+// The most rows of x the decode rungs (01-08) take in one launch (a decode step).
 inline constexpr int kGgufGemvMaxRows = 16;
+// The most rows of x the op takes, and rung 09 (a batch of decode steps, or a short prefill chunk);
+// rungs 01-08 refuse M > kGgufGemvMaxRows.
+inline constexpr int kGgufBatchMaxRows = 64;
 
 constexpr int gguf_block_bytes(GgufBlockType type) {
   return type == GgufBlockType::q4_0 ? 18 : type == GgufBlockType::q4_1 ? 20 : 34;
@@ -326,6 +329,64 @@ bool gemv_gguf_08_fits(GgufBlockType type, int m, int k);
 // (the instance it would launch: its registers and shared memory), so that some CTA takes several
 // tiles. Checks the link as gemv_gguf_08_link does; no launch.
 bool gemv_gguf_08_ctas_take_several_tiles(const GgufGemvLinkArgs& args);
+
+// Rung 09 (quant/09_gemv_gguf_batch.cu): M up to kGgufBatchMaxRows on layout=3, stage 3's hgemm
+// rung 14 frame (a CTA owns 128 output columns and a split of K, a cp.async ring of K steps shared
+// by its warps, split-K partials added by the last CTA of each column block in the same launch)
+// with each block's weights decoded once into bf16 (q - 8, q or the signed byte, exact) and
+// multiplied with every token tile of x. The plan: a CTA owns kGgufBatchColumns columns (8 tiles
+// of 16) and a split of the K chunks (128 k each); as many splits as give `ctas_per_sm` CTAs an SM
+// and no split shorter than kGgufBatchMinChunksPerSplit chunks.
+inline constexpr int kGgufBatchColumns = 128;
+inline constexpr int kGgufBatchMinChunksPerSplit = 8;
+
+struct GgufBatchPlan {
+  int token_tiles = 0;    // n8 tiles of x's rows: ceil(M / 8), 1..8
+  int column_blocks = 0;  // ceil(N / 128): the grid's x
+  int chunks = 0;         // ceil(K / 128)
+  int splits = 0;         // CTAs per column block along K: the grid's y
+
+  constexpr bool needs_workspace() const { return splits > 1; }
+  // Chunks [chunk_begin(s), chunk_begin(s + 1)) belong to split s.
+  constexpr int chunk_begin(int split) const {
+    return static_cast<int>(static_cast<long long>(split) * chunks / splits);
+  }
+  // The workspace: one FP32 partial tile (128 columns x 8 token_tiles rows) per CTA and one arrival
+  // counter per column block (zeroed once; a launch leaves them at zero); none with one split.
+  constexpr long long partial_floats() const {
+    return needs_workspace() ? static_cast<long long>(column_blocks) * splits * kGgufBatchColumns * 8 * token_tiles
+                             : 0;
+  }
+  constexpr int counters() const { return needs_workspace() ? column_blocks : 0; }
+};
+
+constexpr GgufBatchPlan plan_gguf_batch(int m, int n, int k, int sm_count, int ctas_per_sm) {
+  GgufBatchPlan plan;
+  plan.token_tiles = (m + 7) / 8;
+  plan.column_blocks = (n + kGgufBatchColumns - 1) / kGgufBatchColumns;
+  plan.chunks = (k / kGgufBlockWeights + 3) / 4;
+  int splits = sm_count * ctas_per_sm / plan.column_blocks;
+  const int longest = plan.chunks / kGgufBatchMinChunksPerSplit;
+  if (splits > longest) splits = longest;
+  plan.splits = splits < 1 ? 1 : splits;
+  return plan;
+}
+
+struct GgufBatchWorkspace {
+  float* partials = nullptr;           // plan.partial_floats() floats
+  std::uint32_t* counters = nullptr;   // plan.counters() counters, zero before the first launch
+};
+
+// The plan's launch; `plan` must be plan_gguf_batch of the arguments (kc::Error otherwise), with
+// ctas_per_sm from gemv_gguf_09_ctas_per_sm. One stream at a time on a workspace (the counters).
+void gemv_gguf_09_batch(const GgufGemvArgs& args, const GgufBatchPlan& plan, const GgufBatchWorkspace& workspace,
+                        cudaStream_t stream);
+// For the negative control only: rung 09 with the two nibbles of each pair exchanged.
+void gemv_gguf_09_swapped_nibbles(const GgufGemvArgs& args, const GgufBatchPlan& plan,
+                                  const GgufBatchWorkspace& workspace, cudaStream_t stream);
+// The CTAs of rung 09's instance for `type` and M that fit on an SM of the current GPU (its
+// registers and shared memory, the occupancy calculator).
+int gemv_gguf_09_ctas_per_sm(GgufBlockType type, int m);
 
 // The layout=3 repack on the GPU, as repack_gguf_blocks_for_mma_on_device for layout=2; buffers of
 // gguf_mma16_quant_bytes / gguf_mma16_scale_bytes.

@@ -1,0 +1,427 @@
+// Rung 09 of the GGUF GEMV — a batch of rows (M up to 64): each block decoded once, used by every
+// token tile.
+//
+// Idea: rungs 05-08 make one product per block and group of 8 rows of x, and apply the block's
+// scales after each: per block, row group and lane two products against ones (the sums of x), four
+// FFMA pairs and the nibble decode. At M = 1 to 16 that is one or two groups and the decode is
+// most of the work; at 64 rows the per-group part is eight times over, while the weights' bytes do
+// not grow. And each CTA of rung 05 reads every row of x it meets from L2, once per 16 columns.
+// This rung takes the frame of stage 3's hgemm rung 14 (gemm/14_small_m_weights_as_a.cu) — a CTA
+// owns 128 output columns and a split of K, its 4 warps 2 tiles of 16 columns each, a cp.async
+// ring of K steps (here a chunk: 128 k of 8 tiles of quants, their scales and the 8T rows of x)
+// shared by the warps, split-K partials added by the last CTA of each column block in the same
+// launch — and feeds it the weights of layout=3 (rung 05's: the A operand, 16 columns a product):
+//   - a block's nibbles become bf16 weights once, for all of x's rows: 128 + q by rung 03's mask and
+//     OR, then one HSUB2 a pair to q - 8 (q4_0) or q (q4_1) — small integers, exact in bf16; q8_0's
+//     bytes are exact already;
+//   - every token tile (8 rows of x) then costs two mma.sync and one FFMA an output: acc += d c,
+//     with c = x . (q - 8) (or x . q) over the block; q4_1 adds m s, s the block's sum of x from
+//     one product against ones per token tile, shared by the warp's two tiles;
+//   - x's rows reach the lanes from shared memory (one LDS.128 a lane, token tile and block: the
+//     8 values of k 8t .. 8t+7 layout=3's k order pairs with the weights), loaded once per CTA and
+//     chunk for all 128 columns.
+// The result is exact in the same sense as rungs 05-08 (FP32 sums of exact products, the scales
+// applied in FP32 once a block); only the order of the additions differs.
+//
+// The plan (plan_gguf_batch, kc/stage3/gemv_gguf_args.hpp): 128-column blocks x splits of K
+// chunks, as many splits as give the CTAs that fit an SM on every SM, no split shorter than 8
+// chunks (1024 k). FLOPs 2MNK, bytes the blocks' (N x K / 32 x 18 in q4_0) plus x and y. At
+// 64 x 4096 x 4096 in q4_0: 9.4 MB of blocks, 32 column blocks x 4 splits (128 CTAs), each
+// streaming 8 chunks of 9.2 KB; x read from L2 once per column block (16 MB in all), the partial
+// tiles 4 MB written and three quarters of them read back by the last CTAs.
+//
+// Expected limiter: DRAM at M <= 16 (per chunk and warp: 2 x 8 decoded pairs, 4T products, 2T FFMA
+// per output); from M = 32 the tensor pipe and the issue rate — at 64 rows a chunk costs each warp
+// 64 HMMA for its 2 x 1 KB of quants, about as fast as the SM takes mma.sync (analysis; the README
+// has the measurement).
+//
+// SASS to look for: LDGSTS.E.BYPASS.128 (the ring), LDS.128, LOP3.LUT and HADD2.BF16 (or
+// HFMA2.BF16) per pair, HMMA.16816.F32.BF16, one FFMA per output and block in q4_0 / q8_0; the
+// reduction's STG.E.128, ATOMG.E.ADD, LDG.E.128; no LDL/STL.
+//
+// Refuses: M > 64, and the other layouts.
+//
+// Run just this rung:
+//   kc-bench --filter stage3/gemv_gguf/09_batch --shapes 64x4096x4096 --param layout=3
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstring>
+#include <type_traits>
+
+#include "arch/sm80/cp_async.cuh"
+#include "arch/sm80/mma.cuh"
+#include "arch/util.hpp"
+#include "gemv_gguf_mma.cuh"
+#include "kc/common/error.hpp"
+#include "kc/stage3/gemv_gguf_args.hpp"
+
+namespace kc::stage3 {
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+constexpr int kWarps = 4;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kTiles = kGgufBatchColumns / 16;  // 8 tiles of 16 columns a CTA
+constexpr int kTilesPerWarp = kTiles / kWarps;  // 2
+constexpr int kStages = 4;
+constexpr int kChunkK = 4 * kGgufBlockWeights;  // 128 k a chunk
+constexpr int kXRowBytes = kChunkK * 2;         // 256 bytes of one row of x a chunk
+constexpr int kXPieces = kXRowBytes / 16;       // 16 pieces of 16 bytes
+static_assert(kTilesPerWarp * kWarps == kTiles, "the warps split the column block evenly");
+
+// One stage: the 8 tiles' quants ([tile][vector v][lane] 16 bytes each, so that a warp's LDS.128
+// of vector v reads 512 contiguous bytes), their scale entries ([tile][row group][vector]), then
+// the 8T rows of x (row r's 16-byte piece p at p ^ 4 (r & 1): rows g and g + 1, which one LDS.128
+// phase reads, on different banks).
+template <GgufBlockType kType, int kTokenTiles>
+struct Stage {
+  using Bytes = gguf_mma::ChunkBytes<kType>;
+  static constexpr int kQuantVectors = Bytes::kQuantVectors;  // 16-byte vectors a lane: 2, or 4 in q8_0
+  static constexpr int kScaleVectors = Bytes::kScaleVectors;  // a row group: 1, or 2 in q4_1
+  static constexpr int kQuants = kTiles * Bytes::kQuants;
+  static constexpr int kScales = kTiles * Bytes::kScales;
+  static constexpr int kRows = 8 * kTokenTiles;
+  static constexpr int kX = kRows * kXRowBytes;
+  static constexpr int kBytes = kQuants + kScales + kX;
+  static constexpr int kSmemBytes = kStages * kBytes + 128;  // + alignment slack for the 128-byte start
+  static_assert(kQuants % 128 == 0 && kScales % 128 == 0 && kBytes % 128 == 0, "pieces stay 128-byte aligned");
+};
+
+__device__ __forceinline__ int x_piece_offset(int row, int piece) {
+  return row * kXRowBytes + ((piece ^ ((row & 1) << 2)) << 4);
+}
+
+// Issues the copies of chunk `chunk` into `stage`. Tiles past the weight's (N's padding to 16 is in
+// the layout) and rows of x past M are written as zeros (src-size 0) and add nothing.
+template <GgufBlockType kType, int kTokenTiles>
+__device__ __forceinline__ void copy_chunk(const GgufGemvArgs& a, int first_tile, int tiles, int chunks, int chunk,
+                                           std::uint8_t* stage) {
+  using S = Stage<kType, kTokenTiles>;
+  const std::uint32_t base = smem_u32(stage);
+  const uint4* quants = reinterpret_cast<const uint4*>(a.quants);
+  const uint4* scales = static_cast<const uint4*>(a.scales);
+  constexpr int kQuantPieces = kTiles * 32 * S::kQuantVectors;
+#pragma unroll
+  for (int pass = 0; pass < kQuantPieces / kThreads; ++pass) {
+    const int i = static_cast<int>(threadIdx.x) + pass * kThreads;
+    const int tile = i / (32 * S::kQuantVectors), within = i % (32 * S::kQuantVectors);
+    const int lane = within / S::kQuantVectors, v = within % S::kQuantVectors;
+    const bool valid = first_tile + tile < tiles;
+    const std::size_t tile_chunk = static_cast<std::size_t>(first_tile + tile) * chunks + chunk;
+    sm80::cp_async_16(base + ((tile * S::kQuantVectors + v) * 32 + lane) * 16,
+                      valid ? quants + tile_chunk * 32 * S::kQuantVectors + within : quants, valid);
+  }
+  constexpr int kScalePieces = kTiles * 8 * S::kScaleVectors;
+  for (int i = static_cast<int>(threadIdx.x); i < kScalePieces; i += kThreads) {
+    const int tile = i / (8 * S::kScaleVectors), within = i % (8 * S::kScaleVectors);
+    const bool valid = first_tile + tile < tiles;
+    const std::size_t tile_chunk = static_cast<std::size_t>(first_tile + tile) * chunks + chunk;
+    sm80::cp_async_16(base + S::kQuants + i * 16, valid ? scales + tile_chunk * 8 * S::kScaleVectors + within : scales,
+                      valid);
+  }
+#pragma unroll
+  for (int pass = 0; pass < S::kRows * kXPieces / kThreads; ++pass) {
+    const int i = static_cast<int>(threadIdx.x) + pass * kThreads;
+    const int row = i / kXPieces, piece = i % kXPieces;
+    const int k = chunk * kChunkK + piece * 8;
+    const bool valid = row < a.m && k < a.k;
+    const bf16* source = valid ? a.x + static_cast<std::size_t>(row) * a.k + k : a.x;
+    sm80::cp_async_16(base + S::kQuants + S::kScales + x_piece_offset(row, piece), source, valid);
+  }
+}
+
+// The 8 pairs of a block's A fragments (rung 05's weights_as_a_fragments: 128 + q for the nibbles)
+// moved to the weights' integer: q - 8 in q4_0, q in q4_1 (HSUB2 on bf16 pairs of small integers:
+// exact). q8_0's bytes are their values already.
+template <GgufBlockType kType>
+__device__ __forceinline__ void center(std::uint32_t (&pairs)[4]) {
+  if constexpr (kType != GgufBlockType::q8_0) {
+    const __nv_bfloat162 bias = __float2bfloat162_rn(kType == GgufBlockType::q4_0 ? 136.f : 128.f);
+#pragma unroll
+    for (int p = 0; p < 4; ++p) {
+      __nv_bfloat162 pair;
+      std::memcpy(&pair, &pairs[p], sizeof pair);
+      pair = __hsub2(pair, bias);
+      std::memcpy(&pairs[p], &pair, sizeof pair);
+    }
+  }
+}
+
+// acc[mt][nt]: the 16 x 8 product of the warp's tile mt and token tile nt; lane (g, t) holds rows
+// (output columns) g and g + 8 of the tile x x rows 2t and 2t + 1 of the token tile:
+// {y[2t][g], y[2t + 1][g], y[2t][g + 8], y[2t + 1][g + 8]}, relative to the tiles' origins.
+template <int kTokenTiles>
+using Accumulators = float[kTilesPerWarp][kTokenTiles][4];
+
+// The lane's words of block j of tile `tile` in a stage, and its row group's scale entries of that
+// block, laid out as rung 05's registers hold a whole chunk (weights_as_a_fragments reads words 2j
+// and 2j + 1, or 4j .. 4j+3 in q8_0; block_scales entry word j, or 2j and 2j + 1 in q4_1), but only
+// block j's: the loop over the blocks stays rolled, so a warp holds one block's operands at a time.
+template <GgufBlockType kType>
+struct BlockWords {
+  static constexpr int kWords = kType == GgufBlockType::q8_0 ? 4 : 2;
+  static constexpr int kEntries = kType == GgufBlockType::q4_1 ? 2 : 1;
+  std::uint32_t words[4 * kWords];      // indexed as the chunk's: only block j's are loaded
+  std::uint32_t entries[4 * kEntries];  // likewise
+};
+
+// One chunk of the warp's two tiles against all token tiles, from `stage`.
+template <GgufBlockType kType, int kTokenTiles, bool kSwapped>
+__device__ __forceinline__ void multiply_chunk(const std::uint8_t* stage, int warp, int lane,
+                                               Accumulators<kTokenTiles>& acc) {
+  using S = Stage<kType, kTokenTiles>;
+  using W = BlockWords<kType>;
+  const int g = lane >> 2, t = lane & 3;
+  const std::uint8_t* x = stage + S::kQuants + S::kScales;
+#pragma unroll 1
+  for (int j = 0; j < 4; ++j) {
+    std::uint32_t first[kTilesPerWarp][4], second[kTilesPerWarp][4];
+    float2 low[kTilesPerWarp], high[kTilesPerWarp];  // (d, m) of rows g and g + 8; m = 0 but in q4_1
+#pragma unroll
+    for (int mt = 0; mt < kTilesPerWarp; ++mt) {
+      const int tile = warp * kTilesPerWarp + mt;
+      // Block j's words: bytes W::kWords x 4 x j of the lane's quants, which the stage keeps as
+      // 16-byte vectors [tile][v][lane].
+      const int byte = W::kWords * 4 * j;
+      const std::uint8_t* quants = stage + ((tile * S::kQuantVectors + byte / 16) * 32 + lane) * 16 + byte % 16;
+      const std::uint8_t* entries = stage + S::kQuants + (tile * 8 + g) * S::kScaleVectors * 16 + W::kEntries * 4 * j;
+      std::uint32_t words[4 * W::kWords], entry_words[4 * W::kEntries];
+      if constexpr (W::kWords == 4) {
+        const uint4 q = *reinterpret_cast<const uint4*>(quants);
+        words[0] = q.x; words[1] = q.y; words[2] = q.z; words[3] = q.w;
+      } else {
+        const uint2 q = *reinterpret_cast<const uint2*>(quants);
+        words[0] = q.x; words[1] = q.y;
+      }
+      if constexpr (W::kEntries == 2) {
+        const uint2 e = *reinterpret_cast<const uint2*>(entries);
+        entry_words[0] = e.x; entry_words[1] = e.y;
+      } else {
+        entry_words[0] = *reinterpret_cast<const std::uint32_t*>(entries);
+      }
+      // Block 0 of these arrays is block j of the chunk.
+      gguf_mma::weights_as_a_fragments<kType, kSwapped>(words, 0, first[mt], second[mt]);
+      center<kType>(first[mt]);
+      center<kType>(second[mt]);
+      gguf_mma::block_scales<kType>(entry_words, 0, low[mt], high[mt]);
+    }
+#pragma unroll
+    for (int nt = 0; nt < kTokenTiles; ++nt) {
+      // Lane (g, t): k 8t .. 8t+7 of block j, row 8 nt + g of x; k 8t .. 8t+3 feed the first k16
+      // product, 8t+4 .. 8t+7 the second (layout=3's order).
+      const uint4 xv = *reinterpret_cast<const uint4*>(x + x_piece_offset(8 * nt + g, 4 * j + t));
+      const float zero[4] = {0.f, 0.f, 0.f, 0.f};
+      float s[4] = {0.f, 0.f, 0.f, 0.f};  // q4_1: the block's sums of x rows 2t (s[0]) and 2t + 1 (s[1])
+      if constexpr (kType == GgufBlockType::q4_1) {
+        const std::uint32_t ones[4] = {gguf_mma::kBf16OnePair, gguf_mma::kBf16OnePair, gguf_mma::kBf16OnePair,
+                                       gguf_mma::kBf16OnePair};
+        float s1[4];
+        sm80::mma_m16n8k16_bf16_into(s1, ones, xv.x, xv.y, zero);
+        sm80::mma_m16n8k16_bf16_into(s, ones, xv.z, xv.w, s1);
+      }
+#pragma unroll
+      for (int mt = 0; mt < kTilesPerWarp; ++mt) {
+        float c1[4], c[4];
+        sm80::mma_m16n8k16_bf16_into(c1, first[mt], xv.x, xv.y, zero);
+        sm80::mma_m16n8k16_bf16_into(c, second[mt], xv.z, xv.w, c1);
+        float* out = acc[mt][nt];
+        if constexpr (kType == GgufBlockType::q4_1) {
+          out[0] = fmaf(low[mt].x, c[0], fmaf(low[mt].y, s[0], out[0]));
+          out[1] = fmaf(low[mt].x, c[1], fmaf(low[mt].y, s[1], out[1]));
+          out[2] = fmaf(high[mt].x, c[2], fmaf(high[mt].y, s[0], out[2]));
+          out[3] = fmaf(high[mt].x, c[3], fmaf(high[mt].y, s[1], out[3]));
+        } else {
+          out[0] = fmaf(low[mt].x, c[0], out[0]);
+          out[1] = fmaf(low[mt].x, c[1], out[1]);
+          out[2] = fmaf(high[mt].x, c[2], out[2]);
+          out[3] = fmaf(high[mt].x, c[3], out[3]);
+        }
+      }
+    }
+  }
+}
+
+// y[m][n] for an output inside M x N; nothing outside.
+__device__ __forceinline__ void store_output(const GgufGemvArgs& a, int m, int n, float sum) {
+  if (m < a.m && n < a.n) a.y[static_cast<std::size_t>(m) * a.n + n] = __float2bfloat16_rn(sum);
+}
+
+__device__ __forceinline__ void store_fragment(const GgufGemvArgs& a, int n0, int m0, float4 sum) {
+  store_output(a, m0, n0, sum.x);
+  store_output(a, m0 + 1, n0, sum.y);
+  store_output(a, m0, n0 + 8, sum.z);
+  store_output(a, m0 + 1, n0 + 8, sum.w);
+}
+
+template <GgufBlockType kType, int kTokenTiles, bool kSwapped>
+__global__ void __launch_bounds__(kThreads, 1)
+    gemv_batch_kernel(GgufGemvArgs a, GgufBatchPlan plan, GgufBatchWorkspace workspace) {
+  using S = Stage<kType, kTokenTiles>;
+  extern __shared__ std::uint8_t smem_raw[];
+  std::uint8_t* const smem = smem_raw + ((128 - (smem_u32(smem_raw) & 127)) & 127);
+  const auto stage_at = [&](int stage) { return smem + stage * S::kBytes; };
+
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int column_block = static_cast<int>(blockIdx.x), split = static_cast<int>(blockIdx.y);
+  const int first_tile = column_block * kTiles, tiles = (a.n + 15) / 16;
+  const int chunk_begin = plan.chunk_begin(split);
+  const int steps = plan.chunk_begin(split + 1) - chunk_begin;
+
+  // kStages - 1 chunks in flight before the first product; a group is committed even when empty,
+  // so that wait_group counts the same on every path.
+#pragma unroll
+  for (int stage = 0; stage < kStages - 1; ++stage) {
+    if (stage < steps) copy_chunk<kType, kTokenTiles>(a, first_tile, tiles, plan.chunks, chunk_begin + stage, stage_at(stage));
+    sm80::cp_async_commit_group();
+  }
+
+  Accumulators<kTokenTiles> acc = {};
+#pragma unroll 1
+  for (int i = 0; i < steps; ++i) {
+    sm80::cp_async_wait_group<kStages - 2>();  // this thread's copies of chunk i have landed
+    __syncthreads();  // everyone's have; and every warp is done with chunk i - 1, whose stage is refilled next
+    const int next = i + kStages - 1;
+    if (next < steps) copy_chunk<kType, kTokenTiles>(a, first_tile, tiles, plan.chunks, chunk_begin + next, stage_at(next % kStages));
+    sm80::cp_async_commit_group();
+    multiply_chunk<kType, kTokenTiles, kSwapped>(stage_at(i % kStages), warp, lane, acc);
+  }
+
+  // Fragment (mt, nt): output columns n0 = 128 block + 32 warp + 16 mt + g (and + 8), rows of x
+  // m0 = 8 nt + 2t (and + 1).
+  const int warp_n0 = column_block * kGgufBatchColumns + warp * kTilesPerWarp * 16 + g;
+  if (!plan.needs_workspace()) {
+#pragma unroll
+    for (int mt = 0; mt < kTilesPerWarp; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < kTokenTiles; ++nt)
+        store_fragment(a, warp_n0 + 16 * mt, 8 * nt + 2 * t,
+                       make_float4(acc[mt][nt][0], acc[mt][nt][1], acc[mt][nt][2], acc[mt][nt][3]));
+    return;
+  }
+
+  // The split-K reduction of hgemm rung 14 (its header): the partial tile in fragment order, a slot
+  // per CTA; the last CTA of the column block to arrive adds the slots in split order (the same
+  // bits whichever CTA it is), stores y and resets the counter for the next launch.
+  constexpr int kTileVectors = kThreads * kTilesPerWarp * kTokenTiles;  // float4s per slot
+  float4* const block_slots = reinterpret_cast<float4*>(workspace.partials) +
+                              static_cast<std::size_t>(column_block) * plan.splits * kTileVectors;
+  const auto slot_index = [&](int mt, int nt) { return ((warp * kTilesPerWarp + mt) * kTokenTiles + nt) * 32 + lane; };
+#pragma unroll
+  for (int mt = 0; mt < kTilesPerWarp; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < kTokenTiles; ++nt)
+      __stcg(block_slots + split * kTileVectors + slot_index(mt, nt),
+             make_float4(acc[mt][nt][0], acc[mt][nt][1], acc[mt][nt][2], acc[mt][nt][3]));
+  __threadfence();
+  __syncthreads();
+  bool last = false;
+  if (threadIdx.x == 0)
+    last = atomicAdd(workspace.counters + column_block, 1u) == static_cast<unsigned>(plan.splits - 1);
+  if (!__syncthreads_or(last)) return;
+  __threadfence();
+  if (threadIdx.x == 0) workspace.counters[column_block] = 0;
+#pragma unroll
+  for (int mt = 0; mt < kTilesPerWarp; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < kTokenTiles; ++nt) {
+      const float4 mine = make_float4(acc[mt][nt][0], acc[mt][nt][1], acc[mt][nt][2], acc[mt][nt][3]);
+      float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
+      for (int s = 0; s < plan.splits; ++s) {
+        const float4 p = s == split ? mine : __ldcg(block_slots + s * kTileVectors + slot_index(mt, nt));
+        sum = make_float4(sum.x + p.x, sum.y + p.y, sum.z + p.z, sum.w + p.w);
+      }
+      store_fragment(a, warp_n0 + 16 * mt, 8 * nt + 2 * t, sum);
+    }
+}
+
+using Kernel = void (*)(GgufGemvArgs, GgufBatchPlan, GgufBatchWorkspace);
+
+// An instance with its shared memory allowed (the opt-in beyond 48 KiB, once per instance).
+template <GgufBlockType kType, int kTokenTiles, bool kSwapped>
+Kernel allowed_instance() {
+  static const bool allowed = [] {
+    KC_CUDA_CHECK(cudaFuncSetAttribute(gemv_batch_kernel<kType, kTokenTiles, kSwapped>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       Stage<kType, kTokenTiles>::kSmemBytes));
+    return true;
+  }();
+  (void)allowed;
+  return &gemv_batch_kernel<kType, kTokenTiles, kSwapped>;
+}
+
+// Calls launch(kernel, smem_bytes) with the instance for the block type and M's token tiles.
+template <bool kSwapped, class Launch>
+void with_instance(GgufBlockType type, int m, Launch&& launch) {
+  gguf_mma::dispatch_block_type(type, "rung 09", [&](auto type_constant) {
+    constexpr GgufBlockType kType = decltype(type_constant)::value;
+    const auto with_tiles = [&](auto tiles_constant) {
+      constexpr int kTokenTiles = decltype(tiles_constant)::value;
+      launch(allowed_instance<kType, kTokenTiles, kSwapped>(), Stage<kType, kTokenTiles>::kSmemBytes);
+    };
+    switch ((m + 7) / 8) {
+      case 1: with_tiles(std::integral_constant<int, 1>{}); break;
+      case 2: with_tiles(std::integral_constant<int, 2>{}); break;
+      case 3: with_tiles(std::integral_constant<int, 3>{}); break;
+      case 4: with_tiles(std::integral_constant<int, 4>{}); break;
+      case 5: with_tiles(std::integral_constant<int, 5>{}); break;
+      case 6: with_tiles(std::integral_constant<int, 6>{}); break;
+      case 7: with_tiles(std::integral_constant<int, 7>{}); break;
+      default: with_tiles(std::integral_constant<int, 8>{}); break;
+    }
+  });
+}
+
+
+template <bool kSwapped>
+void launch(const GgufGemvArgs& a, const GgufBatchPlan& plan, const GgufBatchWorkspace& workspace,
+            cudaStream_t stream) {
+  require(a.m >= 1 && a.m <= kGgufBatchMaxRows && a.n >= 1 && a.k >= kGgufBlockWeights && a.k % kGgufBlockWeights == 0,
+          "GGUF GEMV (rung 09): M must be in [1, {}], N >= 1 and K a positive multiple of 32 (got {}x{}x{})",
+          kGgufBatchMaxRows, a.m, a.n, a.k);
+  require(a.x != nullptr && a.quants != nullptr && a.scales != nullptr && a.y != nullptr,
+          "GGUF GEMV (rung 09): x, quants, scales and y must be non-null (the layout of "
+          "repack_gguf_blocks_for_mma16, layout=3)");
+  require(reinterpret_cast<std::uintptr_t>(a.x) % 16 == 0 && reinterpret_cast<std::uintptr_t>(a.quants) % 16 == 0 &&
+              reinterpret_cast<std::uintptr_t>(a.scales) % 16 == 0,
+          "GGUF GEMV (rung 09): x, quants and scales must be 16-byte aligned (each is copied in 16-byte pieces)");
+  const GgufBatchPlan expected = plan_gguf_batch(a.m, a.n, a.k, 1, 1);
+  require(plan.token_tiles == expected.token_tiles && plan.column_blocks == expected.column_blocks &&
+              plan.chunks == expected.chunks && plan.splits >= 1 && plan.splits <= plan.chunks && plan.splits <= 65535,
+          "GGUF GEMV (rung 09): the plan ({} token tiles, {} column blocks, {} chunks, {} splits) is not one for "
+          "{}x{}x{}; make it with plan_gguf_batch",
+          plan.token_tiles, plan.column_blocks, plan.chunks, plan.splits, a.m, a.n, a.k);
+  require(!plan.needs_workspace() || (workspace.partials != nullptr && workspace.counters != nullptr),
+          "GGUF GEMV (rung 09): {} splits need a workspace of {} floats and {} zeroed counters", plan.splits,
+          plan.partial_floats(), plan.counters());
+  with_instance<kSwapped>(a.type, a.m, [&](Kernel kernel, int smem_bytes) {
+    const dim3 grid(static_cast<unsigned>(plan.column_blocks), static_cast<unsigned>(plan.splits));
+    kernel<<<grid, kThreads, static_cast<std::size_t>(smem_bytes), stream>>>(a, plan, workspace);
+  });
+  KC_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+void gemv_gguf_09_batch(const GgufGemvArgs& args, const GgufBatchPlan& plan, const GgufBatchWorkspace& workspace,
+                        cudaStream_t stream) {
+  launch<false>(args, plan, workspace, stream);
+}
+
+void gemv_gguf_09_swapped_nibbles(const GgufGemvArgs& args, const GgufBatchPlan& plan,
+                                  const GgufBatchWorkspace& workspace, cudaStream_t stream) {
+  launch<true>(args, plan, workspace, stream);
+}
+
+int gemv_gguf_09_ctas_per_sm(GgufBlockType type, int m) {
+  int ctas = 0;
+  with_instance<false>(type, m, [&](Kernel kernel, int smem_bytes) {
+    KC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, kernel, kThreads,
+                                                                static_cast<std::size_t>(smem_bytes)));
+  });
+  return ctas < 1 ? 1 : ctas;
+}
+
+}  // namespace kc::stage3
