@@ -61,19 +61,29 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 
-constexpr int kWarps = 4;
-constexpr int kThreads = 32 * kWarps;
 constexpr int kTiles = kGgufBatchColumns / 16;  // 8 tiles of 16 columns a CTA
-constexpr int kTilesPerWarp = kTiles / kWarps;  // 2
+constexpr int kTilesPerWarp = 2;                // a warp's tiles: 4 warps of a token group cover the CTA's 8
+constexpr int kWarpsPerGroup = kTiles / kTilesPerWarp;
 constexpr int kStages = 4;
 constexpr int kChunkK = 4 * kGgufBlockWeights;  // 128 k a chunk
 constexpr int kXRowBytes = kChunkK * 2;         // 256 bytes of one row of x a chunk
 constexpr int kXPieces = kXRowBytes / 16;       // 16 pieces of 16 bytes
-static_assert(kTilesPerWarp * kWarps == kTiles, "the warps split the column block evenly");
 
-// One stage: the 8 tiles' quants ([tile][vector v][lane] 16 bytes each, so that a warp's LDS.128
-// of vector v reads 512 contiguous bytes), their scale entries ([tile][row group][vector]), then
-// the 8T rows of x (row r's 16-byte piece p at p ^ 4 (r & 1): rows g and g + 1, which one LDS.128
+// The CTA's shape for T token tiles: kGroups token groups of 4 warps; group g multiplies token
+// tiles [g x kGroupTiles, (g + 1) x kGroupTiles) (those below T) with all 8 tiles of weights, so
+// two groups decode each block twice but hold half the accumulators, and the SM gets twice the
+// warps (gguf_batch_token_groups in gemv_gguf_args.hpp says from which T).
+template <int kTokenTiles>
+struct Shape {
+  static constexpr int kGroups = gguf_batch_token_groups(kTokenTiles);
+  static constexpr int kGroupTiles = (kTokenTiles + kGroups - 1) / kGroups;
+  static constexpr int kWarps = kWarpsPerGroup * kGroups;
+  static constexpr int kThreads = 32 * kWarps;
+};
+
+// One stage: the 8 tiles' quants ([tile][vector v][lane] 16 bytes each, so that a warp's LDS of
+// vector v reads 512 contiguous bytes), their scale entries ([tile][row group][vector]), then the
+// 8T rows of x (row r's 16-byte piece p at p ^ 4 (r & 1): rows g and g + 1, which one LDS.128
 // phase reads, on different banks).
 template <GgufBlockType kType, int kTokenTiles>
 struct Stage {
@@ -86,6 +96,7 @@ struct Stage {
   static constexpr int kX = kRows * kXRowBytes;
   static constexpr int kBytes = kQuants + kScales + kX;
   static constexpr int kSmemBytes = kStages * kBytes + 128;  // + alignment slack for the 128-byte start
+  static constexpr int kQuantPieces = kQuants / 16, kScalePieces = kScales / 16, kXPieces = kX / 16;
   static_assert(kQuants % 128 == 0 && kScales % 128 == 0 && kBytes % 128 == 0, "pieces stay 128-byte aligned");
 };
 
@@ -93,44 +104,87 @@ __device__ __forceinline__ int x_piece_offset(int row, int piece) {
   return row * kXRowBytes + ((piece ^ ((row & 1) << 2)) << 4);
 }
 
-// Issues the copies of chunk `chunk` into `stage`. Tiles past the weight's (N's padding to 16 is in
-// the layout) and rows of x past M are written as zeros (src-size 0) and add nothing.
+// A thread's share of every chunk's copies, worked out once: for each of its 16-byte pieces the
+// source at chunk 0 (a chunk further on is a fixed step away: 32 x kQuantVectors vectors of quants,
+// 8 x kScaleVectors of scales, 128 k of x), the place in a stage, and whether it is read at all —
+// tiles past the weight's (N's padding to 16 is in the layout) and rows of x past M are written as
+// zeros (src-size 0) and add nothing; a piece of x past K (the last chunk's padding blocks) too.
 template <GgufBlockType kType, int kTokenTiles>
-__device__ __forceinline__ void copy_chunk(const GgufGemvArgs& a, int first_tile, int tiles, int chunks, int chunk,
-                                           std::uint8_t* stage) {
+struct CopyPlan {
   using S = Stage<kType, kTokenTiles>;
-  const std::uint32_t base = smem_u32(stage);
-  const uint4* quants = reinterpret_cast<const uint4*>(a.quants);
-  const uint4* scales = static_cast<const uint4*>(a.scales);
-  constexpr int kQuantPieces = kTiles * 32 * S::kQuantVectors;
+  static constexpr int kThreads = Shape<kTokenTiles>::kThreads;
+  static constexpr int kQuantPasses = (S::kQuantPieces + kThreads - 1) / kThreads;
+  static constexpr int kScalePasses = (S::kScalePieces + kThreads - 1) / kThreads;
+  static constexpr int kXPasses = (S::kXPieces + kThreads - 1) / kThreads;
+  const uint4* quants[kQuantPasses];
+  const uint4* scales[kScalePasses];
+  const bf16* x[kXPasses];
+  std::uint32_t quant_at[kQuantPasses], scale_at[kScalePasses], x_at[kXPasses];
+  int x_k[kXPasses];  // the piece's k within a chunk; x[p] == nullptr: not copied (zeros)
+
+  __device__ __forceinline__ CopyPlan(const GgufGemvArgs& a, int first_tile, int chunks) {
+    const int tiles = (a.n + 15) / 16;
+    const int thread = static_cast<int>(threadIdx.x);
 #pragma unroll
-  for (int pass = 0; pass < kQuantPieces / kThreads; ++pass) {
-    const int i = static_cast<int>(threadIdx.x) + pass * kThreads;
-    const int tile = i / (32 * S::kQuantVectors), within = i % (32 * S::kQuantVectors);
-    const int lane = within / S::kQuantVectors, v = within % S::kQuantVectors;
-    const bool valid = first_tile + tile < tiles;
-    const std::size_t tile_chunk = static_cast<std::size_t>(first_tile + tile) * chunks + chunk;
-    sm80::cp_async_16(base + ((tile * S::kQuantVectors + v) * 32 + lane) * 16,
-                      valid ? quants + tile_chunk * 32 * S::kQuantVectors + within : quants, valid);
-  }
-  constexpr int kScalePieces = kTiles * 8 * S::kScaleVectors;
-  for (int i = static_cast<int>(threadIdx.x); i < kScalePieces; i += kThreads) {
-    const int tile = i / (8 * S::kScaleVectors), within = i % (8 * S::kScaleVectors);
-    const bool valid = first_tile + tile < tiles;
-    const std::size_t tile_chunk = static_cast<std::size_t>(first_tile + tile) * chunks + chunk;
-    sm80::cp_async_16(base + S::kQuants + i * 16, valid ? scales + tile_chunk * 8 * S::kScaleVectors + within : scales,
-                      valid);
-  }
+    for (int pass = 0; pass < kQuantPasses; ++pass) {
+      const int i = thread + pass * kThreads;
+      const int tile = i / (32 * S::kQuantVectors), within = i % (32 * S::kQuantVectors);
+      const int lane = within / S::kQuantVectors, v = within % S::kQuantVectors;
+      const bool valid = i < S::kQuantPieces && first_tile + tile < tiles;
+      quants[pass] = valid ? reinterpret_cast<const uint4*>(a.quants) +
+                                 static_cast<std::size_t>(first_tile + tile) * chunks * 32 * S::kQuantVectors + within
+                           : nullptr;
+      quant_at[pass] = i < S::kQuantPieces ? ((tile * S::kQuantVectors + v) * 32 + lane) * 16 : ~0u;
+    }
 #pragma unroll
-  for (int pass = 0; pass < S::kRows * kXPieces / kThreads; ++pass) {
-    const int i = static_cast<int>(threadIdx.x) + pass * kThreads;
-    const int row = i / kXPieces, piece = i % kXPieces;
-    const int k = chunk * kChunkK + piece * 8;
-    const bool valid = row < a.m && k < a.k;
-    const bf16* source = valid ? a.x + static_cast<std::size_t>(row) * a.k + k : a.x;
-    sm80::cp_async_16(base + S::kQuants + S::kScales + x_piece_offset(row, piece), source, valid);
+    for (int pass = 0; pass < kScalePasses; ++pass) {
+      const int i = thread + pass * kThreads;
+      const int tile = i / (8 * S::kScaleVectors), within = i % (8 * S::kScaleVectors);
+      const bool valid = i < S::kScalePieces && first_tile + tile < tiles;
+      scales[pass] = valid ? static_cast<const uint4*>(a.scales) +
+                                 static_cast<std::size_t>(first_tile + tile) * chunks * 8 * S::kScaleVectors + within
+                           : nullptr;
+      scale_at[pass] = i < S::kScalePieces ? S::kQuants + i * 16 : ~0u;
+    }
+#pragma unroll
+    for (int pass = 0; pass < kXPasses; ++pass) {
+      const int i = thread + pass * kThreads;
+      const int row = i / kXPieces, piece = i % kXPieces;
+      x[pass] = i < S::kXPieces && row < a.m ? a.x + static_cast<std::size_t>(row) * a.k + piece * 8 : nullptr;
+      x_k[pass] = piece * 8;
+      x_at[pass] = i < S::kXPieces ? S::kQuants + S::kScales + x_piece_offset(row, piece) : ~0u;
+    }
   }
-}
+
+  // Issues the copies of chunk `chunk` into the stage at shared address `stage`.
+  __device__ __forceinline__ void copy(const GgufGemvArgs& a, int chunk, std::uint32_t stage) const {
+#pragma unroll
+    for (int pass = 0; pass < kQuantPasses; ++pass)
+      if (quant_at[pass] != ~0u) {
+        const bool valid = quants[pass] != nullptr;
+        sm80::cp_async_16(stage + quant_at[pass],
+                          valid ? static_cast<const void*>(quants[pass] + static_cast<std::size_t>(chunk) * 32 * S::kQuantVectors)
+                                : static_cast<const void*>(a.quants),
+                          valid);
+      }
+#pragma unroll
+    for (int pass = 0; pass < kScalePasses; ++pass)
+      if (scale_at[pass] != ~0u) {
+        const bool valid = scales[pass] != nullptr;
+        sm80::cp_async_16(stage + scale_at[pass],
+                          valid ? static_cast<const void*>(scales[pass] + static_cast<std::size_t>(chunk) * 8 * S::kScaleVectors)
+                                : a.scales,
+                          valid);
+      }
+#pragma unroll
+    for (int pass = 0; pass < kXPasses; ++pass)
+      if (x_at[pass] != ~0u) {
+        const int k = chunk * kChunkK + x_k[pass];
+        const bool valid = x[pass] != nullptr && k < a.k;
+        sm80::cp_async_16(stage + x_at[pass], valid ? x[pass] + chunk * kChunkK : a.x, valid);
+      }
+  }
+};
 
 // The 8 pairs of a block's A fragments (rung 05's weights_as_a_fragments: 128 + q for the nibbles)
 // moved to the weights' integer: q - 8 in q4_0, q in q4_1 (HSUB2 on bf16 pairs of small integers:
@@ -149,11 +203,11 @@ __device__ __forceinline__ void center(std::uint32_t (&pairs)[4]) {
   }
 }
 
-// acc[mt][nt]: the 16 x 8 product of the warp's tile mt and token tile nt; lane (g, t) holds rows
-// (output columns) g and g + 8 of the tile x x rows 2t and 2t + 1 of the token tile:
+// acc[mt][nt]: the 16 x 8 product of the warp's tile mt and its group's token tile nt; lane (g, t)
+// holds rows (output columns) g and g + 8 of the tile x x rows 2t and 2t + 1 of the token tile:
 // {y[2t][g], y[2t + 1][g], y[2t][g + 8], y[2t + 1][g + 8]}, relative to the tiles' origins.
 template <int kTokenTiles>
-using Accumulators = float[kTilesPerWarp][kTokenTiles][4];
+using Accumulators = float[kTilesPerWarp][Shape<kTokenTiles>::kGroupTiles][4];
 
 // The lane's words of block j of tile `tile` in a stage, and its row group's scale entries of that
 // block, laid out as rung 05's registers hold a whole chunk (weights_as_a_fragments reads words 2j
@@ -167,15 +221,22 @@ struct BlockWords {
   std::uint32_t entries[4 * kEntries];  // likewise
 };
 
-// One chunk of the warp's two tiles against all token tiles, from `stage`.
+// Blocks of a chunk the compiler may interleave: more independent work per warp between the
+// shared-memory loads and the products it waits for, at the price of registers.
+template <int kTokenTiles>
+constexpr int kBlockUnroll = kTokenTiles <= 2 ? 4 : kTokenTiles <= 5 ? 2 : 1;
+
+// One chunk of the warp's two tiles (`warp` counted within its token group) against its group's
+// token tiles (from `first_token_tile`), from `stage`.
 template <GgufBlockType kType, int kTokenTiles, bool kSwapped>
-__device__ __forceinline__ void multiply_chunk(const std::uint8_t* stage, int warp, int lane,
+__device__ __forceinline__ void multiply_chunk(const std::uint8_t* stage, int warp, int first_token_tile, int lane,
                                                Accumulators<kTokenTiles>& acc) {
   using S = Stage<kType, kTokenTiles>;
+  constexpr int kGroupTiles = Shape<kTokenTiles>::kGroupTiles;
   using W = BlockWords<kType>;
   const int g = lane >> 2, t = lane & 3;
   const std::uint8_t* x = stage + S::kQuants + S::kScales;
-#pragma unroll 1
+#pragma unroll(kBlockUnroll<kTokenTiles>)
   for (int j = 0; j < 4; ++j) {
     std::uint32_t first[kTilesPerWarp][4], second[kTilesPerWarp][4];
     float2 low[kTilesPerWarp], high[kTilesPerWarp];  // (d, m) of rows g and g + 8; m = 0 but in q4_1
@@ -208,10 +269,13 @@ __device__ __forceinline__ void multiply_chunk(const std::uint8_t* stage, int wa
       gguf_mma::block_scales<kType>(entry_words, 0, low[mt], high[mt]);
     }
 #pragma unroll
-    for (int nt = 0; nt < kTokenTiles; ++nt) {
-      // Lane (g, t): k 8t .. 8t+7 of block j, row 8 nt + g of x; k 8t .. 8t+3 feed the first k16
-      // product, 8t+4 .. 8t+7 the second (layout=3's order).
-      const uint4 xv = *reinterpret_cast<const uint4*>(x + x_piece_offset(8 * nt + g, 4 * j + t));
+    for (int nt = 0; nt < kGroupTiles; ++nt) {
+      // The last group's tiles past T (an odd T) are not there.
+      if (kTokenTiles % kGroupTiles != 0 && first_token_tile + nt >= kTokenTiles) break;
+      // Lane (g, t): k 8t .. 8t+7 of block j, row 8 (first + nt) + g of x; k 8t .. 8t+3 feed the
+      // first k16 product, 8t+4 .. 8t+7 the second (layout=3's order).
+      const uint4 xv =
+          *reinterpret_cast<const uint4*>(x + x_piece_offset(8 * (first_token_tile + nt) + g, 4 * j + t));
       const float zero[4] = {0.f, 0.f, 0.f, 0.f};
       float s[4] = {0.f, 0.f, 0.f, 0.f};  // q4_1: the block's sums of x rows 2t (s[0]) and 2t + 1 (s[1])
       if constexpr (kType == GgufBlockType::q4_1) {
@@ -255,26 +319,34 @@ __device__ __forceinline__ void store_fragment(const GgufGemvArgs& a, int n0, in
   store_output(a, m0 + 1, n0 + 8, sum.w);
 }
 
+// Two CTAs an SM where 128 registers a thread hold the instance without spills (ptxas -v): all
+// but q4_1 and q8_0 at 7 and 8 token tiles (their wider words and scale entries), which keep one.
+template <GgufBlockType kType, int kTokenTiles>
+constexpr int kMinCtasPerSm = kType != GgufBlockType::q4_0 && kTokenTiles >= 7 ? 1 : 2;
+
 template <GgufBlockType kType, int kTokenTiles, bool kSwapped>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(Shape<kTokenTiles>::kThreads, (kMinCtasPerSm<kType, kTokenTiles>))
     gemv_batch_kernel(GgufGemvArgs a, GgufBatchPlan plan, GgufBatchWorkspace workspace) {
   using S = Stage<kType, kTokenTiles>;
+  using C = Shape<kTokenTiles>;
+  constexpr int kGroupTiles = C::kGroupTiles;
   extern __shared__ std::uint8_t smem_raw[];
   std::uint8_t* const smem = smem_raw + ((128 - (smem_u32(smem_raw) & 127)) & 127);
   const auto stage_at = [&](int stage) { return smem + stage * S::kBytes; };
 
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int g = lane / 4, t = lane % 4;
+  const int group_warp = warp % kWarpsPerGroup, first_token_tile = warp / kWarpsPerGroup * kGroupTiles;
   const int column_block = static_cast<int>(blockIdx.x), split = static_cast<int>(blockIdx.y);
-  const int first_tile = column_block * kTiles, tiles = (a.n + 15) / 16;
   const int chunk_begin = plan.chunk_begin(split);
   const int steps = plan.chunk_begin(split + 1) - chunk_begin;
+  const CopyPlan<kType, kTokenTiles> copies(a, column_block * kTiles, plan.chunks);
 
   // kStages - 1 chunks in flight before the first product; a group is committed even when empty,
   // so that wait_group counts the same on every path.
 #pragma unroll
   for (int stage = 0; stage < kStages - 1; ++stage) {
-    if (stage < steps) copy_chunk<kType, kTokenTiles>(a, first_tile, tiles, plan.chunks, chunk_begin + stage, stage_at(stage));
+    if (stage < steps) copies.copy(a, chunk_begin + stage, smem_u32(stage_at(stage)));
     sm80::cp_async_commit_group();
   }
 
@@ -284,20 +356,21 @@ __global__ void __launch_bounds__(kThreads, 1)
     sm80::cp_async_wait_group<kStages - 2>();  // this thread's copies of chunk i have landed
     __syncthreads();  // everyone's have; and every warp is done with chunk i - 1, whose stage is refilled next
     const int next = i + kStages - 1;
-    if (next < steps) copy_chunk<kType, kTokenTiles>(a, first_tile, tiles, plan.chunks, chunk_begin + next, stage_at(next % kStages));
+    if (next < steps) copies.copy(a, chunk_begin + next, smem_u32(stage_at(next % kStages)));
     sm80::cp_async_commit_group();
-    multiply_chunk<kType, kTokenTiles, kSwapped>(stage_at(i % kStages), warp, lane, acc);
+    multiply_chunk<kType, kTokenTiles, kSwapped>(stage_at(i % kStages), group_warp, first_token_tile, lane, acc);
   }
 
-  // Fragment (mt, nt): output columns n0 = 128 block + 32 warp + 16 mt + g (and + 8), rows of x
-  // m0 = 8 nt + 2t (and + 1).
-  const int warp_n0 = column_block * kGgufBatchColumns + warp * kTilesPerWarp * 16 + g;
+  // Fragment (mt, nt): output columns n0 = 128 block + 32 group_warp + 16 mt + g (and + 8), rows of
+  // x m0 = 8 (first_token_tile + nt) + 2t (and + 1); rows past M are not stored.
+  const int warp_n0 = column_block * kGgufBatchColumns + group_warp * kTilesPerWarp * 16 + g;
+  const int warp_m0 = 8 * first_token_tile + 2 * t;
   if (!plan.needs_workspace()) {
 #pragma unroll
     for (int mt = 0; mt < kTilesPerWarp; ++mt)
 #pragma unroll
-      for (int nt = 0; nt < kTokenTiles; ++nt)
-        store_fragment(a, warp_n0 + 16 * mt, 8 * nt + 2 * t,
+      for (int nt = 0; nt < kGroupTiles; ++nt)
+        store_fragment(a, warp_n0 + 16 * mt, warp_m0 + 8 * nt,
                        make_float4(acc[mt][nt][0], acc[mt][nt][1], acc[mt][nt][2], acc[mt][nt][3]));
     return;
   }
@@ -305,14 +378,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   // The split-K reduction of hgemm rung 14 (its header): the partial tile in fragment order, a slot
   // per CTA; the last CTA of the column block to arrive adds the slots in split order (the same
   // bits whichever CTA it is), stores y and resets the counter for the next launch.
-  constexpr int kTileVectors = kThreads * kTilesPerWarp * kTokenTiles;  // float4s per slot
+  constexpr int kTileVectors = C::kThreads * kTilesPerWarp * kGroupTiles;  // float4s per slot
   float4* const block_slots = reinterpret_cast<float4*>(workspace.partials) +
                               static_cast<std::size_t>(column_block) * plan.splits * kTileVectors;
-  const auto slot_index = [&](int mt, int nt) { return ((warp * kTilesPerWarp + mt) * kTokenTiles + nt) * 32 + lane; };
+  const auto slot_index = [&](int mt, int nt) { return ((warp * kTilesPerWarp + mt) * kGroupTiles + nt) * 32 + lane; };
 #pragma unroll
   for (int mt = 0; mt < kTilesPerWarp; ++mt)
 #pragma unroll
-    for (int nt = 0; nt < kTokenTiles; ++nt)
+    for (int nt = 0; nt < kGroupTiles; ++nt)
       __stcg(block_slots + split * kTileVectors + slot_index(mt, nt),
              make_float4(acc[mt][nt][0], acc[mt][nt][1], acc[mt][nt][2], acc[mt][nt][3]));
   __threadfence();
@@ -326,14 +399,14 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
   for (int mt = 0; mt < kTilesPerWarp; ++mt)
 #pragma unroll
-    for (int nt = 0; nt < kTokenTiles; ++nt) {
+    for (int nt = 0; nt < kGroupTiles; ++nt) {
       const float4 mine = make_float4(acc[mt][nt][0], acc[mt][nt][1], acc[mt][nt][2], acc[mt][nt][3]);
       float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
       for (int s = 0; s < plan.splits; ++s) {
         const float4 p = s == split ? mine : __ldcg(block_slots + s * kTileVectors + slot_index(mt, nt));
         sum = make_float4(sum.x + p.x, sum.y + p.y, sum.z + p.z, sum.w + p.w);
       }
-      store_fragment(a, warp_n0 + 16 * mt, 8 * nt + 2 * t, sum);
+      store_fragment(a, warp_n0 + 16 * mt, warp_m0 + 8 * nt, sum);
     }
 }
 
@@ -398,7 +471,8 @@ void launch(const GgufGemvArgs& a, const GgufBatchPlan& plan, const GgufBatchWor
           plan.partial_floats(), plan.counters());
   with_instance<kSwapped>(a.type, a.m, [&](Kernel kernel, int smem_bytes) {
     const dim3 grid(static_cast<unsigned>(plan.column_blocks), static_cast<unsigned>(plan.splits));
-    kernel<<<grid, kThreads, static_cast<std::size_t>(smem_bytes), stream>>>(a, plan, workspace);
+    kernel<<<grid, gguf_batch_threads(plan.token_tiles), static_cast<std::size_t>(smem_bytes), stream>>>(a, plan,
+                                                                                                     workspace);
   });
   KC_CUDA_CHECK(cudaGetLastError());
 }
@@ -418,7 +492,7 @@ void gemv_gguf_09_swapped_nibbles(const GgufGemvArgs& args, const GgufBatchPlan&
 int gemv_gguf_09_ctas_per_sm(GgufBlockType type, int m) {
   int ctas = 0;
   with_instance<false>(type, m, [&](Kernel kernel, int smem_bytes) {
-    KC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, kernel, kThreads,
+    KC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, kernel, gguf_batch_threads((m + 7) / 8),
                                                                 static_cast<std::size_t>(smem_bytes)));
   });
   return ctas < 1 ? 1 : ctas;

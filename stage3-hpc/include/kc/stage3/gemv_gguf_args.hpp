@@ -340,6 +340,14 @@ bool gemv_gguf_08_ctas_take_several_tiles(const GgufGemvLinkArgs& args);
 inline constexpr int kGgufBatchColumns = 128;
 inline constexpr int kGgufBatchMinChunksPerSplit = 8;
 
+// Rung 09's CTA: token groups of 4 warps (each warp 2 tiles of 16 columns), each group
+// multiplying its share of the token tiles with all 128 columns: one group up to
+// kGgufBatchTwoGroupsFrom - 1 token tiles, two from there (twice the warps an SM, each with half
+// the accumulators, each block decoded by both groups).
+inline constexpr int kGgufBatchTwoGroupsFrom = 3;
+constexpr int gguf_batch_token_groups(int token_tiles) { return token_tiles >= kGgufBatchTwoGroupsFrom ? 2 : 1; }
+constexpr int gguf_batch_threads(int token_tiles) { return 128 * gguf_batch_token_groups(token_tiles); }
+
 struct GgufBatchPlan {
   int token_tiles = 0;    // n8 tiles of x's rows: ceil(M / 8), 1..8
   int column_blocks = 0;  // ceil(N / 128): the grid's x
@@ -351,10 +359,13 @@ struct GgufBatchPlan {
   constexpr int chunk_begin(int split) const {
     return static_cast<int>(static_cast<long long>(split) * chunks / splits);
   }
-  // The workspace: one FP32 partial tile (128 columns x 8 token_tiles rows) per CTA and one arrival
-  // counter per column block (zeroed once; a launch leaves them at zero); none with one split.
+  // The workspace: one FP32 partial tile per CTA (128 columns x 8 rows a token tile, the token tiles
+  // rounded up to whole groups) and one arrival counter per column block (zeroed once; a launch
+  // leaves them at zero); none with one split.
   constexpr long long partial_floats() const {
-    return needs_workspace() ? static_cast<long long>(column_blocks) * splits * kGgufBatchColumns * 8 * token_tiles
+    const int groups = gguf_batch_token_groups(token_tiles);
+    const int padded_tiles = (token_tiles + groups - 1) / groups * groups;
+    return needs_workspace() ? static_cast<long long>(column_blocks) * splits * kGgufBatchColumns * 8 * padded_tiles
                              : 0;
   }
   constexpr int counters() const { return needs_workspace() ? column_blocks : 0; }
