@@ -7,19 +7,23 @@
 // most of the work; at 64 rows the per-group part is eight times over, while the weights' bytes do
 // not grow. And each CTA of rung 05 reads every row of x it meets from L2, once per 16 columns.
 // This rung takes the frame of stage 3's hgemm rung 14 (gemm/14_small_m_weights_as_a.cu) — a CTA
-// owns 128 output columns and a split of K, its 4 warps 2 tiles of 16 columns each, a cp.async
-// ring of K steps (here a chunk: 128 k of 8 tiles of quants, their scales and the 8T rows of x)
-// shared by the warps, split-K partials added by the last CTA of each column block in the same
-// launch — and feeds it the weights of layout=3 (rung 05's: the A operand, 16 columns a product):
-//   - a block's nibbles become bf16 weights once, for all of x's rows: 128 + q by rung 03's mask and
-//     OR, then one HSUB2 a pair to q - 8 (q4_0) or q (q4_1) — small integers, exact in bf16; q8_0's
-//     bytes are exact already;
+// owns 128 output columns and a split of K, each warp 2 tiles of 16 columns, a cp.async ring of K
+// steps (here a chunk: 128 k of 8 tiles of quants, their scales and the 8T rows of x) shared by the
+// warps, split-K partials added by the last CTA of each column block in the same launch — and
+// feeds it the weights of layout=3 (rung 05's: the A operand, 16 columns a product):
+//   - a block's nibbles become bf16 weights once for a warp's token tiles: 128 + q by rung 03's
+//     mask and OR, then one HSUB2 a pair to q - 8 (q4_0) or q (q4_1) — small integers, exact in
+//     bf16; q8_0's bytes are exact already;
 //   - every token tile (8 rows of x) then costs two mma.sync and one FFMA an output: acc += d c,
 //     with c = x . (q - 8) (or x . q) over the block; q4_1 adds m s, s the block's sum of x from
 //     one product against ones per token tile, shared by the warp's two tiles;
 //   - x's rows reach the lanes from shared memory (one LDS.128 a lane, token tile and block: the
-//     8 values of k 8t .. 8t+7 layout=3's k order pairs with the weights), loaded once per CTA and
-//     chunk for all 128 columns.
+//     8 values of k 8t .. 8t+7 layout=3's k order pairs with the weights), copied once per CTA and
+//     chunk for all 128 columns;
+//   - from 3 token tiles the CTA has two token groups of 4 warps, each multiplying half the token
+//     tiles with all 128 columns (each decodes every block; each holds half the accumulators), so
+//     an SM holds twice the warps; each thread's copy sources are worked out once (CopyPlan); the
+//     block loop is unrolled where the registers allow it (kBlockUnroll).
 // The result is exact in the same sense as rungs 05-08 (FP32 sums of exact products, the scales
 // applied in FP32 once a block); only the order of the additions differs.
 //
@@ -31,9 +35,10 @@
 // tiles 4 MB written and three quarters of them read back by the last CTAs.
 //
 // Expected limiter: DRAM at M <= 16 (per chunk and warp: 2 x 8 decoded pairs, 4T products, 2T FFMA
-// per output); from M = 32 the tensor pipe and the issue rate — at 64 rows a chunk costs each warp
-// 64 HMMA for its 2 x 1 KB of quants, about as fast as the SM takes mma.sync (analysis; the README
-// has the measurement).
+// per output); from M = 32 the tensor pipe and the issue rate — at 64 rows a chunk costs the CTA
+// 512 HMMA for its 8 KB of quants (analysis). Measured, it is neither: each CTA is a serial chain
+// of decode, products and FFMAs with few warps to hide it (the README's rung 09 section has the
+// profile and the numbers).
 //
 // SASS to look for: LDGSTS.E.BYPASS.128 (the ring), LDS.128, LOP3.LUT and HADD2.BF16 (or
 // HFMA2.BF16) per pair, HMMA.16816.F32.BF16, one FFMA per output and block in q4_0 / q8_0; the
@@ -163,7 +168,8 @@ struct CopyPlan {
       if (quant_at[pass] != ~0u) {
         const bool valid = quants[pass] != nullptr;
         sm80::cp_async_16(stage + quant_at[pass],
-                          valid ? static_cast<const void*>(quants[pass] + static_cast<std::size_t>(chunk) * 32 * S::kQuantVectors)
+                          valid ? static_cast<const void*>(quants[pass] +
+                                                           static_cast<std::size_t>(chunk) * 32 * S::kQuantVectors)
                                 : static_cast<const void*>(a.quants),
                           valid);
       }
@@ -172,7 +178,8 @@ struct CopyPlan {
       if (scale_at[pass] != ~0u) {
         const bool valid = scales[pass] != nullptr;
         sm80::cp_async_16(stage + scale_at[pass],
-                          valid ? static_cast<const void*>(scales[pass] + static_cast<std::size_t>(chunk) * 8 * S::kScaleVectors)
+                          valid ? static_cast<const void*>(scales[pass] +
+                                                           static_cast<std::size_t>(chunk) * 8 * S::kScaleVectors)
                                 : a.scales,
                           valid);
       }

@@ -2,8 +2,9 @@
 // llama.cpp's GGUF block formats as they are stored, and one launch per rung. An argument header:
 // the rung files include it and nothing of the harness (kc/stage3/gemv_gguf.hpp defines the op).
 //
-// y[m][n] = sum_k x[m][k] * w[n][k], for the M <= 16 rows of a decode step: x [M, K] and y [M, N]
-// bf16, FP32 accumulation; w [N, K] stored as ggml blocks of 32 weights along K, row after row
+// y[m][n] = sum_k x[m][k] * w[n][k], for the M <= 64 rows of one or several decode steps
+// (rungs 01-08 take up to 16, rung 09 up to 64): x [M, K] and y [M, N] bf16, FP32 accumulation;
+// w [N, K] stored as ggml blocks of 32 weights along K, row after row
 // (N rows of K / 32 blocks, as a GGUF file holds a [K, N] weight — ggml lists the inner
 // dimension first), packed with no padding, little-endian, d and m IEEE half:
 //
