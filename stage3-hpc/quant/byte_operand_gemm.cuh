@@ -24,16 +24,21 @@
 
 namespace kc::stage3 {
 
-// The knobs gemm/pipeline.cuh and gemm/tile_scheduler.cuh read, for a tile of 128 rows (two
-// consumer warpgroups of 64) x kBlockNValue columns, kStagesValue stages, no clusters.
-template <int kBlockNValue, int kStagesValue, class ParamsType>
+// The knobs gemm/pipeline.cuh and gemm/tile_scheduler.cuh read, for a tile of 128 rows x
+// kBlockNValue columns, kStagesValue stages, no clusters. kStageReadersValue: how many consumer
+// warpgroups read each stage — 2 when both consumers share a tile (64 rows each: rungs 01-03 of
+// both GEMMs), 1 when each consumer computes whole tiles of its own (the INT8 GEMM's rung 04, whose
+// consumers take turns: a stage is freed by the four warps of the one that read it).
+template <int kBlockNValue, int kStagesValue, class ParamsType, int kStageReadersValue = 2>
 struct ByteOperandGemmShape {
   using Params = ParamsType;
   static constexpr int kClusterM = 1;
   static constexpr bool kGrouped = false;
   static constexpr int kConsumers = 2;
   static constexpr int kThreads = (1 + kConsumers) * kWarpgroupThreads;  // 384
-  static constexpr int kConsumerWarps = kConsumers * kWarpgroupThreads / 32;
+  static constexpr int kStageReaders = kStageReadersValue;
+  static_assert(kStageReaders == 1 || kStageReaders == kConsumers, "one consumer a stage, or all of them");
+  static constexpr int kConsumerWarps = kStageReaders * kWarpgroupThreads / 32;  // arrive to free a stage
   static constexpr int kBlockM = kConsumers * kWarpgroupRows;  // 128
   static constexpr int kBlockN = kBlockNValue;
   static constexpr int kBlockK = kTileRowBytes;                // 128 one-byte values: one swizzled row

@@ -46,6 +46,10 @@ void register_int8_gemm_kernels(Registry& registry) {
                "rung 01 with the epilogue through shared memory and TMA stores (64-row boxes of 128 bytes, whole "
                "lines in the background)",
                &int8_gemm_02_tma_store);
+    add_hopper(op, "04_ping_pong", 4,
+               "the two consumer warpgroups on 128x128 tiles of their own, taking alternate tiles: one's epilogue "
+               "runs under the other's WGMMAs",
+               &int8_gemm_04_ping_pong);
     // Rung 03 runs wherever mma.sync s8 and 145 KiB of shared memory per block do (sm_80, sm_90).
     KernelEntry rung = rung_of(op, "03_mma_sync", 3,
                                "the bf16 ladder's rung 03 on the s8 bytes: cp.async pipeline, ldmatrix, mma.sync "

@@ -118,7 +118,7 @@ TEST(Int8GemmArgs, LaunchChecksNameTheRuleTheArgumentsBreak) {
 TEST(Int8GemmLadder, RegistersRungsOneAndTwoForHopperOnlyAndRungThreeFromSm80) {
   const Registry& registry = stage3_test_registry();
   for (const char* op : {kInt8GemmOp, kInt8GemmDequantOp})
-  for (const char* name : {"01_tma_wgmma", "02_tma_store", "03_mma_sync"}) {
+  for (const char* name : {"01_tma_wgmma", "02_tma_store", "03_mma_sync", "04_ping_pong"}) {
     const KernelEntry& rung = registry.kernel(std::string("stage3/") + op + "/" + name);
     const bool hopper = std::string(name) != "03_mma_sync";
     EXPECT_EQ(rung.rung, name[1] - '0');

@@ -294,7 +294,7 @@ TEST(NegativeControlsInt8, EachFlawFailsWhereTheRungPasses) {
   for (const std::vector<std::int64_t>& dims : {std::vector<std::int64_t>{256, 256, 8192},
                                                 std::vector<std::int64_t>{4096, 4096, 4096}}) {
     for (const char* op : {stage3::kInt8GemmOp, stage3::kInt8GemmDequantOp}) {
-      for (const char* rung_name : {"01_tma_wgmma", "02_tma_store", "03_mma_sync"}) {
+      for (const char* rung_name : {"01_tma_wgmma", "02_tma_store", "03_mma_sync", "04_ping_pong"}) {
         const CheckOutcome rung = check_int8(op, rung_name, dims);
         if (rung.status == CheckOutcome::Status::unsupported) GTEST_SKIP() << rung.detail;
         EXPECT_TRUE(rung.passed()) << op << " " << rung_name << ": " << rung.detail;

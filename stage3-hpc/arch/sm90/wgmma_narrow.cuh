@@ -7,7 +7,8 @@
 //                N = D, the head dimension; K = 16 keys a step.
 //   FP8 GEMM     m64n{128,192}k32, e4m3 A and B both K-major in shared memory: 32 one-byte
 //                elements are the same 32 bytes of a 128-byte swizzled row as 16 bf16 (quant/fp8/).
-//   INT8 GEMM    m64n256k32, s8 A and B K-major in shared memory, s32 accumulators (quant/int8/).
+//   INT8 GEMM    m64n256k32 and m64n128k32, s8 A and B K-major in shared memory, s32 accumulators
+//                (quant/int8/).
 //
 // bf16 or f16 inputs (the template's T), or e4m3; FP32 accumulators. Accumulator layout (as for
 // n256): thread t of the warpgroup holds, for 8-column slice j, d[4j + 0..1] = row 16 (t / 32) + (t % 32) / 4,
@@ -193,6 +194,25 @@ __device__ __forceinline__ void wgmma_m64n256k32_s8(std::int32_t (&d)[128], std:
         "+r"(d[104]), "+r"(d[105]), "+r"(d[106]), "+r"(d[107]), "+r"(d[108]), "+r"(d[109]), "+r"(d[110]), "+r"(d[111]),
         "+r"(d[112]), "+r"(d[113]), "+r"(d[114]), "+r"(d[115]), "+r"(d[116]), "+r"(d[117]), "+r"(d[118]), "+r"(d[119]),
         "+r"(d[120]), "+r"(d[121]), "+r"(d[122]), "+r"(d[123]), "+r"(d[124]), "+r"(d[125]), "+r"(d[126]), "+r"(d[127])
+      : "l"(descriptor_a), "l"(descriptor_b), "r"(accumulate));
+}
+
+// D(64 x 128, s32) += A(64 x 32) . B(32 x 128), s8 (the INT8 GEMM's rung 04, whose consumer
+// warpgroups each compute a 128 x 128 tile as two m64 halves). As the n256 form above.
+__device__ __forceinline__ void wgmma_m64n128k32_s8(std::int32_t (&d)[64], std::uint64_t descriptor_a,
+                                                    std::uint64_t descriptor_b, std::uint32_t accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 {" KC_WGMMA_ACCUMULATOR_REGISTERS_64
+      "}, %64, %65, p;\n}\n"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
+        "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]),
+        "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]),
+        "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]),
+        "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]),
+        "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]),
+        "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]),
+        "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63])
       : "l"(descriptor_a), "l"(descriptor_b), "r"(accumulate));
 }
 

@@ -66,6 +66,14 @@ struct Int8GemmConfig : ByteOperandGemmShape<256, 4, Int8GemmParams> {
   static_assert(kAccumulators == 128, "m64n256: 128 accumulators a thread");
 };
 
+// Rung 04: each consumer warpgroup computes 128 x 128 tiles of its own (two m64n128 halves, 64 + 64
+// accumulators a thread), the two taking alternate tiles of the CTA's walk; six stages of 32 KiB,
+// each read by one consumer.
+struct Int8PingPongConfig : ByteOperandGemmShape<128, 6, Int8GemmParams, /*stage readers*/ 1> {
+  static constexpr int kHalves = kBlockM / kWarpgroupRows;  // m64 halves of a consumer's tile: 2
+  static_assert(kAccumulators == 64, "m64n128: 64 accumulators a thread and half");
+};
+
 // Rung 02's epilogue buffer, after the ring (at Int8GemmConfig::kAfterRingOffset): per
 // consumer one pass of two 64-row boxes of 128-byte swizzled rows — 64 s32 or 128 bf16 columns a
 // pass, so a 64 x 256 result leaves in four passes (s32) or two (bf16). The names are the ones
@@ -97,11 +105,12 @@ __device__ __forceinline__ void int8_wgmma_k_step(std::int32_t (&acc)[Int8GemmCo
   sm90::wgmma_commit_group();
 }
 
-template <Int8Output kOutput, Int8Flaw kFlaw>
-__device__ __forceinline__ void store_int8_tile(const Int8GemmParams& params,
-                                                const std::int32_t (&acc)[Int8GemmConfig::kAccumulators],
+// A warp's 16 rows of sums (kAccumulators a thread: 16 x 2 kAccumulators columns) stored straight
+// from the registers, s32 pairs or dequantized bf16 pairs.
+template <Int8Output kOutput, Int8Flaw kFlaw, int kAccumulators = Int8GemmConfig::kAccumulators>
+__device__ __forceinline__ void store_int8_tile(const Int8GemmParams& params, const std::int32_t (&acc)[kAccumulators],
                                                 int warp_row0, int col0) {
-  constexpr int kSlices = Int8GemmConfig::kAccumulators / 4;
+  constexpr int kSlices = kAccumulators / 4;
   if constexpr (kOutput == Int8Output::s32) {
 #pragma unroll
     for (int j = 0; j < kSlices; ++j)
@@ -283,7 +292,104 @@ __global__ void __launch_bounds__(Int8GemmConfig::kThreads, 1)
     if (params.use_tma_store && threadIdx.x % kWarpgroupThreads == 0) sm90::tma_store_wait_all();
 }
 
+// One K step of a rung-04 consumer: its 128 x 128 tile as two m64 halves, four m64n128k32 WGMMAs
+// each along the 128-byte row, as one group.
+__device__ __forceinline__ void int8_pingpong_k_step(std::int32_t (&acc)[Int8PingPongConfig::kHalves][64],
+                                                     std::uint32_t a_tile, std::uint32_t b_tile) {
+  using Config = Int8PingPongConfig;
+  sm90::wgmma_fence();
+#pragma unroll
+  for (int half = 0; half < Config::kHalves; ++half)
+#pragma unroll
+    for (int kk = 0; kk < Config::kBlockK / Config::kWgmmaK; ++kk) {
+      constexpr std::uint32_t kStepBytes = Config::kWgmmaK;
+      sm90::wgmma_m64n128k32_s8(
+          acc[half], sm90::smem_descriptor_sw128(a_tile + half * kWarpgroupRows * kTileRowBytes + kk * kStepBytes),
+          sm90::smem_descriptor_sw128(b_tile + kk * kStepBytes), 1u);
+    }
+  sm90::wgmma_commit_group();
+}
+
+// Rung 04: the producer loads the K steps of the CTA's tiles in walk order, as in rungs 01-02;
+// consumer c computes tiles c, c + 2, c + 4, ... of the walk and steps its pipeline state over the
+// other's stages. The two K loops take turns, in walk order: a consumer starts waiting for its
+// tile's stages only once the other has waited for all of its previous tile's (two named
+// barriers, one a direction). Without the turn a consumer could wait for a stage two or more uses
+// ahead of the stage's barrier, whose phase parity then reads as already complete: a K loop of
+// at least 12 steps skipped over (K >= 1536), or a CTA with two tiles and 8 steps, read stages
+// before they landed. With it, one consumer's epilogue runs while the other's WGMMAs keep the
+// tensor cores busy.
+template <Int8Output kOutput>
+__global__ void __launch_bounds__(Int8PingPongConfig::kThreads, 1)
+    int8_gemm_pingpong_kernel(const __grid_constant__ Int8GemmParams params) {
+  using Config = Int8PingPongConfig;
+  extern __shared__ std::uint8_t smem_raw[];
+  const StageRing<Config> ring = byte_operand_ring<Config>(smem_raw);
+  const TileSchedule<Config> schedule = tile_schedule<Config>(params);
+  const int k_tiles = params.k_tiles;
+  const int warpgroup = threadIdx.x / kWarpgroupThreads;
+  if (warpgroup == 0) {
+    produce_byte_operand_tiles<Config>(ring, params, schedule, k_tiles);
+    return;
+  }
+
+  sm90::setmaxnreg_increase<Config::kConsumerRegisters>();
+  const int consumer = warpgroup - 1;
+  const int lane = threadIdx.x % 32;
+  const int warp_in_group = (threadIdx.x % kWarpgroupThreads) / 32;
+
+  // The turn barriers: consumer c waits at 1 + c for the other's K loop to end, and signals the
+  // other at 2 - c when its own has (both consumers' 256 threads counted).
+  const int my_turn = 1 + consumer, other_turn = 2 - consumer;
+  constexpr int kBothConsumers = Config::kConsumers * kWarpgroupThreads;
+
+  PipelineState<Config::kStages> state;
+  std::int32_t acc[Config::kHalves][64];
+  int walk_index = 0;
+  for (int linear = schedule.first; linear < schedule.count; linear += schedule.step, ++walk_index) {
+    if (walk_index % Config::kConsumers != consumer) {  // the other consumer's tile: skip its stages
+      for (int k_tile = 0; k_tile < k_tiles; ++k_tile) state.advance();
+      continue;
+    }
+    const TileCoord tile = schedule.cta_tile(params, linear);
+    if (walk_index > 0) sm90::named_barrier_sync(my_turn, kBothConsumers);
+#pragma unroll
+    for (int half = 0; half < Config::kHalves; ++half)
+#pragma unroll
+      for (int i = 0; i < 64; ++i) acc[half][i] = 0;
+
+    int previous_stage = 0;
+    for (int k_tile = 0; k_tile < k_tiles; ++k_tile) {
+      ring.wait_full(state);
+      int8_pingpong_k_step(acc, smem_u32(ring.tile_a(state.stage)), smem_u32(ring.tile_b(state.stage)));
+      sm90::wgmma_wait_group<1>();
+      if (k_tile > 0) ring.release(previous_stage, lane);
+      previous_stage = state.stage;
+      state.advance();
+    }
+    // This K loop has waited for all its stages: the other consumer's turn, if the walk has a
+    // next tile.
+    if (linear + schedule.step < schedule.count) sm90::named_barrier_arrive(other_turn, kBothConsumers);
+    sm90::wgmma_wait_group<0>();
+    ring.release(previous_stage, lane);
+#pragma unroll
+    for (int half = 0; half < Config::kHalves; ++half) sm90::fence_accumulators(acc[half]);
+
+    if (tile.m < params.tiles_m) {
+#pragma unroll
+      for (int half = 0; half < Config::kHalves; ++half)
+        store_int8_tile<kOutput, Int8Flaw::none, 64>(
+            params, acc[half], tile.m * Config::kBlockM + half * kWarpgroupRows + 16 * warp_in_group,
+            tile.n * Config::kBlockN);
+    }
+  }
+}
+
 #else  // not the sm_90a device pass: an empty kernel the launch code never runs
+
+template <Int8Output kOutput>
+__global__ void __launch_bounds__(Int8PingPongConfig::kThreads, 1)
+    int8_gemm_pingpong_kernel(const __grid_constant__ Int8GemmParams) {}
 
 template <Int8Output kOutput, Int8Flaw kFlaw, bool kTmaStore>
 __global__ void __launch_bounds__(Int8GemmConfig::kThreads, 1) int8_gemm_kernel(const __grid_constant__ Int8GemmParams) {}
@@ -320,6 +426,31 @@ void launch_int8_gemm_output(const Int8GemmArgs& args, cudaStream_t stream, Hopp
   params.cluster_tiles_m = params.tiles_m;
   const int ctas = schedule_clusters<Config>(params, Schedule::persistent, Config::kRasterBandTileRows, cache, kernel);
   int8_gemm_kernel<kOutput, kFlaw, kTmaStore><<<ctas, Config::kThreads, kSmemBytes, stream>>>(params);
+  KC_CUDA_CHECK(cudaGetLastError());
+}
+
+template <Int8Output kOutput>
+void launch_int8_gemm_pingpong_output(const Int8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache) {
+  using Config = Int8PingPongConfig;
+  const void* kernel = reinterpret_cast<const void*>(&int8_gemm_pingpong_kernel<kOutput>);
+  cache.prepare_kernel(kernel, Config::kSmemBytes);
+  Int8GemmParams params{};
+  params.a = cache.tensor_map(byte_operand_tile_map(args.a, args.m, args.k, Config::kBlockM));
+  params.b = cache.tensor_map(byte_operand_tile_map(args.b, args.n, args.k, Config::kBlockN));
+  params.use_tma_store = false;
+  params.c32 = args.c32;
+  params.c = args.c;
+  params.scale_a = args.scale_a;
+  params.scale_b = args.scale_b;
+  params.m = args.m;
+  params.n = args.n;
+  params.k = args.k;
+  params.k_tiles = ceil_div(args.k, Config::kBlockK);
+  params.tiles_m = ceil_div(args.m, Config::kBlockM);
+  params.tiles_n = ceil_div(args.n, Config::kBlockN);
+  params.cluster_tiles_m = params.tiles_m;
+  const int ctas = schedule_clusters<Config>(params, Schedule::persistent, Config::kRasterBandTileRows, cache, kernel);
+  int8_gemm_pingpong_kernel<kOutput><<<ctas, Config::kThreads, Config::kSmemBytes, stream>>>(params);
   KC_CUDA_CHECK(cudaGetLastError());
 }
 

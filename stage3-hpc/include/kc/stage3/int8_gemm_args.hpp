@@ -59,6 +59,10 @@ void int8_gemm_01_tma_wgmma(const Int8GemmArgs& args, cudaStream_t stream, Hoppe
 // boxes of 128 bytes per consumer), for both outputs.
 void int8_gemm_02_tma_store(const Int8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
 
+// Rung 04: rung 01 with each consumer warpgroup on 128 x 128 tiles of its own, the two taking
+// alternate tiles (one's epilogue under the other's WGMMAs). sm_90a.
+void int8_gemm_04_ping_pong(const Int8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
+
 // Rung 03, for sm_80 and later: the bf16 ladder's rung 03 kernel (a three-stage cp.async pipeline,
 // ldmatrix, mma.sync) on the s8 bytes with mma.sync m16n8k32 s8 -> s32, 128 x 256 block tiles of
 // 2 x 4 warps; the s32 or the dequantizing epilogue from the fragments. A and B 16-byte aligned.
