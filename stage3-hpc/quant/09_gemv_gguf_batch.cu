@@ -216,16 +216,14 @@ __device__ __forceinline__ void center(std::uint32_t (&pairs)[4]) {
 template <int kTokenTiles>
 using Accumulators = float[kTilesPerWarp][Shape<kTokenTiles>::kGroupTiles][4];
 
-// The lane's words of block j of tile `tile` in a stage, and its row group's scale entries of that
-// block, laid out as rung 05's registers hold a whole chunk (weights_as_a_fragments reads words 2j
-// and 2j + 1, or 4j .. 4j+3 in q8_0; block_scales entry word j, or 2j and 2j + 1 in q4_1), but only
-// block j's: the loop over the blocks stays rolled, so a warp holds one block's operands at a time.
+// How many words a lane reads for one block of one tile in a stage: its quants (rows g and g + 8:
+// 2 words, 4 in q8_0) and its row group's scale entries (1 word, 2 in q4_1), laid out as rung
+// 05's registers hold them for block 0 of a chunk (weights_as_a_fragments and block_scales read
+// them at j = 0). Only one block's are loaded at a time: the loop over the blocks may stay rolled.
 template <GgufBlockType kType>
 struct BlockWords {
   static constexpr int kWords = kType == GgufBlockType::q8_0 ? 4 : 2;
   static constexpr int kEntries = kType == GgufBlockType::q4_1 ? 2 : 1;
-  std::uint32_t words[4 * kWords];      // indexed as the chunk's: only block j's are loaded
-  std::uint32_t entries[4 * kEntries];  // likewise
 };
 
 // Blocks of a chunk the compiler may interleave: more independent work per warp between the
@@ -255,7 +253,7 @@ __device__ __forceinline__ void multiply_chunk(const std::uint8_t* stage, int wa
       const int byte = W::kWords * 4 * j;
       const std::uint8_t* quants = stage + ((tile * S::kQuantVectors + byte / 16) * 32 + lane) * 16 + byte % 16;
       const std::uint8_t* entries = stage + S::kQuants + (tile * 8 + g) * S::kScaleVectors * 16 + W::kEntries * 4 * j;
-      std::uint32_t words[4 * W::kWords], entry_words[4 * W::kEntries];
+      std::uint32_t words[W::kWords], entry_words[W::kEntries];
       if constexpr (W::kWords == 4) {
         const uint4 q = *reinterpret_cast<const uint4*>(quants);
         words[0] = q.x; words[1] = q.y; words[2] = q.z; words[3] = q.w;
