@@ -57,45 +57,42 @@ __device__ __forceinline__ std::uint64_t smem_descriptor_sw128_mn_major(std::uin
 #define KC_WGMMA_ACCUMULATOR_REGISTERS_32 \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-#define KC_WGMMA_ACCUMULATOR_OPERANDS_32 \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+// The accumulator operands, constraint C: "+f" (FP32 accumulators) or "+r" (s32).
+#define KC_WGMMA_ACCUMULATOR_OPERANDS_32(C) \
+  C(d[0]), C(d[1]), C(d[2]), C(d[3]), C(d[4]), C(d[5]), C(d[6]), C(d[7]), \
+  C(d[8]), C(d[9]), C(d[10]), C(d[11]), C(d[12]), C(d[13]), C(d[14]), C(d[15]), \
+  C(d[16]), C(d[17]), C(d[18]), C(d[19]), C(d[20]), C(d[21]), C(d[22]), C(d[23]), \
+  C(d[24]), C(d[25]), C(d[26]), C(d[27]), C(d[28]), C(d[29]), C(d[30]), C(d[31])
 #define KC_WGMMA_ACCUMULATOR_REGISTERS_64 \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
   "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
   "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-#define KC_WGMMA_ACCUMULATOR_OPERANDS_64 \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
-  "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
-  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
-  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
-  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+#define KC_WGMMA_ACCUMULATOR_OPERANDS_64(C) KC_WGMMA_ACCUMULATOR_OPERANDS_32(C), \
+  C(d[32]), C(d[33]), C(d[34]), C(d[35]), C(d[36]), C(d[37]), C(d[38]), C(d[39]), \
+  C(d[40]), C(d[41]), C(d[42]), C(d[43]), C(d[44]), C(d[45]), C(d[46]), C(d[47]), \
+  C(d[48]), C(d[49]), C(d[50]), C(d[51]), C(d[52]), C(d[53]), C(d[54]), C(d[55]), \
+  C(d[56]), C(d[57]), C(d[58]), C(d[59]), C(d[60]), C(d[61]), C(d[62]), C(d[63])
 
 #define KC_WGMMA_M64N128K16_SS(TYPE)                                                              \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                        \
                "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " {"                  \
                KC_WGMMA_ACCUMULATOR_REGISTERS_64 "}, %64, %65, p, 1, 1, 0, 0;\n}\n"               \
-               : KC_WGMMA_ACCUMULATOR_OPERANDS_64                                                  \
+               : KC_WGMMA_ACCUMULATOR_OPERANDS_64("+f")                                           \
                : "l"(descriptor_a), "l"(descriptor_b), "r"(accumulate))
 
 #define KC_WGMMA_M64N128K16_RS_TRANSPOSED_B(TYPE)                                                 \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                        \
                "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " {"                  \
                KC_WGMMA_ACCUMULATOR_REGISTERS_64 "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"  \
-               : KC_WGMMA_ACCUMULATOR_OPERANDS_64                                                  \
+               : KC_WGMMA_ACCUMULATOR_OPERANDS_64("+f")                                           \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(descriptor_b), "r"(accumulate))
 
 #define KC_WGMMA_M64N64K16_RS_TRANSPOSED_B(TYPE)                                                  \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                        \
                "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " {"                   \
                KC_WGMMA_ACCUMULATOR_REGISTERS_32 "}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"  \
-               : KC_WGMMA_ACCUMULATOR_OPERANDS_32                                                  \
+               : KC_WGMMA_ACCUMULATOR_OPERANDS_32("+f")                                           \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(descriptor_b), "r"(accumulate))
 
 // D(64 x 128) += A(64 x 16) . B(16 x 128), A and B K-major in shared memory (S = Q K^T: A the
@@ -133,11 +130,11 @@ __device__ __forceinline__ void wgmma_m64nNk16_rs_transposed_b(float (&d)[N / 2]
 #define KC_WGMMA_ACCUMULATOR_REGISTERS_96 KC_WGMMA_ACCUMULATOR_REGISTERS_64 ", " \
   "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
   "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
-#define KC_WGMMA_ACCUMULATOR_OPERANDS_96 KC_WGMMA_ACCUMULATOR_OPERANDS_64, \
-  "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
-  "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
-  "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), \
-  "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+#define KC_WGMMA_ACCUMULATOR_OPERANDS_96(C) KC_WGMMA_ACCUMULATOR_OPERANDS_64(C), \
+  C(d[64]), C(d[65]), C(d[66]), C(d[67]), C(d[68]), C(d[69]), C(d[70]), C(d[71]), \
+  C(d[72]), C(d[73]), C(d[74]), C(d[75]), C(d[76]), C(d[77]), C(d[78]), C(d[79]), \
+  C(d[80]), C(d[81]), C(d[82]), C(d[83]), C(d[84]), C(d[85]), C(d[86]), C(d[87]), \
+  C(d[88]), C(d[89]), C(d[90]), C(d[91]), C(d[92]), C(d[93]), C(d[94]), C(d[95])
 
 // D(64 x N) += A(64 x 32) . B(32 x N), N = 128 or 192, FP8 e4m3 A and B K-major in shared memory
 // (FP8 WGMMA has no transpose: both operands must be K-major). Same descriptors and accumulator
@@ -152,13 +149,13 @@ __device__ __forceinline__ void wgmma_m64nNk32_e4m3(float (&d)[N / 2], std::uint
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {"
                  KC_WGMMA_ACCUMULATOR_REGISTERS_64 "}, %64, %65, p, 1, 1;\n}\n"
-                 : KC_WGMMA_ACCUMULATOR_OPERANDS_64
+                 : KC_WGMMA_ACCUMULATOR_OPERANDS_64("+f")
                  : "l"(descriptor_a), "l"(descriptor_b), "r"(accumulate));
   } else {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n192k32.f32.e4m3.e4m3 {"
                  KC_WGMMA_ACCUMULATOR_REGISTERS_96 "}, %96, %97, p, 1, 1;\n}\n"
-                 : KC_WGMMA_ACCUMULATOR_OPERANDS_96
+                 : KC_WGMMA_ACCUMULATOR_OPERANDS_96("+f")
                  : "l"(descriptor_a), "l"(descriptor_b), "r"(accumulate));
   }
 }
@@ -167,6 +164,11 @@ __device__ __forceinline__ void wgmma_m64nNk32_e4m3(float (&d)[N / 2], std::uint
 #define KC_WGMMA_ACCUMULATOR_REGISTERS_128 KC_WGMMA_ACCUMULATOR_REGISTERS_96 ", " \
   "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
   "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+#define KC_WGMMA_ACCUMULATOR_OPERANDS_128(C) KC_WGMMA_ACCUMULATOR_OPERANDS_96(C), \
+  C(d[96]), C(d[97]), C(d[98]), C(d[99]), C(d[100]), C(d[101]), C(d[102]), C(d[103]), \
+  C(d[104]), C(d[105]), C(d[106]), C(d[107]), C(d[108]), C(d[109]), C(d[110]), C(d[111]), \
+  C(d[112]), C(d[113]), C(d[114]), C(d[115]), C(d[116]), C(d[117]), C(d[118]), C(d[119]), \
+  C(d[120]), C(d[121]), C(d[122]), C(d[123]), C(d[124]), C(d[125]), C(d[126]), C(d[127])
 
 // D(64 x 256, s32) += A(64 x 32) . B(32 x 256), s8 A and B K-major in shared memory (the INT8
 // GEMM, quant/int8/). Integer WGMMA has no scale or transpose immediates: exact 32-bit sums of
@@ -178,22 +180,7 @@ __device__ __forceinline__ void wgmma_m64n256k32_s8(std::int32_t (&d)[128], std:
       "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n256k32.s32.s8.s8 {" KC_WGMMA_ACCUMULATOR_REGISTERS_128
       "}, %128, %129, p;\n}\n"
-      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
-        "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]),
-        "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]),
-        "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]),
-        "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]),
-        "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]),
-        "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]),
-        "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63]),
-        "+r"(d[64]), "+r"(d[65]), "+r"(d[66]), "+r"(d[67]), "+r"(d[68]), "+r"(d[69]), "+r"(d[70]), "+r"(d[71]),
-        "+r"(d[72]), "+r"(d[73]), "+r"(d[74]), "+r"(d[75]), "+r"(d[76]), "+r"(d[77]), "+r"(d[78]), "+r"(d[79]),
-        "+r"(d[80]), "+r"(d[81]), "+r"(d[82]), "+r"(d[83]), "+r"(d[84]), "+r"(d[85]), "+r"(d[86]), "+r"(d[87]),
-        "+r"(d[88]), "+r"(d[89]), "+r"(d[90]), "+r"(d[91]), "+r"(d[92]), "+r"(d[93]), "+r"(d[94]), "+r"(d[95]),
-        "+r"(d[96]), "+r"(d[97]), "+r"(d[98]), "+r"(d[99]), "+r"(d[100]), "+r"(d[101]), "+r"(d[102]), "+r"(d[103]),
-        "+r"(d[104]), "+r"(d[105]), "+r"(d[106]), "+r"(d[107]), "+r"(d[108]), "+r"(d[109]), "+r"(d[110]), "+r"(d[111]),
-        "+r"(d[112]), "+r"(d[113]), "+r"(d[114]), "+r"(d[115]), "+r"(d[116]), "+r"(d[117]), "+r"(d[118]), "+r"(d[119]),
-        "+r"(d[120]), "+r"(d[121]), "+r"(d[122]), "+r"(d[123]), "+r"(d[124]), "+r"(d[125]), "+r"(d[126]), "+r"(d[127])
+      : KC_WGMMA_ACCUMULATOR_OPERANDS_128("+r")
       : "l"(descriptor_a), "l"(descriptor_b), "r"(accumulate));
 }
 
@@ -205,14 +192,7 @@ __device__ __forceinline__ void wgmma_m64n128k32_s8(std::int32_t (&d)[64], std::
       "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 {" KC_WGMMA_ACCUMULATOR_REGISTERS_64
       "}, %64, %65, p;\n}\n"
-      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
-        "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]),
-        "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]),
-        "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]),
-        "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]),
-        "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]),
-        "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]),
-        "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63])
+      : KC_WGMMA_ACCUMULATOR_OPERANDS_64("+r")
       : "l"(descriptor_a), "l"(descriptor_b), "r"(accumulate));
 }
 
@@ -226,6 +206,7 @@ __device__ __forceinline__ void wgmma_m64n128k32_s8(std::int32_t (&d)[64], std::
 #undef KC_WGMMA_ACCUMULATOR_REGISTERS_96
 #undef KC_WGMMA_ACCUMULATOR_OPERANDS_96
 #undef KC_WGMMA_ACCUMULATOR_REGISTERS_128
+#undef KC_WGMMA_ACCUMULATOR_OPERANDS_128
 
 #endif  // KC_STAGE3_SM90A
 
