@@ -29,11 +29,9 @@
 namespace kc::stage3 {
 
 void int8_gemm_04_ping_pong(const Int8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache) {
-  check_int8_gemm_args(args);
-  if (args.c32 != nullptr)
-    launch_int8_gemm_pingpong_output<Int8Output::s32>(args, stream, cache);
-  else
-    launch_int8_gemm_pingpong_output<Int8Output::dequantized_bf16>(args, stream, cache);
+  dispatch_int8_gemm_output(args, [&](auto output) {
+    launch_int8_gemm_pingpong_output<decltype(output)::value>(args, stream, cache);
+  });
 }
 
 }  // namespace kc::stage3

@@ -22,6 +22,7 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "arch/sm90/mbarrier.cuh"
 #include "arch/sm90/sm90a.hpp"
@@ -396,44 +397,10 @@ __global__ void __launch_bounds__(Int8GemmConfig::kThreads, 1) int8_gemm_kernel(
 
 #endif  // KC_STAGE3_SM90A
 
-template <Int8Output kOutput, Int8Flaw kFlaw, bool kTmaStore>
-void launch_int8_gemm_output(const Int8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache) {
-  using Config = Int8GemmConfig;
-  const void* kernel = reinterpret_cast<const void*>(&int8_gemm_kernel<kOutput, kFlaw, kTmaStore>);
-  constexpr int kSmemBytes = kTmaStore ? Int8TmaStore::kSmemBytes : Config::kSmemBytes;
-  cache.prepare_kernel(kernel, kSmemBytes);
-
-  Int8GemmParams params{};
-  params.a = cache.tensor_map(byte_operand_tile_map(args.a, args.m, args.k, Config::kBlockM));
-  params.b = cache.tensor_map(byte_operand_tile_map(args.b, args.n, args.k, Config::kBlockN));
-  params.c32 = args.c32;
-  params.c = args.c;
-  // TMA needs 16-byte row strides: N % 4 == 0 for s32, N % 8 == 0 for bf16; other N store directly.
-  params.use_tma_store = kTmaStore && args.n % (kOutput == Int8Output::s32 ? 4 : 8) == 0;
-  if (params.use_tma_store) {
-    params.c_store = cache.tensor_map(kOutput == Int8Output::s32
-                                          ? tma_store_map(args.c32, args.m, 2 * args.n, Int8TmaStore::kStoreBox)
-                                          : tma_store_map(args.c, args.m, args.n, Int8TmaStore::kStoreBox));
-  }
-  params.scale_a = args.scale_a;
-  params.scale_b = args.scale_b;
-  params.m = args.m;
-  params.n = args.n;
-  params.k = args.k;
-  params.k_tiles = ceil_div(args.k, Config::kBlockK);
-  params.tiles_m = ceil_div(args.m, Config::kBlockM);
-  params.tiles_n = ceil_div(args.n, Config::kBlockN);
-  params.cluster_tiles_m = params.tiles_m;
-  const int ctas = schedule_clusters<Config>(params, Schedule::persistent, Config::kRasterBandTileRows, cache, kernel);
-  int8_gemm_kernel<kOutput, kFlaw, kTmaStore><<<ctas, Config::kThreads, kSmemBytes, stream>>>(params);
-  KC_CUDA_CHECK(cudaGetLastError());
-}
-
-template <Int8Output kOutput>
-void launch_int8_gemm_pingpong_output(const Int8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache) {
-  using Config = Int8PingPongConfig;
-  const void* kernel = reinterpret_cast<const void*>(&int8_gemm_pingpong_kernel<kOutput>);
-  cache.prepare_kernel(kernel, Config::kSmemBytes);
+// The parameters every INT8 launch fills alike for `Config`'s tiles: the operands' tensor maps, the
+// outputs and scales, the sizes and the tile counts; no TMA store (rung 02's launch adds it).
+template <class Config>
+Int8GemmParams int8_gemm_params(const Int8GemmArgs& args, HopperLaunchCache& cache) {
   Int8GemmParams params{};
   params.a = cache.tensor_map(byte_operand_tile_map(args.a, args.m, args.k, Config::kBlockM));
   params.b = cache.tensor_map(byte_operand_tile_map(args.b, args.n, args.k, Config::kBlockN));
@@ -449,20 +416,57 @@ void launch_int8_gemm_pingpong_output(const Int8GemmArgs& args, cudaStream_t str
   params.tiles_m = ceil_div(args.m, Config::kBlockM);
   params.tiles_n = ceil_div(args.n, Config::kBlockN);
   params.cluster_tiles_m = params.tiles_m;
+  return params;
+}
+
+template <Int8Output kOutput, Int8Flaw kFlaw, bool kTmaStore>
+void launch_int8_gemm_output(const Int8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache) {
+  using Config = Int8GemmConfig;
+  const void* kernel = reinterpret_cast<const void*>(&int8_gemm_kernel<kOutput, kFlaw, kTmaStore>);
+  constexpr int kSmemBytes = kTmaStore ? Int8TmaStore::kSmemBytes : Config::kSmemBytes;
+  cache.prepare_kernel(kernel, kSmemBytes);
+
+  Int8GemmParams params = int8_gemm_params<Config>(args, cache);
+  // TMA needs 16-byte row strides: N % 4 == 0 for s32, N % 8 == 0 for bf16; other N store directly.
+  params.use_tma_store = kTmaStore && args.n % (kOutput == Int8Output::s32 ? 4 : 8) == 0;
+  if (params.use_tma_store) {
+    params.c_store = cache.tensor_map(kOutput == Int8Output::s32
+                                          ? tma_store_map(args.c32, args.m, 2 * args.n, Int8TmaStore::kStoreBox)
+                                          : tma_store_map(args.c, args.m, args.n, Int8TmaStore::kStoreBox));
+  }
+  const int ctas = schedule_clusters<Config>(params, Schedule::persistent, Config::kRasterBandTileRows, cache, kernel);
+  int8_gemm_kernel<kOutput, kFlaw, kTmaStore><<<ctas, Config::kThreads, kSmemBytes, stream>>>(params);
+  KC_CUDA_CHECK(cudaGetLastError());
+}
+
+template <Int8Output kOutput>
+void launch_int8_gemm_pingpong_output(const Int8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache) {
+  using Config = Int8PingPongConfig;
+  const void* kernel = reinterpret_cast<const void*>(&int8_gemm_pingpong_kernel<kOutput>);
+  cache.prepare_kernel(kernel, Config::kSmemBytes);
+  Int8GemmParams params = int8_gemm_params<Config>(args, cache);
   const int ctas = schedule_clusters<Config>(params, Schedule::persistent, Config::kRasterBandTileRows, cache, kernel);
   int8_gemm_pingpong_kernel<kOutput><<<ctas, Config::kThreads, Config::kSmemBytes, stream>>>(params);
   KC_CUDA_CHECK(cudaGetLastError());
 }
 
-// Validates the arguments, then runs the kernel for the output the arguments ask for.
+// Validates the arguments, then calls launch(output) with the output they ask for as a
+// compile-time constant: s32 where c32 is given, bf16 dequantized otherwise.
+template <class Launch>
+void dispatch_int8_gemm_output(const Int8GemmArgs& args, Launch&& launch) {
+  check_int8_gemm_args(args);
+  if (args.c32 != nullptr)
+    launch(std::integral_constant<Int8Output, Int8Output::s32>{});
+  else
+    launch(std::integral_constant<Int8Output, Int8Output::dequantized_bf16>{});
+}
+
+// Validates the arguments, then runs rung 01's kernel (rung 02's with kTmaStore) for their output.
 template <Int8Flaw kFlaw, bool kTmaStore = false>
 void launch_int8_gemm(const Int8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache) {
-  check_int8_gemm_args(args);
-  if (args.c32 != nullptr) {
-    launch_int8_gemm_output<Int8Output::s32, kFlaw, kTmaStore>(args, stream, cache);
-  } else {
-    launch_int8_gemm_output<Int8Output::dequantized_bf16, kFlaw, kTmaStore>(args, stream, cache);
-  }
+  dispatch_int8_gemm_output(args, [&](auto output) {
+    launch_int8_gemm_output<decltype(output)::value, kFlaw, kTmaStore>(args, stream, cache);
+  });
 }
 
 }  // namespace kc::stage3
