@@ -1,6 +1,7 @@
 // Files the stage-3 ops and every rung of the tensor-core GEMM ladder with the registry.
 #include "kc/stage3/register.hpp"
 
+#include <functional>
 #include <memory>
 #include <utility>
 
@@ -187,15 +188,18 @@ KernelEntry fused_entry() {
   return entry;
 }
 
-// A rung of the GGUF GEMV: it reads the weights in one layout (the op's parameter `layout`) and
-// refuses the other layout's problems.
+// A rung of the GGUF GEMV: it reads the weights in one layout (the op's parameter `layout`), takes
+// up to `max_rows` rows of x, and refuses the other problems.
 KernelEntry gguf_entry(const std::string& name, int rung, std::string idea, GgufLayout layout,
-                       void (*gemv)(const GgufGemvArgs&, cudaStream_t)) {
+                       std::function<void(const GgufGemvArgs&, cudaStream_t)> gemv,
+                       int max_rows = kGgufGemvMaxRows) {
   KernelEntry entry = rung_entry(kGemvGgufOp, name, rung, std::move(idea), {DType::bf16}, "stage3-quant", kAmpere);
-  entry.constraints = fmt::format("M <= 16, K % 32 == 0, layout={}", static_cast<int>(layout));
-  entry.supports = [layout](const Problem& p) { return gemv_gguf_layout_error(p, layout); };
-  entry.refuses = gemv_gguf_refusals(layout);
-  entry.launch = [gemv](const Problem& p, Operands& o, cudaStream_t stream) { gemv(gemv_gguf_args(p, o), stream); };
+  entry.constraints = fmt::format("M <= {}, K % 32 == 0, layout={}", max_rows, static_cast<int>(layout));
+  entry.supports = [layout, max_rows](const Problem& p) { return gemv_gguf_layout_error(p, layout, max_rows); };
+  entry.refuses = gemv_gguf_refusals(layout, max_rows);
+  entry.launch = [gemv = std::move(gemv)](const Problem& p, Operands& o, cudaStream_t stream) {
+    gemv(gemv_gguf_args(p, o), stream);
+  };
   return entry;
 }
 
@@ -283,23 +287,14 @@ void register_kernels(Registry& registry) {
       "rung 07 with x kept as fp16 scaled per row by a power of two: nibbles decoded with one LOP3 a pair and no "
       "shift, the block sums of x formed once and started from in the accumulator",
       &gemv_gguf_08_x_f16, &gemv_gguf_08_fits, "M x (K + 8) x 2 bytes of x with M x K / 2 bytes of block sums"));
-  {
-    KernelEntry batch = rung_entry(kGemvGgufOp, "09_batch", 9,
-                                   "M up to 64: hgemm rung 14's split-K frame on layout=3, each block's nibbles "
-                                   "decoded once to bf16 integers and multiplied with every token tile, one FFMA "
-                                   "an output and block",
-                                   {DType::bf16}, "stage3-quant", kAmpere);
-    batch.constraints = fmt::format("M <= {}, K % 32 == 0, layout=3", kGgufBatchMaxRows);
-    batch.supports = [](const Problem& p) {
-      return gemv_gguf_layout_error(p, GgufLayout::mma_weights_a, kGgufBatchMaxRows);
-    };
-    batch.refuses = gemv_gguf_refusals(GgufLayout::mma_weights_a, kGgufBatchMaxRows);
-    auto rung = std::make_shared<GgufBatchRung>(&gemv_gguf_09_batch);
-    batch.launch = [rung](const Problem& p, Operands& o, cudaStream_t stream) {
-      rung->run(gemv_gguf_args(p, o), stream);
-    };
-    registry.add_kernel(std::move(batch));
-  }
+  auto batch = std::make_shared<GgufBatchRung>(&gemv_gguf_09_batch);  // keeps its split-K workspace
+  registry.add_kernel(gguf_entry("09_batch", 9,
+                                 "M up to 64: hgemm rung 14's split-K frame on layout=3, each block's nibbles "
+                                 "decoded once to bf16 integers and multiplied with every token tile, one FFMA "
+                                 "an output and block",
+                                 GgufLayout::mma_weights_a,
+                                 [batch](const GgufGemvArgs& args, cudaStream_t stream) { batch->run(args, stream); },
+                                 kGgufBatchMaxRows));
   // Low precision: bf16 rows to the GGUF blocks the GEMV reads (quant/quantize_gguf_*), the same table.
   register_quantize_gguf_kernels(registry);
 
