@@ -230,14 +230,6 @@ std::string Session::Item::name() const {
   return kernel ? kernel->id : peer ? peer->name : op->baseline_name;
 }
 
-namespace {
-
-bool has_param(const OpSpec& op, const std::string& name) {
-  return std::any_of(op.params.begin(), op.params.end(), [&](const ParamSpec& p) { return p.name == name; });
-}
-
-}  // namespace
-
 bool Session::Item::computes_op() const { return kernel || peer || op->baseline_computes_op; }
 
 std::vector<Problem> Session::problems_of(const OpSpec& op) const {
@@ -269,7 +261,7 @@ std::vector<Problem> Session::problems_of(const OpSpec& op) const {
   // run can time ops with different parameters on the same shapes.
   for (Problem& p : problems)
     for (const auto& [name, value] : options_.params)
-      if (has_param(op, name)) p.set(name, value);
+      if (p.has_param(name)) p.set(name, value);
   // Parameters can make documented problems equal: keep each once.
   std::vector<Problem> unique;
   for (Problem& p : problems)
@@ -297,7 +289,8 @@ std::vector<Session::Item> Session::plan() const {
     if (std::find(ops.begin(), ops.end(), k->op) == ops.end()) ops.push_back(k->op);
   for (const auto& [name, value] : options_.params) {
     (void)value;
-    require(std::any_of(ops.begin(), ops.end(), [&](const std::string& op) { return has_param(registry_.op(op), name); }),
+    const auto has_it = [&](const std::string& op) { return registry_.op(op).has_param(name); };
+    require(std::any_of(ops.begin(), ops.end(), has_it),
             "--param {}: none of the selected ops ({}) has that parameter (`kc-bench --list` names each op's)", name,
             fmt::join(ops, ", "));
   }

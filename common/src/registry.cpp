@@ -27,6 +27,10 @@ bool OpSpec::has_dtype(DType dtype) const {
   return std::find(dtypes.begin(), dtypes.end(), dtype) != dtypes.end();
 }
 
+bool OpSpec::has_param(std::string_view param_name) const {
+  return std::any_of(params.begin(), params.end(), [&](const ParamSpec& p) { return p.name == param_name; });
+}
+
 namespace {
 
 // "" when `p` is a well-formed problem of `op`: its name, as many dims, one of its dtypes, and its

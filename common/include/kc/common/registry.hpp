@@ -84,6 +84,7 @@ struct OpSpec {
   // A problem of this op: its parameters at their defaults, then `values`.
   Problem problem(std::vector<std::int64_t> dims, DType dtype, const ParamValues& values = {}) const;
   bool has_dtype(DType dtype) const;
+  bool has_param(std::string_view param_name) const;  // one of `params`
 };
 
 struct KernelEntry {
