@@ -226,4 +226,24 @@ TEST(KcBenchGpu, RefusedShapesAreExplainedNotFailed) {
   EXPECT_NE(r.output.find("32-bit"), std::string::npos) << r.output;
 }
 
+// --param sets a parameter on the selected ops that have it: one run checks rung 09 of the GGUF GEMV
+// (layout=3) beside hgemm rung 14, which has no `layout`; a parameter no selected op has is an error.
+TEST(KcBenchGpu, AParameterIsSetOnTheSelectedOpsThatHaveIt) {
+  KC_SKIP_WITHOUT_GPU();
+  const auto dir = std::filesystem::temp_directory_path() / "kc_bench_param_per_op";
+  std::filesystem::remove_all(dir);
+  const ProgramRun both = run_kc_bench("--filter 'stage3/(gemv_gguf/09_batch|hgemm/14_)' --shapes 16x256x512 "
+                                       "--param layout=3 --max-samples 5 --allow-dirty --markdown " + dir.string());
+  ASSERT_EQ(both.exit_code, 0) << both.output;
+  const std::string quant = read_file(dir / "stage3-quant.json"), gemm = read_file(dir / "stage3-gemm.json");
+  const std::string ok = "\"status\": \"ok\"";
+  EXPECT_NE(json_row(quant, {"\"kernel\": \"stage3/gemv_gguf/09_batch\"", "\"layout\": 3.000000", ok}), "") << quant;
+  EXPECT_NE(json_row(gemm, {"\"kernel\": \"stage3/hgemm/14_small_m_weights_as_a\"", ok}), "") << gemm;
+  std::filesystem::remove_all(dir);
+  const ProgramRun none = run_kc_bench("--filter stage3/hgemm/14_ --shapes 16x256x512 --param layout=3 --check-only");
+  EXPECT_NE(none.exit_code, 0) << none.output;
+  EXPECT_NE(none.output.find("--param layout: none of the selected ops (hgemm) has that parameter"), std::string::npos)
+      << none.output;
+}
+
 }  // namespace
