@@ -193,23 +193,6 @@ struct CopyPlan {
   }
 };
 
-// The 8 pairs of a block's A fragments (rung 05's weights_as_a_fragments: 128 + q for the nibbles)
-// moved to the weights' integer: q - 8 in q4_0, q in q4_1 (HSUB2 on bf16 pairs of small integers:
-// exact). q8_0's bytes are their values already.
-template <GgufBlockType kType>
-__device__ __forceinline__ void center(std::uint32_t (&pairs)[4]) {
-  if constexpr (kType != GgufBlockType::q8_0) {
-    const __nv_bfloat162 bias = __float2bfloat162_rn(kType == GgufBlockType::q4_0 ? 136.f : 128.f);
-#pragma unroll
-    for (int p = 0; p < 4; ++p) {
-      __nv_bfloat162 pair;
-      std::memcpy(&pair, &pairs[p], sizeof pair);
-      pair = __hsub2(pair, bias);
-      std::memcpy(&pairs[p], &pair, sizeof pair);
-    }
-  }
-}
-
 // acc[mt][nt]: the 16 x 8 product of the warp's tile mt and its group's token tile nt; lane (g, t)
 // holds rows (output columns) g and g + 8 of the tile x x rows 2t and 2t + 1 of the token tile:
 // {y[2t][g], y[2t + 1][g], y[2t][g + 8], y[2t + 1][g + 8]}, relative to the tiles' origins.
@@ -269,8 +252,8 @@ __device__ __forceinline__ void multiply_chunk(const std::uint8_t* stage, int wa
       }
       // Block 0 of these arrays is block j of the chunk.
       gguf_mma::weights_as_a_fragments<kType, kSwapped>(words, 0, first[mt], second[mt]);
-      center<kType>(first[mt]);
-      center<kType>(second[mt]);
+      gguf_mma::center_weights<kType>(first[mt]);
+      gguf_mma::center_weights<kType>(second[mt]);
       gguf_mma::block_scales<kType>(entry_words, 0, low[mt], high[mt]);
     }
 #pragma unroll

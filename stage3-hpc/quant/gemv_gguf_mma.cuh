@@ -131,6 +131,23 @@ __device__ __forceinline__ void weights_as_a_fragments(const std::uint32_t* word
   second[3] = weight_pair<kType, kSwapped>(words, 2 * j + 1, 3);
 }
 
+// The 8 pairs of a block's A fragments (weights_as_a_fragments: 128 + q for the nibbles) moved to
+// the weights' integer: q - 8 in q4_0, q in q4_1 (HSUB2 on bf16 pairs of small integers: exact).
+// q8_0's bytes are their values already. Rungs 09 and 10, which apply the scales after the product.
+template <GgufBlockType kType>
+__device__ __forceinline__ void center_weights(std::uint32_t (&pairs)[4]) {
+  if constexpr (kType != GgufBlockType::q8_0) {
+    const __nv_bfloat162 bias = __float2bfloat162_rn(kType == GgufBlockType::q4_0 ? 136.f : 128.f);
+#pragma unroll
+    for (int p = 0; p < 4; ++p) {
+      __nv_bfloat162 pair;
+      std::memcpy(&pair, &pairs[p], sizeof pair);
+      pair = __hsub2(pair, bias);
+      std::memcpy(&pairs[p], &pair, sizeof pair);
+    }
+  }
+}
+
 // One block of a 16-row tile against one group of 8 rows of x: `xv` is lane (g, t)'s k 8t..8t+7
 // of its x row (zeros for a row past M). c = w . x on the tensor cores (two k16 products), s = the
 // block's sums of x (a product of ones with x; only where the block has an offset), then acc += d c

@@ -287,7 +287,7 @@ void register_kernels(Registry& registry) {
       "rung 07 with x kept as fp16 scaled per row by a power of two: nibbles decoded with one LOP3 a pair and no "
       "shift, the block sums of x formed once and started from in the accumulator",
       &gemv_gguf_08_x_f16, &gemv_gguf_08_fits, "M x (K + 8) x 2 bytes of x with M x K / 2 bytes of block sums"));
-  auto batch = std::make_shared<GgufBatchRung>(&gemv_gguf_09_batch);  // keeps its split-K workspace
+  auto batch = std::make_shared<GgufBatchRung>(&gemv_gguf_09_batch, &gemv_gguf_09_ctas_per_sm);  // its workspace
   registry.add_kernel(gguf_entry("09_batch", 9,
                                  "M up to 64: hgemm rung 14's split-K frame on layout=3, each block's nibbles "
                                  "decoded once to bf16 integers and multiplied with every token tile, one FFMA "
@@ -295,6 +295,19 @@ void register_kernels(Registry& registry) {
                                  GgufLayout::mma_weights_a,
                                  [batch](const GgufGemvArgs& args, cudaStream_t stream) { batch->run(args, stream); },
                                  kGgufBatchMaxRows));
+  auto wgmma_batch = std::make_shared<GgufBatchRung>(&gemv_gguf_10_wgmma, &gemv_gguf_10_ctas_per_sm);
+  KernelEntry wgmma = gguf_entry("10_wgmma", 10,
+                                 "rung 09 on WGMMA: a warpgroup's 64 columns of decoded weights as the A operand "
+                                 "from registers, every row of x as B from shared memory, a block's products "
+                                 "running while the warps decode the next",
+                                 GgufLayout::mma_weights_a,
+                                 [wgmma_batch](const GgufGemvArgs& args, cudaStream_t stream) {
+                                   wgmma_batch->run(args, stream);
+                                 },
+                                 kGgufBatchMaxRows);
+  wgmma.min_compute_capability = kHopper;
+  wgmma.max_compute_capability = kHopper;
+  registry.add_kernel(std::move(wgmma));
   // Low precision: bf16 rows to the GGUF blocks the GEMV reads (quant/quantize_gguf_*), the same table.
   register_quantize_gguf_kernels(registry);
 

@@ -68,24 +68,35 @@ TEST(GemvGgufGpu, SwappedNibblesFailTheCheck) {
     }
 }
 
-// Rung 09 the same way, on problems of more than 16 rows whose K is split over several CTAs (the
-// last CTA's reduction on the path), and on one of a single split.
+// Rungs 09 and 10 the same way, on problems of more than 16 rows whose K is split over several CTAs
+// (the last CTA's reduction on the path), and on one of a single split; q8_0 too for rung 10,
+// whose bytes reach the WGMMA's A fragments by the same path as the nibbles.
 TEST(GemvGgufGpu, BatchSwappedNibblesFailTheCheck) {
   KC_SKIP_WITHOUT_GPU();
   Context& context = testing::shared_context();
   const OpSpec op = make_gemv_gguf_op();
-  auto right = std::make_shared<GgufBatchRung>(&gemv_gguf_09_batch);
-  auto swapped = std::make_shared<GgufBatchRung>(&gemv_gguf_09_swapped_nibbles);
+  struct BatchRung {
+    GgufBatchLaunch right, swapped;
+    GgufBatchCtasPerSm ctas_per_sm;
+  };
+  std::vector<BatchRung> rungs{{&gemv_gguf_09_batch, &gemv_gguf_09_swapped_nibbles, &gemv_gguf_09_ctas_per_sm}};
+  if (gemv_gguf_10_runs_here())
+    rungs.push_back({&gemv_gguf_10_wgmma, &gemv_gguf_10_swapped_nibbles, &gemv_gguf_10_ctas_per_sm});
   const auto run_with = [](std::shared_ptr<GgufBatchRung> rung) -> RunFn {
     return [rung](const Problem& p, Operands& o, Context& c) { rung->run(gemv_gguf_args(p, o), c.stream()); };
   };
-  for (const std::vector<std::int64_t>& dims : std::vector<std::vector<std::int64_t>>{{33, 129, 4224}, {64, 200, 512}})
-    for (const double type : {2.0, 3.0}) {
-      const Problem problem = op.problem(dims, DType::bf16, {{"ggml_type", type}, {"layout", 3.0}});
-      EXPECT_TRUE(check_run(op, run_with(right), problem, 5, context).passed()) << problem.label();
-      const CheckOutcome wrong = check_run(op, run_with(swapped), problem, 5, context);
-      EXPECT_FALSE(wrong.passed()) << problem.label() << ": the swapped nibble order went unnoticed";
-    }
+  for (const BatchRung& rung : rungs) {
+    auto right = std::make_shared<GgufBatchRung>(rung.right, rung.ctas_per_sm);
+    auto swapped = std::make_shared<GgufBatchRung>(rung.swapped, rung.ctas_per_sm);
+    for (const std::vector<std::int64_t>& dims :
+         std::vector<std::vector<std::int64_t>>{{33, 129, 4224}, {64, 200, 512}})
+      for (const double type : {2.0, 3.0}) {
+        const Problem problem = op.problem(dims, DType::bf16, {{"ggml_type", type}, {"layout", 3.0}});
+        EXPECT_TRUE(check_run(op, run_with(right), problem, 5, context).passed()) << problem.label();
+        const CheckOutcome wrong = check_run(op, run_with(swapped), problem, 5, context);
+        EXPECT_FALSE(wrong.passed()) << problem.label() << ": the swapped nibble order went unnoticed";
+      }
+  }
 }
 
 std::vector<std::uint8_t> bytes_of(const void* device, std::size_t count) {

@@ -182,7 +182,7 @@ TEST(GemvGguf, EachRungReadsOneLayoutAndRefusesTheOther) {
   EXPECT_NE(gemv_gguf_layout_error(repacked, GgufLayout::mma).find("layout=2"), std::string::npos);
   // Every conformance problem of at most 16 rows is run by the rungs of its layout and refused by
   // the others (each layout has a quarter of them); the problems with more rows (layout=3) are
-  // rung 09's alone.
+  // rungs 09 and 10's alone.
   const std::vector<std::string> refused_by_01 = gemv_gguf_refusals(GgufLayout::blocks);
   const std::vector<std::string> refused_by_02 = gemv_gguf_refusals(GgufLayout::repacked);
   const std::vector<std::string> refused_by_03 = gemv_gguf_refusals(GgufLayout::mma);

@@ -17,6 +17,15 @@ __device__ __forceinline__ void cp_async_16(std::uint32_t destination, const voi
                : "memory");
 }
 
+// 4 bytes global -> shared (.ca: copies under 16 bytes go through L1); valid = false writes 4 zero
+// bytes. For a destination that scatters what is contiguous in global memory (the GGUF GEMV's rung
+// 10 places each pair of x's values where the WGMMA's k order wants it).
+__device__ __forceinline__ void cp_async_4(std::uint32_t destination, const void* source, bool valid) {
+  const int source_bytes = valid ? 4 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(destination), "l"(source), "r"(source_bytes)
+               : "memory");
+}
+
 // Closes the group of this thread's copies issued since the last commit.
 __device__ __forceinline__ void cp_async_commit_group() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");

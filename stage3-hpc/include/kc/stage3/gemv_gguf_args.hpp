@@ -400,6 +400,20 @@ void gemv_gguf_09_swapped_nibbles(const GgufGemvArgs& args, const GgufBatchPlan&
 // registers and shared memory, the occupancy calculator).
 int gemv_gguf_09_ctas_per_sm(GgufBlockType type, int m);
 
+// Rung 10 (quant/10_gemv_gguf_wgmma.cu): rung 09's plan, workspace and layout on WGMMA — a
+// warpgroup's 64 columns of decoded weights as the A operand from registers, the M rows of x as B
+// from shared memory (m64nNk16, N = 8 x token tiles), a block's products running while the warps
+// decode the next. Writes the same sums as rung 09 in another order. Hopper only (sm_90a code):
+// kc::Error before any launch elsewhere; `plan` from plan_gguf_batch with gemv_gguf_10_ctas_per_sm.
+void gemv_gguf_10_wgmma(const GgufGemvArgs& args, const GgufBatchPlan& plan, const GgufBatchWorkspace& workspace,
+                        cudaStream_t stream);
+// For the negative control only: rung 10 with the two nibbles of each pair exchanged.
+void gemv_gguf_10_swapped_nibbles(const GgufGemvArgs& args, const GgufBatchPlan& plan,
+                                  const GgufBatchWorkspace& workspace, cudaStream_t stream);
+int gemv_gguf_10_ctas_per_sm(GgufBlockType type, int m);
+// Whether rung 10 can run on the current GPU with this build (rung 06's rule); false without a GPU.
+bool gemv_gguf_10_runs_here();
+
 // The layout=3 repack on the GPU, as repack_gguf_blocks_for_mma_on_device for layout=2; buffers of
 // gguf_mma16_quant_bytes / gguf_mma16_scale_bytes.
 void repack_gguf_blocks_for_mma16_on_device(GgufBlockType type, const std::uint8_t* blocks, int n, int k,
