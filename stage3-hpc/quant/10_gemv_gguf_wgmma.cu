@@ -124,85 +124,100 @@ __device__ __forceinline__ int x_offset(int row, int position) {
          (position % 8) * 2;
 }
 
-// A thread's share of every chunk's copies, worked out once (as rung 09's CopyPlan): the quants
-// and scale entries in 16-byte pieces (tiles past the weight's are zeros), x in 4-byte pairs to
-// their WGMMA places (rows past M and k past K are zeros). Thread i copies pair i % 64 of rows
-// i / 64 + 4 pass: one row's 256 bytes are read by 64 neighbouring threads.
+// A thread's share of every chunk's copies, worked out once so that a copy costs the loop little
+// more than its LDGSTS: the places in a stage are registers plus constants, a source pointer moves
+// by a fixed step. Quants and scale entries in 16-byte pieces (tiles past the weight's are zeros);
+// x in 4-byte pairs to their WGMMA places: thread i copies pair i % 64 of rows i / 64 + 4 pass
+// (one row's 256 bytes read by 64 neighbouring threads). Rows of x past M are never copied: they
+// are zeroed once in every stage (zero_rows_past_m), and the passes that would reach them are
+// skipped (a whole warp's rows are past M together). Pairs past K (the last chunk's padding
+// blocks) are written as zeros (src-size 0).
 template <GgufBlockType kType, int kTokenTiles>
 struct CopyPlan {
   using S = Stage<kType, kTokenTiles>;
-  static constexpr int kQuantPasses = (S::kQuantPieces + kThreads - 1) / kThreads;
-  static constexpr int kScalePasses = (S::kScalePieces + kThreads - 1) / kThreads;
+  static constexpr int kQuantPasses = S::kQuantPieces / kThreads;
+  static_assert(S::kQuantPieces % kThreads == 0 && S::kScalePieces <= kThreads, "one pass pattern a stage");
+  static constexpr int kTilesAPass = kThreads / (32 * S::kQuantVectors);  // a quant pass moves this many tiles on
   static constexpr int kXPasses = S::kXCopies / kThreads;
   static_assert(S::kXCopies % kThreads == 0, "every thread copies the same number of pairs of x");
   static constexpr int kRowsAPass = kThreads / kXPairs;
-  const uint4* quants[kQuantPasses];
-  const uint4* scales[kScalePasses];
-  std::uint32_t quant_at[kQuantPasses], scale_at[kScalePasses];
-  const __nv_bfloat16* x_row0;  // this thread's pair in row thread / 64 at chunk 0
+  const uint4* quants;        // pass 0 at chunk 0; pass p is `quant_pass_step` vectors on
+  std::size_t quant_pass_step;
+  unsigned quant_valid;       // bit p: pass p's tile is inside the weight
+  std::uint32_t quant_at;     // pass 0's place in a stage; pass p is p x kThreads x 16 bytes on
+  const uint4* scales;        // null: no scale piece for this thread, or its tile is past the weight
+  std::uint32_t scale_at;
+  bool copies_scales;
+  const __nv_bfloat16* x_row0;  // pair x_pair of row x_row0_index at chunk 0; pass p is 4 p rows on
+  std::size_t x_pass_step;      // 4 rows of x, in elements
   int x_pair, x_row0_index;
+  std::uint32_t x_at[2];        // the pair's place in row x_row0_index (even passes) and + 4 (odd)
 
   __device__ __forceinline__ CopyPlan(const GgufGemvArgs& a, int first_tile, int chunks) {
     const int tiles = (a.n + 15) / 16;
     const int thread = static_cast<int>(threadIdx.x);
-#pragma unroll
-    for (int pass = 0; pass < kQuantPasses; ++pass) {
-      const int i = thread + pass * kThreads;
-      const int tile = i / (32 * S::kQuantVectors), within = i % (32 * S::kQuantVectors);
+    {
+      const int tile = thread / (32 * S::kQuantVectors), within = thread % (32 * S::kQuantVectors);
       const int lane = within / S::kQuantVectors, v = within % S::kQuantVectors;
-      const bool valid = i < S::kQuantPieces && first_tile + tile < tiles;
-      quants[pass] = valid ? reinterpret_cast<const uint4*>(a.quants) +
-                                 static_cast<std::size_t>(first_tile + tile) * chunks * 32 * S::kQuantVectors + within
-                           : nullptr;
-      quant_at[pass] = i < S::kQuantPieces ? ((tile * S::kQuantVectors + v) * 32 + lane) * 16 : ~0u;
-    }
+      quants = reinterpret_cast<const uint4*>(a.quants) +
+               static_cast<std::size_t>(first_tile + tile) * chunks * 32 * S::kQuantVectors + within;
+      quant_pass_step = static_cast<std::size_t>(kTilesAPass) * chunks * 32 * S::kQuantVectors;
+      quant_valid = 0;
 #pragma unroll
-    for (int pass = 0; pass < kScalePasses; ++pass) {
-      const int i = thread + pass * kThreads;
-      const int tile = i / (8 * S::kScaleVectors), within = i % (8 * S::kScaleVectors);
-      const bool valid = i < S::kScalePieces && first_tile + tile < tiles;
-      scales[pass] = valid ? static_cast<const uint4*>(a.scales) +
-                                 static_cast<std::size_t>(first_tile + tile) * chunks * 8 * S::kScaleVectors + within
-                           : nullptr;
-      scale_at[pass] = i < S::kScalePieces ? S::kQuants + i * 16 : ~0u;
+      for (int pass = 0; pass < kQuantPasses; ++pass)
+        if (first_tile + tile + pass * kTilesAPass < tiles) quant_valid |= 1u << pass;
+      quant_at = static_cast<std::uint32_t>(((tile * S::kQuantVectors + v) * 32 + lane) * 16);
+    }
+    {
+      const int tile = thread / (8 * S::kScaleVectors), within = thread % (8 * S::kScaleVectors);
+      copies_scales = thread < S::kScalePieces;
+      scales = copies_scales && first_tile + tile < tiles
+                   ? static_cast<const uint4*>(a.scales) +
+                         static_cast<std::size_t>(first_tile + tile) * chunks * 8 * S::kScaleVectors + within
+                   : nullptr;
+      scale_at = static_cast<std::uint32_t>(S::kQuants + thread * 16);
     }
     x_pair = thread % kXPairs;
     x_row0_index = thread / kXPairs;
     x_row0 = a.x + static_cast<std::size_t>(x_row0_index) * a.k + 2 * x_pair;
+    x_pass_step = static_cast<std::size_t>(kRowsAPass) * a.k;
+    const int position = x_position(x_pair);
+    x_at[0] = static_cast<std::uint32_t>(x_offset<kType, kTokenTiles>(x_row0_index, position));
+    x_at[1] = static_cast<std::uint32_t>(x_offset<kType, kTokenTiles>(x_row0_index + kRowsAPass, position));
+  }
+
+  // Zeros rows M .. kRows - 1 of x in every stage, once before the first copy (no copy writes them).
+  __device__ __forceinline__ void zero_rows_past_m(const GgufGemvArgs& a, std::uint8_t* ring) const {
+    for (int i = static_cast<int>(threadIdx.x); i < kStages * (S::kRows - a.m) * 16; i += kThreads) {
+      const int stage = i / ((S::kRows - a.m) * 16), rest = i % ((S::kRows - a.m) * 16);
+      const int row = a.m + rest / 16, piece = rest % 16;  // 16 pieces of 16 bytes a row: both atoms
+      *reinterpret_cast<uint4*>(ring + stage * S::kBytes + S::kX + (piece / 8) * S::kXAtom + row * 128 +
+                                (piece % 8) * 16) = make_uint4(0u, 0u, 0u, 0u);
+    }
   }
 
   __device__ __forceinline__ void copy(const GgufGemvArgs& a, int chunk, std::uint32_t stage) const {
+    const uint4* chunk_quants = quants + static_cast<std::size_t>(chunk) * 32 * S::kQuantVectors;
 #pragma unroll
-    for (int pass = 0; pass < kQuantPasses; ++pass)
-      if (quant_at[pass] != ~0u) {
-        const bool valid = quants[pass] != nullptr;
-        sm80::cp_async_16(stage + quant_at[pass],
-                          valid ? static_cast<const void*>(quants[pass] +
-                                                           static_cast<std::size_t>(chunk) * 32 * S::kQuantVectors)
-                                : static_cast<const void*>(a.quants),
-                          valid);
-      }
-#pragma unroll
-    for (int pass = 0; pass < kScalePasses; ++pass)
-      if (scale_at[pass] != ~0u) {
-        const bool valid = scales[pass] != nullptr;
-        sm80::cp_async_16(stage + scale_at[pass],
-                          valid ? static_cast<const void*>(scales[pass] +
-                                                           static_cast<std::size_t>(chunk) * 8 * S::kScaleVectors)
-                                : a.scales,
-                          valid);
-      }
-    const int position = x_position(x_pair);
+    for (int pass = 0; pass < kQuantPasses; ++pass) {
+      const bool valid = (quant_valid >> pass) & 1u;
+      sm80::cp_async_16(stage + quant_at + pass * kThreads * 16,
+                        valid ? static_cast<const void*>(chunk_quants + pass * quant_pass_step) : a.quants, valid);
+    }
+    if (copies_scales)
+      sm80::cp_async_16(stage + scale_at,
+                        scales != nullptr ? static_cast<const void*>(scales + static_cast<std::size_t>(chunk) * 8 *
+                                                                                   S::kScaleVectors)
+                                          : a.scales,
+                        scales != nullptr);
+    // Pairs past K: src-size 0 from x's first rows (an address inside x for every pass below M).
     const bool k_valid = chunk * kChunkK + 2 * x_pair < a.k;
+    const __nv_bfloat16* source = k_valid ? x_row0 + chunk * kChunkK : a.x;
 #pragma unroll
     for (int pass = 0; pass < kXPasses; ++pass) {
-      const int row = x_row0_index + pass * kRowsAPass;
-      const bool valid = k_valid && row < a.m;
-      sm80::cp_async_4(stage + static_cast<std::uint32_t>(x_offset<kType, kTokenTiles>(row, position)),
-                       valid ? static_cast<const void*>(x_row0 + static_cast<std::size_t>(pass) * kRowsAPass * a.k +
-                                                        static_cast<std::size_t>(chunk) * kChunkK)
-                             : static_cast<const void*>(a.x),
-                       valid);
+      if (x_row0_index + pass * kRowsAPass >= a.m) break;  // this and later passes: rows past M
+      sm80::cp_async_4(stage + x_at[pass % 2] + (pass / 2) * 2 * kRowsAPass * 128, source + pass * x_pass_step,
+                       k_valid);
     }
   }
 };
@@ -256,10 +271,11 @@ __device__ __forceinline__ void apply_scales(const float (&c)[4 * kTokenTiles], 
 }
 
 // Whether a block's products stay in flight while the warps decode the next block (two sets of c
-// in turn) — everywhere but q4_1 from 7 token tiles, whose block sums need the registers of the
-// second set (with it, ptxas spills); there each block's products are waited for before the next.
+// in turn): up to 6 token tiles. From 7 the second set would push the instance past 128
+// registers a thread, and two CTAs an SM (16 warps to issue from) are worth more than the overlap
+// inside one warp; there each block's products are waited for before the next block's decode.
 template <GgufBlockType kType, int kTokenTiles>
-constexpr bool kProductsOverlap = !(kType == GgufBlockType::q4_1 && kTokenTiles >= 7);
+constexpr bool kProductsOverlap = kTokenTiles < 7;
 
 // One chunk of the warp's tile (`warp` 0..7: tile `warp` of the CTA, rows 16 (warp % 4) of its
 // warpgroup's 64) against every token tile. Block j's two WGMMAs go into c[j % 2]; the scales of
@@ -342,10 +358,10 @@ __device__ __forceinline__ void store_fragment(const GgufGemvArgs& a, int n0, in
 
 #endif  // KC_STAGE3_SM90A
 
-// Two CTAs an SM where 128 registers a thread hold the instance without spills (ptxas -v): up to
-// 4 token tiles (2 in q4_1, whose block sums take more), one above.
+// Two CTAs an SM where 128 registers a thread hold the instance without spills (ptxas -v): every
+// instance but q4_1's from 4 token tiles (its block sums take more), which keep one.
 template <GgufBlockType kType, int kTokenTiles>
-constexpr int kMinCtasPerSm = kTokenTiles <= (kType == GgufBlockType::q4_1 ? 2 : 4) ? 2 : 1;
+constexpr int kMinCtasPerSm = kType == GgufBlockType::q4_1 && kTokenTiles >= 4 ? 1 : 2;
 
 template <GgufBlockType kType, int kTokenTiles, bool kSwapped>
 __global__ void __launch_bounds__(kThreads, (kMinCtasPerSm<kType, kTokenTiles>))
@@ -362,6 +378,7 @@ __global__ void __launch_bounds__(kThreads, (kMinCtasPerSm<kType, kTokenTiles>))
   const int chunk_begin = plan.chunk_begin(split);
   const int steps = plan.chunk_begin(split + 1) - chunk_begin;
   const CopyPlan<kType, kTokenTiles> copies(a, column_block * kTiles, plan.chunks);
+  copies.zero_rows_past_m(a, smem);  // ordered before the first WGMMA by the first barrier and fence
 
 #pragma unroll
   for (int stage = 0; stage < kStages - 1; ++stage) {
