@@ -244,7 +244,7 @@ std::string gemv_gguf_shape_error(const Problem& p) {
 std::string gemv_gguf_layout_error(const Problem& p, GgufLayout layout, int max_rows) {
   if (std::string error = gemv_gguf_shape_error(p); !error.empty()) return error;
   if (p.dims[0] > max_rows)
-    return fmt::format("this rung takes at most {} rows of x (a decode step); rung 09 takes up to {}", max_rows,
+    return fmt::format("this rung takes at most {} rows of x (a decode step); rungs 09 and 10 take up to {}", max_rows,
                        kGgufBatchMaxRows);
   if (gguf_layout(p) == layout) return "";
   static constexpr const char* kReads[] = {"the GGUF blocks as stored (layout=0)",
@@ -345,7 +345,7 @@ OpSpec make_gemv_gguf_op() {
     op.bench.push_back({{1, 4096, 4096}, std::nullopt, P{{"ggml_type", 3.0}, {"layout", layout}}});
     op.bench.push_back({{1, 4096, 4096}, std::nullopt, P{{"ggml_type", 8.0}, {"layout", layout}}});
   }
-  // Batches of decode steps (rung 09, layout=3): M = 32 and 64 on the 4096 x 4096 weight in every
+  // Batches of decode steps (rungs 09 and 10, layout=3): M = 32 and 64 on the 4096 x 4096 weight in every
   // type, and M = 16 and 64 on the 8B's up (14336 x 4096) and down (4096 x 14336) in q4_0.
   for (const double type : {2.0, 3.0, 8.0})
     for (const std::int64_t m : {32, 64})
@@ -357,7 +357,7 @@ OpSpec make_gemv_gguf_op() {
     for (const double type : {2.0, 3.0, 8.0})
       for (const Shape& dims : std::vector<Shape>{{1, 1, 32}, {3, 37, 96}, {16, 257, 576}, {7, 100, 1024}})
         op.conformance.push_back({dims, std::nullopt, P{{"ggml_type", type}, {"layout", layout}}});
-  // More than 16 rows (rung 09; the decode rungs refuse them): a partial last token tile, a K tail
+  // More than 16 rows (rungs 09 and 10; the decode rungs refuse them): a partial last token tile, a K tail
   // of one block past the last whole chunk, and K long enough for several splits.
   for (const double type : {2.0, 3.0, 8.0})
     for (const Shape& dims : std::vector<Shape>{{17, 40, 160}, {33, 129, 4224}, {64, 300, 2080}})

@@ -1,10 +1,10 @@
 // gguf_batch_rung.hpp — what rungs 09 and 10 of the GGUF GEMV (quant/09_gemv_gguf_batch.cu,
-// quant/10_gemv_gguf_wgmma.cu) keep between launches, for their registration (src/register.cpp) and
-// their negative controls (tests/gemv_gguf_gpu_test.cpp): the SM count and the CTAs an SM holds per instance (asked once),
-// the FP32 partial tiles (a DeviceScratch: grown on first use, never shrunk) and the arrival
-// counters of the column blocks, zeroed when allocated; a launch leaves every counter it used at
-// zero. One stream at a time (two launches in flight would share the counters). hgemm rung 14's
-// SmallMWeightsAsARung is the same for the bf16 GEMM.
+// quant/10_gemv_gguf_wgmma.cu) keep between launches, for their registration (src/register.cpp)
+// and their negative controls (tests/gemv_gguf_gpu_test.cpp): the SM count and the CTAs an SM
+// holds per instance (asked once), the FP32 partial tiles (a DeviceScratch: grown on first use,
+// never shrunk) and the arrival counters of the column blocks, zeroed when allocated; a launch
+// leaves every counter it used at zero. One stream at a time (two launches in flight would share
+// the counters). hgemm rung 14's SmallMWeightsAsARung is the same for the bf16 GEMM.
 #pragma once
 
 #include <cuda_runtime.h>

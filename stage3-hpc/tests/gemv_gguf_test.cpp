@@ -212,7 +212,7 @@ TEST(GemvGguf, EachRungReadsOneLayoutAndRefusesTheOther) {
   for (const std::string& label : refused_by_03) EXPECT_EQ(label.find("layout=2"), std::string::npos) << label;
   // A decode rung says where more rows go; the op itself stops at 64.
   const Problem rows33 = op.problem({33, 40, 160}, DType::bf16, {{"layout", 3.0}});
-  EXPECT_NE(gemv_gguf_layout_error(rows33, GgufLayout::mma_weights_a).find("rung 09"), std::string::npos);
+  EXPECT_NE(gemv_gguf_layout_error(rows33, GgufLayout::mma_weights_a).find("rungs 09 and 10"), std::string::npos);
   EXPECT_EQ(gemv_gguf_layout_error(rows33, GgufLayout::mma_weights_a, kGgufBatchMaxRows), "");
   EXPECT_NE(gemv_gguf_shape_error(op.problem({65, 40, 160}, DType::bf16, {{"layout", 3.0}})).find("at most 64"),
             std::string::npos);
