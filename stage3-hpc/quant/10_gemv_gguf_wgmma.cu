@@ -151,6 +151,7 @@ struct CopyPlan {
   const __nv_bfloat16* x_row0;  // pair x_pair of row x_row0_index at chunk 0; pass p is 4 p rows on
   std::size_t x_pass_step;      // 4 rows of x, in elements
   int x_pair, x_row0_index;
+  bool x_every_pass;            // every pass's row is below M
   std::uint32_t x_at[2];        // the pair's place in row x_row0_index (even passes) and + 4 (odd)
 
   __device__ __forceinline__ CopyPlan(const GgufGemvArgs& a, int first_tile, int chunks) {
@@ -181,6 +182,7 @@ struct CopyPlan {
     x_row0_index = thread / kXPairs;
     x_row0 = a.x + static_cast<std::size_t>(x_row0_index) * a.k + 2 * x_pair;
     x_pass_step = static_cast<std::size_t>(kRowsAPass) * a.k;
+    x_every_pass = x_row0_index + (kXPasses - 1) * kRowsAPass < a.m;
     const int position = x_position(x_pair);
     x_at[0] = static_cast<std::uint32_t>(x_offset<kType, kTokenTiles>(x_row0_index, position));
     x_at[1] = static_cast<std::uint32_t>(x_offset<kType, kTokenTiles>(x_row0_index + kRowsAPass, position));
@@ -197,27 +199,42 @@ struct CopyPlan {
   }
 
   __device__ __forceinline__ void copy(const GgufGemvArgs& a, int chunk, std::uint32_t stage) const {
+    // Zero-fill copies (src-size 0 past the weight or K) cost ptxas's padding around each one, so
+    // every copy whose bytes are all there is a plain one.
     const uint4* chunk_quants = quants + static_cast<std::size_t>(chunk) * 32 * S::kQuantVectors;
+    if (quant_valid == (1u << kQuantPasses) - 1) {
 #pragma unroll
-    for (int pass = 0; pass < kQuantPasses; ++pass) {
-      const bool valid = (quant_valid >> pass) & 1u;
-      sm80::cp_async_16(stage + quant_at + pass * kThreads * 16,
-                        valid ? static_cast<const void*>(chunk_quants + pass * quant_pass_step) : a.quants, valid);
+      for (int pass = 0; pass < kQuantPasses; ++pass)
+        sm80::cp_async_16(stage + quant_at + pass * kThreads * 16, chunk_quants + pass * quant_pass_step);
+    } else {
+#pragma unroll
+      for (int pass = 0; pass < kQuantPasses; ++pass) {
+        const bool valid = (quant_valid >> pass) & 1u;
+        sm80::cp_async_16(stage + quant_at + pass * kThreads * 16,
+                          valid ? static_cast<const void*>(chunk_quants + pass * quant_pass_step) : a.quants, valid);
+      }
     }
-    if (copies_scales)
-      sm80::cp_async_16(stage + scale_at,
-                        scales != nullptr ? static_cast<const void*>(scales + static_cast<std::size_t>(chunk) * 8 *
-                                                                                   S::kScaleVectors)
-                                          : a.scales,
-                        scales != nullptr);
+    if (scales != nullptr)
+      sm80::cp_async_16(stage + scale_at, scales + static_cast<std::size_t>(chunk) * 8 * S::kScaleVectors);
+    else if (copies_scales)
+      sm80::cp_async_16(stage + scale_at, a.scales, false);
+    const auto x_place = [&](int pass) {
+      return stage + x_at[pass % 2] + static_cast<std::uint32_t>((pass / 2) * 2 * kRowsAPass * 128);
+    };
+    if (x_every_pass && (chunk + 1) * kChunkK <= a.k) {
+      // Every chunk but a last one past K when M fills the token tiles: plain copies, no tests.
+      const __nv_bfloat16* source = x_row0 + chunk * kChunkK;
+#pragma unroll
+      for (int pass = 0; pass < kXPasses; ++pass) sm80::cp_async_4(x_place(pass), source + pass * x_pass_step);
+      return;
+    }
     // Pairs past K: src-size 0 from x's first rows (an address inside x for every pass below M).
     const bool k_valid = chunk * kChunkK + 2 * x_pair < a.k;
     const __nv_bfloat16* source = k_valid ? x_row0 + chunk * kChunkK : a.x;
 #pragma unroll
     for (int pass = 0; pass < kXPasses; ++pass) {
       if (x_row0_index + pass * kRowsAPass >= a.m) break;  // this and later passes: rows past M
-      sm80::cp_async_4(stage + x_at[pass % 2] + (pass / 2) * 2 * kRowsAPass * 128, source + pass * x_pass_step,
-                       k_valid);
+      sm80::cp_async_4(x_place(pass), source + pass * x_pass_step, k_valid);
     }
   }
 };

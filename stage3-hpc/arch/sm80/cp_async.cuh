@@ -26,6 +26,16 @@ __device__ __forceinline__ void cp_async_4(std::uint32_t destination, const void
                : "memory");
 }
 
+// The same without the zero fill: 4 bytes always read.
+__device__ __forceinline__ void cp_async_4(std::uint32_t destination, const void* source) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(destination), "l"(source) : "memory");
+}
+
+// 16 bytes always read (no zero fill).
+__device__ __forceinline__ void cp_async_16(std::uint32_t destination, const void* source) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(destination), "l"(source) : "memory");
+}
+
 // Closes the group of this thread's copies issued since the last commit.
 __device__ __forceinline__ void cp_async_commit_group() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");
