@@ -3,17 +3,18 @@
 // asynchronously while the warps decode the next block.
 //
 // Idea: rung 09 is a serial chain in every warp — decode a block, two mma.sync a token tile, the
-// FFMAs that wait for them — with one or two warps a scheduler to hide it (its profile: the issue
-// slot busy one cycle in 3.5, the memory idle). Hopper's WGMMA can take its A operand from
+// FFMAs that wait for them — with one or two warps a scheduler to hide it (its profile, in the
+// stage-3 README: the issue slots mostly empty, the memory idle). Hopper's WGMMA can take its A operand from
 // registers, in mma.sync's A layout for each warp's 16 rows: exactly what layout=3 already gives a
 // warp after the decode. So a warpgroup (4 warps, 64 output columns) multiplies a block of its
 // weights with all M <= 64 rows of x in two instructions (m64nNk16, N = 8 x token tiles), which
-// run on the tensor cores while the warps decode the next block; the scales are applied one block
-// behind (the FFMAs of block j - 1 under the products of block j, two accumulator sets in turn).
+// run on the tensor cores while the warps decode the next block; up to 6 token tiles the scales are
+// applied one block behind (the FFMAs of block j - 1 under the products of block j, two
+// accumulator sets in turn), from 7 right after each block's products (kProductsOverlap).
 // What changed from rung 09:
 //   - products: two wgmma.mma_async (m64nNk16, A from registers) a block for every token tile at
-//     once, instead of two mma.sync a token tile; a CTA is two warpgroups of 128 columns, each
-//     warp one tile of 16 columns (no token groups: N grows with M instead);
+//     once, instead of two mma.sync a token tile; a CTA of two warpgroups owns the 128 columns,
+//     each warp one tile of 16 (no token groups: N grows with M instead);
 //   - x in shared memory as WGMMA's B operand: rows of 128 bytes with the 128-byte swizzle (the
 //     layout the ladder's TMA writes, so the ladder's descriptor reads it), and layout=3's k order:
 //     the pair of k a lane's weights put at a fragment position is not the pair WGMMA's k order puts
@@ -22,7 +23,10 @@
 //   - q4_1's block sums of x from ldmatrix and one mma.sync against ones a token tile (x is in
 //     ldmatrix's 8x8 layout already);
 //   - a fence.proxy.async after each stage lands: cp.async writes through the generic proxy, WGMMA
-//     reads through the async one.
+//     reads through the async one;
+//   - every copy's place and source worked out once (CopyPlan), and plain copies wherever all
+//     bytes are there: ptxas pads a zero-fill copy (src-size in a register) with instructions that
+//     never run but take issue slots.
 // Unchanged: layout=3, the split-K plan and workspace (plan_gguf_batch: 128-column blocks, splits
 // of 128-k chunks, the last CTA of a column block adds the partials), the 4-stage cp.async ring,
 // the exact decode (q - 8, q or the byte in bf16) and the scales applied in FP32 once a block.
