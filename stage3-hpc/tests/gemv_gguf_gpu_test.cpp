@@ -69,8 +69,7 @@ TEST(GemvGgufGpu, SwappedNibblesFailTheCheck) {
 }
 
 // Rungs 09 and 10 the same way, on problems of more than 16 rows whose K is split over several CTAs
-// (the last CTA's reduction on the path), and on one of a single split; q8_0 too for rung 10,
-// whose bytes reach the WGMMA's A fragments by the same path as the nibbles.
+// (the last CTA's reduction on the path), and on one of a single split.
 TEST(GemvGgufGpu, BatchSwappedNibblesFailTheCheck) {
   KC_SKIP_WITHOUT_GPU();
   Context& context = testing::shared_context();
