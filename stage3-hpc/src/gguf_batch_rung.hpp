@@ -25,10 +25,7 @@ using GgufBatchCtasPerSm = int (*)(GgufBlockType, int);
 
 class GgufBatchRung {
  public:
-  // min_chunks_per_split: the plan's shortest split (plan_gguf_batch).
-  GgufBatchRung(GgufBatchLaunch launch, GgufBatchCtasPerSm ctas_per_sm,
-                int min_chunks_per_split = kGgufBatchMinChunksPerSplit)
-      : launch_(launch), ctas_of_(ctas_per_sm), min_chunks_per_split_(min_chunks_per_split) {}
+  GgufBatchRung(GgufBatchLaunch launch, GgufBatchCtasPerSm ctas_per_sm) : launch_(launch), ctas_of_(ctas_per_sm) {}
 
   void run(const GgufGemvArgs& args, cudaStream_t stream) {
     if (sm_count_ == 0) sm_count_ = current_device_sm_count();
@@ -36,7 +33,7 @@ class GgufBatchRung {
     auto found = ctas_per_sm_.find(instance);
     if (found == ctas_per_sm_.end())
       found = ctas_per_sm_.emplace(instance, ctas_of_(args.type, args.m)).first;
-    const GgufBatchPlan plan = plan_gguf_batch(args.m, args.n, args.k, sm_count_, found->second, min_chunks_per_split_);
+    const GgufBatchPlan plan = plan_gguf_batch(args.m, args.n, args.k, sm_count_, found->second);
     GgufBatchWorkspace workspace;
     if (plan.needs_workspace()) {
       workspace.partials =
@@ -50,7 +47,6 @@ class GgufBatchRung {
  private:
   GgufBatchLaunch launch_;
   GgufBatchCtasPerSm ctas_of_;
-  int min_chunks_per_split_;
   int sm_count_ = 0;
   std::map<std::pair<int, int>, int> ctas_per_sm_;  // (ggml type, token tiles) -> CTAs an SM
   DeviceScratch partials_;

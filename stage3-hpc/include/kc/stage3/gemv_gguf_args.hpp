@@ -372,14 +372,13 @@ struct GgufBatchPlan {
   constexpr int counters() const { return needs_workspace() ? column_blocks : 0; }
 };
 
-constexpr GgufBatchPlan plan_gguf_batch(int m, int n, int k, int sm_count, int ctas_per_sm,
-                                        int min_chunks_per_split = kGgufBatchMinChunksPerSplit) {
+constexpr GgufBatchPlan plan_gguf_batch(int m, int n, int k, int sm_count, int ctas_per_sm) {
   GgufBatchPlan plan;
   plan.token_tiles = (m + 7) / 8;
   plan.column_blocks = (n + kGgufBatchColumns - 1) / kGgufBatchColumns;
   plan.chunks = (k / kGgufBlockWeights + 3) / 4;
   int splits = sm_count * ctas_per_sm / plan.column_blocks;
-  const int longest = plan.chunks / min_chunks_per_split;
+  const int longest = plan.chunks / kGgufBatchMinChunksPerSplit;
   if (splits > longest) splits = longest;
   plan.splits = splits < 1 ? 1 : splits;
   return plan;
