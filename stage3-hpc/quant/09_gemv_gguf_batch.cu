@@ -422,16 +422,7 @@ void with_instance(GgufBlockType type, int m, Launch&& launch) {
       constexpr int kTokenTiles = decltype(tiles_constant)::value;
       launch(allowed_instance<kType, kTokenTiles, kSwapped>(), Stage<kType, kTokenTiles>::kSmemBytes);
     };
-    switch ((m + 7) / 8) {
-      case 1: with_tiles(std::integral_constant<int, 1>{}); break;
-      case 2: with_tiles(std::integral_constant<int, 2>{}); break;
-      case 3: with_tiles(std::integral_constant<int, 3>{}); break;
-      case 4: with_tiles(std::integral_constant<int, 4>{}); break;
-      case 5: with_tiles(std::integral_constant<int, 5>{}); break;
-      case 6: with_tiles(std::integral_constant<int, 6>{}); break;
-      case 7: with_tiles(std::integral_constant<int, 7>{}); break;
-      default: with_tiles(std::integral_constant<int, 8>{}); break;
-    }
+    gguf_mma::dispatch_token_tiles(m, with_tiles);
   });
 }
 
@@ -439,24 +430,7 @@ void with_instance(GgufBlockType type, int m, Launch&& launch) {
 template <bool kSwapped>
 void launch(const GgufGemvArgs& a, const GgufBatchPlan& plan, const GgufBatchWorkspace& workspace,
             cudaStream_t stream) {
-  require(a.m >= 1 && a.m <= kGgufBatchMaxRows && a.n >= 1 && a.k >= kGgufBlockWeights && a.k % kGgufBlockWeights == 0,
-          "GGUF GEMV (rung 09): M must be in [1, {}], N >= 1 and K a positive multiple of 32 (got {}x{}x{})",
-          kGgufBatchMaxRows, a.m, a.n, a.k);
-  require(a.x != nullptr && a.quants != nullptr && a.scales != nullptr && a.y != nullptr,
-          "GGUF GEMV (rung 09): x, quants, scales and y must be non-null (the layout of "
-          "repack_gguf_blocks_for_mma16, layout=3)");
-  require(reinterpret_cast<std::uintptr_t>(a.x) % 16 == 0 && reinterpret_cast<std::uintptr_t>(a.quants) % 16 == 0 &&
-              reinterpret_cast<std::uintptr_t>(a.scales) % 16 == 0,
-          "GGUF GEMV (rung 09): x, quants and scales must be 16-byte aligned (each is copied in 16-byte pieces)");
-  const GgufBatchPlan expected = plan_gguf_batch(a.m, a.n, a.k, 1, 1);
-  require(plan.token_tiles == expected.token_tiles && plan.column_blocks == expected.column_blocks &&
-              plan.chunks == expected.chunks && plan.splits >= 1 && plan.splits <= plan.chunks && plan.splits <= 65535,
-          "GGUF GEMV (rung 09): the plan ({} token tiles, {} column blocks, {} chunks, {} splits) is not one for "
-          "{}x{}x{}; make it with plan_gguf_batch",
-          plan.token_tiles, plan.column_blocks, plan.chunks, plan.splits, a.m, a.n, a.k);
-  require(!plan.needs_workspace() || (workspace.partials != nullptr && workspace.counters != nullptr),
-          "GGUF GEMV (rung 09): {} splits need a workspace of {} floats and {} zeroed counters", plan.splits,
-          plan.partial_floats(), plan.counters());
+  check_gguf_batch_args(a, plan, workspace, "rung 09", 16);
   with_instance<kSwapped>(a.type, a.m, [&](Kernel kernel, int smem_bytes) {
     const dim3 grid(static_cast<unsigned>(plan.column_blocks), static_cast<unsigned>(plan.splits));
     kernel<<<grid, gguf_batch_threads(plan.token_tiles), static_cast<std::size_t>(smem_bytes), stream>>>(a, plan,

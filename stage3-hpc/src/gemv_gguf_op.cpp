@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -239,6 +240,32 @@ std::string gemv_gguf_shape_error(const Problem& p) {
     return "layout must be 0 (the GGUF blocks as stored), 1 (repacked), 2 (the mma fragment layout) or 3 (the same "
            "with the weights as A)";
   return "";
+}
+
+void check_gguf_batch_args(const GgufGemvArgs& a, const GgufBatchPlan& plan, const GgufBatchWorkspace& workspace,
+                           const char* rung, int x_alignment) {
+  require(a.m >= 1 && a.m <= kGgufBatchMaxRows && a.n >= 1 && a.k >= kGgufBlockWeights && a.k % kGgufBlockWeights == 0,
+          "GGUF GEMV ({}): M must be in [1, {}], N >= 1 and K a positive multiple of 32 (got {}x{}x{})", rung,
+          kGgufBatchMaxRows, a.m, a.n, a.k);
+  require(a.x != nullptr && a.quants != nullptr && a.scales != nullptr && a.y != nullptr,
+          "GGUF GEMV ({}): x, quants, scales and y must be non-null (the layout of repack_gguf_blocks_for_mma16, "
+          "layout=3)",
+          rung);
+  require(reinterpret_cast<std::uintptr_t>(a.x) % static_cast<std::uintptr_t>(x_alignment) == 0 &&
+              reinterpret_cast<std::uintptr_t>(a.quants) % 16 == 0 &&
+              reinterpret_cast<std::uintptr_t>(a.scales) % 16 == 0,
+          "GGUF GEMV ({}): quants and scales must be 16-byte aligned and x {}-byte aligned (copied in 16- and "
+          "{}-byte pieces)",
+          rung, x_alignment, x_alignment);
+  const GgufBatchPlan expected = plan_gguf_batch(a.m, a.n, a.k, 1, 1);
+  require(plan.token_tiles == expected.token_tiles && plan.column_blocks == expected.column_blocks &&
+              plan.chunks == expected.chunks && plan.splits >= 1 && plan.splits <= plan.chunks && plan.splits <= 65535,
+          "GGUF GEMV ({}): the plan ({} token tiles, {} column blocks, {} chunks, {} splits) is not one for "
+          "{}x{}x{}; make it with plan_gguf_batch",
+          rung, plan.token_tiles, plan.column_blocks, plan.chunks, plan.splits, a.m, a.n, a.k);
+  require(!plan.needs_workspace() || (workspace.partials != nullptr && workspace.counters != nullptr),
+          "GGUF GEMV ({}): {} splits need a workspace of {} floats and {} zeroed counters", rung, plan.splits,
+          plan.partial_floats(), plan.counters());
 }
 
 std::string gemv_gguf_layout_error(const Problem& p, GgufLayout layout, int max_rows) {

@@ -220,6 +220,61 @@ TEST(GemvGguf, EachRungReadsOneLayoutAndRefusesTheOther) {
 
 // Rung 09's plan: 128 columns a CTA, 128 k a chunk, splits that fill the SMs' CTAs without a split
 // shorter than 8 chunks, and the workspace it needs.
+// The batch rungs' launches (09, 10) check their arguments first (check_gguf_batch_args): a bad
+// argument is a kc::Error naming the rung and the rule, before any CUDA call. No GPU needed: the
+// pointers are never read.
+TEST(GemvGguf, BatchLaunchChecksNameTheRuleTheArgumentsBreak) {
+  alignas(16) static std::uint8_t quants[64], scales[64];
+  alignas(16) static std::uint16_t x[64], y[64];
+  GgufGemvArgs good;
+  good.m = 17;
+  good.n = 40;
+  good.k = 160;
+  good.x = reinterpret_cast<const __nv_bfloat16*>(x);
+  good.quants = quants;
+  good.scales = scales;
+  good.y = reinterpret_cast<__nv_bfloat16*>(y);
+  const GgufBatchPlan plan = plan_gguf_batch(good.m, good.n, good.k, 132, 1);
+  ASSERT_FALSE(plan.needs_workspace());
+  const auto message = [&](const GgufGemvArgs& args, const GgufBatchPlan& p, const GgufBatchWorkspace& w,
+                           int x_alignment) {
+    try {
+      check_gguf_batch_args(args, p, w, "rung 10", x_alignment);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message(good, plan, {}, 16), "no error");
+  GgufGemvArgs rows = good;
+  rows.m = 65;
+  EXPECT_NE(message(rows, plan, {}, 16).find("M must be in [1, 64]"), std::string::npos);
+  GgufGemvArgs k_tail = good;
+  k_tail.k = 150;
+  EXPECT_NE(message(k_tail, plan, {}, 16).find("multiple of 32"), std::string::npos);
+  GgufGemvArgs no_y = good;
+  no_y.y = nullptr;
+  EXPECT_NE(message(no_y, plan, {}, 16).find("non-null"), std::string::npos);
+  GgufGemvArgs odd_x = good;
+  odd_x.x = reinterpret_cast<const __nv_bfloat16*>(x + 2);  // 4-byte aligned, not 16
+  EXPECT_NE(message(odd_x, plan, {}, 16).find("x 16-byte aligned"), std::string::npos) << message(odd_x, plan, {}, 16);
+  EXPECT_EQ(message(odd_x, plan, {}, 4), "no error");  // rung 10 copies x in 4-byte pairs
+  GgufGemvArgs odd_quants = good;
+  odd_quants.quants = quants + 4;
+  EXPECT_NE(message(odd_quants, plan, {}, 4).find("16-byte aligned"), std::string::npos);
+  const GgufBatchPlan other = plan_gguf_batch(good.m, good.n, 4096, 132, 1);
+  EXPECT_NE(message(good, other, {}, 16).find("make it with plan_gguf_batch"), std::string::npos);
+  const GgufGemvArgs long_k = [&] {
+    GgufGemvArgs args = good;
+    args.k = 4224;
+    return args;
+  }();
+  const GgufBatchPlan split = plan_gguf_batch(long_k.m, long_k.n, long_k.k, 132, 1);
+  ASSERT_TRUE(split.needs_workspace());
+  EXPECT_NE(message(long_k, split, {}, 16).find("zeroed counters"), std::string::npos);
+  EXPECT_NE(message(rows, plan, {}, 16).find("rung 10"), std::string::npos);
+}
+
 TEST(GemvGguf, BatchPlanSplitsKWithoutShortSplits) {
   const GgufBatchPlan square = plan_gguf_batch(64, 4096, 4096, 132, 1);
   EXPECT_EQ(square.token_tiles, 8);

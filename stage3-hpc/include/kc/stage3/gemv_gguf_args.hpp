@@ -411,8 +411,14 @@ void gemv_gguf_10_wgmma(const GgufGemvArgs& args, const GgufBatchPlan& plan, con
 void gemv_gguf_10_swapped_nibbles(const GgufGemvArgs& args, const GgufBatchPlan& plan,
                                   const GgufBatchWorkspace& workspace, cudaStream_t stream);
 int gemv_gguf_10_ctas_per_sm(GgufBlockType type, int m);
-// Whether rung 10 can run on the current GPU with this build (rung 06's rule); false without a GPU.
-bool gemv_gguf_10_runs_here();
+// Rung 10 runs where gemv_gguf_06_runs_here() (a Hopper GPU and sm_90a code).
+
+// The argument checks of a batch rung's launch (09, 10), kc::Error naming `rung`: M in [1, 64], N
+// >= 1, K a positive multiple of 32; x, quants, scales and y non-null; quants and scales 16-byte
+// aligned and x `x_alignment`-byte aligned (the rung's copy sizes); `plan` one of plan_gguf_batch's
+// for the shape, and a workspace where it splits K.
+void check_gguf_batch_args(const GgufGemvArgs& args, const GgufBatchPlan& plan, const GgufBatchWorkspace& workspace,
+                           const char* rung, int x_alignment);
 
 // The layout=3 repack on the GPU, as repack_gguf_blocks_for_mma_on_device for layout=2; buffers of
 // gguf_mma16_quant_bytes / gguf_mma16_scale_bytes.
