@@ -82,6 +82,7 @@
 #include "gemm_layout.hpp"
 #include "hgemm.hpp"
 #include "kc/common/error.hpp"
+#include "split_k_last_cta.cuh"
 
 namespace kc::stage3 {
 namespace {
@@ -184,27 +185,6 @@ __device__ __forceinline__ void mma_k_tile(std::uint32_t weight_lane, std::uint3
   }
 }
 
-// C[m][n] = alpha . sum + beta . C[m][n] for an output inside M x N; nothing outside.
-__device__ __forceinline__ void store_output(const HgemmArgs& args, int m, int n, float sum) {
-  if (m >= args.m || n >= args.n) return;
-  bf16* destination = args.c + static_cast<std::size_t>(m) * args.ldc + n;
-  float value = args.alpha * sum;
-  if (args.beta != 0.f) value += args.beta * __bfloat162float(*destination);  // BLAS: C unread when beta == 0
-  *destination = __float2bfloat16_rn(value);
-}
-
-// The four outputs of fragment (mt, nt) of this lane (see Accumulators).
-__device__ __forceinline__ void store_fragment(const HgemmArgs& args, int n0, int m0, float4 sum) {
-  store_output(args, m0, n0, sum.x);
-  store_output(args, m0 + 1, n0, sum.y);
-  store_output(args, m0, n0 + 8, sum.z);
-  store_output(args, m0 + 1, n0 + 8, sum.w);
-}
-
-__device__ __forceinline__ float4 operator+(float4 x, float4 y) {
-  return make_float4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w);
-}
-
 // kAddsFirstSplitTwice: the negative control's flaw (the last CTA adds split 0's partials twice);
 // false in the rung.
 template <int kTokenTiles, bool kAddsFirstSplitTwice>
@@ -246,59 +226,31 @@ __global__ void __launch_bounds__(kThreads, 1)
     mma_k_tile<kTokenTiles>(stage + weight_lane, stage + token_lane, acc);
   }
 
-  // Fragment (mt, nt): output columns n0 = col0 + 32 warp + 16 mt + g (and + 8), tokens
-  // m0 = 8 nt + 2t (and + 1).
+  // Fragment (mt, nt) = f = mt x T + nt: output columns n0 = col0 + 32 warp + 16 mt + g (and + 8),
+  // tokens m0 = 8 nt + 2t (and + 1).
   const int warp_n0 = col0 + warp * kColumnsPerWarp + g;
-  if (!plan.needs_workspace()) {
-#pragma unroll
-    for (int mt = 0; mt < kWeightTiles; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < kTokenTiles; ++nt)
-        store_fragment(args, warp_n0 + 16 * mt, kSmallMTokensPerTile * nt + 2 * t,
-                       make_float4(acc[mt][nt][0], acc[mt][nt][1], acc[mt][nt][2], acc[mt][nt][3]));
-    return;
-  }
-
-  // The partial tile in fragment order: float4 (warp, mt, nt, lane) at ((warp x 2 + mt) x T + nt) x
-  // 32 + lane, so a warp's store of one fragment is 512 contiguous bytes, and every thread of the
-  // last CTA reads back exactly the positions it holds itself.
-  constexpr int kTileVectors = kThreads * kWeightTiles * kTokenTiles;  // float4s per slot
-  float4* const block_slots =
-      reinterpret_cast<float4*>(workspace.partials) + static_cast<std::size_t>(blockIdx.x) * plan.splits * kTileVectors;
-  const auto slot_index = [&](int mt, int nt) { return ((warp * kWeightTiles + mt) * kTokenTiles + nt) * 32 + lane; };
+  split_k::ThreadFragments<kWeightTiles * kTokenTiles> mine;
 #pragma unroll
   for (int mt = 0; mt < kWeightTiles; ++mt)
 #pragma unroll
     for (int nt = 0; nt < kTokenTiles; ++nt)
-      __stcg(block_slots + split * kTileVectors + slot_index(mt, nt),
-             make_float4(acc[mt][nt][0], acc[mt][nt][1], acc[mt][nt][2], acc[mt][nt][3]));
-
-  // Arrive: this thread's partials are visible to the whole GPU before the CTA is counted (the
-  // fence), and every thread's are before thread 0 counts it (the barrier). The CTA that makes the
-  // count reach `splits` is the last of its column block: all other slots are written.
-  __threadfence();
-  __syncthreads();
-  bool last = false;
-  if (threadIdx.x == 0) last = atomicAdd(workspace.counters + blockIdx.x, 1u) == static_cast<unsigned>(plan.splits - 1);
-  if (!__syncthreads_or(last)) return;
-  __threadfence();  // the other CTAs' partials, seen through their count, are read after it
-  if (threadIdx.x == 0) workspace.counters[blockIdx.x] = 0;  // every CTA of the block has counted: ready for the next launch
-
+      mine.value[mt * kTokenTiles + nt] = make_float4(acc[mt][nt][0], acc[mt][nt][1], acc[mt][nt][2], acc[mt][nt][3]);
+  const auto store = [&](int f, float4 sum) {
+    split_k::store_transposed_fragment(args, warp_n0 + 16 * (f / kTokenTiles),
+                                       kSmallMTokensPerTile * (f % kTokenTiles) + 2 * t, sum);
+  };
+  if (!plan.needs_workspace()) {
 #pragma unroll
-  for (int mt = 0; mt < kWeightTiles; ++mt)
-#pragma unroll
-    for (int nt = 0; nt < kTokenTiles; ++nt) {
-      const float4 mine = make_float4(acc[mt][nt][0], acc[mt][nt][1], acc[mt][nt][2], acc[mt][nt][3]);
-      // In split order, whichever CTA this is: the same additions, the same bits, on every run.
-      float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
-      for (int s = 0; s < plan.splits; ++s) {
-        // __ldcg: from L2, where the other CTAs' stores and fences put them (not a stale L1 line).
-        const float4 partial = s == split ? mine : __ldcg(block_slots + s * kTileVectors + slot_index(mt, nt));
-        sum = sum + partial;
-        if (kAddsFirstSplitTwice && s == 0) sum = sum + partial;
-      }
-      store_fragment(args, warp_n0 + 16 * mt, kSmallMTokensPerTile * nt + 2 * t, sum);
-    }
+    for (int f = 0; f < kWeightTiles * kTokenTiles; ++f) store(f, mine.value[f]);
+    return;
+  }
+
+  // The partial tiles and the reduction by the last CTA of the column block (split_k_last_cta.cuh).
+  constexpr int kTileVectors = kThreads * kWeightTiles * kTokenTiles;  // float4s per slot
+  float4* const block_slots =
+      reinterpret_cast<float4*>(workspace.partials) + static_cast<std::size_t>(blockIdx.x) * plan.splits * kTileVectors;
+  split_k::reduce_in_last_cta<kWeightTiles * kTokenTiles, kTileVectors, kAddsFirstSplitTwice>(
+      mine, block_slots, split, plan.splits, workspace.counters + blockIdx.x, store);
 }
 
 template <int kTokenTiles, bool kAddsFirstSplitTwice>
@@ -320,23 +272,7 @@ void launch_kernel(const HgemmArgs& args, const SmallMWeightsAsAPlan& plan, cons
 template <bool kAddsFirstSplitTwice>
 void launch(const HgemmArgs& args, const SmallMWeightsAsAPlan& plan, const SmallMWeightsAsAWorkspace& workspace,
             cudaStream_t stream) {
-  require(args.m >= 1 && args.m <= kSmallMMaxM,
-          "hgemm rung 14: M = {} is outside 1..{}; this rung holds the rows of A as at most {} token tiles of "
-          "{} (mma.sync's n8), larger M belongs to the tile rungs (01-10)",
-          args.m, kSmallMMaxM, kSmallMMaxTokenTiles, kSmallMTokensPerTile);
-  require_small_m_streamed_operands(args, "hgemm rung 14");
-  const SmallMWeightsAsAPlan expected = plan_small_m_weights_as_a(args.m, args.n, args.k, 1);
-  require(plan.token_tiles == expected.token_tiles && plan.n_blocks == expected.n_blocks &&
-              plan.k_tiles == expected.k_tiles && plan.splits >= 1 && plan.splits <= plan.k_tiles &&
-              plan.splits <= 65535,
-          "hgemm rung 14: the plan ({} token tiles, {} column blocks, {} K tiles, {} splits) is not one for "
-          "{}x{}x{}; make it with plan_small_m_weights_as_a",
-          plan.token_tiles, plan.n_blocks, plan.k_tiles, plan.splits, args.m, args.n, args.k);
-  require(!plan.needs_workspace() || (workspace.partials != nullptr && workspace.counters != nullptr),
-          "hgemm rung 14: {} splits need a workspace: small_m_weights_as_a_partial_floats = {} floats and "
-          "small_m_weights_as_a_counters = {} zeroed counters",
-          plan.splits, small_m_weights_as_a_partial_floats(plan), small_m_weights_as_a_counters(plan));
-
+  require_small_m_weights_as_a_launch(args, plan, workspace, "hgemm rung 14");
   switch (plan.token_tiles) {
     case 1: launch_kernel<1, kAddsFirstSplitTwice>(args, plan, workspace, stream); break;
     case 2: launch_kernel<2, kAddsFirstSplitTwice>(args, plan, workspace, stream); break;
@@ -350,6 +286,26 @@ void launch(const HgemmArgs& args, const SmallMWeightsAsAPlan& plan, const Small
 }
 
 }  // namespace
+
+void require_small_m_weights_as_a_launch(const HgemmArgs& args, const SmallMWeightsAsAPlan& plan,
+                                         const SmallMWeightsAsAWorkspace& workspace, const char* rung) {
+  require(args.m >= 1 && args.m <= kSmallMMaxM,
+          "{}: M = {} is outside 1..{}; this rung holds the rows of A as at most {} token tiles of {} (the "
+          "MMA's n8 operand), larger M belongs to the tile rungs (01-10)",
+          rung, args.m, kSmallMMaxM, kSmallMMaxTokenTiles, kSmallMTokensPerTile);
+  require_small_m_streamed_operands(args, rung);
+  const SmallMWeightsAsAPlan expected = plan_small_m_weights_as_a(args.m, args.n, args.k, 1);
+  require(plan.token_tiles == expected.token_tiles && plan.n_blocks == expected.n_blocks &&
+              plan.k_tiles == expected.k_tiles && plan.splits >= 1 && plan.splits <= plan.k_tiles &&
+              plan.splits <= 65535,
+          "{}: the plan ({} token tiles, {} column blocks, {} K tiles, {} splits) is not one for {}x{}x{}; make it "
+          "with plan_small_m_weights_as_a",
+          rung, plan.token_tiles, plan.n_blocks, plan.k_tiles, plan.splits, args.m, args.n, args.k);
+  require(!plan.needs_workspace() || (workspace.partials != nullptr && workspace.counters != nullptr),
+          "{}: {} splits need a workspace: small_m_weights_as_a_partial_floats = {} floats and "
+          "small_m_weights_as_a_counters = {} zeroed counters",
+          rung, plan.splits, small_m_weights_as_a_partial_floats(plan), small_m_weights_as_a_counters(plan));
+}
 
 void hgemm_14_small_m_weights_as_a(const HgemmArgs& args, const SmallMWeightsAsAPlan& plan,
                                    const SmallMWeightsAsAWorkspace& workspace, cudaStream_t stream) {

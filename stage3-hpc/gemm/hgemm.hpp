@@ -126,6 +126,16 @@ void hgemm_14_small_m_weights_as_a(const HgemmArgs& args, const SmallMWeightsAsA
 void hgemm_14_small_m_weights_as_a_adds_a_split_twice(const HgemmArgs& args, const SmallMWeightsAsAPlan& plan,
                                                       const SmallMWeightsAsAWorkspace& workspace,
                                                       cudaStream_t stream);
+// The launch checks rungs 14 and 15 share (M in 1..64, dense 16-byte-aligned operands, a plan
+// from plan_small_m_weights_as_a for this shape, a workspace where the plan splits K); kc::Error
+// naming `rung` and the rule.
+void require_small_m_weights_as_a_launch(const HgemmArgs& args, const SmallMWeightsAsAPlan& plan,
+                                         const SmallMWeightsAsAWorkspace& workspace, const char* rung);
+// sm_90 only, M <= 64: rung 14's swapped product, plan and workspace on TMA and WGMMA (the weights
+// as WGMMA's A, the tokens as its B, both from shared memory; a producer warp fills the ring).
+void hgemm_15_small_m_tma_wgmma(const HgemmArgs& args, const SmallMWeightsAsAPlan& plan,
+                                const SmallMWeightsAsAWorkspace& workspace, cudaStream_t stream,
+                                HopperLaunchCache& cache);
 
 // The baseline's second kernel: C[i][j] = gelu(C[i][j] + bias[j]) in place, C row-major M x N.
 void bias_gelu_inplace(bf16* c, const bf16* bias, int m, int n, cudaStream_t stream);

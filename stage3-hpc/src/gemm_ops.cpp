@@ -142,7 +142,7 @@ std::string small_m_weights_as_a_shape_error(const Problem& problem) {
   if (s.m > kSmallMMaxM)
     return fmt::format(
         "M must be at most {} (got {}): this rung holds the rows of A as at most {} token tiles of {} "
-        "(mma.sync's n8 operand) and streams B once for all of them; larger M is the tile rungs' work",
+        "(the MMA's n8 operand) and streams B once for all of them; larger M is the tile rungs' work",
         kSmallMMaxM, s.m, kSmallMMaxTokenTiles, kSmallMTokensPerTile);
   return {};
 }

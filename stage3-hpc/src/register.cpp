@@ -134,6 +134,27 @@ KernelEntry small_m_weights_as_a_entry() {
   return entry;
 }
 
+// Rung 15: rung 14's product, plan and workspace on TMA and WGMMA (sm_90 only).
+KernelEntry small_m_tma_wgmma_entry() {
+  KernelEntry entry = ladder_entry(kHgemmOp, "15_small_m_tma_wgmma", 15,
+                                   "M <= 64: rung 14's swapped product on Hopper: B's 128 rows and A's token rows "
+                                   "by TMA from a producer warp, wgmma m64nNk16 (N = 8 token tiles) from shared "
+                                   "memory, the same split-K by the last CTA");
+  entry.constraints = "M <= 64, K % 8 == 0";
+  entry.supports = &small_m_weights_as_a_shape_error;
+  entry.refuses = small_m_refusals();
+  entry.min_compute_capability = kHopper;
+  entry.max_compute_capability = kHopper;
+  auto cache = std::make_shared<HopperLaunchCache>();
+  auto rung = std::make_shared<SmallMWeightsAsARung>(
+      [cache](const HgemmArgs& args, const SmallMWeightsAsAPlan& plan, const SmallMWeightsAsAWorkspace& workspace,
+              cudaStream_t stream) { hgemm_15_small_m_tma_wgmma(args, plan, workspace, stream, *cache); });
+  entry.launch = [rung](const Problem& problem, Operands& operands, cudaStream_t stream) {
+    rung->run(problem, operands, stream);
+  };
+  return entry;
+}
+
 // The public GEMM entry (kc/stage3/gemm.hpp) as kc-bench sees it: what stage 4 gets for a shape —
 // rung 09, 03 or 12, or cuBLAS where none of them runs it or none is at parity (the dispatch:
 // choose_gemm_path). Not a rung of the ladder: its own report (stage3-gemm-entry), timed against
@@ -343,6 +364,7 @@ void register_kernels(Registry& registry) {
   registry.add_kernel(small_m_gemv_entry());
   registry.add_kernel(gemm_entry_entry());
   registry.add_kernel(small_m_weights_as_a_entry());
+  registry.add_kernel(small_m_tma_wgmma_entry());
 }
 
 }  // namespace kc::stage3

@@ -1,5 +1,6 @@
-// small_m_weights_as_a_rung.hpp — what rung 14 (gemm/14_small_m_weights_as_a.cu) keeps between
-// launches, for its registration (src/register.cpp) and its negative control
+// small_m_weights_as_a_rung.hpp — what rungs 14 and 15 (gemm/14_small_m_weights_as_a.cu,
+// gemm/15_small_m_tma_wgmma.cu: one plan and workspace) keep between launches, for their
+// registration (src/register.cpp) and rung 14's negative control
 // (tests/negative_controls/small_m_gemm_controls.cpp), which runs a flawed instance of the same
 // kernel on the same workspace arithmetic.
 //
@@ -14,6 +15,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <utility>
 
 #include "gemm/hgemm.hpp"
 #include "kc/common/buffer.hpp"
@@ -23,13 +26,13 @@
 
 namespace kc::stage3 {
 
-// hgemm_14_small_m_weights_as_a, or its flawed twin.
-using SmallMWeightsAsALaunch = void (*)(const HgemmArgs&, const SmallMWeightsAsAPlan&,
-                                        const SmallMWeightsAsAWorkspace&, cudaStream_t);
+// hgemm_14_small_m_weights_as_a, its flawed twin, or rung 15 with its cache of tensor maps bound.
+using SmallMWeightsAsALaunch = std::function<void(const HgemmArgs&, const SmallMWeightsAsAPlan&,
+                                                  const SmallMWeightsAsAWorkspace&, cudaStream_t)>;
 
 class SmallMWeightsAsARung {
  public:
-  explicit SmallMWeightsAsARung(SmallMWeightsAsALaunch launch) : launch_(launch) {}
+  explicit SmallMWeightsAsARung(SmallMWeightsAsALaunch launch) : launch_(std::move(launch)) {}
 
   void run(const Problem& problem, Operands& operands, cudaStream_t stream) {
     if (sm_count_ == 0) sm_count_ = current_device_sm_count();

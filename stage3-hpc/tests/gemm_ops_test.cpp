@@ -51,23 +51,27 @@ TEST(Stage3Ladder, TheGemmEntryHasItsOwnReportAndRefusesNothing) {
 constexpr int kSmallMRung = 11;
 constexpr int kSmallMGemvRung = 12;
 constexpr int kWeightsAsARung = 14;  // 13 is the public entry's row (its own report)
+constexpr int kSmallMTmaWgmmaRung = 15;
 
-bool is_small_m_rung(int rung) { return rung == kSmallMRung || rung == kSmallMGemvRung || rung == kWeightsAsARung; }
+// The rungs for M <= 64 only; all but 15 (WGMMA) run from sm_80 on.
+bool is_small_m_rung(int rung) {
+  return rung == kSmallMRung || rung == kSmallMGemvRung || rung == kWeightsAsARung || rung == kSmallMTmaWgmmaRung;
+}
 
 const std::vector<std::string>& expected_refusals(int rung) {
-  if (rung == kSmallMRung || rung == kWeightsAsARung) return small_m_refusals();
+  if (rung == kSmallMRung || rung == kWeightsAsARung || rung == kSmallMTmaWgmmaRung) return small_m_refusals();
   if (rung == kSmallMGemvRung) return small_m_gemv_refusals();
   return hgemm_refusals();
 }
 
-TEST(Stage3Ladder, RegistersThirteenRungsInOrderInTheStage3GemmReport) {
+TEST(Stage3Ladder, RegistersFourteenRungsInOrderInTheStage3GemmReport) {
   const Registry registry = stage3_registry();
   const std::vector<const KernelEntry*> ladder = gemm_ladder(registry);
-  ASSERT_EQ(ladder.size(), 13u);
+  ASSERT_EQ(ladder.size(), 14u);
   for (std::size_t i = 0; i < ladder.size(); ++i) {
     const KernelEntry& k = *ladder[i];
-    // 1..12, then 14: number 13 is the public entry's row, in its own report
-    EXPECT_EQ(k.rung, i < 12 ? static_cast<int>(i) + 1 : kWeightsAsARung) << k.id;
+    // 1..12, then 14 and 15: number 13 is the public entry's row, in its own report
+    EXPECT_EQ(k.rung, i < 12 ? static_cast<int>(i) + 1 : static_cast<int>(i) + 2) << k.id;
     EXPECT_EQ(k.report_group(), "stage3-gemm") << k.id;
     EXPECT_EQ(k.dtypes, std::vector<DType>{DType::bf16}) << k.id;
     EXPECT_EQ(k.refuses, expected_refusals(k.rung)) << k.id;
@@ -76,14 +80,15 @@ TEST(Stage3Ladder, RegistersThirteenRungsInOrderInTheStage3GemmReport) {
   EXPECT_EQ(ladder[9]->id, "stage3/gemm_bias_gelu/10_fused_bias_gelu");
   EXPECT_EQ(ladder[10]->id, "stage3/hgemm/11_small_m_split_k");
   EXPECT_EQ(ladder[11]->id, "stage3/hgemm/12_small_m_gemv");
-  EXPECT_EQ(ladder.back()->id, "stage3/hgemm/14_small_m_weights_as_a");
+  EXPECT_EQ(ladder[12]->id, "stage3/hgemm/14_small_m_weights_as_a");
+  EXPECT_EQ(ladder.back()->id, "stage3/hgemm/15_small_m_tma_wgmma");
 }
 
 TEST(Stage3Ladder, HopperRungsRunOnSm90OnlyAndTheOthersFromSm80) {
   const Registry registry = stage3_registry();
   for (const KernelEntry* entry : gemm_ladder(registry)) {
     const KernelEntry& k = *entry;
-    if (k.rung <= 3 || is_small_m_rung(k.rung)) {
+    if (k.rung <= 3 || (is_small_m_rung(k.rung) && k.rung != kSmallMTmaWgmmaRung)) {
       EXPECT_EQ(k.min_compute_capability, 80) << k.id;
       EXPECT_EQ(k.max_compute_capability, 0) << k.id;
     } else {
@@ -134,17 +139,19 @@ TEST(Stage3Ladder, TheSmallMRungTakesMUpTo64AnyNAndRefusesLargerMOrKNotAMultiple
   EXPECT_NE(odd_k.find("multiple of 8"), std::string::npos) << odd_k;
 }
 
-TEST(Stage3Ladder, TheWeightsAsARungTakesMUpTo64AnyNAndRefusesLargerMOrKNotAMultipleOf8) {
+TEST(Stage3Ladder, TheWeightsAsARungsTakeMUpTo64AnyNAndRefuseLargerMOrKNotAMultipleOf8) {
   const Registry registry = stage3_registry();
-  const KernelEntry& k = registry.kernel("stage3/hgemm/14_small_m_weights_as_a");
-  EXPECT_EQ(k.constraints, "M <= 64, K % 8 == 0");
-  for (const auto& dims : {std::vector<std::int64_t>{1, 1, 8}, {9, 4093, 1032}, {64, 17, 16392}, {64, 4096, 14336}})
-    EXPECT_EQ(unsupported_reason(registry, k, gemm_problem(k.op, dims, DType::bf16), nullptr), "");
-  const std::string large_m = unsupported_reason(registry, k, gemm_problem(k.op, {65, 4096, 4096}, DType::bf16), nullptr);
-  EXPECT_NE(large_m.find("at most 64"), std::string::npos) << large_m;
-  EXPECT_NE(large_m.find("token tiles of 8"), std::string::npos) << large_m;
-  const std::string odd_k = unsupported_reason(registry, k, gemm_problem(k.op, {16, 128, 1031}, DType::bf16), nullptr);
-  EXPECT_NE(odd_k.find("multiple of 8"), std::string::npos) << odd_k;
+  for (const char* id : {"stage3/hgemm/14_small_m_weights_as_a", "stage3/hgemm/15_small_m_tma_wgmma"}) {
+    const KernelEntry& k = registry.kernel(id);
+    EXPECT_EQ(k.constraints, "M <= 64, K % 8 == 0");
+    for (const auto& dims : {std::vector<std::int64_t>{1, 1, 8}, {9, 4093, 1032}, {64, 17, 16392}, {64, 4096, 14336}})
+      EXPECT_EQ(unsupported_reason(registry, k, gemm_problem(k.op, dims, DType::bf16), nullptr), "") << id;
+    const std::string large_m = unsupported_reason(registry, k, gemm_problem(k.op, {65, 4096, 4096}, DType::bf16), nullptr);
+    EXPECT_NE(large_m.find("at most 64"), std::string::npos) << large_m;
+    EXPECT_NE(large_m.find("token tiles of 8"), std::string::npos) << large_m;
+    const std::string odd_k = unsupported_reason(registry, k, gemm_problem(k.op, {16, 128, 1031}, DType::bf16), nullptr);
+    EXPECT_NE(odd_k.find("multiple of 8"), std::string::npos) << odd_k;
+  }
 }
 
 TEST(Stage3Ladder, TheGemvRungTakesMUpTo8AnyNAndRefusesLargerMOrKNotAMultipleOf8) {

@@ -49,8 +49,8 @@ std::string hgemm_shape_error(const Problem& problem);
 std::string small_m_shape_error(const Problem& problem);
 const std::vector<std::string>& small_m_refusals();
 
-// Rung 14 (stage3/hgemm/14_small_m_weights_as_a) takes M <= 64 only, as rung 11 (its refusals are
-// small_m_refusals()); "" or the reason it refuses a shape.
+// Rungs 14 and 15 (stage3/hgemm/14_small_m_weights_as_a, 15_small_m_tma_wgmma) take M <= 64 only,
+// as rung 11 (their refusals are small_m_refusals()); "" or the reason they refuse a shape.
 std::string small_m_weights_as_a_shape_error(const Problem& problem);
 
 // Rung 12 (stage3/hgemm/12_small_m_gemv) takes M <= 8 only; "" or the reason it refuses a shape,

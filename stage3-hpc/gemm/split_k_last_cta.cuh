@@ -1,0 +1,96 @@
+// split_k_last_cta.cuh — the split-K reduction of the small-M rungs whose CTAs split K and whose
+// last CTA to finish adds the splits (hgemm rung 15; rung 14's header tells the idea), and the
+// store of the swapped product's fragments into C.
+//
+// A CTA owns a column block and a slice of K. With one split it stores its own sums. With more,
+// each thread writes its float4 fragments to the CTA's slot of the workspace in fragment order, the
+// CTA makes them visible (__threadfence) and counts itself in its column block's counter
+// (atomicAdd); the CTA whose count reaches `splits` is the last: it adds every slot in split order
+// (its own from registers, the others from L2) and stores the sums, then sets the counter back to
+// zero for the next launch. The additions are in a fixed order, so the result has the same bits
+// whichever CTA finishes last. No second kernel, no atomics on the data, no CTA waits for another.
+//
+// The slot layout: fragment f of lane l of warp w at float4 (w x kFragments + f) x 32 + l, so one
+// warp's store of one fragment is 512 contiguous bytes and every thread of the last CTA reads back
+// exactly the positions it holds itself.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "hgemm.hpp"
+
+namespace kc::stage3::split_k {
+
+// The float4 fragments a thread holds; `holds` is false in warps without any (a producer warp),
+// which still take part in the CTA's barriers.
+template <int kFragments>
+struct ThreadFragments {
+  float4 value[kFragments];
+  bool holds = true;
+};
+
+__device__ __forceinline__ float4 add(float4 x, float4 y) {
+  return make_float4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w);
+}
+
+// Every thread of the CTA calls this after its K slice. `block_slots` is the first slot of the
+// CTA's column block (splits slots of kSlotVectors float4s each), `counter` the block's arrival
+// counter (zero before the launch). store(f, sum) stores fragment f's sums; in the CTA that arrives
+// last only. kAddsFirstSplitTwice is a negative control's flaw (split 0 added twice); false in the
+// rungs.
+template <int kFragments, int kSlotVectors, bool kAddsFirstSplitTwice = false, class Store>
+__device__ __forceinline__ void reduce_in_last_cta(const ThreadFragments<kFragments>& mine, float4* block_slots,
+                                                   int split, int splits, std::uint32_t* counter, Store&& store) {
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int slot_base = warp * kFragments * 32 + lane;
+  if (mine.holds) {
+#pragma unroll
+    for (int f = 0; f < kFragments; ++f)
+      __stcg(block_slots + split * kSlotVectors + slot_base + 32 * f, mine.value[f]);
+  }
+  // Arrive: this thread's partials are visible to the whole GPU before the CTA is counted (the
+  // fence), and every thread's are before thread 0 counts it (the barrier).
+  __threadfence();
+  __syncthreads();
+  bool last = false;
+  if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == static_cast<unsigned>(splits - 1);
+  if (!__syncthreads_or(last)) return;
+  __threadfence();  // the other CTAs' partials, seen through their count, are read after it
+  if (threadIdx.x == 0) *counter = 0;  // every CTA of the block has counted: ready for the next launch
+  if (!mine.holds) return;
+#pragma unroll
+  for (int f = 0; f < kFragments; ++f) {
+    float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int s = 0; s < splits; ++s) {
+      // __ldcg: from L2, where the other CTAs' stores and fences put them (not a stale L1 line).
+      const float4 partial = s == split ? mine.value[f] : __ldcg(block_slots + s * kSlotVectors + slot_base + 32 * f);
+      sum = add(sum, partial);
+      if (kAddsFirstSplitTwice && s == 0) sum = add(sum, partial);
+    }
+    store(f, sum);
+  }
+}
+
+// C[m][n] = alpha . sum + beta . C[m][n] for an output inside M x N; nothing outside.
+__device__ __forceinline__ void store_output(const HgemmArgs& args, int m, int n, float sum) {
+  if (m >= args.m || n >= args.n) return;
+  bf16* destination = args.c + static_cast<std::size_t>(m) * args.ldc + n;
+  float value = args.alpha * sum;
+  if (args.beta != 0.f) value += args.beta * __bfloat162float(*destination);  // BLAS: C unread when beta == 0
+  *destination = __float2bfloat16_rn(value);
+}
+
+// A 16 x 8 fragment of C^T (the swapped product: rows = output columns n, columns = tokens m) in
+// mma.sync's C layout, which is also WGMMA's accumulator layout per 8-column slice: lane (g, t)
+// holds {C[m0][n0], C[m0 + 1][n0], C[m0][n0 + 8], C[m0 + 1][n0 + 8]} with n0 = first column + g and
+// m0 = first token + 2t.
+__device__ __forceinline__ void store_transposed_fragment(const HgemmArgs& args, int n0, int m0, float4 sum) {
+  store_output(args, m0, n0, sum.x);
+  store_output(args, m0 + 1, n0, sum.y);
+  store_output(args, m0, n0 + 8, sum.z);
+  store_output(args, m0 + 1, n0 + 8, sum.w);
+}
+
+}  // namespace kc::stage3::split_k
