@@ -18,15 +18,19 @@
 // and two consumer warpgroups (64 weight rows each) multiply them with wgmma m64nNk16, A and B
 // both K-major (wgmma_m64nNk16_ss_bf16). The accumulator of 8T columns per warpgroup is mma.sync's
 // C layout slice by slice, so the swapped fragments, the column blocks of 128, the 64-deep K
-// tiles, the split rule (plan_small_m_weights_as_a) and the split-K reduction by the last CTA
-// (split_k_last_cta.cuh, in split order: the same bits wherever the last CTA is) are rung 14's.
+// tiles, the workspace and the split-K reduction by the last CTA (split_k_last_cta.cuh, in split
+// order: the same bits wherever the last CTA is) are rung 14's. The plan is rung 11's split rule
+// with one CTA an SM at every M (plan_small_m_tma_wgmma): rung 14 takes two CTAs an SM from 17
+// tokens so that each scheduler has a second warp of mma.sync chains; here no warp has a chain to
+// hide, and the shared memory goes to a deeper ring instead: 8 stages, up to 197 KiB.
 //
 // Analysis (not measurements), per CTA and K tile at the H200's ~4.2 TB/s copy roof: 16 KiB of
 // weights arrive about every 0.5 us (~900 clocks at 132 SMs); the two warpgroups' 8 WGMMAs are
 // 128 x 8T x 64 multiply-adds, 256 tensor-core clocks at 64 tokens (an SM does 2048 dense bf16
 // multiply-adds a clock: 989 TFLOPS over 132 SMs at 1.83 GHz), so even at M = 64 the tensor cores
-// are busy under a third of the time and the rung should stay bound by the weight stream. In flight: kStages - 1 = 3 stages a
-// CTA wait for their bytes at any time (48 KiB of weights), with one or two CTAs an SM.
+// are busy under a third of the time and the rung should stay bound by the weight stream. In
+// flight: up to 8 stages a CTA (128 KiB of weights), against the ~22 KB an SM that Little's law
+// asks at the roof (rung 14's header).
 //
 // Expected limiter: DRAM bandwidth (B) at every M <= 64; around it the ring's fill at the start of
 // each split and the last CTA's reduction (rung 14's fixed costs). The producer waits on the
@@ -66,7 +70,7 @@ namespace {
 constexpr int kConsumerWarpgroups = kSmallMBlockN / kWarpgroupRows;  // 2: 64 weight rows each
 constexpr int kConsumerThreads = kConsumerWarpgroups * kWarpgroupThreads;
 constexpr int kThreads = kConsumerThreads + 32;
-constexpr int kStages = 4;
+constexpr int kStages = 8;  // one CTA an SM (plan_small_m_tma_wgmma): up to 197 KiB of ring at 8 token tiles
 constexpr int kTileBytesB = kSmallMBlockN * kTileRowBytes;  // 16 KiB: 128 weight rows x 64 k
 static_assert(kSmallMBlockK == kHopperBlockK, "a K tile is one 128-byte swizzled row per operand row");
 static_assert(kConsumerWarpgroups == 2, "two consumer warpgroups cover the 128-column block");

@@ -240,6 +240,18 @@ __host__ __device__ constexpr SmallMWeightsAsAPlan plan_small_m_weights_as_a(int
   return plan;
 }
 
+// Rung 15's plan (hgemm rung 15, WGMMA): rung 11's split rule with one CTA an SM at every token
+// count. Rung 14's second CTA gave each scheduler a second warp to issue mma.sync chains from; a
+// WGMMA CTA issues 8 instructions a K tile whatever M is, so it takes the shared memory for a
+// deeper ring instead (15_small_m_tma_wgmma.cu). The same tiles, token tiles and workspace as rung
+// 14 (small_m_weights_as_a_partial_floats and _counters apply).
+__host__ __device__ constexpr SmallMWeightsAsAPlan plan_small_m_tma_wgmma(int m, int n, int k, int sm_count) {
+  SmallMWeightsAsAPlan plan;
+  static_cast<SmallMSplitGrid&>(plan) = plan_small_m_split_k(m, n, k, sm_count);
+  plan.token_tiles = (m + kSmallMTokensPerTile - 1) / kSmallMTokensPerTile;
+  return plan;
+}
+
 // The workspace of rung 14: one partial tile per CTA (n_blocks x splits of them, slot
 // (block, split) at block x splits + split), and one arrival counter per column block; none with
 // one split.

@@ -60,17 +60,26 @@ __device__ __forceinline__ void reduce_in_last_cta(const ThreadFragments<kFragme
   __threadfence();  // the other CTAs' partials, seen through their count, are read after it
   if (threadIdx.x == 0) *counter = 0;  // every CTA of the block has counted: ready for the next launch
   if (!mine.holds) return;
+  // Split by split, all of a slot's fragments at once: kFragments independent L2 loads in flight
+  // for each split instead of one chain of loads a fragment (splits round trips, not
+  // kFragments x splits); every fragment still adds the splits in split order.
+  float4 sum[kFragments];
 #pragma unroll
-  for (int f = 0; f < kFragments; ++f) {
-    float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int s = 0; s < splits; ++s) {
+  for (int f = 0; f < kFragments; ++f) sum[f] = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int s = 0; s < splits; ++s) {
+    float4 partial[kFragments];
+#pragma unroll
+    for (int f = 0; f < kFragments; ++f)
       // __ldcg: from L2, where the other CTAs' stores and fences put them (not a stale L1 line).
-      const float4 partial = s == split ? mine.value[f] : __ldcg(block_slots + s * kSlotVectors + slot_base + 32 * f);
-      sum = add(sum, partial);
-      if (kAddsFirstSplitTwice && s == 0) sum = add(sum, partial);
+      partial[f] = s == split ? mine.value[f] : __ldcg(block_slots + s * kSlotVectors + slot_base + 32 * f);
+#pragma unroll
+    for (int f = 0; f < kFragments; ++f) {
+      sum[f] = add(sum[f], partial[f]);
+      if (kAddsFirstSplitTwice && s == 0) sum[f] = add(sum[f], partial[f]);
     }
-    store(f, sum);
   }
+#pragma unroll
+  for (int f = 0; f < kFragments; ++f) store(f, sum[f]);
 }
 
 // C[m][n] = alpha . sum + beta . C[m][n] for an output inside M x N; nothing outside.

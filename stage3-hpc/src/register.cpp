@@ -148,7 +148,8 @@ KernelEntry small_m_tma_wgmma_entry() {
   auto cache = std::make_shared<HopperLaunchCache>();
   auto rung = std::make_shared<SmallMWeightsAsARung>(
       [cache](const HgemmArgs& args, const SmallMWeightsAsAPlan& plan, const SmallMWeightsAsAWorkspace& workspace,
-              cudaStream_t stream) { hgemm_15_small_m_tma_wgmma(args, plan, workspace, stream, *cache); });
+              cudaStream_t stream) { hgemm_15_small_m_tma_wgmma(args, plan, workspace, stream, *cache); },
+      &plan_small_m_tma_wgmma);
   entry.launch = [rung](const Problem& problem, Operands& operands, cudaStream_t stream) {
     rung->run(problem, operands, stream);
   };

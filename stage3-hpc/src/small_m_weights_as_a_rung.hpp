@@ -30,14 +30,20 @@ namespace kc::stage3 {
 using SmallMWeightsAsALaunch = std::function<void(const HgemmArgs&, const SmallMWeightsAsAPlan&,
                                                   const SmallMWeightsAsAWorkspace&, cudaStream_t)>;
 
+// How the rung splits a shape over `sm_count` SMs: plan_small_m_weights_as_a (rung 14) or
+// plan_small_m_tma_wgmma (rung 15).
+using SmallMWeightsAsAPlanner = SmallMWeightsAsAPlan (*)(int m, int n, int k, int sm_count);
+
 class SmallMWeightsAsARung {
  public:
-  explicit SmallMWeightsAsARung(SmallMWeightsAsALaunch launch) : launch_(std::move(launch)) {}
+  explicit SmallMWeightsAsARung(SmallMWeightsAsALaunch launch,
+                                SmallMWeightsAsAPlanner planner = &plan_small_m_weights_as_a)
+      : launch_(std::move(launch)), planner_(planner) {}
 
   void run(const Problem& problem, Operands& operands, cudaStream_t stream) {
     if (sm_count_ == 0) sm_count_ = current_device_sm_count();
     const HgemmArgs args = gemm_args<bf16>(problem, operands, BLayout::n_by_k);
-    const SmallMWeightsAsAPlan plan = plan_small_m_weights_as_a(args.m, args.n, args.k, sm_count_);
+    const SmallMWeightsAsAPlan plan = planner_(args.m, args.n, args.k, sm_count_);
     SmallMWeightsAsAWorkspace workspace;
     if (plan.needs_workspace()) {
       const auto floats = static_cast<std::size_t>(small_m_weights_as_a_partial_floats(plan));
@@ -50,6 +56,7 @@ class SmallMWeightsAsARung {
 
  private:
   SmallMWeightsAsALaunch launch_;
+  SmallMWeightsAsAPlanner planner_;
   int sm_count_ = 0;
   DeviceScratch partials_;
   DeviceCounters counters_;

@@ -381,6 +381,25 @@ TEST(SmallMWeightsAsA, CountsTokenTilesOf8AndSplitsKAsRung11) {
   EXPECT_EQ(kSmallMMaxTokenTiles, 8);
 }
 
+// Rung 15 (WGMMA) keeps one CTA an SM at every M: rung 11's split of the same grid, rung 14's
+// token tiles, and so rung 14's workspace formulas.
+TEST(SmallMTmaWgmma, OneCtaAnSmAtEveryMWithRung14sTokenTiles) {
+  for (const int m : {1, 8, 9, 17, 33, 64}) {
+    for (const auto& [n, k] : std::vector<std::pair<int, int>>{{4096, 4096}, {4096, 14336}, {1024, 4096}, {28672, 4096}, {1, 8}}) {
+      const SmallMWeightsAsAPlan plan = plan_small_m_tma_wgmma(m, n, k, 132);
+      const SmallMSplitKPlan rung11 = plan_small_m_split_k(m, n, k, 132);
+      EXPECT_EQ(plan.token_tiles, plan_small_m_weights_as_a(m, n, k, 132).token_tiles) << m;
+      EXPECT_EQ(plan.n_blocks, rung11.n_blocks);
+      EXPECT_EQ(plan.k_tiles, rung11.k_tiles);
+      EXPECT_EQ(plan.splits, rung11.splits);
+      EXPECT_LE(plan.n_blocks * plan.splits, std::max(132, plan.n_blocks)) << m << "x" << n << "x" << k;
+    }
+  }
+  // 64 x 4096 x 14336: rung 14 takes two CTAs an SM (8 splits), rung 15 one (4 splits of 56 K tiles)
+  EXPECT_EQ(plan_small_m_weights_as_a(64, 4096, 14336, 132).splits, 8);
+  EXPECT_EQ(plan_small_m_tma_wgmma(64, 4096, 14336, 132).splits, 4);
+}
+
 TEST(SmallMWeightsAsA, TheWorkspaceIsOneTilePerCtaAndOneCounterPerColumnBlock) {
   // 64 x 4096 x 4096 on 132 SMs: 32 column blocks x 4 splits of 16 K tiles (two CTAs an SM would
   // leave 8 a split), each CTA 128 columns x 64 tokens
