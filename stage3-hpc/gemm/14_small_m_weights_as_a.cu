@@ -287,8 +287,7 @@ void launch(const HgemmArgs& args, const SmallMWeightsAsAPlan& plan, const Small
 
 }  // namespace
 
-void require_small_m_weights_as_a_launch(const HgemmArgs& args, const SmallMWeightsAsAPlan& plan,
-                                         const SmallMWeightsAsAWorkspace& workspace, const char* rung) {
+void require_small_m_swapped_plan(const HgemmArgs& args, const SmallMWeightsAsAPlan& plan, const char* rung) {
   require(args.m >= 1 && args.m <= kSmallMMaxM,
           "{}: M = {} is outside 1..{}; this rung holds the rows of A as at most {} token tiles of {} (the "
           "MMA's n8 operand), larger M belongs to the tile rungs (01-10)",
@@ -299,8 +298,13 @@ void require_small_m_weights_as_a_launch(const HgemmArgs& args, const SmallMWeig
               plan.k_tiles == expected.k_tiles && plan.splits >= 1 && plan.splits <= plan.k_tiles &&
               plan.splits <= 65535,
           "{}: the plan ({} token tiles, {} column blocks, {} K tiles, {} splits) is not one for {}x{}x{}; make it "
-          "with plan_small_m_weights_as_a",
+          "with plan_small_m_weights_as_a (rung 14), plan_small_m_tma_wgmma (15) or plan_small_m_cluster_split (16)",
           rung, plan.token_tiles, plan.n_blocks, plan.k_tiles, plan.splits, args.m, args.n, args.k);
+}
+
+void require_small_m_weights_as_a_launch(const HgemmArgs& args, const SmallMWeightsAsAPlan& plan,
+                                         const SmallMWeightsAsAWorkspace& workspace, const char* rung) {
+  require_small_m_swapped_plan(args, plan, rung);
   require(!plan.needs_workspace() || (workspace.partials != nullptr && workspace.counters != nullptr),
           "{}: {} splits need a workspace: small_m_weights_as_a_partial_floats = {} floats and "
           "small_m_weights_as_a_counters = {} zeroed counters",

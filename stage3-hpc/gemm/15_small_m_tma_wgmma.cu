@@ -22,14 +22,15 @@
 // order: the same bits wherever the last CTA is) are rung 14's. The plan is rung 11's split rule
 // with one CTA an SM at every M (plan_small_m_tma_wgmma): rung 14 takes two CTAs an SM from 17
 // tokens so that each scheduler has a second warp of mma.sync chains; here no warp has a chain to
-// hide, and the shared memory goes to a deeper ring instead: 8 stages, up to 197 KiB.
+// hide. The ring has 4 stages (up to 97 KiB), so that grids of more CTAs than SMs (one split,
+// N > 132 x 128) still run in one wave, two or three CTAs an SM; 8 stages measured no faster.
 //
 // Analysis (not measurements), per CTA and K tile at the H200's ~4.2 TB/s copy roof: 16 KiB of
 // weights arrive about every 0.5 us (~900 clocks at 132 SMs); the two warpgroups' 8 WGMMAs are
 // 128 x 8T x 64 multiply-adds, 256 tensor-core clocks at 64 tokens (an SM does 2048 dense bf16
 // multiply-adds a clock: 989 TFLOPS over 132 SMs at 1.83 GHz), so even at M = 64 the tensor cores
 // are busy under a third of the time and the rung should stay bound by the weight stream. In
-// flight: up to 8 stages a CTA (128 KiB of weights), against the ~22 KB an SM that Little's law
+// flight: up to 4 stages a CTA (64 KiB of weights), against the ~22 KB an SM that Little's law
 // asks at the roof (rung 14's header).
 //
 // Expected limiter: DRAM bandwidth (B) at every M <= 64; around it the ring's fill at the start of
@@ -48,117 +49,35 @@
 //
 // Run just this rung:
 //   kc-bench --filter 'stage3/hgemm/1[45]_' --shapes 1x4096x4096,16x4096x4096,64x4096x4096,64x4096x14336
-#include <cuda.h>
-
-#include "arch/sm90/mbarrier.cuh"
 #include "arch/sm90/sm90a.hpp"
-#include "arch/sm90/tma.cuh"
 #include "arch/sm90/tma_descriptor.hpp"
-#include "arch/sm90/wgmma.cuh"
-#include "arch/sm90/wgmma_narrow.cuh"
 #include "arch/util.hpp"
 #include "gemm_layout.hpp"
 #include "hgemm.hpp"
-#include "hopper_common.cuh"
 #include "kc/common/error.hpp"
-#include "pipeline.cuh"
+#include "small_m_tma_wgmma.cuh"
 #include "split_k_last_cta.cuh"
 
 namespace kc::stage3 {
 namespace {
 
-constexpr int kConsumerWarpgroups = kSmallMBlockN / kWarpgroupRows;  // 2: 64 weight rows each
-constexpr int kConsumerThreads = kConsumerWarpgroups * kWarpgroupThreads;
-constexpr int kThreads = kConsumerThreads + 32;
-constexpr int kStages = 8;  // one CTA an SM (plan_small_m_tma_wgmma): up to 197 KiB of ring at 8 token tiles
-constexpr int kTileBytesB = kSmallMBlockN * kTileRowBytes;  // 16 KiB: 128 weight rows x 64 k
-static_assert(kSmallMBlockK == kHopperBlockK, "a K tile is one 128-byte swizzled row per operand row");
-static_assert(kConsumerWarpgroups == 2, "two consumer warpgroups cover the 128-column block");
-
-// One stage: the weights' box (128 rows) first, then the tokens' (8T rows), both 1024-byte aligned
-// (the swizzle's period); the full and empty barriers of every stage after the ring.
-template <int kTokenTiles>
-struct Ring {
-  static constexpr int kTokens = kSmallMTokensPerTile * kTokenTiles;  // WGMMA's N
-  static constexpr int kTileBytesA = kTokens * kTileRowBytes;
-  static constexpr int kStageBytes = kTileBytesB + kTileBytesA;
-  static constexpr int kBarrierOffset = kStages * kStageBytes;
-  static constexpr int kSmemBytes = kSmemAlignment + kBarrierOffset + 2 * kStages * 8;
-  static_assert(kStageBytes % kSmemAlignment == 0, "every stage starts 1024-byte aligned");
-};
-
-struct SmallMTmaParams {
-  CUtensorMap weights;  // B: N x K, boxes of 128 x 64
-  CUtensorMap tokens;   // A: M x K, boxes of 8T x 64
-  HgemmArgs args;
-  SmallMWeightsAsAPlan plan;
-  SmallMWeightsAsAWorkspace workspace;
-};
+using small_m_tma::kConsumerThreads;
+using small_m_tma::kConsumerWarps;
+using small_m_tma::kThreads;
 
 template <int kTokenTiles>
-__global__ void __launch_bounds__(kThreads, 1) small_m_tma_wgmma_kernel(const __grid_constant__ SmallMTmaParams params) {
+__global__ void __launch_bounds__(kThreads, 1)
+    small_m_tma_wgmma_kernel(const __grid_constant__ small_m_tma::Params params) {
 #if KC_STAGE3_SM90A
-  using R = Ring<kTokenTiles>;
-  constexpr int kConsumerWarps = kConsumerThreads / 32;  // 8; the producer warp comes after them
-  constexpr std::uint32_t kStepBytes = kWgmmaK * 2;      // 16 k further along a swizzled row
   extern __shared__ std::uint8_t smem_raw[];
   std::uint8_t* const smem = aligned_dynamic_smem(smem_raw);
-  std::uint64_t* const full = reinterpret_cast<std::uint64_t*>(smem + R::kBarrierOffset);
-  std::uint64_t* const empty = full + kStages;
-  const auto stage_at = [&](int stage) { return smem + stage * R::kStageBytes; };
-
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int column_block = static_cast<int>(blockIdx.x), split = static_cast<int>(blockIdx.y);
   const int col0 = column_block * kSmallMBlockN;
   const int k_tile_begin = params.plan.k_tile_begin(split);
-  const int k_tiles = params.plan.k_tile_begin(split + 1) - k_tile_begin;
-
-  if (threadIdx.x == 0) {
-    for (int stage = 0; stage < kStages; ++stage) {
-      sm90::mbarrier_init(&full[stage], 1);
-      sm90::mbarrier_init(&empty[stage], kConsumerWarps);  // lane 0 of every consumer warp
-    }
-    sm90::fence_barrier_init();
-  }
-  __syncthreads();
-
   float acc[4 * kTokenTiles];
-#pragma unroll
-  for (int i = 0; i < 4 * kTokenTiles; ++i) acc[i] = 0.f;
-
-  PipelineState<kStages> state;
-  if (warp == kConsumerWarps) {
-    // The producer: one lane issues both boxes of every K tile as soon as its stage is free.
-    if (lane == 0) {
-      for (int i = 0; i < k_tiles; ++i) {
-        const int k0 = (k_tile_begin + i) * kSmallMBlockK;
-        sm90::mbarrier_wait(&empty[state.stage], state.phase ^ 1);
-        sm90::mbarrier_arrive_expect_tx(&full[state.stage], R::kStageBytes);
-        std::uint8_t* const stage = stage_at(state.stage);
-        sm90::tma_load_2d(stage, &params.weights, &full[state.stage], k0, col0);
-        sm90::tma_load_2d(stage + kTileBytesB, &params.tokens, &full[state.stage], k0, 0);
-        state.advance();
-      }
-    }
-  } else {
-    // A consumer warpgroup: its 64 weight rows of every K tile against all 8T tokens.
-    const std::uint32_t weight_rows = static_cast<std::uint32_t>(warp / 4) * kWarpgroupRows * kTileRowBytes;
-#pragma unroll 1
-    for (int i = 0; i < k_tiles; ++i) {
-      sm90::mbarrier_wait(&full[state.stage], state.phase);
-      const std::uint32_t stage = smem_u32(stage_at(state.stage));
-      sm90::wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < kSmallMBlockK / kWgmmaK; ++kk)
-        sm90::wgmma_m64nNk16_ss_bf16<R::kTokens>(acc, sm90::smem_descriptor_sw128(stage + weight_rows + kk * kStepBytes),
-                                                 sm90::smem_descriptor_sw128(stage + kTileBytesB + kk * kStepBytes), 1);
-      sm90::wgmma_commit_group();
-      sm90::wgmma_wait_group<0>();  // the stage is read: hand it back
-      if (lane == 0) sm90::mbarrier_arrive(&empty[state.stage]);
-      state.advance();
-    }
-    sm90::fence_accumulators(acc);
-  }
+  small_m_tma::multiply_k_slice<kTokenTiles>(params, smem, col0, k_tile_begin,
+                                             params.plan.k_tile_begin(split + 1) - k_tile_begin, acc);
 
   // Fragment s (the accumulator's 8-column slice s): output columns n0 = col0 + 16 warp + g (and
   // + 8; warp 4w + v is warpgroup w's rows 16v..), tokens m0 = 8s + 2t (and + 1).
@@ -188,17 +107,11 @@ __global__ void __launch_bounds__(kThreads, 1) small_m_tma_wgmma_kernel(const __
 template <int kTokenTiles>
 void launch_instance(const HgemmArgs& args, const SmallMWeightsAsAPlan& plan,
                      const SmallMWeightsAsAWorkspace& workspace, cudaStream_t stream, HopperLaunchCache& cache) {
-  using R = Ring<kTokenTiles>;
-  const void* kernel = reinterpret_cast<const void*>(&small_m_tma_wgmma_kernel<kTokenTiles>);
-  cache.prepare_kernel(kernel, R::kSmemBytes);
-  SmallMTmaParams params{};
-  params.weights = cache.tensor_map(operand_tile_map(args.b, args.n, args.k, kSmallMBlockN));
-  params.tokens = cache.tensor_map(operand_tile_map(args.a, args.m, args.k, R::kTokens));
-  params.args = args;
-  params.plan = plan;
-  params.workspace = workspace;
+  constexpr int kSmemBytes = small_m_tma::Ring<kTokenTiles>::kSmemBytes;
+  cache.prepare_kernel(reinterpret_cast<const void*>(&small_m_tma_wgmma_kernel<kTokenTiles>), kSmemBytes);
+  const small_m_tma::Params params = small_m_tma::make_params<kTokenTiles>(args, plan, workspace, cache);
   const dim3 grid(static_cast<unsigned>(plan.n_blocks), static_cast<unsigned>(plan.splits));
-  small_m_tma_wgmma_kernel<kTokenTiles><<<grid, kThreads, R::kSmemBytes, stream>>>(params);
+  small_m_tma_wgmma_kernel<kTokenTiles><<<grid, kThreads, kSmemBytes, stream>>>(params);
   KC_CHECK_LAUNCH();
 }
 
@@ -208,16 +121,9 @@ void hgemm_15_small_m_tma_wgmma(const HgemmArgs& args, const SmallMWeightsAsAPla
                                 const SmallMWeightsAsAWorkspace& workspace, cudaStream_t stream,
                                 HopperLaunchCache& cache) {
   require_small_m_weights_as_a_launch(args, plan, workspace, "hgemm rung 15");
-  switch (plan.token_tiles) {
-    case 1: launch_instance<1>(args, plan, workspace, stream, cache); break;
-    case 2: launch_instance<2>(args, plan, workspace, stream, cache); break;
-    case 3: launch_instance<3>(args, plan, workspace, stream, cache); break;
-    case 4: launch_instance<4>(args, plan, workspace, stream, cache); break;
-    case 5: launch_instance<5>(args, plan, workspace, stream, cache); break;
-    case 6: launch_instance<6>(args, plan, workspace, stream, cache); break;
-    case 7: launch_instance<7>(args, plan, workspace, stream, cache); break;
-    default: launch_instance<8>(args, plan, workspace, stream, cache); break;
-  }
+  dispatch_token_tiles(args.m, [&](auto tiles) {
+    launch_instance<decltype(tiles)::value>(args, plan, workspace, stream, cache);
+  });
 }
 
 }  // namespace kc::stage3

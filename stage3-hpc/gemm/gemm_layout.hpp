@@ -8,6 +8,8 @@
 
 #include <cuda_runtime.h>
 
+#include <type_traits>
+
 namespace kc::stage3 {
 
 // ---- 128-byte swizzle ---------------------------------------------------------------------------
@@ -242,14 +244,41 @@ __host__ __device__ constexpr SmallMWeightsAsAPlan plan_small_m_weights_as_a(int
 
 // Rung 15's plan (hgemm rung 15, WGMMA): rung 11's split rule with one CTA an SM at every token
 // count. Rung 14's second CTA gave each scheduler a second warp to issue mma.sync chains from; a
-// WGMMA CTA issues 8 instructions a K tile whatever M is, so it takes the shared memory for a
-// deeper ring instead (15_small_m_tma_wgmma.cu). The same tiles, token tiles and workspace as rung
-// 14 (small_m_weights_as_a_partial_floats and _counters apply).
+// WGMMA CTA issues 8 instructions a K tile whatever M is, and more splits only add partial tiles
+// for the last CTA to add (measured: the stage-3 README, rung 15). The same tiles, token tiles and
+// workspace as rung 14 (small_m_weights_as_a_partial_floats and _counters apply).
 __host__ __device__ constexpr SmallMWeightsAsAPlan plan_small_m_tma_wgmma(int m, int n, int k, int sm_count) {
   SmallMWeightsAsAPlan plan;
   static_cast<SmallMSplitGrid&>(plan) = plan_small_m_split_k(m, n, k, sm_count);
   plan.token_tiles = (m + kSmallMTokensPerTile - 1) / kSmallMTokensPerTile;
   return plan;
+}
+
+// Rung 16's plan (hgemm rung 16: the splits of a column block are one cluster, added through
+// distributed shared memory): rung 15's, with at most kSmallMMaxClusterSplits splits — the largest
+// cluster every sm_90 GPU runs (the portable limit).
+inline constexpr int kSmallMMaxClusterSplits = 8;
+__host__ __device__ constexpr SmallMWeightsAsAPlan plan_small_m_cluster_split(int m, int n, int k, int sm_count) {
+  SmallMWeightsAsAPlan plan = plan_small_m_tma_wgmma(m, n, k, sm_count);
+  if (plan.splits > kSmallMMaxClusterSplits) plan.splits = kSmallMMaxClusterSplits;
+  return plan;
+}
+
+// Calls launch(std::integral_constant<int, T>) with the token tiles of M rows, T = ceil(M / 8) in
+// 1..8: the small-M rungs that hold the rows of A as n8 token tiles have an instance for each
+// (hgemm 15 and 16; the GGUF GEMV's batch rungs 09 and 10). Host code.
+template <class Launch>
+void dispatch_token_tiles(int m, Launch&& launch) {
+  switch ((m + kSmallMTokensPerTile - 1) / kSmallMTokensPerTile) {
+    case 1: launch(std::integral_constant<int, 1>{}); break;
+    case 2: launch(std::integral_constant<int, 2>{}); break;
+    case 3: launch(std::integral_constant<int, 3>{}); break;
+    case 4: launch(std::integral_constant<int, 4>{}); break;
+    case 5: launch(std::integral_constant<int, 5>{}); break;
+    case 6: launch(std::integral_constant<int, 6>{}); break;
+    case 7: launch(std::integral_constant<int, 7>{}); break;
+    default: launch(std::integral_constant<int, 8>{}); break;
+  }
 }
 
 // The workspace of rung 14: one partial tile per CTA (n_blocks x splits of them, slot

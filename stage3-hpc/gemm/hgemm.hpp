@@ -126,9 +126,11 @@ void hgemm_14_small_m_weights_as_a(const HgemmArgs& args, const SmallMWeightsAsA
 void hgemm_14_small_m_weights_as_a_adds_a_split_twice(const HgemmArgs& args, const SmallMWeightsAsAPlan& plan,
                                                       const SmallMWeightsAsAWorkspace& workspace,
                                                       cudaStream_t stream);
-// The launch checks rungs 14 and 15 share (M in 1..64, dense 16-byte-aligned operands, a plan
-// from plan_small_m_weights_as_a for this shape, a workspace where the plan splits K); kc::Error
-// naming `rung` and the rule.
+// The launch checks rungs 14-16 share (M in 1..64, dense 16-byte-aligned operands, a plan of the
+// swapped product's shape for this problem: token tiles, column blocks, K tiles, 1..K tiles
+// splits); kc::Error naming `rung` and the rule.
+void require_small_m_swapped_plan(const HgemmArgs& args, const SmallMWeightsAsAPlan& plan, const char* rung);
+// The same and, where the plan splits K, a workspace (rungs 14 and 15).
 void require_small_m_weights_as_a_launch(const HgemmArgs& args, const SmallMWeightsAsAPlan& plan,
                                          const SmallMWeightsAsAWorkspace& workspace, const char* rung);
 // sm_90 only, M <= 64: rung 14's swapped product, plan and workspace on TMA and WGMMA (the weights
@@ -136,6 +138,12 @@ void require_small_m_weights_as_a_launch(const HgemmArgs& args, const SmallMWeig
 void hgemm_15_small_m_tma_wgmma(const HgemmArgs& args, const SmallMWeightsAsAPlan& plan,
                                 const SmallMWeightsAsAWorkspace& workspace, cudaStream_t stream,
                                 HopperLaunchCache& cache);
+// sm_90 only, M <= 64: rung 15's K slices with the splits of a column block launched as one
+// cluster and added through distributed shared memory, no workspace. The plan comes from
+// plan_small_m_cluster_split (at most kSmallMMaxClusterSplits splits); `workspace` is not used.
+void hgemm_16_small_m_cluster_split(const HgemmArgs& args, const SmallMWeightsAsAPlan& plan,
+                                    const SmallMWeightsAsAWorkspace& workspace, cudaStream_t stream,
+                                    HopperLaunchCache& cache);
 
 // The baseline's second kernel: C[i][j] = gelu(C[i][j] + bias[j]) in place, C row-major M x N.
 void bias_gelu_inplace(bf16* c, const bf16* bias, int m, int n, cudaStream_t stream);

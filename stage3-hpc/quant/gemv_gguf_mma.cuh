@@ -17,6 +17,7 @@
 #include <type_traits>
 
 #include "arch/sm80/mma.cuh"
+#include "gemm_layout.hpp"
 #include "kc/common/device.hpp"
 #include "kc/common/error.hpp"
 #include "kc/stage3/gemv_gguf_args.hpp"
@@ -544,21 +545,8 @@ void dispatch_block_type(GgufBlockType type, const char* rung, Launch&& launch) 
   }
 }
 
-// Calls launch(std::integral_constant<int, T>) with the token tiles of M rows, T = ceil(M / 8) in
-// 1..8: the batch rungs (09, 10) have an instance for each.
-template <class Launch>
-void dispatch_token_tiles(int m, Launch&& launch) {
-  switch ((m + 7) / 8) {
-    case 1: launch(std::integral_constant<int, 1>{}); break;
-    case 2: launch(std::integral_constant<int, 2>{}); break;
-    case 3: launch(std::integral_constant<int, 3>{}); break;
-    case 4: launch(std::integral_constant<int, 4>{}); break;
-    case 5: launch(std::integral_constant<int, 5>{}); break;
-    case 6: launch(std::integral_constant<int, 6>{}); break;
-    case 7: launch(std::integral_constant<int, 7>{}); break;
-    default: launch(std::integral_constant<int, 8>{}); break;
-  }
-}
+// The batch rungs (09, 10) have an instance for each token-tile count: gemm_layout.hpp's dispatch.
+using kc::stage3::dispatch_token_tiles;
 
 // The launch of a rung on the 8-column tiles of layout=2 (rungs 03 and 04): checks the arguments,
 // then calls launch(type, tiles_per_cta, upper_rows, tiles) with three compile-time choices — the

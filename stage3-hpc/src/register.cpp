@@ -156,6 +156,29 @@ KernelEntry small_m_tma_wgmma_entry() {
   return entry;
 }
 
+// Rung 16: rung 15 with the splits of a column block as one cluster, added in distributed shared
+// memory (sm_90 only, no workspace).
+KernelEntry small_m_cluster_split_entry() {
+  KernelEntry entry = ladder_entry(kHgemmOp, "16_small_m_cluster_split", 16,
+                                   "M <= 64: rung 15 with the splits of a column block launched as one cluster; "
+                                   "each CTA adds a share of the partial tiles from the others' shared memory "
+                                   "(ld.shared::cluster), no workspace, no atomics");
+  entry.constraints = "M <= 64, K % 8 == 0";
+  entry.supports = &small_m_weights_as_a_shape_error;
+  entry.refuses = small_m_refusals();
+  entry.min_compute_capability = kHopper;
+  entry.max_compute_capability = kHopper;
+  auto cache = std::make_shared<HopperLaunchCache>();
+  auto rung = std::make_shared<SmallMWeightsAsARung>(
+      [cache](const HgemmArgs& args, const SmallMWeightsAsAPlan& plan, const SmallMWeightsAsAWorkspace& workspace,
+              cudaStream_t stream) { hgemm_16_small_m_cluster_split(args, plan, workspace, stream, *cache); },
+      &plan_small_m_cluster_split, false);
+  entry.launch = [rung](const Problem& problem, Operands& operands, cudaStream_t stream) {
+    rung->run(problem, operands, stream);
+  };
+  return entry;
+}
+
 // The public GEMM entry (kc/stage3/gemm.hpp) as kc-bench sees it: what stage 4 gets for a shape —
 // rung 09, 03 or 12, or cuBLAS where none of them runs it or none is at parity (the dispatch:
 // choose_gemm_path). Not a rung of the ladder: its own report (stage3-gemm-entry), timed against
@@ -366,6 +389,7 @@ void register_kernels(Registry& registry) {
   registry.add_kernel(gemm_entry_entry());
   registry.add_kernel(small_m_weights_as_a_entry());
   registry.add_kernel(small_m_tma_wgmma_entry());
+  registry.add_kernel(small_m_cluster_split_entry());
 }
 
 }  // namespace kc::stage3

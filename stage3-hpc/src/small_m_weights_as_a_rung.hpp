@@ -1,5 +1,6 @@
-// small_m_weights_as_a_rung.hpp — what rungs 14 and 15 (gemm/14_small_m_weights_as_a.cu,
-// gemm/15_small_m_tma_wgmma.cu: one plan and workspace) keep between launches, for their
+// small_m_weights_as_a_rung.hpp — what rungs 14-16 (gemm/14_small_m_weights_as_a.cu,
+// gemm/15_small_m_tma_wgmma.cu, gemm/16_small_m_cluster_split.cu: one plan type, the workspace of
+// 14 and 15) keep between launches, for their
 // registration (src/register.cpp) and rung 14's negative control
 // (tests/negative_controls/small_m_gemm_controls.cpp), which runs a flawed instance of the same
 // kernel on the same workspace arithmetic.
@@ -36,16 +37,17 @@ using SmallMWeightsAsAPlanner = SmallMWeightsAsAPlan (*)(int m, int n, int k, in
 
 class SmallMWeightsAsARung {
  public:
+  // `uses_workspace`: false for rung 16, which adds its splits in distributed shared memory.
   explicit SmallMWeightsAsARung(SmallMWeightsAsALaunch launch,
-                                SmallMWeightsAsAPlanner planner = &plan_small_m_weights_as_a)
-      : launch_(std::move(launch)), planner_(planner) {}
+                                SmallMWeightsAsAPlanner planner = &plan_small_m_weights_as_a, bool uses_workspace = true)
+      : launch_(std::move(launch)), planner_(planner), uses_workspace_(uses_workspace) {}
 
   void run(const Problem& problem, Operands& operands, cudaStream_t stream) {
     if (sm_count_ == 0) sm_count_ = current_device_sm_count();
     const HgemmArgs args = gemm_args<bf16>(problem, operands, BLayout::n_by_k);
     const SmallMWeightsAsAPlan plan = planner_(args.m, args.n, args.k, sm_count_);
     SmallMWeightsAsAWorkspace workspace;
-    if (plan.needs_workspace()) {
+    if (uses_workspace_ && plan.needs_workspace()) {
       const auto floats = static_cast<std::size_t>(small_m_weights_as_a_partial_floats(plan));
       workspace.partials = reinterpret_cast<float*>(partials_.reserve(floats * sizeof(float)));
       counters_.reserve(static_cast<std::size_t>(small_m_weights_as_a_counters(plan)), stream);
@@ -57,6 +59,7 @@ class SmallMWeightsAsARung {
  private:
   SmallMWeightsAsALaunch launch_;
   SmallMWeightsAsAPlanner planner_;
+  bool uses_workspace_;
   int sm_count_ = 0;
   DeviceScratch partials_;
   DeviceCounters counters_;

@@ -400,6 +400,25 @@ TEST(SmallMTmaWgmma, OneCtaAnSmAtEveryMWithRung14sTokenTiles) {
   EXPECT_EQ(plan_small_m_tma_wgmma(64, 4096, 14336, 132).splits, 4);
 }
 
+// Rung 16 (the splits as one cluster) takes rung 15's plan with at most 8 splits, the cluster size
+// every sm_90 GPU runs.
+TEST(SmallMClusterSplit, Rung15sPlanWithAtMostEightSplits) {
+  for (const int m : {1, 17, 64}) {
+    for (const auto& [n, k] : std::vector<std::pair<int, int>>{{4096, 4096}, {2048, 2048}, {1024, 4096}, {28672, 4096}, {1, 8}}) {
+      const SmallMWeightsAsAPlan plan = plan_small_m_cluster_split(m, n, k, 132);
+      const SmallMWeightsAsAPlan rung15 = plan_small_m_tma_wgmma(m, n, k, 132);
+      EXPECT_EQ(plan.token_tiles, rung15.token_tiles);
+      EXPECT_EQ(plan.n_blocks, rung15.n_blocks);
+      EXPECT_EQ(plan.k_tiles, rung15.k_tiles);
+      EXPECT_EQ(plan.splits, std::min(rung15.splits, kSmallMMaxClusterSplits)) << m << "x" << n << "x" << k;
+    }
+  }
+  // N = 1024: 8 column blocks; rung 15 splits K 16 ways, rung 16 8 (a cluster of 8)
+  EXPECT_EQ(plan_small_m_tma_wgmma(64, 1024, 4096, 132).splits, 16);
+  EXPECT_EQ(plan_small_m_cluster_split(64, 1024, 4096, 132).splits, 8);
+  EXPECT_EQ(plan_small_m_cluster_split(64, 4096, 4096, 132).splits, 4);
+}
+
 TEST(SmallMWeightsAsA, TheWorkspaceIsOneTilePerCtaAndOneCounterPerColumnBlock) {
   // 64 x 4096 x 4096 on 132 SMs: 32 column blocks x 4 splits of 16 K tiles (two CTAs an SM would
   // leave 8 a split), each CTA 128 columns x 64 tokens

@@ -52,25 +52,28 @@ constexpr int kSmallMRung = 11;
 constexpr int kSmallMGemvRung = 12;
 constexpr int kWeightsAsARung = 14;  // 13 is the public entry's row (its own report)
 constexpr int kSmallMTmaWgmmaRung = 15;
+constexpr int kSmallMClusterSplitRung = 16;
 
-// The rungs for M <= 64 only; all but 15 (WGMMA) run from sm_80 on.
+bool is_hopper_small_m_rung(int rung) { return rung == kSmallMTmaWgmmaRung || rung == kSmallMClusterSplitRung; }
+
+// The rungs for M <= 64 only; all but 15 and 16 (WGMMA) run from sm_80 on.
 bool is_small_m_rung(int rung) {
-  return rung == kSmallMRung || rung == kSmallMGemvRung || rung == kWeightsAsARung || rung == kSmallMTmaWgmmaRung;
+  return rung == kSmallMRung || rung == kSmallMGemvRung || rung == kWeightsAsARung || is_hopper_small_m_rung(rung);
 }
 
 const std::vector<std::string>& expected_refusals(int rung) {
-  if (rung == kSmallMRung || rung == kWeightsAsARung || rung == kSmallMTmaWgmmaRung) return small_m_refusals();
+  if (rung == kSmallMRung || rung == kWeightsAsARung || is_hopper_small_m_rung(rung)) return small_m_refusals();
   if (rung == kSmallMGemvRung) return small_m_gemv_refusals();
   return hgemm_refusals();
 }
 
-TEST(Stage3Ladder, RegistersFourteenRungsInOrderInTheStage3GemmReport) {
+TEST(Stage3Ladder, RegistersFifteenRungsInOrderInTheStage3GemmReport) {
   const Registry registry = stage3_registry();
   const std::vector<const KernelEntry*> ladder = gemm_ladder(registry);
-  ASSERT_EQ(ladder.size(), 14u);
+  ASSERT_EQ(ladder.size(), 15u);
   for (std::size_t i = 0; i < ladder.size(); ++i) {
     const KernelEntry& k = *ladder[i];
-    // 1..12, then 14 and 15: number 13 is the public entry's row, in its own report
+    // 1..12, then 14, 15 and 16: number 13 is the public entry's row, in its own report
     EXPECT_EQ(k.rung, i < 12 ? static_cast<int>(i) + 1 : static_cast<int>(i) + 2) << k.id;
     EXPECT_EQ(k.report_group(), "stage3-gemm") << k.id;
     EXPECT_EQ(k.dtypes, std::vector<DType>{DType::bf16}) << k.id;
@@ -81,14 +84,15 @@ TEST(Stage3Ladder, RegistersFourteenRungsInOrderInTheStage3GemmReport) {
   EXPECT_EQ(ladder[10]->id, "stage3/hgemm/11_small_m_split_k");
   EXPECT_EQ(ladder[11]->id, "stage3/hgemm/12_small_m_gemv");
   EXPECT_EQ(ladder[12]->id, "stage3/hgemm/14_small_m_weights_as_a");
-  EXPECT_EQ(ladder.back()->id, "stage3/hgemm/15_small_m_tma_wgmma");
+  EXPECT_EQ(ladder[13]->id, "stage3/hgemm/15_small_m_tma_wgmma");
+  EXPECT_EQ(ladder.back()->id, "stage3/hgemm/16_small_m_cluster_split");
 }
 
 TEST(Stage3Ladder, HopperRungsRunOnSm90OnlyAndTheOthersFromSm80) {
   const Registry registry = stage3_registry();
   for (const KernelEntry* entry : gemm_ladder(registry)) {
     const KernelEntry& k = *entry;
-    if (k.rung <= 3 || (is_small_m_rung(k.rung) && k.rung != kSmallMTmaWgmmaRung)) {
+    if (k.rung <= 3 || (is_small_m_rung(k.rung) && !is_hopper_small_m_rung(k.rung))) {
       EXPECT_EQ(k.min_compute_capability, 80) << k.id;
       EXPECT_EQ(k.max_compute_capability, 0) << k.id;
     } else {
@@ -141,7 +145,8 @@ TEST(Stage3Ladder, TheSmallMRungTakesMUpTo64AnyNAndRefusesLargerMOrKNotAMultiple
 
 TEST(Stage3Ladder, TheWeightsAsARungsTakeMUpTo64AnyNAndRefuseLargerMOrKNotAMultipleOf8) {
   const Registry registry = stage3_registry();
-  for (const char* id : {"stage3/hgemm/14_small_m_weights_as_a", "stage3/hgemm/15_small_m_tma_wgmma"}) {
+  for (const char* id : {"stage3/hgemm/14_small_m_weights_as_a", "stage3/hgemm/15_small_m_tma_wgmma",
+                         "stage3/hgemm/16_small_m_cluster_split"}) {
     const KernelEntry& k = registry.kernel(id);
     EXPECT_EQ(k.constraints, "M <= 64, K % 8 == 0");
     for (const auto& dims : {std::vector<std::int64_t>{1, 1, 8}, {9, 4093, 1032}, {64, 17, 16392}, {64, 4096, 14336}})

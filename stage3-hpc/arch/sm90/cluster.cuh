@@ -1,8 +1,10 @@
 // arch/sm90/cluster.cuh — thread-block clusters (sm_90): CTAs launched together on neighbouring
 // SMs of one GPC, which can read, write and arrive on each other's shared memory (rung 08). Here:
-// a CTA's rank in its cluster, the cluster's index and count in the grid, and the cluster-wide
-// barrier. Multicast loads are in arch/sm90/tma.cuh, remote arrivals in arch/sm90/mbarrier.cuh.
+// a CTA's rank in its cluster, the cluster's index and count in the grid, the cluster-wide
+// barrier, and a 16-byte load from another CTA's shared memory (hgemm rung 16). Multicast loads are in arch/sm90/tma.cuh, remote arrivals in arch/sm90/mbarrier.cuh.
 #pragma once
+
+#include <cuda_runtime.h>
 
 #include <cstdint>
 
@@ -31,6 +33,24 @@ __device__ __forceinline__ std::uint32_t cluster_count_x() {
 // Every thread of every CTA in the cluster arrives and waits (release/acquire at cluster scope).
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+
+// The 16 bytes at shared-memory address `local` (this CTA's address of the variable) in the shared
+// memory of CTA `rank` of the cluster (distributed shared memory: mapa translates the address into
+// the cluster window, ld.shared::cluster reads it). The other CTA must still be running: a
+// cluster_sync after the last such read keeps it from exiting.
+__device__ __forceinline__ float4 ld_shared_cluster_f32x4(std::uint32_t local, std::uint32_t rank) {
+  float4 v;
+  asm volatile(
+      "{\n"
+      ".reg .b32 remote;\n"
+      "mapa.shared::cluster.u32 remote, %4, %5;\n"
+      "ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [remote];\n"
+      "}\n"
+      : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+      : "r"(local), "r"(rank)
+      : "memory");
+  return v;
 }
 
 #endif  // KC_STAGE3_SM90A
