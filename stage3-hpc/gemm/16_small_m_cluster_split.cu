@@ -41,9 +41,9 @@
 // SASS to look for (cuobjdump -sass -arch sm_90a <build>/stage3-hpc/CMakeFiles/kc_stage3.dir/
 // gemm/16_small_m_cluster_split.cu.o): in small_m_cluster_split_kernel<T> rung 15's K loop
 // (UTMALDG, 4 HGMMA between WARPGROUP.ARRIVE and WARPGROUP.DEPBAR), then UCGABAR_ARV / UCGABAR_WAIT
-// (the cluster barriers) around LD.E.128 through a mapa'd shared::cluster address (LD with a
-// 64-bit generic address or LDS-like access to the window), no ATOMG, no MEMBAR.SC.GPU, no
-// STG.E.128 of partials; no LDL/STL.
+// (the cluster barriers) around LD.E.128 (the other CTAs' shared memory through the cluster
+// window), no ATOMG, no STG.E.128 of partials; no LDL/STL. The <T, true> instances are the
+// negative control nc_cluster_split_reads_rank_0_twice.
 //
 // Refuses: as rung 15 (M > 64, K % 8 != 0, padded leading dimensions); runs on sm_90 only.
 //
@@ -70,7 +70,9 @@ using small_m_tma::kConsumerThreads;
 using small_m_tma::kConsumerWarps;
 using small_m_tma::kThreads;
 
-template <int kTokenTiles>
+// kReadsRankZeroForTheLast: the negative control's flaw (the last rank's partial tile replaced by
+// rank 0's in the additions); false in the rung.
+template <int kTokenTiles, bool kReadsRankZeroForTheLast>
 __global__ void __launch_bounds__(kThreads, 1)
     small_m_cluster_split_kernel(const __grid_constant__ small_m_tma::Params params) {
 #if KC_STAGE3_SM90A
@@ -121,7 +123,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     float4 values[kSmallMMaxClusterSplits];
 #pragma unroll
     for (int rank = 0; rank < kSmallMMaxClusterSplits; ++rank)
-      if (rank < splits) values[rank] = sm90::ld_shared_cluster_f32x4(address, static_cast<std::uint32_t>(rank));
+      if (rank < splits) {
+        const int source = kReadsRankZeroForTheLast && rank == splits - 1 ? 0 : rank;
+        values[rank] = sm90::ld_shared_cluster_f32x4(address, static_cast<std::uint32_t>(source));
+      }
     float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
     for (int rank = 0; rank < kSmallMMaxClusterSplits; ++rank)
@@ -132,13 +137,14 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-template <int kTokenTiles>
+template <int kTokenTiles, bool kReadsRankZeroForTheLast>
 void launch_instance(const HgemmArgs& args, const SmallMWeightsAsAPlan& plan, cudaStream_t stream,
                      HopperLaunchCache& cache) {
+  constexpr auto kernel = &small_m_cluster_split_kernel<kTokenTiles, kReadsRankZeroForTheLast>;
   constexpr int kSmemBytes = small_m_tma::Ring<kTokenTiles>::kSmemBytes;
   static_assert(kConsumerThreads * kTokenTiles * 16 <= small_m_tma::Ring<kTokenTiles>::kBarrierOffset,
                 "the partial tile fits where the ring was");
-  cache.prepare_kernel(reinterpret_cast<const void*>(&small_m_cluster_split_kernel<kTokenTiles>), kSmemBytes);
+  cache.prepare_kernel(reinterpret_cast<const void*>(kernel), kSmemBytes);
   const small_m_tma::Params params = small_m_tma::make_params<kTokenTiles>(args, plan, {}, cache);
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(static_cast<unsigned>(plan.n_blocks), static_cast<unsigned>(plan.splits), 1);
@@ -152,7 +158,19 @@ void launch_instance(const HgemmArgs& args, const SmallMWeightsAsAPlan& plan, cu
   cluster.val.clusterDim.z = 1;
   config.attrs = &cluster;
   config.numAttrs = 1;
-  KC_CUDA_CHECK(cudaLaunchKernelEx(&config, small_m_cluster_split_kernel<kTokenTiles>, params));
+  KC_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, params));
+}
+
+template <bool kReadsRankZeroForTheLast>
+void launch(const HgemmArgs& args, const SmallMWeightsAsAPlan& plan, cudaStream_t stream, HopperLaunchCache& cache) {
+  require_small_m_swapped_plan(args, plan, "hgemm rung 16");
+  require(plan.splits <= kSmallMMaxClusterSplits,
+          "hgemm rung 16: {} splits, but a cluster holds the splits of a column block and at most {} CTAs "
+          "(make the plan with plan_small_m_cluster_split)",
+          plan.splits, kSmallMMaxClusterSplits);
+  dispatch_token_tiles(args.m, [&](auto tiles) {
+    launch_instance<decltype(tiles)::value, kReadsRankZeroForTheLast>(args, plan, stream, cache);
+  });
 }
 
 }  // namespace
@@ -160,12 +178,13 @@ void launch_instance(const HgemmArgs& args, const SmallMWeightsAsAPlan& plan, cu
 void hgemm_16_small_m_cluster_split(const HgemmArgs& args, const SmallMWeightsAsAPlan& plan,
                                     const SmallMWeightsAsAWorkspace& /*workspace*/, cudaStream_t stream,
                                     HopperLaunchCache& cache) {
-  require_small_m_swapped_plan(args, plan, "hgemm rung 16");
-  require(plan.splits <= kSmallMMaxClusterSplits,
-          "hgemm rung 16: {} splits, but a cluster holds the splits of a column block and at most {} CTAs "
-          "(make the plan with plan_small_m_cluster_split)",
-          plan.splits, kSmallMMaxClusterSplits);
-  dispatch_token_tiles(args.m, [&](auto tiles) { launch_instance<decltype(tiles)::value>(args, plan, stream, cache); });
+  launch<false>(args, plan, stream, cache);
+}
+
+void hgemm_16_small_m_cluster_split_reads_rank_0_twice(const HgemmArgs& args, const SmallMWeightsAsAPlan& plan,
+                                                       const SmallMWeightsAsAWorkspace& /*workspace*/,
+                                                       cudaStream_t stream, HopperLaunchCache& cache) {
+  launch<true>(args, plan, stream, cache);
 }
 
 }  // namespace kc::stage3

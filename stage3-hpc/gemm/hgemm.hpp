@@ -144,6 +144,11 @@ void hgemm_15_small_m_tma_wgmma(const HgemmArgs& args, const SmallMWeightsAsAPla
 void hgemm_16_small_m_cluster_split(const HgemmArgs& args, const SmallMWeightsAsAPlan& plan,
                                     const SmallMWeightsAsAWorkspace& workspace, cudaStream_t stream,
                                     HopperLaunchCache& cache);
+// The same kernel with one flaw, for the negative control stage3/hgemm/nc_cluster_split_reads_rank_0_twice
+// (tests/negative_controls): the additions read rank 0's partial tile in place of the last rank's.
+void hgemm_16_small_m_cluster_split_reads_rank_0_twice(const HgemmArgs& args, const SmallMWeightsAsAPlan& plan,
+                                                       const SmallMWeightsAsAWorkspace& workspace,
+                                                       cudaStream_t stream, HopperLaunchCache& cache);
 
 // The baseline's second kernel: C[i][j] = gelu(C[i][j] + bias[j]) in place, C row-major M x N.
 void bias_gelu_inplace(bf16* c, const bf16* bias, int m, int n, cudaStream_t stream);

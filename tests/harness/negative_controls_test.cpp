@@ -171,6 +171,24 @@ TEST(NegativeControlsSmallM, AddingASplitTwiceFailsWhereTheRungPasses) {
   EXPECT_TRUE(one_split.passed()) << "one split, nothing to reduce: " << one_split.detail;
 }
 
+// Rung 16 adds the splits of a column block inside a cluster: reading rank 0's partial tile in place
+// of the last rank's fails where K is split (4 splits at 1x4096x4096 and 64x4096x4096), passes where
+// it is not (1x28672x4096: 224 column blocks, one split). Hopper only: elsewhere both are refused.
+TEST(NegativeControlsSmallM, ReadingRankZeroTwiceInTheClusterFailsWhereRung16Passes) {
+  KC_SKIP_WITHOUT_GPU();
+  for (const char* shape : {"1x4096x4096", "64x4096x4096"}) {
+    const CheckOutcome rung = check_small_m("16_small_m_cluster_split", shape);
+    if (rung.status == CheckOutcome::Status::unsupported) GTEST_SKIP() << rung.detail;
+    EXPECT_TRUE(rung.passed()) << shape << ": " << rung.detail;
+    const CheckOutcome o = check_small_m("nc_cluster_split_reads_rank_0_twice", shape);
+    EXPECT_EQ(o.status, CheckOutcome::Status::failed) << shape << ": " << o.detail;
+    std::printf("rung 16 at %s: %s\nnc_cluster_split_reads_rank_0_twice at %s: %s\n", shape, rung.detail.c_str(),
+                shape, o.detail.c_str());
+  }
+  const CheckOutcome one_split = check_small_m("nc_cluster_split_reads_rank_0_twice", "1x28672x4096");
+  EXPECT_TRUE(one_split.passed()) << "one split, nothing to reduce: " << one_split.detail;
+}
+
 // Attention: each flaw of the naive attention controls fails the check on the problems where it
 // shows, in both dtypes; the off-by-one mask hides when the problem has no mask, which shows the
 // rest of that kernel is right.

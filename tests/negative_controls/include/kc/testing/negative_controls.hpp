@@ -46,8 +46,10 @@ void register_fp8_gemm_controls(Registry& registry);
 std::vector<NegativeControl> int8_gemm_controls();
 void register_int8_gemm_controls(Registry& registry);
 
-// The small-M GEMM's control (small_m_gemm_controls.cpp), part of the two above: rung 14's kernel
-// whose last CTA adds one split's partial sums twice (stage3/hgemm/nc_split_k_partials_added_twice).
+// The small-M GEMM's controls (small_m_gemm_controls.cpp), part of the two above: rung 14's kernel
+// whose last CTA adds one split's partial sums twice (stage3/hgemm/nc_split_k_partials_added_twice),
+// and rung 16's (Hopper) whose cluster adds rank 0's partial tile in place of the last rank's
+// (stage3/hgemm/nc_cluster_split_reads_rank_0_twice).
 std::vector<NegativeControl> small_m_gemm_controls();
 void register_small_m_gemm_controls(Registry& registry);
 
