@@ -134,12 +134,13 @@ KernelEntry small_m_weights_as_a_entry() {
   return entry;
 }
 
-// Rung 15: rung 14's product, plan and workspace on TMA and WGMMA (sm_90 only).
-KernelEntry small_m_tma_wgmma_entry() {
-  KernelEntry entry = ladder_entry(kHgemmOp, "15_small_m_tma_wgmma", 15,
-                                   "M <= 64: rung 14's swapped product on Hopper: B's 128 rows and A's token rows "
-                                   "by TMA from a producer warp, wgmma m64nNk16 (N = 8 token tiles) from shared "
-                                   "memory, the same split-K by the last CTA");
+// The Hopper small-M rungs (15, 16): rung 14's shapes and refusals, sm_90 only, each with its cache
+// of tensor maps, its plan and (rung 15) rung 14's workspace.
+using SmallMHopperLaunch = void (*)(const HgemmArgs&, const SmallMWeightsAsAPlan&, const SmallMWeightsAsAWorkspace&,
+                                    cudaStream_t, HopperLaunchCache&);
+KernelEntry small_m_hopper_entry(const std::string& name, int rung_number, std::string idea, SmallMHopperLaunch launch,
+                                 SmallMWeightsAsAPlanner planner, bool uses_workspace) {
+  KernelEntry entry = ladder_entry(kHgemmOp, name, rung_number, std::move(idea));
   entry.constraints = "M <= 64, K % 8 == 0";
   entry.supports = &small_m_weights_as_a_shape_error;
   entry.refuses = small_m_refusals();
@@ -147,36 +148,32 @@ KernelEntry small_m_tma_wgmma_entry() {
   entry.max_compute_capability = kHopper;
   auto cache = std::make_shared<HopperLaunchCache>();
   auto rung = std::make_shared<SmallMWeightsAsARung>(
-      [cache](const HgemmArgs& args, const SmallMWeightsAsAPlan& plan, const SmallMWeightsAsAWorkspace& workspace,
-              cudaStream_t stream) { hgemm_15_small_m_tma_wgmma(args, plan, workspace, stream, *cache); },
-      &plan_small_m_tma_wgmma);
+      [cache, launch](const HgemmArgs& args, const SmallMWeightsAsAPlan& plan, const SmallMWeightsAsAWorkspace& workspace,
+                      cudaStream_t stream) { launch(args, plan, workspace, stream, *cache); },
+      planner, uses_workspace);
   entry.launch = [rung](const Problem& problem, Operands& operands, cudaStream_t stream) {
     rung->run(problem, operands, stream);
   };
   return entry;
 }
 
+// Rung 15: rung 14's product, plan and workspace on TMA and WGMMA.
+KernelEntry small_m_tma_wgmma_entry() {
+  return small_m_hopper_entry("15_small_m_tma_wgmma", 15,
+                              "M <= 64: rung 14's swapped product on Hopper: B's 128 rows and A's token rows by TMA "
+                              "from a producer warp, wgmma m64nNk16 (N = 8 token tiles) from shared memory, the same "
+                              "split-K by the last CTA",
+                              &hgemm_15_small_m_tma_wgmma, &plan_small_m_tma_wgmma, true);
+}
+
 // Rung 16: rung 15 with the splits of a column block as one cluster, added in distributed shared
-// memory (sm_90 only, no workspace).
+// memory (no workspace).
 KernelEntry small_m_cluster_split_entry() {
-  KernelEntry entry = ladder_entry(kHgemmOp, "16_small_m_cluster_split", 16,
-                                   "M <= 64: rung 15 with the splits of a column block launched as one cluster; "
-                                   "each CTA adds a share of the partial tiles from the others' shared memory "
-                                   "(ld.shared::cluster), no workspace, no atomics");
-  entry.constraints = "M <= 64, K % 8 == 0";
-  entry.supports = &small_m_weights_as_a_shape_error;
-  entry.refuses = small_m_refusals();
-  entry.min_compute_capability = kHopper;
-  entry.max_compute_capability = kHopper;
-  auto cache = std::make_shared<HopperLaunchCache>();
-  auto rung = std::make_shared<SmallMWeightsAsARung>(
-      [cache](const HgemmArgs& args, const SmallMWeightsAsAPlan& plan, const SmallMWeightsAsAWorkspace& workspace,
-              cudaStream_t stream) { hgemm_16_small_m_cluster_split(args, plan, workspace, stream, *cache); },
-      &plan_small_m_cluster_split, false);
-  entry.launch = [rung](const Problem& problem, Operands& operands, cudaStream_t stream) {
-    rung->run(problem, operands, stream);
-  };
-  return entry;
+  return small_m_hopper_entry("16_small_m_cluster_split", 16,
+                              "M <= 64: rung 15 with the splits of a column block launched as one cluster; each CTA "
+                              "adds a share of the partial tiles from the others' shared memory (ld.shared::cluster), "
+                              "no workspace, no atomics",
+                              &hgemm_16_small_m_cluster_split, &plan_small_m_cluster_split, false);
 }
 
 // The public GEMM entry (kc/stage3/gemm.hpp) as kc-bench sees it: what stage 4 gets for a shape —

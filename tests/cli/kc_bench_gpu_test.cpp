@@ -88,10 +88,11 @@ TEST(KcBenchGpu, NegativeControlsAreReportedFailedAndNeverTimed) {
         "--max-samples 5 --allow-dirty --markdown " + fp8_dir.string());
     EXPECT_EQ(fp8.exit_code, 1) << "a failed kernel must fail the run\n" << fp8.output;
   }
-  // The small-M control (rung 14's last CTA adding one split twice) where K is split: M <= 64 and
-  // a K long enough for four splits of the 32 column blocks of N = 4096.
+  // The small-M controls (rung 14's last CTA adding one split twice; rung 16's cluster adding rank
+  // 0's tile twice, Hopper) where K is split: M <= 64 and a K long enough for four splits of the 32
+  // column blocks of N = 4096.
   const ProgramRun small_m = run_kc_bench(
-      "--include-negative-controls --filter 'hgemm/nc_split_k_partials' --shapes 64x4096x4096 "
+      "--include-negative-controls --filter 'hgemm/nc_(split_k_partials|cluster_split)' --shapes 64x4096x4096 "
       "--max-samples 5 --allow-dirty --markdown " + small_m_dir.string());
   EXPECT_EQ(small_m.exit_code, 1) << "a failed kernel must fail the run\n" << small_m.output;
   // The INT8 GEMM controls (Hopper only) at K = 8192: the dropped last K step and the swapped scales.
@@ -120,9 +121,10 @@ TEST(KcBenchGpu, NegativeControlsAreReportedFailedAndNeverTimed) {
     const bool is_grouped = control.id.find("/grouped_gemm/") != std::string::npos;
     const bool is_fp8 = control.id.find("/fp8_gemm/") != std::string::npos;
     const bool is_int8 = control.id.find("/int8_gemm") != std::string::npos;
-    const bool is_small_m = control.id.find("/nc_split_k_partials") != std::string::npos;
+    const bool is_cluster_split = control.id.find("/nc_cluster_split") != std::string::npos;  // rung 16: Hopper
+    const bool is_small_m = control.id.find("/nc_split_k_partials") != std::string::npos || is_cluster_split;
     const bool is_quantize = control.id.find("/quantize_gguf/") != std::string::npos;
-    if ((is_fp8 || is_int8) && !hopper) continue;  // FP8 and INT8 WGMMA: compute capability 9.0 only
+    if ((is_fp8 || is_int8 || is_cluster_split) && !hopper) continue;  // WGMMA: compute capability 9.0 only
     const std::string& text = is_fp8 ? fp8_json
                               : is_int8 ? int8_json
                               : is_small_m ? small_m_json
