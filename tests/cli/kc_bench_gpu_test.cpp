@@ -47,13 +47,17 @@ TEST(KcBenchGpu, NegativeControlsAreReportedFailedAndNeverTimed) {
   const auto dir = std::filesystem::temp_directory_path() / "kc_bench_negative";
   const auto attention_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_attention";
   const auto decode_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_decode";
+  const auto rope_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_decode_rope";
   const auto grouped_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_grouped";
   const auto fp8_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_fp8";
+  const auto fp8_tensor_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_fp8_tensor";
   const auto int8_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_int8";
   const auto small_m_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_small_m";
   const auto quantize_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_quantize";
   std::filesystem::remove_all(quantize_dir);
   std::filesystem::remove_all(fp8_dir);
+  std::filesystem::remove_all(fp8_tensor_dir);
+  std::filesystem::remove_all(rope_dir);
   std::filesystem::remove_all(int8_dir);
   std::filesystem::remove_all(small_m_dir);
   std::filesystem::remove_all(dir);
@@ -73,6 +77,12 @@ TEST(KcBenchGpu, NegativeControlsAreReportedFailedAndNeverTimed) {
       "--include-negative-controls --filter 'attention_decode_paged/nc_' --shapes 7x32x8x4x257x128 "
       "--param lengths=1 --max-samples 5 --allow-dirty --markdown " + decode_dir.string());
   EXPECT_EQ(decode.exit_code, 1) << "a failed kernel must fail the run\n" << decode.output;
+  // The controls of the decode op with RoPE and the cache write (rungs 06-08) on a ragged batch with
+  // four new tokens a sequence, as their GPU tests (negative_controls_test.cpp) run them.
+  const ProgramRun rope = run_kc_bench(
+      "--include-negative-controls --filter 'attention_decode_paged_rope/nc_' --shapes 7x32x8x4x300x128 "
+      "--param lengths=1 --max-samples 5 --allow-dirty --markdown " + rope_dir.string());
+  EXPECT_EQ(rope.exit_code, 1) << "a failed kernel must fail the run\n" << rope.output;
   // The grouped GEMM controls on six experts with 5, 1, 126, 2, 0 and 16 rows (an empty expert
   // between two with rows: every routing flaw shows).
   const ProgramRun grouped = run_kc_bench(
@@ -87,6 +97,11 @@ TEST(KcBenchGpu, NegativeControlsAreReportedFailedAndNeverTimed) {
         "--include-negative-controls --filter 'fp8_gemm/nc_' --shapes 256x256x8192 --param scaling=1 "
         "--max-samples 5 --allow-dirty --markdown " + fp8_dir.string());
     EXPECT_EQ(fp8.exit_code, 1) << "a failed kernel must fail the run\n" << fp8.output;
+    // The one control of the per-tensor mode (the promotion window not restarted), scaling=0.
+    const ProgramRun fp8_tensor = run_kc_bench(
+        "--include-negative-controls --filter 'fp8_gemm/nc_promotion_window' --shapes 256x256x8192 --param scaling=0 "
+        "--max-samples 5 --allow-dirty --markdown " + fp8_tensor_dir.string());
+    EXPECT_EQ(fp8_tensor.exit_code, 1) << "a failed kernel must fail the run\n" << fp8_tensor.output;
   }
   // The small-M controls (rung 14's last CTA adding one split twice; rung 16's cluster adding rank
   // 0's tile twice, Hopper) where K is split: M <= 64 and a K long enough for four splits of the 32
@@ -108,6 +123,8 @@ TEST(KcBenchGpu, NegativeControlsAreReportedFailedAndNeverTimed) {
       "--max-samples 5 --allow-dirty --markdown " + quantize_dir.string());
   EXPECT_EQ(quantize.exit_code, 1) << "a failed kernel must fail the run\n" << quantize.output;
   const std::string fp8_json = hopper ? read_file(fp8_dir / "negative-controls.json") : std::string();
+  const std::string fp8_tensor_json = hopper ? read_file(fp8_tensor_dir / "negative-controls.json") : std::string();
+  const std::string rope_json = read_file(rope_dir / "negative-controls.json");
   const std::string int8_json = hopper ? read_file(int8_dir / "negative-controls.json") : std::string();
   const std::string small_m_json = read_file(small_m_dir / "negative-controls.json");
   const std::string quantize_json = read_file(quantize_dir / "negative-controls.json");
@@ -118,6 +135,8 @@ TEST(KcBenchGpu, NegativeControlsAreReportedFailedAndNeverTimed) {
   for (const auto& control : kc::testing::negative_controls()) {
     const bool is_attention = control.id.find("/attention_fwd/") != std::string::npos;
     const bool is_decode = control.id.find("/attention_decode_paged/") != std::string::npos;
+    const bool is_rope = control.id.find("/attention_decode_paged_rope/") != std::string::npos;
+    const bool is_fp8_tensor = control.id.find("/fp8_gemm/nc_promotion_window") != std::string::npos;
     const bool is_grouped = control.id.find("/grouped_gemm/") != std::string::npos;
     const bool is_fp8 = control.id.find("/fp8_gemm/") != std::string::npos;
     const bool is_int8 = control.id.find("/int8_gemm") != std::string::npos;
@@ -125,7 +144,9 @@ TEST(KcBenchGpu, NegativeControlsAreReportedFailedAndNeverTimed) {
     const bool is_small_m = control.id.find("/nc_split_k_partials") != std::string::npos || is_cluster_split;
     const bool is_quantize = control.id.find("/quantize_gguf/") != std::string::npos;
     if ((is_fp8 || is_int8 || is_cluster_split) && !hopper) continue;  // WGMMA: compute capability 9.0 only
-    const std::string& text = is_fp8 ? fp8_json
+    const std::string& text = is_fp8_tensor ? fp8_tensor_json
+                              : is_fp8 ? fp8_json
+                              : is_rope ? rope_json
                               : is_int8 ? int8_json
                               : is_small_m ? small_m_json
                               : is_quantize ? quantize_json
@@ -134,7 +155,10 @@ TEST(KcBenchGpu, NegativeControlsAreReportedFailedAndNeverTimed) {
                               : is_attention ? attention_json
                                              : json;
     const auto at = text.find("\"kernel\": \"" + control.id + "\"");
-    ASSERT_NE(at, std::string::npos) << control.id << " missing from\n" << text;
+    if (at == std::string::npos) {  // every control is looked at, each missing one named
+      ADD_FAILURE() << control.id << " missing from\n" << text;
+      continue;
+    }
     const std::string row = text.substr(at, text.find('\n', at) - at);
     EXPECT_NE(row.find("\"status\": \"FAILED\""), std::string::npos) << row;
     EXPECT_NE(row.find("\"tflops\": null"), std::string::npos) << "a FAILED kernel was timed: " << row;
@@ -144,6 +168,8 @@ TEST(KcBenchGpu, NegativeControlsAreReportedFailedAndNeverTimed) {
   std::filesystem::remove_all(decode_dir);
   std::filesystem::remove_all(grouped_dir);
   std::filesystem::remove_all(fp8_dir);
+  std::filesystem::remove_all(fp8_tensor_dir);
+  std::filesystem::remove_all(rope_dir);
   std::filesystem::remove_all(int8_dir);
   std::filesystem::remove_all(small_m_dir);
   std::filesystem::remove_all(quantize_dir);
