@@ -16,7 +16,8 @@
 // A a K tile, 128-byte swizzled, zeros past N, M and K) into a ring of mbarrier-guarded stages
 // filled by a producer warp (the warp-specialized rungs' ring, gemm/pipeline.cuh's PipelineState),
 // and two consumer warpgroups (64 weight rows each) multiply them with wgmma m64nNk16, A and B
-// both K-major (wgmma_m64nNk16_ss_bf16). The accumulator of 8T columns per warpgroup is mma.sync's
+// both K-major (wgmma_m64nNk16_ss_bf16); this K slice is small_m_tma::multiply_k_slice
+// (small_m_tma_wgmma.cuh), which rung 16 shares. The accumulator of 8T columns per warpgroup is mma.sync's
 // C layout slice by slice, so the swapped fragments, the column blocks of 128, the 64-deep K
 // tiles, the workspace and the split-K reduction by the last CTA (split_k_last_cta.cuh, in split
 // order: the same bits wherever the last CTA is) are rung 14's. The plan is rung 11's split rule
