@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "arch/sm90/tma_descriptor.hpp"
+#include "gemm_layout.hpp"
 #include "hgemm.hpp"
 #include "kc/common/gemm.hpp"
 #include "kc/stage3/register.hpp"
@@ -334,6 +336,54 @@ TEST(GeluReference, IsTheSharedFormula) {
     const double shared = core::gelu_tanh<core::ReferenceMath>(x);
     EXPECT_NEAR(gelu_tanh_reference(x), shared, 1e-12 * std::fabs(shared)) << x;
   }
+}
+
+
+// The launch checks of rungs 14-16 run before any CUDA call, so they are tested here: each rule a
+// call breaks is named in the kc::Error, and rung 16 refuses a plan with more splits than a cluster
+// holds (rung 15's plan at N = 1024 has 16).
+TEST(SmallMLaunchChecks, NameTheRuleTheArgumentsBreak) {
+  alignas(16) static bf16 storage[64];  // never read: the checks look at the addresses only
+  HgemmArgs good;
+  good.m = 64;
+  good.n = 1024;
+  good.k = 4096;
+  good.a = storage;
+  good.b = storage;
+  good.c = storage;
+  good.lda = good.k;
+  good.ldb = good.k;
+  good.ldc = good.n;
+  const auto message = [](auto&& call) {
+    try {
+      call();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const SmallMWeightsAsAPlan cluster = plan_small_m_cluster_split(64, 1024, 4096, 132);
+  const SmallMWeightsAsAPlan wide = plan_small_m_tma_wgmma(64, 1024, 4096, 132);
+  ASSERT_EQ(cluster.splits, 8);
+  ASSERT_EQ(wide.splits, 16);
+  EXPECT_EQ(message([&] { require_small_m_swapped_plan(good, cluster, "hgemm rung 16"); }), "no error");
+  HopperLaunchCache cache;
+  const std::string too_many = message([&] { hgemm_16_small_m_cluster_split(good, wide, {}, nullptr, cache); });
+  EXPECT_NE(too_many.find("hgemm rung 16: 16 splits"), std::string::npos) << too_many;
+  EXPECT_NE(too_many.find("at most 8 CTAs"), std::string::npos) << too_many;
+  const std::string no_workspace = message([&] { require_small_m_weights_as_a_launch(good, wide, {}, "hgemm rung 15"); });
+  EXPECT_NE(no_workspace.find("hgemm rung 15: 16 splits need a workspace"), std::string::npos) << no_workspace;
+  HgemmArgs rows = good;
+  rows.m = 65;
+  EXPECT_NE(message([&] { require_small_m_swapped_plan(rows, cluster, "hgemm rung 16"); }).find("outside 1..64"),
+            std::string::npos);
+  HgemmArgs padded = good;
+  padded.lda = good.k + 8;
+  EXPECT_NE(message([&] { require_small_m_swapped_plan(padded, cluster, "hgemm rung 16"); }).find("dense operands only"),
+            std::string::npos);
+  const SmallMWeightsAsAPlan other = plan_small_m_cluster_split(64, 2048, 4096, 132);
+  EXPECT_NE(message([&] { require_small_m_swapped_plan(good, other, "hgemm rung 16"); }).find("is not one for 64x1024x4096"),
+            std::string::npos);
 }
 
 }  // namespace
