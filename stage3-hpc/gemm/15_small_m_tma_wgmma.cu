@@ -75,10 +75,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int column_block = static_cast<int>(blockIdx.x), split = static_cast<int>(blockIdx.y);
   const int col0 = column_block * kSmallMBlockN;
-  const int k_tile_begin = params.plan.k_tile_begin(split);
   float acc[4 * kTokenTiles];
-  small_m_tma::multiply_k_slice<kTokenTiles>(params, smem, col0, k_tile_begin,
-                                             params.plan.k_tile_begin(split + 1) - k_tile_begin, acc);
+  small_m_tma::multiply_k_slice<kTokenTiles>(params, smem, acc);
 
   // Fragment s (the accumulator's 8-column slice s): output columns n0 = col0 + 16 warp + g (and
   // + 8; warp 4w + v is warpgroup w's rows 16v..), tokens m0 = 8s + 2t (and + 1).

@@ -82,10 +82,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int column_block = static_cast<int>(blockIdx.x), split = static_cast<int>(blockIdx.y);
   const int splits = params.plan.splits;
   const int col0 = column_block * kSmallMBlockN;
-  const int k_tile_begin = params.plan.k_tile_begin(split);
   float acc[4 * kTokenTiles];
-  small_m_tma::multiply_k_slice<kTokenTiles>(params, smem, col0, k_tile_begin,
-                                             params.plan.k_tile_begin(split + 1) - k_tile_begin, acc);
+  small_m_tma::multiply_k_slice<kTokenTiles>(params, smem, acc);
 
   // Vector v of a tile in fragment order: warp v / 32T, slice (v / 32) % T, lane v % 32; its
   // outputs are columns col0 + 16 warp + g (+ 8) and tokens 8 slice + 2t (+ 1), g = lane / 4, t = lane % 4.

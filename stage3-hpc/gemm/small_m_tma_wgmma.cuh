@@ -68,14 +68,18 @@ Params make_params(const HgemmArgs& args, const SmallMWeightsAsAPlan& plan, cons
 
 #if KC_STAGE3_SM90A
 
-// Every thread of the CTA: the column block's product over K tiles [k_tile_begin, + k_tiles) into
-// acc (the consumers'; the producer warp's stay zero). Thread 0 initializes the barriers; the ring
-// is free again when this returns in the consumers (every stage read, every WGMMA finished), not
-// yet in the producer warp, whose last copies the consumers have waited for.
+// Every thread of the CTA: this CTA's product, column block blockIdx.x over the K tiles of split
+// blockIdx.y (params.plan), into acc (the consumers'; the producer warp's stay zero). Thread 0
+// initializes the barriers; the ring is free again when this returns in the consumers (every stage
+// read, every WGMMA finished), not yet in the producer warp, whose last copies the consumers have
+// waited for.
 template <int kTokenTiles>
-__device__ __forceinline__ void multiply_k_slice(const Params& params, std::uint8_t* smem, int col0, int k_tile_begin,
-                                                 int k_tiles, float (&acc)[4 * kTokenTiles]) {
+__device__ __forceinline__ void multiply_k_slice(const Params& params, std::uint8_t* smem, float (&acc)[4 * kTokenTiles]) {
   using R = Ring<kTokenTiles>;
+  const int col0 = static_cast<int>(blockIdx.x) * kSmallMBlockN;
+  const int split = static_cast<int>(blockIdx.y);
+  const int k_tile_begin = params.plan.k_tile_begin(split);
+  const int k_tiles = params.plan.k_tile_begin(split + 1) - k_tile_begin;
   constexpr std::uint32_t kStepBytes = kWgmmaK * 2;  // 16 k further along a swizzled row
   std::uint64_t* const full = reinterpret_cast<std::uint64_t*>(smem + R::kBarrierOffset);
   std::uint64_t* const empty = full + kStages;
