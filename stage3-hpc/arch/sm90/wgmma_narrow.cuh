@@ -58,15 +58,24 @@ __device__ __forceinline__ std::uint64_t smem_descriptor_sw128_mn_major(std::uin
          (kSwizzle128B << 62);
 }
 
-#define KC_WGMMA_ACCUMULATOR_REGISTERS_32 \
-  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+// The accumulator registers of n8 .. n64 (4 .. 32 FP32 a thread), 4 more a step of 8 columns.
+#define KC_WGMMA_ACCUMULATOR_REGISTERS_4 "%0, %1, %2, %3"
+#define KC_WGMMA_ACCUMULATOR_REGISTERS_8 KC_WGMMA_ACCUMULATOR_REGISTERS_4 ", %4, %5, %6, %7"
+#define KC_WGMMA_ACCUMULATOR_REGISTERS_12 KC_WGMMA_ACCUMULATOR_REGISTERS_8 ", %8, %9, %10, %11"
+#define KC_WGMMA_ACCUMULATOR_REGISTERS_16 KC_WGMMA_ACCUMULATOR_REGISTERS_12 ", %12, %13, %14, %15"
+#define KC_WGMMA_ACCUMULATOR_REGISTERS_20 KC_WGMMA_ACCUMULATOR_REGISTERS_16 ", %16, %17, %18, %19"
+#define KC_WGMMA_ACCUMULATOR_REGISTERS_24 KC_WGMMA_ACCUMULATOR_REGISTERS_20 ", %20, %21, %22, %23"
+#define KC_WGMMA_ACCUMULATOR_REGISTERS_28 KC_WGMMA_ACCUMULATOR_REGISTERS_24 ", %24, %25, %26, %27"
+#define KC_WGMMA_ACCUMULATOR_REGISTERS_32 KC_WGMMA_ACCUMULATOR_REGISTERS_28 ", %28, %29, %30, %31"
 // The accumulator operands, constraint C: "+f" (FP32 accumulators) or "+r" (s32).
-#define KC_WGMMA_ACCUMULATOR_OPERANDS_32(C) \
-  C(d[0]), C(d[1]), C(d[2]), C(d[3]), C(d[4]), C(d[5]), C(d[6]), C(d[7]), \
-  C(d[8]), C(d[9]), C(d[10]), C(d[11]), C(d[12]), C(d[13]), C(d[14]), C(d[15]), \
-  C(d[16]), C(d[17]), C(d[18]), C(d[19]), C(d[20]), C(d[21]), C(d[22]), C(d[23]), \
-  C(d[24]), C(d[25]), C(d[26]), C(d[27]), C(d[28]), C(d[29]), C(d[30]), C(d[31])
+#define KC_WGMMA_ACCUMULATOR_OPERANDS_4(C) C(d[0]), C(d[1]), C(d[2]), C(d[3])
+#define KC_WGMMA_ACCUMULATOR_OPERANDS_8(C) KC_WGMMA_ACCUMULATOR_OPERANDS_4(C), C(d[4]), C(d[5]), C(d[6]), C(d[7])
+#define KC_WGMMA_ACCUMULATOR_OPERANDS_12(C) KC_WGMMA_ACCUMULATOR_OPERANDS_8(C), C(d[8]), C(d[9]), C(d[10]), C(d[11])
+#define KC_WGMMA_ACCUMULATOR_OPERANDS_16(C) KC_WGMMA_ACCUMULATOR_OPERANDS_12(C), C(d[12]), C(d[13]), C(d[14]), C(d[15])
+#define KC_WGMMA_ACCUMULATOR_OPERANDS_20(C) KC_WGMMA_ACCUMULATOR_OPERANDS_16(C), C(d[16]), C(d[17]), C(d[18]), C(d[19])
+#define KC_WGMMA_ACCUMULATOR_OPERANDS_24(C) KC_WGMMA_ACCUMULATOR_OPERANDS_20(C), C(d[20]), C(d[21]), C(d[22]), C(d[23])
+#define KC_WGMMA_ACCUMULATOR_OPERANDS_28(C) KC_WGMMA_ACCUMULATOR_OPERANDS_24(C), C(d[24]), C(d[25]), C(d[26]), C(d[27])
+#define KC_WGMMA_ACCUMULATOR_OPERANDS_32(C) KC_WGMMA_ACCUMULATOR_OPERANDS_28(C), C(d[28]), C(d[29]), C(d[30]), C(d[31])
 #define KC_WGMMA_ACCUMULATOR_REGISTERS_64 \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
@@ -200,6 +209,15 @@ __device__ __forceinline__ void wgmma_m64n128k32_s8(std::int32_t (&d)[64], std::
       : "l"(descriptor_a), "l"(descriptor_b), "r"(accumulate));
 }
 
+// One narrow RS shape: N as a string, R = N / 2 accumulators, then the operand numbers of a[0..3],
+// descriptor_b and accumulate (R .. R + 5: the accumulators come first).
+#define KC_WGMMA_M64NK16_RS_BF16(N, R, A0, A1, A2, A3, B, ACC)                                         \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" ACC ", 0;\n"                                        \
+               "wgmma.mma_async.sync.aligned.m64n" N "k16.f32.bf16.bf16 {" KC_WGMMA_ACCUMULATOR_REGISTERS_##R  \
+               "}, {%" A0 ", %" A1 ", %" A2 ", %" A3 "}, %" B ", p, 1, 1, 0;\n}\n"                          \
+               : KC_WGMMA_ACCUMULATOR_OPERANDS_##R("+f")                                                 \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(descriptor_b), "r"(accumulate))
+
 // D(64 x N) += A(64 x 16, registers) . B(16 x N, K-major in shared memory), N a multiple of 8 up to
 // 64 (the GGUF GEMV's rung 10, quant/10_gemv_gguf_wgmma.cu: A the decoded weights of 64 output
 // columns, each warp's 16 x 16 slice in mma.sync's A layout as above; B 16 k of the N rows of x,
@@ -208,80 +226,24 @@ template <int N>
 __device__ __forceinline__ void wgmma_m64nNk16_rs_bf16(float (&d)[N / 2], const std::uint32_t (&a)[4],
                                                       std::uint64_t descriptor_b, std::uint32_t accumulate) {
   static_assert(N % 8 == 0 && N >= 8 && N <= 64, "N: a multiple of 8 up to 64");
-  if constexpr (N == 8) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {"
-                 "%0, %1, %2, %3"
-                 "}, {%4, %5, %6, %7}, %8, p, 1, 1, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(descriptor_b), "r"(accumulate));
-  } else if constexpr (N == 16) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {"
-                 "%0, %1, %2, %3, %4, %5, %6, %7"
-                 "}, {%8, %9, %10, %11}, %12, p, 1, 1, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(descriptor_b), "r"(accumulate));
-  } else if constexpr (N == 24) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %17, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n24k16.f32.bf16.bf16 {"
-                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11"
-                 "}, {%12, %13, %14, %15}, %16, p, 1, 1, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(descriptor_b), "r"(accumulate));
-  } else if constexpr (N == 32) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {"
-                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
-                 "}, {%16, %17, %18, %19}, %20, p, 1, 1, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(descriptor_b), "r"(accumulate));
-  } else if constexpr (N == 40) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %25, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n40k16.f32.bf16.bf16 {"
-                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                 "%16, %17, %18, %19"
-                 "}, {%20, %21, %22, %23}, %24, p, 1, 1, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(descriptor_b), "r"(accumulate));
-  } else if constexpr (N == 48) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %29, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16 {"
-                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                 "%16, %17, %18, %19, %20, %21, %22, %23"
-                 "}, {%24, %25, %26, %27}, %28, p, 1, 1, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(descriptor_b), "r"(accumulate));
-  } else if constexpr (N == 56) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %33, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n56k16.f32.bf16.bf16 {"
-                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27"
-                 "}, {%28, %29, %30, %31}, %32, p, 1, 1, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(descriptor_b), "r"(accumulate));
-  } else if constexpr (N == 64) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
-                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-                 "}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(descriptor_b), "r"(accumulate));
-  }
+  if constexpr (N == 8) KC_WGMMA_M64NK16_RS_BF16("8", 4, "4", "5", "6", "7", "8", "9");
+  else if constexpr (N == 16) KC_WGMMA_M64NK16_RS_BF16("16", 8, "8", "9", "10", "11", "12", "13");
+  else if constexpr (N == 24) KC_WGMMA_M64NK16_RS_BF16("24", 12, "12", "13", "14", "15", "16", "17");
+  else if constexpr (N == 32) KC_WGMMA_M64NK16_RS_BF16("32", 16, "16", "17", "18", "19", "20", "21");
+  else if constexpr (N == 40) KC_WGMMA_M64NK16_RS_BF16("40", 20, "20", "21", "22", "23", "24", "25");
+  else if constexpr (N == 48) KC_WGMMA_M64NK16_RS_BF16("48", 24, "24", "25", "26", "27", "28", "29");
+  else if constexpr (N == 56) KC_WGMMA_M64NK16_RS_BF16("56", 28, "28", "29", "30", "31", "32", "33");
+  else if constexpr (N == 64) KC_WGMMA_M64NK16_RS_BF16("64", 32, "32", "33", "34", "35", "36", "37");
 }
+
+// One narrow SS shape: N as a string, R = N / 2 accumulators, then the operand numbers of
+// descriptor_a, descriptor_b and accumulate (R .. R + 2).
+#define KC_WGMMA_M64NK16_SS_BF16(N, R, A, B, ACC)                                                      \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" ACC ", 0;\n"                                        \
+               "wgmma.mma_async.sync.aligned.m64n" N "k16.f32.bf16.bf16 {" KC_WGMMA_ACCUMULATOR_REGISTERS_##R  \
+               "}, %" A ", %" B ", p, 1, 1, 0, 0;\n}\n"                                                    \
+               : KC_WGMMA_ACCUMULATOR_OPERANDS_##R("+f")                                                 \
+               : "l"(descriptor_a), "l"(descriptor_b), "r"(accumulate))
 
 // D(64 x N) += A(64 x 16) . B(16 x N), N a multiple of 8 up to 64, A and B both K-major bf16 in
 // shared memory (hgemm rung 15, gemm/15_small_m_tma_wgmma.cu: A 64 rows of the weights, B the
@@ -290,82 +252,33 @@ template <int N>
 __device__ __forceinline__ void wgmma_m64nNk16_ss_bf16(float (&d)[N / 2], std::uint64_t descriptor_a,
                                                       std::uint64_t descriptor_b, std::uint32_t accumulate) {
   static_assert(N % 8 == 0 && N >= 8 && N <= 64, "N: a multiple of 8 up to 64");
-  if constexpr (N == 8) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {"
-                 "%0, %1, %2, %3"
-                 "}, %4, %5, p, 1, 1, 0, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "l"(descriptor_a), "l"(descriptor_b), "r"(accumulate));
-  } else if constexpr (N == 16) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {"
-                 "%0, %1, %2, %3, %4, %5, %6, %7"
-                 "}, %8, %9, p, 1, 1, 0, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-                 : "l"(descriptor_a), "l"(descriptor_b), "r"(accumulate));
-  } else if constexpr (N == 24) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %14, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n24k16.f32.bf16.bf16 {"
-                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11"
-                 "}, %12, %13, p, 1, 1, 0, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11])
-                 : "l"(descriptor_a), "l"(descriptor_b), "r"(accumulate));
-  } else if constexpr (N == 32) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {"
-                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
-                 "}, %16, %17, p, 1, 1, 0, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-                 : "l"(descriptor_a), "l"(descriptor_b), "r"(accumulate));
-  } else if constexpr (N == 40) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %22, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n40k16.f32.bf16.bf16 {"
-                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                 "%16, %17, %18, %19"
-                 "}, %20, %21, p, 1, 1, 0, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19])
-                 : "l"(descriptor_a), "l"(descriptor_b), "r"(accumulate));
-  } else if constexpr (N == 48) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %26, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16 {"
-                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                 "%16, %17, %18, %19, %20, %21, %22, %23"
-                 "}, %24, %25, p, 1, 1, 0, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23])
-                 : "l"(descriptor_a), "l"(descriptor_b), "r"(accumulate));
-  } else if constexpr (N == 56) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %30, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n56k16.f32.bf16.bf16 {"
-                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27"
-                 "}, %28, %29, p, 1, 1, 0, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27])
-                 : "l"(descriptor_a), "l"(descriptor_b), "r"(accumulate));
-  } else if constexpr (N == 64) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
-                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-                 "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-                 : "l"(descriptor_a), "l"(descriptor_b), "r"(accumulate));
-  }
+  if constexpr (N == 8) KC_WGMMA_M64NK16_SS_BF16("8", 4, "4", "5", "6");
+  else if constexpr (N == 16) KC_WGMMA_M64NK16_SS_BF16("16", 8, "8", "9", "10");
+  else if constexpr (N == 24) KC_WGMMA_M64NK16_SS_BF16("24", 12, "12", "13", "14");
+  else if constexpr (N == 32) KC_WGMMA_M64NK16_SS_BF16("32", 16, "16", "17", "18");
+  else if constexpr (N == 40) KC_WGMMA_M64NK16_SS_BF16("40", 20, "20", "21", "22");
+  else if constexpr (N == 48) KC_WGMMA_M64NK16_SS_BF16("48", 24, "24", "25", "26");
+  else if constexpr (N == 56) KC_WGMMA_M64NK16_SS_BF16("56", 28, "28", "29", "30");
+  else if constexpr (N == 64) KC_WGMMA_M64NK16_SS_BF16("64", 32, "32", "33", "34");
 }
 
 #undef KC_WGMMA_M64N128K16_SS
+#undef KC_WGMMA_M64NK16_RS_BF16
+#undef KC_WGMMA_M64NK16_SS_BF16
+#undef KC_WGMMA_ACCUMULATOR_REGISTERS_4
+#undef KC_WGMMA_ACCUMULATOR_OPERANDS_4
+#undef KC_WGMMA_ACCUMULATOR_REGISTERS_8
+#undef KC_WGMMA_ACCUMULATOR_OPERANDS_8
+#undef KC_WGMMA_ACCUMULATOR_REGISTERS_12
+#undef KC_WGMMA_ACCUMULATOR_OPERANDS_12
+#undef KC_WGMMA_ACCUMULATOR_REGISTERS_16
+#undef KC_WGMMA_ACCUMULATOR_OPERANDS_16
+#undef KC_WGMMA_ACCUMULATOR_REGISTERS_20
+#undef KC_WGMMA_ACCUMULATOR_OPERANDS_20
+#undef KC_WGMMA_ACCUMULATOR_REGISTERS_24
+#undef KC_WGMMA_ACCUMULATOR_OPERANDS_24
+#undef KC_WGMMA_ACCUMULATOR_REGISTERS_28
+#undef KC_WGMMA_ACCUMULATOR_OPERANDS_28
 #undef KC_WGMMA_M64N128K16_RS_TRANSPOSED_B
 #undef KC_WGMMA_M64N64K16_RS_TRANSPOSED_B
 #undef KC_WGMMA_ACCUMULATOR_REGISTERS_32
