@@ -12,9 +12,12 @@
 // measured against cuBLAS there: it is kc's kernel for them until a table says otherwise. Decode
 // shapes with M = 1 go to rung 12 (a GEMV on the CUDA cores) on every GPU from sm_80 on, where the
 // table's decode columns have it above cuBLAS on the smaller weights and within a few points on
-// the largest. Shapes with 1 < M <= 64 go to cuBLAS on every GPU: a 128-row tile would be mostly
-// empty, and rung 12 (CUDA-core FMAs: M per element of B) and rung 11 (tensor cores, split K)
-// measured below cuBLAS there.
+// the largest. Shapes with 1 < M <= 64 (a 128-row tile would be mostly empty) follow the small-M
+// table on an sm_90 GPU with sm_90a code: rung 12, rung 16 or cuBLAS, per tuned shape, whichever
+// kc-bench measured fastest on the H200 (stage3-hpc/gemm/small_m_dispatch_h200.json, written by
+// scripts/tune_small_m_dispatch.py, compiled in from the generated small_m_dispatch_h200.inc); a
+// call between the tuned shapes takes its M bucket's nearest weight. Elsewhere they go to cuBLAS:
+// nothing was measured there.
 #include "kc/stage3/gemm.hpp"
 
 #include <fmt/format.h>
@@ -26,6 +29,7 @@
 #include "hgemm.hpp"
 #include "kc/common/blas.hpp"
 #include "kc/common/buffer.hpp"
+#include "kc/common/device.hpp"
 #include "kc/common/error.hpp"
 #include "arch/util.hpp"
 #include "arch/sm90/tma_descriptor.hpp"
@@ -98,9 +102,19 @@ GemmFallback hard_constraint(const GemmProblem& p) {
   return GemmFallback::none;
 }
 
-// After hard_constraint: 1 < M <= 64, where no kc kernel matches cuBLAS yet.
+// After hard_constraint: 1 < M <= 64, the small-M table's calls.
 static_assert(kGemvMaxM <= kSmallMGemvMaxM, "the dispatch sends rung 12 only what it takes");
-bool small_m_fallback(const GemmProblem& p) { return p.m > kGemvMaxM && p.m <= kSmallM; }
+static_assert(kSmallM == kSmallMMaxM, "the table's M range is rung 16's");
+bool small_m_call(const GemmProblem& p) { return p.m > kGemvMaxM && p.m <= kSmallM; }
+
+const std::vector<SmallMTableEntry> kSmallMTable = {
+#include "small_m_dispatch_h200.inc"
+};
+
+// How far apart two weights are for the table: |log2(n / n')| + |log2(k / k')|.
+double weight_distance(int n, int k, const SmallMTableEntry& e) {
+  return std::fabs(std::log2(static_cast<double>(n) / e.n)) + std::fabs(std::log2(static_cast<double>(k) / e.k));
+}
 
 // On an sm_90 GPU: none when the Hopper rung (09 or 10) takes the call.
 GemmFallback hopper_fallback(const GemmProblem& p, const GemmTarget& target) {
@@ -155,6 +169,7 @@ std::string_view gemm_kernel_name(GemmKernel kernel) {
     case GemmKernel::hgemm_09_tma_store: return "stage3/hgemm/09_tma_store";
     case GemmKernel::hgemm_03_cp_async: return "stage3/hgemm/03_cp_async";
     case GemmKernel::hgemm_12_small_m_gemv: return "stage3/hgemm/12_small_m_gemv";
+    case GemmKernel::hgemm_16_small_m_cluster_split: return "stage3/hgemm/16_small_m_cluster_split";
     case GemmKernel::cublas_gemm_ex: return "cuBLAS GemmEx";
     case GemmKernel::gemm_bias_gelu_10_fused:
       return "stage3/gemm_bias_gelu/10_fused_bias_gelu";
@@ -173,7 +188,10 @@ std::string_view gemm_fallback_reason(GemmFallback fallback) {
       return "leading dimensions other than lda = K, ldb = K, ldc = N";
     case GemmFallback::misaligned: return "A, B or C not 16-byte aligned";
     case GemmFallback::small_m:
-      return "M <= 64, where no kc kernel for it matches cuBLAS yet (rung 12 takes M = 1 of the plain GEMM)";
+      return "M <= 64 without the small-M table (measured on sm_90 with sm_90a code only, for the plain GEMM; "
+             "rung 12 takes M = 1 of the plain GEMM)";
+    case GemmFallback::small_m_table:
+      return "1 < M <= 64, where the small-M table has cuBLAS fastest at the nearest tuned shape";
     case GemmFallback::small_output:
       return "output below 2048 x 2048 or narrower than 256 columns, where cuBLAS measured faster";
     case GemmFallback::k_rows_unaligned:
@@ -196,6 +214,30 @@ bool built_with_sm90a_code() { return KC_STAGE3_HAS_SM90A != 0; }
 
 // ---- the decision ------------------------------------------------------------------------------
 
+const std::vector<SmallMTableEntry>& small_m_table() { return kSmallMTable; }
+
+const SmallMTableEntry& nearest_small_m_entry(int m, int n, int k) {
+  require(m > kGemvMaxM && m <= kSmallM && n >= 1 && k >= 1,
+          "kc::stage3::nearest_small_m_entry: M = {}, N = {}, K = {}; the small-M table covers {} < M <= {} "
+          "and N, K >= 1",
+          m, n, k, kGemvMaxM, kSmallM);
+  int bucket = 0;  // the smallest tuned M at or above m
+  for (const SmallMTableEntry& e : kSmallMTable)
+    if (e.m >= m && (bucket == 0 || e.m < bucket)) bucket = e.m;
+  require(bucket != 0, "kc::stage3::nearest_small_m_entry: the small-M table has no row with M >= {}", m);
+  const SmallMTableEntry* nearest = nullptr;
+  double best = 0.0;
+  for (const SmallMTableEntry& e : kSmallMTable) {
+    if (e.m != bucket) continue;
+    const double distance = weight_distance(n, k, e);
+    if (nearest == nullptr || distance < best) {
+      nearest = &e;
+      best = distance;
+    }
+  }
+  return *nearest;
+}
+
 GemmProblem gemm_problem(const HgemmArgs& args) {
   GemmProblem p;
   p.m = args.m;
@@ -213,7 +255,12 @@ GemmPath choose_gemm_path(const GemmProblem& p, const GemmTarget& target) {
   if (target.compute_capability < 80) return cublas(GemmFallback::architecture);
   if (const GemmFallback why = hard_constraint(p); why != GemmFallback::none) return cublas(why);
   if (p.m <= kGemvMaxM) return {GemmKernel::hgemm_12_small_m_gemv, GemmFallback::none};
-  if (small_m_fallback(p)) return cublas(GemmFallback::small_m);
+  if (small_m_call(p)) {
+    if (target.compute_capability != 90 || !target.has_sm90a_code) return cublas(GemmFallback::small_m);
+    const SmallMTableEntry& row = nearest_small_m_entry(p.m, p.n, p.k);
+    if (row.kernel == GemmKernel::cublas_gemm_ex) return cublas(GemmFallback::small_m_table);
+    return {row.kernel, GemmFallback::none};
+  }
   if (target.compute_capability == 90) {
     const GemmFallback why = hopper_fallback(p, target);
     if (why != GemmFallback::none) return cublas(why);
@@ -288,6 +335,7 @@ Gemm::Gemm(int device, const GemmTarget& target) : device_(device), target_(targ
           target.compute_capability, target.shared_memory_per_block, target.has_sm90a_code, device,
           actual.compute_capability, actual.shared_memory_per_block, actual.has_sm90a_code);
   const ScopedDevice on_device(device);
+  sm_count_ = current_device_sm_count();
   cublas_ = std::make_unique<CublasHandle>();
   hopper_ = std::make_unique<HopperLaunchCache>();
   mlp_barrier_ = std::make_unique<MlpBarrier>();
@@ -331,6 +379,10 @@ GemmPath Gemm::run(const HgemmArgs& args, cudaStream_t stream) {
     case GemmKernel::hgemm_09_tma_store: hgemm_09_tma_store(args, stream, *hopper_); break;
     case GemmKernel::hgemm_03_cp_async: hgemm_03_cp_async(args, stream); break;
     case GemmKernel::hgemm_12_small_m_gemv: hgemm_12_small_m_gemv(args, stream); break;
+    case GemmKernel::hgemm_16_small_m_cluster_split:
+      hgemm_16_small_m_cluster_split(args, plan_small_m_cluster_split(args.m, args.n, args.k, sm_count_),
+                                     SmallMWeightsAsAWorkspace{}, stream, *hopper_);
+      break;
     case GemmKernel::cublas_gemm_ex: run_cublas(args, stream); break;
     case GemmKernel::gemm_bias_gelu_10_fused:
     case GemmKernel::cublas_gemm_ex_then_bias_gelu:

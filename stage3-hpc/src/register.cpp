@@ -177,8 +177,8 @@ KernelEntry small_m_cluster_split_entry() {
 }
 
 // The public GEMM entry (kc/stage3/gemm.hpp) as kc-bench sees it: what stage 4 gets for a shape —
-// rung 09, 03 or 12, or cuBLAS where none of them runs it or none is at parity (the dispatch:
-// choose_gemm_path). Not a rung of the ladder: its own report (stage3-gemm-entry), timed against
+// rung 09, 03, 12 or 16, or cuBLAS where none of them runs it or none is at parity (the dispatch:
+// choose_gemm_path, with the small-M table for 1 < M <= 64). Not a rung of the ladder: its own report (stage3-gemm-entry), timed against
 // the same cuBLAS baseline over a sweep of shapes (stage3-hpc/gemm/shape_sweep.txt). It takes
 // every shape the op defines, K % 8 != 0 included. Each row names the path the entry took (its
 // note), so that a row at about 100% reads as cuBLAS against cuBLAS, with the reason.
@@ -202,8 +202,8 @@ class GemmEntryRung {
 
 KernelEntry gemm_entry_entry() {
   KernelEntry entry = rung_entry(kHgemmOp, kGemmEntryName, kGemmEntryRung,
-                                 "the public entry kc::stage3::Gemm::run: rung 09, 03 or 12 where its dispatch "
-                                 "picks one, cuBLAS GemmEx elsewhere",
+                                 "the public entry kc::stage3::Gemm::run: rung 09, 03, 12 or 16 where its dispatch "
+                                 "picks one (1 < M <= 64: the small-M table), cuBLAS GemmEx elsewhere",
                                  {DType::bf16}, kGemmEntryReport, kAmpere);
   entry.constraints = "any shape the op defines (cuBLAS where no rung runs it)";
   entry.supports = [](const Problem&) { return std::string(); };

@@ -13,9 +13,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <limits>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -262,16 +265,46 @@ TEST(GemmEntryGpu, EachPathMatchesTheReference) {
       {gemm_problem(kHgemmOp, {200, 300, 1031}, DType::bf16, 1.0, 0.5),
        GemmKernel::cublas_gemm_ex,
        GemmFallback::k_not_multiple_of_8},
-      {gemm_problem(kHgemmOp, {48, 4096, 512}, DType::bf16, 1.0, 0.0), GemmKernel::cublas_gemm_ex, GemmFallback::small_m},
-      // M = 1: rung 12, with alpha and beta, N odd, a K tail of one piece; M = 2: cuBLAS.
+      // M = 1: rung 12, with alpha and beta, N odd, a K tail of one piece.
       {gemm_problem(kHgemmOp, {1, 4096, 4096}, DType::bf16, 1.0, 0.0), GemmKernel::hgemm_12_small_m_gemv, GemmFallback::none},
       {gemm_problem(kHgemmOp, {1, 1001, 1032}, DType::bf16, 1.5, -0.75),
        GemmKernel::hgemm_12_small_m_gemv,
        GemmFallback::none},
-      {gemm_problem(kHgemmOp, {2, 1001, 1032}, DType::bf16, 1.5, -0.75),
-       GemmKernel::cublas_gemm_ex,
-       GemmFallback::small_m},
   };
+  check_cases(gemm, /*bias_gelu=*/false, cases);
+}
+
+// 1 < M <= 64 follows the small-M table on an H100/H200 (cuBLAS elsewhere): for each kernel the
+// table names — rung 12, rung 16, cuBLAS — up to three of its rows as tuned and off the tuned
+// shape (M one below the row's where that stays in its bucket, N + 3: odd, K + 8: a K tail that
+// is not a whole 64-wide tile), with alpha and beta, against the reference; the path each took is
+// the row's. A table without one of the three kernels fails here: the entry's launch of it would
+// go untested.
+TEST(GemmEntryGpu, SmallMTablePathsMatchTheReference) {
+  KC_SKIP_WITHOUT_GPU();
+  Gemm gemm(0);
+  std::vector<Case> cases;
+  std::set<int> tuned_m;
+  for (const SmallMTableEntry& row : small_m_table()) tuned_m.insert(row.m);
+  for (const GemmKernel kernel : {GemmKernel::hgemm_12_small_m_gemv, GemmKernel::hgemm_16_small_m_cluster_split,
+                                  GemmKernel::cublas_gemm_ex}) {
+    int taken = 0;
+    for (const SmallMTableEntry& row : small_m_table()) {
+      if (row.kernel != kernel || taken == 3) continue;
+      ++taken;
+      const GemmFallback why = kernel == GemmKernel::cublas_gemm_ex ? GemmFallback::small_m_table : GemmFallback::none;
+      cases.push_back({gemm_problem(kHgemmOp, {row.m, row.n, row.k}, DType::bf16, 1.0, 0.0), kernel, why});
+      const auto bucket_below = tuned_m.lower_bound(row.m);
+      const bool one_less_stays = bucket_below == tuned_m.begin() ? row.m - 1 > kGemvMaxM : *std::prev(bucket_below) < row.m - 1;
+      const int m = one_less_stays ? row.m - 1 : row.m;
+      const SmallMTableEntry& nearest = nearest_small_m_entry(m, row.n + 3, row.k + 8);
+      cases.push_back({gemm_problem(kHgemmOp, {m, row.n + 3, row.k + 8}, DType::bf16, 1.5, -0.75), nearest.kernel,
+                       nearest.kernel == GemmKernel::cublas_gemm_ex ? GemmFallback::small_m_table : GemmFallback::none});
+    }
+    EXPECT_GT(taken, 0) << "the small-M table has no row for " << gemm_kernel_name(kernel);
+  }
+  if (!is_measured_hopper(gemm.target()))
+    for (Case& c : cases) c = {c.problem, GemmKernel::cublas_gemm_ex, GemmFallback::small_m};
   check_cases(gemm, /*bias_gelu=*/false, cases);
 }
 
@@ -380,16 +413,39 @@ DeviceBuffer<bf16> on_device(const std::vector<float>& host) {
 // The bound of these tests: bf16 output rounding plus FP32 sums of about a thousand products.
 bool within_bf16_bound(double got, double ref) { return std::abs(got - ref) <= 0.02 + std::abs(ref) / 128.0; }
 
-// run_shared_a: Q, K and V of one layer against their double references, fused (M <= kGemvMaxM:
-// one launch of rung 12) and not (M = 5: three calls of run()), outputs poisoned with NaN first so
-// an element no launch writes fails; and a negative control: the check must see one weight's
-// output compared with another's reference.
+// The paths run() would take for each weight of a shared-A call, and whether they are all rung 12
+// (the shared-A entries fuse exactly then).
+bool all_on_rung12(const Gemm& gemm, int m, int k, const bf16* a, const Gemm::SharedAWeight* weights, int count,
+                   GemmPath* paths) {
+  bool all = true;
+  for (int w = 0; w < count; ++w) {
+    HgemmArgs args;
+    args.m = m;
+    args.n = weights[w].n;
+    args.k = k;
+    args.a = a;
+    args.b = weights[w].b;
+    args.c = weights[w].c;
+    args.lda = k;
+    args.ldb = k;
+    args.ldc = weights[w].n;
+    paths[w] = gemm.plan(args);
+    all = all && paths[w].kernel == GemmKernel::hgemm_12_small_m_gemv;
+  }
+  return all;
+}
+
+// run_shared_a: Q, K and V of one layer against their double references, fused (M = 1: one launch
+// of rung 12; M = 2 where the small-M table puts each weight on rung 12) and not (M = 9, beyond
+// rung 12: three calls of run()), outputs poisoned with NaN first so an element no launch writes
+// fails; and a negative control: the check must see one weight's output compared with another's
+// reference.
 TEST(GemmEntryGpu, SharedAWeightsMatchTheirReferencesFusedAndNot) {
   KC_SKIP_WITHOUT_GPU();
   Gemm gemm(0);
   const int k = 1032;
   const int widths[3] = {2048, 512, 517};
-  for (const int m : {1, 2, 5}) {
+  for (const int m : {1, 2, 9}) {
     const std::vector<float> a = values(static_cast<std::size_t>(m) * k, 11);
     const DeviceBuffer<bf16> a_device = on_device(a);
     std::vector<std::vector<float>> b(3);
@@ -403,12 +459,12 @@ TEST(GemmEntryGpu, SharedAWeightsMatchTheirReferencesFusedAndNot) {
                                                        __float2bfloat16(std::numeric_limits<float>::quiet_NaN())));
     }
     for (int w = 0; w < 3; ++w) weights[w] = {b_device[w].data(), c_device[w].data(), widths[w]};
-    GemmPath paths[3];
+    GemmPath paths[3], planned[3];
+    const bool fused = all_on_rung12(gemm, m, k, a_device.data(), weights, 3, planned);
+    EXPECT_EQ(fused, m == 1 || (m == 2 && fused)) << "M " << m;  // M = 9 is never rung 12's
     gemm.run_shared_a(m, k, a_device.data(), weights, 3, nullptr, paths);
     KC_CUDA_CHECK(cudaDeviceSynchronize());
-    for (int w = 0; w < 3; ++w)
-      EXPECT_EQ(paths[w].kernel, m <= kGemvMaxM ? GemmKernel::hgemm_12_small_m_gemv : GemmKernel::cublas_gemm_ex)
-          << "M " << m << " weight " << w << ": " << paths[w].name();
+    for (int w = 0; w < 3; ++w) EXPECT_EQ(paths[w], planned[w]) << "M " << m << " weight " << w << ": " << paths[w].name();
 
     const auto mismatches = [&](int got_weight, int reference_weight) {
       const std::vector<float> got = to_float(c_device[got_weight].to_host());
@@ -430,9 +486,10 @@ TEST(GemmEntryGpu, SharedAWeightsMatchTheirReferencesFusedAndNot) {
   expect_clean_context();
 }
 
-// run_rmsnorm_shared_a: at M = 1 the norm runs inside rung 12's launch and each C_i matches
-// rmsnorm(x).B_i^T in double; the unnormalized product must fail the same comparison (negative
-// control). At M = 2 (not rung 12) it launches nothing and says so: C keeps its NaN poison.
+// run_rmsnorm_shared_a: where every weight takes rung 12 (M = 1; M = 2 where the small-M table
+// says so) the norm runs inside rung 12's launch and each C_i matches rmsnorm(x).B_i^T in double;
+// the unnormalized product must fail the same comparison (negative control). Elsewhere (M = 9,
+// beyond rung 12) it launches nothing and says so: C keeps its NaN poison.
 TEST(GemmEntryGpu, RmsNormSharedAMatchesTheNormThenTheGemmAtMOne) {
   KC_SKIP_WITHOUT_GPU();
   Gemm gemm(0);
@@ -441,7 +498,7 @@ TEST(GemmEntryGpu, RmsNormSharedAMatchesTheNormThenTheGemmAtMOne) {
   const int widths[2] = {777, 2048};
   const std::vector<float> norm = values(static_cast<std::size_t>(k), 31);
   const DeviceBuffer<bf16> norm_device = on_device(norm);
-  for (const int m : {1, 2}) {
+  for (const int m : {1, 2, 9}) {
     const std::vector<float> x = values(static_cast<std::size_t>(m) * k, 32);
     const DeviceBuffer<bf16> x_device = on_device(x);
     std::vector<std::vector<float>> b(2);
@@ -455,9 +512,14 @@ TEST(GemmEntryGpu, RmsNormSharedAMatchesTheNormThenTheGemmAtMOne) {
       c_device.back().copy_from_host(std::vector<bf16>(static_cast<std::size_t>(m) * widths[w], nan));
     }
     for (int w = 0; w < 2; ++w) weights[w] = {b_device[w].data(), c_device[w].data(), widths[w]};
+    GemmPath planned[2];
+    const bool fused = all_on_rung12(gemm, m, k, x_device.data(), weights, 2, planned);
+    EXPECT_TRUE(m != 1 || fused);
+    EXPECT_TRUE(m != 9 || !fused);
     const bool ran = gemm.run_rmsnorm_shared_a(m, k, x_device.data(), norm_device.data(), eps, weights, 2, nullptr);
     KC_CUDA_CHECK(cudaDeviceSynchronize());
-    if (m > kGemvMaxM) {
+    EXPECT_EQ(ran, fused) << "M " << m;
+    if (!fused) {
       EXPECT_FALSE(ran) << "M " << m << " is not rung 12's: nothing should run";
       for (int w = 0; w < 2; ++w)
         for (const float v : to_float(c_device[w].to_host())) ASSERT_TRUE(std::isnan(v)) << "M " << m << ": C written";
@@ -490,16 +552,17 @@ TEST(GemmEntryGpu, RmsNormSharedAMatchesTheNormThenTheGemmAtMOne) {
   expect_clean_context();
 }
 
-// run_swiglu: at M = 1 the activation runs inside rung 12's launch: C = (silu(gate) . up).B^T + C
-// (beta = 1, the residual stream's use) against double; the product of gate alone must fail the
-// same comparison (negative control); at M = 2 it launches nothing and says so.
+// run_swiglu: where the product takes rung 12 (M = 1; M = 2 where the small-M table says so) the
+// activation runs inside rung 12's launch: C = (silu(gate) . up).B^T + C (beta = 1, the residual
+// stream's use) against double; the product of gate alone must fail the same comparison (negative
+// control); elsewhere (M = 9) it launches nothing and says so.
 TEST(GemmEntryGpu, SwigluProjectionMatchesTheActivationThenTheGemmAtMOne) {
   KC_SKIP_WITHOUT_GPU();
   Gemm gemm(0);
   const int k = 1032, n = 777;
   const std::vector<float> b = values(static_cast<std::size_t>(n) * k, 51);
   const DeviceBuffer<bf16> b_device = on_device(b);
-  for (const int m : {1, 2}) {
+  for (const int m : {1, 2, 9}) {
     const std::vector<float> gate_up = values(static_cast<std::size_t>(m) * 2 * k, 52);
     const std::vector<float> c0 = values(static_cast<std::size_t>(m) * n, 53);
     const DeviceBuffer<bf16> a_device = on_device(gate_up);
@@ -508,8 +571,9 @@ TEST(GemmEntryGpu, SwigluProjectionMatchesTheActivationThenTheGemmAtMOne) {
     const bool ran = gemm.run_swiglu(m, k, a_device.data(), {b_device.data(), c_device.data(), n}, 1.f, nullptr, &path);
     KC_CUDA_CHECK(cudaDeviceSynchronize());
     const std::vector<float> got = to_float(c_device.to_host());
-    if (m > kGemvMaxM) {
-      EXPECT_FALSE(ran);
+    EXPECT_TRUE(m != 1 || ran);
+    EXPECT_TRUE(m != 9 || !ran);
+    if (!ran) {
       EXPECT_TRUE(path.uses_cublas()) << path.name();
       EXPECT_EQ(got, c0) << "M " << m << ": C changed although nothing should have run";
       continue;
@@ -539,11 +603,12 @@ TEST(GemmEntryGpu, SwigluProjectionMatchesTheActivationThenTheGemmAtMOne) {
 
 // run_rmsnorm_mlp: the MLP in one launch (rung 12's two passes with a grid-wide barrier) against
 // run_rmsnorm_shared_a on [gate | up] followed by run_swiglu with beta = 1, bit for bit in gate_up
-// and x, at M = 1 (kGemvMaxM: the entry sends rung 12 one row), on widths that leave partial blocks (hidden 520, intermediate 1000)
+// and x, at M = 1 (the entry sends rung 12 one row) and M = 2 where the small-M table puts both
+// products on rung 12, on widths that leave partial blocks (hidden 520, intermediate 1000)
 // and on SmolLM2's (576, 1536), launched the ordinary way and as programmatic dependents, three
 // calls in a row on one Gemm (the barrier's words reused); both gate_up buffers start as NaN, so an
-// element neither path writes fails; x must have moved (the down product was added). At M = 2 it
-// launches nothing and says so; x as its own gate_up is refused.
+// element neither path writes fails; x must have moved (the down product was added). At M = 9
+// (beyond rung 12) it launches nothing and says so; x as its own gate_up is refused.
 TEST(GemmEntryGpu, TheMlpInOneLaunchIsTheTwoLaunchesBitForBit) {
   KC_SKIP_WITHOUT_GPU();
   Gemm gemm(0);
@@ -556,13 +621,15 @@ TEST(GemmEntryGpu, TheMlpInOneLaunchIsTheTwoLaunchesBitForBit) {
   struct Widths {
     int hidden, intermediate;
   };
+  int fused_cases = 0;
   for (const Widths w : {Widths{520, 1000}, Widths{576, 1536}}) {
     const int h = w.hidden, i = w.intermediate;
     const DeviceBuffer<bf16> norm = on_device(values(static_cast<std::size_t>(h), 61));
     const DeviceBuffer<bf16> w_up = on_device(values(static_cast<std::size_t>(2 * i) * h, 62));
     const DeviceBuffer<bf16> w_down = on_device(values(static_cast<std::size_t>(h) * i, 63));
-    const int m = kGemvMaxM;  // the only M the entry sends rung 12
-    for (const bool programmatic : {false, true}) {
+    for (const int launch : {0, 1, 2, 3}) {  // M = 1 and 2, each the ordinary way and as a programmatic dependent
+      const int m = 1 + launch / 2;
+      const bool programmatic = launch % 2 == 1;
       const core::ProgrammaticLaunchScope scope{programmatic};
       for (int call = 0; call < 3; ++call) {
         const std::vector<float> x0 = values(static_cast<std::size_t>(m) * h, 70 + call);
@@ -570,14 +637,26 @@ TEST(GemmEntryGpu, TheMlpInOneLaunchIsTheTwoLaunchesBitForBit) {
         DeviceBuffer<bf16> x_two = on_device(x0), x_one = on_device(x0);
         DeviceBuffer<bf16> up_two = on_device(poison), up_one = on_device(poison);
         const Gemm::SharedAWeight up_weight{w_up.data(), up_two.data(), 2 * i};
+        const Gemm::SharedAWeight down_weight{w_down.data(), x_two.data(), h};
+        GemmPath planned[2];
+        const bool fused = all_on_rung12(gemm, m, h, x_two.data(), &up_weight, 1, &planned[0]) &&
+                           all_on_rung12(gemm, m, i, up_two.data(), &down_weight, 1, &planned[1]);
+        if (m > 1 && !fused) continue;  // both products on rung 12 is the table's call at M = 2
+        const std::string where = fmt::format("hidden {}, intermediate {}, M {}, {} launch, call {}", h, i, m,
+                                              programmatic ? "programmatic" : "ordinary", call);
         ASSERT_TRUE(gemm.run_rmsnorm_shared_a(m, h, x_two.data(), norm.data(), eps, &up_weight, 1, stream));
         ASSERT_TRUE(gemm.run_swiglu(m, i, up_two.data(), {w_down.data(), x_two.data(), h}, 1.f, stream));
         GemmPath paths[2];
-        ASSERT_TRUE(gemm.run_rmsnorm_mlp(m, h, i, x_one.data(), norm.data(), eps, w_up.data(), up_one.data(),
-                                         w_down.data(), stream, paths));
+        const bool launched = gemm.run_rmsnorm_mlp(m, h, i, x_one.data(), norm.data(), eps, w_up.data(), up_one.data(),
+                                                   w_down.data(), stream, paths);
         KC_CUDA_CHECK(cudaStreamSynchronize(stream));
-        const std::string where = fmt::format("hidden {}, intermediate {}, M {}, {} launch, call {}", h, i, m,
-                                              programmatic ? "programmatic" : "ordinary", call);
+        if (!launched && m > 1) {  // M = 2's instance may hold fewer CTAs at once than its grid: it then declines
+          std::printf("  %s: the one-launch MLP declined (grid larger than the GPU holds at once)\n", where.c_str());
+          EXPECT_EQ(to_float(x_one.to_host()), x0) << where << ": x changed although nothing should have run";
+          continue;
+        }
+        ASSERT_TRUE(launched) << where;
+        ++fused_cases;
         EXPECT_EQ(paths[0].kernel, GemmKernel::hgemm_12_small_m_gemv) << where;
         EXPECT_EQ(paths[1].kernel, GemmKernel::hgemm_12_small_m_gemv) << where;
         EXPECT_TRUE(bits_equal(up_one, up_two)) << where << ": gate_up differs";
@@ -590,7 +669,8 @@ TEST(GemmEntryGpu, TheMlpInOneLaunchIsTheTwoLaunchesBitForBit) {
       }
     }
   }
-  const int h = 576, i = 1536, m = kGemvMaxM + 1;
+  EXPECT_GE(fused_cases, 2 * 2 * 3);  // M = 1 on both widths, both launch kinds, three calls
+  const int h = 576, i = 1536, m = kSmallMGemvMaxM + 1;
   const DeviceBuffer<bf16> norm = on_device(values(static_cast<std::size_t>(h), 61));
   const DeviceBuffer<bf16> w_up = on_device(values(static_cast<std::size_t>(2 * i) * h, 62));
   const DeviceBuffer<bf16> w_down = on_device(values(static_cast<std::size_t>(h) * i, 63));

@@ -9,7 +9,11 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <map>
+#include <set>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "kc/common/blas.hpp"
@@ -187,9 +191,12 @@ TEST(GemmDispatch, TheMeasuredH200ShapesAndTheDocumentedFallbacks) {
   EXPECT_EQ(choose_gemm_path(problem(1, 4096, 4096), kH200), kRung12);
   EXPECT_EQ(choose_gemm_path(problem(1, 28672, 4096), kH200), kRung12);
   EXPECT_EQ(choose_gemm_path(problem(1, 4096, 4096), kA100), kRung12);
-  EXPECT_EQ(choose_gemm_path(problem(2, 4096, 4096), kH200), cublas(GemmFallback::small_m));
-  EXPECT_EQ(choose_gemm_path(problem(8, 4096, 4096), kH200), cublas(GemmFallback::small_m));
-  EXPECT_EQ(choose_gemm_path(problem(64, 14336, 4096), kH200), cublas(GemmFallback::small_m));
+  // 1 < M <= 64: the small-M table on the H200 (its own test below); cuBLAS elsewhere.
+  EXPECT_EQ(choose_gemm_path(problem(2, 4096, 4096), kA100), cublas(GemmFallback::small_m));
+  EXPECT_EQ(choose_gemm_path(problem(8, 4096, 4096), kH200WithoutSm90a), cublas(GemmFallback::small_m));
+  EXPECT_EQ(choose_gemm_path(problem(64, 14336, 4096), kB200), cublas(GemmFallback::small_m));
+  EXPECT_EQ(choose_bias_gelu_path(problem(16, 28672, 4096), kH200),
+            (GemmPath{GemmKernel::cublas_gemm_ex_then_bias_gelu, GemmFallback::small_m}));
   EXPECT_EQ(choose_bias_gelu_path(problem(1, 4096, 4096), kH200),
             (GemmPath{GemmKernel::cublas_gemm_ex_then_bias_gelu, GemmFallback::small_m}));
   EXPECT_EQ(choose_gemm_path(problem(65, 65536, 4096), kH200), kRung09);  // 4.26 M outputs
@@ -218,6 +225,8 @@ TEST(GemmDispatch, PathNamesAreTheKernelIdsOrTheFallbackWithItsReason) {
   EXPECT_EQ(kRung09.name(), "stage3/hgemm/09_tma_store");
   EXPECT_EQ(kRung03.name(), "stage3/hgemm/03_cp_async");
   EXPECT_EQ(kRung12.name(), "stage3/hgemm/12_small_m_gemv");
+  EXPECT_EQ(GemmPath({GemmKernel::hgemm_16_small_m_cluster_split, GemmFallback::none}).name(),
+            "stage3/hgemm/16_small_m_cluster_split");
   EXPECT_FALSE(kRung12.uses_cublas());
   EXPECT_EQ(GemmPath({GemmKernel::gemm_bias_gelu_10_fused, GemmFallback::none}).name(),
             "stage3/gemm_bias_gelu/10_fused_bias_gelu");
@@ -229,7 +238,7 @@ TEST(GemmDispatch, PathNamesAreTheKernelIdsOrTheFallbackWithItsReason) {
   EXPECT_TRUE(cublas(GemmFallback::small_m).uses_cublas());
   for (const GemmFallback why :
        {GemmFallback::architecture, GemmFallback::k_not_multiple_of_8,
-        GemmFallback::leading_dimensions, GemmFallback::misaligned, GemmFallback::small_m,
+        GemmFallback::leading_dimensions, GemmFallback::misaligned, GemmFallback::small_m, GemmFallback::small_m_table,
         GemmFallback::small_output, GemmFallback::k_rows_unaligned, GemmFallback::no_sm90a_code,
         GemmFallback::shared_memory,
         GemmFallback::grid_limit, GemmFallback::not_sm90}) {
@@ -274,7 +283,7 @@ TEST(GemmDispatch, EveryPointOfTheGridFollowsTheRules) {
                                            GemmTarget{86, 101376, false},
                                            GemmTarget{87, 166912, true}};
   enum class Lds { dense, lda, ldb, ldc };
-  std::size_t points = 0, rung09 = 0, rung03 = 0, rung12 = 0, fused = 0;
+  std::size_t points = 0, rung09 = 0, rung03 = 0, rung12 = 0, rung16 = 0, table_cublas = 0, fused = 0;
   for (const GemmTarget& target : targets)
     for (const int m : ms)
       for (const int n : ns)
@@ -298,6 +307,8 @@ TEST(GemmDispatch, EveryPointOfTheGridFollowsTheRules) {
               // The first rule that applies decides, in the order gemm.hpp lists them.
               const long long outputs = static_cast<long long>(m) * n;
               GemmFallback expected = GemmFallback::none;
+              const bool table = target.compute_capability == 90 && target.has_sm90a_code && m > 1 && m <= 64;
+              const GemmKernel table_kernel = table ? nearest_small_m_entry(m, n, k).kernel : GemmKernel::cublas_gemm_ex;
               if (target.compute_capability < 80)
                 expected = GemmFallback::architecture;
               else if (k % 8 != 0)
@@ -308,6 +319,8 @@ TEST(GemmDispatch, EveryPointOfTheGridFollowsTheRules) {
                 expected = GemmFallback::misaligned;
               else if (m == 1)
                 expected = GemmFallback::none;  // rung 12 on every GPU from sm_80 on
+              else if (table)
+                expected = table_kernel == GemmKernel::cublas_gemm_ex ? GemmFallback::small_m_table : GemmFallback::none;
               else if (m <= 64)
                 expected = GemmFallback::small_m;
               else if (target.compute_capability == 90 && !target.has_sm90a_code)
@@ -324,6 +337,11 @@ TEST(GemmDispatch, EveryPointOfTheGridFollowsTheRules) {
 
               if (expected != GemmFallback::none) {
                 ASSERT_EQ(path.kernel, GemmKernel::cublas_gemm_ex) << where;
+                table_cublas += expected == GemmFallback::small_m_table;
+              } else if (table) {
+                ASSERT_EQ(path.kernel, table_kernel) << where;
+                rung12 += table_kernel == GemmKernel::hgemm_12_small_m_gemv;
+                rung16 += table_kernel == GemmKernel::hgemm_16_small_m_cluster_split;
               } else if (m == 1) {
                 ASSERT_EQ(path.kernel, GemmKernel::hgemm_12_small_m_gemv) << where;
                 ++rung12;
@@ -344,10 +362,13 @@ TEST(GemmDispatch, EveryPointOfTheGridFollowsTheRules) {
                 ++fused;
               } else {
                 ASSERT_EQ(bias_path.kernel, GemmKernel::cublas_gemm_ex_then_bias_gelu) << where;
+                // At M <= 64 the fused op falls back for small M unless a hard constraint came first.
+                const bool hard = path.fallback == GemmFallback::k_not_multiple_of_8 ||
+                                  path.fallback == GemmFallback::leading_dimensions ||
+                                  path.fallback == GemmFallback::misaligned;
                 const GemmFallback bias_expected = target.compute_capability != 90 ? GemmFallback::not_sm90
-                                                   : path.kernel == GemmKernel::hgemm_12_small_m_gemv
-                                                       ? GemmFallback::small_m
-                                                       : path.fallback;
+                                                   : (m <= 64 && !hard)            ? GemmFallback::small_m
+                                                                                   : path.fallback;
                 ASSERT_EQ(bias_path.fallback, bias_expected) << where;
               }
             }
@@ -355,7 +376,77 @@ TEST(GemmDispatch, EveryPointOfTheGridFollowsTheRules) {
   EXPECT_GT(rung09, 0u);
   EXPECT_GT(rung03, 0u);
   EXPECT_GT(rung12, 0u);
+  EXPECT_GT(rung16, 0u);
+  EXPECT_GT(table_cublas, 0u);
   EXPECT_EQ(fused, rung09);
+}
+
+// ---- the small-M table --------------------------------------------------------------------------
+
+// The rows CMake compiled in from stage3-hpc/gemm/small_m_dispatch_h200.json keep the rules the
+// dispatch relies on: 1 < M <= 64; rung 12 only where it launches (M <= 8); every tuned M has the
+// same weights (so every bucket has a nearest row for any weight); no shape twice.
+TEST(SmallMTable, RowsKeepTheRulesTheDispatchReliesOn) {
+  const std::vector<SmallMTableEntry>& rows = small_m_table();
+  ASSERT_FALSE(rows.empty());
+  std::set<int> ms;
+  std::map<int, std::set<std::pair<int, int>>> weights;
+  std::set<std::tuple<int, int, int>> shapes;
+  for (const SmallMTableEntry& row : rows) {
+    const std::string where = std::to_string(row.m) + "x" + std::to_string(row.n) + "x" + std::to_string(row.k);
+    EXPECT_GT(row.m, kGemvMaxM) << where;
+    EXPECT_LE(row.m, kSmallM) << where;
+    EXPECT_GE(row.n, 1) << where;
+    EXPECT_EQ(row.k % 8, 0) << where << ": the table's kernels need K % 8 == 0";
+    EXPECT_TRUE(row.kernel == GemmKernel::cublas_gemm_ex || row.kernel == GemmKernel::hgemm_16_small_m_cluster_split ||
+                (row.kernel == GemmKernel::hgemm_12_small_m_gemv && row.m <= 8))
+        << where << ": " << gemm_kernel_name(row.kernel);
+    EXPECT_TRUE(shapes.insert({row.m, row.n, row.k}).second) << where << " twice";
+    ms.insert(row.m);
+    weights[row.m].insert({row.n, row.k});
+  }
+  EXPECT_EQ(*ms.rbegin(), kSmallM) << "no bucket for the largest small M";
+  for (const int m : ms) EXPECT_EQ(weights[m], weights[*ms.begin()]) << "M = " << m << " has other weights";
+}
+
+// At a tuned shape the dispatch takes the row's kernel; between tuned shapes it takes the row of
+// the M bucket (the smallest tuned M at or above the call's) with the nearest weight, by
+// |log2 N ratio| + |log2 K ratio|; every other M, N, K is refused with the range.
+TEST(SmallMTable, TheDispatchFollowsTheNearestRowOfTheBucket) {
+  const std::vector<SmallMTableEntry>& rows = small_m_table();
+  for (const SmallMTableEntry& row : rows) {
+    const SmallMTableEntry& found = nearest_small_m_entry(row.m, row.n, row.k);
+    EXPECT_EQ(&found, &row) << row.m << "x" << row.n << "x" << row.k;
+    const GemmPath path = choose_gemm_path(problem(row.m, row.n, row.k), kH200);
+    EXPECT_EQ(path.kernel, row.kernel) << path.name();
+    EXPECT_EQ(path.fallback,
+              row.kernel == GemmKernel::cublas_gemm_ex ? GemmFallback::small_m_table : GemmFallback::none);
+  }
+  std::set<int> tuned;
+  for (const SmallMTableEntry& row : rows) tuned.insert(row.m);
+  for (int m = 2; m <= kSmallM; ++m)
+    for (const int n : {1, 100, 777, 5000, 28000, 100000})
+      for (const int k : {8, 520, 3000, 9000, 40000}) {
+        const SmallMTableEntry& found = nearest_small_m_entry(m, n, k);
+        ASSERT_EQ(found.m, *tuned.lower_bound(m)) << m << "x" << n << "x" << k;
+        const auto distance = [&](const SmallMTableEntry& e) {
+          return std::fabs(std::log2(double(n) / e.n)) + std::fabs(std::log2(double(k) / e.k));
+        };
+        for (const SmallMTableEntry& other : rows) {
+          if (other.m == found.m) {
+            ASSERT_LE(distance(found), distance(other)) << m << "x" << n << "x" << k;
+          }
+        }
+      }
+  // The tuning weights are the Llama-3 and SmolLM2 projections: M = 3 takes M = 4's row, M = 33
+  // M = 64's, and a 5000-wide weight of K = 4096 is nearer 4096 (0.29 in log2) than 6144 (0.30).
+  EXPECT_EQ(nearest_small_m_entry(3, 4096, 4096).m, 4);
+  EXPECT_EQ(nearest_small_m_entry(33, 5000, 4096).m, 64);
+  EXPECT_EQ(nearest_small_m_entry(33, 5000, 4096).n, 4096);
+  EXPECT_EQ(nearest_small_m_entry(33, 5000, 4096).k, 4096);
+  EXPECT_THROW(nearest_small_m_entry(1, 4096, 4096), Error);
+  EXPECT_THROW(nearest_small_m_entry(65, 4096, 4096), Error);
+  EXPECT_THROW(nearest_small_m_entry(2, 0, 4096), Error);
 }
 
 TEST(GemmDispatch, ConstantsMatchTheKernelsTheyDescribe) {

@@ -754,7 +754,8 @@ void ModelRunner::Impl::qkv_into(const bf16* normed_rows, const Layer& layer, st
   stage3::GemmPath paths[3];
   gemm.run_shared_a(static_cast<int>(m), static_cast<int>(config.hidden_size), normed_rows, weights.data(), 3, stream,
                     paths);
-  const bool fused = paths[0].kernel == stage3::GemmKernel::hgemm_12_small_m_gemv;
+  bool fused = true;  // run_shared_a fuses exactly when every weight takes rung 12
+  for (const stage3::GemmPath& path : paths) fused = fused && path.kernel == stage3::GemmKernel::hgemm_12_small_m_gemv;
   for (int i = 0; i < 3; ++i) note_projection(kQkvRoles[i], m, paths[i], fused ? "q, k and v in one launch" : "");
 }
 

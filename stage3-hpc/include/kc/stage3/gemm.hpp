@@ -25,9 +25,13 @@
 //     within a few points of it at M = 1 on the table's decode shapes and below it from M = 2 on,
 //     where its FMAs per byte of B approach the SM's issue rate (the fused op: cuBLAS and the
 //     separate bias+GELU kernel);
-//   - cuBLAS for 1 < M <= 64: small-M shapes, where rung 11 (stage3/hgemm/11_small_m_split_k)
-//     and rung 12 measured below cuBLAS (docs/benchmarks/h200/stage3-gemm.md): not dispatched
-//     until one is at parity;
+//   - 1 < M <= 64 (decode at small batches) on compute capability 9.0 with sm_90a code in this
+//     build: the small-M table (small_m_table below) — rung 12 (M <= 8), rung 16
+//     (stage3/hgemm/16_small_m_cluster_split) or cuBLAS, whichever kc-bench measured fastest on
+//     the H200 at the tuned shape nearest the call; on other GPUs cuBLAS (no table measured
+//     there). Rung 14 (stage3/hgemm/14_small_m_weights_as_a), faster than both on a few shapes,
+//     is not a candidate: its split-K counters allow one launch at a time, and the entry may be
+//     called on several streams;
 //   - compute capability 9.0 (H100/H200) with sm_90a code in this build: rung 09
 //     (stage3/hgemm/09_tma_store) for outputs of at least 2048 x 2048 elements and 256
 //     columns, where it measures at parity with cuBLAS or above; cuBLAS below that (too few
@@ -50,6 +54,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kc/common/gemm_args.hpp"
 
@@ -71,7 +76,8 @@ struct MlpBarrier;        // device words of Gemm::run_rmsnorm_mlp's barrier (sr
 enum class GemmKernel {
   hgemm_09_tma_store,             // stage3/hgemm/09_tma_store (sm_90a)
   hgemm_03_cp_async,              // stage3/hgemm/03_cp_async (sm_80+)
-  hgemm_12_small_m_gemv,          // stage3/hgemm/12_small_m_gemv (sm_80+, M <= kGemvMaxM)
+  hgemm_12_small_m_gemv,          // stage3/hgemm/12_small_m_gemv (sm_80+, M = 1; M <= 8 from the small-M table)
+  hgemm_16_small_m_cluster_split, // stage3/hgemm/16_small_m_cluster_split (sm_90a, 1 < M <= 64, from the table)
   cublas_gemm_ex,                 // cublasGemmEx, BF16, CUBLAS_COMPUTE_32F
   gemm_bias_gelu_10_fused,        // stage3/gemm_bias_gelu/10_fused_bias_gelu (sm_90a)
   cublas_gemm_ex_then_bias_gelu,  // cublasGemmEx, then stage 3's bias_gelu_inplace kernel
@@ -84,7 +90,9 @@ enum class GemmFallback {
   k_not_multiple_of_8,  // rows of A and B are moved in 16-byte pieces
   leading_dimensions,   // lda != K, ldb != K or ldc != N: the kc kernels assume dense operands
   misaligned,           // A, B or C not 16-byte aligned
-  small_m,              // 1 < M <= 64 (the fused op: M <= 64), where no kc kernel matches cuBLAS yet
+  small_m,              // 1 < M <= 64 without the small-M table (a GPU other than sm_90 with sm_90a
+                        // code; the fused op at any M <= 64)
+  small_m_table,        // 1 < M <= 64: the small-M table has cuBLAS fastest at the nearest tuned shape
   small_output,         // sm_90: M x N below 2048 x 2048 or N < 256, where cuBLAS measured faster
   k_rows_unaligned,     // sm_90: K % 64 != 0, rows not 128-byte aligned, where cuBLAS measured faster
   no_sm90a_code,        // sm_90 GPU, but this build holds no sm_90a code for the Hopper rungs
@@ -144,7 +152,9 @@ inline constexpr int kHopperMinColumns = 256;
 // Rung 09's TMA boxes are 64 bf16 (128 bytes) wide: with K a multiple of this every row of A and B
 // starts 128-byte aligned.
 inline constexpr int kHopperAlignedK = 64;
-// M at or below this goes to cuBLAS (decode shapes), except M <= kGemvMaxM in the plain GEMM.
+// M at or below this is a decode shape: the plain GEMM takes M <= kGemvMaxM to rung 12 and
+// 1 < M <= kSmallM through the small-M table (sm_90 with sm_90a code) or to cuBLAS; the fused op
+// takes it to cuBLAS.
 inline constexpr int kSmallM = 64;
 // M at or below this goes to rung 12 (the rung itself takes M <= 8: kSmallMGemvMaxM in
 // gemm/gemm_layout.hpp; the dispatch stops where it measured below cuBLAS).
@@ -155,6 +165,23 @@ inline constexpr int kRung03MaxN = 65535 * 256;
 // Rung 03's dynamic shared memory: 3 stages of a 128 x 64 A tile and a 256 x 64 B tile in bf16,
 // plus 1 KiB to align the swizzled tiles (Rung03Config in gemm/03_cp_async.cuh).
 inline constexpr int kRung03SharedMemoryBytes = 3 * (128 + 256) * 64 * 2 + 1024;
+
+// The small-M table (stage3-hpc/gemm/small_m_dispatch_h200.json, written by
+// scripts/tune_small_m_dispatch.py from kc-bench runs on the H200 and compiled in by CMake): at
+// each tuning shape, 1 < M <= 64, the kernel the entry runs on an sm_90 GPU with sm_90a code —
+// rung 12, rung 16 or cuBLAS, whichever measured fastest (a rung only when more than a point
+// faster than cuBLAS).
+struct SmallMTableEntry {
+  int m = 0, n = 0, k = 0;
+  GemmKernel kernel = GemmKernel::cublas_gemm_ex;
+};
+// The rows, in the JSON's order.
+const std::vector<SmallMTableEntry>& small_m_table();
+// The row the dispatch follows for an M x N x K call, 1 < m <= kSmallM: among the rows of the
+// smallest tuned M at or above m (its bucket: M = 3 takes the rows of M = 4, M = 33 those of
+// M = 64), the one whose weight is nearest, by |log2(N / n)| + |log2(K / k)| (the first in the
+// table's order on a tie). Pure. Throws kc::Error for m outside 2..kSmallM.
+const SmallMTableEntry& nearest_small_m_entry(int m, int n, int k);
 
 // The path gemm() takes for `problem` on `target`. Pure: no CUDA call. Expects a problem that
 // check_gemm_args accepted.
@@ -221,7 +248,8 @@ class Gemm {
     int n = 0;
   };
   // C_i = A.B_i^T for 1 to 3 weights of the same K that share A (M x K, dense): a layer's Q, K and
-  // V projections. When run() would take rung 12 for every one of them (M <= kGemvMaxM, dense, aligned),
+  // V projections. When run() would take rung 12 for every one of them (M = 1, or M <= 8 where the
+  // small-M table picks rung 12 for each weight; dense, aligned),
   // they run as one launch of rung 12, which streams the three weights as one; otherwise each runs
   // through run(). Each call is checked as run() checks it, all before anything is launched.
   // `paths`, when not null, receives the path of each weight (count of them).
@@ -239,7 +267,7 @@ class Gemm {
   // C = (silu(gate) . up).B^T + beta.C with gate_up = [gate | up], M x 2K (an MLP's down
   // projection after its fused gate/up projection), the activation (stage 2's swiglu) done inside
   // rung 12's launch as it reads A. Only where run() would take rung 12 for the M x N x K product
-  // (M <= kGemvMaxM, dense, aligned); otherwise it launches nothing and returns false, and the
+  // (as for run_shared_a); otherwise it launches nothing and returns false, and the
   // caller runs kc::stage2::swiglu and run(). `path`, when not null, receives the product's path.
   bool run_swiglu(int m, int k, const bf16* gate_up, const SharedAWeight& weight, float beta, cudaStream_t stream,
                   GemmPath* path = nullptr);
@@ -248,8 +276,8 @@ class Gemm {
   //   x += (silu(gate) . up).W_down^T          (W_down H x I; x M x H, read and added to in place)
   // — what run_rmsnorm_shared_a on [gate | up] followed by run_swiglu with beta = 1 computes, bit for
   // bit: rung 12's two passes with a grid-wide barrier between them (gemm/12_small_m_gemv_mlp.cu),
-  // one launch where the two make two. Only where both products would take rung 12 (M <= kGemvMaxM,
-  // dense, aligned) and one CTA per block of the larger pass fits on the GPU at once (a small
+  // one launch where the two make two. Only where both products would take rung 12 (as for
+  // run_shared_a) and one CTA per block of the larger pass fits on the GPU at once (a small
   // model's MLP: SmolLM2's does, Llama-3.2-1B's does not); otherwise it launches nothing and returns
   // false, and the caller makes the two calls. The arguments are checked as those two calls check
   // them. The barrier is this Gemm's: one run_rmsnorm_mlp in flight at a time (the calls of one
@@ -268,6 +296,7 @@ class Gemm {
 
   int device_ = 0;
   GemmTarget target_;
+  int sm_count_ = 0;  // the device's SMs: rung 16's split plan
   std::unique_ptr<CublasHandle> cublas_;
   std::unique_ptr<HopperLaunchCache> hopper_;
   std::unique_ptr<MlpBarrier> mlp_barrier_;  // run_rmsnorm_mlp's grid-wide barrier (two words)
