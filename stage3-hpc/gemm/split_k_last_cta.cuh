@@ -1,6 +1,8 @@
 // split_k_last_cta.cuh — the split-K reduction of the small-M rungs whose CTAs split K and whose
-// last CTA to finish adds the splits (hgemm rung 15; rung 14's header tells the idea), and the
-// store of the swapped product's fragments into C.
+// last CTA to finish adds the splits — hgemm rungs 14 and 15 (rung 14's header tells the idea)
+// and the GGUF GEMV's rungs 09 and 10 (quant/09_gemv_gguf_batch.cu, quant/10_gemv_gguf_wgmma.cu) —
+// and the hgemm rungs' store of the swapped product's fragments into C (the GGUF rungs pass a
+// `store` of their own, into y).
 //
 // A CTA owns a column block and a slice of K. With one split it stores its own sums. With more,
 // each thread writes its float4 fragments to the CTA's slot of the workspace in fragment order, the
@@ -39,10 +41,15 @@ __device__ __forceinline__ float4 add(float4 x, float4 y) {
 // CTA's column block (splits slots of kSlotVectors float4s each), `counter` the block's arrival
 // counter (zero before the launch). store(f, sum) stores fragment f's sums; in the CTA that arrives
 // last only. kAddsFirstSplitTwice is a negative control's flaw (split 0 added twice); false in the
-// rungs.
-template <int kFragments, int kSlotVectors, bool kAddsFirstSplitTwice = false, class Store>
+// rungs. kFragmentsAtOnce: how many fragments the last CTA adds up together, their loads of a split
+// in flight at once — by default all of them (one L2 round trip a split); fewer where registers
+// are short: each fragment at once holds a sum and a partial (8 registers), and in the GGUF rungs
+// a CTA an SM lost to registers would change their plan's splits, and so their bits.
+template <int kFragments, int kSlotVectors, bool kAddsFirstSplitTwice = false, int kFragmentsAtOnce = kFragments,
+          class Store>
 __device__ __forceinline__ void reduce_in_last_cta(const ThreadFragments<kFragments>& mine, float4* block_slots,
                                                    int split, int splits, std::uint32_t* counter, Store&& store) {
+  static_assert(kFragments % kFragmentsAtOnce == 0, "the fragments come in whole groups");
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int slot_base = warp * kFragments * 32 + lane;
   if (mine.holds) {
@@ -60,26 +67,32 @@ __device__ __forceinline__ void reduce_in_last_cta(const ThreadFragments<kFragme
   __threadfence();  // the other CTAs' partials, seen through their count, are read after it
   if (threadIdx.x == 0) *counter = 0;  // every CTA of the block has counted: ready for the next launch
   if (!mine.holds) return;
-  // Split by split, all of a slot's fragments at once: kFragments independent L2 loads in flight
-  // for each split instead of one chain of loads a fragment (splits round trips, not
-  // kFragments x splits); every fragment still adds the splits in split order.
-  float4 sum[kFragments];
+  // Group by group of kFragmentsAtOnce fragments, split by split, all of the group's fragments of a
+  // slot at once: kFragmentsAtOnce independent L2 loads in flight for each split instead of one
+  // chain of loads a fragment (splits round trips a group, not kFragments x splits); every fragment
+  // still adds the splits in split order.
 #pragma unroll
-  for (int f = 0; f < kFragments; ++f) sum[f] = make_float4(0.f, 0.f, 0.f, 0.f);
-  for (int s = 0; s < splits; ++s) {
-    float4 partial[kFragments];
+  for (int first = 0; first < kFragments; first += kFragmentsAtOnce) {
+    float4 sum[kFragmentsAtOnce];
 #pragma unroll
-    for (int f = 0; f < kFragments; ++f)
-      // __ldcg: from L2, where the other CTAs' stores and fences put them (not a stale L1 line).
-      partial[f] = s == split ? mine.value[f] : __ldcg(block_slots + s * kSlotVectors + slot_base + 32 * f);
+    for (int i = 0; i < kFragmentsAtOnce; ++i) sum[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int s = 0; s < splits; ++s) {
+      float4 partial[kFragmentsAtOnce];
 #pragma unroll
-    for (int f = 0; f < kFragments; ++f) {
-      sum[f] = add(sum[f], partial[f]);
-      if (kAddsFirstSplitTwice && s == 0) sum[f] = add(sum[f], partial[f]);
+      for (int i = 0; i < kFragmentsAtOnce; ++i) {
+        const int f = first + i;
+        // __ldcg: from L2, where the other CTAs' stores and fences put them (not a stale L1 line).
+        partial[i] = s == split ? mine.value[f] : __ldcg(block_slots + s * kSlotVectors + slot_base + 32 * f);
+      }
+#pragma unroll
+      for (int i = 0; i < kFragmentsAtOnce; ++i) {
+        sum[i] = add(sum[i], partial[i]);
+        if (kAddsFirstSplitTwice && s == 0) sum[i] = add(sum[i], partial[i]);
+      }
     }
-  }
 #pragma unroll
-  for (int f = 0; f < kFragments; ++f) store(f, sum[f]);
+    for (int i = 0; i < kFragmentsAtOnce; ++i) store(first + i, sum[i]);
+  }
 }
 
 // C[m][n] = alpha . sum + beta . C[m][n] for an output inside M x N; nothing outside.

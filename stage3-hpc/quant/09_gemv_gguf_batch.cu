@@ -9,8 +9,9 @@
 // This rung takes the frame of stage 3's hgemm rung 14 (gemm/14_small_m_weights_as_a.cu) — a CTA
 // owns 128 output columns and a split of K, each warp 2 tiles of 16 columns, a cp.async ring of K
 // steps (here a chunk: 128 k of 8 tiles of quants, their scales and the 8T rows of x) shared by the
-// warps, split-K partials added by the last CTA of each column block in the same launch — and
-// feeds it the weights of layout=3 (rung 05's: the A operand, 16 columns a product):
+// warps, split-K partials added by the last CTA of each column block in the same launch (rung 14's
+// reduction, gemm/split_k_last_cta.cuh) — and feeds it the weights of layout=3 (rung 05's: the A
+// operand, 16 columns a product):
 //   - a block's nibbles become bf16 weights once for a warp's token tiles: 128 + q by rung 03's
 //     mask and OR, then one HSUB2 a pair to q - 8 (q4_0) or q (q4_1) — small integers, exact in
 //     bf16; q8_0's bytes are exact already;
@@ -57,6 +58,7 @@
 #include "arch/sm80/cp_async.cuh"
 #include "arch/sm80/mma.cuh"
 #include "arch/util.hpp"
+#include "gemm/split_k_last_cta.cuh"
 #include "gemv_gguf_mma.cuh"
 #include "kc/common/error.hpp"
 #include "kc/stage3/gemv_gguf_args.hpp"
@@ -73,6 +75,11 @@ constexpr int kStages = 4;
 constexpr int kChunkK = 4 * kGgufBlockWeights;  // 128 k a chunk
 constexpr int kXRowBytes = kChunkK * 2;         // 256 bytes of one row of x a chunk
 constexpr int kXPieces = kXRowBytes / 16;       // 16 pieces of 16 bytes
+// The last CTA adds the split-K partials one fragment at a time (split_k_last_cta.cuh), a chain of
+// L2 loads a fragment: all of a thread's (up to 8) at once would take registers that cost some
+// instances a CTA an SM (q4_0 at 9-16 rows on sm_90a), and the plan's splits — so y's bits —
+// follow the CTAs an SM.
+constexpr int kFragmentsAtOnce = 1;
 
 // The CTA's shape for T token tiles: kGroups token groups of 4 warps; group g multiplies token
 // tiles [g x kGroupTiles, (g + 1) x kGroupTiles) (those below T) with all 8 tiles of weights, so
@@ -349,53 +356,36 @@ __global__ void __launch_bounds__(Shape<kTokenTiles>::kThreads, (kMinCtasPerSm<k
     multiply_chunk<kType, kTokenTiles, kSwapped>(stage_at(i % kStages), group_warp, first_token_tile, lane, acc);
   }
 
-  // Fragment (mt, nt): output columns n0 = 128 block + 32 group_warp + 16 mt + g (and + 8), rows of
-  // x m0 = 8 (first_token_tile + nt) + 2t (and + 1); rows past M are not stored.
+  // Fragment f = mt x kGroupTiles + nt (the warp's tile mt, its group's token tile nt): output
+  // columns n0 = 128 block + 32 group_warp + 16 mt + g (and + 8), rows of x
+  // m0 = 8 (first_token_tile + nt) + 2t (and + 1); rows past M are not stored.
+  constexpr int kFragments = kTilesPerWarp * kGroupTiles;
   const int warp_n0 = column_block * kGgufBatchColumns + group_warp * kTilesPerWarp * 16 + g;
   const int warp_m0 = 8 * first_token_tile + 2 * t;
-  if (!plan.needs_workspace()) {
-#pragma unroll
-    for (int mt = 0; mt < kTilesPerWarp; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < kGroupTiles; ++nt)
-        store_fragment(a, warp_n0 + 16 * mt, warp_m0 + 8 * nt,
-                       make_float4(acc[mt][nt][0], acc[mt][nt][1], acc[mt][nt][2], acc[mt][nt][3]));
-    return;
-  }
-
-  // The split-K reduction of hgemm rung 14 (its header): the partial tile in fragment order, a slot
-  // per CTA; the last CTA of the column block to arrive adds the slots in split order (the same
-  // bits whichever CTA it is), stores y and resets the counter for the next launch.
-  constexpr int kTileVectors = C::kThreads * kTilesPerWarp * kGroupTiles;  // float4s per slot
-  float4* const block_slots = reinterpret_cast<float4*>(workspace.partials) +
-                              static_cast<std::size_t>(column_block) * plan.splits * kTileVectors;
-  const auto slot_index = [&](int mt, int nt) { return ((warp * kTilesPerWarp + mt) * kGroupTiles + nt) * 32 + lane; };
+  split_k::ThreadFragments<kFragments> mine;
 #pragma unroll
   for (int mt = 0; mt < kTilesPerWarp; ++mt)
 #pragma unroll
     for (int nt = 0; nt < kGroupTiles; ++nt)
-      __stcg(block_slots + split * kTileVectors + slot_index(mt, nt),
-             make_float4(acc[mt][nt][0], acc[mt][nt][1], acc[mt][nt][2], acc[mt][nt][3]));
-  __threadfence();
-  __syncthreads();
-  bool last = false;
-  if (threadIdx.x == 0)
-    last = atomicAdd(workspace.counters + column_block, 1u) == static_cast<unsigned>(plan.splits - 1);
-  if (!__syncthreads_or(last)) return;
-  __threadfence();
-  if (threadIdx.x == 0) workspace.counters[column_block] = 0;
+      mine.value[mt * kGroupTiles + nt] = make_float4(acc[mt][nt][0], acc[mt][nt][1], acc[mt][nt][2], acc[mt][nt][3]);
+  const auto store = [&](int f, float4 sum) {
+    store_fragment(a, warp_n0 + 16 * (f / kGroupTiles), warp_m0 + 8 * (f % kGroupTiles), sum);
+  };
+  if (!plan.needs_workspace()) {
 #pragma unroll
-  for (int mt = 0; mt < kTilesPerWarp; ++mt)
-#pragma unroll
-    for (int nt = 0; nt < kGroupTiles; ++nt) {
-      const float4 mine = make_float4(acc[mt][nt][0], acc[mt][nt][1], acc[mt][nt][2], acc[mt][nt][3]);
-      float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
-      for (int s = 0; s < plan.splits; ++s) {
-        const float4 p = s == split ? mine : __ldcg(block_slots + s * kTileVectors + slot_index(mt, nt));
-        sum = make_float4(sum.x + p.x, sum.y + p.y, sum.z + p.z, sum.w + p.w);
-      }
-      store_fragment(a, warp_n0 + 16 * mt, warp_m0 + 8 * nt, sum);
-    }
+    for (int f = 0; f < kFragments; ++f) store(f, mine.value[f]);
+    return;
+  }
+
+  // hgemm rung 14's split-K reduction (split_k_last_cta.cuh): the partial tile in fragment order,
+  // a slot per CTA; the last CTA of the column block to arrive adds the slots in split order (the
+  // same bits whichever CTA it is), one fragment at a time, stores y and resets the counter for the
+  // next launch.
+  constexpr int kSlotVectors = C::kThreads * kFragments;  // float4s per slot
+  float4* const block_slots = reinterpret_cast<float4*>(workspace.partials) +
+                              static_cast<std::size_t>(column_block) * plan.splits * kSlotVectors;
+  split_k::reduce_in_last_cta<kFragments, kSlotVectors, /*kAddsFirstSplitTwice=*/false, kFragmentsAtOnce>(
+      mine, block_slots, split, plan.splits, workspace.counters + column_block, store);
 }
 
 using Kernel = void (*)(GgufGemvArgs, GgufBatchPlan, GgufBatchWorkspace);

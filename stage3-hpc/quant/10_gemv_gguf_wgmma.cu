@@ -28,8 +28,9 @@
 //     bytes are there: ptxas pads a zero-fill copy (src-size in a register) with instructions that
 //     never run but take issue slots.
 // Unchanged: layout=3, the split-K plan and workspace (plan_gguf_batch: 128-column blocks, splits
-// of 128-k chunks, the last CTA of a column block adds the partials), the 4-stage cp.async ring,
-// the exact decode (q - 8, q or the byte in bf16) and the scales applied in FP32 once a block.
+// of 128-k chunks, the last CTA of a column block adds the partials: gemm/split_k_last_cta.cuh),
+// the 4-stage cp.async ring, the exact decode (q - 8, q or the byte in bf16) and the scales
+// applied in FP32 once a block.
 //
 // FLOPs 2MNK, bytes the blocks' plus x and y, as rung 09. Per block a warpgroup issues two WGMMA
 // of 64 x N x 16 (2 x 64 x N x 16 x 2 FLOPs) and each warp about 20 instructions of decode and
@@ -59,6 +60,7 @@
 #include "arch/sm90/wgmma.cuh"
 #include "arch/sm90/wgmma_narrow.cuh"
 #include "arch/util.hpp"
+#include "gemm/split_k_last_cta.cuh"
 #include "gemv_gguf_mma.cuh"
 #include "kc/common/error.hpp"
 #include "kc/stage3/gemv_gguf_args.hpp"
@@ -86,6 +88,10 @@ constexpr int kSmemBytes = kStages * stage_bytes<kType, kTokenTiles>() + 1024;  
 
 constexpr int kChunkK = 4 * kGgufBlockWeights;  // 128 k a chunk
 constexpr int kXPairs = kChunkK / 2;            // 4-byte pairs of one row of x a chunk
+// As in rung 09, the last CTA adds the split-K partials one fragment at a time: all of a thread's
+// (up to 8) at once would spill where two CTAs an SM leave 128 registers a thread (q4_0 at 41-48
+// rows).
+constexpr int kFragmentsAtOnce = 1;
 
 // One stage: the 8 tiles' quants ([tile][vector v][lane] 16 bytes each), their scale entries
 // ([tile][row group][vector]), then x: two swizzle atoms (k 0-63 and 64-127 of the chunk in WGMMA's
@@ -419,43 +425,25 @@ __global__ void __launch_bounds__(kThreads, (kMinCtasPerSm<kType, kTokenTiles>))
 
   // Fragment s: output columns n0 = 128 block + 16 warp + g (and + 8), rows of x m0 = 8s + 2t (+ 1).
   const int warp_n0 = column_block * kGgufBatchColumns + warp * 16 + g;
+  split_k::ThreadFragments<kTokenTiles> mine;
+#pragma unroll
+  for (int s = 0; s < kTokenTiles; ++s)
+    mine.value[s] = make_float4(acc[4 * s], acc[4 * s + 1], acc[4 * s + 2], acc[4 * s + 3]);
+  const auto store = [&](int s, float4 sum) { store_fragment(a, warp_n0, 8 * s + 2 * t, sum); };
   if (!plan.needs_workspace()) {
 #pragma unroll
-    for (int s = 0; s < kTokenTiles; ++s)
-      store_fragment(a, warp_n0, 8 * s + 2 * t,
-                     make_float4(acc[4 * s], acc[4 * s + 1], acc[4 * s + 2], acc[4 * s + 3]));
+    for (int s = 0; s < kTokenTiles; ++s) store(s, mine.value[s]);
     return;
   }
 
-  // Rung 09's split-K reduction: the partial tile in fragment order, a slot per CTA; the last CTA
-  // of the column block to arrive adds the slots in split order, stores y, resets the counter.
-  constexpr int kTileVectors = kThreads * kTokenTiles;  // float4s per slot
+  // Rung 09's split-K reduction (split_k_last_cta.cuh): the partial tile in fragment order, a slot
+  // per CTA; the last CTA of the column block to arrive adds the slots in split order, one fragment
+  // at a time, stores y, resets the counter.
+  constexpr int kSlotVectors = kThreads * kTokenTiles;  // float4s per slot
   float4* const block_slots = reinterpret_cast<float4*>(workspace.partials) +
-                              static_cast<std::size_t>(column_block) * plan.splits * kTileVectors;
-  const auto slot_index = [&](int s) { return (warp * kTokenTiles + s) * 32 + lane; };
-#pragma unroll
-  for (int s = 0; s < kTokenTiles; ++s)
-    __stcg(block_slots + split * kTileVectors + slot_index(s),
-           make_float4(acc[4 * s], acc[4 * s + 1], acc[4 * s + 2], acc[4 * s + 3]));
-  __threadfence();
-  __syncthreads();
-  bool last = false;
-  if (threadIdx.x == 0)
-    last = atomicAdd(workspace.counters + column_block, 1u) == static_cast<unsigned>(plan.splits - 1);
-  if (!__syncthreads_or(last)) return;
-  __threadfence();
-  if (threadIdx.x == 0) workspace.counters[column_block] = 0;
-#pragma unroll
-  for (int s = 0; s < kTokenTiles; ++s) {
-    const float4 mine = make_float4(acc[4 * s], acc[4 * s + 1], acc[4 * s + 2], acc[4 * s + 3]);
-    float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int split_index = 0; split_index < plan.splits; ++split_index) {
-      const float4 p =
-          split_index == split ? mine : __ldcg(block_slots + split_index * kTileVectors + slot_index(s));
-      sum = make_float4(sum.x + p.x, sum.y + p.y, sum.z + p.z, sum.w + p.w);
-    }
-    store_fragment(a, warp_n0, 8 * s + 2 * t, sum);
-  }
+                              static_cast<std::size_t>(column_block) * plan.splits * kSlotVectors;
+  split_k::reduce_in_last_cta<kTokenTiles, kSlotVectors, /*kAddsFirstSplitTwice=*/false, kFragmentsAtOnce>(
+      mine, block_slots, split, plan.splits, workspace.counters + column_block, store);
 #endif
 }
 
