@@ -4,7 +4,7 @@
 src/gemm.cpp's table; stage3-hpc/README.md, "How the entry picks a kernel for small M").
 
 A tuning run is kc-bench timing the candidate rungs in alternation with cuBLAS on the tuning shapes
-(every weight below at M = 2, 4, 8, 16, 32, 64), a few times over on one GPU; this script reads those
+(every weight below at M = 2, 4, 8, 16, 32, 64: 120 shapes), a few times over on one GPU; this script reads those
 runs and writes the table:
 
     SHAPES=$(scripts/tune_small_m_dispatch.py --print-shapes)
@@ -33,12 +33,15 @@ import statistics
 import sys
 
 # The weights (N x K of an nn.Linear, C = A.B^T) of the decode projections the table is tuned on:
-# per model [Q | K | V], O, [gate | up], down.
+# per model [Q | K | V], O, [gate | up], down; then the models' output projections.
 TUNING_WEIGHTS = [
     ("Llama-3-8B", [(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336)]),
     ("Llama-3-70B", [(10240, 8192), (8192, 8192), (57344, 8192), (8192, 28672)]),
     ("Llama-3.2-1B", [(3072, 2048), (2048, 2048), (16384, 2048), (2048, 8192)]),
     ("SmolLM2-135M", [(960, 576), (576, 576), (3072, 576), (576, 1536)]),
+    # The output projections (lm_head): Llama 3's 128256-token vocabulary at the 1B's, 8B's and 70B's
+    # widths, SmolLM2's 49152 at 576.
+    ("lm_head", [(128256, 2048), (128256, 4096), (128256, 8192), (49152, 576)]),
 ]
 TUNING_MS = [2, 4, 8, 16, 32, 64]
 
