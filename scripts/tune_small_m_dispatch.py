@@ -15,10 +15,14 @@ runs and writes the table:
     scripts/tune_small_m_dispatch.py /tmp/tune/*/stage3-gemm.json \\
         --out stage3-hpc/gemm/small_m_dispatch_h200.json
 
-The rule, shape by shape: each kernel's % of cuBLAS is the median over the runs of kc-bench's own
-figure (cuBLAS's median timed alongside divided by the kernel's); the entry takes the candidate with
-the highest median when it is at least --margin points above 100 (faster than cuBLAS by more than
-the run-to-run spread of a few-microsecond shape), and cuBLAS otherwise. Kernels that ran but are
+The rule, shape by shape: each kernel's % of cuBLAS is the median over a session's runs of kc-bench's
+own figure (cuBLAS's median timed alongside divided by the kernel's), and its figure for the table is
+the lowest of its sessions' medians; the entry takes the candidate with the highest figure when it is
+at least --margin points above 100 (faster than cuBLAS by more than the run-to-run spread of a
+few-microsecond shape, in every session), and cuBLAS otherwise. A session is the runs of one commit
+(one tuning call on one machine): on the H200 the ratio of a rung to cuBLAS on one shape moved by up
+to six points between two freshly started machines, more than between the runs of one, so a kernel
+is taken only where it won on each machine it was tuned on. Kernels that ran but are
 not candidates (rung 14: it needs a workspace with counters that one launch at a time may use) are
 kept in the table's figures, so what leaving them out costs stays visible. A shape a candidate
 refused (rung 12 above M = 8) or failed is not its to win; a run in which a candidate failed its
@@ -104,40 +108,51 @@ def build_table(paths, margin):
     runs = [load_run(path) for path in paths]
     first = runs[0][0]
     for data, _ in runs[1:]:
-        for key in ("gpu", "driver", "cuda_runtime", "cublas", "commit"):
+        for key in ("gpu", "driver", "cuda_runtime", "cublas"):
             if data.get(key) != first.get(key):
                 raise ValueError(f"the runs disagree on {key}: {first.get(key)!r} and {data.get(key)!r}")
+    sessions = sorted({data.get("commit") for data, _ in runs})
     entries = []
     for shape in tuning_shapes():
         text = shape_text(shape)
-        medians = {}
+        worst, by_session = {}, {}
         for kernel in CANDIDATES + ALSO_MEASURED:
-            values = [pcts[(text, kernel)] for _, pcts in runs if (text, kernel) in pcts]
-            if values:
-                medians[kernel] = round(statistics.median(values), 1)
-        if not medians:
+            session_medians = {}
+            for session in sessions:
+                values = [pcts[(text, kernel)] for data, pcts in runs
+                          if data.get("commit") == session and (text, kernel) in pcts]
+                if values:
+                    session_medians[session] = round(statistics.median(values), 1)
+            if session_medians:
+                worst[kernel] = min(session_medians.values())
+                by_session[kernel] = session_medians
+        if not worst:
             raise ValueError(f"no run timed any kernel at {text}: run kc-bench on every tuning shape "
                              "(--print-shapes)")
-        entries.append({"m": shape[0], "n": shape[1], "k": shape[2],
-                        "kernel": choose(medians, margin), "pct_of_cublas": medians})
+        entry = {"m": shape[0], "n": shape[1], "k": shape[2], "kernel": choose(worst, margin),
+                 "pct_of_cublas": worst}
+        if len(sessions) > 1:
+            entry["pct_of_cublas_by_session"] = by_session
+        entries.append(entry)
     return {
         "what": "kc::stage3::Gemm's small-M table: for 1 < M <= 64 on an sm_90 GPU with sm_90a code, the "
                 "kernel the entry runs at each tuning shape; other shapes take the entry at the same M "
                 "bucket (the smallest tuned M at or above theirs) with the nearest weight (the least "
                 "|log2 N ratio| + |log2 K ratio|)",
         "tool": "scripts/tune_small_m_dispatch.py",
-        "rule": f"the candidate with the highest median % of cuBLAS over the runs, if at least {margin} "
-                "points above 100; cuBLAS GemmEx otherwise",
+        "rule": f"per kernel, the lowest over the sessions (the runs of one commit) of its median % of cuBLAS; "
+                f"the candidate with the highest, if at least {margin} points above 100; cuBLAS GemmEx otherwise",
         "margin_points": margin,
         "candidates": CANDIDATES,
         "also_measured": ALSO_MEASURED,
         "runs": len(runs),
+        "sessions": {session: sum(1 for data, _ in runs if data.get("commit") == session) for session in sessions},
         "gpu": first.get("gpu"),
         "driver": first.get("driver"),
         "cuda_runtime": first.get("cuda_runtime"),
         "cublas": first.get("cublas"),
         "dates": sorted({data.get("date") for data, _ in runs}),
-        "commit": first.get("commit"),
+        "commits": sessions,
         "command": first.get("command"),
         "entries": entries,
     }
@@ -148,7 +163,7 @@ def summary(table):
     counts = {}
     for entry in table["entries"]:
         counts[entry["kernel"]] = counts.get(entry["kernel"], 0) + 1
-    lines.append(f"{len(table['entries'])} shapes, {table['runs']} runs on {table['gpu']} at {table['commit']}: " +
+    lines.append(f"{len(table['entries'])} shapes, {table['runs']} runs on {table['gpu']} at {', '.join(table['commits'])}: " +
                  ", ".join(f"{kernel} {count}" for kernel, count in sorted(counts.items())))
     for entry in table["entries"]:
         figures = "  ".join(f"{kernel.split('/')[-1][:2]} {pct:6.1f}" for kernel, pct in entry["pct_of_cublas"].items())

@@ -2,7 +2,8 @@
 """Tests of scripts/tune_small_m_dispatch.py on kc-bench JSON written here: the median over runs
 decides, a candidate needs the margin past 100% of cuBLAS, a non-candidate (rung 14) is kept in the
 figures but never chosen, a refused shape is not a candidate's to win, a failed check refuses the
-whole run, runs of different GPUs or commits are refused, a tuning shape no run timed is an error,
+whole run, runs of different GPUs are refused, the runs of each commit are a session in which a
+candidate must win, a tuning shape no run timed is an error,
 and the table written is what CMake reads (m, n, k, kernel per entry)."""
 
 import io
@@ -103,12 +104,26 @@ class TunerTest(unittest.TestCase):
         status, _, text = self.tune([run_json({R16: 110.0}), run_json({R16: 110.0}, gpu="another GPU")])
         self.assertEqual(status, 2)
         self.assertIn("disagree on gpu", text)
-        status, _, text = self.tune([run_json({R16: 110.0}), run_json({R16: 110.0}, commit="def")])
-        self.assertEqual(status, 2)
         partial = run_json({R12: None, R14: None, R16: None})
         status, _, text = self.tune([partial])
         self.assertEqual(status, 2)
         self.assertIn("no run timed any kernel", text)
+
+    def test_every_session_must_win(self):
+        # Two sessions (commits): rung 16 wins by 5 points in one, loses by 3 in the other.
+        shape = tuner.tuning_shapes()[0]
+        text = tuner.shape_text(shape)
+        first = [run_json({R12: 50.0, R14: 90.0, R16: 105.0}, commit="abc") for _ in range(3)]
+        second = [run_json({R12: 50.0, R14: 90.0, R16: 105.0, (text, R16): 97.0}, commit="def") for _ in range(3)]
+        status, table, _ = self.tune(first + second)
+        self.assertEqual(status, 0)
+        self.assertEqual(table["commits"], ["abc", "def"])
+        self.assertEqual(table["sessions"], {"abc": 3, "def": 3})
+        entry = self.entry(table, shape)
+        self.assertEqual(entry["kernel"], "cuBLAS GemmEx")
+        self.assertEqual(entry["pct_of_cublas"][R16], 97.0)
+        self.assertEqual(entry["pct_of_cublas_by_session"][R16], {"abc": 105.0, "def": 97.0})
+        self.assertEqual(self.entry(table, tuner.tuning_shapes()[1])["kernel"], R16)
 
     def test_table_has_what_cmake_reads(self):
         status, table, _ = self.tune([run_json({R12: 110.0, R14: 90.0, R16: 105.0})])
@@ -118,7 +133,7 @@ class TunerTest(unittest.TestCase):
             self.assertEqual(set(e) >= {"m", "n", "k", "kernel"}, True)
             # rung 12 wins where it ran (M <= 8 in kc-bench; here every shape ran it)
             self.assertEqual(e["kernel"], R12)
-        for key in ("gpu", "driver", "cuda_runtime", "cublas", "commit", "dates", "command", "runs", "rule"):
+        for key in ("gpu", "driver", "cuda_runtime", "cublas", "commits", "sessions", "dates", "command", "runs", "rule"):
             self.assertIn(key, table)
 
     def test_print_shapes_and_filter(self):
