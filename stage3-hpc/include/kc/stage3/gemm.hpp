@@ -169,8 +169,8 @@ inline constexpr int kRung03SharedMemoryBytes = 3 * (128 + 256) * 64 * 2 + 1024;
 // The small-M table (stage3-hpc/gemm/small_m_dispatch_h200.json, written by
 // scripts/tune_small_m_dispatch.py from kc-bench runs on the H200 and compiled in by CMake): at
 // each tuning shape, 1 < M <= 64, the kernel the entry runs on an sm_90 GPU with sm_90a code —
-// rung 12, rung 16 or cuBLAS, whichever measured fastest (a rung only when more than a point
-// faster than cuBLAS).
+// rung 12, rung 16 or cuBLAS, whichever measured fastest (a rung only where it beat cuBLAS by a
+// point in every tuning session: the ratio moves between machines).
 struct SmallMTableEntry {
   int m = 0, n = 0, k = 0;
   GemmKernel kernel = GemmKernel::cublas_gemm_ex;
