@@ -395,23 +395,28 @@ GemmPath Gemm::run(const HgemmArgs& args, cudaStream_t stream) {
   return path;
 }
 
+HgemmArgs Gemm::shared_a_args(int m, int k, const bf16* a, const SharedAWeight& weight) {
+  HgemmArgs args;
+  args.m = m;
+  args.n = weight.n;
+  args.k = k;
+  args.a = a;
+  args.b = weight.b;
+  args.c = weight.c;
+  args.lda = k;
+  args.ldb = k;
+  args.ldc = weight.n;
+  return args;
+}
+
 bool Gemm::plan_shared_a(const char* entry, int m, int k, const bf16* a, const SharedAWeight* weights, int count,
                          HgemmArgs* calls, GemmPath* paths) const {
   require(weights != nullptr && count >= 1 && count <= kSmallMGemvMaxWeights, "{}: {} weights; pass 1 to {}", entry,
           count, kSmallMGemvMaxWeights);
   bool fused = true;
   for (int i = 0; i < count; ++i) {
-    HgemmArgs& args = calls[i];
-    args.m = m;
-    args.n = weights[i].n;
-    args.k = k;
-    args.a = a;
-    args.b = weights[i].b;
-    args.c = weights[i].c;
-    args.lda = k;
-    args.ldb = k;
-    args.ldc = weights[i].n;
-    const GemmPath path = plan(args);  // checks every call before anything runs
+    calls[i] = shared_a_args(m, k, a, weights[i]);
+    const GemmPath path = plan(calls[i]);  // checks every call before anything runs
     fused = fused && path.kernel == GemmKernel::hgemm_12_small_m_gemv;
     if (paths != nullptr) paths[i] = path;
   }

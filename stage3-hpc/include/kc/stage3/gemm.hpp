@@ -247,6 +247,9 @@ class Gemm {
     bf16* c = nullptr;
     int n = 0;
   };
+  // The plain product the shared-A entries make of one weight: C = A.B^T with A M x K, B n x K and
+  // C M x n, all dense. run() plans each weight as this call.
+  static HgemmArgs shared_a_args(int m, int k, const bf16* a, const SharedAWeight& weight);
   // C_i = A.B_i^T for 1 to 3 weights of the same K that share A (M x K, dense): a layer's Q, K and
   // V projections. When run() would take rung 12 for every one of them (M = 1, or M <= 8 where the
   // small-M table picks rung 12 for each weight; dense, aligned),
