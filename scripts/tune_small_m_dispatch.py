@@ -20,9 +20,9 @@ own figure (cuBLAS's median timed alongside divided by the kernel's), and its fi
 the lowest of its sessions' medians; the entry takes the candidate with the highest figure when it is
 at least --margin points above 100 (faster than cuBLAS by more than the run-to-run spread of a
 few-microsecond shape, in every session), and cuBLAS otherwise. A session is the runs of one commit
-(one tuning call on one machine): on the H200 the ratio of a rung to cuBLAS on one shape moved by up
-to six points between two freshly started machines, more than between the runs of one, so a kernel
-is taken only where it won on each machine it was tuned on. Kernels that ran but are
+(one tuning call on one machine): the ratio of a rung to cuBLAS on one shape moves more between
+machines than between the runs of one (the stage-3 README has the measured spread), so a kernel is
+taken only where it won on each machine it was tuned on. Kernels that ran but are
 not candidates (rung 14: it needs a workspace with counters that one launch at a time may use) are
 kept in the table's figures, so what leaving them out costs stays visible. A shape a candidate
 refused (rung 12 above M = 8) or failed is not its to win; a run in which a candidate failed its
