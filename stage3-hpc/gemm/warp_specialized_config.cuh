@@ -65,8 +65,10 @@ struct WarpSpecializedConfig {
   static constexpr int kStages = kStagesValue;
   static constexpr int kStorePassColumns = kStorePassColumnsValue;
   static constexpr int kRasterBandTileRows = kRasterBandTileRowsValue;
-  // The grouped GEMM's rung 03 (GroupedWarpSpecializedConfig below) walks every expert's tiles.
+  // The grouped GEMM's rungs 03-05 (GroupedConfig below) walk every expert's tiles; rung 05's
+  // consumers skip the WGMMAs of a 64-row half that lies wholly past its expert's rows.
   static constexpr bool kGrouped = false;
+  static constexpr bool kSkipHalvesPastExpert = false;
 
   static constexpr int kConsumers = 2;  // warpgroups 1 and 2; warpgroup 0 produces
   static constexpr int kThreads = (1 + kConsumers) * kWarpgroupThreads;
@@ -128,10 +130,11 @@ using TmaStoreConfig = WarpSpecializedConfig</*kClusterM=*/1, EpilogueKind::tma_
                                              /*kStages=*/4, /*kStorePassColumns=*/128,
                                              /*kRasterBandTileRows=*/8>;
 
-// The grouped GEMM's rung 03 (gemm/grouped/03_warp_specialized.cu): rung 07's kernel (persistent,
-// direct stores) over the output tiles of every expert of a mixture-of-experts layer. Its
-// parameters are rung 07's (A the tokens x K activations, B the G N x K weights as one G.N x K
-// matrix, n and k an expert's) plus the tile table of grouped_gemm_args.hpp.
+// The grouped GEMM's rungs 03-05 (gemm/grouped/): rung 07's persistent kernel over the output
+// tiles of every expert of a mixture-of-experts layer. Its parameters are rung 07's (A the
+// tokens x K activations, B the G N x K weights as one G.N x K matrix, n and k an expert's, C the
+// tokens x N output; with TMA stores, its tensor map spans all the tokens) plus the tile table of
+// grouped_gemm_args.hpp.
 struct GroupedWarpSpecializedParams : WarpSpecializedParams<Identity> {
   const int* row_starts;   // G + 1: the first row of each expert (row_starts[G] = tokens)
   const int* tile_starts;  // G + 1: the first 128 x 256 tile of each expert (tile_starts[G] = tiles)
@@ -139,10 +142,22 @@ struct GroupedWarpSpecializedParams : WarpSpecializedParams<Identity> {
   int tiles;               // tile_starts[G]
 };
 
-struct GroupedWarpSpecializedConfig : WarpSpecializedConfig<1, EpilogueKind::direct_store, Identity> {
+//   kEpilogueValue                direct stores (rung 03), or rung 09's TMA stores for every 64-row
+//                                 half that lies inside its expert's rows (rungs 04, 05)
+//   kSkipHalvesPastExpertValue    a consumer whose 64 rows all lie past its expert's last row
+//                                 waits for and releases each stage but issues no WGMMA (rung 05)
+template <EpilogueKind kEpilogueValue, bool kSkipHalvesPastExpertValue>
+struct GroupedConfig : WarpSpecializedConfig<1, kEpilogueValue, Identity> {
   using Params = GroupedWarpSpecializedParams;
   static constexpr bool kGrouped = true;
+  static constexpr bool kSkipHalvesPastExpert = kSkipHalvesPastExpertValue;
+  static_assert(kEpilogueValue != EpilogueKind::tma_store_offloaded,
+                "the grouped GEMM has no activation to hand to the epilogue warps");
 };
+
+using GroupedWarpSpecializedConfig = GroupedConfig<EpilogueKind::direct_store, false>;  // rung 03
+using GroupedTmaStoreConfig = GroupedConfig<EpilogueKind::tma_store, false>;            // rung 04
+using GroupedSkipHalvesConfig = GroupedConfig<EpilogueKind::tma_store, true>;           // rung 05
 
 // Rung 10: rung 09's knobs, with the activation run by the producer warpgroup's idle warps.
 template <class Activation>

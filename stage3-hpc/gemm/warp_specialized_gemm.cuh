@@ -11,8 +11,13 @@
 //   10 fused bias + GELU     as 09, gelu(acc + bias) computed by  smem + TMA store
 //                            the producer warpgroup's idle warps
 //   grouped GEMM, rung 03    as 07, the tiles of every expert of  direct stores, at each
-//   (GroupedWarpSpecialized- a mixture-of-experts layer, found   expert's rows
-//   Config, Config::kGrouped) in a table of prefix sums
+//   (GroupedConfig,          a mixture-of-experts layer, found   expert's rows
+//   Config::kGrouped)        in a table of prefix sums
+//   grouped GEMM, rung 04    as grouped 03                        smem + TMA store where a
+//                                                                 64-row half lies in its expert
+//   grouped GEMM, rung 05    as grouped 04, a consumer whose      as grouped 04
+//                            rows all lie past its expert's
+//                            issues no WGMMA
 //
 // The parts, each in its own file:
 //   warp_specialized_config.cuh         the knobs (WarpSpecializedConfig), the kernel parameters,
@@ -34,6 +39,7 @@
 
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "arch/sm90/cluster.cuh"
@@ -74,14 +80,27 @@ __device__ __forceinline__ ExpertTile expert_tile(const typename Config::Params&
 }
 
 // The tile the consumers compute at step `linear` of the walk: the schedule's (rungs 06-10) or
-// the expert's (grouped).
+// the expert's (grouped; then `expert` says where the expert's rows lie).
 template <class Config>
 __device__ __forceinline__ TileCoord consumer_tile(const TileSchedule<Config>& schedule,
                                                    const typename Config::Params& params, int linear) {
-  if constexpr (Config::kGrouped)
+  if constexpr (Config::kGrouped) {
     return expert_tile<Config>(params, linear).tile;
-  else
+  } else {
     return schedule.cta_tile(params, linear);
+  }
+}
+
+// The grouped GEMM with TMA stores (rungs 04, 05): whether a consumer's 64-row half, starting at
+// row `half_row0` of its expert, may leave through the TMA store. TMA clips at the last row of C
+// (the last token), not at an expert's last row: a half that runs past its expert's rows into the
+// next expert's must take the guarded direct stores, unless its expert is the last one with rows.
+template <class Config>
+__device__ __forceinline__ bool half_stored_by_tma(const typename Config::Params& params,
+                                                   const ExpertTile& expert, int half_row0) {
+  const bool inside = half_row0 + kWarpgroupRows <= expert.rows;
+  const bool clipped_at_last_token = expert.first_row + expert.rows == params.m;
+  return params.use_tma_store && half_row0 < expert.rows && (inside || clipped_at_last_token);
 }
 
 template <class Config>
@@ -160,6 +179,11 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
       const TileCoord tile = consumer_tile<Config>(schedule, params, linear);
       const bool last_tile = schedule.is_last(linear);
       const int col0 = tile.n * Config::kBlockN;
+      // Rung 05 (grouped) skips the WGMMAs of a half whose rows all lie past its expert's: they
+      // would never be stored.
+      bool computes = true;
+      if constexpr (Config::kSkipHalvesPastExpert)
+        computes = tile.m * Config::kBlockM + consumer * kWarpgroupRows < expert_tile<Config>(params, linear).rows;
 #pragma unroll
       for (int i = 0; i < kAccumulators; ++i) acc[i] = 0.f;
       // The TMA epilogue's first per-column operands (rung 10's bias), loaded now: their latency
@@ -174,8 +198,9 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
       int previous_stage = 0;
       for (int k_tile = 0; k_tile < k_tiles; ++k_tile) {
         ring.wait_full(state);
-        wgmma_k_step(acc, smem_u32(tile_a(state.stage)) + consumer * kWarpgroupRows * kTileRowBytes,
-                     smem_u32(tile_b(state.stage)));
+        if (computes)
+          wgmma_k_step(acc, smem_u32(tile_a(state.stage)) + consumer * kWarpgroupRows * kTileRowBytes,
+                       smem_u32(tile_b(state.stage)));
         if constexpr (Config::kOffloadedActivation) {
           // The previous tile's last pass goes out while this step's WGMMAs run. holding_pass
           // and k_tile are the same in every thread of the warpgroup, as the barrier requires.
@@ -195,6 +220,23 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
       sm90::fence_accumulators(acc);
 
       if (tile.m < params.tiles_m) {
+        if constexpr (Config::kGrouped) {
+          // C at the expert's first row. TMA stores where half_stored_by_tma allows; else M = the
+          // expert's rows, and the edge guards keep every store inside the expert.
+          const ExpertTile expert = expert_tile<Config>(params, linear);
+          const int expert_half_row0 = tile.m * Config::kBlockM + consumer * kWarpgroupRows;
+          if constexpr (Config::kEpilogue == EpilogueKind::tma_store) {
+            if (half_stored_by_tma<Config>(params, expert, expert_half_row0)) {
+              store_accumulators_tma<Config>(params, buffer, consumer, expert.first_row + expert_half_row0,
+                                             col0, acc, first_columns);
+              continue;
+            }
+          }
+          store_accumulators_direct(params.c_pointer + static_cast<std::size_t>(expert.first_row) * params.n,
+                                    expert.rows, params.n, expert_half_row0, col0, acc, params.linear,
+                                    params.activation);
+          continue;
+        }
         const int row0 = tile.m * Config::kBlockM + consumer * kWarpgroupRows;
         if constexpr (Config::kEpilogue == EpilogueKind::tma_store) {
           if (params.use_tma_store) {
@@ -216,14 +258,6 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
             store_accumulators_tma<Config>(params, buffer, consumer, row0, col0, acc, first_columns);
             continue;
           }
-        }
-        if constexpr (Config::kGrouped) {
-          // C at the expert's first row, M its rows: the edge guards keep every store in the expert.
-          const ExpertTile e = expert_tile<Config>(params, linear);
-          store_accumulators_direct(params.c_pointer + static_cast<std::size_t>(e.first_row) * params.n, e.rows,
-                                    params.n, e.tile.m * Config::kBlockM + consumer * kWarpgroupRows, col0, acc,
-                                    params.linear, params.activation);
-          continue;
         }
         store_accumulators_direct(params.c_pointer, params.m, params.n, row0, col0, acc, params.linear,
                                   params.activation);
@@ -286,6 +320,51 @@ void launch_warp_specialized(const HgemmArgs& args, const typename Config::Activ
     config.numAttrs = 1;
   }
   KC_CUDA_CHECK(cudaLaunchKernelEx(&config, warp_specialized_gemm_kernel<Config>, params));
+}
+
+// The grouped GEMM's launch (rungs 03-05, Config a GroupedConfig): A is tokens x K, B the G
+// weights as one G.N x K matrix, C tokens x N, the tile table on the device (grouped_gemm_args.hpp);
+// one persistent CTA per SM at most. With a TMA-store configuration C's tensor map spans every
+// token, and rows of C must be 16-byte multiples (N % 8 == 0): otherwise every tile stores directly.
+template <class Config>
+void launch_grouped_warp_specialized(const GroupedGemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache,
+                                     const char* rung) {
+  static_assert(Config::kGrouped, "a grouped configuration (GroupedConfig)");
+  static_assert(Config::kBlockM == kGroupedTileRows && Config::kBlockN == kGroupedTileCols,
+                "the host builds the tile table with kGroupedTileRows x kGroupedTileCols: the kernel's tile must match");
+  if (args.tiles == 0) return;  // no expert has rows
+  require(args.k % 8 == 0, "grouped GEMM {}: K = {} must be a multiple of 8 (TMA moves 16-byte rows)", rung, args.k);
+  require(args.tokens > 0, "grouped GEMM {}: tokens (row_starts[G] on the host) must be set, got {}", rung,
+          args.tokens);
+  const void* kernel = reinterpret_cast<const void*>(&warp_specialized_gemm_kernel<Config>);
+  cache.prepare_kernel(kernel, Config::kSmemBytes);
+
+  typename Config::Params params{};
+  params.a = cache.tensor_map(operand_tile_map(args.a, args.tokens, args.k, Config::kBlockM));
+  params.b = cache.tensor_map(operand_tile_map(args.b, args.groups * args.n, args.k, Config::kBSliceRows));
+  params.use_tma_store = Config::kStoresThroughSmem && args.n % 8 == 0;
+  if (params.use_tma_store)
+    params.c = cache.tensor_map(tma_store_map(args.c, args.tokens, args.n, Config::kStoreBox));
+  params.c_pointer = args.c;
+  params.m = args.tokens;
+  params.n = args.n;
+  params.k = args.k;
+  // Unused by the grouped walk but for the guard `tile.m < tiles_m`, which must always pass.
+  params.tiles_m = args.tiles;
+  params.tiles_n = 1;
+  params.cluster_tiles_m = args.tiles;
+  params.raster_band = 1;
+  params.linear = LinearCombination{1.f, 0.f, nullptr, args.n};  // C = A.B^T: beta 0, C not read
+  params.activation = Identity{};
+  params.row_starts = args.row_starts;
+  params.tile_starts = args.tile_starts;
+  params.groups = args.groups;
+  params.tiles = args.tiles;
+
+  const int resident = cache.resident_blocks(kernel, Config::kThreads, Config::kSmemBytes, 1);
+  const int grid = std::min(args.tiles, resident);
+  warp_specialized_gemm_kernel<Config><<<grid, Config::kThreads, Config::kSmemBytes, stream>>>(params);
+  KC_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace kc::stage3

@@ -345,6 +345,11 @@ OpSpec make_grouped_gemm_op() {
       {{6, 2049, 264}, std::nullopt, P{{"tokens", 150}, {"skew", 3}, {"routing_seed", 2}}},  // 5, 1, 126, 2, 0, 16
       {{4, 100, 17}, std::nullopt, P{{"tokens", 50}, {"skew", 1}}},
       {{2, 33, 1031}, std::nullopt, P{{"tokens", 129}}},
+      // Two experts of 65 rows: each second 64-row half straddles the expert's end (the first
+      // expert's into the second's rows, stored directly; the last's past the last token, which
+      // TMA clips); of 64 rows: each second half lies wholly past its expert (rung 05 skips it).
+      {{2, 264, 72}, std::nullopt, P{{"tokens", 130}}},
+      {{2, 264, 72}, std::nullopt, P{{"tokens", 128}}},
   };
 
   auto arrays = std::make_shared<GroupedPointerArrays>();

@@ -1,6 +1,7 @@
 // Files the grouped_gemm op and its ladder with the registry (gemm/grouped/: 01 a loop of GEMMs
 // through stage 3's entry, 02 one launch over every expert's tiles, 03 the same tiles on the
-// Hopper kernel of the GEMM ladder).
+// Hopper kernel of the GEMM ladder, 04 with its TMA-store epilogue, 05 without the WGMMAs of rows
+// past an expert).
 #include <memory>
 #include <string>
 #include <utility>
@@ -21,7 +22,7 @@ KernelEntry grouped_entry(const std::string& name, int rung, std::string idea) {
   return rung_entry(kGroupedGemmOp, name, rung, std::move(idea), {DType::bf16}, kGroupedGemmReport, kAmpere);
 }
 
-// What rungs 02 and 03 keep between launches: their tile table (the experts' first rows, then
+// What rungs 02-05 keep between launches: their tile table (the experts' first rows, then
 // their first tiles: 2 x (G + 1) ints), built on the host from the routing and uploaded when the
 // problem changes (in the untimed warm-up launches), so a timed launch is the kernel alone. An
 // engine whose router runs on the GPU would build the same prefix sums there with a scan.
@@ -69,12 +70,26 @@ struct CpAsyncOneLaunch {
   void operator()(const GroupedGemmArgs& args, cudaStream_t stream) { grouped_gemm_02_one_launch(args, stream); }
 };
 
+// Rungs 03-05: `Rung` is the rung's launch function; the cache keeps the tensor maps of A, B (and
+// C) and the kernel's resident blocks.
+template <void (*Rung)(const GroupedGemmArgs&, cudaStream_t, HopperLaunchCache&)>
 struct HopperOneLaunch {
-  HopperLaunchCache cache;  // the tensor maps of A and B, the kernel's resident blocks
-  void operator()(const GroupedGemmArgs& args, cudaStream_t stream) {
-    grouped_gemm_03_warp_specialized(args, stream, cache);
-  }
+  HopperLaunchCache cache;
+  void operator()(const GroupedGemmArgs& args, cudaStream_t stream) { Rung(args, stream, cache); }
 };
+
+// sm_90a machine code (wgmma, setmaxnreg) runs on compute capability 9.0 only.
+template <void (*Rung)(const GroupedGemmArgs&, cudaStream_t, HopperLaunchCache&)>
+KernelEntry hopper_entry(const std::string& name, int rung, std::string idea) {
+  KernelEntry entry = grouped_entry(name, rung, std::move(idea));
+  entry.min_compute_capability = kHopper;
+  entry.max_compute_capability = kHopper;
+  entry.constraints = "K % 8 == 0";
+  entry.supports = &grouped_gemm_tiles_shape_error;
+  entry.refuses = grouped_gemm_tiles_refusals();
+  entry.launch = launch_of_rung<TileTableRung<HopperOneLaunch<Rung>>>();
+  return entry;
+}
 
 }  // namespace
 
@@ -95,17 +110,17 @@ void register_grouped_gemm_kernels(Registry& registry) {
   one_launch.launch = launch_of_rung<TileTableRung<CpAsyncOneLaunch>>();
   registry.add_kernel(std::move(one_launch));
 
-  // sm_90a machine code (wgmma, setmaxnreg) runs on compute capability 9.0 only.
-  KernelEntry hopper = grouped_entry("03_warp_specialized", 3,
-                                     "rung 02's tile table on the GEMM ladder's persistent TMA + WGMMA kernel "
-                                     "(rung 07): the tensor cores at Hopper's rate");
-  hopper.min_compute_capability = kHopper;
-  hopper.max_compute_capability = kHopper;
-  hopper.constraints = "K % 8 == 0";
-  hopper.supports = &grouped_gemm_tiles_shape_error;
-  hopper.refuses = grouped_gemm_tiles_refusals();
-  hopper.launch = launch_of_rung<TileTableRung<HopperOneLaunch>>();
-  registry.add_kernel(std::move(hopper));
+  registry.add_kernel(hopper_entry<grouped_gemm_03_warp_specialized>(
+      "03_warp_specialized", 3,
+      "rung 02's tile table on the GEMM ladder's persistent TMA + WGMMA kernel (rung 07): the tensor cores at "
+      "Hopper's rate"));
+  registry.add_kernel(hopper_entry<grouped_gemm_04_tma_store>(
+      "04_tma_store", 4,
+      "rung 03 with the GEMM ladder's rung 09 epilogue (shared memory + TMA store) wherever a 64-row half "
+      "lies inside its expert's rows"));
+  registry.add_kernel(hopper_entry<grouped_gemm_05_skip_empty_halves>(
+      "05_skip_empty_halves", 5,
+      "rung 04 whose consumer warpgroups issue no WGMMA for a half that lies wholly past its expert's rows"));
 }
 
 }  // namespace kc::stage3

@@ -6,8 +6,9 @@
 // approach the tensor cores' peak, as cuBLAS's per-expert GEMMs do. So this rung hands the same
 // tile table (grouped_gemm_args.hpp: each expert's 128 x 256 tiles end to end, prefix sums of rows
 // and tiles) to the persistent kernel of rung 07 (warp_specialized_gemm.cuh with
-// GroupedWarpSpecializedConfig): one CTA per SM loops over tiles, its producer warp issues the TMA
-// loads of the next tile while its two consumer warpgroups finish the current one.
+// GroupedWarpSpecializedConfig, launched by launch_grouped_warp_specialized): one CTA per SM loops
+// over tiles, its producer warp issues the TMA loads of the next tile while its two consumer
+// warpgroups finish the current one.
 //
 // What changed from the GEMM ladder's rung 07, in the kernel (each under Config::kGrouped):
 //   - the walk: tile `linear` is found in the tile table (grouped_tile_at, a binary search over
@@ -30,51 +31,13 @@
 // binary search (a short loop of LDG.E and ISETP) at the start of each tile, no LDL/STL.
 //
 // Run just this rung:  kc-bench --filter stage3/grouped_gemm/03_warp_specialized
-#include <algorithm>
-
-#include "kc/common/error.hpp"
 #include "kc/stage3/grouped_gemm_args.hpp"
 #include "warp_specialized_gemm.cuh"
 
 namespace kc::stage3 {
 
-static_assert(GroupedWarpSpecializedConfig::kBlockM == kGroupedTileRows &&
-                  GroupedWarpSpecializedConfig::kBlockN == kGroupedTileCols,
-              "the host builds the tile table with kGroupedTileRows x kGroupedTileCols: the kernel's tile must match");
-
 void grouped_gemm_03_warp_specialized(const GroupedGemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache) {
-  if (args.tiles == 0) return;  // no expert has rows
-  require(args.k % 8 == 0, "grouped GEMM rung 03: K = {} must be a multiple of 8 (TMA moves 16-byte rows)", args.k);
-  require(args.tokens > 0, "grouped GEMM rung 03: tokens (row_starts[G] on the host) must be set, got {}",
-          args.tokens);
-  using Config = GroupedWarpSpecializedConfig;
-  const void* kernel = reinterpret_cast<const void*>(&warp_specialized_gemm_kernel<Config>);
-  cache.prepare_kernel(kernel, Config::kSmemBytes);
-
-  Config::Params params{};
-  params.a = cache.tensor_map(operand_tile_map(args.a, args.tokens, args.k, Config::kBlockM));
-  params.b = cache.tensor_map(operand_tile_map(args.b, args.groups * args.n, args.k, Config::kBSliceRows));
-  params.use_tma_store = false;
-  params.c_pointer = args.c;
-  params.m = args.tokens;
-  params.n = args.n;
-  params.k = args.k;
-  // Unused by the grouped walk but for the guard `tile.m < tiles_m`, which must always pass.
-  params.tiles_m = args.tiles;
-  params.tiles_n = 1;
-  params.cluster_tiles_m = args.tiles;
-  params.raster_band = 1;
-  params.linear = LinearCombination{1.f, 0.f, nullptr, args.n};  // C = A.B^T: beta 0, C not read
-  params.activation = Identity{};
-  params.row_starts = args.row_starts;
-  params.tile_starts = args.tile_starts;
-  params.groups = args.groups;
-  params.tiles = args.tiles;
-
-  const int resident = cache.resident_blocks(kernel, Config::kThreads, Config::kSmemBytes, 1);
-  const int grid = std::min(args.tiles, resident);
-  warp_specialized_gemm_kernel<Config><<<grid, Config::kThreads, Config::kSmemBytes, stream>>>(params);
-  KC_CUDA_CHECK(cudaGetLastError());
+  launch_grouped_warp_specialized<GroupedWarpSpecializedConfig>(args, stream, cache, "rung 03");
 }
 
 }  // namespace kc::stage3

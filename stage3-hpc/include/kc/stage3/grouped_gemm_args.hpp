@@ -42,7 +42,7 @@ struct GroupedGemmArgs {
   const int* row_starts = nullptr;
   const int* tile_starts = nullptr;
   int tiles = 0;                       // tile_starts[G], also on the host: the grid
-  int tokens = 0;                      // row_starts[G], also on the host (rung 03's tensor map of A)
+  int tokens = 0;                      // row_starts[G], also on the host (rungs 03-05's tensor maps)
 };
 
 // Where tile `tile` of the grid lies: expert `group`, tile row `m` and tile column `n` of that
@@ -81,5 +81,12 @@ class HopperLaunchCache;  // the tensor maps and launch facts of the Hopper kern
 // Rung 03: every expert's tiles walked by the persistent warp-specialized TMA + WGMMA kernel of
 // the GEMM ladder's rung 07 (sm_90a, compute capability 9.0); K % 8 == 0.
 void grouped_gemm_03_warp_specialized(const GroupedGemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
+
+// Rung 04: rung 03 with the GEMM ladder's rung 09 epilogue (shared memory + TMA store) for every
+// 64-row half that lies inside its expert's rows; the others store directly, as rung 03.
+void grouped_gemm_04_tma_store(const GroupedGemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
+
+// Rung 05: rung 04 whose consumers issue no WGMMA for a half that lies wholly past its expert's rows.
+void grouped_gemm_05_skip_empty_halves(const GroupedGemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
 
 }  // namespace kc::stage3
