@@ -103,12 +103,13 @@ struct StageRing {
   }
 
   // The same for a tile whose A rows start at a_row and B rows at b_row, without clusters: the
-  // grouped GEMM (rung 03), whose tiles start at an expert's first row and its weight's first row.
+  // grouped GEMM (rungs 03-06), whose tiles start at an expert's first row and its weight's first
+  // row. K steps k_tile_begin .. k_tile_end - 1 (rung 06 splits the last wave's tiles along K).
   __device__ __forceinline__ void load_rows(const typename Config::Params& params,
                                             PipelineState<Config::kStages>& state, int a_row, int b_row,
-                                            int k_tiles) const {
+                                            int k_tile_end, int k_tile_begin = 0) const {
     static_assert(Config::kClusterM == 1, "load_rows has no multicast");
-    for (int k_tile = 0; k_tile < k_tiles; ++k_tile) {
+    for (int k_tile = k_tile_begin; k_tile < k_tile_end; ++k_tile) {
       const int k0 = k_tile * kHopperBlockK;
       sm90::mbarrier_wait(&empty[state.stage], state.phase ^ 1);
       sm90::mbarrier_arrive_expect_tx(&full[state.stage], Config::kStageBytes);

@@ -78,7 +78,9 @@ __device__ __forceinline__ TileSchedule<Config> tile_schedule(const typename Con
   schedule.cta_rank = Config::kClusterM > 1 ? sm90::cluster_cta_rank() : 0;
   schedule.first = Config::kClusterM > 1 ? static_cast<int>(sm90::cluster_id_x()) : blockIdx.x;
   schedule.step = Config::kClusterM > 1 ? static_cast<int>(sm90::cluster_count_x()) : gridDim.x;
-  if constexpr (Config::kGrouped)
+  if constexpr (Config::kSplitLastWave)
+    schedule.count = params.units;  // whole tiles, then the last wave's K pieces (grouped rung 06)
+  else if constexpr (Config::kGrouped)
     schedule.count = params.tiles;  // every expert's tiles, end to end (grouped_gemm_args.hpp)
   else
     schedule.count = params.cluster_tiles_m * params.tiles_n;

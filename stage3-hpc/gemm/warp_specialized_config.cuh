@@ -10,6 +10,9 @@
 
 #include <cuda.h>
 
+#include <cstdint>
+#include <type_traits>
+
 #include "arch/util.hpp"
 #include "epilogue.cuh"
 #include "hgemm.hpp"
@@ -69,6 +72,9 @@ struct WarpSpecializedConfig {
   // consumers skip the WGMMAs of a 64-row half that lies wholly past its expert's rows.
   static constexpr bool kGrouped = false;
   static constexpr bool kSkipHalvesPastExpert = false;
+  // Grouped rung 06: the tiles of the last, partial wave are split along K (work_unit in
+  // warp_specialized_gemm.cuh), their partial sums added by the last consumer to finish.
+  static constexpr bool kSplitLastWave = false;
 
   static constexpr int kConsumers = 2;  // warpgroups 1 and 2; warpgroup 0 produces
   static constexpr int kThreads = (1 + kConsumers) * kWarpgroupThreads;
@@ -142,15 +148,32 @@ struct GroupedWarpSpecializedParams : WarpSpecializedParams<Identity> {
   int tiles;               // tile_starts[G]
 };
 
+// Rung 06 adds the split of the last wave: the grid's first `whole_tiles` work units are whole
+// tiles, the rest are the remaining tiles' K steps in `splits` pieces each (`units` in all). Each
+// piece's consumer writes its partial sums to its slot of `workspace` and counts itself in the
+// tile's `counters` (one per consumer half; zero before the launch, zero again after it); the last
+// to arrive adds the pieces in split order and stores the tile (split_k_last_cta.cuh).
+struct GroupedSplitLastWaveParams : GroupedWarpSpecializedParams {
+  int whole_tiles;            // work units 0 .. whole_tiles - 1 are whole tiles
+  int splits;                 // K pieces of each later tile (1: no split)
+  int units;                  // whole_tiles + (tiles - whole_tiles) * splits
+  float4* workspace;          // (tiles - whole_tiles) x kConsumers x splits slots of kSplitSlotVectors
+  std::uint32_t* counters;    // (tiles - whole_tiles) x kConsumers
+};
+
 //   kEpilogueValue                direct stores (rung 03), or rung 09's TMA stores for every 64-row
-//                                 half that lies inside its expert's rows (rungs 04, 05)
+//                                 half that lies inside its expert's rows (rungs 04-06)
 //   kSkipHalvesPastExpertValue    a consumer whose 64 rows all lie past its expert's last row
-//                                 waits for and releases each stage but issues no WGMMA (rung 05)
-template <EpilogueKind kEpilogueValue, bool kSkipHalvesPastExpertValue>
+//                                 waits for and releases each stage but issues no WGMMA (rungs 05, 06)
+//   kSplitLastWaveValue           the tiles past the last whole wave are split along K (rung 06)
+template <EpilogueKind kEpilogueValue, bool kSkipHalvesPastExpertValue, bool kSplitLastWaveValue = false>
 struct GroupedConfig : WarpSpecializedConfig<1, kEpilogueValue, Identity> {
-  using Params = GroupedWarpSpecializedParams;
+  using Params = std::conditional_t<kSplitLastWaveValue, GroupedSplitLastWaveParams, GroupedWarpSpecializedParams>;
   static constexpr bool kGrouped = true;
   static constexpr bool kSkipHalvesPastExpert = kSkipHalvesPastExpertValue;
+  static constexpr bool kSplitLastWave = kSplitLastWaveValue;
+  // One consumer's partial tile in the split workspace: 128 threads x 32 float4 (its 128 accumulators).
+  static constexpr int kSplitSlotVectors = kWarpgroupThreads * kAccumulators / 4;
   static_assert(kEpilogueValue != EpilogueKind::tma_store_offloaded,
                 "the grouped GEMM has no activation to hand to the epilogue warps");
 };
@@ -158,6 +181,7 @@ struct GroupedConfig : WarpSpecializedConfig<1, kEpilogueValue, Identity> {
 using GroupedWarpSpecializedConfig = GroupedConfig<EpilogueKind::direct_store, false>;  // rung 03
 using GroupedTmaStoreConfig = GroupedConfig<EpilogueKind::tma_store, false>;            // rung 04
 using GroupedSkipHalvesConfig = GroupedConfig<EpilogueKind::tma_store, true>;           // rung 05
+using GroupedSplitLastWaveConfig = GroupedConfig<EpilogueKind::tma_store, true, true>;  // rung 06
 
 // Rung 10: rung 09's knobs, with the activation run by the producer warpgroup's idle warps.
 template <class Activation>

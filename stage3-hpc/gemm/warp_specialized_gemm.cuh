@@ -56,6 +56,7 @@
 #include "kc/common/error.hpp"
 #include "kc/stage3/grouped_gemm_args.hpp"
 #include "pipeline.cuh"
+#include "split_k_last_cta.cuh"
 #include "tile_scheduler.cuh"
 #include "warp_specialized_config.cuh"
 
@@ -91,7 +92,58 @@ __device__ __forceinline__ TileCoord consumer_tile(const TileSchedule<Config>& s
   }
 }
 
-// The grouped GEMM with TMA stores (rungs 04, 05): whether a consumer's 64-row half, starting at
+// A step of a CTA's walk: a whole tile (tile index `tile` of the walk, K steps 0 .. k_tiles - 1),
+// or, in grouped rung 06, one of `splits` pieces of a tile past the last whole wave: its K steps
+// k_tile_begin .. k_tile_end - 1, piece `split`. Work unit u goes to CTA u % grid; the whole tiles
+// are a multiple of the grid, so each CTA runs the same number of them, then at most one piece.
+struct WorkUnit {
+  int tile;
+  int k_tile_begin, k_tile_end;
+  int split;  // -1: a whole tile
+};
+
+template <class Config>
+__device__ __forceinline__ WorkUnit work_unit(const typename Config::Params& params, int unit, int k_tiles) {
+  if constexpr (Config::kSplitLastWave) {
+    if (unit >= params.whole_tiles) {
+      const int piece = unit - params.whole_tiles;
+      const int split = piece % params.splits;
+      return {params.whole_tiles + piece / params.splits, split * k_tiles / params.splits,
+              (split + 1) * k_tiles / params.splits, split};
+    }
+  }
+  return {unit, 0, k_tiles, -1};
+}
+
+// Grouped rung 06: a consumer's partial sums of one piece of a split tile go to its slot of the
+// workspace; the consumer half that arrives last (over all the tile's pieces) adds them in split
+// order into `acc` and returns true — it stores the tile; the others return false. Per consumer
+// warpgroup, on its named barrier: the producer warpgroup is already loading the next work unit.
+template <class Config>
+__device__ __forceinline__ bool add_pieces_in_last(const typename Config::Params& params, const WorkUnit& unit,
+                                                   int consumer, float (&acc)[kAccumulators]) {
+  constexpr int kFragments = kAccumulators / 4;
+  split_k::ThreadFragments<kFragments> mine;
+#pragma unroll
+  for (int f = 0; f < kFragments; ++f) mine.value[f] = make_float4(acc[4 * f], acc[4 * f + 1], acc[4 * f + 2], acc[4 * f + 3]);
+  const int half = (unit.tile - params.whole_tiles) * Config::kConsumers + consumer;
+  float4* const slots = params.workspace + static_cast<std::size_t>(half) * params.splits * Config::kSplitSlotVectors;
+  // Four fragments a group; its own piece read back from the L2 like the others, so that the 128
+  // accumulators are free while the sums are made (kept in registers, they spilled).
+  return split_k::reduce_in_last_cta<kFragments, Config::kSplitSlotVectors, /*kAddsFirstSplitTwice=*/false,
+                                     /*kFragmentsAtOnce=*/4, /*kOwnSplitFromRegisters=*/false,
+                                     split_k::WarpgroupTeam>(
+      mine, slots, unit.split, params.splits, params.counters + half,
+      [&](int f, float4 sum) {
+        acc[4 * f] = sum.x;
+        acc[4 * f + 1] = sum.y;
+        acc[4 * f + 2] = sum.z;
+        acc[4 * f + 3] = sum.w;
+      },
+      split_k::WarpgroupTeam{1 + consumer});
+}
+
+// The grouped GEMM with TMA stores (rungs 04-06): whether a consumer's 64-row half, starting at
 // row `half_row0` of its expert, may leave through the TMA store. TMA clips at the last row of C
 // (the last token), not at an expert's last row: a half that runs past its expert's rows into the
 // next expert's must take the guarded direct stores, unless its expert is the last one with rows.
@@ -146,9 +198,11 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
         if constexpr (Config::kGrouped) {
           // Rows past the expert's last one load the next expert's tokens (or zeros past the
           // last token): their results are never stored.
-          const ExpertTile e = expert_tile<Config>(params, linear);
+          WorkUnit unit{linear, 0, k_tiles, -1};  // a whole tile but in rung 06
+          if constexpr (Config::kSplitLastWave) unit = work_unit<Config>(params, linear, k_tiles);
+          const ExpertTile e = expert_tile<Config>(params, unit.tile);
           ring.load_rows(params, state, e.first_row + e.tile.m * Config::kBlockM,
-                         e.weight_row + e.tile.n * Config::kBlockN, k_tiles);
+                         e.weight_row + e.tile.n * Config::kBlockN, unit.k_tile_end, unit.k_tile_begin);
         } else {
           ring.load_tile(params, state, schedule.cta_tile(params, linear), schedule.cta_rank, k_tiles);
         }
@@ -176,14 +230,20 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     PipelineState<Config::kStages> state;
     float acc[kAccumulators];
     for (int linear = schedule.first; linear < schedule.count; linear += schedule.step) {
-      const TileCoord tile = consumer_tile<Config>(schedule, params, linear);
+      // A whole tile but in rung 06, whose pieces of the last wave's tiles take part of K. (The
+      // other configurations use `linear`, k_tiles and 0 themselves: through `unit` the compiler
+      // allocates their registers differently, and their SASS would change.)
+      WorkUnit unit{linear, 0, k_tiles, -1};
+      if constexpr (Config::kSplitLastWave) unit = work_unit<Config>(params, linear, k_tiles);
+      const int tile_index = Config::kSplitLastWave ? unit.tile : linear;
+      const TileCoord tile = consumer_tile<Config>(schedule, params, tile_index);
       const bool last_tile = schedule.is_last(linear);
       const int col0 = tile.n * Config::kBlockN;
       // Rung 05 (grouped) skips the WGMMAs of a half whose rows all lie past its expert's: they
       // would never be stored.
       bool computes = true;
       if constexpr (Config::kSkipHalvesPastExpert)
-        computes = tile.m * Config::kBlockM + consumer * kWarpgroupRows < expert_tile<Config>(params, linear).rows;
+        computes = tile.m * Config::kBlockM + consumer * kWarpgroupRows < expert_tile<Config>(params, tile_index).rows;
 #pragma unroll
       for (int i = 0; i < kAccumulators; ++i) acc[i] = 0.f;
       // The TMA epilogue's first per-column operands (rung 10's bias), loaded now: their latency
@@ -196,7 +256,9 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
       // which means step k - 1 has finished reading its stage, and release that stage.
       const int held_pass_step = k_tiles / 2;
       int previous_stage = 0;
-      for (int k_tile = 0; k_tile < k_tiles; ++k_tile) {
+      const int k_tile_begin = Config::kSplitLastWave ? unit.k_tile_begin : 0;
+      const int k_tile_end = Config::kSplitLastWave ? unit.k_tile_end : k_tiles;
+      for (int k_tile = k_tile_begin; k_tile < k_tile_end; ++k_tile) {
         ring.wait_full(state);
         if (computes)
           wgmma_k_step(acc, smem_u32(tile_a(state.stage)) + consumer * kWarpgroupRows * kTileRowBytes,
@@ -211,19 +273,24 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
           }
         }
         sm90::wgmma_wait_group<1>();
-        if (k_tile > 0) release(previous_stage);
+        if (k_tile > k_tile_begin) release(previous_stage);
         previous_stage = state.stage;
         state.advance();
       }
       sm90::wgmma_wait_group<0>();
       release(previous_stage);
       sm90::fence_accumulators(acc);
+      if constexpr (Config::kSplitLastWave) {
+        // A piece of a split tile: only the consumer half that adds the pieces stores. An empty
+        // half is empty in every piece of its tile: none of them writes or counts.
+        if (unit.split >= 0 && (!computes || !add_pieces_in_last<Config>(params, unit, consumer, acc))) continue;
+      }
 
       if (tile.m < params.tiles_m) {
         if constexpr (Config::kGrouped) {
           // C at the expert's first row. TMA stores where half_stored_by_tma allows; else M = the
           // expert's rows, and the edge guards keep every store inside the expert.
-          const ExpertTile expert = expert_tile<Config>(params, linear);
+          const ExpertTile expert = expert_tile<Config>(params, tile_index);
           const int expert_half_row0 = tile.m * Config::kBlockM + consumer * kWarpgroupRows;
           if constexpr (Config::kEpilogue == EpilogueKind::tma_store) {
             if (half_stored_by_tma<Config>(params, expert, expert_half_row0)) {
@@ -326,9 +393,10 @@ void launch_warp_specialized(const HgemmArgs& args, const typename Config::Activ
 // weights as one G.N x K matrix, C tokens x N, the tile table on the device (grouped_gemm_args.hpp);
 // one persistent CTA per SM at most. With a TMA-store configuration C's tensor map spans every
 // token, and rows of C must be 16-byte multiples (N % 8 == 0): otherwise every tile stores directly.
+// Rung 06 (Config::kSplitLastWave) also takes the workspace its split needs.
 template <class Config>
 void launch_grouped_warp_specialized(const GroupedGemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache,
-                                     const char* rung) {
+                                     const char* rung, const GroupedSplitWorkspace* workspace = nullptr) {
   static_assert(Config::kGrouped, "a grouped configuration (GroupedConfig)");
   static_assert(Config::kBlockM == kGroupedTileRows && Config::kBlockN == kGroupedTileCols,
                 "the host builds the tile table with kGroupedTileRows x kGroupedTileCols: the kernel's tile must match");
@@ -362,7 +430,27 @@ void launch_grouped_warp_specialized(const GroupedGemmArgs& args, cudaStream_t s
   params.tiles = args.tiles;
 
   const int resident = cache.resident_blocks(kernel, Config::kThreads, Config::kSmemBytes, 1);
-  const int grid = std::min(args.tiles, resident);
+  int grid = std::min(args.tiles, resident);
+  if constexpr (Config::kSplitLastWave) {
+    const GroupedSplitPlan plan = plan_grouped_split_last_wave(args.tiles, resident, ceil_div(args.k, kHopperBlockK));
+    const int split_tiles = args.tiles - plan.whole_tiles;
+    params.whole_tiles = plan.whole_tiles;
+    params.splits = plan.splits;
+    params.units = plan.whole_tiles + split_tiles * plan.splits;
+    grid = std::min(params.units, resident);
+    if (plan.splits > 1) {
+      const std::size_t vectors =
+          static_cast<std::size_t>(split_tiles) * Config::kConsumers * plan.splits * Config::kSplitSlotVectors;
+      const std::size_t counters = static_cast<std::size_t>(split_tiles) * Config::kConsumers;
+      require(workspace != nullptr && workspace->slots != nullptr && workspace->counters != nullptr &&
+                  workspace->slot_vectors >= vectors && workspace->counter_count >= counters,
+              "grouped GEMM {}: splitting the last {} tiles {} ways needs a workspace of {} float4 slots and {} "
+              "counters (grouped_split_workspace_vectors / _counters)",
+              rung, split_tiles, plan.splits, vectors, counters);
+      params.workspace = workspace->slots;
+      params.counters = workspace->counters;
+    }
+  }
   warp_specialized_gemm_kernel<Config><<<grid, Config::kThreads, Config::kSmemBytes, stream>>>(params);
   KC_CUDA_CHECK(cudaGetLastError());
 }

@@ -34,6 +34,7 @@ struct ByteOperandGemmShape {
   using Params = ParamsType;
   static constexpr int kClusterM = 1;
   static constexpr bool kGrouped = false;
+  static constexpr bool kSplitLastWave = false;  // the tile walk of tile_scheduler.cuh, as the BF16 GEMM's
   static constexpr int kConsumers = 2;
   static constexpr int kThreads = (1 + kConsumers) * kWarpgroupThreads;  // 384
   static constexpr int kStageReaders = kStageReadersValue;

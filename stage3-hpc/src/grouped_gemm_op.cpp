@@ -350,6 +350,9 @@ OpSpec make_grouped_gemm_op() {
       // TMA clips); of 64 rows: each second half lies wholly past its expert (rung 05 skips it).
       {{2, 264, 72}, std::nullopt, P{{"tokens", 130}}},
       {{2, 264, 72}, std::nullopt, P{{"tokens", 128}}},
+      // Rung 06 on 132 SMs: 144 tiles (two experts of 1088 rows, 9 x 8 tiles each), a whole wave and
+      // 12 tiles split along K in 4 pieces.
+      {{2, 2048, 1024}, std::nullopt, P{{"tokens", 2176}}},
   };
 
   auto arrays = std::make_shared<GroupedPointerArrays>();

@@ -1,7 +1,7 @@
 // Files the grouped_gemm op and its ladder with the registry (gemm/grouped/: 01 a loop of GEMMs
 // through stage 3's entry, 02 one launch over every expert's tiles, 03 the same tiles on the
 // Hopper kernel of the GEMM ladder, 04 with its TMA-store epilogue, 05 without the WGMMAs of rows
-// past an expert).
+// past an expert, 06 with the last wave split along K).
 #include <memory>
 #include <string>
 #include <utility>
@@ -9,6 +9,7 @@
 
 #include "arch/sm90/tma_descriptor.hpp"
 #include "kc/common/buffer.hpp"
+#include "kc/common/device.hpp"
 #include "kc/stage3/grouped_gemm.hpp"
 #include "kc/stage3/register.hpp"
 
@@ -22,7 +23,7 @@ KernelEntry grouped_entry(const std::string& name, int rung, std::string idea) {
   return rung_entry(kGroupedGemmOp, name, rung, std::move(idea), {DType::bf16}, kGroupedGemmReport, kAmpere);
 }
 
-// What rungs 02-05 keep between launches: their tile table (the experts' first rows, then
+// What rungs 02-06 keep between launches: their tile table (the experts' first rows, then
 // their first tiles: 2 x (G + 1) ints), built on the host from the routing and uploaded when the
 // problem changes (in the untimed warm-up launches), so a timed launch is the kernel alone. An
 // engine whose router runs on the GPU would build the same prefix sums there with a scan.
@@ -78,8 +79,27 @@ struct HopperOneLaunch {
   void operator()(const GroupedGemmArgs& args, cudaStream_t stream) { Rung(args, stream, cache); }
 };
 
+// Rung 06 also keeps its split's workspace: sized for this GPU's SMs (enough for any problem) on
+// the first launch, an untimed warm-up in kc-bench; the counters zeroed then, and by every launch.
+struct HopperSplitLastWave {
+  HopperLaunchCache cache;
+  DeviceScratch slots;
+  DeviceCounters counters;
+  void operator()(const GroupedGemmArgs& args, cudaStream_t stream) {
+    if (sm_count == 0) sm_count = current_device_sm_count();
+    GroupedSplitWorkspace workspace;
+    workspace.slot_vectors = grouped_split_workspace_vectors(sm_count);
+    workspace.counter_count = grouped_split_workspace_counters(sm_count);
+    workspace.slots = reinterpret_cast<float4*>(slots.reserve(workspace.slot_vectors * sizeof(float4)));
+    counters.reserve(workspace.counter_count, stream);
+    workspace.counters = counters.data();
+    grouped_gemm_06_split_last_wave(args, workspace, stream, cache);
+  }
+  int sm_count = 0;
+};
+
 // sm_90a machine code (wgmma, setmaxnreg) runs on compute capability 9.0 only.
-template <void (*Rung)(const GroupedGemmArgs&, cudaStream_t, HopperLaunchCache&)>
+template <class Launch>
 KernelEntry hopper_entry(const std::string& name, int rung, std::string idea) {
   KernelEntry entry = grouped_entry(name, rung, std::move(idea));
   entry.min_compute_capability = kHopper;
@@ -87,7 +107,7 @@ KernelEntry hopper_entry(const std::string& name, int rung, std::string idea) {
   entry.constraints = "K % 8 == 0";
   entry.supports = &grouped_gemm_tiles_shape_error;
   entry.refuses = grouped_gemm_tiles_refusals();
-  entry.launch = launch_of_rung<TileTableRung<HopperOneLaunch<Rung>>>();
+  entry.launch = launch_of_rung<TileTableRung<Launch>>();
   return entry;
 }
 
@@ -110,17 +130,21 @@ void register_grouped_gemm_kernels(Registry& registry) {
   one_launch.launch = launch_of_rung<TileTableRung<CpAsyncOneLaunch>>();
   registry.add_kernel(std::move(one_launch));
 
-  registry.add_kernel(hopper_entry<grouped_gemm_03_warp_specialized>(
+  registry.add_kernel(hopper_entry<HopperOneLaunch<grouped_gemm_03_warp_specialized>>(
       "03_warp_specialized", 3,
       "rung 02's tile table on the GEMM ladder's persistent TMA + WGMMA kernel (rung 07): the tensor cores at "
       "Hopper's rate"));
-  registry.add_kernel(hopper_entry<grouped_gemm_04_tma_store>(
+  registry.add_kernel(hopper_entry<HopperOneLaunch<grouped_gemm_04_tma_store>>(
       "04_tma_store", 4,
       "rung 03 with the GEMM ladder's rung 09 epilogue (shared memory + TMA store) wherever a 64-row half "
       "lies inside its expert's rows"));
-  registry.add_kernel(hopper_entry<grouped_gemm_05_skip_empty_halves>(
+  registry.add_kernel(hopper_entry<HopperOneLaunch<grouped_gemm_05_skip_empty_halves>>(
       "05_skip_empty_halves", 5,
       "rung 04 whose consumer warpgroups issue no WGMMA for a half that lies wholly past its expert's rows"));
+  registry.add_kernel(hopper_entry<HopperSplitLastWave>(
+      "06_split_last_wave", 6,
+      "rung 05 with the tiles of the last, partial wave split along K over the idle SMs, the pieces added by "
+      "the last to finish"));
 }
 
 }  // namespace kc::stage3

@@ -206,6 +206,7 @@ TEST(GroupedGemmOp, BenchProblemsAreTheDocumentedMixtralAndDeepSeekLayers) {
 TEST(GroupedGemmOp, ConformanceHasTheEdgesAndRung02RefusesExactlyKNotAMultipleOf8) {
   const OpSpec op = make_grouped_gemm_op();
   int one_expert = 0, with_empty = 0, empty_inside = 0, with_single_row = 0, odd_n = 0, n_one = 0, partial_k = 0;
+  int straddling_half = 0, empty_half = 0, split_after_whole_waves = 0, split_only = 0;
   std::vector<std::string> refused;
   for (const Problem& p : op.conformance_problems) {
     ASSERT_EQ(grouped_gemm_shape_error(p), "") << p.label();
@@ -218,7 +219,19 @@ TEST(GroupedGemmOp, ConformanceHasTheEdgesAndRung02RefusesExactlyKNotAMultipleOf
     odd_n += p.dims[1] % 2;
     n_one += p.dims[1] == 1;
     partial_k += p.dims[2] % 64 != 0;
+    // Rungs 04-06: a 64-row half that straddles an expert's end (not the last expert's), one that
+    // is empty; rung 06 on 132 SMs: a split last wave after whole waves.
+    for (std::size_t g = 0; g + 1 < counts.size(); ++g) straddling_half += counts[g] % 64 != 0 && counts[g] > 0;
+    for (const std::int64_t c : counts) empty_half += c > 0 && (c + 127) / 128 * 128 - c >= 64;
+    const std::vector<int> tile_starts = group_tile_starts(counts, p.dims[1], kGroupedTileRows, kGroupedTileCols);
+    const GroupedSplitPlan plan = plan_grouped_split_last_wave(tile_starts.back(), 132, static_cast<int>((p.dims[2] + 63) / 64));
+    split_after_whole_waves += plan.splits > 1 && plan.whole_tiles > 0;
+    split_only += plan.splits > 1 && plan.whole_tiles == 0;
   }
+  EXPECT_GE(straddling_half, 3);
+  EXPECT_GE(empty_half, 3);
+  EXPECT_GE(split_after_whole_waves, 1);
+  EXPECT_GE(split_only, 2);
   EXPECT_GE(one_expert, 2);
   EXPECT_GE(with_empty, 3);
   EXPECT_GE(empty_inside, 1);
@@ -260,6 +273,82 @@ TEST(GroupedGemmLadder, RegistersTwoRungsInItsOwnReport) {
   EXPECT_NE(unsupported_reason(registry, one_launch, odd_k, nullptr).find("multiple of 8"), std::string::npos);
   EXPECT_EQ(one_launch.refuses, grouped_gemm_tiles_refusals());
   EXPECT_EQ(one_launch.constraints, "K % 8 == 0");
+}
+
+TEST(GroupedGemmLadder, RegistersTheHopperRungsForComputeCapability90Only) {
+  const Registry& registry = stage3_test_registry();
+  int rung = 3;
+  for (const char* id : {"stage3/grouped_gemm/03_warp_specialized", "stage3/grouped_gemm/04_tma_store",
+                         "stage3/grouped_gemm/05_skip_empty_halves", "stage3/grouped_gemm/06_split_last_wave"}) {
+    const KernelEntry& k = registry.kernel(id);
+    EXPECT_EQ(k.rung, rung++) << id;
+    EXPECT_EQ(k.report_group(), kGroupedGemmReport) << id;
+    EXPECT_EQ(k.min_compute_capability, 90) << id;
+    EXPECT_EQ(k.max_compute_capability, 90) << id;
+    EXPECT_EQ(k.constraints, "K % 8 == 0") << id;
+    EXPECT_EQ(k.refuses, grouped_gemm_tiles_refusals()) << id;
+  }
+}
+
+// Rung 06's plan: the last wave is split only when it leaves half the grid or more idle, into as
+// many pieces as the grid holds (at most kGroupedMaxSplits, each at least kGroupedMinKTilesPerSplit
+// K steps); the whole tiles before it are whole waves.
+TEST(GroupedSplitPlan, SplitsTheLastWaveWhenItLeavesHalfTheGridIdle) {
+  // Mixtral-like at 8192 uniform tokens on 132 SMs: 3584 tiles = 27 waves + 20; K = 4096 (64 steps).
+  GroupedSplitPlan plan = plan_grouped_split_last_wave(3584, 132, 64);
+  EXPECT_EQ(plan.whole_tiles, 27 * 132);
+  EXPECT_EQ(plan.splits, 6);  // 132 / 20
+  // 256 tokens: 448 tiles = 3 waves + 52: two pieces each.
+  plan = plan_grouped_split_last_wave(448, 132, 64);
+  EXPECT_EQ(plan.whole_tiles, 3 * 132);
+  EXPECT_EQ(plan.splits, 2);
+  // Fewer tiles than the grid: all of them split (no whole wave).
+  plan = plan_grouped_split_last_wave(36, 132, 17);
+  EXPECT_EQ(plan.whole_tiles, 0);
+  EXPECT_EQ(plan.splits, 3);  // min(132 / 36, 17 / 4)
+  plan = plan_grouped_split_last_wave(2, 132, 100);
+  EXPECT_EQ(plan.splits, kGroupedMaxSplits);
+}
+
+TEST(GroupedSplitPlan, LeavesFullLastWavesAndShortKAlone) {
+  for (const auto& [tiles, grid, k_tiles] : std::vector<std::tuple<int, int, int>>{
+           {384, 132, 32},   // DeepSeek-like at 1024 tokens: a last wave of 120 fills the grid's half
+           {264, 132, 64},   // two whole waves
+           {0, 132, 64},     // nothing to do
+           {20, 132, 7},     // 7 K steps: no two pieces of 4
+           {67, 132, 64}}) { // 67 of 132: more than half busy
+    const GroupedSplitPlan plan = plan_grouped_split_last_wave(tiles, grid, k_tiles);
+    EXPECT_EQ(plan.splits, 1) << tiles << " tiles, grid " << grid << ", " << k_tiles << " K steps";
+    EXPECT_EQ(plan.whole_tiles, tiles) << tiles;
+  }
+}
+
+TEST(GroupedSplitPlan, PiecesNeverOutnumberTheGridAndFitTheWorkspace) {
+  for (const int grid : {1, 2, 7, 66, 132, 144}) {
+    for (int tiles = 0; tiles <= 3 * grid + 5; ++tiles) {
+      for (const int k_tiles : {1, 4, 8, 9, 33, 64, 1000}) {
+        const GroupedSplitPlan plan = plan_grouped_split_last_wave(tiles, grid, k_tiles);
+        ASSERT_GE(plan.splits, 1);
+        ASSERT_LE(plan.splits, kGroupedMaxSplits);
+        ASSERT_EQ(plan.whole_tiles % grid == 0 || plan.splits == 1, true) << tiles << " " << grid;
+        ASSERT_LE(plan.whole_tiles, tiles);
+        if (plan.splits == 1) {
+          ASSERT_EQ(plan.whole_tiles, tiles);
+          continue;
+        }
+        const int split_tiles = tiles - plan.whole_tiles;
+        ASSERT_GT(split_tiles, 0);
+        ASSERT_LE(split_tiles * plan.splits, grid) << tiles << " tiles on " << grid;
+        ASSERT_GE(k_tiles / plan.splits, kGroupedMinKTilesPerSplit) << k_tiles;
+        // Each consumer half of each piece has its slot, each split tile's halves their counters.
+        ASSERT_LE(static_cast<std::size_t>(split_tiles) * 2 * plan.splits * 128 * 32,
+                  grouped_split_workspace_vectors(grid));
+        ASSERT_LE(static_cast<std::size_t>(split_tiles) * 2, grouped_split_workspace_counters(grid));
+      }
+    }
+  }
+  EXPECT_THROW(plan_grouped_split_last_wave(10, 0, 64), Error);
+  EXPECT_THROW(plan_grouped_split_last_wave(-1, 132, 64), Error);
 }
 
 }  // namespace

@@ -22,6 +22,9 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cstddef>
+#include <cstdint>
+
 namespace kc::stage3 {
 
 using bf16 = __nv_bfloat16;
@@ -88,5 +91,39 @@ void grouped_gemm_04_tma_store(const GroupedGemmArgs& args, cudaStream_t stream,
 
 // Rung 05: rung 04 whose consumers issue no WGMMA for a half that lies wholly past its expert's rows.
 void grouped_gemm_05_skip_empty_halves(const GroupedGemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
+
+// Rung 06's split of the last wave. The persistent grid of `grid` CTAs runs `tiles` tiles of
+// `k_tiles` K steps each: `tiles / grid` whole waves and a last wave of tiles % grid. When that last
+// wave leaves at least half the grid idle, its tiles are split along K into `splits` pieces (as many
+// as the grid holds, at most kGroupedMaxSplits, and at least kGroupedMinKTilesPerSplit K steps
+// each), so every CTA has work until the end; the CTAs' work units are then the whole tiles
+// (`whole_tiles`, a multiple of the grid) followed by the pieces. splits == 1: no split.
+inline constexpr int kGroupedMaxSplits = 8;
+inline constexpr int kGroupedMinKTilesPerSplit = 4;
+struct GroupedSplitPlan {
+  int whole_tiles = 0;
+  int splits = 1;
+};
+GroupedSplitPlan plan_grouped_split_last_wave(int tiles, int grid, int k_tiles);
+
+// Rung 06's scratch, owned by its caller and kept between launches: float4 slots for the pieces'
+// partial sums (one slot of grouped_split_slot_vectors() per piece and consumer half) and one
+// arrival counter per split tile and consumer half, zero before every launch (zero them once when
+// allocated: every launch leaves them at zero). grouped_split_workspace_vectors(sm_count) and
+// grouped_split_workspace_counters(sm_count) are enough for any problem on a GPU of sm_count SMs
+// (the pieces never outnumber the grid). One launch at a time per workspace.
+struct GroupedSplitWorkspace {
+  float4* slots = nullptr;
+  std::size_t slot_vectors = 0;  // capacity
+  std::uint32_t* counters = nullptr;
+  std::size_t counter_count = 0;  // capacity
+};
+std::size_t grouped_split_workspace_vectors(int sm_count);
+std::size_t grouped_split_workspace_counters(int sm_count);
+
+// Rung 06: rung 05 with the last wave's tiles split along K (plan_grouped_split_last_wave), the
+// pieces added by the last consumer half to finish, in split order.
+void grouped_gemm_06_split_last_wave(const GroupedGemmArgs& args, const GroupedSplitWorkspace& workspace,
+                                     cudaStream_t stream, HopperLaunchCache& cache);
 
 }  // namespace kc::stage3
