@@ -103,17 +103,22 @@ struct StageRing {
   }
 
   // The same for a tile whose A rows start at a_row and B rows at b_row, without clusters: the
-  // grouped GEMM (rungs 03-06), whose tiles start at an expert's first row and its weight's first
-  // row. K steps k_tile_begin .. k_tile_end - 1 (rung 06 splits the last wave's tiles along K).
+  // grouped GEMM (rungs 03-07), whose tiles start at an expert's first row and its weight's first
+  // row. K steps k_tile_begin .. k_tile_end - 1 (rungs 06-07 split the last wave's tiles along K);
+  // A through `a_map` (rung 07: a map of 64-row boxes for a tile whose second half is empty), each
+  // stage then `stage_bytes`.
   __device__ __forceinline__ void load_rows(const typename Config::Params& params,
                                             PipelineState<Config::kStages>& state, int a_row, int b_row,
-                                            int k_tile_end, int k_tile_begin = 0) const {
+                                            int k_tile_end, int k_tile_begin = 0,
+                                            const CUtensorMap* a_map = nullptr,
+                                            int stage_bytes = Config::kStageBytes) const {
     static_assert(Config::kClusterM == 1, "load_rows has no multicast");
+    const CUtensorMap* const a = a_map != nullptr ? a_map : &params.a;
     for (int k_tile = k_tile_begin; k_tile < k_tile_end; ++k_tile) {
       const int k0 = k_tile * kHopperBlockK;
       sm90::mbarrier_wait(&empty[state.stage], state.phase ^ 1);
-      sm90::mbarrier_arrive_expect_tx(&full[state.stage], Config::kStageBytes);
-      sm90::tma_load_2d(tile_a(state.stage), &params.a, &full[state.stage], k0, a_row);
+      sm90::mbarrier_arrive_expect_tx(&full[state.stage], stage_bytes);
+      sm90::tma_load_2d(tile_a(state.stage), a, &full[state.stage], k0, a_row);
       sm90::tma_load_2d(tile_b(state.stage), &params.b, &full[state.stage], k0, b_row);
       state.advance();
     }

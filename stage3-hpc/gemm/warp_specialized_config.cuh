@@ -75,6 +75,8 @@ struct WarpSpecializedConfig {
   // Grouped rung 06: the tiles of the last, partial wave are split along K (work_unit in
   // warp_specialized_gemm.cuh), their partial sums added by the last consumer to finish.
   static constexpr bool kSplitLastWave = false;
+  // Grouped rung 07: a tile whose second half is empty loads 64 rows of A, not 128.
+  static constexpr bool kHalfATiles = false;
 
   static constexpr int kConsumers = 2;  // warpgroups 1 and 2; warpgroup 0 produces
   static constexpr int kThreads = (1 + kConsumers) * kWarpgroupThreads;
@@ -159,19 +161,27 @@ struct GroupedSplitLastWaveParams : GroupedWarpSpecializedParams {
   int units;                  // whole_tiles + (tiles - whole_tiles) * splits
   float4* workspace;          // (tiles - whole_tiles) x kConsumers x splits slots of kSplitSlotVectors
   std::uint32_t* counters;    // (tiles - whole_tiles) x kConsumers
+  CUtensorMap a_half;         // rung 07: A in boxes of 64 x 64, for tiles whose second half is empty
 };
 
 //   kEpilogueValue                direct stores (rung 03), or rung 09's TMA stores for every 64-row
 //                                 half that lies inside its expert's rows (rungs 04-06)
 //   kSkipHalvesPastExpertValue    a consumer whose 64 rows all lie past its expert's last row
 //                                 waits for and releases each stage but issues no WGMMA (rungs 05, 06)
-//   kSplitLastWaveValue           the tiles past the last whole wave are split along K (rung 06)
-template <EpilogueKind kEpilogueValue, bool kSkipHalvesPastExpertValue, bool kSplitLastWaveValue = false>
+//   kSplitLastWaveValue           the tiles past the last whole wave are split along K (rungs 06, 07)
+//   kHalfATilesValue              a tile whose second half is empty loads only the 64 rows of A its
+//                                 first half reads (rung 07; needs kSkipHalvesPastExpert)
+template <EpilogueKind kEpilogueValue, bool kSkipHalvesPastExpertValue, bool kSplitLastWaveValue = false,
+          bool kHalfATilesValue = false>
 struct GroupedConfig : WarpSpecializedConfig<1, kEpilogueValue, Identity> {
   using Params = std::conditional_t<kSplitLastWaveValue, GroupedSplitLastWaveParams, GroupedWarpSpecializedParams>;
   static constexpr bool kGrouped = true;
   static constexpr bool kSkipHalvesPastExpert = kSkipHalvesPastExpertValue;
   static constexpr bool kSplitLastWave = kSplitLastWaveValue;
+  static constexpr bool kHalfATiles = kHalfATilesValue;
+  static_assert(!kHalfATiles || (kSkipHalvesPastExpert && kSplitLastWave),
+                "half A tiles: the second consumer must skip the rows it no longer gets (and the map is in "
+                "rung 06's parameters)");
   // One consumer's partial tile in the split workspace: 128 threads x 32 float4 (its 128 accumulators).
   static constexpr int kSplitSlotVectors = kWarpgroupThreads * kAccumulators / 4;
   static_assert(kEpilogueValue != EpilogueKind::tma_store_offloaded,
@@ -182,6 +192,7 @@ using GroupedWarpSpecializedConfig = GroupedConfig<EpilogueKind::direct_store, f
 using GroupedTmaStoreConfig = GroupedConfig<EpilogueKind::tma_store, false>;            // rung 04
 using GroupedSkipHalvesConfig = GroupedConfig<EpilogueKind::tma_store, true>;           // rung 05
 using GroupedSplitLastWaveConfig = GroupedConfig<EpilogueKind::tma_store, true, true>;  // rung 06
+using GroupedHalfATilesConfig = GroupedConfig<EpilogueKind::tma_store, true, true, true>;  // rung 07
 
 // Rung 10: rung 09's knobs, with the activation run by the producer warpgroup's idle warps.
 template <class Activation>

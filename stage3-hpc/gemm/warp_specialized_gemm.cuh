@@ -18,6 +18,10 @@
 //   grouped GEMM, rung 05    as grouped 04, a consumer whose      as grouped 04
 //                            rows all lie past its expert's
 //                            issues no WGMMA
+//   grouped GEMM, rung 06    as grouped 05, the last wave's       as grouped 04, by the
+//                            tiles split along K                  last piece to finish
+//   grouped GEMM, rung 07    as grouped 06, 64 rows of A for a    as grouped 06
+//                            tile whose second half is empty
 //
 // The parts, each in its own file:
 //   warp_specialized_config.cuh         the knobs (WarpSpecializedConfig), the kernel parameters,
@@ -93,7 +97,7 @@ __device__ __forceinline__ TileCoord consumer_tile(const TileSchedule<Config>& s
 }
 
 // A step of a CTA's walk: a whole tile (tile index `tile` of the walk, K steps 0 .. k_tiles - 1),
-// or, in grouped rung 06, one of `splits` pieces of a tile past the last whole wave: its K steps
+// or, in grouped rungs 06-07, one of `splits` pieces of a tile past the last whole wave: its K steps
 // k_tile_begin .. k_tile_end - 1, piece `split`. Work unit u goes to CTA u % grid; the whole tiles
 // are a multiple of the grid, so each CTA runs the same number of them, then at most one piece.
 struct WorkUnit {
@@ -115,7 +119,7 @@ __device__ __forceinline__ WorkUnit work_unit(const typename Config::Params& par
   return {unit, 0, k_tiles, -1};
 }
 
-// Grouped rung 06: a consumer's partial sums of one piece of a split tile go to its slot of the
+// Grouped rungs 06-07: a consumer's partial sums of one piece of a split tile go to its slot of the
 // workspace; the consumer half that arrives last (over all the tile's pieces) adds them in split
 // order into `acc` and returns true — it stores the tile; the others return false. Per consumer
 // warpgroup, on its named barrier: the producer warpgroup is already loading the next work unit.
@@ -198,9 +202,18 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
         if constexpr (Config::kGrouped) {
           // Rows past the expert's last one load the next expert's tokens (or zeros past the
           // last token): their results are never stored.
-          WorkUnit unit{linear, 0, k_tiles, -1};  // a whole tile but in rung 06
+          WorkUnit unit{linear, 0, k_tiles, -1};  // a whole tile but in rungs 06-07
           if constexpr (Config::kSplitLastWave) unit = work_unit<Config>(params, linear, k_tiles);
           const ExpertTile e = expert_tile<Config>(params, unit.tile);
+          if constexpr (Config::kHalfATiles) {
+            // Rung 07: the second half is empty (its consumer skips it): 64 rows of A are enough.
+            if (e.rows - e.tile.m * Config::kBlockM <= kWarpgroupRows) {
+              ring.load_rows(params, state, e.first_row + e.tile.m * Config::kBlockM,
+                             e.weight_row + e.tile.n * Config::kBlockN, unit.k_tile_end, unit.k_tile_begin,
+                             &params.a_half, Config::kTileBytesA / 2 + Config::kTileBytesB);
+              continue;
+            }
+          }
           ring.load_rows(params, state, e.first_row + e.tile.m * Config::kBlockM,
                          e.weight_row + e.tile.n * Config::kBlockN, unit.k_tile_end, unit.k_tile_begin);
         } else {
@@ -230,7 +243,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     PipelineState<Config::kStages> state;
     float acc[kAccumulators];
     for (int linear = schedule.first; linear < schedule.count; linear += schedule.step) {
-      // A whole tile but in rung 06, whose pieces of the last wave's tiles take part of K. (The
+      // A whole tile but in rungs 06-07, whose pieces of the last wave's tiles take part of K. (The
       // other configurations use `linear`, k_tiles and 0 themselves: through `unit` the compiler
       // allocates their registers differently, and their SASS would change.)
       WorkUnit unit{linear, 0, k_tiles, -1};
@@ -393,7 +406,7 @@ void launch_warp_specialized(const HgemmArgs& args, const typename Config::Activ
 // weights as one G.N x K matrix, C tokens x N, the tile table on the device (grouped_gemm_args.hpp);
 // one persistent CTA per SM at most. With a TMA-store configuration C's tensor map spans every
 // token, and rows of C must be 16-byte multiples (N % 8 == 0): otherwise every tile stores directly.
-// Rung 06 (Config::kSplitLastWave) also takes the workspace its split needs.
+// Rungs 06-07 (Config::kSplitLastWave) also take the workspace their split needs.
 template <class Config>
 void launch_grouped_warp_specialized(const GroupedGemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache,
                                      const char* rung, const GroupedSplitWorkspace* workspace = nullptr) {
@@ -451,6 +464,8 @@ void launch_grouped_warp_specialized(const GroupedGemmArgs& args, cudaStream_t s
       params.counters = workspace->counters;
     }
   }
+  if constexpr (Config::kHalfATiles)
+    params.a_half = cache.tensor_map(operand_tile_map(args.a, args.tokens, args.k, kWarpgroupRows));
   warp_specialized_gemm_kernel<Config><<<grid, Config::kThreads, Config::kSmemBytes, stream>>>(params);
   KC_CUDA_CHECK(cudaGetLastError());
 }

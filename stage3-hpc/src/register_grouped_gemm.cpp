@@ -1,7 +1,7 @@
 // Files the grouped_gemm op and its ladder with the registry (gemm/grouped/: 01 a loop of GEMMs
 // through stage 3's entry, 02 one launch over every expert's tiles, 03 the same tiles on the
 // Hopper kernel of the GEMM ladder, 04 with its TMA-store epilogue, 05 without the WGMMAs of rows
-// past an expert, 06 with the last wave split along K).
+// past an expert, 06 with the last wave split along K, 07 with half the A tile for small experts).
 #include <memory>
 #include <string>
 #include <utility>
@@ -23,7 +23,7 @@ KernelEntry grouped_entry(const std::string& name, int rung, std::string idea) {
   return rung_entry(kGroupedGemmOp, name, rung, std::move(idea), {DType::bf16}, kGroupedGemmReport, kAmpere);
 }
 
-// What rungs 02-06 keep between launches: their tile table (the experts' first rows, then
+// What rungs 02-07 keep between launches: their tile table (the experts' first rows, then
 // their first tiles: 2 x (G + 1) ints), built on the host from the routing and uploaded when the
 // problem changes (in the untimed warm-up launches), so a timed launch is the kernel alone. An
 // engine whose router runs on the GPU would build the same prefix sums there with a scan.
@@ -79,8 +79,9 @@ struct HopperOneLaunch {
   void operator()(const GroupedGemmArgs& args, cudaStream_t stream) { Rung(args, stream, cache); }
 };
 
-// Rung 06 also keeps its split's workspace: sized for this GPU's SMs (enough for any problem) on
-// the first launch, an untimed warm-up in kc-bench; the counters zeroed then, and by every launch.
+// Rungs 06-07 also keep their split's workspace: sized for this GPU's SMs (enough for any problem)
+// on the first launch, an untimed warm-up in kc-bench; the counters zeroed then, and by every launch.
+template <void (*Rung)(const GroupedGemmArgs&, const GroupedSplitWorkspace&, cudaStream_t, HopperLaunchCache&)>
 struct HopperSplitLastWave {
   HopperLaunchCache cache;
   DeviceScratch slots;
@@ -93,7 +94,7 @@ struct HopperSplitLastWave {
     workspace.slots = reinterpret_cast<float4*>(slots.reserve(workspace.slot_vectors * sizeof(float4)));
     counters.reserve(workspace.counter_count, stream);
     workspace.counters = counters.data();
-    grouped_gemm_06_split_last_wave(args, workspace, stream, cache);
+    Rung(args, workspace, stream, cache);
   }
   int sm_count = 0;
 };
@@ -141,10 +142,13 @@ void register_grouped_gemm_kernels(Registry& registry) {
   registry.add_kernel(hopper_entry<HopperOneLaunch<grouped_gemm_05_skip_empty_halves>>(
       "05_skip_empty_halves", 5,
       "rung 04 whose consumer warpgroups issue no WGMMA for a half that lies wholly past its expert's rows"));
-  registry.add_kernel(hopper_entry<HopperSplitLastWave>(
+  registry.add_kernel(hopper_entry<HopperSplitLastWave<grouped_gemm_06_split_last_wave>>(
       "06_split_last_wave", 6,
       "rung 05 with the tiles of the last, partial wave split along K over the idle SMs, the pieces added by "
       "the last to finish"));
+  registry.add_kernel(hopper_entry<HopperSplitLastWave<grouped_gemm_07_half_a_tiles>>(
+      "07_half_a_tiles", 7,
+      "rung 06, and a tile whose second half is empty loads 64 rows of A instead of 128"));
 }
 
 }  // namespace kc::stage3

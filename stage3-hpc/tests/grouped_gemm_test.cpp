@@ -279,7 +279,8 @@ TEST(GroupedGemmLadder, RegistersTheHopperRungsForComputeCapability90Only) {
   const Registry& registry = stage3_test_registry();
   int rung = 3;
   for (const char* id : {"stage3/grouped_gemm/03_warp_specialized", "stage3/grouped_gemm/04_tma_store",
-                         "stage3/grouped_gemm/05_skip_empty_halves", "stage3/grouped_gemm/06_split_last_wave"}) {
+                         "stage3/grouped_gemm/05_skip_empty_halves", "stage3/grouped_gemm/06_split_last_wave",
+                         "stage3/grouped_gemm/07_half_a_tiles"}) {
     const KernelEntry& k = registry.kernel(id);
     EXPECT_EQ(k.rung, rung++) << id;
     EXPECT_EQ(k.report_group(), kGroupedGemmReport) << id;

@@ -126,4 +126,9 @@ std::size_t grouped_split_workspace_counters(int sm_count);
 void grouped_gemm_06_split_last_wave(const GroupedGemmArgs& args, const GroupedSplitWorkspace& workspace,
                                      cudaStream_t stream, HopperLaunchCache& cache);
 
+// Rung 07: rung 06, and a tile whose second 64-row half is empty loads only the 64 rows of A the
+// first half reads. The same plan and workspace as rung 06.
+void grouped_gemm_07_half_a_tiles(const GroupedGemmArgs& args, const GroupedSplitWorkspace& workspace,
+                                  cudaStream_t stream, HopperLaunchCache& cache);
+
 }  // namespace kc::stage3
