@@ -350,9 +350,12 @@ OpSpec make_grouped_gemm_op() {
       // TMA clips); of 64 rows: each second half lies wholly past its expert (rung 05 skips it).
       {{2, 264, 72}, std::nullopt, P{{"tokens", 130}}},
       {{2, 264, 72}, std::nullopt, P{{"tokens", 128}}},
-      // Rung 06 on 132 SMs: 144 tiles (two experts of 1088 rows, 9 x 8 tiles each), a whole wave and
-      // 12 tiles split along K in 4 pieces.
-      {{2, 2048, 1024}, std::nullopt, P{{"tokens", 2176}}},
+      // Rungs 06-07 on 132 SMs: 144 tiles (two experts of 1088 rows, 9 x 8 tiles each), a whole wave
+      // and 12 tiles split along K in 2 pieces; 36 tiles in 2 pieces with a K tail; 8 tiles of small
+      // experts (second halves empty) in 4 pieces.
+      {{2, 2048, 2048}, std::nullopt, P{{"tokens", 2176}}},
+      {{3, 1000, 2056}, std::nullopt, P{{"tokens", 1000}, {"skew", 0.5}, {"routing_seed", 1}}},
+      {{4, 264, 4104}, std::nullopt, P{{"tokens", 130}}},
   };
 
   auto arrays = std::make_shared<GroupedPointerArrays>();

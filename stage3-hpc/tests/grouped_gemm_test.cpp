@@ -298,16 +298,18 @@ TEST(GroupedSplitPlan, SplitsTheLastWaveWhenItLeavesHalfTheGridIdle) {
   // Mixtral-like at 8192 uniform tokens on 132 SMs: 3584 tiles = 27 waves + 20; K = 4096 (64 steps).
   GroupedSplitPlan plan = plan_grouped_split_last_wave(3584, 132, 64);
   EXPECT_EQ(plan.whole_tiles, 27 * 132);
-  EXPECT_EQ(plan.splits, 6);  // 132 / 20
+  EXPECT_EQ(plan.splits, 4);  // 132 / 20 = 6 pieces would fit; 64 K steps make 4 of 16
+  plan = plan_grouped_split_last_wave(3584, 132, 128);
+  EXPECT_EQ(plan.splits, 6);  // K = 8192: the grid is the limit
   // 256 tokens: 448 tiles = 3 waves + 52: two pieces each.
   plan = plan_grouped_split_last_wave(448, 132, 64);
   EXPECT_EQ(plan.whole_tiles, 3 * 132);
   EXPECT_EQ(plan.splits, 2);
   // Fewer tiles than the grid: all of them split (no whole wave).
-  plan = plan_grouped_split_last_wave(36, 132, 17);
+  plan = plan_grouped_split_last_wave(36, 132, 65);
   EXPECT_EQ(plan.whole_tiles, 0);
-  EXPECT_EQ(plan.splits, 3);  // min(132 / 36, 17 / 4)
-  plan = plan_grouped_split_last_wave(2, 132, 100);
+  EXPECT_EQ(plan.splits, 3);  // min(132 / 36, 65 / 16)
+  plan = plan_grouped_split_last_wave(2, 132, 1000);
   EXPECT_EQ(plan.splits, kGroupedMaxSplits);
 }
 
@@ -316,7 +318,7 @@ TEST(GroupedSplitPlan, LeavesFullLastWavesAndShortKAlone) {
            {384, 132, 32},   // DeepSeek-like at 1024 tokens: a last wave of 120 fills the grid's half
            {264, 132, 64},   // two whole waves
            {0, 132, 64},     // nothing to do
-           {20, 132, 7},     // 7 K steps: no two pieces of 4
+           {20, 132, 31},    // 31 K steps: no two pieces of 16
            {67, 132, 64}}) { // 67 of 132: more than half busy
     const GroupedSplitPlan plan = plan_grouped_split_last_wave(tiles, grid, k_tiles);
     EXPECT_EQ(plan.splits, 1) << tiles << " tiles, grid " << grid << ", " << k_tiles << " K steps";

@@ -3,9 +3,10 @@
 // Idea: the persistent grid runs one CTA per SM, each walking the tile table. Mixtral-like at 8192
 // uniform tokens is 8 experts x 8 tile rows x 56 tile columns = 3584 tiles of 128 x 256: on 132
 // SMs, 27 whole waves and a 28th of 20 tiles, during which 112 SMs wait, about a 28th of the run.
-// Split each of those 20 tiles along K into 6 pieces instead and 120 SMs share the last wave, each
-// with a sixth of a tile; what it costs is writing the pieces' partial sums (64 KiB per consumer
-// half and piece) and one consumer half per tile adding them. This is the data-parallel plus
+// Split each of those 20 tiles along K into 4 pieces instead and 80 SMs share the last wave, each
+// with a quarter of a tile; what it costs is writing the pieces' partial sums (64 KiB per consumer
+// half and piece) and one consumer half per tile adding them, which is why a piece keeps at least
+// 16 of the tile's K steps (kGroupedMinKTilesPerSplit). This is the data-parallel plus
 // split-K form of the stream-K idea: whole tiles while they fill the grid, split tiles at the end.
 //
 // What changed from grouped rung 05: the configuration (GroupedSplitLastWaveConfig) and the work a
