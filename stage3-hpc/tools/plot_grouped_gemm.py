@@ -7,7 +7,7 @@
 Each JSON is one kc-bench --markdown run of the grouped_gemm op on one layer shape (G x N x K) and
 one token count (the sweep's command is in the stage-3 README). TFLOPS against tokens per expert
 (tokens / G), one panel per layer shape and routing (uniform, skew 0; Zipf, skew 1): the kc rungs
-(03-05 and the loop of GEMMs, 01, by default; --rungs to change it), cuBLAS's two paths (the peers:
+(01, the loop of GEMMs, 03, 05 and 07 by default; --rungs to change it), cuBLAS's two paths (the peers:
 one grouped call, and one GemmEx per expert) and the baseline, the faster of the two in its own run.
 Under each TFLOPS panel, the same rungs' % of the baseline timed alongside them (sample by sample,
 at the same clocks: the board's power limit moves the clocks between runs, so a rung's TFLOPS and the
@@ -40,7 +40,7 @@ def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("reports", nargs="+", help="stage3-grouped-gemm.json files written by kc-bench --markdown")
     parser.add_argument("--output", required=True, help="image to write (.svg or .png)")
-    parser.add_argument("--rungs", default="1,3,4,5", help="kc rungs to draw (default 1,3,4,5)")
+    parser.add_argument("--rungs", default="1,3,5,7", help="kc rungs to draw (default 1,3,5,7)")
     args = parser.parse_args(argv)
     rungs = [int(r) for r in args.rungs.split(",")]
 
