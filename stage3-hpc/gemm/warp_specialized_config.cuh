@@ -171,14 +171,17 @@ struct GroupedSplitLastWaveParams : GroupedWarpSpecializedParams {
 //   kSplitLastWaveValue           the tiles past the last whole wave are split along K (rungs 06, 07)
 //   kHalfATilesValue              a tile whose second half is empty loads only the 64 rows of A its
 //                                 first half reads (rung 07; needs kSkipHalvesPastExpert)
+//   kAddsFirstPieceTwiceValue     a flaw, for the negative control nc_split_pieces_added_twice: the
+//                                 half that adds the pieces adds piece 0 twice (false in the rungs)
 template <EpilogueKind kEpilogueValue, bool kSkipHalvesPastExpertValue, bool kSplitLastWaveValue = false,
-          bool kHalfATilesValue = false>
+          bool kHalfATilesValue = false, bool kAddsFirstPieceTwiceValue = false>
 struct GroupedConfig : WarpSpecializedConfig<1, kEpilogueValue, Identity> {
   using Params = std::conditional_t<kSplitLastWaveValue, GroupedSplitLastWaveParams, GroupedWarpSpecializedParams>;
   static constexpr bool kGrouped = true;
   static constexpr bool kSkipHalvesPastExpert = kSkipHalvesPastExpertValue;
   static constexpr bool kSplitLastWave = kSplitLastWaveValue;
   static constexpr bool kHalfATiles = kHalfATilesValue;
+  static constexpr bool kAddsFirstPieceTwice = kAddsFirstPieceTwiceValue;
   static_assert(!kHalfATiles || (kSkipHalvesPastExpert && kSplitLastWave),
                 "half A tiles: the second consumer must skip the rows it no longer gets (and the map is in "
                 "rung 06's parameters)");
@@ -193,6 +196,7 @@ using GroupedTmaStoreConfig = GroupedConfig<EpilogueKind::tma_store, false>;    
 using GroupedSkipHalvesConfig = GroupedConfig<EpilogueKind::tma_store, true>;           // rung 05
 using GroupedSplitLastWaveConfig = GroupedConfig<EpilogueKind::tma_store, true, true>;  // rung 06
 using GroupedHalfATilesConfig = GroupedConfig<EpilogueKind::tma_store, true, true, true>;  // rung 07
+using GroupedPieceAddedTwiceConfig = GroupedConfig<EpilogueKind::tma_store, true, true, true, true>;  // its control
 
 // Rung 10: rung 09's knobs, with the activation run by the producer warpgroup's idle warps.
 template <class Activation>

@@ -134,7 +134,7 @@ __device__ __forceinline__ bool add_pieces_in_last(const typename Config::Params
   float4* const slots = params.workspace + static_cast<std::size_t>(half) * params.splits * Config::kSplitSlotVectors;
   // Four fragments a group; its own piece read back from the L2 like the others, so that the 128
   // accumulators are free while the sums are made (kept in registers, they spilled).
-  return split_k::reduce_in_last_cta<kFragments, Config::kSplitSlotVectors, /*kAddsFirstSplitTwice=*/false,
+  return split_k::reduce_in_last_cta<kFragments, Config::kSplitSlotVectors, Config::kAddsFirstPieceTwice,
                                      /*kFragmentsAtOnce=*/4, /*kOwnSplitFromRegisters=*/false,
                                      split_k::WarpgroupTeam>(
       mine, slots, unit.split, params.splits, params.counters + half,

@@ -114,6 +114,10 @@ KernelEntry hopper_entry(const std::string& name, int rung, std::string idea) {
 
 }  // namespace
 
+LaunchFn grouped_gemm_07_launch_adding_a_piece_twice() {
+  return launch_of_rung<TileTableRung<HopperSplitLastWave<grouped_gemm_07_half_a_tiles_adds_a_piece_twice>>>();
+}
+
 void register_grouped_gemm_kernels(Registry& registry) {
   if (!registry.has_op(kGroupedGemmOp)) registry.add_op(make_grouped_gemm_op());
 

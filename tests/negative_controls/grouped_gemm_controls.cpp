@@ -1,7 +1,9 @@
 // The grouped GEMM's deliberately wrong implementations: cuBLAS GemmEx once per expert, as the
 // op's peer runs it, with one routing mistake each — the bookkeeping a grouped kernel gets wrong,
 // not the arithmetic. Each hides on some problems (one expert, uniform routing), which is why the
-// op's conformance problems have several experts, skew and shuffled routings.
+// op's conformance problems have several experts, skew and shuffled routings. And rung 07's kernel
+// with its split-K reduction flawed (nc_split_pieces_added_twice), which shows wherever rung 07's
+// plan splits the last wave's tiles along K and hides where it does not.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -56,10 +58,15 @@ void run_flawed(GroupedFlaw flaw, cublasHandle_t handle, const Problem& problem,
 
 }  // namespace
 
+constexpr const char* kPieceTwiceName = "nc_split_pieces_added_twice";
+constexpr const char* kPieceTwiceFlaw =
+    "rung 07 with a flawed split of the last wave: the consumer half that adds a tile's K pieces adds piece 0 twice";
+
 std::vector<NegativeControl> grouped_gemm_controls() {
   std::vector<NegativeControl> list;
   for (const GroupedControl& c : kGroupedControls)
     list.push_back({std::string("stage3/") + stage3::kGroupedGemmOp + "/" + c.name, c.flaw});
+  list.push_back({std::string("stage3/") + stage3::kGroupedGemmOp + "/" + kPieceTwiceName, kPieceTwiceFlaw});
   return list;
 }
 
@@ -82,6 +89,19 @@ void register_grouped_gemm_controls(Registry& registry) {
     };
     registry.add_kernel(std::move(entry));
   }
+
+  KernelEntry twice;
+  twice.id = std::string("stage3/") + stage3::kGroupedGemmOp + "/" + kPieceTwiceName;
+  twice.op = stage3::kGroupedGemmOp;
+  twice.rung = 0;
+  twice.idea = std::string("NEGATIVE CONTROL: ") + kPieceTwiceFlaw;
+  twice.dtypes = {DType::bf16};
+  twice.report = "negative-controls";
+  twice.min_compute_capability = 90;  // sm_90a code, as the rung
+  twice.max_compute_capability = 90;
+  twice.supports = &stage3::grouped_gemm_tiles_shape_error;  // the rung's shapes: K % 8 == 0
+  twice.launch = stage3::grouped_gemm_07_launch_adding_a_piece_twice();
+  registry.add_kernel(std::move(twice));
 }
 
 }  // namespace kc::testing

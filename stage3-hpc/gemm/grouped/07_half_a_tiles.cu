@@ -32,4 +32,10 @@ void grouped_gemm_07_half_a_tiles(const GroupedGemmArgs& args, const GroupedSpli
   launch_grouped_warp_specialized<GroupedHalfATilesConfig>(args, stream, cache, "rung 07", &workspace);
 }
 
+void grouped_gemm_07_half_a_tiles_adds_a_piece_twice(const GroupedGemmArgs& args,
+                                                     const GroupedSplitWorkspace& workspace, cudaStream_t stream,
+                                                     HopperLaunchCache& cache) {
+  launch_grouped_warp_specialized<GroupedPieceAddedTwiceConfig>(args, stream, cache, "rung 07 (flawed)", &workspace);
+}
+
 }  // namespace kc::stage3

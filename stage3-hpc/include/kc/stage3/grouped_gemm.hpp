@@ -83,9 +83,14 @@ const std::vector<std::string>& grouped_gemm_tiles_refusals();
 
 OpSpec make_grouped_gemm_op();
 
-// Adds the op, its baseline and its ladder (stage3/grouped_gemm/01_loop_of_gemms,
-// stage3/grouped_gemm/02_one_launch).
+// Adds the op, its baseline and its ladder (stage3/grouped_gemm/01_loop_of_gemms ...
+// stage3/grouped_gemm/07_half_a_tiles).
 void register_grouped_gemm_kernels(Registry& registry);
+
+// Rung 07's launch with its kernel's one flaw (grouped_gemm_07_half_a_tiles_adds_a_piece_twice):
+// the same tile table, plan and workspace, for the negative control that must fail wherever a tile
+// is split along K (tests/negative_controls/grouped_gemm_controls.cpp). Compute capability 9.0.
+LaunchFn grouped_gemm_07_launch_adding_a_piece_twice();
 
 // A launch that calls `run(problem, operands, stream)` on one Rung object, made with the launch
 // and kept between launches (what the rung caches: the GEMM entry, the tile table).

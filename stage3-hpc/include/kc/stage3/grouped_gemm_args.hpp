@@ -133,5 +133,10 @@ void grouped_gemm_06_split_last_wave(const GroupedGemmArgs& args, const GroupedS
 // first half reads. The same plan and workspace as rung 06.
 void grouped_gemm_07_half_a_tiles(const GroupedGemmArgs& args, const GroupedSplitWorkspace& workspace,
                                   cudaStream_t stream, HopperLaunchCache& cache);
+// The same kernel with one flaw, for the negative control stage3/grouped_gemm/nc_split_pieces_added_twice
+// (tests/negative_controls): the consumer half that adds a split tile's pieces adds piece 0 twice.
+void grouped_gemm_07_half_a_tiles_adds_a_piece_twice(const GroupedGemmArgs& args,
+                                                     const GroupedSplitWorkspace& workspace, cudaStream_t stream,
+                                                     HopperLaunchCache& cache);
 
 }  // namespace kc::stage3
