@@ -68,8 +68,8 @@ struct WarpSpecializedConfig {
   static constexpr int kStages = kStagesValue;
   static constexpr int kStorePassColumns = kStorePassColumnsValue;
   static constexpr int kRasterBandTileRows = kRasterBandTileRowsValue;
-  // The grouped GEMM's rungs 03-05 (GroupedConfig below) walk every expert's tiles; rung 05's
-  // consumers skip the WGMMAs of a 64-row half that lies wholly past its expert's rows.
+  // The grouped GEMM's rungs 03-07 (GroupedConfig below) walk every expert's tiles; from rung 05
+  // the consumers skip the WGMMAs of a 64-row half that lies wholly past its expert's rows.
   static constexpr bool kGrouped = false;
   static constexpr bool kSkipHalvesPastExpert = false;
   // Grouped rung 06: the tiles of the last, partial wave are split along K (work_unit in
@@ -138,8 +138,8 @@ using TmaStoreConfig = WarpSpecializedConfig</*kClusterM=*/1, EpilogueKind::tma_
                                              /*kStages=*/4, /*kStorePassColumns=*/128,
                                              /*kRasterBandTileRows=*/8>;
 
-// The grouped GEMM's rungs 03-05 (gemm/grouped/): rung 07's persistent kernel over the output
-// tiles of every expert of a mixture-of-experts layer. Its parameters are rung 07's (A the
+// The grouped GEMM's rungs 03-07 (gemm/grouped/): the GEMM ladder's rung 07 kernel over the output
+// tiles of every expert of a mixture-of-experts layer. Its parameters are that rung's (A the
 // tokens x K activations, B the G N x K weights as one G.N x K matrix, n and k an expert's, C the
 // tokens x N output; with TMA stores, its tensor map spans all the tokens) plus the tile table of
 // grouped_gemm_args.hpp.
@@ -165,9 +165,9 @@ struct GroupedSplitLastWaveParams : GroupedWarpSpecializedParams {
 };
 
 //   kEpilogueValue                direct stores (rung 03), or rung 09's TMA stores for every 64-row
-//                                 half that lies inside its expert's rows (rungs 04-06)
+//                                 half that lies inside its expert's rows (rungs 04-07)
 //   kSkipHalvesPastExpertValue    a consumer whose 64 rows all lie past its expert's last row
-//                                 waits for and releases each stage but issues no WGMMA (rungs 05, 06)
+//                                 waits for and releases each stage but issues no WGMMA (rungs 05-07)
 //   kSplitLastWaveValue           the tiles past the last whole wave are split along K (rungs 06, 07)
 //   kHalfATilesValue              a tile whose second half is empty loads only the 64 rows of A its
 //                                 first half reads (rung 07; needs kSkipHalvesPastExpert)

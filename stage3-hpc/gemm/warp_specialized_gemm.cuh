@@ -85,7 +85,7 @@ __device__ __forceinline__ ExpertTile expert_tile(const typename Config::Params&
 }
 
 // The tile the consumers compute at step `linear` of the walk: the schedule's (rungs 06-10) or
-// the expert's (grouped; then `expert` says where the expert's rows lie).
+// the expert's (grouped).
 template <class Config>
 __device__ __forceinline__ TileCoord consumer_tile(const TileSchedule<Config>& schedule,
                                                    const typename Config::Params& params, int linear) {
@@ -147,7 +147,7 @@ __device__ __forceinline__ bool add_pieces_in_last(const typename Config::Params
       split_k::WarpgroupTeam{1 + consumer});
 }
 
-// The grouped GEMM with TMA stores (rungs 04-06): whether a consumer's 64-row half, starting at
+// The grouped GEMM with TMA stores (rungs 04-07): whether a consumer's 64-row half, starting at
 // row `half_row0` of its expert, may leave through the TMA store. TMA clips at the last row of C
 // (the last token), not at an expert's last row: a half that runs past its expert's rows into the
 // next expert's must take the guarded direct stores, unless its expert is the last one with rows.
@@ -402,7 +402,7 @@ void launch_warp_specialized(const HgemmArgs& args, const typename Config::Activ
   KC_CUDA_CHECK(cudaLaunchKernelEx(&config, warp_specialized_gemm_kernel<Config>, params));
 }
 
-// The grouped GEMM's launch (rungs 03-05, Config a GroupedConfig): A is tokens x K, B the G
+// The grouped GEMM's launch (rungs 03-07, Config a GroupedConfig): A is tokens x K, B the G
 // weights as one G.N x K matrix, C tokens x N, the tile table on the device (grouped_gemm_args.hpp);
 // one persistent CTA per SM at most. With a TMA-store configuration C's tensor map spans every
 // token, and rows of C must be 16-byte multiples (N % 8 == 0): otherwise every tile stores directly.

@@ -45,7 +45,7 @@ struct GroupedGemmArgs {
   const int* row_starts = nullptr;
   const int* tile_starts = nullptr;
   int tiles = 0;                       // tile_starts[G], also on the host: the grid
-  int tokens = 0;                      // row_starts[G], also on the host (rungs 03-05's tensor maps)
+  int tokens = 0;                      // row_starts[G], also on the host (rungs 03-07's tensor maps)
 };
 
 // Where tile `tile` of the grid lies: expert `group`, tile row `m` and tile column `n` of that
