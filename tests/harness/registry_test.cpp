@@ -211,8 +211,13 @@ TEST(AllStages, NegativeControlsRegisterBesideTheRealKernels) {
   const std::size_t real = r.kernels().size();
   testing::register_negative_controls(r);
   EXPECT_EQ(r.kernels().size(), real + testing::negative_controls().size());
-  for (const auto& control : testing::negative_controls())
-    EXPECT_EQ(r.kernel(control.id).report_group(), "negative-controls");
+  for (const auto& control : testing::negative_controls()) {
+    const KernelEntry& entry = r.kernel(control.id);
+    EXPECT_EQ(entry.report_group(), "negative-controls") << control.id;
+    EXPECT_EQ(entry.rung, 0) << control.id;  // on no ladder
+    EXPECT_EQ(entry.idea, "NEGATIVE CONTROL: " + control.flaw) << control.id;
+    EXPECT_EQ(control.id.rfind(entry.stage() + "/" + entry.op + "/nc_", 0), 0u) << control.id;
+  }
 }
 
 }  // namespace

@@ -132,13 +132,7 @@ std::shared_ptr<FlawedRopeRung<Launch>> flawed_rope_rung(Launch launch) {
 }
 
 KernelEntry control_entry(const std::string& id, const char* op, const char* flaw) {
-  KernelEntry entry;
-  entry.id = id;
-  entry.op = op;
-  entry.rung = 0;
-  entry.idea = std::string("NEGATIVE CONTROL: ") + flaw;
-  entry.dtypes = {DType::bf16, DType::f16};
-  entry.report = "negative-controls";
+  KernelEntry entry = negative_control_entry(id, op, flaw, {DType::bf16, DType::f16});
   entry.min_compute_capability = 80;
   entry.supports = &stage3::decode_rung_shape_error;  // the rungs' shapes: D = 64 or 128
   return entry;

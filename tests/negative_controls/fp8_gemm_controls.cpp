@@ -50,13 +50,8 @@ std::vector<NegativeControl> fp8_gemm_controls() {
 void register_fp8_gemm_controls(Registry& registry) {
   if (!registry.has_op(stage3::kFp8GemmOp)) registry.add_op(stage3::make_fp8_gemm_op());
   for (const Fp8Control& c : kFp8Controls) {
-    KernelEntry entry;
-    entry.id = std::string("stage3/") + stage3::kFp8GemmOp + "/" + c.name;
-    entry.op = stage3::kFp8GemmOp;
-    entry.rung = 0;
-    entry.idea = std::string("NEGATIVE CONTROL: ") + c.flaw;
-    entry.dtypes = {DType::f8e4m3};
-    entry.report = "negative-controls";
+    KernelEntry entry = negative_control_entry(std::string("stage3/") + stage3::kFp8GemmOp + "/" + c.name,
+                                               stage3::kFp8GemmOp, c.flaw, {DType::f8e4m3});
     entry.min_compute_capability = 90;
     entry.max_compute_capability = 90;
     const Fp8ControlScaling scaling = c.scaling;

@@ -75,13 +75,8 @@ void register_grouped_gemm_controls(Registry& registry) {
   // One cuBLAS handle for the three, made on the first launch (registering needs no GPU).
   auto handle = std::make_shared<std::unique_ptr<CublasHandle>>();
   for (const GroupedControl& c : kGroupedControls) {
-    KernelEntry entry;
-    entry.id = std::string("stage3/") + stage3::kGroupedGemmOp + "/" + c.name;
-    entry.op = stage3::kGroupedGemmOp;
-    entry.rung = 0;
-    entry.idea = std::string("NEGATIVE CONTROL: ") + c.flaw;
-    entry.dtypes = {DType::bf16};
-    entry.report = "negative-controls";
+    KernelEntry entry = negative_control_entry(std::string("stage3/") + stage3::kGroupedGemmOp + "/" + c.name,
+                                               stage3::kGroupedGemmOp, c.flaw, {DType::bf16});
     const GroupedFlaw flaw = c.kind;
     entry.launch = [flaw, handle](const Problem& problem, Operands& operands, cudaStream_t stream) {
       if (!*handle) *handle = std::make_unique<CublasHandle>();
@@ -90,13 +85,8 @@ void register_grouped_gemm_controls(Registry& registry) {
     registry.add_kernel(std::move(entry));
   }
 
-  KernelEntry twice;
-  twice.id = std::string("stage3/") + stage3::kGroupedGemmOp + "/" + kPieceTwiceName;
-  twice.op = stage3::kGroupedGemmOp;
-  twice.rung = 0;
-  twice.idea = std::string("NEGATIVE CONTROL: ") + kPieceTwiceFlaw;
-  twice.dtypes = {DType::bf16};
-  twice.report = "negative-controls";
+  KernelEntry twice = negative_control_entry(std::string("stage3/") + stage3::kGroupedGemmOp + "/" + kPieceTwiceName,
+                                             stage3::kGroupedGemmOp, kPieceTwiceFlaw, {DType::bf16});
   twice.min_compute_capability = 90;  // sm_90a code, as the rung
   twice.max_compute_capability = 90;
   twice.supports = &stage3::grouped_gemm_tiles_shape_error;  // the rung's shapes: K % 8 == 0

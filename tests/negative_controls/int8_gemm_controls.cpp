@@ -55,13 +55,7 @@ void register_int8_gemm_controls(Registry& registry) {
   if (!registry.has_op(stage3::kInt8GemmOp)) registry.add_op(stage3::make_int8_gemm_op());
   if (!registry.has_op(stage3::kInt8GemmDequantOp)) registry.add_op(stage3::make_int8_gemm_dequant_op());
   for (const Int8Control& c : kInt8Controls) {
-    KernelEntry entry;
-    entry.id = std::string("stage3/") + c.op + "/" + c.name;
-    entry.op = c.op;
-    entry.rung = 0;
-    entry.idea = std::string("NEGATIVE CONTROL: ") + c.flaw;
-    entry.dtypes = {DType::i8};
-    entry.report = "negative-controls";
+    KernelEntry entry = negative_control_entry(std::string("stage3/") + c.op + "/" + c.name, c.op, c.flaw, {DType::i8});
     entry.min_compute_capability = c.min_compute_capability;
     if (c.min_compute_capability == 90) entry.max_compute_capability = 90;  // sm_90a code
     entry.supports = &stage3::int8_gemm_rung_shape_error;

@@ -14,6 +14,9 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "kc/common/gemm.hpp"
 #include "kc/core/dtype_traits.hpp"
@@ -392,18 +395,25 @@ const AttentionControl kDecodeControls[] = {
 
 // An attention control (bf16 and f16) of `op`.
 void add_attention_control(Registry& registry, const char* op, const AttentionControl& control) {
-  KernelEntry entry;
-  entry.id = std::string("stage3/") + op + "/" + control.name;
-  entry.op = op;
-  entry.rung = 0;
-  entry.idea = std::string("NEGATIVE CONTROL: ") + control.flaw;
-  entry.dtypes = {DType::bf16, DType::f16};
-  entry.report = "negative-controls";
+  KernelEntry entry = negative_control_entry(std::string("stage3/") + op + "/" + control.name, op, control.flaw,
+                                             {DType::bf16, DType::f16});
   entry.launch = control.launch;
   registry.add_kernel(std::move(entry));
 }
 
 }  // namespace
+
+KernelEntry negative_control_entry(std::string id, std::string op, const std::string& flaw,
+                                   std::vector<DType> dtypes) {
+  KernelEntry entry;
+  entry.id = std::move(id);
+  entry.op = std::move(op);
+  entry.rung = 0;
+  entry.idea = "NEGATIVE CONTROL: " + flaw;
+  entry.dtypes = std::move(dtypes);
+  entry.report = "negative-controls";
+  return entry;
+}
 
 std::vector<NegativeControl> negative_controls() {
   std::vector<NegativeControl> list;
@@ -426,12 +436,7 @@ std::vector<NegativeControl> negative_controls() {
 void register_negative_controls(Registry& registry) {
   if (!registry.has_op("sgemm")) registry.add_op(stage1::make_sgemm_op());
   for (const Control& c : kControls) {
-    KernelEntry entry;
-    entry.id = std::string("stage1/sgemm/") + c.name;
-    entry.op = "sgemm";
-    entry.rung = 0;
-    entry.idea = std::string("NEGATIVE CONTROL: ") + c.flaw;
-    entry.report = "negative-controls";
+    KernelEntry entry = negative_control_entry(std::string("stage1/sgemm/") + c.name, "sgemm", c.flaw, {DType::f32});
     const auto launch = c.launch;
     entry.launch = [launch](const Problem& problem, Operands& operands, cudaStream_t stream) {
       launch(gemm_args<float>(problem, operands, BLayout::k_by_n), stream);
@@ -442,13 +447,8 @@ void register_negative_controls(Registry& registry) {
   if (!registry.has_op(stage3::kBiasGeluOp)) registry.add_op(stage3::make_gemm_bias_gelu_op());
   auto handle = std::make_shared<LazyCublas>();
   for (const Bf16Control& c : kBf16Controls) {
-    KernelEntry entry;
-    entry.id = std::string("stage3/") + c.op + "/" + c.name;
-    entry.op = c.op;
-    entry.rung = 0;
-    entry.idea = std::string("NEGATIVE CONTROL: ") + c.flaw;
-    entry.dtypes = {DType::bf16};
-    entry.report = "negative-controls";
+    KernelEntry entry =
+        negative_control_entry(std::string("stage3/") + c.op + "/" + c.name, c.op, c.flaw, {DType::bf16});
     const auto launch = c.launch;
     const bool has_bias = std::string(c.op) == stage3::kBiasGeluOp;
     entry.launch = [launch, handle, has_bias](const Problem& problem, Operands& operands, cudaStream_t stream) {

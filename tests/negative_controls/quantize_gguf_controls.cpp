@@ -24,13 +24,8 @@ std::vector<NegativeControl> quantize_gguf_controls() {
 
 void register_quantize_gguf_controls(Registry& registry) {
   if (!registry.has_op(stage3::kQuantizeGgufOp)) registry.add_op(stage3::make_quantize_gguf_op());
-  KernelEntry entry;
-  entry.id = std::string("stage3/") + stage3::kQuantizeGgufOp + "/" + kName;
-  entry.op = stage3::kQuantizeGgufOp;
-  entry.rung = 0;
-  entry.idea = std::string("NEGATIVE CONTROL: ") + kFlaw;
-  entry.dtypes = {DType::bf16};
-  entry.report = "negative-controls";
+  KernelEntry entry = negative_control_entry(std::string("stage3/") + stage3::kQuantizeGgufOp + "/" + kName,
+                                             stage3::kQuantizeGgufOp, kFlaw, {DType::bf16});
   entry.min_compute_capability = 80;
   entry.supports = &stage3::quantize_gguf_shape_error;
   entry.launch = [](const Problem& problem, Operands& operands, cudaStream_t stream) {

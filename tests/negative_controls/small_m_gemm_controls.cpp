@@ -29,13 +29,7 @@ constexpr const char* kRankTwiceFlaw =
 std::string control_id(const char* name) { return std::string("stage3/") + stage3::kHgemmOp + "/" + name; }
 
 KernelEntry control_entry(const char* name, const char* flaw, int min_compute_capability) {
-  KernelEntry entry;
-  entry.id = control_id(name);
-  entry.op = stage3::kHgemmOp;
-  entry.rung = 0;
-  entry.idea = std::string("NEGATIVE CONTROL: ") + flaw;
-  entry.dtypes = {DType::bf16};
-  entry.report = "negative-controls";
+  KernelEntry entry = negative_control_entry(control_id(name), stage3::kHgemmOp, flaw, {DType::bf16});
   entry.min_compute_capability = min_compute_capability;
   entry.supports = &stage3::small_m_weights_as_a_shape_error;  // the rungs' shapes: M <= 64, K % 8 == 0
   return entry;

@@ -19,6 +19,13 @@ struct NegativeControl {
 // The controls, in registration order.
 std::vector<NegativeControl> negative_controls();
 
+// The registry entry every control starts from: id `id` (stage/op/nc_name), op `op`, rung 0 (on no
+// ladder), the idea "NEGATIVE CONTROL: <flaw>", the dtypes it runs and the negative-controls
+// report. The caller adds the launch and, where the flawed kernel has them, its limits (compute
+// capability, shapes it supports).
+KernelEntry negative_control_entry(std::string id, std::string op, const std::string& flaw,
+                                   std::vector<DType> dtypes);
+
 // Registers the ops they implement (sgemm; stage 3's hgemm, gemm_bias_gelu, attention_fwd and
 // attention_decode_paged) if missing, and the controls, in the "negative-controls" report group:
 // FP32 SGEMM kernels with one flaw each, bf16 GEMMs with the flaws the bf16 bounds must catch at the benchmark shapes, and
