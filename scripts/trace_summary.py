@@ -8,9 +8,12 @@ over its replays after the first --skip:
   * the step: median span (first kernel's start to last kernel's end), the sum of the kernels'
     durations, the time inside the span when no kernel ran, and the gap from one replay's end to
     the next one's start (the host's part);
-  * each node in launch order: median duration, and median start relative to the end of the
-    node before it (negative: it started while that one was still running);
-  * with --by-name, the same nodes added up by kernel name (count a replay, total a replay, share).
+  * each node in launch order: median duration; median start relative to the end of the node
+    before it (negative: it started while that one was still running, as a programmatic dependent
+    does, and its duration includes its wait); and its advance, how far its end moved the
+    replay's last end — the time the step spent on it, which adds up to the span;
+  * with --by-name, the same nodes added up by kernel name and grid (count a replay, durations and
+    advances a replay, the advances' share of the span).
 
 Kernels outside graphs (eager launches) are summed by name with --eager.
 
@@ -26,6 +29,7 @@ from __future__ import annotations
 import argparse
 import collections
 import csv
+import gzip
 import statistics
 import sys
 from dataclasses import dataclass
@@ -150,7 +154,7 @@ class GraphSummary:
     kernel_sum_us: float
     idle_us: float
     between_us: float | None
-    rows: list  # (position, name, grid, block, registers, duration_us, after_previous_us)
+    rows: list  # (position, name, grid, block, registers, duration_us, after_previous_us, advance_us)
 
 
 def summarize_graph(graph: int, replays: list[list[Activity]], skip: int) -> GraphSummary:
@@ -168,10 +172,14 @@ def summarize_graph(graph: int, replays: list[list[Activity]], skip: int) -> Gra
         nodes = [r[position] for r in consistent]
         durations = [a.duration for a in nodes]
         after = [r[position].start - r[position - 1].end for r in consistent] if position else [0]
+        # How far this node moved the replay's last end: its end against the latest end before it
+        # (the first node: its duration). These add up to the span.
+        advance = [max(0, r[position].end - max(a.end for a in r[:position])) if position else r[0].duration
+                   for r in consistent]
         first = nodes[0]
         rows.append((position, first.name if first.kind == "kernel" else first.kind, first.grid, first.block,
                      first.registers, statistics.median(durations) / 1e3,
-                     statistics.median(after) / 1e3 if position else None))
+                     statistics.median(after) / 1e3 if position else None, statistics.median(advance) / 1e3))
     return GraphSummary(graph=graph, replays=len(consistent), nodes=shape,
                         span_us=statistics.median(spans) / 1e3, kernel_sum_us=statistics.median(sums) / 1e3,
                         idle_us=statistics.median(idles) / 1e3,
@@ -179,13 +187,14 @@ def summarize_graph(graph: int, replays: list[list[Activity]], skip: int) -> Gra
 
 
 def by_name(rows: list) -> list:
-    """(name, count a replay, median µs each, total µs a replay) from a summary's rows, largest first."""
-    groups: dict[str, list[float]] = collections.defaultdict(list)
-    for _, name, grid, block, _, duration, _ in rows:
-        groups[(short_name(name), grid, block)].append(duration)
-    out = [(f"{name} {grid[0]}x{grid[1]}x{grid[2]}", len(d), statistics.median(d), sum(d))
-           for (name, grid, block), d in groups.items()]
-    return sorted(out, key=lambda row: -row[3])
+    """(name and grid, count a replay, median µs each, total µs a replay, total advance µs a replay)
+    from a summary's rows, largest advance first."""
+    groups: dict[tuple, list[tuple[float, float]]] = collections.defaultdict(list)
+    for _, name, grid, block, _, duration, _, advance in rows:
+        groups[(short_name(name), grid, block)].append((duration, advance))
+    out = [(f"{name} {grid[0]}x{grid[1]}x{grid[2]}", len(d), statistics.median(x for x, _ in d),
+            sum(x for x, _ in d), sum(y for _, y in d)) for (name, grid, block), d in groups.items()]
+    return sorted(out, key=lambda row: -row[4])
 
 
 def eager_summary(activities: list[Activity]) -> list:
@@ -214,19 +223,23 @@ def render(summary: GraphSummary, names: bool, markdown: bool) -> str:
            + (f"; {summary.between_us:.1f} us from one replay's end to the next one's start"
               if summary.between_us is not None else ""), ""]
     if names:
-        rows = [[name, str(count), f"{each:.2f}", f"{total:.1f}", f"{100 * total / summary.span_us:.1f}%"]
-                for name, count, each, total in by_name(summary.rows)]
-        out.append(_table(["kernel, grid", "a replay", "us each", "us a replay", "of the span"], rows, markdown))
+        rows = [[name, str(count), f"{each:.2f}", f"{total:.1f}", f"{advance:.1f}",
+                 f"{100 * advance / summary.span_us:.1f}%"]
+                for name, count, each, total, advance in by_name(summary.rows)]
+        out.append(_table(["kernel, grid", "a replay", "us each", "us a replay", "advance a replay", "of the span"],
+                          rows, markdown))
     else:
         rows = [[str(p), short_name(name), f"{g[0]}x{g[1]}x{g[2]}", f"{b[0]}x{b[1]}x{b[2]}", str(r), f"{d:.2f}",
-                 "" if after is None else f"{after:+.2f}"] for p, name, g, b, r, d, after in summary.rows]
-        out.append(_table(["#", "kernel", "grid", "block", "regs", "us", "start - previous end"], rows, markdown))
+                 "" if after is None else f"{after:+.2f}", f"{advance:.2f}"]
+                for p, name, g, b, r, d, after, advance in summary.rows]
+        out.append(_table(["#", "kernel", "grid", "block", "regs", "us", "start - previous end", "advance"], rows,
+                          markdown))
     return "\n".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("trace", help="the CSV kc-trace wrote (KC_TRACE_OUT)")
+    parser.add_argument("trace", help="the CSV kc-trace wrote (KC_TRACE_OUT), or it gzipped (.gz)")
     parser.add_argument("--graph", type=int, help="the graph id to summarize (default: the most replayed)")
     parser.add_argument("--skip", type=int, default=2, help="replays to leave out at the start (warm-up)")
     parser.add_argument("--by-name", action="store_true", help="nodes added up by kernel name and grid")
@@ -234,7 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--markdown", action="store_true", help="tables in Markdown")
     args = parser.parse_args(argv)
     try:
-        with open(args.trace, newline="") as f:
+        opener = gzip.open if args.trace.endswith(".gz") else open
+        with opener(args.trace, "rt", newline="") as f:
             activities = read_trace(f)
     except (OSError, ValueError) as error:
         print(f"trace_summary: {args.trace}: {error}", file=sys.stderr)

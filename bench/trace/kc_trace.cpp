@@ -17,9 +17,10 @@
 //     build/stage4-inference/kc-engine-bench --synthetic llama-3.2-1b ...   (one command line)
 //   python3 scripts/trace_summary.py trace.csv
 //
-// Environment: KC_TRACE_OUT (the CSV; default kc-trace.csv), KC_TRACE_API=1 (also the CUDA runtime
-// API calls, with their host-side start and end, on the same clock). The columns are in
-// kTraceHeader below; times are nanoseconds on CUPTI's clock, comparable within one file.
+// Environment: KC_TRACE_OUT (the CSV; default kc-trace.csv), KC_TRACE_COPIES=1 (also memcpys and
+// memsets), KC_TRACE_API=1 (also the CUDA runtime API calls, with their host-side start and end,
+// on the same clock). The columns are in kTraceHeader below; times are nanoseconds on CUPTI's
+// clock, comparable within one file.
 //
 // Cost: CUPTI stamps each kernel's start and end; scripts/trace_summary.py reports the traced
 // run's step times so they can be compared with an untraced run of the same command.
@@ -137,6 +138,11 @@ void CUPTIAPI buffer_completed(CUcontext, std::uint32_t, std::uint8_t* buffer, s
   std::free(buffer);
 }
 
+bool env_is_one(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && std::strcmp(value, "1") == 0;
+}
+
 void flush_at_exit() {
   if (failed) return;
   cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
@@ -164,10 +170,11 @@ extern "C" int InitializeInjection(void) {
     fail("cuptiActivityRegisterCallbacks", result);
     return 0;
   }
-  const bool api = std::getenv("KC_TRACE_API") != nullptr && std::strcmp(std::getenv("KC_TRACE_API"), "1") == 0;
+  const bool api = env_is_one("KC_TRACE_API"), copies = env_is_one("KC_TRACE_COPIES");
   for (const CUpti_ActivityKind kind : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
                                         CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_RUNTIME}) {
     if (kind == CUPTI_ACTIVITY_KIND_RUNTIME && !api) continue;
+    if ((kind == CUPTI_ACTIVITY_KIND_MEMCPY || kind == CUPTI_ACTIVITY_KIND_MEMSET) && !copies) continue;
     result = cuptiActivityEnable(kind);
     if (result != CUPTI_SUCCESS) {
       fail("cuptiActivityEnable", result);
@@ -175,6 +182,7 @@ extern "C" int InitializeInjection(void) {
     }
   }
   std::atexit(flush_at_exit);
-  std::fprintf(stderr, "kc-trace: recording kernels%s into %s\n", api ? " and runtime API calls" : "", path);
+  std::fprintf(stderr, "kc-trace: recording kernels%s%s into %s\n", copies ? ", copies" : "",
+               api ? ", runtime API calls" : "", path);
   return 1;
 }

@@ -82,8 +82,8 @@ class TraceSummaryTest(unittest.TestCase):
     def test_by_name(self):
         graphs = trace_summary.replays_by_graph(trace_summary.read_trace(io.StringIO(self.text)))
         rows = trace_summary.by_name(trace_summary.summarize_graph(3, graphs[3], skip=0).rows)
-        self.assertEqual(rows[0], ("gemv<1, true> 8x1x1", 2, 10.0, 20.0))
-        self.assertEqual(rows[1], ("decode<64> 4x8x1", 1, 7.0, 7.0))
+        self.assertEqual(rows[0], ("gemv<1, true> 8x1x1", 2, 10.0, 20.0, 21.0))
+        self.assertEqual(rows[1], ("decode<64> 4x8x1", 1, 7.0, 7.0, 5.0))
 
     def test_main_defaults_to_the_most_replayed_graph(self):
         status, out, _ = run(self.text, ["--skip", "0"])
@@ -93,7 +93,7 @@ class TraceSummaryTest(unittest.TestCase):
         status, out, _ = run(self.text, ["--graph", "9", "--by-name", "--markdown"])
         self.assertEqual(status, 0)
         self.assertIn("graph 9: 1 replays", out)
-        self.assertIn("| gemv<1, true> 8x1x1 | 2 | 10.00 | 20.0 |", out)
+        self.assertIn("| gemv<1, true> 8x1x1 | 2 | 10.00 | 20.0 | 21.0 |", out)
         status, out, _ = run(self.text, ["--eager"])
         self.assertEqual(status, 0)
         self.assertIn("gemv<1, true>", out)
