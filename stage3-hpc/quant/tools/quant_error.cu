@@ -40,6 +40,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -140,6 +141,14 @@ double amax(const double* x, std::size_t count, std::size_t stride = 1) {
   return m;
 }
 
+// A and B quantized to one-byte values with their FP32 scales, and the values they stand for.
+template <typename Q>
+struct Quantized {
+  std::vector<Q> a, b;
+  std::vector<double> a_values, b_values;  // dequantized: what the kernel is given
+  std::vector<float> scale_a, scale_b;
+};
+
 struct Row {
   std::string path, quantized, kernel;
   ErrorStats total, kernel_only;
@@ -151,6 +160,35 @@ struct Inputs {
   int m, n, k;
   std::vector<double> a, b, exact;  // the bf16 values, and R
 };
+
+// What the FP8 and INT8 paths share: the operands and scales onto the device, C poisoned, the
+// rung launched on Args (Fp8GemmArgs or Int8GemmArgs, set up by the caller but for the sizes and
+// pointers), and C against R and against the exact product of the dequantized inputs.
+template <typename Q, typename Args, typename Launch>
+std::pair<ErrorStats, ErrorStats> run_byte_gemm(const Inputs& in, const Quantized<Q>& q, Args args, Launch launch,
+                                                cudaStream_t stream) {
+  DeviceBuffer<Q> a(q.a.size()), b(q.b.size());
+  DeviceBuffer<float> scale_a(q.scale_a.size()), scale_b(q.scale_b.size());
+  DeviceBuffer<bf16> c(static_cast<std::size_t>(in.m) * in.n);
+  a.copy_from_host(q.a, stream);
+  b.copy_from_host(q.b, stream);
+  scale_a.copy_from_host(q.scale_a, stream);
+  scale_b.copy_from_host(q.scale_b, stream);
+  poison(c.data(), DType::bf16, c.size(), stream);
+  args.m = in.m;
+  args.n = in.n;
+  args.k = in.k;
+  args.a = a.data();
+  args.b = b.data();
+  args.c = c.data();
+  args.scale_a = scale_a.data();
+  args.scale_b = scale_b.data();
+  launch(args);
+  KC_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const std::vector<double> out = download(c);
+  const std::vector<double> d = gemm_double(q.a_values, q.b_values, in.m, in.n, in.k);
+  return {compare(out, in.exact, out.size()), compare(out, d, out.size())};
+}
 
 // cuBLAS's BF16 GEMM of A and B as they are (FP32 accumulation, bf16 out): the yardstick.
 std::vector<double> run_bf16(const Inputs& in, Context& context, cudaStream_t stream) {
@@ -170,22 +208,18 @@ std::vector<double> run_bf16(const Inputs& in, Context& context, cudaStream_t st
 
 Row run_fp8(const Inputs& in, Fp8Scaling scaling, HopperLaunchCache& cache, cudaStream_t stream) {
   const int m = in.m, n = in.n, k = in.k, kb = fp8_k_blocks(k), nb = fp8_n_blocks(n);
-  std::vector<fp8e4m3> qa(in.a.size()), qb(in.b.size());
-  std::vector<double> da(in.a.size()), db(in.b.size());
-  std::vector<float> sa, sb;
+  Quantized<fp8e4m3> q;
   if (scaling == Fp8Scaling::per_tensor) {
-    const double s_a = std::max(amax(in.a.data(), in.a.size()) / kE4m3Max, 1e-30);
-    const double s_b = std::max(amax(in.b.data(), in.b.size()) / kE4m3Max, 1e-30);
-    sa = {static_cast<float>(s_a)};
-    sb = {static_cast<float>(s_b)};
+    q.scale_a = {static_cast<float>(std::max(amax(in.a.data(), in.a.size()) / kE4m3Max, 1e-30))};
+    q.scale_b = {static_cast<float>(std::max(amax(in.b.data(), in.b.size()) / kE4m3Max, 1e-30))};
   } else {
-    sa.assign(static_cast<std::size_t>(kb) * m, 1.f);
-    sb.assign(static_cast<std::size_t>(nb) * kb, 1.f);
+    q.scale_a.assign(static_cast<std::size_t>(kb) * m, 1.f);
+    q.scale_b.assign(static_cast<std::size_t>(nb) * kb, 1.f);
     for (int row = 0; row < m; ++row)
       for (int j = 0; j < kb; ++j) {
         const int width = std::min(kFp8ScaleBlock, k - j * kFp8ScaleBlock);
         const double a = amax(in.a.data() + static_cast<std::size_t>(row) * k + j * kFp8ScaleBlock, width);
-        sa[static_cast<std::size_t>(j) * m + row] = a > 0 ? static_cast<float>(a / kE4m3Max) : 1.f;
+        q.scale_a[static_cast<std::size_t>(j) * m + row] = a > 0 ? static_cast<float>(a / kE4m3Max) : 1.f;
       }
     for (int i = 0; i < nb; ++i)
       for (int j = 0; j < kb; ++j) {
@@ -193,63 +227,47 @@ Row run_fp8(const Inputs& in, Fp8Scaling scaling, HopperLaunchCache& cache, cuda
         for (int row = i * kFp8ScaleBlock; row < std::min(n, (i + 1) * kFp8ScaleBlock); ++row)
           a = std::max(a, amax(in.b.data() + static_cast<std::size_t>(row) * k + j * kFp8ScaleBlock,
                                std::min(kFp8ScaleBlock, k - j * kFp8ScaleBlock)));
-        sb[static_cast<std::size_t>(i) * kb + j] = a > 0 ? static_cast<float>(a / kE4m3Max) : 1.f;
+        q.scale_b[static_cast<std::size_t>(i) * kb + j] = a > 0 ? static_cast<float>(a / kE4m3Max) : 1.f;
       }
   }
-  const Fp8ScaleMap map_a = fp8_scale_map_a(scaling, m), map_b = fp8_scale_map_b(scaling, k);
-  for (int row = 0; row < m; ++row)
-    for (int col = 0; col < k; ++col) {
-      const std::size_t i = static_cast<std::size_t>(row) * k + col;
-      const double s = sa[map_a(row, col)];
-      qa[i] = to_e4m3(in.a[i], s);
-      da[i] = from_e4m3(qa[i]) * s;
-    }
-  for (int row = 0; row < n; ++row)
-    for (int col = 0; col < k; ++col) {
-      const std::size_t i = static_cast<std::size_t>(row) * k + col;
-      const double s = sb[map_b(row, col)];
-      qb[i] = to_e4m3(in.b[i], s);
-      db[i] = from_e4m3(qb[i]) * s;
-    }
-  DeviceBuffer<fp8e4m3> a(qa.size()), b(qb.size());
-  DeviceBuffer<float> scale_a(sa.size()), scale_b(sb.size());
-  DeviceBuffer<bf16> c(static_cast<std::size_t>(m) * n);
-  a.copy_from_host(qa, stream);
-  b.copy_from_host(qb, stream);
-  scale_a.copy_from_host(sa, stream);
-  scale_b.copy_from_host(sb, stream);
-  poison(c.data(), DType::bf16, c.size(), stream);
-  Fp8GemmArgs args;
-  args.m = m;
-  args.n = n;
-  args.k = k;
-  args.a = a.data();
-  args.b = b.data();
-  args.c = c.data();
-  args.scaling = scaling;
-  args.scale_a = scale_a.data();
-  args.scale_b = scale_b.data();
+  // Each element divided by its scale, rounded to e4m3; the value it stands for, for the reference.
+  const auto quantize = [k](const std::vector<double>& x, int rows, const std::vector<float>& scales, Fp8ScaleMap map,
+                            std::vector<fp8e4m3>& out, std::vector<double>& values) {
+    out.resize(x.size());
+    values.resize(x.size());
+    for (int row = 0; row < rows; ++row)
+      for (int col = 0; col < k; ++col) {
+        const std::size_t i = static_cast<std::size_t>(row) * k + col;
+        const double s = scales[map(row, col)];
+        out[i] = to_e4m3(x[i], s);
+        values[i] = from_e4m3(out[i]) * s;
+      }
+  };
+  quantize(in.a, m, q.scale_a, fp8_scale_map_a(scaling, m), q.a, q.a_values);
+  quantize(in.b, n, q.scale_b, fp8_scale_map_b(scaling, k), q.b, q.b_values);
   const bool block = scaling == Fp8Scaling::block;
-  if (block)
-    fp8_gemm_03_tma_store(args, stream, cache);
-  else
-    fp8_gemm_05_tile_per_shape(args, stream, cache);
-  KC_CUDA_CHECK(cudaStreamSynchronize(stream));
-  const std::vector<double> out = download(c);
-  const std::vector<double> d = gemm_double(da, db, m, n, k);
+  Fp8GemmArgs args;
+  args.scaling = scaling;
+  const auto [total, own] = run_byte_gemm(in, q, args, [&](const Fp8GemmArgs& a) {
+    if (block)
+      fp8_gemm_03_tma_store(a, stream, cache);  // rungs 04 and 05 promote every step with block scales
+    else
+      fp8_gemm_05_tile_per_shape(a, stream, cache);
+  }, stream);
   return {block ? "fp8 e4m3, block scales" : "fp8 e4m3, per-tensor scales",
           block ? "A and B (A: a scale per 1 x 128, B: per 128 x 128)" : "A and B (a scale per tensor)",
-          block ? "stage3/fp8_gemm/03_tma_store" : "stage3/fp8_gemm/05_tile_per_shape",
-          compare(out, in.exact, out.size()), compare(out, d, out.size()), true, m};
+          block ? "stage3/fp8_gemm/03_tma_store" : "stage3/fp8_gemm/05_tile_per_shape", total, own, true, m};
 }
 
 Row run_int8(const Inputs& in, bool hopper, HopperLaunchCache& cache, cudaStream_t stream) {
-  const int m = in.m, n = in.n, k = in.k;
-  std::vector<std::int8_t> qa(in.a.size()), qb(in.b.size());
-  std::vector<double> da(in.a.size()), db(in.b.size());
-  std::vector<float> sa(m), sb(n);
-  const auto quantize_rows = [k](const std::vector<double>& x, int rows, std::vector<std::int8_t>& q,
-                                 std::vector<double>& dq, std::vector<float>& scales) {
+  const int k = in.k;
+  Quantized<std::int8_t> q;
+  // A scale per row (max |x| / 127), each element rounded to the nearest step.
+  const auto quantize_rows = [k](const std::vector<double>& x, int rows, std::vector<std::int8_t>& out,
+                                 std::vector<double>& values, std::vector<float>& scales) {
+    out.resize(x.size());
+    values.resize(x.size());
+    scales.resize(static_cast<std::size_t>(rows));
     for (int row = 0; row < rows; ++row) {
       const double* v = x.data() + static_cast<std::size_t>(row) * k;
       const double a = amax(v, k);
@@ -257,40 +275,22 @@ Row run_int8(const Inputs& in, bool hopper, HopperLaunchCache& cache, cudaStream
       scales[row] = s;
       for (int col = 0; col < k; ++col) {
         const std::size_t i = static_cast<std::size_t>(row) * k + col;
-        q[i] = static_cast<std::int8_t>(std::clamp(std::nearbyint(v[col] / s), -127.0, 127.0));
-        dq[i] = static_cast<double>(q[i]) * s;
+        out[i] = static_cast<std::int8_t>(std::clamp(std::nearbyint(v[col] / s), -127.0, 127.0));
+        values[i] = static_cast<double>(out[i]) * s;
       }
     }
   };
-  quantize_rows(in.a, m, qa, da, sa);
-  quantize_rows(in.b, n, qb, db, sb);
-  DeviceBuffer<std::int8_t> a(qa.size()), b(qb.size());
-  DeviceBuffer<float> scale_a(sa.size()), scale_b(sb.size());
-  DeviceBuffer<bf16> c(static_cast<std::size_t>(m) * n);
-  a.copy_from_host(qa, stream);
-  b.copy_from_host(qb, stream);
-  scale_a.copy_from_host(sa, stream);
-  scale_b.copy_from_host(sb, stream);
-  poison(c.data(), DType::bf16, c.size(), stream);
-  Int8GemmArgs args;
-  args.m = m;
-  args.n = n;
-  args.k = k;
-  args.a = a.data();
-  args.b = b.data();
-  args.c = c.data();
-  args.scale_a = scale_a.data();
-  args.scale_b = scale_b.data();
-  if (hopper)
-    int8_gemm_02_tma_store(args, stream, cache);
-  else
-    int8_gemm_03_mma_sync(args, stream);
-  KC_CUDA_CHECK(cudaStreamSynchronize(stream));
-  const std::vector<double> out = download(c);
-  const std::vector<double> d = gemm_double(da, db, m, n, k);
+  quantize_rows(in.a, in.m, q.a, q.a_values, q.scale_a);
+  quantize_rows(in.b, in.n, q.b, q.b_values, q.scale_b);
+  const auto [total, own] = run_byte_gemm(in, q, Int8GemmArgs{}, [&](const Int8GemmArgs& a) {
+    if (hopper)
+      int8_gemm_02_tma_store(a, stream, cache);
+    else
+      int8_gemm_03_mma_sync(a, stream);
+  }, stream);
   return {"int8, per-row scales", "A and B (A: a scale per row, B: per output channel)",
           hopper ? "stage3/int8_gemm/02_tma_store, dequantizing epilogue" : "stage3/int8_gemm/03_mma_sync, dequantizing epilogue",
-          compare(out, in.exact, out.size()), compare(out, d, out.size()), true, m};
+          total, own, true, in.m};
 }
 
 Row run_gguf(const Inputs& in, int rows, GgufBlockType type, cudaStream_t stream) {
