@@ -15,10 +15,12 @@ over its replays after the first --skip:
   * with --by-name, the same nodes added up by kernel name and grid (count a replay, durations and
     advances a replay, the advances' share of the span).
 
-Kernels outside graphs (eager launches) are summed by name with --eager.
+Kernels outside graphs (eager launches) are summed by name with --eager. With --against OTHER.csv
+the most replayed graph of each file is added up by kernel name and grid and the two set side by
+side (an A/B of one change: which kernels' advances moved, and by how much).
 
     python3 scripts/trace_summary.py trace.csv [--graph ID] [--skip N] [--by-name] [--eager]
-        [--markdown]
+        [--against OTHER.csv] [--markdown]
 
 Times in microseconds. The figures are medians over replays, so the per-node medians need not add
 up to the span's median.
@@ -237,6 +239,46 @@ def render(summary: GraphSummary, names: bool, markdown: bool) -> str:
     return "\n".join(out)
 
 
+def against(summary: GraphSummary, other: GraphSummary) -> list:
+    """(name and grid, count a replay, advance a replay here, there, difference) over the kernels of
+    either summary, largest difference first; a kernel missing from one side counts 0 there."""
+    here = {name: (count, advance) for name, count, _, _, advance in by_name(summary.rows)}
+    there = {name: (count, advance) for name, count, _, _, advance in by_name(other.rows)}
+    rows = []
+    for name in sorted(set(here) | set(there)):
+        count = here.get(name, there.get(name))[0]
+        a, b = here.get(name, (0, 0.0))[1], there.get(name, (0, 0.0))[1]
+        rows.append((name, count, a, b, a - b))
+    return sorted(rows, key=lambda row: -abs(row[4]))
+
+
+def render_against(summary: GraphSummary, other: GraphSummary, markdown: bool) -> str:
+    out = [f"span {summary.span_us:.1f} us here, {other.span_us:.1f} us there "
+           f"({summary.span_us - other.span_us:+.1f} us, {100 * (summary.span_us / other.span_us - 1):+.1f}%); "
+           f"{summary.replays} and {other.replays} replays", ""]
+    rows = [[name, str(count), f"{a:.1f}", f"{b:.1f}", f"{d:+.1f}"] for name, count, a, b, d in against(summary, other)]
+    out.append(_table(["kernel, grid", "a replay", "advance here", "there", "difference"], rows, markdown))
+    return "\n".join(out)
+
+
+def read_trace_file(path: str) -> list[Activity]:
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt", newline="") as f:
+        return read_trace(f)
+
+
+def graph_summary(activities: list[Activity], graph: int | None, skip: int) -> GraphSummary:
+    """The summary of graph `graph` (default: the most replayed); ValueError says why not."""
+    graphs = replays_by_graph(activities)
+    if not graphs:
+        raise ValueError("no kernel ran inside a CUDA graph (try --eager)")
+    chosen = graph if graph is not None else max(graphs, key=lambda g: len(graphs[g]))
+    if chosen not in graphs:
+        raise ValueError(f"no graph {chosen}; graphs: "
+                         + ", ".join(f"{g} ({len(r)} replays)" for g, r in sorted(graphs.items())))
+    return summarize_graph(chosen, graphs[chosen], skip)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("trace", help="the CSV kc-trace wrote (KC_TRACE_OUT), or it gzipped (.gz)")
@@ -244,35 +286,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip", type=int, default=2, help="replays to leave out at the start (warm-up)")
     parser.add_argument("--by-name", action="store_true", help="nodes added up by kernel name and grid")
     parser.add_argument("--eager", action="store_true", help="kernels launched outside graphs, by name")
+    parser.add_argument("--against", metavar="OTHER", help="a second trace: the two graphs side by side, by name")
     parser.add_argument("--markdown", action="store_true", help="tables in Markdown")
     args = parser.parse_args(argv)
+    path = args.trace
     try:
-        opener = gzip.open if args.trace.endswith(".gz") else open
-        with opener(args.trace, "rt", newline="") as f:
-            activities = read_trace(f)
+        activities = read_trace_file(path)
+        if args.eager:
+            rows = [[name, str(count), f"{each:.2f}", f"{total:.1f}"]
+                    for name, count, each, total in eager_summary(activities)]
+            print(_table(["kernel", "launches", "us each (median)", "us in all"], rows, args.markdown))
+            return 0
+        here = graph_summary(activities, args.graph, args.skip)
+        if not args.against:
+            print(render(here, args.by_name, args.markdown))
+            return 0
+        path = args.against
+        there = graph_summary(read_trace_file(path), None, args.skip)
+        print(render_against(here, there, args.markdown))
     except (OSError, ValueError) as error:
-        print(f"trace_summary: {args.trace}: {error}", file=sys.stderr)
-        return 2
-    if args.eager:
-        rows = [[name, str(count), f"{each:.2f}", f"{total:.1f}"] for name, count, each, total in eager_summary(activities)]
-        print(_table(["kernel", "launches", "us each (median)", "us in all"], rows, args.markdown))
-        return 0
-    graphs = replays_by_graph(activities)
-    if not graphs:
-        print(f"trace_summary: {args.trace}: no kernel ran inside a CUDA graph (try --eager)", file=sys.stderr)
-        return 2
-    graph = args.graph if args.graph is not None else max(graphs, key=lambda g: len(graphs[g]))
-    if graph not in graphs:
-        print(f"trace_summary: {args.trace}: no graph {graph}; graphs: "
-              + ", ".join(f"{g} ({len(r)} replays)" for g, r in sorted(graphs.items())), file=sys.stderr)
-        return 2
-    try:
-        print(render(summarize_graph(graph, graphs[graph], args.skip), args.by_name, args.markdown))
-    except ValueError as error:
-        print(f"trace_summary: {args.trace}: {error}", file=sys.stderr)
+        print(f"trace_summary: {path}: {error}", file=sys.stderr)
         return 2
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

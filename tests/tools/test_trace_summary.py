@@ -2,8 +2,8 @@
 """Tests of scripts/trace_summary.py on a small kc-trace CSV written here: replays grouped by their
 launch's correlation id, the span, the kernels' sum and the idle time inside the span worked out by
 hand, a node's start against the previous node's end (negative where they overlap), the nodes
-added up by name, the most replayed graph chosen by default, names shortened, and exit status 2 on
-a file that is not a kc-trace CSV or holds no graph."""
+added up by name, two traces side by side (--against), the most replayed graph chosen by default,
+names shortened, and exit status 2 on a file that is not a kc-trace CSV or holds no graph."""
 
 import io
 import os
@@ -98,6 +98,34 @@ class TraceSummaryTest(unittest.TestCase):
         self.assertEqual(status, 0)
         self.assertIn("gemv<1, true>", out)
         self.assertIn("4.00", out)
+
+    def test_against_sets_two_graphs_side_by_side(self):
+        # The same graph with the attention 3 us longer and a kernel only the other trace has.
+        other = []
+        for i in range(4):
+            t0 = 1_000_000 + 100_000 * i
+            other += [kernel(GEMV, t0, t0 + 10_000, 60 + i, 5, 200),
+                      kernel(ATTN, t0 + 8_000, t0 + 18_000, 60 + i, 5, 201, grid=(4, 8, 1)),
+                      kernel(GEMV, t0 + 19_000, t0 + 29_000, 60 + i, 5, 202),
+                      kernel('"void argmax(int)"', t0 + 29_000, t0 + 30_000, 60 + i, 5, 203, grid=(1, 1, 1))]
+        with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as f:
+            f.write(trace(other))
+        try:
+            here = trace_summary.graph_summary(trace_summary.read_trace(io.StringIO(self.text)), None, 0)
+            there = trace_summary.graph_summary(trace_summary.read_trace_file(f.name), None, 0)
+            rows = {name: (a, b, d) for name, _, a, b, d in trace_summary.against(here, there)}
+            self.assertEqual(rows["decode<64> 4x8x1"], (5.0, 8.0, -3.0))
+            self.assertEqual(rows["argmax 1x1x1"], (0.0, 1.0, -1.0))
+            self.assertAlmostEqual(rows["gemv<1, true> 8x1x1"][2], 0.0)
+            self.assertEqual(next(iter(rows)), "decode<64> 4x8x1")  # largest difference first
+            status, out, _ = run(self.text, ["--skip", "0", "--against", f.name])
+        finally:
+            os.unlink(f.name)
+        self.assertEqual(status, 0)
+        self.assertIn("span 26.0 us here, 30.0 us there (-4.0 us, -13.3%)", out)
+        status, _, err = run(self.text, ["--against", "/nonexistent.csv"])
+        self.assertEqual(status, 2)
+        self.assertIn("/nonexistent.csv", err)
 
     def test_short_name(self):
         self.assertEqual(trace_summary.short_name("void a::(anonymous namespace)::k<1, (x::Y)2>(a::B, int)"),
