@@ -28,6 +28,9 @@
 # OUT/serve/sweep-*.json (plot: stage4-inference/tools/plot_serve.py). KC_HF_COMPILED=1 adds
 # transformers with a static cache and torch.compile (hf_engine_peers.py --mode compiled) as a
 # further peer of kc-engine-bench (it compiles a decode step per batch size: minutes).
+# KC_ENGINE_TRACE=1 also records the batch-1 decode step of each synthetic shape at 128 keys with
+# kc-trace (bench/trace/, docs/methodology.md "Timelines") and writes the per-kernel summaries to
+# OUT/trace/<shape>.txt (the gzipped CSVs beside them).
 set -uo pipefail
 out="${1:?usage: engine_check.sh OUT [BUILD]}"
 build="${2:-build/gpu-check}"
@@ -82,6 +85,18 @@ fi
 read -r -a bench_options <<< "${KC_ENGINE_BENCH_OPTIONS:-}"
 step engine-bench "$build/stage4-inference/kc-engine-bench" "${bench_models[@]}" "${bench_options[@]}" \
   --peers "$peers" --markdown "$out/tables"
+if [ "${KC_ENGINE_TRACE:-0}" = 1 ]; then
+  mkdir -p "$out/trace"
+  tracer="$(cd "$build" && pwd)/bench/libkc_trace.so"  # the driver loads it by this path
+  for shape in smollm2-135m llama-3.2-1b llama-3.1-8b; do
+    step "trace-$shape" env KC_TRACE_OUT="$out/trace/$shape.csv" CUDA_INJECTION64_PATH="$tracer" \
+      "$build/stage4-inference/kc-engine-bench" --synthetic "$shape" --contexts 128 --decode-tokens 256 \
+      --prefill 512 --concurrency 1 --cuda-graphs on
+    python3 "$root/scripts/trace_summary.py" "$out/trace/$shape.csv" --by-name > "$out/trace/$shape.txt" 2>&1
+    python3 "$root/scripts/trace_summary.py" "$out/trace/$shape.csv" >> "$out/trace/$shape.txt" 2>&1
+    gzip -f "$out/trace/$shape.csv"
+  done
+fi
 if [ "${KC_SERVE_LOAD:-0}" = 1 ]; then
   mkdir -p "$out/serve"
   duration="${KC_SERVE_DURATION:-40}"
