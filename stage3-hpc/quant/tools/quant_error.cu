@@ -21,6 +21,8 @@
 // stage yet (q4_1, 4 bits with a scale and a minimum per 32 weights, is the nearest).
 //
 //   kc-quant-error [--m 128] [--n 2048] [--k 4096] [--gguf-m min(M, 16)] [--seed 1] [--markdown DIR]
+//                  [--outlier-columns C --outlier-scale S]   (A's first C columns times S: outlier
+//                                                             channels, where per-tensor scales suffer)
 //
 // Writes the table to stdout and, with --markdown, to DIR/stage3-quant-error.md (headed like
 // kc-bench's tables). The FP8 and INT8 Hopper rungs need compute capability 9.0 (sm_90a); the FP8
@@ -64,6 +66,8 @@ namespace {
 
 struct Options {
   int m = 128, n = 2048, k = 4096, gguf_m = 0;  // gguf_m 0: min(M, 16)
+  int outlier_columns = 0;                         // the first columns of A scaled by outlier_scale
+  double outlier_scale = 1.0;
   std::uint64_t seed = 1;
   std::string markdown;
 };
@@ -355,10 +359,16 @@ int run(int argc, char** argv) {
     else if (flag == "--gguf-m") o.gguf_m = parse_int(flag, value);
     else if (flag == "--seed") o.seed = static_cast<std::uint64_t>(parse_int(flag, value));
     else if (flag == "--markdown") o.markdown = value;
-    else require(false, "unknown flag {} (--m, --n, --k, --gguf-m, --seed, --markdown)", flag);
+    else if (flag == "--outlier-columns") o.outlier_columns = parse_int(flag, value);
+    else if (flag == "--outlier-scale") o.outlier_scale = parse_double(flag, value);
+    else require(false, "unknown flag {} (--m, --n, --k, --gguf-m, --seed, --outlier-columns, --outlier-scale, --markdown)",
+                 flag);
   }
   require(o.m >= 1 && o.n >= 1 && o.k >= 128 && o.k % 128 == 0,
           "M and N must be positive and K a positive multiple of 128 (got {}x{}x{})", o.m, o.n, o.k);
+  require(o.outlier_columns >= 0 && o.outlier_columns <= o.k && o.outlier_scale > 0 && std::isfinite(o.outlier_scale),
+          "--outlier-columns must be in 0..K and --outlier-scale positive and finite (got {} and {})", o.outlier_columns,
+          o.outlier_scale);
   if (o.gguf_m == 0) o.gguf_m = std::min(o.m, kGgufGemvMaxRows);
   require(o.gguf_m >= 1 && o.gguf_m <= std::min(o.m, kGgufGemvMaxRows), "--gguf-m must be in 1..min(M, {}) = 1..{} (got {})",
           kGgufGemvMaxRows, std::min(o.m, kGgufGemvMaxRows), o.gguf_m);
@@ -376,6 +386,13 @@ int run(int argc, char** argv) {
   std::mt19937_64 rng(o.seed);
   Inputs in{o.m, o.n, o.k, random_bf16_values(static_cast<std::size_t>(o.m) * o.k, 1.0, rng),
             random_bf16_values(static_cast<std::size_t>(o.n) * o.k, 0.02, rng), {}};
+  // Outlier channels, as real activations have: a few columns of A many times larger than the rest
+  // (rounded to bf16 again, so they stay the model's values).
+  for (int row = 0; row < o.m; ++row)
+    for (int col = 0; col < o.outlier_columns; ++col) {
+      double& v = in.a[static_cast<std::size_t>(row) * o.k + col];
+      v = static_cast<double>(__bfloat162float(__float2bfloat16(static_cast<float>(v * o.outlier_scale))));
+    }
   in.exact = gemm_double(in.a, in.b, o.m, o.n, o.k);
 
   const std::vector<double> bf16_out = run_bf16(in, context, stream);
@@ -397,8 +414,12 @@ int run(int argc, char** argv) {
   const std::string table = format_table(rows, bf16_all, bf16_gguf);
   const std::string header = fmt::format(
       "| | |\n|---|---|\n| GPU | {} |\n| date | {} |\n| commit | `{}` |\n| command | `kc-quant-error --m {} --n {} "
-      "--k {} --gguf-m {} --seed {}` |\n| inputs | A [M, K] ~ N(0, 1), B [N, K] ~ N(0, 0.02), both rounded to bf16 |\n",
-      device.summary(), utc_now(), source_commit(), o.m, o.n, o.k, o.gguf_m, o.seed);
+      "--k {} --gguf-m {} --seed {}{}` |\n| inputs | A [M, K] ~ N(0, 1){}, B [N, K] ~ N(0, 0.02), both rounded to bf16 |\n",
+      device.summary(), utc_now(), source_commit(), o.m, o.n, o.k, o.gguf_m, o.seed,
+      o.outlier_columns > 0 ? fmt::format(" --outlier-columns {} --outlier-scale {:g}", o.outlier_columns, o.outlier_scale)
+                            : std::string(),
+      o.outlier_columns > 0 ? fmt::format(" with its first {} columns times {:g}", o.outlier_columns, o.outlier_scale)
+                            : std::string());
   std::printf("%s\n%s", header.c_str(), table.c_str());
   if (!hopper) std::printf("\n(no FP8 rows: the FP8 rungs need compute capability 9.0)\n");
   if (!o.markdown.empty()) {
