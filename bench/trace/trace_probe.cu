@@ -19,7 +19,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 
 #include "kc/common/device.hpp"
 #include "kc/common/error.hpp"
@@ -59,12 +58,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kc-trace-probe: replays must be >= 1 (got '%s')\n", argv[1]);
     return 2;
   }
-  if (!kc::has_gpu()) {
-    const char* required = std::getenv("KC_REQUIRE_GPU");
-    const bool must = required != nullptr && required[0] != '\0' && std::strcmp(required, "0") != 0;
-    std::fprintf(stderr, "kc-trace-probe: no CUDA GPU (%s)\n", kc::no_gpu_reason().c_str());
-    return must ? 1 : 77;
-  }
+  if (!kc::gpu_visible_or_explain("kc-trace-probe", "; it replays its graph on a GPU."))
+    return kc::exit_status_without_gpu();
   try {
     cudaStream_t stream;
     KC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <regex>
 
@@ -60,6 +62,13 @@ bool gpu_visible_or_explain(const std::string& program, const std::string& conse
   fmt::print(stderr, "{}: no CUDA GPU is visible ({}){}\n", program, no_gpu_reason(), consequence);
   return false;
 }
+
+bool gpu_required() {
+  const char* value = std::getenv("KC_REQUIRE_GPU");
+  return value != nullptr && value[0] != '\0' && std::strcmp(value, "0") != 0;
+}
+
+int exit_status_without_gpu() { return gpu_required() ? 1 : 77; }
 
 double DeviceInfo::dram_peak_gbps() const {
   return 2.0 * memory_clock_khz * 1e3 * (memory_bus_width_bits / 8.0) / 1e9;

@@ -18,11 +18,8 @@ inline Context& shared_context() {
 }
 
 // KC_REQUIRE_GPU=1 (scripts/gpu-check.sh sets it): a machine that should have a GPU but shows
-// none — a broken driver, a container without the device — fails instead of skipping.
-inline bool gpu_required() {
-  const char* value = std::getenv("KC_REQUIRE_GPU");
-  return value != nullptr && std::strcmp(value, "0") != 0 && value[0] != '\0';
-}
+// none fails instead of skipping (kc::gpu_required, kc/common/device.hpp).
+inline bool gpu_required() { return ::kc::gpu_required(); }
 
 }  // namespace kc::testing
 

@@ -12,9 +12,17 @@ std::string no_gpu_reason();
 
 // For a program that needs a GPU: true when one is visible; otherwise prints
 // "<program>: no CUDA GPU is visible (<reason>)<consequence>" to stderr and returns false (the
-// programs then exit with status 2). `consequence` starts with its own punctuation, e.g.
+// tuners then exit with status 2; a program a ctest test runs with exit_status_without_gpu()). `consequence` starts with its own punctuation, e.g.
 // "; the tuner times kernels on a GPU.".
 bool gpu_visible_or_explain(const std::string& program, const std::string& consequence);
+
+// KC_REQUIRE_GPU set and not "0" (scripts/gpu-check.sh sets it): a machine that should have a GPU
+// but shows none — a broken driver, a container without the device — fails instead of skipping.
+bool gpu_required();
+
+// The exit status of a program that a ctest test runs and that found no GPU: 77 (the test's
+// SKIP_RETURN_CODE: skipped), or 1 (failed) when gpu_required().
+int exit_status_without_gpu();
 
 struct DeviceInfo {
   int ordinal = 0;
