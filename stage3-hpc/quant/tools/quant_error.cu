@@ -41,7 +41,6 @@
 #include <exception>
 #include <random>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -53,6 +52,7 @@
 #include "kc/common/device.hpp"
 #include "kc/common/error.hpp"
 #include "kc/common/fill.hpp"
+#include "kc/common/gemm.hpp"
 #include "kc/common/provenance.hpp"
 #include "kc/common/text_io.hpp"
 #include "kc/stage3/fp8_gemm_args.hpp"
@@ -90,23 +90,10 @@ std::vector<bf16> to_bf16(const std::vector<double>& values) {
   return out;
 }
 
-// C [rows, N] = A [rows, K] . B [N, K]^T in double, rows split over the host's threads.
+// C [rows, N] = A [rows, K] . B [N, K]^T in double: kc's GEMM reference on the host.
 std::vector<double> gemm_double(const std::vector<double>& a, const std::vector<double>& b, int rows, int n, int k) {
   std::vector<double> c(static_cast<std::size_t>(rows) * n);
-  const int threads = std::max(1, std::min<int>(rows, static_cast<int>(std::thread::hardware_concurrency())));
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t)
-    pool.emplace_back([&, t] {
-      for (int i = t; i < rows; i += threads)
-        for (int j = 0; j < n; ++j) {
-          const double* x = a.data() + static_cast<std::size_t>(i) * k;
-          const double* w = b.data() + static_cast<std::size_t>(j) * k;
-          double sum = 0;
-          for (int q = 0; q < k; ++q) sum += x[q] * w[q];
-          c[static_cast<std::size_t>(i) * n + j] = sum;
-        }
-    });
-  for (std::thread& t : pool) t.join();
+  gemm_reference(GemmShape{rows, n, k}, 1.0, a.data(), b.data(), BLayout::n_by_k, 0.0, nullptr, c.data());
   return c;
 }
 
@@ -126,22 +113,17 @@ ErrorStats compare(const std::vector<double>& c, const std::vector<double>& r, s
   return {std::sqrt(diff / norm), largest / std::sqrt(norm / static_cast<double>(count))};
 }
 
-std::vector<double> download(const DeviceBuffer<bf16>& c) {
-  const std::vector<bf16> host = c.to_host();
-  std::vector<double> out(host.size());
-  for (std::size_t i = 0; i < host.size(); ++i) out[i] = static_cast<double>(__bfloat162float(host[i]));
-  return out;
-}
+std::vector<double> download(const DeviceBuffer<bf16>& c) { return to_host_double(c.data(), DType::bf16, c.size()); }
 
 // e4m3 of x / scale (round to nearest, saturating at 448 as the kernels' quantizer does).
 fp8e4m3 to_e4m3(double x, double scale) {
-  return fp8e4m3(static_cast<float>(std::clamp(x / scale, -448.0, 448.0)));
+  return fp8e4m3(static_cast<float>(std::clamp(x / scale, -double{kE4m3Max}, double{kE4m3Max})));
 }
 double from_e4m3(fp8e4m3 q) { return static_cast<double>(static_cast<float>(q)); }
 
-double amax(const double* x, std::size_t count, std::size_t stride = 1) {
+double amax(const double* x, std::size_t count) {
   double m = 0;
-  for (std::size_t i = 0; i < count; ++i) m = std::max(m, std::abs(x[i * stride]));
+  for (std::size_t i = 0; i < count; ++i) m = std::max(m, std::abs(x[i]));
   return m;
 }
 
@@ -372,10 +354,7 @@ int run(int argc, char** argv) {
   if (o.gguf_m == 0) o.gguf_m = std::min(o.m, kGgufGemvMaxRows);
   require(o.gguf_m >= 1 && o.gguf_m <= std::min(o.m, kGgufGemvMaxRows), "--gguf-m must be in 1..min(M, {}) = 1..{} (got {})",
           kGgufGemvMaxRows, std::min(o.m, kGgufGemvMaxRows), o.gguf_m);
-  if (!gpu_visible_or_explain("kc-quant-error", "; it runs the kernels on a GPU.")) {
-    const char* required = std::getenv("KC_REQUIRE_GPU");  // scripts/gpu-check.sh: a missing GPU fails
-    return required != nullptr && required[0] != '\0' && std::string(required) != "0" ? 1 : 77;
-  }
+  if (!gpu_visible_or_explain("kc-quant-error", "; it runs the kernels on a GPU.")) return exit_status_without_gpu();
   const DeviceInfo device = query_device();
   const bool hopper = device.compute_capability() == 90;
   Context context;
