@@ -23,13 +23,13 @@ import trace_summary  # noqa: E402
 
 def median_replay(replays, skip=2):
     used = replays[skip:] if len(replays) > skip else replays
-    spans = [max(a.end for a in r) - min(a.start for a in r) for r in used]
+    spans = [trace_summary.replay_span(r) for r in used]
     target = statistics.median_low(spans)
     return used[spans.index(target)]
 
 
 def lane_of(activity, renames):
-    key = f"{trace_summary.short_name(activity.name, width=48)} {activity.grid[0]}x{activity.grid[1]}x{activity.grid[2]}"
+    key = trace_summary.kernel_label(activity.name, activity.grid, width=48)
     for substring, label in renames:
         if substring in key:
             return label

@@ -35,7 +35,7 @@ import gzip
 import statistics
 import sys
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 
 @dataclass(frozen=True)
@@ -120,6 +120,16 @@ def short_name(name: str, width: int = 70) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def kernel_label(name: str, grid: tuple, width: int = 70) -> str:
+    """`k<1, true> 512x1x1`: a kernel's short name and its grid, how kernels are told apart."""
+    return f"{short_name(name, width)} {grid[0]}x{grid[1]}x{grid[2]}"
+
+
+def replay_span(replay: list[Activity]) -> int:
+    """From the replay's first start to its last end."""
+    return max(a.end for a in replay) - min(a.start for a in replay)
+
+
 def replays_by_graph(activities: list[Activity]) -> dict[int, list[list[Activity]]]:
     """Kernels of each graph, one list a replay (a replay's nodes share the launch's correlation id)."""
     launches: dict[tuple[int, int], list[Activity]] = collections.defaultdict(list)
@@ -147,6 +157,18 @@ def busy_time(nodes: list[Activity]) -> int:
     return total
 
 
+class NodeRow(NamedTuple):
+    """One node of a graph, medians over its replays."""
+    position: int
+    name: str  # the kernel's full name, or "memcpy" / "memset"
+    grid: tuple
+    block: tuple
+    registers: int
+    duration_us: float
+    after_previous_us: float | None  # start against the previous node's end; None for the first
+    advance_us: float  # how far its end moved the replay's last end
+
+
 @dataclass
 class GraphSummary:
     graph: int
@@ -156,7 +178,7 @@ class GraphSummary:
     kernel_sum_us: float
     idle_us: float
     between_us: float | None
-    rows: list  # (position, name, grid, block, registers, duration_us, after_previous_us, advance_us)
+    rows: list[NodeRow]
 
 
 def summarize_graph(graph: int, replays: list[list[Activity]], skip: int) -> GraphSummary:
@@ -165,23 +187,27 @@ def summarize_graph(graph: int, replays: list[list[Activity]], skip: int) -> Gra
     consistent = [r for r in used if len(r) == shape and [a.node for a in r] == [a.node for a in used[0]]]
     if not consistent:
         raise ValueError(f"graph {graph}: no two replays launch the same nodes in the same order")
-    spans = [max(a.end for a in r) - min(a.start for a in r) for r in consistent]
+    spans = [replay_span(r) for r in consistent]
     sums = [sum(a.duration for a in r) for r in consistent]
     idles = [span - busy_time(r) for span, r in zip(spans, consistent)]
     between = [b[0].start - max(a.end for a in a_) for a_, b in zip(used, used[1:])]
+    # How far each node moved its replay's last end: its end against the latest end before it (the
+    # first node: its duration). These add up to the span.
+    advances = []
+    for r in consistent:
+        latest, advance = r[0].end, [r[0].duration]
+        for a in r[1:]:
+            advance.append(max(0, a.end - latest))
+            latest = max(latest, a.end)
+        advances.append(advance)
     rows = []
     for position in range(shape):
-        nodes = [r[position] for r in consistent]
-        durations = [a.duration for a in nodes]
-        after = [r[position].start - r[position - 1].end for r in consistent] if position else [0]
-        # How far this node moved the replay's last end: its end against the latest end before it
-        # (the first node: its duration). These add up to the span.
-        advance = [max(0, r[position].end - max(a.end for a in r[:position])) if position else r[0].duration
-                   for r in consistent]
-        first = nodes[0]
-        rows.append((position, first.name if first.kind == "kernel" else first.kind, first.grid, first.block,
-                     first.registers, statistics.median(durations) / 1e3,
-                     statistics.median(after) / 1e3 if position else None, statistics.median(advance) / 1e3))
+        first = consistent[0][position]
+        after = [r[position].start - r[position - 1].end for r in consistent] if position else None
+        rows.append(NodeRow(position, first.name if first.kind == "kernel" else first.kind, first.grid, first.block,
+                            first.registers, statistics.median(r[position].duration for r in consistent) / 1e3,
+                            statistics.median(after) / 1e3 if after else None,
+                            statistics.median(a[position] for a in advances) / 1e3))
     return GraphSummary(graph=graph, replays=len(consistent), nodes=shape,
                         span_us=statistics.median(spans) / 1e3, kernel_sum_us=statistics.median(sums) / 1e3,
                         idle_us=statistics.median(idles) / 1e3,
@@ -192,10 +218,10 @@ def by_name(rows: list) -> list:
     """(name and grid, count a replay, median µs each, total µs a replay, total advance µs a replay)
     from a summary's rows, largest advance first."""
     groups: dict[tuple, list[tuple[float, float]]] = collections.defaultdict(list)
-    for _, name, grid, block, _, duration, _, advance in rows:
-        groups[(short_name(name), grid, block)].append((duration, advance))
-    out = [(f"{name} {grid[0]}x{grid[1]}x{grid[2]}", len(d), statistics.median(x for x, _ in d),
-            sum(x for x, _ in d), sum(y for _, y in d)) for (name, grid, block), d in groups.items()]
+    for row in rows:
+        groups[(row.name, row.grid, row.block)].append((row.duration_us, row.advance_us))
+    out = [(kernel_label(name, grid), len(d), statistics.median(x for x, _ in d), sum(x for x, _ in d),
+            sum(y for _, y in d)) for (name, grid, block), d in groups.items()]
     return sorted(out, key=lambda row: -row[4])
 
 
@@ -231,9 +257,10 @@ def render(summary: GraphSummary, names: bool, markdown: bool) -> str:
         out.append(_table(["kernel, grid", "a replay", "us each", "us a replay", "advance a replay", "of the span"],
                           rows, markdown))
     else:
-        rows = [[str(p), short_name(name), f"{g[0]}x{g[1]}x{g[2]}", f"{b[0]}x{b[1]}x{b[2]}", str(r), f"{d:.2f}",
-                 "" if after is None else f"{after:+.2f}", f"{advance:.2f}"]
-                for p, name, g, b, r, d, after, advance in summary.rows]
+        rows = [[str(n.position), short_name(n.name), "x".join(map(str, n.grid)), "x".join(map(str, n.block)),
+                 str(n.registers), f"{n.duration_us:.2f}",
+                 "" if n.after_previous_us is None else f"{n.after_previous_us:+.2f}", f"{n.advance_us:.2f}"]
+                for n in summary.rows]
         out.append(_table(["#", "kernel", "grid", "block", "regs", "us", "start - previous end", "advance"], rows,
                           markdown))
     return "\n".join(out)

@@ -34,6 +34,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -82,11 +83,13 @@ void write_kernel(const CUpti_ActivityKernel10& k) {
                k.blockZ, static_cast<unsigned>(k.registersPerThread), k.staticSharedMemory, k.dynamicSharedMemory);
 }
 
-void write_copy(const char* kind, const char* name, std::uint64_t start, std::uint64_t end, std::uint32_t stream,
-                std::uint32_t correlation, std::uint32_t graph, std::uint64_t node, std::uint64_t bytes) {
-  std::fprintf(trace_file, "%s,%s,%llu,%llu,%u,%u,%u,%llu,0,0,0,0,0,0,0,0,0,%llu\n", kind, name,
-               static_cast<unsigned long long>(start), static_cast<unsigned long long>(end), stream, correlation,
-               graph, static_cast<unsigned long long>(node), static_cast<unsigned long long>(bytes));
+// A memcpy or memset record (its kind is also its name).
+template <class Copy>
+void write_copy(const char* kind, const Copy& m) {
+  std::fprintf(trace_file, "%s,%s,%llu,%llu,%u,%u,%u,%llu,0,0,0,0,0,0,0,0,0,%llu\n", kind, kind,
+               static_cast<unsigned long long>(m.start), static_cast<unsigned long long>(m.end), m.streamId,
+               m.correlationId, m.graphId, static_cast<unsigned long long>(m.graphNodeId),
+               static_cast<unsigned long long>(m.bytes));
 }
 
 void write_api(const CUpti_ActivityAPI& a) {
@@ -112,18 +115,12 @@ void CUPTIAPI buffer_completed(CUcontext, std::uint32_t, std::uint8_t* buffer, s
         case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
           write_kernel(*reinterpret_cast<const CUpti_ActivityKernel10*>(record));
           break;
-        case CUPTI_ACTIVITY_KIND_MEMCPY: {
-          const auto& m = *reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
-          write_copy("memcpy", "memcpy", m.start, m.end, m.streamId, m.correlationId, m.graphId, m.graphNodeId,
-                     m.bytes);
+        case CUPTI_ACTIVITY_KIND_MEMCPY:
+          write_copy("memcpy", *reinterpret_cast<const CUpti_ActivityMemcpy6*>(record));
           break;
-        }
-        case CUPTI_ACTIVITY_KIND_MEMSET: {
-          const auto& m = *reinterpret_cast<const CUpti_ActivityMemset4*>(record);
-          write_copy("memset", "memset", m.start, m.end, m.streamId, m.correlationId, m.graphId, m.graphNodeId,
-                     m.bytes);
+        case CUPTI_ACTIVITY_KIND_MEMSET:
+          write_copy("memset", *reinterpret_cast<const CUpti_ActivityMemset4*>(record));
           break;
-        }
         case CUPTI_ACTIVITY_KIND_RUNTIME:
           write_api(*reinterpret_cast<const CUpti_ActivityAPI*>(record));
           break;
@@ -171,10 +168,10 @@ extern "C" int InitializeInjection(void) {
     return 0;
   }
   const bool api = env_is_one("KC_TRACE_API"), copies = env_is_one("KC_TRACE_COPIES");
-  for (const CUpti_ActivityKind kind : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-                                        CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_RUNTIME}) {
-    if (kind == CUPTI_ACTIVITY_KIND_RUNTIME && !api) continue;
-    if ((kind == CUPTI_ACTIVITY_KIND_MEMCPY || kind == CUPTI_ACTIVITY_KIND_MEMSET) && !copies) continue;
+  std::vector<CUpti_ActivityKind> kinds{CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL};
+  if (copies) kinds.insert(kinds.end(), {CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET});
+  if (api) kinds.push_back(CUPTI_ACTIVITY_KIND_RUNTIME);
+  for (const CUpti_ActivityKind kind : kinds) {
     result = cuptiActivityEnable(kind);
     if (result != CUPTI_SUCCESS) {
       fail("cuptiActivityEnable", result);

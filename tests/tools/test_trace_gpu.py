@@ -56,11 +56,11 @@ def main(library, probe):
         check(s.nodes == 3, f"3 nodes a replay (found {s.nodes})")
         if s.nodes != 3:
             return 1
-        names = [trace_summary.short_name(row[1]) for row in s.rows]
+        names = [trace_summary.short_name(row.name) for row in s.rows]
         check(names == ["spin_then_let_dependents_start", "wait_then_spin", "spin_kernel"], f"the nodes in order: {names}")
-        duration = [row[5] for row in s.rows]
-        after = [row[6] for row in s.rows]
-        advance = [row[7] for row in s.rows]
+        duration = [row.duration_us for row in s.rows]
+        after = [row.after_previous_us for row in s.rows]
+        advance = [row.advance_us for row in s.rows]
         check(20 <= duration[0] < 26, f"node 0 spins 20 us: {duration[0]:.2f}")
         check(10 <= duration[2] < 16, f"node 2 spins 10 us: {duration[2]:.2f}")
         check(5 <= advance[1] < 11, f"node 1 ends 5 us after node 0: advance {advance[1]:.2f}")

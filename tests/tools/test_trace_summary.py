@@ -72,9 +72,9 @@ class TraceSummaryTest(unittest.TestCase):
         self.assertAlmostEqual(s.idle_us, 1.0)
         # From a replay's end (t0 + 26 us) to the next one's start (t0 + 100 us): 74 us.
         self.assertAlmostEqual(s.between_us, 74.0)
-        self.assertIsNone(s.rows[0][6])
-        self.assertAlmostEqual(s.rows[1][6], -2.0)  # the attention started 2 us before the gemv ended
-        self.assertAlmostEqual(s.rows[2][6], 1.0)
+        self.assertIsNone(s.rows[0].after_previous_us)
+        self.assertAlmostEqual(s.rows[1].after_previous_us, -2.0)  # the attention started 2 us before the gemv ended
+        self.assertAlmostEqual(s.rows[2].after_previous_us, 1.0)
         skipped = trace_summary.summarize_graph(3, graphs[3], skip=3)
         self.assertAlmostEqual(skipped.span_us, 28.0)
         self.assertAlmostEqual(skipped.idle_us, 3.0)
