@@ -13,6 +13,8 @@
 #include "kc/stage3/fp8_gemm.hpp"
 #include "kc/stage3/int8_gemm.hpp"
 #include "kc/stage3/gemv_gguf.hpp"
+#include "kc/stage3/gemv_int4.hpp"
+#include "kc/stage3/quantize_int4.hpp"
 #include "kc/stage3/gemm.hpp"
 #include "kc/stage3/grouped_gemm.hpp"
 #include "kc/stage3/quantize_gguf.hpp"
@@ -352,6 +354,22 @@ void register_kernels(Registry& registry) {
   registry.add_kernel(std::move(wgmma));
   // Low precision: bf16 rows to the GGUF blocks the GEMV reads (quant/quantize_gguf_*), the same table.
   register_quantize_gguf_kernels(registry);
+  // Low precision: the GEMV on 4-bit groups with zero points (GPTQ/AWQ; quant/int4/), the same table.
+  if (!registry.has_op(kGemvInt4Op)) registry.add_op(make_gemv_int4_op());
+  KernelEntry int4_groups =
+      rung_entry(kGemvInt4Op, "01_group_scales", 1,
+                 "the GGUF GEMV's rung 05 frame on 4-bit groups with zero points: a group's blocks summed on the "
+                 "tensor cores, its scale and zero point applied once",
+                 {DType::bf16}, "stage3-quant", kAmpere);
+  int4_groups.constraints = fmt::format("M <= {}, group_size 32, 64 or a multiple of 128, K % group_size == 0",
+                                        kInt4GemvMaxRows);
+  int4_groups.supports = &gemv_int4_shape_error;
+  int4_groups.launch = [](const Problem& p, Operands& o, cudaStream_t stream) {
+    gemv_int4_01_group_scales(gemv_int4_args(p, o), stream);
+  };
+  registry.add_kernel(std::move(int4_groups));
+  // bf16 weights to those groups (quant/int4/quantize_*), the same table.
+  register_quantize_int4_kernels(registry);
 
   registry.add_kernel(portable_entry("01_wmma", 1,
                                      "WMMA 16x16x16 fragments, tiles staged through shared memory",

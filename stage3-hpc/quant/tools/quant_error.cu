@@ -12,13 +12,15 @@
 //   int8       A per row and B per output channel (max |x| / 127, round to nearest), s8 x s8 -> s32
 //              and the dequantizing epilogue, stage3/int8_gemm/02 (03 on a GPU other than Hopper);
 //   q8_0, q4_1, q4_0   B alone in llama.cpp's GGUF blocks (32 weights a block, ggml's reference
-//              quantizers), A kept bf16, through kc::stage3::quantized_gemv on the first gguf-M rows.
+//              quantizers), A kept bf16, through kc::stage3::quantized_gemv on the first gguf-M rows;
+//   int4 g128, g32     B alone in 4-bit groups of 128 or 32 with a scale and a zero point each
+//              (GPTQ/AWQ's format, rounded to nearest by quantize_int4_groups_on_host), A kept bf16,
+//              stage3/gemv_int4/01 on the same rows.
 // Each path's output C is compared with R (the total error: quantization plus arithmetic) and with
 // D, the exact product of the values the kernel was given (its dequantized inputs, in double): the
 // kernel's own arithmetic error, which must stay at a bf16 GEMM's size (the tool fails otherwise).
 // Errors are relative Frobenius norms, ||C - R|| / ||R||, and the largest |C - R| over the RMS of
-// R. The int4 weight format with GPTQ/AWQ-style group scales and zero points is not built in this
-// stage yet (q4_1, 4 bits with a scale and a minimum per 32 weights, is the nearest).
+// R.
 //
 //   kc-quant-error [--m 128] [--n 2048] [--k 4096] [--gguf-m min(M, 16)] [--seed 1] [--markdown DIR]
 //                  [--outlier-columns C --outlier-scale S]   (A's first C columns times S: outlier
@@ -57,6 +59,7 @@
 #include "kc/common/text_io.hpp"
 #include "kc/stage3/fp8_gemm_args.hpp"
 #include "kc/stage3/gemv_gguf.hpp"
+#include "kc/stage3/gemv_int4.hpp"
 #include "kc/stage3/int8_gemm_args.hpp"
 #include "kc/stage3/quantize_gguf.hpp"
 #include "kc/stage3/quantized_gemv.hpp"
@@ -314,6 +317,46 @@ Row run_gguf(const Inputs& in, int rows, GgufBlockType type, cudaStream_t stream
           compare(out, in.exact, out.size()), compare(out, d, out.size()), true, rows};
 }
 
+Row run_int4(const Inputs& in, int rows, int group_size, cudaStream_t stream) {
+  const int n = in.n, k = in.k;
+  const std::vector<float> b(in.b.begin(), in.b.end());  // the bf16 values, exact in float
+  const Int4GroupHost w = quantize_int4_groups_on_host(b.data(), n, k, group_size);
+  const std::vector<double> db = dequantize_int4_groups(w.view());
+  const std::vector<double> a_rows(in.a.begin(), in.a.begin() + static_cast<std::ptrdiff_t>(rows) * k);
+  DeviceBuffer<std::uint8_t> qweight(w.qweight.size()), zeros(w.zeros.size());
+  DeviceBuffer<std::uint16_t> scales(w.scales.size());
+  DeviceBuffer<std::uint8_t> quants(int4_prepared_quant_bytes(n, k));
+  DeviceBuffer<std::uint32_t> entries(int4_prepared_scale_bytes(n, k, group_size) / 4);
+  DeviceBuffer<bf16> x(a_rows.size()), y(static_cast<std::size_t>(rows) * n);
+  qweight.copy_from_host(w.qweight, stream);
+  zeros.copy_from_host(w.zeros, stream);
+  scales.copy_from_host(w.scales, stream);
+  x.copy_from_host(to_bf16(a_rows), stream);
+  Int4GroupWeights device = w.view();
+  device.qweight = qweight.data();
+  device.scales = scales.data();
+  device.zeros = zeros.data();
+  prepare_int4_groups_on_device(device, quants.data(), entries.data(), stream);
+  poison(y.data(), DType::bf16, y.size(), stream);
+  Int4GemvArgs args;
+  args.m = rows;
+  args.n = n;
+  args.k = k;
+  args.group_size = group_size;
+  args.x = x.data();
+  args.quants = quants.data();
+  args.scales = entries.data();
+  args.y = y.data();
+  gemv_int4_01_group_scales(args, stream);
+  KC_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const std::vector<double> out = download(y);
+  const std::vector<double> d = gemm_double(a_rows, db, rows, n, k);
+  return {fmt::format("int4 g{} (GPTQ/AWQ form)", group_size),
+          fmt::format("B (4 bits, a scale and a zero point per {} weights, round to nearest)", group_size),
+          "stage3/gemv_int4/01_group_scales", compare(out, in.exact, out.size()), compare(out, d, out.size()), true,
+          rows};
+}
+
 std::string format_table(const std::vector<Row>& rows, const ErrorStats& bf16_total, const ErrorStats& bf16_gguf) {
   std::string out =
       "| path | quantized | kernel | rows of A | error vs the exact product | × the bf16 GEMM's | largest error / RMS | "
@@ -389,6 +432,7 @@ int run(int argc, char** argv) {
   if (o.gguf_m != o.m) rows.push_back({"bf16", "nothing (A and B as bf16)", bf16_kernel, bf16_gguf, {}, false, o.gguf_m});
   for (const GgufBlockType type : {GgufBlockType::q8_0, GgufBlockType::q4_1, GgufBlockType::q4_0})
     rows.push_back(run_gguf(in, o.gguf_m, type, stream));
+  for (const int group_size : {128, 32}) rows.push_back(run_int4(in, o.gguf_m, group_size, stream));
 
   const std::string table = format_table(rows, bf16_all, bf16_gguf);
   const std::string header = fmt::format(

@@ -65,6 +65,12 @@ void register_small_m_gemm_controls(Registry& registry);
 std::vector<NegativeControl> quantize_gguf_controls();
 void register_quantize_gguf_controls(Registry& registry);
 
+// The int4 GEMV's controls (gemv_int4_controls.cpp), part of the two above: rung 01's kernel with
+// the nibbles of each pair exchanged, each group given the next group's scale entry, every zero
+// point read as 8, and the scale multiplied in twice (stage3/gemv_int4/nc_*).
+std::vector<NegativeControl> gemv_int4_controls();
+void register_gemv_int4_controls(Registry& registry);
+
 // The paged decode's merge and RoPE controls (decode_fused_combine_controls.cpp), part of the two
 // above: decode rung 04's kernel whose merge leaves out the sequence's last used split
 // (stage3/attention_decode_paged/nc_merge_drops_last_split), and decode rung 06's kernel rotating

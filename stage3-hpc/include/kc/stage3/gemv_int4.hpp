@@ -1,0 +1,84 @@
+// kc/stage3/gemv_int4.hpp — the gemv_int4 op: weight-only GEMV on 4-bit weights with group-wise
+// scales and zero points (GPTQ/AWQ), its host quantizer, dequantizer and prepare. What it
+// computes, the stored form and the prepared layout: kc/stage3/gemv_int4_args.hpp.
+//
+// Problem dimensions M, N, K ("1x4096x4096"): y [M, N] = x [M, K] . w^T, M <= 16; parameter
+// `group_size` (G, default 128): 32, 64 or a multiple of 128 that divides K. Operands: x bf16 ~
+// uniform(-1, 1); the stored weight — w_qweight (i8 [N, K / 2], the nibbles uniform over 0..15),
+// w_scales (f16 [N, K / G]: positive normal halves in [2^-10, 2^-4], with one group in 32 of scale
+// 0 and one in 32 a subnormal half) and w_zeros (i8 [N, K / G], uniform over 0..15); w_quants and
+// w_group_scales, the prepared layout of that same weight (prepare_int4_groups on the host, drawn
+// again from the stored operands' seeds), which the rungs read; y bf16. Reference: the stored
+// weight dequantized on the host in double (dequantize_int4_groups, never the prepared bytes),
+// then the product in double. Bytes: x and y once and the prepared weight once (quants and scale
+// entries, what a rung must stream). Baseline: a copy of those bytes (the op is memory-bound; % of
+// baseline is % of copy bandwidth on the packed bytes).
+#pragma once
+
+#ifdef KC_KERNEL_SOURCE
+#error "a kernel (rung) file includes kc/stage3/gemv_int4.hpp, the op's harness side: kernels include gemv_int4_args.hpp"
+#endif
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kc/common/registry.hpp"
+#include "kc/stage3/gemv_int4_args.hpp"
+
+namespace kc::stage3 {
+
+inline constexpr const char* kGemvInt4Op = "gemv_int4";
+
+// A weight's stored form on the host (the arrays behind an Int4GroupWeights).
+struct Int4GroupHost {
+  int n = 0, k = 0, group_size = 128;
+  std::vector<std::uint8_t> qweight;  // [N, K / 2]
+  std::vector<std::uint16_t> scales;  // [N, K / G] IEEE half bits
+  std::vector<std::uint8_t> zeros;    // [N, K / G]
+  Int4GroupWeights view() const;
+};
+
+// Throws kc::Error naming `who` unless `w` describes a weight the prepare and the rungs take: N,
+// K >= 1; a supported group size that divides K; non-null arrays. No CUDA call.
+void check_int4_group_weights(const Int4GroupWeights& w, const char* who);
+
+// Round-to-nearest quantization of an N x K float weight (row-major) into groups of `group_size`,
+// GPTQ's min-max rule without its error feedback, in float (the arithmetic of
+// kc/stage3/quantize_int4_args.hpp, which the GPU rungs share): per row and group, lo = min(0, min
+// w) and hi = max(0, max w); s = (hi - lo) / 15 rounded to a half; z = rint(-lo / s) clamped to
+// 0..15; q = rint(w / s) + z clamped to 0..15, rint rounding half to even. A group of zeros gets s
+// = 0, z = 8, q = 8 (it dequantizes to zeros). kc::Error, naming the row and k, for a NaN or
+// infinite weight or a group whose range overflows a half scale (|hi - lo| / 15 > 65504); nothing
+// is returned half-way.
+Int4GroupHost quantize_int4_groups_on_host(const float* w, int n, int k, int group_size);
+
+// The same, marking the groups the other refuses (s = NaN half 0x7E00, z = 0, every q = 0) as the
+// GPU rungs do: the quantize_int4 op's reference.
+Int4GroupHost quantize_int4_groups_reference(const float* w, int n, int k, int group_size);
+
+// Every weight of the stored form in double, row-major [N, K]: s (q - z). The op's reference.
+std::vector<double> dequantize_int4_groups(const Int4GroupWeights& w);
+
+// The prepared layout written on the host (check_int4_group_weights first; a zero point above 15
+// is refused with its row and group): what prepare_int4_groups_on_device writes too.
+struct Int4Prepared {
+  std::vector<std::uint8_t> quants;   // int4_prepared_quant_bytes(n, k)
+  std::vector<std::uint32_t> scales;  // int4_prepared_scale_bytes(n, k, G) / 4 entries
+};
+Int4Prepared prepare_int4_groups(const Int4GroupWeights& w);
+
+// The group size a problem asks for (kc::Error for one that is not a whole number).
+int gemv_int4_group_size(const Problem& problem);
+
+// "" when the op defines `problem` (M in [1, 16], a supported group size that divides K),
+// otherwise why not.
+std::string gemv_int4_shape_error(const Problem& problem);
+
+OpSpec make_gemv_int4_op();
+
+// The launch arguments of `problem` on its operands: x, y, and the prepared weight.
+Int4GemvArgs gemv_int4_args(const Problem& problem, Operands& operands);
+
+}  // namespace kc::stage3

@@ -1,0 +1,380 @@
+// The gemv_int4 and quantize_int4 ops' host side: the quantizer (exact on a grid it can represent,
+// within a step of any weight, refusing non-finite weights and ranges past a half scale, and the
+// reference marking those groups instead), the dequantizer on a hand case, the prepared layout
+// read back by a decoder of its own (every weight, scale and zero point where gemv_int4_args.hpp
+// says, zeros in the padding), the group sizes and shapes they refuse, and the rungs' and the
+// quantize entry's argument checks, which throw before any CUDA call.
+//   ctest --test-dir build/ci -R GemvInt4
+#include <gtest/gtest.h>
+
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kc/common/error.hpp"
+#include "kc/stage3/gemv_int4.hpp"
+#include "kc/stage3/quantize_int4.hpp"
+#include "stage3_test_registry.hpp"
+
+namespace kc::stage3 {
+namespace {
+
+float half_value(std::uint16_t bits) {
+  __half_raw raw;
+  raw.x = bits;
+  return __half2float(__half(raw));
+}
+
+std::uint16_t half_bits(float value) {
+  const __half h = __float2half_rn(value);
+  std::uint16_t bits;
+  std::memcpy(&bits, &h, sizeof bits);
+  return bits;
+}
+
+// A random stored weight: every nibble, positive normal scales, zero points over 0..15.
+Int4GroupHost random_weight(int n, int k, int group_size, std::uint64_t seed) {
+  Int4GroupHost w;
+  w.n = n;
+  w.k = k;
+  w.group_size = group_size;
+  std::mt19937_64 rng(seed);
+  w.qweight.resize(static_cast<std::size_t>(n) * static_cast<std::size_t>(k / 2));
+  for (std::uint8_t& b : w.qweight) b = static_cast<std::uint8_t>(rng());
+  const std::size_t entries = static_cast<std::size_t>(n) * static_cast<std::size_t>(k / group_size);
+  std::uniform_real_distribution<float> scale(1e-3f, 1e-1f);
+  for (std::size_t e = 0; e < entries; ++e) {
+    w.scales.push_back(half_bits(scale(rng)));
+    w.zeros.push_back(static_cast<std::uint8_t>(rng() % 16));
+  }
+  return w;
+}
+
+TEST(GemvInt4, HalfOfIntegerIsTheHalfOfEachZeroPoint) {
+  for (int z = 0; z <= 15; ++z) EXPECT_EQ(int4_half_of_integer(z), half_bits(static_cast<float>(z))) << z;
+}
+
+TEST(GemvInt4, QuantizerIsExactOnAGridItCanRepresent) {
+  // Weights on the grid 0.5 (q - 7), q = 0..15 twice over: lo = -3.5, hi = 4, so s = 7.5 / 15 =
+  // 0.5 exactly, z = 7, and every weight dequantizes to itself.
+  std::vector<float> w(32);
+  for (int i = 0; i < 32; ++i) w[i] = 0.5f * static_cast<float>(i % 16 - 7);
+  const Int4GroupHost q = quantize_int4_groups_on_host(w.data(), 1, 32, 32);
+  ASSERT_EQ(q.scales.size(), 1u);
+  EXPECT_EQ(q.scales[0], half_bits(0.5f));
+  EXPECT_EQ(q.zeros[0], 7);
+  for (int i = 0; i < 32; ++i) {
+    const int nibble = i % 2 == 0 ? q.qweight[i / 2] & 15 : q.qweight[i / 2] >> 4;
+    EXPECT_EQ(nibble, i % 16) << "weight " << i;
+  }
+  const std::vector<double> back = dequantize_int4_groups(q.view());
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(back[static_cast<std::size_t>(i)], static_cast<double>(w[i])) << i;
+}
+
+TEST(GemvInt4, QuantizerGivesAGroupOfZerosScaleZeroAndZeroPointEight) {
+  std::vector<float> w(2 * 64, 0.f);
+  for (int i = 64; i < 128; ++i) w[static_cast<std::size_t>(i)] = 0.25f * static_cast<float>(i % 7);
+  const Int4GroupHost q = quantize_int4_groups_on_host(w.data(), 2, 64, 64);
+  EXPECT_EQ(q.scales[0], 0);
+  EXPECT_EQ(q.zeros[0], 8);
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(q.qweight[static_cast<std::size_t>(i)], 0x88) << i;
+  EXPECT_NE(q.scales[1], 0);
+  const std::vector<double> back = dequantize_int4_groups(q.view());
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(back[static_cast<std::size_t>(i)], 0.0);
+}
+
+TEST(GemvInt4, QuantizedWeightsAreWithinAStepOfTheWeights) {
+  const int n = 9, k = 512;
+  for (const int group_size : {32, 64, 128, 256, 512}) {
+    std::mt19937_64 rng(static_cast<std::uint64_t>(group_size));
+    std::normal_distribution<float> normal(0.f, 0.02f);
+    std::vector<float> w(static_cast<std::size_t>(n) * k);
+    for (float& v : w) v = normal(rng);
+    const Int4GroupHost q = quantize_int4_groups_on_host(w.data(), n, k, group_size);
+    const std::vector<double> back = dequantize_int4_groups(q.view());
+    double sum_of_steps = 0.0;
+    for (int row = 0; row < n; ++row)
+      for (int kk = 0; kk < k; ++kk) {
+        const std::size_t entry = static_cast<std::size_t>(row) * static_cast<std::size_t>(k / group_size) +
+                                  static_cast<std::size_t>(kk / group_size);
+        const double s = half_value(q.scales[entry]);
+        const std::size_t i = static_cast<std::size_t>(row) * k + static_cast<std::size_t>(kk);
+        const double error = std::fabs(back[i] - static_cast<double>(w[i]));
+        // Half a step from the rounding; the half scale (11 bits) and the rounded zero point can
+        // push the group's largest weight one clamp past 15: never more than a step.
+        EXPECT_LE(error, s * 1.001) << "G " << group_size << ", row " << row << ", k " << kk;
+        sum_of_steps += error / s;
+      }
+    // Round to nearest: a quarter of a step on average.
+    EXPECT_LT(sum_of_steps / static_cast<double>(w.size()), 0.3) << "G " << group_size;
+  }
+}
+
+TEST(GemvInt4, QuantizerRefusesNonFiniteWeightsAndScalesPastAHalf) {
+  std::vector<float> w(64, 0.1f);
+  w[37] = std::nanf("");
+  try {
+    (void)quantize_int4_groups_on_host(w.data(), 1, 64, 32);
+    ADD_FAILURE() << "a NaN weight was quantized";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("weight [0, 37]"), std::string::npos) << e.what();
+  }
+  w[37] = INFINITY;
+  EXPECT_THROW((void)quantize_int4_groups_on_host(w.data(), 1, 64, 32), Error);
+  w[37] = 2e6f;  // (2e6 - 0) / 15 > 65504: no half scale holds it
+  try {
+    (void)quantize_int4_groups_on_host(w.data(), 1, 64, 32);
+    ADD_FAILURE() << "a range past a half scale was quantized";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("row 0 from k = 32"), std::string::npos) << e.what();
+  }
+}
+
+TEST(GemvInt4, DequantizesScaleTimesNibbleMinusZeroPoint) {
+  Int4GroupHost w;
+  w.n = 1;
+  w.k = 64;
+  w.group_size = 32;
+  w.qweight.assign(32, 0);
+  w.qweight[0] = 0xF3;   // k 0: 3, k 1: 15
+  w.qweight[16] = 0x0A;  // k 32: 10, k 33: 0
+  w.scales = {half_bits(0.25f), half_bits(-2.f)};
+  w.zeros = {4, 12};
+  const std::vector<double> v = dequantize_int4_groups(w.view());
+  EXPECT_EQ(v[0], 0.25 * (3 - 4));
+  EXPECT_EQ(v[1], 0.25 * (15 - 4));
+  EXPECT_EQ(v[2], 0.25 * (0 - 4));
+  EXPECT_EQ(v[32], -2.0 * (10 - 12));
+  EXPECT_EQ(v[33], -2.0 * (0 - 12));
+}
+
+// The prepared layout read back position by position, from the picture in gemv_int4_args.hpp (not
+// from prepare_int4_group_lane's loops): weight (row, k) is nibble i of word 2j + h of lane 4g + t.
+struct PreparedEntry {
+  int q;
+  std::uint16_t scale;
+  int zero;
+};
+
+PreparedEntry read_prepared(const Int4Prepared& p, int n, int k, int group_size, int row, int kk) {
+  const int chunks = (k + 127) / 128;
+  const std::size_t tile_chunk = static_cast<std::size_t>(row / 16) * static_cast<std::size_t>(chunks) +
+                                 static_cast<std::size_t>(kk / 128);
+  const int g = row % 8, h = (row % 16) / 8;
+  const int j = (kk % 128) / 32, t = (kk % 32) / 8, e = kk % 8;
+  const int lane = 4 * g + t;
+  const std::uint8_t* word = p.quants.data() + (tile_chunk * 32 + static_cast<std::size_t>(lane)) * 32 + 4 * (2 * j + h);
+  std::uint32_t bits;
+  std::memcpy(&bits, word, sizeof bits);
+  const int position = e % 2 == 0 ? e / 2 : e / 2 + 4;
+  const int entries = 2 * int4_groups_per_chunk(group_size);
+  const int u = group_size >= 128 ? 0 : (kk % 128) / group_size;
+  const std::uint32_t entry = p.scales[(tile_chunk * 8 + static_cast<std::size_t>(g)) * static_cast<std::size_t>(entries) +
+                                       static_cast<std::size_t>(2 * u + h)];
+  (void)n;
+  return PreparedEntry{static_cast<int>((bits >> (4 * position)) & 15u), static_cast<std::uint16_t>(entry & 0xffffu),
+                       static_cast<int>(half_value(static_cast<std::uint16_t>(entry >> 16)))};
+}
+
+TEST(GemvInt4, PreparedLayoutHoldsEveryWeightScaleAndZeroPoint) {
+  struct Case {
+    int n, k, group_size;
+  };
+  for (const Case c : {Case{37, 96, 32}, Case{16, 576, 64}, Case{33, 384, 128}, Case{20, 512, 256}, Case{5, 1152, 1152}}) {
+    const Int4GroupHost w = random_weight(c.n, c.k, c.group_size, static_cast<std::uint64_t>(c.n * c.k));
+    const Int4Prepared p = prepare_int4_groups(w.view());
+    ASSERT_EQ(p.quants.size(), int4_prepared_quant_bytes(c.n, c.k));
+    ASSERT_EQ(p.scales.size() * 4, int4_prepared_scale_bytes(c.n, c.k, c.group_size));
+    const int padded_n = (c.n + 15) / 16 * 16, padded_k = (c.k + 127) / 128 * 128;
+    for (int row = 0; row < padded_n; ++row)
+      for (int kk = 0; kk < padded_k; ++kk) {
+        const PreparedEntry got = read_prepared(p, c.n, c.k, c.group_size, row, kk);
+        if (row >= c.n || kk >= c.k) {
+          ASSERT_EQ(got.q, 0) << "padding at row " << row << ", k " << kk;
+          ASSERT_EQ(got.scale, 0) << "padding at row " << row << ", k " << kk;
+          ASSERT_EQ(got.zero, 0) << "padding at row " << row << ", k " << kk;
+          continue;
+        }
+        const std::uint8_t byte = w.qweight[static_cast<std::size_t>(row) * static_cast<std::size_t>(c.k / 2) +
+                                            static_cast<std::size_t>(kk / 2)];
+        const std::size_t entry = static_cast<std::size_t>(row) * static_cast<std::size_t>(c.k / c.group_size) +
+                                  static_cast<std::size_t>(kk / c.group_size);
+        ASSERT_EQ(got.q, kk % 2 == 0 ? byte & 15 : byte >> 4) << c.n << "x" << c.k << " G " << c.group_size
+                                                                << ": row " << row << ", k " << kk;
+        ASSERT_EQ(got.scale, w.scales[entry]) << "row " << row << ", k " << kk;
+        ASSERT_EQ(got.zero, w.zeros[entry]) << "row " << row << ", k " << kk;
+      }
+  }
+}
+
+TEST(GemvInt4, PrepareRefusesGroupSizesThatDoNotDivideKAndWideZeroPoints) {
+  Int4GroupHost w = random_weight(4, 384, 128, 7);
+  w.group_size = 256;  // 384 = 1.5 groups of 256
+  try {
+    (void)prepare_int4_groups(w.view());
+    ADD_FAILURE() << "a group size that does not divide K was prepared";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("does not divide K = 384"), std::string::npos) << e.what();
+  }
+  w.group_size = 96;
+  try {
+    (void)prepare_int4_groups(w.view());
+    ADD_FAILURE() << "a group size of 96 was prepared";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not 32, 64 or a multiple of 128"), std::string::npos) << e.what();
+  }
+  w.group_size = 128;
+  w.zeros[5] = 16;
+  try {
+    (void)prepare_int4_groups(w.view());
+    ADD_FAILURE() << "a zero point of 16 was prepared";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("row 1, group 2 is 16"), std::string::npos) << e.what();
+  }
+}
+
+TEST(GemvInt4, OpRefusesShapesItDoesNotDefine) {
+  const OpSpec op = make_gemv_int4_op();
+  EXPECT_EQ(gemv_int4_shape_error(op.problem({1, 64, 4096}, DType::bf16, {})), "");
+  EXPECT_NE(gemv_int4_shape_error(op.problem({1, 64, 192}, DType::bf16, {})).find("must divide K"), std::string::npos);
+  EXPECT_NE(gemv_int4_shape_error(op.problem({1, 64, 960}, DType::bf16, {{"group_size", 96.0}})).find("32, 64"),
+            std::string::npos);
+  EXPECT_NE(gemv_int4_shape_error(op.problem({17, 64, 128}, DType::bf16, {})).find("at most 16"), std::string::npos);
+  for (const Problem& p : op.conformance_problems) EXPECT_EQ(gemv_int4_shape_error(p), "") << p.label();
+  for (const Problem& p : op.bench_problems) EXPECT_EQ(gemv_int4_shape_error(p), "") << p.label();
+}
+
+TEST(GemvInt4, BytesAreXYAndThePreparedWeight) {
+  const OpSpec op = make_gemv_int4_op();
+  const Problem p = op.problem({1, 4096, 4096}, DType::bf16, {});
+  // x and y: 4096 x 2 bytes each; quants 4096 x 4096 / 2; one 4-byte entry a row and group of 128.
+  EXPECT_EQ(op.work(p).bytes, 2.0 * 4096 * 2 + 4096.0 * 4096 / 2 + 4096.0 * 32 * 4);
+}
+
+TEST(GemvInt4, RungRefusesBadArgumentsBeforeAnyCudaCall) {
+  alignas(16) static std::uint8_t storage[64];
+  Int4GemvArgs a;
+  a.m = 1;
+  a.n = 16;
+  a.k = 256;
+  a.group_size = 128;
+  a.x = reinterpret_cast<const __nv_bfloat16*>(storage);
+  a.quants = storage;
+  a.scales = reinterpret_cast<const std::uint32_t*>(storage);
+  a.y = reinterpret_cast<__nv_bfloat16*>(storage);
+  Int4GemvArgs bad = a;
+  bad.m = 17;
+  EXPECT_THROW(gemv_int4_01_group_scales(bad, nullptr), Error);
+  bad = a;
+  bad.k = 192;  // G = 128 does not divide it
+  EXPECT_THROW(gemv_int4_01_group_scales(bad, nullptr), Error);
+  bad = a;
+  bad.group_size = 96;
+  bad.k = 192;
+  EXPECT_THROW(gemv_int4_01_group_scales(bad, nullptr), Error);
+  bad = a;
+  bad.scales = nullptr;
+  EXPECT_THROW(gemv_int4_01_group_scales(bad, nullptr), Error);
+  bad = a;
+  bad.quants = storage + 4;
+  EXPECT_THROW(gemv_int4_01_group_scales(bad, nullptr), Error);
+  bad = a;
+  EXPECT_THROW(gemv_int4_01_flawed(bad, Int4Flaw::next_group_scales, nullptr), Error)
+      << "G = 128 has no next group in a chunk";
+  Int4GroupWeights weights;
+  weights.n = 4;
+  weights.k = 192;
+  weights.group_size = 128;
+  weights.qweight = storage;
+  weights.scales = reinterpret_cast<const std::uint16_t*>(storage);
+  weights.zeros = storage;
+  EXPECT_THROW(prepare_int4_groups_on_device(weights, storage, reinterpret_cast<std::uint32_t*>(storage), nullptr),
+               Error);
+}
+
+TEST(GemvInt4, RungIsRegisteredAndRunsEveryConformanceProblem) {
+  const Registry& r = stage3_test_registry();
+  const KernelEntry& rung = r.kernel("stage3/gemv_int4/01_group_scales");
+  EXPECT_EQ(rung.op, kGemvInt4Op);
+  EXPECT_TRUE(rung.refuses.empty());
+  for (const Problem& p : r.op(kGemvInt4Op).conformance_problems) EXPECT_EQ(rung.supports(p), "") << p.label();
+}
+
+TEST(GemvInt4, QuantizeReferenceMarksTheGroupsTheHostQuantizerRefuses) {
+  // Four groups of 32: a NaN, an Inf, a range past a half scale, and an ordinary one.
+  std::vector<float> w(128, 0.25f);
+  w[3] = std::nanf("");
+  w[32 + 7] = -INFINITY;
+  w[64 + 1] = 1e6f;
+  w[64 + 2] = -1e6f;
+  const Int4GroupHost q = quantize_int4_groups_reference(w.data(), 1, 128, 32);
+  for (int u = 0; u < 3; ++u) {
+    EXPECT_EQ(q.scales[static_cast<std::size_t>(u)], kInt4InvalidScaleBits) << "group " << u;
+    EXPECT_EQ(q.zeros[static_cast<std::size_t>(u)], 0) << "group " << u;
+    for (int b = 0; b < 16; ++b) EXPECT_EQ(q.qweight[static_cast<std::size_t>(16 * u + b)], 0) << "group " << u;
+  }
+  EXPECT_NE(q.scales[3], kInt4InvalidScaleBits);
+  const std::vector<double> back = dequantize_int4_groups(q.view());
+  EXPECT_TRUE(std::isnan(back[0]) && std::isnan(back[40]) && std::isnan(back[70])) << "marked groups dequantize to NaN";
+  EXPECT_NEAR(back[100], 0.25, 0.25 / 15 / 2);  // within half a step
+  EXPECT_THROW((void)quantize_int4_groups_on_host(w.data(), 1, 128, 32), Error);
+}
+
+TEST(GemvInt4, QuantizeEntryRefusesBadArgumentsBeforeAnyCudaCall) {
+  alignas(16) static std::uint8_t storage[64];
+  QuantizeInt4Args a;
+  a.rows = 2;
+  a.k = 256;
+  a.group_size = 128;
+  a.x = reinterpret_cast<const __nv_bfloat16*>(storage);
+  a.qweight = storage;
+  a.scales = reinterpret_cast<std::uint16_t*>(storage);
+  a.zeros = storage;
+  EXPECT_NO_THROW(check_quantize_int4_args(a));
+  QuantizeInt4Args bad = a;
+  bad.k = 384;
+  bad.group_size = 256;
+  try {
+    quantize_int4_groups(bad, nullptr);
+    ADD_FAILURE() << "G = 256 with K = 384 was quantized";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("does not divide K = 384"), std::string::npos) << e.what();
+  }
+  bad = a;
+  bad.group_size = 48;
+  EXPECT_THROW(quantize_int4_groups(bad, nullptr), Error);
+  bad = a;
+  bad.rows = 0;
+  EXPECT_THROW(quantize_int4_groups(bad, nullptr), Error);
+  bad = a;
+  bad.zeros = nullptr;
+  EXPECT_THROW(quantize_int4_groups(bad, nullptr), Error);
+  bad = a;
+  bad.x = reinterpret_cast<const __nv_bfloat16*>(storage + 8);
+  EXPECT_THROW(quantize_int4_groups(bad, nullptr), Error);
+  bad = a;
+  bad.qweight = storage + 2;
+  EXPECT_THROW(quantize_int4_groups(bad, nullptr), Error);
+}
+
+TEST(GemvInt4, QuantizeRungRefusesExactlyTheProblemsTheOpDoesNotDefine) {
+  const Registry& r = stage3_test_registry();
+  const KernelEntry& rung = r.kernel("stage3/quantize_int4/01_lanes_per_group");
+  int refused = 0;
+  for (const Problem& p : r.op(kQuantizeInt4Op).conformance_problems) {
+    const std::string error = quantize_int4_shape_error(p);
+    EXPECT_EQ(rung.supports(p), error) << p.label();
+    refused += !error.empty();
+  }
+  EXPECT_EQ(refused, 1);
+  EXPECT_EQ(rung.refuses, quantize_int4_refusals());
+  for (const Problem& p : r.op(kQuantizeInt4Op).bench_problems) EXPECT_EQ(quantize_int4_shape_error(p), "") << p.label();
+}
+
+}  // namespace
+}  // namespace kc::stage3
