@@ -159,6 +159,85 @@ Int4Prepared prepare_int4_groups(const Int4GroupWeights& w) {
   return out;
 }
 
+const char* int4_checkpoint_format_name(Int4CheckpointFormat format) {
+  switch (format) {
+    case Int4CheckpointFormat::gptq_v1: return "gptq_v1";
+    case Int4CheckpointFormat::gptq_v2: return "gptq_v2";
+    case Int4CheckpointFormat::awq: return "awq";
+  }
+  return "unknown";
+}
+
+Int4GroupHost int4_groups_from_checkpoint(Int4CheckpointFormat format, const Int4CheckpointTensors& t,
+                                          const std::string& layer) {
+  const char* name = int4_checkpoint_format_name(format);
+  const bool gptq = format != Int4CheckpointFormat::awq;
+  require(t.qweight != nullptr && t.qzeros != nullptr && t.scales != nullptr,
+          "{} ({}): qweight, qzeros and scales must all be present", layer, name);
+  require(t.k >= 1 && t.n >= 1 && t.n % 8 == 0,
+          "{} ({}): out_features N = {} must be a positive multiple of 8 (zero points are packed 8 columns a word)",
+          layer, name, t.n);
+  require(!gptq || t.k % 8 == 0, "{} ({}): in_features K = {} must be a multiple of 8 (qweight packs 8 k a word)",
+          layer, name, t.k);
+  require(int4_group_size_supported(t.group_size) && t.k % t.group_size == 0,
+          "{} ({}): group size {} must be 32, 64 or a multiple of 128 and divide K = {}", layer, name, t.group_size,
+          t.k);
+  require(gptq || t.g_idx == nullptr, "{} (awq): AWQ checkpoints have no g_idx", layer);
+  if (t.g_idx != nullptr)
+    for (int kk = 0; kk < t.k; ++kk)
+      require(t.g_idx[kk] == kk / t.group_size,
+              "{} ({}): g_idx[{}] is {}, not {}: the checkpoint was quantized with act-order (desc_act), whose "
+              "groups are not runs of consecutive k; this format needs them consecutive (re-quantize without "
+              "act-order, or permute K and x to match)",
+              layer, name, kk, t.g_idx[kk], kk / t.group_size);
+  const int groups = t.k / t.group_size;
+  const auto word_nibble = [](std::int32_t word, int i) {
+    return static_cast<int>((static_cast<std::uint32_t>(word) >> (4 * i)) & 15u);
+  };
+  // AWQ's order: nibble i of a word holds column 8j + kAwqOrder[i].
+  static constexpr int kAwqOrder[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+  const auto packed_along_n = [&](const std::int32_t* words, int row, int column) {
+    const std::int32_t word = words[static_cast<std::size_t>(row) * static_cast<std::size_t>(t.n / 8) +
+                                    static_cast<std::size_t>(column / 8)];
+    if (gptq) return word_nibble(word, column % 8);
+    for (int i = 0; i < 8; ++i)
+      if (kAwqOrder[i] == column % 8) return word_nibble(word, i);
+    return 0;
+  };
+  Int4GroupHost out;
+  out.n = t.n;
+  out.k = t.k;
+  out.group_size = t.group_size;
+  out.qweight.assign(static_cast<std::size_t>(t.n) * static_cast<std::size_t>(t.k / 2), 0);
+  out.scales.resize(static_cast<std::size_t>(t.n) * static_cast<std::size_t>(groups));
+  out.zeros.resize(out.scales.size());
+  for (int u = 0; u < groups; ++u)
+    for (int column = 0; column < t.n; ++column) {
+      int zero = packed_along_n(t.qzeros, u, column);
+      if (format == Int4CheckpointFormat::gptq_v1) ++zero;
+      require(zero <= 15,
+              "{} (gptq_v1): the zero point of column {}, group {} is 16 (stored as 15: GPTQ v1 keeps zero points "
+              "minus one), past the 4 bits this format holds",
+              layer, column, u);
+      const std::size_t entry = static_cast<std::size_t>(column) * static_cast<std::size_t>(groups) +
+                                static_cast<std::size_t>(u);
+      out.zeros[entry] = static_cast<std::uint8_t>(zero);
+      out.scales[entry] = t.scales[static_cast<std::size_t>(u) * static_cast<std::size_t>(t.n) +
+                                   static_cast<std::size_t>(column)];
+    }
+  for (int kk = 0; kk < t.k; ++kk)
+    for (int column = 0; column < t.n; ++column) {
+      const int q = gptq ? word_nibble(t.qweight[static_cast<std::size_t>(kk / 8) * static_cast<std::size_t>(t.n) +
+                                                 static_cast<std::size_t>(column)],
+                                       kk % 8)
+                         : packed_along_n(t.qweight, kk, column);
+      std::uint8_t& byte = out.qweight[static_cast<std::size_t>(column) * static_cast<std::size_t>(t.k / 2) +
+                                       static_cast<std::size_t>(kk / 2)];
+      byte = static_cast<std::uint8_t>(kk % 2 == 0 ? (byte & 0xf0) | q : (byte & 0x0f) | (q << 4));
+    }
+  return out;
+}
+
 int gemv_int4_group_size(const Problem& problem) {
   const double g = problem.param("group_size");
   require(g >= 1.0 && g <= 1048576.0 && g == std::floor(g), "gemv_int4: group_size {} is not a positive whole number",

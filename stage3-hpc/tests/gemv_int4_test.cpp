@@ -376,5 +376,143 @@ TEST(GemvInt4, QuantizeRungRefusesExactlyTheProblemsTheOpDoesNotDefine) {
   for (const Problem& p : r.op(kQuantizeInt4Op).bench_problems) EXPECT_EQ(quantize_int4_shape_error(p), "") << p.label();
 }
 
+// A checkpoint's tensors packed from a stored form by the formulas of gemv_int4.hpp (written out
+// here on their own, not through the converter's code).
+struct PackedCheckpoint {
+  std::vector<std::int32_t> qweight, qzeros;
+  std::vector<std::uint16_t> scales;
+  Int4CheckpointTensors tensors(int k, int n, int group_size) const {
+    Int4CheckpointTensors t;
+    t.qweight = qweight.data();
+    t.qzeros = qzeros.data();
+    t.scales = scales.data();
+    t.k = k;
+    t.n = n;
+    t.group_size = group_size;
+    return t;
+  }
+};
+
+int stored_q(const Int4GroupHost& w, int column, int kk) {
+  const std::uint8_t byte = w.qweight[static_cast<std::size_t>(column) * static_cast<std::size_t>(w.k / 2) +
+                                      static_cast<std::size_t>(kk / 2)];
+  return kk % 2 == 0 ? byte & 15 : byte >> 4;
+}
+
+PackedCheckpoint pack_checkpoint(const Int4GroupHost& w, Int4CheckpointFormat format) {
+  static constexpr int kAwqOrder[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+  const int groups = w.k / w.group_size;
+  const bool awq = format == Int4CheckpointFormat::awq;
+  PackedCheckpoint p;
+  p.qweight.assign(static_cast<std::size_t>(w.k) * static_cast<std::size_t>(w.n) / 8, 0);
+  p.qzeros.assign(static_cast<std::size_t>(groups) * static_cast<std::size_t>(w.n) / 8, 0);
+  p.scales.resize(static_cast<std::size_t>(groups) * static_cast<std::size_t>(w.n));
+  const auto put = [](std::int32_t& word, int i, int value) {
+    word = static_cast<std::int32_t>(static_cast<std::uint32_t>(word) | (static_cast<std::uint32_t>(value & 15) << (4 * i)));
+  };
+  for (int kk = 0; kk < w.k; ++kk)
+    for (int column = 0; column < w.n; ++column) {
+      if (awq) {
+        // AWQ: row k, word column / 8, at the nibble whose slot in kAwqOrder names this column.
+        for (int i = 0; i < 8; ++i)
+          if (kAwqOrder[i] == column % 8)
+            put(p.qweight[static_cast<std::size_t>(kk) * (w.n / 8) + column / 8], i, stored_q(w, column, kk));
+      } else {
+        // GPTQ: word row k / 8, column n, nibble k % 8.
+        put(p.qweight[static_cast<std::size_t>(kk / 8) * w.n + column], kk % 8, stored_q(w, column, kk));
+      }
+    }
+  for (int u = 0; u < groups; ++u)
+    for (int column = 0; column < w.n; ++column) {
+      const std::size_t entry = static_cast<std::size_t>(column) * groups + u;
+      int i = column % 8;
+      if (awq)
+        for (int slot = 0; slot < 8; ++slot)
+          if (kAwqOrder[slot] == column % 8) i = slot;
+      put(p.qzeros[static_cast<std::size_t>(u) * (w.n / 8) + column / 8], i,
+          w.zeros[entry] - (format == Int4CheckpointFormat::gptq_v1 ? 1 : 0));
+      p.scales[static_cast<std::size_t>(u) * w.n + column] = w.scales[entry];
+    }
+  return p;
+}
+
+TEST(GemvInt4, CheckpointFormatsConvertToTheStoredForm) {
+  const int n = 24, k = 256;
+  for (const Int4CheckpointFormat format :
+       {Int4CheckpointFormat::gptq_v1, Int4CheckpointFormat::gptq_v2, Int4CheckpointFormat::awq})
+    for (const int group_size : {32, 128, 256}) {
+      Int4GroupHost w = random_weight(n, k, group_size, 3);
+      if (format == Int4CheckpointFormat::gptq_v1)
+        for (std::uint8_t& z : w.zeros) z = static_cast<std::uint8_t>(1 + z % 15);  // v1 cannot hold 0
+      const PackedCheckpoint packed = pack_checkpoint(w, format);
+      const Int4GroupHost back =
+          int4_groups_from_checkpoint(format, packed.tensors(k, n, group_size), "model.layers.0.mlp.down_proj");
+      EXPECT_EQ(back.qweight, w.qweight) << int4_checkpoint_format_name(format) << " G " << group_size;
+      EXPECT_EQ(back.scales, w.scales) << int4_checkpoint_format_name(format) << " G " << group_size;
+      EXPECT_EQ(back.zeros, w.zeros) << int4_checkpoint_format_name(format) << " G " << group_size;
+    }
+}
+
+TEST(GemvInt4, CheckpointNibbleOrdersByHand) {
+  // K = 32, N = 8, one group. GPTQ: every qweight word 0x76543210 means q(n, k) = k % 8. AWQ: every
+  // word 0x75316420 means q(n, k) = n (nibble i holds column (0, 2, 4, 6, 1, 3, 5, 7)[i]).
+  std::vector<std::int32_t> gptq_words(4 * 8, 0x76543210), awq_words(32, 0x75316420);
+  std::vector<std::int32_t> zeros_v1(1, 0x77777777), zeros_awq(1, 0x75316420);
+  std::vector<std::uint16_t> scales(8, half_bits(1.f));
+  Int4CheckpointTensors t;
+  t.k = 32;
+  t.n = 8;
+  t.group_size = 32;
+  t.scales = scales.data();
+  t.qweight = gptq_words.data();
+  t.qzeros = zeros_v1.data();
+  const Int4GroupHost gptq = int4_groups_from_checkpoint(Int4CheckpointFormat::gptq_v1, t, "q_proj");
+  t.qweight = awq_words.data();
+  t.qzeros = zeros_awq.data();
+  const Int4GroupHost awq = int4_groups_from_checkpoint(Int4CheckpointFormat::awq, t, "q_proj");
+  for (int column = 0; column < 8; ++column) {
+    EXPECT_EQ(gptq.zeros[static_cast<std::size_t>(column)], 8) << "v1 stores 7 for a zero point of 8";
+    EXPECT_EQ(awq.zeros[static_cast<std::size_t>(column)], column);
+    for (int kk = 0; kk < 32; ++kk) {
+      EXPECT_EQ(stored_q(gptq, column, kk), kk % 8) << "column " << column << ", k " << kk;
+      EXPECT_EQ(stored_q(awq, column, kk), column) << "column " << column << ", k " << kk;
+    }
+  }
+}
+
+TEST(GemvInt4, CheckpointConversionRefusesWhatTheFormCannotHold) {
+  Int4GroupHost w = random_weight(16, 256, 128, 4);
+  for (std::uint8_t& z : w.zeros) z = 8;
+  const PackedCheckpoint packed = pack_checkpoint(w, Int4CheckpointFormat::gptq_v2);
+  const auto refused = [&](Int4CheckpointFormat format, Int4CheckpointTensors t, const std::string& expected) {
+    try {
+      (void)int4_groups_from_checkpoint(format, t, "model.layers.3.self_attn.o_proj");
+      ADD_FAILURE() << "converted; expected: " << expected;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("model.layers.3.self_attn.o_proj"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  };
+  // Act-order: g_idx that is not k / G.
+  std::vector<std::int32_t> g_idx(256);
+  for (int kk = 0; kk < 256; ++kk) g_idx[static_cast<std::size_t>(kk)] = kk / 128;
+  Int4CheckpointTensors t = packed.tensors(256, 16, 128);
+  t.g_idx = g_idx.data();
+  EXPECT_NO_THROW((void)int4_groups_from_checkpoint(Int4CheckpointFormat::gptq_v2, t, "o_proj"));
+  std::swap(g_idx[3], g_idx[200]);
+  refused(Int4CheckpointFormat::gptq_v2, t, "act-order");
+  // GPTQ v1's stored 15: a zero point of 16.
+  std::vector<std::int32_t> qzeros = packed.qzeros;
+  qzeros[0] = static_cast<std::int32_t>(0xF);
+  t = packed.tensors(256, 16, 128);
+  t.qzeros = qzeros.data();
+  refused(Int4CheckpointFormat::gptq_v1, t, "is 16");
+  // Shapes.
+  t = packed.tensors(256, 12, 128);
+  refused(Int4CheckpointFormat::awq, t, "multiple of 8");
+  t = packed.tensors(192, 16, 128);
+  refused(Int4CheckpointFormat::gptq_v2, t, "divide K = 192");
+}
+
 }  // namespace
 }  // namespace kc::stage3

@@ -69,6 +69,42 @@ struct Int4Prepared {
 };
 Int4Prepared prepare_int4_groups(const Int4GroupWeights& w);
 
+// The checkpoint formats that carry these weights, as their safetensors hold a linear layer of
+// in_features K and out_features N (int32 words little-endian, scales IEEE half):
+//   gptq_v1, gptq_v2  qweight [K / 8, N]: nibble i (bits 4i) of word (r, n) is q of k = 8r + i;
+//                     qzeros [K / G, N / 8]: nibble i of word (u, j) is the zero point of column
+//                     8j + i — stored minus one in v1 (the original GPTQ packing; a stored 15 means
+//                     16), as it is in v2; scales [K / G, N]; g_idx [K] (may be null): group of k
+//   awq               qweight [K, N / 8] and qzeros [K / G, N / 8], packed along N in AWQ's order:
+//                     nibble i of word (r, j) is column 8j + (0, 2, 4, 6, 1, 3, 5, 7)[i]; scales
+//                     [K / G, N]; no g_idx
+// In every one w[n][k] = scale (q - zero), the form of kc/stage3/gemv_int4_args.hpp.
+enum class Int4CheckpointFormat { gptq_v1, gptq_v2, awq };
+
+// "gptq_v1", "gptq_v2", "awq".
+const char* int4_checkpoint_format_name(Int4CheckpointFormat format);
+
+// One checkpoint layer's tensors (host memory).
+struct Int4CheckpointTensors {
+  const std::int32_t* qweight = nullptr;
+  const std::int32_t* qzeros = nullptr;
+  const std::uint16_t* scales = nullptr;  // IEEE half bits
+  const std::int32_t* g_idx = nullptr;    // GPTQ only; null: groups of consecutive k
+  int k = 0;                              // in_features
+  int n = 0;                              // out_features
+  int group_size = 128;
+};
+
+// The layer in this format's stored form, transposed to [N, K] rows. kc::Error naming `layer` and
+// the rule for what the form cannot hold, with nothing returned half-way: N not a multiple of 8
+// (the zero points are packed 8 columns a word), K not a multiple of 8 (GPTQ) or of the group
+// size, a group size the GEMV does not take, a g_idx that is not k / G for every k (GPTQ's
+// act-order, desc_act: groups that are not runs of consecutive k — re-quantize without it, or
+// permute K and x to match), and a GPTQ v1 zero point of 16 (a stored 15). A symmetric GPTQ
+// checkpoint gives zero points of 8 everywhere.
+Int4GroupHost int4_groups_from_checkpoint(Int4CheckpointFormat format, const Int4CheckpointTensors& tensors,
+                                          const std::string& layer);
+
 // The group size a problem asks for (kc::Error for one that is not a whole number).
 int gemv_int4_group_size(const Problem& problem);
 
