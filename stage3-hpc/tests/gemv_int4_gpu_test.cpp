@@ -1,8 +1,8 @@
 // The int4 GEMV on the GPU beyond the conformance suite: the prepare on the GPU writes the host
 // prepare's bytes (padding included); bf16 weights quantized by the GPU entry (the host
 // quantizer's bytes), prepared on the GPU and multiplied by rung 01 give x times the dequantized
-// weight; each of rung 01's flawed
-// instances fails the op's check on a problem where its flaw shows while rung 01 passes it.
+// weight; rung 02 writes rung 01's bits; each of rung 01's flawed instances fails the op's check
+// on a problem where its flaw shows while rung 01 passes it.
 // Skips without a GPU.
 //   ctest --test-dir build/ci -R GemvInt4Gpu
 #include <gtest/gtest.h>
@@ -19,6 +19,7 @@
 #include "kc/common/check.hpp"
 #include "kc/common/error.hpp"
 #include "kc/common/gemm.hpp"
+#include "kc/stage3/gemv_gguf_args.hpp"
 #include "kc/stage3/gemv_int4.hpp"
 #include "kc/stage3/quantize_int4.hpp"
 #include "support/gpu_test.hpp"
@@ -150,6 +151,39 @@ TEST(GemvInt4Gpu, QuantizedPreparedAndMultipliedMatchesTheDequantizedProduct) {
     }
     // bf16 outputs: a relative Frobenius error of a few 2^-9 at most.
     EXPECT_LT(std::sqrt(error / norm), 4e-3) << "G " << group_size;
+  }
+}
+
+// Rung 02 takes rung 01's chunks in rung 01's order through the same arithmetic: the same bits, on
+// problems long enough to go round its ring (K of 9 and 33 stages of 1024) and with a partial last
+// stage and chunk, at every row-group instance and group size.
+TEST(GemvInt4Gpu, BulkStreamWritesRungOnesBits) {
+  KC_SKIP_WITHOUT_GPU();
+  if (!gemv_gguf_06_runs_here()) GTEST_SKIP() << "rung 02 needs a Hopper GPU and a build with sm_90a code";
+  Context& context = testing::shared_context();
+  const OpSpec op = make_gemv_int4_op();
+  struct Case {
+    std::vector<std::int64_t> dims;
+    double group_size;
+  };
+  for (const Case& c : {Case{{1, 40, 9216}, 128.0}, Case{{5, 33, 33792}, 256.0}, Case{{16, 100, 8224}, 32.0},
+                        Case{{9, 17, 4160}, 64.0}}) {
+    const Problem problem = op.problem(c.dims, DType::bf16, {{"group_size", c.group_size}});
+    Operands operands = op.make_operands(problem, 7, context);
+    const Int4GemvArgs args = gemv_int4_args(problem, operands);
+    gemv_int4_01_group_scales(args, context.stream());
+    KC_CUDA_CHECK(cudaStreamSynchronize(context.stream()));
+    const std::vector<std::uint16_t> rung_01 = [&] {
+      std::vector<std::uint16_t> bits(static_cast<std::size_t>(args.m) * args.n);
+      KC_CUDA_CHECK(cudaMemcpy(bits.data(), args.y, bits.size() * 2, cudaMemcpyDeviceToHost));
+      return bits;
+    }();
+    KC_CUDA_CHECK(cudaMemset(args.y, 0xFF, rung_01.size() * 2));  // NaN: a value rung 02 leaves unwritten shows
+    gemv_int4_02_bulk_stream(args, context.stream());
+    KC_CUDA_CHECK(cudaStreamSynchronize(context.stream()));
+    std::vector<std::uint16_t> rung_02(rung_01.size());
+    KC_CUDA_CHECK(cudaMemcpy(rung_02.data(), args.y, rung_02.size() * 2, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(rung_02, rung_01) << problem.label();
   }
 }
 

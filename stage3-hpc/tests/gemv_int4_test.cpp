@@ -286,6 +286,9 @@ TEST(GemvInt4, RungRefusesBadArgumentsBeforeAnyCudaCall) {
   bad = a;
   EXPECT_THROW(gemv_int4_01_flawed(bad, Int4Flaw::next_group_scales, nullptr), Error)
       << "G = 128 has no next group in a chunk";
+  bad = a;
+  bad.m = 0;
+  EXPECT_THROW(gemv_int4_02_bulk_stream(bad, nullptr), Error);
   Int4GroupWeights weights;
   weights.n = 4;
   weights.k = 192;
@@ -297,12 +300,16 @@ TEST(GemvInt4, RungRefusesBadArgumentsBeforeAnyCudaCall) {
                Error);
 }
 
-TEST(GemvInt4, RungIsRegisteredAndRunsEveryConformanceProblem) {
+TEST(GemvInt4, RungsAreRegisteredAndRunEveryConformanceProblem) {
   const Registry& r = stage3_test_registry();
-  const KernelEntry& rung = r.kernel("stage3/gemv_int4/01_group_scales");
-  EXPECT_EQ(rung.op, kGemvInt4Op);
-  EXPECT_TRUE(rung.refuses.empty());
-  for (const Problem& p : r.op(kGemvInt4Op).conformance_problems) EXPECT_EQ(rung.supports(p), "") << p.label();
+  for (const char* id : {"stage3/gemv_int4/01_group_scales", "stage3/gemv_int4/02_bulk_stream"}) {
+    const KernelEntry& rung = r.kernel(id);
+    EXPECT_EQ(rung.op, kGemvInt4Op);
+    EXPECT_TRUE(rung.refuses.empty()) << id;
+    for (const Problem& p : r.op(kGemvInt4Op).conformance_problems) EXPECT_EQ(rung.supports(p), "") << id << " " << p.label();
+  }
+  EXPECT_EQ(r.kernel("stage3/gemv_int4/02_bulk_stream").min_compute_capability, 90);
+  EXPECT_EQ(r.kernel("stage3/gemv_int4/02_bulk_stream").max_compute_capability, 90);
 }
 
 TEST(GemvInt4, QuantizeReferenceMarksTheGroupsTheHostQuantizerRefuses) {

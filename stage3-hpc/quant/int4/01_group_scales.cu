@@ -36,10 +36,10 @@
 #include <cstring>
 #include <type_traits>
 
-#include "arch/sm80/mma.cuh"
 #include "kc/common/error.hpp"
 #include "kc/stage3/gemv_int4_args.hpp"
 #include "quant/gemv_gguf_mma.cuh"
+#include "quant/int4/gemv_int4_groups.cuh"
 
 namespace kc::stage3 {
 namespace {
@@ -76,20 +76,6 @@ __device__ __forceinline__ void load_chunk(Chunk<kEntries>& r, const uint4* quan
   }
 }
 
-// The factors of a group's c and S for one row: (s, -(128 + z) s) from its entry half2 (s, z) — in
-// FP32 exactly (s has 11 significant bits, 128 + z at most 8). The flawed instances make their one
-// mistake here.
-template <Int4Flaw kFlaw>
-__device__ __forceinline__ float2 group_factors(std::uint32_t entry_bits) {
-  __half2 sz;
-  std::memcpy(&sz, &entry_bits, sizeof sz);
-  const float2 f = __half22float2(sz);
-  float s = f.x;
-  const float z = kFlaw == Int4Flaw::zero_point_ignored ? 8.f : f.y;
-  if constexpr (kFlaw == Int4Flaw::scale_applied_twice) s *= f.x;
-  return make_float2(s, -(128.f + z) * s);
-}
-
 // __launch_bounds__(256, 1) for the reason rung 05 gives: the stated minimum of one CTA an SM lets
 // ptxas give the chains the registers they need without spilling.
 template <int kBlocksPerScale, int kRowGroups, bool kOneRow, Int4Flaw kFlaw>
@@ -97,11 +83,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     gemv_int4_group_scales_kernel(int m_rows, int n_cols, int k_len, const __nv_bfloat16* __restrict__ x,
                                   const uint4* __restrict__ quants, const std::uint32_t* __restrict__ scales,
                                   __nv_bfloat16* __restrict__ y) {
-  constexpr int kGroupsPerChunk = 4 / kBlocksPerScale;
-  constexpr int kEntries = 2 * kGroupsPerChunk;
-  constexpr bool kSwapped = kFlaw == Int4Flaw::swapped_nibbles;
-  const std::uint32_t ones[4] = {gguf_mma::kBf16OnePair, gguf_mma::kBf16OnePair, gguf_mma::kBf16OnePair,
-                                 gguf_mma::kBf16OnePair};
+  constexpr int kEntries = int4_groups::kEntries<kBlocksPerScale>;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int k_blocks = k_len / 32;
@@ -131,67 +113,18 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     load_chunk(next, quants, scales, static_cast<std::size_t>(tile) * chunks + next_chunk, lane, next_chunk < chunks);
     std::uint32_t words[8];
     std::memcpy(words, current.quants, sizeof words);
-#pragma unroll
-    for (int u = 0; u < kGroupsPerChunk; ++u) {
-      // K is a multiple of G: a group lies inside K or wholly past it (the last chunk's padding).
-      if (4 * chunk + u * kBlocksPerScale >= k_blocks) break;
-      float c[kRowGroups][4], sums[kRowGroups][4];
-#pragma unroll
-      for (int r = 0; r < kRowGroups; ++r)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) c[r][e] = sums[r][e] = 0.f;
-#pragma unroll
-      for (int b = 0; b < kBlocksPerScale; ++b) {
-        const int j = u * kBlocksPerScale + b;
-        const int block = 4 * chunk + j;
-        std::uint32_t a_first[4], a_second[4];
-        gguf_mma::weights_as_a_fragments<GgufBlockType::q4_1, kSwapped>(words, j, a_first, a_second);
-#pragma unroll
-        for (int r = 0; r < kRowGroups; ++r) {
-          const uint4 xv = row_valid[r] ? __ldg(reinterpret_cast<const uint4*>(x_row[r] + static_cast<std::size_t>(block) * 32))
-                                        : make_uint4(0, 0, 0, 0);
-          float half_way[4];
-          sm80::mma_m16n8k16_bf16_into(half_way, a_first, xv.x, xv.y, c[r]);
-          sm80::mma_m16n8k16_bf16_into(c[r], a_second, xv.z, xv.w, half_way);
-          sm80::mma_m16n8k16_bf16_into(half_way, ones, xv.x, xv.y, sums[r]);
-          sm80::mma_m16n8k16_bf16_into(sums[r], ones, xv.z, xv.w, half_way);
-        }
-      }
-      // The group's entries for rows g and g + 8; the flawed "next group" instance reads the next
-      // group's (wrapping inside the chunk).
-      const int entry_group = kFlaw == Int4Flaw::next_group_scales ? (u + 1) % kGroupsPerChunk : u;
-      const float2 f_low = group_factors<kFlaw>(current.entries[2 * entry_group]);
-      const float2 f_high = group_factors<kFlaw>(current.entries[2 * entry_group + 1]);
-#pragma unroll
-      for (int r = 0; r < kRowGroups; ++r) {
-        // sums[r][0], [1]: the group's sums of x rows 2t and 2t + 1 (every row of the ones is alike).
-        acc[r][0] = fmaf(f_low.x, c[r][0], fmaf(f_low.y, sums[r][0], acc[r][0]));
-        acc[r][2] = fmaf(f_high.x, c[r][2], fmaf(f_high.y, sums[r][0], acc[r][2]));
-        if constexpr (!kOneRow) {
-          acc[r][1] = fmaf(f_low.x, c[r][1], fmaf(f_low.y, sums[r][1], acc[r][1]));
-          acc[r][3] = fmaf(f_high.x, c[r][3], fmaf(f_high.y, sums[r][1], acc[r][3]));
-        }
-      }
-    }
+    int4_groups::chunk_product<kBlocksPerScale, kRowGroups, kOneRow, kFlaw>(
+        words, current.entries, chunk, k_blocks,
+        [&](int r, int, int block) {
+          return row_valid[r] ? __ldg(reinterpret_cast<const uint4*>(x_row[r] + static_cast<std::size_t>(block) * 32))
+                              : make_uint4(0, 0, 0, 0);
+        },
+        acc);
     current = next;
   }
 
   __shared__ float partial[kWarps * kRowGroups * 32 * 4];
   gguf_mma::weights_as_a_reduce_and_store<kWarps, kRowGroups, kWarps * 32>(acc, true, partial, m_rows, n_cols, tile, y);
-}
-
-void check_args(const Int4GemvArgs& a) {
-  require(a.m >= 1 && a.m <= kInt4GemvMaxRows && a.n >= 1 && a.k >= 1,
-          "int4 GEMV (rung 01): M must be in [1, {}] and N, K >= 1 (got {}x{}x{})", kInt4GemvMaxRows, a.m, a.n, a.k);
-  require(int4_group_size_supported(a.group_size) && a.k % a.group_size == 0,
-          "int4 GEMV (rung 01): the group size must be 32, 64 or a multiple of 128 and divide K (got G {}, K {})",
-          a.group_size, a.k);
-  require(a.x != nullptr && a.quants != nullptr && a.scales != nullptr && a.y != nullptr,
-          "int4 GEMV (rung 01): x, quants, scales and y must be non-null (quants and scales as prepare_int4_groups "
-          "writes them)");
-  require(reinterpret_cast<std::uintptr_t>(a.x) % 16 == 0 && reinterpret_cast<std::uintptr_t>(a.quants) % 16 == 0 &&
-              reinterpret_cast<std::uintptr_t>(a.scales) % 16 == 0,
-          "int4 GEMV (rung 01): x, quants and scales must be 16-byte aligned (each is read in 16-byte pieces)");
 }
 
 // The instance for M: two groups of 8 rows of x for M > 8, one otherwise, and at M = 1 the one
@@ -219,7 +152,7 @@ void launch_rows(const Int4GemvArgs& a, cudaStream_t stream) {
 
 template <Int4Flaw kFlaw>
 void launch(const Int4GemvArgs& a, cudaStream_t stream) {
-  check_args(a);
+  int4_groups::check_args(a, "rung 01");
   switch (int4_blocks_per_scale(a.group_size)) {
     case 1: launch_rows<kFlaw, 1>(a, stream); break;
     case 2: launch_rows<kFlaw, 2>(a, stream); break;

@@ -153,6 +153,12 @@ struct Int4GemvArgs {
 // the FFMAs of the scale and the zero point follow once.
 void gemv_int4_01_group_scales(const Int4GemvArgs& args, cudaStream_t stream);
 
+// Rung 02 (quant/int4/02_bulk_stream.cu): rung 01's arithmetic and chunk order, the weights,
+// scale entries and x slices streamed into a 4-stage shared-memory ring by the copy engine
+// (cp.async.bulk) from a producer warp; the same bits as rung 01. Hopper only (sm_90a code and
+// compute capability 9.0, as gemv_gguf_06_runs_here() says): kc::Error before any launch elsewhere.
+void gemv_int4_02_bulk_stream(const Int4GemvArgs& args, cudaStream_t stream);
+
 // The negative controls' instances of rung 01, each with one mistake (tests/negative_controls/
 // gemv_int4_controls.cpp): the two nibbles of each pair exchanged; each group given the scale
 // entry of the next group of its chunk (G of 32 or 64 only: at larger G a chunk has one group);
