@@ -20,6 +20,7 @@
 #include "arch/sm90/sm90a.hpp"
 #include "arch/sm90/tma.cuh"
 #include "arch/sm90/warpgroup.cuh"
+#include "bulk_stream_ring.cuh"
 #include "gemv_gguf_mma.cuh"
 #include "kc/common/device.hpp"
 #include "kc/common/error.hpp"
@@ -293,14 +294,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_x_resident_kernel(const Link
 
   // The next kernel of the chain may start its own weights while this one streams.
   core::let_dependent_grids_start();
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      sm90::mbarrier_init(&full[s], 1);
-      sm90::mbarrier_init(&empty[s], kConsumerThreads);
-    }
-    sm90::fence_barrier_init();
-  }
-  __syncthreads();
+  bulk_ring::init<kStages, kConsumerThreads>(full, empty);
 
   if (warp == kConsumerWarps) {
     // The producer: the weights only, which no kernel writes — so no wait for the kernel before.

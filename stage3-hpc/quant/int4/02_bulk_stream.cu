@@ -31,12 +31,12 @@
 #include <cstdint>
 #include <cstring>
 
-#include "arch/sm90/mbarrier.cuh"
 #include "arch/sm90/sm90a.hpp"
 #include "arch/sm90/tma.cuh"
 #include "kc/common/error.hpp"
 #include "kc/stage3/gemv_gguf_args.hpp"
 #include "kc/stage3/gemv_int4_args.hpp"
+#include "quant/bulk_stream_ring.cuh"
 #include "quant/int4/gemv_int4_groups.cuh"
 
 namespace kc::stage3 {
@@ -78,14 +78,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int stages = (chunks + kConsumerWarps - 1) / kConsumerWarps;
   const int tile = blockIdx.x;
   const int ring_stage_bytes = stage_bytes<kBlocksPerScale>(m_rows);
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      sm90::mbarrier_init(&full[s], 1);
-      sm90::mbarrier_init(&empty[s], kConsumerWarps * 32);
-    }
-    sm90::fence_barrier_init();
-  }
-  __syncthreads();
+  bulk_ring::init<kStages, kConsumerWarps * 32>(full, empty);
 
   // acc[r][e]: rows (output columns) 16 tile + g (e < 2) and + 8 (e >= 2), x rows 8r + 2t + (e & 1).
   float acc[kRowGroups][4];
@@ -98,23 +91,21 @@ __global__ void __launch_bounds__(kThreads, 1)
     // The producer: stage s into slot s % kStages once its consumers have released it.
     if (lane == 0) {
       const std::size_t tile_chunks = static_cast<std::size_t>(tile) * chunks;
-      for (int s = 0; s < stages; ++s) {
-        const int slot = s % kStages;
-        if (s >= kStages) sm90::mbarrier_wait(&empty[slot], ((s / kStages) - 1) & 1);
+      bulk_ring::produce(full, empty, stages, [&](int s, int slot, std::uint64_t* landed) {
         const int first_chunk = s * kConsumerWarps;
         const int stage_chunks = min(kConsumerWarps, chunks - first_chunk);
         const int k0 = s * kStageK, stage_k = min(kStageK, k_len - k0);
         std::uint8_t* stage = ring + static_cast<std::size_t>(slot) * ring_stage_bytes;
         sm90::mbarrier_arrive_expect_tx(
-            &full[slot], static_cast<std::uint32_t>(stage_chunks * (kChunkQuantBytes + kScaleBytes) + m_rows * stage_k * 2));
+            landed, static_cast<std::uint32_t>(stage_chunks * (kChunkQuantBytes + kScaleBytes) + m_rows * stage_k * 2));
         sm90::bulk_load(stage, quants + (tile_chunks + first_chunk) * kChunkQuantBytes,
-                        static_cast<std::uint32_t>(stage_chunks * kChunkQuantBytes), &full[slot]);
+                        static_cast<std::uint32_t>(stage_chunks * kChunkQuantBytes), landed);
         sm90::bulk_load(stage + kQuantArea, scales + (tile_chunks + first_chunk) * kScaleBytes,
-                        static_cast<std::uint32_t>(stage_chunks * kScaleBytes), &full[slot]);
+                        static_cast<std::uint32_t>(stage_chunks * kScaleBytes), landed);
         for (int r = 0; r < m_rows; ++r)
           sm90::bulk_load(stage + kXOffset + r * kStageK * 2, x + static_cast<std::size_t>(r) * k_len + k0,
-                          static_cast<std::uint32_t>(stage_k * 2), &full[slot]);
-      }
+                          static_cast<std::uint32_t>(stage_k * 2), landed);
+      });
     }
   } else {
     // A consumer: chunk 8s + warp of stage s, rung 01's arithmetic on shared memory.
@@ -122,9 +113,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     bool row_valid[kRowGroups];
 #pragma unroll
     for (int r = 0; r < kRowGroups; ++r) row_valid[r] = g + 8 * r < m_rows;
-    for (int s = 0; s < stages; ++s) {
-      const int slot = s % kStages;
-      sm90::mbarrier_wait(&full[slot], (s / kStages) & 1);
+    bulk_ring::consume(full, empty, stages, [&](int s, int slot) {
       const int chunk = s * kConsumerWarps + warp;
       if (chunk < chunks) {
         const std::uint8_t* stage = ring + static_cast<std::size_t>(slot) * ring_stage_bytes;
@@ -158,8 +147,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             },
             acc);
       }
-      sm90::mbarrier_arrive(&empty[slot]);  // every consumer thread: its reads of the stage are done
-    }
+    });
   }
   gguf_mma::weights_as_a_reduce_and_store<kConsumerWarps, kRowGroups, kThreads>(acc, warp < kConsumerWarps, partial,
                                                                                 m_rows, n_cols, tile, y);
