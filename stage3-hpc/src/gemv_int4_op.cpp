@@ -251,9 +251,25 @@ std::string gemv_int4_shape_error(const Problem& p) {
     return "group_size must be 32, 64 or a multiple of 128";
   if (p.dims[2] % static_cast<std::int64_t>(g) != 0)
     return fmt::format("group_size {} must divide K (a group may not straddle the end of a row)", g);
-  if (p.dims[0] > kInt4GemvMaxRows)
-    return fmt::format("M must be at most {} (a decode step; more rows are a GEMM's work)", kInt4GemvMaxRows);
+  if (p.dims[0] > kInt4BatchMaxRows)
+    return fmt::format("M must be at most {} (a batch of decode steps; more rows are a GEMM's work)",
+                       kInt4BatchMaxRows);
   return "";
+}
+
+std::string gemv_int4_rows_error(const Problem& p, int max_rows) {
+  if (std::string error = gemv_int4_shape_error(p); !error.empty()) return error;
+  if (p.dims[0] > max_rows)
+    return fmt::format("this rung takes at most {} rows of x (a decode step); rung 03 takes up to {}", max_rows,
+                       kInt4BatchMaxRows);
+  return "";
+}
+
+std::vector<std::string> gemv_int4_refusals(int max_rows) {
+  std::vector<std::string> labels;
+  for (const Problem& problem : make_gemv_int4_op().conformance_problems)
+    if (!gemv_int4_rows_error(problem, max_rows).empty()) labels.push_back(problem.label());
+  return labels;
 }
 
 namespace {
@@ -353,7 +369,7 @@ OpSpec make_gemv_int4_op() {
   OpConfig op;
   op.name = kGemvInt4Op;
   op.description =
-      "y = x.w^T, x [M,K] (M <= 16) and y [M,N] bf16, w [N,K] 4-bit in groups of G along K with a half scale and a "
+      "y = x.w^T, x [M,K] (M <= 64) and y [M,N] bf16, w [N,K] 4-bit in groups of G along K with a half scale and a "
       "4-bit zero point each (GPTQ/AWQ: w = s (q - z)), prepared once for mma.sync's fragments, FP32 accumulation";
   op.dim_names = {"M", "N", "K"};
   op.dtypes = {DType::bf16};
@@ -425,6 +441,12 @@ OpSpec make_gemv_int4_op() {
     op.bench.push_back({{1, n, k}});
   op.bench.push_back({{16, 4096, 4096}});
   for (const double g : {32.0, 64.0, 4096.0}) op.bench.push_back({{1, 4096, 4096}, std::nullopt, P{{"group_size", g}}});
+  // Batches of decode steps (rung 03): 32 and 64 rows on the 4096 x 4096 weight, 16 and 64 on the
+  // 8B's up (14336 x 4096) and down (4096 x 14336), at G = 128; 64 rows at G = 32.
+  for (const std::int64_t m : {32, 64}) op.bench.push_back({{m, 4096, 4096}});
+  for (const auto& [n, k] : std::vector<std::pair<std::int64_t, std::int64_t>>{{14336, 4096}, {4096, 14336}})
+    for (const std::int64_t m : {16, 64}) op.bench.push_back({{m, n, k}});
+  op.bench.push_back({{64, 4096, 4096}, std::nullopt, P{{"group_size", 32.0}}});
   // Odd N and M, K of one group and of many, a K that is not a whole number of chunks (G of 32 and
   // 64), groups spanning several chunks (256, and G = K).
   const std::vector<std::pair<double, std::vector<Shape>>> conformance = {
@@ -433,6 +455,12 @@ OpSpec make_gemv_int4_op() {
       {128.0, {{1, 1, 128}, {5, 33, 384}, {16, 257, 1024}, {2, 100, 4096}}},
       {256.0, {{3, 40, 512}, {1, 16, 768}}},
       {1152.0, {{2, 24, 1152}}},
+      // More than 16 rows (rung 03; rungs 01 and 02 refuse them): a partial last token tile, K
+      // long enough for several splits, every token tile count's neighbourhood.
+      {32.0, {{17, 40, 160}, {64, 300, 2080}}},
+      {64.0, {{24, 100, 1152}}},
+      {128.0, {{33, 129, 4224}, {57, 16, 1024}}},
+      {256.0, {{40, 260, 2048}}},
   };
   for (const auto& [g, shapes] : conformance)
     for (const Shape& dims : shapes) op.conformance.push_back({dims, std::nullopt, P{{"group_size", g}}});

@@ -1,10 +1,11 @@
-// gguf_batch_rung.hpp — what rungs 09 and 10 of the GGUF GEMV (quant/09_gemv_gguf_batch.cu,
-// quant/10_gemv_gguf_wgmma.cu) keep between launches, for their registration (src/register.cpp)
-// and their negative controls (tests/gemv_gguf_gpu_test.cpp): the SM count and the CTAs an SM
-// holds per instance (asked once), the FP32 partial tiles (a DeviceScratch: grown on first use,
-// never shrunk) and the arrival counters of the column blocks, zeroed when allocated; a launch
-// leaves every counter it used at zero. One stream at a time (two launches in flight would share
-// the counters). hgemm rung 14's SmallMWeightsAsARung is the same for the bf16 GEMM.
+// gguf_batch_rung.hpp — what the weight-only GEMVs' batch rungs (the GGUF GEMV's 09 and 10,
+// quant/09_gemv_gguf_batch.cu and quant/10_gemv_gguf_wgmma.cu; the int4 GEMV's 03,
+// quant/int4/03_batch.cu) keep between launches, for their registration (src/register.cpp) and
+// their negative controls (tests/gemv_gguf_gpu_test.cpp): the SM count and the CTAs an SM holds per
+// instance (asked once), the FP32 partial tiles (a DeviceScratch: grown on first use, never
+// shrunk) and the arrival counters of the column blocks, zeroed when allocated; a launch leaves
+// every counter it used at zero. One stream at a time (two launches in flight would share the
+// counters). hgemm rung 14's SmallMWeightsAsARung is the same for the bf16 GEMM.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -16,23 +17,40 @@
 #include "kc/common/buffer.hpp"
 #include "kc/common/device.hpp"
 #include "kc/stage3/gemv_gguf_args.hpp"
+#include "kc/stage3/gemv_int4_args.hpp"
 
 namespace kc::stage3 {
 
-// gemv_gguf_09_batch or gemv_gguf_10_wgmma, or a flawed twin; and the rung's CTAs an SM.
-using GgufBatchLaunch = void (*)(const GgufGemvArgs&, const GgufBatchPlan&, const GgufBatchWorkspace&, cudaStream_t);
-using GgufBatchCtasPerSm = int (*)(GgufBlockType, int);
+// What names a rung's instance besides the token tiles: the GGUF block type, or the int4 group size.
+template <class Args>
+struct BatchInstance;
+template <>
+struct BatchInstance<GgufGemvArgs> {
+  using Key = GgufBlockType;
+  static Key of(const GgufGemvArgs& args) { return args.type; }
+};
+template <>
+struct BatchInstance<Int4GemvArgs> {
+  using Key = int;
+  static Key of(const Int4GemvArgs& args) { return args.group_size; }
+};
 
-class GgufBatchRung {
+template <class Args>
+class WeightBatchRung {
  public:
-  GgufBatchRung(GgufBatchLaunch launch, GgufBatchCtasPerSm ctas_per_sm) : launch_(launch), ctas_of_(ctas_per_sm) {}
+  using Key = typename BatchInstance<Args>::Key;
+  // The rung's launch (or a flawed twin's), and the CTAs an SM its instance for (key, M) holds.
+  using Launch = void (*)(const Args&, const GgufBatchPlan&, const GgufBatchWorkspace&, cudaStream_t);
+  using CtasPerSm = int (*)(Key, int);
 
-  void run(const GgufGemvArgs& args, cudaStream_t stream) {
+  WeightBatchRung(Launch launch, CtasPerSm ctas_per_sm) : launch_(launch), ctas_of_(ctas_per_sm) {}
+
+  void run(const Args& args, cudaStream_t stream) {
     if (sm_count_ == 0) sm_count_ = current_device_sm_count();
-    const std::pair<int, int> instance{static_cast<int>(args.type), (args.m + 7) / 8};
+    const Key key = BatchInstance<Args>::of(args);
+    const std::pair<int, int> instance{static_cast<int>(key), (args.m + 7) / 8};
     auto found = ctas_per_sm_.find(instance);
-    if (found == ctas_per_sm_.end())
-      found = ctas_per_sm_.emplace(instance, ctas_of_(args.type, args.m)).first;
+    if (found == ctas_per_sm_.end()) found = ctas_per_sm_.emplace(instance, ctas_of_(key, args.m)).first;
     const GgufBatchPlan plan = plan_gguf_batch(args.m, args.n, args.k, sm_count_, found->second);
     GgufBatchWorkspace workspace;
     if (plan.needs_workspace()) {
@@ -45,12 +63,17 @@ class GgufBatchRung {
   }
 
  private:
-  GgufBatchLaunch launch_;
-  GgufBatchCtasPerSm ctas_of_;
+  Launch launch_;
+  CtasPerSm ctas_of_;
   int sm_count_ = 0;
-  std::map<std::pair<int, int>, int> ctas_per_sm_;  // (ggml type, token tiles) -> CTAs an SM
+  std::map<std::pair<int, int>, int> ctas_per_sm_;  // (key, token tiles) -> CTAs an SM
   DeviceScratch partials_;
   DeviceCounters counters_;
 };
+
+using GgufBatchRung = WeightBatchRung<GgufGemvArgs>;
+using GgufBatchLaunch = GgufBatchRung::Launch;
+using GgufBatchCtasPerSm = GgufBatchRung::CtasPerSm;
+using Int4BatchRung = WeightBatchRung<Int4GemvArgs>;
 
 }  // namespace kc::stage3

@@ -356,26 +356,38 @@ void register_kernels(Registry& registry) {
   register_quantize_gguf_kernels(registry);
   // Low precision: the GEMV on 4-bit groups with zero points (GPTQ/AWQ; quant/int4/), the same table.
   if (!registry.has_op(kGemvInt4Op)) registry.add_op(make_gemv_int4_op());
-  const auto int4_entry = [](const char* name, int rung, const char* idea, int min_cc,
-                              void (*gemv)(const Int4GemvArgs&, cudaStream_t)) {
+  const auto int4_entry = [](const char* name, int rung, const char* idea, int min_cc, int max_rows,
+                              std::function<void(const Int4GemvArgs&, cudaStream_t)> gemv) {
     KernelEntry entry = rung_entry(kGemvInt4Op, name, rung, idea, {DType::bf16}, "stage3-quant", min_cc);
     entry.constraints = fmt::format("M <= {}, group_size 32, 64 or a multiple of 128, K % group_size == 0",
-                                    kInt4GemvMaxRows);
-    entry.supports = &gemv_int4_shape_error;
-    entry.launch = [gemv](const Problem& p, Operands& o, cudaStream_t stream) { gemv(gemv_int4_args(p, o), stream); };
+                                    max_rows);
+    entry.supports = [max_rows](const Problem& p) { return gemv_int4_rows_error(p, max_rows); };
+    entry.refuses = gemv_int4_refusals(max_rows);
+    entry.launch = [gemv = std::move(gemv)](const Problem& p, Operands& o, cudaStream_t stream) {
+      gemv(gemv_int4_args(p, o), stream);
+    };
     return entry;
   };
   registry.add_kernel(int4_entry("01_group_scales", 1,
                                  "the GGUF GEMV's rung 05 frame on 4-bit groups with zero points: a group's blocks "
                                  "summed on the tensor cores, its scale and zero point applied once",
-                                 kAmpere, &gemv_int4_01_group_scales));
+                                 kAmpere, kInt4GemvMaxRows, &gemv_int4_01_group_scales));
   KernelEntry int4_bulk = int4_entry("02_bulk_stream", 2,
                                      "rung 01's arithmetic, the weights, scale entries and x slices streamed into a "
                                      "4-stage shared-memory ring by the copy engine (cp.async.bulk) from a producer "
                                      "warp",
-                                     kHopper, &gemv_int4_02_bulk_stream);
+                                     kHopper, kInt4GemvMaxRows, &gemv_int4_02_bulk_stream);
   int4_bulk.max_compute_capability = kHopper;
   registry.add_kernel(std::move(int4_bulk));
+  auto int4_batch = std::make_shared<Int4BatchRung>(&gemv_int4_03_batch, &gemv_int4_03_ctas_per_sm);  // its workspace
+  registry.add_kernel(int4_entry("03_batch", 3,
+                                 "M up to 64 in the GGUF rung 09 frame: each block's nibbles centred once to q - z "
+                                 "(one HSUB2 a pair) for every token tile, a group's products chained, one FFMA an "
+                                 "output and group",
+                                 kAmpere, kInt4BatchMaxRows,
+                                 [int4_batch](const Int4GemvArgs& args, cudaStream_t stream) {
+                                   int4_batch->run(args, stream);
+                                 }));
   // bf16 weights to those groups (quant/int4/quantize_*), the same table.
   register_quantize_int4_kernels(registry);
 

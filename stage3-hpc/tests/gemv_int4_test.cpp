@@ -244,7 +244,10 @@ TEST(GemvInt4, OpRefusesShapesItDoesNotDefine) {
   EXPECT_NE(gemv_int4_shape_error(op.problem({1, 64, 192}, DType::bf16, {})).find("must divide K"), std::string::npos);
   EXPECT_NE(gemv_int4_shape_error(op.problem({1, 64, 960}, DType::bf16, {{"group_size", 96.0}})).find("32, 64"),
             std::string::npos);
-  EXPECT_NE(gemv_int4_shape_error(op.problem({17, 64, 128}, DType::bf16, {})).find("at most 16"), std::string::npos);
+  EXPECT_NE(gemv_int4_shape_error(op.problem({65, 64, 128}, DType::bf16, {})).find("at most 64"), std::string::npos);
+  EXPECT_EQ(gemv_int4_shape_error(op.problem({64, 64, 128}, DType::bf16, {})), "");
+  EXPECT_NE(gemv_int4_rows_error(op.problem({17, 64, 128}, DType::bf16, {}), kInt4GemvMaxRows).find("at most 16"),
+            std::string::npos);
   for (const Problem& p : op.conformance_problems) EXPECT_EQ(gemv_int4_shape_error(p), "") << p.label();
   for (const Problem& p : op.bench_problems) EXPECT_EQ(gemv_int4_shape_error(p), "") << p.label();
 }
@@ -289,6 +292,18 @@ TEST(GemvInt4, RungRefusesBadArgumentsBeforeAnyCudaCall) {
   bad = a;
   bad.m = 0;
   EXPECT_THROW(gemv_int4_02_bulk_stream(bad, nullptr), Error);
+  // Rung 03: a plan that is not plan_gguf_batch's for the shape, and a split plan without a workspace.
+  bad = a;
+  bad.m = 40;
+  GgufBatchPlan plan = plan_gguf_batch(bad.m, bad.n, bad.k, 132, 2);
+  GgufBatchPlan wrong = plan;
+  wrong.token_tiles = 1;
+  EXPECT_THROW(gemv_int4_03_batch(bad, wrong, GgufBatchWorkspace{}, nullptr), Error);
+  plan.splits = 2;
+  EXPECT_THROW(gemv_int4_03_batch(bad, plan, GgufBatchWorkspace{}, nullptr), Error);
+  bad.m = 65;
+  EXPECT_THROW(gemv_int4_03_batch(bad, plan_gguf_batch(64, bad.n, bad.k, 132, 2), GgufBatchWorkspace{}, nullptr),
+               Error);
   Int4GroupWeights weights;
   weights.n = 4;
   weights.k = 192;
@@ -300,14 +315,27 @@ TEST(GemvInt4, RungRefusesBadArgumentsBeforeAnyCudaCall) {
                Error);
 }
 
-TEST(GemvInt4, RungsAreRegisteredAndRunEveryConformanceProblem) {
+// Rungs 01 and 02 take a decode step (16 rows) and refuse exactly the op's problems of more rows;
+// rung 03 takes every problem the op defines.
+TEST(GemvInt4, RungsRefuseExactlyTheProblemsOfMoreRowsThanTheyTake) {
   const Registry& r = stage3_test_registry();
-  for (const char* id : {"stage3/gemv_int4/01_group_scales", "stage3/gemv_int4/02_bulk_stream"}) {
-    const KernelEntry& rung = r.kernel(id);
-    EXPECT_EQ(rung.op, kGemvInt4Op);
-    EXPECT_TRUE(rung.refuses.empty()) << id;
-    for (const Problem& p : r.op(kGemvInt4Op).conformance_problems) EXPECT_EQ(rung.supports(p), "") << id << " " << p.label();
+  struct Rung {
+    const char* id;
+    int max_rows;
+  };
+  int more_rows = 0;
+  for (const Problem& p : r.op(kGemvInt4Op).conformance_problems) more_rows += p.dims[0] > kInt4GemvMaxRows;
+  EXPECT_GE(more_rows, 5) << "the conformance problems must reach rung 03's range";
+  for (const Rung rung : {Rung{"stage3/gemv_int4/01_group_scales", kInt4GemvMaxRows},
+                          Rung{"stage3/gemv_int4/02_bulk_stream", kInt4GemvMaxRows},
+                          Rung{"stage3/gemv_int4/03_batch", kInt4BatchMaxRows}}) {
+    const KernelEntry& entry = r.kernel(rung.id);
+    EXPECT_EQ(entry.op, kGemvInt4Op);
+    EXPECT_EQ(entry.refuses, gemv_int4_refusals(rung.max_rows)) << rung.id;
+    for (const Problem& p : r.op(kGemvInt4Op).conformance_problems)
+      EXPECT_EQ(entry.supports(p).empty(), p.dims[0] <= rung.max_rows) << rung.id << " " << p.label();
   }
+  EXPECT_TRUE(r.kernel("stage3/gemv_int4/03_batch").refuses.empty());
   EXPECT_EQ(r.kernel("stage3/gemv_int4/02_bulk_stream").min_compute_capability, 90);
   EXPECT_EQ(r.kernel("stage3/gemv_int4/02_bulk_stream").max_compute_capability, 90);
 }

@@ -2,7 +2,8 @@
 // scales and zero points (GPTQ/AWQ), its host quantizer, dequantizer and prepare. What it
 // computes, the stored form and the prepared layout: kc/stage3/gemv_int4_args.hpp.
 //
-// Problem dimensions M, N, K ("1x4096x4096"): y [M, N] = x [M, K] . w^T, M <= 16; parameter
+// Problem dimensions M, N, K ("1x4096x4096"): y [M, N] = x [M, K] . w^T, M <= 64 (rungs 01 and 02
+// take up to 16, rung 03 up to 64); parameter
 // `group_size` (G, default 128): 32, 64 or a multiple of 128 that divides K. Operands: x bf16 ~
 // uniform(-1, 1); the stored weight — w_qweight (i8 [N, K / 2], the nibbles uniform over 0..15),
 // w_scales (f16 [N, K / G]: positive normal halves in [2^-10, 2^-4], with one group in 32 of scale
@@ -108,9 +109,14 @@ Int4GroupHost int4_groups_from_checkpoint(Int4CheckpointFormat format, const Int
 // The group size a problem asks for (kc::Error for one that is not a whole number).
 int gemv_int4_group_size(const Problem& problem);
 
-// "" when the op defines `problem` (M in [1, 16], a supported group size that divides K),
+// "" when the op defines `problem` (M in [1, 64], a supported group size that divides K),
 // otherwise why not.
 std::string gemv_int4_shape_error(const Problem& problem);
+
+// "" when a rung that takes up to `max_rows` rows of x runs `problem`, otherwise why not; and the
+// labels of the op's conformance problems such a rung refuses (rungs 01 and 02: 16 rows).
+std::string gemv_int4_rows_error(const Problem& problem, int max_rows);
+std::vector<std::string> gemv_int4_refusals(int max_rows);
 
 OpSpec make_gemv_int4_op();
 

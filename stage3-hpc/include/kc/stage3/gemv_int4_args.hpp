@@ -3,8 +3,8 @@
 // layout its rungs read, and one launch per rung. An argument header: the rung files include it
 // and nothing of the harness (kc/stage3/gemv_int4.hpp defines the op).
 //
-// y[m][n] = sum_k x[m][k] * w[n][k] for the M <= 16 rows of a decode step: x [M, K] and y [M, N]
-// bf16, FP32 accumulation; w [N, K] in groups of G consecutive weights along K, each group with a
+// y[m][n] = sum_k x[m][k] * w[n][k] for the M <= 64 rows of one or several decode steps (rungs 01
+// and 02 take up to 16, rung 03 up to 64): x [M, K] and y [M, N] bf16, FP32 accumulation; w [N, K] in groups of G consecutive weights along K, each group with a
 // scale s (IEEE half) and a zero point z (an integer 0..15):
 //
 //   w[n][k] = s[n][k / G] * (q[n][k] - z[n][k / G]),  q[n][k] in 0..15
@@ -46,11 +46,13 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kc/stage3/gemv_gguf_args.hpp"
+
 namespace kc::stage3 {
 
 inline constexpr int kInt4ChunkWeights = 128;  // k of a tile-chunk (4 mma blocks of 32)
 inline constexpr int kInt4TileRows = 16;       // output columns (rows of w) of a tile
-// The most rows of x rung 01 takes: a decode step (the GGUF GEMV's kGgufGemvMaxRows).
+// The most rows of x rungs 01 and 02 take: a decode step (the GGUF GEMV's kGgufGemvMaxRows).
 inline constexpr int kInt4GemvMaxRows = 16;
 
 // 32, 64 or a positive multiple of 128.
@@ -137,7 +139,7 @@ __host__ __device__ inline void prepare_int4_group_lane(const Int4GroupWeights& 
     }
 }
 
-// What rung 01 reads: x [M, K] and y [M, N] bf16, and the weight prepared as above.
+// What the rungs read: x [M, K] and y [M, N] bf16, and the weight prepared as above.
 struct Int4GemvArgs {
   int m = 0, n = 0, k = 0;
   int group_size = 128;
@@ -158,6 +160,18 @@ void gemv_int4_01_group_scales(const Int4GemvArgs& args, cudaStream_t stream);
 // (cp.async.bulk) from a producer warp; the same bits as rung 01. Hopper only (sm_90a code and
 // compute capability 9.0, as gemv_gguf_06_runs_here() says): kc::Error before any launch elsewhere.
 void gemv_int4_02_bulk_stream(const Int4GemvArgs& args, cudaStream_t stream);
+
+// Rung 03 (quant/int4/03_batch.cu): M up to kInt4BatchMaxRows on the same layout, in the GGUF
+// GEMV's rung 09 frame (quant/gemv_batch_frame.cuh: 128 output columns and a split of K a CTA, a
+// cp.async ring, split-K partials added by the last CTA) with each block's nibbles centred once to
+// the exact integers q - z (one HSUB2 a pair) and multiplied with every token tile, the products
+// of a group chained in FP32 and scaled once a group. `plan` from plan_gguf_batch with
+// gemv_int4_03_ctas_per_sm; a workspace where it splits K (one stream at a time on it).
+inline constexpr int kInt4BatchMaxRows = 64;
+void gemv_int4_03_batch(const Int4GemvArgs& args, const GgufBatchPlan& plan, const GgufBatchWorkspace& workspace,
+                        cudaStream_t stream);
+// The CTAs of rung 03's instance for the group size and M that fit an SM of the current GPU.
+int gemv_int4_03_ctas_per_sm(int group_size, int m);
 
 // The negative controls' instances of rung 01, each with one mistake (tests/negative_controls/
 // gemv_int4_controls.cpp): the two nibbles of each pair exchanged; each group given the scale
