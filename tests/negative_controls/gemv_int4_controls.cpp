@@ -1,14 +1,17 @@
 // The int4 GEMV's deliberately wrong kernels: rung 01 (stage3-hpc/quant/int4/01_group_scales.cu)
 // with one mistake each in what makes a group-wise format work — the nibble order, which group's
-// scale entry a group takes, the zero point, and the scale's place in the sum. Each must fail the
-// op's check on some conformance problem (tests/harness/negative_controls_test.cpp), and
-// GemvInt4Gpu.EachFlawFailsWhereItShows holds each to the problem that shows it.
+// scale entry a group takes, the zero point, and the scale's place in the sum — and rung 03
+// (quant/int4/03_batch.cu) centring each row on the zero point of the row 8 apart. Each must fail
+// the op's check on some conformance problem (tests/harness/negative_controls_test.cpp), and
+// GemvInt4Gpu.EachFlawFailsWhereItShows holds rung 01's to the problem that shows each.
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "kc/stage3/gemv_int4.hpp"
 #include "kc/testing/negative_controls.hpp"
+#include "src/gguf_batch_rung.hpp"
 
 namespace kc::testing {
 namespace {
@@ -31,12 +34,18 @@ const Int4Control kInt4Controls[] = {
     {"nc_scale_applied_twice", "each group's sum multiplied by its scale twice", stage3::Int4Flaw::scale_applied_twice},
 };
 
+constexpr const char* kSwappedZerosName = "nc_batch_swapped_zero_points";
+constexpr const char* kSwappedZerosFlaw =
+    "rung 03 (the batch rung) centres each row's nibbles on the zero point of the row 8 apart in its tile (group "
+    "sizes of 128 and more)";
+
 }  // namespace
 
 std::vector<NegativeControl> gemv_int4_controls() {
   std::vector<NegativeControl> list;
   for (const Int4Control& c : kInt4Controls)
     list.push_back({std::string("stage3/") + stage3::kGemvInt4Op + "/" + c.name, c.flaw});
+  list.push_back({std::string("stage3/") + stage3::kGemvInt4Op + "/" + kSwappedZerosName, kSwappedZerosFlaw});
   return list;
 }
 
@@ -58,6 +67,20 @@ void register_gemv_int4_controls(Registry& registry) {
     };
     registry.add_kernel(std::move(entry));
   }
+  KernelEntry batch = negative_control_entry(std::string("stage3/") + stage3::kGemvInt4Op + "/" + kSwappedZerosName,
+                                             stage3::kGemvInt4Op, kSwappedZerosFlaw, {DType::bf16});
+  batch.min_compute_capability = 80;
+  batch.supports = [](const Problem& p) -> std::string {
+    if (std::string error = stage3::gemv_int4_shape_error(p); !error.empty()) return error;
+    if (stage3::gemv_int4_group_size(p) < 128) return "the control is built for group sizes of 128 and more";
+    return "";
+  };
+  auto rung = std::make_shared<stage3::Int4BatchRung>(&stage3::gemv_int4_03_swapped_zero_points,
+                                                      &stage3::gemv_int4_03_ctas_per_sm);
+  batch.launch = [rung](const Problem& problem, Operands& operands, cudaStream_t stream) {
+    rung->run(stage3::gemv_int4_args(problem, operands), stream);
+  };
+  registry.add_kernel(std::move(batch));
 }
 
 }  // namespace kc::testing

@@ -67,7 +67,9 @@ __device__ __forceinline__ std::uint32_t centre(std::uint32_t pair_bits, __nv_bf
   return pair_bits;
 }
 
-template <int kBlocksPerScale>
+// kSwappedZeros: the negative control's instance, which centres row g's pairs on row g + 8's zero
+// point and the other way round.
+template <int kBlocksPerScale, bool kSwappedZeros = false>
 struct Int4BatchFormat {
   using Args = Int4GemvArgs;
   static constexpr int kEntries = int4_groups::kEntries<kBlocksPerScale>;  // a row group's, a chunk
@@ -117,8 +119,8 @@ struct Int4BatchFormat {
       __nv_bfloat162 bias_low[kTilesPerWarp], bias_high[kTilesPerWarp];
 #pragma unroll
       for (int mt = 0; mt < kTilesPerWarp; ++mt) {
-        bias_low[mt] = centring_bias(entries[mt][2 * u]);
-        bias_high[mt] = centring_bias(entries[mt][2 * u + 1]);
+        bias_low[mt] = centring_bias(entries[mt][2 * u + (kSwappedZeros ? 1 : 0)]);
+        bias_high[mt] = centring_bias(entries[mt][2 * u + (kSwappedZeros ? 0 : 1)]);
       }
 #pragma unroll
       for (int b = 0; b < kBlocksPerScale; ++b) {
@@ -173,21 +175,28 @@ struct Int4BatchFormat {
   }
 };
 
-// Calls launch(kernel, smem_bytes) with the instance for the group size and M's token tiles.
-template <class Launch>
+// Calls launch(kernel, smem_bytes, threads) with the instance for the group size and M's token
+// tiles (kSwappedZeros: the negative control's, built for G >= 128 only).
+template <bool kSwappedZeros = false, class Launch>
 void with_instance(int group_size, int m, Launch&& launch) {
   const auto with_scale = [&](auto blocks_per_scale) {
-    using Format = Int4BatchFormat<decltype(blocks_per_scale)::value>;
+    using Format = Int4BatchFormat<decltype(blocks_per_scale)::value, kSwappedZeros>;
     gguf_mma::dispatch_token_tiles(m, [&](auto tiles_constant) {
       constexpr int kTokenTiles = decltype(tiles_constant)::value;
       launch(gemv_batch::allowed_instance<Format, kTokenTiles>(), Stage<Format, kTokenTiles>::kSmemBytes,
              Shape<kTokenTiles>::kThreads);
     });
   };
-  switch (int4_blocks_per_scale(group_size)) {
-    case 1: with_scale(std::integral_constant<int, 1>{}); break;
-    case 2: with_scale(std::integral_constant<int, 2>{}); break;
-    default: with_scale(std::integral_constant<int, 4>{}); break;
+  if constexpr (kSwappedZeros) {
+    require(group_size >= 128, "the swapped-zero-point control of int4 rung 03 is built for G >= 128 (got {})",
+            group_size);
+    with_scale(std::integral_constant<int, 4>{});
+  } else {
+    switch (int4_blocks_per_scale(group_size)) {
+      case 1: with_scale(std::integral_constant<int, 1>{}); break;
+      case 2: with_scale(std::integral_constant<int, 2>{}); break;
+      default: with_scale(std::integral_constant<int, 4>{}); break;
+    }
   }
 }
 
@@ -214,16 +223,27 @@ void check_batch_args(const Int4GemvArgs& a, const GgufBatchPlan& plan, const Gg
           plan.partial_floats(), plan.counters());
 }
 
-}  // namespace
-
-void gemv_int4_03_batch(const Int4GemvArgs& a, const GgufBatchPlan& plan, const GgufBatchWorkspace& workspace,
-                        cudaStream_t stream) {
+template <bool kSwappedZeros>
+void launch(const Int4GemvArgs& a, const GgufBatchPlan& plan, const GgufBatchWorkspace& workspace,
+            cudaStream_t stream) {
   check_batch_args(a, plan, workspace);
-  with_instance(a.group_size, a.m, [&](auto kernel, int smem_bytes, int threads) {
+  with_instance<kSwappedZeros>(a.group_size, a.m, [&](auto kernel, int smem_bytes, int threads) {
     const dim3 grid(static_cast<unsigned>(plan.column_blocks), static_cast<unsigned>(plan.splits));
     kernel<<<grid, threads, static_cast<std::size_t>(smem_bytes), stream>>>(a, plan, workspace);
   });
   KC_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+void gemv_int4_03_batch(const Int4GemvArgs& a, const GgufBatchPlan& plan, const GgufBatchWorkspace& workspace,
+                        cudaStream_t stream) {
+  launch<false>(a, plan, workspace, stream);
+}
+
+void gemv_int4_03_swapped_zero_points(const Int4GemvArgs& a, const GgufBatchPlan& plan,
+                                      const GgufBatchWorkspace& workspace, cudaStream_t stream) {
+  launch<true>(a, plan, workspace, stream);
 }
 
 int gemv_int4_03_ctas_per_sm(int group_size, int m) {

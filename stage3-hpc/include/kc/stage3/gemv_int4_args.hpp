@@ -172,6 +172,10 @@ void gemv_int4_03_batch(const Int4GemvArgs& args, const GgufBatchPlan& plan, con
                         cudaStream_t stream);
 // The CTAs of rung 03's instance for the group size and M that fit an SM of the current GPU.
 int gemv_int4_03_ctas_per_sm(int group_size, int m);
+// For the negative control only: rung 03 centring each row's pairs on the zero point of the row 8
+// apart in its tile (G >= 128 only; kc::Error otherwise). The check must fail it.
+void gemv_int4_03_swapped_zero_points(const Int4GemvArgs& args, const GgufBatchPlan& plan,
+                                      const GgufBatchWorkspace& workspace, cudaStream_t stream);
 
 // The negative controls' instances of rung 01, each with one mistake (tests/negative_controls/
 // gemv_int4_controls.cpp): the two nibbles of each pair exchanged; each group given the scale

@@ -67,7 +67,8 @@ void register_quantize_gguf_controls(Registry& registry);
 
 // The int4 GEMV's controls (gemv_int4_controls.cpp), part of the two above: rung 01's kernel with
 // the nibbles of each pair exchanged, each group given the next group's scale entry, every zero
-// point read as 8, and the scale multiplied in twice (stage3/gemv_int4/nc_*).
+// point read as 8, and the scale multiplied in twice; rung 03's centring each row on the zero
+// point of the row 8 apart (stage3/gemv_int4/nc_*).
 std::vector<NegativeControl> gemv_int4_controls();
 void register_gemv_int4_controls(Registry& registry);
 
