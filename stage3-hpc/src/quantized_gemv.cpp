@@ -1,7 +1,8 @@
 // The public quantized GEMV entry (kc/stage3/quantized_gemv.hpp): the checks, then rung 01 (w as
 // stored) or, for w prepared, rung 06 at M <= 8 where it runs (Hopper) and rung 05 otherwise; the
 // link (quantized_gemv_link) runs rung 08 for one row of q4_0 or q4_1 whose CTAs take several
-// tiles, rung 07 otherwise (quantized_gemv_link_kernel).
+// tiles, rung 07 otherwise (quantized_gemv_link_kernel); and the int4 group format's entry
+// (int4_gemv): the checks, then its rung 02 at M <= 8 on Hopper and rung 01 otherwise.
 #include "kc/stage3/quantized_gemv.hpp"
 
 #include <fmt/format.h>
@@ -153,6 +154,54 @@ void quantized_gemv_prepare(GgufBlockType type, const std::uint8_t* blocks, int 
   require(aligned(quants, 16) && aligned(scales, 16), "{}: quants {} and scales {} must be 16-byte aligned", entry,
           static_cast<const void*>(quants), scales);
   repack_gguf_blocks_for_mma16_on_device(type, blocks, n, k, quants, scales, stream);
+}
+
+std::string_view int4_gemv_kernel_name(Int4GemvKernel kernel) {
+  switch (kernel) {
+    case Int4GemvKernel::gemv_int4_01_group_scales:
+      return "stage3/gemv_int4/01_group_scales";
+    case Int4GemvKernel::gemv_int4_02_bulk_stream:
+      return "stage3/gemv_int4/02_bulk_stream";
+  }
+  return "unknown";
+}
+
+void check_int4_gemv_args(const Int4GemvArgs& a) {
+  constexpr const char* entry = "kc::stage3::int4_gemv";
+  require(a.m >= 1 && a.m <= kInt4GemvMaxRows,
+          "{}: M = {} is outside [1, {}]: the entry takes the rows of a decode step (rung 03, "
+          "stage3/gemv_int4/03_batch, takes up to {} with a workspace)",
+          entry, a.m, kInt4GemvMaxRows, kInt4BatchMaxRows);
+  require(a.n >= 1 && a.k >= 1, "{}: N = {} and K = {} must be at least 1", entry, a.n, a.k);
+  require(int4_group_size_supported(a.group_size),
+          "{}: group size {} is not 32, 64 or a multiple of 128 (the prepared layout's chunks are 128 weights)", entry,
+          a.group_size);
+  require(a.k % a.group_size == 0, "{}: group size {} does not divide K = {}: a group may not straddle a row's end",
+          entry, a.group_size, a.k);
+  require(a.x != nullptr && a.quants != nullptr && a.scales != nullptr && a.y != nullptr,
+          "{}: x, quants, scales and y must be non-null (quants and scales as prepare_int4_groups_on_device writes "
+          "them)",
+          entry);
+  require(aligned(a.x, 16) && aligned(a.quants, 16) && aligned(a.scales, 16),
+          "{}: x {}, quants {} and scales {} must be 16-byte aligned: the rungs read them in 16-byte pieces", entry,
+          static_cast<const void*>(a.x), static_cast<const void*>(a.quants), static_cast<const void*>(a.scales));
+  require(aligned(a.y, 2), "{}: y at {} is not aligned to a bf16 element (2 bytes)", entry,
+          static_cast<const void*>(a.y));
+}
+
+Int4GemvKernel int4_gemv_kernel(int m) {
+  return m <= 8 && gemv_gguf_06_runs_here() ? Int4GemvKernel::gemv_int4_02_bulk_stream
+                                            : Int4GemvKernel::gemv_int4_01_group_scales;
+}
+
+Int4GemvKernel int4_gemv(const Int4GemvArgs& args, cudaStream_t stream) {
+  check_int4_gemv_args(args);
+  const Int4GemvKernel kernel = int4_gemv_kernel(args.m);
+  if (kernel == Int4GemvKernel::gemv_int4_02_bulk_stream)
+    gemv_int4_02_bulk_stream(args, stream);
+  else
+    gemv_int4_01_group_scales(args, stream);
+  return kernel;
 }
 
 }  // namespace kc::stage3

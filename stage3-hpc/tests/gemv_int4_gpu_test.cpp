@@ -1,7 +1,7 @@
 // The int4 GEMV on the GPU beyond the conformance suite: the prepare on the GPU writes the host
 // prepare's bytes (padding included); bf16 weights quantized by the GPU entry (the host
-// quantizer's bytes), prepared on the GPU and multiplied by rung 01 give x times the dequantized
-// weight; rung 02 writes rung 01's bits; each of rung 01's flawed instances fails the op's check
+// quantizer's bytes), prepared on the GPU and multiplied by the entry kc::stage3::int4_gemv give x
+// times the dequantized weight; rung 02 writes rung 01's bits; each of rung 01's flawed instances fails the op's check
 // on a problem where its flaw shows while rung 01 passes it.
 // Skips without a GPU.
 //   ctest --test-dir build/ci -R GemvInt4Gpu
@@ -22,6 +22,7 @@
 #include "kc/stage3/gemv_gguf_args.hpp"
 #include "kc/stage3/gemv_int4.hpp"
 #include "kc/stage3/quantize_int4.hpp"
+#include "kc/stage3/quantized_gemv.hpp"
 #include "support/gpu_test.hpp"
 
 namespace kc::stage3 {
@@ -86,8 +87,8 @@ TEST(GemvInt4Gpu, DevicePrepareWritesTheHostPreparesBytes) {
   }
 }
 
-// The whole load-time path on the GPU: bf16 weights quantized by the public entry (its bytes the
-// host quantizer's), prepared, then multiplied by rung 01.
+// The whole path on the GPU through the public entries: bf16 weights quantized (its bytes the host
+// quantizer's), prepared, then multiplied by kc::stage3::int4_gemv.
 TEST(GemvInt4Gpu, QuantizedPreparedAndMultipliedMatchesTheDequantizedProduct) {
   KC_SKIP_WITHOUT_GPU();
   const int m = 3, n = 200, k = 1024;
@@ -135,7 +136,7 @@ TEST(GemvInt4Gpu, QuantizedPreparedAndMultipliedMatchesTheDequantizedProduct) {
     args.quants = quants.data();
     args.scales = scales.data();
     args.y = y.data();
-    gemv_int4_01_group_scales(args, nullptr);
+    (void)int4_gemv(args, nullptr);
     KC_CUDA_CHECK(cudaDeviceSynchronize());
     const std::vector<__nv_bfloat16> got = download(y);
     const std::vector<double> weights = dequantize_int4_groups(w.view());

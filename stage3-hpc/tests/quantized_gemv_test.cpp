@@ -171,5 +171,53 @@ TEST(QuantizedGemvEntry, LinkRefusesBeforeLaunching) {
   }
 }
 
+// The int4 group format's entry: every refusal of check_int4_gemv_args, before anything reaches
+// CUDA, through int4_gemv itself; and its rule and names.
+Int4GemvArgs int4_args(int m, int n, int k, int group_size) {
+  Int4GemvArgs args;
+  args.m = m;
+  args.n = n;
+  args.k = k;
+  args.group_size = group_size;
+  args.x = fake_pointer<const __nv_bfloat16>(2);
+  args.quants = fake_pointer<const std::uint8_t>(1);
+  args.scales = fake_pointer<const std::uint32_t>(4);
+  args.y = fake_pointer<__nv_bfloat16>(3);
+  return args;
+}
+
+TEST(QuantizedGemvEntry, Int4AcceptsDecodeRowsAndTheGroupSizesTheLayoutHolds) {
+  for (int m = 1; m <= kInt4GemvMaxRows; ++m)
+    for (int g : {32, 64, 128, 256, 4096}) EXPECT_NO_THROW(check_int4_gemv_args(int4_args(m, 24, 4096, g)));
+}
+
+TEST(QuantizedGemvEntry, Int4RefusesWhatItCannotRunNamingTheRule) {
+  for (int m : {0, kInt4GemvMaxRows + 1, 64})
+    expect_refused([&] { (void)int4_gemv(int4_args(m, 64, 256, 128), nullptr); },
+                   {"kc::stage3::int4_gemv", "M = " + std::to_string(m), "[1, 16]", "03_batch"});
+  expect_refused([&] { (void)int4_gemv(int4_args(1, 64, 192, 128), nullptr); }, {"group size 128", "K = 192"});
+  expect_refused([&] { (void)int4_gemv(int4_args(1, 64, 960, 96), nullptr); }, {"group size 96", "32, 64"});
+  expect_refused([&] { (void)int4_gemv(int4_args(1, 0, 256, 128), nullptr); }, "N = 0");
+  Int4GemvArgs a = int4_args(1, 64, 256, 128);
+  a.scales = nullptr;
+  expect_refused([&] { (void)int4_gemv(a, nullptr); }, "must be non-null");
+  a = int4_args(1, 64, 256, 128);
+  a.quants = fake_pointer<const std::uint8_t>(1, 8);
+  expect_refused([&] { (void)int4_gemv(a, nullptr); }, "16-byte aligned");
+  a = int4_args(1, 64, 256, 128);
+  a.y = fake_pointer<__nv_bfloat16>(3, 1);
+  expect_refused([&] { (void)int4_gemv(a, nullptr); }, "2 bytes");
+}
+
+TEST(QuantizedGemvEntry, Int4NamesItsRungs) {
+  EXPECT_EQ(int4_gemv_kernel_name(Int4GemvKernel::gemv_int4_01_group_scales), "stage3/gemv_int4/01_group_scales");
+  EXPECT_EQ(int4_gemv_kernel_name(Int4GemvKernel::gemv_int4_02_bulk_stream), "stage3/gemv_int4/02_bulk_stream");
+  // Above 8 rows rung 01 everywhere; at 8 or fewer rung 02 only where the Hopper rungs run.
+  EXPECT_EQ(int4_gemv_kernel(9), Int4GemvKernel::gemv_int4_01_group_scales);
+  if (!has_gpu()) {
+    EXPECT_EQ(int4_gemv_kernel(1), Int4GemvKernel::gemv_int4_01_group_scales);
+  }
+}
+
 }  // namespace
 }  // namespace kc::stage3

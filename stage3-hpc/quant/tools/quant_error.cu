@@ -15,7 +15,7 @@
 //              quantizers), A kept bf16, through kc::stage3::quantized_gemv on the first gguf-M rows;
 //   int4 g128, g32     B alone in 4-bit groups of 128 or 32 with a scale and a zero point each
 //              (GPTQ/AWQ's format, rounded to nearest by quantize_int4_groups_on_host), A kept bf16,
-//              stage3/gemv_int4/01 on the same rows.
+//              through kc::stage3::int4_gemv on the same rows.
 // Each path's output C is compared with R (the total error: quantization plus arithmetic) and with
 // D, the exact product of the values the kernel was given (its dequantized inputs, in double): the
 // kernel's own arithmetic error, which must stay at a bf16 GEMM's size (the tool fails otherwise).
@@ -347,14 +347,14 @@ Row run_int4(const Inputs& in, int rows, int group_size, cudaStream_t stream) {
   args.quants = quants.data();
   args.scales = entries.data();
   args.y = y.data();
-  gemv_int4_01_group_scales(args, stream);
+  const Int4GemvKernel ran = int4_gemv(args, stream);
   KC_CUDA_CHECK(cudaStreamSynchronize(stream));
   const std::vector<double> out = download(y);
   const std::vector<double> d = gemm_double(a_rows, db, rows, n, k);
   return {fmt::format("int4 g{} (GPTQ/AWQ form)", group_size),
           fmt::format("B (4 bits, a scale and a zero point per {} weights, round to nearest)", group_size),
-          "stage3/gemv_int4/01_group_scales", compare(out, in.exact, out.size()), compare(out, d, out.size()), true,
-          rows};
+          std::string(int4_gemv_kernel_name(ran)) + " (kc::stage3::int4_gemv)", compare(out, in.exact, out.size()),
+          compare(out, d, out.size()), true, rows};
 }
 
 std::string format_table(const std::vector<Row>& rows, const ErrorStats& bf16_total, const ErrorStats& bf16_gguf) {

@@ -35,6 +35,7 @@
 #include <string_view>
 
 #include "kc/stage3/gemv_gguf_args.hpp"
+#include "kc/stage3/gemv_int4_args.hpp"
 
 namespace kc::stage3 {
 
@@ -111,5 +112,34 @@ QuantizedGemvKernel quantized_gemv_link_kernel(const QuantizedGemvLinkArgs& args
 // false: the caller runs the norm or activation and quantized_gemv instead) or for bad arguments
 // (each weight's as check_quantized_gemv_args says; norm_weight for the RMSNorm; beta any float).
 QuantizedGemvKernel quantized_gemv_link(const QuantizedGemvLinkArgs& args, cudaStream_t stream);
+
+// ---- 4-bit groups with a scale and a zero point (GPTQ/AWQ; kc/stage3/gemv_int4_args.hpp) ----
+// The same kind of entry for the int4 group format: y = x . w^T for the M <= 16 rows of a decode
+// step, w prepared by prepare_int4_groups_on_device (kc/stage3/gemv_int4_args.hpp) from the stored
+// form that quantize_int4_groups (kc/stage3/quantize_int4.hpp) or int4_groups_from_checkpoint
+// (kc/stage3/gemv_int4.hpp) gives. Checks first (kc::Error, nothing runs), then the rung
+// int4_gemv_kernel names; asynchronous, allocates nothing, capturable. Batches of 17-64 rows run
+// rung 03 (stage3/gemv_int4/03_batch), which needs a workspace and is not behind this entry yet.
+enum class Int4GemvKernel {
+  gemv_int4_01_group_scales,  // stage3/gemv_int4/01_group_scales
+  gemv_int4_02_bulk_stream,   // stage3/gemv_int4/02_bulk_stream (Hopper)
+};
+
+// "stage3/gemv_int4/01_group_scales": the kc-bench id of the rung.
+std::string_view int4_gemv_kernel_name(Int4GemvKernel kernel);
+
+// Throws kc::Error unless `args` describe a call the entry runs: M in [1, kInt4GemvMaxRows]; N and
+// K >= 1; a group size of 32, 64 or a multiple of 128 that divides K; x, quants, scales and y
+// non-null; x, quants and scales 16-byte aligned, y 2-byte aligned. No CUDA call.
+void check_int4_gemv_args(const Int4GemvArgs& args);
+
+// The rung int4_gemv runs for M rows here: rung 02 at M <= 8 on a Hopper GPU with sm_90a code in
+// the build, rung 01 otherwise — the GGUF GEMV's rule for its rungs 06 and 05, of which these are
+// the group-scale versions. Neither int4 rung has been timed yet: the rule is to be re-decided from
+// their measured rows (stage-3 README, "4-bit groups with scales and zero points").
+Int4GemvKernel int4_gemv_kernel(int m);
+
+// y = x . w^T on `stream`, after check_int4_gemv_args; returns the rung that ran.
+Int4GemvKernel int4_gemv(const Int4GemvArgs& args, cudaStream_t stream);
 
 }  // namespace kc::stage3
