@@ -257,14 +257,19 @@ void check_gguf_batch_args(const GgufGemvArgs& a, const GgufBatchPlan& plan, con
           "GGUF GEMV ({}): quants and scales must be 16-byte aligned and x {}-byte aligned (copied in 16- and "
           "{}-byte pieces)",
           rung, x_alignment, x_alignment);
-  const GgufBatchPlan expected = plan_gguf_batch(a.m, a.n, a.k, 1, 1);
+  check_gguf_batch_plan("GGUF GEMV", rung, a.m, a.n, a.k, plan, workspace);
+}
+
+void check_gguf_batch_plan(const char* op, const char* rung, int m, int n, int k, const GgufBatchPlan& plan,
+                           const GgufBatchWorkspace& workspace) {
+  const GgufBatchPlan expected = plan_gguf_batch(m, n, k, 1, 1);
   require(plan.token_tiles == expected.token_tiles && plan.column_blocks == expected.column_blocks &&
               plan.chunks == expected.chunks && plan.splits >= 1 && plan.splits <= plan.chunks && plan.splits <= 65535,
-          "GGUF GEMV ({}): the plan ({} token tiles, {} column blocks, {} chunks, {} splits) is not one for "
-          "{}x{}x{}; make it with plan_gguf_batch",
-          rung, plan.token_tiles, plan.column_blocks, plan.chunks, plan.splits, a.m, a.n, a.k);
+          "{} ({}): the plan ({} token tiles, {} column blocks, {} chunks, {} splits) is not one for {}x{}x{}; make "
+          "it with plan_gguf_batch",
+          op, rung, plan.token_tiles, plan.column_blocks, plan.chunks, plan.splits, m, n, k);
   require(!plan.needs_workspace() || (workspace.partials != nullptr && workspace.counters != nullptr),
-          "GGUF GEMV ({}): {} splits need a workspace of {} floats and {} zeroed counters", rung, plan.splits,
+          "{} ({}): {} splits need a workspace of {} floats and {} zeroed counters", op, rung, plan.splits,
           plan.partial_floats(), plan.counters());
 }
 

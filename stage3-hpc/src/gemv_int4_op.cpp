@@ -31,15 +31,19 @@ Int4GroupWeights Int4GroupHost::view() const {
   return w;
 }
 
-void check_int4_group_weights(const Int4GroupWeights& w, const char* who) {
-  require(w.n >= 1 && w.k >= 1, "{}: N and K must be >= 1 (got N {}, K {})", who, w.n, w.k);
-  require(int4_group_size_supported(w.group_size),
+void check_int4_group_shape(long long rows, long long k, int group_size, const char* who) {
+  require(rows >= 1 && k >= 1, "{}: N = {} (rows) and K = {} must be at least 1", who, rows, k);
+  require(int4_group_size_supported(group_size),
           "{}: group size {} is not 32, 64 or a multiple of 128 (the prepared layout's chunks are 128 weights)", who,
-          w.group_size);
-  require(w.k % w.group_size == 0,
+          group_size);
+  require(k % group_size == 0,
           "{}: group size {} does not divide K = {} (a group may not straddle the end of a row; quantize with a "
           "group size that divides K, e.g. {})",
-          who, w.group_size, w.k, w.k % 64 == 0 ? 64 : 32);
+          who, group_size, k, k % 64 == 0 ? 64 : 32);
+}
+
+void check_int4_group_weights(const Int4GroupWeights& w, const char* who) {
+  check_int4_group_shape(w.n, w.k, w.group_size, who);
   require(w.qweight != nullptr && w.scales != nullptr && w.zeros != nullptr,
           "{}: qweight, scales and zeros must be non-null", who);
 }
@@ -54,15 +58,7 @@ Int4GroupHost quantize_groups(const float* w, int n, int k, int group_size, bool
   out.n = n;
   out.k = k;
   out.group_size = group_size;
-  {
-    Int4GroupWeights shape;  // the shape rules only: point at something non-null
-    shape.qweight = shape.zeros = reinterpret_cast<const std::uint8_t*>(&out);
-    shape.scales = reinterpret_cast<const std::uint16_t*>(&out);
-    shape.n = n;
-    shape.k = k;
-    shape.group_size = group_size;
-    check_int4_group_weights(shape, who);
-  }
+  check_int4_group_shape(n, k, group_size, who);
   require(w != nullptr, "{}: w must be non-null", who);
   const int groups = k / group_size;
   out.qweight.assign(static_cast<std::size_t>(n) * static_cast<std::size_t>(k / 2), 0);  // K is even: a multiple of G
@@ -179,9 +175,7 @@ Int4GroupHost int4_groups_from_checkpoint(Int4CheckpointFormat format, const Int
           layer, name, t.n);
   require(!gptq || t.k % 8 == 0, "{} ({}): in_features K = {} must be a multiple of 8 (qweight packs 8 k a word)",
           layer, name, t.k);
-  require(int4_group_size_supported(t.group_size) && t.k % t.group_size == 0,
-          "{} ({}): group size {} must be 32, 64 or a multiple of 128 and divide K = {}", layer, name, t.group_size,
-          t.k);
+  check_int4_group_shape(t.n, t.k, t.group_size, fmt::format("{} ({})", layer, name).c_str());
   require(gptq || t.g_idx == nullptr, "{} (awq): AWQ checkpoints have no g_idx", layer);
   if (t.g_idx != nullptr)
     for (int kk = 0; kk < t.k; ++kk)
@@ -245,12 +239,17 @@ int gemv_int4_group_size(const Problem& problem) {
   return static_cast<int>(g);
 }
 
-std::string gemv_int4_shape_error(const Problem& p) {
+std::string int4_group_size_error(const Problem& p, std::int64_t k) {
   const double g = p.param("group_size");
   if (!(g >= 1.0 && g <= 1048576.0 && g == std::floor(g)) || !int4_group_size_supported(static_cast<int>(g)))
-    return "group_size must be 32, 64 or a multiple of 128";
-  if (p.dims[2] % static_cast<std::int64_t>(g) != 0)
-    return fmt::format("group_size {} must divide K (a group may not straddle the end of a row)", g);
+    return fmt::format("group_size must be 32, 64 or a multiple of 128 (got {})", g);
+  if (k % static_cast<std::int64_t>(g) != 0)
+    return fmt::format("group_size {} must divide K = {} (a group may not straddle the end of a row)", g, k);
+  return "";
+}
+
+std::string gemv_int4_shape_error(const Problem& p) {
+  if (std::string error = int4_group_size_error(p, p.dims[2]); !error.empty()) return error;
   if (p.dims[0] > kInt4BatchMaxRows)
     return fmt::format("M must be at most {} (a batch of decode steps; more rows are a GEMM's work)",
                        kInt4BatchMaxRows);

@@ -5,7 +5,6 @@
 #include <cuda_bf16.h>
 #include <fmt/format.h>
 
-#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -66,14 +65,7 @@ HostTensors host_reference(const Problem& p, const HostTensors& in) {
 
 }  // namespace
 
-std::string quantize_int4_shape_error(const Problem& p) {
-  const double g = p.param("group_size");
-  if (!(g >= 1.0 && g <= 1048576.0 && g == std::floor(g)) || !int4_group_size_supported(static_cast<int>(g)))
-    return fmt::format("group_size must be 32, 64 or a multiple of 128 (got {})", g);
-  if (k_of(p) % static_cast<std::int64_t>(g) != 0)
-    return fmt::format("group_size {} must divide K = {} (a group may not straddle the end of a row)", g, k_of(p));
-  return "";
-}
+std::string quantize_int4_shape_error(const Problem& p) { return int4_group_size_error(p, k_of(p)); }
 
 QuantizeInt4Args quantize_int4_args(const Problem& p, Operands& o) {
   QuantizeInt4Args args;
@@ -88,12 +80,7 @@ QuantizeInt4Args quantize_int4_args(const Problem& p, Operands& o) {
 }
 
 void check_quantize_int4_args(const QuantizeInt4Args& a) {
-  require(a.rows >= 1 && a.k >= 1, "quantize_int4: rows and K must be at least 1 (got {} rows, K {})", a.rows, a.k);
-  require(int4_group_size_supported(a.group_size),
-          "quantize_int4: group size {} is not 32, 64 or a multiple of 128 (the GEMV's chunks are 128 weights)",
-          a.group_size);
-  require(a.k % a.group_size == 0, "quantize_int4: group size {} does not divide K = {} (a group may not straddle "
-          "the end of a row)", a.group_size, a.k);
+  check_int4_group_shape(a.rows, a.k, a.group_size, "quantize_int4");
   require(a.x != nullptr && a.qweight != nullptr && a.scales != nullptr && a.zeros != nullptr,
           "quantize_int4: x, qweight, scales and zeros must be non-null device addresses");
   require(reinterpret_cast<std::uintptr_t>(a.x) % 16 == 0 && reinterpret_cast<std::uintptr_t>(a.qweight) % 4 == 0,

@@ -172,12 +172,7 @@ void check_int4_gemv_args(const Int4GemvArgs& a) {
           "{}: M = {} is outside [1, {}]: the entry takes the rows of a decode step (rung 03, "
           "stage3/gemv_int4/03_batch, takes up to {} with a workspace)",
           entry, a.m, kInt4GemvMaxRows, kInt4BatchMaxRows);
-  require(a.n >= 1 && a.k >= 1, "{}: N = {} and K = {} must be at least 1", entry, a.n, a.k);
-  require(int4_group_size_supported(a.group_size),
-          "{}: group size {} is not 32, 64 or a multiple of 128 (the prepared layout's chunks are 128 weights)", entry,
-          a.group_size);
-  require(a.k % a.group_size == 0, "{}: group size {} does not divide K = {}: a group may not straddle a row's end",
-          entry, a.group_size, a.k);
+  check_int4_group_shape(a.n, a.k, a.group_size, entry);
   require(a.x != nullptr && a.quants != nullptr && a.scales != nullptr && a.y != nullptr,
           "{}: x, quants, scales and y must be non-null (quants and scales as prepare_int4_groups_on_device writes "
           "them)",

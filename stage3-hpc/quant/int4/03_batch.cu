@@ -200,33 +200,11 @@ void with_instance(int group_size, int m, Launch&& launch) {
   }
 }
 
-void check_batch_args(const Int4GemvArgs& a, const GgufBatchPlan& plan, const GgufBatchWorkspace& workspace) {
-  require(a.m >= 1 && a.m <= kInt4BatchMaxRows && a.n >= 1 && a.k >= 1,
-          "int4 GEMV (rung 03): M must be in [1, {}] and N, K >= 1 (got {}x{}x{})", kInt4BatchMaxRows, a.m, a.n, a.k);
-  require(int4_group_size_supported(a.group_size) && a.k % a.group_size == 0,
-          "int4 GEMV (rung 03): the group size must be 32, 64 or a multiple of 128 and divide K (got G {}, K {})",
-          a.group_size, a.k);
-  require(a.x != nullptr && a.quants != nullptr && a.scales != nullptr && a.y != nullptr,
-          "int4 GEMV (rung 03): x, quants, scales and y must be non-null (quants and scales as prepare_int4_groups "
-          "writes them)");
-  require(reinterpret_cast<std::uintptr_t>(a.x) % 16 == 0 && reinterpret_cast<std::uintptr_t>(a.quants) % 16 == 0 &&
-              reinterpret_cast<std::uintptr_t>(a.scales) % 16 == 0,
-          "int4 GEMV (rung 03): x, quants and scales must be 16-byte aligned (copied in 16-byte pieces)");
-  const GgufBatchPlan expected = plan_gguf_batch(a.m, a.n, a.k, 1, 1);
-  require(plan.token_tiles == expected.token_tiles && plan.column_blocks == expected.column_blocks &&
-              plan.chunks == expected.chunks && plan.splits >= 1 && plan.splits <= plan.chunks && plan.splits <= 65535,
-          "int4 GEMV (rung 03): the plan ({} token tiles, {} column blocks, {} chunks, {} splits) is not one for "
-          "{}x{}x{}; make it with plan_gguf_batch",
-          plan.token_tiles, plan.column_blocks, plan.chunks, plan.splits, a.m, a.n, a.k);
-  require(!plan.needs_workspace() || (workspace.partials != nullptr && workspace.counters != nullptr),
-          "int4 GEMV (rung 03): {} splits need a workspace of {} floats and {} zeroed counters", plan.splits,
-          plan.partial_floats(), plan.counters());
-}
-
 template <bool kSwappedZeros>
 void launch(const Int4GemvArgs& a, const GgufBatchPlan& plan, const GgufBatchWorkspace& workspace,
             cudaStream_t stream) {
-  check_batch_args(a, plan, workspace);
+  int4_groups::check_args(a, "rung 03", kInt4BatchMaxRows);
+  check_gguf_batch_plan("int4 GEMV", "rung 03", a.m, a.n, a.k, plan, workspace);
   with_instance<kSwappedZeros>(a.group_size, a.m, [&](auto kernel, int smem_bytes, int threads) {
     const dim3 grid(static_cast<unsigned>(plan.column_blocks), static_cast<unsigned>(plan.splits));
     kernel<<<grid, threads, static_cast<std::size_t>(smem_bytes), stream>>>(a, plan, workspace);

@@ -95,22 +95,21 @@ __device__ __forceinline__ void chunk_product(const std::uint32_t* words, const 
   }
 }
 
-// The argument rules both rungs share (`rung` names the rung in the messages): M in [1, 16], N and
-// K >= 1, a group size of 32, 64 or a multiple of 128 that divides K; x, quants, scales and y
-// non-null, x, quants and scales 16-byte aligned. No CUDA call.
-inline void check_args(const Int4GemvArgs& a, const char* rung) {
-  require(a.m >= 1 && a.m <= kInt4GemvMaxRows && a.n >= 1 && a.k >= 1,
-          "int4 GEMV ({}): M must be in [1, {}] and N, K >= 1 (got {}x{}x{})", rung, kInt4GemvMaxRows, a.m, a.n, a.k);
-  require(int4_group_size_supported(a.group_size) && a.k % a.group_size == 0,
-          "int4 GEMV ({}): the group size must be 32, 64 or a multiple of 128 and divide K (got G {}, K {})", rung,
-          a.group_size, a.k);
+// The argument rules the rungs share (`rung` names the rung in the messages): M in [1, max_rows]
+// (16 for rungs 01 and 02, 64 for rung 03), N and K >= 1, a group size of 32, 64 or a multiple of
+// 128 that divides K; x, quants, scales and y non-null, x, quants and scales 16-byte aligned. No
+// CUDA call.
+inline void check_args(const Int4GemvArgs& a, const char* rung, int max_rows = kInt4GemvMaxRows) {
+  require(a.m >= 1 && a.m <= max_rows, "int4 GEMV ({}): M must be in [1, {}] (got {})", rung, max_rows, a.m);
+  check_int4_group_shape(a.n, a.k, a.group_size, rung);
   require(a.x != nullptr && a.quants != nullptr && a.scales != nullptr && a.y != nullptr,
           "int4 GEMV ({}): x, quants, scales and y must be non-null (quants and scales as prepare_int4_groups "
           "writes them)",
           rung);
   require(reinterpret_cast<std::uintptr_t>(a.x) % 16 == 0 && reinterpret_cast<std::uintptr_t>(a.quants) % 16 == 0 &&
               reinterpret_cast<std::uintptr_t>(a.scales) % 16 == 0,
-          "int4 GEMV ({}): x, quants and scales must be 16-byte aligned (each is read in 16-byte pieces)", rung);
+          "int4 GEMV ({}): x, quants and scales must be 16-byte aligned (each is read or copied in 16-byte pieces)",
+          rung);
 }
 
 }  // namespace kc::stage3::int4_groups

@@ -22,14 +22,9 @@ __global__ void prepare_int4_groups_kernel(Int4GroupWeights weights, std::size_t
 
 void prepare_int4_groups_on_device(const Int4GroupWeights& weights, std::uint8_t* quants, std::uint32_t* scales,
                                    cudaStream_t stream) {
-  require(weights.n >= 1 && weights.k >= 1 && int4_group_size_supported(weights.group_size) &&
-              weights.k % weights.group_size == 0,
-          "prepare_int4_groups_on_device: N and K must be >= 1 and the group size 32, 64 or a multiple of 128 that "
-          "divides K (got N {}, K {}, G {})",
-          weights.n, weights.k, weights.group_size);
-  require(weights.qweight != nullptr && weights.scales != nullptr && weights.zeros != nullptr && quants != nullptr &&
-              scales != nullptr,
-          "prepare_int4_groups_on_device: qweight, scales, zeros, quants and scales must be non-null");
+  check_int4_group_weights(weights, "prepare_int4_groups_on_device");
+  require(quants != nullptr && scales != nullptr,
+          "prepare_int4_groups_on_device: the prepared quants and scales must be non-null");
   require(reinterpret_cast<std::uintptr_t>(quants) % 16 == 0 && reinterpret_cast<std::uintptr_t>(scales) % 16 == 0,
           "prepare_int4_groups_on_device: quants and scales must be 16-byte aligned (rung 01 reads them in 16-byte "
           "pieces)");

@@ -141,15 +141,7 @@ void launch(const QuantizeInt4Args& a, cudaStream_t stream) {
 }  // namespace
 
 void quantize_int4_01_lanes_per_group(const QuantizeInt4Args& a, cudaStream_t stream) {
-  require(a.rows >= 1 && a.k >= 1 && int4_group_size_supported(a.group_size) && a.k % a.group_size == 0,
-          "int4 quantize (rung 01): rows and K must be >= 1 and the group size 32, 64 or a multiple of 128 that "
-          "divides K (got {} rows, K {}, G {})",
-          a.rows, a.k, a.group_size);
-  require(a.x != nullptr && a.qweight != nullptr && a.scales != nullptr && a.zeros != nullptr,
-          "int4 quantize (rung 01): x, qweight, scales and zeros must be non-null");
-  require(reinterpret_cast<std::uintptr_t>(a.x) % 16 == 0 && reinterpret_cast<std::uintptr_t>(a.qweight) % 4 == 0,
-          "int4 quantize (rung 01): x must be 16-byte aligned and qweight 4-byte aligned (16-byte loads, 4-byte "
-          "stores)");
+  check_quantize_int4_args(a);
   switch (a.group_size) {
     case 32: launch<4, 1>(a, stream); break;
     case 64: launch<8, 1>(a, stream); break;

@@ -419,6 +419,11 @@ int gemv_gguf_10_ctas_per_sm(GgufBlockType type, int m);
 // for the shape, and a workspace where it splits K.
 void check_gguf_batch_args(const GgufGemvArgs& args, const GgufBatchPlan& plan, const GgufBatchWorkspace& workspace,
                            const char* rung, int x_alignment);
+// The plan and workspace part of those checks, for any weight format on plan_gguf_batch's plans
+// (the int4 GEMV's rung 03 too): `plan` one of plan_gguf_batch's for M x N x K, and a workspace
+// where it splits K; kc::Error "<op> (<rung>): ..." otherwise.
+void check_gguf_batch_plan(const char* op, const char* rung, int m, int n, int k, const GgufBatchPlan& plan,
+                           const GgufBatchWorkspace& workspace);
 
 // The layout=3 repack on the GPU, as repack_gguf_blocks_for_mma_on_device for layout=2; buffers of
 // gguf_mma16_quant_bytes / gguf_mma16_scale_bytes.

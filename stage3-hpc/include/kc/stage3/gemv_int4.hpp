@@ -41,10 +41,6 @@ struct Int4GroupHost {
   Int4GroupWeights view() const;
 };
 
-// Throws kc::Error naming `who` unless `w` describes a weight the prepare and the rungs take: N,
-// K >= 1; a supported group size that divides K; non-null arrays. No CUDA call.
-void check_int4_group_weights(const Int4GroupWeights& w, const char* who);
-
 // Round-to-nearest quantization of an N x K float weight (row-major) into groups of `group_size`,
 // GPTQ's min-max rule without its error feedback, in float (the arithmetic of
 // kc/stage3/quantize_int4_args.hpp, which the GPU rungs share): per row and group, lo = min(0, min
@@ -108,6 +104,10 @@ Int4GroupHost int4_groups_from_checkpoint(Int4CheckpointFormat format, const Int
 
 // The group size a problem asks for (kc::Error for one that is not a whole number).
 int gemv_int4_group_size(const Problem& problem);
+
+// "" when the problem's parameter group_size is a whole number the layout takes (32, 64 or a
+// multiple of 128) that divides `k`, otherwise why not: the rule gemv_int4 and quantize_int4 share.
+std::string int4_group_size_error(const Problem& problem, std::int64_t k);
 
 // "" when the op defines `problem` (M in [1, 64], a supported group size that divides K),
 // otherwise why not.

@@ -92,6 +92,12 @@ struct Int4GroupWeights {
   int n = 0, k = 0, group_size = 128;
 };
 
+// Throws kc::Error naming `who` unless `rows` (N) and K are >= 1 and the group size is one the
+// prepared layout takes (int4_group_size_supported) and divides K. No CUDA call.
+void check_int4_group_shape(long long rows, long long k, int group_size, const char* who);
+// The same for a weight, and its arrays non-null: what the prepare and the rungs take.
+void check_int4_group_weights(const Int4GroupWeights& w, const char* who);
+
 // Writes lane `lane` (0..31) of tile-chunk `tile_chunk` of the prepared layout: its 32 bytes of
 // quants at quants + (tile_chunk x 32 + lane) x 32 and, for lane < 8 (row group g = lane), its E
 // scale entries at scales + (tile_chunk x 8 + lane) x E — every byte, zeros for padding rows and

@@ -27,14 +27,10 @@ namespace kc::stage3 {
 
 inline constexpr const char* kQuantizeInt4Op = "quantize_int4";
 
-// Throws kc::Error unless `args` describe a call the rung can run: rows >= 1; K >= 1; a group
-// size of 32, 64 or a multiple of 128 that divides K; x, qweight, scales and zeros non-null; x
-// 16-byte aligned and qweight 4-byte aligned. No CUDA call.
-void check_quantize_int4_args(const QuantizeInt4Args& args);
-
 // The public entry: x [rows, K] bf16 to the stored form at args.qweight, args.scales and
 // args.zeros (device buffers of rows x K / 2, rows x K / G halves and rows x K / G bytes), as
-// quantize_int4_groups_reference writes it. Checks its arguments first (nothing runs on bad
+// quantize_int4_groups_reference writes it. Checks its arguments first (check_quantize_int4_args,
+// kc/stage3/quantize_int4_args.hpp) (nothing runs on bad
 // input), then runs stage3/quantize_int4/01_lanes_per_group asynchronously on `stream`; allocates
 // nothing. prepare_int4_groups_on_device then makes the GEMV's layout of it.
 void quantize_int4_groups(const QuantizeInt4Args& args, cudaStream_t stream);

@@ -61,6 +61,11 @@ struct QuantizeInt4Args {
   std::uint8_t* zeros = nullptr;
 };
 
+// Throws kc::Error unless `args` describe a call the rung can run: rows >= 1; K >= 1; a group
+// size of 32, 64 or a multiple of 128 that divides K; x, qweight, scales and zeros non-null; x
+// 16-byte aligned and qweight 4-byte aligned. No CUDA call. The public entry and the rung call it.
+void check_quantize_int4_args(const QuantizeInt4Args& args);
+
 // Rung 01 (quant/int4/quantize_01_lanes_per_group.cu): each lane takes 8 values with one 16-byte
 // load; the G / 8 lanes of a group (G <= 256) fold its min and max by shuffles and every lane
 // writes its 8 nibbles as one 4-byte store; from G = 512 a warp owns a group and walks it.
