@@ -20,9 +20,14 @@
 #include "kc/stage3/gemv_int4.hpp"
 #include "kc/stage3/quantize_int4.hpp"
 #include "stage3_test_registry.hpp"
+#include "support/int4_checkpoint_packing.hpp"
 
 namespace kc::stage3 {
 namespace {
+
+using test_support::pack_checkpoint;
+using test_support::PackedCheckpoint;
+using test_support::stored_q;
 
 float half_value(std::uint16_t bits) {
   __half_raw raw;
@@ -409,66 +414,6 @@ TEST(GemvInt4, QuantizeRungRefusesExactlyTheProblemsTheOpDoesNotDefine) {
   EXPECT_EQ(refused, 1);
   EXPECT_EQ(rung.refuses, quantize_int4_refusals());
   for (const Problem& p : r.op(kQuantizeInt4Op).bench_problems) EXPECT_EQ(quantize_int4_shape_error(p), "") << p.label();
-}
-
-// A checkpoint's tensors packed from a stored form by the formulas of gemv_int4.hpp (written out
-// here on their own, not through the converter's code).
-struct PackedCheckpoint {
-  std::vector<std::int32_t> qweight, qzeros;
-  std::vector<std::uint16_t> scales;
-  Int4CheckpointTensors tensors(int k, int n, int group_size) const {
-    Int4CheckpointTensors t;
-    t.qweight = qweight.data();
-    t.qzeros = qzeros.data();
-    t.scales = scales.data();
-    t.k = k;
-    t.n = n;
-    t.group_size = group_size;
-    return t;
-  }
-};
-
-int stored_q(const Int4GroupHost& w, int column, int kk) {
-  const std::uint8_t byte = w.qweight[static_cast<std::size_t>(column) * static_cast<std::size_t>(w.k / 2) +
-                                      static_cast<std::size_t>(kk / 2)];
-  return kk % 2 == 0 ? byte & 15 : byte >> 4;
-}
-
-PackedCheckpoint pack_checkpoint(const Int4GroupHost& w, Int4CheckpointFormat format) {
-  static constexpr int kAwqOrder[8] = {0, 2, 4, 6, 1, 3, 5, 7};
-  const int groups = w.k / w.group_size;
-  const bool awq = format == Int4CheckpointFormat::awq;
-  PackedCheckpoint p;
-  p.qweight.assign(static_cast<std::size_t>(w.k) * static_cast<std::size_t>(w.n) / 8, 0);
-  p.qzeros.assign(static_cast<std::size_t>(groups) * static_cast<std::size_t>(w.n) / 8, 0);
-  p.scales.resize(static_cast<std::size_t>(groups) * static_cast<std::size_t>(w.n));
-  const auto put = [](std::int32_t& word, int i, int value) {
-    word = static_cast<std::int32_t>(static_cast<std::uint32_t>(word) | (static_cast<std::uint32_t>(value & 15) << (4 * i)));
-  };
-  for (int kk = 0; kk < w.k; ++kk)
-    for (int column = 0; column < w.n; ++column) {
-      if (awq) {
-        // AWQ: row k, word column / 8, at the nibble whose slot in kAwqOrder names this column.
-        for (int i = 0; i < 8; ++i)
-          if (kAwqOrder[i] == column % 8)
-            put(p.qweight[static_cast<std::size_t>(kk) * (w.n / 8) + column / 8], i, stored_q(w, column, kk));
-      } else {
-        // GPTQ: word row k / 8, column n, nibble k % 8.
-        put(p.qweight[static_cast<std::size_t>(kk / 8) * w.n + column], kk % 8, stored_q(w, column, kk));
-      }
-    }
-  for (int u = 0; u < groups; ++u)
-    for (int column = 0; column < w.n; ++column) {
-      const std::size_t entry = static_cast<std::size_t>(column) * groups + u;
-      int i = column % 8;
-      if (awq)
-        for (int slot = 0; slot < 8; ++slot)
-          if (kAwqOrder[slot] == column % 8) i = slot;
-      put(p.qzeros[static_cast<std::size_t>(u) * (w.n / 8) + column / 8], i,
-          w.zeros[entry] - (format == Int4CheckpointFormat::gptq_v1 ? 1 : 0));
-      p.scales[static_cast<std::size_t>(u) * w.n + column] = w.scales[entry];
-    }
-  return p;
 }
 
 TEST(GemvInt4, CheckpointFormatsConvertToTheStoredForm) {

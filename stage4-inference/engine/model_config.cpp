@@ -1,5 +1,6 @@
 #include "kc/engine/model_config.hpp"
 
+#include <cctype>
 #include <cmath>
 #include <limits>
 
@@ -76,6 +77,7 @@ class HfFields {
   }
 
   const json& at(const char* key) const { return config_.at(key); }
+  const std::string& origin() const { return origin_; }
 
  private:
   const json& config_;
@@ -161,6 +163,48 @@ void hf_rope(const HfFields& fields, ModelConfig& model) {
     scaling = from_parameters;
   }
   model.rope_scaling = scaling;
+}
+
+// "quantization_config": 4-bit GPTQ or AWQ (kc/engine/model_config.hpp), anything else refused.
+std::optional<WeightQuantization> hf_quantization(const HfFields& fields) {
+  if (!fields.has("quantization_config")) return std::nullopt;
+  const json& config = fields.at("quantization_config");
+  if (!config.is_object())
+    fields.fail(fmt::format("\"quantization_config\" is {}, not an object or null", detail::json_kind(config)));
+  const HfFields q(config, fields.origin());
+  const std::string method = q.string_or("quant_method", "");
+  if (method != "gptq" && method != "awq")
+    fields.fail(fmt::format("quantization_config quant_method \"{}\" is not read: the engine reads 4-bit GPTQ "
+                            "(\"gptq\") and AWQ (\"awq\") checkpoints, and unquantized ones",
+                            method));
+  WeightQuantization out;
+  out.method = method;
+  const std::int64_t bits = q.int_or("bits", method == "awq" ? q.int_or("w_bit", 0) : 0);
+  if (bits != 4)
+    fields.fail(fmt::format("quantization_config bits is {}: the engine reads 4-bit {} weights only", bits, method));
+  out.group_size = q.has("group_size") ? q.required_int("group_size") : q.int_or("q_group_size", 128);
+  if (out.group_size != -1 && out.group_size <= 0)
+    fields.fail(fmt::format("quantization_config group_size is {}: a positive size or -1 (one group a row)",
+                            out.group_size));
+  if (method == "gptq") {
+    out.checkpoint_format = q.string_or("checkpoint_format", "gptq");
+    if (out.checkpoint_format != "gptq" && out.checkpoint_format != "gptq_v2")
+      fields.fail(fmt::format("quantization_config checkpoint_format \"{}\" is not read: the engine reads GPTQ's "
+                              "\"gptq\" (v1) and \"gptq_v2\" packings",
+                              out.checkpoint_format));
+    out.desc_act = q.bool_or("desc_act", false);
+  } else {
+    out.checkpoint_format = "awq";
+    std::string version = q.string_or("version", "gemm");
+    for (char& c : version) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (version != "gemm")
+      fields.fail(fmt::format("quantization_config version \"{}\" is not read: the engine reads AWQ's \"gemm\" "
+                              "packing (other versions order the nibbles differently)",
+                              q.string_or("version", "")));
+    if (!q.bool_or("zero_point", true))
+      fields.fail("quantization_config zero_point is false: the engine reads AWQ checkpoints with zero points");
+  }
+  return out;
 }
 
 // --- GGUF metadata ----------------------------------------------------------------------------
@@ -259,6 +303,7 @@ ModelConfig parse_hf_config(std::string_view json_text, const std::string& origi
   }
   // transformers 4.56 renamed torch_dtype to dtype; configs carry one or the other.
   model.dtype = fields.string_or("dtype", fields.string_or("torch_dtype", ""));
+  model.quantization = hf_quantization(fields);
   validate_model_config(model, origin);
   return model;
 }

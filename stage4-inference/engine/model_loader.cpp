@@ -3,6 +3,8 @@
 
 #include <filesystem>
 #include <map>
+#include <optional>
+#include <utility>
 #include <nlohmann/json.hpp>
 
 #include "kc/common/error.hpp"
@@ -22,6 +24,25 @@ void load_chat_template(LoadedModel& model, const std::string& text, const std::
   } catch (const Error& error) {
     model.notes.push_back(fmt::format("no chat format: {}", error.what()));
   }
+}
+
+// How many projections kept a piece as stored (`Layer` is QuantizedLayer or Int4Layer, the layer
+// weights' `kept` member; `output` the output projection's) and their bytes (`bytes_of` a piece's).
+template <typename Layer, typename Piece, typename BytesOf>
+std::pair<std::size_t, double> count_kept(const ModelWeights& weights, Layer LayerWeights::*kept,
+                                          const std::optional<Piece>& output, BytesOf bytes_of) {
+  std::size_t count = 0, bytes = 0;
+  const auto add = [&](const std::optional<Piece>& piece) {
+    if (!piece) return;
+    ++count;
+    bytes += bytes_of(*piece);
+  };
+  for (const LayerWeights& layer : weights.layers) {
+    const Layer& l = layer.*kept;
+    for (const std::optional<Piece>* piece : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) add(*piece);
+  }
+  add(output);
+  return {count, static_cast<double>(bytes) / (1 << 20)};
 }
 
 }  // namespace
@@ -45,19 +66,9 @@ LoadedModel load_model(const std::string& path, const WeightLoadOptions& options
     for (const auto& [type, count] : quantized)
       model.notes.push_back(fmt::format("{} {} tensors dequantized to bf16 at load", count, type));
     if (options.keep_quantized_blocks) {
-      std::size_t kept = 0, bytes = 0;
-      const auto count = [&](const std::optional<QuantizedTensor>& blocks) {
-        if (!blocks) return;
-        ++kept;
-        bytes += blocks->bytes.size();
-      };
-      for (const LayerWeights& layer : model.weights.layers)
-        for (const auto* blocks : {&layer.blocks.q, &layer.blocks.k, &layer.blocks.v, &layer.blocks.o,
-                                   &layer.blocks.gate, &layer.blocks.up, &layer.blocks.down})
-          count(*blocks);
-      count(model.weights.output_blocks);
-      model.notes.push_back(fmt::format("{} projections also kept as stored ({:.1f} MiB of blocks)", kept,
-                                        static_cast<double>(bytes) / (1 << 20)));
+      const auto [kept, mib] = count_kept(model.weights, &LayerWeights::blocks, model.weights.output_blocks,
+                                          [](const QuantizedTensor& blocks) { return blocks.bytes.size(); });
+      model.notes.push_back(fmt::format("{} projections also kept as stored ({:.1f} MiB of blocks)", kept, mib));
     }
     if (file.find("tokenizer.ggml.model") == nullptr) {
       model.notes.push_back("no tokenizer in the file (tokenizer.ggml.*): token ids only");
@@ -71,7 +82,23 @@ LoadedModel load_model(const std::string& path, const WeightLoadOptions& options
   const fs::path dir(path);
   const ModelConfig config = read_hf_config((dir / "config.json").string());
   const SafetensorsCheckpoint checkpoint(path);
-  model.weights = load_model_weights(checkpoint, config);
+  model.weights = load_model_weights(checkpoint, config, options);
+  if (config.quantization) {
+    int packed = 0;
+    for (const std::string& name : checkpoint.tensor_names())
+      if (name.size() > 8 && name.compare(name.size() - 8, 8, ".qweight") == 0) ++packed;
+    const WeightQuantization& q = *config.quantization;
+    const std::string group = q.group_size == -1 ? std::string("one group a row") : fmt::format("groups of {}", q.group_size);
+    model.notes.push_back(fmt::format("{} projections packed in 4-bit {} ({} packing, {}) dequantized to bf16 at load",
+                                      packed, q.method, q.checkpoint_format, group));
+    if (options.keep_quantized_blocks) {
+      const auto [kept, mib] = count_kept(model.weights, &LayerWeights::groups, model.weights.output_groups,
+                                          [](const stage3::Int4GroupHost& groups) {
+                                            return groups.qweight.size() + 3 * groups.scales.size();  // + zero bytes
+                                          });
+      model.notes.push_back(fmt::format("{} projections also kept in 4-bit groups ({:.1f} MiB as stored)", kept, mib));
+    }
+  }
   const fs::path tokenizer_json = dir / "tokenizer.json";
   if (fs::exists(tokenizer_json)) {
     model.tokenizer = Tokenizer::from_tokenizer_json(tokenizer_json.string());

@@ -73,6 +73,8 @@ struct Slot {
   std::int64_t rope_permuted_heads = 0;
   // Where a projection's blocks go when they are kept (WeightLoadOptions::keep_quantized_blocks).
   std::optional<QuantizedTensor>* blocks = nullptr;
+  // A projection a GPTQ/AWQ checkpoint may pack in 4-bit groups: where they go when kept.
+  std::optional<stage3::Int4GroupHost>* groups = nullptr;
 };
 
 // The file-format names of the table's tensors.
@@ -121,21 +123,23 @@ std::vector<Slot> plan(ModelWeights& weights, const Naming& naming, bool permute
     const auto add = [&](HostTensor& dst, int part, const char* role,
                          std::vector<std::int64_t> shape,
                          std::optional<QuantizedTensor>* blocks = nullptr,
+                         std::optional<stage3::Int4GroupHost>* groups = nullptr,
                          std::int64_t permuted_heads = 0) {
       slots.push_back({&dst, naming.layer(l, naming.parts[part]),
                        fmt::format("layer {} {}", l, role), std::move(shape),
-                       permute_qk ? permuted_heads : 0, blocks});
+                       permute_qk ? permuted_heads : 0, blocks, groups});
     };
     QuantizedLayer& b = w.blocks;
+    Int4Layer& g = w.groups;
     add(w.attn_norm, 0, "attention RMSNorm weight", {c.hidden_size});
-    add(w.q, 1, "query projection", {q_rows, c.hidden_size}, &b.q, c.num_heads);
-    add(w.k, 2, "key projection", {kv_rows, c.hidden_size}, &b.k, c.num_kv_heads);
-    add(w.v, 3, "value projection", {kv_rows, c.hidden_size}, &b.v);
-    add(w.o, 4, "attention output projection", {c.hidden_size, q_rows}, &b.o);
+    add(w.q, 1, "query projection", {q_rows, c.hidden_size}, &b.q, &g.q, c.num_heads);
+    add(w.k, 2, "key projection", {kv_rows, c.hidden_size}, &b.k, &g.k, c.num_kv_heads);
+    add(w.v, 3, "value projection", {kv_rows, c.hidden_size}, &b.v, &g.v);
+    add(w.o, 4, "attention output projection", {c.hidden_size, q_rows}, &b.o, &g.o);
     add(w.ffn_norm, 5, "MLP RMSNorm weight", {c.hidden_size});
-    add(w.gate, 6, "MLP gate projection", {c.intermediate_size, c.hidden_size}, &b.gate);
-    add(w.up, 7, "MLP up projection", {c.intermediate_size, c.hidden_size}, &b.up);
-    add(w.down, 8, "MLP down projection", {c.hidden_size, c.intermediate_size}, &b.down);
+    add(w.gate, 6, "MLP gate projection", {c.intermediate_size, c.hidden_size}, &b.gate, &g.gate);
+    add(w.up, 7, "MLP up projection", {c.intermediate_size, c.hidden_size}, &b.up, &g.up);
+    add(w.down, 8, "MLP down projection", {c.hidden_size, c.intermediate_size}, &b.down, &g.down);
   }
   slots.push_back(
       {&weights.final_norm, naming.final_norm, "final RMSNorm weight", {c.hidden_size}});
@@ -145,7 +149,8 @@ std::vector<Slot> plan(ModelWeights& weights, const Naming& naming, bool permute
                      "output projection (untied)",
                      {c.vocab_size, c.hidden_size},
                      0,
-                     &weights.output_blocks});
+                     &weights.output_blocks,
+                     &weights.output_groups});
   return slots;
 }
 
@@ -265,6 +270,105 @@ std::string checkpoint_origin(const SafetensorsCheckpoint& checkpoint) {
                      checkpoint.shards().size());
 }
 
+// A projection a GPTQ/AWQ checkpoint packs in 4-bit groups (kc/engine/model_weights.hpp): its
+// tensors, found and checked.
+struct PackedSource {
+  const SafetensorsTensor *qweight = nullptr, *qzeros = nullptr, *scales = nullptr, *g_idx = nullptr;
+  std::string file, prefix;  // the shard of its qweight; the slot's name without ".weight"
+  int group_size = 0;
+};
+
+stage3::Int4CheckpointFormat checkpoint_format(const WeightQuantization& q) {
+  if (q.checkpoint_format == "awq") return stage3::Int4CheckpointFormat::awq;
+  return q.checkpoint_format == "gptq_v2" ? stage3::Int4CheckpointFormat::gptq_v2
+                                          : stage3::Int4CheckpointFormat::gptq_v1;
+}
+
+// The slot's packed tensors when the checkpoint has <prefix>.qweight, nothing when it has not;
+// kc::Error naming the tensor for what the int4 form cannot take.
+std::optional<PackedSource> find_packed(const SafetensorsCheckpoint& checkpoint, const Slot& slot,
+                                        const ModelConfig& c) {
+  constexpr std::string_view kWeight = ".weight";
+  if (slot.groups == nullptr || slot.name.size() <= kWeight.size()) return std::nullopt;
+  PackedSource p;
+  p.prefix = slot.name.substr(0, slot.name.size() - kWeight.size());
+  p.qweight = checkpoint.find(p.prefix + ".qweight");
+  if (p.qweight == nullptr) return std::nullopt;
+  p.file = checkpoint.shard_of(p.prefix + ".qweight").path();
+  const auto fail = [&](const std::string& what) {
+    throw Error(fmt::format("{}: '{}.qweight' ({}): {}", p.file, p.prefix, slot.role, what));
+  };
+  if (!c.quantization)
+    fail("4-bit packed weights, but config.json has no \"quantization_config\" saying how they are packed");
+  const WeightQuantization& q = *c.quantization;
+  const bool gptq = q.checkpoint_format != "awq";
+  const std::int64_t n = slot.shape[0], k = slot.shape[1];
+  const std::int64_t group = q.group_size == -1 ? k : q.group_size;
+  if (n % 8 != 0 || k % 8 != 0)
+    fail(fmt::format("the projection is {} x {} (out x in); the packing needs both multiples of 8 (8 weights an "
+                     "int32 word)",
+                     n, k));
+  if (group > k || k % group != 0)
+    fail(fmt::format("quantization_config group_size {} does not divide in_features {}", group, k));
+  stage3::check_int4_group_shape(n, k, static_cast<int>(group),
+                                 fmt::format("{}: '{}.qweight' ({})", p.file, p.prefix, slot.role).c_str());
+  p.group_size = static_cast<int>(group);
+  const auto part = [&](const char* suffix, SafetensorsDType dtype, std::vector<std::int64_t> shape,
+                        bool required) -> const SafetensorsTensor* {
+    const std::string name = p.prefix + suffix;
+    const SafetensorsTensor* tensor = checkpoint.find(name);
+    if (tensor == nullptr) {
+      if (required)
+        throw Error(fmt::format("{}: '{}' ({}) is missing: a {} projection is qweight, qzeros and scales together",
+                                p.file, name, slot.role, q.method));
+      return nullptr;
+    }
+    const std::string& file = checkpoint.shard_of(name).path();
+    if (tensor->dtype != dtype)
+      throw Error(fmt::format("{}: '{}' ({}) is {}; the {} packing stores it as {}", file, name, slot.role,
+                              safetensors_dtype_name(tensor->dtype), q.checkpoint_format,
+                              safetensors_dtype_name(dtype)));
+    const std::vector<std::int64_t> found(tensor->shape.begin(), tensor->shape.end());
+    if (found != shape)
+      throw Error(fmt::format("{}: '{}' ({}) has shape {}; the {} packing of a {} x {} (out x in) projection in groups "
+                              "of {} has {}",
+                              file, name, slot.role, shape_text(found), q.checkpoint_format, n, k, group,
+                              shape_text(shape)));
+    return tensor;
+  };
+  const std::int64_t groups = k / group;
+  p.qweight = part(".qweight", SafetensorsDType::i32,
+                   gptq ? std::vector<std::int64_t>{k / 8, n} : std::vector<std::int64_t>{k, n / 8}, true);
+  p.qzeros = part(".qzeros", SafetensorsDType::i32, {groups, n / 8}, true);
+  p.scales = part(".scales", SafetensorsDType::f16, {groups, n}, true);
+  if (gptq) p.g_idx = part(".g_idx", SafetensorsDType::i32, {k}, false);
+  return p;
+}
+
+// The packed projection in the int4 stored form [N, K] (its words copied out of the mapping, which
+// need not be 4-byte aligned).
+stage3::Int4GroupHost unpack(const PackedSource& p, const Slot& slot, const ModelConfig& c) {
+  const auto words = [](const SafetensorsTensor* tensor) {
+    std::vector<std::int32_t> out(static_cast<std::size_t>(tensor->element_count));
+    std::memcpy(out.data(), tensor->data.data, out.size() * sizeof(std::int32_t));
+    return out;
+  };
+  const std::vector<std::int32_t> qweight = words(p.qweight), qzeros = words(p.qzeros);
+  const std::vector<std::int32_t> g_idx = p.g_idx != nullptr ? words(p.g_idx) : std::vector<std::int32_t>{};
+  std::vector<std::uint16_t> scales(static_cast<std::size_t>(p.scales->element_count));
+  std::memcpy(scales.data(), p.scales->data.data, scales.size() * sizeof(std::uint16_t));
+  stage3::Int4CheckpointTensors t;
+  t.qweight = qweight.data();
+  t.qzeros = qzeros.data();
+  t.scales = scales.data();
+  t.g_idx = p.g_idx != nullptr ? g_idx.data() : nullptr;
+  t.n = static_cast<int>(slot.shape[0]);
+  t.k = static_cast<int>(slot.shape[1]);
+  t.group_size = p.group_size;
+  return stage3::int4_groups_from_checkpoint(checkpoint_format(*c.quantization), t,
+                                             fmt::format("{}: '{}' ({})", p.file, p.prefix, slot.role));
+}
+
 }  // namespace
 
 ModelWeights load_model_weights(const GgufFile& file, const ModelConfig& config,
@@ -310,8 +414,8 @@ ModelWeights load_model_weights(const GgufFile& file, const ModelConfig& config,
   return weights;
 }
 
-ModelWeights load_model_weights(const SafetensorsCheckpoint& checkpoint,
-                                const ModelConfig& config) {
+ModelWeights load_model_weights(const SafetensorsCheckpoint& checkpoint, const ModelConfig& config,
+                                const WeightLoadOptions& options) {
   const std::string origin = checkpoint_origin(checkpoint);
   validate_model_config(config, origin);
   ModelWeights weights;
@@ -322,9 +426,22 @@ ModelWeights load_model_weights(const SafetensorsCheckpoint& checkpoint,
     return std::vector<std::int64_t>(tensor.shape.begin(), tensor.shape.end());
   };
   std::vector<const SafetensorsTensor*> sources;
+  std::vector<std::optional<PackedSource>> packed;  // beside sources: a projection in 4-bit groups
   std::set<std::string, std::less<>> expected;
   for (const Slot& slot : slots) {
     const SafetensorsTensor* tensor = checkpoint.find(slot.name);
+    if (std::optional<PackedSource> groups = find_packed(checkpoint, slot, config)) {
+      if (tensor != nullptr)
+        throw Error(fmt::format("{}: '{}' and '{}.qweight' ({}) are both present: a projection is stored either "
+                                "unquantized or packed, not both",
+                                checkpoint.shard_of(slot.name).path(), slot.name, groups->prefix, slot.role));
+      for (const SafetensorsTensor* part : {groups->qweight, groups->qzeros, groups->scales, groups->g_idx})
+        if (part != nullptr) expected.insert(part->name);
+      sources.push_back(nullptr);
+      packed.push_back(std::move(groups));
+      continue;
+    }
+    packed.emplace_back();
     if (tensor == nullptr) throw_missing(origin, slot, config);
     const std::string& file = checkpoint.shard_of(slot.name).path();
     check_shape(file, slot, shape_of(*tensor), "", config);
@@ -353,6 +470,12 @@ ModelWeights load_model_weights(const SafetensorsCheckpoint& checkpoint,
   }
 
   for (std::size_t i = 0; i < slots.size(); ++i) {
+    if (packed[i]) {
+      stage3::Int4GroupHost groups = unpack(*packed[i], slots[i], config);
+      fill(slots[i], stage3::dequantize_int4_groups_to_float(groups.view()));  // exact, then rounded to bf16
+      if (options.keep_quantized_blocks) *slots[i].groups = std::move(groups);
+      continue;
+    }
     const SafetensorsTensor& tensor = *sources[i];
     const std::size_t count = static_cast<std::size_t>(tensor.element_count);
     if (tensor.dtype == SafetensorsDType::bf16) {

@@ -196,6 +196,76 @@ TEST(ModelConfig, RefusesUnsupportedModels) {
                            {"\"rope_scaling\" of type llama3 has no \"factor\""}));
 }
 
+// quantization_config as transformers writes it for GPTQ (GPTQConfig) and AWQ (AwqConfig).
+json gptq_config() {
+  return json::parse(R"({"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": false,
+                         "sym": true, "damp_percent": 0.01, "true_sequential": true,
+                         "checkpoint_format": "gptq"})");
+}
+json awq_config() {
+  return json::parse(R"({"quant_method": "awq", "bits": 4, "group_size": 64, "zero_point": true,
+                         "version": "GEMM", "modules_to_not_convert": null})");
+}
+
+TEST(ModelConfig, ReadsGptqAndAwqQuantizationConfigs) {
+  EXPECT_FALSE(parse_hf_config(kSmolLM2_135MConfigJson, "config.json").quantization.has_value());
+  EXPECT_FALSE(parse_hf_config(patched(kSmolLM2_135MConfigJson, {{"quantization_config", nullptr}}), "c")
+                   .quantization.has_value());
+  ModelConfig c = parse_hf_config(patched(kSmolLM2_135MConfigJson, {{"quantization_config", gptq_config()}}), "c");
+  ASSERT_TRUE(c.quantization.has_value());
+  EXPECT_EQ(c.quantization->method, "gptq");
+  EXPECT_EQ(c.quantization->checkpoint_format, "gptq");
+  EXPECT_EQ(c.quantization->group_size, 128);
+  EXPECT_FALSE(c.quantization->desc_act);
+  json v2 = gptq_config();
+  v2["checkpoint_format"] = "gptq_v2";
+  v2["group_size"] = -1;
+  v2["desc_act"] = true;
+  c = parse_hf_config(patched(kSmolLM2_135MConfigJson, {{"quantization_config", v2}}), "c");
+  EXPECT_EQ(c.quantization->checkpoint_format, "gptq_v2");
+  EXPECT_EQ(c.quantization->group_size, -1);
+  EXPECT_TRUE(c.quantization->desc_act);
+  json v1_default = gptq_config();
+  v1_default.erase("checkpoint_format");  // older GPTQ configs: v1
+  c = parse_hf_config(patched(kSmolLM2_135MConfigJson, {{"quantization_config", v1_default}}), "c");
+  EXPECT_EQ(c.quantization->checkpoint_format, "gptq");
+  c = parse_hf_config(patched(kSmolLM2_135MConfigJson, {{"quantization_config", awq_config()}}), "c");
+  EXPECT_EQ(c.quantization->method, "awq");
+  EXPECT_EQ(c.quantization->checkpoint_format, "awq");
+  EXPECT_EQ(c.quantization->group_size, 64);
+  json autoawq = json::parse(R"({"quant_method": "awq", "w_bit": 4, "q_group_size": 32})");  // AutoAWQ's keys
+  c = parse_hf_config(patched(kSmolLM2_135MConfigJson, {{"quantization_config", autoawq}}), "c");
+  EXPECT_EQ(c.quantization->group_size, 32);
+}
+
+TEST(ModelConfig, RefusesQuantizationItCannotRead) {
+  const auto error = [](const json& quantization) {
+    return config_error(patched(kSmolLM2_135MConfigJson, {{"quantization_config", quantization}}));
+  };
+  EXPECT_TRUE(contains_all(error(json::parse(R"({"quant_method": "bitsandbytes", "load_in_4bit": true})")),
+                           {"config.json", "quant_method \"bitsandbytes\" is not read", "GPTQ", "AWQ"}));
+  EXPECT_TRUE(contains_all(error(json::parse(R"({"bits": 4})")), {"quant_method \"\" is not read"}));
+  json eight = gptq_config();
+  eight["bits"] = 8;
+  EXPECT_TRUE(contains_all(error(eight), {"bits is 8", "4-bit gptq weights only"}));
+  json marlin = gptq_config();
+  marlin["checkpoint_format"] = "marlin";
+  EXPECT_TRUE(contains_all(error(marlin), {"checkpoint_format \"marlin\" is not read"}));
+  json zero_group = gptq_config();
+  zero_group["group_size"] = 0;
+  EXPECT_TRUE(contains_all(error(zero_group), {"group_size is 0"}));
+  json gemv = awq_config();
+  gemv["version"] = "gemv";
+  EXPECT_TRUE(contains_all(error(gemv), {"version \"gemv\" is not read", "\"gemm\" packing"}));
+  json no_zero = awq_config();
+  no_zero["zero_point"] = false;
+  EXPECT_TRUE(contains_all(error(no_zero), {"zero_point is false"}));
+  json mistyped = gptq_config();
+  mistyped["desc_act"] = "no";
+  EXPECT_TRUE(contains_all(error(mistyped), {"\"desc_act\" is a string, not true or false"}));
+  EXPECT_TRUE(contains_all(error(json::array()), {"\"quantization_config\" is an array, not an object or null"}));
+}
+
 TEST(ModelConfig, RefusesMistypedFieldsAndBadJson) {
   EXPECT_TRUE(
       contains_all(config_error(patched(kSmolLM2_135MConfigJson, {{"hidden_size", nullptr}})),

@@ -5,9 +5,11 @@
 // and every refusal. With KC_SMOLLM2_GGUF set, the real SmolLM2 GGUF loads with the right shapes.
 #include "kc/engine/model_weights.hpp"
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +19,7 @@
 #include <optional>
 #include <random>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -27,6 +30,7 @@
 #include "kc/engine/safetensors.hpp"
 #include "support/gguf_writer.hpp"
 #include "support/safetensors_writer.hpp"
+#include "support/int4_checkpoint_packing.hpp"
 #include "support/test_files.hpp"
 
 namespace kc::engine {
@@ -810,6 +814,246 @@ TEST(ModelWeights, FloatToBfloat16RoundsToNearestEven) {
   EXPECT_TRUE(std::isnan(bfloat16_to_float(float_to_bfloat16(NAN))));
 }
 
+// --- 4-bit groups: GPTQ and AWQ checkpoints ---------------------------------------------------
+
+using stage3::Int4CheckpointFormat;
+using stage3::Int4GroupHost;
+
+// A random stored form: q uniform over 0..15, zero points 1..15 (GPTQ v1 cannot hold 0), half
+// scales 2^-7 .. 2^-3.
+Int4GroupHost random_groups(int n, int k, int group_size, unsigned seed) {
+  std::mt19937 rng(seed);
+  Int4GroupHost w;
+  w.n = n;
+  w.k = k;
+  w.group_size = group_size;
+  std::uniform_int_distribution<int> byte(0, 255), zero(1, 15);
+  std::uniform_real_distribution<float> scale(1.f / 128, 1.f / 8);
+  for (int i = 0; i < n * k / 2; ++i) w.qweight.push_back(static_cast<std::uint8_t>(byte(rng)));
+  for (int i = 0; i < n * (k / group_size); ++i) {
+    w.scales.push_back(half_bits(scale(rng)));
+    w.zeros.push_back(static_cast<std::uint8_t>(zero(rng)));
+  }
+  return w;
+}
+
+// s (q - z) of the stored form, rounded to bf16 as a float (written out here, not the library's).
+std::vector<float> dequantized_bf16_values(const Int4GroupHost& w) {
+  std::vector<float> out;
+  for (int row = 0; row < w.n; ++row)
+    for (int kk = 0; kk < w.k; ++kk) {
+      const std::size_t entry = static_cast<std::size_t>(row) * (w.k / w.group_size) + kk / w.group_size;
+      __half_raw raw;
+      raw.x = w.scales[entry];
+      const float value = __half2float(__half(raw)) *
+                          static_cast<float>(stage3::test_support::stored_q(w, row, kk) - w.zeros[entry]);
+      out.push_back(__bfloat162float(__float2bfloat16_rn(value)));
+    }
+  return out;
+}
+
+template <typename T>
+std::vector<std::byte> raw_bytes(const std::vector<T>& values) {
+  std::vector<std::byte> out(values.size() * sizeof(T));
+  std::memcpy(out.data(), values.data(), out.size());
+  return out;
+}
+
+// The tensors of a projection `prefix` (its name without ".weight") packed as `format`.
+void add_packed(std::vector<StTensor>& tensors, const std::string& prefix, const Int4GroupHost& w,
+                Int4CheckpointFormat format, bool with_g_idx = true) {
+  const stage3::test_support::PackedCheckpoint packed = stage3::test_support::pack_checkpoint(w, format);
+  const std::uint64_t n = static_cast<std::uint64_t>(w.n), k = static_cast<std::uint64_t>(w.k),
+                      groups = k / static_cast<std::uint64_t>(w.group_size);
+  const bool awq = format == Int4CheckpointFormat::awq;
+  tensors.push_back({prefix + ".qweight", "I32", awq ? std::vector<std::uint64_t>{k, n / 8} : std::vector<std::uint64_t>{k / 8, n},
+                     raw_bytes(packed.qweight)});
+  tensors.push_back({prefix + ".qzeros", "I32", {groups, n / 8}, raw_bytes(packed.qzeros)});
+  tensors.push_back({prefix + ".scales", "F16", {groups, n}, raw_bytes(packed.scales)});
+  if (!awq && with_g_idx) {
+    std::vector<std::int32_t> g_idx;
+    for (int kk = 0; kk < w.k; ++kk) g_idx.push_back(kk / w.group_size);
+    tensors.push_back({prefix + ".g_idx", "I32", {k}, raw_bytes(g_idx)});
+  }
+}
+
+WeightQuantization quantization_of(Int4CheckpointFormat format, std::int64_t group_size) {
+  WeightQuantization q;
+  q.method = format == Int4CheckpointFormat::awq ? "awq" : "gptq";
+  q.checkpoint_format = format == Int4CheckpointFormat::gptq_v1   ? "gptq"
+                        : format == Int4CheckpointFormat::gptq_v2 ? "gptq_v2"
+                                                                  : "awq";
+  q.group_size = group_size;
+  return q;
+}
+
+bool is_layer_projection(const std::string& hf_name) {
+  return hf_name.rfind("model.layers.", 0) == 0 && hf_name.find("_proj.weight") != std::string::npos;
+}
+
+// The tiny model as a GPTQ/AWQ checkpoint in groups of 32: every layer projection packed but
+// `left_unpacked` (stored as BF16, as a quantizer's skipped module), the rest in BF16. `model`
+// becomes what the table must hold (the packed projections' values the stored form's, rounded to
+// bf16); `stored` gets each packed projection's stored form by HF name.
+std::vector<StTensor> int4_checkpoint(std::vector<Weight>& model, Int4CheckpointFormat format,
+                                      const std::string& left_unpacked,
+                                      std::map<std::string, Int4GroupHost>* stored = nullptr) {
+  std::vector<StTensor> tensors;
+  unsigned seed = 7;
+  for (Weight& w : model) {
+    if (!is_layer_projection(w.hf_name) || w.hf_name == left_unpacked) {
+      tensors.push_back({w.hf_name, "BF16", u64_shape(w.shape), encode_st("BF16", w.values)});
+      continue;
+    }
+    const Int4GroupHost groups =
+        random_groups(static_cast<int>(w.shape[0]), static_cast<int>(w.shape[1]), 32, seed++);
+    w.values = dequantized_bf16_values(groups);
+    add_packed(tensors, w.hf_name.substr(0, w.hf_name.size() - 7), groups, format);
+    if (stored != nullptr) stored->emplace(w.hf_name, groups);
+  }
+  return tensors;
+}
+
+const char* format_name(Int4CheckpointFormat format) { return stage3::int4_checkpoint_format_name(format); }
+
+TEST(ModelWeights, Int4CheckpointsLoadTheirDequantizedWeightsAndKeepTheGroups) {
+  const std::string unpacked = "model.layers.1.self_attn.v_proj.weight";
+  for (const Int4CheckpointFormat format :
+       {Int4CheckpointFormat::gptq_v1, Int4CheckpointFormat::gptq_v2, Int4CheckpointFormat::awq})
+    for (const bool tied : {false, true}) {
+      SCOPED_TRACE(std::string(format_name(format)) + (tied ? ", tied" : ", untied"));
+      ModelConfig config = tiny_config(tied);
+      config.quantization = quantization_of(format, 32);
+      std::vector<Weight> model = tiny_model(config, kQ8Codes, 43u);
+      std::map<std::string, Int4GroupHost> stored;
+      const std::vector<StTensor> tensors = int4_checkpoint(model, format, unpacked, &stored);
+      TempDir dir;
+      const SafetensorsCheckpoint checkpoint(dir.write("model.safetensors", test_support::safetensors_file(tensors)));
+      const ModelWeights plain = load_model_weights(checkpoint, config);
+      expect_table_is(plain, model);
+      const ModelWeights kept = load_model_weights(checkpoint, config, WeightLoadOptions{true});
+      expect_table_is(kept, model);
+      std::size_t kept_count = 0;
+      for (std::size_t l = 0; l < kept.layers.size(); ++l) {
+        const std::string p = "model.layers." + std::to_string(l) + ".";
+        const Int4Layer& g = kept.layers[l].groups;
+        const Int4Layer& none = plain.layers[l].groups;
+        for (const auto& [groups, without, name] :
+             std::vector<std::tuple<const std::optional<Int4GroupHost>*, const std::optional<Int4GroupHost>*, std::string>>{
+                 {&g.q, &none.q, "self_attn.q_proj"}, {&g.k, &none.k, "self_attn.k_proj"},
+                 {&g.v, &none.v, "self_attn.v_proj"}, {&g.o, &none.o, "self_attn.o_proj"},
+                 {&g.gate, &none.gate, "mlp.gate_proj"}, {&g.up, &none.up, "mlp.up_proj"},
+                 {&g.down, &none.down, "mlp.down_proj"}}) {
+          const std::string hf = p + name + ".weight";
+          EXPECT_FALSE(without->has_value()) << hf << ": kept without keep_quantized_blocks";
+          if (hf == unpacked) {
+            EXPECT_FALSE(groups->has_value()) << hf << " is stored in BF16";
+            continue;
+          }
+          ASSERT_TRUE(groups->has_value()) << hf;
+          const Int4GroupHost& want = stored.at(hf);
+          EXPECT_EQ((*groups)->n, want.n) << hf;
+          EXPECT_EQ((*groups)->k, want.k) << hf;
+          EXPECT_EQ((*groups)->group_size, 32) << hf;
+          EXPECT_EQ((*groups)->qweight, want.qweight) << hf;
+          EXPECT_EQ((*groups)->scales, want.scales) << hf;
+          EXPECT_EQ((*groups)->zeros, want.zeros) << hf;
+          ++kept_count;
+        }
+        EXPECT_FALSE(kept.layers[l].blocks.q.has_value()) << "GGUF blocks from a safetensors checkpoint";
+      }
+      EXPECT_EQ(kept_count, 13u);
+      EXPECT_FALSE(kept.output_groups.has_value());
+    }
+}
+
+TEST(ModelWeights, RefusesInt4CheckpointsTheFormCannotHold) {
+  const ModelConfig base = [] {
+    ModelConfig c = tiny_config(false);
+    c.quantization = quantization_of(Int4CheckpointFormat::gptq_v1, 32);
+    return c;
+  }();
+  const std::string down = "model.layers.0.mlp.down_proj";
+  // Loads `tensors` with `config`, returning the error.
+  const auto error = [](const std::vector<StTensor>& tensors, const ModelConfig& config) {
+    TempDir dir;
+    const std::string path = dir.write("model.safetensors", test_support::safetensors_file(tensors));
+    return error_of([&] { load_model_weights(SafetensorsCheckpoint(path), config); });
+  };
+  const auto checkpoint = [&](Int4CheckpointFormat format) {
+    std::vector<Weight> model = tiny_model(base, kQ8Codes, 43u);
+    return int4_checkpoint(model, format, "");
+  };
+  const auto without = [](std::vector<StTensor> tensors, const std::string& name) {
+    tensors.erase(std::remove_if(tensors.begin(), tensors.end(), [&](const StTensor& t) { return t.name == name; }),
+                  tensors.end());
+    return tensors;
+  };
+  const auto find = [](std::vector<StTensor>& tensors, const std::string& name) -> StTensor& {
+    for (StTensor& t : tensors)
+      if (t.name == name) return t;
+    throw std::runtime_error("no tensor " + name);
+  };
+  const std::vector<StTensor> good = checkpoint(Int4CheckpointFormat::gptq_v1);
+  {  // the control: the checkpoint loads
+    TempDir dir;
+    const std::string path = dir.write("model.safetensors", test_support::safetensors_file(good));
+    EXPECT_NO_THROW(load_model_weights(SafetensorsCheckpoint(path), base));
+  }
+
+  ModelConfig unquantized = base;
+  unquantized.quantization.reset();
+  EXPECT_TRUE(contains_all(error(good, unquantized),
+                           {"model.safetensors", "'model.layers.0.self_attn.q_proj.qweight'", "query projection",
+                            "no \"quantization_config\""}));
+
+  std::vector<StTensor> both = good;
+  both.push_back({down + ".weight", "BF16", {64, 96}, std::vector<std::byte>(64 * 96 * 2)});
+  EXPECT_TRUE(contains_all(error(both, base), {down + ".weight", down + ".qweight", "both present"}));
+
+  EXPECT_TRUE(contains_all(error(without(good, down + ".qzeros"), base),
+                           {down + ".qzeros", "is missing", "qweight, qzeros and scales together"}));
+
+  std::vector<StTensor> bf16_scales = good;
+  find(bf16_scales, down + ".scales").dtype = "BF16";
+  EXPECT_TRUE(contains_all(error(bf16_scales, base), {down + ".scales", "is BF16", "stores it as F16"}));
+
+  // AWQ's tensors under a GPTQ config: qweight [K, N / 8] where GPTQ has [K / 8, N].
+  EXPECT_TRUE(contains_all(error(checkpoint(Int4CheckpointFormat::awq), base),
+                           {".qweight'", "has shape [64, 8]", "gptq packing", "[8, 64]"}));
+
+  std::vector<StTensor> act_order = good;
+  std::vector<std::int32_t> shuffled(96);
+  for (int kk = 0; kk < 96; ++kk) shuffled[static_cast<std::size_t>(kk)] = kk % 3;  // desc_act's interleaved groups
+  find(act_order, down + ".g_idx").data = raw_bytes(shuffled);
+  EXPECT_TRUE(contains_all(error(act_order, base), {down, "act-order"}));
+
+  ModelConfig one_group_a_row = base;  // the config says G = K: the file's groups of 32 do not match
+  one_group_a_row.quantization->group_size = -1;
+  EXPECT_TRUE(contains_all(error(good, one_group_a_row), {"q_proj.qzeros'", "has shape [2, 8]", "groups of 64", "[1, 8]"}));
+
+  ModelConfig group_16 = base;  // divides every K, but the layout's chunks take 32, 64 or multiples of 128
+  group_16.quantization->group_size = 16;
+  EXPECT_TRUE(contains_all(error(good, group_16), {"q_proj.qweight'", "group size 16 is not 32, 64 or a multiple of 128"}));
+
+  ModelConfig group_48 = base;
+  group_48.quantization->group_size = 48;
+  EXPECT_TRUE(contains_all(error(good, group_48), {"group_size 48 does not divide in_features 64"}));
+
+  // lm_head packed: 100 outputs are not whole words of 8 zero points.
+  std::vector<StTensor> packed_head = without(good, "lm_head.weight");
+  packed_head.push_back({"lm_head.qweight", "I32", {8, 100}, std::vector<std::byte>(8 * 100 * 4)});
+  packed_head.push_back({"lm_head.qzeros", "I32", {2, 13}, std::vector<std::byte>(2 * 13 * 4)});
+  packed_head.push_back({"lm_head.scales", "F16", {2, 100}, std::vector<std::byte>(2 * 100 * 2)});
+  EXPECT_TRUE(contains_all(error(packed_head, base), {"lm_head.qweight", "100 x 64", "multiples of 8"}));
+
+  // GPTQ v1 stores zero points minus one: a stored 15 is a zero point of 16.
+  std::vector<StTensor> zero_16 = good;
+  std::vector<std::int32_t> fifteens(static_cast<std::size_t>(3 * 64 / 8), static_cast<std::int32_t>(0xFFFFFFFFu));
+  find(zero_16, down + ".qzeros").data = raw_bytes(fifteens);
+  EXPECT_TRUE(contains_all(error(zero_16, base), {down, "is 16"}));
+}
+
 // --- The real model ---------------------------------------------------------------------------
 
 // --- load_model: a path as the programs take it -----------------------------------------------
@@ -874,6 +1118,30 @@ TEST(LoadModel, ReadsAGgufFileAndSaysWhatItDequantized) {
   EXPECT_FALSE(loaded.tokenizer.has_value());
   const std::string notes = loaded.notes.at(0) + " / " + loaded.notes.at(1);
   EXPECT_TRUE(contains_all(notes, {"q8_0 tensors dequantized to bf16", "no tokenizer in the file"})) << notes;
+}
+
+TEST(LoadModel, ReadsAGptqDirectoryAndSaysWhatItUnpacked) {
+  ModelConfig config = tiny_config(false);
+  std::vector<Weight> model = tiny_model(config, kQ8Codes, 41u);
+  TempDir dir;
+  dir.write("model.safetensors",
+            test_support::safetensors_file(int4_checkpoint(model, Int4CheckpointFormat::gptq_v2, "")));
+  dir.write_text("config.json", R"({"model_type": "llama", "hidden_size": 64, "intermediate_size": 96,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100,
+      "max_position_embeddings": 128, "rms_norm_eps": 1e-5, "tie_word_embeddings": false,
+      "quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 32, "desc_act": false,
+                              "sym": false, "checkpoint_format": "gptq_v2"}})");
+  LoadedModel loaded = load_model(dir.root());
+  expect_table_is(loaded.weights, model);
+  ASSERT_EQ(loaded.notes.size(), 2u);
+  EXPECT_TRUE(contains_all(loaded.notes[0], {"14 projections packed in 4-bit gptq", "gptq_v2 packing", "groups of 32",
+                                             "dequantized to bf16 at load"}));
+  EXPECT_TRUE(contains_all(loaded.notes[1], {"no tokenizer.json"}));
+  EXPECT_FALSE(loaded.weights.layers[1].groups.down.has_value());
+  loaded = load_model(dir.root(), WeightLoadOptions{true});
+  ASSERT_EQ(loaded.notes.size(), 3u);
+  EXPECT_TRUE(contains_all(loaded.notes[1], {"14 projections also kept in 4-bit groups"}));
+  EXPECT_TRUE(loaded.weights.layers[1].groups.down.has_value());
 }
 
 TEST(LoadModel, RefusesAPathThatIsNotThere) {

@@ -28,6 +28,20 @@ struct RopeScaling {
   std::int64_t original_max_position_embeddings = 0;
 };
 
+// A checkpoint whose projections are stored as 4-bit weights in groups, each group with a half
+// scale and a 4-bit zero point (config.json's "quantization_config"; GPTQ and AWQ write it). The
+// tensors' packings are kc/stage3/int4_groups.hpp's Int4CheckpointFormat; the loader turns them
+// into the engine's bf16 copy and, when asked, keeps them for the int4 GEMV
+// (kc/engine/model_weights.hpp).
+struct WeightQuantization {
+  std::string method;  // "gptq" or "awq"
+  // How the tensors are packed: "gptq" (GPTQ v1: zero points stored minus one), "gptq_v2" or
+  // "awq" (AWQ's GEMM packing, the only one read).
+  std::string checkpoint_format;
+  std::int64_t group_size = 128;  // weights a group along K; -1: one group a row (G = K)
+  bool desc_act = false;          // GPTQ act-order: refused at load unless g_idx is consecutive
+};
+
 struct ModelConfig {
   std::string architecture;            // "llama"
   std::int64_t hidden_size = 0;        // model width (GGUF: embedding_length)
@@ -48,13 +62,18 @@ struct ModelConfig {
   std::optional<std::int64_t> bos_token_id;
   std::vector<std::int64_t> eos_token_ids;  // config.json may give one id or a list
   std::string dtype;                        // config.json's torch_dtype (or dtype); "" for GGUF
+  // Projections in 4-bit groups (GPTQ/AWQ); none: every weight in a float dtype (or GGUF types).
+  std::optional<WeightQuantization> quantization;
 };
 
 // Reads a Hugging Face config.json. Fields config.json may omit take the defaults of
 // transformers' LlamaConfig: num_key_value_heads = num_attention_heads, rms_norm_eps 1e-6,
-// rope_theta 10000, max_position_embeddings 2048, tie_word_embeddings false. Throws kc::Error
-// naming the file and the field for bad JSON, a missing or mistyped field, an unsupported
-// architecture or RoPE scaling, and anything validate_model_config() refuses.
+// rope_theta 10000, max_position_embeddings 2048, tie_word_embeddings false. A
+// "quantization_config" is read for 4-bit GPTQ ("quant_method" "gptq", "checkpoint_format" "gptq"
+// or "gptq_v2") and AWQ ("awq", "version" "gemm", "zero_point" true); any other method, bit width
+// or packing is refused by name. Throws kc::Error naming the file and the field for bad JSON, a
+// missing or mistyped field, an unsupported architecture, RoPE scaling or quantization, and
+// anything validate_model_config() refuses.
 ModelConfig read_hf_config(const std::string& path);
 // The same from the text of a config.json; `origin` names it in errors.
 ModelConfig parse_hf_config(std::string_view json_text, const std::string& origin);

@@ -29,6 +29,20 @@
 // engine's native path runs decode steps on them: RunnerOptions::native_quantized); the bf16 copy
 // is always made, so a kept model costs bf16's memory plus the blocks'.
 //
+// 4-bit groups (GPTQ and AWQ). A Hugging Face checkpoint whose config.json has a
+// "quantization_config" (ModelConfig::quantization) may store any projection as 4-bit weights in
+// groups along K: in place of <name>.weight, <prefix>.qweight and .qzeros (int32 words), .scales
+// (F16) and, for GPTQ, .g_idx (int32), packed as kc/stage3/int4_groups.hpp describes for the
+// checkpoint_format. Each is unpacked into the stored form w = s (q - z) (a GPTQ act-order g_idx,
+// whose groups are not runs of consecutive k, is refused), dequantized exactly in float and
+// rounded to bf16 for the table; with WeightLoadOptions::keep_quantized_blocks the stored form is
+// kept too (LayerWeights::groups, ModelWeights::output_groups), for the engine's int4 GEMV. The
+// token embedding is never packed; which projections are is read from the tensors themselves (a
+// layer or the lm_head a quantizer left in bf16 has its .weight), so "modules_to_not_convert" needs
+// no reading. A packed tensor without a quantization_config, a group size that does not divide K,
+// N or K not a multiple of 8, scales not in F16, and a projection with both a .weight and a
+// .qweight are refused, naming the tensor.
+//
 // Orientation. GGUF lists a tensor's dims innermost first (ggml's ne[0] is the length of a row),
 // so a GGUF q of dims [hidden, heads * head_dim] is the [heads * head_dim, hidden] matrix above,
 // with the same bytes in the same order. safetensors lists shapes outermost first, as the table.
@@ -65,6 +79,7 @@
 
 #include "kc/engine/ggml_types.hpp"
 #include "kc/engine/model_config.hpp"
+#include "kc/stage3/int4_groups.hpp"
 
 namespace kc::engine {
 
@@ -100,9 +115,16 @@ struct QuantizedLayer {
   std::optional<QuantizedTensor> q, k, v, o, gate, up, down;
 };
 
+// The 4-bit groups of a layer's projections (a GPTQ/AWQ checkpoint's), each present where the
+// checkpoint packs it; [N, K] rows in the table's order.
+struct Int4Layer {
+  std::optional<stage3::Int4GroupHost> q, k, v, o, gate, up, down;
+};
+
 struct LayerWeights {
   HostTensor attn_norm, q, k, v, o, ffn_norm, gate, up, down;
   QuantizedLayer blocks;  // only with WeightLoadOptions::keep_quantized_blocks
+  Int4Layer groups;       // the same
 };
 
 struct ModelWeights {
@@ -114,6 +136,9 @@ struct ModelWeights {
   // The output projection's blocks (lm_head's, or the token embedding's when the model ties them),
   // where it is stored quantized and WeightLoadOptions::keep_quantized_blocks asked for them.
   std::optional<QuantizedTensor> output_blocks;
+  // The untied lm_head's 4-bit groups, where a GPTQ/AWQ checkpoint packs it and
+  // keep_quantized_blocks asked for them.
+  std::optional<stage3::Int4GroupHost> output_groups;
 
   // The output projection: lm_head, or the token embedding when the model ties them.
   const HostTensor& output_projection() const;
@@ -122,7 +147,8 @@ struct ModelWeights {
 struct WeightLoadOptions {
   // Also keep the blocks of every projection (q, k, v, o, gate, up, down and the output
   // projection) that a GGUF file stores as q4_0, q4_1 or q8_0 (LayerWeights::blocks,
-  // ModelWeights::output_blocks). safetensors checkpoints hold no blocks.
+  // ModelWeights::output_blocks), and the 4-bit groups of every projection a GPTQ/AWQ
+  // checkpoint packs (LayerWeights::groups, ModelWeights::output_groups).
   bool keep_quantized_blocks = false;
 };
 
@@ -131,8 +157,9 @@ struct WeightLoadOptions {
 ModelWeights load_model_weights(const GgufFile& file, const ModelConfig& config,
                                 const WeightLoadOptions& options = {});
 // Loads the weights of a Hugging Face checkpoint (one file or shards) whose config.json gave
-// `config`.
-ModelWeights load_model_weights(const SafetensorsCheckpoint& checkpoint, const ModelConfig& config);
+// `config`; its projections may be packed in 4-bit groups (GPTQ/AWQ, above).
+ModelWeights load_model_weights(const SafetensorsCheckpoint& checkpoint, const ModelConfig& config,
+                                const WeightLoadOptions& options = {});
 
 // Float to bf16 bits, rounded to nearest even (NaN stays a quiet NaN of the same sign).
 std::uint16_t float_to_bfloat16(float value);
