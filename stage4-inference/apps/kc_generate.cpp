@@ -16,9 +16,9 @@
 // reads it where it can unless --no-fuse-kernels says otherwise, and the step's kernels launch as
 // programmatic dependents on an sm_90 GPU unless --no-programmatic-launch says otherwise
 // (kc/engine/model_runner.hpp).
-// --native-quantized keeps a GGUF file's q4_0, q4_1 and q8_0 projections as stored beside their
-// bf16 copy and runs the decode steps on them (RunnerOptions::native_quantized); the memory line
-// then gives both sizes.
+// --native-quantized keeps a GGUF file's q4_0, q4_1 and q8_0 projections as stored (and a GPTQ or
+// AWQ checkpoint's 4-bit groups) beside their bf16 copy and runs the decode steps on them
+// (RunnerOptions::native_quantized); the memory line then gives both sizes.
 #include <unistd.h>
 
 #include <chrono>

@@ -51,11 +51,14 @@ std::string layer_piece(std::int64_t layer, const char* what) {
 }
 
 // A projection's blocks in the pool, in the quantized GEMV's prepared layout (quants then scales;
-// quants null: none, or not used: RunnerOptions::native_quantized off).
+// quants null: none, or not used: RunnerOptions::native_quantized off). group_size > 0: 4-bit
+// groups of a GPTQ/AWQ checkpoint in the int4 GEMV's layout (kc/stage3/gemv_int4_args.hpp), run by
+// stage3::int4_gemv; 0: GGUF blocks of `type`, run by stage3::quantized_gemv (and its link).
 struct Blocks {
   const std::uint8_t* quants = nullptr;
   const void* scales = nullptr;
   stage3::GgufBlockType type = stage3::GgufBlockType::q4_0;
+  int group_size = 0;
 };
 
 bool is_gemv_block_type(GgmlType type) {
@@ -64,22 +67,55 @@ bool is_gemv_block_type(GgmlType type) {
 
 // A projection that has blocks: `key` the pool piece of its bf16 copy ("layer 3 q", "layer 3
 // gate_up", "output projection", or "token embedding" when tied), `piece` the blocks' piece.
+// group_size > 0: 4-bit groups (a GPTQ/AWQ checkpoint's), prepared on the host and sent up as
+// they are used; 0: GGUF blocks of `type`, sent up as stored and prepared on the GPU.
 struct BlockPiece {
   std::string key, piece;
   GgmlType type = GgmlType::q4_0;
   std::int64_t rows = 0, k = 0;
+  int group_size = 0;
   std::size_t block_count() const { return static_cast<std::size_t>(rows) * static_cast<std::size_t>(k / 32); }
-  std::size_t bytes() const { return block_count() * ggml_type_info(type).block_bytes; }
+  // The bytes sent up: GGUF blocks as stored; int4 groups prepared.
+  std::size_t bytes() const { return group_size > 0 ? prepared_bytes() : block_count() * ggml_type_info(type).block_bytes; }
   // Its piece in the pool: the blocks prepared for the quantized GEMV (padding included).
   stage3::GgufBlockType gemv_type() const { return static_cast<stage3::GgufBlockType>(static_cast<int>(type)); }
   std::size_t quant_bytes() const {
+    if (group_size > 0) return stage3::int4_prepared_quant_bytes(static_cast<int>(rows), static_cast<int>(k));
     return stage3::quantized_gemv_prepared_quant_bytes(gemv_type(), static_cast<int>(rows), static_cast<int>(k));
   }
   std::size_t prepared_bytes() const {
+    if (group_size > 0)
+      return quant_bytes() + stage3::int4_prepared_scale_bytes(static_cast<int>(rows), static_cast<int>(k), group_size);
     return quant_bytes() +
            stage3::quantized_gemv_prepared_scale_bytes(gemv_type(), static_cast<int>(rows), static_cast<int>(k));
   }
+  // "q4_1", or "int4 g128".
+  std::string type_name() const {
+    return group_size > 0 ? fmt::format("int4 g{}", group_size) : std::string(ggml_type_name(type));
+  }
 };
+
+// The 4-bit groups of `parts` one after the other (gate and up: one [2I, K] weight), or nothing
+// unless every part has groups of one size.
+std::optional<stage3::Int4GroupHost> joined_groups(
+    std::initializer_list<const std::optional<stage3::Int4GroupHost>*> parts) {
+  stage3::Int4GroupHost out;
+  for (const std::optional<stage3::Int4GroupHost>* part : parts) {
+    if (part == nullptr || !part->has_value()) return std::nullopt;
+    const stage3::Int4GroupHost& g = **part;
+    if (out.n == 0) {
+      out.k = g.k;
+      out.group_size = g.group_size;
+    } else if (g.k != out.k || g.group_size != out.group_size) {
+      return std::nullopt;
+    }
+    out.n += g.n;
+    out.qweight.insert(out.qweight.end(), g.qweight.begin(), g.qweight.end());
+    out.scales.insert(out.scales.end(), g.scales.begin(), g.scales.end());
+    out.zeros.insert(out.zeros.end(), g.zeros.begin(), g.zeros.end());
+  }
+  return out;
+}
 
 // The per-step int32 inputs, in one staging buffer and one copy: where each lives in it.
 struct StepInts {
@@ -373,6 +409,18 @@ void ModelRunner::Impl::plan_blocks(const ModelWeights* weights) {
     std::string piece = fmt::format("{} ({} blocks)", key, ggml_type_name(*type));
     block_plan.push_back(BlockPiece{std::move(key), std::move(piece), *type, rows, k_dim});
   };
+  // A checkpoint's 4-bit groups (`parts` one after the other; all of them, of one group size).
+  const auto add_groups = [&](std::string key, std::initializer_list<const std::optional<stage3::Int4GroupHost>*> parts,
+                              std::int64_t rows, std::int64_t k_dim) {
+    int group_size = 0;
+    for (const std::optional<stage3::Int4GroupHost>* part : parts) {
+      if (part == nullptr || !part->has_value() || (group_size != 0 && (*part)->group_size != group_size)) return;
+      group_size = (*part)->group_size;
+    }
+    BlockPiece piece{std::move(key), {}, GgmlType::q4_0, rows, k_dim, group_size};
+    piece.piece = fmt::format("{} ({} blocks)", piece.key, piece.type_name());
+    block_plan.push_back(std::move(piece));
+  };
   const std::int64_t H = c.hidden_size, I = c.intermediate_size;
   for (std::int64_t l = 0; l < c.num_layers; ++l) {
     const QuantizedLayer* kept = weights != nullptr ? &weights->layers[static_cast<std::size_t>(l)].blocks : nullptr;
@@ -384,12 +432,21 @@ void ModelRunner::Impl::plan_blocks(const ModelWeights* weights) {
     const std::optional<GgmlType> gate = type_of(kept ? &kept->gate : nullptr), up = type_of(kept ? &kept->up : nullptr);
     add(layer_piece(l, "gate_up"), gate == up ? gate : std::nullopt, 2 * I, H);
     add(layer_piece(l, "down"), type_of(kept ? &kept->down : nullptr), H, I);
+    if (weights == nullptr) continue;
+    const Int4Layer& groups = weights->layers[static_cast<std::size_t>(l)].groups;
+    add_groups(layer_piece(l, "q"), {&groups.q}, q_width, H);
+    add_groups(layer_piece(l, "k"), {&groups.k}, kv_width, H);
+    add_groups(layer_piece(l, "v"), {&groups.v}, kv_width, H);
+    add_groups(layer_piece(l, "o"), {&groups.o}, H, q_width);
+    add_groups(layer_piece(l, "gate_up"), {&groups.gate, &groups.up}, 2 * I, H);
+    add_groups(layer_piece(l, "down"), {&groups.down}, H, I);
   }
-  add(c.tie_word_embeddings ? "token embedding" : "output projection",
-      type_of(weights != nullptr ? &weights->output_blocks : nullptr), c.vocab_size, H);
+  const char* output_key = c.tie_word_embeddings ? "token embedding" : "output projection";
+  add(output_key, type_of(weights != nullptr ? &weights->output_blocks : nullptr), c.vocab_size, H);
+  if (weights != nullptr) add_groups(output_key, {&weights->output_groups}, c.vocab_size, H);
   for (const BlockPiece& blocks : block_plan)
-    require(blocks.k % stage3::kGgufBlockWeights == 0, "'{}': K = {} is not whole blocks of 32", blocks.piece,
-            blocks.k);
+    require(blocks.group_size > 0 || blocks.k % stage3::kGgufBlockWeights == 0, "'{}': K = {} is not whole blocks of 32",
+            blocks.piece, blocks.k);
   has_blocks = options.native_quantized && !block_plan.empty();
 }
 
@@ -419,9 +476,9 @@ void ModelRunner::Impl::count_weight_bytes() {
     const BlockPiece* kept = options.native_quantized ? find_block_piece(piece.name) : nullptr;
     w.read_per_token += kept != nullptr ? kept->prepared_bytes() : piece.bytes;
   }
-  if (options.native_quantized && !block_plan.empty()) w.block_type = std::string(ggml_type_name(block_plan.front().type));
+  if (options.native_quantized && !block_plan.empty()) w.block_type = block_plan.front().type_name();
   for (const BlockPiece& blocks : block_plan)
-    if (options.native_quantized && blocks.type != block_plan.front().type) w.block_type = "mixed";
+    if (options.native_quantized && blocks.type_name() != w.block_type) w.block_type = "mixed";
 }
 
 void ModelRunner::Impl::upload(const ModelWeights* weights, std::uint64_t seed,
@@ -500,16 +557,38 @@ void ModelRunner::Impl::upload(const ModelWeights* weights, std::uint64_t seed,
   // with native_quantized, prepared for the quantized GEMV into their pool piece.
   std::size_t scratch_bytes = 0;
   if (weights == nullptr || options.native_quantized)
-    for (const BlockPiece& blocks : block_plan) scratch_bytes = std::max(scratch_bytes, blocks.bytes());
+    for (const BlockPiece& blocks : block_plan)
+      if (blocks.group_size == 0) scratch_bytes = std::max(scratch_bytes, blocks.bytes());
   DeviceBuffer<std::uint8_t> scratch(scratch_bytes);
   // A projection's bf16 copy (`parts` one after the other: gate and up), and where block_plan has
   // blocks for it: a file's kept blocks sent up beside it, or random blocks drawn here and the copy
-  // their dequantization. Returns the blocks the steps use (none without native_quantized).
+  // their dequantization; or a checkpoint's 4-bit `groups`, prepared here and sent up. Returns the
+  // blocks the steps use (none without native_quantized).
   auto projection = [&](const std::string& key, std::initializer_list<const HostTensor*> parts,
-                        std::initializer_list<const std::optional<QuantizedTensor>*> kept, bf16* to,
+                        std::initializer_list<const std::optional<QuantizedTensor>*> kept,
+                        std::initializer_list<const std::optional<stage3::Int4GroupHost>*> groups, bf16* to,
                         std::size_t part_elements, std::int64_t fan_in) -> Blocks {
     const BlockPiece* plan = find_block_piece(key);
     std::uint8_t* in_pool = plan != nullptr && options.native_quantized ? pool.get<std::uint8_t>(plan->piece) : nullptr;
+    if (plan != nullptr && plan->group_size > 0) {  // plan_blocks found them in the table: weights != nullptr
+      std::size_t offset = 0;
+      for (const HostTensor* part : parts) {
+        put(part, to, part_elements, fan_in, offset);
+        offset += part_elements;
+      }
+      if (in_pool == nullptr) return Blocks{};
+      const std::optional<stage3::Int4GroupHost> joined = joined_groups(groups);
+      require(joined && joined->n == plan->rows && joined->k == plan->k,
+              "'{}': the kept 4-bit groups are not the projection's {} x {} weight", key, plan->rows, plan->k);
+      const stage3::Int4Prepared prepared = stage3::prepare_int4_groups(joined->view());
+      require(prepared.quants.size() == plan->quant_bytes() &&
+                  prepared.quants.size() + prepared.scales.size() * sizeof(std::uint32_t) == plan->prepared_bytes(),
+              "'{}': the prepared groups hold {} + {} bytes; the piece has {}", key, prepared.quants.size(),
+              prepared.scales.size() * sizeof(std::uint32_t), plan->prepared_bytes());
+      send(prepared.quants.data(), prepared.quants.size(), in_pool);
+      send(prepared.scales.data(), prepared.scales.size() * sizeof(std::uint32_t), in_pool + plan->quant_bytes());
+      return Blocks{in_pool, in_pool + plan->quant_bytes(), stage3::GgufBlockType::q4_0, plan->group_size};
+    }
     if (weights == nullptr && plan != nullptr) {
       draw_gguf_blocks(plan->type, scratch.data(), plan->block_count(), seed * 1000003u + tensor_index++, stream);
       dequantize_gguf_blocks(plan->type, scratch.data(), plan->block_count(), to, stream);
@@ -544,15 +623,16 @@ void ModelRunner::Impl::upload(const ModelWeights* weights, std::uint64_t seed,
   const LayerWeights* w = nullptr;
   embedding = pool.get<bf16>("token embedding");
   const std::optional<QuantizedTensor>* kept_output = weights ? &weights->output_blocks : nullptr;
+  const std::optional<stage3::Int4GroupHost>* output_groups = weights ? &weights->output_groups : nullptr;
   output = embedding;
   if (c.tie_word_embeddings) {  // the embedding is the output projection: its blocks are the output's
     output_blocks = projection("token embedding", {weights ? &weights->token_embedding : nullptr}, {kept_output},
-                               embedding, elements(c.vocab_size, H), -1);
+                               {output_groups}, embedding, elements(c.vocab_size, H), -1);
   } else {
     put(weights ? &weights->token_embedding : nullptr, embedding, elements(c.vocab_size, H), -1);
     output = pool.get<bf16>("output projection");
-    output_blocks = projection("output projection", {weights ? &weights->lm_head : nullptr}, {kept_output}, output,
-                               elements(c.vocab_size, H), H);
+    output_blocks = projection("output projection", {weights ? &weights->lm_head : nullptr}, {kept_output},
+                               {output_groups}, output, elements(c.vocab_size, H), H);
   }
   final_norm = pool.get<bf16>("final norm");
   put(weights ? &weights->final_norm : nullptr, final_norm, elements(H), 0);
@@ -570,22 +650,23 @@ void ModelRunner::Impl::upload(const ModelWeights* weights, std::uint64_t seed,
     layer.gate_up = pool.get<bf16>(layer_piece(l, "gate_up"));
     layer.down = pool.get<bf16>(layer_piece(l, "down"));
     const QuantizedLayer* kept = w ? &w->blocks : nullptr;
+    const Int4Layer* g = w ? &w->groups : nullptr;
     put(w ? &w->attn_norm : nullptr, layer.attn_norm, elements(H), 0);
-    layer.q_blocks = projection(layer_piece(l, "q"), {w ? &w->q : nullptr}, {kept ? &kept->q : nullptr}, layer.q,
-                                elements(q_width, H), H);
-    layer.k_blocks = projection(layer_piece(l, "k"), {w ? &w->k : nullptr}, {kept ? &kept->k : nullptr}, layer.k,
-                                elements(kv_width, H), H);
-    layer.v_blocks = projection(layer_piece(l, "v"), {w ? &w->v : nullptr}, {kept ? &kept->v : nullptr}, layer.v,
-                                elements(kv_width, H), H);
-    layer.o_blocks = projection(layer_piece(l, "o"), {w ? &w->o : nullptr}, {kept ? &kept->o : nullptr}, layer.o,
-                                elements(H, q_width), q_width);
+    layer.q_blocks = projection(layer_piece(l, "q"), {w ? &w->q : nullptr}, {kept ? &kept->q : nullptr},
+                                {g ? &g->q : nullptr}, layer.q, elements(q_width, H), H);
+    layer.k_blocks = projection(layer_piece(l, "k"), {w ? &w->k : nullptr}, {kept ? &kept->k : nullptr},
+                                {g ? &g->k : nullptr}, layer.k, elements(kv_width, H), H);
+    layer.v_blocks = projection(layer_piece(l, "v"), {w ? &w->v : nullptr}, {kept ? &kept->v : nullptr},
+                                {g ? &g->v : nullptr}, layer.v, elements(kv_width, H), H);
+    layer.o_blocks = projection(layer_piece(l, "o"), {w ? &w->o : nullptr}, {kept ? &kept->o : nullptr},
+                                {g ? &g->o : nullptr}, layer.o, elements(H, q_width), q_width);
     put(w ? &w->ffn_norm : nullptr, layer.ffn_norm, elements(H), 0);
     // rows [0, I): gate; rows [I, 2I): up — swiglu's [gate | up], and so their blocks
-    layer.gate_up_blocks =
-        projection(layer_piece(l, "gate_up"), {w ? &w->gate : nullptr, w ? &w->up : nullptr},
-                   {kept ? &kept->gate : nullptr, kept ? &kept->up : nullptr}, layer.gate_up, elements(I, H), H);
+    layer.gate_up_blocks = projection(layer_piece(l, "gate_up"), {w ? &w->gate : nullptr, w ? &w->up : nullptr},
+                                      {kept ? &kept->gate : nullptr, kept ? &kept->up : nullptr},
+                                      {g ? &g->gate : nullptr, g ? &g->up : nullptr}, layer.gate_up, elements(I, H), H);
     layer.down_blocks = projection(layer_piece(l, "down"), {w ? &w->down : nullptr}, {kept ? &kept->down : nullptr},
-                                   layer.down, elements(H, I), I);
+                                   {g ? &g->down : nullptr}, layer.down, elements(H, I), I);
     layer.k_cache = cache + static_cast<std::size_t>(2 * l) * pool_elements;
     layer.v_cache = cache + static_cast<std::size_t>(2 * l + 1) * pool_elements;
     layers.push_back(layer);
@@ -666,6 +747,22 @@ void ModelRunner::Impl::project(const char* role, const bf16* a, const bf16* w, 
     gemm_into(role, a, w, c, m, n, k_dim);
     return;
   }
+  if (blocks.group_size > 0) {  // a checkpoint's 4-bit groups
+    stage3::Int4GemvArgs args;
+    args.m = static_cast<int>(m);
+    args.n = static_cast<int>(n);
+    args.k = static_cast<int>(k_dim);
+    args.group_size = blocks.group_size;
+    args.x = a;
+    args.quants = blocks.quants;  // prepared at load (prepare_int4_groups)
+    args.scales = static_cast<const std::uint32_t*>(blocks.scales);
+    args.y = c;
+    const stage3::Int4GemvKernel kernel = stage3::int4_gemv(args, stream);
+    if (quantized_noted.insert(role).second)  // formatted once per role
+      note(fmt::format("projection {}, int4 g{} groups (first at M = {})", role, blocks.group_size, m),
+           stage3::int4_gemv_kernel_name(kernel));
+    return;
+  }
   stage3::QuantizedGemvArgs args;
   args.type = blocks.type;
   args.quants = blocks.quants;  // prepared at load (quantized_gemv_prepare)
@@ -713,8 +810,10 @@ void ModelRunner::Impl::link_project(const char* what, const bf16* x, stage3::Gg
 
 bool ModelRunner::Impl::native_links_fit(std::int64_t tokens) const {
   const int m = static_cast<int>(tokens);
+  // No link runs 4-bit groups: a native step with any runs unfused.
   const auto fits = [&](const Blocks& blocks, std::int64_t k_dim) {
-    return blocks.quants == nullptr || stage3::quantized_gemv_link_runs(blocks.type, m, static_cast<int>(k_dim));
+    return blocks.quants == nullptr ||
+           (blocks.group_size == 0 && stage3::quantized_gemv_link_runs(blocks.type, m, static_cast<int>(k_dim)));
   };
   const std::int64_t H = config.hidden_size, I = config.intermediate_size;
   for (const Layer& layer : layers) {

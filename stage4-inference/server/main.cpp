@@ -13,7 +13,8 @@
 // (kc/engine/published_configs.hpp) with random weights drawn on the GPU and the vocabulary of
 // the --tokenizer given (its size replaces the configuration's): load tests of a model's shape
 // without its checkpoint; the text is noise. --native-quantized runs a GGUF file's q4_0, q4_1 and
-// q8_0 projections on their blocks at decode (RunnerOptions::native_quantized). The tokenizer and the chat template come from the model (GGUF:
+// q8_0 projections on their blocks (and a GPTQ/AWQ checkpoint's on its 4-bit groups) at decode
+// (RunnerOptions::native_quantized). The tokenizer and the chat template come from the model (GGUF:
 // tokenizer.ggml.* and tokenizer.chat_template; a directory: tokenizer.json and
 // tokenizer_config.json) or, with --fake-model, from a tokenizer.json, which carries no template:
 // then chat uses plain ChatML unless --chat-template names a file with one. A template the engine

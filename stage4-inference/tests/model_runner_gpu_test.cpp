@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <optional>
 #include <random>
@@ -799,26 +800,39 @@ std::vector<float> chunked_then_decoded(ModelRunner& runner, const std::vector<s
   return all;
 }
 
-// The bounds are those of the bf16 path: the blocks differ from the double model's weights (their
+// `weights` through chunked_then_decoded with native_quantized off and then on (fused kernels, the
+// default: a native step runs fused where a link takes it), each against the double model;
+// `check(runner, native)` looks at what ran; then the native logits against the dequantized ones.
+// The bounds are those of the bf16 path: quantized weights differ from the double model's (their
 // bf16 copy) by at most half a bf16 step each, far inside the rounding of the activations.
+void expect_native_matches_dequantized(const Case& c, const ModelWeights& weights, const std::vector<std::int32_t>& ids,
+                                       const std::string& name,
+                                       const std::function<void(const ModelRunner&, bool native)>& check) {
+  const std::vector<double> reference = reference_logits(weights, ids);
+  std::vector<float> logits[2];
+  for (int native = 0; native < 2; ++native) {
+    RunnerOptions options = small_runner();
+    options.fuse_kernels = true;
+    options.native_quantized = native == 1;
+    ModelRunner runner(weights, options);
+    logits[native] = chunked_then_decoded(runner, ids);
+    Comparison versus_double;
+    compare(logits[native], reference, c.vocab, static_cast<std::int64_t>(ids.size()), 0, versus_double);
+    expect_close(versus_double, name + (native ? ", native" : ", dequantized"));
+    check(runner, native == 1);
+  }
+  const std::vector<double> dequantized(logits[0].begin(), logits[0].end());
+  Comparison paths;
+  compare(logits[1], dequantized, c.vocab, static_cast<std::int64_t>(ids.size()), 0, paths);
+  expect_close(paths, name + ", native against dequantized");
+}
+
 TEST(ModelRunner, NativeQuantizedStepsMatchTheDequantizedPathAndTheDoubleModel) {
   KC_SKIP_WITHOUT_GPU();
   for (const Case& c : kCases)
     for (const GgmlType type : {GgmlType::q4_1, GgmlType::q4_0, GgmlType::q8_0}) {
       const std::string name = fmt::format("{}, {}", c.name, ggml_type_name(type));
-      const ModelWeights weights = quantized_case_weights(c, 21, type);
-      const std::vector<std::int32_t> ids = random_ids(77, c.vocab, 8);
-      const std::vector<double> reference = reference_logits(weights, ids);
-      std::vector<float> logits[2];
-      for (int native = 0; native < 2; ++native) {
-        RunnerOptions options = small_runner();
-        options.fuse_kernels = true;  // the default: a native step runs fused where rung 07 takes it
-        options.native_quantized = native == 1;
-        ModelRunner runner(weights, options);
-        logits[native] = chunked_then_decoded(runner, ids);
-        Comparison versus_double;
-        compare(logits[native], reference, c.vocab, static_cast<std::int64_t>(ids.size()), 0, versus_double);
-        expect_close(versus_double, name + (native ? ", native" : ", dequantized"));
+      const auto check = [&](const ModelRunner& runner, bool native) {
         const auto& used = runner.kernels_used();
         // The layers' projections run fused on the blocks (rung 07, "… (the RMSNorm inside)"; rung
         // 08 takes only one row) where the link takes 7 rows; the output projection of
@@ -827,7 +841,7 @@ TEST(ModelRunner, NativeQuantizedStepsMatchTheDequantizedPathAndTheDoubleModel) 
         const bool linked = kc::stage3::quantized_gemv_link_runs(gemv_type, 7, static_cast<int>(c.intermediate));
         for (const char* role : {"q", "k", "v", "o", "gate_up", "down", "output"}) {
           const std::string key = fmt::format("projection {}, {} blocks (first at M = 7)", role, ggml_type_name(type));
-          if (native == 1) {
+          if (native) {
             ASSERT_EQ(used.count(key), 1u) << name << ": " << key;
             const std::string expected(
                 linked && std::string_view(role) != "output"
@@ -838,7 +852,7 @@ TEST(ModelRunner, NativeQuantizedStepsMatchTheDequantizedPathAndTheDoubleModel) 
             EXPECT_EQ(used.count(key), 0u) << name << ": the dequantized path ran on blocks";
           }
         }
-        if (native == 1) {
+        if (native) {
           EXPECT_GT(runner.weight_bytes().blocks, 0u) << name;
           EXPECT_LT(runner.weight_bytes().read_per_token, runner.weight_bytes().bf16) << name;
           EXPECT_EQ(runner.weight_bytes().block_type, ggml_type_name(type)) << name;
@@ -846,12 +860,9 @@ TEST(ModelRunner, NativeQuantizedStepsMatchTheDequantizedPathAndTheDoubleModel) 
         } else {
           EXPECT_EQ(runner.weight_bytes().blocks, 0u) << name << ": blocks in the pool without native_quantized";
         }
-      }
-      // The two paths against each other: the same bounds, the dequantized logits as the reference.
-      const std::vector<double> dequantized(logits[0].begin(), logits[0].end());
-      Comparison paths;
-      compare(logits[1], dequantized, c.vocab, static_cast<std::int64_t>(ids.size()), 0, paths);
-      expect_close(paths, name + ", native against dequantized");
+      };
+      expect_native_matches_dequantized(c, quantized_case_weights(c, 21, type), random_ids(77, c.vocab, 8), name,
+                                        check);
     }
 }
 
@@ -1001,6 +1012,101 @@ TEST(ModelRunner, RandomBlocksAreValidAndTheirBf16CopyIsTheirDequantization) {
   for (const float v : logits) ASSERT_TRUE(std::isfinite(v));
   EXPECT_EQ(runner.kernels_used().count("projection q, q4_1 blocks (first at M = 7)"), 1u);
   EXPECT_EQ(runner.kernels_used().count("projection output, q4_1 blocks (first at M = 7)"), 1u);
+}
+
+// ---- native 4-bit groups (a GPTQ/AWQ checkpoint's, kept with keep_quantized_blocks) -------------
+
+// A case's weights as a GPTQ/AWQ checkpoint loads with keep_quantized_blocks: every projection and
+// the output projection (the embedding, when tied) quantized into groups of `group_size` by the
+// host quantizer, the bf16 copy their dequantization (s (q - z) exactly, then rounded to bf16).
+ModelWeights int4_case_weights(const Case& c, std::uint64_t seed, int group_size) {
+  ModelWeights w = case_weights(c, seed);
+  const auto keep = [&](HostTensor& copy, std::optional<stage3::Int4GroupHost>& groups) {
+    std::vector<float> values(copy.data.size());
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = bfloat16_to_float(copy.data[i]);
+    groups = stage3::quantize_int4_groups_on_host(values.data(), static_cast<int>(copy.shape[0]),
+                                                  static_cast<int>(copy.shape[1]), group_size);
+    const std::vector<float> dequantized = stage3::dequantize_int4_groups_to_float(groups->view());
+    for (std::size_t i = 0; i < values.size(); ++i) copy.data[i] = float_to_bfloat16(dequantized[i]);
+  };
+  for (LayerWeights& layer : w.layers) {
+    keep(layer.q, layer.groups.q);
+    keep(layer.k, layer.groups.k);
+    keep(layer.v, layer.groups.v);
+    keep(layer.o, layer.groups.o);
+    keep(layer.gate, layer.groups.gate);
+    keep(layer.up, layer.groups.up);
+    keep(layer.down, layer.groups.down);
+  }
+  keep(c.tied ? w.token_embedding : w.lm_head, w.output_groups);
+  return w;
+}
+
+// A native step with groups runs unfused (no link takes them): the stage-2 norms, then
+// stage3::int4_gemv for every projection.
+TEST(ModelRunner, NativeInt4StepsMatchTheDequantizedPathAndTheDoubleModel) {
+  KC_SKIP_WITHOUT_GPU();
+  for (const Case& c : kCases)
+    for (const int group_size : {128, 32}) {
+      const std::string name = fmt::format("{}, int4 g{}", c.name, group_size);
+      const auto check = [&](const ModelRunner& runner, bool native) {
+        const auto& used = runner.kernels_used();
+        for (const char* role : {"q", "k", "v", "o", "gate_up", "down", "output"}) {
+          const std::string key = fmt::format("projection {}, int4 g{} groups (first at M = 7)", role, group_size);
+          if (native) {
+            ASSERT_EQ(used.count(key), 1u) << name << ": " << key;
+            EXPECT_EQ(used.at(key), stage3::int4_gemv_kernel_name(stage3::int4_gemv_kernel(7))) << name << ": " << key;
+          } else {
+            EXPECT_EQ(used.count(key), 0u) << name << ": the dequantized path ran on groups";
+          }
+        }
+        if (native) {
+          const std::string type = fmt::format("int4 g{}", group_size);
+          EXPECT_LT(runner.weight_bytes().read_per_token, runner.weight_bytes().bf16) << name;
+          EXPECT_EQ(runner.weight_bytes().block_type, type) << name;
+          // The pool's piece is the prepared layout: N padded to 16 rows, K to 128.
+          const int kv = static_cast<int>(c.kv_heads * (c.hidden / c.heads)), hidden = static_cast<int>(c.hidden);
+          EXPECT_EQ(runner.pool().piece(fmt::format("layer 0 k ({} blocks)", type)).bytes,
+                    stage3::int4_prepared_quant_bytes(kv, hidden) +
+                        stage3::int4_prepared_scale_bytes(kv, hidden, group_size))
+              << name;
+        } else {
+          EXPECT_EQ(runner.weight_bytes().blocks, 0u) << name << ": groups in the pool without native_quantized";
+        }
+      };
+      expect_native_matches_dequantized(c, int4_case_weights(c, 24, group_size), random_ids(77, c.vocab, 10), name,
+                                        check);
+    }
+}
+
+// The negative control: the down projection's groups with their rows reversed (the bf16 copy left
+// as it was) must fail the comparison — the native steps read the groups, not the copy.
+TEST(ModelRunner, NativeInt4GroupsInTheWrongRowOrderFailTheComparison) {
+  KC_SKIP_WITHOUT_GPU();
+  const Case& c = kCases[2];
+  ModelWeights weights = int4_case_weights(c, 25, 128);
+  const std::vector<std::int32_t> ids = random_ids(77, c.vocab, 11);
+  const std::vector<double> reference = reference_logits(weights, ids);
+  for (LayerWeights& layer : weights.layers) {
+    stage3::Int4GroupHost& down = *layer.groups.down;
+    const std::size_t row_bytes = static_cast<std::size_t>(down.k / 2), row_groups = static_cast<std::size_t>(down.k / down.group_size);
+    const std::size_t rows = static_cast<std::size_t>(down.n);
+    stage3::Int4GroupHost reversed = down;
+    for (std::size_t r = 0; r < rows; ++r) {
+      std::memcpy(reversed.qweight.data() + r * row_bytes, down.qweight.data() + (rows - 1 - r) * row_bytes, row_bytes);
+      std::memcpy(reversed.scales.data() + r * row_groups, down.scales.data() + (rows - 1 - r) * row_groups,
+                  row_groups * sizeof(std::uint16_t));
+      std::memcpy(reversed.zeros.data() + r * row_groups, down.zeros.data() + (rows - 1 - r) * row_groups, row_groups);
+    }
+    down = std::move(reversed);
+  }
+  RunnerOptions options = small_runner();
+  options.native_quantized = true;
+  ModelRunner runner(weights, options);
+  Comparison wrong;
+  compare(chunked_then_decoded(runner, ids), reference, c.vocab, static_cast<std::int64_t>(ids.size()), 0, wrong);
+  EXPECT_GT(wrong.worst, kLogitTolerance) << "groups in the wrong row order passed the comparison";
+  std::printf("down groups in reverse row order: worst logit error %.3f of the row RMS\n", wrong.worst);
 }
 
 }  // namespace

@@ -50,8 +50,11 @@
 // Quantized weights (RunnerOptions::native_quantized, off by default): projections that come with
 // their GGUF blocks (q4_0, q4_1, q8_0) also keep them in the pool, and steps of at most 16 tokens
 // run those projections through kc::stage3::quantized_gemv on the blocks; longer steps (prefill)
-// run the bf16 copy, which is kept too in this first version (both in the pool). Without the
-// option a quantized file runs dequantized to bf16.
+// run the bf16 copy, which is kept too in this first version (both in the pool). Projections that
+// come with a GPTQ/AWQ checkpoint's 4-bit groups (LayerWeights::groups) keep them in the pool in
+// the int4 GEMV's layout (prepared on the host at load) and run through kc::stage3::int4_gemv the
+// same way, unfused (no link rung takes them). Without the option a quantized file runs
+// dequantized to bf16.
 //
 // Not yet: fused kernels of the engine's own. Each step synchronizes its stream once, to read the
 // sampled tokens.
@@ -194,7 +197,7 @@ class ModelRunner final : public ModelExecutor {
   const DevicePool& pool() const;
   // The weights in the pool, in bytes: the bf16 copy of every weight (embedding, norms,
   // projections); the quantized blocks kept beside it (RunnerOptions::native_quantized), and
-  // their type ("q4_1"; empty without blocks); what a decode step of one token reads of them: every
+  // their type ("q4_1", "int4 g128"; empty without blocks); what a decode step of one token reads of them: every
   // weight once, the embedding only where it is also the output projection (a step reads one row
   // of it otherwise), a projection's blocks instead of its bf16 copy where a step of one token
   // runs it on its blocks.
