@@ -21,7 +21,9 @@
 // RunnerOptions::one_launch_mlp), after a
 // warm-up that runs every batch size once. Quantized weights: --quantized q4_0|q4_1|q8_0 draws the published shapes'
 // projections as random blocks of that type (their bf16 copy the blocks' dequantization; a GGUF
-// --model keeps its own blocks), and --native-quantized on|off|both runs the decode steps on the
+// --model keeps its own blocks), --quantized int4-gN (N = 32, 64 or a multiple of 128) as bf16
+// quantized on the GPU into 4-bit groups of N (as a GPTQ/AWQ checkpoint, whose --model keeps its
+// own groups, loads), and --native-quantized on|off|both runs the decode steps on the
 // blocks (RunnerOptions::native_quantized) or on the dequantized copy, so one run gives both rows of
 // the same weights:
 //   decode      one request, a prompt of C random tokens, then --decode-tokens tokens; tok/s over
@@ -85,7 +87,7 @@ constexpr const char* kUsage =
     "                       [--rope-in-attention on|off|both] [--decode-rope-rung 08,07,06|both]\n"
     "                       [--one-launch-mlp off|on|both]\n"
     "                       [--max-model-len 8448] [--kv-fraction 0.6] [--decode-min-split-keys 128]\n"
-    "                       [--quantized q4_0|q4_1|q8_0] [--native-quantized on|off|both]\n"
+    "                       [--quantized q4_0|q4_1|q8_0|int4-gN] [--native-quantized on|off|both]\n"
     "                       [--peers hf.json[,llama.json]]\n"
     "                       [--markdown DIR]\n"
     "  NAME: smollm2-135m, llama-3.2-1b, llama-3.1-8b (published shapes, random weights)\n";
@@ -95,7 +97,7 @@ struct Args {
   std::string programmatic_launch = "on", rope_in_attention = "on", one_launch_mlp = "off";
   std::string decode_attention = "early";  // RunnerOptions::decode_attention: early, fused, mma, cuda-cores
   std::string decode_rope_rung = "08";     // RunnerOptions::decode_rope_rung: 08, 07, 06 or both
-  std::string quantized;                 // "": bf16 random weights; q4_0, q4_1, q8_0: random blocks
+  std::string quantized;                 // "": bf16 random weights; q4_0, q4_1, q8_0: random blocks; int4-gN
   std::string native_quantized = "off";  // on, off or both (RunnerOptions::native_quantized)
   int decode_min_split_keys = kc::engine::RunnerOptions{}.decode_min_keys_per_split;
   std::uint64_t seed = 1;
@@ -390,7 +392,27 @@ std::string loaded_block_type(const kc::engine::LoadedModel& model) {
                                &layer.blocks.up, &layer.blocks.down})
       see(*blocks);
   see(model.weights.output_blocks);
+  const auto see_groups = [&](const std::optional<kc::stage3::Int4GroupHost>& groups) {
+    if (!groups) return;
+    const std::string name = fmt::format("int4 g{}", groups->group_size);
+    type = type.empty() || type == name ? name : "mixed";
+  };
+  for (const kc::engine::LayerWeights& layer : model.weights.layers)
+    for (const auto* groups : {&layer.groups.q, &layer.groups.k, &layer.groups.v, &layer.groups.o, &layer.groups.gate,
+                               &layer.groups.up, &layer.groups.down})
+      see_groups(*groups);
+  see_groups(model.weights.output_groups);
   return type;
+}
+
+// N of --quantized int4-gN where N is a group size the int4 layout takes, else 0.
+int int4_group_size_of(const std::string& quantized) {
+  constexpr std::string_view kPrefix = "int4-g";
+  if (quantized.size() <= kPrefix.size() || quantized.compare(0, kPrefix.size(), kPrefix) != 0) return 0;
+  const std::string digits = quantized.substr(kPrefix.size());
+  if (digits.size() > 5 || digits.find_first_not_of("0123456789") != std::string::npos) return 0;
+  const int size = std::stoi(digits);
+  return kc::stage3::int4_group_size_supported(size) ? size : 0;
 }
 
 std::string fixed(double value, int digits) { return fmt::format("{:.{}f}", value, digits); }
@@ -632,9 +654,11 @@ int run(int argc, char** argv) {
               "--rope-in-attention: '{}' is not both, on or off", args.rope_in_attention);
   kc::require(args.one_launch_mlp == "both" || args.one_launch_mlp == "on" || args.one_launch_mlp == "off",
               "--one-launch-mlp: '{}' is not both, on or off", args.one_launch_mlp);
+  const int int4_group_size = int4_group_size_of(args.quantized);
   kc::require(args.quantized.empty() || args.quantized == "q4_0" || args.quantized == "q4_1" ||
-                  args.quantized == "q8_0",
-              "--quantized: '{}' is not q4_0, q4_1 or q8_0", args.quantized);
+                  args.quantized == "q8_0" || int4_group_size > 0,
+              "--quantized: '{}' is not q4_0, q4_1, q8_0 or int4-gN (N = 32, 64 or a multiple of 128)",
+              args.quantized);
   kc::require(args.native_quantized == "both" || args.native_quantized == "on" || args.native_quantized == "off",
               "--native-quantized: '{}' is not both, on or off", args.native_quantized);
   kc::require(args.decode_tokens >= 2 && args.concurrency_tokens >= 1 && args.concurrency_prompt >= 1,
@@ -717,10 +741,11 @@ int run(int argc, char** argv) {
       options.max_model_len = std::min(args.max_model_len, config.max_position_embeddings);
       std::unique_ptr<kc::engine::ModelRunner> runner =
           loaded ? std::make_unique<kc::engine::ModelRunner>(loaded->weights, options, loaded->rope_freq_factors)
-                 : std::make_unique<kc::engine::ModelRunner>(config, options, args.seed, random_type);
+                 : std::make_unique<kc::engine::ModelRunner>(config, options, args.seed, random_type, int4_group_size);
       const kc::engine::ModelRunner::WeightBytes& bytes = runner->weight_bytes();
       std::string blocks = bytes.block_type;  // the blocks' type, also when they stay on the host
       if (blocks.empty() && !loaded && random_type != kc::engine::GgmlType::bf16) blocks = args.quantized;
+      if (blocks.empty() && !loaded && int4_group_size > 0) blocks = fmt::format("int4 g{}", int4_group_size);
       if (blocks.empty() && loaded && !native) blocks = loaded_block_type(*loaded);
       const std::string decode_note = decode_attention_note(decode_rung, rope_rung, rope_in, fuse);
       std::printf("%s, %s%s%s%s%s%s%s: %.0f MiB of bf16 weights%s, %.0f MiB read a decode token\n", name.c_str(),

@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 #include <string_view>
+#include <tuple>
 #include <utility>
 
 #include "kc/common/buffer.hpp"
@@ -25,12 +26,14 @@
 #include "kc/engine/gguf_blocks.hpp"
 #include "kc/engine/gpu_sampler.hpp"
 #include "kc/engine/graph_buckets.hpp"
+#include "kc/engine/int4_groups_gpu.hpp"
 #include "kc/engine/rope_table.hpp"
 #include "kc/engine/sampling.hpp"
 #include "kc/stage2/embedding.hpp"
 #include "kc/stage2/ops.hpp"
 #include "kc/stage3/attention_ops.hpp"
 #include "kc/stage3/gemm.hpp"
+#include "kc/stage3/quantize_int4.hpp"
 #include "kc/stage3/quantized_gemv.hpp"
 
 namespace kc::engine {
@@ -89,6 +92,11 @@ struct BlockPiece {
     return quant_bytes() +
            stage3::quantized_gemv_prepared_scale_bytes(gemv_type(), static_cast<int>(rows), static_cast<int>(k));
   }
+  // A random model's groups as stored (qweight, half scales, zero bytes; each from a 16-byte
+  // boundary): what the GPU quantizer writes into the scratch buffer before the prepare.
+  std::size_t stored_qweight_bytes() const { return (static_cast<std::size_t>(rows) * static_cast<std::size_t>(k / 2) + 15) / 16 * 16; }
+  std::size_t stored_entries() const { return static_cast<std::size_t>(rows) * static_cast<std::size_t>(k / group_size); }
+  std::size_t stored_bytes() const { return stored_qweight_bytes() + (stored_entries() * 2 + 15) / 16 * 16 + stored_entries(); }
   // "q4_1", or "int4 g128".
   std::string type_name() const {
     return group_size > 0 ? fmt::format("int4 g{}", group_size) : std::string(ggml_type_name(type));
@@ -180,14 +188,18 @@ struct ModelRunner::Impl {
   // pool with native_quantized.
   std::vector<BlockPiece> block_plan;
   GgmlType random_type = GgmlType::bf16;
+  int random_group_size = 0;  // > 0: random projections in 4-bit groups of this size
   Blocks output_blocks;
   bool has_blocks = false;  // some projection runs on its blocks in a native step
   ModelRunner::WeightBytes weight_bytes;
 
   // weights == nullptr: random weights from `seed` (the benchmark constructor), projections drawn
   // as blocks of `projection_type` when it is q4_0, q4_1 or q8_0.
+  // random_int4_group_size > 0 (weights == nullptr, projection_type bf16): the projections drawn
+  // as bf16, quantized on the GPU into 4-bit groups of that size, the copy their dequantization.
   Impl(const ModelConfig& model_config, const ModelWeights* weights, std::uint64_t seed, const RunnerOptions& opts,
-       const std::vector<float>& freq_factors, GgmlType projection_type = GgmlType::bf16);
+       const std::vector<float>& freq_factors, GgmlType projection_type = GgmlType::bf16,
+       int random_int4_group_size = 0);
   ~Impl() {
     for (auto& [bucket, exec] : graphs) cudaGraphExecDestroy(exec);
     if (stream != nullptr) cudaStreamDestroy(stream);
@@ -328,8 +340,9 @@ PoolLayout ModelRunner::Impl::layout(std::int64_t num_blocks) const {
 }
 
 ModelRunner::Impl::Impl(const ModelConfig& model_config, const ModelWeights* weights, std::uint64_t seed,
-                        const RunnerOptions& opts, const std::vector<float>& freq_factors, GgmlType projection_type)
-    : config(model_config), options(opts), random_type(projection_type) {
+                        const RunnerOptions& opts, const std::vector<float>& freq_factors, GgmlType projection_type,
+                        int random_int4_group_size)
+    : config(model_config), options(opts), random_type(projection_type), random_group_size(random_int4_group_size) {
   const ModelConfig& c = config;
   require(c.head_dim == 64 || c.head_dim == 128,
           "the model's head_dim is {}; the attention kernels are compiled for 64 and 128", c.head_dim);
@@ -358,6 +371,8 @@ ModelRunner::Impl::Impl(const ModelConfig& model_config, const ModelWeights* wei
   require(random_type == GgmlType::bf16 || is_gemv_block_type(random_type),
           "random weights in {}: the projections are drawn as bf16 or as q4_0, q4_1 or q8_0 blocks",
           ggml_type_name(random_type));
+  require(random_group_size == 0 || (weights == nullptr && random_type == GgmlType::bf16),
+          "random 4-bit groups: a random model (no weights) whose projections are not drawn as blocks");
   plan_blocks(weights);
 
   std::int64_t num_blocks = options.num_blocks;
@@ -421,6 +436,15 @@ void ModelRunner::Impl::plan_blocks(const ModelWeights* weights) {
     piece.piece = fmt::format("{} ({} blocks)", piece.key, piece.type_name());
     block_plan.push_back(std::move(piece));
   };
+  // A random model's projection in groups of random_group_size (none when it is 0).
+  const auto add_random_groups = [&](std::string key, std::int64_t rows, std::int64_t k_dim) {
+    if (random_group_size == 0) return;
+    stage3::check_int4_group_shape(rows, k_dim, random_group_size,
+                                   fmt::format("random 4-bit groups of '{}'", key).c_str());
+    BlockPiece piece{std::move(key), {}, GgmlType::q4_0, rows, k_dim, random_group_size};
+    piece.piece = fmt::format("{} ({} blocks)", piece.key, piece.type_name());
+    block_plan.push_back(std::move(piece));
+  };
   const std::int64_t H = c.hidden_size, I = c.intermediate_size;
   for (std::int64_t l = 0; l < c.num_layers; ++l) {
     const QuantizedLayer* kept = weights != nullptr ? &weights->layers[static_cast<std::size_t>(l)].blocks : nullptr;
@@ -432,7 +456,16 @@ void ModelRunner::Impl::plan_blocks(const ModelWeights* weights) {
     const std::optional<GgmlType> gate = type_of(kept ? &kept->gate : nullptr), up = type_of(kept ? &kept->up : nullptr);
     add(layer_piece(l, "gate_up"), gate == up ? gate : std::nullopt, 2 * I, H);
     add(layer_piece(l, "down"), type_of(kept ? &kept->down : nullptr), H, I);
-    if (weights == nullptr) continue;
+    if (weights == nullptr) {
+      for (const auto& [piece, rows, k_dim] : {std::tuple<const char*, std::int64_t, std::int64_t>{"q", q_width, H},
+                                               {"k", kv_width, H},
+                                               {"v", kv_width, H},
+                                               {"o", H, q_width},
+                                               {"gate_up", 2 * I, H},
+                                               {"down", H, I}})
+        add_random_groups(layer_piece(l, piece), rows, k_dim);
+      continue;
+    }
     const Int4Layer& groups = weights->layers[static_cast<std::size_t>(l)].groups;
     add_groups(layer_piece(l, "q"), {&groups.q}, q_width, H);
     add_groups(layer_piece(l, "k"), {&groups.k}, kv_width, H);
@@ -444,6 +477,7 @@ void ModelRunner::Impl::plan_blocks(const ModelWeights* weights) {
   const char* output_key = c.tie_word_embeddings ? "token embedding" : "output projection";
   add(output_key, type_of(weights != nullptr ? &weights->output_blocks : nullptr), c.vocab_size, H);
   if (weights != nullptr) add_groups(output_key, {&weights->output_groups}, c.vocab_size, H);
+  if (weights == nullptr) add_random_groups(output_key, c.vocab_size, H);
   for (const BlockPiece& blocks : block_plan)
     require(blocks.group_size > 0 || blocks.k % stage3::kGgufBlockWeights == 0, "'{}': K = {} is not whole blocks of 32",
             blocks.piece, blocks.k);
@@ -558,7 +592,9 @@ void ModelRunner::Impl::upload(const ModelWeights* weights, std::uint64_t seed,
   std::size_t scratch_bytes = 0;
   if (weights == nullptr || options.native_quantized)
     for (const BlockPiece& blocks : block_plan)
-      if (blocks.group_size == 0) scratch_bytes = std::max(scratch_bytes, blocks.bytes());
+      scratch_bytes = std::max(scratch_bytes, blocks.group_size == 0 ? blocks.bytes()
+                                              : weights == nullptr    ? blocks.stored_bytes()
+                                                                      : 0);
   DeviceBuffer<std::uint8_t> scratch(scratch_bytes);
   // A projection's bf16 copy (`parts` one after the other: gate and up), and where block_plan has
   // blocks for it: a file's kept blocks sent up beside it, or random blocks drawn here and the copy
@@ -570,7 +606,36 @@ void ModelRunner::Impl::upload(const ModelWeights* weights, std::uint64_t seed,
                         std::size_t part_elements, std::int64_t fan_in) -> Blocks {
     const BlockPiece* plan = find_block_piece(key);
     std::uint8_t* in_pool = plan != nullptr && options.native_quantized ? pool.get<std::uint8_t>(plan->piece) : nullptr;
-    if (plan != nullptr && plan->group_size > 0) {  // plan_blocks found them in the table: weights != nullptr
+    if (plan != nullptr && plan->group_size > 0 && weights == nullptr) {
+      // Random groups: drawn as bf16 into the copy, quantized on the GPU into the scratch buffer,
+      // the copy overwritten by their dequantization, and prepared into the pool.
+      for (std::size_t offset = 0; offset < static_cast<std::size_t>(plan->rows * plan->k); offset += part_elements)
+        draw(to + offset, part_elements, fan_in);
+      stage3::QuantizeInt4Args quantize;
+      quantize.rows = plan->rows;
+      quantize.k = static_cast<int>(plan->k);
+      quantize.group_size = plan->group_size;
+      quantize.x = to;
+      quantize.qweight = scratch.data();
+      quantize.scales = reinterpret_cast<std::uint16_t*>(scratch.data() + plan->stored_qweight_bytes());
+      quantize.zeros = scratch.data() + plan->stored_bytes() - plan->stored_entries();
+      stage3::quantize_int4_groups(quantize, stream);
+      stage3::Int4GroupWeights stored;
+      stored.qweight = quantize.qweight;
+      stored.scales = quantize.scales;
+      stored.zeros = quantize.zeros;
+      stored.n = static_cast<int>(plan->rows);
+      stored.k = static_cast<int>(plan->k);
+      stored.group_size = plan->group_size;
+      dequantize_int4_groups_on_device(stored, to, stream);
+      if (in_pool != nullptr)
+        stage3::prepare_int4_groups_on_device(stored, in_pool, reinterpret_cast<std::uint32_t*>(in_pool + plan->quant_bytes()),
+                                              stream);
+      KC_CUDA_CHECK(cudaStreamSynchronize(stream));  // the next projection's groups overwrite the scratch
+      if (in_pool == nullptr) return Blocks{};
+      return Blocks{in_pool, in_pool + plan->quant_bytes(), stage3::GgufBlockType::q4_0, plan->group_size};
+    }
+    if (plan != nullptr && plan->group_size > 0) {  // a checkpoint's, kept in the table
       std::size_t offset = 0;
       for (const HostTensor* part : parts) {
         put(part, to, part_elements, fan_in, offset);
@@ -1253,8 +1318,9 @@ ModelRunner::ModelRunner(const ModelWeights& weights, const RunnerOptions& optio
     : impl_(std::make_unique<Impl>(weights.config, &weights, 0, options, rope_freq_factors)) {}
 
 ModelRunner::ModelRunner(const ModelConfig& config, const RunnerOptions& options, std::uint64_t seed,
-                         GgmlType projection_type)
-    : impl_(std::make_unique<Impl>(config, nullptr, seed, options, std::vector<float>{}, projection_type)) {}
+                         GgmlType projection_type, int int4_group_size)
+    : impl_(std::make_unique<Impl>(config, nullptr, seed, options, std::vector<float>{}, projection_type,
+                                   int4_group_size)) {}
 
 ModelRunner::~ModelRunner() = default;
 

@@ -22,11 +22,13 @@
 #include "kc/common/error.hpp"
 #include "kc/engine/dequantize.hpp"
 #include "kc/engine/gguf_blocks.hpp"
+#include "kc/engine/int4_groups_gpu.hpp"
 #include "kc/engine/kv_cache.hpp"
 #include "kc/engine/model_runner.hpp"
 #include "kc/engine/scheduler.hpp"
 #include "kc/stage3/quantized_gemv.hpp"
 #include "support/gpu_test.hpp"
+#include "support/test_files.hpp"
 #include "support/tiny_llama.hpp"
 
 namespace kc::engine {
@@ -1107,6 +1109,79 @@ TEST(ModelRunner, NativeInt4GroupsInTheWrongRowOrderFailTheComparison) {
   compare(chunked_then_decoded(runner, ids), reference, c.vocab, static_cast<std::int64_t>(ids.size()), 0, wrong);
   EXPECT_GT(wrong.worst, kLogitTolerance) << "groups in the wrong row order passed the comparison";
   std::printf("down groups in reverse row order: worst logit error %.3f of the row RMS\n", wrong.worst);
+}
+
+// Random 4-bit groups (kc-engine-bench --quantized int4-gN): the GPU dequantization gives the host
+// reference's bf16 bits on a stored form with scales of 0 and subnormal halves and rows that fill
+// no tile; a random model in groups keeps them in the pool, its native steps run them, and its
+// native logits match its dequantized ones (the copy is the groups' dequantization).
+TEST(ModelRunner, RandomInt4GroupsDequantizeAsTheHostDoesAndRunNatively) {
+  KC_SKIP_WITHOUT_GPU();
+  stage3::Int4GroupHost w;
+  w.n = 37;
+  w.k = 256;
+  w.group_size = 32;
+  std::mt19937 rng(12);
+  std::uniform_int_distribution<int> byte(0, 255), zero(0, 15);
+  for (int i = 0; i < w.n * w.k / 2; ++i) w.qweight.push_back(static_cast<std::uint8_t>(byte(rng)));
+  for (int i = 0; i < w.n * (w.k / w.group_size); ++i) {
+    const std::uint16_t bits = i % 17 == 3 ? 0 : i % 17 == 5 ? 0x0123 : static_cast<std::uint16_t>(0x1800 + byte(rng) * 16);
+    w.scales.push_back(bits);  // 0, a subnormal half, or a normal one in [2^-9, 2^-5)
+    w.zeros.push_back(static_cast<std::uint8_t>(zero(rng)));
+  }
+  DeviceBuffer<std::uint8_t> qweight(w.qweight.size()), zeros(w.zeros.size());
+  DeviceBuffer<std::uint16_t> scales(w.scales.size());
+  DeviceBuffer<__nv_bfloat16> out(static_cast<std::size_t>(w.n) * w.k);
+  qweight.copy_from_host(w.qweight.data(), w.qweight.size());
+  zeros.copy_from_host(w.zeros.data(), w.zeros.size());
+  scales.copy_from_host(w.scales.data(), w.scales.size());
+  stage3::Int4GroupWeights on_device = w.view();
+  on_device.qweight = qweight.data();
+  on_device.scales = scales.data();
+  on_device.zeros = zeros.data();
+  dequantize_int4_groups_on_device(on_device, out.data(), nullptr);
+  std::vector<std::uint16_t> gpu(out.size());
+  KC_CUDA_CHECK(cudaMemcpy(gpu.data(), out.data(), gpu.size() * 2, cudaMemcpyDeviceToHost));
+  const std::vector<float> host = stage3::dequantize_int4_groups_to_float(w.view());
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < host.size(); ++i) wrong += float_to_bfloat16(host[i]) != gpu[i];
+  EXPECT_EQ(wrong, 0u) << "of " << host.size() << " weights";
+
+  const Case& c = kCases[1];
+  const ModelConfig config = tiny_llama_config(c.hidden, c.intermediate, c.layers, c.heads, c.kv_heads, c.vocab, c.tied);
+  const std::vector<std::int32_t> ids = random_ids(77, c.vocab, 13);
+  std::vector<float> logits[2];
+  for (int native = 0; native < 2; ++native) {
+    RunnerOptions options = small_runner();
+    options.native_quantized = native == 1;
+    ModelRunner runner(config, options, 3, GgmlType::bf16, 128);
+    logits[native] = chunked_then_decoded(runner, ids);
+    for (const float v : logits[native]) ASSERT_TRUE(std::isfinite(v));
+    if (native == 1) {
+      EXPECT_EQ(runner.weight_bytes().block_type, "int4 g128");
+      EXPECT_NO_THROW(runner.pool().piece("layer 1 gate_up (int4 g128 blocks)"));
+      EXPECT_EQ(runner.kernels_used().count("projection down, int4 g128 groups (first at M = 7)"), 1u);
+      EXPECT_EQ(runner.kernels_used().count("projection output, int4 g128 groups (first at M = 7)"), 1u);
+    } else {
+      EXPECT_EQ(runner.weight_bytes().blocks, 0u);
+    }
+  }
+  const std::vector<double> dequantized(logits[0].begin(), logits[0].end());
+  Comparison paths;
+  compare(logits[1], dequantized, c.vocab, static_cast<std::int64_t>(ids.size()), 0, paths);
+  expect_close(paths, "random int4 g128, native against dequantized");
+}
+
+// A random model in groups that do not divide a projection's K is refused before anything is
+// allocated, naming the projection and the rule (576 = 4.5 x 128).
+TEST(ModelRunner, RandomInt4GroupsThatDoNotDivideKAreRefused) {
+  const ModelConfig config = tiny_llama_config(576, 1536, 1, 9, 3, 300, true);
+  const std::string error = test_support::error_of([&] { ModelRunner runner(config, small_runner(), 3, GgmlType::bf16, 128); });
+  EXPECT_NE(error.find("random 4-bit groups of 'layer 0 q'"), std::string::npos) << error;
+  EXPECT_NE(error.find("group size 128 does not divide K = 576"), std::string::npos) << error;
+  EXPECT_NE(test_support::error_of([&] { ModelRunner runner(config, small_runner(), 3, GgmlType::q4_1, 64); })
+                .find("random 4-bit groups: a random model"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -183,9 +183,14 @@ class ModelRunner final : public ModelExecutor {
   // `projection_type` q4_0, q4_1 or q8_0: the projections and the output projection (the
   // embedding, when tied) are drawn as random blocks of that type instead (kc/engine/
   // gguf_blocks.hpp), their bf16 copy the blocks' dequantization, as a quantized file would load;
-  // the blocks stay in the pool with options.native_quantized. bf16: as above.
+  // the blocks stay in the pool with options.native_quantized. bf16: as above. `int4_group_size`
+  // > 0 (projection_type bf16): the projections and the output projection are drawn as bf16 and
+  // quantized on the GPU into 4-bit groups of that size (kc::stage3::quantize_int4_groups), their
+  // bf16 copy the groups' dequantization (kc/engine/int4_groups_gpu.hpp), as a GPTQ/AWQ
+  // checkpoint would load; the groups stay in the pool with options.native_quantized. kc::Error
+  // for a size that does not divide every projection's K (check_int4_group_shape).
   ModelRunner(const ModelConfig& config, const RunnerOptions& options, std::uint64_t seed,
-              GgmlType projection_type = GgmlType::bf16);
+              GgmlType projection_type = GgmlType::bf16, int int4_group_size = 0);
   ~ModelRunner() override;
   ModelRunner(const ModelRunner&) = delete;
   ModelRunner& operator=(const ModelRunner&) = delete;
