@@ -20,6 +20,11 @@ DIR holds one folder per case (or is one case's folder). For every case it check
                   The GGUF case: its path, size and sha256 recorded; the file's size (and with
                   --hash its sha256) when the file is there or given with --gguf; the prompt and
                   greedy texts
+  engine_model    a case with one (gqa4_gptq): the GPTQ checkpoint in the case's gptq/ folder,
+                  its config.json the model's with the reference's quantization_config, and its
+                  model.safetensors unpacked here (GPTQ v1: qweight, qzeros, scales, g_idx) and
+                  dequantized, s (q - z) rounded to bf16, equal bit for bit to the projections of
+                  the model transformers ran; its other tensors equal to that model's
 With --recompute (needs PyTorch and transformers) it also loads each model as hf_reference.py did
 and recomputes every sequence's logits and greedy continuation: the logits must lie within the
 reference's own bf16-vs-float32 difference, and it reports how many greedy tokens match.
@@ -277,6 +282,92 @@ def check_model_dir(case_dir, ref):
     return f"{len(header)} bf16 tensors"
 
 
+def safetensors_arrays(path):
+    """Every tensor of a safetensors file as a numpy array (BF16 as its uint16 bits)."""
+    header, data_start = safetensors_header(path)
+    header.pop("__metadata__", None)
+    dtypes = {"BF16": np.uint16, "F16": np.float16, "F32": np.float32, "I32": np.int32}
+    arrays = {}
+    with open(path, "rb") as f:
+        data = f.read()
+    for name, info in header.items():
+        need(info.get("dtype") in dtypes, f"{path}: {name} is {info.get('dtype')}")
+        begin, end = info["data_offsets"]
+        array = np.frombuffer(data, dtype=dtypes[info["dtype"]], count=(end - begin) //
+                              np.dtype(dtypes[info["dtype"]]).itemsize, offset=data_start + begin)
+        arrays[name] = (info["dtype"], array.reshape(info["shape"]))
+    return arrays
+
+
+def bf16_bits(values):
+    """float32 values rounded to bf16 (nearest, ties to even), as uint16 bits; finite values."""
+    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def check_engine_model(case_dir, ref):
+    """The GPTQ checkpoint the engine reads against the model transformers ran (see the top)."""
+    folder = ref["engine_model"]
+    need(os.path.realpath(folder) == os.path.realpath(os.path.join(case_dir, "gptq")),
+         f"engine_model {folder!r} is not the case's gptq/ folder")
+    quantization = ref.get("quantization")
+    need(isinstance(quantization, dict) and quantization.get("quant_method") == "gptq" and
+         quantization.get("bits") == 4 and quantization.get("checkpoint_format") == "gptq" and
+         is_int(quantization.get("group_size")) and quantization["group_size"] > 0,
+         f"quantization {quantization!r} is not 4-bit GPTQ v1 with a group size")
+    group = quantization["group_size"]
+    path = os.path.join(folder, "config.json")
+    need(os.path.isfile(path), f"{path} is missing")
+    with open(path, encoding="utf-8") as f:
+        hf = json.load(f)
+    need(hf.get("quantization_config") == quantization,
+         f"{path}: quantization_config {hf.get('quantization_config')!r} is not the reference's")
+    c = ref["config"]
+    for key, hf_key in HF_KEYS.items():
+        if key in c and key != "initializer_range":
+            need(hf.get(hf_key) == c[key], f"{path}: {hf_key} is {hf.get(hf_key)!r}, the reference "
+                                           f"says {c[key]!r}")
+    packed = safetensors_arrays(os.path.join(folder, "model.safetensors"))
+    plain = safetensors_arrays(os.path.join(case_dir, "model.safetensors"))
+    want = expected_tensors(c)
+    seen, projections = set(), 0
+    for name, shape in want.items():
+        if not (name.startswith("model.layers.") and name.endswith("_proj.weight")):
+            need(name in packed and packed[name][0] == "BF16" and
+                 np.array_equal(packed[name][1], plain[name][1]),
+                 f"{folder}: {name} is missing or differs from the model transformers ran")
+            seen.add(name)
+            continue
+        prefix, (n, k) = name[:-len(".weight")], shape
+        need(k % group == 0 and n % 8 == 0, f"{name}: {n} x {k} cannot be packed in groups of "
+                                            f"{group}")
+        parts = {p: f"{prefix}.{p}" for p in ("qweight", "qzeros", "scales", "g_idx")}
+        shapes = {"qweight": ("I32", [k // 8, n]), "qzeros": ("I32", [k // group, n // 8]),
+                  "scales": ("F16", [k // group, n]), "g_idx": ("I32", [k])}
+        for part, tensor in parts.items():
+            need(tensor in packed, f"{folder}: {tensor} is missing")
+            dtype, array = packed[tensor]
+            need((dtype, list(array.shape)) == shapes[part],
+                 f"{folder}: {tensor} is {dtype} {list(array.shape)}, not {shapes[part]}")
+            seen.add(tensor)
+        need(np.array_equal(packed[parts["g_idx"]][1], np.arange(k) // group),
+             f"{folder}: {parts['g_idx']} is not k // {group}")
+        words = packed[parts["qweight"]][1].view(np.uint32)
+        kk = np.arange(k)
+        q = (words[kk // 8, :] >> (4 * (kk % 8))[:, None].astype(np.uint32)) & 15     # [K, N]
+        zero_words = packed[parts["qzeros"]][1].view(np.uint32)
+        nn = np.arange(n)
+        z = ((zero_words[:, nn // 8] >> (4 * (nn % 8)).astype(np.uint32)) & 15) + 1  # [K/G, N]
+        scales = packed[parts["scales"]][1].astype(np.float32)                       # [K/G, N]
+        values = scales[kk // group, :] * (q.astype(np.float32) - z[kk // group, :])  # [K, N]
+        need(np.array_equal(bf16_bits(values.T), plain[name][1]),
+             f"{folder}: {prefix}, unpacked and dequantized, is not the model's {name}")
+        projections += 1
+    extra = sorted(set(packed) - seen)
+    need(not extra, f"{folder}: unexpected tensors {extra[:4]}")
+    return f"engine model: {projections} projections in 4-bit groups of {group}, dequantized equal"
+
+
 def locate_gguf(ref, given):
     if given is not None:
         need(os.path.isfile(given), f"--gguf {given}: no such file")
@@ -381,6 +472,8 @@ def check_case(case_dir, args):
         model_note = check_model_dir(case_dir, ref)
         if os.path.realpath(ref["model"]) != os.path.realpath(case_dir):
             model_note += f" (written as {ref['model']}; checked here)"
+        if "engine_model" in ref:
+            model_note += "; " + check_engine_model(case_dir, ref)
     else:
         model_note = check_gguf(ref, args)
     margins = np.concatenate(all_margins)

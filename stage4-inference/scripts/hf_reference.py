@@ -6,7 +6,7 @@ logits within the bf16 tolerance and pick the same top-1 token wherever the refe
 margin is larger than that tolerance. The format is tests/hf_reference_format.md.
 
     python3 stage4-inference/scripts/hf_reference.py --out DIR [--device cuda|cpu]
-        [--cases gqa1_untied,gqa4_tied,gqa8_llama3,smollm2_gguf] [--gguf PATH]
+        [--cases gqa1_untied,gqa4_tied,gqa8_llama3,gqa4_gptq,smollm2_gguf] [--gguf PATH]
         [--initializer-range STD]
 
     # on the GPU host (PyTorch, transformers, safetensors; gguf and accelerate for the GGUF
@@ -25,6 +25,12 @@ It writes, per case, DIR/<case>/:
                   logit margins
   seq<k>.f32      the logits of sequence k: float32 little-endian, [n, vocab], row i = logits
                   after reading ids[0..i]
+  gptq/           the case gqa4_gptq only: the same model as a GPTQ checkpoint for the engine
+                  (config.json with a quantization_config, model.safetensors with each layer
+                  projection packed as qweight, qzeros, scales and g_idx in GPTQ's v1 packing);
+                  the model in the case's folder, which transformers runs, holds those
+                  projections dequantized (s (q - z), rounded to bf16), so both sides read the
+                  same weights. reference.json names it "engine_model".
 The case smollm2_gguf reads the GGUF file given with --gguf (SmolLM2-135M-Instruct) where it is,
 and is skipped, saying so, without --gguf.
 
@@ -84,7 +90,16 @@ RANDOM_CASES = {
                                       high_freq_factor=4.0,
                                       original_max_position_embeddings=8192),
                     max_position_embeddings=131072, rms_norm_eps=1e-5)),
+    # Its layer projections quantized in 4-bit groups of 128 (round to nearest, min-max), the
+    # engine reading them from a GPTQ checkpoint (gptq_checkpoint below).
+    "gqa4_gptq": dict(
+        seed=1004, prompt_lengths=(1, 17, 77), gptq_group_size=128,
+        config=dict(hidden_size=512, intermediate_size=1408, num_hidden_layers=2,
+                    num_attention_heads=8, num_key_value_heads=2, head_dim=64, vocab_size=1000,
+                    tie_word_embeddings=False, rope_theta=10000.0, rope_scaling=None,
+                    max_position_embeddings=2048, rms_norm_eps=1e-5)),
 }
+GPTQ_FOLDER = "gptq"
 GGUF_CASE = "smollm2_gguf"
 SMOLLM2_PROMPTS = ("What is the capital of France?", "Write a haiku about the sea.",
                    "List three prime numbers.")
@@ -283,6 +298,77 @@ def header(case, model_ref, config, device):
     }
 
 
+def to_int32(words):
+    """int64 values in [0, 2^32) as the int32 of the same bits."""
+    return torch.where(words >= 2 ** 31, words - 2 ** 32, words).to(torch.int32)
+
+
+def gptq_pack(weight, group_size):
+    """A [N, K] float32 weight in 4-bit groups of group_size along K, GPTQ's min-max rule rounded
+    to nearest: per row and group lo = min(0, min w), hi = max(0, max w), s = (hi - lo) / 15 as a
+    half, z = round(-lo / s) in 1..15 (GPTQ v1 stores z - 1, so 0 is not storable), q = round(w / s)
+    + z in 0..15 (a group of zeros: s = 0, q = z). Returns the dequantized weight s (q - z) in
+    float32 (exact) and the tensors of GPTQ's v1 packing: qweight int32 [K / 8, N] (nibble i of word
+    (r, n) is q of k = 8r + i), qzeros int32 [K / G, N / 8] (nibble i of word (u, j) is z - 1 of
+    column 8j + i), scales float16 [K / G, N], g_idx int32 [K] (k // G)."""
+    n, k = weight.shape
+    groups = weight.reshape(n, k // group_size, group_size)
+    lo = groups.amin(-1).clamp(max=0.0)
+    hi = groups.amax(-1).clamp(min=0.0)
+    scale = ((hi - lo) / 15).to(torch.float16)
+    s = scale.float()
+    safe = torch.where(s > 0, s, torch.ones_like(s))
+    zero = torch.round(-lo / safe).clamp(1, 15)
+    q = (torch.round(groups / safe[..., None]) + zero[..., None]).clamp(0, 15)
+    q = torch.where(s[..., None] > 0, q, zero[..., None].expand_as(q))
+    dequantized = (s[..., None] * (q - zero[..., None])).reshape(n, k)
+    nibbles = 4 * torch.arange(8, dtype=torch.int64)
+    q = q.reshape(n, k).to(torch.int64).t().reshape(k // 8, 8, n)
+    qweight = to_int32((q << nibbles.reshape(1, 8, 1)).sum(1))
+    z = (zero.to(torch.int64) - 1).t().reshape(k // group_size, n // 8, 8)
+    qzeros = to_int32((z << nibbles.reshape(1, 1, 8)).sum(-1))
+    g_idx = (torch.arange(k, dtype=torch.int32) // group_size).to(torch.int32)
+    return dequantized, {"qweight": qweight.contiguous(), "qzeros": qzeros.contiguous(),
+                         "scales": scale.t().contiguous(), "g_idx": g_idx}
+
+
+def is_layer_projection(name):
+    return name.startswith("model.layers.") and name.endswith("_proj.weight")
+
+
+def gptq_checkpoint(model, group_size, folder):
+    """Quantizes every layer projection of `model` (bf16, in place: the weights become their
+    dequantization rounded to bf16) and writes the GPTQ checkpoint of the result into `folder`:
+    config.json with the quantization_config, model.safetensors with the packed projections and
+    the other weights as they are. Returns the quantization_config."""
+    from safetensors.torch import save_file
+    os.makedirs(folder, exist_ok=True)
+    tensors = {}
+    with torch.no_grad():
+        for name, param in model.state_dict().items():
+            if not is_layer_projection(name):
+                tensors[name] = param.detach().clone().contiguous()
+                continue
+            dequantized, packed = gptq_pack(param.float().cpu(), group_size)
+            param.copy_(dequantized.to(param.dtype))
+            prefix = name[:-len(".weight")]
+            for part, tensor in packed.items():
+                tensors[f"{prefix}.{part}"] = tensor
+    if not model.config.tie_word_embeddings:
+        tensors.setdefault("lm_head.weight", model.lm_head.weight.detach().clone().contiguous())
+    elif "lm_head.weight" in tensors:
+        del tensors["lm_head.weight"]  # tied: save_pretrained leaves it out as well
+    quantization = {"quant_method": "gptq", "bits": 4, "group_size": group_size, "desc_act": False,
+                    "sym": False, "checkpoint_format": "gptq"}
+    config = model.config.to_dict()
+    config["quantization_config"] = quantization
+    config["torch_dtype"] = "bfloat16"
+    with open(os.path.join(folder, "config.json"), "w", encoding="utf-8") as f:
+        json.dump(config, f, indent=2)
+    save_file(tensors, os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
+    return quantization
+
+
 def case_folder(out, name):
     """DIR/<case>/, without the reference.json of an earlier run: until this run writes its own,
     the folder does not claim to hold a reference."""
@@ -309,6 +395,10 @@ def random_case(name, spec, out, device, init_range):
     # then rounded to bf16 and saved.
     torch.manual_seed(spec["seed"])
     model = transformers.LlamaForCausalLM(config).to(torch.bfloat16)
+    quantization = None
+    if spec.get("gptq_group_size"):
+        quantization = gptq_checkpoint(model, spec["gptq_group_size"],
+                                       os.path.join(case_dir, GPTQ_FOLDER))
     model.save_pretrained(case_dir, safe_serialization=True)
     del model
     # The reference runs the checkpoint as loaded from the files. (The model built above must
@@ -328,6 +418,9 @@ def random_case(name, spec, out, device, init_range):
     ref = header(name, os.path.abspath(case_dir), model.config, device)
     ref["config"]["initializer_range"] = init_range
     ref["seed"] = spec["seed"]
+    if quantization is not None:
+        ref["engine_model"] = os.path.abspath(os.path.join(case_dir, GPTQ_FOLDER))
+        ref["quantization"] = quantization
     ref["sequences"] = sequences
     return case_dir, ref
 

@@ -1,7 +1,8 @@
 // The engine against Hugging Face transformers: teacher-forced logits and greedy continuations
 // that scripts/hf_reference.py wrote with transformers on the same GPU (format:
 // tests/hf_reference_format.md), for random-weight Llama configurations (GQA ratios 1/4/8, tied
-// and untied, Llama 3 RoPE scaling, a vocabulary that is not a multiple of 64) and the real
+// and untied, Llama 3 RoPE scaling, a vocabulary that is not a multiple of 64; one read from a
+// GPTQ checkpoint, on its bf16 copy and natively on its 4-bit groups) and the real
 // SmolLM2-135M-Instruct GGUF.
 //
 //   python3 stage4-inference/scripts/hf_reference.py --out /tmp/hf-ref --device cuda [--gguf FILE]
@@ -80,16 +81,27 @@ double margin(const float* row, std::int64_t vocab) {
 
 std::int64_t argmax(const float* row, std::int64_t vocab) { return std::max_element(row, row + vocab) - row; }
 
-void check_case(const fs::path& dir) {
+nlohmann::json read_reference(const fs::path& dir) {
   std::ifstream in(dir / "reference.json");
   std::stringstream text;
   text << in.rdbuf();
-  const nlohmann::json reference = nlohmann::json::parse(text.str());
-  const std::string name = reference.at("case").get<std::string>();
+  return nlohmann::json::parse(text.str());
+}
+
+// One case: the engine loads the case's model (its "engine_model" where it has one: the GPTQ
+// checkpoint of the model transformers ran, whose projections are that model's dequantized), on
+// its quantized weights natively (RunnerOptions::native_quantized, the groups kept at load) when
+// `native`, else on the bf16 copy.
+void check_case(const fs::path& dir, bool native) {
+  const nlohmann::json reference = read_reference(dir);
+  const std::string name = reference.at("case").get<std::string>() + (native ? " (native)" : "");
   SCOPED_TRACE(name);
-  LoadedModel model = load_model(reference.at("model").get<std::string>());
+  WeightLoadOptions load;
+  load.keep_quantized_blocks = native;
+  LoadedModel model = load_model(reference.value("engine_model", reference.at("model").get<std::string>()), load);
   const std::int64_t vocab = model.weights.config.vocab_size;
   RunnerOptions options;
+  options.native_quantized = native;
   options.num_blocks = 256;
   options.max_running = 4;
   options.max_batched_tokens = 512;
@@ -200,7 +212,8 @@ TEST(HfParity, LogitsAndGreedyTokensMatchTransformers) {
     if (fs::exists(entry.path() / "reference.json")) dirs.push_back(entry.path());
   std::sort(dirs.begin(), dirs.end());
   for (const fs::path& dir : dirs) {
-    check_case(dir);
+    check_case(dir, false);
+    if (read_reference(dir).contains("engine_model")) check_case(dir, true);
     ++cases;
   }
   EXPECT_GE(cases, 1) << "no case directory under " << root;

@@ -1151,6 +1151,26 @@ TEST(LoadModel, RefusesAPathThatIsNotThere) {
   EXPECT_TRUE(contains_all(error_of([&] { load_model(dir.root()); }), {"config.json"}));
 }
 
+// scripts/hf_reference.py's GPTQ case (KC_HF_REFERENCE=DIR, the folder it wrote; skipped without
+// it): the engine reads the GPTQ checkpoint that Python packed into the very bf16 bits of the
+// model transformers runs — the packers of PyTorch and of these tests against one reader.
+TEST(ModelWeights, ReferenceGptqCheckpointLoadsAsTheModelTransformersRuns) {
+  const char* root = std::getenv("KC_HF_REFERENCE");
+  if (root == nullptr || root[0] == '\0') GTEST_SKIP() << "KC_HF_REFERENCE is unset (scripts/hf_reference.py's output)";
+  const std::string dir = std::string(root) + "/gqa4_gptq";
+  if (!std::ifstream(dir + "/reference.json")) GTEST_SKIP() << dir << " holds no reference (--cases gqa4_gptq)";
+  const nlohmann::json reference = nlohmann::json::parse(read_file(dir + "/reference.json"));
+  const LoadedModel gptq = load_model(reference.at("engine_model").get<std::string>(), WeightLoadOptions{true});
+  const LoadedModel plain = load_model(reference.at("model").get<std::string>());
+  ASSERT_TRUE(gptq.weights.config.quantization.has_value());
+  EXPECT_EQ(gptq.weights.config.quantization->group_size, reference.at("quantization").at("group_size").get<int>());
+  expect_same_tables(gptq.weights, plain.weights);
+  for (const LayerWeights& layer : gptq.weights.layers)
+    for (const auto* groups : {&layer.groups.q, &layer.groups.k, &layer.groups.v, &layer.groups.o, &layer.groups.gate,
+                               &layer.groups.up, &layer.groups.down})
+      EXPECT_TRUE(groups->has_value());
+}
+
 TEST(ModelWeights, LoadsTheRealSmolLM2Gguf) {
   const std::string path = test_support::smollm2_gguf_path();
   if (path.empty()) GTEST_SKIP() << test_support::kSmolLM2GgufMissing;
