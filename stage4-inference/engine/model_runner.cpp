@@ -70,16 +70,19 @@ bool is_gemv_block_type(GgmlType type) {
 
 // A projection that has blocks: `key` the pool piece of its bf16 copy ("layer 3 q", "layer 3
 // gate_up", "output projection", or "token embedding" when tied), `piece` the blocks' piece.
-// group_size > 0: 4-bit groups (a GPTQ/AWQ checkpoint's), prepared on the host and sent up as
-// they are used; 0: GGUF blocks of `type`, sent up as stored and prepared on the GPU.
+// group_size > 0: 4-bit groups (a GPTQ/AWQ checkpoint's, or random ones); 0: GGUF blocks of
+// `type`. Both go up as stored into a scratch buffer and are prepared on the GPU into the piece.
 struct BlockPiece {
   std::string key, piece;
   GgmlType type = GgmlType::q4_0;
   std::int64_t rows = 0, k = 0;
   int group_size = 0;
   std::size_t block_count() const { return static_cast<std::size_t>(rows) * static_cast<std::size_t>(k / 32); }
-  // The bytes sent up: GGUF blocks as stored; int4 groups prepared.
-  std::size_t bytes() const { return group_size > 0 ? prepared_bytes() : block_count() * ggml_type_info(type).block_bytes; }
+  // The bytes sent up: blocks or groups as stored (the groups' three arrays without their padding).
+  std::size_t bytes() const {
+    return group_size > 0 ? static_cast<std::size_t>(rows) * static_cast<std::size_t>(k / 2) + 3 * stored_entries()
+                          : block_count() * ggml_type_info(type).block_bytes;
+  }
   // Its piece in the pool: the blocks prepared for the quantized GEMV (padding included).
   stage3::GgufBlockType gemv_type() const { return static_cast<stage3::GgufBlockType>(static_cast<int>(type)); }
   std::size_t quant_bytes() const {
@@ -92,8 +95,8 @@ struct BlockPiece {
     return quant_bytes() +
            stage3::quantized_gemv_prepared_scale_bytes(gemv_type(), static_cast<int>(rows), static_cast<int>(k));
   }
-  // A random model's groups as stored (qweight, half scales, zero bytes; each from a 16-byte
-  // boundary): what the GPU quantizer writes into the scratch buffer before the prepare.
+  // The groups as stored in the scratch buffer before the prepare (qweight, half scales, zero
+  // bytes; each from a 16-byte boundary): sent up from a checkpoint, or written by the GPU quantizer.
   std::size_t stored_qweight_bytes() const { return (static_cast<std::size_t>(rows) * static_cast<std::size_t>(k / 2) + 15) / 16 * 16; }
   std::size_t stored_entries() const { return static_cast<std::size_t>(rows) * static_cast<std::size_t>(k / group_size); }
   std::size_t stored_bytes() const { return stored_qweight_bytes() + (stored_entries() * 2 + 15) / 16 * 16 + stored_entries(); }
@@ -102,28 +105,6 @@ struct BlockPiece {
     return group_size > 0 ? fmt::format("int4 g{}", group_size) : std::string(ggml_type_name(type));
   }
 };
-
-// The 4-bit groups of `parts` one after the other (gate and up: one [2I, K] weight), or nothing
-// unless every part has groups of one size.
-std::optional<stage3::Int4GroupHost> joined_groups(
-    std::initializer_list<const std::optional<stage3::Int4GroupHost>*> parts) {
-  stage3::Int4GroupHost out;
-  for (const std::optional<stage3::Int4GroupHost>* part : parts) {
-    if (part == nullptr || !part->has_value()) return std::nullopt;
-    const stage3::Int4GroupHost& g = **part;
-    if (out.n == 0) {
-      out.k = g.k;
-      out.group_size = g.group_size;
-    } else if (g.k != out.k || g.group_size != out.group_size) {
-      return std::nullopt;
-    }
-    out.n += g.n;
-    out.qweight.insert(out.qweight.end(), g.qweight.begin(), g.qweight.end());
-    out.scales.insert(out.scales.end(), g.scales.begin(), g.scales.end());
-    out.zeros.insert(out.zeros.end(), g.zeros.begin(), g.zeros.end());
-  }
-  return out;
-}
 
 // The per-step int32 inputs, in one staging buffer and one copy: where each lives in it.
 struct StepInts {
@@ -592,9 +573,7 @@ void ModelRunner::Impl::upload(const ModelWeights* weights, std::uint64_t seed,
   std::size_t scratch_bytes = 0;
   if (weights == nullptr || options.native_quantized)
     for (const BlockPiece& blocks : block_plan)
-      scratch_bytes = std::max(scratch_bytes, blocks.group_size == 0 ? blocks.bytes()
-                                              : weights == nullptr    ? blocks.stored_bytes()
-                                                                      : 0);
+      scratch_bytes = std::max(scratch_bytes, blocks.group_size == 0 ? blocks.bytes() : blocks.stored_bytes());
   DeviceBuffer<std::uint8_t> scratch(scratch_bytes);
   // A projection's bf16 copy (`parts` one after the other: gate and up), and where block_plan has
   // blocks for it: a file's kept blocks sent up beside it, or random blocks drawn here and the copy
@@ -606,52 +585,67 @@ void ModelRunner::Impl::upload(const ModelWeights* weights, std::uint64_t seed,
                         std::size_t part_elements, std::int64_t fan_in) -> Blocks {
     const BlockPiece* plan = find_block_piece(key);
     std::uint8_t* in_pool = plan != nullptr && options.native_quantized ? pool.get<std::uint8_t>(plan->piece) : nullptr;
-    if (plan != nullptr && plan->group_size > 0 && weights == nullptr) {
-      // Random groups: drawn as bf16 into the copy, quantized on the GPU into the scratch buffer,
-      // the copy overwritten by their dequantization, and prepared into the pool.
-      for (std::size_t offset = 0; offset < static_cast<std::size_t>(plan->rows * plan->k); offset += part_elements)
-        draw(to + offset, part_elements, fan_in);
-      stage3::QuantizeInt4Args quantize;
-      quantize.rows = plan->rows;
-      quantize.k = static_cast<int>(plan->k);
-      quantize.group_size = plan->group_size;
-      quantize.x = to;
-      quantize.qweight = scratch.data();
-      quantize.scales = reinterpret_cast<std::uint16_t*>(scratch.data() + plan->stored_qweight_bytes());
-      quantize.zeros = scratch.data() + plan->stored_bytes() - plan->stored_entries();
-      stage3::quantize_int4_groups(quantize, stream);
+    if (plan != nullptr && plan->group_size > 0) {
+      // 4-bit groups: their stored form in the scratch buffer (qweight, then half scales, then
+      // zero bytes, each from a 16-byte boundary), then prepared on the GPU into the pool.
       stage3::Int4GroupWeights stored;
-      stored.qweight = quantize.qweight;
-      stored.scales = quantize.scales;
-      stored.zeros = quantize.zeros;
+      std::uint8_t* const qweight = scratch.data();
+      std::uint16_t* const scales = reinterpret_cast<std::uint16_t*>(scratch.data() + plan->stored_qweight_bytes());
+      std::uint8_t* const zeros = scratch.data() + plan->stored_bytes() - plan->stored_entries();
+      stored.qweight = qweight;
+      stored.scales = scales;
+      stored.zeros = zeros;
       stored.n = static_cast<int>(plan->rows);
       stored.k = static_cast<int>(plan->k);
       stored.group_size = plan->group_size;
-      dequantize_int4_groups_on_device(stored, to, stream);
+      if (weights == nullptr) {
+        // Random: drawn as bf16 into the copy, quantized on the GPU, the copy overwritten by the
+        // groups' dequantization.
+        for (std::size_t offset = 0; offset < static_cast<std::size_t>(plan->rows * plan->k); offset += part_elements)
+          draw(to + offset, part_elements, fan_in);
+        stage3::QuantizeInt4Args quantize;
+        quantize.rows = plan->rows;
+        quantize.k = static_cast<int>(plan->k);
+        quantize.group_size = plan->group_size;
+        quantize.x = to;
+        quantize.qweight = qweight;
+        quantize.scales = scales;
+        quantize.zeros = zeros;
+        stage3::quantize_int4_groups(quantize, stream);
+        dequantize_int4_groups_on_device(stored, to, stream);
+      } else {
+        // A checkpoint's, kept in the table: the bf16 copy, and with native_quantized the stored
+        // form of each part (gate, then up: one [2I, K] weight) sent up beside it.
+        std::size_t offset = 0;
+        for (const HostTensor* part : parts) {
+          put(part, to, part_elements, fan_in, offset);
+          offset += part_elements;
+        }
+        if (in_pool == nullptr) return Blocks{};
+        std::size_t rows = 0;
+        for (const std::optional<stage3::Int4GroupHost>* part : groups) {
+          const stage3::Int4GroupHost& g = **part;  // plan_blocks: every part has groups of one size
+          require(g.k == plan->k && g.group_size == plan->group_size && rows + static_cast<std::size_t>(g.n) <=
+                      static_cast<std::size_t>(plan->rows),
+                  "'{}': the kept 4-bit groups are not the projection's {} x {} weight in groups of {}", key,
+                  plan->rows, plan->k, plan->group_size);
+          const std::size_t entries = static_cast<std::size_t>(g.k / g.group_size);
+          send(g.qweight.data(), g.qweight.size(), qweight + rows * static_cast<std::size_t>(g.k / 2));
+          send(g.scales.data(), g.scales.size() * sizeof(std::uint16_t), scales + rows * entries);
+          send(g.zeros.data(), g.zeros.size(), zeros + rows * entries);
+          rows += static_cast<std::size_t>(g.n);
+        }
+        require(rows == static_cast<std::size_t>(plan->rows), "'{}': the kept 4-bit groups hold {} rows; the shape has {}",
+                key, rows, plan->rows);
+        // The scratch is read on `stream` next: the side stream's copies into it come first.
+        KC_CUDA_CHECK(cudaStreamWaitEvent(stream, side.freed[1 - which], 0));
+      }
       if (in_pool != nullptr)
         stage3::prepare_int4_groups_on_device(stored, in_pool, reinterpret_cast<std::uint32_t*>(in_pool + plan->quant_bytes()),
                                               stream);
-      KC_CUDA_CHECK(cudaStreamSynchronize(stream));  // the next projection's groups overwrite the scratch
+      // The next projection's groups overwrite the scratch: the side stream waits for this one.
+      KC_CUDA_CHECK(cudaStreamSynchronize(stream));
       if (in_pool == nullptr) return Blocks{};
-      return Blocks{in_pool, in_pool + plan->quant_bytes(), stage3::GgufBlockType::q4_0, plan->group_size};
-    }
-    if (plan != nullptr && plan->group_size > 0) {  // a checkpoint's, kept in the table
-      std::size_t offset = 0;
-      for (const HostTensor* part : parts) {
-        put(part, to, part_elements, fan_in, offset);
-        offset += part_elements;
-      }
-      if (in_pool == nullptr) return Blocks{};
-      const std::optional<stage3::Int4GroupHost> joined = joined_groups(groups);
-      require(joined && joined->n == plan->rows && joined->k == plan->k,
-              "'{}': the kept 4-bit groups are not the projection's {} x {} weight", key, plan->rows, plan->k);
-      const stage3::Int4Prepared prepared = stage3::prepare_int4_groups(joined->view());
-      require(prepared.quants.size() == plan->quant_bytes() &&
-                  prepared.quants.size() + prepared.scales.size() * sizeof(std::uint32_t) == plan->prepared_bytes(),
-              "'{}': the prepared groups hold {} + {} bytes; the piece has {}", key, prepared.quants.size(),
-              prepared.scales.size() * sizeof(std::uint32_t), plan->prepared_bytes());
-      send(prepared.quants.data(), prepared.quants.size(), in_pool);
-      send(prepared.scales.data(), prepared.scales.size() * sizeof(std::uint32_t), in_pool + plan->quant_bytes());
       return Blocks{in_pool, in_pool + plan->quant_bytes(), stage3::GgufBlockType::q4_0, plan->group_size};
     }
     if (weights == nullptr && plan != nullptr) {

@@ -52,7 +52,7 @@
 // run those projections through kc::stage3::quantized_gemv on the blocks; longer steps (prefill)
 // run the bf16 copy, which is kept too in this first version (both in the pool). Projections that
 // come with a GPTQ/AWQ checkpoint's 4-bit groups (LayerWeights::groups) keep them in the pool in
-// the int4 GEMV's layout (prepared on the host at load) and run through kc::stage3::int4_gemv the
+// the int4 GEMV's layout (prepared on the GPU at load) and run through kc::stage3::int4_gemv the
 // same way, unfused (no link rung takes them). Without the option a quantized file runs
 // dequantized to bf16.
 //
