@@ -20,9 +20,10 @@ DIR holds one folder per case (or is one case's folder). For every case it check
                   The GGUF case: its path, size and sha256 recorded; the file's size (and with
                   --hash its sha256) when the file is there or given with --gguf; the prompt and
                   greedy texts
-  engine_model    a case with one (gqa4_gptq): the GPTQ checkpoint in the case's gptq/ folder,
-                  its config.json the model's with the reference's quantization_config, and its
-                  model.safetensors unpacked here (GPTQ v1: qweight, qzeros, scales, g_idx) and
+  engine_model    a case with one (gqa4_gptq, gqa1_awq): the GPTQ or AWQ checkpoint in the
+                  case's gptq/ or awq/ folder, its config.json the model's with the reference's
+                  quantization_config, and its model.safetensors unpacked here (GPTQ v1: qweight,
+                  qzeros, scales, g_idx; AWQ's GEMM packing: qweight, qzeros, scales) and
                   dequantized, s (q - z) rounded to bf16, equal bit for bit to the projections of
                   the model transformers ran; its other tensors equal to that model's
 With --recompute (needs PyTorch and transformers) it also loads each model as hf_reference.py did
@@ -306,16 +307,20 @@ def bf16_bits(values):
 
 
 def check_engine_model(case_dir, ref):
-    """The GPTQ checkpoint the engine reads against the model transformers ran (see the top)."""
-    folder = ref["engine_model"]
-    need(os.path.realpath(folder) == os.path.realpath(os.path.join(case_dir, "gptq")),
-         f"engine_model {folder!r} is not the case's gptq/ folder")
+    """The GPTQ or AWQ checkpoint the engine reads against the model transformers ran (see the
+    top)."""
     quantization = ref.get("quantization")
-    need(isinstance(quantization, dict) and quantization.get("quant_method") == "gptq" and
-         quantization.get("bits") == 4 and quantization.get("checkpoint_format") == "gptq" and
-         is_int(quantization.get("group_size")) and quantization["group_size"] > 0,
-         f"quantization {quantization!r} is not 4-bit GPTQ v1 with a group size")
-    group = quantization["group_size"]
+    need(isinstance(quantization, dict) and quantization.get("bits") == 4 and
+         is_int(quantization.get("group_size")) and quantization["group_size"] > 0 and
+         ((quantization.get("quant_method") == "gptq" and
+           quantization.get("checkpoint_format") == "gptq") or
+          (quantization.get("quant_method") == "awq" and quantization.get("version") == "gemm")),
+         f"quantization {quantization!r} is not 4-bit GPTQ v1 or AWQ GEMM with a group size")
+    method, group = quantization["quant_method"], quantization["group_size"]
+    awq = method == "awq"
+    folder = ref["engine_model"]
+    need(os.path.realpath(folder) == os.path.realpath(os.path.join(case_dir, method)),
+         f"engine_model {folder!r} is not the case's {method}/ folder")
     path = os.path.join(folder, "config.json")
     need(os.path.isfile(path), f"{path} is missing")
     with open(path, encoding="utf-8") as f:
@@ -341,8 +346,9 @@ def check_engine_model(case_dir, ref):
         prefix, (n, k) = name[:-len(".weight")], shape
         need(k % group == 0 and n % 8 == 0, f"{name}: {n} x {k} cannot be packed in groups of "
                                             f"{group}")
-        parts = {p: f"{prefix}.{p}" for p in ("qweight", "qzeros", "scales", "g_idx")}
-        shapes = {"qweight": ("I32", [k // 8, n]), "qzeros": ("I32", [k // group, n // 8]),
+        parts = {p: f"{prefix}.{p}" for p in ("qweight", "qzeros", "scales") + (() if awq else ("g_idx",))}
+        shapes = {"qweight": ("I32", [k, n // 8] if awq else [k // 8, n]),
+                  "qzeros": ("I32", [k // group, n // 8]),
                   "scales": ("F16", [k // group, n]), "g_idx": ("I32", [k])}
         for part, tensor in parts.items():
             need(tensor in packed, f"{folder}: {tensor} is missing")
@@ -350,14 +356,18 @@ def check_engine_model(case_dir, ref):
             need((dtype, list(array.shape)) == shapes[part],
                  f"{folder}: {tensor} is {dtype} {list(array.shape)}, not {shapes[part]}")
             seen.add(tensor)
-        need(np.array_equal(packed[parts["g_idx"]][1], np.arange(k) // group),
-             f"{folder}: {parts['g_idx']} is not k // {group}")
         words = packed[parts["qweight"]][1].view(np.uint32)
-        kk = np.arange(k)
-        q = (words[kk // 8, :] >> (4 * (kk % 8))[:, None].astype(np.uint32)) & 15     # [K, N]
         zero_words = packed[parts["qzeros"]][1].view(np.uint32)
-        nn = np.arange(n)
-        z = ((zero_words[:, nn // 8] >> (4 * (nn % 8)).astype(np.uint32)) & 15) + 1  # [K/G, N]
+        kk, nn = np.arange(k), np.arange(n)
+        if awq:  # column 8j + AWQ_ORDER[i] in nibble i of word j: nibble AWQ_REVERSE[c % 8]
+            nibble = np.array([0, 4, 1, 5, 2, 6, 3, 7], dtype=np.uint32)[nn % 8]
+            q = (words[:, nn // 8] >> (4 * nibble)) & 15                                # [K, N]
+            z = (zero_words[:, nn // 8] >> (4 * nibble)) & 15                            # [K/G, N]
+        else:
+            need(np.array_equal(packed[parts["g_idx"]][1], np.arange(k) // group),
+                 f"{folder}: {parts['g_idx']} is not k // {group}")
+            q = (words[kk // 8, :] >> (4 * (kk % 8))[:, None].astype(np.uint32)) & 15  # [K, N]
+            z = ((zero_words[:, nn // 8] >> (4 * (nn % 8)).astype(np.uint32)) & 15) + 1  # [K/G, N]
         scales = packed[parts["scales"]][1].astype(np.float32)                       # [K/G, N]
         values = scales[kk // group, :] * (q.astype(np.float32) - z[kk // group, :])  # [K, N]
         need(np.array_equal(bf16_bits(values.T), plain[name][1]),
@@ -365,7 +375,8 @@ def check_engine_model(case_dir, ref):
         projections += 1
     extra = sorted(set(packed) - seen)
     need(not extra, f"{folder}: unexpected tensors {extra[:4]}")
-    return f"engine model: {projections} projections in 4-bit groups of {group}, dequantized equal"
+    return (f"engine model: {projections} projections in {method} 4-bit groups of {group}, "
+            "dequantized equal")
 
 
 def locate_gguf(ref, given):

@@ -6,7 +6,7 @@ logits within the bf16 tolerance and pick the same top-1 token wherever the refe
 margin is larger than that tolerance. The format is tests/hf_reference_format.md.
 
     python3 stage4-inference/scripts/hf_reference.py --out DIR [--device cuda|cpu]
-        [--cases gqa1_untied,gqa4_tied,gqa8_llama3,gqa4_gptq,smollm2_gguf] [--gguf PATH]
+        [--cases gqa1_untied,gqa4_tied,gqa8_llama3,gqa4_gptq,gqa1_awq,smollm2_gguf] [--gguf PATH]
         [--initializer-range STD]
 
     # on the GPU host (PyTorch, transformers, safetensors; gguf and accelerate for the GGUF
@@ -25,12 +25,12 @@ It writes, per case, DIR/<case>/:
                   logit margins
   seq<k>.f32      the logits of sequence k: float32 little-endian, [n, vocab], row i = logits
                   after reading ids[0..i]
-  gptq/           the case gqa4_gptq only: the same model as a GPTQ checkpoint for the engine
-                  (config.json with a quantization_config, model.safetensors with each layer
-                  projection packed as qweight, qzeros, scales and g_idx in GPTQ's v1 packing);
-                  the model in the case's folder, which transformers runs, holds those
-                  projections dequantized (s (q - z), rounded to bf16), so both sides read the
-                  same weights. reference.json names it "engine_model".
+  gptq/, awq/     the cases gqa4_gptq and gqa1_awq only: the same model as a GPTQ (v1: qweight,
+                  qzeros, scales, g_idx) or AWQ (GEMM packing: qweight, qzeros, scales)
+                  checkpoint for the engine, config.json with its quantization_config; the model
+                  in the case's folder, which transformers runs, holds those projections
+                  dequantized (s (q - z), rounded to bf16), so both sides read the same weights.
+                  reference.json names it "engine_model".
 The case smollm2_gguf reads the GGUF file given with --gguf (SmolLM2-135M-Instruct) where it is,
 and is skipped, saying so, without --gguf.
 
@@ -90,16 +90,23 @@ RANDOM_CASES = {
                                       high_freq_factor=4.0,
                                       original_max_position_embeddings=8192),
                     max_position_embeddings=131072, rms_norm_eps=1e-5)),
-    # Its layer projections quantized in 4-bit groups of 128 (round to nearest, min-max), the
-    # engine reading them from a GPTQ checkpoint (gptq_checkpoint below).
+    # Their layer projections quantized in 4-bit groups (round to nearest, min-max), the engine
+    # reading them from a GPTQ or AWQ checkpoint (int4_checkpoint below).
     "gqa4_gptq": dict(
-        seed=1004, prompt_lengths=(1, 17, 77), gptq_group_size=128,
+        seed=1004, prompt_lengths=(1, 17, 77), int4=("gptq", 128),
         config=dict(hidden_size=512, intermediate_size=1408, num_hidden_layers=2,
                     num_attention_heads=8, num_key_value_heads=2, head_dim=64, vocab_size=1000,
                     tie_word_embeddings=False, rope_theta=10000.0, rope_scaling=None,
                     max_position_embeddings=2048, rms_norm_eps=1e-5)),
+    "gqa1_awq": dict(
+        seed=1005, prompt_lengths=(1, 17, 77), int4=("awq", 64),
+        config=dict(hidden_size=512, intermediate_size=1408, num_hidden_layers=2,
+                    num_attention_heads=8, num_key_value_heads=8, head_dim=64, vocab_size=1000,
+                    tie_word_embeddings=True, rope_theta=10000.0, rope_scaling=None,
+                    max_position_embeddings=2048, rms_norm_eps=1e-6)),
 }
-GPTQ_FOLDER = "gptq"
+# AWQ's GEMM packing: nibble i of a word holds column 8j + AWQ_ORDER[i].
+AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)
 GGUF_CASE = "smollm2_gguf"
 SMOLLM2_PROMPTS = ("What is the capital of France?", "Write a haiku about the sea.",
                    "List three prime numbers.")
@@ -303,14 +310,16 @@ def to_int32(words):
     return torch.where(words >= 2 ** 31, words - 2 ** 32, words).to(torch.int32)
 
 
-def gptq_pack(weight, group_size):
+def int4_pack(weight, group_size, method):
     """A [N, K] float32 weight in 4-bit groups of group_size along K, GPTQ's min-max rule rounded
     to nearest: per row and group lo = min(0, min w), hi = max(0, max w), s = (hi - lo) / 15 as a
     half, z = round(-lo / s) in 1..15 (GPTQ v1 stores z - 1, so 0 is not storable), q = round(w / s)
     + z in 0..15 (a group of zeros: s = 0, q = z). Returns the dequantized weight s (q - z) in
-    float32 (exact) and the tensors of GPTQ's v1 packing: qweight int32 [K / 8, N] (nibble i of word
-    (r, n) is q of k = 8r + i), qzeros int32 [K / G, N / 8] (nibble i of word (u, j) is z - 1 of
-    column 8j + i), scales float16 [K / G, N], g_idx int32 [K] (k // G)."""
+    float32 (exact) and the checkpoint's tensors. "gptq" (v1): qweight int32 [K / 8, N] (nibble i
+    of word (r, n) is q of k = 8r + i), qzeros int32 [K / G, N / 8] (nibble i of word (u, j) is
+    z - 1 of column 8j + i), scales float16 [K / G, N], g_idx int32 [K] (k // G). "awq" (GEMM):
+    qweight int32 [K, N / 8] and qzeros int32 [K / G, N / 8] (z itself), nibble i of word (r, j)
+    holding column 8j + AWQ_ORDER[i]; scales float16 [K / G, N]."""
     n, k = weight.shape
     groups = weight.reshape(n, k // group_size, group_size)
     lo = groups.amin(-1).clamp(max=0.0)
@@ -323,24 +332,31 @@ def gptq_pack(weight, group_size):
     q = torch.where(s[..., None] > 0, q, zero[..., None].expand_as(q))
     dequantized = (s[..., None] * (q - zero[..., None])).reshape(n, k)
     nibbles = 4 * torch.arange(8, dtype=torch.int64)
-    q = q.reshape(n, k).to(torch.int64).t().reshape(k // 8, 8, n)
-    qweight = to_int32((q << nibbles.reshape(1, 8, 1)).sum(1))
+    q = q.reshape(n, k).to(torch.int64).t()  # [K, N]
+    scales = scale.t().contiguous()
+    if method == "awq":
+        order = torch.tensor(AWQ_ORDER)
+        along_n = lambda v: to_int32((v.reshape(v.shape[0], n // 8, 8)[..., order] <<
+                                      nibbles.reshape(1, 1, 8)).sum(-1)).contiguous()
+        return dequantized, {"qweight": along_n(q),
+                             "qzeros": along_n(zero.to(torch.int64).t()), "scales": scales}
+    qweight = to_int32((q.reshape(k // 8, 8, n) << nibbles.reshape(1, 8, 1)).sum(1))
     z = (zero.to(torch.int64) - 1).t().reshape(k // group_size, n // 8, 8)
     qzeros = to_int32((z << nibbles.reshape(1, 1, 8)).sum(-1))
     g_idx = (torch.arange(k, dtype=torch.int32) // group_size).to(torch.int32)
     return dequantized, {"qweight": qweight.contiguous(), "qzeros": qzeros.contiguous(),
-                         "scales": scale.t().contiguous(), "g_idx": g_idx}
+                         "scales": scales, "g_idx": g_idx}
 
 
 def is_layer_projection(name):
     return name.startswith("model.layers.") and name.endswith("_proj.weight")
 
 
-def gptq_checkpoint(model, group_size, folder):
+def int4_checkpoint(model, method, group_size, folder):
     """Quantizes every layer projection of `model` (bf16, in place: the weights become their
-    dequantization rounded to bf16) and writes the GPTQ checkpoint of the result into `folder`:
-    config.json with the quantization_config, model.safetensors with the packed projections and
-    the other weights as they are. Returns the quantization_config."""
+    dequantization rounded to bf16) and writes the GPTQ or AWQ checkpoint of the result into
+    `folder`: config.json with the quantization_config, model.safetensors with the packed
+    projections and the other weights as they are. Returns the quantization_config."""
     from safetensors.torch import save_file
     os.makedirs(folder, exist_ok=True)
     tensors = {}
@@ -349,7 +365,7 @@ def gptq_checkpoint(model, group_size, folder):
             if not is_layer_projection(name):
                 tensors[name] = param.detach().clone().contiguous()
                 continue
-            dequantized, packed = gptq_pack(param.float().cpu(), group_size)
+            dequantized, packed = int4_pack(param.float().cpu(), group_size, method)
             param.copy_(dequantized.to(param.dtype))
             prefix = name[:-len(".weight")]
             for part, tensor in packed.items():
@@ -358,8 +374,12 @@ def gptq_checkpoint(model, group_size, folder):
         tensors.setdefault("lm_head.weight", model.lm_head.weight.detach().clone().contiguous())
     elif "lm_head.weight" in tensors:
         del tensors["lm_head.weight"]  # tied: save_pretrained leaves it out as well
-    quantization = {"quant_method": "gptq", "bits": 4, "group_size": group_size, "desc_act": False,
-                    "sym": False, "checkpoint_format": "gptq"}
+    if method == "awq":
+        quantization = {"quant_method": "awq", "bits": 4, "group_size": group_size,
+                        "zero_point": True, "version": "gemm", "modules_to_not_convert": None}
+    else:
+        quantization = {"quant_method": "gptq", "bits": 4, "group_size": group_size,
+                        "desc_act": False, "sym": False, "checkpoint_format": "gptq"}
     config = model.config.to_dict()
     config["quantization_config"] = quantization
     config["torch_dtype"] = "bfloat16"
@@ -396,9 +416,9 @@ def random_case(name, spec, out, device, init_range):
     torch.manual_seed(spec["seed"])
     model = transformers.LlamaForCausalLM(config).to(torch.bfloat16)
     quantization = None
-    if spec.get("gptq_group_size"):
-        quantization = gptq_checkpoint(model, spec["gptq_group_size"],
-                                       os.path.join(case_dir, GPTQ_FOLDER))
+    if spec.get("int4"):
+        method, group_size = spec["int4"]
+        quantization = int4_checkpoint(model, method, group_size, os.path.join(case_dir, method))
     model.save_pretrained(case_dir, safe_serialization=True)
     del model
     # The reference runs the checkpoint as loaded from the files. (The model built above must
@@ -419,7 +439,7 @@ def random_case(name, spec, out, device, init_range):
     ref["config"]["initializer_range"] = init_range
     ref["seed"] = spec["seed"]
     if quantization is not None:
-        ref["engine_model"] = os.path.abspath(os.path.join(case_dir, GPTQ_FOLDER))
+        ref["engine_model"] = os.path.abspath(os.path.join(case_dir, quantization["quant_method"]))
         ref["quantization"] = quantization
     ref["sequences"] = sequences
     return case_dir, ref

@@ -1151,24 +1151,31 @@ TEST(LoadModel, RefusesAPathThatIsNotThere) {
   EXPECT_TRUE(contains_all(error_of([&] { load_model(dir.root()); }), {"config.json"}));
 }
 
-// scripts/hf_reference.py's GPTQ case (KC_HF_REFERENCE=DIR, the folder it wrote; skipped without
-// it): the engine reads the GPTQ checkpoint that Python packed into the very bf16 bits of the
-// model transformers runs — the packers of PyTorch and of these tests against one reader.
-TEST(ModelWeights, ReferenceGptqCheckpointLoadsAsTheModelTransformersRuns) {
+// scripts/hf_reference.py's GPTQ and AWQ cases (KC_HF_REFERENCE=DIR, the folder it wrote; skipped
+// without it): the engine reads the checkpoint that PyTorch packed into the very bf16 bits of the
+// model transformers runs — a packer written apart from these tests' against the one reader.
+TEST(ModelWeights, ReferenceInt4CheckpointsLoadAsTheModelsTransformersRuns) {
   const char* root = std::getenv("KC_HF_REFERENCE");
   if (root == nullptr || root[0] == '\0') GTEST_SKIP() << "KC_HF_REFERENCE is unset (scripts/hf_reference.py's output)";
-  const std::string dir = std::string(root) + "/gqa4_gptq";
-  if (!std::ifstream(dir + "/reference.json")) GTEST_SKIP() << dir << " holds no reference (--cases gqa4_gptq)";
-  const nlohmann::json reference = nlohmann::json::parse(read_file(dir + "/reference.json"));
-  const LoadedModel gptq = load_model(reference.at("engine_model").get<std::string>(), WeightLoadOptions{true});
-  const LoadedModel plain = load_model(reference.at("model").get<std::string>());
-  ASSERT_TRUE(gptq.weights.config.quantization.has_value());
-  EXPECT_EQ(gptq.weights.config.quantization->group_size, reference.at("quantization").at("group_size").get<int>());
-  expect_same_tables(gptq.weights, plain.weights);
-  for (const LayerWeights& layer : gptq.weights.layers)
-    for (const auto* groups : {&layer.groups.q, &layer.groups.k, &layer.groups.v, &layer.groups.o, &layer.groups.gate,
-                               &layer.groups.up, &layer.groups.down})
-      EXPECT_TRUE(groups->has_value());
+  int cases = 0;
+  for (const char* name : {"gqa4_gptq", "gqa1_awq"}) {
+    const std::string dir = std::string(root) + "/" + name;
+    if (!std::ifstream(dir + "/reference.json")) continue;
+    SCOPED_TRACE(name);
+    const nlohmann::json reference = nlohmann::json::parse(read_file(dir + "/reference.json"));
+    const LoadedModel packed = load_model(reference.at("engine_model").get<std::string>(), WeightLoadOptions{true});
+    const LoadedModel plain = load_model(reference.at("model").get<std::string>());
+    ASSERT_TRUE(packed.weights.config.quantization.has_value());
+    EXPECT_EQ(packed.weights.config.quantization->method, reference.at("quantization").at("quant_method"));
+    EXPECT_EQ(packed.weights.config.quantization->group_size, reference.at("quantization").at("group_size").get<int>());
+    expect_same_tables(packed.weights, plain.weights);
+    for (const LayerWeights& layer : packed.weights.layers)
+      for (const auto* groups : {&layer.groups.q, &layer.groups.k, &layer.groups.v, &layer.groups.o, &layer.groups.gate,
+                                 &layer.groups.up, &layer.groups.down})
+        EXPECT_TRUE(groups->has_value());
+    ++cases;
+  }
+  if (cases == 0) GTEST_SKIP() << root << " holds neither gqa4_gptq nor gqa1_awq (--cases gqa4_gptq,gqa1_awq)";
 }
 
 TEST(ModelWeights, LoadsTheRealSmolLM2Gguf) {
