@@ -5,7 +5,8 @@
 // activations, standard normal) and B [N, K] (the weights, normal with sigma 0.02) and rounds them
 // to bf16: those are the model's values. The exact product R = A.B^T is formed in double on the
 // host. Then, for each path:
-//   bf16       cuBLAS's BF16 GEMM (FP32 accumulation, bf16 out) on A and B as they are: the yardstick;
+//   bf16       cuBLAS's BF16 GEMM (FP32 accumulation and split-K reductions, bf16 out; kc::cublas_gemm_ex)
+//              on A and B as they are: the yardstick;
 //   fp8        A and B quantized to e4m3 with one scale per tensor (max |x| / 448), stage3/fp8_gemm/05;
 //   fp8 block  A in 1 x 128 pieces and B in 128 x 128 blocks, a scale each (DeepSeek-V3's recipe),
 //              stage3/fp8_gemm/03 (rungs 04 and 05 take per-tensor scales in their fast path only);
@@ -30,7 +31,6 @@
 // kc-bench's tables). The FP8 and INT8 Hopper rungs need compute capability 9.0 (sm_90a); the FP8
 // rows are left out elsewhere and INT8 runs rung 03. Exit status: 0, or 1 when a kernel's own error
 // passes kKernelErrorLimit (or on bad input), 77 without a GPU (1 with KC_REQUIRE_GPU=1).
-#include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
@@ -49,6 +49,7 @@
 #include <fmt/format.h>
 
 #include "arch/sm90/tma_descriptor.hpp"
+#include "kc/common/blas.hpp"
 #include "kc/common/buffer.hpp"
 #include "kc/common/context.hpp"
 #include "kc/common/device.hpp"
@@ -185,12 +186,9 @@ std::vector<double> run_bf16(const Inputs& in, Context& context, cudaStream_t st
   a.copy_from_host(to_bf16(in.a), stream);
   b.copy_from_host(to_bf16(in.b), stream);
   poison(c.data(), DType::bf16, c.size(), stream);
-  const float one = 1.f, zero = 0.f;
-  KC_CUBLAS_CHECK(cublasSetStream(context.cublas(), stream));
-  // Row-major C [M, N] = A [M, K] . B [N, K]^T is column-major C^T = B . A^T.
-  KC_CUBLAS_CHECK(cublasGemmEx(context.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, in.n, in.m, in.k, &one, b.data(),
-                               CUDA_R_16BF, in.k, a.data(), CUDA_R_16BF, in.k, &zero, c.data(), CUDA_R_16BF, in.n,
-                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  // kc's cuBLAS call (kc/common/blas.hpp): FP32 accumulation and split-K reductions in FP32.
+  cublas_gemm_ex(context.cublas(), stream, GemmShape{in.m, in.n, in.k}, DType::bf16, DType::bf16, 1.f, a.data(),
+                 b.data(), BLayout::n_by_k, 0.f, c.data());
   KC_CUDA_CHECK(cudaStreamSynchronize(stream));
   return download(c);
 }
@@ -418,7 +416,7 @@ int run(int argc, char** argv) {
   in.exact = gemm_double(in.a, in.b, o.m, o.n, o.k);
 
   const std::vector<double> bf16_out = run_bf16(in, context, stream);
-  const char* bf16_kernel = "cuBLAS cublasGemmEx, FP32 accumulation";
+  const char* bf16_kernel = "cuBLAS cublasGemmEx, FP32 accumulation and reductions";
   const ErrorStats bf16_all = compare(bf16_out, in.exact, bf16_out.size());
   // The same GEMM's error on the first gguf-M rows: the GGUF rows' yardstick.
   const ErrorStats bf16_gguf = compare(bf16_out, in.exact, static_cast<std::size_t>(o.gguf_m) * o.n);
