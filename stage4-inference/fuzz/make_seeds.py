@@ -197,6 +197,14 @@ def config_seeds():
            "num_hidden_layers": 1, "num_attention_heads": 4, "vocab_size": 100,
            "rope_scaling": {"type": "default"}}
     write("fuzz_model_config", "minimal.json", json.dumps(old))
+    gptq = dict(smollm2, quantization_config={
+        "quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False, "sym": True,
+        "checkpoint_format": "gptq"})
+    write("fuzz_model_config", "gptq.json", json.dumps(gptq))
+    awq = dict(llama3, quantization_config={
+        "quant_method": "awq", "bits": 4, "group_size": 64, "zero_point": True, "version": "GEMM",
+        "modules_to_not_convert": None})
+    write("fuzz_model_config", "awq.json", json.dumps(awq))
 
 
 # --- tokenizer.json -----------------------------------------------------------------------------
