@@ -23,7 +23,8 @@
 // projections as random blocks of that type (their bf16 copy the blocks' dequantization; a GGUF
 // --model keeps its own blocks), --quantized int4-gN (N = 32, 64 or a multiple of 128) as bf16
 // quantized on the GPU into 4-bit groups of N (as a GPTQ/AWQ checkpoint, whose --model keeps its
-// own groups, loads), and --native-quantized on|off|both runs the decode steps on the
+// own groups, loads; a --model's projections without blocks or groups are quantized so at load:
+// RunnerOptions::quantize_int4_group_size), and --native-quantized on|off|both runs the decode steps on the
 // blocks (RunnerOptions::native_quantized) or on the dequantized copy, so one run gives both rows of
 // the same weights:
 //   decode      one request, a prompt of C random tokens, then --decode-tokens tokens; tok/s over
@@ -738,6 +739,7 @@ int run(int argc, char** argv) {
       options.native_quantized = native;
       options.decode_min_keys_per_split = args.decode_min_split_keys;
       options.kv_memory_fraction = args.kv_fraction;
+      if (loaded) options.quantize_int4_group_size = int4_group_size;  // a checkpoint's other projections
       options.max_model_len = std::min(args.max_model_len, config.max_position_embeddings);
       std::unique_ptr<kc::engine::ModelRunner> runner =
           loaded ? std::make_unique<kc::engine::ModelRunner>(loaded->weights, options, loaded->rope_freq_factors)
@@ -745,8 +747,8 @@ int run(int argc, char** argv) {
       const kc::engine::ModelRunner::WeightBytes& bytes = runner->weight_bytes();
       std::string blocks = bytes.block_type;  // the blocks' type, also when they stay on the host
       if (blocks.empty() && !loaded && random_type != kc::engine::GgmlType::bf16) blocks = args.quantized;
-      if (blocks.empty() && !loaded && int4_group_size > 0) blocks = fmt::format("int4 g{}", int4_group_size);
       if (blocks.empty() && loaded && !native) blocks = loaded_block_type(*loaded);
+      if (blocks.empty() && int4_group_size > 0) blocks = fmt::format("int4 g{}", int4_group_size);
       const std::string decode_note = decode_attention_note(decode_rung, rope_rung, rope_in, fuse);
       std::printf("%s, %s%s%s%s%s%s%s: %.0f MiB of bf16 weights%s, %.0f MiB read a decode token\n", name.c_str(),
                   graphs ? "CUDA graphs" : "eager", fuse ? ", fused kernels" : "",

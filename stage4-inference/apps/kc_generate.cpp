@@ -18,7 +18,10 @@
 // (kc/engine/model_runner.hpp).
 // --native-quantized keeps a GGUF file's q4_0, q4_1 and q8_0 projections as stored (and a GPTQ or
 // AWQ checkpoint's 4-bit groups) beside their bf16 copy and runs the decode steps on them
-// (RunnerOptions::native_quantized); the memory line then gives both sizes.
+// (RunnerOptions::native_quantized); the memory line then gives both sizes. --quantize-int4 G
+// quantizes the other layer projections on the GPU at load into 4-bit groups of G (round to
+// nearest; RunnerOptions::quantize_int4_group_size), so that a bf16 checkpoint runs as a GPTQ one
+// of those groups would, natively with --native-quantized.
 #include <unistd.h>
 
 #include <chrono>
@@ -45,7 +48,7 @@ constexpr const char* kUsage =
     "                   [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ignore-eos]\n"
     "                   [--block-size 16|32|64] [--kv-fraction F] [--max-model-len N] [--no-cuda-graphs]\n"
     "                   [--no-fuse-kernels] [--no-programmatic-launch] [--cpu-sampler] [--native-quantized]\n"
-    "                   [--verbose]\n";
+    "                   [--quantize-int4 G] [--verbose]\n";
 
 struct Args {
   std::string model, prompt, ids;
@@ -78,6 +81,7 @@ Args parse(int argc, char** argv) {
     else if (flag == "--no-programmatic-launch") args.runner.programmatic_launch = false;
     else if (flag == "--cpu-sampler") args.runner.gpu_sampler = false;
     else if (flag == "--native-quantized") args.runner.native_quantized = true;
+    else if (flag == "--quantize-int4") args.runner.quantize_int4_group_size = static_cast<int>(number(i));
     else if (flag == "--max-tokens") args.max_tokens = static_cast<int>(number(i));
     else if (flag == "--temperature") args.sampling.temperature = static_cast<float>(number(i));
     else if (flag == "--top-k") args.sampling.top_k = static_cast<int>(number(i));
@@ -96,6 +100,9 @@ Args parse(int argc, char** argv) {
   kc::require(!args.model.empty(), "--model is required\n{}", kUsage);
   kc::require(args.prompt.empty() != args.ids.empty(), "give --prompt or --ids (one of them)\n{}", kUsage);
   kc::require(args.max_tokens >= 1, "--max-tokens must be >= 1");
+  kc::require(args.runner.quantize_int4_group_size == 0 ||
+                  kc::stage3::int4_group_size_supported(args.runner.quantize_int4_group_size),
+              "--quantize-int4 {}: a group size of 32, 64 or a multiple of 128", args.runner.quantize_int4_group_size);
   kc::engine::validate_sampling_params(args.sampling);
   return args;
 }

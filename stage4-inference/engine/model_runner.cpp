@@ -77,6 +77,7 @@ struct BlockPiece {
   GgmlType type = GgmlType::q4_0;
   std::int64_t rows = 0, k = 0;
   int group_size = 0;
+  bool quantized_at_load = false;  // groups made on the GPU from the bf16 copy (nothing is sent up)
   std::size_t block_count() const { return static_cast<std::size_t>(rows) * static_cast<std::size_t>(k / 32); }
   // The bytes sent up: blocks or groups as stored (the groups' three arrays without their padding).
   std::size_t bytes() const {
@@ -169,7 +170,9 @@ struct ModelRunner::Impl {
   // pool with native_quantized.
   std::vector<BlockPiece> block_plan;
   GgmlType random_type = GgmlType::bf16;
-  int random_group_size = 0;  // > 0: random projections in 4-bit groups of this size
+  // > 0: projections without kept blocks or groups quantized at load into 4-bit groups of this
+  // size (a random model's from the constructor, a weight table's RunnerOptions::quantize_int4_group_size).
+  int load_group_size = 0;
   Blocks output_blocks;
   bool has_blocks = false;  // some projection runs on its blocks in a native step
   ModelRunner::WeightBytes weight_bytes;
@@ -323,7 +326,10 @@ PoolLayout ModelRunner::Impl::layout(std::int64_t num_blocks) const {
 ModelRunner::Impl::Impl(const ModelConfig& model_config, const ModelWeights* weights, std::uint64_t seed,
                         const RunnerOptions& opts, const std::vector<float>& freq_factors, GgmlType projection_type,
                         int random_int4_group_size)
-    : config(model_config), options(opts), random_type(projection_type), random_group_size(random_int4_group_size) {
+    : config(model_config),
+      options(opts),
+      random_type(projection_type),
+      load_group_size(weights == nullptr ? random_int4_group_size : opts.quantize_int4_group_size) {
   const ModelConfig& c = config;
   require(c.head_dim == 64 || c.head_dim == 128,
           "the model's head_dim is {}; the attention kernels are compiled for 64 and 128", c.head_dim);
@@ -352,8 +358,10 @@ ModelRunner::Impl::Impl(const ModelConfig& model_config, const ModelWeights* wei
   require(random_type == GgmlType::bf16 || is_gemv_block_type(random_type),
           "random weights in {}: the projections are drawn as bf16 or as q4_0, q4_1 or q8_0 blocks",
           ggml_type_name(random_type));
-  require(random_group_size == 0 || (weights == nullptr && random_type == GgmlType::bf16),
+  require(random_int4_group_size == 0 || (weights == nullptr && random_type == GgmlType::bf16),
           "random 4-bit groups: a random model (no weights) whose projections are not drawn as blocks");
+  require(options.quantize_int4_group_size == 0 || weights != nullptr,
+          "quantize_int4_group_size: a random model takes its group size from the constructor");
   plan_blocks(weights);
 
   std::int64_t num_blocks = options.num_blocks;
@@ -417,12 +425,14 @@ void ModelRunner::Impl::plan_blocks(const ModelWeights* weights) {
     piece.piece = fmt::format("{} ({} blocks)", piece.key, piece.type_name());
     block_plan.push_back(std::move(piece));
   };
-  // A random model's projection in groups of random_group_size (none when it is 0).
-  const auto add_random_groups = [&](std::string key, std::int64_t rows, std::int64_t k_dim) {
-    if (random_group_size == 0) return;
-    stage3::check_int4_group_shape(rows, k_dim, random_group_size,
-                                   fmt::format("random 4-bit groups of '{}'", key).c_str());
-    BlockPiece piece{std::move(key), {}, GgmlType::q4_0, rows, k_dim, random_group_size};
+  // A projection quantized at load into groups of load_group_size (none when it is 0, or when the
+  // projection has kept blocks or groups already).
+  const auto add_load_groups = [&](std::string key, std::int64_t rows, std::int64_t k_dim) {
+    if (load_group_size == 0 || find_block_piece(key) != nullptr) return;
+    stage3::check_int4_group_shape(
+        rows, k_dim, load_group_size,
+        fmt::format("{} 4-bit groups of '{}'", weights == nullptr ? "random" : "quantize_int4_group_size:", key).c_str());
+    BlockPiece piece{std::move(key), {}, GgmlType::q4_0, rows, k_dim, load_group_size, true};
     piece.piece = fmt::format("{} ({} blocks)", piece.key, piece.type_name());
     block_plan.push_back(std::move(piece));
   };
@@ -437,28 +447,27 @@ void ModelRunner::Impl::plan_blocks(const ModelWeights* weights) {
     const std::optional<GgmlType> gate = type_of(kept ? &kept->gate : nullptr), up = type_of(kept ? &kept->up : nullptr);
     add(layer_piece(l, "gate_up"), gate == up ? gate : std::nullopt, 2 * I, H);
     add(layer_piece(l, "down"), type_of(kept ? &kept->down : nullptr), H, I);
-    if (weights == nullptr) {
-      for (const auto& [piece, rows, k_dim] : {std::tuple<const char*, std::int64_t, std::int64_t>{"q", q_width, H},
-                                               {"k", kv_width, H},
-                                               {"v", kv_width, H},
-                                               {"o", H, q_width},
-                                               {"gate_up", 2 * I, H},
-                                               {"down", H, I}})
-        add_random_groups(layer_piece(l, piece), rows, k_dim);
-      continue;
+    if (weights != nullptr) {
+      const Int4Layer& groups = weights->layers[static_cast<std::size_t>(l)].groups;
+      add_groups(layer_piece(l, "q"), {&groups.q}, q_width, H);
+      add_groups(layer_piece(l, "k"), {&groups.k}, kv_width, H);
+      add_groups(layer_piece(l, "v"), {&groups.v}, kv_width, H);
+      add_groups(layer_piece(l, "o"), {&groups.o}, H, q_width);
+      add_groups(layer_piece(l, "gate_up"), {&groups.gate, &groups.up}, 2 * I, H);
+      add_groups(layer_piece(l, "down"), {&groups.down}, H, I);
     }
-    const Int4Layer& groups = weights->layers[static_cast<std::size_t>(l)].groups;
-    add_groups(layer_piece(l, "q"), {&groups.q}, q_width, H);
-    add_groups(layer_piece(l, "k"), {&groups.k}, kv_width, H);
-    add_groups(layer_piece(l, "v"), {&groups.v}, kv_width, H);
-    add_groups(layer_piece(l, "o"), {&groups.o}, H, q_width);
-    add_groups(layer_piece(l, "gate_up"), {&groups.gate, &groups.up}, 2 * I, H);
-    add_groups(layer_piece(l, "down"), {&groups.down}, H, I);
+    for (const auto& [piece, rows, k_dim] : {std::tuple<const char*, std::int64_t, std::int64_t>{"q", q_width, H},
+                                             {"k", kv_width, H},
+                                             {"v", kv_width, H},
+                                             {"o", H, q_width},
+                                             {"gate_up", 2 * I, H},
+                                             {"down", H, I}})
+      add_load_groups(layer_piece(l, piece), rows, k_dim);
   }
   const char* output_key = c.tie_word_embeddings ? "token embedding" : "output projection";
   add(output_key, type_of(weights != nullptr ? &weights->output_blocks : nullptr), c.vocab_size, H);
   if (weights != nullptr) add_groups(output_key, {&weights->output_groups}, c.vocab_size, H);
-  if (weights == nullptr) add_random_groups(output_key, c.vocab_size, H);
+  if (weights == nullptr) add_load_groups(output_key, c.vocab_size, H);  // a real model's output stays as it is
   for (const BlockPiece& blocks : block_plan)
     require(blocks.group_size > 0 || blocks.k % stage3::kGgufBlockWeights == 0, "'{}': K = {} is not whole blocks of 32",
             blocks.piece, blocks.k);
@@ -533,7 +542,8 @@ void ModelRunner::Impl::upload(const ModelWeights* weights, std::uint64_t seed,
                                   &layer.gate, &layer.up, &layer.down})
         add(*t);
     if (options.native_quantized)
-      for (const BlockPiece& blocks : block_plan) total_bytes += blocks.bytes();
+      for (const BlockPiece& blocks : block_plan)
+        if (!blocks.quantized_at_load) total_bytes += blocks.bytes();
   }
   int which = 0;
   std::uint64_t tensor_index = 0;
@@ -571,7 +581,7 @@ void ModelRunner::Impl::upload(const ModelWeights* weights, std::uint64_t seed,
   // Blocks as a file stores them (or as drawn) wait here to be dequantized into the bf16 copy and,
   // with native_quantized, prepared for the quantized GEMV into their pool piece.
   std::size_t scratch_bytes = 0;
-  if (weights == nullptr || options.native_quantized)
+  if (weights == nullptr || options.native_quantized || load_group_size > 0)
     for (const BlockPiece& blocks : block_plan)
       scratch_bytes = std::max(scratch_bytes, blocks.group_size == 0 ? blocks.bytes() : blocks.stored_bytes());
   DeviceBuffer<std::uint8_t> scratch(scratch_bytes);
@@ -598,11 +608,15 @@ void ModelRunner::Impl::upload(const ModelWeights* weights, std::uint64_t seed,
       stored.n = static_cast<int>(plan->rows);
       stored.k = static_cast<int>(plan->k);
       stored.group_size = plan->group_size;
-      if (weights == nullptr) {
-        // Random: drawn as bf16 into the copy, quantized on the GPU, the copy overwritten by the
-        // groups' dequantization.
-        for (std::size_t offset = 0; offset < static_cast<std::size_t>(plan->rows * plan->k); offset += part_elements)
-          draw(to + offset, part_elements, fan_in);
+      if (plan->quantized_at_load) {
+        // Quantized at load: the copy drawn (a random model) or sent up (a weight table), quantized
+        // on the GPU, and overwritten by the groups' dequantization.
+        std::size_t offset = 0;
+        for (const HostTensor* part : parts) {
+          put(part, to, part_elements, fan_in, offset);
+          offset += part_elements;
+        }
+        if (weights != nullptr) KC_CUDA_CHECK(cudaStreamWaitEvent(stream, side.freed[1 - which], 0));  // the copy is up
         stage3::QuantizeInt4Args quantize;
         quantize.rows = plan->rows;
         quantize.k = static_cast<int>(plan->k);

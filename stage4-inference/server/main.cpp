@@ -14,7 +14,8 @@
 // the --tokenizer given (its size replaces the configuration's): load tests of a model's shape
 // without its checkpoint; the text is noise. --native-quantized runs a GGUF file's q4_0, q4_1 and
 // q8_0 projections on their blocks (and a GPTQ/AWQ checkpoint's on its 4-bit groups) at decode
-// (RunnerOptions::native_quantized). The tokenizer and the chat template come from the model (GGUF:
+// (RunnerOptions::native_quantized); --quantize-int4 G quantizes a --model's other layer
+// projections on the GPU at load into 4-bit groups of G (RunnerOptions::quantize_int4_group_size). The tokenizer and the chat template come from the model (GGUF:
 // tokenizer.ggml.* and tokenizer.chat_template; a directory: tokenizer.json and
 // tokenizer_config.json) or, with --fake-model, from a tokenizer.json, which carries no template:
 // then chat uses plain ChatML unless --chat-template names a file with one. A template the engine
@@ -57,6 +58,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: kc-serve --model FILE.gguf|DIR [--kv-fraction 0.5] [--max-batched-tokens 2048] [--no-cuda-graphs]\n"
     "                [--cpu-sampler] [--no-fuse-kernels] [--no-programmatic-launch] [--native-quantized]\n"
+    "                [--quantize-int4 G]\n"
     "       kc-serve --synthetic NAME --tokenizer tokenizer.json [--seed 1]   (random weights)\n"
     "       kc-serve (--model FILE.gguf | --tokenizer tokenizer.json) --fake-model [--fake-step-ms 0]\n"
     "                [--chat-template FILE|chatml] [--host 127.0.0.1] [--port 8000]\n"
@@ -127,6 +129,7 @@ int run(int argc, char** argv) {
   int max_batched_tokens = 2048;
   bool cuda_graphs = true, gpu_sampler = true, fuse_kernels = kc::engine::RunnerOptions{}.fuse_kernels;
   bool native_quantized = kc::engine::RunnerOptions{}.native_quantized;
+  int quantize_int4 = 0;
   bool programmatic_launch = kc::engine::RunnerOptions{}.programmatic_launch;
   kc::engine::SchedulerConfig config;
   config.max_model_len = 2048;
@@ -143,6 +146,7 @@ int run(int argc, char** argv) {
     else if (arg == "--no-fuse-kernels") fuse_kernels = false;
     else if (arg == "--no-programmatic-launch") programmatic_launch = false;
     else if (arg == "--native-quantized") native_quantized = true;
+    else if (arg == "--quantize-int4") quantize_int4 = parse_int(arg, value(), 1);
     else if (arg == "--synthetic") synthetic = value();
     else if (arg == "--seed") seed = static_cast<std::uint64_t>(parse_int(arg, value(), 0));
     else if (arg == "--model") model_path = value();
@@ -169,6 +173,11 @@ int run(int argc, char** argv) {
     else kc::require(false, "kc-serve: unknown argument '{}'\n{}", arg, kUsage);
   }
   const bool synthetic_model = !synthetic.empty();
+  kc::require(quantize_int4 == 0 || (kc::stage3::int4_group_size_supported(quantize_int4) && !model_path.empty() &&
+                                     !fake_model),
+              "kc-serve: --quantize-int4 {}: a group size of 32, 64 or a multiple of 128, for a --model served on "
+              "the GPU\n{}",
+              quantize_int4, kUsage);
   kc::require(synthetic_model ? (model_path.empty() && !tokenizer_path.empty() && !fake_model)
                               : model_path.empty() != tokenizer_path.empty(),
               "kc-serve: give the model (--model FILE.gguf or a Hugging Face directory), a shape with "
@@ -200,6 +209,7 @@ int run(int argc, char** argv) {
     runner_options.fuse_kernels = fuse_kernels;
     runner_options.programmatic_launch = programmatic_launch;
     runner_options.native_quantized = native_quantized;
+    if (!synthetic_model) runner_options.quantize_int4_group_size = quantize_int4;
     if (synthetic_model) {
       tokenizer_of_file = kc::engine::Tokenizer::from_tokenizer_json(tokenizer_path);
       kc::engine::ModelConfig shape = kc::engine::published_model_config(synthetic);

@@ -1172,6 +1172,54 @@ TEST(ModelRunner, RandomInt4GroupsDequantizeAsTheHostDoesAndRunNatively) {
   expect_close(paths, "random int4 g128, native against dequantized");
 }
 
+// RunnerOptions::quantize_int4_group_size: a bf16 weight table's layer projections quantized on the
+// GPU at load run as the table whose projections are their host quantization's dequantization
+// (stage 3's GPU quantizer writes the host quantizer's bytes): both paths against that table's
+// double model, the output projection left in bf16.
+TEST(ModelRunner, QuantizeInt4AtLoadRunsAsTheTableOfItsGroups) {
+  KC_SKIP_WITHOUT_GPU();
+  const Case& c = kCases[2];
+  const ModelWeights weights = case_weights(c, 26);
+  ModelWeights expected = weights;
+  const auto as_groups = [](HostTensor& copy) {
+    std::vector<float> values(copy.data.size());
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = bfloat16_to_float(copy.data[i]);
+    const stage3::Int4GroupHost groups = stage3::quantize_int4_groups_on_host(
+        values.data(), static_cast<int>(copy.shape[0]), static_cast<int>(copy.shape[1]), 128);
+    const std::vector<float> dequantized = stage3::dequantize_int4_groups_to_float(groups.view());
+    for (std::size_t i = 0; i < values.size(); ++i) copy.data[i] = float_to_bfloat16(dequantized[i]);
+  };
+  for (LayerWeights& layer : expected.layers)
+    for (HostTensor* t : {&layer.q, &layer.k, &layer.v, &layer.o, &layer.gate, &layer.up, &layer.down}) as_groups(*t);
+  const std::vector<std::int32_t> ids = random_ids(77, c.vocab, 14);
+  const std::vector<double> reference = reference_logits(expected, ids);
+  double quantized_mean = 0.0;  // the larger of the two paths' mean error against the quantized table
+  for (int native = 0; native < 2; ++native) {
+    RunnerOptions options = small_runner();
+    options.quantize_int4_group_size = 128;
+    options.native_quantized = native == 1;
+    ModelRunner runner(weights, options);
+    Comparison versus_double;
+    compare(chunked_then_decoded(runner, ids), reference, c.vocab, static_cast<std::int64_t>(ids.size()), 0,
+            versus_double);
+    expect_close(versus_double, native ? "quantized at load, native" : "quantized at load, dequantized");
+    quantized_mean = std::max(quantized_mean, versus_double.mean());
+    const auto& used = runner.kernels_used();
+    EXPECT_EQ(used.count("projection down, int4 g128 groups (first at M = 7)"), native == 1 ? 1u : 0u);
+    EXPECT_EQ(used.count("projection output, int4 g128 groups (first at M = 7)"), 0u) << "the output stays bf16";
+    if (native == 1) {
+      EXPECT_EQ(runner.weight_bytes().block_type, "int4 g128");
+    }
+  }
+  // Without the option the table runs as it is: further from the quantized table than rounding
+  // alone puts the two paths that quantized it.
+  ModelRunner plain(weights, small_runner());
+  Comparison unquantized;
+  compare(chunked_then_decoded(plain, ids), reference, c.vocab, static_cast<std::int64_t>(ids.size()), 0, unquantized);
+  EXPECT_GT(unquantized.mean(), 2 * quantized_mean) << "the quantization moved nothing the comparison can see";
+  std::printf("unquantized against the quantized table: mean logit error %.5f of the row RMS\n", unquantized.mean());
+}
+
 // A random model in groups that do not divide a projection's K is refused before anything is
 // allocated, naming the projection and the rule (576 = 4.5 x 128).
 TEST(ModelRunner, RandomInt4GroupsThatDoNotDivideKAreRefused) {

@@ -221,5 +221,18 @@ TEST(ServeProcess, AnUnknownChatTemplateIsRefusedAtStartup) {
   EXPECT_NE(server.output().find("unknown chat template"), std::string::npos) << server.output();
 }
 
+// --quantize-int4 quantizes a model on the GPU: with the scripted model there is none, and a group
+// size the int4 layout does not take is refused before anything loads.
+TEST(ServeProcess, QuantizeInt4IsRefusedWithoutAModelOrWithABadGroupSize) {
+  for (const char* size : {"128", "100"}) {
+    ServerProcess server({"--quantize-int4", size});
+    EXPECT_EQ(server.port(), 0) << "it must not listen";
+    EXPECT_EQ(server.wait_exit(std::chrono::seconds(5)), 1) << server.output();
+    EXPECT_NE(server.output().find(std::string("--quantize-int4 ") + size + ": a group size of 32, 64 or a multiple of 128"),
+              std::string::npos)
+        << server.output();
+  }
+}
+
 }  // namespace
 }  // namespace kc::serve

@@ -161,6 +161,16 @@ struct RunnerOptions {
   // allocation). Off by default; it becomes the default once it has run on the H200 against the
   // dequantized path (ModelRunner.NativeQuantized* in tests/model_runner_gpu_test.cpp).
   bool native_quantized = false;
+  // > 0: the layer projections of a weight table that come without blocks or groups (a bf16, f16
+  // or f32 checkpoint, or a GGUF file's tensors that are not kept as blocks) are quantized on the
+  // GPU at load into 4-bit groups of this size (kc::stage3::quantize_int4_groups: GPTQ's min-max
+  // rule rounded to nearest, no error feedback), and their bf16 copy becomes the groups'
+  // dequantization — the model is then the one a GPTQ checkpoint of those groups would give, with
+  // or without native_quantized, which runs the decode steps on the groups. The output projection
+  // (and a tied embedding) stays as it is. kc::Error at construction for a size that does not
+  // divide every projection's K (32, 64 or a multiple of 128). 0: off. Random models take their
+  // group size from the constructor instead.
+  int quantize_int4_group_size = 0;
   // Called after every piece of the weight upload (64 MiB at most) with the bytes sent and
   // the bytes in all: kc-generate draws a progress bar with it. Not called for random weights.
   std::function<void(std::uint64_t done_bytes, std::uint64_t total_bytes)> upload_progress;
