@@ -83,7 +83,7 @@ def load(name, model_path, torch, transformers, device, attention):
             model = transformers.LlamaForCausalLM(config).to(torch.bfloat16)
         return model.eval()
     import os
-    kwargs = dict(torch_dtype=torch.bfloat16, attn_implementation=attention)
+    kwargs = dict(dtype=torch.bfloat16, attn_implementation=attention)  # transformers 5: dtype (torch_dtype is deprecated)
     if os.path.isfile(model_path):
         model = transformers.AutoModelForCausalLM.from_pretrained(
             os.path.dirname(os.path.abspath(model_path)), gguf_file=os.path.basename(model_path), **kwargs)
@@ -116,6 +116,7 @@ def main():
 
     import torch
     import transformers
+    transformers.logging.disable_progress_bar()
     torch.manual_seed(args.seed)
     sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
 

@@ -382,7 +382,7 @@ def int4_checkpoint(model, method, group_size, folder):
                         "desc_act": False, "sym": False, "checkpoint_format": "gptq"}
     config = model.config.to_dict()
     config["quantization_config"] = quantization
-    config["torch_dtype"] = "bfloat16"
+    config["dtype"] = "bfloat16"  # transformers 5's key; to_dict() leaves it null before a save
     with open(os.path.join(folder, "config.json"), "w", encoding="utf-8") as f:
         json.dump(config, f, indent=2)
     save_file(tensors, os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
