@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Summarize a kc-bench sweep the way the issue targets read it: per kernel, over the shapes it ran,
+"""Summarize a kc-bench sweep the way the stage targets read it: per kernel, over the shapes it ran,
 the geometric mean of its % of baseline, its lowest and highest shape, how many shapes it is at or
 above the baseline, and how many fall below a floor; optionally the same for "the best of" a set of
 kernels (at each shape the fastest of them), which is what a shape-by-shape dispatch could reach.

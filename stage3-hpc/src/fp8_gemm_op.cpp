@@ -213,7 +213,7 @@ OpSpec make_fp8_gemm_op() {
   op.supports = &fp8_gemm_problem_error;
 
   using P = ParamValues;
-  // The squares the issue names, and Llama-3-8B's MLP at 8192 tokens (up/gate, then down), each
+  // The squares the targets name, and Llama-3-8B's MLP at 8192 tokens (up/gate, then down), each
   // with a scale per tensor and with block scales.
   for (const double scaling : {0.0, 1.0})
     for (const Shape& dims : std::vector<Shape>{{4096, 4096, 4096}, {8192, 8192, 8192}, {8192, 14336, 4096},

@@ -148,7 +148,7 @@ OpSpec make_op(bool dequantize) {
   set_gemm_accounting(op, [](const Problem& p) { return GemmShape{m_of(p), n_of(p), k_of(p)}; });
   op.supports = &int8_gemm_problem_error;
 
-  // The squares the issue names and Llama-3-8B's MLP at 8192 tokens (up/gate, then down).
+  // The squares the targets name and Llama-3-8B's MLP at 8192 tokens (up/gate, then down).
   for (const Shape& dims :
        std::vector<Shape>{{4096, 4096, 4096}, {8192, 8192, 8192}, {8192, 14336, 4096}, {8192, 4096, 14336}})
     op.bench.push_back({dims});

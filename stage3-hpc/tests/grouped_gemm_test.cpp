@@ -242,7 +242,7 @@ TEST(GroupedGemmOp, ConformanceHasTheEdgesAndRung02RefusesExactlyKNotAMultipleOf
   EXPECT_EQ(refused, grouped_gemm_tiles_refusals());
 }
 
-// The baseline is the faster cuBLAS path per problem (the issue's "grouped call or a loop of
+// The baseline is the faster cuBLAS path per problem (the target's "grouped call or a loop of
 // GEMMs, whichever is faster"); both paths are timed beside it as peers.
 TEST(GroupedGemmOp, IsTimedAgainstTheFasterCublasPathWithBothPathsBesideIt) {
   const OpSpec op = make_grouped_gemm_op();
