@@ -193,6 +193,11 @@ std::optional<WeightQuantization> hf_quantization(const HfFields& fields) {
                               "\"gptq\" (v1) and \"gptq_v2\" packings",
                               out.checkpoint_format));
     out.desc_act = q.bool_or("desc_act", false);
+    const std::string pack_dtype = q.string_or("pack_dtype", "int32");  // GPTQModel may pack into other words
+    if (pack_dtype != "int32")
+      fields.fail(fmt::format("quantization_config pack_dtype \"{}\" is not read: the engine reads GPTQ weights "
+                              "packed 8 to an int32 word",
+                              pack_dtype));
   } else {
     out.checkpoint_format = "awq";
     std::string version = q.string_or("version", "gemm");

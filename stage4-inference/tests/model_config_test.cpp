@@ -251,6 +251,12 @@ TEST(ModelConfig, RefusesQuantizationItCannotRead) {
   json marlin = gptq_config();
   marlin["checkpoint_format"] = "marlin";
   EXPECT_TRUE(contains_all(error(marlin), {"checkpoint_format \"marlin\" is not read"}));
+  json int16_words = gptq_config();
+  int16_words["pack_dtype"] = "int16";
+  EXPECT_TRUE(contains_all(error(int16_words), {"pack_dtype \"int16\" is not read", "int32 word"}));
+  json int32_words = gptq_config();
+  int32_words["pack_dtype"] = "int32";
+  EXPECT_NO_THROW(parse_hf_config(patched(kSmolLM2_135MConfigJson, {{"quantization_config", int32_words}}), "c"));
   json zero_group = gptq_config();
   zero_group["group_size"] = 0;
   EXPECT_TRUE(contains_all(error(zero_group), {"group_size is 0"}));

@@ -70,8 +70,8 @@ struct ModelConfig {
 // transformers' LlamaConfig: num_key_value_heads = num_attention_heads, rms_norm_eps 1e-6,
 // rope_theta 10000, max_position_embeddings 2048, tie_word_embeddings false. A
 // "quantization_config" is read for 4-bit GPTQ ("quant_method" "gptq", "checkpoint_format" "gptq"
-// or "gptq_v2") and AWQ ("awq", "version" "gemm", "zero_point" true); any other method, bit width
-// or packing is refused by name. Throws kc::Error naming the file and the field for bad JSON, a
+// or "gptq_v2", int32 words) and AWQ ("awq", "version" "gemm", "zero_point" true); any other
+// method, bit width or packing is refused by name. Throws kc::Error naming the file and the field for bad JSON, a
 // missing or mistyped field, an unsupported architecture, RoPE scaling or quantization, and
 // anything validate_model_config() refuses.
 ModelConfig read_hf_config(const std::string& path);
