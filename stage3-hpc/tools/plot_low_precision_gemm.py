@@ -15,7 +15,7 @@ timed ("status": "ok") are drawn.
 import argparse
 import sys
 
-from bench_report import read_report, save_figure
+from bench_report import grouped_bars, read_report, save_figure, timed_rows
 
 OPS = ("fp8_gemm", "int8_gemm", "int8_gemm_dequant")
 
@@ -45,8 +45,7 @@ def main(argv):
         sys.exit(f"plot_low_precision_gemm: the reports come from different runs {sorted(runs)}; give one run's tables")
     all_rows = [r for report in reports for r in report["results"] if r.get("op") in OPS]
     panels = list(dict.fromkeys(panel_of(r) for r in all_rows))
-    rows = [r for r in all_rows if r.get("status") == "ok" and not r.get("is_baseline") and not r.get("is_peer")
-            and r.get("pct_of_baseline") is not None and r.get("baseline_alongside")]
+    rows = [r for report in reports for r in timed_rows(report, OPS, "pct_of_baseline") if r.get("baseline_alongside")]
     if not rows:
         sys.exit(f"{', '.join(args.reports)}: no rows of {', '.join(OPS)} timed against a baseline")
     shapes = list(dict.fromkeys(r["shape"] for r in rows))
@@ -68,18 +67,7 @@ def main(argv):
         kernels = sorted({(r["rung"], r["kernel"]) for r in mine})
         panel_shapes = [s for s in shapes if any(r["shape"] == s for r in mine)]
         pct = {(r["kernel"], r["shape"]): r["pct_of_baseline"] for r in mine}
-        width = 0.8 / len(panel_shapes)
-        for i, shape in enumerate(panel_shapes):
-            xs, ys = [], []
-            for k, (_, name) in enumerate(kernels):
-                if (name, shape) in pct:
-                    xs.append(k + (i - (len(panel_shapes) - 1) / 2) * width)
-                    ys.append(pct[(name, shape)])
-            bars = axes.bar(xs, [min(y, args.ymax) for y in ys], width, label=shape, color=color_of[shape])
-            for bar, y in zip(bars, ys):
-                if y > args.ymax:
-                    axes.annotate(f"{y:.0f}", (bar.get_x() + bar.get_width() / 2, args.ymax), ha="center",
-                                  va="bottom", fontsize=7)
+        grouped_bars(axes, kernels, panel_shapes, pct, args.ymax, color_of)
         axes.set_xticks(range(len(kernels)))
         axes.set_xticklabels([name.rsplit("/", 1)[-1] for _, name in kernels], fontsize=8)
         axes.legend(fontsize=7, ncol=min(4, len(panel_shapes)), title="M x N x K", title_fontsize=7)

@@ -16,7 +16,7 @@ later batches) has no bar there. The dashed line is the 85% target.
 import argparse
 import sys
 
-from bench_report import read_report, save_figure
+from bench_report import grouped_bars, read_report, save_figure, timed_rows
 
 OPS = ("gemv_gguf", "gemv_int4")
 GGML_TYPES = {2: "q4_0", 3: "q4_1", 8: "q8_0"}  # ggml's type ids (the op's ggml_type parameter)
@@ -33,16 +33,7 @@ def weight_format(row):
 
 def load(path):
     report = read_report(path, "plot_quant_gemv")
-    rows = [
-        r
-        for r in report["results"]
-        if r.get("status") == "ok"
-        and r.get("op") in OPS
-        and not r.get("is_baseline")
-        and not r.get("is_peer")
-        and r.get("pct_of_ceiling") is not None
-    ]
-    return report, rows
+    return report, timed_rows(report, OPS, "pct_of_ceiling")
 
 
 def main(argv):
@@ -72,18 +63,7 @@ def main(argv):
         kernels = sorted({(r["rung"], r["kernel"]) for r in mine})
         panel_shapes = [s for s in shapes if any(r["shape"] == s for r in mine)]
         pct = {(r["kernel"], r["shape"]): r["pct_of_ceiling"] for r in mine}
-        width = 0.8 / len(panel_shapes)
-        for i, shape in enumerate(panel_shapes):
-            xs, ys = [], []
-            for k, (_, name) in enumerate(kernels):
-                if (name, shape) in pct:
-                    xs.append(k + (i - (len(panel_shapes) - 1) / 2) * width)
-                    ys.append(pct[(name, shape)])
-            bars = axes.bar(xs, [min(y, args.ymax) for y in ys], width, label=shape, color=color_of[shape])
-            for bar, y in zip(bars, ys):
-                if y > args.ymax:
-                    axes.annotate(f"{y:.0f}", (bar.get_x() + bar.get_width() / 2, args.ymax),
-                                  ha="center", va="bottom", fontsize=7)
+        grouped_bars(axes, kernels, panel_shapes, pct, args.ymax, color_of)
         axes.axhline(TARGET, color="black", linestyle="--", linewidth=0.8)
         axes.set_xticks(range(len(kernels)))
         axes.set_xticklabels([name.rsplit("/", 1)[-1] for _, name in kernels], rotation=20, ha="right", fontsize=8)
