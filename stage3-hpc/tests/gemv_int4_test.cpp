@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kc/common/error.hpp"
+#include "kc/stage3/gemv_gguf.hpp"
 #include "kc/stage3/gemv_int4.hpp"
 #include "kc/stage3/quantize_int4.hpp"
 #include "stage3_test_registry.hpp"
@@ -214,6 +215,37 @@ TEST(GemvInt4, PreparedLayoutHoldsEveryWeightScaleAndZeroPoint) {
         ASSERT_EQ(got.scale, w.scales[entry]) << "row " << row << ", k " << kk;
         ASSERT_EQ(got.zero, w.zeros[entry]) << "row " << row << ", k " << kk;
       }
+  }
+}
+
+// The rungs decode the prepared quants with the GGUF rungs' q4 decode (quant/gemv_gguf_mma.cuh), so
+// they must be, byte for byte, the layout=3 quants the GGUF GEMV's own repack makes of q4_1 blocks
+// holding the same nibbles (ggml's block: half d, half m, then byte j = weight j | weight j + 16
+// << 4) — checked against repack_gguf_blocks_for_mma16, not against this file's reading of the
+// layout.
+TEST(GemvInt4, PreparedQuantsAreTheGgufLayout3QuantsOfTheSameNibbles) {
+  struct Case {
+    int n, k, group_size;
+  };
+  for (const Case c : {Case{37, 96, 32}, Case{16, 576, 64}, Case{33, 384, 128}}) {
+    const Int4GroupHost w = random_weight(c.n, c.k, c.group_size, static_cast<std::uint64_t>(7 * c.n + c.k));
+    std::vector<std::uint8_t> blocks;
+    for (int row = 0; row < c.n; ++row)
+      for (int b = 0; b < c.k / 32; ++b) {
+        const std::uint16_t d = half_bits(1.f), m = half_bits(0.f);
+        for (const std::uint16_t h : {d, m}) {
+          blocks.push_back(static_cast<std::uint8_t>(h & 0xff));
+          blocks.push_back(static_cast<std::uint8_t>(h >> 8));
+        }
+        for (int j = 0; j < 16; ++j)
+          blocks.push_back(static_cast<std::uint8_t>(stored_q(w, row, 32 * b + j) | (stored_q(w, row, 32 * b + j + 16) << 4)));
+      }
+    const GgufRepacked gguf = repack_gguf_blocks_for_mma16(GgufBlockType::q4_1, blocks.data(), blocks.size(), c.n, c.k);
+    const Int4Prepared p = prepare_int4_groups(w.view());
+    ASSERT_EQ(p.quants.size(), gguf.quants.size()) << c.n << "x" << c.k;
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < p.quants.size(); ++i) differ += p.quants[i] != gguf.quants[i];
+    EXPECT_EQ(differ, 0u) << c.n << "x" << c.k << " G " << c.group_size << ": of " << p.quants.size() << " bytes";
   }
 }
 
