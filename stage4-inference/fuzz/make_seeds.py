@@ -296,9 +296,72 @@ def request_seeds():
     write("fuzz_request_json", "bad_utf8.json", b"\x01{\"messages\": [{\"role\": \"user\", \"content\": \"\xc3\x28\"}]}")
 
 
+# --- GPTQ / AWQ checkpoints ----------------------------------------------------------------------
+
+def int4_checkpoint(selector):
+    """fuzz_int4_checkpoint's input: the selector byte, then a tiny Llama's safetensors file whose
+    layer projections are packed in groups of 32 as the selector's format says (bits 0-1: GPTQ v1,
+    GPTQ v2, AWQ; bit 2: tied) with q = (n + k) % 16, z = 8 and s = 1/64."""
+    method = selector & 3
+    tied = bool(selector & 4)
+    hidden, inter, vocab, group = 64, 96, 16, 32
+    tensors = []  # (name, dtype, shape, bytes)
+
+    def bf16_ones(shape):
+        count = 1
+        for d in shape:
+            count *= d
+        return struct.pack(f"<{count}H", *([0x3F80] * count))
+
+    def words(values):
+        return struct.pack(f"<{len(values)}I", *values)
+
+    def packed(prefix, n, k):
+        def q(col, kk):
+            return (col + kk) % 16
+        if method == 2:  # AWQ: along N in AWQ's order
+            order = (0, 2, 4, 6, 1, 3, 5, 7)
+            qweight = [sum(q(8 * j + order[i], kk) << (4 * i) for i in range(8)) for kk in range(k) for j in range(n // 8)]
+            qzeros = [sum(8 << (4 * i) for i in range(8)) for _ in range(k // group) for _ in range(n // 8)]
+            tensors.append((prefix + ".qweight", "I32", [k, n // 8], words(qweight)))
+        else:  # GPTQ: along K; v1 stores z - 1
+            qweight = [sum(q(col, 8 * r + i) << (4 * i) for i in range(8)) for r in range(k // 8) for col in range(n)]
+            stored_zero = 7 if method != 1 else 8
+            qzeros = [sum(stored_zero << (4 * i) for i in range(8)) for _ in range(k // group) for _ in range(n // 8)]
+            tensors.append((prefix + ".qweight", "I32", [k // 8, n], words(qweight)))
+            tensors.append((prefix + ".g_idx", "I32", [k], words([kk // group for kk in range(k)])))
+        tensors.append((prefix + ".qzeros", "I32", [k // group, n // 8], words(qzeros)))
+        count = (k // group) * n
+        tensors.append((prefix + ".scales", "F16", [k // group, n], struct.pack(f"<{count}H", *([0x2400] * count))))
+
+    tensors.append(("model.embed_tokens.weight", "BF16", [vocab, hidden], bf16_ones([vocab, hidden])))
+    pre = "model.layers.0."
+    tensors.append((pre + "input_layernorm.weight", "BF16", [hidden], bf16_ones([hidden])))
+    tensors.append((pre + "post_attention_layernorm.weight", "BF16", [hidden], bf16_ones([hidden])))
+    for name, n, k in (("self_attn.q_proj", 64, hidden), ("self_attn.k_proj", 32, hidden), ("self_attn.v_proj", 32, hidden),
+                       ("self_attn.o_proj", hidden, 64), ("mlp.gate_proj", inter, hidden),
+                       ("mlp.up_proj", inter, hidden), ("mlp.down_proj", hidden, inter)):
+        packed(pre + name, n, k)
+    tensors.append(("model.norm.weight", "BF16", [hidden], bf16_ones([hidden])))
+    if not tied:
+        tensors.append(("lm_head.weight", "BF16", [vocab, hidden], bf16_ones([vocab, hidden])))
+    header, data = {}, b""
+    for name, dtype, shape, raw in tensors:
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    return bytes([selector]) + safetensors(header, data)
+
+
+def int4_checkpoint_seeds():
+    write("fuzz_int4_checkpoint", "gptq_v1.bin", int4_checkpoint(0))
+    write("fuzz_int4_checkpoint", "gptq_v2_tied.bin", int4_checkpoint(1 | 4))
+    write("fuzz_int4_checkpoint", "awq.bin", int4_checkpoint(2))
+
+
 if __name__ == "__main__":
     request_seeds()
     gguf_seeds()
     safetensors_seeds()
     config_seeds()
     tokenizer_seeds()
+    int4_checkpoint_seeds()

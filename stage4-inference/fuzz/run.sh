@@ -19,7 +19,8 @@ seconds="${2:-600}"
 shift $(( $# > 2 ? 2 : $# ))
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] ||
-  targets=(fuzz_gguf fuzz_safetensors fuzz_model_config fuzz_tokenizer_json fuzz_tokenizer_encode fuzz_request_json)
+  targets=(fuzz_gguf fuzz_safetensors fuzz_model_config fuzz_tokenizer_json fuzz_tokenizer_encode fuzz_request_json
+           fuzz_int4_checkpoint)
 
 # Configure once; later builds re-run CMake themselves when a CMakeLists changes.
 [ -f build/fuzz/build.ninja ] || cmake --preset fuzz >/dev/null
@@ -34,7 +35,8 @@ for target in "${targets[@]}"; do
   dict=()
   case "$target" in
     fuzz_gguf) dict=(-dict="$fuzz_dir/gguf.dict") ;;
-    fuzz_safetensors | fuzz_model_config | fuzz_tokenizer_json | fuzz_request_json) dict=(-dict="$fuzz_dir/json.dict") ;;
+    fuzz_safetensors | fuzz_model_config | fuzz_tokenizer_json | fuzz_request_json | fuzz_int4_checkpoint)
+      dict=(-dict="$fuzz_dir/json.dict") ;;
   esac
   start=$(date +%s)
   # -timeout: one input running 10 s is a hang; -rss_limit_mb / -malloc_limit_mb: a reader
