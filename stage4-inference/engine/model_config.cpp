@@ -165,51 +165,54 @@ void hf_rope(const HfFields& fields, ModelConfig& model) {
   model.rope_scaling = scaling;
 }
 
-// "quantization_config": 4-bit GPTQ or AWQ (kc/engine/model_config.hpp), anything else refused.
-std::optional<WeightQuantization> hf_quantization(const HfFields& fields) {
-  if (!fields.has("quantization_config")) return std::nullopt;
-  const json& config = fields.at("quantization_config");
-  if (!config.is_object())
-    fields.fail(fmt::format("\"quantization_config\" is {}, not an object or null", detail::json_kind(config)));
-  const HfFields q(config, fields.origin());
-  const std::string method = q.string_or("quant_method", "");
+// A 4-bit GPTQ or AWQ quantization config (kc/engine/model_config.hpp), anything else refused:
+// the object `q`, named `name` in the messages; `default_method` when it has no "quant_method"
+// (the separate files of AutoGPTQ and AutoAWQ may leave it out).
+WeightQuantization read_quantization(const HfFields& q, const char* name, const std::string& default_method) {
+  const std::string method = q.string_or("quant_method", default_method);
   if (method != "gptq" && method != "awq")
-    fields.fail(fmt::format("quantization_config quant_method \"{}\" is not read: the engine reads 4-bit GPTQ "
-                            "(\"gptq\") and AWQ (\"awq\") checkpoints, and unquantized ones",
-                            method));
+    q.fail(fmt::format("{} quant_method \"{}\" is not read: the engine reads 4-bit GPTQ (\"gptq\") and AWQ "
+                       "(\"awq\") checkpoints, and unquantized ones",
+                       name, method));
   WeightQuantization out;
   out.method = method;
   const std::int64_t bits = q.int_or("bits", method == "awq" ? q.int_or("w_bit", 0) : 0);
-  if (bits != 4)
-    fields.fail(fmt::format("quantization_config bits is {}: the engine reads 4-bit {} weights only", bits, method));
+  if (bits != 4) q.fail(fmt::format("{} bits is {}: the engine reads 4-bit {} weights only", name, bits, method));
   out.group_size = q.has("group_size") ? q.required_int("group_size") : q.int_or("q_group_size", 128);
   if (out.group_size != -1 && out.group_size <= 0)
-    fields.fail(fmt::format("quantization_config group_size is {}: a positive size or -1 (one group a row)",
-                            out.group_size));
+    q.fail(fmt::format("{} group_size is {}: a positive size or -1 (one group a row)", name, out.group_size));
   if (method == "gptq") {
     out.checkpoint_format = q.string_or("checkpoint_format", "gptq");
     if (out.checkpoint_format != "gptq" && out.checkpoint_format != "gptq_v2")
-      fields.fail(fmt::format("quantization_config checkpoint_format \"{}\" is not read: the engine reads GPTQ's "
-                              "\"gptq\" (v1) and \"gptq_v2\" packings",
-                              out.checkpoint_format));
+      q.fail(fmt::format("{} checkpoint_format \"{}\" is not read: the engine reads GPTQ's \"gptq\" (v1) and "
+                         "\"gptq_v2\" packings",
+                         name, out.checkpoint_format));
     out.desc_act = q.bool_or("desc_act", false);
     const std::string pack_dtype = q.string_or("pack_dtype", "int32");  // GPTQModel may pack into other words
     if (pack_dtype != "int32")
-      fields.fail(fmt::format("quantization_config pack_dtype \"{}\" is not read: the engine reads GPTQ weights "
-                              "packed 8 to an int32 word",
-                              pack_dtype));
+      q.fail(fmt::format("{} pack_dtype \"{}\" is not read: the engine reads GPTQ weights packed 8 to an int32 word",
+                         name, pack_dtype));
   } else {
     out.checkpoint_format = "awq";
     std::string version = q.string_or("version", "gemm");
     for (char& c : version) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     if (version != "gemm")
-      fields.fail(fmt::format("quantization_config version \"{}\" is not read: the engine reads AWQ's \"gemm\" "
-                              "packing (other versions order the nibbles differently)",
-                              q.string_or("version", "")));
+      q.fail(fmt::format("{} version \"{}\" is not read: the engine reads AWQ's \"gemm\" packing (other versions "
+                         "order the nibbles differently)",
+                         name, q.string_or("version", "")));
     if (!q.bool_or("zero_point", true))
-      fields.fail("quantization_config zero_point is false: the engine reads AWQ checkpoints with zero points");
+      q.fail(fmt::format("{} zero_point is false: the engine reads AWQ checkpoints with zero points", name));
   }
   return out;
+}
+
+// config.json's "quantization_config", when it has one.
+std::optional<WeightQuantization> hf_quantization(const HfFields& fields) {
+  if (!fields.has("quantization_config")) return std::nullopt;
+  const json& config = fields.at("quantization_config");
+  if (!config.is_object())
+    fields.fail(fmt::format("\"quantization_config\" is {}, not an object or null", detail::json_kind(config)));
+  return read_quantization(HfFields(config, fields.origin()), "quantization_config", "");
 }
 
 // --- GGUF metadata ----------------------------------------------------------------------------
@@ -317,6 +320,20 @@ ModelConfig read_hf_config(const std::string& path) {
   const MappedFile file(path);
   return parse_hf_config(std::string_view(reinterpret_cast<const char*>(file.data()), file.size()),
                          path);
+}
+
+WeightQuantization parse_quantization_file(std::string_view json_text, const std::string& origin,
+                                           const std::string& default_method) {
+  const json config = detail::parse_strict_json(json_text, origin, 0);
+  if (!config.is_object())
+    throw Error(fmt::format("{}: a quantization config is a JSON object, not {}", origin, detail::json_kind(config)));
+  return read_quantization(HfFields(config, origin), "the quantization config's", default_method);
+}
+
+WeightQuantization read_quantization_file(const std::string& path, const std::string& default_method) {
+  const MappedFile file(path);
+  return parse_quantization_file(std::string_view(reinterpret_cast<const char*>(file.data()), file.size()), path,
+                                 default_method);
 }
 
 // --- GGUF -------------------------------------------------------------------------------------

@@ -80,7 +80,16 @@ LoadedModel load_model(const std::string& path, const WeightLoadOptions& options
   }
   model.format = "safetensors";
   const fs::path dir(path);
-  const ModelConfig config = read_hf_config((dir / "config.json").string());
+  ModelConfig config = read_hf_config((dir / "config.json").string());
+  // AutoGPTQ and AutoAWQ keep the quantization config in a file of its own, which older
+  // checkpoints' config.json does not repeat.
+  for (const auto& [file_name, method] : {std::pair<const char*, const char*>{"quantize_config.json", "gptq"},
+                                          std::pair<const char*, const char*>{"quant_config.json", "awq"}}) {
+    const fs::path file = dir / file_name;
+    if (config.quantization || !fs::exists(file)) continue;
+    config.quantization = read_quantization_file(file.string(), method);
+    model.notes.push_back(fmt::format("the quantization config read from {}", file_name));
+  }
   const SafetensorsCheckpoint checkpoint(path);
   model.weights = load_model_weights(checkpoint, config, options);
   if (config.quantization) {

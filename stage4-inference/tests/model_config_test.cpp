@@ -238,6 +238,27 @@ TEST(ModelConfig, ReadsGptqAndAwqQuantizationConfigs) {
   EXPECT_EQ(c.quantization->group_size, 32);
 }
 
+TEST(ModelConfig, ReadsTheQuantizationFilesOfAutoGptqAndAutoAwq) {
+  // AutoGPTQ's quantize_config.json, older form: no quant_method, no checkpoint_format.
+  WeightQuantization q = parse_quantization_file(
+      R"({"bits": 4, "group_size": 64, "damp_percent": 0.01, "desc_act": false, "static_groups": false,
+          "sym": true, "true_sequential": true, "model_name_or_path": null, "model_file_base_name": null})",
+      "quantize_config.json", "gptq");
+  EXPECT_EQ(q.method, "gptq");
+  EXPECT_EQ(q.checkpoint_format, "gptq");
+  EXPECT_EQ(q.group_size, 64);
+  // AutoAWQ's quant_config.json.
+  q = parse_quantization_file(R"({"zero_point": true, "q_group_size": 128, "w_bit": 4, "version": "GEMM"})",
+                              "quant_config.json", "awq");
+  EXPECT_EQ(q.method, "awq");
+  EXPECT_EQ(q.checkpoint_format, "awq");
+  EXPECT_EQ(q.group_size, 128);
+  EXPECT_TRUE(contains_all(error_of([] { parse_quantization_file(R"({"bits": 8, "group_size": 128})", "quantize_config.json", "gptq"); }),
+                           {"quantize_config.json", "bits is 8"}));
+  EXPECT_TRUE(contains_all(error_of([] { parse_quantization_file("[4]", "quant_config.json", "awq"); }),
+                           {"quant_config.json", "a quantization config is a JSON object, not an array"}));
+}
+
 TEST(ModelConfig, RefusesQuantizationItCannotRead) {
   const auto error = [](const json& quantization) {
     return config_error(patched(kSmolLM2_135MConfigJson, {{"quantization_config", quantization}}));

@@ -1144,6 +1144,33 @@ TEST(LoadModel, ReadsAGptqDirectoryAndSaysWhatItUnpacked) {
   EXPECT_TRUE(loaded.weights.layers[1].groups.down.has_value());
 }
 
+TEST(LoadModel, ReadsTheQuantizationConfigOfAutoGptqAndAutoAwqFromItsOwnFile) {
+  const char* kConfig = R"({"model_type": "llama", "hidden_size": 64, "intermediate_size": 96,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100,
+      "max_position_embeddings": 128, "rms_norm_eps": 1e-5, "tie_word_embeddings": false})";
+  for (const Int4CheckpointFormat format : {Int4CheckpointFormat::gptq_v1, Int4CheckpointFormat::awq}) {
+    const bool awq = format == Int4CheckpointFormat::awq;
+    SCOPED_TRACE(format_name(format));
+    std::vector<Weight> model = tiny_model(tiny_config(false), kQ8Codes, 45u);
+    TempDir dir;
+    dir.write("model.safetensors", test_support::safetensors_file(int4_checkpoint(model, format, "")));
+    dir.write_text("config.json", kConfig);  // no quantization_config: an older checkpoint's
+    // Without the file beside it, the packed tensors have nothing to say how they are packed.
+    EXPECT_TRUE(contains_all(error_of([&] { load_model(dir.root()); }), {".qweight'", "no \"quantization_config\""}));
+    if (awq)
+      dir.write_text("quant_config.json", R"({"zero_point": true, "q_group_size": 32, "w_bit": 4, "version": "GEMM"})");
+    else
+      dir.write_text("quantize_config.json", R"({"bits": 4, "group_size": 32, "desc_act": false, "sym": false})");
+    const LoadedModel loaded = load_model(dir.root());
+    expect_table_is(loaded.weights, model);
+    ASSERT_TRUE(loaded.weights.config.quantization.has_value());
+    EXPECT_EQ(loaded.weights.config.quantization->method, awq ? "awq" : "gptq");
+    ASSERT_GE(loaded.notes.size(), 2u);
+    EXPECT_TRUE(contains_all(loaded.notes[0], {"the quantization config read from", awq ? "quant_config.json" : "quantize_config.json"}));
+    EXPECT_TRUE(contains_all(loaded.notes[1], {"14 projections packed in 4-bit", awq ? "awq" : "gptq"}));
+  }
+}
+
 TEST(LoadModel, RefusesAPathThatIsNotThere) {
   EXPECT_TRUE(contains_all(error_of([] { load_model("/nonexistent/model.gguf"); }),
                            {"/nonexistent/model.gguf", "does not exist"}));

@@ -78,6 +78,14 @@ ModelConfig read_hf_config(const std::string& path);
 // The same from the text of a config.json; `origin` names it in errors.
 ModelConfig parse_hf_config(std::string_view json_text, const std::string& origin);
 
+// A quantization config kept in a file of its own beside config.json, as AutoGPTQ
+// (quantize_config.json) and AutoAWQ (quant_config.json) write them, read by the rules of
+// config.json's "quantization_config"; `default_method` ("gptq" or "awq") where the file has no
+// "quant_method". kc::Error naming the file as read_hf_config's.
+WeightQuantization read_quantization_file(const std::string& path, const std::string& default_method);
+WeightQuantization parse_quantization_file(std::string_view json_text, const std::string& origin,
+                                           const std::string& default_method);
+
 // Reads the llama.* keys of a GGUF file (and tokenizer.ggml.* for the vocabulary and the special
 // tokens). The file has no tie_word_embeddings: it is true when there is no output.weight tensor,
 // as llama.cpp decides. Throws kc::Error naming the file and the key.
