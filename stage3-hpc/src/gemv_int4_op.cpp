@@ -210,13 +210,9 @@ OpSpec make_gemv_int4_op() {
                    nullptr, y.data());
     return HostTensors{{"y", std::move(y)}};
   };
-  op.accuracy = [](const Problem& p, const std::string&, DType output_dtype) {
-    Accuracy accuracy;
-    accuracy.output = output_dtype;
-    accuracy.terms = static_cast<double>(p.dims[2]);
-    return accuracy;
-  };
-  op.flops = [](const Problem& p) { return 2.0 * static_cast<double>(p.dims[0] * p.dims[1] * p.dims[2]); };
+  // K products summed in FP32, one rounding to bf16; 2 M N K FLOPs (the reference's work, M N K,
+  // matters only to ops with a device reference too).
+  set_gemm_accounting(op, [](const Problem& p) { return GemmShape{p.dims[0], p.dims[1], p.dims[2]}; });
   op.bytes = [](const Problem& p) {
     return static_cast<double>(p.dims[0] * p.dims[2] * 2 + p.dims[0] * p.dims[1] * 2) + prepared_bytes(p);
   };
