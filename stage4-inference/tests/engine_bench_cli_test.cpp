@@ -2,14 +2,13 @@
 // and a message naming the flag and the bad value, before the program touches a GPU (so this runs
 // where there is none), and a peer file that is missing or is not a peer script's output is
 // refused before any model is built. --help prints the usage and exits 0.
-#include <sys/wait.h>
-
-#include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
+
+#include "support/run_program.hpp"
 
 #if !defined(KC_ENGINE_BENCH_BINARY)
 #error "KC_ENGINE_BENCH_BINARY must name kc-engine-bench"
@@ -17,17 +16,8 @@
 
 namespace {
 
-// Runs kc-engine-bench with `args` (a shell word list); returns its exit status and its output
-// (standard output and error together).
 std::pair<int, std::string> run_bench(const std::string& args) {
-  const std::string command = std::string(KC_ENGINE_BENCH_BINARY) + " " + args + " 2>&1";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return {-1, "popen failed"};
-  std::string output;
-  char buffer[4096];
-  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) output.append(buffer, n);
-  const int status = ::pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+  return kc::engine::test_support::run_program(KC_ENGINE_BENCH_BINARY, args);
 }
 
 TEST(EngineBenchCli, RefusesWhatItCannotTakeBeforeTouchingAGpu) {

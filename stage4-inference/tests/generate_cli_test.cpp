@@ -1,14 +1,13 @@
 // kc-generate as a program, on the CPU: every argument it cannot take is refused with exit status 2
 // and a message naming it, before the program looks for a GPU (so this runs where there is none).
 // --help prints the usage and exits 0.
-#include <sys/wait.h>
-
-#include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
+
+#include "support/run_program.hpp"
 
 #if !defined(KC_GENERATE_BINARY)
 #error "KC_GENERATE_BINARY must name kc-generate"
@@ -16,17 +15,8 @@
 
 namespace {
 
-// Runs kc-generate with `args` (a shell word list); returns its exit status and its output
-// (standard output and error together).
 std::pair<int, std::string> run_generate(const std::string& args) {
-  const std::string command = std::string(KC_GENERATE_BINARY) + " " + args + " 2>&1";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return {-1, "popen failed"};
-  std::string output;
-  char buffer[4096];
-  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) output.append(buffer, n);
-  const int status = ::pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+  return kc::engine::test_support::run_program(KC_GENERATE_BINARY, args);
 }
 
 TEST(GenerateCli, RefusesWhatItCannotTakeBeforeLookingForAGpu) {
