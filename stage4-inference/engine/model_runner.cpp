@@ -595,6 +595,14 @@ void ModelRunner::Impl::upload(const ModelWeights* weights, std::uint64_t seed,
                         std::size_t part_elements, std::int64_t fan_in) -> Blocks {
     const BlockPiece* plan = find_block_piece(key);
     std::uint8_t* in_pool = plan != nullptr && options.native_quantized ? pool.get<std::uint8_t>(plan->piece) : nullptr;
+    // The bf16 copy, part after part: sent up from the table, or drawn where there is none.
+    const auto put_parts = [&] {
+      std::size_t offset = 0;
+      for (const HostTensor* part : parts) {
+        put(part, to, part_elements, fan_in, offset);
+        offset += part_elements;
+      }
+    };
     if (plan != nullptr && plan->group_size > 0) {
       // 4-bit groups: their stored form in the scratch buffer (qweight, then half scales, then
       // zero bytes, each from a 16-byte boundary), then prepared on the GPU into the pool.
@@ -608,14 +616,10 @@ void ModelRunner::Impl::upload(const ModelWeights* weights, std::uint64_t seed,
       stored.n = static_cast<int>(plan->rows);
       stored.k = static_cast<int>(plan->k);
       stored.group_size = plan->group_size;
+      put_parts();
       if (plan->quantized_at_load) {
         // Quantized at load: the copy drawn (a random model) or sent up (a weight table), quantized
         // on the GPU, and overwritten by the groups' dequantization.
-        std::size_t offset = 0;
-        for (const HostTensor* part : parts) {
-          put(part, to, part_elements, fan_in, offset);
-          offset += part_elements;
-        }
         if (weights != nullptr) KC_CUDA_CHECK(cudaStreamWaitEvent(stream, side.freed[1 - which], 0));  // the copy is up
         stage3::QuantizeInt4Args quantize;
         quantize.rows = plan->rows;
@@ -628,13 +632,8 @@ void ModelRunner::Impl::upload(const ModelWeights* weights, std::uint64_t seed,
         stage3::quantize_int4_groups(quantize, stream);
         dequantize_int4_groups_on_device(stored, to, stream);
       } else {
-        // A checkpoint's, kept in the table: the bf16 copy, and with native_quantized the stored
-        // form of each part (gate, then up: one [2I, K] weight) sent up beside it.
-        std::size_t offset = 0;
-        for (const HostTensor* part : parts) {
-          put(part, to, part_elements, fan_in, offset);
-          offset += part_elements;
-        }
+        // A checkpoint's, kept in the table: with native_quantized the stored form of each part
+        // (gate, then up: one [2I, K] weight) sent up beside the bf16 copy.
         if (in_pool == nullptr) return Blocks{};
         std::size_t rows = 0;
         for (const std::optional<stage3::Int4GroupHost>* part : groups) {
@@ -666,11 +665,7 @@ void ModelRunner::Impl::upload(const ModelWeights* weights, std::uint64_t seed,
       draw_gguf_blocks(plan->type, scratch.data(), plan->block_count(), seed * 1000003u + tensor_index++, stream);
       dequantize_gguf_blocks(plan->type, scratch.data(), plan->block_count(), to, stream);
     } else {
-      std::size_t offset = 0;
-      for (const HostTensor* part : parts) {
-        put(part, to, part_elements, fan_in, offset);
-        offset += part_elements;
-      }
+      put_parts();
       std::size_t at = 0;
       if (in_pool != nullptr) {
         for (const std::optional<QuantizedTensor>* blocks : kept) {
