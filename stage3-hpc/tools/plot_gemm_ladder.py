@@ -19,7 +19,7 @@ rung with no timed row in a panel (rung 11 refuses M > 64) has no group there.
 import argparse
 import sys
 
-from bench_report import read_report, save_figure
+from bench_report import read_report, save_figure, timed_rows
 
 OPS = ("hgemm", "gemm_bias_gelu")
 SMALL_M = 64  # rung 11's limit: problems with M <= 64 go to the lower panel
@@ -29,13 +29,8 @@ def load(path):
     report = read_report(path, "plot_gemm_ladder")
     rows = [
         r
-        for r in report["results"]
-        if r.get("status") == "ok"
-        and r.get("op") in OPS
-        and not r.get("is_baseline")
-        and not r.get("is_peer")
-        and r.get("pct_of_baseline") is not None
-        and r.get("baseline_alongside")
+        for r in timed_rows(report, OPS, "pct_of_baseline")
+        if r.get("baseline_alongside")
         and all(v == {"alpha": 1.0, "beta": 0.0}.get(k, v) for k, v in r.get("params", {}).items())
     ]
     return report, rows
