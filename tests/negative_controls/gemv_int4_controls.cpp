@@ -57,7 +57,8 @@ void register_gemv_int4_controls(Registry& registry) {
     entry.min_compute_capability = 80;
     const stage3::Int4Flaw kind = c.kind;
     entry.supports = [kind](const Problem& p) -> std::string {
-      if (std::string error = stage3::gemv_int4_shape_error(p); !error.empty()) return error;
+      // Rung 01's own limit on rows: the flawed copies launch its kernel, which refuses more.
+      if (std::string error = stage3::gemv_int4_rows_error(p, stage3::kInt4GemvMaxRows); !error.empty()) return error;
       if (kind == stage3::Int4Flaw::next_group_scales && stage3::gemv_int4_group_size(p) >= 128)
         return "a chunk of 128 weights holds one group at this group size: there is no next group to read";
       return "";
