@@ -151,7 +151,7 @@ void register_quantize_int4_kernels(Registry& registry) {
   KernelEntry rung = rung_entry(kQuantizeInt4Op, "01_lanes_per_group", 1,
                                 "G / 8 lanes a group (16 from G = 128), 8 values a lane from one 16-byte load, the "
                                 "min and max folded by shuffles, 8 nibbles a lane stored as one word",
-                                {DType::bf16}, "stage3-quant", 80);
+                                {DType::bf16}, "stage3-int4", 80);
   rung.constraints = "group_size 32, 64 or a multiple of 128, K % group_size == 0";
   rung.supports = &quantize_int4_shape_error;
   rung.refuses = quantize_int4_refusals();

@@ -354,11 +354,12 @@ void register_kernels(Registry& registry) {
   registry.add_kernel(std::move(wgmma));
   // Low precision: bf16 rows to the GGUF blocks the GEMV reads (quant/quantize_gguf_*), the same table.
   register_quantize_gguf_kernels(registry);
-  // Low precision: the GEMV on 4-bit groups with zero points (GPTQ/AWQ; quant/int4/), the same table.
+  // Low precision: the GEMV on 4-bit groups with zero points (GPTQ/AWQ; quant/int4/), a table of its
+  // own (stage3-int4, with the int4 quantize), so that its rows can be re-run without the GGUF ladder.
   if (!registry.has_op(kGemvInt4Op)) registry.add_op(make_gemv_int4_op());
   const auto int4_entry = [](const char* name, int rung, const char* idea, int min_cc, int max_rows,
                               std::function<void(const Int4GemvArgs&, cudaStream_t)> gemv) {
-    KernelEntry entry = rung_entry(kGemvInt4Op, name, rung, idea, {DType::bf16}, "stage3-quant", min_cc);
+    KernelEntry entry = rung_entry(kGemvInt4Op, name, rung, idea, {DType::bf16}, "stage3-int4", min_cc);
     entry.constraints = fmt::format("M <= {}, group_size 32, 64 or a multiple of 128, K % group_size == 0",
                                     max_rows);
     entry.supports = [max_rows](const Problem& p) { return gemv_int4_rows_error(p, max_rows); };

@@ -3,13 +3,15 @@
 
     python3 stage3-hpc/tools/plot_quant_gemv.py docs/benchmarks/h200/stage3-quant.json \
         --output docs/benchmarks/h200/stage3-quant.png
+    python3 stage3-hpc/tools/plot_quant_gemv.py docs/benchmarks/h200/stage3-int4.json \
+        --output docs/benchmarks/h200/stage3-int4.png
 
 A decode step's GEMV is memory-bound: its time is the weight's bytes over the bandwidth it reaches,
 so each bar is a rung's **% of the copy bandwidth measured in the same run** (the table's "% of
 ceiling": the op's bytes — the packed weight, x and y — over its time, against a device-to-device
 copy), the figure the stage's GEMV target (85%) is stated in. One panel per weight format (GGUF q4_0,
-q4_1 and q8_0 blocks; 4-bit groups of G with scales and zero points, where the run has them), one
-group of bars per rung, one bar per problem shape (M x N x K). Only rows kc-bench checked and timed
+q4_1 and q8_0 blocks in stage3-quant.json; 4-bit groups of G with scales and zero points in
+stage3-int4.json), one group of bars per rung, one bar per problem shape (M x N x K). Only rows kc-bench checked and timed
 ("status": "ok") are drawn; a rung that refuses a shape (the early rungs take one row, rung 09 and
 later batches) has no bar there. The dashed line is the 85% target.
 """
@@ -38,7 +40,7 @@ def load(path):
 
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("report", help="stage3-quant.json written by kc-bench --markdown")
+    parser.add_argument("report", help="stage3-quant.json or stage3-int4.json written by kc-bench --markdown")
     parser.add_argument("--output", required=True, help="image to write (.svg or .png)")
     parser.add_argument("--ymax", type=float, default=110.0, help="top of the axis in %% (default 110)")
     args = parser.parse_args(argv)
