@@ -49,11 +49,11 @@
 // twice: the whole chunk's straight run of 16 HMMA, and the last chunk's blocks each behind a
 // branch; BAR.SYNC with a named barrier among the consumers; no LDL/STL. Hopper only, as rung 06.
 //
-// The kernel and its launch live in gemv_gguf_x_resident.cuh (XStaging::bf16_as_read), which
+// The kernel and its launch live in gemv_x_resident_frame.cuh (XStaging::bf16_as_read), which
 // rung 08 shares with x in another form; this file holds rung 07's entry points.
 //
 // Run just this rung: kc-bench --filter stage3/gemv_gguf/0[67] --param layout=3 --param ggml_type=3
-#include "gemv_gguf_x_resident.cuh"
+#include "gemv_x_resident_frame.cuh"
 
 namespace kc::stage3 {
 

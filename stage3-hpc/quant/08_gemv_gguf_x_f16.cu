@@ -18,7 +18,7 @@
 //     stored values, plus 8 times the block's sum of x in q4_0) instead of zero, so the product
 //     is the sum of q x itself: acc += d c (q4_0, q8_0) or d c + m s (q4_1).
 // Per block and lane: 2 shifts and 8 LOP3, 2 HMMA, 2 to 4 half-to-float conversions and 2 to 4
-// FFMA (q4_0 / q4_1 at M = 1). Everything else is rung 07's (gemv_gguf_x_resident.cuh): the ring,
+// FFMA (q4_0 / q4_1 at M = 1). Everything else is rung 07's (gemv_x_resident_frame.cuh): the ring,
 // the persistent CTAs, the prologues, the links of up to three weights, beta, the programmatic
 // launch. The bits differ from rung 07's (a different rounding of the same sums); the op's
 // reference holds it to the op's tolerance.
@@ -31,7 +31,7 @@
 // the staging (the quads' sums); no LDL/STL. Hopper only.
 //
 // Run just this rung: kc-bench --filter stage3/gemv_gguf/0[78] --param layout=3 --param ggml_type=3
-#include "gemv_gguf_x_resident.cuh"
+#include "gemv_x_resident_frame.cuh"
 
 namespace kc::stage3 {
 

@@ -230,7 +230,7 @@ __device__ __forceinline__ void weights_as_a_chunk_every_row(const std::uint32_t
 // ---- layout=3 with x in fp16 (rung 08) ----
 // Rung 08 keeps x in shared memory as fp16, scaled per row by a power of two, with the k of pairs
 // 1 and 3 of every 8 (k % 8 in {2, 3, 6, 7}) divided by 16 more, and the sums of each block of x
-// formed once (XStaging in gemv_gguf_x_resident.cuh). Then a nibble pair decodes with one LOP3:
+// formed once (XStaging in gemv_x_resident_frame.cuh). Then a nibble pair decodes with one LOP3:
 // pairs 0 and 2 as fp16 1024 + q from the nibbles where they lie, pairs 1 and 3 as 1024 + 16 q
 // from the nibbles 4 bits up — no shift for those — and (1024 + 16 q) . x/16 = 64 x + q x. The
 // block's product against x as stored is then the sum of q x plus 1024 times the sum of the

@@ -30,6 +30,7 @@
 #include "kc/stage3/quantized_gemv.hpp"
 #include "src/gguf_batch_rung.hpp"
 #include "support/gpu_test.hpp"
+#include "support/rmsnorm_link_reference.hpp"
 
 namespace kc::stage3 {
 namespace {
@@ -315,45 +316,22 @@ struct LinkWeight {
   }
 };
 
-// The check of an RMSNorm link with beta = 1 (y_old in y before): each weight's y against the
-// double reference sum_k w x_k g_k / rms + y_old on the bf16 inputs, within 2^-8 (sum_k |w x_k g_k|
-// / rms + |y_old|) + 1e-6; a reference without the 1 / RMS must fail that bound for most outputs.
+// The check of an RMSNorm link with beta = 1 (y_old in y before), every weight's y against
+// support/rmsnorm_link_reference.hpp's bound on its dequantized blocks; a reference without the
+// 1 / RMS must fail that bound for most outputs.
 void expect_rmsnorm_link_within_bound(GgufBlockType type, int m, int k, float eps, std::vector<LinkWeight>& weights,
                                       const std::vector<__nv_bfloat16>& rows_host,
                                       const std::vector<__nv_bfloat16>& norm_host,
                                       const std::vector<std::vector<float>>& y_old, const std::string& label) {
-  int failures = 0, control_failures = 0, outputs = 0;
+  link_test::RmsNormLinkCount count;
   for (std::size_t w = 0; w < weights.size(); ++w) {
     const std::vector<double> dequantized =
         decode_gguf_blocks(type, weights[w].blocks.data(), static_cast<std::size_t>(weights[w].n) * (k / 32));
-    const std::vector<float> got = to_floats(weights[w].y);
-    for (int r = 0; r < m; ++r) {
-      double squares = 0.0;
-      for (int i = 0; i < k; ++i) {
-        const double v = __bfloat162float(rows_host[static_cast<std::size_t>(r) * k + i]);
-        squares += v * v;
-      }
-      const double inv_rms = 1.0 / std::sqrt(squares / k + eps);
-      for (int n = 0; n < weights[w].n; ++n) {
-        double sum = 0.0, magnitude = 0.0;
-        for (int i = 0; i < k; ++i) {
-          const double term = dequantized[static_cast<std::size_t>(n) * k + i] *
-                              __bfloat162float(rows_host[static_cast<std::size_t>(r) * k + i]) *
-                              __bfloat162float(norm_host[i]);
-          sum += term;
-          magnitude += std::fabs(term);
-        }
-        const double old = y_old[w][static_cast<std::size_t>(r) * weights[w].n + n];
-        const double bound = std::ldexp(magnitude * inv_rms + std::fabs(old), -8) + 1e-6;
-        const double value = got[static_cast<std::size_t>(r) * weights[w].n + n];
-        failures += !(std::fabs(value - (sum * inv_rms + old)) <= bound);
-        control_failures += !(std::fabs(value - (sum + old)) <= bound);
-        ++outputs;
-      }
-    }
+    count += link_test::count_rmsnorm_link(m, weights[w].n, k, eps, dequantized, to_floats(weights[w].y), y_old[w],
+                                         rows_host, norm_host);
   }
-  EXPECT_EQ(failures, 0) << label << ": outputs outside the bound, of " << outputs;
-  EXPECT_GT(control_failures, outputs / 2) << label << ": a reference without 1 / RMS went unnoticed";
+  EXPECT_EQ(count.failures, 0) << label << ": outputs outside the bound, of " << count.outputs;
+  EXPECT_GT(count.control_failures, count.outputs / 2) << label << ": a reference without 1 / RMS went unnoticed";
 }
 
 // y_old for an RMSNorm link with beta = 1: random values written to each weight's y, as floats.

@@ -352,8 +352,9 @@ TEST(GemvInt4, RungRefusesBadArgumentsBeforeAnyCudaCall) {
                Error);
 }
 
-// Rungs 01 and 02 take a decode step (16 rows) and refuse exactly the op's problems of more rows;
-// rung 03 takes every problem the op defines.
+// Rungs 01, 02 and 04 take a decode step (16 rows) and refuse exactly the op's conformance problems
+// of more rows (x of every other one fits next to rung 04's ring); rung 03 takes every problem the
+// op defines.
 TEST(GemvInt4, RungsRefuseExactlyTheProblemsOfMoreRowsThanTheyTake) {
   const Registry& r = stage3_test_registry();
   struct Rung {
@@ -365,7 +366,8 @@ TEST(GemvInt4, RungsRefuseExactlyTheProblemsOfMoreRowsThanTheyTake) {
   EXPECT_GE(more_rows, 5) << "the conformance problems must reach rung 03's range";
   for (const Rung rung : {Rung{"stage3/gemv_int4/01_group_scales", kInt4GemvMaxRows},
                           Rung{"stage3/gemv_int4/02_bulk_stream", kInt4GemvMaxRows},
-                          Rung{"stage3/gemv_int4/03_batch", kInt4BatchMaxRows}}) {
+                          Rung{"stage3/gemv_int4/03_batch", kInt4BatchMaxRows},
+                          Rung{"stage3/gemv_int4/04_x_resident", kInt4GemvMaxRows}}) {
     const KernelEntry& entry = r.kernel(rung.id);
     EXPECT_EQ(entry.op, kGemvInt4Op);
     EXPECT_EQ(entry.refuses, gemv_int4_refusals(rung.max_rows)) << rung.id;
@@ -375,6 +377,35 @@ TEST(GemvInt4, RungsRefuseExactlyTheProblemsOfMoreRowsThanTheyTake) {
   EXPECT_TRUE(r.kernel("stage3/gemv_int4/03_batch").refuses.empty());
   EXPECT_EQ(r.kernel("stage3/gemv_int4/02_bulk_stream").min_compute_capability, 90);
   EXPECT_EQ(r.kernel("stage3/gemv_int4/02_bulk_stream").max_compute_capability, 90);
+}
+
+// Rung 04 keeps x's M rows of K + 8 bf16 next to its ring (4 stages of 8 chunks: 8 x (1024 + 64)
+// bytes a stage at G >= 128) in 200 KiB: at M = 1 and G = 128 that is K up to 84984, so 84864 (a
+// multiple of 128) fits and 84992 does not. The registered rung refuses the benchmark problems that
+// do not fit, saying so, and takes the others.
+TEST(GemvInt4, RungFourTakesTheRowsThatFitNextToItsRing) {
+  EXPECT_TRUE(gemv_int4_04_fits(1, 84864, 128));
+  EXPECT_FALSE(gemv_int4_04_fits(1, 84992, 128));
+  EXPECT_TRUE(gemv_int4_04_fits(1, 14336, 128));
+  EXPECT_TRUE(gemv_int4_04_fits(16, 4096, 128));
+  EXPECT_FALSE(gemv_int4_04_fits(16, 14336, 128));
+  EXPECT_FALSE(gemv_int4_04_fits(0, 4096, 128));
+  EXPECT_FALSE(gemv_int4_04_fits(1, 4096, 96));
+  const Registry& r = stage3_test_registry();
+  const KernelEntry& rung = r.kernel("stage3/gemv_int4/04_x_resident");
+  int refused = 0;
+  for (const Problem& p : r.op(kGemvInt4Op).bench_problems) {
+    const std::string why = rung.supports(p);
+    const bool fits = p.dims[0] <= kInt4GemvMaxRows &&
+                      gemv_int4_04_fits(static_cast<int>(p.dims[0]), static_cast<int>(p.dims[2]),
+                                        gemv_int4_group_size(p));
+    EXPECT_EQ(why.empty(), fits) << p.label() << ": " << why;
+    if (p.dims[0] <= kInt4GemvMaxRows && !fits) {
+      EXPECT_NE(why.find("does not fit next to the ring"), std::string::npos) << why;
+      ++refused;
+    }
+  }
+  EXPECT_EQ(refused, 1) << "16 x 4096 x 14336 is the one decode-step benchmark problem whose x does not fit";
 }
 
 TEST(GemvInt4, QuantizeReferenceMarksTheGroupsTheHostQuantizerRefuses) {

@@ -209,9 +209,50 @@ TEST(QuantizedGemvEntry, Int4RefusesWhatItCannotRunNamingTheRule) {
   expect_refused([&] { (void)int4_gemv(a, nullptr); }, "2 bytes");
 }
 
+// The int4 link (rung 04) refuses bad arguments by name before any CUDA call, and says where it
+// cannot run.
+TEST(QuantizedGemvEntry, Int4LinkRefusesBeforeLaunching) {
+  Int4GemvLinkArgs link;
+  link.m = 1;
+  link.k = 4096;
+  link.group_size = 128;
+  link.x = fake_pointer<const __nv_bfloat16>(2);
+  link.weights = 2;
+  link.weight[0] = {fake_pointer<const std::uint8_t>(1), fake_pointer<const std::uint32_t>(4),
+                    fake_pointer<__nv_bfloat16>(3), 4096};
+  link.weight[1] = {fake_pointer<const std::uint8_t>(5), fake_pointer<const std::uint32_t>(6),
+                    fake_pointer<__nv_bfloat16>(7), 1024};
+  Int4GemvLinkArgs bad = link;
+  bad.weights = 0;
+  expect_refused([&] { (void)int4_gemv_link(bad, nullptr); }, {"kc::stage3::int4_gemv_link", "weights = 0"});
+  bad = link;
+  bad.weights = kGgufGemvLinkMaxWeights + 1;
+  expect_refused([&] { (void)int4_gemv_link(bad, nullptr); }, "weights = 4");
+  bad = link;
+  bad.prologue = static_cast<GgufGemvPrologue>(7);
+  expect_refused([&] { (void)int4_gemv_link(bad, nullptr); }, "prologue 7");
+  bad = link;
+  bad.weight[1].scales = nullptr;
+  expect_refused([&] { (void)int4_gemv_link(bad, nullptr); }, "must be non-null");
+  bad = link;
+  bad.m = 17;
+  expect_refused([&] { (void)int4_gemv_link(bad, nullptr); }, "M = 17");
+  bad = link;
+  bad.group_size = 96;
+  expect_refused([&] { (void)int4_gemv_link(bad, nullptr); }, {"group size 96", "32, 64"});
+  EXPECT_FALSE(int4_gemv_link_runs(16, 14336, 128));
+  EXPECT_FALSE(int4_gemv_link_runs(1, 4096, 96));
+  EXPECT_FALSE(int4_gemv_link_runs(1, 4160, 128));  // the group size must divide K
+  if (!has_gpu()) {
+    EXPECT_FALSE(int4_gemv_link_runs(1, 4096, 128));
+    expect_refused([&] { (void)int4_gemv_link(link, nullptr); }, "cannot run");
+  }
+}
+
 TEST(QuantizedGemvEntry, Int4NamesItsRungs) {
   EXPECT_EQ(int4_gemv_kernel_name(Int4GemvKernel::gemv_int4_01_group_scales), "stage3/gemv_int4/01_group_scales");
   EXPECT_EQ(int4_gemv_kernel_name(Int4GemvKernel::gemv_int4_02_bulk_stream), "stage3/gemv_int4/02_bulk_stream");
+  EXPECT_EQ(int4_gemv_kernel_name(Int4GemvKernel::gemv_int4_04_x_resident), "stage3/gemv_int4/04_x_resident");
   // Above 8 rows rung 01 everywhere; at 8 or fewer rung 02 only where the Hopper rungs run.
   EXPECT_EQ(int4_gemv_kernel(9), Int4GemvKernel::gemv_int4_01_group_scales);
   if (!has_gpu()) {

@@ -65,7 +65,6 @@ __global__ void __launch_bounds__(kThreads, 1)
                                  const std::uint8_t* __restrict__ quants, const std::uint8_t* __restrict__ scales,
                                  __nv_bfloat16* __restrict__ y) {
 #if KC_STAGE3_SM90A
-  constexpr int kEntries = int4_groups::kEntries<kBlocksPerScale>;
   constexpr int kScaleBytes = chunk_scale_bytes<kBlocksPerScale>();
   constexpr int kQuantArea = kConsumerWarps * kChunkQuantBytes;
   constexpr int kXOffset = kConsumerWarps * (kChunkQuantBytes + kScaleBytes);
@@ -117,29 +116,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int chunk = s * kConsumerWarps + warp;
       if (chunk < chunks) {
         const std::uint8_t* stage = ring + static_cast<std::size_t>(slot) * ring_stage_bytes;
-        const uint4* lane_quants = reinterpret_cast<const uint4*>(stage) + (warp * 32 + lane) * 2;
-        const uint4 quant_vectors[2] = {lane_quants[0], lane_quants[1]};
-        std::uint32_t words[8];
-        std::memcpy(words, quant_vectors, sizeof words);
-        const std::uint8_t* group_entries = stage + kQuantArea + (warp * 8 + g) * kEntries * 4;
-        std::uint32_t entries[kEntries];
-        if constexpr (kEntries == 2) {
-          const uint2 e = *reinterpret_cast<const uint2*>(group_entries);
-          entries[0] = e.x;
-          entries[1] = e.y;
-        } else {
-#pragma unroll
-          for (int v = 0; v < kEntries / 4; ++v) {
-            const uint4 e = reinterpret_cast<const uint4*>(group_entries)[v];
-            entries[4 * v] = e.x;
-            entries[4 * v + 1] = e.y;
-            entries[4 * v + 2] = e.z;
-            entries[4 * v + 3] = e.w;
-          }
-        }
+        const auto lane_chunk = int4_groups::read_stage_chunk<kBlocksPerScale, kConsumerWarps>(stage, warp, lane, g);
         const auto* x_stage = reinterpret_cast<const __nv_bfloat16*>(stage + kXOffset);
         int4_groups::chunk_product<kBlocksPerScale, kRowGroups, kOneRow, Int4Flaw::none>(
-            words, entries, chunk, k_blocks,
+            lane_chunk.words, lane_chunk.entries, chunk, k_blocks,
             [&](int r, int j, int) {
               return row_valid[r]
                          ? *reinterpret_cast<const uint4*>(x_stage + (g + 8 * r) * kStageK + (4 * warp + j) * 32 + 8 * t)

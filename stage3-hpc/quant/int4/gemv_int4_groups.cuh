@@ -1,8 +1,8 @@
-// quant/int4/gemv_int4_groups.cuh — the arithmetic of the int4 GEMV's rungs (01, 02): how a lane
-// multiplies one chunk (16 rows x 128 k) of the prepared layout (kc/stage3/gemv_int4_args.hpp)
+// quant/int4/gemv_int4_groups.cuh — the arithmetic of the int4 GEMV's rungs (01, 02, 04): how a
+// lane multiplies one chunk (16 rows x 128 k) of the prepared layout (kc/stage3/gemv_int4_args.hpp)
 // with its rows of x, a group at a time. The rungs differ only in where the chunk and x come from
 // (rung 01: registers loaded a chunk ahead, x from global memory; rung 02: a shared-memory ring
-// filled by the copy engine).
+// filled by the copy engine, x with it; rung 04: the same ring, x kept in shared memory).
 //
 // Per group of the chunk (G <= 128: 128 / G of them; G > 128: the chunk lies inside one group):
 //   c = sum x (128 + q), S = sum x    over the group's blocks in the chunk, on the tensor cores
@@ -93,6 +93,43 @@ __device__ __forceinline__ void chunk_product(const std::uint32_t* words, const 
       }
     }
   }
+}
+
+// A lane's part of one chunk in shared memory, as the bulk-stream rungs (02, 04) find it: a stage
+// holds kWarps chunks of quants (32 lanes x 32 bytes each), then their scale entries (8 row groups
+// x kEntries entries of 4 bytes each); consumer warp `warp` takes chunk `warp` of the stage, lane
+// `lane` its 32 bytes of quants (two LDS.128) and its row group's (`group`, lane / 4) entries (LDS.64
+// at G >= 128, LDS.128 below).
+template <int kBlocksPerScale>
+struct LaneChunk {
+  std::uint32_t words[8];
+  std::uint32_t entries[kEntries<kBlocksPerScale>];
+};
+
+template <int kBlocksPerScale, int kWarps>
+__device__ __forceinline__ LaneChunk<kBlocksPerScale> read_stage_chunk(const std::uint8_t* stage, int warp, int lane,
+                                                                       int group) {
+  constexpr int kEntryCount = kEntries<kBlocksPerScale>;
+  LaneChunk<kBlocksPerScale> chunk;
+  const uint4* lane_quants = reinterpret_cast<const uint4*>(stage) + (warp * 32 + lane) * 2;
+  const uint4 quant_vectors[2] = {lane_quants[0], lane_quants[1]};
+  std::memcpy(chunk.words, quant_vectors, sizeof chunk.words);
+  const std::uint8_t* group_entries = stage + kWarps * 32 * 32 + (warp * 8 + group) * kEntryCount * 4;
+  if constexpr (kEntryCount == 2) {
+    const uint2 e = *reinterpret_cast<const uint2*>(group_entries);
+    chunk.entries[0] = e.x;
+    chunk.entries[1] = e.y;
+  } else {
+#pragma unroll
+    for (int v = 0; v < kEntryCount / 4; ++v) {
+      const uint4 e = reinterpret_cast<const uint4*>(group_entries)[v];
+      chunk.entries[4 * v] = e.x;
+      chunk.entries[4 * v + 1] = e.y;
+      chunk.entries[4 * v + 2] = e.z;
+      chunk.entries[4 * v + 3] = e.w;
+    }
+  }
+  return chunk;
 }
 
 // The argument rules the rungs share (`rung` names the rung in the messages): M in [1, max_rows]

@@ -167,6 +167,55 @@ void gemv_int4_01_group_scales(const Int4GemvArgs& args, cudaStream_t stream);
 // compute capability 9.0, as gemv_gguf_06_runs_here() says): kc::Error before any launch elsewhere.
 void gemv_int4_02_bulk_stream(const Int4GemvArgs& args, cudaStream_t stream);
 
+// Rung 04 (quant/int4/04_x_resident.cu): a link of the decode chain, the GGUF GEMV's rung 07 frame
+// (quant/gemv_x_resident_frame.cuh) on 4-bit groups: x kept in shared memory with the RMSNorm or
+// SwiGLU before the projection applied on the way in (GgufGemvPrologue), the weights and scale
+// entries streamed by the copy engine into a ring before the kernel ahead ends (a programmatic
+// dependent), persistent CTAs, up to kGgufGemvLinkMaxWeights weights sharing x and K (q, k and v)
+// in one launch, y = x . w^T + beta y. Each chunk's arithmetic is rungs 01 and 02's
+// (gemv_int4_groups.cuh), in the same order: without a prologue and with beta = 0 it writes their
+// bits. Hopper only, as rung 02; M x K limited by shared memory (gemv_int4_04_fits).
+struct Int4GemvLinkWeight {
+  const std::uint8_t* quants = nullptr;   // as prepare_int4_groups writes them, 16-byte aligned
+  const std::uint32_t* scales = nullptr;  // the same, 16-byte aligned
+  __nv_bfloat16* y = nullptr;             // [M, n]
+  int n = 0;
+};
+
+struct Int4GemvLinkArgs {
+  int m = 0, k = 0;
+  int group_size = 128;                 // every weight's
+  const __nv_bfloat16* x = nullptr;     // [M, K], or [M, 2K] with the SwiGLU prologue; 16-byte aligned
+  GgufGemvPrologue prologue = GgufGemvPrologue::none;
+  const __nv_bfloat16* norm_weight = nullptr;  // [K], the RMSNorm prologue's; 16-byte aligned
+  float norm_eps = 0.f;
+  float beta = 0.f;  // y = x . w^T + beta y (0: y is not read)
+  int weights = 1;
+  Int4GemvLinkWeight weight[kGgufGemvLinkMaxWeights];
+};
+
+// Weight w of a link as the plain GEMV's arguments (x, M, K and the group size shared; no prologue).
+inline Int4GemvArgs gemv_int4_link_weight_args(const Int4GemvLinkArgs& link, int w) {
+  Int4GemvArgs args;
+  args.m = link.m;
+  args.n = link.weight[w].n;
+  args.k = link.k;
+  args.group_size = link.group_size;
+  args.x = link.x;
+  args.quants = link.weight[w].quants;
+  args.scales = link.weight[w].scales;
+  args.y = link.weight[w].y;
+  return args;
+}
+
+void gemv_int4_04_link(const Int4GemvLinkArgs& args, cudaStream_t stream);
+// The op's form (one weight, no prologue, beta = 0): what kc-bench and the conformance tests run.
+void gemv_int4_04_x_resident(const Int4GemvArgs& args, cudaStream_t stream);
+// For the negative control only: rung 04 with the two nibbles of each pair exchanged.
+void gemv_int4_04_swapped_nibbles(const Int4GemvArgs& args, cudaStream_t stream);
+// Whether M rows of x of K fit next to rung 04's ring for groups of `group_size`. No CUDA call.
+bool gemv_int4_04_fits(int m, int k, int group_size);
+
 // Rung 03 (quant/int4/03_batch.cu): M up to kInt4BatchMaxRows on the same layout, in the GGUF
 // GEMV's rung 09 frame (quant/gemv_batch_frame.cuh: 128 output columns and a split of K a CTA, a
 // cp.async ring, split-K partials added by the last CTA) with each block's nibbles centred once to

@@ -123,6 +123,7 @@ QuantizedGemvKernel quantized_gemv_link(const QuantizedGemvLinkArgs& args, cudaS
 enum class Int4GemvKernel {
   gemv_int4_01_group_scales,  // stage3/gemv_int4/01_group_scales
   gemv_int4_02_bulk_stream,   // stage3/gemv_int4/02_bulk_stream (Hopper)
+  gemv_int4_04_x_resident,    // stage3/gemv_int4/04_x_resident (Hopper; int4_gemv_link)
 };
 
 // "stage3/gemv_int4/01_group_scales": the kc-bench id of the rung.
@@ -142,5 +143,22 @@ Int4GemvKernel int4_gemv_kernel(int m);
 
 // y = x . w^T on `stream`, after check_int4_gemv_args; returns the rung that ran.
 Int4GemvKernel int4_gemv(const Int4GemvArgs& args, cudaStream_t stream);
+
+// A decode step's projection on 4-bit groups as one link of its chain of kernels (rung 04,
+// stage3/gemv_int4/04_x_resident, the GGUF rung 07 frame): y_w = prologue(x) . w^T + beta y_w for
+// up to kGgufGemvLinkMaxWeights prepared weights that share x, K and the group size, the prologue
+// an RMSNorm or SwiGLU or none, as quantized_gemv_link's (Int4GemvLinkArgs in
+// kc/stage3/gemv_int4_args.hpp). Launched as a programmatic dependent inside a
+// kc::core::ProgrammaticLaunchScope.
+
+// Whether int4_gemv_link runs M rows of K in groups of `group_size` here: a Hopper GPU, a build with
+// sm_90a code, M in [1, kInt4GemvMaxRows], a group size the layout takes that divides K, and x's M
+// rows next to rung 04's ring in its shared memory (gemv_int4_04_fits). No launch.
+bool int4_gemv_link_runs(int m, int k, int group_size);
+
+// The link on `stream`; returns the rung that ran. kc::Error before any launch where it cannot run
+// (int4_gemv_link_runs false: the caller runs the norm or activation and int4_gemv instead) or for
+// bad arguments (each weight's as check_int4_gemv_args says; norm_weight for the RMSNorm).
+Int4GemvKernel int4_gemv_link(const Int4GemvLinkArgs& args, cudaStream_t stream);
 
 }  // namespace kc::stage3

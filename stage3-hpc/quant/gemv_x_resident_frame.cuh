@@ -1,10 +1,13 @@
-// quant/gemv_gguf_x_resident.cuh — the persistent, x-resident GGUF GEMV of rungs 07 and 08: the
-// producer warp's bulk-copy ring of quants and scales (rung 06's), x staged once into shared memory
-// by the consumer warps with an optional RMSNorm or SwiGLU prologue, up to three weights a launch,
-// beta in the store, a programmatic dependent. The rungs differ in what x is in shared memory
-// (XStaging): rung 07 keeps bf16 and rung 06's block arithmetic; rung 08 stores x as fp16 scaled
-// by a power of two per row, with the block sums formed once (their headers say why). Each rung's
-// .cu file holds its entry points; this header is included by those two files only.
+// quant/gemv_x_resident_frame.cuh — the persistent, x-resident GEMV of a decode chain's links: the
+// producer warp's bulk-copy ring of quants and scales (the GGUF GEMV's rung 06's), x staged once
+// into shared memory by the consumer warps with an optional RMSNorm or SwiGLU prologue, up to three
+// weights a launch, beta in the store, a programmatic dependent. What the weights are is the
+// kernel's Format: GGUF blocks of one type (GgufChunks: the GGUF GEMV's rungs 07 and 08) or 4-bit
+// groups with zero points (Int4Chunks in quant/int4/04_x_resident.cu: the int4 GEMV's rung 04).
+// The GGUF rungs differ in what x is in shared memory (XStaging): rung 07 keeps bf16 and rung 06's
+// block arithmetic; rung 08 stores x as fp16 scaled by a power of two per row, with the block sums
+// formed once (their headers say why). Each rung's .cu file holds its entry points; this header is
+// included by those three files only.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -13,8 +16,11 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <string>
 #include <type_traits>
 #include <utility>
+
+#include <fmt/format.h>
 
 #include "arch/sm90/mbarrier.cuh"
 #include "arch/sm90/sm90a.hpp"
@@ -53,29 +59,59 @@ constexpr int kXPad = 8;  // bf16 after each row of x in shared memory: rows sta
 enum class XStaging { bf16_as_read, f16_scaled };
 
 // Bytes of rung 08's sums, row maxima and exponents after x's rows (none in rung 07).
-std::size_t staging_extra_bytes(XStaging staging, int m, int k) {
+inline std::size_t staging_extra_bytes(XStaging staging, int m, int k) {
   if (staging == XStaging::bf16_as_read) return 0;
   return static_cast<std::size_t>(m) * static_cast<std::size_t>(k / kGgufBlockWeights) * sizeof(float4) +
          static_cast<std::size_t>(kConsumerWarps + 1) * kGgufGemvMaxRows * sizeof(float);
 }
 
-// A stage of the ring: [8 chunks of quants | their scales] (x is not in it).
+// The kernel's Format for GGUF blocks of kType (rungs 07 and 08): a chunk (16 rows x 128 k) in the
+// ring is the lanes' quants, then the 8 row groups' scale entries (gguf_mma::ChunkBytes), read by a
+// consumer lane with gguf_mma::read_stage_chunk and multiplied as rung 06 multiplies it. A Format
+// gives kQuants and kScales (a chunk's bytes of each), read(stage, warp, lane) (the lane's part of
+// consumer warp `warp`'s chunk), multiply<kRowGroups, kOneRow, kSwapped, kWholeChunk>(lane's
+// chunk, chunk, k_blocks, load_x, acc), and whole_chunks(): whether a chunk whose 4 blocks lie
+// inside K has an instance of its own without the test for K's end (kWholeChunk true).
 template <GgufBlockType kType>
+struct GgufChunks {
+  static constexpr GgufBlockType kBlockType = kType;
+  static constexpr bool whole_chunks() { return true; }
+  static constexpr int kQuants = gguf_mma::ChunkBytes<kType>::kQuants;
+  static constexpr int kScales = gguf_mma::ChunkBytes<kType>::kScales;
+#if KC_STAGE3_SM90A
+  static __device__ __forceinline__ gguf_mma::LaneChunk<kType> read(const std::uint8_t* stage, int warp, int lane) {
+    return gguf_mma::read_stage_chunk<kType, kConsumerWarps>(stage, warp, lane);
+  }
+  template <int kRowGroups, bool kOneRow, bool kSwapped, bool kWholeChunk, class LoadX>
+  static __device__ __forceinline__ void multiply(const gguf_mma::LaneChunk<kType>& lane_chunk, int chunk, int k_blocks,
+                                                  LoadX load_x, float (&acc)[kRowGroups][4]) {
+    gguf_mma::weights_as_a_chunk_every_row<kType, kRowGroups, kOneRow, kSwapped, kWholeChunk>(
+        lane_chunk.words, lane_chunk.entries, chunk, k_blocks, load_x, acc);
+  }
+#endif
+};
+
+// A stage of the ring: [8 chunks of quants | their scales] (x is not in it).
+template <class Format>
 constexpr int ring_stage_bytes() {
-  using Bytes = gguf_mma::ChunkBytes<kType>;
-  return kConsumerWarps * (Bytes::kQuants + Bytes::kScales);
+  return kConsumerWarps * (Format::kQuants + Format::kScales);
 }
 
 constexpr int ring_stage_bytes(GgufBlockType type) {
-  return type == GgufBlockType::q4_0   ? ring_stage_bytes<GgufBlockType::q4_0>()
-         : type == GgufBlockType::q4_1 ? ring_stage_bytes<GgufBlockType::q4_1>()
-                                       : ring_stage_bytes<GgufBlockType::q8_0>();
+  return type == GgufBlockType::q4_0   ? ring_stage_bytes<GgufChunks<GgufBlockType::q4_0>>()
+         : type == GgufBlockType::q4_1 ? ring_stage_bytes<GgufChunks<GgufBlockType::q4_1>>()
+                                       : ring_stage_bytes<GgufChunks<GgufBlockType::q8_0>>();
 }
 
-std::size_t dynamic_smem_bytes(GgufBlockType type, int m, int k, XStaging staging = XStaging::bf16_as_read) {
-  return static_cast<std::size_t>(kStages) * ring_stage_bytes(type) +
+// The dynamic shared memory of a launch: the ring of stages of `stage_bytes`, then x's rows.
+inline std::size_t dynamic_smem_bytes(int stage_bytes, int m, int k, XStaging staging) {
+  return static_cast<std::size_t>(kStages) * static_cast<std::size_t>(stage_bytes) +
          static_cast<std::size_t>(m) * (static_cast<std::size_t>(k) + kXPad) * sizeof(bf16) +
          staging_extra_bytes(staging, m, k);
+}
+
+inline std::size_t dynamic_smem_bytes(GgufBlockType type, int m, int k, XStaging staging = XStaging::bf16_as_read) {
+  return dynamic_smem_bytes(ring_stage_bytes(type), m, k, staging);
 }
 
 // What the kernel reads: the link's arguments with each weight's first tile.
@@ -273,13 +309,11 @@ __device__ __forceinline__ void convert_x_to_scaled_f16(const Link& g, bf16* x_r
 
 #endif  // KC_STAGE3_SM90A
 
-template <GgufBlockType kType, int kRowGroups, bool kOneRow, bool kSwapped, GgufGemvPrologue kPrologue,
-          XStaging kStaging>
+template <class Format, int kRowGroups, bool kOneRow, bool kSwapped, GgufGemvPrologue kPrologue, XStaging kStaging>
 __global__ void __launch_bounds__(kThreads, 1) gemv_x_resident_kernel(const Link g) {
 #if KC_STAGE3_SM90A
-  using Bytes = gguf_mma::ChunkBytes<kType>;
-  constexpr int kQuantArea = kConsumerWarps * Bytes::kQuants;
-  constexpr int kStageBytes = ring_stage_bytes<kType>();
+  constexpr int kQuantArea = kConsumerWarps * Format::kQuants;
+  constexpr int kStageBytes = ring_stage_bytes<Format>();
   constexpr int kPartial = kConsumerWarps * kRowGroups * 32 * 4;
   extern __shared__ __align__(16) std::uint8_t ring[];  // kStages stages, then x's rows
   __shared__ std::uint64_t full[kStages], empty[kStages];
@@ -313,11 +347,11 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_x_resident_kernel(const Link
           const int stage_chunks = min(kConsumerWarps, chunks - first_chunk);
           std::uint8_t* stage = ring + static_cast<std::size_t>(slot) * kStageBytes;
           sm90::mbarrier_arrive_expect_tx(&full[slot],
-                                          static_cast<std::uint32_t>(stage_chunks * (Bytes::kQuants + Bytes::kScales)));
-          sm90::bulk_load(stage, quants + (tile_chunks + first_chunk) * Bytes::kQuants,
-                          static_cast<std::uint32_t>(stage_chunks * Bytes::kQuants), &full[slot]);
-          sm90::bulk_load(stage + kQuantArea, scales + (tile_chunks + first_chunk) * Bytes::kScales,
-                          static_cast<std::uint32_t>(stage_chunks * Bytes::kScales), &full[slot]);
+                                          static_cast<std::uint32_t>(stage_chunks * (Format::kQuants + Format::kScales)));
+          sm90::bulk_load(stage, quants + (tile_chunks + first_chunk) * Format::kQuants,
+                          static_cast<std::uint32_t>(stage_chunks * Format::kQuants), &full[slot]);
+          sm90::bulk_load(stage + kQuantArea, scales + (tile_chunks + first_chunk) * Format::kScales,
+                          static_cast<std::uint32_t>(stage_chunks * Format::kScales), &full[slot]);
         }
       }
     }
@@ -339,7 +373,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_x_resident_kernel(const Link
   stage_x<kPrologue, kF16>(g, x_rows, squares, threadIdx.x, row_max);
   sm90::named_barrier_sync(kConsumersBarrier, kConsumerThreads);
   if constexpr (kF16) {
-    convert_x_to_scaled_f16<kType>(g, x_rows, block_sums, row_max, exponents, threadIdx.x);
+    convert_x_to_scaled_f16<Format::kBlockType>(g, x_rows, block_sums, row_max, exponents, threadIdx.x);
     sm90::named_barrier_sync(kConsumersBarrier, kConsumerThreads);
   }
 
@@ -384,20 +418,24 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_x_resident_kernel(const Link
       const int chunk = t * kConsumerWarps + warp;
       const std::uint8_t* stage = ring + static_cast<std::size_t>(slot) * kStageBytes;
       if (chunk < chunks) {
-        const auto lane_chunk = gguf_mma::read_stage_chunk<kType, kConsumerWarps>(stage, warp, lane);
+        const auto lane_chunk = Format::read(stage, warp, lane);
         const auto multiply = [&](auto whole_chunk) {  // std::true_type: the chunk's 4 blocks inside K
           constexpr bool kWholeChunk = decltype(whole_chunk)::value;
           if constexpr (kF16)
-            gguf_mma::weights_as_a_chunk_f16<kType, kRowGroups, kOneRow, kSwapped, kWholeChunk>(
+            gguf_mma::weights_as_a_chunk_f16<Format::kBlockType, kRowGroups, kOneRow, kSwapped, kWholeChunk>(
                 lane_chunk.words, lane_chunk.entries, chunk, k_blocks, load_x, load_sums, acc);
           else
-            gguf_mma::weights_as_a_chunk_every_row<kType, kRowGroups, kOneRow, kSwapped, kWholeChunk>(
-                lane_chunk.words, lane_chunk.entries, chunk, k_blocks, load_x, acc);
+            Format::template multiply<kRowGroups, kOneRow, kSwapped, kWholeChunk>(lane_chunk, chunk, k_blocks, load_x,
+                                                                                  acc);
         };
-        if (chunk < whole_chunks)
-          multiply(std::true_type{});
-        else
-          multiply(std::false_type{});
+        if constexpr (Format::whole_chunks()) {
+          if (chunk < whole_chunks)
+            multiply(std::true_type{});
+          else
+            multiply(std::false_type{});
+        } else {
+          multiply(std::false_type{});  // the format tests K's end itself
+        }
       }
       // Every consumer thread: its reads of the stage are done.
       sm90::mbarrier_arrive(empty_barriers + slot * kBarrierBytes);
@@ -445,7 +483,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_x_resident_kernel(const Link
 
 // Whether M rows of x of K (and, in rung 08, their sums) fit next to the ring in the dynamic
 // shared memory the rungs allow.
-bool x_fits(GgufBlockType type, int m, int k, XStaging staging) {
+inline bool x_fits(GgufBlockType type, int m, int k, XStaging staging) {
   if (m < 1 || k < 1) return false;
   return dynamic_smem_bytes(type, m, k, staging) <= kGgufGemv07MaxDynamicSmem;
 }
@@ -455,33 +493,22 @@ constexpr const char* rung_name(XStaging staging) {
   return staging == XStaging::bf16_as_read ? "x resident" : "x as fp16";
 }
 
-// The link's tiles, each weight's first tile, and the checks of everything the kernel assumes.
-Link make_link(const GgufGemvLinkArgs& a, XStaging staging) {
-  const char* rung = rung_name(staging);
-  require(a.weights >= 1 && a.weights <= kGgufGemvLinkMaxWeights,
-          "GGUF GEMV ({}): weights must be 1 to {} (got {})", rung, kGgufGemvLinkMaxWeights, a.weights);
-  Link g;
-  int tiles = 0;
-  for (int w = 0; w < a.weights; ++w) {  // M, K, x and each weight's pointers, as rung 06 takes them
-    const GgufGemvLinkWeight& weight = a.weight[w];
-    gguf_mma::check_fragment_args(gemv_gguf_link_weight_args(a, w), rung, "repack_gguf_blocks_for_mma16, layout=3");
-    g.quants[w] = weight.quants;
-    g.scales[w] = static_cast<const std::uint8_t*>(weight.scales);
-    g.y[w] = weight.y;
-    g.n[w] = weight.n;
-    g.tile_begin[w] = tiles;
-    tiles += (weight.n + 15) / 16;
-  }
-  for (int w = a.weights; w <= kGgufGemvLinkMaxWeights; ++w) g.tile_begin[w] = tiles;
+// What every link checks and sets whatever its weights are (the caller checks the number of
+// weights first, then each weight's arguments, and fills in their pointers and tiles): the
+// prologue's arguments, x next to the ring (`smem` bytes, which must be at most
+// kGgufGemv07MaxDynamicSmem; `instead` says what to run when they are more), M, K, x and beta.
+// `who` names the op and rung in the messages: "GGUF GEMV (x resident)".
+template <class LinkArgs>
+void finish_link(const LinkArgs& a, std::size_t smem, const char* who, const char* instead, Link& g) {
   if (a.prologue == GgufGemvPrologue::rmsnorm) {
     require(a.norm_weight != nullptr && reinterpret_cast<std::uintptr_t>(a.norm_weight) % 16 == 0,
-            "GGUF GEMV ({}): the RMSNorm prologue needs norm_weight, K values, 16-byte aligned", rung);
-    require(a.norm_eps >= 0.f, "GGUF GEMV ({}): norm_eps must be >= 0 (got {})", rung, a.norm_eps);
+            "{}: the RMSNorm prologue needs norm_weight, K values, 16-byte aligned", who);
+    require(a.norm_eps >= 0.f, "{}: norm_eps must be >= 0 (got {})", who, a.norm_eps);
   }
-  require(x_fits(a.type, a.m, a.k, staging),
-          "GGUF GEMV ({}): x ({} rows of K = {}) and the ring take {} bytes of shared memory, more than the "
-          "{} this rung allows; run rung 06, which streams x with the weights",
-          rung, a.m, a.k, dynamic_smem_bytes(a.type, a.m, a.k, staging), kGgufGemv07MaxDynamicSmem);
+  require(smem <= kGgufGemv07MaxDynamicSmem,
+          "{}: x ({} rows of K = {}) and the ring take {} bytes of shared memory, more than the {} this rung "
+          "allows; {}",
+          who, a.m, a.k, smem, kGgufGemv07MaxDynamicSmem, instead);
   g.m = a.m;
   g.k = a.k;
   g.x = a.x;
@@ -489,11 +516,47 @@ Link make_link(const GgufGemvLinkArgs& a, XStaging staging) {
   g.norm_eps = a.norm_eps;
   g.beta = a.beta;
   g.weights = a.weights;
+}
+
+// The number of weights a link takes (1 to kGgufGemvLinkMaxWeights), checked before the weights.
+inline void check_link_weight_count(int weights, const char* who) {
+  require(weights >= 1 && weights <= kGgufGemvLinkMaxWeights, "{}: weights must be 1 to {} (got {})", who,
+          kGgufGemvLinkMaxWeights, weights);
+}
+
+// Weight w's pointers and first tile (of 16 columns); after the last weight, the end of the tiles.
+inline void add_link_weight(Link& g, int w, const std::uint8_t* quants, const void* scales, bf16* y, int n, int& tiles) {
+  g.quants[w] = quants;
+  g.scales[w] = static_cast<const std::uint8_t*>(scales);
+  g.y[w] = y;
+  g.n[w] = n;
+  g.tile_begin[w] = tiles;
+  tiles += (n + 15) / 16;
+}
+inline void end_link_weights(Link& g, int weights, int tiles) {
+  for (int w = weights; w <= kGgufGemvLinkMaxWeights; ++w) g.tile_begin[w] = tiles;
+}
+
+// A GGUF link's tiles, each weight's first tile, and the checks of everything the kernel assumes.
+inline Link make_link(const GgufGemvLinkArgs& a, XStaging staging) {
+  const std::string who = fmt::format("GGUF GEMV ({})", rung_name(staging));
+  check_link_weight_count(a.weights, who.c_str());
+  Link g;
+  int tiles = 0;
+  for (int w = 0; w < a.weights; ++w) {  // M, K, x and each weight's pointers, as rung 06 takes them
+    const GgufGemvLinkWeight& weight = a.weight[w];
+    gguf_mma::check_fragment_args(gemv_gguf_link_weight_args(a, w), rung_name(staging),
+                                  "repack_gguf_blocks_for_mma16, layout=3");
+    add_link_weight(g, w, weight.quants, weight.scales, weight.y, weight.n, tiles);
+  }
+  end_link_weights(g, a.weights, tiles);
+  finish_link(a, dynamic_smem_bytes(a.type, a.m, a.k, staging), who.c_str(),
+              "run rung 06, which streams x with the weights", g);
   return g;
 }
 
 // CTAs of `kernel` with `smem` bytes that fit on an SM at once (asked once per pair).
-int ctas_per_sm(const void* kernel, std::size_t smem) {
+inline int ctas_per_sm(const void* kernel, std::size_t smem) {
   static std::mutex mutex;
   static std::map<std::pair<const void*, std::size_t>, int> known;
   const std::lock_guard<std::mutex> lock(mutex);
@@ -506,17 +569,16 @@ int ctas_per_sm(const void* kernel, std::size_t smem) {
   return ctas;
 }
 
-template <GgufBlockType kType, int kRowGroups, bool kOneRow, bool kSwapped, GgufGemvPrologue kPrologue,
-          XStaging kStaging>
+template <class Format, int kRowGroups, bool kOneRow, bool kSwapped, GgufGemvPrologue kPrologue, XStaging kStaging>
 void launch_instance(const Link& g, cudaStream_t stream, bool* several_tiles_only) {
-  const auto kernel = &gemv_x_resident_kernel<kType, kRowGroups, kOneRow, kSwapped, kPrologue, kStaging>;
+  const auto kernel = &gemv_x_resident_kernel<Format, kRowGroups, kOneRow, kSwapped, kPrologue, kStaging>;
   static const bool prepared = [kernel] {
     KC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(kGgufGemv07MaxDynamicSmem)));
     return true;
   }();
   (void)prepared;
-  const std::size_t smem = dynamic_smem_bytes(kType, g.m, g.k, kStaging);
+  const std::size_t smem = dynamic_smem_bytes(ring_stage_bytes<Format>(), g.m, g.k, kStaging);
   const int tiles = g.tile_begin[g.weights];
   const int resident = ctas_per_sm(reinterpret_cast<const void*>(kernel), smem) * current_device_sm_count();
   if (several_tiles_only != nullptr) {  // asked whether some CTA would take several tiles, not to launch
@@ -537,24 +599,24 @@ void launch(const GgufGemvLinkArgs& a, cudaStream_t stream, bool* several_tiles_
           kStaging == XStaging::bf16_as_read ? "07" : "08", rung_name(kStaging));
   const Link g = make_link(a, kStaging);
   const auto with_prologue = [&](auto type, auto row_groups, auto one_row) {
-    constexpr GgufBlockType kType = decltype(type)::value;
+    using Format = GgufChunks<decltype(type)::value>;
     constexpr int kRowGroups = decltype(row_groups)::value;
     constexpr bool kOneRow = decltype(one_row)::value;
     if constexpr (kSwapped) {
-      launch_instance<kType, kRowGroups, kOneRow, true, GgufGemvPrologue::none, kStaging>(
+      launch_instance<Format, kRowGroups, kOneRow, true, GgufGemvPrologue::none, kStaging>(
           g, stream, several_tiles_only);
     } else {
       switch (a.prologue) {
         case GgufGemvPrologue::none:
-          launch_instance<kType, kRowGroups, kOneRow, false, GgufGemvPrologue::none, kStaging>(
+          launch_instance<Format, kRowGroups, kOneRow, false, GgufGemvPrologue::none, kStaging>(
               g, stream, several_tiles_only);
           break;
         case GgufGemvPrologue::rmsnorm:
-          launch_instance<kType, kRowGroups, kOneRow, false, GgufGemvPrologue::rmsnorm, kStaging>(
+          launch_instance<Format, kRowGroups, kOneRow, false, GgufGemvPrologue::rmsnorm, kStaging>(
               g, stream, several_tiles_only);
           break;
         case GgufGemvPrologue::swiglu:
-          launch_instance<kType, kRowGroups, kOneRow, false, GgufGemvPrologue::swiglu, kStaging>(
+          launch_instance<Format, kRowGroups, kOneRow, false, GgufGemvPrologue::swiglu, kStaging>(
               g, stream, several_tiles_only);
           break;
       }
@@ -565,7 +627,7 @@ void launch(const GgufGemvLinkArgs& a, cudaStream_t stream, bool* several_tiles_
   gguf_mma::launch_weights_as_a_rung(gemv_gguf_link_weight_args(a, 0), rung_name(kStaging), with_prologue);
 }
 
-GgufGemvLinkArgs plain_link(const GgufGemvArgs& args) {
+inline GgufGemvLinkArgs plain_link(const GgufGemvArgs& args) {
   GgufGemvLinkArgs link;
   link.m = args.m;
   link.k = args.k;
