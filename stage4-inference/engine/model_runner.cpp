@@ -215,10 +215,11 @@ struct ModelRunner::Impl {
   // (Gemm::run_rmsnorm_shared_a), else stage 2's rmsnorm into `normed` and then the GEMMs.
   void norm_then_project(const char* role, const bf16* x, const bf16* norm_weight, const Layer* layer, const bf16* w,
                          bf16* c, std::int64_t m, std::int64_t n);
-  // The fused step on blocks (a native step that fuse_kernels and the link allow): one launch of
-  // kc::stage3::quantized_gemv_link (`what` names it) for `outputs` (the role, blocks, y and N of
-  // each; they share x and K), with the prologue (the RMSNorm of x with `norm_weight`, or SwiGLU
-  // of x = [gate | up]) inside and y += x . w^T where beta = 1.
+  // The fused step on blocks or groups (a native step that fuse_kernels and the link allow): one
+  // launch of kc::stage3::quantized_gemv_link, or int4_gemv_link for 4-bit groups (`what` names
+  // it), for `outputs` (the role, blocks, y and N of each; they share x and K), with the prologue
+  // (the RMSNorm of x with `norm_weight`, or SwiGLU of x = [gate | up]) inside and y += x . w^T
+  // where beta = 1.
   struct LinkOutput {
     const char* role;  // "q", "o", ...: the note's
     const Blocks* blocks;
@@ -227,9 +228,10 @@ struct ModelRunner::Impl {
   };
   void link_project(const char* what, const bf16* x, stage3::GgufGemvPrologue prologue, const bf16* norm_weight,
                     std::initializer_list<LinkOutput> outputs, std::int64_t m, std::int64_t k, float beta);
-  // Whether a native step of `tokens` rows can run fused: every projection with blocks through
-  // the link (rung 07's x fits; q, k and v all on blocks of one type or none of them). Asked once
-  // a row count at load (native_link_rows), not every step.
+  // Whether a native step of `tokens` rows can run fused: every projection with blocks or groups
+  // through its link (x fits next to the rung's ring; q, k and v all on blocks of one type, or
+  // groups of one size, or none of them). Asked once a row count at load (native_link_rows), not
+  // every step.
   bool native_links_fit(std::int64_t tokens) const;
   // native_link_rows[m]: native_links_fit(m), for the row counts of a native step (1..16).
   std::array<bool, stage3::kGgufGemvMaxRows + 1> native_link_rows{};
@@ -252,7 +254,7 @@ struct ModelRunner::Impl {
     bool native = false;
     // The fused step's norms inside the projections, SwiGLU inside down and the residual added
     // by beta = 1 (fuse_kernels; in a native step where native_links_fit: on the blocks through
-    // quantized_gemv_link, rung 07 or 08).
+    // quantized_gemv_link, rung 07 or 08, and on 4-bit groups through int4_gemv_link, rung 04).
     bool fused = false;
     // Where the step's ints lie in the staging buffer and on the device: packed for this step's
     // sizes. A captured graph's copy has a fixed size, so a graph step packs them for its bucket
@@ -849,47 +851,68 @@ void ModelRunner::Impl::project(const char* role, const bf16* a, const bf16* w, 
 void ModelRunner::Impl::link_project(const char* what, const bf16* x, stage3::GgufGemvPrologue prologue,
                                      const bf16* norm_weight, std::initializer_list<LinkOutput> outputs,
                                      std::int64_t m, std::int64_t k_dim, float beta) {
-  stage3::QuantizedGemvLinkArgs args;
-  args.m = static_cast<int>(m);
-  args.k = static_cast<int>(k_dim);
-  args.type = outputs.begin()->blocks->type;
-  args.x = x;
-  args.prologue = prologue;
-  args.norm_weight = norm_weight;
-  args.norm_eps = static_cast<float>(config.rms_norm_eps);
-  args.beta = beta;
-  args.weights = 0;
-  for (const LinkOutput& out : outputs)
-    args.weight[args.weights++] = {out.blocks->quants, out.blocks->scales, out.y, static_cast<int>(out.n)};
-  const stage3::QuantizedGemvKernel kernel = stage3::quantized_gemv_link(args, stream);
+  // Blocks or groups: native_links_fit holds every weight of a link to one kind, type and group size.
+  const Blocks& first = *outputs.begin()->blocks;
+  // What the two links' arguments share; then each weight's pointers, as its link takes them.
+  const auto shared_args = [&](auto& args) {
+    args.m = static_cast<int>(m);
+    args.k = static_cast<int>(k_dim);
+    args.x = x;
+    args.prologue = prologue;
+    args.norm_weight = norm_weight;
+    args.norm_eps = static_cast<float>(config.rms_norm_eps);
+    args.beta = beta;
+    args.weights = 0;
+  };
+  std::string_view kernel_name;
+  if (first.group_size > 0) {
+    stage3::Int4GemvLinkArgs args;
+    shared_args(args);
+    args.group_size = first.group_size;
+    for (const LinkOutput& out : outputs)
+      args.weight[args.weights++] = {out.blocks->quants, static_cast<const std::uint32_t*>(out.blocks->scales), out.y,
+                                     static_cast<int>(out.n)};
+    kernel_name = stage3::int4_gemv_kernel_name(stage3::int4_gemv_link(args, stream));
+  } else {
+    stage3::QuantizedGemvLinkArgs args;
+    shared_args(args);
+    args.type = first.type;
+    for (const LinkOutput& out : outputs)
+      args.weight[args.weights++] = {out.blocks->quants, out.blocks->scales, out.y, static_cast<int>(out.n)};
+    kernel_name = stage3::quantized_gemv_kernel_name(stage3::quantized_gemv_link(args, stream));
+  }
   if (quantized_noted.insert(what).second) {  // formatted once per launch site
     static constexpr const char* kInside[] = {"", "the RMSNorm inside", "SwiGLU inside"};
     std::string how = outputs.size() > 1 ? "q, k and v in one launch" : "";
     if (prologue != stage3::GgufGemvPrologue::none)
       how += fmt::format("{}{}", how.empty() ? "" : "; ", kInside[static_cast<int>(prologue)]);
     if (beta != 0.f) how += fmt::format("{}added to the residual stream", how.empty() ? "" : "; ");
+    const std::string weights = first.group_size > 0 ? fmt::format("int4 g{} groups", first.group_size)
+                                                      : fmt::format("{} blocks", stage3::gguf_block_type_name(first.type));
     for (const LinkOutput& out : outputs)
-      note(fmt::format("projection {}, {} blocks (first at M = {})", out.role, stage3::gguf_block_type_name(args.type),
-                       m),
-           how.empty() ? std::string(stage3::quantized_gemv_kernel_name(kernel))
-                       : fmt::format("{} ({})", stage3::quantized_gemv_kernel_name(kernel), how));
+      note(fmt::format("projection {}, {} (first at M = {})", out.role, weights, m),
+           how.empty() ? std::string(kernel_name) : fmt::format("{} ({})", kernel_name, how));
   }
 }
 
 bool ModelRunner::Impl::native_links_fit(std::int64_t tokens) const {
   const int m = static_cast<int>(tokens);
-  // No link runs 4-bit groups: a native step with any runs unfused.
+  // GGUF blocks through quantized_gemv_link (rungs 07 and 08), 4-bit groups through int4_gemv_link
+  // (rung 04).
   const auto fits = [&](const Blocks& blocks, std::int64_t k_dim) {
-    return blocks.quants == nullptr ||
-           (blocks.group_size == 0 && stage3::quantized_gemv_link_runs(blocks.type, m, static_cast<int>(k_dim)));
+    if (blocks.quants == nullptr) return true;
+    return blocks.group_size > 0 ? stage3::int4_gemv_link_runs(m, static_cast<int>(k_dim), blocks.group_size)
+                                 : stage3::quantized_gemv_link_runs(blocks.type, m, static_cast<int>(k_dim));
   };
   const std::int64_t H = config.hidden_size, I = config.intermediate_size;
   for (const Layer& layer : layers) {
     const bool has_q = layer.q_blocks.quants != nullptr, has_k = layer.k_blocks.quants != nullptr,
                has_v = layer.v_blocks.quants != nullptr;
     if (has_q != has_k || has_q != has_v) return false;  // one launch for the three, or none on blocks
-    if (has_q && (layer.k_blocks.type != layer.q_blocks.type || layer.v_blocks.type != layer.q_blocks.type))
-      return false;
+    if (has_q && (layer.k_blocks.type != layer.q_blocks.type || layer.v_blocks.type != layer.q_blocks.type ||
+                  layer.k_blocks.group_size != layer.q_blocks.group_size ||
+                  layer.v_blocks.group_size != layer.q_blocks.group_size))
+      return false;  // one launch takes one type of blocks, or groups of one size
     if (!fits(layer.q_blocks, H) || !fits(layer.o_blocks, q_width) || !fits(layer.gate_up_blocks, H) ||
         !fits(layer.down_blocks, I))
       return false;

@@ -53,8 +53,8 @@
 // run the bf16 copy, which is kept too in this first version (both in the pool). Projections that
 // come with a GPTQ/AWQ checkpoint's 4-bit groups (LayerWeights::groups) keep them in the pool in
 // the int4 GEMV's layout (prepared on the GPU at load) and run through kc::stage3::int4_gemv the
-// same way, unfused (no link rung takes them). Without the option a quantized file runs
-// dequantized to bf16.
+// same way, or fused through kc::stage3::int4_gemv_link (rung 04) as the blocks run through
+// quantized_gemv_link. Without the option a quantized file runs dequantized to bf16.
 //
 // Not yet: fused kernels of the engine's own. Each step synchronizes its stream once, to read the
 // sampled tokens.
@@ -156,7 +156,9 @@ struct RunnerOptions {
   // with the final norm inside — each a programmatic dependent whose weights start before the
   // kernel ahead ends. Otherwise (no fuse_kernels, or rows that do not fit) the RMSNorms, SwiGLU
   // and residual adds run as stage 2 kernels, as the unfused step runs them, and the GEMV through
-  // kc::stage3::quantized_gemv. RoPE and the cache write stay in the decode attention or one kernel
+  // kc::stage3::quantized_gemv. A checkpoint's 4-bit groups take the same two paths through
+  // kc::stage3::int4_gemv_link (stage3/gemv_int4/04_x_resident, the same frame on the groups) and
+  // kc::stage3::int4_gemv. RoPE and the cache write stay in the decode attention or one kernel
   // with fuse_kernels. The decode graphs capture it (no host sync, no
   // allocation). Off by default; it becomes the default once it has run on the H200 against the
   // dequantized path (ModelRunner.NativeQuantized* in tests/model_runner_gpu_test.cpp).
