@@ -70,8 +70,10 @@ inline std::size_t staging_extra_bytes(XStaging staging, int m, int k) {
 // consumer lane with gguf_mma::read_stage_chunk and multiplied as rung 06 multiplies it. A Format
 // gives kQuants and kScales (a chunk's bytes of each), read(stage, warp, lane) (the lane's part of
 // consumer warp `warp`'s chunk), multiply<kRowGroups, kOneRow, kSwapped, kWholeChunk>(lane's
-// chunk, chunk, k_blocks, load_x, acc), and whole_chunks(): whether a chunk whose 4 blocks lie
-// inside K has an instance of its own without the test for K's end (kWholeChunk true).
+// chunk, chunk, k_blocks, load_x, acc), whole_chunks() (whether a chunk whose 4 blocks lie inside
+// K has an instance of its own without the test for K's end, kWholeChunk true), and for
+// XStaging::f16_scaled kBlockType (the blocks whose staging of x it reads) and
+// multiply_f16<...>(lane's chunk, chunk, k_blocks, load_x, load_sums, acc).
 template <GgufBlockType kType>
 struct GgufChunks {
   static constexpr GgufBlockType kBlockType = kType;
@@ -87,6 +89,14 @@ struct GgufChunks {
                                                   LoadX load_x, float (&acc)[kRowGroups][4]) {
     gguf_mma::weights_as_a_chunk_every_row<kType, kRowGroups, kOneRow, kSwapped, kWholeChunk>(
         lane_chunk.words, lane_chunk.entries, chunk, k_blocks, load_x, acc);
+  }
+  // Rung 08: x in fp16 as XStaging::f16_scaled stores it, with its block sums (load_sums).
+  template <int kRowGroups, bool kOneRow, bool kSwapped, bool kWholeChunk, class LoadX, class LoadSums>
+  static __device__ __forceinline__ void multiply_f16(const gguf_mma::LaneChunk<kType>& lane_chunk, int chunk,
+                                                      int k_blocks, LoadX load_x, LoadSums load_sums,
+                                                      float (&acc)[kRowGroups][4]) {
+    gguf_mma::weights_as_a_chunk_f16<kType, kRowGroups, kOneRow, kSwapped, kWholeChunk>(
+        lane_chunk.words, lane_chunk.entries, chunk, k_blocks, load_x, load_sums, acc);
   }
 #endif
 };
@@ -422,8 +432,8 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_x_resident_kernel(const Link
         const auto multiply = [&](auto whole_chunk) {  // std::true_type: the chunk's 4 blocks inside K
           constexpr bool kWholeChunk = decltype(whole_chunk)::value;
           if constexpr (kF16)
-            gguf_mma::weights_as_a_chunk_f16<Format::kBlockType, kRowGroups, kOneRow, kSwapped, kWholeChunk>(
-                lane_chunk.words, lane_chunk.entries, chunk, k_blocks, load_x, load_sums, acc);
+            Format::template multiply_f16<kRowGroups, kOneRow, kSwapped, kWholeChunk>(lane_chunk, chunk, k_blocks,
+                                                                                      load_x, load_sums, acc);
           else
             Format::template multiply<kRowGroups, kOneRow, kSwapped, kWholeChunk>(lane_chunk, chunk, k_blocks, load_x,
                                                                                   acc);

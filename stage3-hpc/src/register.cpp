@@ -389,21 +389,34 @@ void register_kernels(Registry& registry) {
                                  [int4_batch](const Int4GemvArgs& args, cudaStream_t stream) {
                                    int4_batch->run(args, stream);
                                  }));
-  KernelEntry int4_link = int4_entry("04_x_resident", 4,
-                                     "the GGUF rung 07 frame on the groups: x resident in shared memory (the "
-                                     "decode chain's RMSNorm or SwiGLU applied on the way in), the weights streamed "
-                                     "before the kernel ahead ends, persistent CTAs",
-                                     kHopper, kInt4GemvMaxRows, &gemv_int4_04_x_resident);
-  int4_link.max_compute_capability = kHopper;
-  int4_link.constraints += ", M x (K + 8) x 2 bytes of x and the ring in 200 KiB of shared memory";
-  int4_link.supports = [](const Problem& p) {
-    if (std::string error = gemv_int4_rows_error(p, kInt4GemvMaxRows); !error.empty()) return error;
-    if (!gemv_int4_04_fits(static_cast<int>(p.dims[0]), static_cast<int>(p.dims[2]), gemv_int4_group_size(p)))
-      return std::string("x does not fit next to the ring in 200 KiB of shared memory (rung 02 streams x with the "
-                         "weights)");
-    return std::string();
+  // The links (04, 05) also refuse the problems whose x (and what the rung keeps with it, `kept`)
+  // does not fit next to the ring (`fits`).
+  const auto int4_link_entry = [&](const char* name, int rung, const char* idea,
+                                   void (*gemv)(const Int4GemvArgs&, cudaStream_t), bool (*fits)(int, int, int),
+                                   const std::string& kept) {
+    KernelEntry entry = int4_entry(name, rung, idea, kHopper, kInt4GemvMaxRows, gemv);
+    entry.max_compute_capability = kHopper;
+    entry.constraints += fmt::format(", {} and the ring in 200 KiB of shared memory", kept);
+    entry.supports = [fits, kept](const Problem& p) {
+      if (std::string error = gemv_int4_rows_error(p, kInt4GemvMaxRows); !error.empty()) return error;
+      if (!fits(static_cast<int>(p.dims[0]), static_cast<int>(p.dims[2]), gemv_int4_group_size(p)))
+        return fmt::format("{} does not fit next to the ring in 200 KiB of shared memory (rung 02 streams x with "
+                           "the weights)",
+                           kept);
+      return std::string();
+    };
+    return entry;
   };
-  registry.add_kernel(std::move(int4_link));
+  registry.add_kernel(int4_link_entry("04_x_resident", 4,
+                                      "the GGUF rung 07 frame on the groups: x resident in shared memory (the "
+                                      "decode chain's RMSNorm or SwiGLU applied on the way in), the weights streamed "
+                                      "before the kernel ahead ends, persistent CTAs",
+                                      &gemv_int4_04_x_resident, &gemv_int4_04_fits, "M x (K + 8) x 2 bytes of x"));
+  registry.add_kernel(int4_link_entry(
+      "05_x_f16", 5,
+      "rung 04 with x as fp16 scaled per row and its block sums formed once (the GGUF rung 08 staging): nibbles "
+      "decoded straight to fp16, no products against ones",
+      &gemv_int4_05_x_f16, &gemv_int4_05_fits, "M x (K + 8) x 2 bytes of x with M x K / 2 bytes of block sums"));
   // bf16 weights to those groups (quant/int4/quantize_*), the same table.
   register_quantize_int4_kernels(registry);
 

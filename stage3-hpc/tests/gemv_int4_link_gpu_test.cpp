@@ -1,12 +1,16 @@
-// The int4 GEMV's rung 04, a link of the decode chain (quant/int4/04_x_resident.cu), on the GPU
-// beyond the conformance suite:
+// The int4 GEMV's links, rungs 04 (quant/int4/04_x_resident.cu) and 05 (05_x_f16.cu: x in fp16),
+// on the GPU beyond the conformance suite:
 //   - as the op (one weight, no prologue, beta = 0) it writes rung 02's bits (and so rung 01's), at
 //     every group size and row-group instance, on K long enough to go round its ring; where x does
 //     not fit next to the ring it refuses with kc::Error and writes nothing;
 //   - as a link of three weights sharing x: SwiGLU inside gives the bits of stage 2's swiglu
 //     followed by rung 02, and RMSNorm inside with beta = 1 stays within a stated bound of the
 //     double reference, which a reference without the norm's 1 / RMS must break;
-//   - its swapped-nibble instance (the negative control) writes other values.
+//   - its swapped-nibble instance (the negative control) writes other values;
+//   - rung 05 as the op passes the op's check (kc::check_run: fresh inputs, y poisoned, guard
+//     bytes) on the same shapes and refuses where x and its sums do not fit, its swapped-nibble
+//     instance fails the check; as a link, the same as rung 04 with its own single launches as the
+//     bits to match.
 // Skips without a GPU, and without a Hopper GPU and sm_90a code (the rung is Hopper's only).
 //   ctest --test-dir build/ci -R GemvInt4LinkGpu
 #include <gtest/gtest.h>
@@ -23,6 +27,7 @@
 #include <fmt/format.h>
 
 #include "kc/common/buffer.hpp"
+#include "kc/common/check.hpp"
 #include "kc/common/error.hpp"
 #include "kc/stage2/ops.hpp"
 #include "kc/stage3/gemv_gguf_args.hpp"
@@ -104,6 +109,43 @@ TEST(GemvInt4LinkGpu, XResidentWritesRungTwosBits) {
   EXPECT_EQ(refused, 2) << "16 x 14336 and 5 x 33792 rows of x do not fit next to the ring";
 }
 
+// Rung 05 as the op against the double reference on rung 04's shapes (the rung is not rung 02's
+// bits: x in fp16, the sums in another order); where x and its block sums do not fit it refuses
+// and writes nothing. Its swapped-nibble instance must fail the same check.
+TEST(GemvInt4LinkGpu, XAsF16MatchesTheReference) {
+  KC_SKIP_WITHOUT_GPU();
+  if (!gemv_gguf_06_runs_here()) GTEST_SKIP() << "rung 05 needs a Hopper GPU and a build with sm_90a code";
+  Context& context = testing::shared_context();
+  const OpSpec op = make_gemv_int4_op();
+  const auto launch_with = [](void (*gemv)(const Int4GemvArgs&, cudaStream_t)) -> RunFn {
+    return [gemv](const Problem& p, Operands& o, Context& c) { gemv(gemv_int4_args(p, o), c.stream()); };
+  };
+  int ran = 0, refused = 0;
+  for (const auto& [dims, group_size] : std::vector<std::pair<std::vector<std::int64_t>, double>>{
+           {{1, 40, 9216}, 128.0}, {{1, 33, 33792}, 256.0}, {{2, 100, 8224}, 32.0}, {{16, 17, 4160}, 64.0},
+           {{1, 4096, 4096}, 128.0}, {{3, 300, 1056}, 32.0}, {{16, 64, 14336}, 128.0}, {{5, 33, 33792}, 256.0}}) {
+    const Problem problem = op.problem(dims, DType::bf16, {{"group_size", group_size}});
+    if (!gemv_int4_05_fits(static_cast<int>(dims[0]), static_cast<int>(dims[2]), static_cast<int>(group_size))) {
+      Operands operands = op.make_operands(problem, 7, context);
+      KC_CUDA_CHECK(cudaStreamSynchronize(context.stream()));
+      Tensor& y = operands["y"];
+      const std::vector<std::uint8_t> before = bytes_of(y);
+      EXPECT_THROW(gemv_int4_05_x_f16(gemv_int4_args(problem, operands), context.stream()), Error) << problem.label();
+      KC_CUDA_CHECK(cudaStreamSynchronize(context.stream()));
+      EXPECT_EQ(bytes_of(y), before) << problem.label() << ": a refusal wrote y";
+      ++refused;
+      continue;
+    }
+    const CheckOutcome right = check_run(op, launch_with(&gemv_int4_05_x_f16), problem, 7, context);
+    EXPECT_TRUE(right.passed()) << problem.label() << ": " << right.detail;
+    const CheckOutcome wrong = check_run(op, launch_with(&gemv_int4_05_swapped_nibbles), problem, 7, context);
+    EXPECT_EQ(wrong.status, CheckOutcome::Status::failed) << problem.label() << ": the swapped nibbles went unnoticed";
+    ++ran;
+  }
+  EXPECT_EQ(ran, 6);
+  EXPECT_EQ(refused, 2) << "16 x 14336 and 5 x 33792 rows of x do not fit next to the ring";
+}
+
 // One weight of a link test: normal weights quantized on the host (groups of G), prepared on the
 // device, and its y.
 struct LinkWeight {
@@ -154,21 +196,31 @@ struct LinkWeight {
 // Three weights (q, k and v-like widths, one not a multiple of the 16-column tile) sharing x, at
 // M = 1 and 3, groups of 128 (K = 1152: 9 groups, a partial last stage) and 32 (K = 1056: a partial
 // last chunk):
-//   - no prologue, beta = 0: each weight's y is rung 02's, bit for bit;
-//   - SwiGLU inside: the bits of stage 2's swiglu of [gate | up] followed by rung 02;
+//   - no prologue, beta = 0: each weight's y is the rung's single launch's, bit for bit (rung 02's
+//     for rung 04, which writes rung 02's bits; rung 05's own for rung 05);
+//   - SwiGLU inside: the bits of stage 2's swiglu of [gate | up] followed by that single launch;
 //   - RMSNorm inside (x at 3x the scale of the norm's weight, so that a 1 / RMS left out is far
 //     off) with beta = 1 (y holds random values first): within 2^-8 (sum_k |w x_k g_k| / rms +
 //     |y_old|) + 1e-6 of the double reference sum_k w x_k g_k / rms + y_old on the bf16 inputs and
 //     the dequantized weights — x . g rounded once to bf16, the output once; the same reference
 //     without the 1 / RMS must break that bound for most outputs (the negative control);
 //   - refusals: no norm weight, four weights, rows that do not fit next to the ring.
+struct LinkRung {
+  const char* name;
+  void (*link)(const Int4GemvLinkArgs&, cudaStream_t);
+  void (*single)(const Int4GemvArgs&, cudaStream_t);  // the launch whose bits a prologue-free link writes
+  bool (*fits)(int, int, int);
+};
+
 TEST(GemvInt4LinkGpu, LinkMatchesTheUnfusedKernels) {
   KC_SKIP_WITHOUT_GPU();
-  if (!gemv_gguf_06_runs_here()) GTEST_SKIP() << "rung 04 needs a Hopper GPU and a build with sm_90a code";
+  if (!gemv_gguf_06_runs_here()) GTEST_SKIP() << "rungs 04 and 05 need a Hopper GPU and a build with sm_90a code";
   const float eps = 1e-5f;
+  for (const LinkRung& rung : {LinkRung{"rung 04", &gemv_int4_04_link, &gemv_int4_02_bulk_stream, &gemv_int4_04_fits},
+                               LinkRung{"rung 05", &gemv_int4_05_link, &gemv_int4_05_x_f16, &gemv_int4_05_fits}})
   for (const auto& [k, group_size] : std::vector<std::pair<int, int>>{{1152, 128}, {1056, 32}})
     for (const int m : {1, 3}) {
-      const std::string label = fmt::format("G = {}, K = {}, M = {}", group_size, k, m);
+      const std::string label = fmt::format("{}, G = {}, K = {}, M = {}", rung.name, group_size, k, m);
       std::vector<LinkWeight> weights;
       weights.emplace_back(80, m, k, group_size, 1);
       weights.emplace_back(33, m, k, group_size, 2);
@@ -189,29 +241,30 @@ TEST(GemvInt4LinkGpu, LinkMatchesTheUnfusedKernels) {
         for (LinkWeight& w : weights) KC_CUDA_CHECK(cudaMemset(w.y.data(), 0xFF, w.y.bytes()));
       };
 
-      // Rung 02 on silu(gate) . up as stage 2 computes it: the bits both prologue-free and SwiGLU links must give.
+      // The rung's single launches (rung 02 for rung 04; rung 05 itself) on silu(gate) . up as stage 2
+      // computes it: the bits both the prologue-free and the SwiGLU links must give.
       stage2::SwigluArgs<__nv_bfloat16> swiglu{m, k, x.data(), act.data()};
       stage2::swiglu(swiglu, nullptr);
-      std::vector<std::vector<std::uint8_t>> rung02(3);
+      std::vector<std::vector<std::uint8_t>> single_bits(3);
       for (int w = 0; w < 3; ++w) {
-        gemv_int4_02_bulk_stream(weights[w].plain_args(m, k, group_size, act.data()), nullptr);
+        rung.single(weights[w].plain_args(m, k, group_size, act.data()), nullptr);
         KC_CUDA_CHECK(cudaDeviceSynchronize());
-        rung02[w] = bytes_of(weights[w].y);
+        single_bits[w] = bytes_of(weights[w].y);
       }
-      const auto expect_rung02_bits = [&](const char* how) {
+      const auto expect_single_bits = [&](const char* how) {
         KC_CUDA_CHECK(cudaDeviceSynchronize());
         for (int w = 0; w < 3; ++w)
-          EXPECT_EQ(bytes_of(weights[w].y), rung02[w]) << label << ", weight " << w << ", " << how;
+          EXPECT_EQ(bytes_of(weights[w].y), single_bits[w]) << label << ", weight " << w << ", " << how;
       };
       poison();
       link.x = act.data();
-      gemv_int4_04_link(link, nullptr);
-      expect_rung02_bits("no prologue");
+      rung.link(link, nullptr);
+      expect_single_bits("no prologue");
       poison();
       link.x = x.data();
       link.prologue = GgufGemvPrologue::swiglu;
-      gemv_int4_04_link(link, nullptr);
-      expect_rung02_bits("SwiGLU inside");
+      rung.link(link, nullptr);
+      expect_single_bits("SwiGLU inside");
 
       // RMSNorm inside, beta = 1, on the rows' first K (packed).
       std::vector<__nv_bfloat16> rows_host(static_cast<std::size_t>(m) * k);
@@ -231,7 +284,7 @@ TEST(GemvInt4LinkGpu, LinkMatchesTheUnfusedKernels) {
       link.norm_weight = norm.data();
       link.norm_eps = eps;
       link.beta = 1.f;
-      gemv_int4_04_link(link, nullptr);
+      rung.link(link, nullptr);
       KC_CUDA_CHECK(cudaDeviceSynchronize());
       link_test::RmsNormLinkCount count;
       for (int w = 0; w < 3; ++w) {
@@ -245,14 +298,14 @@ TEST(GemvInt4LinkGpu, LinkMatchesTheUnfusedKernels) {
 
       // Refusals, before any launch.
       link.norm_weight = nullptr;
-      EXPECT_THROW(gemv_int4_04_link(link, nullptr), Error) << label;
+      EXPECT_THROW(rung.link(link, nullptr), Error) << label;
       link.norm_weight = norm.data();
       link.weights = 4;
-      EXPECT_THROW(gemv_int4_04_link(link, nullptr), Error) << label;
+      EXPECT_THROW(rung.link(link, nullptr), Error) << label;
       link.weights = 3;
       link.k = 128 * 1024;  // 256 KiB a row of bf16: past the 200 KiB
-      EXPECT_FALSE(gemv_int4_04_fits(m, link.k, group_size));
-      EXPECT_THROW(gemv_int4_04_link(link, nullptr), Error) << label;
+      EXPECT_FALSE(rung.fits(m, link.k, group_size));
+      EXPECT_THROW(rung.link(link, nullptr), Error) << label;
     }
 }
 

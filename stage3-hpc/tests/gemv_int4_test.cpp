@@ -352,9 +352,9 @@ TEST(GemvInt4, RungRefusesBadArgumentsBeforeAnyCudaCall) {
                Error);
 }
 
-// Rungs 01, 02 and 04 take a decode step (16 rows) and refuse exactly the op's conformance problems
-// of more rows (x of every other one fits next to rung 04's ring); rung 03 takes every problem the
-// op defines.
+// Rungs 01, 02, 04 and 05 take a decode step (16 rows) and refuse exactly the op's conformance
+// problems of more rows (x of every other one fits next to the links' rings); rung 03 takes every
+// problem the op defines.
 TEST(GemvInt4, RungsRefuseExactlyTheProblemsOfMoreRowsThanTheyTake) {
   const Registry& r = stage3_test_registry();
   struct Rung {
@@ -367,7 +367,8 @@ TEST(GemvInt4, RungsRefuseExactlyTheProblemsOfMoreRowsThanTheyTake) {
   for (const Rung rung : {Rung{"stage3/gemv_int4/01_group_scales", kInt4GemvMaxRows},
                           Rung{"stage3/gemv_int4/02_bulk_stream", kInt4GemvMaxRows},
                           Rung{"stage3/gemv_int4/03_batch", kInt4BatchMaxRows},
-                          Rung{"stage3/gemv_int4/04_x_resident", kInt4GemvMaxRows}}) {
+                          Rung{"stage3/gemv_int4/04_x_resident", kInt4GemvMaxRows},
+                          Rung{"stage3/gemv_int4/05_x_f16", kInt4GemvMaxRows}}) {
     const KernelEntry& entry = r.kernel(rung.id);
     EXPECT_EQ(entry.op, kGemvInt4Op);
     EXPECT_EQ(entry.refuses, gemv_int4_refusals(rung.max_rows)) << rung.id;
@@ -406,6 +407,28 @@ TEST(GemvInt4, RungFourTakesTheRowsThatFitNextToItsRing) {
     }
   }
   EXPECT_EQ(refused, 1) << "16 x 4096 x 14336 is the one decode-step benchmark problem whose x does not fit";
+}
+
+// Rung 05 keeps 16 bytes of sums a row and block of 32 more (and 576 bytes of row maxima and
+// exponents): at M = 1 and G = 128, K + 8 bf16 and K / 2 bytes of sums next to the 34816-byte ring
+// in 200 KiB is K up to 67756, so 67712 fits and 67840 does not (rung 04 takes it); 16 rows of
+// 4096 still fit.
+TEST(GemvInt4, RungFiveKeepsTheBlockSumsOfXToo) {
+  EXPECT_TRUE(gemv_int4_05_fits(1, 67712, 128));
+  EXPECT_FALSE(gemv_int4_05_fits(1, 67840, 128));
+  EXPECT_TRUE(gemv_int4_04_fits(1, 67840, 128));
+  EXPECT_TRUE(gemv_int4_05_fits(16, 4096, 128));
+  EXPECT_FALSE(gemv_int4_05_fits(16, 14336, 128));
+  EXPECT_FALSE(gemv_int4_05_fits(1, 4096, 48));
+  const Registry& r = stage3_test_registry();
+  const KernelEntry& rung = r.kernel("stage3/gemv_int4/05_x_f16");
+  EXPECT_EQ(rung.min_compute_capability, 90);
+  for (const Problem& p : r.op(kGemvInt4Op).bench_problems) {
+    const bool fits = p.dims[0] <= kInt4GemvMaxRows &&
+                      gemv_int4_05_fits(static_cast<int>(p.dims[0]), static_cast<int>(p.dims[2]),
+                                        gemv_int4_group_size(p));
+    EXPECT_EQ(rung.supports(p).empty(), fits) << p.label();
+  }
 }
 
 TEST(GemvInt4, QuantizeReferenceMarksTheGroupsTheHostQuantizerRefuses) {

@@ -42,6 +42,15 @@ __device__ __forceinline__ float2 group_factors(std::uint32_t entry_bits) {
   return make_float2(s, -(128.f + z) * s);
 }
 
+// The factors of a group's c = sum q x and S = sum x for one row when the nibbles decode to q
+// itself (rung 05's fp16 decode, whose offset the accumulator's start removes): (s, -z s).
+__device__ __forceinline__ float2 zero_point_factors(std::uint32_t entry_bits) {
+  __half2 sz;
+  std::memcpy(&sz, &entry_bits, sizeof sz);
+  const float2 f = __half22float2(sz);
+  return make_float2(f.x, -f.y * f.x);
+}
+
 // One chunk for a lane: `words` its 8 words of quants (word 2j + h: rows g + 8h of block j),
 // `entries` its row group's kEntries<kBlocksPerScale> scale entries, `chunk` the chunk's index
 // along K; load_x(r, j, block) returns the lane's 16 bytes of x for row group r and block j of the

@@ -216,6 +216,16 @@ void gemv_int4_04_swapped_nibbles(const Int4GemvArgs& args, cudaStream_t stream)
 // Whether M rows of x of K fit next to rung 04's ring for groups of `group_size`. No CUDA call.
 bool gemv_int4_04_fits(int m, int k, int group_size);
 
+// Rung 05 (quant/int4/05_x_f16.cu): rung 04 with x in shared memory as fp16, scaled per row by a
+// power of two, and each block's sums of x formed once (the GGUF rung 08's staging): the nibbles
+// decode to fp16 q and no products against ones are needed. The same arguments, prologues and
+// links as rung 04; its sums take M x K / 32 x 16 bytes more shared memory (gemv_int4_05_fits).
+void gemv_int4_05_link(const Int4GemvLinkArgs& args, cudaStream_t stream);
+void gemv_int4_05_x_f16(const Int4GemvArgs& args, cudaStream_t stream);
+// For the negative control only: rung 05 with the two nibbles of each pair exchanged.
+void gemv_int4_05_swapped_nibbles(const Int4GemvArgs& args, cudaStream_t stream);
+bool gemv_int4_05_fits(int m, int k, int group_size);
+
 // Rung 03 (quant/int4/03_batch.cu): M up to kInt4BatchMaxRows on the same layout, in the GGUF
 // GEMV's rung 09 frame (quant/gemv_batch_frame.cuh: 128 output columns and a split of K a CTA, a
 // cp.async ring, split-K partials added by the last CTA) with each block's nibbles centred once to
