@@ -164,6 +164,8 @@ std::string_view int4_gemv_kernel_name(Int4GemvKernel kernel) {
       return "stage3/gemv_int4/02_bulk_stream";
     case Int4GemvKernel::gemv_int4_04_x_resident:
       return "stage3/gemv_int4/04_x_resident";
+    case Int4GemvKernel::gemv_int4_05_x_f16:
+      return "stage3/gemv_int4/05_x_f16";
   }
   return "unknown";
 }
@@ -201,25 +203,46 @@ Int4GemvKernel int4_gemv(const Int4GemvArgs& args, cudaStream_t stream) {
   return kernel;
 }
 
-bool int4_gemv_link_runs(int m, int k, int group_size) {
-  return m >= 1 && m <= kInt4GemvMaxRows && k >= 1 && int4_group_size_supported(group_size) &&
-         k % group_size == 0 && gemv_gguf_06_runs_here() && gemv_int4_04_fits(m, k, group_size);
+bool int4_gemv_link_runs(int m, int k, int group_size, Int4GemvKernel rung) {
+  const bool shape = m >= 1 && m <= kInt4GemvMaxRows && k >= 1 && int4_group_size_supported(group_size) &&
+                     k % group_size == 0 && gemv_gguf_06_runs_here();
+  if (!shape) return false;
+  switch (rung) {
+    case Int4GemvKernel::gemv_int4_04_x_resident: return gemv_int4_04_fits(m, k, group_size);
+    case Int4GemvKernel::gemv_int4_05_x_f16: return gemv_int4_05_fits(m, k, group_size);
+    default: return false;
+  }
 }
 
-Int4GemvKernel int4_gemv_link(const Int4GemvLinkArgs& a, cudaStream_t stream) {
+bool int4_gemv_link_runs(int m, int k, int group_size) {
+  return int4_gemv_link_runs(m, k, group_size, Int4GemvKernel::gemv_int4_04_x_resident);
+}
+
+Int4GemvKernel int4_gemv_link_kernel(const Int4GemvLinkArgs&) { return Int4GemvKernel::gemv_int4_04_x_resident; }
+
+Int4GemvKernel int4_gemv_link(const Int4GemvLinkArgs& a, Int4GemvKernel rung, cudaStream_t stream) {
   constexpr const char* entry = "kc::stage3::int4_gemv_link";
+  require(rung == Int4GemvKernel::gemv_int4_04_x_resident || rung == Int4GemvKernel::gemv_int4_05_x_f16,
+          "{}: {} is not a link rung (04_x_resident or 05_x_f16)", entry, int4_gemv_kernel_name(rung));
   require(a.weights >= 1 && a.weights <= kGgufGemvLinkMaxWeights, "{}: weights = {} is outside [1, {}]", entry,
           a.weights, kGgufGemvLinkMaxWeights);
   require(a.prologue == GgufGemvPrologue::none || a.prologue == GgufGemvPrologue::rmsnorm ||
               a.prologue == GgufGemvPrologue::swiglu,
           "{}: prologue {} is not none (0), rmsnorm (1) or swiglu (2)", entry, static_cast<int>(a.prologue));
   for (int w = 0; w < a.weights; ++w) check_int4_gemv_args(gemv_int4_link_weight_args(a, w));
-  require(int4_gemv_link_runs(a.m, a.k, a.group_size),
-          "{}: the link cannot run {} rows of K = {} here (rung 04 needs a Hopper GPU, sm_90a code and x in shared "
-          "memory: gemv_int4_04_fits); run the prologue and int4_gemv instead",
-          entry, a.m, a.k);
-  gemv_int4_04_link(a, stream);
-  return Int4GemvKernel::gemv_int4_04_x_resident;
+  require(int4_gemv_link_runs(a.m, a.k, a.group_size, rung),
+          "{}: the link cannot run {} rows of K = {} here ({} needs a Hopper GPU, sm_90a code and x in shared "
+          "memory); run the prologue and int4_gemv instead",
+          entry, a.m, a.k, int4_gemv_kernel_name(rung));
+  if (rung == Int4GemvKernel::gemv_int4_05_x_f16)
+    gemv_int4_05_link(a, stream);
+  else
+    gemv_int4_04_link(a, stream);
+  return rung;
+}
+
+Int4GemvKernel int4_gemv_link(const Int4GemvLinkArgs& a, cudaStream_t stream) {
+  return int4_gemv_link(a, int4_gemv_link_kernel(a), stream);
 }
 
 }  // namespace kc::stage3

@@ -243,9 +243,15 @@ TEST(QuantizedGemvEntry, Int4LinkRefusesBeforeLaunching) {
   EXPECT_FALSE(int4_gemv_link_runs(16, 14336, 128));
   EXPECT_FALSE(int4_gemv_link_runs(1, 4096, 96));
   EXPECT_FALSE(int4_gemv_link_runs(1, 4160, 128));  // the group size must divide K
+  EXPECT_FALSE(int4_gemv_link_runs(1, 4096, 128, Int4GemvKernel::gemv_int4_01_group_scales));
+  expect_refused([&] { (void)int4_gemv_link(link, Int4GemvKernel::gemv_int4_02_bulk_stream, nullptr); },
+                 {"02_bulk_stream", "is not a link rung"});
+  EXPECT_EQ(int4_gemv_link_kernel(link), Int4GemvKernel::gemv_int4_04_x_resident);
   if (!has_gpu()) {
     EXPECT_FALSE(int4_gemv_link_runs(1, 4096, 128));
     expect_refused([&] { (void)int4_gemv_link(link, nullptr); }, "cannot run");
+    expect_refused([&] { (void)int4_gemv_link(link, Int4GemvKernel::gemv_int4_05_x_f16, nullptr); },
+                   {"cannot run", "05_x_f16"});
   }
 }
 
@@ -253,6 +259,7 @@ TEST(QuantizedGemvEntry, Int4NamesItsRungs) {
   EXPECT_EQ(int4_gemv_kernel_name(Int4GemvKernel::gemv_int4_01_group_scales), "stage3/gemv_int4/01_group_scales");
   EXPECT_EQ(int4_gemv_kernel_name(Int4GemvKernel::gemv_int4_02_bulk_stream), "stage3/gemv_int4/02_bulk_stream");
   EXPECT_EQ(int4_gemv_kernel_name(Int4GemvKernel::gemv_int4_04_x_resident), "stage3/gemv_int4/04_x_resident");
+  EXPECT_EQ(int4_gemv_kernel_name(Int4GemvKernel::gemv_int4_05_x_f16), "stage3/gemv_int4/05_x_f16");
   // Above 8 rows rung 01 everywhere; at 8 or fewer rung 02 only where the Hopper rungs run.
   EXPECT_EQ(int4_gemv_kernel(9), Int4GemvKernel::gemv_int4_01_group_scales);
   if (!has_gpu()) {

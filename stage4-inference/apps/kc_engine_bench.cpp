@@ -26,7 +26,8 @@
 // own groups, loads; a --model's projections without blocks or groups are quantized so at load:
 // RunnerOptions::quantize_int4_group_size), and --native-quantized on|off|both runs the decode steps on the
 // blocks (RunnerOptions::native_quantized) or on the dequantized copy, so one run gives both rows of
-// the same weights:
+// the same weights; --int4-link-rung stage3|04|05|both holds a fused native step's 4-bit groups to
+// stage 3's choice of link rung or to the one named (RunnerOptions::int4_link_rung):
 //   decode      one request, a prompt of C random tokens, then --decode-tokens tokens; tok/s over
 //               the tokens after the first (greedy, end-of-sequence ignored). Bytes a step: every
 //               weight once (of the embedding table one row, unless it is also the output
@@ -89,6 +90,7 @@ constexpr const char* kUsage =
     "                       [--one-launch-mlp off|on|both]\n"
     "                       [--max-model-len 8448] [--kv-fraction 0.6] [--decode-min-split-keys 128]\n"
     "                       [--quantized q4_0|q4_1|q8_0|int4-gN] [--native-quantized on|off|both]\n"
+    "                       [--int4-link-rung stage3,04,05|both]\n"
     "                       [--peers hf.json[,llama.json]]\n"
     "                       [--markdown DIR]\n"
     "  NAME: smollm2-135m, llama-3.2-1b, llama-3.1-8b (published shapes, random weights)\n";
@@ -100,6 +102,7 @@ struct Args {
   std::string decode_rope_rung = "08";     // RunnerOptions::decode_rope_rung: 08, 07, 06 or both
   std::string quantized;                 // "": bf16 random weights; q4_0, q4_1, q8_0: random blocks; int4-gN
   std::string native_quantized = "off";  // on, off or both (RunnerOptions::native_quantized)
+  std::string int4_link_rung = "stage3";  // RunnerOptions::int4_link_rung: stage3, 04, 05 or both
   int decode_min_split_keys = kc::engine::RunnerOptions{}.decode_min_keys_per_split;
   std::uint64_t seed = 1;
   std::vector<int> contexts{128, 2048, 8192}, prefill{512, 2048}, concurrency{1, 8, 64, 256};
@@ -188,6 +191,30 @@ std::string decode_rope_rung_id(RopeRung rung) {
   return rung_name(kc::stage3::PagedDecodeAttention::rope_rung_id(rung));
 }
 
+// --int4-link-rung's names: stage3 (stage 3's choice, RunnerOptions::int4_link_rung 0), 04, 05;
+// "both" is 04,05.
+std::vector<int> parse_int4_link_rung(const std::string& text) {
+  std::vector<int> rungs;
+  std::stringstream in(text == "both" ? std::string("04,05") : text);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (item == "stage3")
+      rungs.push_back(0);
+    else if (item == "04")
+      rungs.push_back(4);
+    else if (item == "05")
+      rungs.push_back(5);
+    else
+      kc::require(false, "--int4-link-rung: '{}' is not stage3, 04, 05 or both", item);
+  }
+  kc::require(!rungs.empty(), "--int4-link-rung holds no rung");
+  return rungs;
+}
+
+// ", int4 link rung 05": where a native fused step's 4-bit groups were held to a named link rung.
+std::string int4_link_note(int rung, bool native, bool fuse) {
+  return rung == 0 || !native || !fuse ? std::string() : fmt::format(", int4 link rung {:02d}", rung);
+}
+
 // The decode attention of a mode where it is not the engine's default (", decode attention rung 04
 // (merged in the launch)"); the RoPE rung counts only where the steps run it (RoPE inside the
 // attention, fused kernels). Empty for the defaults.
@@ -223,6 +250,7 @@ struct ModelResult {
   kc::stage3::PagedDecodeAttention::Rung decode_attention = kc::engine::RunnerOptions{}.decode_attention;
   RopeRung decode_rope_rung = kc::engine::RunnerOptions{}.decode_rope_rung;
   bool native_quantized = false;
+  int int4_link_rung = 0;  // RunnerOptions::int4_link_rung
   std::string block_type;  // the blocks' type where the weights have blocks ("q4_1"), else empty
   int decode_min_split_keys = kc::engine::RunnerOptions{}.decode_min_keys_per_split;
   double params = 0, weight_bytes = 0, kv_bytes_per_token = 0, pool_mib = 0;
@@ -430,7 +458,8 @@ std::string mode_name(const ModelResult& r) {
          (r.programmatic_launch ? std::string() : ", ordinary launches") +
          (r.rope_in_attention || !r.fuse_kernels ? std::string() : ", RoPE and cache write in their own kernel") +
          (r.one_launch_mlp && r.fuse_kernels ? ", the MLP in one launch" : std::string()) +
-         decode_attention_note(r.decode_attention, r.decode_rope_rung, r.rope_in_attention, r.fuse_kernels);
+         decode_attention_note(r.decode_attention, r.decode_rope_rung, r.rope_in_attention, r.fuse_kernels) +
+         int4_link_note(r.int4_link_rung, r.native_quantized, r.fuse_kernels);
 }
 
 // One peer's rates, from bench/peers/hf_engine_peers.py or bench/peers/llama_cpp_peer.py:
@@ -570,7 +599,7 @@ void write_tables(const Args& args, const kc::DeviceInfo& device, double copy_gb
                         peers.cells(r.name, "concurrency", c.requests, c.tok_s));
     md += "\n";
     json += fmt::format("{}\n    {{\"name\": {}, \"source\": {}, \"cuda_graphs\": {}, \"fuse_kernels\": {}, \"programmatic_launch\": {}, \"rope_in_attention\": {}, \"decode_rope_rung\": {}, \"one_launch_mlp\": {}, \"decode_attention\": {}, "
-                        "\"block_type\": {}, \"native_quantized\": {}, "
+                        "\"block_type\": {}, \"native_quantized\": {}, \"int4_link_rung\": {}, "
                         "\"decode_min_split_keys\": {}, \"params\": {:.0f}, "
                         "\"weight_bytes\": {:.0f}, \"block_bytes\": {:.0f}, \"weight_bytes_read\": {:.0f}, "
                         "\"kv_bytes_per_token\": {:.0f}, \"pool_mib\": {:.1f}, "
@@ -579,7 +608,8 @@ void write_tables(const Args& args, const kc::DeviceInfo& device, double copy_gb
                         r.cuda_graphs ? "true" : "false", r.fuse_kernels ? "true" : "false",
                         r.programmatic_launch ? "true" : "false", r.rope_in_attention ? "true" : "false",
                         kc::json_string(decode_rope_rung_id(r.decode_rope_rung)), r.one_launch_mlp ? "true" : "false", kc::json_string(decode_attention_id(r.decode_attention)),
-                        kc::json_string(r.block_type), r.native_quantized ? "true" : "false", r.decode_min_split_keys,
+                        kc::json_string(r.block_type), r.native_quantized ? "true" : "false", r.int4_link_rung,
+                        r.decode_min_split_keys,
                         r.params, r.weight_bytes, r.block_bytes, r.weight_bytes_read, r.kv_bytes_per_token,
                         r.pool_mib, r.num_blocks, r.block_size, r.graph_replays);
     for (std::size_t i = 0; i < r.decode.size(); ++i)
@@ -632,6 +662,7 @@ int run(int argc, char** argv) {
        {"--one-launch-mlp", [&](const std::string& v) { args.one_launch_mlp = v; }},
        {"--decode-attention", [&](const std::string& v) { args.decode_attention = v; }},
        {"--decode-rope-rung", [&](const std::string& v) { args.decode_rope_rung = v; }},
+       {"--int4-link-rung", [&](const std::string& v) { args.int4_link_rung = v; }},
        {"--decode-min-split-keys",
         [&](const std::string& v) { args.decode_min_split_keys = kc::parse_int("--decode-min-split-keys", v); }},
        {"--max-model-len", [&](const std::string& v) { args.max_model_len = kc::parse_int("--max-model-len", v); }},
@@ -666,6 +697,7 @@ int run(int argc, char** argv) {
               "--decode-tokens must be >= 2, --concurrency-prompt and --concurrency-tokens >= 1");
   const std::vector<DecodeRung> decode_modes = parse_decode_attention(args.decode_attention);
   const std::vector<RopeRung> rope_rungs = parse_decode_rope_rung(args.decode_rope_rung);
+  const std::vector<int> int4_link_rungs = parse_int4_link_rung(args.int4_link_rung);
   if (!args.markdown.empty()) {  // the report's folder first: a run must not end unable to write it
     std::error_code error;
     std::filesystem::create_directories(args.markdown, error);
@@ -727,6 +759,7 @@ int run(int argc, char** argv) {
     for (bool rope_in : rope_modes)
     for (const RopeRung rope_rung : rope_rungs)
     for (bool one_launch_mlp : mlp_modes)
+    for (const int int4_link_rung : int4_link_rungs)
     for (bool graphs : graph_modes) {
       kc::engine::RunnerOptions options;
       options.cuda_graphs = graphs;
@@ -737,6 +770,7 @@ int run(int argc, char** argv) {
       options.decode_rope_rung = rope_rung;
       options.one_launch_mlp = one_launch_mlp;
       options.native_quantized = native;
+      options.int4_link_rung = int4_link_rung;
       options.decode_min_keys_per_split = args.decode_min_split_keys;
       options.kv_memory_fraction = args.kv_fraction;
       if (loaded) options.quantize_int4_group_size = int4_group_size;  // a checkpoint's other projections
@@ -750,12 +784,13 @@ int run(int argc, char** argv) {
       if (blocks.empty() && loaded && !native) blocks = loaded_block_type(*loaded);
       if (blocks.empty() && int4_group_size > 0) blocks = fmt::format("int4 g{}", int4_group_size);
       const std::string decode_note = decode_attention_note(decode_rung, rope_rung, rope_in, fuse);
-      std::printf("%s, %s%s%s%s%s%s%s: %.0f MiB of bf16 weights%s, %.0f MiB read a decode token\n", name.c_str(),
+      std::printf("%s, %s%s%s%s%s%s%s%s: %.0f MiB of bf16 weights%s, %.0f MiB read a decode token\n", name.c_str(),
                   graphs ? "CUDA graphs" : "eager", fuse ? ", fused kernels" : "",
                   dependent ? "" : ", ordinary launches", decode_note.c_str(),
                   rope_in || !fuse ? "" : ", RoPE and cache write in their own kernel",
                   one_launch_mlp && fuse ? ", the MLP in one launch" : "",
                   blocks.empty() ? "" : fmt::format(", {} {}", blocks, native ? "native" : "dequantized").c_str(),
+                  int4_link_note(int4_link_rung, native, fuse).c_str(),
                   static_cast<double>(bytes.bf16) / (1 << 20),
                   bytes.blocks > 0 ? fmt::format(" + {:.0f} MiB of {} blocks", static_cast<double>(bytes.blocks) / (1 << 20),
                                                  bytes.block_type).c_str()
@@ -763,6 +798,7 @@ int run(int argc, char** argv) {
                   static_cast<double>(bytes.read_per_token) / (1 << 20));
       ModelResult result = measure(*runner, config, args, copy_gbps);
       result.native_quantized = native;
+      result.int4_link_rung = int4_link_rung;
       result.block_type = blocks;
       result.name = name;
       result.source = loaded ? "checkpoint, " + loaded->format : "published shape, random weights";

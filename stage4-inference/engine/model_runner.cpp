@@ -233,6 +233,11 @@ struct ModelRunner::Impl {
   // groups of one size, or none of them). Asked once a row count at load (native_link_rows), not
   // every step.
   bool native_links_fit(std::int64_t tokens) const;
+  // The link rung options.int4_link_rung names (4 or 5).
+  stage3::Int4GemvKernel int4_link_kernel() const {
+    return options.int4_link_rung == 5 ? stage3::Int4GemvKernel::gemv_int4_05_x_f16
+                                       : stage3::Int4GemvKernel::gemv_int4_04_x_resident;
+  }
   // native_link_rows[m]: native_links_fit(m), for the row counts of a native step (1..16).
   std::array<bool, stage3::kGgufGemvMaxRows + 1> native_link_rows{};
   // Called for every launch of a step: looks up without allocating, copies on the first time only.
@@ -341,6 +346,8 @@ ModelRunner::Impl::Impl(const ModelConfig& model_config, const ModelWeights* wei
           "max_batched_tokens ({}) and max_running ({}) must be >= 1", options.max_batched_tokens,
           options.max_running);
   require(options.num_blocks >= 0, "num_blocks {} is negative", options.num_blocks);
+  require(options.int4_link_rung == 0 || options.int4_link_rung == 4 || options.int4_link_rung == 5,
+          "int4_link_rung {} is not 0 (stage 3's choice), 4 or 5", options.int4_link_rung);
   require(options.decode_min_keys_per_split >= 64 && options.decode_min_keys_per_split % 64 == 0,
           "decode_min_keys_per_split {} is not a positive multiple of 64 (whole 32-key tiles and pages)",
           options.decode_min_keys_per_split);
@@ -872,7 +879,9 @@ void ModelRunner::Impl::link_project(const char* what, const bf16* x, stage3::Gg
     for (const LinkOutput& out : outputs)
       args.weight[args.weights++] = {out.blocks->quants, static_cast<const std::uint32_t*>(out.blocks->scales), out.y,
                                      static_cast<int>(out.n)};
-    kernel_name = stage3::int4_gemv_kernel_name(stage3::int4_gemv_link(args, stream));
+    kernel_name = stage3::int4_gemv_kernel_name(options.int4_link_rung == 0
+                                                    ? stage3::int4_gemv_link(args, stream)
+                                                    : stage3::int4_gemv_link(args, int4_link_kernel(), stream));
   } else {
     stage3::QuantizedGemvLinkArgs args;
     shared_args(args);
@@ -901,8 +910,10 @@ bool ModelRunner::Impl::native_links_fit(std::int64_t tokens) const {
   // (rung 04).
   const auto fits = [&](const Blocks& blocks, std::int64_t k_dim) {
     if (blocks.quants == nullptr) return true;
-    return blocks.group_size > 0 ? stage3::int4_gemv_link_runs(m, static_cast<int>(k_dim), blocks.group_size)
-                                 : stage3::quantized_gemv_link_runs(blocks.type, m, static_cast<int>(k_dim));
+    if (blocks.group_size == 0) return stage3::quantized_gemv_link_runs(blocks.type, m, static_cast<int>(k_dim));
+    return options.int4_link_rung == 0
+               ? stage3::int4_gemv_link_runs(m, static_cast<int>(k_dim), blocks.group_size)
+               : stage3::int4_gemv_link_runs(m, static_cast<int>(k_dim), blocks.group_size, int4_link_kernel());
   };
   const std::int64_t H = config.hidden_size, I = config.intermediate_size;
   for (const Layer& layer : layers) {

@@ -37,6 +37,7 @@ TEST(EngineBenchCli, RefusesWhatItCannotTakeBeforeTouchingAGpu) {
       {"--synthetic smollm2-135m --decode-attention fast", "--decode-attention: 'fast' is not early, fused"},
       {"--synthetic smollm2-135m --decode-rope-rung 05", "--decode-rope-rung: '05' is not 08, 07, 06 or both"},
       {"--synthetic smollm2-135m --decode-rope-rung ,07", "--decode-rope-rung: '' is not 08, 07, 06 or both"},
+      {"--synthetic smollm2-135m --int4-link-rung 06", "--int4-link-rung: '06' is not stage3, 04, 05 or both"},
       {"--synthetic smollm2-135m --frobnicate 1", "unknown flag '--frobnicate'"},
       {"--synthetic smollm2-135m --peers /nonexistent/peers.json", "--peers: cannot read '/nonexistent/peers.json'"},
       {"--synthetic smollm2-135m --peers " + peers, "is not the output of bench/peers/hf_engine_peers.py"},
@@ -54,6 +55,7 @@ TEST(EngineBenchCli, RefusesWhatItCannotTakeBeforeTouchingAGpu) {
   EXPECT_NE(output.find("usage: kc-engine-bench"), std::string::npos) << output;
   EXPECT_NE(output.find("--one-launch-mlp"), std::string::npos) << output;
   EXPECT_NE(output.find("--decode-rope-rung"), std::string::npos) << output;
+  EXPECT_NE(output.find("--int4-link-rung"), std::string::npos) << output;
 }
 
 }  // namespace

@@ -1088,6 +1088,37 @@ TEST(ModelRunner, NativeInt4StepsMatchTheDequantizedPathAndTheDoubleModel) {
     }
 }
 
+// The int4 link held to rung 05 (RunnerOptions::int4_link_rung = 5: x in fp16 inside the link)
+// against the double model with the bf16 path's bounds, every layer projection on it where it
+// fits; a rung the option does not name is refused.
+TEST(ModelRunner, NativeInt4StepsOnLinkRungFiveMatchTheDoubleModel) {
+  KC_SKIP_WITHOUT_GPU();
+  const Case& c = kCases[1];
+  const ModelWeights weights = int4_case_weights(c, 26, 128);
+  const std::vector<std::int32_t> ids = random_ids(77, c.vocab, 12);
+  RunnerOptions options = small_runner();
+  options.fuse_kernels = true;
+  options.native_quantized = true;
+  options.int4_link_rung = 7;
+  EXPECT_THROW(ModelRunner(weights, options), Error);
+  options.int4_link_rung = 5;
+  ModelRunner runner(weights, options);
+  const std::vector<float> logits = chunked_then_decoded(runner, ids);
+  Comparison versus_double;
+  compare(logits, reference_logits(weights, ids), c.vocab, static_cast<std::int64_t>(ids.size()), 0, versus_double);
+  expect_close(versus_double, std::string(c.name) + ", int4 g128 on link rung 05");
+  const bool linked = stage3::int4_gemv_link_runs(7, static_cast<int>(c.intermediate), 128,
+                                                  stage3::Int4GemvKernel::gemv_int4_05_x_f16);
+  const auto& used = runner.kernels_used();
+  for (const char* role : {"q", "gate_up", "down"}) {
+    const std::string key = fmt::format("projection {}, int4 g128 groups (first at M = 7)", role);
+    ASSERT_EQ(used.count(key), 1u) << key;
+    const std::string expected(linked ? stage3::int4_gemv_kernel_name(stage3::Int4GemvKernel::gemv_int4_05_x_f16)
+                                      : stage3::int4_gemv_kernel_name(stage3::int4_gemv_kernel(7)));
+    EXPECT_EQ(used.at(key).rfind(expected, 0), 0u) << key << " ran " << used.at(key);
+  }
+}
+
 // The negative control: the down projection's groups with their rows reversed (the bf16 copy left
 // as it was) must fail the comparison — the native steps read the groups, not the copy.
 TEST(ModelRunner, NativeInt4GroupsInTheWrongRowOrderFailTheComparison) {

@@ -124,6 +124,7 @@ enum class Int4GemvKernel {
   gemv_int4_01_group_scales,  // stage3/gemv_int4/01_group_scales
   gemv_int4_02_bulk_stream,   // stage3/gemv_int4/02_bulk_stream (Hopper)
   gemv_int4_04_x_resident,    // stage3/gemv_int4/04_x_resident (Hopper; int4_gemv_link)
+  gemv_int4_05_x_f16,         // stage3/gemv_int4/05_x_f16 (Hopper; int4_gemv_link with the rung named)
 };
 
 // "stage3/gemv_int4/01_group_scales": the kc-bench id of the rung.
@@ -153,12 +154,21 @@ Int4GemvKernel int4_gemv(const Int4GemvArgs& args, cudaStream_t stream);
 
 // Whether int4_gemv_link runs M rows of K in groups of `group_size` here: a Hopper GPU, a build with
 // sm_90a code, M in [1, kInt4GemvMaxRows], a group size the layout takes that divides K, and x's M
-// rows next to rung 04's ring in its shared memory (gemv_int4_04_fits). No launch.
+// rows next to the ring of the rung int4_gemv_link_kernel chooses (rung 04: gemv_int4_04_fits), or
+// of `rung` (04 or 05: gemv_int4_05_fits; anything else: false). No launch.
 bool int4_gemv_link_runs(int m, int k, int group_size);
+bool int4_gemv_link_runs(int m, int k, int group_size, Int4GemvKernel rung);
+
+// The link rung int4_gemv_link runs for `args`: rung 04 (stage3/gemv_int4/04_x_resident). Rung 05
+// (x in fp16, 05_x_f16) is not chosen until it has been timed against rung 04 on the decode
+// shapes (stage-3 README, "Rung 05"); the overload below runs it by name.
+Int4GemvKernel int4_gemv_link_kernel(const Int4GemvLinkArgs& args);
 
 // The link on `stream`; returns the rung that ran. kc::Error before any launch where it cannot run
 // (int4_gemv_link_runs false: the caller runs the norm or activation and int4_gemv instead) or for
-// bad arguments (each weight's as check_int4_gemv_args says; norm_weight for the RMSNorm).
+// bad arguments (each weight's as check_int4_gemv_args says; norm_weight for the RMSNorm). The
+// second form runs `rung` (04 or 05; any other is refused) instead of int4_gemv_link_kernel's.
 Int4GemvKernel int4_gemv_link(const Int4GemvLinkArgs& args, cudaStream_t stream);
+Int4GemvKernel int4_gemv_link(const Int4GemvLinkArgs& args, Int4GemvKernel rung, cudaStream_t stream);
 
 }  // namespace kc::stage3

@@ -163,6 +163,10 @@ struct RunnerOptions {
   // allocation). Off by default; it becomes the default once it has run on the H200 against the
   // dequantized path (ModelRunner.NativeQuantized* in tests/model_runner_gpu_test.cpp).
   bool native_quantized = false;
+  // The link rung a fused native step runs 4-bit groups on: 0, stage 3's choice
+  // (kc::stage3::int4_gemv_link_kernel, rung 04); 4 or 5, that rung on every link
+  // (stage3/gemv_int4/04_x_resident or 05_x_f16), for measuring one against the other.
+  int int4_link_rung = 0;
   // > 0: the layer projections of a weight table that come without blocks or groups (a bf16, f16
   // or f32 checkpoint, or a GGUF file's tensors that are not kept as blocks) are quantized on the
   // GPU at load into 4-bit groups of this size (kc::stage3::quantize_int4_groups: GPTQ's min-max
