@@ -37,126 +37,49 @@
 // LDG at all, no LDL/STL. The copy engine is Hopper's: the sm_80 pass compiles an empty kernel, the
 // launch refuses a build without sm_90a code, and kc::stage3::quantized_gemv runs rung 05 there.
 //
+// The kernel is quant/gemv_bulk_stream_frame.cuh's, which the int4 GEMV's rung 02 shares with its
+// own chunks; this file holds the Format of the GGUF blocks and the rung's entry points.
+//
 // Run just this rung: kc-bench --filter stage3/gemv_gguf/0[56] --param layout=3 --param ggml_type=3
 #include <cuda_bf16.h>
 
 #include <cstdint>
-#include <cstring>
 
-#include "arch/sm90/mbarrier.cuh"
 #include "arch/sm90/sm90a.hpp"
-#include "arch/sm90/tma.cuh"
-#include "bulk_stream_ring.cuh"
-#include "gemv_gguf_mma.cuh"
 #include "kc/common/device.hpp"
 #include "kc/common/error.hpp"
 #include "kc/stage3/gemm.hpp"
 #include "kc/stage3/gemv_gguf_args.hpp"
+#include "quant/gemv_bulk_stream_frame.cuh"
 
 namespace kc::stage3 {
 namespace {
 
-constexpr int kConsumerWarps = 8;
-constexpr int kThreads = (kConsumerWarps + 1) * 32;  // the consumers and one producer warp
-constexpr int kStages = 4;
-constexpr int kStageK = kConsumerWarps * 4 * kGgufBlockWeights;  // 1024 k: a chunk for every consumer
-
-// A stage of the ring: [8 chunks of quants | their scales | x rows 0 .. M-1, kStageK k each].
+// The frame's Format for GGUF blocks of kType: rung 05's chunk (gemv_gguf_mma.cuh) read from the
+// stage and multiplied as rung 05 multiplies it.
 template <GgufBlockType kType>
-constexpr int stage_bytes(int m_rows) {
-  using Bytes = gguf_mma::ChunkBytes<kType>;
-  return kConsumerWarps * (Bytes::kQuants + Bytes::kScales) + m_rows * kStageK * 2;
-}
-
-template <GgufBlockType kType, int kRowGroups, bool kOneRow, bool kSwapped>
-__global__ void __launch_bounds__(kThreads, 1)
-    gemv_bulk_stream_kernel(int m_rows, int n_cols, int k_len, const __nv_bfloat16* __restrict__ x,
-                            const std::uint8_t* __restrict__ quants, const std::uint8_t* __restrict__ scales,
-                            __nv_bfloat16* __restrict__ y) {
+struct GgufStageChunks {
+  static constexpr int kQuants = gguf_mma::ChunkBytes<kType>::kQuants;
+  static constexpr int kScales = gguf_mma::ChunkBytes<kType>::kScales;
+  static __host__ __device__ constexpr int chunks(int k_len) { return (k_len / kGgufBlockWeights + 3) / 4; }
 #if KC_STAGE3_SM90A
-  using Bytes = gguf_mma::ChunkBytes<kType>;
-  constexpr int kQuantArea = kConsumerWarps * Bytes::kQuants;
-  constexpr int kXOffset = kConsumerWarps * (Bytes::kQuants + Bytes::kScales);
-  extern __shared__ __align__(16) std::uint8_t ring[];
-  __shared__ std::uint64_t full[kStages], empty[kStages];
-  __shared__ float partial[kConsumerWarps * kRowGroups * 32 * 4];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int k_blocks = k_len / kGgufBlockWeights;
-  const int chunks = (k_blocks + 3) / 4;
-  const int stages = (chunks + kConsumerWarps - 1) / kConsumerWarps;
-  const int tile = blockIdx.x;
-  const int ring_stage_bytes = stage_bytes<kType>(m_rows);
-  bulk_ring::init<kStages, kConsumerWarps * 32>(full, empty);
-
-  // acc[r][e]: rows (output columns) 16 tile + g (e < 2) and + 8 (e >= 2), x rows 8r + 2t + (e & 1).
-  float acc[kRowGroups][4];
-#pragma unroll
-  for (int r = 0; r < kRowGroups; ++r)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) acc[r][e] = 0.f;
-
-  if (warp == kConsumerWarps) {
-    // The producer: stage s into slot s % kStages once its consumers have released it.
-    if (lane == 0) {
-      const std::size_t tile_chunks = static_cast<std::size_t>(tile) * chunks;
-      bulk_ring::produce(full, empty, stages, [&](int s, int slot, std::uint64_t* landed) {
-        const int first_chunk = s * kConsumerWarps;
-        const int stage_chunks = min(kConsumerWarps, chunks - first_chunk);
-        const int k0 = s * kStageK, stage_k = min(kStageK, k_len - k0);
-        std::uint8_t* stage = ring + static_cast<std::size_t>(slot) * ring_stage_bytes;
-        sm90::mbarrier_arrive_expect_tx(
-            landed, static_cast<std::uint32_t>(stage_chunks * (Bytes::kQuants + Bytes::kScales) + m_rows * stage_k * 2));
-        sm90::bulk_load(stage, quants + (tile_chunks + first_chunk) * Bytes::kQuants,
-                        static_cast<std::uint32_t>(stage_chunks * Bytes::kQuants), landed);
-        sm90::bulk_load(stage + kQuantArea, scales + (tile_chunks + first_chunk) * Bytes::kScales,
-                        static_cast<std::uint32_t>(stage_chunks * Bytes::kScales), landed);
-        for (int r = 0; r < m_rows; ++r)
-          sm90::bulk_load(stage + kXOffset + r * kStageK * 2, x + static_cast<std::size_t>(r) * k_len + k0,
-                          static_cast<std::uint32_t>(stage_k * 2), landed);
-      });
-    }
-  } else {
-    // A consumer: chunk 8s + warp of stage s, rung 05's arithmetic on shared memory.
-    const int g = lane >> 2, t = lane & 3;
-    bool row_valid[kRowGroups];
-#pragma unroll
-    for (int r = 0; r < kRowGroups; ++r) row_valid[r] = g + 8 * r < m_rows;
-    bulk_ring::consume(full, empty, stages, [&](int s, int slot) {
-      const int chunk = s * kConsumerWarps + warp;
-      if (chunk < chunks) {
-        const std::uint8_t* stage = ring + static_cast<std::size_t>(slot) * ring_stage_bytes;
-        const auto* x_stage = reinterpret_cast<const __nv_bfloat16*>(stage + kXOffset);
-        gguf_mma::weights_as_a_stage_chunk<kType, kRowGroups, kOneRow, kSwapped, kConsumerWarps>(
-            stage, warp, lane, chunk, k_blocks, row_valid,
-            [&](int r, int j, int) {
-              return *reinterpret_cast<const uint4*>(x_stage + (g + 8 * r) * kStageK + (4 * warp + j) * 32 + 8 * t);
-            },
-            acc);
-      }
-    });
+  template <int kRowGroups, bool kOneRow, bool kSwapped, class LoadX>
+  static __device__ __forceinline__ void multiply_stage(const std::uint8_t* stage, int warp, int lane, int, int chunk,
+                                                        int k_blocks, const bool (&row_valid)[kRowGroups],
+                                                        LoadX load_x, float (&acc)[kRowGroups][4]) {
+    gguf_mma::weights_as_a_stage_chunk<kType, kRowGroups, kOneRow, kSwapped, kConsumerWarps>(
+        stage, warp, lane, chunk, k_blocks, row_valid, load_x, acc);
   }
-  gguf_mma::weights_as_a_reduce_and_store<kConsumerWarps, kRowGroups, kThreads>(acc, warp < kConsumerWarps, partial,
-                                                                                m_rows, n_cols, tile, y);
 #endif
-}
+};
 
 template <GgufBlockType kType, int kRowGroups, bool kOneRow, bool kSwapped>
 void launch_instance(const GgufGemvArgs& a, cudaStream_t stream) {
   require(gemv_gguf_06_runs_here(),
           "gemv_gguf rung 06 (bulk stream) needs sm_90a code (the copy engine's cp.async.bulk) and a Hopper GPU; "
           "this build or GPU has none: run rung 05, as kc::stage3::quantized_gemv does");
-  const auto kernel = &gemv_bulk_stream_kernel<kType, kRowGroups, kOneRow, kSwapped>;
-  // Once per instance: allow the ring of its largest M.
-  static const bool prepared = [kernel] {
-    KC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       kStages * stage_bytes<kType>(8 * kRowGroups)));
-    return true;
-  }();
-  (void)prepared;
-  const dim3 grid(static_cast<unsigned>((a.n + 15) / 16));
-  const int smem = kStages * stage_bytes<kType>(a.m);
-  kernel<<<grid, kThreads, smem, stream>>>(a.m, a.n, a.k, a.x, a.quants, static_cast<const std::uint8_t*>(a.scales),
-                                           a.y);
+  launch_bulk_stream<GgufStageChunks<kType>, kRowGroups, kOneRow, kSwapped>(a.m, a.n, a.k, a.x, a.quants, a.scales,
+                                                                           a.y, stream);
 }
 
 template <bool kSwapped>
