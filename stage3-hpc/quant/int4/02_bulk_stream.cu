@@ -48,8 +48,8 @@ namespace {
 // past M reading zeros of x).
 template <int kBlocksPerScale>
 struct Int4StageChunks {
-  static constexpr int kQuants = 32 * 32;
-  static constexpr int kScales = 8 * int4_groups::kEntries<kBlocksPerScale> * 4;
+  static constexpr int kQuants = kInt4ChunkQuantBytes;
+  static constexpr int kScales = int4_groups::kChunkScaleBytes<kBlocksPerScale>;
   static __host__ __device__ constexpr int chunks(int k_len) {
     return (k_len + kInt4ChunkWeights - 1) / kInt4ChunkWeights;
   }

@@ -28,6 +28,12 @@ namespace kc::stage3::int4_groups {
 template <int kBlocksPerScale>
 constexpr int kEntries = 2 * (4 / kBlocksPerScale);
 
+// The bytes of one chunk's scale entries as the prepared layout stores them (and the bulk-stream
+// rings copy them, after the chunk's kInt4ChunkQuantBytes of quants): 8 row groups x kEntries
+// entries of 4 bytes.
+template <int kBlocksPerScale>
+constexpr int kChunkScaleBytes = 8 * kEntries<kBlocksPerScale> * 4;
+
 // The factors of a group's c and S for one row: (s, -(128 + z) s) from its entry half2 (s, z) — in
 // FP32 exactly (s has 11 significant bits, 128 + z at most 8). The flawed instances of the
 // negative controls make their one mistake here or in which entry they pass.
@@ -123,7 +129,7 @@ __device__ __forceinline__ LaneChunk<kBlocksPerScale> read_stage_chunk(const std
   const uint4* lane_quants = reinterpret_cast<const uint4*>(stage) + (warp * 32 + lane) * 2;
   const uint4 quant_vectors[2] = {lane_quants[0], lane_quants[1]};
   std::memcpy(chunk.words, quant_vectors, sizeof chunk.words);
-  const std::uint8_t* group_entries = stage + kWarps * 32 * 32 + (warp * 8 + group) * kEntryCount * 4;
+  const std::uint8_t* group_entries = stage + kWarps * kInt4ChunkQuantBytes + (warp * 8 + group) * kEntryCount * 4;
   if constexpr (kEntryCount == 2) {
     const uint2 e = *reinterpret_cast<const uint2*>(group_entries);
     chunk.entries[0] = e.x;

@@ -21,8 +21,8 @@ template <int kBlocksPerScale>
 struct Int4Chunks {
   // chunk_product tests K's end once a group, not a block: no instance without that test.
   static constexpr bool whole_chunks() { return false; }
-  static constexpr int kQuants = 32 * 32;
-  static constexpr int kScales = 8 * int4_groups::kEntries<kBlocksPerScale> * 4;
+  static constexpr int kQuants = kInt4ChunkQuantBytes;
+  static constexpr int kScales = int4_groups::kChunkScaleBytes<kBlocksPerScale>;
 #if KC_STAGE3_SM90A
   static __device__ __forceinline__ int4_groups::LaneChunk<kBlocksPerScale> read(const std::uint8_t* stage, int warp,
                                                                                  int lane) {

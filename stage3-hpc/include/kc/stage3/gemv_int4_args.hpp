@@ -52,6 +52,7 @@ namespace kc::stage3 {
 
 inline constexpr int kInt4ChunkWeights = 128;  // k of a tile-chunk (4 mma blocks of 32)
 inline constexpr int kInt4TileRows = 16;       // output columns (rows of w) of a tile
+inline constexpr int kInt4ChunkQuantBytes = 32 * 32;  // a tile-chunk's quants: 32 lanes x 32 bytes
 // The most rows of x rungs 01 and 02 take: a decode step (the GGUF GEMV's kGgufGemvMaxRows).
 inline constexpr int kInt4GemvMaxRows = 16;
 
@@ -68,7 +69,7 @@ constexpr std::size_t int4_tile_chunks(int n, int k) {
   return static_cast<std::size_t>((n + kInt4TileRows - 1) / kInt4TileRows) *
          static_cast<std::size_t>((k + kInt4ChunkWeights - 1) / kInt4ChunkWeights);
 }
-constexpr std::size_t int4_prepared_quant_bytes(int n, int k) { return int4_tile_chunks(n, k) * 32 * 32; }
+constexpr std::size_t int4_prepared_quant_bytes(int n, int k) { return int4_tile_chunks(n, k) * kInt4ChunkQuantBytes; }
 constexpr std::size_t int4_prepared_scale_bytes(int n, int k, int group_size) {
   return int4_tile_chunks(n, k) * kInt4TileRows * static_cast<std::size_t>(int4_groups_per_chunk(group_size)) * 4;
 }
