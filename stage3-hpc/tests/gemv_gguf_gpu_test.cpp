@@ -29,6 +29,7 @@
 #include "kc/stage3/gemv_gguf.hpp"
 #include "kc/stage3/quantized_gemv.hpp"
 #include "src/gguf_batch_rung.hpp"
+#include "support/device_bytes.hpp"
 #include "support/gpu_test.hpp"
 #include "support/rmsnorm_link_reference.hpp"
 
@@ -99,18 +100,7 @@ TEST(GemvGgufGpu, BatchSwappedNibblesFailTheCheck) {
   }
 }
 
-std::vector<std::uint8_t> bytes_of(const void* device, std::size_t count) {
-  std::vector<std::uint8_t> bytes(count);
-  KC_CUDA_CHECK(cudaMemcpy(bytes.data(), device, count, cudaMemcpyDeviceToHost));
-  return bytes;
-}
-
-std::vector<std::uint8_t> bytes_of(const Tensor& tensor) { return bytes_of(tensor.raw(), tensor.bytes()); }
-
-template <typename T>
-std::vector<std::uint8_t> bytes_of(const DeviceBuffer<T>& buffer) {
-  return bytes_of(buffer.data(), buffer.bytes());
-}
+using test_support::bytes_of;
 
 // The operands rung 02 reads are the repack of the blocks the reference decodes, drawn from the
 // same seed (a seed shared by the operands must not drift apart).

@@ -33,24 +33,14 @@
 #include "kc/stage3/gemv_gguf_args.hpp"
 #include "kc/stage3/gemv_int4.hpp"
 #include "kc/stage3/int4_groups.hpp"
+#include "support/device_bytes.hpp"
 #include "support/gpu_test.hpp"
 #include "support/rmsnorm_link_reference.hpp"
 
 namespace kc::stage3 {
 namespace {
 
-template <typename T>
-std::vector<std::uint8_t> bytes_of(const DeviceBuffer<T>& buffer) {
-  std::vector<std::uint8_t> bytes(buffer.bytes());
-  KC_CUDA_CHECK(cudaMemcpy(bytes.data(), buffer.data(), bytes.size(), cudaMemcpyDeviceToHost));
-  return bytes;
-}
-
-std::vector<std::uint8_t> bytes_of(const Tensor& tensor) {
-  std::vector<std::uint8_t> bytes(tensor.bytes());
-  KC_CUDA_CHECK(cudaMemcpy(bytes.data(), tensor.raw(), bytes.size(), cudaMemcpyDeviceToHost));
-  return bytes;
-}
+using test_support::bytes_of;
 
 std::vector<__nv_bfloat16> random_bf16(std::size_t count, float scale, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
