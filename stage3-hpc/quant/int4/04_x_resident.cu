@@ -2,13 +2,13 @@
 // groups. x is kept in shared memory with the norm or the activation before the projection done on
 // the way in, the weights are streamed before the previous kernel ends, the CTAs are persistent.
 //
-// Idea: rungs 01 and 02 read the groups at 74-89% of a copy of the same bytes when they run alone
+// Idea: rungs 01 and 02 read the groups close to a copy of the same bytes when they run alone
 // (stage-3 README), but the engine's decode step is a chain of kernels, and there a lone GEMV pays
 // what the GGUF GEMV's rung 07 header lists: the RMSNorm before q|k|v and gate|up and the SwiGLU
 // before down run as kernels of their own, every launch waits for the kernel before it to end
 // before it asks for its first byte, and short CTAs fill and drain their ring once each. In the
-// engine's first measurement (stage-4 README) the 8B shape's step on int4 groups ran at 39.7% of
-// the copy bandwidth, against 86.3% for its fused bf16 step. Rung 07 answered those costs for the
+// engine's first measurement (stage-4 README) the 8B shape's step on int4 groups streamed its
+// weights at well under half the rate of its fused bf16 step. Rung 07 answered those costs for the
 // GGUF blocks; its frame (quant/gemv_x_resident_frame.cuh) takes the weights' format as a template
 // parameter, and this rung is that frame on the int4 groups' prepared layout.
 //

@@ -138,8 +138,8 @@ void check_int4_gemv_args(const Int4GemvArgs& args);
 // The rung int4_gemv runs for M rows here: rung 02 at M <= 8 on a Hopper GPU with sm_90a code in
 // the build, rung 01 otherwise — the GGUF GEMV's rule for its rungs 06 and 05, of which these are
 // the group-scale versions. Their first rows (stage-3 README, "4-bit groups with scales and zero
-// points") put the two level within the spread at M = 1 and rung 01 1.5x ahead at 16 rows; the
-// rows between 2 and 8, where the rule decides, are not timed yet.
+// points") put the two level within the spread at M = 1 and rung 01 ahead at 16 rows; the rows
+// between 2 and 8, where the rule decides, are not timed yet.
 Int4GemvKernel int4_gemv_kernel(int m);
 
 // y = x . w^T on `stream`, after check_int4_gemv_args; returns the rung that ran.
