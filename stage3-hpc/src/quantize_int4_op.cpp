@@ -24,20 +24,38 @@ std::int64_t k_of(const Problem& p) { return p.dims[1]; }
 std::int64_t groups_of(const Problem& p) { return k_of(p) / gemv_int4_group_size(p); }
 
 // x from the seed: uniform(-1, 1), with edge groups by their flat group index g: g % 61 == 5 all
-// zeros, g % 67 == 7 one NaN, g % 71 == 9 one +Inf, g % 73 == 11 every value times 2^-20, g % 79
-// == 13 every value times 3 x 10^6.
+// zeros, g % 67 == 7 one NaN, g % 71 == 9 one +Inf, g % 89 == 19 one -Inf, g % 73 == 11 every
+// value times 2^-20, g % 79 == 13 every value times 3 x 10^6; and groups on a grid of their scale
+// s = u / 8 (u = 1, 3, 5 or 6 by group): -8s and 7s first (so s is the group's scale and 8 its zero
+// point), then k s / 2 for integers k in [-16, 14], whose quotients by s are halves — exact ties
+// that rint rounds to even — when g % 7 == 3, and the same values one bf16 step closer to zero
+// (just off the tie) when g % 7 == 4; the grid groups among the first 1024 only, so that a timed
+// problem's groups are almost all random, as real weights are.
 std::vector<__nv_bfloat16> draw_x(const Problem& p, std::uint64_t seed) {
   const int group_size = gemv_int4_group_size(p);
   std::vector<__nv_bfloat16> x(static_cast<std::size_t>(rows_of(p) * k_of(p)));
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> uniform(-1.f, 1.f);
+  std::uniform_int_distribution<int> half_steps(-16, 14);
+  constexpr float kGridUnits[] = {1.f, 3.f, 5.f, 6.f};
   for (std::size_t i = 0; i < x.size(); ++i) {
     const std::size_t g = i / static_cast<std::size_t>(group_size);
     const std::size_t position = i % static_cast<std::size_t>(group_size);
     float v = uniform(rng);
+    if (g < 1024 && (g % 7 == 3 || g % 7 == 4)) {
+      const float s = kGridUnits[(g / 7) % 4] / 8.f;
+      v = position == 0 ? -8.f * s : position == 1 ? 7.f * s : static_cast<float>(half_steps(rng)) * s / 2.f;
+      if (g % 7 == 4 && position > 1 && v != 0.f) {
+        __nv_bfloat16_raw raw = __float2bfloat16(v);  // exact: a few bits
+        raw.x = static_cast<unsigned short>(raw.x - 1);  // one step toward zero
+        x[i] = raw;
+        continue;
+      }
+    }
     if (g % 61 == 5) v = 0.f;
     if (g % 67 == 7 && position == g % static_cast<std::size_t>(group_size)) v = std::numeric_limits<float>::quiet_NaN();
     if (g % 71 == 9 && position == 3 % static_cast<std::size_t>(group_size)) v = std::numeric_limits<float>::infinity();
+    if (g % 89 == 19 && position == 5 % static_cast<std::size_t>(group_size)) v = -std::numeric_limits<float>::infinity();
     if (g % 73 == 11) v *= 0x1p-20f;
     if (g % 79 == 13) v *= 3e6f;
     x[i] = __float2bfloat16(v);
@@ -148,17 +166,38 @@ std::vector<std::string> quantize_int4_refusals() {
 
 void register_quantize_int4_kernels(Registry& registry) {
   if (!registry.has_op(kQuantizeInt4Op)) registry.add_op(make_quantize_int4_op());
-  KernelEntry rung = rung_entry(kQuantizeInt4Op, "01_lanes_per_group", 1,
-                                "G / 8 lanes a group (16 from G = 128), 8 values a lane from one 16-byte load, the "
-                                "min and max folded by shuffles, 8 nibbles a lane stored as one word",
-                                {DType::bf16}, "stage3-int4", 80);
-  rung.constraints = "group_size 32, 64 or a multiple of 128, K % group_size == 0";
-  rung.supports = &quantize_int4_shape_error;
-  rung.refuses = quantize_int4_refusals();
-  rung.launch = [](const Problem& problem, Operands& operands, cudaStream_t stream) {
-    quantize_int4_01_lanes_per_group(quantize_int4_args(problem, operands), stream);
+  using Quantize = void (*)(const QuantizeInt4Args&, cudaStream_t);
+  struct Rung {
+    const char* name;
+    int number;
+    const char* summary;
+    Quantize quantize;
   };
-  registry.add_kernel(std::move(rung));
+  const Rung rungs[] = {
+      {"01_lanes_per_group", 1,
+       "G / 8 lanes a group (16 from G = 128), 8 values a lane from one 16-byte load, the min and max folded by "
+       "shuffles, 8 nibbles a lane stored as one word",
+       &quantize_int4_01_lanes_per_group},
+      {"02_reciprocal", 2,
+       "one division a lane: each value w x (1 / scale) rounded by a fused add, the division only for a value near a "
+       "tie; G / 32 lanes a group, four 16-byte chunks a lane",
+       &quantize_int4_02_reciprocal},
+      {"03_eight_chunks", 3,
+       "rung 02 with eight 16-byte chunks a lane: G / 64 lanes a group, the per-group work (shuffles, three "
+       "divisions) spread over 64 values",
+       &quantize_int4_03_eight_chunks},
+  };
+  for (const Rung& r : rungs) {
+    KernelEntry rung = rung_entry(kQuantizeInt4Op, r.name, r.number, r.summary, {DType::bf16}, "stage3-int4", 80);
+    rung.constraints = "group_size 32, 64 or a multiple of 128, K % group_size == 0";
+    rung.supports = &quantize_int4_shape_error;
+    rung.refuses = quantize_int4_refusals();
+    const Quantize quantize = r.quantize;
+    rung.launch = [quantize](const Problem& problem, Operands& operands, cudaStream_t stream) {
+      quantize(quantize_int4_args(problem, operands), stream);
+    };
+    registry.add_kernel(std::move(rung));
+  }
 }
 
 }  // namespace kc::stage3

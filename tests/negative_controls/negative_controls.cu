@@ -430,6 +430,7 @@ std::vector<NegativeControl> negative_controls() {
   for (const NegativeControl& c : small_m_gemm_controls()) list.push_back(c);
   for (const NegativeControl& c : quantize_gguf_controls()) list.push_back(c);
   for (const NegativeControl& c : gemv_int4_controls()) list.push_back(c);
+  for (const NegativeControl& c : quantize_int4_controls()) list.push_back(c);
   for (const NegativeControl& c : decode_fused_combine_controls()) list.push_back(c);
   return list;
 }
@@ -468,6 +469,7 @@ void register_negative_controls(Registry& registry) {
   register_small_m_gemm_controls(registry);
   register_quantize_gguf_controls(registry);
   register_gemv_int4_controls(registry);
+  register_quantize_int4_controls(registry);
   register_decode_fused_combine_controls(registry);
 }
 

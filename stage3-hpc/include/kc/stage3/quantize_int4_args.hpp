@@ -71,4 +71,16 @@ void check_quantize_int4_args(const QuantizeInt4Args& args);
 // writes its 8 nibbles as one 4-byte store; from G = 512 a warp owns a group and walks it.
 void quantize_int4_01_lanes_per_group(const QuantizeInt4Args& args, cudaStream_t stream);
 
+// Rung 02 (quant/int4/quantize_02_reciprocal.cu): rung 01's bytes with one division a lane: each
+// value is w x (1 / scale) rounded by a fused add, exact except near a half-integer, where the lane
+// takes the division; G / 32 lanes a group (one at G = 32), four 16-byte chunks a lane.
+void quantize_int4_02_reciprocal(const QuantizeInt4Args& args, cudaStream_t stream);
+// Rung 02 without its slow path near ties: a negative control (the tie groups of the conformance
+// data must fail it).
+void quantize_int4_02_without_tie_path(const QuantizeInt4Args& args, cudaStream_t stream);
+
+// Rung 03 (quant/int4/quantize_03_eight_chunks.cu): rung 02 with eight chunks a lane (G / 64
+// lanes a group), the per-group work spread over twice the values.
+void quantize_int4_03_eight_chunks(const QuantizeInt4Args& args, cudaStream_t stream);
+
 }  // namespace kc::stage3

@@ -72,6 +72,11 @@ void register_quantize_gguf_controls(Registry& registry);
 std::vector<NegativeControl> gemv_int4_controls();
 void register_gemv_int4_controls(Registry& registry);
 
+// The int4 quantize op's control (quantize_int4_controls.cpp), part of the two above: rung 02's
+// kernel without its exact path near ties (stage3/quantize_int4/nc_without_tie_path).
+std::vector<NegativeControl> quantize_int4_controls();
+void register_quantize_int4_controls(Registry& registry);
+
 // The paged decode's merge and RoPE controls (decode_fused_combine_controls.cpp), part of the two
 // above: decode rung 04's kernel whose merge leaves out the sequence's last used split
 // (stage3/attention_decode_paged/nc_merge_drops_last_split), and decode rung 06's kernel rotating
