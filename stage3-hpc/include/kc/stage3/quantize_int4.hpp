@@ -30,9 +30,9 @@ inline constexpr const char* kQuantizeInt4Op = "quantize_int4";
 // The public entry: x [rows, K] bf16 to the stored form at args.qweight, args.scales and
 // args.zeros (device buffers of rows x K / 2, rows x K / G halves and rows x K / G bytes), as
 // quantize_int4_groups_reference writes it. Checks its arguments first (check_quantize_int4_args,
-// kc/stage3/quantize_int4_args.hpp) (nothing runs on bad
-// input), then runs stage3/quantize_int4/01_lanes_per_group asynchronously on `stream`; allocates
-// nothing. prepare_int4_groups_on_device then makes the GEMV's layout of it.
+// kc/stage3/quantize_int4_args.hpp; nothing runs on bad input), then runs
+// stage3/quantize_int4/02_reciprocal (the fastest rung measured) asynchronously on `stream`;
+// allocates nothing. prepare_int4_groups_on_device then makes the GEMV's layout of it.
 void quantize_int4_groups(const QuantizeInt4Args& args, cudaStream_t stream);
 
 // "" when the op defines `problem` (a supported group size that divides K), otherwise why not.

@@ -135,11 +135,12 @@ std::string_view int4_gemv_kernel_name(Int4GemvKernel kernel);
 // non-null; x, quants and scales 16-byte aligned, y 2-byte aligned. No CUDA call.
 void check_int4_gemv_args(const Int4GemvArgs& args);
 
-// The rung int4_gemv runs for M rows here: rung 02 at M <= 8 on a Hopper GPU with sm_90a code in
-// the build, rung 01 otherwise — the GGUF GEMV's rule for its rungs 06 and 05, of which these are
-// the group-scale versions. Their first rows (stage-3 README, "4-bit groups with scales and zero
-// points") put the two level within the spread at M = 1 and rung 01 ahead at 16 rows; the rows
-// between 2 and 8, where the rule decides, are not timed yet.
+// The rung int4_gemv runs for M rows: rung 01 at every M (1 to kInt4GemvMaxRows). Measured on
+// the H200 against rungs 02 and 04 at M = 1, 2, 4, 8 and 16 on Llama-3-8B's widths (stage-3
+// README, "4-bit groups with scales and zero points"): rung 01 ahead or within a few percent
+// everywhere, where the GGUF GEMV's rule (rung 02's bulk stream at M <= 8 on Hopper) had been
+// carried over before the int4 rungs had rows of their own. Rungs 02, 04 and 05 stay reachable
+// through kc-bench and (04, 05) through int4_gemv_link.
 Int4GemvKernel int4_gemv_kernel(int m);
 
 // y = x . w^T on `stream`, after check_int4_gemv_args; returns the rung that ran.
