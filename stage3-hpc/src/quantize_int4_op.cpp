@@ -186,6 +186,10 @@ void register_quantize_int4_kernels(Registry& registry) {
        "rung 02 with eight 16-byte chunks a lane: G / 64 lanes a group, the per-group work (shuffles, three "
        "divisions) spread over 64 values",
        &quantize_int4_03_eight_chunks},
+      {"04_corrected_quotient", 4,
+       "rung 02 with each value's quotient corrected (q0 = w r, q = q0 + (w - q0 s) r: the rounded w / s) instead of "
+       "tested for a tie: no branch, no rare path",
+       &quantize_int4_04_corrected_quotient},
   };
   for (const Rung& r : rungs) {
     KernelEntry rung = rung_entry(kQuantizeInt4Op, r.name, r.number, r.summary, {DType::bf16}, "stage3-int4", 80);

@@ -488,18 +488,106 @@ TEST(GemvInt4, QuantizeEntryRefusesBadArgumentsBeforeAnyCudaCall) {
   EXPECT_THROW(quantize_int4_groups(bad, nullptr), Error);
 }
 
-TEST(GemvInt4, QuantizeRungRefusesExactlyTheProblemsTheOpDoesNotDefine) {
+TEST(GemvInt4, QuantizeRungsRefuseExactlyTheProblemsTheOpDoesNotDefine) {
   const Registry& r = stage3_test_registry();
-  const KernelEntry& rung = r.kernel("stage3/quantize_int4/01_lanes_per_group");
-  int refused = 0;
-  for (const Problem& p : r.op(kQuantizeInt4Op).conformance_problems) {
-    const std::string error = quantize_int4_shape_error(p);
-    EXPECT_EQ(rung.supports(p), error) << p.label();
-    refused += !error.empty();
+  for (const char* id : {"stage3/quantize_int4/01_lanes_per_group", "stage3/quantize_int4/02_reciprocal",
+                         "stage3/quantize_int4/03_eight_chunks", "stage3/quantize_int4/04_corrected_quotient"}) {
+    const KernelEntry& rung = r.kernel(id);
+    int refused = 0;
+    for (const Problem& p : r.op(kQuantizeInt4Op).conformance_problems) {
+      const std::string error = quantize_int4_shape_error(p);
+      EXPECT_EQ(rung.supports(p), error) << id << " " << p.label();
+      refused += !error.empty();
+    }
+    EXPECT_EQ(refused, 1) << id;
+    EXPECT_EQ(rung.refuses, quantize_int4_refusals()) << id;
   }
-  EXPECT_EQ(refused, 1);
-  EXPECT_EQ(rung.refuses, quantize_int4_refusals());
   for (const Problem& p : r.op(kQuantizeInt4Op).bench_problems) EXPECT_EQ(quantize_int4_shape_error(p), "") << p.label();
+}
+
+// Quantize rung 04's arithmetic. The corrected quotient q0 + (w - q0 s) r (r = 1 / s rounded) is
+// w / s as IEEE division rounds it: checked here for every positive finite half scale s and every
+// finite bf16 w whose quotient is at most 64 in magnitude (a valid group's are under 23), bit for
+// bit down to |w / s| = 2^-60 and after rintf everywhere (below 2^-60 the remainder underflows and
+// both quotients are far under 1/2). About 10^9 pairs, a few seconds.
+TEST(GemvInt4, CorrectedQuotientIsTheDivisionForEveryScaleAndWeight) {
+  long long pairs = 0, rounded_apart = 0, bits_apart = 0;
+  for (std::uint16_t h = 1; h < 0x7C00; ++h) {
+    __half_raw raw;
+    raw.x = h;
+    const float scale = __half2float(__half(raw));
+    const float reciprocal = 1.f / scale;
+    for (std::uint32_t b = 0; b < 0x10000; ++b) {
+      const std::uint32_t bits = b << 16;
+      float w;
+      std::memcpy(&w, &bits, sizeof w);
+      const float quotient = w / scale;
+      if (!std::isfinite(w) || !(std::fabs(quotient) <= 64.f)) continue;
+      const float corrected = int4_corrected_quotient(w, scale, reciprocal);
+      ++pairs;
+      if (std::rint(corrected) != std::rint(quotient) && rounded_apart++ < 5)
+        ADD_FAILURE() << "scale " << scale << ", w " << w << ": rint of " << corrected << " against " << quotient;
+      if (std::fabs(quotient) >= 0x1p-60f && corrected != quotient && bits_apart++ < 5)
+        ADD_FAILURE() << "scale " << scale << ", w " << w << ": " << corrected << " against " << quotient;
+    }
+  }
+  EXPECT_EQ(rounded_apart, 0);
+  EXPECT_EQ(bits_apart, 0);
+  EXPECT_GT(pairs, 1'000'000'000LL);  // the loops ran over what they claim
+}
+
+// int4_pack_corrected (rung 04's packing: the corrected quotient, the bias of 1.5 x 2^23, the
+// clamp through the zero point's bounds, the folded word) against int4_quantize_value on groups
+// of random bf16 weights, on groups whose quotients are exact ties (a grid of their scale: rint
+// rounds half to even, which adding the zero point before rounding would break), and at every
+// zero point.
+TEST(GemvInt4, CorrectedPackingWritesTheReferenceNibbles) {
+  std::mt19937_64 rng(41);
+  std::uniform_real_distribution<float> uniform(-1.f, 1.f);
+  std::uniform_int_distribution<int> half_steps(-16, 14);
+  const auto bf16 = [](float v) { return static_cast<float>(__float2bfloat16(v)); };
+  int words = 0, wrong = 0;
+  for (int group = 0; group < 20000; ++group) {
+    float w[32];
+    const bool grid = group % 2 == 1;
+    const float unit = static_cast<float>(1 + group % 7) / 8.f;
+    for (int i = 0; i < 32; ++i) {
+      w[i] = grid ? bf16(static_cast<float>(half_steps(rng)) * unit / 2.f) : bf16(uniform(rng) * (1 + group % 5));
+    }
+    if (grid) {
+      w[0] = bf16(-8.f * unit);
+      w[1] = bf16(7.f * unit);
+    }
+    float lo = 0.f, hi = 0.f;
+    for (const float v : w) {
+      lo = std::fmin(lo, v);
+      hi = std::fmax(hi, v);
+    }
+    std::uint16_t scale_bits = 0;
+    float scale = 0.f;
+    int zero = 0;
+    ASSERT_TRUE(int4_group_scale(lo, hi, scale_bits, scale, zero));
+    ASSERT_GT(scale, 0.f);
+    const float reciprocal = 1.f / scale;
+    // The group's own zero point, and every other one (the packing must not depend on its parity).
+    for (const int z : {zero, group % 16}) {
+      for (int c = 0; c < 4; ++c) {
+        float chunk[8];
+        std::uint32_t expected = 0;
+        for (int e = 0; e < 8; ++e) {
+          chunk[e] = w[8 * c + e];
+          expected |= static_cast<std::uint32_t>(int4_quantize_value(chunk[e], scale, z)) << (4 * e);
+        }
+        const std::uint32_t got = int4_pack_corrected(chunk, scale, reciprocal, z);
+        ++words;
+        if (got != expected && wrong++ < 5)
+          ADD_FAILURE() << "group " << group << " chunk " << c << " zero " << z << ": " << std::hex << got
+                        << " against " << expected;
+      }
+    }
+  }
+  EXPECT_EQ(wrong, 0);
+  EXPECT_EQ(words, 20000 * 2 * 4);
 }
 
 TEST(GemvInt4, CheckpointFormatsConvertToTheStoredForm) {

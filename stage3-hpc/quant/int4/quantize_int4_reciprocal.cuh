@@ -1,7 +1,8 @@
-// The int4 quantize by a reciprocal: the kernel of rungs 02 and 03 (quant/int4/quantize_02_*.cu,
-// quantize_03_*.cu), which differ only in how many 16-byte chunks of its group a lane holds. Rung
-// 02's header explains the arithmetic; this file is its code. A rung includes it and calls
-// quantize_by_reciprocal<kChunks, kTiePath>() (kTiePath false: the negative control).
+// The int4 quantize by a reciprocal: the kernel of rungs 02, 03 and 04 (quant/int4/quantize_0N_*.cu).
+// Rungs 02 and 03 differ only in how many 16-byte chunks of its group a lane holds; rung 04 is
+// rung 02 with each value's quotient corrected instead of tested for a tie. Their headers explain
+// the arithmetic; this file is the code. A rung includes it and calls
+// quantize_by_reciprocal<kChunks, kTiePath, kCorrected>() (kTiePath false: the negative control).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -106,21 +107,35 @@ __device__ __noinline__ std::uint32_t fix_near_ties(uint4 chunk, Group g, std::u
   return word;
 }
 
-// A chunk's word: the fast packing, its near ties fixed (unless kTiePath is off: the negative
-// control), and the constant word of a group without a scale (every nibble 8 for a group of
-// zeros, 0 for an invalid group, as the reference writes them).
-template <bool kTiePath>
+// Rung 04: one chunk's 8 values by int4_pack_corrected (kc/stage3/quantize_int4_args.hpp): the
+// reference's rounded quotient from the reciprocal and one correction, so no tie test and no branch.
+__device__ __forceinline__ std::uint32_t pack_corrected(const uint4& chunk, const Group& g) {
+  float w[8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e) w[e] = value_of(chunk, e);
+  return int4_pack_corrected(w, g.scale, g.reciprocal, g.zero);
+}
+
+// A chunk's word: rung 04's corrected quotients, or the fast packing with its near ties fixed
+// (unless kTiePath is off: the negative control); then the constant word of a group without a
+// scale (every nibble 8 for a group of zeros, 0 for an invalid group, as the reference writes them).
+template <bool kTiePath, bool kCorrected>
 __device__ __forceinline__ std::uint32_t pack(const uint4& chunk, const Group& g) {
-  bool near_tie = false;
-  std::uint32_t word = pack_fast(chunk, g, near_tie);
-  if (kTiePath && near_tie && g.reciprocal > 0.f) word = fix_near_ties(chunk, g, word);
+  std::uint32_t word;
+  if constexpr (kCorrected) {
+    word = pack_corrected(chunk, g);
+  } else {
+    bool near_tie = false;
+    word = pack_fast(chunk, g, near_tie);
+    if (kTiePath && near_tie && g.reciprocal > 0.f) word = fix_near_ties(chunk, g, word);
+  }
   if (!(g.reciprocal > 0.f)) word = g.valid ? 0x88888888u : 0u;
   return word;
 }
 
 // kLanes lanes a group; kHeld > 0: the group is kLanes x kHeld chunks, held in registers between
 // the fold and the packing; kHeld == 0: `chunks` chunks a lane at run time, read twice.
-template <int kLanes, int kHeld, bool kTiePath>
+template <int kLanes, int kHeld, bool kTiePath, bool kCorrected>
 __global__ void __launch_bounds__(kThreads) quantize_int4_kernel(QuantizeInt4Args a, long long groups, int chunks) {
   constexpr bool kInRegisters = kHeld > 0;
   const int chunk_count = kInRegisters ? kHeld : chunks;
@@ -157,7 +172,7 @@ __global__ void __launch_bounds__(kThreads) quantize_int4_kernel(QuantizeInt4Arg
   if constexpr (kInRegisters) {
     std::uint32_t packed[kHeld];
 #pragma unroll
-    for (int c = 0; c < kHeld; ++c) packed[c] = pack<kTiePath>(held[c], g);
+    for (int c = 0; c < kHeld; ++c) packed[c] = pack<kTiePath, kCorrected>(held[c], g);
     if constexpr (kLanes == 1) {
       // The lane's chunks are its whole group, contiguous: 16-byte stores.
 #pragma unroll
@@ -170,32 +185,32 @@ __global__ void __launch_bounds__(kThreads) quantize_int4_kernel(QuantizeInt4Arg
     }
   } else {
     for (int c = 0; c < chunk_count; ++c) {
-      store(c, pack<kTiePath>(load(c), g));
+      store(c, pack<kTiePath, kCorrected>(load(c), g));
     }
   }
 }
 
-template <int kLanes, int kHeld, bool kTiePath>
+template <int kLanes, int kHeld, bool kTiePath, bool kCorrected>
 void launch(const QuantizeInt4Args& a, cudaStream_t stream) {
   const long long groups = a.rows * (a.k / a.group_size);
   const auto grid = static_cast<unsigned>(core::ceil_div(groups * kLanes, kThreads));
   const int chunks = a.group_size / (8 * kLanes);
-  quantize_int4_kernel<kLanes, kHeld, kTiePath><<<grid, kThreads, 0, stream>>>(a, groups, chunks);
+  quantize_int4_kernel<kLanes, kHeld, kTiePath, kCorrected><<<grid, kThreads, 0, stream>>>(a, groups, chunks);
 }
 
 // kChunks chunks a lane (4 or 8): G / (8 kChunks) lanes a group up to G = 512 (one lane at G = 32
 // holds its 4 chunks whatever kChunks is); larger groups take 16 lanes and two passes.
-template <int kChunks, bool kTiePath>
+template <int kChunks, bool kTiePath, bool kCorrected = false>
 void quantize_by_reciprocal(const QuantizeInt4Args& a, cudaStream_t stream) {
   static_assert(kChunks == 4 || kChunks == 8, "a lane holds 4 or 8 chunks");
   check_quantize_int4_args(a);
   switch (a.group_size) {
-    case 32: launch<1, 4, kTiePath>(a, stream); break;
-    case 64: launch<8 / kChunks, kChunks, kTiePath>(a, stream); break;
-    case 128: launch<16 / kChunks, kChunks, kTiePath>(a, stream); break;
-    case 256: launch<32 / kChunks, kChunks, kTiePath>(a, stream); break;
-    case 512: launch<64 / kChunks, kChunks, kTiePath>(a, stream); break;
-    default: launch<16, 0, kTiePath>(a, stream); break;  // a multiple of 128 past 512, or 384
+    case 32: launch<1, 4, kTiePath, kCorrected>(a, stream); break;
+    case 64: launch<8 / kChunks, kChunks, kTiePath, kCorrected>(a, stream); break;
+    case 128: launch<16 / kChunks, kChunks, kTiePath, kCorrected>(a, stream); break;
+    case 256: launch<32 / kChunks, kChunks, kTiePath, kCorrected>(a, stream); break;
+    case 512: launch<64 / kChunks, kChunks, kTiePath, kCorrected>(a, stream); break;
+    default: launch<16, 0, kTiePath, kCorrected>(a, stream); break;  // a multiple of 128 past 512, or 384
   }
   KC_CUDA_CHECK(cudaGetLastError());
 }

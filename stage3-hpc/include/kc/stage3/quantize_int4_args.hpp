@@ -23,6 +23,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "kc/stage3/gemv_int4_args.hpp"
 
@@ -47,6 +48,50 @@ __host__ __device__ inline bool int4_group_scale(float lo, float hi, std::uint16
 __host__ __device__ inline int int4_quantize_value(float w, float scale, int zero) {
   if (!(scale > 0.f)) return 8;
   return static_cast<int>(fminf(15.f, fmaxf(0.f, rintf(w / scale) + static_cast<float>(zero))));
+}
+
+// w / scale without a division: q0 = w r, then one correction step (Markstein's), q0 + (w - q0
+// scale) r, where r is 1 / scale correctly rounded and w - q0 scale is exact in a fused
+// multiply-add. For a bf16 w and a positive finite half scale this is w / scale as IEEE division
+// rounds it, bit for bit, wherever |w / scale| >= 2^-60 (below, where the remainder underflows,
+// both are far under 1/2), so rintf of it is int4_quantize_value's rintf(w / scale) for every
+// such pair; QuantizeInt4.CorrectedQuotientIsTheDivisionForEveryScaleAndWeight checks all of them
+// on the host. Quantize rung 04 computes each value's nibble from it.
+__host__ __device__ inline float int4_corrected_quotient(float w, float scale, float reciprocal) {
+#ifdef __CUDA_ARCH__
+  const float q0 = __fmul_rn(w, reciprocal);  // never contracted into the fma below
+#else
+  const float q0 = w * reciprocal;
+#endif
+  return fmaf(fmaf(-q0, scale, w), reciprocal, q0);
+}
+
+// Eight values of a group with a scale (> 0) as their packed word, value e in bits 4e: the nibbles
+// int4_quantize_value gives, by int4_corrected_quotient and two additions a value. q + 1.5 x 2^23
+// rounds q to an integer (floats in [2^23, 2^24) are spaced 1 apart; ties to even, as rintf), so
+// that float's bits are 0x4B400000 + rint(q); clamped to [2^23 x 1.5 - zero, + 15], they are
+// (0x4B400000 - zero) + the nibble. Eight of them folded by acc x 16 + bits carry that constant
+// times 0x11111111 (mod 2^32), taken off once. (The zero point is added through the clamp's bounds,
+// not to q: q + zero + 1.5 x 2^23 would break a tie by the parity of q + zero.) Quantize rung 04's
+// arithmetic; the host test runs it against int4_quantize_value.
+__host__ __device__ inline std::uint32_t int4_pack_corrected(const float (&w)[8], float scale, float reciprocal,
+                                                            int zero) {
+  constexpr float kBias = 12582912.f;  // 1.5 x 2^23
+  const float low = kBias - static_cast<float>(zero);
+  const float high = low + 15.f;
+  std::uint32_t acc = 0;
+#pragma unroll
+  for (int e = 7; e >= 0; --e) {
+    const float biased = fminf(fmaxf(int4_corrected_quotient(w[e], scale, reciprocal) + kBias, low), high);
+#ifdef __CUDA_ARCH__
+    const std::uint32_t bits = __float_as_uint(biased);
+#else
+    std::uint32_t bits;
+    std::memcpy(&bits, &biased, sizeof bits);
+#endif
+    acc = acc * 16u + bits;
+  }
+  return acc - (0x4B400000u - static_cast<std::uint32_t>(zero)) * 0x11111111u;
 }
 
 // x [rows, K] bf16 to the stored form: qweight [rows, K / 2], scales [rows, K / G] (half bits),
@@ -82,5 +127,9 @@ void quantize_int4_02_without_tie_path(const QuantizeInt4Args& args, cudaStream_
 // Rung 03 (quant/int4/quantize_03_eight_chunks.cu): rung 02 with eight chunks a lane (G / 64
 // lanes a group), the per-group work spread over twice the values.
 void quantize_int4_03_eight_chunks(const QuantizeInt4Args& args, cudaStream_t stream);
+
+// Rung 04 (quant/int4/quantize_04_corrected_quotient.cu): rung 02's layout with each value's
+// quotient from int4_corrected_quotient (exact, no near-tie path, no branch).
+void quantize_int4_04_corrected_quotient(const QuantizeInt4Args& args, cudaStream_t stream);
 
 }  // namespace kc::stage3
