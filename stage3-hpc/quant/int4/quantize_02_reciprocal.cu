@@ -23,8 +23,8 @@
 //     uniform random weights. So the fix is per value, in a function called only for a chunk
 //     that holds one: the common path has no branch, and a warp pays a few dozen instructions for
 //     each near-tie value among its 1024 rather than re-running whole lanes (which, tried first,
-//     left most lanes of a warp idle while a few divided). The conformance data has grids of ties, and a negative control
-//     without the fix fails on them;
+//     left most lanes of a warp idle while a few divided). The conformance data has grids of
+//     ties, and a negative control without the fix fails on them;
 //   - v clamped to [1.5 x 2^23, 1.5 x 2^23 + 15] has the nibble in its low 4 bits and the
 //     constant 0x4B400000 above it: eight of them folded by acc = acc x 16 + bits (one LEA each)
 //     give the packed word plus 0x4B400000 x 0x11111111, subtracted once (all mod 2^32).
