@@ -55,8 +55,9 @@ __host__ __device__ inline int int4_quantize_value(float w, float scale, int zer
 // multiply-add. For a bf16 w and a positive finite half scale this is w / scale as IEEE division
 // rounds it, bit for bit, wherever |w / scale| >= 2^-60 (below, where the remainder underflows,
 // both are far under 1/2), so rintf of it is int4_quantize_value's rintf(w / scale) for every
-// such pair; QuantizeInt4.CorrectedQuotientIsTheDivisionForEveryScaleAndWeight checks all of them
-// on the host. Quantize rung 04 computes each value's nibble from it.
+// such pair with |w / scale| <= 64 (a valid group's stay under 23);
+// GemvInt4.CorrectedQuotientIsTheDivisionForEveryScaleAndWeight checks all of them on the host.
+// Quantize rung 04 computes each value's nibble from it.
 __host__ __device__ inline float int4_corrected_quotient(float w, float scale, float reciprocal) {
 #ifdef __CUDA_ARCH__
   const float q0 = __fmul_rn(w, reciprocal);  // never contracted into the fma below
@@ -67,13 +68,13 @@ __host__ __device__ inline float int4_corrected_quotient(float w, float scale, f
 }
 
 // Eight values of a group with a scale (> 0) as their packed word, value e in bits 4e: the nibbles
-// int4_quantize_value gives, by int4_corrected_quotient and two additions a value. q + 1.5 x 2^23
-// rounds q to an integer (floats in [2^23, 2^24) are spaced 1 apart; ties to even, as rintf), so
-// that float's bits are 0x4B400000 + rint(q); clamped to [2^23 x 1.5 - zero, + 15], they are
-// (0x4B400000 - zero) + the nibble. Eight of them folded by acc x 16 + bits carry that constant
-// times 0x11111111 (mod 2^32), taken off once. (The zero point is added through the clamp's bounds,
-// not to q: q + zero + 1.5 x 2^23 would break a tie by the parity of q + zero.) Quantize rung 04's
-// arithmetic; the host test runs it against int4_quantize_value.
+// int4_quantize_value gives, by int4_corrected_quotient, one addition and a clamp a value.
+// q + 1.5 x 2^23 rounds q to an integer (floats in [2^23, 2^24) are spaced 1 apart; ties to even,
+// as rintf), so that float's bits are 0x4B400000 + rint(q); clamped to [2^23 x 1.5 - zero, + 15],
+// they are (0x4B400000 - zero) + the nibble. Eight of them folded by acc x 16 + bits carry that
+// constant times 0x11111111 (mod 2^32), taken off once. (The zero point is added through the
+// clamp's bounds, not to q: q + zero + 1.5 x 2^23 would break a tie by the parity of q + zero.)
+// Quantize rung 04's arithmetic; the host test runs it against int4_quantize_value.
 __host__ __device__ inline std::uint32_t int4_pack_corrected(const float (&w)[8], float scale, float reciprocal,
                                                             int zero) {
   constexpr float kBias = 12582912.f;  // 1.5 x 2^23
