@@ -573,20 +573,27 @@ void launch_tile_rung(const GgufGemvArgs& a, const char* rung, Launch&& launch) 
   KC_CUDA_CHECK(cudaGetLastError());
 }
 
+// The instance for M rows of x that every rung on the 16-row tiles of layout=3 takes (the GGUF
+// rungs 05-08, the int4 rungs 01, 02, 04 and 05; rungs that must write the same bits must choose
+// alike): launch(row_groups, one_row) with two groups of 8 rows of x for M > 8, one otherwise, and
+// at M = 1 the instance without the FFMAs of x rows past M (kOneRow).
+template <class Launch>
+void dispatch_row_groups(int m, Launch&& launch) {
+  if (m > 8)
+    launch(std::integral_constant<int, 2>{}, std::false_type{});
+  else if (m > 1)
+    launch(std::integral_constant<int, 1>{}, std::false_type{});
+  else
+    launch(std::integral_constant<int, 1>{}, std::true_type{});
+}
+
 // The launch of a rung on the 16-row tiles of layout=3 (rungs 05 and 06): checks the arguments,
-// then calls launch(type, row_groups, one_row) with the compile-time choices both rungs make alike
-// (they must, to write the same bits) — the block type; two groups of 8 rows of x for M > 8, one
-// otherwise; and at M = 1 the instance without the FFMAs of x rows past M (kOneRow).
+// then calls launch(type, row_groups, one_row) with the block type and dispatch_row_groups' choice.
 template <class Launch>
 void launch_weights_as_a_rung(const GgufGemvArgs& a, const char* rung, Launch&& launch) {
   check_fragment_args(a, rung, "repack_gguf_blocks_for_mma16, layout=3");
   dispatch_block_type(a.type, rung, [&](auto type) {
-    if (a.m > 8)
-      launch(type, std::integral_constant<int, 2>{}, std::false_type{});
-    else if (a.m > 1)
-      launch(type, std::integral_constant<int, 1>{}, std::false_type{});
-    else
-      launch(type, std::integral_constant<int, 1>{}, std::true_type{});
+    dispatch_row_groups(a.m, [&](auto row_groups, auto one_row) { launch(type, row_groups, one_row); });
   });
   KC_CUDA_CHECK(cudaGetLastError());
 }

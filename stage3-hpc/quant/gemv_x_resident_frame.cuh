@@ -601,6 +601,31 @@ void launch_instance(const Link& g, cudaStream_t stream, bool* several_tiles_onl
 
 // The link on `stream`; or, with `several_tiles_only`, no launch: whether the link has more tiles
 // than the instance it would run has CTAs on the GPU at once goes there.
+// launch_instance for the link's prologue, a runtime value (a swapped link has none): what the
+// GGUF and the int4 links' launchers share once they have chosen the Format and the rows.
+template <class Format, int kRowGroups, bool kOneRow, bool kSwapped, XStaging kStaging>
+void launch_for_prologue(const Link& g, GgufGemvPrologue prologue, cudaStream_t stream, bool* several_tiles_only) {
+  if constexpr (kSwapped) {
+    launch_instance<Format, kRowGroups, kOneRow, true, GgufGemvPrologue::none, kStaging>(g, stream,
+                                                                                          several_tiles_only);
+  } else {
+    switch (prologue) {
+      case GgufGemvPrologue::none:
+        launch_instance<Format, kRowGroups, kOneRow, false, GgufGemvPrologue::none, kStaging>(g, stream,
+                                                                                               several_tiles_only);
+        break;
+      case GgufGemvPrologue::rmsnorm:
+        launch_instance<Format, kRowGroups, kOneRow, false, GgufGemvPrologue::rmsnorm, kStaging>(g, stream,
+                                                                                                  several_tiles_only);
+        break;
+      case GgufGemvPrologue::swiglu:
+        launch_instance<Format, kRowGroups, kOneRow, false, GgufGemvPrologue::swiglu, kStaging>(g, stream,
+                                                                                                 several_tiles_only);
+        break;
+    }
+  }
+}
+
 template <XStaging kStaging, bool kSwapped>
 void launch(const GgufGemvLinkArgs& a, cudaStream_t stream, bool* several_tiles_only = nullptr) {
   require(gemv_gguf_06_runs_here(),
@@ -609,28 +634,8 @@ void launch(const GgufGemvLinkArgs& a, cudaStream_t stream, bool* several_tiles_
           kStaging == XStaging::bf16_as_read ? "07" : "08", rung_name(kStaging));
   const Link g = make_link(a, kStaging);
   const auto with_prologue = [&](auto type, auto row_groups, auto one_row) {
-    using Format = GgufChunks<decltype(type)::value>;
-    constexpr int kRowGroups = decltype(row_groups)::value;
-    constexpr bool kOneRow = decltype(one_row)::value;
-    if constexpr (kSwapped) {
-      launch_instance<Format, kRowGroups, kOneRow, true, GgufGemvPrologue::none, kStaging>(
-          g, stream, several_tiles_only);
-    } else {
-      switch (a.prologue) {
-        case GgufGemvPrologue::none:
-          launch_instance<Format, kRowGroups, kOneRow, false, GgufGemvPrologue::none, kStaging>(
-              g, stream, several_tiles_only);
-          break;
-        case GgufGemvPrologue::rmsnorm:
-          launch_instance<Format, kRowGroups, kOneRow, false, GgufGemvPrologue::rmsnorm, kStaging>(
-              g, stream, several_tiles_only);
-          break;
-        case GgufGemvPrologue::swiglu:
-          launch_instance<Format, kRowGroups, kOneRow, false, GgufGemvPrologue::swiglu, kStaging>(
-              g, stream, several_tiles_only);
-          break;
-      }
-    }
+    launch_for_prologue<GgufChunks<decltype(type)::value>, decltype(row_groups)::value, decltype(one_row)::value,
+                        kSwapped, kStaging>(g, a.prologue, stream, several_tiles_only);
   };
   // The rung-05/06 choices (block type, row groups, the M = 1 instance) on the first weight's
   // arguments; make_link checked every weight.

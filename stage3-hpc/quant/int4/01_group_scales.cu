@@ -127,40 +127,31 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   gguf_mma::weights_as_a_reduce_and_store<kWarps, kRowGroups, kWarps * 32>(acc, true, partial, m_rows, n_cols, tile, y);
 }
 
-// The instance for M: two groups of 8 rows of x for M > 8, one otherwise, and at M = 1 the one
-// without the FFMAs of x rows past M. The flawed instances take the two-group kernel at every M (it
-// is right for any M up to 16: rows past M are zeros and never stored), so that each flaw costs
-// one instance a group size and not three.
-template <Int4Flaw kFlaw, int kBlocksPerScale>
-void launch_rows(const Int4GemvArgs& a, cudaStream_t stream) {
+template <Int4Flaw kFlaw, int kBlocksPerScale, int kRowGroups, bool kOneRow>
+void launch_kernel(const Int4GemvArgs& a, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((a.n + kInt4TileRows - 1) / kInt4TileRows)), block(kWarps * 32);
-  const auto* quants = reinterpret_cast<const uint4*>(a.quants);
-  if constexpr (kFlaw != Int4Flaw::none) {
-    gemv_int4_group_scales_kernel<kBlocksPerScale, 2, false, kFlaw>
-        <<<grid, block, 0, stream>>>(a.m, a.n, a.k, a.x, quants, a.scales, a.y);
-  } else if (a.m > 8) {
-    gemv_int4_group_scales_kernel<kBlocksPerScale, 2, false, kFlaw>
-        <<<grid, block, 0, stream>>>(a.m, a.n, a.k, a.x, quants, a.scales, a.y);
-  } else if (a.m > 1) {
-    gemv_int4_group_scales_kernel<kBlocksPerScale, 1, false, kFlaw>
-        <<<grid, block, 0, stream>>>(a.m, a.n, a.k, a.x, quants, a.scales, a.y);
-  } else {
-    gemv_int4_group_scales_kernel<kBlocksPerScale, 1, true, kFlaw>
-        <<<grid, block, 0, stream>>>(a.m, a.n, a.k, a.x, quants, a.scales, a.y);
-  }
+  gemv_int4_group_scales_kernel<kBlocksPerScale, kRowGroups, kOneRow, kFlaw><<<grid, block, 0, stream>>>(
+      a.m, a.n, a.k, a.x, reinterpret_cast<const uint4*>(a.quants), a.scales, a.y);
 }
 
+// The instance for M (gguf_mma::dispatch_row_groups: two groups of 8 rows of x for M > 8, one
+// otherwise, and at M = 1 the one without the FFMAs of x rows past M). The flawed instances take
+// the two-group kernel at every M (it is right for any M up to 16: rows past M are zeros and never
+// stored), so that each flaw costs one instance a group size and not three.
 template <Int4Flaw kFlaw>
 void launch(const Int4GemvArgs& a, cudaStream_t stream) {
   int4_groups::check_args(a, "rung 01");
-  switch (int4_blocks_per_scale(a.group_size)) {
-    case 1: launch_rows<kFlaw, 1>(a, stream); break;
-    case 2: launch_rows<kFlaw, 2>(a, stream); break;
-    default:
-      // One group a chunk: there is no next group to read (gemv_int4_01_flawed refuses it first).
-      if constexpr (kFlaw != Int4Flaw::next_group_scales) launch_rows<kFlaw, 4>(a, stream);
-      break;
-  }
+  int4_groups::dispatch_blocks_per_scale(a.group_size, [&](auto blocks_per_scale) {
+    constexpr int kBlocksPerScale = decltype(blocks_per_scale)::value;
+    if constexpr (kFlaw == Int4Flaw::none) {
+      gguf_mma::dispatch_row_groups(a.m, [&](auto row_groups, auto one_row) {
+        launch_kernel<kFlaw, kBlocksPerScale, decltype(row_groups)::value, decltype(one_row)::value>(a, stream);
+      });
+    } else if constexpr (!(kFlaw == Int4Flaw::next_group_scales && kBlocksPerScale == 4)) {
+      // (One group a chunk has no next group to read: gemv_int4_01_flawed refuses it first.)
+      launch_kernel<kFlaw, kBlocksPerScale, 2, false>(a, stream);
+    }
+  });
   KC_CUDA_CHECK(cudaGetLastError());
 }
 

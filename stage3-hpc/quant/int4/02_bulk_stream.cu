@@ -72,16 +72,6 @@ void launch_instance(const Int4GemvArgs& a, cudaStream_t stream) {
                                                                                    a.scales, a.y, stream);
 }
 
-// The instance for M as rung 01 chooses it (they must match to write the same bits).
-template <int kBlocksPerScale>
-void launch_rows(const Int4GemvArgs& a, cudaStream_t stream) {
-  if (a.m > 8)
-    launch_instance<kBlocksPerScale, 2, false>(a, stream);
-  else if (a.m > 1)
-    launch_instance<kBlocksPerScale, 1, false>(a, stream);
-  else
-    launch_instance<kBlocksPerScale, 1, true>(a, stream);
-}
 
 }  // namespace
 
@@ -90,11 +80,13 @@ void gemv_int4_02_bulk_stream(const Int4GemvArgs& a, cudaStream_t stream) {
   require(gemv_gguf_06_runs_here(),
           "int4 GEMV rung 02 (bulk stream) needs sm_90a code (the copy engine's cp.async.bulk) and a Hopper GPU; "
           "this build or GPU has none: run rung 01");
-  switch (int4_blocks_per_scale(a.group_size)) {
-    case 1: launch_rows<1>(a, stream); break;
-    case 2: launch_rows<2>(a, stream); break;
-    default: launch_rows<4>(a, stream); break;
-  }
+  // The instance for M as rung 01 chooses it (they must match to write the same bits).
+  int4_groups::dispatch_blocks_per_scale(a.group_size, [&](auto blocks_per_scale) {
+    gguf_mma::dispatch_row_groups(a.m, [&](auto row_groups, auto one_row) {
+      launch_instance<decltype(blocks_per_scale)::value, decltype(row_groups)::value, decltype(one_row)::value>(
+          a, stream);
+    });
+  });
   KC_CUDA_CHECK(cudaGetLastError());
 }
 

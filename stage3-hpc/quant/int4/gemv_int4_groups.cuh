@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "arch/sm80/mma.cuh"
 #include "kc/stage3/gemv_int4_args.hpp"
@@ -162,6 +163,17 @@ inline void check_args(const Int4GemvArgs& a, const char* rung, int max_rows = k
               reinterpret_cast<std::uintptr_t>(a.scales) % 16 == 0,
           "int4 GEMV ({}): x, quants and scales must be 16-byte aligned (each is read or copied in 16-byte pieces)",
           rung);
+}
+
+// launch(blocks_per_scale): G's 32-weight blocks a scale entry (1, 2, or 4 for a chunk holding
+// one group) as a compile-time constant, the choice every int4 rung's launch makes first.
+template <class Launch>
+void dispatch_blocks_per_scale(int group_size, Launch&& launch) {
+  switch (int4_blocks_per_scale(group_size)) {
+    case 1: launch(std::integral_constant<int, 1>{}); break;
+    case 2: launch(std::integral_constant<int, 2>{}); break;
+    default: launch(std::integral_constant<int, 4>{}); break;
+  }
 }
 
 }  // namespace kc::stage3::int4_groups

@@ -145,42 +145,16 @@ void launch_int4(const Int4GemvLinkArgs& a, cudaStream_t stream) {
           "run rung 01, as kc::stage3::int4_gemv does",
           int4_link_name(kStaging));
   const Link g = make_int4_link(a, kStaging);
-  const auto with_rows = [&](auto blocks_per_scale, auto row_groups, auto one_row) {
+  // Rungs 01 and 02's instance for M (they must match to write the same bits).
+  int4_groups::dispatch_blocks_per_scale(a.group_size, [&](auto blocks_per_scale) {
     constexpr int kBlocksPerScale = decltype(blocks_per_scale)::value;
     using Format = std::conditional_t<kStaging == XStaging::f16_scaled, Int4F16Chunks<kBlocksPerScale>,
                                       Int4Chunks<kBlocksPerScale>>;
-    constexpr int kRowGroups = decltype(row_groups)::value;
-    constexpr bool kOneRow = decltype(one_row)::value;
-    if constexpr (kSwapped) {
-      launch_instance<Format, kRowGroups, kOneRow, true, GgufGemvPrologue::none, kStaging>(g, stream, nullptr);
-    } else {
-      switch (a.prologue) {
-        case GgufGemvPrologue::none:
-          launch_instance<Format, kRowGroups, kOneRow, false, GgufGemvPrologue::none, kStaging>(g, stream, nullptr);
-          break;
-        case GgufGemvPrologue::rmsnorm:
-          launch_instance<Format, kRowGroups, kOneRow, false, GgufGemvPrologue::rmsnorm, kStaging>(g, stream, nullptr);
-          break;
-        case GgufGemvPrologue::swiglu:
-          launch_instance<Format, kRowGroups, kOneRow, false, GgufGemvPrologue::swiglu, kStaging>(g, stream, nullptr);
-          break;
-      }
-    }
-  };
-  // Rungs 01 and 02's instance for M (they must match to write the same bits).
-  const auto with_group = [&](auto blocks_per_scale) {
-    if (a.m > 8)
-      with_rows(blocks_per_scale, std::integral_constant<int, 2>{}, std::false_type{});
-    else if (a.m > 1)
-      with_rows(blocks_per_scale, std::integral_constant<int, 1>{}, std::false_type{});
-    else
-      with_rows(blocks_per_scale, std::integral_constant<int, 1>{}, std::true_type{});
-  };
-  switch (int4_blocks_per_scale(a.group_size)) {
-    case 1: with_group(std::integral_constant<int, 1>{}); break;
-    case 2: with_group(std::integral_constant<int, 2>{}); break;
-    default: with_group(std::integral_constant<int, 4>{}); break;
-  }
+    gguf_mma::dispatch_row_groups(a.m, [&](auto row_groups, auto one_row) {
+      launch_for_prologue<Format, decltype(row_groups)::value, decltype(one_row)::value, kSwapped, kStaging>(
+          g, a.prologue, stream, nullptr);
+    });
+  });
   KC_CUDA_CHECK(cudaGetLastError());
 }
 
