@@ -284,15 +284,17 @@ if [ -n "${KC_RUN_TUNER:-}" ]; then
   fi
 fi
 
-# The peers are timed only when kc-bench will run stage-2 kernels (the ops they cover).
+# The peers are timed only when kc-bench will run kernels of the ops they cover: stage 2's norms and
+# softmax, stage 3's attention and decode attention.
 if [ -n "${KC_SKIP_BENCH:-}" ]; then
   :
 elif [ -n "${KC_SKIP_PEERS:-}" ]; then
   record_step "PyTorch peers" skipped 0 "KC_SKIP_PEERS is set"
 # (grep -c, not grep -q: -q stops reading at the first match, kc-bench dies of SIGPIPE, and under
 # pipefail the pipeline fails as if nothing matched.)
-elif [ -n "$filter" ] && [ "$("$bench" --list --filter "$filter" 2>/dev/null | grep -c "^stage2/")" -eq 0 ]; then
-  echo; echo "=== PyTorch peers: not needed, --filter '$filter' selects no stage-2 kernel"
+elif [ -n "$filter" ] &&
+     [ "$("$bench" --list --filter "$filter" 2>/dev/null | grep -cE "^stage2/|^stage3/attention_(fwd|decode_paged)/")" -eq 0 ]; then
+  echo; echo "=== PyTorch peers: not needed, --filter '$filter' selects no kernel of an op they time"
 else
   begin_step "PyTorch peers" "bench/peers/torch_peers.py"
   peer_set=()
@@ -359,7 +361,8 @@ if [ -z "${KC_SKIP_BENCH:-}" ]; then
         continue
       fi
       stage_peers=()
-      [ "$stage" = stage2 ] && stage_peers=("${peers_args[@]}")
+      # Stages 2 and 3 have peers (the norms; attention and decode attention).
+      { [ "$stage" = stage2 ] || [ "$stage" = stage3 ]; } && stage_peers=("${peers_args[@]}")
       bench_run "every $stage kernel on its documented shapes" "$stage" --filter "^$stage/" "${stage_peers[@]}" --markdown
     done
   fi

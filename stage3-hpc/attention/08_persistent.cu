@@ -2,9 +2,10 @@
 //
 // Idea: rungs 06-07 launch a CTA per 128 query rows of every (batch, head); each CTA sets up its
 // barriers, loads its Q, fills the K/V ring from empty and drains it at the end, and under the
-// causal mask the CTAs differ in work by up to Sk/128 tiles. FlashAttention-3's third idea is to
-// launch only as many CTAs as fit on the GPU at once (one an SM here: 225 KiB of shared memory)
-// and let each walk a list of work items (a query tile of a (batch, head)). Between two items the
+// causal mask the CTAs differ in work by up to Sk/128 tiles. A persistent kernel, as
+// FlashAttention-3's code base schedules its tiles (a scheduling step, not one of the paper's
+// three ideas), launches only as many CTAs as fit on the GPU at once (one an SM here: 225 KiB of
+// shared memory) and lets each walk a list of work items (a query tile of a (batch, head)). Between two items the
 // producer does not wait for the consumers: it fills the next item's first K/V stages while they
 // finish the current one (the ring's stages and phases simply run on), and it reloads the Q tile
 // as soon as every consumer warp has done its last S with it (a new barrier, q_empty) — while

@@ -21,17 +21,6 @@ namespace kc::stage3 {
 // A 16-byte piece of a row: 8 elements of a 16-bit type, what one LDG.E.128 / LDGSTS.128 moves.
 inline constexpr int kDecodeChunkElements = 8;
 
-// Checks a decode launch before it happens: kc::Error with a sentence a learner can act on.
-template <typename T>
-void require_decode_args(const DecodeArgs<T>& args, const char* rung) {
-  require_decode_shape(args, rung);
-  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
-  require(aligned(args.q) && aligned(args.k_cache) && aligned(args.v_cache) && aligned(args.o),
-          "{}: Q, K_cache, V_cache and O must start 16-byte aligned (rows are moved in 16-byte pieces)", rung);
-  require(args.block_table != nullptr && args.seq_lens != nullptr && args.lse != nullptr,
-          "{}: block_table, seq_lens and LSE must not be null", rung);
-}
-
 // Keys new token `token` of a sequence of `length` keys sees: clamp(length - (Sq - 1 - token), 0,
 // length) (attention_decode.hpp's decode_visible_keys). Keys j < this are visible.
 __device__ __forceinline__ int decode_visible_keys(int length, int q_len, int token) {

@@ -820,23 +820,6 @@ void require_in_kernel_merge_args(const DecodeArgs<T>& args, const DecodeSplitPl
           plan.splits, decode_split_arrival_counters(args.batch, args.kv_heads, plan));
 }
 
-// The checks of rungs 06 and 07's rope arguments, beside require_in_kernel_merge_args'.
-template <typename T>
-void require_rope_args(const DecodeArgs<T>& args, const DecodeRopeArgs<T>& rope, const char* rung) {
-  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
-  require(rope.k_new != nullptr && rope.v_new != nullptr && rope.cos_sin != nullptr,
-          "{}: k_new, v_new and cos_sin must not be null", rung);
-  require(aligned(rope.k_new) && aligned(rope.v_new) && aligned(rope.cos_sin),
-          "{}: k_new, v_new and cos_sin must start 16-byte aligned (rows are moved in 16-byte pieces)", rung);
-  require(rope.positions >= 1, "{}: the cos/sin table has {} positions; it needs one per position up to the "
-          "longest sequence", rung, rope.positions);
-  require(rope.k_cache == args.k_cache && rope.v_cache == args.v_cache,
-          "{}: the rope arguments' caches ({}, {}) are not the decode arguments' ({}, {}): pass the same pools "
-          "(the new rows are written where the attention reads them)",
-          rung, static_cast<const void*>(rope.k_cache), static_cast<const void*>(rope.v_cache),
-          static_cast<const void*>(args.k_cache), static_cast<const void*>(args.v_cache));
-}
-
 // The instance for `args`: D and one or two m16 row tiles.
 template <DecodeMerge kMerge, bool kEarlyPages = false, typename T, class Rope = NoRope>
 void launch_mma_split_kv(const DecodeArgs<T>& args, const DecodeSplitPlan& plan, const DecodeSplitWorkspace& workspace,

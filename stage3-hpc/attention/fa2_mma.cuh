@@ -411,6 +411,9 @@ void launch_fa2_kernel(const AttentionArgs<T>& args, cudaStream_t stream) {
 // kernel runs the packed variable-length form (require_flash_args).
 template <template <typename, int> class Rung, typename T>
 void launch_fa2_rung(const AttentionArgs<T>& args, cudaStream_t stream, const char* rung_name, bool packed = false) {
+  static_assert(Rung<T, 64>::Shape::kBlockRows <= kFlashMaxBlockRows &&
+                    Rung<T, 128>::Shape::kBlockRows <= kFlashMaxBlockRows,
+                "attention_forward checks Sq against kFlashMaxBlockRows before it picks a rung");
   require_flash_args(args, rung_name,
                      std::max(Rung<T, 64>::Shape::kBlockRows, Rung<T, 128>::Shape::kBlockRows), packed);
   if (args.head_dim == 64)

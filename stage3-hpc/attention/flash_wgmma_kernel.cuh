@@ -44,6 +44,7 @@ struct FlashWgmmaShape {
   static constexpr int kConsumers = 2;        // consumer warpgroups
   static constexpr int kWarpgroupRows = 64;   // query rows of a consumer (the M of one WGMMA)
   static constexpr int kBlockRows = kConsumers * kWarpgroupRows;
+  static_assert(kBlockRows <= kFlashMaxBlockRows, "attention_forward checks Sq against kFlashMaxBlockRows");
   static constexpr int kBlockKeys = 128;      // keys of a K/V tile (the N of S's WGMMA)
   static constexpr int kThreads = (kConsumers + 1) * 128;
   static constexpr int kBoxCols = 64;         // 128 bytes: a swizzled TMA box row

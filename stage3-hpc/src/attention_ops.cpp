@@ -60,6 +60,9 @@ std::string_view attention_forward(const AttentionArgs<T>& args, cudaStream_t st
     attention_fwd_varlen_05_fa2_two_tiles_per_warp(args, stream);
     return "stage3/attention_fwd_varlen/05_fa2_two_tiles_per_warp";
   }
+  // The dense form's checks first, on the host: a refused call makes no CUDA call at all (the
+  // packed rung checks its own form before anything else).
+  require_flash_args(args, "attention_forward", kFlashMaxBlockRows);
   HopperAttention& hopper = hopper_attention_for_current_device();
   if (hopper.runs) {
     const std::lock_guard<std::mutex> lock(hopper.mutex);
@@ -182,6 +185,8 @@ void PagedDecodeAttention::reserve(const DecodeArgs<T>& args) {
 
 template <typename T>
 std::string_view PagedDecodeAttention::run(const DecodeArgs<T>& args, cudaStream_t stream) {
+  // On the host before any CUDA call (the plan asks the GPU for its SM count on a first call).
+  require_decode_args(args, "PagedDecodeAttention::run");
   const DecodeSplitPlan plan = plan_for(args);
   const DecodeSplitWorkspace workspace = workspace_on(args, plan, merges_in_launch(), stream);
   switch (rung_) {
@@ -196,6 +201,8 @@ std::string_view PagedDecodeAttention::run(const DecodeArgs<T>& args, cudaStream
 template <typename T>
 std::string_view PagedDecodeAttention::run_rope(const DecodeArgs<T>& args, const DecodeRopeArgs<T>& rope,
                                                 cudaStream_t stream) {
+  require_decode_args(args, "PagedDecodeAttention::run_rope");
+  require_rope_args(args, rope, "PagedDecodeAttention::run_rope");
   const DecodeSplitPlan plan = plan_for(args, true);
   const DecodeSplitWorkspace workspace = workspace_on(args, plan, true, stream);
   switch (rope_rung_) {

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "kc/common/error.hpp"
 #include "src/register_attention_decode.hpp"
 #include "stage3_test_registry.hpp"
+#include "support/error_message.hpp"
 
 namespace kc::stage3 {
 namespace {
@@ -302,6 +304,83 @@ TEST(PagedDecodeAttention, RunsRung05UnlessToldAndRefusesAnUncompiledHeadDimensi
   shape.kv_heads = 2;  // 9 query heads do not share 2 kv heads
   EXPECT_THROW(decode.reserve(shape), Error);
   EXPECT_THROW(decode.set_min_keys_per_split(100), Error);
+}
+
+// run() and run_rope() check what they are handed on the host before any CUDA call — on a fresh
+// object, whose first call would otherwise ask the GPU for its SM count first: each refusal is a
+// kc::Error naming the entry and the rule (a check that came after the GPU's answer would surface
+// here, without a GPU, as the CUDA error instead).
+TEST(PagedDecodeAttention, RunAndRunRopeCheckTheirArgumentsBeforeAnyGpuCall) {
+  using bf16 = __nv_bfloat16;
+  const auto at = [](std::uintptr_t address) { return reinterpret_cast<bf16*>(address); };
+  DecodeArgs<bf16> good;
+  good.q = at(4096);
+  good.k_cache = at(8192);
+  good.v_cache = at(12288);
+  good.o = at(16384);
+  good.block_table = reinterpret_cast<const std::int32_t*>(std::uintptr_t{20480});
+  good.seq_lens = reinterpret_cast<const std::int32_t*>(std::uintptr_t{24576});
+  good.lse = reinterpret_cast<float*>(std::uintptr_t{28672});
+  good.batch = 2;
+  good.q_heads = 32;
+  good.kv_heads = 8;
+  good.q_len = 1;
+  good.head_dim = 128;
+  good.block_size = 16;
+  good.max_blocks = 64;
+  good.scale = 0.088f;
+  DecodeRopeArgs<bf16> rope;
+  rope.k_new = at(32768);
+  rope.v_new = at(36864);
+  rope.cos_sin = reinterpret_cast<const float*>(std::uintptr_t{40960});
+  rope.positions = 1024;
+  rope.k_cache = at(8192);
+  rope.v_cache = at(12288);
+  const auto run_refuses = [&](const DecodeArgs<bf16>& args, const std::string& rule) {
+    PagedDecodeAttention decode;
+    const std::string error = kc::testing::error_of([&] { decode.run(args, nullptr); });
+    EXPECT_TRUE(error.find("PagedDecodeAttention::run") != std::string::npos &&
+                error.find(rule) != std::string::npos)
+        << "want \"" << rule << "\": " << error;
+  };
+  const auto rope_refuses = [&](const DecodeArgs<bf16>& args, const DecodeRopeArgs<bf16>& r, const std::string& rule) {
+    PagedDecodeAttention decode;
+    const std::string error = kc::testing::error_of([&] { decode.run_rope(args, r, nullptr); });
+    EXPECT_TRUE(error.find("PagedDecodeAttention::run_rope") != std::string::npos &&
+                error.find(rule) != std::string::npos)
+        << "want \"" << rule << "\": " << error;
+  };
+  DecodeArgs<bf16> a = good;
+  a.head_dim = 96;
+  run_refuses(a, "D = 96");
+  rope_refuses(a, rope, "D = 96");
+  a = good;
+  a.block_size = 48;
+  run_refuses(a, "block_size = 48");
+  a = good;
+  a.kv_heads = 5;
+  run_refuses(a, "not a multiple of Hkv");
+  a = good;
+  a.k_cache = at(8194);
+  run_refuses(a, "16-byte aligned");
+  a = good;
+  a.block_table = nullptr;
+  run_refuses(a, "must not be null");
+  a = good;
+  a.lse = nullptr;
+  rope_refuses(a, rope, "must not be null");
+  DecodeRopeArgs<bf16> r = rope;
+  r.cos_sin = nullptr;
+  rope_refuses(good, r, "k_new, v_new and cos_sin must not be null");
+  r = rope;
+  r.v_new = at(36866);
+  rope_refuses(good, r, "16-byte aligned");
+  r = rope;
+  r.positions = 0;
+  rope_refuses(good, r, "positions");
+  r = rope;
+  r.v_cache = at(65536);
+  rope_refuses(good, r, "pass the same pools");
 }
 
 // The RoPE op's rungs: 06, 07 and 08 registered under attention_decode_paged_rope, rung 08 what the

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,7 @@ namespace {
 using testing_support::download;
 
 using testing_support::plant_nan;
+using testing_support::plant_value;
 
 // Causal, Sq = 100, Sk = 130 (row i sees keys j <= i + 30), two query heads on one kv head. K of
 // key 129 holds a NaN: only row 99 (of both heads) sees it. Key 129 lies in the last K/V tile of
@@ -71,6 +73,111 @@ TEST(AttentionLadderGpu, NanInAKeyReachesTheRowsThatSeeItOnly) {
       EXPECT_EQ(wrong_rows, 0) << kernel->id << " " << dtype_name(dtype) << ": " << wrong_rows
                                << " rows differ from the definition (rows 99 and 199 NaN, the rest finite)";
     }
+}
+
+// What attention.hpp says of a row after one input element is made non-finite, per output
+// element: NaN, +Inf, or finite and equal to the reference (the reference on the same planted
+// inputs: its arithmetic is the definition's).
+enum class Expect { finite, nan, plus_inf, unchecked };
+
+struct RowExpectation {
+  Expect lse = Expect::finite;
+  std::vector<Expect> o;  // one per column
+};
+
+// One kind of planted value: where it goes, and what each row of the problem must then hold.
+struct NonFiniteCase {
+  std::string name;
+  const char* tensor;  // "Q", "K" or "V"
+  std::int64_t row, column;  // in the first head (query head 0, kv head 0)
+  float value;
+  bool causal;
+};
+
+TEST(AttentionLadderGpu, NonFiniteInputsFollowTheDefinition) {
+  KC_SKIP_WITHOUT_GPU();
+  Context& context = testing::shared_context();
+  const Registry& r = stage3_test_registry();
+  const OpSpec& op = r.op(kAttentionFwdOp);
+  // One query head over one kv head, Sq = 100 and Sk = 130 as above (causal: row i sees keys
+  // j <= i + 30; key 129 only by row 99), D = 64. Key 40 is seen by every row without the mask and
+  // by rows 10-99 with it; key 129 lies in the last K/V tile of every rung.
+  constexpr std::int64_t kD = 64, kSq = 100, kSk = 130;
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<NonFiniteCase> cases = {
+      {"NaN in Q row 37", "Q", 37, 5, nan, true},
+      {"+Inf in K key 40", "K", 40, 7, inf, true},
+      {"-Inf in K key 129", "K", 129, 3, -inf, true},
+      {"NaN in V key 40, no mask", "V", 40, 11, nan, false},
+      {"+Inf in V key 40, no mask", "V", 40, 12, inf, false},
+      {"NaN in V key 129, causal", "V", 129, 13, nan, true},
+  };
+  for (const KernelEntry* kernel : r.select("^stage3/attention_fwd/"))
+    for (const DType dtype : {DType::bf16, DType::f16})
+      for (const NonFiniteCase& c : cases) {
+        const Problem problem = op.problem({1, 1, 1, kSq, kSk, kD}, dtype, {{"causal", c.causal ? 1.0 : 0.0}});
+        Operands operands = op.make_operands(problem, 23, context);
+        plant_value(operands[c.tensor], static_cast<std::size_t>(c.row * kD + c.column), c.value, context.stream());
+        kernel->launch(problem, operands, context.stream());
+        KC_CUDA_CHECK(cudaStreamSynchronize(context.stream()));
+
+        const AttentionShape shape = attention_shape(problem);
+        const std::vector<double> q = download(operands["Q"], context.stream());
+        const std::vector<double> k = download(operands["K"], context.stream());
+        const std::vector<double> v = download(operands["V"], context.stream());
+        std::vector<double> o_ref(q.size()), lse_ref(static_cast<std::size_t>(kSq));
+        attention_reference(shape, attention_scale(problem), c.causal, q.data(), k.data(), v.data(), o_ref.data(),
+                            lse_ref.data());
+        const std::vector<double> o = download(operands["O"], context.stream());
+        const std::vector<double> lse = download(operands["LSE"], context.stream());
+
+        int wrong_rows = 0;
+        std::string first_wrong;
+        for (std::int64_t i = 0; i < kSq; ++i) {
+          const bool sees_row_key = !c.causal || c.row <= i + (kSk - kSq);
+          RowExpectation want;
+          want.o.assign(static_cast<std::size_t>(kD), Expect::finite);
+          const auto whole_row = [&](Expect e) {
+            want.lse = e;
+            std::fill(want.o.begin(), want.o.end(), e);
+          };
+          if (std::string(c.tensor) == "Q") {
+            if (i == c.row) whole_row(Expect::nan);
+          } else if (std::string(c.tensor) == "K") {
+            // The score of key c.row is q[i][column] x value plus finite terms.
+            const double meets = q[static_cast<std::size_t>(i * kD + c.column)];
+            const bool score_plus_inf_or_nan = meets == 0.0 || (meets > 0) == (c.value > 0);
+            if (sees_row_key && score_plus_inf_or_nan) whole_row(Expect::nan);
+          } else if (sees_row_key) {
+            want.o[static_cast<std::size_t>(c.column)] = std::isnan(c.value) ? Expect::nan : Expect::plus_inf;
+          } else {
+            want.o[static_cast<std::size_t>(c.column)] = Expect::unchecked;  // not defined (attention.hpp)
+          }
+          const auto holds = [](Expect e, double got, double ref, double tolerance) {
+            switch (e) {
+              case Expect::nan: return std::isnan(got);
+              case Expect::plus_inf: return std::isinf(got) && got > 0;
+              case Expect::unchecked: return true;
+              case Expect::finite: return std::isfinite(got) && std::abs(got - ref) <= tolerance;
+            }
+            return false;
+          };
+          bool row_ok = holds(want.lse, lse[i], lse_ref[i], 1e-2 * std::max(1.0, std::abs(lse_ref[i])));
+          for (std::int64_t col = 0; col < kD; ++col)
+            row_ok = row_ok && holds(want.o[static_cast<std::size_t>(col)], o[i * kD + col], o_ref[i * kD + col], 5e-2);
+          // The reference agrees with the expectation wherever the definition fixes it.
+          if (want.lse == Expect::nan) {
+            EXPECT_TRUE(std::isnan(lse_ref[i])) << c.name << " row " << i;
+          }
+          if (!row_ok) {
+            if (wrong_rows == 0) first_wrong = std::to_string(i);
+            ++wrong_rows;
+          }
+        }
+        EXPECT_EQ(wrong_rows, 0) << kernel->id << " " << dtype_name(dtype) << ", " << c.name << ": " << wrong_rows
+                                 << " rows differ from attention.hpp's definition (the first: row " << first_wrong
+                                 << ")";
+      }
 }
 
 }  // namespace

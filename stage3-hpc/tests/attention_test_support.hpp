@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -39,6 +41,22 @@ inline std::vector<double> download(const DeviceBuffer<double>& buffer, cudaStre
 inline void plant_nan(Tensor& tensor, std::size_t index, cudaStream_t stream) {
   const std::uint16_t nan_bits = tensor.dtype == DType::bf16 ? 0x7fc0 : 0x7e00;
   KC_CUDA_CHECK(cudaMemcpyAsync(static_cast<std::uint16_t*>(tensor.raw()) + index, &nan_bits, sizeof(nan_bits),
+                                cudaMemcpyHostToDevice, stream));
+  KC_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+// Writes `value` (a NaN or an infinity, or any float) into element `index` of a bf16 or f16 tensor,
+// rounded to the tensor's type.
+inline void plant_value(Tensor& tensor, std::size_t index, float value, cudaStream_t stream) {
+  std::uint16_t bits = 0;
+  if (tensor.dtype == DType::bf16) {
+    const __nv_bfloat16 element = __float2bfloat16(value);
+    std::memcpy(&bits, &element, sizeof bits);
+  } else {
+    const __half element = __float2half(value);
+    std::memcpy(&bits, &element, sizeof bits);
+  }
+  KC_CUDA_CHECK(cudaMemcpyAsync(static_cast<std::uint16_t*>(tensor.raw()) + index, &bits, sizeof(bits),
                                 cudaMemcpyHostToDevice, stream));
   KC_CUDA_CHECK(cudaStreamSynchronize(stream));
 }

@@ -27,6 +27,7 @@
 #include "kc/stage3/attention_varlen.hpp"
 #include "src/register_attention.hpp"
 #include "stage3_test_registry.hpp"
+#include "support/error_message.hpp"
 
 namespace kc::stage3 {
 namespace {
@@ -35,18 +36,8 @@ const double kInf = std::numeric_limits<double>::infinity();
 
 const OpSpec& varlen_op() { return stage3_test_registry().op(kAttentionVarlenOp); }
 
-// The message of the kc::Error `call` throws, or "" when it throws none.
-template <typename Call>
-std::string error_of(Call call) {
-  try {
-    call();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using kc::testing::contains;
+using kc::testing::error_of;
 
 TEST(VarlenOffsets, AreTheRunningSumsOfTheLengths) {
   EXPECT_EQ(cu_seqlens_from_lengths({3, 0, 5}), (std::vector<std::int32_t>{0, 3, 3, 8}));
@@ -398,6 +389,54 @@ TEST(VarlenArgs, TheEntryChecksThePackedFormBeforeAnyCudaCall) {
   h.cu_seqlens_q = nullptr;
   EXPECT_TRUE(contains(error_of([&] { attention_fwd_varlen_05_fa2_two_tiles_per_warp(h, nullptr); }),
                        "cu_seqlens_q is null"));
+}
+
+// The dense form through the same entry: every refusal is a kc::Error naming the entry and the
+// rule, raised before the entry asks which GPU it runs on (on a machine without one, a check that
+// came after that question would surface as the CUDA error instead).
+TEST(VarlenArgs, TheEntryChecksTheDenseFormBeforeAnyCudaCall) {
+  using bf16 = __nv_bfloat16;
+  const auto dense = [] {
+    AttentionArgs<bf16> a = packed_args<bf16>();
+    a.cu_seqlens_q = a.cu_seqlens_k = nullptr;
+    a.batch = 2;
+    a.q_row_stride = 128;
+    a.q_head_stride = 300 * 128;
+    a.q_batch_stride = 8 * 300 * 128;
+    a.kv_row_stride = 128;
+    a.kv_head_stride = 500 * 128;
+    a.kv_batch_stride = 2 * 500 * 128;
+    return a;
+  };
+  const auto entry_error = [](const AttentionArgs<bf16>& a) {
+    return error_of([&] { attention_forward(a, nullptr); });
+  };
+  const auto refused = [&](const AttentionArgs<bf16>& a, const std::string& rule) {
+    const std::string error = entry_error(a);
+    EXPECT_TRUE(contains(error, "attention_forward") && contains(error, rule)) << "want \"" << rule << "\": " << error;
+  };
+  AttentionArgs<bf16> a = dense();
+  a.head_dim = 80;
+  refused(a, "D = 80");
+  a = dense();
+  a.q_heads = 6;
+  a.kv_heads = 4;
+  refused(a, "not a multiple of Hkv");
+  a = dense();
+  a.kv_len = 0;
+  refused(a, "every dimension must be >= 1");
+  a = dense();
+  a.batch = 70000;
+  refused(a, "must be <= 65535");
+  a = dense();
+  a.kv_head_stride = 500 * 128 + 2;
+  refused(a, "multiple of 8 elements");
+  a = dense();
+  a.k = reinterpret_cast<const bf16*>(std::uintptr_t{4098});
+  refused(a, "16-byte aligned");
+  a = dense();
+  a.q_len = INT32_MAX - 100;
+  refused(a, "room for a tile");
 }
 
 TEST(VarlenArgs, TheDenseRungsRefuseThePackedForm) {

@@ -38,8 +38,17 @@
 //   s_j   = scale * Q[b,h,i,:] . K[b,kv,j,:]     (scale = the `scale` parameter, 1/sqrt(D) when 0)
 //   O[b,h,i,:] = sum_j exp(s_j - m) V[b,kv,j,:] / sum_j exp(s_j - m),  m = max_j s_j
 //   LSE[b,h,i] = m + log(sum_j exp(s_j - m))     (natural log)
-// A row with no visible key (causal and i < Sq - Sk) has O = 0 and LSE = -inf. Keys that are not
-// visible are never read: a NaN there does not reach the output.
+// A row with no visible key (causal and i < Sq - Sk) has O = 0 and LSE = -inf. The keys a row does
+// not see do not reach its scores: a NaN or Inf in K there does not reach its output.
+// Non-finite inputs follow the formula's IEEE arithmetic, row by row:
+//   - a NaN in Q[i] makes row i NaN (O and LSE);
+//   - a NaN in K[j] makes the rows that see key j NaN; an Inf in K[j] gives those rows a score of
+//     +Inf or -Inf (or NaN, as 0 x Inf) by the sign of the Q element it meets: +Inf or NaN makes
+//     the row NaN, -Inf weighs key j 0 (exp(-Inf)) and leaves the row finite;
+//   - a NaN or Inf in V[j][c] reaches column c of O in the rows that see key j (Inf stays Inf:
+//     its weight is positive), not their LSE or other columns. In the rows that do not see key j
+//     it is not defined: a kernel multiplies a whole tile of V by the tile's weights, 0 at the
+//     masked keys, and 0 x NaN is NaN.
 #pragma once
 
 #ifdef KC_KERNEL_SOURCE

@@ -15,6 +15,8 @@
 
 #include <cstdint>
 
+#include "kc/common/error.hpp"
+
 namespace kc::stage3 {
 
 class HopperLaunchCache;  // arch/sm90/tma_descriptor.hpp: the Hopper rungs' tensor maps
@@ -77,6 +79,60 @@ bool is_packed(const AttentionArgs<T>& args) {
 // The head dimensions the fused rungs (02-05) are compiled for: a template parameter, so that the
 // loops over D unroll and O's accumulators stay in registers.
 inline constexpr int kFlashHeadDims[] = {64, 128};
+
+// The most query rows a CTA of any rung holds (rung 05's two 16-row tiles a warp, the Hopper rungs'
+// two 64-row consumer warpgroups): the bound the public entry checks Sq against before it knows
+// which rung runs. The rungs static_assert that their tiles stay within it.
+inline constexpr int kFlashMaxBlockRows = 128;
+
+// Checks an attention launch before it happens, on the host and without any CUDA call (the rungs
+// call it first, and so does attention_forward before it asks which GPU it runs on): kc::Error
+// with a sentence a learner can act on. `rows_per_block`: the rung's query rows a CTA.
+// `packed`: the launch runs the packed variable-length form (attention_args.hpp), which needs both
+// offset arrays and no batch strides; otherwise the offsets must be absent (a dense kernel would
+// read the packed tensors as [B, H, S, D] and compute something else).
+template <typename T>
+void require_flash_args(const AttentionArgs<T>& args, const char* rung, int rows_per_block, bool packed = false) {
+  if (packed) {
+    require(args.cu_seqlens_q != nullptr && args.cu_seqlens_k != nullptr,
+            "{}: the packed variable-length form needs both cu_seqlens_q and cu_seqlens_k (device arrays of "
+            "B + 1 = {} int32 offsets); cu_seqlens_q is {}, cu_seqlens_k is {}",
+            rung, args.batch + 1, args.cu_seqlens_q != nullptr ? "set" : "null",
+            args.cu_seqlens_k != nullptr ? "set" : "null");
+    require(args.q_batch_stride == 0 && args.kv_batch_stride == 0,
+            "{}: in the packed variable-length form a sequence starts at its offset (cu_seqlens_q/k), not at "
+            "a batch stride: set q_batch_stride and kv_batch_stride to 0 (got {} and {})",
+            rung, args.q_batch_stride, args.kv_batch_stride);
+  } else {
+    require(!is_packed(args),
+            "{}: cu_seqlens_q/cu_seqlens_k are set, the packed variable-length form, which this rung does not "
+            "run (it reads the dense [B, H, S, D] form); attention_forward and "
+            "attention_fwd_varlen_05_fa2_two_tiles_per_warp run it",
+            rung);
+  }
+  require(args.head_dim == 64 || args.head_dim == 128,
+          "{}: head dimension D = {} is not compiled; this rung supports D = 64 and D = 128", rung,
+          args.head_dim);
+  require(args.batch >= 1 && args.q_heads >= 1 && args.kv_heads >= 1 && args.q_len >= 1 && args.kv_len >= 1,
+          "{}: every dimension must be >= 1 (B {}, Hq {}, Hkv {}, Sq {}, Sk {}{})", rung, args.batch,
+          args.q_heads, args.kv_heads, args.q_len, args.kv_len,
+          packed ? "; in the packed form Sq and Sk are the longest sequence's lengths, max_seqlen_q and "
+                   "max_seqlen_k"
+                 : "");
+  require(args.q_heads % args.kv_heads == 0, "{}: Hq = {} is not a multiple of Hkv = {}", rung, args.q_heads,
+          args.kv_heads);
+  require(args.batch <= 65535 && args.q_heads <= 65535,
+          "{}: the grid holds batches in z and heads in y: B = {} and Hq = {} must be <= 65535", rung,
+          args.batch, args.q_heads);
+  require(args.q_len <= INT32_MAX - rows_per_block && args.kv_len <= INT32_MAX - 128,
+          "{}: Sq = {} and Sk = {} must leave room for a tile below 2^31", rung, args.q_len, args.kv_len);
+  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  require(aligned(args.q) && aligned(args.k) && aligned(args.v) && aligned(args.o),
+          "{}: Q, K, V and O must start 16-byte aligned (rows are moved in 16-byte pieces)", rung);
+  require(args.q_row_stride % 8 == 0 && args.q_head_stride % 8 == 0 && args.q_batch_stride % 8 == 0 &&
+              args.kv_row_stride % 8 == 0 && args.kv_head_stride % 8 == 0 && args.kv_batch_stride % 8 == 0,
+          "{}: every stride must be a multiple of 8 elements, so that each row starts 16-byte aligned", rung);
+}
 
 // Rung 02: CUDA cores, K/V tiles in shared memory, online softmax, O in FP32 registers.
 template <typename T>

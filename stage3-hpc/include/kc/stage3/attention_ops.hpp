@@ -95,7 +95,12 @@ class PagedDecodeAttention {
   void reserve(const DecodeArgs<T>& args);
 
   // Launches rung() and returns its kc-bench id ("stage3/attention_decode_paged/05_early_pages").
-  // The registry's entries for rungs 02 to 05 are this, with the rung set.
+  // The registry's entries for rungs 02 to 05 are this, with the rung set. Checked on the host
+  // before any CUDA call (require_decode_args): the shape, non-null and 16-byte aligned tensors.
+  // The block table and the lengths are on the device and are not read: that every block id a
+  // sequence's length reaches lies in the pool is the caller's promise, which validate_paged_kv
+  // (kc/stage3/attention_decode.hpp) checks on a host copy — as kc::engine's runner checks the
+  // tables it uploads, every step.
   template <typename T>
   std::string_view run(const DecodeArgs<T>& args, cudaStream_t stream);
 
@@ -122,7 +127,8 @@ class PagedDecodeAttention {
   // positions, the rotated K and `rope.v_new` written to the caches, then O and LSE — by
   // rope_rung(), rung 08 unless set. Returns its kc-bench id
   // ("stage3/attention_decode_paged_rope/08_page_walk"). reserve() with rung()
-  // early_pages also reserves what this needs.
+  // early_pages also reserves what this needs. Checked before any CUDA call as run() is, and the
+  // rope arguments (require_rope_args): non-null, aligned, the decode arguments' own caches.
   template <typename T>
   std::string_view run_rope(const DecodeArgs<T>& args, const DecodeRopeArgs<T>& rope, cudaStream_t stream);
   // The kc-bench id of `rung`: what run_rope() returns.

@@ -70,6 +70,20 @@ void require_decode_shape(const DecodeArgs<T>& args, const char* who) {
           args.max_blocks, args.block_size);
 }
 
+// Checks a decode launch before it happens, on the host and without any CUDA call (the rungs call
+// it first, and so do PagedDecodeAttention::run and run_rope): kc::Error with a sentence a learner
+// can act on. The block table and lengths live on the device and are not read here:
+// validate_paged_kv (attention_decode.hpp) checks a host copy.
+template <typename T>
+void require_decode_args(const DecodeArgs<T>& args, const char* rung) {
+  require_decode_shape(args, rung);
+  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  require(aligned(args.q) && aligned(args.k_cache) && aligned(args.v_cache) && aligned(args.o),
+          "{}: Q, K_cache, V_cache and O must start 16-byte aligned (rows are moved in 16-byte pieces)", rung);
+  require(args.block_table != nullptr && args.seq_lens != nullptr && args.lse != nullptr,
+          "{}: block_table, seq_lens and LSE must not be null", rung);
+}
+
 // The head dimensions the decode rungs are compiled for (a template parameter: the loops over D
 // unroll and the accumulators stay in registers).
 inline constexpr int kDecodeHeadDims[] = {64, 128};
@@ -282,6 +296,23 @@ struct DecodeRopeArgs {
   T* k_cache = nullptr;
   T* v_cache = nullptr;
 };
+
+// The checks of the rope rungs' (06-08) arguments, beside require_decode_args'.
+template <typename T>
+void require_rope_args(const DecodeArgs<T>& args, const DecodeRopeArgs<T>& rope, const char* rung) {
+  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  require(rope.k_new != nullptr && rope.v_new != nullptr && rope.cos_sin != nullptr,
+          "{}: k_new, v_new and cos_sin must not be null", rung);
+  require(aligned(rope.k_new) && aligned(rope.v_new) && aligned(rope.cos_sin),
+          "{}: k_new, v_new and cos_sin must start 16-byte aligned (rows are moved in 16-byte pieces)", rung);
+  require(rope.positions >= 1, "{}: the cos/sin table has {} positions; it needs one per position up to the "
+          "longest sequence", rung, rope.positions);
+  require(rope.k_cache == args.k_cache && rope.v_cache == args.v_cache,
+          "{}: the rope arguments' caches ({}, {}) are not the decode arguments' ({}, {}): pass the same pools "
+          "(the new rows are written where the attention reads them)",
+          rung, static_cast<const void*>(rope.k_cache), static_cast<const void*>(rope.v_cache),
+          static_cast<const void*>(args.k_cache), static_cast<const void*>(args.v_cache));
+}
 
 // Rung 06: rung 05 with the new tokens' RoPE and cache write inside (DecodeRopeArgs above): in a
 // decode step it replaces the separate kernel that rotates q and k and writes the new K/V rows.
