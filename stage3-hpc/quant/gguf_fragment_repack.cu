@@ -4,6 +4,7 @@
 // repack_gguf_blocks_for_mma / _mma16 run lane by lane — so the GPU writes the host's bytes, which
 // the op's tests hold the rungs to (and GemvGgufGpu.DeviceMmaRepacksMatchTheHostRepacks checks).
 #include <algorithm>
+#include <cstdint>
 
 #include "kc/common/error.hpp"
 #include "kc/stage3/gemv_gguf_args.hpp"
@@ -26,6 +27,8 @@ void repack_on_device(GgufBlockType type, const GgufFragmentLayout& layout, cons
           "{}: N must be >= 1 and K a positive multiple of 32 (got N {}, K {})", who, n, k);
   require(blocks != nullptr && quants != nullptr && scales != nullptr, "{}: blocks, quants and scales must be non-null",
           who);
+  require(reinterpret_cast<std::uintptr_t>(quants) % 16 == 0 && reinterpret_cast<std::uintptr_t>(scales) % 16 == 0,
+          "{}: quants and scales must start 16-byte aligned (the rungs that read them load 16 bytes at a time)", who);
   const std::size_t lanes = gguf_fragment_tiles(layout, n, k) * static_cast<std::size_t>(32);
   const unsigned grid = static_cast<unsigned>(std::min<std::size_t>((lanes + 255) / 256, 65535));
   auto* s = static_cast<std::uint8_t*>(scales);

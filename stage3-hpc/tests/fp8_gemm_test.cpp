@@ -9,11 +9,16 @@
 #include <string>
 #include <vector>
 
+#include "arch/sm90/tma_descriptor.hpp"
+#include "kc/common/error.hpp"
 #include "kc/stage3/fp8_gemm.hpp"
 #include "stage3_test_registry.hpp"
+#include "support/error_message.hpp"
 
 namespace kc::stage3 {
 namespace {
+
+using kc::testing::error_of;
 
 Problem problem(Shape dims, ParamValues values = {}) {
   static const OpSpec op = make_fp8_gemm_op();
@@ -146,6 +151,95 @@ TEST(Fp8Quantize, DefinesScalesPerPieceAndRefusesKNotAMultipleOf16) {
   EXPECT_EQ(rung.refuses, refused);
   EXPECT_EQ(rung.min_compute_capability, 80);
   EXPECT_EQ(rung.max_compute_capability, 0);
+}
+
+// Every FP8 GEMM rung's launch checks its arguments first (check_fp8_gemm_args): a bad argument is a
+// kc::Error naming the rule, before any CUDA call — a misaligned A used to surface only when the
+// tensor map was built, as a driver error about a bf16 matrix. No GPU needed: the pointers are never
+// read.
+TEST(Fp8GemmArgs, LaunchChecksNameTheRuleTheArgumentsBreak) {
+  alignas(16) static fp8e4m3 a[256], b[256];
+  alignas(16) static bf16 c[16];
+  alignas(16) static float scales[4];
+  Fp8GemmArgs good;
+  good.m = good.n = 4;
+  good.k = 64;
+  good.a = a;
+  good.b = b;
+  good.c = c;
+  good.scale_a = good.scale_b = scales;
+  EXPECT_EQ(error_of([&] { check_fp8_gemm_args(good); }), "");
+  const auto refused = [](const Fp8GemmArgs& args, const std::string& rule) {
+    const std::string message = error_of([&] { check_fp8_gemm_args(args); });
+    EXPECT_NE(message.find(rule), std::string::npos) << "want \"" << rule << "\": " << message;
+  };
+  Fp8GemmArgs bad = good;
+  bad.k = 40;
+  refused(bad, "multiple of 16");
+  bad = good;
+  bad.n = 0;
+  refused(bad, "empty problem");
+  bad = good;
+  bad.a = nullptr;
+  refused(bad, "A, B and C must not be null");
+  bad = good;
+  bad.c = nullptr;
+  refused(bad, "A, B and C must not be null");
+  bad = good;
+  bad.a = a + 8;
+  refused(bad, "A and B must start 16-byte aligned");
+  bad = good;
+  bad.b = b + 1;
+  refused(bad, "A and B must start 16-byte aligned");
+  bad = good;
+  bad.c = c + 1;
+  refused(bad, "C must start 16-byte aligned");
+  bad = good;
+  bad.scale_b = nullptr;
+  refused(bad, "both scales");
+  // The rungs run the check before anything else (no GPU here: a later check would be a CUDA error).
+  HopperLaunchCache cache;
+  bad = good;
+  bad.a = a + 8;
+  for (const auto launch : {fp8_gemm_01_tma_wgmma, fp8_gemm_02_wide_tiles, fp8_gemm_03_tma_store,
+                            fp8_gemm_04_promotion_window, fp8_gemm_05_tile_per_shape}) {
+    const std::string message = error_of([&] { launch(bad, nullptr, cache); });
+    EXPECT_NE(message.find("A and B must start 16-byte aligned"), std::string::npos) << message;
+  }
+}
+
+TEST(Fp8QuantizeArgs, LaunchChecksNameTheRuleTheArgumentsBreak) {
+  alignas(16) static bf16 x[256];
+  alignas(16) static fp8e4m3 q[256];
+  alignas(16) static float scales[4];
+  Fp8QuantizeArgs good;
+  good.m = 2;
+  good.k = 128;
+  good.x = x;
+  good.q = q;
+  good.scales = scales;
+  EXPECT_EQ(error_of([&] { check_fp8_quantize_args(good); }), "");
+  const auto refused = [](const Fp8QuantizeArgs& args, const std::string& rule) {
+    const std::string message = error_of([&] { check_fp8_quantize_args(args); });
+    EXPECT_NE(message.find(rule), std::string::npos) << "want \"" << rule << "\": " << message;
+    const std::string launch = error_of([&] { fp8_quantize_01_half_warp_per_block(args, nullptr); });
+    EXPECT_EQ(launch, message) << "the launch checks the same, first";
+  };
+  Fp8QuantizeArgs bad = good;
+  bad.k = 120;
+  refused(bad, "multiple of 16");
+  bad = good;
+  bad.m = 0;
+  refused(bad, "empty problem");
+  bad = good;
+  bad.scales = nullptr;
+  refused(bad, "must not be null");
+  bad = good;
+  bad.x = x + 1;
+  refused(bad, "x must start 16-byte aligned");
+  bad = good;
+  bad.q = q + 4;
+  refused(bad, "x must start 16-byte aligned, q 8-byte");
 }
 
 }  // namespace

@@ -48,6 +48,7 @@ int persistent_waves(const Fp8GemmArgs& args, HopperLaunchCache& cache) {
 
 template <Fp8Scaling kScaling>
 void launch_tile_per_shape(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache) {
+  check_fp8_gemm_args(args);  // before the occupancy queries of the estimate
   const double wide = persistent_waves<WideTiles, kScaling>(args, cache);
   const double narrow = persistent_waves<NarrowTiles, kScaling>(args, cache) * kNarrowTileTime;
   if (narrow < wide)

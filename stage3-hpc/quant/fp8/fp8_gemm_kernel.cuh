@@ -324,11 +324,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __g
 
 template <class Config, Fp8Scaling kScaling, Fp8Flaw kFlaw>
 void launch_fp8_gemm(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache) {
-  require(args.k % kFp8KMultiple == 0,
-          "FP8 GEMM: K must be a multiple of {} (got {}): TMA moves rows of A and B in 16-byte pieces",
-          kFp8KMultiple, args.k);
-  require(args.m >= 1 && args.n >= 1 && args.k >= 1, "FP8 GEMM: empty problem {}x{}x{}", args.m, args.n, args.k);
-  require(args.scale_a != nullptr && args.scale_b != nullptr, "FP8 GEMM: both scales are needed");
+  check_fp8_gemm_args(args);
   const void* kernel = reinterpret_cast<const void*>(&fp8_gemm_kernel<Config, kScaling, kFlaw>);
   cache.prepare_kernel(kernel, Config::kSmemBytes);
 

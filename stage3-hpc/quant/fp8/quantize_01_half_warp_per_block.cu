@@ -32,7 +32,7 @@ constexpr int kQuantizeLanesPerPiece = 16;
 constexpr int kQuantizeValuesPerLane = kFp8ScaleBlock / kQuantizeLanesPerPiece;  // 8 bf16: 16 bytes
 
 // Where this lane's 8 values of piece `piece` (row-major over [M, ceil(K / 128)]; fewer than 2^31
-// pieces, check_quantize_args) lie, and its 16 bytes of x, loaded (zeros where the lane lies past
+// pieces, check_fp8_quantize_args) lie, and its 16 bytes of x, loaded (zeros where the lane lies past
 // K: K % 16 == 0, so a lane's 8 values are all inside or all out).
 struct PieceLane {
   int row, kb;
@@ -112,15 +112,6 @@ __device__ __forceinline__ PieceWalk piece_walk(const Fp8QuantizeArgs& args) {
   return walk;
 }
 
-// What the launch checks before any CUDA call: K % 16 == 0 (16-byte loads of x) and at most
-// 2^31 - 1 values (32-bit indexing: pieces and offsets in int). kc::Error otherwise.
-void check_quantize_args(const Fp8QuantizeArgs& args) {
-  require(args.k % kFp8KMultiple == 0, "FP8 quantize: K must be a multiple of {} (got {}): 16-byte loads of x",
-          kFp8KMultiple, args.k);
-  require(static_cast<long long>(args.m) * args.k <= 2147483647LL,
-          "FP8 quantize: {} x {} is more than 2^31 - 1 values (the kernels index in 32 bits)", args.m, args.k);
-}
-
 constexpr int kThreads = 256;
 
 __global__ void __launch_bounds__(kThreads) fp8_quantize_kernel(Fp8QuantizeArgs args) {
@@ -134,7 +125,7 @@ __global__ void __launch_bounds__(kThreads) fp8_quantize_kernel(Fp8QuantizeArgs 
 }  // namespace
 
 void fp8_quantize_01_half_warp_per_block(const Fp8QuantizeArgs& args, cudaStream_t stream) {
-  check_quantize_args(args);
+  check_fp8_quantize_args(args);
   const long long pieces = static_cast<long long>(args.m) * fp8_k_blocks(args.k);
   const long long blocks = (pieces * kQuantizeLanesPerPiece + kThreads - 1) / kThreads;
   constexpr long long kMaxBlocks = 8192;  // enough to fill any GPU; the loop takes the rest

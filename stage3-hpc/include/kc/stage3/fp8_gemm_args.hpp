@@ -65,6 +65,12 @@ __host__ __device__ constexpr Fp8ScaleMap fp8_scale_map_b(Fp8Scaling scaling, in
   return scaling == Fp8Scaling::block ? Fp8ScaleMap{kFp8ScaleBlock, fp8_k_blocks(k), 1} : Fp8ScaleMap{1, 0, 0};
 }
 
+// What every rung's launch checks before any CUDA call (src/fp8_gemm_op.cpp): a non-empty problem,
+// K % 16 == 0, A, B and C present and 16-byte aligned (A
+// and B are read by TMA, which needs 16-byte aligned rows; C is written by TMA stores or in bf16
+// pairs), both scales present. Throws kc::Error naming the rule.
+void check_fp8_gemm_args(const Fp8GemmArgs& args);
+
 class HopperLaunchCache;  // the tensor maps and launch facts of the Hopper kernels (arch/sm90)
 
 // Rung 01: TMA + WGMMA m64n128k32, a producer warp and two consumer warpgroups, persistent CTAs;
@@ -96,6 +102,12 @@ struct Fp8QuantizeArgs {
   float* scales = nullptr;  // [ceil(K / 128), M]
 };
 inline constexpr float kE4m3Max = 448.f;
+
+// What the quantize's launch checks before any CUDA call (src/fp8_gemm_op.cpp): M, K >= 1,
+// K % 16 == 0 (16-byte loads of x), at most 2^31 - 1 values (32-bit indexing), x, Q and the scales
+// present, x 16-byte and Q 8-byte aligned (its loads and stores), the scales 4-byte. kc::Error
+// naming the rule.
+void check_fp8_quantize_args(const Fp8QuantizeArgs& args);
 
 // Rung 01: half a warp per 1 x 128 piece, 16-byte loads of x, a max over 16 lanes by shuffles,
 // 8-byte stores of Q (sm_80 and newer).
