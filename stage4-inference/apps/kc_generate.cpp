@@ -6,9 +6,10 @@
 //
 // The model is a GGUF file or a Hugging Face directory (kc/engine/model_loader.hpp); it runs
 // through the engine's model step (kc/engine/model_runner.hpp) under the continuous-batching
-// scheduler, one request. Greedy unless --temperature > 0 (then top-k, top-p and the seed apply,
-// with the reference sampler of kc/engine/sampling.hpp). Generation stops at an end-of-sequence
-// token (unless --ignore-eos), or after --max-tokens. The last lines give the prompt's tokens and
+// scheduler, one request. Greedy unless --temperature > 0 (then top-k, top-p and the seed apply:
+// the GPU sampler, or with --cpu-sampler the reference sampler of kc/engine/sampling.hpp).
+// Generation stops at an end-of-sequence token — config.json's, generation_config.json's and the
+// tokenizer's (unless --ignore-eos) — or after --max-tokens. The last lines give the prompt's tokens and
 // time (time to first token), the generated tokens and the decode rate (tokens after the first
 // over the time after the first), the kernels that ran and the device memory taken. Decode steps
 // replay as captured CUDA graphs and temperature sampling runs on the GPU unless --no-cuda-graphs

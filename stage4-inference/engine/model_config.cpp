@@ -1,5 +1,6 @@
 #include "kc/engine/model_config.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <limits>
@@ -277,6 +278,21 @@ class GgufKeys {
 
 // --- config.json ------------------------------------------------------------------------------
 
+namespace {
+// config.json's and generation_config.json's "eos_token_id": one integer or a list of them.
+std::vector<std::int64_t> eos_ids(const HfFields& fields) {
+  std::vector<std::int64_t> ids;
+  if (!fields.has("eos_token_id")) return ids;
+  const json& eos = fields.at("eos_token_id");
+  if (eos.is_array()) {
+    for (const json& id : eos) ids.push_back(fields.integer(id, "an eos_token_id"));
+  } else {
+    ids.push_back(fields.integer(eos, "\"eos_token_id\""));
+  }
+  return ids;
+}
+}  // namespace
+
 ModelConfig parse_hf_config(std::string_view json_text, const std::string& origin) {
   const json config = detail::parse_strict_json(json_text, origin, 0);
   if (!config.is_object())
@@ -300,15 +316,7 @@ ModelConfig parse_hf_config(std::string_view json_text, const std::string& origi
   hf_rope(fields, model);
   model.tie_word_embeddings = fields.bool_or("tie_word_embeddings", false);
   if (fields.has("bos_token_id")) model.bos_token_id = fields.required_int("bos_token_id");
-  if (fields.has("eos_token_id")) {
-    const json& eos = fields.at("eos_token_id");
-    if (eos.is_array()) {
-      for (const json& id : eos)
-        model.eos_token_ids.push_back(fields.integer(id, "an eos_token_id"));
-    } else {
-      model.eos_token_ids.push_back(fields.integer(eos, "\"eos_token_id\""));
-    }
-  }
+  model.eos_token_ids = eos_ids(fields);
   // transformers 4.56 renamed torch_dtype to dtype; configs carry one or the other.
   model.dtype = fields.string_or("dtype", fields.string_or("torch_dtype", ""));
   model.quantization = hf_quantization(fields);
@@ -320,6 +328,32 @@ ModelConfig read_hf_config(const std::string& path) {
   const MappedFile file(path);
   return parse_hf_config(std::string_view(reinterpret_cast<const char*>(file.data()), file.size()),
                          path);
+}
+
+GenerationConfig parse_generation_config(std::string_view json_text, const std::string& origin) {
+  const json config = detail::parse_strict_json(json_text, origin, 0);
+  if (!config.is_object())
+    throw Error(fmt::format("{}: a generation_config.json is a JSON object, not {}", origin, detail::json_kind(config)));
+  const HfFields fields(config, origin);
+  GenerationConfig generation;
+  generation.eos_token_ids = eos_ids(fields);
+  if (fields.has("do_sample")) generation.do_sample = fields.bool_or("do_sample", false);
+  if (fields.has("temperature")) generation.temperature = fields.number_or("temperature", 1.0);
+  if (fields.has("top_p")) generation.top_p = fields.number_or("top_p", 1.0);
+  if (fields.has("top_k")) generation.top_k = fields.required_int("top_k");
+  return generation;
+}
+
+GenerationConfig read_generation_config(const std::string& path) {
+  const MappedFile file(path);
+  return parse_generation_config(std::string_view(reinterpret_cast<const char*>(file.data()), file.size()), path);
+}
+
+void merge_generation_config(ModelConfig& config, const GenerationConfig& generation, const std::string& origin) {
+  for (const std::int64_t id : generation.eos_token_ids)
+    if (std::find(config.eos_token_ids.begin(), config.eos_token_ids.end(), id) == config.eos_token_ids.end())
+      config.eos_token_ids.push_back(id);
+  validate_model_config(config, origin);
 }
 
 WeightQuantization parse_quantization_file(std::string_view json_text, const std::string& origin,

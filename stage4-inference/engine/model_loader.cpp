@@ -90,6 +90,23 @@ LoadedModel load_model(const std::string& path, const WeightLoadOptions& options
     config.quantization = read_quantization_file(file.string(), method);
     model.notes.push_back(fmt::format("the quantization config read from {}", file_name));
   }
+  // generation_config.json may list end ids config.json lacks (Llama-3 Instruct's <|eot_id|>),
+  // and suggests how to sample, which the notes report (each request says how it samples).
+  if (const fs::path generation_file = dir / "generation_config.json"; fs::exists(generation_file)) {
+    const GenerationConfig generation = read_generation_config(generation_file.string());
+    const std::size_t before = config.eos_token_ids.size();
+    merge_generation_config(config, generation, generation_file.string());
+    if (config.eos_token_ids.size() > before)
+      model.notes.push_back(fmt::format("{} end token id(s) added from generation_config.json",
+                                        config.eos_token_ids.size() - before));
+    if (generation.do_sample.value_or(false))
+      model.notes.push_back(fmt::format(
+          "generation_config.json suggests sampling (temperature {}, top_p {}, top_k {}); kc-generate samples "
+          "only as its flags say",
+          generation.temperature ? fmt::format("{}", *generation.temperature) : std::string("unset"),
+          generation.top_p ? fmt::format("{}", *generation.top_p) : std::string("unset"),
+          generation.top_k ? fmt::format("{}", *generation.top_k) : std::string("unset")));
+  }
   const SafetensorsCheckpoint checkpoint(path);
   model.weights = load_model_weights(checkpoint, config, options);
   if (config.quantization) {

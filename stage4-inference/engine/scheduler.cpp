@@ -46,6 +46,7 @@ struct Scheduler::Request {
   std::vector<TokenId> tokens;  // the prompt, then the generated tokens
   std::int64_t prompt_length = 0;
   std::int64_t scheduled_step = -1;  // the last step whose batch holds it
+  std::int64_t scheduled_tokens = 0;  // its tokens in that step's batch (not computed before it)
   std::unique_ptr<Detokenizer> detokenizer;
   std::string text;           // the generated text so far
   std::size_t streamed = 0;   // bytes of `text` sent to the callback
@@ -163,6 +164,28 @@ void Scheduler::add_to_batch(Request& request, std::int64_t count, StepBatch& ba
   batch.sequences.push_back(std::move(sequence));
   batch.num_tokens += static_cast<std::int32_t>(count);
   request.scheduled_step = stats_.steps;
+  request.scheduled_tokens = count;
+}
+
+std::pair<RequestId, std::int64_t> Scheduler::longest_shared_prefix(const Request& r) const {
+  std::pair<RequestId, std::int64_t> best{-1, 0};
+  if (!config_.share_prompt_prefixes) return best;
+  const std::int64_t block = config_.block_size;
+  // The prompt's last token is computed by the request itself: its logits give the first sample.
+  const std::int64_t wanted = static_cast<std::int64_t>(r.tokens.size()) - 1;
+  for (const RequestId id : running_) {
+    const Request& other = *requests_.at(id);
+    // Tokens whose keys and values are in the cache before this step: not the ones this step's
+    // batch computes.
+    const std::int64_t computed = kv_cache_.length(id) - (other.scheduled_step == stats_.steps ? other.scheduled_tokens : 0);
+    const std::int64_t limit = std::min(wanted, computed) / block * block;
+    if (limit <= best.second) continue;
+    std::int64_t same = 0;
+    while (same < limit && r.tokens[static_cast<std::size_t>(same)] == other.tokens[static_cast<std::size_t>(same)]) ++same;
+    same = same / block * block;
+    if (same > best.second) best = {id, same};
+  }
+  return best;
 }
 
 StepBatch Scheduler::schedule() {
@@ -201,14 +224,20 @@ StepBatch Scheduler::schedule() {
   while (batch.preempted.empty() && !waiting_.empty() && budget > 0 &&
          running_.size() < static_cast<std::size_t>(config_.max_running)) {
     Request& r = request(waiting_.front());
-    if (kv_cache_.blocks_for(static_cast<std::int64_t>(r.tokens.size())) >
-        kv_cache_.free_blocks())
-      break;
+    const auto [parent, shared] = longest_shared_prefix(r);
+    const std::int64_t length = static_cast<std::int64_t>(r.tokens.size());
+    if (kv_cache_.blocks_for(length) - kv_cache_.blocks_for(shared) > kv_cache_.free_blocks()) break;
     waiting_.pop_front();
-    kv_cache_.add_sequence(r.id);
+    if (shared > 0) {
+      kv_cache_.fork(parent, r.id, shared);  // whole computed blocks: nothing to copy
+      ++stats_.shared_admissions;
+      stats_.shared_prefix_tokens += shared;
+    } else {
+      kv_cache_.add_sequence(r.id);
+    }
     running_.push_back(r.id);
-    const std::int64_t count = std::min(static_cast<std::int64_t>(r.tokens.size()), budget);
-    kv_cache_.append(r.id, count);
+    const std::int64_t count = std::min(length - shared, budget);
+    if (const std::optional<BlockCopy> copy = kv_cache_.append(r.id, count)) batch.block_copies.push_back(*copy);
     add_to_batch(r, count, batch);
     budget -= count;
   }

@@ -602,6 +602,42 @@ TEST(ModelRunner, GpuSamplerGivesTheReferenceSamplersTokens) {
   std::printf("GPU sampler: %d of 64 tokens equal to the reference sampler's before any divergence\n", a.equal);
 }
 
+// Each request's tokens when it runs alone through a scheduler of the runner's own configuration.
+std::vector<std::vector<TokenId>> solo_runs(ModelRunner& runner, const std::vector<GenerationRequest>& requests) {
+  std::vector<std::vector<TokenId>> solo;
+  for (const GenerationRequest& request : requests) {
+    Scheduler alone(runner.scheduler_config());
+    solo.push_back(generate(alone, runner, {request}).at(0));
+  }
+  return solo;
+}
+
+// Where two runs of the same greedy requests give different tokens (`together` against `solo`),
+// both tokens at the first difference must be within kTieMargin of the double-precision model's
+// best: the batches differ, so do the GEMM paths and their rounding, and a near-tie may go either
+// way; nothing else may. Returns how far they agree.
+Agreement expect_parted_only_at_near_ties(const ModelWeights& weights, std::int32_t vocab,
+                                          const std::vector<GenerationRequest>& requests,
+                                          const std::vector<std::vector<TokenId>>& solo,
+                                          const std::vector<std::vector<TokenId>>& together) {
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(together[i].size(), solo[i].size()) << "request " << i;
+    if (together[i].size() != solo[i].size()) continue;
+    std::size_t same = 0;
+    while (same < solo[i].size() && solo[i][same] == together[i][same]) ++same;
+    if (same == solo[i].size()) continue;
+    std::vector<std::int32_t> ids = requests[i].prompt;
+    ids.insert(ids.end(), solo[i].begin(), solo[i].begin() + static_cast<std::ptrdiff_t>(same));
+    const std::vector<double> logits = reference_logits(weights, ids);
+    const double* row = logits.data() + (ids.size() - 1) * vocab;
+    const double best = *std::max_element(row, row + vocab);
+    const double tie = kTieMargin * rms_of(row, vocab);
+    EXPECT_GE(row[solo[i][same]], best - tie) << "request " << i << " parted at token " << same;
+    EXPECT_GE(row[together[i][same]], best - tie) << "request " << i << " parted at token " << same;
+  }
+  return agreement(solo, together);
+}
+
 // Preemption by recompute on the GPU: six requests through a scheduler that has 12 blocks of 16
 // tokens (each request needs 4), with CUDA graphs on; every request must give the tokens it gives
 // alone in a large cache until the two runs part, and where they part both tokens must be within
@@ -615,35 +651,64 @@ TEST(ModelRunner, PreemptionUnderASmallCacheGivesTheSoloTokens) {
   TinyModel m(c, 19, options);
   std::vector<GenerationRequest> requests;
   for (int i = 0; i < 6; ++i) requests.push_back(greedy_request(random_ids(30 + i, c.vocab, 70 + i), 20));
-  std::vector<std::vector<TokenId>> solo;
-  for (const GenerationRequest& request : requests) {
-    Scheduler alone(m.runner.scheduler_config());
-    solo.push_back(generate(alone, m.runner, {request}).at(0));
-  }
+  const std::vector<std::vector<TokenId>> solo = solo_runs(m.runner, requests);
   SchedulerConfig small = m.runner.scheduler_config();
   small.num_blocks = 12;  // ids 0-11 of the runner's pool of 64
   Scheduler crowded(small);
   const std::vector<std::vector<TokenId>> together = generate(crowded, m.runner, requests);
   EXPECT_GT(crowded.stats().preemptions, 0) << "the small cache preempted nothing";
   EXPECT_EQ(crowded.kv_cache().stats().used_blocks, 0) << "blocks left in use after every request finished";
-  const Agreement a = agreement(solo, together);
-  for (std::size_t i = 0; i < requests.size(); ++i) {
-    ASSERT_EQ(together[i].size(), solo[i].size()) << "request " << i;
-    std::size_t same = 0;
-    while (same < solo[i].size() && solo[i][same] == together[i][same]) ++same;
-    if (same == solo[i].size()) continue;
-    std::vector<std::int32_t> ids = requests[i].prompt;
-    ids.insert(ids.end(), solo[i].begin(), solo[i].begin() + static_cast<std::ptrdiff_t>(same));
-    const std::vector<double> logits = reference_logits(m.weights, ids);
-    const double* row = logits.data() + (ids.size() - 1) * c.vocab;
-    const double best = *std::max_element(row, row + c.vocab);
-    const double tie = kTieMargin * rms_of(row, c.vocab);
-    EXPECT_GE(row[solo[i][same]], best - tie) << "request " << i << " parted at token " << same;
-    EXPECT_GE(row[together[i][same]], best - tie) << "request " << i << " parted at token " << same;
-  }
+  const Agreement a = expect_parted_only_at_near_ties(m.weights, c.vocab, requests, solo, together);
   EXPECT_GE(a.equal, 40) << "fewer than a third of the tokens before the runs parted";
   std::printf("preemption: %lld preemptions, %d of 120 tokens equal to the solo runs, %d request(s) parted, "
               "each at a near-tie of the double model\n",
+              static_cast<long long>(crowded.stats().preemptions), a.equal, a.parted);
+}
+
+// Prompt prefixes shared on the GPU: six requests on one 40-token system prompt, admitted one
+// step apart so that each starts on the blocks of those before it (two whole blocks of 16) and
+// computes from position 32, in a cache small enough to preempt some; every request must give
+// the tokens it gives alone until the runs part at a near-tie of the double model (the shared keys
+// and values were computed in another request's batch), and every block must be free at the end.
+TEST(ModelRunner, SharedPromptPrefixesGiveTheSoloTokens) {
+  KC_SKIP_WITHOUT_GPU();
+  const Case& c = kCases[2];
+  RunnerOptions options = small_runner();
+  options.cuda_graphs = true;
+  TinyModel m(c, 23, options);
+  const std::vector<TokenId> system = random_ids(40, c.vocab, 90);
+  std::vector<GenerationRequest> requests;
+  for (int i = 0; i < 6; ++i) {
+    std::vector<TokenId> prompt = system;
+    const std::vector<TokenId> tail = random_ids(3 + i, c.vocab, 91 + i);
+    prompt.insert(prompt.end(), tail.begin(), tail.end());
+    requests.push_back(greedy_request(prompt, 20));
+  }
+  const std::vector<std::vector<TokenId>> solo = solo_runs(m.runner, requests);
+  SchedulerConfig small = m.runner.scheduler_config();
+  small.num_blocks = 14;
+  ASSERT_TRUE(small.share_prompt_prefixes);
+  Scheduler crowded(small);
+  std::vector<RequestId> ids;
+  for (const GenerationRequest& request : requests) {
+    ids.push_back(crowded.submit(request));
+    crowded.step(m.runner);
+  }
+  crowded.run_to_completion(m.runner);
+  std::vector<std::vector<TokenId>> together;
+  for (const RequestId id : ids) {
+    const std::optional<RequestOutput> output = crowded.take_output(id);
+    ASSERT_TRUE(output.has_value()) << "request " << id;
+    together.push_back(output->tokens);
+  }
+  EXPECT_GE(crowded.stats().shared_admissions, 3) << "the requests shared no prefix";
+  EXPECT_EQ(crowded.kv_cache().stats().used_blocks, 0) << "blocks left in use after every request finished";
+  const Agreement a = expect_parted_only_at_near_ties(m.weights, c.vocab, requests, solo, together);
+  EXPECT_GE(a.equal, 40) << "fewer than a third of the tokens before the runs parted";
+  std::printf("shared prefixes: %lld admissions on shared blocks (%lld tokens not recomputed), %lld preemptions, "
+              "%d of 120 tokens equal to the solo runs, %d request(s) parted, each at a near-tie\n",
+              static_cast<long long>(crowded.stats().shared_admissions),
+              static_cast<long long>(crowded.stats().shared_prefix_tokens),
               static_cast<long long>(crowded.stats().preemptions), a.equal, a.parted);
 }
 

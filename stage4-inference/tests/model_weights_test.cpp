@@ -1065,14 +1065,17 @@ std::string read_file(const std::string& path) {
   return text.str();
 }
 
+// config.json of tiny_config(false), as transformers writes a Llama config.
+constexpr const char* kTinyConfigJson = R"({"model_type": "llama", "hidden_size": 64, "intermediate_size": 96,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100,
+    "max_position_embeddings": 128, "rms_norm_eps": 1e-5, "tie_word_embeddings": false})";
+
 TEST(LoadModel, ReadsAHuggingFaceDirectoryWithItsTokenizerAndChatTemplate) {
   const ModelConfig config = tiny_config(false);
   const std::vector<Weight> model = tiny_model(config, kQ8Codes, 41u);
   TempDir dir;
   dir.write("model.safetensors", test_support::safetensors_file(st_tensors(model, "BF16")));
-  dir.write_text("config.json", R"({"model_type": "llama", "hidden_size": 64, "intermediate_size": 96,
-      "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100,
-      "max_position_embeddings": 128, "rms_norm_eps": 1e-5, "tie_word_embeddings": false})");
+  dir.write_text("config.json", kTinyConfigJson);
   LoadedModel loaded = load_model(dir.root());
   EXPECT_EQ(loaded.format, "safetensors");
   expect_table_is(loaded.weights, model);
@@ -1101,6 +1104,39 @@ TEST(LoadModel, ReadsAHuggingFaceDirectoryWithItsTokenizerAndChatTemplate) {
   EXPECT_FALSE(loaded.chat_template.has_value());
   ASSERT_EQ(loaded.notes.size(), 1u);
   EXPECT_TRUE(contains_all(loaded.notes[0], {"no chat format"}));
+}
+
+// generation_config.json's end ids join config.json's (Llama-3 Instruct keeps <|eot_id|> there
+// only), its suggested sampling is reported, and a bad one is an error that names it.
+TEST(LoadModel, TakesTheEndIdsOfGenerationConfigJson) {
+  const ModelConfig config = tiny_config(false);
+  const std::vector<Weight> model = tiny_model(config, kQ8Codes, 41u);
+  TempDir dir;
+  dir.write("model.safetensors", test_support::safetensors_file(st_tensors(model, "BF16")));
+  nlohmann::json config_json = nlohmann::json::parse(kTinyConfigJson);
+  config_json["eos_token_id"] = 97;
+  dir.write_text("config.json", config_json.dump());
+  dir.write_text("generation_config.json",
+                 R"({"bos_token_id": 96, "eos_token_id": [97, 98, 99], "do_sample": true, "temperature": 0.6,
+                     "top_p": 0.9, "transformers_version": "4.45.0"})");
+  LoadedModel loaded = load_model(dir.root());
+  EXPECT_EQ(loaded.weights.config.eos_token_ids, (std::vector<std::int64_t>{97, 98, 99}));
+  std::string notes;
+  for (const std::string& note : loaded.notes) notes += note + " / ";
+  EXPECT_TRUE(contains_all(notes, {"2 end token id(s) added from generation_config.json",
+                                   "suggests sampling (temperature 0.6, top_p 0.9, top_k unset)"}))
+      << notes;
+
+  dir.write_text("generation_config.json", R"({"eos_token_id": 100})");  // outside the vocabulary
+  EXPECT_TRUE(contains_all(error_of([&] { load_model(dir.root()); }), {"generation_config.json", "100"}));
+  dir.write_text("generation_config.json", R"({"eos_token_id": "2"})");
+  EXPECT_TRUE(contains_all(error_of([&] { load_model(dir.root()); }), {"generation_config.json", "not an integer"}));
+  dir.write_text("generation_config.json", R"({"temperature": "hot"})");
+  EXPECT_TRUE(contains_all(error_of([&] { load_model(dir.root()); }), {"generation_config.json", "temperature"}));
+  dir.write_text("generation_config.json", R"({"eos_token_id": 97})");  // nothing new: no note
+  loaded = load_model(dir.root());
+  EXPECT_EQ(loaded.weights.config.eos_token_ids, (std::vector<std::int64_t>{97}));
+  for (const std::string& note : loaded.notes) EXPECT_EQ(note.find("generation_config"), std::string::npos) << note;
 }
 
 TEST(LoadModel, ReadsAGgufFileAndSaysWhatItDequantized) {

@@ -516,5 +516,129 @@ TEST(Scheduler, StopStringsWithTheStreamingDecoder) {
   EXPECT_EQ(tokenizer.decode(output.tokens).rfind("Hello world. G", 0), 0u);
 }
 
+// A request whose prompt is `prefix` followed by `tail_length` tokens of its own (seeded by `seed`).
+GenerationRequest with_prefix(const std::vector<TokenId>& prefix, std::int32_t tail_length, std::int32_t max_tokens,
+                              std::uint32_t seed, float temperature = 0.0f) {
+  GenerationRequest request = make_request(tail_length, max_tokens, seed, temperature);
+  request.prompt.insert(request.prompt.begin(), prefix.begin(), prefix.end());
+  return request;
+}
+
+// A request admitted while another runs with the same first 40 prompt tokens starts on its first
+// two blocks (32 tokens: whole blocks only), computes from position 32 on, and generates what it
+// generates alone — the fake model reads the shared blocks' slots, so a block shared before its
+// tokens were written, or one written again, would change its tokens.
+TEST(Scheduler, AdmissionsShareTheComputedWholeBlocksOfARunningPrompt) {
+  const SchedulerConfig c = config(64, 256);
+  Scheduler scheduler(c);
+  CheckingExecutor executor(c);
+  const std::vector<TokenId> prefix = make_request(40, 1, 77).prompt;
+  const GenerationRequest first = with_prefix(prefix, 9, 12, 1);
+  const GenerationRequest second = with_prefix(prefix, 5, 12, 2, 0.8f);
+  const RequestId a = scheduler.submit(first);
+  ASSERT_TRUE(scheduler.step(executor));  // a's whole prompt computed, its first token sampled
+  const RequestId b = scheduler.submit(second);
+  StepBatch batch = scheduler.schedule();
+  ASSERT_EQ(batch.sequences.size(), 2u);  // a's decode, then b's prefill
+  EXPECT_EQ(batch.sequences[1].request, b);
+  EXPECT_EQ(batch.sequences[1].start_position, 32);
+  EXPECT_EQ(batch.sequences[1].tokens.size(), 45u - 32u);
+  EXPECT_EQ(scheduler.stats().shared_admissions, 1);
+  EXPECT_EQ(scheduler.stats().shared_prefix_tokens, 32);
+  EXPECT_EQ(scheduler.kv_cache().stats().shared_blocks, 2);
+  for (std::int32_t slot = 0; slot < 2; ++slot)
+    EXPECT_EQ(batch.block_tables.at(1, slot), scheduler.kv_cache().block_table(a)[static_cast<std::size_t>(slot)]);
+  EXPECT_TRUE(batch.block_copies.empty());
+  scheduler.complete(batch, executor.execute(batch));
+  scheduler.run_to_completion(executor);
+  EXPECT_EQ(scheduler.take_output(a)->tokens, run_alone(first).tokens);
+  EXPECT_EQ(scheduler.take_output(b)->tokens, run_alone(second).tokens);
+  EXPECT_EQ(scheduler.stats().prefill_tokens, 49 + 13);  // b's 32 shared tokens were not computed
+  EXPECT_EQ(scheduler.kv_cache().free_blocks(), c.num_blocks);
+}
+
+// What is not shared: tokens the step being built computes (two requests admitted together), the
+// block of a prompt's last token (an identical prompt shares all but its last block), a partial
+// block, and anything with share_prompt_prefixes off.
+TEST(Scheduler, SharesOnlyBlocksComputedBeforeTheStepAndShortOfTheLastToken) {
+  const std::vector<TokenId> prefix = make_request(48, 1, 78).prompt;
+  {
+    const SchedulerConfig c = config(64, 256);
+    Scheduler scheduler(c);
+    CheckingExecutor executor(c);
+    scheduler.submit(with_prefix(prefix, 3, 4, 1));
+    scheduler.submit(with_prefix(prefix, 4, 4, 2));  // admitted in the same step: nothing computed yet
+    scheduler.run_to_completion(executor);
+    EXPECT_EQ(scheduler.stats().shared_admissions, 0);
+  }
+  {
+    const SchedulerConfig c = config(64, 256);
+    Scheduler scheduler(c);
+    CheckingExecutor executor(c);
+    GenerationRequest same;
+    same.prompt = prefix;  // 48 tokens: 3 whole blocks, the last one holding the last token
+    same.max_tokens = 6;
+    const GenerationRequest first = same;
+    const RequestId a = scheduler.submit(first);
+    ASSERT_TRUE(scheduler.step(executor));
+    same.sampling.seed = 99;
+    const RequestId b = scheduler.submit(same);
+    const StepBatch batch = scheduler.schedule();
+    ASSERT_EQ(batch.sequences.size(), 2u);
+    EXPECT_EQ(batch.sequences[1].start_position, 32);
+    EXPECT_EQ(batch.sequences[1].tokens.size(), 16u);
+    scheduler.complete(batch, executor.execute(batch));
+    scheduler.run_to_completion(executor);
+    EXPECT_EQ(scheduler.take_output(a)->tokens, run_alone(first).tokens);
+    EXPECT_EQ(scheduler.take_output(b)->tokens, run_alone(same).tokens);
+  }
+  // `second` submitted one step after `first`: where its first chunk starts.
+  const auto second_start = [](const SchedulerConfig& c, const GenerationRequest& first,
+                               const GenerationRequest& second) -> std::int64_t {
+    Scheduler scheduler(c);
+    CheckingExecutor executor(c);
+    scheduler.submit(first);
+    EXPECT_TRUE(scheduler.step(executor));
+    scheduler.submit(second);
+    const StepBatch batch = scheduler.schedule();
+    EXPECT_EQ(batch.sequences.size(), 2u);
+    return batch.sequences.size() == 2 ? batch.sequences[1].start_position : -1;
+  };
+  SchedulerConfig off = config(64, 256);
+  off.share_prompt_prefixes = false;
+  EXPECT_EQ(second_start(off, with_prefix(prefix, 3, 4, 1), with_prefix(prefix, 4, 4, 2)), 0);
+  // A 20-token common prefix is one whole block and a partial one: one block shared.
+  const std::vector<TokenId> short_prefix(prefix.begin(), prefix.begin() + 20);
+  EXPECT_EQ(second_start(config(64, 256), with_prefix(short_prefix, 30, 4, 1), with_prefix(short_prefix, 30, 4, 2)),
+            16);
+}
+
+// Many requests on one system prompt in a cache too small for them all: they share, are
+// preempted and readmitted (sharing again), finish with the tokens they produce alone, and leave
+// every block free.
+TEST(Scheduler, SharedPrefixesSurvivePreemptionAndFreeEveryBlock) {
+  for (const float temperature : {0.0f, 0.8f}) {
+    const SchedulerConfig c = config(12, 64);
+    Scheduler scheduler(c);
+    CheckingExecutor executor(c);
+    const std::vector<TokenId> system = make_request(33, 1, 79).prompt;
+    std::vector<GenerationRequest> requests;
+    std::vector<RequestId> ids;
+    for (std::uint32_t i = 0; i < 6; ++i) {
+      requests.push_back(with_prefix(system, 3 + static_cast<std::int32_t>(i), 30, 200 + i, temperature));
+      ids.push_back(scheduler.submit(requests.back()));
+      ASSERT_TRUE(scheduler.step(executor));  // one admission at a time: each can share
+    }
+    scheduler.run_to_completion(executor);
+    EXPECT_GT(scheduler.stats().shared_admissions, 0);
+    EXPECT_GT(scheduler.stats().preemptions, 0);
+    for (std::size_t i = 0; i < ids.size(); ++i)
+      EXPECT_EQ(scheduler.take_output(ids[i])->tokens, run_alone(requests[i]).tokens) << "request " << i << ", T "
+                                                                                       << temperature;
+    EXPECT_EQ(scheduler.kv_cache().free_blocks(), c.num_blocks);
+    EXPECT_TRUE(scheduler.idle());
+  }
+}
+
 }  // namespace
 }  // namespace kc::engine

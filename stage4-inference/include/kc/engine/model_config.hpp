@@ -78,6 +78,25 @@ ModelConfig read_hf_config(const std::string& path);
 // The same from the text of a config.json; `origin` names it in errors.
 ModelConfig parse_hf_config(std::string_view json_text, const std::string& origin);
 
+// What a Hugging Face generation_config.json adds to config.json for generation: the ids that
+// end a reply (Llama-3 Instruct lists <|eot_id|> here only, not in config.json) and the sampling
+// the checkpoint's authors suggest (kept for the caller to report or adopt; the engine samples as
+// each request says).
+struct GenerationConfig {
+  std::vector<std::int64_t> eos_token_ids;  // one id or a list, as in config.json
+  std::optional<bool> do_sample;
+  std::optional<double> temperature, top_p;
+  std::optional<std::int64_t> top_k;
+};
+// Reads a generation_config.json: its "eos_token_id" (an integer or a list of integers) and
+// "do_sample", "temperature", "top_p", "top_k" where present; every other field is ignored.
+// kc::Error naming the file and the field for bad JSON or a field of the wrong type.
+GenerationConfig read_generation_config(const std::string& path);
+GenerationConfig parse_generation_config(std::string_view json_text, const std::string& origin);
+// config.json's end ids followed by those of `generation` it lacks, in the order each file gives
+// them, then validate_model_config (an id outside the vocabulary is refused, naming `origin`).
+void merge_generation_config(ModelConfig& config, const GenerationConfig& generation, const std::string& origin);
+
 // A quantization config kept in a file of its own beside config.json, as AutoGPTQ
 // (quantize_config.json) and AutoAWQ (quant_config.json) write them, read by the rules of
 // config.json's "quantization_config"; `default_method` ("gptq" or "awq") where the file has no

@@ -11,6 +11,15 @@
 //      prompt (and the next, and so on; a request that does not fit stops admission, so nobody
 //      overtakes it) and gets a first chunk of its prompt.
 //
+// Prompt prefixes are shared (share_prompt_prefixes, on unless turned off): a request admitted
+// while a running request already holds the keys and values of the same first tokens — a system
+// prompt, a chat history, the same document asked twice — starts with that request's blocks
+// (KvBlockManager::fork: reference counts, no copy) for as many whole blocks as the two agree on,
+// and its prefill begins after them. Only blocks whose tokens earlier steps computed are shared,
+// never the one holding the prompt's last token (whose logits the request samples), and never a
+// partly filled one, so a shared block is never written again. A finished request's blocks are
+// freed as before: only running requests share.
+//
 // When a running request needs a block and none is free, the most recently admitted running
 // request that is not yet in this step's batch is preempted by recompute: its blocks are freed and
 // it goes back to the front of the waiting queue, its generated tokens kept and treated as part of
@@ -35,6 +44,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "kc/engine/kv_cache.hpp"
@@ -93,6 +103,7 @@ struct SchedulerConfig {
   std::int64_t max_model_len = 0;            // the model's context (positions)
   std::int32_t max_batched_tokens = 2048;    // tokens per step, decodes and prefill chunks
   std::int32_t max_running = 256;            // sequences per step (the largest decode graph)
+  bool share_prompt_prefixes = true;         // admissions reuse running requests' prefix blocks
 };
 
 // One sequence of a step: tokens[i] is at position start_position + i.
@@ -140,6 +151,8 @@ struct SchedulerStats {
   std::int64_t preemptions = 0;
   std::int64_t prefill_tokens = 0;  // including recomputed ones
   std::int64_t decode_tokens = 0;
+  std::int64_t shared_prefix_tokens = 0;  // prompt tokens admitted on another request's blocks
+  std::int64_t shared_admissions = 0;     // admissions that shared a prefix
 };
 
 class Scheduler {
@@ -191,6 +204,9 @@ class Scheduler {
   bool reserve(Request& request, std::int64_t& count, bool allow_fewer, StepBatch& batch);
   void preempt(RequestId id, StepBatch& batch);
   void add_to_batch(Request& request, std::int64_t count, StepBatch& batch);
+  // The running request whose computed tokens begin with the most whole blocks of `request`'s
+  // tokens (short of its last token), and how many tokens that is; {-1, 0} when none shares one.
+  std::pair<RequestId, std::int64_t> longest_shared_prefix(const Request& request) const;
   void finish_text(Request& request, StreamEvent& event);
 
   SchedulerConfig config_;
