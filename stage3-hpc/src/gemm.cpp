@@ -31,6 +31,7 @@
 #include "kc/common/buffer.hpp"
 #include "kc/common/device.hpp"
 #include "kc/common/error.hpp"
+#include "kc/stage2/ops.hpp"
 #include "arch/util.hpp"
 #include "arch/sm90/tma_descriptor.hpp"
 
@@ -76,17 +77,24 @@ void check_operand(const char* entry, const Operand& x) {
       entry, x.name, x.rows_name, x.ld_name, x.cols_name, span);
 }
 
-void check_gemm(const char* entry, const HgemmArgs& args) {
-  require(args.m >= 1 && args.n >= 1 && args.k >= 1,
-          "{}: M = {}, N = {}, K = {}; each must be at least 1 (a GEMM with an empty dimension has "
-          "nothing to compute: skip the call)",
+// `empty_allowed`: the plain GEMM takes M, N or K = 0 as cuBLAS does (check_gemm_args).
+void check_gemm(const char* entry, const HgemmArgs& args, bool empty_allowed) {
+  if (!empty_allowed)
+    require(args.m >= 1 && args.n >= 1 && args.k >= 1,
+            "{}: M = {}, N = {}, K = {}; each must be at least 1 (this entry has no empty form: run the "
+            "plain GEMM, Gemm::run, which takes 0)",
+            entry, args.m, args.n, args.k);
+  require(args.m >= 0 && args.n >= 0 && args.k >= 0, "{}: M = {}, N = {}, K = {}; a dimension cannot be negative",
           entry, args.m, args.n, args.k);
-  check_operand(entry, {"A", "lda", "M", "K", args.a, args.m, args.k, args.lda});
-  check_operand(entry, {"B", "ldb", "N", "K", args.b, args.n, args.k, args.ldb});
-  check_operand(entry, {"C", "ldc", "M", "N", args.c, args.m, args.n, args.ldc});
   require(std::isfinite(args.alpha) && std::isfinite(args.beta),
           "{}: alpha = {} and beta = {} must both be finite (beta = 0 means C is not read)", entry,
           args.alpha, args.beta);
+  if (args.m == 0 || args.n == 0) return;  // no output: nothing is read or written
+  if (args.k > 0) {  // K = 0: C = beta.C, A and B are not read
+    check_operand(entry, {"A", "lda", "M", "K", args.a, args.m, args.k, args.lda});
+    check_operand(entry, {"B", "ldb", "N", "K", args.b, args.n, args.k, args.ldb});
+  }
+  check_operand(entry, {"C", "ldc", "M", "N", args.c, args.m, args.n, args.ldc});
 }
 
 constexpr const char* kGemmEntry = "kc::stage3::Gemm::run";
@@ -175,6 +183,8 @@ std::string_view gemm_kernel_name(GemmKernel kernel) {
       return "stage3/gemm_bias_gelu/10_fused_bias_gelu";
     case GemmKernel::cublas_gemm_ex_then_bias_gelu:
       return "cuBLAS GemmEx + stage3 bias_gelu_inplace";
+    case GemmKernel::empty_output: return "nothing to run (M or N is 0)";
+    case GemmKernel::scale_c: return "C = beta.C (K is 0): a memset or stage2 elementwise scale";
   }
   return "unknown GEMM kernel";
 }
@@ -252,6 +262,8 @@ GemmProblem gemm_problem(const HgemmArgs& args) {
 
 GemmPath choose_gemm_path(const GemmProblem& p, const GemmTarget& target) {
   const auto cublas = [](GemmFallback why) { return GemmPath{GemmKernel::cublas_gemm_ex, why}; };
+  if (p.m == 0 || p.n == 0) return {GemmKernel::empty_output, GemmFallback::none};
+  if (p.k == 0) return {GemmKernel::scale_c, GemmFallback::none};
   if (target.compute_capability < 80) return cublas(GemmFallback::architecture);
   if (const GemmFallback why = hard_constraint(p); why != GemmFallback::none) return cublas(why);
   if (p.m <= kGemvMaxM) return {GemmKernel::hgemm_12_small_m_gemv, GemmFallback::none};
@@ -286,10 +298,10 @@ GemmPath choose_bias_gelu_path(const GemmProblem& p, const GemmTarget& target) {
 
 // ---- the checks --------------------------------------------------------------------------------
 
-void check_gemm_args(const HgemmArgs& args) { check_gemm(kGemmEntry, args); }
+void check_gemm_args(const HgemmArgs& args) { check_gemm(kGemmEntry, args, /*empty_allowed=*/true); }
 
 void check_bias_gelu_args(const HgemmArgs& args, const bf16* bias) {
-  check_gemm(kBiasGeluEntry, args);
+  check_gemm(kBiasGeluEntry, args, /*empty_allowed=*/false);
   require(bias != nullptr,
           "{}: bias is a null pointer; pass the device address of the N = {} bf16 biases",
           kBiasGeluEntry, args.n);
@@ -372,6 +384,27 @@ void Gemm::run_cublas(const HgemmArgs& args, cudaStream_t stream) {
                  GemmLeadingDims{args.lda, args.ldb, args.ldc});
 }
 
+// K = 0: alpha.A.B^T is an empty sum, so C = beta.C, each element rounded to bf16 once as cuBLAS
+// rounds it; rows ldc apart.
+void Gemm::scale_c(const HgemmArgs& args, cudaStream_t stream) {
+  if (args.beta == 1.f) return;
+  const std::size_t row_bytes = static_cast<std::size_t>(args.n) * sizeof(bf16);
+  if (args.beta == 0.f) {  // beta = 0: C is not read (a NaN there does not survive), +0 written
+    KC_CUDA_CHECK(cudaMemset2DAsync(args.c, static_cast<std::size_t>(args.ldc) * sizeof(bf16), 0, row_bytes,
+                                    static_cast<std::size_t>(args.m), stream));
+    return;
+  }
+  stage2::ElementwiseArgs<bf16> scale;
+  scale.kind = stage2::ElementwiseKind::scale;
+  scale.alpha = args.beta;
+  const bool dense = args.ldc == args.n;
+  scale.count = dense ? static_cast<std::int64_t>(args.m) * args.n : args.n;
+  for (int row = 0; row < (dense ? 1 : args.m); ++row) {  // a strided C row by row
+    scale.a = scale.out = args.c + static_cast<std::size_t>(row) * args.ldc;
+    stage2::elementwise(scale, stream);
+  }
+}
+
 GemmPath Gemm::run(const HgemmArgs& args, cudaStream_t stream) {
   const GemmPath path = plan(args);
   require_current_device();
@@ -384,6 +417,8 @@ GemmPath Gemm::run(const HgemmArgs& args, cudaStream_t stream) {
                                      SmallMWeightsAsAWorkspace{}, stream, *hopper_);
       break;
     case GemmKernel::cublas_gemm_ex: run_cublas(args, stream); break;
+    case GemmKernel::empty_output: return path;
+    case GemmKernel::scale_c: scale_c(args, stream); break;
     case GemmKernel::gemm_bias_gelu_10_fused:
     case GemmKernel::cublas_gemm_ex_then_bias_gelu:
       throw Error(

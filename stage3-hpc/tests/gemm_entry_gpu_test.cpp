@@ -20,6 +20,7 @@
 #include <limits>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hgemm.hpp"
@@ -398,6 +399,51 @@ TEST(GemmEntryGpu, PaddedLeadingDimensionsRunOnCublasAndLeaveThePadding) {
     EXPECT_EQ(path, (GemmPath{GemmKernel::cublas_gemm_ex, c.reason})) << path.name();
     expect_result(c.host, to_float(device.c.to_host()), path.name());
   }
+  expect_clean_context();
+}
+
+// Empty GEMMs as cuBLAS takes them: M = 0 or N = 0 leaves C as it was (nothing runs, no pointer
+// is read); K = 0 writes beta.C — +0 for beta = 0 even over a NaN, C itself for beta = 1, stage 2's
+// scale otherwise, by rows when C is padded — and A and B are never read (null here); the padding
+// is untouched.
+TEST(GemmEntryGpu, EmptyDimensionsGiveWhatCublasGives) {
+  KC_SKIP_WITHOUT_GPU();
+  Gemm gemm(0);
+  constexpr float kPadding = 7.f;
+  for (const float beta : {0.f, 1.f, -0.5f})
+    for (const int ldc : {40, 48}) {
+      HostGemm host(33, 40, 0, 8, 8, ldc, 1.25f, beta, kPadding);
+      host.c[5] = std::numeric_limits<float>::quiet_NaN();  // beta = 0 must not read it
+      DeviceGemm device(host);
+      HgemmArgs args = device.args(host);
+      args.a = nullptr;
+      args.b = nullptr;
+      const GemmPath path = gemm.run(args, nullptr);
+      EXPECT_EQ(path.kernel, GemmKernel::scale_c) << path.name();
+      if (beta == 0.f) host.c[5] = 0.f;  // the reference reads C only for beta != 0
+      std::vector<float> after = to_float(device.c.to_host());
+      if (beta != 0.f) {
+        EXPECT_TRUE(std::isnan(after[5])) << "beta = " << beta << ": beta x NaN is NaN";
+        after[5] = host.c[5] = 0.f;  // compared above
+      }
+      expect_result(host, after, fmt::format("K = 0, beta = {}, ldc = {}", beta, ldc));
+    }
+  HostGemm untouched(33, 8, 16, 16, 16, 8, 1.f, 0.f, kPadding);
+  DeviceGemm device(untouched);
+  for (const auto& [m, n] : std::vector<std::pair<int, int>>{{0, 8}, {33, 0}}) {
+    HgemmArgs args = device.args(untouched);
+    args.m = m;
+    args.n = n;
+    EXPECT_EQ(gemm.run(args, nullptr).kernel, GemmKernel::empty_output);
+    args.a = args.b = nullptr;
+    args.c = nullptr;
+    EXPECT_EQ(gemm.run(args, nullptr).kernel, GemmKernel::empty_output);
+  }
+  KC_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<float> after = to_float(device.c.to_host());
+  std::size_t changed = 0;
+  for (std::size_t i = 0; i < after.size(); ++i) changed += after[i] == to_float(to_bf16({untouched.c[i]}))[0] ? 0 : 1;
+  EXPECT_EQ(changed, 0u) << "an empty GEMM wrote C";
   expect_clean_context();
 }
 

@@ -58,16 +58,45 @@ TEST(GemmEntryChecks, AcceptsDenseAndPaddedOperands) {
   EXPECT_NO_THROW(check_bias_gelu_args(dense_args(300, 501, 60), fake<const bf16>(4, 4)));
 }
 
-TEST(GemmEntryChecks, RefusesEmptyDimensions) {
-  for (const auto& [m, n, k] : std::vector<std::array<int, 3>>{{0, 8, 8}, {8, -1, 8}, {8, 8, 0}}) {
+// Every shape cuBLAS takes: M = 0 or N = 0 is a GEMM with no output (no pointer is looked at),
+// K = 0 is C = beta.C (A and B are not read); a negative dimension is refused, and so are the
+// checks of what is still read (C with K = 0). The fused entry has no empty form.
+TEST(GemmEntryChecks, TakesEmptyDimensionsAsCublasDoesAndRefusesNegativeOnes) {
+  for (const auto& [m, n, k] : std::vector<std::array<int, 3>>{{0, 8, 8}, {8, 0, 8}, {0, 0, 0}, {8, 8, 0}}) {
+    HgemmArgs args = dense_args(8, 8, 8);
+    args.m = m;
+    args.n = n;
+    args.k = k;
+    args.lda = args.ldb = k;
+    args.ldc = n;
+    args.a = nullptr;  // never read
+    args.b = nullptr;
+    if (m == 0 || n == 0) args.c = nullptr;  // nothing written either
+    EXPECT_NO_THROW(check_gemm_args(args)) << m << "x" << n << "x" << k;
+    const GemmPath path = choose_gemm_path(gemm_problem(args), GemmTarget{90, 232448, true});
+    EXPECT_EQ(path.kernel, m == 0 || n == 0 ? GemmKernel::empty_output : GemmKernel::scale_c)
+        << m << "x" << n << "x" << k;
+    EXPECT_FALSE(path.uses_cublas());
+  }
+  HgemmArgs scale_only = dense_args(8, 8, 0);
+  scale_only.c = nullptr;  // K = 0 still writes C
+  expect_refused([&] { check_gemm_args(scale_only); }, {"C is a null pointer"});
+  scale_only = dense_args(8, 8, 0);
+  scale_only.ldc = 4;
+  expect_refused([&] { check_gemm_args(scale_only); }, {"ldc = 4 is smaller than N = 8"});
+  for (const auto& [m, n, k] : std::vector<std::array<int, 3>>{{-1, 8, 8}, {8, -1, 8}, {8, 8, -2}}) {
     HgemmArgs args = dense_args(8, 8, 8);
     args.m = m;
     args.n = n;
     args.k = k;
     expect_refused([&] { check_gemm_args(args); },
                    {"kc::stage3::Gemm::run", "M = " + std::to_string(m), "N = " + std::to_string(n),
-                    "K = " + std::to_string(k), "at least 1", "skip the call"});
+                    "K = " + std::to_string(k), "cannot be negative"});
   }
+  expect_refused([&] { check_bias_gelu_args(dense_args(0, 1024, 256), fake<const bf16>(4)); },
+                 {"kc::stage3::Gemm::run_bias_gelu", "M = 0", "at least 1", "Gemm::run"});
+  EXPECT_EQ(GemmPath({GemmKernel::empty_output, GemmFallback::none}).name(), "nothing to run (M or N is 0)");
+  EXPECT_EQ(GemmPath({GemmKernel::scale_c, GemmFallback::none}).name().rfind("C = beta.C (K is 0)", 0), 0u);
 }
 
 TEST(GemmEntryChecks, RefusesNullAndMisalignedOperandsNamingThem) {

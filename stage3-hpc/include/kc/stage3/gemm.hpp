@@ -81,6 +81,9 @@ enum class GemmKernel {
   cublas_gemm_ex,                 // cublasGemmEx, BF16, CUBLAS_COMPUTE_32F
   gemm_bias_gelu_10_fused,        // stage3/gemm_bias_gelu/10_fused_bias_gelu (sm_90a)
   cublas_gemm_ex_then_bias_gelu,  // cublasGemmEx, then stage 3's bias_gelu_inplace kernel
+  empty_output,                   // M = 0 or N = 0: C has no element, nothing runs
+  scale_c,                        // K = 0: C = beta.C (the product is empty): a memset for beta = 0,
+                                  // stage 2's elementwise scale otherwise, nothing for beta = 1
 };
 
 // Why a call fell back to cuBLAS (none: a kc kernel runs it).
@@ -192,13 +195,15 @@ GemmPath choose_bias_gelu_path(const GemmProblem& problem, const GemmTarget& tar
 
 // ---- the checks ------------------------------------------------------------------------------
 
-// Throws kc::Error unless `args` describe a GEMM something can run: M, N, K >= 1; a, b, c non-null
-// and aligned to a bf16 element (2 bytes); lda >= K, ldb >= K, ldc >= N; no matrix spanning more
-// than 2^31 - 1 elements ((rows - 1) x ld + row length: the 32-bit indexing of the kernels and of
-// cuBLAS's int arguments); alpha and beta finite. No CUDA call.
+// Throws kc::Error unless `args` describe a GEMM something can run: M, N, K >= 0 (what cuBLAS
+// accepts: M = 0 or N = 0 is a GEMM with no output, which reads and writes nothing, so none of its
+// pointers is looked at; K = 0 is C = beta.C, which reads neither A nor B); every operand that is
+// read or written non-null and aligned to a bf16 element (2 bytes); lda >= K, ldb >= K, ldc >= N;
+// no matrix spanning more than 2^31 - 1 elements ((rows - 1) x ld + row length: the 32-bit
+// indexing of the kernels and of cuBLAS's int arguments); alpha and beta finite. No CUDA call.
 void check_gemm_args(const HgemmArgs& args);
 
-// check_gemm_args, and for the fused op: bias (N elements) non-null and 4-byte aligned (rung 10
+// check_gemm_args with M, N, K >= 1 (the fused op has no empty form), and for the fused op: bias (N elements) non-null and 4-byte aligned (rung 10
 // reads it in bf16 pairs); C dense (ldc = N: the separate bias+GELU kernel of the fallback walks C
 // as one M x N block); when N % 8 == 0, C and bias 16-byte aligned (that kernel then moves 16-byte
 // vectors). No CUDA call.
@@ -296,6 +301,7 @@ class Gemm {
   bool plan_shared_a(const char* entry, int m, int k, const bf16* a, const SharedAWeight* weights, int count,
                      HgemmArgs* calls, GemmPath* paths) const;
   void run_cublas(const HgemmArgs& args, cudaStream_t stream);
+  void scale_c(const HgemmArgs& args, cudaStream_t stream);  // the K = 0 path
 
   int device_ = 0;
   GemmTarget target_;
