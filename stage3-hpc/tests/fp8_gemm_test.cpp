@@ -12,6 +12,7 @@
 #include "arch/sm90/tma_descriptor.hpp"
 #include "kc/common/error.hpp"
 #include "kc/stage3/fp8_gemm.hpp"
+#include "kc/stage3/low_precision_ops.hpp"
 #include "stage3_test_registry.hpp"
 #include "support/error_message.hpp"
 
@@ -240,6 +241,41 @@ TEST(Fp8QuantizeArgs, LaunchChecksNameTheRuleTheArgumentsBreak) {
   bad = good;
   bad.q = q + 4;
   refused(bad, "x must start 16-byte aligned, q 8-byte");
+}
+
+// The public entries (low_precision_ops.hpp) check their arguments before any CUDA call — a fresh
+// LowPrecisionGemm has not asked which GPU it is on yet, so a later check would surface here as a
+// CUDA error — and the rungs they name are registered.
+TEST(LowPrecisionEntries, CheckBeforeAnyCudaCallAndNameRegisteredRungs) {
+  alignas(16) static fp8e4m3 a[256], b[256];
+  alignas(16) static bf16 c[16];
+  alignas(16) static float scales[4];
+  Fp8GemmArgs fp8;
+  fp8.m = fp8.n = 4;
+  fp8.k = 64;
+  fp8.a = a + 8;  // misaligned
+  fp8.b = b;
+  fp8.c = c;
+  fp8.scale_a = fp8.scale_b = scales;
+  LowPrecisionGemm entry;
+  EXPECT_NE(error_of([&] { entry.fp8_gemm(fp8, nullptr); }).find("A and B must start 16-byte aligned"),
+            std::string::npos);
+  Int8GemmArgs int8;
+  int8.m = int8.n = 4;
+  int8.k = 40;  // not a multiple of 16
+  int8.a = reinterpret_cast<const std::int8_t*>(a);
+  int8.b = reinterpret_cast<const std::int8_t*>(b);
+  int8.c = c;
+  int8.scale_a = int8.scale_b = scales;
+  EXPECT_NE(error_of([&] { entry.int8_gemm(int8, nullptr); }).find("multiple of 16"), std::string::npos);
+  Fp8QuantizeArgs quantize;
+  quantize.m = 2;
+  quantize.k = 128;
+  EXPECT_NE(error_of([&] { fp8_quantize(quantize, nullptr); }).find("must not be null"), std::string::npos);
+  const Registry& registry = stage3_test_registry();
+  for (const std::string_view id : {kFp8GemmEntryRung, kInt8GemmHopperRung, kInt8GemmDequantHopperRung,
+                                    kInt8GemmAmpereRung, kInt8GemmDequantAmpereRung, kFp8QuantizeEntryRung})
+    EXPECT_EQ(registry.kernel(std::string(id)).id, id);
 }
 
 }  // namespace
