@@ -86,7 +86,10 @@ std::vector<std::uint8_t> draw_blocks(const Problem& p, std::uint64_t seed) {
   std::uniform_int_distribution<int> byte(0, 255);
   for (std::size_t b = 0; b < blocks; ++b) {
     std::uint8_t* block = out.data() + b * static_cast<std::size_t>(bytes);
-    put_half(block, 0, std::exp2(log_scale(rng)));
+    // d of either sign: llama.cpp's q4_0 quantizer divides the block's largest-magnitude value by
+    // -8, so half of a real file's q4_0 scales are negative; a kernel must not assume d > 0.
+    const double d = std::exp2(log_scale(rng));
+    put_half(block, 0, byte(rng) < 128 ? -d : d);
     int first = 2;
     if (type == GgufBlockType::q4_1) {
       const double magnitude = std::exp2(log_offset(rng));  // a normal half, either sign

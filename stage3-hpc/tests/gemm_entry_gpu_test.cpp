@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -399,6 +400,46 @@ TEST(GemmEntryGpu, PaddedLeadingDimensionsRunOnCublasAndLeaveThePadding) {
     EXPECT_EQ(path, (GemmPath{GemmKernel::cublas_gemm_ex, c.reason})) << path.name();
     expect_result(c.host, to_float(device.c.to_host()), path.name());
   }
+  expect_clean_context();
+}
+
+// Operands 2-byte aligned but not 16 (an element past an aligned start): the entry must take them
+// to cuBLAS (the kc kernels move 16-byte pieces) and give the reference, at shapes that would
+// otherwise run rung 12, the small-M table and rung 09.
+TEST(GemmEntryGpu, OperandsAlignedToAnElementOnlyRunOnCublasAndMatch) {
+  KC_SKIP_WITHOUT_GPU();
+  Gemm gemm(0);
+  for (const auto& [m, n, k] : std::vector<std::array<int, 3>>{{1, 256, 512}, {8, 384, 256}, {2048, 2048, 256}})
+    for (int which = 0; which < 3; ++which) {  // A, B or C one element off
+      HostGemm host(m, n, k, k, k, n, 1.f, 0.5f, 0.f);
+      DeviceBuffer<bf16> a(host.a.size() + 8), b(host.b.size() + 8), c(host.c.size() + 8);
+      const int a_off = which == 0 ? 1 : 0, b_off = which == 1 ? 1 : 0, c_off = which == 2 ? 1 : 0;
+      const auto put = [](DeviceBuffer<bf16>& buffer, int offset, const std::vector<float>& values) {
+        std::vector<bf16> host_values(buffer.size(), __float2bfloat16(0.f));
+        const std::vector<bf16> converted = to_bf16(values);
+        std::copy(converted.begin(), converted.end(), host_values.begin() + offset);
+        buffer.copy_from_host(host_values);
+      };
+      put(a, a_off, host.a);
+      put(b, b_off, host.b);
+      put(c, c_off, host.c);
+      HgemmArgs args;
+      args.m = m;
+      args.n = n;
+      args.k = k;
+      args.alpha = host.alpha;
+      args.beta = host.beta;
+      args.a = a.data() + a_off;
+      args.b = b.data() + b_off;
+      args.c = c.data() + c_off;
+      args.lda = args.ldb = k;
+      args.ldc = n;
+      const GemmPath path = gemm.run(args, nullptr);
+      EXPECT_EQ(path, (GemmPath{GemmKernel::cublas_gemm_ex, GemmFallback::misaligned})) << path.name();
+      const std::vector<float> all = to_float(c.to_host());
+      expect_result(host, std::vector<float>(all.begin() + c_off, all.begin() + c_off + static_cast<std::ptrdiff_t>(host.c.size())),
+                    fmt::format("{}x{}x{}, operand {} one element off", m, n, k, "ABC"[which]));
+    }
   expect_clean_context();
 }
 

@@ -9,7 +9,8 @@
 // repack_gguf_blocks_for_mma(), 3 the same with the weights as the A operand by
 // repack_gguf_blocks_for_mma16() (the layouts: gemv_gguf_args.hpp). Each rung reads one layout and
 // refuses the other. Operands: x bf16 ~ uniform(-1, 1); w the blocks as bytes (an i8 tensor
-// [N, K / 32 x block bytes]), at both layouts: d drawn in [2^-10, 2^-4] (a normal half), m for q4_1
+// [N, K / 32 x block bytes]), at both layouts: d of either sign with a magnitude in [2^-10, 2^-4] (a
+// normal half; llama.cpp writes negative q4_0 scales), m for q4_1
 // of either sign with a magnitude in [2^-10, 2^-2], the quants uniform over their range;
 // w_quants (i8) and w_scales (f16) the repack of those same blocks at layout=1 (allocated and
 // poisoned at layout=0, where nothing may read them); y bf16. Reference: the blocks of w decoded
