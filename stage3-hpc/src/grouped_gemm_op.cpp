@@ -275,7 +275,8 @@ std::string grouped_gemm_tiles_shape_error(const Problem& p) {
 
 const std::vector<std::string>& grouped_gemm_tiles_refusals() {
   static const std::vector<std::string> refusals = {"4x100x17 bf16 tokens=50 skew=1",
-                                                    "2x33x1031 bf16 tokens=129"};
+                                                    "2x33x1031 bf16 tokens=129",
+                                                    "3x40x1 bf16 tokens=7 skew=1"};
   return refusals;
 }
 
@@ -331,7 +332,7 @@ OpSpec make_grouped_gemm_op() {
   }
   // One expert; experts with 0 and 1 row, in the middle too (routing_seed); N odd, N = 1; K not a
   // multiple of the 64-element K step; groups across several tile rows and columns, and whole
-  // tiles (the unchecked copies of rung 02's interior tiles); two with K % 8 != 0 (rung 02 refuses).
+  // tiles (the unchecked copies of rung 02's interior tiles); three with K % 8 != 0 (rung 02 refuses), K = 1 among them.
   op.conformance = {
       {{1, 257, 72}, std::nullopt, P{{"tokens", 300}}},
       {{4, 129, 136}, std::nullopt, P{{"tokens", 3}}},  // 1, 1, 1, 0 rows
@@ -345,6 +346,7 @@ OpSpec make_grouped_gemm_op() {
       {{6, 2049, 264}, std::nullopt, P{{"tokens", 150}, {"skew", 3}, {"routing_seed", 2}}},  // 5, 1, 126, 2, 0, 16
       {{4, 100, 17}, std::nullopt, P{{"tokens", 50}, {"skew", 1}}},
       {{2, 33, 1031}, std::nullopt, P{{"tokens", 129}}},
+      {{3, 40, 1}, std::nullopt, P{{"tokens", 7}, {"skew", 1}}},  // K = 1: one product a row (rungs 02+ refuse)
       // Two experts of 65 rows: each second 64-row half straddles the expert's end (the first
       // expert's into the second's rows, stored directly; the last's past the last token, which
       // TMA clips); of 64 rows: each second half lies wholly past its expert (rung 05 skips it).
