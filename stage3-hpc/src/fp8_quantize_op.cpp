@@ -1,10 +1,13 @@
 // The fp8_quantize op (kc/stage3/fp8_gemm.hpp): bf16 activations to e4m3 with a scale per 1 x 128
 // piece of a row, the A operand and s_A of fp8_gemm with scaling=1; references and problems.
+#include <cuda_bf16.h>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <random>
+#include <vector>
 #include <utility>
 
 #include "kc/common/op_builder.hpp"
@@ -34,6 +37,38 @@ HostTensors host_reference(const Problem& p, const HostTensors& in) {
       }
     }
   return HostTensors{{"q", std::move(q)}, {"scales", std::move(scales)}};
+}
+
+// x: uniform in [-8, 8), with pieces (1 x 128 of a row) of the kinds the scale rule must get right,
+// by the piece's index modulo 8: 1 all zeros (s = 1); 3 largest |x| near 2^-119, whose scale is an
+// FP32 subnormal (1 / s overflows FP32); 5 bf16 subnormals (below 2^-126); 6 magnitudes near 2^126,
+// close to bf16's largest; 7 a single nonzero value. The rest as drawn. Only in problems of up to
+// 2^22 values (the conformance problems): the bench shapes time plain uniform data.
+OperandSpec edge_case_x() {
+  OperandSpec x = input("x", dims_at({0, 1}));
+  x.initialize = [](const Problem& p, Tensor& tensor, std::uint64_t seed, cudaStream_t stream) {
+    const std::int64_t m = m_of(p), k = k_of(p), k_blocks = k_blocks_of(p);
+    std::mt19937_64 random(seed);
+    std::uniform_real_distribution<float> uniform(-8.f, 8.f), unit(-1.f, 1.f);
+    std::vector<__nv_bfloat16> values(static_cast<std::size_t>(m * k));
+    for (std::int64_t row = 0; row < m; ++row)
+      for (std::int64_t kb = 0; kb < k_blocks; ++kb) {
+        const std::int64_t begin = kb * kFp8ScaleBlock, end = std::min(k, begin + kFp8ScaleBlock);
+        const std::int64_t kind = m * k <= (std::int64_t{1} << 22) ? (row * k_blocks + kb) % 8 : 0;
+        const std::int64_t lone = begin + static_cast<std::int64_t>(random() % static_cast<std::uint64_t>(end - begin));
+        for (std::int64_t c = begin; c < end; ++c) {
+          float value = uniform(random);
+          if (kind == 1) value = 0.f;
+          if (kind == 3) value = std::ldexp(unit(random), -119);
+          if (kind == 5) value = std::ldexp(unit(random), -127);
+          if (kind == 6) value = std::ldexp(unit(random), 126);
+          if (kind == 7 && c != lone) value = 0.f;
+          values[static_cast<std::size_t>(row * k + c)] = __float2bfloat16(value);
+        }
+      }
+    tensor.upload(values.data(), values.size() * sizeof(__nv_bfloat16), stream);
+  };
+  return x;
 }
 
 }  // namespace
@@ -66,7 +101,7 @@ OpSpec make_fp8_quantize_op() {
   op.dim_names = {"M", "K"};
   op.dtypes = {DType::bf16};
   op.bound = Bound::memory;
-  op.operands = {input("x", dims_at({0, 1}), FillSpec::uniform(-8.0, 8.0)), output("q", dims_at({0, 1}), DType::f8e4m3),
+  op.operands = {edge_case_x(), output("q", dims_at({0, 1}), DType::f8e4m3),
                  output("scales", [](const Problem& p) { return Shape{k_blocks_of(p), m_of(p)}; }, DType::f32)};
   op.host_reference = &host_reference;
   // One division and one rounding to e4m3 (q), one division (the scale, FP32).

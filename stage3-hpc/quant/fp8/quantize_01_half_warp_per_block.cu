@@ -75,7 +75,18 @@ __device__ __forceinline__ void quantize_piece_lane(const Fp8QuantizeArgs& args,
   // fmaxf drops NaN: a piece holding a NaN gets the scale of its other values, and the NaN
   // itself converts to e4m3's NaN below.
   const float scale = amax > 0.f ? amax / kE4m3Max : 1.f;
-  const float inverse = 1.f / scale;
+  // A piece whose largest |x| is below 448 x 2^-126 has a subnormal scale, whose reciprocal
+  // overflows FP32 (every value would saturate to +-448): there the values and the scale are first
+  // multiplied by 2^64, exactly (powers of two, and a subnormal times 2^64 is normal), so that
+  // x / s = (2^64 x) (1 / (2^64 s)). The same for every lane of the piece; other pieces as before.
+  float inverse;
+  if (scale < 0x1p-126f) {
+#pragma unroll
+    for (int i = 0; i < kQuantizeValuesPerLane; ++i) v[i] *= 0x1p64f;
+    inverse = 1.f / (scale * 0x1p64f);
+  } else {
+    inverse = 1.f / scale;
+  }
   if (lane.inside) {
     std::uint16_t packed[kQuantizeValuesPerLane / 2];
 #pragma unroll
