@@ -38,6 +38,20 @@ constexpr std::string_view kLlama3 =
     "{{ content }}{% endfor %}{% if add_generation_prompt %}{{ "
     "'<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}";
 
+// meta-llama/Llama-2-7b-chat-hf's template (13b's and 70b's are the same). The "\\n" are Jinja
+// escapes inside its string literals; the two spaces after ' ' are Jinja white space, not output.
+constexpr std::string_view kLlama2 =
+    "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set "
+    "system_message = messages[0]['content'] %}{% else %}{% set loop_messages = messages %}{% set "
+    "system_message = false %}{% endif %}{% for message in loop_messages %}{% if (message['role'] "
+    "== 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate "
+    "user/assistant/user/assistant/...') }}{% endif %}{% if loop.index0 == 0 and system_message != "
+    "false %}{% set content = '<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' + "
+    "message['content'] %}{% else %}{% set content = message['content'] %}{% endif %}{% if "
+    "message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}{% elif "
+    "message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}{% "
+    "endfor %}";
+
 std::string excerpt(std::string_view text) {
   std::string shown(text.substr(0, 120));
   for (char& c : shown)
@@ -61,6 +75,38 @@ std::string python_strip(const std::string& text) {
 std::string llama3_turn(const std::string& role, const std::string& content) {
   return "<|start_header_id|>" + role + "<|end_header_id|>\n\n" + python_strip(content) +
          "<|eot_id|>";
+}
+
+// Llama-2-chat's template, step by step: a first system message goes inside the first user turn;
+// the turns after it must alternate user/assistant from a user turn (the template raises
+// otherwise); a message of another role where an assistant turn would be writes nothing.
+std::string render_llama2(const std::vector<ChatMessage>& messages,
+                          const ChatRenderOptions& options) {
+  if (messages.empty())
+    throw Error("a Llama 2 chat needs at least one message (its template reads the first one)");
+  const std::string bos = options.bos_token.empty() ? "<s>" : options.bos_token;
+  const std::string eos = options.eos_token.empty() ? "</s>" : options.eos_token;
+  const bool has_system = messages[0].role == "system";
+  const std::size_t first = has_system ? 1 : 0;
+  std::string out;
+  for (std::size_t i = first; i < messages.size(); ++i) {
+    const std::size_t turn = i - first;
+    const bool user = messages[i].role == "user";
+    if (user != (turn % 2 == 0))
+      throw Error(fmt::format("Conversation roles must alternate user/assistant/user/assistant/... "
+                              "(Llama 2's template): message {} has role \"{}\"",
+                              i, messages[i].role));
+    // An empty system message still makes a <<SYS>> block: in Jinja, '' != false.
+    const std::string content =
+        turn == 0 && has_system
+            ? "<<SYS>>\n" + messages[0].content + "\n<</SYS>>\n\n" + messages[i].content
+            : messages[i].content;
+    if (user)
+      out += bos + "[INST] " + python_strip(content) + " [/INST]";
+    else if (messages[i].role == "assistant")
+      out += " " + python_strip(content) + " " + eos;
+  }
+  return out;
 }
 
 }  // namespace
@@ -99,9 +145,10 @@ ChatTemplate ChatTemplate::recognize(std::string_view text, std::string_view sou
                             "\"Cutting Knowledge Date\" system turn); it begins: {}",
                             source, excerpt(text)));
   }
+  if (text == kLlama2) return ChatTemplate(ChatTemplateKind::llama2, "");
   throw Error(fmt::format("{}: unknown chat template: the engine renders ChatML (SmolLM2, "
-                          "<|im_start|>) and Llama 3 (<|start_header_id|>) templates; this one "
-                          "begins: {}",
+                          "<|im_start|>), Llama 3 (<|start_header_id|>) and Llama-2-chat's "
+                          "([INST], that template exactly) templates; this one begins: {}",
                           source, excerpt(text)));
 }
 
@@ -110,12 +157,15 @@ const char* ChatTemplate::name() const {
     case ChatTemplateKind::chatml: return "ChatML";
     case ChatTemplateKind::llama3: return "Llama 3";
     case ChatTemplateKind::llama31: return "Llama 3.1/3.2";
+    case ChatTemplateKind::llama2: return "Llama 2";
   }
   return "unknown";
 }
 
 std::string ChatTemplate::render(const std::vector<ChatMessage>& messages,
                                  const ChatRenderOptions& options) const {
+  const std::string llama3_bos =
+      options.bos_token.empty() ? "<|begin_of_text|>" : options.bos_token;
   std::string out;
   switch (kind_) {
     case ChatTemplateKind::chatml:
@@ -128,7 +178,7 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages,
       return out;
     case ChatTemplateKind::llama3:
       for (std::size_t i = 0; i < messages.size(); ++i) {
-        if (i == 0) out += options.bos_token;
+        if (i == 0) out += llama3_bos;
         out += llama3_turn(messages[i].role, messages[i].content);
       }
       break;
@@ -142,7 +192,7 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages,
         system = python_strip(messages[0].content);
         first = 1;
       }
-      out += options.bos_token + "<|start_header_id|>system<|end_header_id|>\n\n" +
+      out += llama3_bos + "<|start_header_id|>system<|end_header_id|>\n\n" +
              "Cutting Knowledge Date: December 2023\nToday Date: " + options.date_string +
              "\n\n" + system + "<|eot_id|>";
       for (std::size_t i = first; i < messages.size(); ++i) {
@@ -154,6 +204,8 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages,
       }
       break;
     }
+    case ChatTemplateKind::llama2:
+      return render_llama2(messages, options);
   }
   if (options.add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
   return out;

@@ -133,6 +133,9 @@ void split_llama3(const std::vector<char32_t>& text, std::vector<Piece>& pieces)
 std::vector<Piece> pre_tokenize(PreTokenizerKind kind, const std::vector<char32_t>& code_points) {
   std::vector<Piece> pieces;
   switch (kind) {
+    case PreTokenizerKind::none:
+      if (!code_points.empty()) pieces.push_back({0, code_points.size()});
+      break;
     case PreTokenizerKind::gpt2:
       split_gpt2(code_points, 0, code_points.size(), pieces);
       break;

@@ -17,7 +17,7 @@ struct Piece {
 };
 
 // Splits `code_points` into the pieces that BPE then encodes one by one. Every code point lands
-// in exactly one piece, in order.
+// in exactly one piece, in order (PreTokenizerKind::none: one piece, none for empty text).
 std::vector<Piece> pre_tokenize(PreTokenizerKind kind, const std::vector<char32_t>& code_points);
 
 }  // namespace kc::engine::detail

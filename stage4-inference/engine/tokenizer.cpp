@@ -1,5 +1,5 @@
-// Byte-level BPE (kc/engine/tokenizer.hpp): the vocabulary and merge tables, loading them from
-// tokenizer.json or GGUF metadata, encoding and decoding.
+// BPE, byte-level and SentencePiece-style (kc/engine/tokenizer.hpp): the vocabulary and merge
+// tables, loading them from tokenizer.json or GGUF metadata, encoding and decoding.
 #include "kc/engine/tokenizer.hpp"
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <queue>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "kc/common/error.hpp"
@@ -22,8 +23,17 @@
 
 namespace kc::engine {
 
+const char* tokenizer_kind_name(TokenizerKind kind) {
+  switch (kind) {
+    case TokenizerKind::byte_level: return "byte-level BPE";
+    case TokenizerKind::sentencepiece: return "SentencePiece-style BPE";
+  }
+  return "unknown";
+}
+
 const char* pre_tokenizer_name(PreTokenizerKind kind) {
   switch (kind) {
+    case PreTokenizerKind::none: return "none";
     case PreTokenizerKind::gpt2: return "gpt2";
     case PreTokenizerKind::smollm: return "smollm";
     case PreTokenizerKind::llama3: return "llama3";
@@ -74,15 +84,81 @@ std::string token_bytes_of(const std::string& text, const std::string& source, T
   return bytes;
 }
 
+// SentencePiece's "▁" (U+2581 LOWER ONE EIGHTH BLOCK), which stands for a space.
+constexpr std::string_view kMetaspace = "\xE2\x96\x81";
+
+bool starts_with_metaspace(std::string_view text) {
+  return text.substr(0, kMetaspace.size()) == kMetaspace;
+}
+
+// Every " " as "▁" (Llama 2's Replace normalizer; the Metaspace pre-tokenizer).
+std::string spaces_to_metaspace(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() + text.size() / 2);
+  for (char c : text) {
+    if (c == ' ')
+      out += kMetaspace;
+    else
+      out += c;
+  }
+  return out;
+}
+
+// Every "▁" as `replacement` (" " for the decoders' Replace, "" for the Metaspace decoder's first
+// token).
+std::string replace_metaspace(std::string_view text, std::string_view replacement) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size();) {
+    if (text.compare(i, kMetaspace.size(), kMetaspace) == 0) {
+      out += replacement;
+      i += kMetaspace.size();
+    } else {
+      out += text[i++];
+    }
+  }
+  return out;
+}
+
+// The byte a token stands for to Hugging Face's ByteFallback decoder: six bytes "<0x", two hex
+// digits, ">" (Rust's u8::from_str_radix, so "<0xe6>" and "<0x+A>" count too); else -1.
+int fallback_byte_of(std::string_view text) {
+  if (text.size() != 6 || text.substr(0, 3) != "<0x" || text[5] != '>') return -1;
+  const auto hex = [](char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  if (text[3] == '+') return hex(text[4]);
+  if (hex(text[3]) < 0 || hex(text[4]) < 0) return -1;
+  return hex(text[3]) * 16 + hex(text[4]);
+}
+
 }  // namespace
 
 namespace detail {
+
+// How a SentencePiece-style tokenizer turns tokens back into text (tokenizer.json "decoder").
+enum class SentencePieceDecoder {
+  // Sequence[Replace("▁", " "), ByteFallback, Fuse, Strip(" ", 1, 0)]: Llama 2's.
+  byte_fallback,
+  // Metaspace: "▁" as a space, every "▁" of the first token dropped; <0xXX> tokens are left as
+  // they are written.
+  metaspace,
+};
+
 // What a loader collects before the tables are built.
 struct TokenizerSpec {
   std::string source;
   std::vector<std::string> tokens;  // by id; the vocabulary text
   std::vector<std::pair<std::string, std::string>> merges;  // in rank order
   std::vector<AddedToken> added;
+  TokenizerKind kind = TokenizerKind::byte_level;
+  // SentencePiece-style only.
+  SpacePrefix space_prefix = SpacePrefix::every_segment;
+  SentencePieceDecoder decoder = SentencePieceDecoder::byte_fallback;
+  std::size_t decoder_strips = 0;  // leading spaces the decoder strips (Strip's start)
+  bool fuse_unknown = false;       // consecutive unknown characters become one unknown token
   PreTokenizerKind pre_tokenizer = PreTokenizerKind::gpt2;
   bool ignore_merges = false;
   std::optional<TokenId> bos, eos, padding;
@@ -113,12 +189,29 @@ struct Tokenizer::Tables {
   std::array<TokenId, 256> byte_token{};              // the token of each single byte
   std::unordered_map<std::uint64_t, Merge> merges;    // (left, right) -> rank and result
   std::vector<bool> special;
-  // Added tokens by their first byte, longest first (leftmost-longest matching).
+  std::vector<bool> skipped;  // what decode(skip_special_tokens) leaves out
+  // Added tokens by their first byte, longest first (leftmost-longest matching), found in the
+  // text as it is; and (SentencePiece-style) those with "normalized", found in the normalized
+  // text by their normalized pattern.
   std::array<std::vector<std::size_t>, 256> added_by_first_byte;
+  std::array<std::vector<std::size_t>, 256> normalized_added_by_first_byte;
+  std::vector<std::string> added_pattern;  // by index into added_tokens_
 
-  // Pieces repeat (" the", "\n"), so their BPE results are cached. encode() is const and may be
-  // called from several threads: the cache is guarded.
+  // SentencePiece-style only.
+  std::unordered_map<char32_t, TokenId> char_token;  // the token of a single character
+  std::array<TokenId, 256> fallback_token{};         // <0x00>..<0xFF>, -1 where missing
+  std::optional<TokenId> unknown;
+  bool fuse_unknown = false;
+  detail::SentencePieceDecoder decoder = detail::SentencePieceDecoder::byte_fallback;
+  std::size_t decoder_strips = 0;
+  std::vector<std::string> decoder_text;  // by id: the token as the decoder receives it
+  std::vector<int> fallback_byte;         // by id: the byte ByteFallback makes of it, or -1
+
+  // Pieces repeat (" the", "\n"), so their BPE results are cached; a piece longer than
+  // kCachedPieceBytes (a SentencePiece-style segment is a whole sentence) is not. encode() is
+  // const and may be called from several threads: the cache is guarded.
   static constexpr std::size_t kCacheLimit = 1 << 16;
+  static constexpr std::size_t kCachedPieceBytes = 256;
   std::mutex cache_mutex;
   std::unordered_map<std::string, std::vector<TokenId>> cache;
 };
@@ -148,37 +241,50 @@ struct TokenizerBuilder {
     const std::string& source = spec.source;
     if (spec.tokens.empty()) fail(source, "the vocabulary is empty");
     const auto size = static_cast<TokenId>(spec.tokens.size());
-    t.token_bytes_.reserve(spec.tokens.size());
+    const bool byte_level = spec.kind == TokenizerKind::byte_level;
     tables.special.assign(spec.tokens.size(), false);
-    for (TokenId id = 0; id < size; ++id) {
-      const std::string& text = spec.tokens[static_cast<std::size_t>(id)];
-      t.token_bytes_.push_back(token_bytes_of(text, source, id));
-      tables.by_text.emplace(text, id);
-    }
+    for (TokenId id = 0; id < size; ++id)
+      tables.by_text.emplace(spec.tokens[static_cast<std::size_t>(id)], id);
     std::vector<bool> is_added(spec.tokens.size(), false);
     for (const AddedToken& added : spec.added) {
       if (added.content.empty()) fail(source, fmt::format("added token {} is empty", added.id));
       is_added[static_cast<std::size_t>(added.id)] = true;
       tables.special[static_cast<std::size_t>(added.id)] = added.special;
-    }
-    // BPE produces the tokens of the model's own vocabulary, never an added token.
-    for (TokenId id = 0; id < size; ++id)
-      if (!is_added[static_cast<std::size_t>(id)])
-        tables.by_bytes.emplace(t.token_bytes_[static_cast<std::size_t>(id)], id);
-
-    // A byte without a token becomes the unknown token when there is one, else it is dropped,
-    // as Hugging Face's BPE does (SmolLM2's vocabulary lacks a few control bytes and bytes UTF-8
-    // never uses).
-    const auto alphabet = byte_to_code_point_table();
-    for (int b = 0; b < 256; ++b) {
-      std::string text;
-      detail::append_utf8(text, alphabet[static_cast<std::size_t>(b)]);
-      const auto it = tables.by_text.find(text);
-      tables.byte_token[static_cast<std::size_t>(b)] =
-          it != tables.by_text.end() ? it->second : spec.unknown.value_or(-1);
+      // What the text must contain: Llama 2's legacy normalizer turns "<pad>" into "▁<pad>".
+      tables.added_pattern.push_back(
+          added.normalized && !byte_level && spec.space_prefix == SpacePrefix::every_segment
+              ? std::string(kMetaspace) + spaces_to_metaspace(added.content)
+              : added.content);
     }
 
-    if (spec.merges.empty()) fail(source, "there are no merges; byte-level BPE needs its merge list");
+    if (byte_level) {
+      t.token_bytes_.reserve(spec.tokens.size());
+      for (TokenId id = 0; id < size; ++id) {
+        const std::string& text = spec.tokens[static_cast<std::size_t>(id)];
+        t.token_bytes_.push_back(token_bytes_of(text, source, id));
+      }
+      tables.skipped = tables.special;
+      // BPE produces the tokens of the model's own vocabulary, never an added token.
+      for (TokenId id = 0; id < size; ++id)
+        if (!is_added[static_cast<std::size_t>(id)])
+          tables.by_bytes.emplace(t.token_bytes_[static_cast<std::size_t>(id)], id);
+
+      // A byte without a token becomes the unknown token when there is one, else it is dropped,
+      // as Hugging Face's BPE does (SmolLM2's vocabulary lacks a few control bytes and bytes
+      // UTF-8 never uses).
+      const auto alphabet = byte_to_code_point_table();
+      for (int b = 0; b < 256; ++b) {
+        std::string text;
+        detail::append_utf8(text, alphabet[static_cast<std::size_t>(b)]);
+        const auto it = tables.by_text.find(text);
+        tables.byte_token[static_cast<std::size_t>(b)] =
+            it != tables.by_text.end() ? it->second : spec.unknown.value_or(-1);
+      }
+    } else {
+      build_sentencepiece(spec, is_added, t);
+    }
+
+    if (spec.merges.empty()) fail(source, "there are no merges; BPE needs its merge list");
     int rank = 0;
     for (const auto& merge : spec.merges) {
       // Named references, not structured bindings: C++17 lambdas cannot capture those.
@@ -199,12 +305,21 @@ struct TokenizerBuilder {
       ++rank;
     }
 
-    for (std::size_t i = 0; i < spec.added.size(); ++i)
-      tables.added_by_first_byte[static_cast<unsigned char>(spec.added[i].content[0])].push_back(i);
-    for (auto& candidates : tables.added_by_first_byte)
-      std::stable_sort(candidates.begin(), candidates.end(), [&](std::size_t a, std::size_t b) {
-        return spec.added[a].content.size() > spec.added[b].content.size();
-      });
+    // Byte-level: every added token is found in the text as it is (there is no normalizer).
+    // SentencePiece-style: as Hugging Face does, first those without "normalized" in the text as
+    // it is, then the others in each normalized segment between them.
+    for (std::size_t i = 0; i < spec.added.size(); ++i) {
+      const std::string& pattern = tables.added_pattern[i];
+      auto& by_first_byte = !byte_level && spec.added[i].normalized
+                                ? tables.normalized_added_by_first_byte
+                                : tables.added_by_first_byte;
+      by_first_byte[static_cast<unsigned char>(pattern[0])].push_back(i);
+    }
+    for (auto* table : {&tables.added_by_first_byte, &tables.normalized_added_by_first_byte})
+      for (auto& candidates : *table)
+        std::stable_sort(candidates.begin(), candidates.end(), [&](std::size_t a, std::size_t b) {
+          return tables.added_pattern[a].size() > tables.added_pattern[b].size();
+        });
 
     const auto check = [&](const char* what, const std::optional<TokenId>& id) {
       if (id && (*id < 0 || *id >= size))
@@ -220,6 +335,8 @@ struct TokenizerBuilder {
     t.source_ = std::move(spec.source);
     t.token_text_ = std::move(spec.tokens);
     t.added_tokens_ = std::move(spec.added);
+    t.kind_ = spec.kind;
+    t.space_prefix_ = spec.space_prefix;
     t.pre_tokenizer_ = spec.pre_tokenizer;
     t.ignore_merges_ = spec.ignore_merges;
     t.merge_count_ = spec.merges.size();
@@ -230,6 +347,56 @@ struct TokenizerBuilder {
     t.add_eos_ = spec.add_eos;
     t.chat_template_ = std::move(spec.chat_template);
     return t;
+  }
+
+  // The SentencePiece-style tables: the tokens of single characters and of the 256 bytes for
+  // encoding; for decoding, each token as Hugging Face's decoder receives it and what it makes
+  // of it.
+  static void build_sentencepiece(const TokenizerSpec& spec, const std::vector<bool>& is_added,
+                                  Tokenizer& t) {
+    Tokenizer::Tables& tables = *t.tables_;
+    const std::size_t size = spec.tokens.size();
+    tables.unknown = spec.unknown;
+    tables.fuse_unknown = spec.fuse_unknown;
+    tables.decoder = spec.decoder;
+    tables.decoder_strips = spec.decoder_strips;
+    for (std::size_t id = 0; id < size; ++id) {
+      const std::string& text = spec.tokens[id];
+      if (is_added[id] || text.empty()) continue;
+      const detail::Utf8Step step = detail::utf8_step(text, 0);
+      if (step.valid && step.length == text.size()) {
+        const detail::DecodedText decoded = detail::decode_utf8(text, spec.source);
+        tables.char_token.emplace(decoded.code_points[0], static_cast<TokenId>(id));
+      }
+    }
+    for (int b = 0; b < 256; ++b) {
+      const auto it = tables.by_text.find(fmt::format("<0x{:02X}>", b));
+      tables.fallback_token[static_cast<std::size_t>(b)] =
+          it != tables.by_text.end() && !is_added[static_cast<std::size_t>(it->second)]
+              ? it->second
+              : -1;
+    }
+    // Hugging Face hands the decoder an added token's pattern (so "▁<pad>" for a normalized
+    // "<pad>" under the legacy normalizer), and skip_special_tokens skips a token only when that
+    // text is the content of a special token.
+    tables.decoder_text = spec.tokens;
+    std::unordered_set<std::string> special_content;
+    for (std::size_t i = 0; i < spec.added.size(); ++i) {
+      tables.decoder_text[static_cast<std::size_t>(spec.added[i].id)] = tables.added_pattern[i];
+      if (spec.added[i].special) special_content.insert(spec.added[i].content);
+    }
+    tables.skipped.assign(size, false);
+    tables.fallback_byte.assign(size, -1);
+    t.token_bytes_.resize(size);
+    for (std::size_t id = 0; id < size; ++id) {
+      const std::string& text = tables.decoder_text[id];
+      tables.skipped[id] = special_content.count(text) > 0;
+      std::string piece = replace_metaspace(text, " ");
+      const int byte =
+          spec.decoder == SentencePieceDecoder::byte_fallback ? fallback_byte_of(piece) : -1;
+      tables.fallback_byte[id] = byte;
+      t.token_bytes_[id] = byte >= 0 ? std::string(1, static_cast<char>(byte)) : std::move(piece);
+    }
   }
 };
 }  // namespace detail
@@ -357,6 +524,110 @@ void read_post_processor(const JsonReader& r, const json& post, TokenizerSpec& s
   }
 }
 
+// A string member of a JSON object, or "" when the object, the member or the string is not there.
+std::string text_of(const json& object, const char* key) {
+  if (!object.is_object()) return {};
+  const auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// {"type": "Replace", "pattern": {"String": from}, "content": to}
+bool is_replace(const json& step, std::string_view from, std::string_view to) {
+  return text_of(step, "type") == "Replace" && step.contains("pattern") &&
+         text_of(step["pattern"], "String") == from && text_of(step, "content") == to;
+}
+
+// A Metaspace pre-tokenizer or decoder: its prepend_scheme ("always" when missing, as in files
+// older than the scheme, whose add_prefix_space false means "never"), or "" when `value` is not
+// a Metaspace with replacement "▁".
+std::string metaspace_scheme(const json& value) {
+  if (text_of(value, "type") != "Metaspace" || text_of(value, "replacement") != kMetaspace)
+    return {};
+  if (value.contains("prepend_scheme")) return text_of(value, "prepend_scheme");
+  const auto add_prefix_space = value.find("add_prefix_space");
+  if (add_prefix_space != value.end() && add_prefix_space->is_boolean() &&
+      !add_prefix_space->get<bool>())
+    return "never";
+  return "always";
+}
+
+// Llama 2's SentencePiece-style BPE (model.byte_fallback), in one of the two forms of its
+// tokenizer.json: transformers' "legacy" one, normalizer Sequence[Prepend("▁"), Replace(" ",
+// "▁")] and no pre-tokenizer; or its legacy=False one, no normalizer and the pre-tokenizer
+// Metaspace("▁", prepend_scheme "first" or "always", split false). The decoder is Llama 2's
+// Sequence[Replace("▁", " "), ByteFallback, Fuse, Strip(" ", 1, 0)] or a Metaspace.
+void read_sentencepiece(const JsonReader& r, const json& root, TokenizerSpec& spec) {
+  spec.kind = TokenizerKind::sentencepiece;
+  spec.pre_tokenizer = PreTokenizerKind::none;
+  const auto dump = [](const json& value) { return value.dump().substr(0, 300); };
+  const char* kForms =
+      "Llama 2's SentencePiece-style BPE (model.byte_fallback) comes in two forms the engine "
+      "reads: normalizer Sequence[Prepend(\"▁\"), Replace(\" \", \"▁\")] with no pre-tokenizer, "
+      "or no normalizer with pre-tokenizer Metaspace(\"▁\", prepend_scheme \"first\" or "
+      "\"always\", split false)";
+  if (r.flag(r.member(root, "model", "the file"), "ignore_merges", false, "model"))
+    r.fail("model.ignore_merges is true in a SentencePiece-style BPE (model.byte_fallback); "
+           "Llama 2's has it false, the only setting the engine reads");
+  const json null_value;
+  const json& normalizer = root.contains("normalizer") ? root["normalizer"] : null_value;
+  const json& pre = r.member(root, "pre_tokenizer", "the file");
+  if (!normalizer.is_null()) {
+    const json* steps = normalizer.is_object() && normalizer.contains("normalizers")
+                            ? &normalizer["normalizers"]
+                            : nullptr;
+    const bool legacy = text_of(normalizer, "type") == "Sequence" && steps != nullptr &&
+                        steps->is_array() && steps->size() == 2 &&
+                        text_of((*steps)[0], "type") == "Prepend" &&
+                        text_of((*steps)[0], "prepend") == kMetaspace &&
+                        is_replace((*steps)[1], " ", kMetaspace);
+    if (!legacy)
+      r.fail(fmt::format("normalizer {} is not Llama 2's; {}", dump(normalizer), kForms));
+    if (!pre.is_null())
+      r.fail(fmt::format("pre_tokenizer {} comes with Llama 2's legacy normalizer, which has "
+                         "none; {}",
+                         dump(pre), kForms));
+    spec.space_prefix = SpacePrefix::every_segment;
+  } else {
+    const std::string scheme = metaspace_scheme(pre);
+    const auto split = pre.is_object() ? pre.find("split") : pre.end();
+    const bool split_false = pre.is_object() && split != pre.end() && split->is_boolean() &&
+                             !split->get<bool>();
+    if (scheme.empty() || !split_false || (scheme != "first" && scheme != "always"))
+      r.fail(fmt::format("pre_tokenizer {} is not one the engine reads (Metaspace splits at "
+                         "every \"▁\" unless split is false, and prepend_scheme \"never\" is not "
+                         "Llama 2's); {}",
+                         dump(pre), kForms));
+    spec.space_prefix = scheme == "first" ? SpacePrefix::first : SpacePrefix::always;
+  }
+
+  const json& decoder = r.member(root, "decoder", "the file");
+  const json* steps = decoder.is_object() && decoder.contains("decoders") ? &decoder["decoders"]
+                                                                          : nullptr;
+  const auto is_strip = [](const json& step) {
+    const auto number = [&](const char* key) {
+      return step.contains(key) && step[key].is_number_integer() ? step[key].get<std::int64_t>()
+                                                                 : -1;
+    };
+    return text_of(step, "type") == "Strip" && text_of(step, "content") == " " &&
+           number("start") == 1 && number("stop") == 0;
+  };
+  const std::string decoder_scheme = metaspace_scheme(decoder);
+  if (text_of(decoder, "type") == "Sequence" && steps != nullptr && steps->is_array() &&
+      steps->size() == 4 && is_replace((*steps)[0], kMetaspace, " ") &&
+      text_of((*steps)[1], "type") == "ByteFallback" && text_of((*steps)[2], "type") == "Fuse" &&
+      is_strip((*steps)[3])) {
+    spec.decoder = detail::SentencePieceDecoder::byte_fallback;
+    spec.decoder_strips = 1;
+  } else if (decoder_scheme == "first" || decoder_scheme == "always") {
+    spec.decoder = detail::SentencePieceDecoder::metaspace;
+  } else {
+    r.fail(fmt::format("decoder {} is not one the engine reads for a SentencePiece-style BPE: "
+                       "Llama 2's Sequence[Replace(\"▁\", \" \"), ByteFallback, Fuse, Strip(\" \", "
+                       "1, 0)], or Metaspace(\"▁\", prepend_scheme \"first\" or \"always\")",
+                       dump(decoder)));
+  }
+}
+
 }  // namespace
 
 Tokenizer Tokenizer::from_tokenizer_json(const std::string& path) {
@@ -377,27 +648,31 @@ Tokenizer Tokenizer::parse_tokenizer_json(std::string_view json_text, const std:
   if (model_type != "BPE")
     r.fail(fmt::format("model.type is \"{}\"; the engine's tokenizer is byte-level BPE "
                        "(model.type \"BPE\")", model_type));
-  if (r.flag(model, "byte_fallback", false, "model"))
-    r.fail("model.byte_fallback is true: this is a SentencePiece-style BPE (Llama 2), which the "
-           "engine does not support; it supports byte-level BPE (GPT-2, SmolLM2, Llama 3)");
+  // byte_fallback marks Llama 2's SentencePiece-style BPE; without it, byte-level BPE.
+  const bool sentencepiece = r.flag(model, "byte_fallback", false, "model");
   for (const char* affix : {"continuing_subword_prefix", "end_of_word_suffix"})
     if (model.contains(affix) && !model[affix].is_null() && model[affix] != "")
-      r.fail(fmt::format("model.{} is set; byte-level BPE has none", affix));
+      r.fail(fmt::format("model.{} is set; the BPE models the engine reads have none", affix));
   if (model.contains("dropout") && !model["dropout"].is_null() && model["dropout"] != 0)
     r.fail("model.dropout is set; BPE dropout is for training, not inference");
   spec.ignore_merges = r.flag(model, "ignore_merges", false, "model");
   const bool has_unknown = model.contains("unk_token") && !model["unk_token"].is_null();
-  if (has_unknown && r.flag(model, "fuse_unk", false, "model"))
-    r.fail("model.fuse_unk is true; the engine gives each byte without a token its own unknown "
-           "token and does not fuse them");
-
-  if (root.contains("normalizer") && !root["normalizer"].is_null())
-    r.fail(fmt::format("normalizer {} is not supported; byte-level BPE models have none",
-                       r.type_of(root["normalizer"], "normalizer")));
-  spec.pre_tokenizer = read_pre_tokenizer(r, r.member(root, "pre_tokenizer", "the file"));
-  if (r.type_of(r.member(root, "decoder", "the file"), "decoder") != "ByteLevel")
-    r.fail(fmt::format("decoder {} is not ByteLevel, the decoder of byte-level BPE",
-                       root["decoder"].dump().substr(0, 200)));
+  if (sentencepiece) {
+    read_sentencepiece(r, root, spec);
+    spec.fuse_unknown = r.flag(model, "fuse_unk", false, "model");
+  } else {
+    if (has_unknown && r.flag(model, "fuse_unk", false, "model"))
+      r.fail("model.fuse_unk is true; the engine gives each byte without a token its own unknown "
+             "token and does not fuse them");
+    if (root.contains("normalizer") && !root["normalizer"].is_null())
+      r.fail(fmt::format("normalizer {} is not supported; byte-level BPE models have none (a "
+                         "SentencePiece-style BPE such as Llama 2's says model.byte_fallback)",
+                         r.type_of(root["normalizer"], "normalizer")));
+    spec.pre_tokenizer = read_pre_tokenizer(r, r.member(root, "pre_tokenizer", "the file"));
+    if (r.type_of(r.member(root, "decoder", "the file"), "decoder") != "ByteLevel")
+      r.fail(fmt::format("decoder {} is not ByteLevel, the decoder of byte-level BPE",
+                         root["decoder"].dump().substr(0, 200)));
+  }
   if (root.contains("post_processor")) read_post_processor(r, root["post_processor"], spec);
 
   // The vocabulary and the added tokens together number the ids 0 .. n-1.
@@ -419,6 +694,7 @@ Tokenizer Tokenizer::parse_tokenizer_json(std::string_view json_text, const std:
       added.id = r.id(r.member(entry, "id", "an added token"), "added token id");
       added.content = r.string(r.member(entry, "content", "an added token"), "added token content");
       added.special = r.flag(entry, "special", false, "added token");
+      added.normalized = r.flag(entry, "normalized", false, "added token");
       for (const char* option : {"single_word", "lstrip", "rstrip"})
         if (r.flag(entry, option, false, "added token"))
           r.fail(fmt::format("added token \"{}\" has {} set, which the engine does not support",
@@ -528,8 +804,10 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
 
   const std::string model = keys.string("tokenizer.ggml.model");
   if (model == "llama")
-    keys.fail("tokenizer.ggml.model is \"llama\", a SentencePiece tokenizer (Llama 2); the "
-              "engine supports byte-level BPE (\"gpt2\": GPT-2, SmolLM2, Llama 3) only");
+    keys.fail("tokenizer.ggml.model is \"llama\", a SentencePiece tokenizer (Llama 2) given by "
+              "scores instead of merges, which the engine does not read; it reads GGUF "
+              "byte-level BPE (\"gpt2\": GPT-2, SmolLM2, Llama 3), and Llama 2's tokenizer from "
+              "its tokenizer.json");
   if (model != "gpt2")
     keys.fail(fmt::format("tokenizer.ggml.model is \"{}\"; the engine supports byte-level BPE, "
                           "model \"gpt2\", only",
@@ -573,7 +851,8 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
     // Control tokens are the special ones; user-defined tokens are added but not special.
     for (std::size_t id = 0; id < types.size(); ++id)
       if (types[id] == kControl || types[id] == kUserDefined)
-        spec.added.push_back({static_cast<TokenId>(id), spec.tokens[id], types[id] == kControl});
+        spec.added.push_back(
+            {static_cast<TokenId>(id), spec.tokens[id], types[id] == kControl, false});
   }
   spec.bos = keys.optional_id("tokenizer.ggml.bos_token_id");
   spec.eos = keys.optional_id("tokenizer.ggml.eos_token_id");
@@ -589,36 +868,39 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
 // ---------------------------------------------------------------------------------------------
 // Encoding and decoding
 
-void Tokenizer::encode_piece(std::string_view bytes, std::vector<TokenId>& out) const {
+bool Tokenizer::cached(const std::string& piece, std::vector<TokenId>& out) const {
+  if (piece.size() > Tables::kCachedPieceBytes) return false;
   Tables& tables = *tables_;
-  if (ignore_merges_) {
-    const auto it = tables.by_bytes.find(std::string(bytes));
-    if (it != tables.by_bytes.end()) {
-      out.push_back(it->second);
-      return;
-    }
-  }
-  const std::string key(bytes);
-  {
-    const std::lock_guard<std::mutex> lock(tables.cache_mutex);
-    const auto it = tables.cache.find(key);
-    if (it != tables.cache.end()) {
-      out.insert(out.end(), it->second.begin(), it->second.end());
-      return;
-    }
-  }
+  const std::lock_guard<std::mutex> lock(tables.cache_mutex);
+  const auto it = tables.cache.find(piece);
+  if (it == tables.cache.end()) return false;
+  out.insert(out.end(), it->second.begin(), it->second.end());
+  return true;
+}
 
-  // The piece as a linked list of tokens, one per byte to begin with.
+void Tokenizer::cache(const std::string& piece, const std::vector<TokenId>& ids) const {
+  if (piece.size() > Tables::kCachedPieceBytes) return;
+  Tables& tables = *tables_;
+  const std::lock_guard<std::mutex> lock(tables.cache_mutex);
+  if (tables.cache.size() >= Tables::kCacheLimit) tables.cache.clear();
+  tables.cache.emplace(piece, ids);
+}
+
+// BPE on a piece's starting tokens: merges the adjacent pair with the best rank (the leftmost of
+// equals) until no pair has a merge. Each merge is O(log n): the candidate pairs wait in a
+// priority queue, and a candidate whose tokens have changed since it was queued is skipped when
+// it comes up (lazy invalidation, as Hugging Face's Word::merge_all and llama.cpp do).
+std::vector<TokenId> Tokenizer::merge(std::vector<TokenId> ids) const {
+  const Tables& tables = *tables_;
+  // The piece as a linked list of tokens.
   struct Symbol {
     TokenId id;
     int prev;
     int next;
   };
   std::vector<Symbol> symbols;
-  symbols.reserve(bytes.size());
-  for (char byte : bytes) {
-    const TokenId id = tables.byte_token[static_cast<unsigned char>(byte)];
-    if (id < 0) continue;  // a byte without a token (and no unknown token)
+  symbols.reserve(ids.size());
+  for (TokenId id : ids) {
     const int index = static_cast<int>(symbols.size());
     symbols.push_back({id, index - 1, index + 1});
   }
@@ -665,10 +947,30 @@ void Tokenizer::encode_piece(std::string_view bytes, std::vector<TokenId>& out) 
   std::vector<TokenId> result;
   for (int i = count > 0 ? 0 : -1; i >= 0; i = symbols[static_cast<std::size_t>(i)].next)
     result.push_back(symbols[static_cast<std::size_t>(i)].id);
+  return result;
+}
+
+void Tokenizer::encode_piece(std::string_view bytes, std::vector<TokenId>& out) const {
+  const Tables& tables = *tables_;
+  if (ignore_merges_) {
+    const auto it = tables.by_bytes.find(std::string(bytes));
+    if (it != tables.by_bytes.end()) {
+      out.push_back(it->second);
+      return;
+    }
+  }
+  const std::string key(bytes);
+  if (cached(key, out)) return;
+  // One token per byte to begin with.
+  std::vector<TokenId> symbols;
+  symbols.reserve(bytes.size());
+  for (char byte : bytes) {
+    const TokenId id = tables.byte_token[static_cast<unsigned char>(byte)];
+    if (id >= 0) symbols.push_back(id);  // else a byte without a token (and no unknown token)
+  }
+  const std::vector<TokenId> result = merge(std::move(symbols));
   out.insert(out.end(), result.begin(), result.end());
-  const std::lock_guard<std::mutex> lock(tables.cache_mutex);
-  if (tables.cache.size() >= Tables::kCacheLimit) tables.cache.clear();
-  tables.cache.emplace(key, std::move(result));
+  cache(key, result);
 }
 
 void Tokenizer::encode_ordinary(std::string_view text, std::vector<TokenId>& out) const {
@@ -680,30 +982,129 @@ void Tokenizer::encode_ordinary(std::string_view text, std::vector<TokenId>& out
   }
 }
 
-std::vector<TokenId> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
-  detail::decode_utf8(text, fmt::format("encoding with {}", source_));  // refuse bad UTF-8 first
-  std::vector<TokenId> ids;
-  if (add_special_tokens && add_bos_) ids.push_back(*bos_id_);
-  std::size_t segment_begin = 0;
-  for (std::size_t position = 0; position < text.size();) {
-    const AddedToken* match = nullptr;
-    for (std::size_t index : tables_->added_by_first_byte[static_cast<unsigned char>(text[position])]) {
-      const AddedToken& candidate = added_tokens_[index];
-      if (text.compare(position, candidate.content.size(), candidate.content) == 0) {
-        match = &candidate;
-        break;
-      }
+// A SentencePiece-style piece (spaces already "▁"): one token per character where the vocabulary
+// has one, else the character's UTF-8 bytes as <0xXX> tokens, else the unknown token (runs of
+// unknown characters fused into one when fuse_unk says so); then BPE. This is Hugging Face's
+// BPE::merge_word, including one quirk: an unknown token still waiting to be fused is placed
+// after the byte tokens of a character that follows it (only possible when some <0xXX> tokens
+// are missing from the vocabulary).
+void Tokenizer::encode_sentencepiece_piece(std::string_view piece,
+                                           std::vector<TokenId>& out) const {
+  const Tables& tables = *tables_;
+  const std::string key(piece);
+  if (cached(key, out)) return;
+  std::vector<TokenId> symbols;
+  symbols.reserve(piece.size());
+  bool unknown_waiting = false;
+  const auto flush_unknown = [&] {
+    if (unknown_waiting) symbols.push_back(*tables.unknown);
+    unknown_waiting = false;
+  };
+  const detail::DecodedText decoded = detail::decode_utf8(piece, source_);
+  for (std::size_t i = 0; i < decoded.code_points.size(); ++i) {
+    const auto known = tables.char_token.find(decoded.code_points[i]);
+    if (known != tables.char_token.end()) {
+      flush_unknown();
+      symbols.push_back(known->second);
+      continue;
     }
+    const std::string_view bytes =
+        piece.substr(decoded.offsets[i], decoded.offsets[i + 1] - decoded.offsets[i]);
+    const bool all_bytes = std::all_of(bytes.begin(), bytes.end(), [&](char b) {
+      return tables.fallback_token[static_cast<unsigned char>(b)] >= 0;
+    });
+    if (all_bytes) {
+      for (char b : bytes) symbols.push_back(tables.fallback_token[static_cast<unsigned char>(b)]);
+      continue;
+    }
+    if (!tables.unknown) continue;  // no token at all: dropped, as Hugging Face does
+    if (unknown_waiting && !tables.fuse_unknown) flush_unknown();
+    unknown_waiting = true;
+  }
+  flush_unknown();
+  const std::vector<TokenId> result = merge(std::move(symbols));
+  out.insert(out.end(), result.begin(), result.end());
+  cache(key, result);
+}
+
+namespace {
+// The added token whose pattern starts at `position`, longest first, or nullptr.
+const AddedToken* added_token_at(std::string_view text, std::size_t position,
+                                 const std::array<std::vector<std::size_t>, 256>& by_first_byte,
+                                 const std::vector<std::string>& patterns,
+                                 const std::vector<AddedToken>& added) {
+  for (std::size_t index : by_first_byte[static_cast<unsigned char>(text[position])])
+    if (text.compare(position, patterns[index].size(), patterns[index]) == 0) return &added[index];
+  return nullptr;
+}
+}  // namespace
+
+// A SentencePiece-style text between two added tokens (`starts_text`: at the start of the whole
+// text), in Hugging Face's order: the normalizer (legacy form: "▁" before, every space as "▁"),
+// the added tokens with "normalized" found in that normalized text, then, between them, the
+// Metaspace pre-tokenizer (legacy=False form: every space as "▁", and a "▁" before the piece
+// that starts the text, or before every piece, unless it starts with one already); BPE on each.
+void Tokenizer::encode_sentencepiece_segment(std::string_view text, bool starts_text,
+                                             std::vector<TokenId>& out) const {
+  if (text.empty()) return;
+  const std::string normalized = space_prefix_ == SpacePrefix::every_segment
+                                     ? std::string(kMetaspace) + spaces_to_metaspace(text)
+                                     : std::string(text);
+  const auto encode_piece_at = [&](std::size_t begin, std::size_t end) {
+    if (begin == end) return;
+    const std::string_view piece = std::string_view(normalized).substr(begin, end - begin);
+    if (space_prefix_ == SpacePrefix::every_segment) {
+      encode_sentencepiece_piece(piece, out);
+      return;
+    }
+    std::string spaced = spaces_to_metaspace(piece);
+    const bool prefix = space_prefix_ == SpacePrefix::always || (starts_text && begin == 0);
+    if (prefix && !starts_with_metaspace(spaced)) spaced.insert(0, kMetaspace);
+    encode_sentencepiece_piece(spaced, out);
+  };
+  std::size_t begin = 0;
+  for (std::size_t position = 0; position < normalized.size();) {
+    const AddedToken* match =
+        added_token_at(normalized, position, tables_->normalized_added_by_first_byte,
+                       tables_->added_pattern, added_tokens_);
     if (match == nullptr) {
       ++position;
       continue;
     }
-    encode_ordinary(text.substr(segment_begin, position - segment_begin), ids);
+    encode_piece_at(begin, position);
+    out.push_back(match->id);
+    const auto index = static_cast<std::size_t>(match - added_tokens_.data());
+    position += tables_->added_pattern[index].size();
+    begin = position;
+  }
+  encode_piece_at(begin, normalized.size());
+}
+
+std::vector<TokenId> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
+  detail::decode_utf8(text, fmt::format("encoding with {}", source_));  // refuse bad UTF-8 first
+  std::vector<TokenId> ids;
+  if (add_special_tokens && add_bos_) ids.push_back(*bos_id_);
+  const auto encode_segment = [&](std::size_t begin, std::size_t end) {
+    const std::string_view segment = text.substr(begin, end - begin);
+    if (kind_ == TokenizerKind::sentencepiece)
+      encode_sentencepiece_segment(segment, begin == 0, ids);
+    else
+      encode_ordinary(segment, ids);
+  };
+  std::size_t segment_begin = 0;
+  for (std::size_t position = 0; position < text.size();) {
+    const AddedToken* match = added_token_at(text, position, tables_->added_by_first_byte,
+                                             tables_->added_pattern, added_tokens_);
+    if (match == nullptr) {
+      ++position;
+      continue;
+    }
+    encode_segment(segment_begin, position);
     ids.push_back(match->id);
     position += match->content.size();
     segment_begin = position;
   }
-  encode_ordinary(text.substr(segment_begin), ids);
+  encode_segment(segment_begin, text.size());
   if (add_special_tokens && add_eos_) ids.push_back(*eos_id_);
   return ids;
 }
@@ -736,6 +1137,13 @@ bool Tokenizer::is_special(TokenId id) const {
 }
 
 std::string Tokenizer::decode(const std::vector<TokenId>& ids, bool skip_special_tokens) const {
+  if (kind_ == TokenizerKind::sentencepiece) {
+    // The streaming decoder is the definition: decode() is it run over all the ids.
+    StreamingDecoder stream(*this, skip_special_tokens);
+    std::string text;
+    for (TokenId id : ids) text += stream.push(id);
+    return text + stream.finish();
+  }
   std::string bytes;
   for (TokenId id : ids) {
     if (skip_special_tokens && is_special(id)) continue;
@@ -744,7 +1152,29 @@ std::string Tokenizer::decode(const std::vector<TokenId>& ids, bool skip_special
   return detail::utf8_lossy(bytes);
 }
 
+StreamingDecoder::StreamingDecoder(const Tokenizer& tokenizer, bool skip_special_tokens)
+    : tokenizer_(tokenizer),
+      skip_special_tokens_(skip_special_tokens),
+      spaces_to_strip_(tokenizer.kind() == TokenizerKind::sentencepiece
+                           ? tokenizer.tables_->decoder_strips
+                           : 0) {}
+
 std::string StreamingDecoder::push(TokenId id) {
+  if (tokenizer_.kind() == TokenizerKind::sentencepiece) {
+    tokenizer_.check_id(id);
+    const Tokenizer::Tables& tables = *tokenizer_.tables_;
+    const auto index = static_cast<std::size_t>(id);
+    if (skip_special_tokens_ && tables.skipped[index]) return {};
+    const bool first = tokens_decoded_++ == 0;
+    if (tables.decoder == detail::SentencePieceDecoder::metaspace)
+      return first ? replace_metaspace(tables.decoder_text[index], "")
+                   : tokenizer_.token_bytes_[index];
+    if (tables.fallback_byte[index] >= 0) {
+      pending_ += static_cast<char>(tables.fallback_byte[index]);
+      return {};
+    }
+    return emit(flush_byte_run() + tokenizer_.token_bytes_[index]);
+  }
   if (skip_special_tokens_ && tokenizer_.is_special(id)) return {};
   pending_ += tokenizer_.token_bytes(id);
   // Everything up to a character cut off by the end of the bytes so far is final.
@@ -760,9 +1190,40 @@ std::string StreamingDecoder::push(TokenId id) {
 }
 
 std::string StreamingDecoder::finish() {
+  if (tokenizer_.kind() == TokenizerKind::sentencepiece) return emit(flush_byte_run());
   std::string out = detail::utf8_lossy(pending_);
   pending_.clear();
   return out;
+}
+
+// A finished run of <0xXX> tokens, as Hugging Face's ByteFallback decoder has it: the bytes when
+// they are valid UTF-8, else one U+FFFD for every byte of the run.
+std::string StreamingDecoder::flush_byte_run() {
+  bool valid = true;
+  for (std::size_t i = 0; i < pending_.size() && valid;) {
+    const detail::Utf8Step step = detail::utf8_step(pending_, i);
+    valid = step.valid;
+    i += step.length;
+  }
+  std::string out;
+  if (valid) {
+    out = std::move(pending_);
+  } else {
+    for (std::size_t i = 0; i < pending_.size(); ++i) out += "\xEF\xBF\xBD";
+  }
+  pending_.clear();
+  return out;
+}
+
+// The decoder's Strip(" ", 1, 0): the first space of the whole text goes, if it starts with one.
+std::string StreamingDecoder::emit(std::string text) {
+  std::size_t cut = 0;
+  while (spaces_to_strip_ > 0 && cut < text.size() && text[cut] == ' ') {
+    ++cut;
+    --spaces_to_strip_;
+  }
+  if (cut < text.size()) spaces_to_strip_ = 0;
+  return text.erase(0, cut);
 }
 
 }  // namespace kc::engine

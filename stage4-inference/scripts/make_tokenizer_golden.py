@@ -5,6 +5,7 @@ tokenizers, the reference the engine's tokenizer must match id for id.
     python3 -m venv /tmp/tok && /tmp/tok/bin/pip install tokenizers==0.23.3 gguf jinja2
     /tmp/tok/bin/python stage4-inference/scripts/make_tokenizer_golden.py \\
         --gguf "$(scripts/fetch_smollm2.sh)"
+    /tmp/tok/bin/python stage4-inference/scripts/make_tokenizer_golden.py --only llama2
 
 It writes:
   smollm2.tokenizer.json     SmolLM2-135M-Instruct's tokenizer, rebuilt from the GGUF file's
@@ -18,10 +19,28 @@ It writes:
                              post-processor, Llama 3's special tokens after the vocabulary)
   gpt2-synthetic.tokenizer.json
                              the same training with GPT-2's ByteLevel pre-tokenizer
+  llama2-legacy.tokenizer.json
+                             a small Llama-2-style (SentencePiece-style) BPE trained here and laid
+                             out as meta-llama/Llama-2-7b-hf's file is: <unk> <s> </s>, the 256 byte
+                             tokens <0x00>..<0xFF>, then the pieces; byte_fallback and fuse_unk;
+                             the "legacy" normalizer Sequence[Prepend("▁"), Replace(" ", "▁")], no
+                             pre-tokenizer, the decoder Sequence[Replace("▁", " "), ByteFallback,
+                             Fuse, Strip(" ", 1, 0)], <s> added by the post-processor; plus one
+                             added token that is matched after normalization ("<pad>")
+  llama2-metaspace.tokenizer.json
+                             the same vocabulary as transformers writes it with legacy=False: no
+                             normalizer, pre-tokenizer Metaspace("▁", prepend_scheme "first",
+                             split false), the same decoder
   *.golden.json              per tokenizer: the corpus's ids (one case a line), Hugging Face's
                              decoding of random id sequences (invalid UTF-8 included)
+  llama2-metaspace-always.golden.json
+                             llama2-metaspace.tokenizer.json changed as its header says
+                             (prepend_scheme "always", the Metaspace decoder); the test makes the
+                             same change
   chat.golden.json           chat templates rendered with jinja2 the way transformers'
                              apply_chat_template does, and SmolLM2's ids for its renderings
+  chat-llama2.golden.json    the same for Llama-2-chat's template (bos "<s>", eos "</s>"), its
+                             refusals (raise_exception), and the Llama-2-style tokenizers' ids
 """
 import argparse
 import json
@@ -32,8 +51,8 @@ import jinja2
 import jinja2.ext
 import jinja2.sandbox
 import tokenizers
-from tokenizers import (AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers,
-                        processors, trainers)
+from tokenizers import (AddedToken, Regex, Tokenizer, decoders, models, normalizers,
+                        pre_tokenizers, processors, trainers)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "..", "tests", "data", "tokenizer")
@@ -147,6 +166,115 @@ def train(pre_tokenizer, use_llama3_specials, ignore_merges, seed):
     return tok
 
 
+LLAMA2_SPECIALS = ["<unk>", "<s>", "</s>"]
+# The characters beyond ASCII that the Llama-2-style vocabulary has (the rest fall back to bytes).
+LLAMA2_NON_ASCII = "éèàïüößñ’“”…日本語中文テキ한국어Ελλη"
+
+# Lines only the Llama-2-style goldens encode, after the shared corpus (which stays as it is, so
+# the other goldens do not change): Llama 2's special tokens amid spaces, "▁" and "<0x41>" written
+# as text, the added token matched after normalization, and one long line, which the legacy form
+# encodes as a single BPE piece.
+LLAMA2_EXTRA = [
+    "<s>",
+    "<s>Hello",
+    "Hello<s>",
+    "<s> Hello",
+    " <s>Hello",
+    "a<s>b</s>c<unk>d",
+    "a <s> b </s> c",
+    "<s><s></s>",
+    "</s>x",
+    "▁",
+    "▁▁x ▁y",
+    " ▁leading",
+    "<0x41> <0xE6> written as text",
+    "<pad>",
+    "a<pad>b",
+    "a <pad>b",
+    "x  <pad> y",
+    "<s> <pad></s>",
+    " ".join(line for line in CORPUS if "<|" not in line),
+]
+
+
+def train_llama2(seed):
+    """A small Llama-2-style tokenizer, as meta-llama/Llama-2-7b-hf's tokenizer.json (legacy) lays
+    out: <unk> <s> </s>, the byte tokens <0x00>..<0xFF>, then the pieces (byte_fallback, fuse_unk).
+    Trained on words (Metaspace, split) so that, as in SentencePiece, no piece spans two words.
+    The training text keeps ASCII and a few other characters only, so that the rest of the corpus
+    (most scripts, emoji, ...) goes to the byte fallback. (The trainer's limit_alphabet would do
+    this too, but breaks ties between equally frequent characters differently from run to run.)"""
+    alphabet = set(chr(c) for c in range(128)) | set(LLAMA2_NON_ASCII)
+    texts = ["".join(c for c in text if c in alphabet) for text in training_texts(seed)]
+    trainer_tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+    trainer_tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always",
+                                                         split=True)
+    trainer = trainers.BpeTrainer(vocab_size=1000, min_frequency=2, show_progress=False,
+                                  special_tokens=LLAMA2_SPECIALS)
+    trainer_tok.train_from_iterator(texts, trainer)
+    trained = json.loads(trainer_tok.to_str())["model"]
+    vocab = {t: i for i, t in enumerate(LLAMA2_SPECIALS)}
+    for b in range(256):
+        vocab[f"<0x{b:02X}>"] = len(vocab)
+    for piece, _ in sorted(trained["vocab"].items(), key=lambda item: item[1]):
+        vocab.setdefault(piece, len(vocab))
+    merges = [tuple(m) for m in trained["merges"]]
+    return vocab, merges
+
+
+def llama2_tokenizer(vocab, merges, legacy):
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token="<unk>", byte_fallback=True,
+                               fuse_unk=True))
+    if legacy:
+        tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"),
+                                               normalizers.Replace(" ", "▁")])
+    else:
+        tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first",
+                                                     split=False)
+    tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(),
+                                     decoders.Fuse(), decoders.Strip(" ", 1, 0)])
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False)
+                            for t in LLAMA2_SPECIALS])
+    if legacy:
+        # As a fine-tune adds a padding token: matched in the normalized text, so its pattern is
+        # the normalized "▁<pad>".
+        tok.add_special_tokens([AddedToken("<pad>", special=True, normalized=True)])
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s> $A", pair="<s> $A <s> $B:1", special_tokens=[("<s>", vocab["<s>"])])
+    return tok
+
+
+def llama2_goldens(seed):
+    vocab, merges = train_llama2(seed)
+    # Byte tokens are single bytes: the decode cases mix the high ones (parts of characters) with
+    # everything else.
+    high_bytes = [vocab[f"<0x{b:02X}>"] for b in range(0x80, 0x100)]
+    source = {"source": "trained by make_tokenizer_golden.py"}
+    legacy = llama2_tokenizer(vocab, merges, legacy=True)
+    legacy.save(os.path.join(OUT, "llama2-legacy.tokenizer.json"), pretty=False)
+    golden("llama2-legacy", legacy, 6, source, LLAMA2_EXTRA, high_bytes)
+
+    metaspace = llama2_tokenizer(vocab, merges, legacy=False)
+    metaspace.save(os.path.join(OUT, "llama2-metaspace.tokenizer.json"), pretty=False)
+    golden("llama2-metaspace", metaspace, 7, source, LLAMA2_EXTRA, high_bytes)
+
+    # The other Metaspace settings, on the same file changed as "changes" says: prepend_scheme
+    # "always", and the Metaspace decoder (which leaves <0xXX> tokens as they are written and
+    # drops every "▁" of the first token).
+    changes = {"pre_tokenizer": {"type": "Metaspace", "replacement": "▁",
+                                 "prepend_scheme": "always", "split": False},
+               "decoder": {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always",
+                           "split": False}}
+    changed = json.loads(metaspace.to_str())
+    changed.update(changes)
+    always = Tokenizer.from_str(json.dumps(changed))
+    golden("llama2-metaspace-always", always, 8,
+           {"source": "llama2-metaspace.tokenizer.json with these changes", "changes": changes},
+           LLAMA2_EXTRA, high_bytes)
+
+    chat_llama2_golden({"llama2_legacy": legacy, "llama2_metaspace": metaspace})
+
+
 def smollm2_from_gguf(path):
     from gguf import GGUFReader
     reader = GGUFReader(path)
@@ -190,23 +318,34 @@ def write_cases(path, header, key, cases):
         f.write("  ]\n}\n")
 
 
-def golden(name, tok, seed, extra_header):
+def golden(name, tok, seed, extra_header, extra_texts=(), high_bytes=None, path=None):
+    """extra_texts: lines encoded after the shared corpus; high_bytes: the ids of the tokens of
+    single bytes >= 0x80 (default: the byte-level alphabet's); path: where to write."""
     cases = []
-    for text in CORPUS:
+    for text in list(CORPUS) + list(extra_texts):
         ids = tok.encode(text, add_special_tokens=False).ids
         ids_special = tok.encode(text, add_special_tokens=True).ids
         # decode(encode(text)) is the text, except where a byte has no token and is dropped.
-        # The pre-tokenizer's pieces as code-point ranges, to check the regex matchers directly.
-        pieces = [list(span) for _, span in tok.pre_tokenizer.pre_tokenize_str(text)]
-        cases.append({"text": text, "pieces": pieces, "ids": ids, "ids_with_special": ids_special,
-                      "decoded": tok.decode(ids, skip_special_tokens=False),
-                      "decoded_skip_special": tok.decode(ids, skip_special_tokens=True)})
+        case = {"text": text}
+        if tok.pre_tokenizer is not None and tok.normalizer is None and \
+                tok.pre_tokenizer.__class__.__name__ != "Metaspace":
+            # The pre-tokenizer's pieces as code-point ranges, to check the regex matchers
+            # directly (byte-level tokenizers; Llama 2's has no regex to check).
+            case["pieces"] = [list(span) for _, span in tok.pre_tokenizer.pre_tokenize_str(text)]
+        case.update({"ids": ids, "ids_with_special": ids_special,
+                     "decoded": tok.decode(ids, skip_special_tokens=False),
+                     "decoded_skip_special": tok.decode(ids, skip_special_tokens=True)})
+        cases.append(case)
     # Random id sequences, heavy in single bytes >= 0x80 so that characters split across tokens,
     # stray continuation bytes and truncated sequences all occur; plus special tokens.
     rng = random.Random(seed)
     vocab = tok.get_vocab()
-    byte_alphabet = pre_tokenizers.ByteLevel.alphabet()
-    high_bytes = [vocab[c] for c in byte_alphabet if ord(c) >= 0xA1 and c in vocab]
+    if high_bytes is None:
+        byte_alphabet = pre_tokenizers.ByteLevel.alphabet()
+        # In code-point order: ByteLevel.alphabet() comes from a hash set, in an order that
+        # changes from run to run (the decode cases committed before this sort was added came
+        # from one such order, so a full run rewrites them with other, equally valid, cases).
+        high_bytes = [vocab[c] for c in sorted(byte_alphabet) if ord(c) >= 0xA1 and c in vocab]
     specials = list(tok.get_added_tokens_decoder().keys())
     decode_cases = []
     for _ in range(60):
@@ -221,7 +360,7 @@ def golden(name, tok, seed, extra_header):
               "vocab_size": tok.get_vocab_size()}
     header.update(extra_header)
     header["decode_cases"] = decode_cases
-    write_cases(os.path.join(OUT, f"{name}.golden.json"), header, "cases", cases)
+    write_cases(path or os.path.join(OUT, f"{name}.golden.json"), header, "cases", cases)
 
 
 # The tool-free path of Llama 3.1/3.2's published template (their tool branches left out): the
@@ -276,6 +415,66 @@ def render(template, messages, add_generation_prompt):
                                             bos_token="<|begin_of_text|>")
 
 
+# meta-llama/Llama-2-7b-chat-hf's tokenizer_config.json "chat_template" (the same for 13b/70b):
+# the "\\n" are Jinja escapes inside its string literals, and the two spaces after ' ' are Jinja
+# white space, not output.
+LLAMA2_CHAT_TEMPLATE = (
+    "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set "
+    "system_message = messages[0]['content'] %}{% else %}{% set loop_messages = messages %}{% set "
+    "system_message = false %}{% endif %}{% for message in loop_messages %}{% if (message['role'] "
+    "== 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate "
+    "user/assistant/user/assistant/...') }}{% endif %}{% if loop.index0 == 0 and system_message != "
+    "false %}{% set content = '<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' + "
+    "message['content'] %}{% else %}{% set content = message['content'] %}{% endif %}{% if "
+    "message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}{% elif "
+    "message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}{% "
+    "endfor %}")
+
+# Beyond CONVERSATIONS: an empty system message (still a <<SYS>> block: '' != false), a system
+# message alone, a second system message where an assistant turn would be (dropped), special
+# tokens and white space in the content, and conversations the template refuses.
+LLAMA2_CONVERSATIONS = [
+    [{"role": "system", "content": ""}, {"role": "user", "content": "Hi"}],
+    [{"role": "system", "content": "Only a system message."}],
+    [{"role": "user", "content": "a"}, {"role": "system", "content": "b"},
+     {"role": "user", "content": "c"}],
+    [{"role": "user", "content": " \t<s>[INST] x </s>\u3000"},
+     {"role": "assistant", "content": "\n y\u00a0"}, {"role": "user", "content": "z"}],
+    [{"role": "user", "content": "one"}, {"role": "user", "content": "two"}],
+    [{"role": "assistant", "content": "first"}],
+    [{"role": "system", "content": "s"}, {"role": "assistant", "content": "first"}],
+]
+
+
+def raise_exception(message):
+    raise jinja2.exceptions.TemplateError(message)
+
+
+def chat_llama2_golden(tokenizers_by_name):
+    env = jinja2.sandbox.ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
+    env.globals["raise_exception"] = raise_exception  # as transformers defines it
+    template = env.from_string(LLAMA2_CHAT_TEMPLATE)
+    cases = []
+    for messages in CONVERSATIONS + LLAMA2_CONVERSATIONS:
+        for add in (True, False):
+            case = {"add_generation_prompt": add, "messages": messages}
+            try:
+                text = template.render(messages=messages, add_generation_prompt=add,
+                                       bos_token="<s>", eos_token="</s>")
+            except jinja2.exceptions.TemplateError as e:
+                case["error"] = str(e)
+                cases.append(case)
+                continue
+            case["text"] = text
+            for name, tok in tokenizers_by_name.items():
+                case[f"ids_{name}"] = tok.encode(text, add_special_tokens=False).ids
+            cases.append(case)
+    write_cases(os.path.join(OUT, "chat-llama2.golden.json"),
+                {"jinja2_version": jinja2.__version__, "template": LLAMA2_CHAT_TEMPLATE,
+                 "bos_token": "<s>", "eos_token": "</s>"}, "cases", cases)
+
+
 def chat_golden(smollm2, smollm2_template):
     templates = {"smollm2": smollm2_template, "llama3": LLAMA3_TEMPLATE,
                  "llama31": LLAMA31_TOOL_FREE_TEMPLATE}
@@ -295,9 +494,17 @@ def chat_golden(smollm2, smollm2_template):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--gguf", required=True, help="SmolLM2-135M-Instruct.Q4_1.gguf")
+    parser.add_argument("--gguf", help="SmolLM2-135M-Instruct.Q4_1.gguf (not needed with "
+                                           "--only llama2)")
+    parser.add_argument("--only", choices=["llama2"],
+                        help="write only the Llama-2-style files (llama2-*)")
     args = parser.parse_args()
     os.makedirs(OUT, exist_ok=True)
+    if args.only == "llama2":
+        llama2_goldens(seed=5)
+        return
+    if not args.gguf:
+        parser.error("--gguf is needed to write SmolLM2's files (or pass --only llama2)")
 
     smollm2, template = smollm2_from_gguf(args.gguf)
     smollm2.save(os.path.join(OUT, "smollm2.tokenizer.json"), pretty=False)
@@ -314,6 +521,8 @@ def main():
                  seed=4)
     gpt2.save(os.path.join(OUT, "gpt2-synthetic.tokenizer.json"), pretty=False)
     golden("gpt2-synthetic", gpt2, 3, {"source": "trained by make_tokenizer_golden.py"})
+
+    llama2_goldens(seed=5)
 
     chat_golden(smollm2, template)
     for f in sorted(os.listdir(OUT)):

@@ -14,6 +14,11 @@
 //                      cutoff and the date ("Cutting Knowledge Date: December 2023\nToday Date:
 //                      26 Jul 2024\n\n") before the system message. Only conversations without
 //                      tools are rendered; tool and ipython turns are refused.
+//   Llama 2 (chat)     {bos}[INST] {user, trimmed} [/INST] {assistant, trimmed} {eos}{bos}...
+//                      (meta-llama/Llama-2-*-chat-hf's template); a system message goes inside the
+//                      first [INST] as "<<SYS>>\n{system}\n<</SYS>>\n\n". Turns must alternate
+//                      user/assistant, starting with the user (the template raises otherwise);
+//                      there is no generation prompt: "[/INST]" already asks for the reply.
 //
 // The rendered text contains the special tokens as text; encode it with add_special_tokens =
 // false (the BOS is already there), as transformers' apply_chat_template does.
@@ -30,13 +35,15 @@ struct ChatMessage {
   std::string content;
 };
 
-enum class ChatTemplateKind { chatml, llama3, llama31 };
+enum class ChatTemplateKind { chatml, llama3, llama31, llama2 };
 
 struct ChatRenderOptions {
   // Append the header of the assistant's turn, so the model writes the reply next.
   bool add_generation_prompt = true;
-  // The BOS text Llama 3 templates start with.
-  std::string bos_token = "<|begin_of_text|>";
+  // The BOS text the Llama templates write, and the EOS text Llama 2's writes after each reply;
+  // empty: the model's own ("<|begin_of_text|>" for Llama 3, "<s>" and "</s>" for Llama 2).
+  std::string bos_token;
+  std::string eos_token;
   // Llama 3.1/3.2's "Today Date"; their templates default to this date (3.2's takes today's date
   // when the renderer offers strftime_now, as transformers does).
   std::string date_string = "26 Jul 2024";

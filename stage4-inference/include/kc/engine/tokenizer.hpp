@@ -1,6 +1,7 @@
-// kc/engine/tokenizer.hpp — byte-level BPE, the tokenizer of GPT-2, SmolLM2 and Llama 3.
+// kc/engine/tokenizer.hpp — BPE tokenizers of two kinds: byte-level (GPT-2, SmolLM2, Llama 3) and
+// SentencePiece-style (Llama 2).
 //
-// Encoding text to token ids happens in four steps, each matching Hugging Face tokenizers:
+// Byte-level BPE encodes text to token ids in four steps, each matching Hugging Face tokenizers:
 //
 //   1. added tokens: the text is cut at every added token (<|im_start|>, <|eot_id|> ...), found
 //      leftmost-longest; each becomes its id and the text between them goes on to step 2;
@@ -11,13 +12,26 @@
 //   4. BPE: within a piece, the adjacent pair of tokens with the best (lowest) merge rank is merged
 //      into one token, again and again, until no pair of the piece has a merge.
 //
-// Decoding concatenates the tokens' bytes and repairs invalid UTF-8 with U+FFFD; a generator that
-// prints tokens as they come uses StreamingDecoder, which holds back a character split across
-// tokens until its last byte arrives.
+// SentencePiece-style BPE (Llama 2, as Hugging Face's tokenizer.json writes it) differs in steps
+// 2 and 3: every space becomes "▁" and a "▁" goes before the text (SpacePrefix says where); there
+// is no regex, so the whole text between two added tokens is one piece; the piece starts as its
+// characters, and a character that is not in the vocabulary becomes one <0xXX> token per UTF-8
+// byte ("byte fallback"). BPE then merges as in step 4, with a priority queue of adjacent pairs,
+// so a piece of thousands of characters costs O(n log n), not O(n^2).
 //
-// Sources: a Hugging Face tokenizer.json (model BPE, ByteLevel decoding) or a GGUF file's
-// tokenizer.ggml.* metadata (model "gpt2"). SentencePiece tokenizers (Llama 2, GGUF model
-// "llama") are refused by name. Every problem with a file is a kc::Error naming the file.
+// Decoding concatenates the tokens' text. Byte-level: the bytes each token stands for, invalid
+// UTF-8 repaired with U+FFFD. SentencePiece-style: "▁" becomes a space, each run of <0xXX> tokens
+// becomes its bytes (a run that is not valid UTF-8 becomes one U+FFFD per byte, as Hugging Face's
+// ByteFallback decoder does), and one leading space is stripped (with a Metaspace decoder
+// instead: every "▁" of the first token dropped, <0xXX> tokens left as written, as Hugging Face's
+// does). A generator that prints tokens as they come uses StreamingDecoder, which holds back
+// what later tokens could still change: a character split across byte-level tokens, or a whole
+// run of <0xXX> tokens.
+//
+// Sources: a Hugging Face tokenizer.json (model BPE; ByteLevel decoding, or byte_fallback with
+// Llama 2's normalizer or Metaspace pre-tokenizer) or a GGUF file's tokenizer.ggml.* metadata
+// (model "gpt2"). GGUF SentencePiece tokenizers (model "llama", scores instead of merges) are
+// refused by name. Every problem with a file is a kc::Error naming the file.
 #pragma once
 
 #include <cstdint>
@@ -36,8 +50,30 @@ struct TokenizerBuilder;
 
 using TokenId = std::int32_t;
 
+// The two kinds of BPE the engine reads (the header comment above tells them apart).
+enum class TokenizerKind {
+  byte_level,     // GPT-2, SmolLM2, Llama 3
+  sentencepiece,  // Llama 2: "▁" for spaces, characters, <0xXX> byte fallback
+};
+const char* tokenizer_kind_name(TokenizerKind kind);
+
+// Where a SentencePiece-style tokenizer puts the "▁" that stands for the space before a word.
+enum class SpacePrefix {
+  // The "legacy" normalizer Prepend("▁") of Llama 2's tokenizer.json: before every text between
+  // added tokens, even one that starts with a space ("<s>Hi" -> <s> "▁Hi").
+  every_segment,
+  // Pre-tokenizer Metaspace, prepend_scheme "first" (transformers' legacy=False): before the
+  // start of the text only, and not when it starts with a space ("<s>Hi" -> <s> "Hi").
+  first,
+  // Metaspace, prepend_scheme "always": before every text between added tokens that does not
+  // start with a space.
+  always,
+};
+
 // The pre-tokenizer regexes the engine knows.
 enum class PreTokenizerKind {
+  // No regex: the text between added tokens is one piece (Llama 2's SentencePiece-style BPE).
+  none,
   // GPT-2: 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
   gpt2,
   // SmolLM2 (and StarCoder): every digit split off alone, then GPT-2's regex
@@ -55,6 +91,10 @@ struct AddedToken {
   TokenId id = 0;
   std::string content;
   bool special = false;
+  // Matched in the normalized text (tokenizer.json "normalized": true). With Llama 2's legacy
+  // normalizer the pattern is itself normalized ("<pad>" is found as "▁<pad>"), and Hugging Face
+  // then decodes the token as "▁<pad>" and never skips it as special; the engine does the same.
+  bool normalized = false;
 };
 
 class Tokenizer {
@@ -75,15 +115,20 @@ class Tokenizer {
   std::string decode(const std::vector<TokenId>& ids, bool skip_special_tokens = false) const;
 
   std::size_t vocab_size() const { return token_text_.size(); }
-  // The token as the vocabulary writes it (byte-level characters, e.g. "Ġthe").
+  // The token as the vocabulary writes it (byte-level characters, e.g. "Ġthe"; "▁the", "<0xE6>").
   const std::string& token_text(TokenId id) const;
-  // The bytes the token stands for (" the"); decoding concatenates these.
+  // The bytes the token stands for (" the"; a <0xXX> token's one byte); decoding concatenates
+  // these, apart from the SentencePiece-style decoder's rules at the start of the text and for
+  // <0xXX> runs that are not valid UTF-8.
   const std::string& token_bytes(TokenId id) const;
   // The id of a token by its vocabulary text, if there is one.
   std::optional<TokenId> find_token(std::string_view text) const;
   bool is_special(TokenId id) const;
   const std::vector<AddedToken>& added_tokens() const { return added_tokens_; }
 
+  TokenizerKind kind() const { return kind_; }
+  // SentencePiece-style only: where "▁" goes (meaningless for byte-level tokenizers).
+  SpacePrefix space_prefix() const { return space_prefix_; }
   PreTokenizerKind pre_tokenizer() const { return pre_tokenizer_; }
   // Llama 3: a piece that is itself a token becomes that token without BPE.
   bool ignore_merges() const { return ignore_merges_; }
@@ -105,16 +150,25 @@ class Tokenizer {
 
  private:
   friend struct detail::TokenizerBuilder;  // the loaders build through it (tokenizer.cpp)
+  friend class StreamingDecoder;           // decodes with the tables (tokenizer.cpp)
   struct Tables;
   Tokenizer();
   void check_id(TokenId id) const;
+  std::vector<TokenId> merge(std::vector<TokenId> symbols) const;
+  bool cached(const std::string& piece, std::vector<TokenId>& out) const;
+  void cache(const std::string& piece, const std::vector<TokenId>& ids) const;
   void encode_piece(std::string_view bytes, std::vector<TokenId>& out) const;
   void encode_ordinary(std::string_view text, std::vector<TokenId>& out) const;
+  void encode_sentencepiece_piece(std::string_view piece, std::vector<TokenId>& out) const;
+  void encode_sentencepiece_segment(std::string_view text, bool starts_text,
+                                    std::vector<TokenId>& out) const;
 
   std::string source_;
   std::vector<std::string> token_text_;
   std::vector<std::string> token_bytes_;
   std::vector<AddedToken> added_tokens_;
+  TokenizerKind kind_ = TokenizerKind::byte_level;
+  SpacePrefix space_prefix_ = SpacePrefix::every_segment;
   PreTokenizerKind pre_tokenizer_ = PreTokenizerKind::gpt2;
   bool ignore_merges_ = false;
   std::size_t merge_count_ = 0;
@@ -126,22 +180,31 @@ class Tokenizer {
 };
 
 // Turns ids into text one at a time, for printing a generation as it runs. push() returns the
-// text that is complete so far and keeps the bytes of a character whose remaining bytes have not
-// arrived; finish() returns what is left (U+FFFD for a character that never completed). The
-// concatenation of every push() and finish() equals Tokenizer::decode of all the ids.
+// text that is final so far and holds back what a later token could still change: byte-level,
+// the bytes of a character whose remaining bytes have not arrived; SentencePiece-style, a run of
+// <0xXX> tokens until a token that is not a byte ends it (Hugging Face decodes the run as a whole,
+// and one invalid byte anywhere in it turns every byte of it into U+FFFD). finish() returns what
+// is left. The concatenation of every push() and finish() equals Tokenizer::decode of all the
+// ids; for SentencePiece-style tokenizers decode() is this decoder run over the ids.
 class StreamingDecoder {
  public:
-  explicit StreamingDecoder(const Tokenizer& tokenizer, bool skip_special_tokens = false)
-      : tokenizer_(tokenizer), skip_special_tokens_(skip_special_tokens) {}
+  explicit StreamingDecoder(const Tokenizer& tokenizer, bool skip_special_tokens = false);
   std::string push(TokenId id);
   std::string finish();
-  // Bytes held back, waiting for the rest of a character.
+  // Bytes held back: of a character still incomplete, or of a run of <0xXX> tokens.
   std::size_t pending_bytes() const { return pending_.size(); }
 
  private:
+  // SentencePiece-style: the text of a token that is not a byte, after the decoder's rule for
+  // the start of the text.
+  std::string emit(std::string text);
+  std::string flush_byte_run();
+
   const Tokenizer& tokenizer_;
   bool skip_special_tokens_;
   std::string pending_;
+  std::size_t tokens_decoded_ = 0;  // SentencePiece-style: tokens seen, skipped ones not counted
+  std::size_t spaces_to_strip_ = 0;  // SentencePiece-style: leading spaces the decoder still strips
 };
 
 }  // namespace kc::engine
