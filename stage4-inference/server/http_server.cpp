@@ -178,8 +178,13 @@ bool constant_time_equal(const std::string& given, const std::string& secret) {
 
 std::vector<engine::TokenId> end_of_turn_tokens(const engine::ChatTemplate& chat_template,
                                                 const engine::Tokenizer& tokenizer) {
-  const char* text = chat_template.kind() == engine::ChatTemplateKind::chatml ? "<|im_end|>"
-                                                                              : "<|eot_id|>";
+  const char* text = "<|eot_id|>";  // Llama 3, 3.1 and 3.2
+  switch (chat_template.kind()) {
+    case engine::ChatTemplateKind::chatml: text = "<|im_end|>"; break;
+    case engine::ChatTemplateKind::llama2: text = "</s>"; break;  // a reply ends with EOS
+    case engine::ChatTemplateKind::llama3:
+    case engine::ChatTemplateKind::llama31: break;
+  }
   std::vector<engine::TokenId> ids;
   if (const auto id = tokenizer.find_token(text)) ids.push_back(*id);
   return ids;

@@ -2,6 +2,7 @@
 // scripted fake model step, on an ephemeral loopback port, spoken to in raw HTTP/1.1.
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -16,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kc/engine/chat_template.hpp"
+#include "kc/engine/tokenizer.hpp"
 #include "kc/serve/api.hpp"
 #include "kc/serve/bridge.hpp"
 #include "kc/serve/fake_model.hpp"
@@ -254,6 +256,19 @@ ServerSetup chat_setup() {
 constexpr const char* kChatBody =
     R"({"messages": [{"role": "system", "content": "Be brief."},
                      {"role": "user", "content": "Hello there"}])";
+
+// Each chat format's end of an assistant turn, as its tokenizer has it: Llama 2's is the EOS, </s>.
+TEST(ServeEndOfTurn, Llama2ChatEndsItsTurnWithTheEos) {
+  const std::string data = std::string(KC_TOKENIZER_TEST_DATA);
+  const engine::Tokenizer llama2 = engine::Tokenizer::from_tokenizer_json(data + "/llama2-legacy.tokenizer.json");
+  std::ifstream golden_file(data + "/chat-llama2.golden.json");
+  const json golden = json::parse(golden_file);
+  const engine::ChatTemplate chat =
+      engine::ChatTemplate::recognize(golden.at("template").get<std::string>(), "chat-llama2.golden.json");
+  ASSERT_EQ(chat.kind(), engine::ChatTemplateKind::llama2);
+  ASSERT_TRUE(llama2.find_token("</s>").has_value());
+  EXPECT_EQ(end_of_turn_tokens(chat, llama2), std::vector<engine::TokenId>{*llama2.find_token("</s>")});
+}
 
 TEST_F(ServeHttp, ChatCompletionStopsAtTheEndOfTurn) {
   start(chat_setup());

@@ -64,7 +64,8 @@ struct ServerOptions {
 bool constant_time_equal(const std::string& given, const std::string& secret);
 
 // The tokens that end an assistant turn in `chat_template`'s format, as `tokenizer` has them:
-// <|im_end|> for ChatML, <|eot_id|> for Llama 3. Empty when the tokenizer lacks the token.
+// <|im_end|> for ChatML, <|eot_id|> for Llama 3, </s> (the EOS) for Llama 2. Empty when the
+// tokenizer lacks the token.
 std::vector<engine::TokenId> end_of_turn_tokens(const engine::ChatTemplate& chat_template,
                                                 const engine::Tokenizer& tokenizer);
 
