@@ -35,8 +35,10 @@ CheckOutcome judge_outputs(const OpSpec& op, const Problem& problem, const Opera
     require(expected->second.size() == tensor.count(),
             "op '{}': reference for '{}' has {} values, the output has {}", op.name, tensor.name,
             expected->second.size(), tensor.count());
-    const CompareResult result = compare_on_device(tensor.raw(), tensor.dtype, expected->second.data(),
-                                                   tensor.count(), op.accuracy(problem, tensor), stream);
+    const CompareResult result =
+        op.compare_choice ? op.compare_choice(problem, tensor, expected->second, operands, stream)
+                          : compare_on_device(tensor.raw(), tensor.dtype, expected->second.data(), tensor.count(),
+                                              op.accuracy(problem, tensor), stream);
     if (!result.passed) outcome.status = CheckOutcome::Status::failed;
     outcome.worst_rel_frobenius = std::isnan(result.rel_frobenius)
                                       ? result.rel_frobenius

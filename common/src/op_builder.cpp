@@ -230,6 +230,7 @@ OpSpec build_op(OpConfig config) {
     op.baseline_computes_op = false;
   }
   op.peers = std::move(config.peers);
+  op.compare_choice = std::move(config.compare_choice);
   op.bench_problems = expand(op, config.bench);
   op.conformance_problems = expand(op, config.conformance);
   return op;

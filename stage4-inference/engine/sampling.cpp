@@ -152,4 +152,22 @@ TokenId sample_token(const std::vector<float>& logits, const SamplingParams& par
   return sample_with_uniform(logits, params, sampling_uniform(params.seed, index));
 }
 
+bool sampling_boundary_neighbours(const std::vector<float>& logits, const SamplingParams& params,
+                                  std::uint64_t index, TokenId expected, TokenId got) {
+  const auto vocab = static_cast<TokenId>(logits.size());
+  if (expected < 0 || got < 0 || expected >= vocab || got >= vocab) return false;
+  std::vector<TokenId> order(logits.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](TokenId a, TokenId b) { return logits[a] > logits[b]; });
+  const auto at = [&](TokenId token) { return std::find(order.begin(), order.end(), token) - order.begin(); };
+  const std::ptrdiff_t i = at(expected), j = at(got);
+  if (std::abs(i - j) != 1) return false;
+  const std::vector<double> p = sampling_probabilities(logits, params);
+  double running = 0.0;
+  for (std::ptrdiff_t k = 0; k <= std::min(i, j); ++k) running += p[static_cast<std::size_t>(order[k])];
+  double kept = 0.0;
+  for (const double v : p) kept += v;
+  return std::abs(static_cast<double>(sampling_uniform(params.seed, index)) * kept - running) < 1e-5;
+}
+
 }  // namespace kc::engine

@@ -1,5 +1,5 @@
 // The engine's own kernels as kc-bench ops: the KV-cache write of a step, the fused RoPE + cache
-// write, and the greedy choice.
+// write, the greedy choice and the sampler.
 // Each is memory-bound and judged against a copy of its bytes, like stage 2's ops; their table is
 // "stage4-kernels" (kc-engine-bench writes the engine's own, stage4.md).
 #include "kc/stage4/register.hpp"
@@ -7,13 +7,22 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <climits>
+#include <map>
+#include <string>
+#include <utility>
 #include <memory>
 #include <numeric>
 #include <random>
 #include <vector>
 
+#include "kc/common/buffer.hpp"
+#include "kc/common/error.hpp"
+#include "kc/common/fill.hpp"
 #include "kc/common/op_builder.hpp"
 #include "kc/engine/engine_kernels.hpp"
+#include "kc/engine/gpu_sampler.hpp"
+#include "kc/engine/sampling.hpp"
 #include "kc/stage2/kernels.hpp"
 #include "kc/stage2/references.hpp"
 
@@ -226,6 +235,107 @@ OpConfig argmax_rows_config(const std::shared_ptr<CopyScratch>& scratch) {
   return config;
 }
 
+// ---- sample_rows: dims {rows, vocab}, parameters temperature, top_k, top_p --------------------
+// The sampler of a decode step with a temperature (kc/engine/sampling.hpp's rule, drawn on the GPU
+// by kc/engine/gpu_sampler.hpp). Row r samples as token number r of a request seeded
+// kSampleSeedBase + r, so the draws differ from row to row and are the same in every run.
+
+constexpr std::uint64_t kSampleSeedBase = 0x5eed0000;
+
+engine::SamplingParams sample_params(const Problem& p, std::int64_t row) {
+  engine::SamplingParams params;
+  params.temperature = static_cast<float>(p.param("temperature"));
+  params.top_k = static_cast<std::int32_t>(p.param("top_k"));
+  params.top_p = static_cast<float>(p.param("top_p"));
+  params.seed = kSampleSeedBase + static_cast<std::uint64_t>(row);
+  return params;
+}
+
+// A row of the logits operand as the floats the reference samples from.
+std::vector<float> logits_row(const std::vector<double>& logits, std::int64_t row, std::int64_t vocab) {
+  std::vector<float> out(static_cast<std::size_t>(vocab));
+  for (std::int64_t c = 0; c < vocab; ++c) out[static_cast<std::size_t>(c)] = static_cast<float>(logits[static_cast<std::size_t>(row * vocab + c)]);
+  return out;
+}
+
+// The sampler and each problem's parameter rows, made in the untimed warm-up launch.
+struct SamplerState {
+  std::map<std::pair<std::int64_t, std::int64_t>, std::unique_ptr<engine::GpuSampler>> samplers;
+  std::map<std::string, DeviceBuffer<engine::GpuSamplingRow>> rows;
+};
+
+OpConfig sample_rows_config(const std::shared_ptr<CopyScratch>& scratch) {
+  OpConfig config;
+  config.name = "sample_rows";
+  config.description =
+      "out[r] = the token sampling.hpp's rule picks from row r of the logits with the problem's temperature, top-k "
+      "and top-p, drawn as token r of a request seeded 0x5eed0000 + r; a neighbour in the order where the draw "
+      "lies within FP32 rounding of the boundary between the two is accepted (sampling_boundary_neighbours)";
+  config.dim_names = {"rows", "vocab"};
+  config.dtypes = {DType::bf16};
+  config.params = {{"temperature", 0.8, "softmax temperature; 0 is greedy"},
+                   {"top_k", 0, "keep the k largest logits; 0 keeps all"},
+                   {"top_p", 0.95, "keep the shortest prefix of the order whose probability reaches top_p"}};
+  config.bound = Bound::memory;
+  config.copy_scratch = scratch;
+  config.operands = {input("logits", dims_at({0, 1}), FillSpec::normal(0.0, 3.0)),
+                     output("out", dims_at({0}), DType::i32)};
+  config.bytes = [](const Problem& p) {  // the logits read once, the tokens written
+    return 2.0 * static_cast<double>(p.dims[0] * p.dims[1]) + 4.0 * static_cast<double>(p.dims[0]);
+  };
+  config.supports = [](const Problem& p) -> std::string {
+    try {
+      engine::validate_sampling_params(sample_params(p, 0));
+    } catch (const Error& error) {
+      return error.what();
+    }
+    if (p.dims[0] * p.dims[1] > INT32_MAX) return "rows x vocab must stay below 2^31 keys (the sort's)";
+    return "";
+  };
+  config.host_reference = [](const Problem& p, const HostTensors& in) {
+    std::vector<double> out(static_cast<std::size_t>(p.dims[0]));
+    for (std::int64_t r = 0; r < p.dims[0]; ++r)
+      out[static_cast<std::size_t>(r)] = engine::sample_token(logits_row(in.at("logits"), r, p.dims[1]),
+                                                              sample_params(p, r), static_cast<std::uint64_t>(r));
+    return HostTensors{{"out", std::move(out)}};
+  };
+  // A token id is a choice, not a number: equal to the reference's, or its neighbour at a boundary.
+  config.compare_choice = [](const Problem& p, const Tensor& output, const DeviceBuffer<double>& reference,
+                             const Operands& operands, cudaStream_t stream) {
+    const std::vector<double> got = to_host_double(output.raw(), output.dtype, output.count(), stream);
+    const std::vector<double> want = to_host_double(reference.data(), DType::f64, reference.size(), stream);
+    const Tensor& logits_tensor = operands["logits"];
+    const std::vector<double> logits = to_host_double(logits_tensor.raw(), logits_tensor.dtype, logits_tensor.count(), stream);
+    CompareResult result;
+    result.count = got.size();
+    for (std::size_t r = 0; r < got.size(); ++r) {
+      const auto token = static_cast<engine::TokenId>(got[r]), expected = static_cast<engine::TokenId>(want[r]);
+      const std::int64_t row = static_cast<std::int64_t>(r);
+      const bool ok = got[r] == want[r] ||
+                      (got[r] == static_cast<double>(token) &&
+                       engine::sampling_boundary_neighbours(logits_row(logits, row, p.dims[1]), sample_params(p, row),
+                                                            static_cast<std::uint64_t>(row), expected, token));
+      if (ok) continue;
+      if (result.mismatches++ == 0) {
+        result.first_bad_index = r;
+        result.first_bad_out = got[r];
+        result.first_bad_ref = want[r];
+      }
+    }
+    result.passed = result.mismatches == 0;
+    return result;
+  };
+  // A decode step's sampling: one sequence and 64 over Llama 3's vocabulary, 256 over SmolLM2's.
+  config.bench = {{{1, 128256}}, {{64, 128256}}, {{256, 49152}}};
+  config.conformance = {{{1, 1000}},
+                        {{7, 4097}},
+                        ProblemSpec({{3, 49152}}, std::nullopt, {{"temperature", 1.5}, {"top_p", 1.0}}),
+                        ProblemSpec({{5, 1000}}, std::nullopt, {{"temperature", 0.0}}),
+                        ProblemSpec({{4, 2048}}, std::nullopt, {{"top_k", 1}}),
+                        ProblemSpec({{40, 3000}}, std::nullopt, {{"top_k", 50}, {"top_p", 0.5}})};
+  return config;
+}
+
 }  // namespace
 
 void register_kernels(Registry& registry) {
@@ -270,6 +380,33 @@ void register_kernels(Registry& registry) {
   cluster.rung = 2;
   cluster.min_compute_capability = 90;  // thread block clusters
   registry.add_kernel(std::move(cluster));
+  registry.add_op(build_op(sample_rows_config(scratch)));
+  auto state = std::make_shared<SamplerState>();
+  registry.add_kernel(engine_kernel(
+      "sample_rows", "01_radix_sort",
+      "the vocabulary sorted per row by CUB's segmented radix sort, a block scan of the weights, the cuts and "
+      "the draw by binary search (the engine's GpuSampler)",
+      [state](const Problem& p, Operands& o, cudaStream_t stream) {
+        auto& sampler = state->samplers[{p.dims[0], p.dims[1]}];
+        if (!sampler) sampler = std::make_unique<engine::GpuSampler>(static_cast<int>(p.dims[1]));
+        auto found = state->rows.find(p.label());
+        if (found == state->rows.end()) {
+          std::vector<engine::GpuSamplingRow> rows(static_cast<std::size_t>(p.dims[0]));
+          for (std::size_t r = 0; r < rows.size(); ++r) {
+            const engine::SamplingParams params = sample_params(p, static_cast<std::int64_t>(r));
+            rows[r].temperature = params.temperature;
+            rows[r].top_k = params.top_k;
+            rows[r].top_p = params.top_p;
+            rows[r].seed = params.seed;
+            rows[r].index = r;
+          }
+          DeviceBuffer<engine::GpuSamplingRow> device(rows.size());
+          device.copy_from_host(rows);
+          found = state->rows.emplace(p.label(), std::move(device)).first;
+        }
+        sampler->sample(o["logits"].data<__nv_bfloat16>(), static_cast<int>(p.dims[0]), found->second.data(),
+                        o["out"].data<std::int32_t>(), stream);
+      }));
 }
 
 }  // namespace kc::stage4

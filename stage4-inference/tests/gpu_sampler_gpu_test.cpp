@@ -77,24 +77,9 @@ SamplingParams reference_params(const GpuSamplingRow& p) {
   return params;
 }
 
-// Whether `got` may stand for `expected`: neighbours in the sampling order, with the scaled draw
-// within FP32 rounding of the running sum between them (computed here in double).
+// Whether `got` may stand for `expected` (sampling.hpp's rule for an FP32 sampler).
 bool boundary_neighbours(const Row& row, std::int32_t expected, std::int32_t got) {
-  const SamplingParams params = reference_params(row.params);
-  std::vector<std::int32_t> order(row.logits.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::int32_t a, std::int32_t b) { return row.logits[a] > row.logits[b]; });
-  const auto at = [&](std::int32_t token) { return std::find(order.begin(), order.end(), token) - order.begin(); };
-  const std::ptrdiff_t i = at(expected), j = at(got);
-  if (std::abs(i - j) != 1) return false;
-  const std::vector<double> p = sampling_probabilities(row.logits, params);
-  double running = 0.0;
-  for (std::ptrdiff_t k = 0; k <= std::min(i, j); ++k) running += p[order[k]];
-  const double u = sampling_uniform(params.seed, row.params.index);
-  double kept = 0.0;
-  for (double v : p) kept += v;
-  return std::abs(u * kept - running) < 1e-5;
+  return sampling_boundary_neighbours(row.logits, reference_params(row.params), row.params.index, expected, got);
 }
 
 TEST(GpuSampler, TokensMatchTheReferenceSampler) {

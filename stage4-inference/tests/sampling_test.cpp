@@ -4,6 +4,7 @@
 // negative control that the bound rejects a wrong distribution).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -273,6 +274,58 @@ TEST(Sampling, BadParametersAndLogitsAreRefused) {
   EXPECT_THROW(sample_token({0.0f, NAN}, params(0.0f), 0), kc::Error);
   EXPECT_THROW(sample_token({}, params(0.0f), 0), kc::Error);
   EXPECT_THROW(sample_token({-INFINITY, -INFINITY}, params(1.0f), 0), kc::Error);
+}
+
+// The one difference an FP32 sampler may show: a neighbour in the order where the scaled draw sits
+// on the running sum between the two. Three tokens with probabilities u, (1 - u) / 2, (1 - u) / 2
+// at T = 1 put the first boundary exactly on the draw u (the reference picks the second token, by
+// "the first i with u m < c_i"); the first token may then stand for it, the third may not, and with
+// the boundary moved away neither may.
+TEST(Sampling, BoundaryNeighboursAreOnlyAdjacentTokensAtTheDraw) {
+  SamplingParams params;
+  params.temperature = 1.0f;
+  const std::uint64_t index = 7;
+  // A seed whose draw puts token 0 first in the order below (u > (1 - u) / 2) and leaves room to
+  // move the boundary away.
+  params.seed = 1;
+  while (!(sampling_uniform(params.seed, index) > 0.4 && sampling_uniform(params.seed, index) < 0.6)) ++params.seed;
+  const double u = sampling_uniform(params.seed, index);
+  const auto logits_for = [](double first) {
+    const double rest = (1.0 - first) / 2.0;
+    return std::vector<float>{static_cast<float>(std::log(first)), static_cast<float>(std::log(rest)),
+                              static_cast<float>(std::log(rest)) - 1e-6f};
+  };
+  // Token 0 first only if u > (1 - u) / 2; otherwise the order starts with tokens 1 and 2.
+  const std::vector<float> on_boundary = logits_for(u);
+  const TokenId expected = sample_token(on_boundary, params, index);
+  std::vector<TokenId> order = {0, 1, 2};
+  std::stable_sort(order.begin(), order.end(), [&](TokenId a, TokenId b) { return on_boundary[a] > on_boundary[b]; });
+  const std::ptrdiff_t at = std::find(order.begin(), order.end(), expected) - order.begin();
+  bool some_neighbour_accepted = false;
+  for (const TokenId other : {0, 1, 2}) {
+    if (other == expected) continue;
+    const std::ptrdiff_t other_at = std::find(order.begin(), order.end(), other) - order.begin();
+    const bool accepted = sampling_boundary_neighbours(on_boundary, params, index, expected, other);
+    if (std::abs(other_at - at) != 1) {
+      EXPECT_FALSE(accepted) << "token " << other << " is not a neighbour";
+    }
+    some_neighbour_accepted = some_neighbour_accepted || accepted;
+  }
+  ASSERT_EQ(order[0], 0);
+  // c_0 is u up to the float rounding of log(u): the reference takes token 0 or token 1, and the
+  // other one, across that boundary, may stand for it.
+  ASSERT_TRUE(expected == 0 || expected == 1) << expected;
+  EXPECT_TRUE(some_neighbour_accepted) << "u = " << u;
+  EXPECT_TRUE(sampling_boundary_neighbours(on_boundary, params, index, expected, expected == 0 ? 1 : 0));
+  // Moved well away from the draw, no boundary is near: nothing but the reference's token.
+  const std::vector<float> away = logits_for(u - 0.3);
+  const TokenId far_expected = sample_token(away, params, index);
+  for (const TokenId other : {0, 1, 2}) {
+    if (other != far_expected) {
+      EXPECT_FALSE(sampling_boundary_neighbours(away, params, index, far_expected, other));
+    }
+  }
+  EXPECT_FALSE(sampling_boundary_neighbours(on_boundary, params, index, expected, 3));  // outside the vocabulary
 }
 
 }  // namespace

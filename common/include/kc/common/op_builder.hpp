@@ -103,6 +103,8 @@ struct OpConfig {
 
   // Per output; empty: Accuracy{the output's dtype}.
   std::function<Accuracy(const Problem&, const std::string& output, DType output_dtype)> accuracy;
+  // For outputs that are choices, not numbers: OpSpec::compare_choice.
+  decltype(OpSpec::compare_choice) compare_choice;
   std::function<double(const Problem&)> flops;  // empty: 0
   // Minimum DRAM bytes; empty: every operand once, an input_output twice (operand_bytes).
   std::function<double(const Problem&)> bytes;

@@ -61,6 +61,13 @@ struct OpSpec {
   ReferenceFn reference;
   // How accurate each output must be (compare.hpp).
   std::function<Accuracy(const Problem&, const Tensor& output)> accuracy;
+  // For an output that is a choice rather than a number (a sampled token id), the comparison the
+  // op makes itself in place of the tolerance table: the output against its reference values, with
+  // the operands at hand (e.g. to accept a neighbour where two choices are within rounding). Empty:
+  // compare_on_device with `accuracy` (every op but those).
+  std::function<CompareResult(const Problem&, const Tensor& output, const DeviceBuffer<double>& reference,
+                              const Operands& operands, cudaStream_t)>
+      compare_choice;
   // The peer every kernel is compared with, run on the same operands.
   std::string baseline_name;           // "cuBLAS SGEMM (FP32, pedantic)"
   std::function<void(const Problem&, Operands&, Context&)> baseline;

@@ -67,4 +67,11 @@ TokenId sample_with_uniform(const std::vector<float>& logits, const SamplingPara
 TokenId sample_token(const std::vector<float>& logits, const SamplingParams& params,
                      std::uint64_t index);
 
+// Whether a sampler that sums in FP32 may give `got` where this reference gives `expected` for
+// token number `index`: the two are neighbours in the order of step 1 and the scaled draw u * m
+// lies within 1e-5 of the running sum between them (computed here in double) — the one
+// difference the header allows. False for any other pair.
+bool sampling_boundary_neighbours(const std::vector<float>& logits, const SamplingParams& params,
+                                  std::uint64_t index, TokenId expected, TokenId got);
+
 }  // namespace kc::engine
