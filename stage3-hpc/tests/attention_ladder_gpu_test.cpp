@@ -30,6 +30,29 @@ using testing_support::download;
 using testing_support::plant_nan;
 using testing_support::plant_value;
 
+// `kernel` on `operands` (inputs planted already), then its outputs and the host reference computed
+// from the same inputs (its arithmetic is the definition's, non-finite values included).
+struct LaunchAndReference {
+  std::vector<double> q, o, lse, o_ref, lse_ref;
+};
+LaunchAndReference launch_and_reference(const KernelEntry& kernel, const Problem& problem, Operands& operands,
+                                        cudaStream_t stream) {
+  kernel.launch(problem, operands, stream);
+  KC_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const AttentionShape shape = attention_shape(problem);
+  LaunchAndReference run;
+  run.q = download(operands["Q"], stream);
+  const std::vector<double> k = download(operands["K"], stream);
+  const std::vector<double> v = download(operands["V"], stream);
+  run.o_ref.resize(run.q.size());
+  run.lse_ref.resize(static_cast<std::size_t>(shape.batch * shape.q_heads * shape.q_len));
+  attention_reference(shape, attention_scale(problem), problem.param("causal") != 0.0, run.q.data(), k.data(), v.data(),
+                      run.o_ref.data(), run.lse_ref.data());
+  run.o = download(operands["O"], stream);
+  run.lse = download(operands["LSE"], stream);
+  return run;
+}
+
 // Causal, Sq = 100, Sk = 130 (row i sees keys j <= i + 30), two query heads on one kv head. K of
 // key 129 holds a NaN: only row 99 (of both heads) sees it. Key 129 lies in the last K/V tile of
 // every rung, next to keys that rows 64-98 do see, so tiles that hold both kinds are exercised.
@@ -44,18 +67,8 @@ TEST(AttentionLadderGpu, NanInAKeyReachesTheRowsThatSeeItOnly) {
       const Problem problem = op.problem({1, 2, 1, kSq, kSk, kD}, dtype, {{"causal", 1.0}});
       Operands operands = op.make_operands(problem, 17, context);
       plant_nan(operands["K"], static_cast<std::size_t>(kNanKey * kD + 5), context.stream());
-      kernel->launch(problem, operands, context.stream());
-      KC_CUDA_CHECK(cudaStreamSynchronize(context.stream()));
-
-      const AttentionShape shape = attention_shape(problem);
-      const std::vector<double> q = download(operands["Q"], context.stream());
-      const std::vector<double> k = download(operands["K"], context.stream());
-      const std::vector<double> v = download(operands["V"], context.stream());
-      std::vector<double> o_ref(q.size()), lse_ref(static_cast<std::size_t>(2 * kSq));
-      attention_reference(shape, attention_scale(problem), true, q.data(), k.data(), v.data(), o_ref.data(),
-                          lse_ref.data());
-      const std::vector<double> o = download(operands["O"], context.stream());
-      const std::vector<double> lse = download(operands["LSE"], context.stream());
+      const LaunchAndReference run = launch_and_reference(*kernel, problem, operands, context.stream());
+      const std::vector<double>&o = run.o, &lse = run.lse, &o_ref = run.o_ref, &lse_ref = run.lse_ref;
 
       int wrong_rows = 0;
       for (std::int64_t row = 0; row < 2 * kSq; ++row) {
@@ -118,18 +131,8 @@ TEST(AttentionLadderGpu, NonFiniteInputsFollowTheDefinition) {
         const Problem problem = op.problem({1, 1, 1, kSq, kSk, kD}, dtype, {{"causal", c.causal ? 1.0 : 0.0}});
         Operands operands = op.make_operands(problem, 23, context);
         plant_value(operands[c.tensor], static_cast<std::size_t>(c.row * kD + c.column), c.value, context.stream());
-        kernel->launch(problem, operands, context.stream());
-        KC_CUDA_CHECK(cudaStreamSynchronize(context.stream()));
-
-        const AttentionShape shape = attention_shape(problem);
-        const std::vector<double> q = download(operands["Q"], context.stream());
-        const std::vector<double> k = download(operands["K"], context.stream());
-        const std::vector<double> v = download(operands["V"], context.stream());
-        std::vector<double> o_ref(q.size()), lse_ref(static_cast<std::size_t>(kSq));
-        attention_reference(shape, attention_scale(problem), c.causal, q.data(), k.data(), v.data(), o_ref.data(),
-                            lse_ref.data());
-        const std::vector<double> o = download(operands["O"], context.stream());
-        const std::vector<double> lse = download(operands["LSE"], context.stream());
+        const LaunchAndReference run = launch_and_reference(*kernel, problem, operands, context.stream());
+        const std::vector<double>&q = run.q, &o = run.o, &lse = run.lse, &o_ref = run.o_ref, &lse_ref = run.lse_ref;
 
         int wrong_rows = 0;
         std::string first_wrong;
