@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <fmt/format.h>
 #include <limits>
 #include <map>
@@ -145,6 +146,10 @@ enum class SentencePieceDecoder {
   // Metaspace: "▁" as a space, every "▁" of the first token dropped; <0xXX> tokens are left as
   // they are written.
   metaspace,
+  // Sequence[ByteFallback, Fuse, Replace("▁", " "), Strip(" ", 1, 0)]: what transformers gives a
+  // GGUF "llama" tokenizer. As byte_fallback, except that a "▁" spelled by <0xXX> tokens
+  // (E2 96 81) becomes a space too.
+  byte_fallback_then_replace,
 };
 
 // What a loader collects before the tables are built.
@@ -393,7 +398,7 @@ struct TokenizerBuilder {
       tables.skipped[id] = special_content.count(text) > 0;
       std::string piece = replace_metaspace(text, " ");
       const int byte =
-          spec.decoder == SentencePieceDecoder::byte_fallback ? fallback_byte_of(piece) : -1;
+          spec.decoder != SentencePieceDecoder::metaspace ? fallback_byte_of(piece) : -1;
       tables.fallback_byte[id] = byte;
       t.token_bytes_[id] = byte >= 0 ? std::string(1, static_cast<char>(byte)) : std::move(piece);
     }
@@ -797,20 +802,179 @@ class GgufTokenizerKeys {
 
 }  // namespace
 
+// The merges transformers builds for a GGUF "llama" tokenizer, which has scores instead of merges
+// (integrations/ggml.py, GGUFTokenizerSkeleton): every way of cutting a token into two tokens
+// (at a character boundary) is a merge; a token's cuts in the order of their halves' scores,
+// best first (the left half's, then the right's; equal ones by where the cut is); then all
+// merges, stably, in the order of the score of the token they make, best first.
+std::vector<std::pair<std::string, std::string>> detail::merges_from_scores(
+    const std::vector<std::string>& tokens, const std::vector<double>& scores,
+    const std::string& source) {
+  std::unordered_map<std::string_view, std::size_t> id_of;
+  for (std::size_t id = 0; id < tokens.size(); ++id) id_of.emplace(tokens[id], id);
+  struct Cut {
+    std::size_t token, left, right;
+  };
+  std::vector<Cut> all;
+  std::vector<Cut> cuts;
+  for (std::size_t id = 0; id < tokens.size(); ++id) {
+    const std::string_view token = tokens[id];
+    const detail::DecodedText decoded = detail::decode_utf8(
+        token, fmt::format("{}: tokenizer.ggml.tokens[{}]", source, id));
+    cuts.clear();
+    for (std::size_t k = 1; k < decoded.code_points.size(); ++k) {
+      const std::size_t at = decoded.offsets[k];
+      const auto left = id_of.find(token.substr(0, at));
+      const auto right = id_of.find(token.substr(at));
+      if (left != id_of.end() && right != id_of.end())
+        cuts.push_back({id, left->second, right->second});
+    }
+    std::stable_sort(cuts.begin(), cuts.end(), [&](const Cut& a, const Cut& b) {
+      return std::make_pair(scores[a.left], scores[a.right]) >
+             std::make_pair(scores[b.left], scores[b.right]);
+    });
+    all.insert(all.end(), cuts.begin(), cuts.end());
+  }
+  std::stable_sort(all.begin(), all.end(), [&](const Cut& a, const Cut& b) {
+    return scores[a.token] > scores[b.token];
+  });
+  std::vector<std::pair<std::string, std::string>> merges;
+  merges.reserve(all.size());
+  for (const Cut& cut : all) merges.emplace_back(tokens[cut.left], tokens[cut.right]);
+  return merges;
+}
+
+namespace {
+
+// A GGUF "llama" tokenizer (Llama 2, TinyLlama, Mistral 7B v0.1: tokens, scores, token types, no
+// merges) as transformers converts it (GGUFLlamaConverter): SentencePiece-style BPE with
+// byte_fallback and fuse_unk, merges from the scores, Llama 2's legacy normalizer (a "▁" before
+// every text between added tokens, spaces as "▁"), the decoder Sequence[ByteFallback, Fuse,
+// Replace("▁", " "), Strip(" ", 1, 0)]; the control tokens (type 3), the unknown token and the
+// BOS token are special added tokens. transformers adds no BOS or EOS (it does not read
+// add_bos_token / add_eos_token); the engine reads them when the file has them.
+void read_gguf_sentencepiece(const GgufFile& file, const GgufTokenizerKeys& keys,
+                             TokenizerSpec& spec) {
+  spec.kind = TokenizerKind::sentencepiece;
+  spec.pre_tokenizer = PreTokenizerKind::none;
+  spec.space_prefix = SpacePrefix::every_segment;
+  spec.decoder = detail::SentencePieceDecoder::byte_fallback_then_replace;
+  spec.decoder_strips = 1;
+  spec.fuse_unknown = true;
+  spec.tokens = keys.strings("tokenizer.ggml.tokens");
+  const std::size_t count = spec.tokens.size();
+  if (count == 0) keys.fail("metadata 'tokenizer.ggml.tokens' is empty");
+  std::unordered_map<std::string_view, std::size_t> seen;
+  for (std::size_t id = 0; id < count; ++id) {
+    const auto [it, inserted] = seen.emplace(spec.tokens[id], id);
+    if (!inserted)
+      keys.fail(fmt::format("metadata 'tokenizer.ggml.tokens' has \"{}\" twice (ids {} and {}); a "
+                            "SentencePiece vocabulary has each token once",
+                            spec.tokens[id], it->second, id));
+  }
+  for (int b = 0; b < 256; ++b) {
+    const std::string byte = fmt::format("<0x{:02X}>", b);
+    if (seen.count(byte) == 0)
+      keys.fail(fmt::format("metadata 'tokenizer.ggml.tokens' has no byte token {}; a "
+                            "SentencePiece vocabulary (\"llama\") has all 256, <0x00> to <0xFF>, "
+                            "for the characters it has no token for",
+                            byte));
+  }
+  const auto in_vocabulary = [&](const char* key, std::optional<TokenId> id) {
+    if (id && static_cast<std::size_t>(*id) >= count)
+      keys.fail(fmt::format("metadata '{}' = {} is outside the vocabulary of {} tokens", key, *id,
+                            count));
+    return id;
+  };
+  spec.bos = in_vocabulary("tokenizer.ggml.bos_token_id",
+                           keys.optional_id("tokenizer.ggml.bos_token_id"));
+  spec.eos = in_vocabulary("tokenizer.ggml.eos_token_id",
+                           keys.optional_id("tokenizer.ggml.eos_token_id"));
+  spec.padding = in_vocabulary("tokenizer.ggml.padding_token_id",
+                               keys.optional_id("tokenizer.ggml.padding_token_id"));
+  spec.unknown = in_vocabulary("tokenizer.ggml.unknown_token_id",
+                               keys.optional_id("tokenizer.ggml.unknown_token_id"));
+  if (!keys.optional_bool("tokenizer.ggml.add_space_prefix").value_or(true))
+    keys.fail("metadata 'tokenizer.ggml.add_space_prefix' is false; the engine reads SentencePiece "
+              "tokenizers that put \"▁\" before the text (true, Llama 2's), only");
+  spec.add_bos = keys.optional_bool("tokenizer.ggml.add_bos_token").value_or(false);
+  spec.add_eos = keys.optional_bool("tokenizer.ggml.add_eos_token").value_or(false);
+
+  if (file.find("tokenizer.ggml.merges") != nullptr) {
+    // transformers uses merges when a file has them, and the scores only when it does not.
+    for (std::string& merge : keys.strings("tokenizer.ggml.merges")) {
+      const std::size_t space = merge.find(' ');
+      if (space == std::string::npos || merge.find(' ', space + 1) != std::string::npos)
+        keys.fail(fmt::format("tokenizer.ggml.merges has \"{}\", not two tokens separated by one "
+                              "space",
+                              merge));
+      spec.merges.emplace_back(merge.substr(0, space), merge.substr(space + 1));
+    }
+  } else {
+    const std::vector<double> scores =
+        keys.read("tokenizer.ggml.scores", [](const GgufValue& value) {
+          const GgufArray& array = value.as_array();
+          std::vector<double> out;
+          out.reserve(array.size());
+          for (std::size_t i = 0; i < array.size(); ++i) out.push_back(array.at(i).as_double());
+          return out;
+        });
+    if (scores.size() != count)
+      keys.fail(fmt::format("metadata 'tokenizer.ggml.scores' has {} scores for {} tokens",
+                            scores.size(), count));
+    for (std::size_t id = 0; id < count; ++id)
+      if (!std::isfinite(scores[id]))
+        keys.fail(fmt::format("metadata 'tokenizer.ggml.scores' has {} for token {} (\"{}\"); a "
+                              "score is a finite number",
+                              scores[id], id, spec.tokens[id]));
+    spec.merges = detail::merges_from_scores(spec.tokens, scores, file.path());
+    if (spec.merges.empty())
+      keys.fail("no token of 'tokenizer.ggml.tokens' is two others joined, so there are no "
+                "merges to make from 'tokenizer.ggml.scores'");
+  }
+
+  // Special added tokens: the control tokens, then the unknown and BOS tokens, which transformers
+  // adds as special whatever their type. (It names the BOS token's text as the EOS token too, so
+  // the EOS token is added only when it is a control token.)
+  std::vector<bool> special(count, false);
+  if (file.find("tokenizer.ggml.token_type") != nullptr) {
+    const std::vector<std::int64_t> types =
+        keys.read("tokenizer.ggml.token_type", [](const GgufValue& value) {
+          const GgufArray& array = value.as_array();
+          std::vector<std::int64_t> out;
+          out.reserve(array.size());
+          for (std::size_t i = 0; i < array.size(); ++i) out.push_back(array.at(i).as_int64());
+          return out;
+        });
+    if (types.size() != count)
+      keys.fail(fmt::format("metadata 'tokenizer.ggml.token_type' has {} entries for {} tokens",
+                            types.size(), count));
+    for (std::size_t id = 0; id < count; ++id) special[id] = types[id] == kControl;
+  }
+  for (const auto& id : {spec.unknown, spec.bos})
+    if (id) special[static_cast<std::size_t>(*id)] = true;
+  for (std::size_t id = 0; id < count; ++id)
+    if (special[id]) spec.added.push_back({static_cast<TokenId>(id), spec.tokens[id], true, false});
+  if (file.find("tokenizer.chat_template") != nullptr)
+    spec.chat_template = keys.string("tokenizer.chat_template");
+}
+
+}  // namespace
+
 Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
   const GgufTokenizerKeys keys(file);
   TokenizerSpec spec;
   spec.source = file.path();
 
   const std::string model = keys.string("tokenizer.ggml.model");
-  if (model == "llama")
-    keys.fail("tokenizer.ggml.model is \"llama\", a SentencePiece tokenizer (Llama 2) given by "
-              "scores instead of merges, which the engine does not read; it reads GGUF "
-              "byte-level BPE (\"gpt2\": GPT-2, SmolLM2, Llama 3), and Llama 2's tokenizer from "
-              "its tokenizer.json");
+  if (model == "llama") {
+    read_gguf_sentencepiece(file, keys, spec);
+    return build_tokenizer(std::move(spec));
+  }
   if (model != "gpt2")
-    keys.fail(fmt::format("tokenizer.ggml.model is \"{}\"; the engine supports byte-level BPE, "
-                          "model \"gpt2\", only",
+    keys.fail(fmt::format("tokenizer.ggml.model is \"{}\"; the engine reads \"gpt2\" (byte-level "
+                          "BPE: GPT-2, SmolLM2, Llama 3) and \"llama\" (SentencePiece-style BPE: "
+                          "Llama 2, TinyLlama, Mistral 7B v0.1)",
                           model));
   const std::string pre = file.find("tokenizer.ggml.pre") != nullptr
                               ? keys.string("tokenizer.ggml.pre")
@@ -1207,7 +1371,9 @@ std::string StreamingDecoder::flush_byte_run() {
   }
   std::string out;
   if (valid) {
-    out = std::move(pending_);
+    out = tokenizer_.tables_->decoder == detail::SentencePieceDecoder::byte_fallback_then_replace
+              ? replace_metaspace(pending_, " ")
+              : std::move(pending_);
   } else {
     for (std::size_t i = 0; i < pending_.size(); ++i) out += "\xEF\xBF\xBD";
   }

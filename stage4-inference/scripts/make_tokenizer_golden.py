@@ -7,6 +7,10 @@ tokenizers, the reference the engine's tokenizer must match id for id.
         --gguf "$(scripts/fetch_smollm2.sh)"
     /tmp/tok/bin/python stage4-inference/scripts/make_tokenizer_golden.py --only llama2
 
+    python3 -m venv /tmp/tok2 && /tmp/tok2/bin/pip install transformers==5.17.0 \\
+        tokenizers==0.23.3 gguf jinja2
+    /tmp/tok2/bin/python stage4-inference/scripts/make_tokenizer_golden.py --only llama-gguf
+
 It writes:
   smollm2.tokenizer.json     SmolLM2-135M-Instruct's tokenizer, rebuilt from the GGUF file's
                              tokenizer.ggml.* metadata: its vocabulary and merges, the control
@@ -31,6 +35,14 @@ It writes:
                              the same vocabulary as transformers writes it with legacy=False: no
                              normalizer, pre-tokenizer Metaspace("▁", prepend_scheme "first",
                              split false), the same decoder
+  llama-gguf.gguf            the Llama-2-style vocabulary as a GGUF file with tokenizer.ggml.model
+                             "llama" (tokens, SentencePiece-like scores, token types, the
+                             bos/eos/unknown ids; no merges, no tensors), as Llama 2 and TinyLlama
+                             GGUF files carry their tokenizer
+  llama-gguf.golden.json     what transformers (AutoTokenizer.from_pretrained(dir, gguf_file=...))
+                             makes of that file: it builds merges from the scores, the legacy
+                             normalizer, the decoder Sequence[ByteFallback, Fuse, Replace("▁", " "),
+                             Strip(" ", 1, 0)], and adds no BOS
   *.golden.json              per tokenizer: the corpus's ids (one case a line), Hugging Face's
                              decoding of random id sequences (invalid UTF-8 included)
   llama2-metaspace-always.golden.json
@@ -275,6 +287,161 @@ def llama2_goldens(seed):
     chat_llama2_golden({"llama2_legacy": legacy, "llama2_metaspace": metaspace})
 
 
+LLAMA_GGUF_RUNS = [("▁▁", -2.5), ("▁▁▁", -3.5), ("▁▁▁▁", -3.5), ("▁▁▁▁▁▁▁▁", -1.5), ("..", -2.5),
+                   ("...", -3.5), ("....", -0.5), ("==", -2.5), ("===", -3.5)]
+LLAMA_GGUF_EXTRA = ["x  y   z    w     v      u       t        s         r",
+                    "a . .. ... .... ..... ...... ....... ........ .........",
+                    "== === ==== ===== ====== ======= ======== =========",
+                    "▁▁▁ ▁▁▁▁▁▁▁▁▁ x\n\n\n    y"]
+
+
+def llama_gguf_scores(tokens, merges):
+    """SentencePiece-like scores and llama.cpp token types for the Llama-2-style vocabulary:
+    <unk> (type 2, unknown), <s> and </s> (3, control) and the byte tokens (6) score 0, as in Llama
+    2's GGUF files; a piece scores minus the rank of the merge that made it, a single character
+    below every piece (SentencePiece's BPE scores pieces by the order it learned them)."""
+    rank = {}
+    for r, (left, right) in enumerate(merges):
+        rank.setdefault(left + right, r)
+    scores, types = [], []
+    for i, token in enumerate(tokens):
+        if token in LLAMA2_SPECIALS:
+            scores.append(0.0)
+            types.append(2 if token == "<unk>" else 3)
+        elif token.startswith("<0x") and len(token) == 6:
+            scores.append(0.0)
+            types.append(6)
+        else:
+            scores.append(-float(rank[token]) if token in rank else -float(len(merges) + i))
+            types.append(1)
+    return scores, types
+
+
+def load_transformers_without_torch():
+    """transformers' GGUF tokenizer path reads only metadata, but transformers/integrations/gguf
+    imports torch for its weight conversion tables. Where torch is not installed (the PyTorch index
+    cannot be reached here), that package is replaced by the three names the tokenizer path takes
+    from it, none of which a "llama" file uses (they cover "qwen35" only), and
+    load_gguf_checkpoint's torch check is passed: every line that builds the tokenizer is
+    transformers' own."""
+    import sys
+    import types
+    import importlib.util
+    import transformers  # noqa: F401
+    import transformers.integrations  # noqa: F401
+    import transformers.modeling_gguf_pytorch_utils as gguf_utils
+    if importlib.util.find_spec("torch") is not None:
+        return
+    import gguf
+
+    def read_gguf_metadata(path, *args, **kwargs):
+        reader = gguf.GGUFReader(path)
+        field = reader.fields["general.architecture"]
+        return ({"general.architecture": bytes(field.parts[field.data[0]]).decode()},
+                tuple(t.name for t in reader.tensors))
+
+    def unsupported(*args, **kwargs):
+        raise RuntimeError("stand-in for an architecture other than llama")
+
+    shim = types.ModuleType("transformers.integrations.gguf")
+    shim.GGUF_CONFIG_ARCHS = {"qwen35": unsupported}
+    shim.GGUF_TOKENIZER_ARCHS = {"qwen35": "qwen3_5_text"}
+    shim.get_gguf_config = shim.get_gguf_tokenizer = unsupported
+    shim.read_gguf_metadata = read_gguf_metadata
+    sys.modules["transformers.integrations.gguf"] = shim
+    gguf_utils.is_torch_available = lambda: True
+
+
+class TransformersTokenizer:
+    """The interface golden() uses, over a transformers tokenizer: its encode and decode (which
+    may differ from its backend's), the backend's vocabulary and added tokens."""
+
+    def __init__(self, tok):
+        self.tok = tok
+        backend = tok.backend_tokenizer
+        self.pre_tokenizer = backend.pre_tokenizer
+        self.normalizer = backend.normalizer
+
+    def encode(self, text, add_special_tokens):
+        return types_namespace(ids=self.tok.encode(text, add_special_tokens=add_special_tokens))
+
+    def decode(self, ids, skip_special_tokens):
+        return self.tok.decode(ids, skip_special_tokens=skip_special_tokens)
+
+    def get_vocab(self):
+        return self.tok.backend_tokenizer.get_vocab()
+
+    def get_added_tokens_decoder(self):
+        return self.tok.backend_tokenizer.get_added_tokens_decoder()
+
+    def get_vocab_size(self):
+        return self.tok.backend_tokenizer.get_vocab_size()
+
+
+def types_namespace(**kwargs):
+    import types
+    return types.SimpleNamespace(**kwargs)
+
+
+def llama_gguf_golden(seed):
+    import gguf
+    vocab, merges = train_llama2(seed)
+    tokens = [None] * len(vocab)
+    for token, i in vocab.items():
+        tokens[i] = token
+    scores, types = llama_gguf_scores(tokens, merges)
+    # Runs of one character, as Llama 2's vocabulary has ("▁▁▁▁" for indentation): a token such as
+    # "▁▁▁" is both "▁" + "▁▁" and "▁▁" + "▁", so the order transformers gives a token's merges
+    # matters (the golden's "merges" show it), and tokens of equal score, whose merges keep the
+    # order of the tokens (which the ids of runs of spaces show).
+    for token, score in LLAMA_GGUF_RUNS:
+        assert token not in vocab, token
+        vocab[token] = len(tokens)
+        tokens.append(token)
+        scores.append(score)
+        types.append(1)
+    path = os.path.join(OUT, "llama-gguf.gguf")
+    writer = gguf.GGUFWriter(path, "llama")
+    writer.add_name("llama-gguf-synthetic")
+    writer.add_tokenizer_model("llama")
+    writer.add_token_list(tokens)
+    writer.add_token_scores(scores)
+    writer.add_token_types(types)
+    writer.add_bos_token_id(vocab["<s>"])
+    writer.add_eos_token_id(vocab["</s>"])
+    writer.add_unk_token_id(vocab["<unk>"])
+    # No add_bos_token / add_eos_token: transformers does not read them (and adds no BOS to a
+    # "llama" GGUF tokenizer); the engine reads them when they are there, else does as it does.
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+    load_transformers_without_torch()
+    import transformers
+    from transformers import AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(OUT, gguf_file="llama-gguf.gguf")
+    backend = json.loads(tok.backend_tokenizer.to_str())
+    high_bytes = [vocab[f"<0x{b:02X}>"] for b in range(0x80, 0x100)]
+    # "▁" (E2 96 81) as byte tokens: this decoder replaces "▁" after ByteFallback, so these become
+    # spaces (and the first is stripped), where Llama 2's tokenizer.json decoder leaves them "▁".
+    metaspace_bytes = [vocab["<0xE2>"], vocab["<0x96>"], vocab["<0x81>"]]
+    a, b, space = vocab["a"], vocab["b"], vocab["▁"]
+    extra_decode_ids = [metaspace_bytes + [a], [a] + metaspace_bytes + [b],
+                        metaspace_bytes + metaspace_bytes + [space, a],
+                        [vocab["<s>"]] + metaspace_bytes + [a], [vocab["<0x20>"], a],
+                        metaspace_bytes[:2] + [a]]
+    golden("llama-gguf", TransformersTokenizer(tok), 9,
+           {"source": "llama-gguf.gguf, written by make_tokenizer_golden.py",
+            "transformers_version": transformers.__version__,
+            "merge_count": len(backend["model"]["merges"]),
+            # The merges transformers built from the scores, in rank order, as "left right".
+            "merges": [" ".join(m) for m in backend["model"]["merges"]],
+            "normalizer": backend["normalizer"], "pre_tokenizer": backend["pre_tokenizer"],
+            "decoder": backend["decoder"]},
+           LLAMA2_EXTRA + LLAMA_GGUF_EXTRA, high_bytes, extra_decode_ids=extra_decode_ids)
+
+
 def smollm2_from_gguf(path):
     from gguf import GGUFReader
     reader = GGUFReader(path)
@@ -318,9 +485,11 @@ def write_cases(path, header, key, cases):
         f.write("  ]\n}\n")
 
 
-def golden(name, tok, seed, extra_header, extra_texts=(), high_bytes=None, path=None):
+def golden(name, tok, seed, extra_header, extra_texts=(), high_bytes=None, path=None,
+           extra_decode_ids=()):
     """extra_texts: lines encoded after the shared corpus; high_bytes: the ids of the tokens of
-    single bytes >= 0x80 (default: the byte-level alphabet's); path: where to write."""
+    single bytes >= 0x80 (default: the byte-level alphabet's); path: where to write;
+    extra_decode_ids: id sequences decoded after the random ones."""
     cases = []
     for text in list(CORPUS) + list(extra_texts):
         ids = tok.encode(text, add_special_tokens=False).ids
@@ -348,12 +517,15 @@ def golden(name, tok, seed, extra_header, extra_texts=(), high_bytes=None, path=
         high_bytes = [vocab[c] for c in sorted(byte_alphabet) if ord(c) >= 0xA1 and c in vocab]
     specials = list(tok.get_added_tokens_decoder().keys())
     decode_cases = []
+    random_ids = []
     for _ in range(60):
         ids = []
         for _ in range(rng.randint(1, 10)):
             r = rng.random()
             pool = high_bytes if r < 0.5 else specials if r < 0.6 else range(tok.get_vocab_size())
             ids.append(rng.choice(list(pool)))
+        random_ids.append(ids)
+    for ids in random_ids + [list(ids) for ids in extra_decode_ids]:
         decode_cases.append({"ids": ids, "text": tok.decode(ids, skip_special_tokens=False),
                              "text_skip_special": tok.decode(ids, skip_special_tokens=True)})
     header = {"tokenizer": name, "hf_tokenizers_version": tokenizers.__version__,
@@ -496,12 +668,16 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--gguf", help="SmolLM2-135M-Instruct.Q4_1.gguf (not needed with "
                                            "--only llama2)")
-    parser.add_argument("--only", choices=["llama2"],
-                        help="write only the Llama-2-style files (llama2-*)")
+    parser.add_argument("--only", choices=["llama2", "llama-gguf"],
+                        help="write only the Llama-2-style files (llama2-*), or only the "
+                             "GGUF \"llama\" ones (llama-gguf.*: needs transformers)")
     args = parser.parse_args()
     os.makedirs(OUT, exist_ok=True)
     if args.only == "llama2":
         llama2_goldens(seed=5)
+        return
+    if args.only == "llama-gguf":
+        llama_gguf_golden(seed=5)
         return
     if not args.gguf:
         parser.error("--gguf is needed to write SmolLM2's files (or pass --only llama2)")

@@ -4,10 +4,11 @@
 // three byte-level tokenizers — SmolLM2's (rebuilt from its GGUF metadata), a Llama-3-style one
 // and a GPT-2-style one (both trained for the test) — and a SentencePiece-style Llama-2-style one
 // (trained for the test; its small vocabulary sends most of the corpus's scripts to the byte
-// fallback) in both forms of Llama 2's tokenizer.json and with the other Metaspace settings. The
-// expected values come from scripts/make_tokenizer_golden.py, which ran HF tokenizers and jinja2;
-// see tests/data/tokenizer/. Then the chat formats against jinja2's renderings, the GGUF loader on
-// files the test writes, and the refusals.
+// fallback) in both forms of Llama 2's tokenizer.json and with the other Metaspace settings, and
+// as a GGUF "llama" file with scores instead of merges, against transformers' conversion. The
+// expected values come from scripts/make_tokenizer_golden.py, which ran HF tokenizers,
+// transformers and jinja2; see tests/data/tokenizer/. Then the chat formats against jinja2's
+// renderings, the GGUF loader on files the test writes, and the refusals.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -515,9 +517,10 @@ TEST(TokenizerGguf, RefusesOtherTokenizers) {
     EXPECT_TRUE(contains_all(message, {path}));
     return message;
   };
+  // A byte-level vocabulary called "llama" lacks the <0xXX> tokens of a SentencePiece one.
   EXPECT_TRUE(contains_all(error_for("llama", "default"),
-                           {"tokenizer.ggml.model is \"llama\"", "SentencePiece", "Llama 2"}));
-  EXPECT_TRUE(contains_all(error_for("bert", "default"), {"\"bert\""}));
+                           {"'tokenizer.ggml.tokens' has no byte token <0x00>", "SentencePiece"}));
+  EXPECT_TRUE(contains_all(error_for("bert", "default"), {"\"bert\"", "\"gpt2\"", "\"llama\""}));
   EXPECT_TRUE(contains_all(error_for("gpt2", "qwen2"),
                            {"tokenizer.ggml.pre is \"qwen2\"", "smollm", "llama-bpe"}));
   // The same file with GPT-2's pre-tokenizer is read, and matches its tokenizer.json.
@@ -527,6 +530,176 @@ TEST(TokenizerGguf, RefusesOtherTokenizers) {
   EXPECT_EQ(gpt2.pre_tokenizer(), PreTokenizerKind::gpt2);
   EXPECT_FALSE(gpt2.adds_bos());
   expect_matches_golden(gpt2, read_json(data_path("gpt2-synthetic.golden.json")));
+}
+
+// ---------------------------------------------------------------------------------------------
+// GGUF "llama": SentencePiece-style BPE given by scores (Llama 2, TinyLlama, Mistral 7B v0.1)
+
+// llama-gguf.gguf holds the Llama-2-style vocabulary with SentencePiece-like scores and llama.cpp's
+// token types, and no merges; llama-gguf.golden.json is what transformers 5.17 makes of it
+// (AutoTokenizer.from_pretrained(dir, gguf_file=...)): merges built from the scores, Llama 2's
+// legacy normalizer, the decoder Sequence[ByteFallback, Fuse, Replace, Strip], no BOS added.
+TEST(TokenizerGguf, ReadsALlamaTokenizerAsTransformersDoes) {
+  const json golden = read_json(data_path("llama-gguf.golden.json"));
+  const GgufFile file(data_path("llama-gguf.gguf"));
+  const Tokenizer t = Tokenizer::from_gguf(file);
+  EXPECT_EQ(t.kind(), TokenizerKind::sentencepiece);
+  EXPECT_EQ(t.pre_tokenizer(), PreTokenizerKind::none);
+  EXPECT_EQ(t.space_prefix(), SpacePrefix::every_segment);
+  EXPECT_EQ(t.merge_count(), golden["merge_count"].get<std::size_t>());
+  EXPECT_FALSE(t.adds_bos());  // transformers adds none to a GGUF "llama" tokenizer
+  EXPECT_FALSE(t.adds_eos());
+  EXPECT_EQ(t.bos_id(), 1);
+  EXPECT_EQ(t.eos_id(), 2);
+  EXPECT_EQ(t.find_token("<0x41>"), 3 + 0x41);
+  // Special: the control tokens <s> and </s>, and <unk> (an "unknown" token, type 2), which
+  // transformers adds as special too.
+  ASSERT_EQ(t.added_tokens().size(), 3u);
+  for (TokenId id : {0, 1, 2}) EXPECT_TRUE(t.is_special(id)) << id;
+  const std::vector<TokenId> unknown_in_text = t.encode("a<unk>b", false);
+  EXPECT_EQ(std::count(unknown_in_text.begin(), unknown_in_text.end(), 0), 1);
+  expect_matches_golden(t, golden);
+}
+
+// The committed llama-gguf.gguf's metadata, to be written again with a change.
+struct LlamaGguf {
+  std::vector<std::string> tokens;
+  std::vector<float> scores;
+  std::vector<std::int32_t> types;
+  std::vector<std::pair<std::string, test_support::Value>> other;  // ids, flags, added keys
+  bool write_scores = true;
+  bool write_types = true;
+
+  static LlamaGguf committed() {
+    const GgufFile file(data_path("llama-gguf.gguf"));
+    LlamaGguf g;
+    const GgufArray& tokens = file.at("tokenizer.ggml.tokens").as_array();
+    const GgufArray& scores = file.at("tokenizer.ggml.scores").as_array();
+    const GgufArray& types = file.at("tokenizer.ggml.token_type").as_array();
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+      g.tokens.emplace_back(tokens.at(i).as_string());
+      g.scores.push_back(static_cast<float>(scores.at(i).as_double()));
+      g.types.push_back(static_cast<std::int32_t>(types.at(i).as_int64()));
+    }
+    for (const char* key : {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
+                            "tokenizer.ggml.unknown_token_id"})
+      g.other.emplace_back(key, test_support::v_u32(
+                                    static_cast<std::uint32_t>(file.at(key).as_uint64())));
+    return g;
+  }
+  std::string write(TempDir& dir, const std::string& name) const {
+    std::vector<test_support::Value> score_values, type_values;
+    for (float score : scores) score_values.push_back(test_support::v_f32(score));
+    for (std::int32_t type : types) type_values.push_back(test_support::v_i32(type));
+    test_support::GgufWriter writer;
+    writer.add("general.architecture", test_support::v_string("llama"))
+        .add("tokenizer.ggml.model", test_support::v_string("llama"))
+        .add("tokenizer.ggml.tokens", test_support::v_strings(tokens));
+    if (write_scores)
+      writer.add("tokenizer.ggml.scores",
+                 test_support::v_array(test_support::gguf_type::float32, score_values));
+    if (write_types)
+      writer.add("tokenizer.ggml.token_type",
+                 test_support::v_array(test_support::gguf_type::int32, type_values));
+    for (const auto& [key, value] : other) writer.add(key, value);
+    return dir.write(name, writer.build().bytes);
+  }
+};
+
+// The merges built from the scores are transformers', rank for rank: among a token's cuts, the
+// left half's score decides first ("...." is ".." + ".." before "..." + "." before "." + "..."),
+// and tokens of equal score keep their order.
+TEST(TokenizerGguf, BuildsTheMergesTransformersBuildsFromScores) {
+  const json golden = read_json(data_path("llama-gguf.golden.json"));
+  const LlamaGguf g = LlamaGguf::committed();
+  const std::vector<double> scores(g.scores.begin(), g.scores.end());
+  std::vector<std::string> merges;
+  for (const auto& [left, right] : detail::merges_from_scores(g.tokens, scores, "llama-gguf"))
+    merges.push_back(left + " " + right);
+  EXPECT_EQ(merges, golden["merges"].get<std::vector<std::string>>());
+}
+
+// Written again as it is, the file reads the same; with add_bos_token / add_eos_token (which
+// llama.cpp's converter writes, and transformers does not read) the engine adds them.
+TEST(TokenizerGguf, ReadsAddBosTokenFromALlamaFile) {
+  const json golden = read_json(data_path("llama-gguf.golden.json"));
+  TempDir dir;
+  LlamaGguf g = LlamaGguf::committed();
+  {
+    const GgufFile file(g.write(dir, "same.gguf"));
+    expect_matches_golden(Tokenizer::from_gguf(file), golden);
+  }
+  g.other.emplace_back("tokenizer.ggml.add_bos_token", test_support::v_bool(true));
+  g.other.emplace_back("tokenizer.ggml.add_eos_token", test_support::v_bool(true));
+  g.other.emplace_back("tokenizer.chat_template", test_support::v_string("{{ bos_token }}"));
+  const GgufFile file(g.write(dir, "bos.gguf"));
+  const Tokenizer t = Tokenizer::from_gguf(file);
+  EXPECT_TRUE(t.adds_bos());
+  EXPECT_TRUE(t.adds_eos());
+  EXPECT_EQ(t.chat_template(), "{{ bos_token }}");
+  const json& hello = golden["cases"][1];
+  ASSERT_EQ(hello["text"], "Hello, world!");
+  std::vector<TokenId> expected = {1};
+  for (TokenId id : ids_of(hello["ids"])) expected.push_back(id);
+  expected.push_back(2);
+  EXPECT_EQ(t.encode("Hello, world!", true), expected);
+  EXPECT_EQ(t.encode("Hello, world!", false), ids_of(hello["ids"]));
+}
+
+// Without token types, transformers' special tokens are the unknown and BOS tokens.
+TEST(TokenizerGguf, ReadsALlamaFileWithoutTokenTypes) {
+  TempDir dir;
+  LlamaGguf g = LlamaGguf::committed();
+  g.write_types = false;
+  const GgufFile file(g.write(dir, "no-types.gguf"));
+  const Tokenizer t = Tokenizer::from_gguf(file);
+  EXPECT_TRUE(t.is_special(0));
+  EXPECT_TRUE(t.is_special(1));
+  EXPECT_FALSE(t.is_special(2));  // </s> is ordinary text here, as in transformers
+  EXPECT_NE(t.encode("a</s>", false).back(), 2);
+}
+
+// Llama GGUF metadata with one thing wrong: each refused, naming the file and the key.
+TEST(TokenizerGguf, RefusesBrokenLlamaMetadata) {
+  TempDir dir;
+  const auto error_after = [&](const std::function<void(LlamaGguf&)>& change) {
+    LlamaGguf g = LlamaGguf::committed();
+    change(g);
+    const std::string path = g.write(dir, "broken.gguf");
+    const GgufFile file(path);
+    const std::string message = error_of([&] { Tokenizer::from_gguf(file); });
+    EXPECT_TRUE(contains_all(message, {path})) << message;
+    return message;
+  };
+  EXPECT_TRUE(contains_all(error_after([](LlamaGguf& g) { g.scores.pop_back(); }),
+                           {"'tokenizer.ggml.scores' has 1264 scores for 1265 tokens"}));
+  EXPECT_TRUE(contains_all(error_after([](LlamaGguf& g) { g.write_scores = false; }),
+                           {"'tokenizer.ggml.scores' is missing"}));
+  EXPECT_TRUE(contains_all(
+      error_after([](LlamaGguf& g) { g.scores[400] = std::numeric_limits<float>::quiet_NaN(); }),
+      {"'tokenizer.ggml.scores' has nan for token 400", "finite"}));
+  EXPECT_TRUE(contains_all(error_after([](LlamaGguf& g) { g.tokens[3 + 0x41] = "<0x41"; }),
+                           {"'tokenizer.ggml.tokens' has no byte token <0x41>"}));
+  EXPECT_TRUE(contains_all(error_after([](LlamaGguf& g) { g.tokens[500] = g.tokens[501]; }),
+                           {"'tokenizer.ggml.tokens' has", "twice (ids 500 and 501)"}));
+  EXPECT_TRUE(contains_all(error_after([](LlamaGguf& g) { g.types.pop_back(); }),
+                           {"'tokenizer.ggml.token_type' has 1264 entries for 1265 tokens"}));
+  EXPECT_TRUE(contains_all(error_after([](LlamaGguf& g) {
+                             g.other[0].second = test_support::v_u32(1265);
+                           }),
+                           {"'tokenizer.ggml.bos_token_id' = 1265 is outside the vocabulary"}));
+  EXPECT_TRUE(contains_all(error_after([](LlamaGguf& g) {
+                             g.other.emplace_back("tokenizer.ggml.add_space_prefix",
+                                                  test_support::v_bool(false));
+                           }),
+                           {"'tokenizer.ggml.add_space_prefix' is false"}));
+  EXPECT_TRUE(contains_all(error_after([](LlamaGguf& g) {
+                             g.other.emplace_back("tokenizer.ggml.merges",
+                                                  test_support::v_strings({"a"}));
+                           }),
+                           {"tokenizer.ggml.merges has \"a\"", "two tokens"}));
+  EXPECT_TRUE(contains_all(error_after([](LlamaGguf& g) { g.tokens[700] = "\xC3("; }),
+                           {"tokenizer.ggml.tokens[700]", "not valid UTF-8"}));
 }
 
 // ---------------------------------------------------------------------------------------------

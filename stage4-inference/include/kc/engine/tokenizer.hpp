@@ -29,9 +29,15 @@
 // run of <0xXX> tokens.
 //
 // Sources: a Hugging Face tokenizer.json (model BPE; ByteLevel decoding, or byte_fallback with
-// Llama 2's normalizer or Metaspace pre-tokenizer) or a GGUF file's tokenizer.ggml.* metadata
-// (model "gpt2"). GGUF SentencePiece tokenizers (model "llama", scores instead of merges) are
-// refused by name. Every problem with a file is a kc::Error naming the file.
+// Llama 2's normalizer or Metaspace pre-tokenizer) or a GGUF file's tokenizer.ggml.* metadata:
+// model "gpt2" (byte-level, with merges), or model "llama" (Llama 2, TinyLlama, Mistral 7B v0.1:
+// SentencePiece-style, tokens with scores and no merges), converted as transformers converts it:
+// every cut of a token into two tokens is a merge, ranked by the token's score (a token's cuts by
+// their halves' scores); Llama 2's legacy normalizer; the control tokens and the unknown and BOS
+// tokens special; the decoder ByteFallback, Fuse, Replace("▁", " "), Strip, which unlike Llama 2's
+// tokenizer.json turns a "▁" spelled in <0xXX> tokens into a space; a BOS or EOS added only when
+// the file's add_bos_token / add_eos_token say so (transformers adds none). Every problem with a
+// file is a kc::Error naming the file (and, for GGUF, the metadata key).
 #pragma once
 
 #include <cstdint>
@@ -103,7 +109,8 @@ class Tokenizer {
   static Tokenizer from_tokenizer_json(const std::string& path);
   // The same from the text of a tokenizer.json; `origin` names it in errors.
   static Tokenizer parse_tokenizer_json(std::string_view json_text, const std::string& origin);
-  // Reads the tokenizer.ggml.* keys (and tokenizer.chat_template) of a GGUF file.
+  // Reads the tokenizer.ggml.* keys (and tokenizer.chat_template) of a GGUF file: model "gpt2"
+  // (byte-level) or "llama" (SentencePiece-style, merges built from the scores).
   static Tokenizer from_gguf(const GgufFile& file);
 
   // Token ids of `text` (UTF-8; invalid UTF-8 is a kc::Error). Added tokens written in the text
