@@ -853,6 +853,35 @@ namespace {
 // Replace("▁", " "), Strip(" ", 1, 0)]; the control tokens (type 3), the unknown token and the
 // BOS token are special added tokens. transformers adds no BOS or EOS (it does not read
 // add_bos_token / add_eos_token); the engine reads them when the file has them.
+// tokenizer.ggml.merges: "a b" strings, each two tokens and one space.
+std::vector<std::pair<std::string, std::string>> gguf_merges(const GgufTokenizerKeys& keys) {
+  std::vector<std::pair<std::string, std::string>> merges;
+  for (std::string& merge : keys.strings("tokenizer.ggml.merges")) {
+    const std::size_t space = merge.find(' ');
+    if (space == std::string::npos || merge.find(' ', space + 1) != std::string::npos)
+      keys.fail(fmt::format("tokenizer.ggml.merges has \"{}\", not two tokens separated by one "
+                            "space",
+                            merge));
+    merges.emplace_back(merge.substr(0, space), merge.substr(space + 1));
+  }
+  return merges;
+}
+
+// tokenizer.ggml.token_type, one per token (`count` of them).
+std::vector<std::int64_t> gguf_token_types(const GgufTokenizerKeys& keys, std::size_t count) {
+  const std::vector<std::int64_t> types = keys.read("tokenizer.ggml.token_type", [](const GgufValue& value) {
+    const GgufArray& array = value.as_array();
+    std::vector<std::int64_t> out;
+    out.reserve(array.size());
+    for (std::size_t i = 0; i < array.size(); ++i) out.push_back(array.at(i).as_int64());
+    return out;
+  });
+  if (types.size() != count)
+    keys.fail(fmt::format("metadata 'tokenizer.ggml.token_type' has {} entries for {} tokens", types.size(),
+                          count));
+  return types;
+}
+
 void read_gguf_sentencepiece(const GgufFile& file, const GgufTokenizerKeys& keys,
                              TokenizerSpec& spec) {
   spec.kind = TokenizerKind::sentencepiece;
@@ -902,14 +931,7 @@ void read_gguf_sentencepiece(const GgufFile& file, const GgufTokenizerKeys& keys
 
   if (file.find("tokenizer.ggml.merges") != nullptr) {
     // transformers uses merges when a file has them, and the scores only when it does not.
-    for (std::string& merge : keys.strings("tokenizer.ggml.merges")) {
-      const std::size_t space = merge.find(' ');
-      if (space == std::string::npos || merge.find(' ', space + 1) != std::string::npos)
-        keys.fail(fmt::format("tokenizer.ggml.merges has \"{}\", not two tokens separated by one "
-                              "space",
-                              merge));
-      spec.merges.emplace_back(merge.substr(0, space), merge.substr(space + 1));
-    }
+    spec.merges = gguf_merges(keys);
   } else {
     const std::vector<double> scores =
         keys.read("tokenizer.ggml.scores", [](const GgufValue& value) {
@@ -938,17 +960,7 @@ void read_gguf_sentencepiece(const GgufFile& file, const GgufTokenizerKeys& keys
   // the EOS token is added only when it is a control token.)
   std::vector<bool> special(count, false);
   if (file.find("tokenizer.ggml.token_type") != nullptr) {
-    const std::vector<std::int64_t> types =
-        keys.read("tokenizer.ggml.token_type", [](const GgufValue& value) {
-          const GgufArray& array = value.as_array();
-          std::vector<std::int64_t> out;
-          out.reserve(array.size());
-          for (std::size_t i = 0; i < array.size(); ++i) out.push_back(array.at(i).as_int64());
-          return out;
-        });
-    if (types.size() != count)
-      keys.fail(fmt::format("metadata 'tokenizer.ggml.token_type' has {} entries for {} tokens",
-                            types.size(), count));
+    const std::vector<std::int64_t> types = gguf_token_types(keys, count);
     for (std::size_t id = 0; id < count; ++id) special[id] = types[id] == kControl;
   }
   for (const auto& id : {spec.unknown, spec.bos})
@@ -993,25 +1005,9 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
   }
 
   spec.tokens = keys.strings("tokenizer.ggml.tokens");
-  for (std::string& merge : keys.strings("tokenizer.ggml.merges")) {
-    const std::size_t space = merge.find(' ');
-    if (space == std::string::npos || merge.find(' ', space + 1) != std::string::npos)
-      keys.fail(fmt::format("tokenizer.ggml.merges has \"{}\", not two tokens separated by one "
-                            "space",
-                            merge));
-    spec.merges.emplace_back(merge.substr(0, space), merge.substr(space + 1));
-  }
+  spec.merges = gguf_merges(keys);
   if (file.find("tokenizer.ggml.token_type") != nullptr) {
-    const std::vector<std::int64_t> types =
-        keys.read("tokenizer.ggml.token_type", [](const GgufValue& value) {
-          const GgufArray& array = value.as_array();
-          std::vector<std::int64_t> out;
-          for (std::size_t i = 0; i < array.size(); ++i) out.push_back(array.at(i).as_int64());
-          return out;
-        });
-    if (types.size() != spec.tokens.size())
-      keys.fail(fmt::format("tokenizer.ggml.token_type has {} entries for {} tokens", types.size(),
-                            spec.tokens.size()));
+    const std::vector<std::int64_t> types = gguf_token_types(keys, spec.tokens.size());
     // Control tokens are the special ones; user-defined tokens are added but not special.
     for (std::size_t id = 0; id < types.size(); ++id)
       if (types[id] == kControl || types[id] == kUserDefined)
