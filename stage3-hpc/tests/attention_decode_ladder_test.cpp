@@ -20,7 +20,7 @@
 #include "kc/common/error.hpp"
 #include "src/register_attention_decode.hpp"
 #include "stage3_test_registry.hpp"
-#include "support/error_message.hpp"
+#include "support/refusals.hpp"
 
 namespace kc::stage3 {
 namespace {
@@ -312,15 +312,17 @@ TEST(PagedDecodeAttention, RunsRung05UnlessToldAndRefusesAnUncompiledHeadDimensi
 // here, without a GPU, as the CUDA error instead).
 TEST(PagedDecodeAttention, RunAndRunRopeCheckTheirArgumentsBeforeAnyGpuCall) {
   using bf16 = __nv_bfloat16;
-  const auto at = [](std::uintptr_t address) { return reinterpret_cast<bf16*>(address); };
+  const auto at = [](std::uintptr_t slot, std::uintptr_t offset = 0) {
+    return kc::testing::fake_pointer<bf16>(slot, offset);
+  };
   DecodeArgs<bf16> good;
-  good.q = at(4096);
-  good.k_cache = at(8192);
-  good.v_cache = at(12288);
-  good.o = at(16384);
-  good.block_table = reinterpret_cast<const std::int32_t*>(std::uintptr_t{20480});
-  good.seq_lens = reinterpret_cast<const std::int32_t*>(std::uintptr_t{24576});
-  good.lse = reinterpret_cast<float*>(std::uintptr_t{28672});
+  good.q = at(1);
+  good.k_cache = at(2);
+  good.v_cache = at(3);
+  good.o = at(4);
+  good.block_table = kc::testing::fake_pointer<const std::int32_t>(5);
+  good.seq_lens = kc::testing::fake_pointer<const std::int32_t>(6);
+  good.lse = kc::testing::fake_pointer<float>(7);
   good.batch = 2;
   good.q_heads = 32;
   good.kv_heads = 8;
@@ -330,25 +332,19 @@ TEST(PagedDecodeAttention, RunAndRunRopeCheckTheirArgumentsBeforeAnyGpuCall) {
   good.max_blocks = 64;
   good.scale = 0.088f;
   DecodeRopeArgs<bf16> rope;
-  rope.k_new = at(32768);
-  rope.v_new = at(36864);
-  rope.cos_sin = reinterpret_cast<const float*>(std::uintptr_t{40960});
+  rope.k_new = at(8);
+  rope.v_new = at(9);
+  rope.cos_sin = kc::testing::fake_pointer<const float>(10);
   rope.positions = 1024;
-  rope.k_cache = at(8192);
-  rope.v_cache = at(12288);
+  rope.k_cache = at(2);
+  rope.v_cache = at(3);
   const auto run_refuses = [&](const DecodeArgs<bf16>& args, const std::string& rule) {
     PagedDecodeAttention decode;
-    const std::string error = kc::testing::error_of([&] { decode.run(args, nullptr); });
-    EXPECT_TRUE(error.find("PagedDecodeAttention::run") != std::string::npos &&
-                error.find(rule) != std::string::npos)
-        << "want \"" << rule << "\": " << error;
+    kc::testing::expect_refused([&] { decode.run(args, nullptr); }, {"PagedDecodeAttention::run", rule});
   };
   const auto rope_refuses = [&](const DecodeArgs<bf16>& args, const DecodeRopeArgs<bf16>& r, const std::string& rule) {
     PagedDecodeAttention decode;
-    const std::string error = kc::testing::error_of([&] { decode.run_rope(args, r, nullptr); });
-    EXPECT_TRUE(error.find("PagedDecodeAttention::run_rope") != std::string::npos &&
-                error.find(rule) != std::string::npos)
-        << "want \"" << rule << "\": " << error;
+    kc::testing::expect_refused([&] { decode.run_rope(args, r, nullptr); }, {"PagedDecodeAttention::run_rope", rule});
   };
   DecodeArgs<bf16> a = good;
   a.head_dim = 96;
@@ -361,7 +357,7 @@ TEST(PagedDecodeAttention, RunAndRunRopeCheckTheirArgumentsBeforeAnyGpuCall) {
   a.kv_heads = 5;
   run_refuses(a, "not a multiple of Hkv");
   a = good;
-  a.k_cache = at(8194);
+  a.k_cache = at(2, 2);
   run_refuses(a, "16-byte aligned");
   a = good;
   a.block_table = nullptr;
@@ -373,13 +369,13 @@ TEST(PagedDecodeAttention, RunAndRunRopeCheckTheirArgumentsBeforeAnyGpuCall) {
   r.cos_sin = nullptr;
   rope_refuses(good, r, "k_new, v_new and cos_sin must not be null");
   r = rope;
-  r.v_new = at(36866);
+  r.v_new = at(9, 2);
   rope_refuses(good, r, "16-byte aligned");
   r = rope;
   r.positions = 0;
   rope_refuses(good, r, "positions");
   r = rope;
-  r.v_cache = at(65536);
+  r.v_cache = at(11);
   rope_refuses(good, r, "pass the same pools");
 }
 

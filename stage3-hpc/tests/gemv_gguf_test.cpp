@@ -15,7 +15,7 @@
 
 #include "kc/common/error.hpp"
 #include "kc/stage3/gemv_gguf.hpp"
-#include "support/error_message.hpp"
+#include "support/refusals.hpp"
 
 namespace kc::stage3 {
 namespace {
@@ -420,18 +420,12 @@ TEST(GemvGguf, MmaRepackRefusesAByteCountThatIsNotTheWeight) {
 // need of the buffers they write.
 TEST(GemvGguf, DeviceRepacksCheckTheirBuffersBeforeTheLaunch) {
   alignas(16) static std::uint8_t blocks[2 * 3 * 34], quants[4096], scales[1024];
-  const auto message = [](auto call) { return kc::testing::error_of(call); };
+  using kc::testing::expect_refused;
   for (const auto repack : {repack_gguf_blocks_for_mma_on_device, repack_gguf_blocks_for_mma16_on_device}) {
-    const std::string misaligned =
-        message([&] { repack(GgufBlockType::q8_0, blocks, 2, 96, quants + 8, scales, nullptr); });
-    EXPECT_NE(misaligned.find("16-byte aligned"), std::string::npos) << misaligned;
-    const std::string misaligned_scales =
-        message([&] { repack(GgufBlockType::q8_0, blocks, 2, 96, quants, scales + 2, nullptr); });
-    EXPECT_NE(misaligned_scales.find("16-byte aligned"), std::string::npos) << misaligned_scales;
-    const std::string null = message([&] { repack(GgufBlockType::q8_0, nullptr, 2, 96, quants, scales, nullptr); });
-    EXPECT_NE(null.find("must be non-null"), std::string::npos) << null;
-    const std::string odd_k = message([&] { repack(GgufBlockType::q8_0, blocks, 2, 80, quants, scales, nullptr); });
-    EXPECT_NE(odd_k.find("multiple of 32"), std::string::npos) << odd_k;
+    expect_refused([&] { repack(GgufBlockType::q8_0, blocks, 2, 96, quants + 8, scales, nullptr); }, "16-byte aligned");
+    expect_refused([&] { repack(GgufBlockType::q8_0, blocks, 2, 96, quants, scales + 2, nullptr); }, "16-byte aligned");
+    expect_refused([&] { repack(GgufBlockType::q8_0, nullptr, 2, 96, quants, scales, nullptr); }, "must be non-null");
+    expect_refused([&] { repack(GgufBlockType::q8_0, blocks, 2, 80, quants, scales, nullptr); }, "multiple of 32");
   }
 }
 

@@ -44,6 +44,26 @@ void expect_refused(Call call, const std::string& fragment) {
   expect_refused(call, {fragment});
 }
 
+// The message of the kc::Error `call` throws, "" when it throws none; a CUDA error fails the test
+// (the call reached the runtime instead of refusing) and its message is returned as well. For
+// tests that compare messages or check fragments one by one; expect_refused checks them at once.
+template <class Call>
+std::string error_of(Call&& call) {
+  try {
+    call();
+  } catch (const CudaError& e) {
+    ADD_FAILURE() << "reached the CUDA runtime instead of refusing the arguments: " << e.what();
+    return e.what();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+inline bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
 // After a refusal, on a GPU: nothing failed on the device and nothing is pending.
 inline void expect_clean_context() {
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
