@@ -39,7 +39,7 @@ HopperAttention& hopper_attention_for_current_device() {
   std::unique_ptr<HopperAttention>& entry = devices[device];
   if (!entry) {
     entry = std::make_unique<HopperAttention>();
-    entry->runs = query_device(device).compute_capability() == 90 && built_with_sm90a_code();
+    entry->runs = runs_hopper_rungs(device);
   }
   return *entry;
 }

@@ -222,6 +222,10 @@ std::string GemmPath::name() const {
 
 bool built_with_sm90a_code() { return KC_STAGE3_HAS_SM90A != 0; }
 
+bool runs_hopper_rungs(int ordinal) {
+  return built_with_sm90a_code() && query_device(ordinal).compute_capability() == 90;
+}
+
 // ---- the decision ------------------------------------------------------------------------------
 
 const std::vector<SmallMTableEntry>& small_m_table() { return kSmallMTable; }

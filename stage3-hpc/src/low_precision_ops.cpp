@@ -3,7 +3,6 @@
 #include "kc/stage3/low_precision_ops.hpp"
 
 #include "arch/sm90/tma_descriptor.hpp"
-#include "kc/common/device.hpp"
 #include "kc/common/error.hpp"
 #include "kc/stage3/gemm.hpp"
 
@@ -18,7 +17,7 @@ bool LowPrecisionGemm::runs_hopper_rungs() {
   if (hopper_ < 0) {
     int device = 0;
     KC_CUDA_CHECK(cudaGetDevice(&device));
-    hopper_ = query_device(device).compute_capability() == 90 && built_with_sm90a_code() ? 1 : 0;
+    hopper_ = stage3::runs_hopper_rungs(device) ? 1 : 0;
   }
   return hopper_ == 1;
 }

@@ -102,7 +102,7 @@ std::size_t mismatches(const ForwardRun& run, const std::vector<double>& o_ref, 
 TEST(AttentionOpsGpu, ForwardRunsTheFastestRungOnTheEngineLayoutAndMatchesTheReference) {
   KC_SKIP_WITHOUT_GPU();
   Context& context = testing::shared_context();
-  const bool hopper = context.device().compute_capability() == 90 && built_with_sm90a_code();
+  const bool hopper = runs_hopper_rungs(context.device().ordinal);
   const std::string_view expected =
       hopper ? "stage3/attention_fwd/07_fa3_overlap" : "stage3/attention_fwd/05_fa2_two_tiles_per_warp";
   for (const std::int64_t d : {64, 128}) {

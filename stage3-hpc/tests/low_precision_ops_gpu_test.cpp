@@ -26,7 +26,7 @@ namespace {
 bool hopper_here() {
   int device = 0;
   KC_CUDA_CHECK(cudaGetDevice(&device));
-  return query_device(device).compute_capability() == 90 && built_with_sm90a_code();
+  return runs_hopper_rungs(device);
 }
 
 TEST(LowPrecisionEntriesGpu, Fp8GemmMatchesTheReferenceWithBothScalings) {

@@ -139,6 +139,9 @@ struct GemmTarget {
 
 // Whether this build of kc_stage3 holds sm_90a code for the Hopper rungs.
 bool built_with_sm90a_code();
+// Whether device `ordinal` runs them: compute capability 9.0 (sm_90a code runs nowhere else) and
+// such code in this build. Asks the device (a CUDA call).
+bool runs_hopper_rungs(int ordinal);
 
 // A call, as the decision sees it.
 struct GemmProblem {
