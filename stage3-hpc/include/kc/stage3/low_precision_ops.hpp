@@ -8,9 +8,9 @@
 //      call (check_fp8_gemm_args, check_int8_gemm_args, check_fp8_quantize_args);
 //   2. launches the rung the committed tables measured fastest on this GPU and returns its kc-bench
 //      id, so a caller can report what ran:
-//        FP8 GEMM   rung 05 (docs/benchmarks/h200/stage3-fp8-gemm.md: 96-97% of cuBLASLt at
-//                   4096^3 and 8192^3); it needs compute capability 9.0 and sm_90a code in the
-//                   build, and refuses other GPUs with a kc::Error (no FP8 rung for them);
+//        FP8 GEMM   rung 05 (the fastest rung of docs/benchmarks/h200/stage3-fp8-gemm.md); it
+//                   needs compute capability 9.0 and sm_90a code in the build, and refuses other
+//                   GPUs with a kc::Error (no FP8 rung for them);
 //        INT8 GEMM  rung 02 on compute capability 9.0 with sm_90a code (the fastest of the
 //                   committed table's rungs; rung 04, the ping-pong, measured no faster), rung 03
 //                   (mma.sync) on other GPUs from sm_80;
