@@ -98,10 +98,10 @@ void gemv_gguf_06_swapped_nibbles(const GgufGemvArgs& args, cudaStream_t stream)
 // The rule the Hopper attention and GEMM entries use: compute capability 9.0 and a build with
 // sm_90a code (on any other GPU, or in an sm_80-only build, the kernel is empty).
 bool gemv_gguf_06_runs_here() {
-  static const bool runs = has_gpu() && built_with_sm90a_code() && [] {
+  static const bool runs = has_gpu() && [] {
     int device = 0;
     KC_CUDA_CHECK(cudaGetDevice(&device));
-    return query_device(device).compute_capability() == 90;
+    return runs_hopper_rungs(device);
   }();
   return runs;
 }
