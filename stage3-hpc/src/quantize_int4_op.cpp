@@ -138,7 +138,7 @@ OpSpec make_quantize_int4_op() {
   for (const Shape& dims : std::vector<Shape>{{4096, 4096}, {14336, 4096}, {4096, 14336}}) op.bench.push_back({dims});
   for (const double g : {32.0, 64.0, 4096.0}) op.bench.push_back({{4096, 4096}, std::nullopt, P{{"group_size", g}}});
   // Every instance: G = 32, 64, 128, 256, 512 (values held in registers) and 384, 640, K (two
-  // passes); odd row counts, one group, many groups, a last CTA that ends inside a warp; and one
+  // passes; rung 06: a CTA a group, 8320 past what it holds); odd row counts, one group, many groups, a last CTA that ends inside a warp; and one
   // refused (G does not divide K).
   const std::vector<std::pair<double, std::vector<Shape>>> conformance = {
       {32.0, {{1, 32}, {3, 96}, {17, 4128}, {1000, 96}}},
@@ -149,6 +149,7 @@ OpSpec make_quantize_int4_op() {
       {512.0, {{4, 1024}}},
       {640.0, {{2, 1280}}},
       {4096.0, {{3, 4096}}},
+      {8320.0, {{2, 8320}}},  // past the 8192 values rung 06 holds: its chunks past the eighth read twice
   };
   for (const auto& [g, shapes] : conformance)
     for (const Shape& dims : shapes) op.conformance.push_back({dims, std::nullopt, P{{"group_size", g}}});
@@ -190,6 +191,14 @@ void register_quantize_int4_kernels(Registry& registry) {
        "rung 02 with each value's quotient corrected (q0 = w r, q = q0 + (w - q0 s) r: the rounded w / s) instead of "
        "tested for a tie: no branch, no rare path",
        &quantize_int4_04_corrected_quotient},
+      {"05_next_group_in_flight", 5,
+       "rung 04 on a grid the device holds at once: each lane walks groups a grid apart and loads its next group's "
+       "chunks while it packs the current one",
+       &quantize_int4_05_next_group_in_flight},
+      {"06_cta_per_long_group", 6,
+       "rung 05, with a CTA of 128 threads a group past 512 values: its chunks held in registers (read once up to "
+       "8192 values), the range folded through shared memory",
+       &quantize_int4_06_cta_per_long_group},
   };
   for (const Rung& r : rungs) {
     KernelEntry rung = rung_entry(kQuantizeInt4Op, r.name, r.number, r.summary, {DType::bf16}, "stage3-int4", 80);

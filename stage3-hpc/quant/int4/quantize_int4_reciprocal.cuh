@@ -43,6 +43,19 @@ __device__ __forceinline__ void fold_chunk(const uint4& chunk, __nv_bfloat162& l
   }
 }
 
+// The group's scale and zero point from its folded range (lo <= 0 <= hi) and whether every value
+// of it was finite.
+__device__ __forceinline__ Group group_from_range(float lo, float hi, bool all_finite) {
+  Group g;
+  g.valid = all_finite && int4_group_scale(lo, hi, g.scale_bits, g.scale, g.zero);
+  if (!g.valid) {  // what rung 01 and the reference store for such a group
+    g.scale_bits = kInt4InvalidScaleBits;
+    g.zero = 0;
+  }
+  if (g.valid && g.scale > 0.f) g.reciprocal = 1.f / g.scale;
+  return g;
+}
+
 // The group's scale and zero point from the lanes' partial folds: kLanes lanes of a group sit
 // side by side in the warp (kLanes a power of two dividing 32), and every lane of the warp calls.
 template <int kLanes>
@@ -58,14 +71,7 @@ __device__ __forceinline__ Group group_of(__nv_bfloat162 lo2, __nv_bfloat162 hi2
   const unsigned not_finite = __ballot_sync(0xffffffffu, !finite);
   const int first_lane = static_cast<int>(threadIdx.x % 32) & ~(kLanes - 1);
   const unsigned group_lanes = kLanes == 32 ? 0xffffffffu : ((1u << kLanes) - 1u) << first_lane;
-  Group g;
-  g.valid = (not_finite & group_lanes) == 0 && int4_group_scale(lo, hi, g.scale_bits, g.scale, g.zero);
-  if (!g.valid) {  // what rung 01 and the reference store for such a group
-    g.scale_bits = kInt4InvalidScaleBits;
-    g.zero = 0;
-  }
-  if (g.valid && g.scale > 0.f) g.reciprocal = 1.f / g.scale;
-  return g;
+  return group_from_range(lo, hi, (not_finite & group_lanes) == 0);
 }
 
 // Value e of a chunk (8 bf16 values) as a float: exact.

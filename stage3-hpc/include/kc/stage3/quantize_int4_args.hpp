@@ -133,4 +133,14 @@ void quantize_int4_03_eight_chunks(const QuantizeInt4Args& args, cudaStream_t st
 // quotient from int4_corrected_quotient (exact, no near-tie path, no branch).
 void quantize_int4_04_corrected_quotient(const QuantizeInt4Args& args, cudaStream_t stream);
 
+// Rung 05 (quant/int4/quantize_05_next_group_in_flight.cu): rung 04's arithmetic on a grid the
+// device holds at once, each lane loading its next group's chunks while it packs the current one
+// (groups past 512 values: rung 04's launch).
+void quantize_int4_05_next_group_in_flight(const QuantizeInt4Args& args, cudaStream_t stream);
+
+// Rung 06 (quant/int4/quantize_06_cta_per_long_group.cu): rung 05, with a CTA of 128 threads for
+// each group of more than 512 values (and 384), its chunks held in registers up to 8192 values
+// and read once, the CTA's range folded through shared memory.
+void quantize_int4_06_cta_per_long_group(const QuantizeInt4Args& args, cudaStream_t stream);
+
 }  // namespace kc::stage3
