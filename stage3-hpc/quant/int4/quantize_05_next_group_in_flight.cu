@@ -107,7 +107,7 @@ void quantize_int4_05_next_group_in_flight(const QuantizeInt4Args& a, cudaStream
     case 128: launch_next_in_flight<4, 4>(a, stream); break;
     case 256: launch_next_in_flight<8, 4>(a, stream); break;
     case 512: launch_next_in_flight<16, 4>(a, stream); break;
-    default: quantize_by_reciprocal<4, true, true>(a, stream); return;  // rung 04's two passes
+    default: quantize_int4_04_corrected_quotient(a, stream); return;  // rung 04's two passes
   }
   KC_CUDA_CHECK(cudaGetLastError());
 }

@@ -18,9 +18,10 @@
 // Expected limiter: DRAM bandwidth: a group of 4096 values is 4 chunks a thread, 64 bytes in flight
 // a thread as in rung 04, on one CTA a group (4096 CTAs at 4096 x 4096).
 //
-// What to look for: in quantize_int4_cta_per_group_kernel eight predicated LDG.E.128 before the
-// fold and two BAR.SYNC (the reduction's, and BAR.RED.POPC for __syncthreads_or), rung 04's per
-// value FMUL, FFMA, FFMA, FADD, FMNMX, FMNMX, coalesced STG.E; no local memory.
+// What to look for: in quantize_int4_cta_per_group_kernel eight predicated LDG.E.128 for the held
+// chunks (more in the loops past them), one BAR.RED.OR (__syncthreads_or, also the barrier after
+// the warps' STS of their range), rung 04's per value FMUL, FFMA, FFMA, FADD, FMNMX, FMNMX,
+// coalesced STG.E; no local memory.
 //
 // Run just this rung:  kc-bench --filter stage3/quantize_int4/06
 #include "quantize_int4_reciprocal.cuh"
