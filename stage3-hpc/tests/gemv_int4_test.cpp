@@ -486,12 +486,26 @@ TEST(GemvInt4, QuantizeEntryRefusesBadArgumentsBeforeAnyCudaCall) {
   bad = a;
   bad.qweight = storage + 2;
   EXPECT_THROW(quantize_int4_groups(bad, nullptr), Error);
+  // 4-byte aligned is enough from G = 64; at G = 32 a lane stores its group's 16 bytes at once.
+  bad = a;
+  bad.qweight = storage + 4;
+  bad.group_size = 64;
+  EXPECT_NO_THROW(check_quantize_int4_args(bad));
+  bad.group_size = 32;
+  try {
+    quantize_int4_groups(bad, nullptr);
+    ADD_FAILURE() << "G = 32 with qweight 4 bytes past a 16-byte boundary was quantized";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("at group size 32 qweight must be 16-byte aligned"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(GemvInt4, QuantizeRungsRefuseExactlyTheProblemsTheOpDoesNotDefine) {
   const Registry& r = stage3_test_registry();
   for (const char* id : {"stage3/quantize_int4/01_lanes_per_group", "stage3/quantize_int4/02_reciprocal",
-                         "stage3/quantize_int4/03_eight_chunks", "stage3/quantize_int4/04_corrected_quotient"}) {
+                         "stage3/quantize_int4/03_eight_chunks", "stage3/quantize_int4/04_corrected_quotient",
+                         "stage3/quantize_int4/05_next_group_in_flight", "stage3/quantize_int4/06_cta_per_long_group"}) {
     const KernelEntry& rung = r.kernel(id);
     int refused = 0;
     for (const Problem& p : r.op(kQuantizeInt4Op).conformance_problems) {

@@ -102,14 +102,15 @@ struct QuantizeInt4Args {
   int k = 0;
   int group_size = 128;
   const __nv_bfloat16* x = nullptr;  // 16-byte aligned
-  std::uint8_t* qweight = nullptr;   // 4-byte aligned
+  std::uint8_t* qweight = nullptr;   // 4-byte aligned (16-byte at G = 32)
   std::uint16_t* scales = nullptr;
   std::uint8_t* zeros = nullptr;
 };
 
 // Throws kc::Error unless `args` describe a call the rung can run: rows >= 1; K >= 1; a group
 // size of 32, 64 or a multiple of 128 that divides K; x, qweight, scales and zeros non-null; x
-// 16-byte aligned and qweight 4-byte aligned. No CUDA call. The public entry and the rung call it.
+// 16-byte aligned and qweight 4-byte aligned (16-byte at G = 32, where a group's 16 bytes are
+// stored at once). No CUDA call. The public entry and the rung call it.
 void check_quantize_int4_args(const QuantizeInt4Args& args);
 
 // Rung 01 (quant/int4/quantize_01_lanes_per_group.cu): each lane takes 8 values with one 16-byte
