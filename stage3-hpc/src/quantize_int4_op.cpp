@@ -105,13 +105,12 @@ void check_quantize_int4_args(const QuantizeInt4Args& a) {
           "quantize_int4: x must be 16-byte aligned and qweight 4-byte aligned (x at {}, qweight at {}): the kernel "
           "loads 16 bytes and stores 4 at a time",
           static_cast<const void*>(a.x), static_cast<const void*>(a.qweight));
-}
-
   // At G = 32 a lane packs a whole group and stores its 16 bytes at once.
   require(a.group_size != 32 || reinterpret_cast<std::uintptr_t>(a.qweight) % 16 == 0,
           "quantize_int4: at group size 32 qweight must be 16-byte aligned (it is at {}): each group's 16 bytes are "
           "stored at once",
           static_cast<const void*>(a.qweight));
+}
 
 void quantize_int4_groups(const QuantizeInt4Args& args, cudaStream_t stream) {
   check_quantize_int4_args(args);
