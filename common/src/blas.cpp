@@ -246,10 +246,22 @@ void CublasLtGemm::plan(GemmShape shape, DType ab_type, DType c_type, BLayout b_
     KC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(operation_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
                                                    &bias_type, sizeof(bias_type)));
   }
-  if (scaling == LtScaling::rows_1x128) {
-    const cublasLtMatmulMatrixScale_t row_pieces = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
-    for (const cublasLtMatmulDescAttributes_t mode : {CUBLASLT_MATMUL_DESC_A_SCALE_MODE, CUBLASLT_MATMUL_DESC_B_SCALE_MODE})
-      KC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(operation_, mode, &row_pieces, sizeof(row_pieces)));
+  if (scaling == LtScaling::rows_1x128 || scaling == LtScaling::blocks_128x128) {
+    // Swapped like the operands: cuBLASLt's A is our B, its B our A.
+    const cublasLtMatmulMatrixScale_t ours_a = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    const cublasLtMatmulMatrixScale_t ours_b = scaling == LtScaling::blocks_128x128
+                                                   ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F
+                                                   : CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    KC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(operation_, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &ours_b,
+                                                   sizeof(ours_b)));
+    KC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(operation_, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &ours_a,
+                                                   sizeof(ours_a)));
+    // Without scale pointers the heuristic answers CUBLAS_STATUS_INVALID_VALUE in these modes;
+    // any device addresses do for planning, and run() sets the call's own.
+    placeholder_scales_ = DeviceBuffer<float>(4);
+    const float* placeholder = placeholder_scales_.data();
+    for (const cublasLtMatmulDescAttributes_t pointer : {CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER})
+      KC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(operation_, pointer, &placeholder, sizeof(placeholder)));
   }
   // cuBLASLt's "A" is our B (stored rows x cols in column-major terms), "B" is our A.
   const std::uint64_t b_rows = call.op_b == CUBLAS_OP_N ? call.m : call.k;

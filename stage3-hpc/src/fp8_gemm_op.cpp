@@ -23,9 +23,6 @@ namespace kc::stage3 {
 // a rows x cols matrix of doubles in device memory.
 void fp8_dequantize_reference(double* values, std::int64_t rows, std::int64_t cols, const float* scales,
                               Fp8ScaleMap map, cudaStream_t stream);
-// s_B [ceil(N/128), ceil(K/128)] as one scale per 1 x 128 piece of each of B's N rows,
-// [ceil(K/128), N] (N contiguous): the layout of cuBLASLt's VEC128 mode.
-void fp8_block_scales_to_rows(float* rows_scales, const float* block_scales, int n, int k_blocks, cudaStream_t stream);
 
 namespace {
 
@@ -91,9 +88,7 @@ References device_reference(const Problem& p, const Operands& o, Context& contex
 
 // cuBLASLt plans, one per shape and scaling, made on first use (in the untimed warm-up launches,
 // or when baseline_supports asks whether cuBLASLt runs the problem). Block scaling runs cuBLASLt's
-// 1 x 128 mode on both operands, B's 128 x 128 block scales repeated over their rows: the same
-// product. The repeated scales are made when a problem's operands are first seen (untimed) and
-// kept with the plan.
+// block modes on the scales as the op stores them: 1 x 128 pieces for A, 128 x 128 blocks for B.
 class Fp8LtPlans {
  public:
   const CublasLtGemm& get(cublasLtHandle_t handle, const Problem& p) {
@@ -101,7 +96,7 @@ class Fp8LtPlans {
     const auto key = std::make_tuple(m_of(p), n_of(p), k_of(p), static_cast<int>(scaling));
     auto found = plans_.find(key);
     if (found == plans_.end()) {
-      const LtScaling lt = scaling == Fp8Scaling::block ? LtScaling::rows_1x128 : LtScaling::per_tensor;
+      const LtScaling lt = scaling == Fp8Scaling::block ? LtScaling::blocks_128x128 : LtScaling::per_tensor;
       found = plans_
                   .emplace(key, std::make_unique<CublasLtGemm>(handle, GemmShape{m_of(p), n_of(p), k_of(p)},
                                                                DType::f8e4m3, DType::bf16, BLayout::n_by_k,
@@ -113,29 +108,12 @@ class Fp8LtPlans {
 
   void run(Context& context, const Problem& p, Operands& o) {
     const Fp8GemmArgs args = fp8_gemm_args(p, o);
-    const float* scale_b = args.scale_b;
-    if (args.scaling == Fp8Scaling::block) {
-      const int k_blocks = fp8_k_blocks(args.k);
-      const auto key = std::make_pair(static_cast<const void*>(args.scale_b), p.label());
-      auto found = row_scales_.find(key);
-      if (found == row_scales_.end()) {
-        if (row_scales_.size() >= kMaxKept) {  // earlier problems' operands: none is in use any more
-          KC_CUDA_CHECK(cudaStreamSynchronize(context.stream()));
-          row_scales_.clear();
-        }
-        DeviceBuffer<float> rows(static_cast<std::size_t>(k_blocks) * args.n);
-        fp8_block_scales_to_rows(rows.data(), args.scale_b, args.n, k_blocks, context.stream());
-        found = row_scales_.emplace(key, std::move(rows)).first;
-      }
-      scale_b = found->second.data();
-    }
-    get(context.cublaslt(), p).run(1.f, args.a, args.b, 0.f, args.c, context.stream(), nullptr, args.scale_a, scale_b);
+    get(context.cublaslt(), p).run(1.f, args.a, args.b, 0.f, args.c, context.stream(), nullptr, args.scale_a,
+                                   args.scale_b);
   }
 
  private:
-  static constexpr std::size_t kMaxKept = 16;
   std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, int>, std::unique_ptr<CublasLtGemm>> plans_;
-  std::map<std::pair<const void*, std::string>, DeviceBuffer<float>> row_scales_;
 };
 
 std::string cublaslt_refusal(Fp8LtPlans& plans, const Problem& p, Context& context) {

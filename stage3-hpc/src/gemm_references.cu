@@ -48,24 +48,3 @@ void fp8_dequantize_reference(double* values, std::int64_t rows, std::int64_t co
 }
 
 }  // namespace kc::stage3
-
-namespace kc::stage3 {
-namespace {
-
-__global__ void fp8_block_scales_to_rows_kernel(float* rows_scales, const float* block_scales, int n, int k_blocks) {
-  const std::int64_t count = static_cast<std::int64_t>(n) * k_blocks;
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < count;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const auto kb = static_cast<int>(i / n), row = static_cast<int>(i % n);
-    rows_scales[i] = block_scales[static_cast<std::int64_t>(row / kFp8ScaleBlock) * k_blocks + kb];
-  }
-}
-
-}  // namespace
-
-void fp8_block_scales_to_rows(float* rows_scales, const float* block_scales, int n, int k_blocks, cudaStream_t stream) {
-  fp8_block_scales_to_rows_kernel<<<256, 256, 0, stream>>>(rows_scales, block_scales, n, k_blocks);
-  KC_CHECK_LAUNCH();
-}
-
-}  // namespace kc::stage3

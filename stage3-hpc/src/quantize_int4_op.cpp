@@ -114,7 +114,13 @@ void check_quantize_int4_args(const QuantizeInt4Args& a) {
 
 void quantize_int4_groups(const QuantizeInt4Args& args, cudaStream_t stream) {
   check_quantize_int4_args(args);
-  quantize_int4_02_reciprocal(args, stream);  // the fastest rung measured (stage-3 README)
+  // The fastest rung measured for each group size (stage-3 README, "The quantize's waits and its
+  // long groups"): rung 04 up to 512 values a group, rung 06's CTA a group past that.
+  const int g = args.group_size;
+  if (g == 32 || g == 64 || g == 128 || g == 256 || g == 512)
+    quantize_int4_04_corrected_quotient(args, stream);
+  else
+    quantize_int4_06_cta_per_long_group(args, stream);
 }
 
 OpSpec make_quantize_int4_op() {

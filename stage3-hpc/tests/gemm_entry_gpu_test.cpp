@@ -197,14 +197,18 @@ TEST(GemmEntryGpu, RefusedArgumentsWriteNothingAndLeaveTheContextUsable) {
   args.b = nullptr;
   expect_refused([&] { gemm.run(args, nullptr); }, "B is a null pointer");
   args = device.args(host);
-  args.m = 0;
-  expect_refused([&] { gemm.run(args, nullptr); }, "M = 0");
+  args.m = -1;  // M = 0 is an empty product, run as cuBLAS runs it (EmptyDimensionsGiveWhatCublasGives)
+  expect_refused([&] { gemm.run(args, nullptr); }, "a dimension cannot be negative");
+  args = device.args(host);
+  args.m = 0;  // the fused entry has no empty form
+  expect_refused([&] { gemm.run_bias_gelu(args, bias.data(), nullptr); }, "each must be at least 1");
   args = device.args(host);
   expect_refused([&] { gemm.run_bias_gelu(args, nullptr, nullptr); }, "bias is a null pointer");
   args.ldc = host.n + 8;
   expect_refused([&] { gemm.run_bias_gelu(args, bias.data(), nullptr); }, "dense C");
   args = device.args(host);
-  expect_refused([&] { gemm.plan(HgemmArgs{}); }, "M = 0");
+  args.k = -3;
+  expect_refused([&] { gemm.plan(args); }, "a dimension cannot be negative");
 
   expect_clean_context();
   EXPECT_EQ(to_float(device.c.to_host()), c_before) << "a refused call wrote C";

@@ -31,7 +31,8 @@ inline constexpr const char* kQuantizeInt4Op = "quantize_int4";
 // args.zeros (device buffers of rows x K / 2, rows x K / G halves and rows x K / G bytes), as
 // quantize_int4_groups_reference writes it. Checks its arguments first (check_quantize_int4_args,
 // kc/stage3/quantize_int4_args.hpp; nothing runs on bad input), then runs
-// stage3/quantize_int4/02_reciprocal (the fastest rung measured) asynchronously on `stream`;
+// the fastest rung measured for its group size asynchronously on `stream` (stage3/quantize_int4/
+// 04_corrected_quotient for G = 32 to 512, 06_cta_per_long_group past that);
 // allocates nothing. prepare_int4_groups_on_device then makes the GEMV's layout of it.
 void quantize_int4_groups(const QuantizeInt4Args& args, cudaStream_t stream);
 
