@@ -11,9 +11,9 @@
 // product of two e4m3 values is exact in FP32, so what a kernel may get wrong is the summation
 // and the one rounding to bf16 — the tolerance of a bf16 GEMM with K terms. FLOPs 2 M N K.
 // Baseline: cuBLASLt's FP8 matmul with the same scales (its default, promoted accumulation; block
-// scaling through its VEC128 mode on both operands, B's block scales repeated over their 128 rows
-// first, untimed; it reads the scales in 16-byte aligned columns and is refused, saying so, for
-// M % 4 != 0 or N % 4 != 0).
+// scaling through its BLK128x128 mode on B and VEC128 on A, on the scales as the op stores them;
+// it reads A's scales in 16-byte aligned columns and is refused, saying so, for M % 4 != 0 or
+// N % 4 != 0).
 #pragma once
 
 #ifdef KC_KERNEL_SOURCE
