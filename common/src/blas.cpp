@@ -246,12 +246,10 @@ void CublasLtGemm::plan(GemmShape shape, DType ab_type, DType c_type, BLayout b_
     KC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(operation_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
                                                    &bias_type, sizeof(bias_type)));
   }
-  if (scaling == LtScaling::rows_1x128 || scaling == LtScaling::blocks_128x128) {
-    // Swapped like the operands: cuBLASLt's A is our B, its B our A.
+  if (scaling == LtScaling::blocks_128x128) {
+    // Swapped like the operands: cuBLASLt's A is our B (128 x 128 blocks), its B our A (1 x 128).
     const cublasLtMatmulMatrixScale_t ours_a = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
-    const cublasLtMatmulMatrixScale_t ours_b = scaling == LtScaling::blocks_128x128
-                                                   ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F
-                                                   : CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    const cublasLtMatmulMatrixScale_t ours_b = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
     KC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(operation_, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &ours_b,
                                                    sizeof(ours_b)));
     KC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(operation_, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &ours_a,

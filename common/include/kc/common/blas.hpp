@@ -119,16 +119,14 @@ enum class LtEpilogue {
 // definitions in kc/stage3/fp8_gemm_args.hpp):
 //   none        no scale operands (alpha only)
 //   per_tensor  one FP32 scale for A and one for B, device pointers given to run()
-//   rows_1x128  A and B (N x K) each with one FP32 scale per 1 x 128 piece of a row, stored
-//               [ceil(K/128), rows] (rows contiguous): cuBLASLt's VEC128_32F mode on both operands
-//               (CUDA 12.9 and newer; no fast accumulation).
-//   blocks_128x128  A as rows_1x128 ([ceil(K/128), M]), B with one FP32 scale per 128 x 128 block,
-//               stored [ceil(N/128), ceil(K/128)] (K blocks contiguous): cuBLASLt's VEC128_32F on A
-//               and BLK128x128_32F on B (Hopper, CUDA 12.9 and newer), the stage-3 FP8 GEMM's
-//               block scaling as it stores it.
-// cuBLASLt refuses a plan in the two block modes (CUBLAS_STATUS_INVALID_VALUE from the heuristic)
-// until the scale pointers are set, so the plan sets placeholders; run() sets the real ones.
-enum class LtScaling { none, per_tensor, rows_1x128, blocks_128x128 };
+//   blocks_128x128  A with one FP32 scale per 1 x 128 piece of a row, stored [ceil(K/128), M] (M
+//               contiguous), and B with one per 128 x 128 block, stored [ceil(N/128), ceil(K/128)]
+//               (K blocks contiguous): cuBLASLt's VEC128_32F on A and BLK128x128_32F on B (Hopper,
+//               CUDA 12.9 and newer; no fast accumulation), the stage-3 FP8 GEMM's block scaling as
+//               it stores it. cuBLASLt refuses a plan in its block modes
+//               (CUBLAS_STATUS_INVALID_VALUE from the heuristic) until the scale pointers are set,
+//               so the plan sets placeholders; run() sets the real ones.
+enum class LtScaling { none, per_tensor, blocks_128x128 };
 
 // One cuBLASLt matmul plan: descriptors and the heuristic's best algorithm chosen once, then run
 // many times. FP32 accumulation (CUBLAS_COMPUTE_32F); for FP8 inputs C is bf16/f16/f32 and B
@@ -163,7 +161,7 @@ class CublasLtGemm {
   LtScaling scaling_ = LtScaling::none;
   bool integer_ = false;  // INT8 inputs: s32 compute and scale type
   mutable DeviceBuffer<std::byte> workspace_;
-  DeviceBuffer<float> placeholder_scales_;  // the block modes' scale pointers while planning
+  DeviceBuffer<float> placeholder_scales_;  // blocks_128x128's scale pointers while planning
 };
 
 }  // namespace kc
