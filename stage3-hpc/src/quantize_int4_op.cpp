@@ -116,8 +116,7 @@ void quantize_int4_groups(const QuantizeInt4Args& args, cudaStream_t stream) {
   check_quantize_int4_args(args);
   // The fastest rung measured for each group size (stage-3 README, "The quantize's waits and its
   // long groups"): rung 04 up to 512 values a group, rung 06's CTA a group past that.
-  const int g = args.group_size;
-  if (g == 32 || g == 64 || g == 128 || g == 256 || g == 512)
+  if (int4_group_held_by_lanes(args.group_size))
     quantize_int4_04_corrected_quotient(args, stream);
   else
     quantize_int4_06_cta_per_long_group(args, stream);
@@ -149,8 +148,8 @@ OpSpec make_quantize_int4_op() {
   for (const Shape& dims : std::vector<Shape>{{4096, 4096}, {14336, 4096}, {4096, 14336}}) op.bench.push_back({dims});
   for (const double g : {32.0, 64.0, 4096.0}) op.bench.push_back({{4096, 4096}, std::nullopt, P{{"group_size", g}}});
   // Every instance: G = 32, 64, 128, 256, 512 (values held in registers) and 384, 640, K (two
-  // passes; rung 06: a CTA a group, 8320 past what it holds); odd row counts, one group, many groups, a last CTA that ends inside a warp; and one
-  // refused (G does not divide K).
+  // passes; rung 06: a CTA a group, 8320 past what it holds); odd row counts, one group, many
+  // groups, a last CTA that ends inside a warp; and one refused (G does not divide K).
   const std::vector<std::pair<double, std::vector<Shape>>> conformance = {
       {32.0, {{1, 32}, {3, 96}, {17, 4128}, {1000, 96}}},
       {64.0, {{5, 192}, {127, 64}}},

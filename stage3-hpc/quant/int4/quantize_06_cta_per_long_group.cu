@@ -89,8 +89,7 @@ __global__ void __launch_bounds__(kGroupThreads) quantize_int4_cta_per_group_ker
 
 void quantize_int4_06_cta_per_long_group(const QuantizeInt4Args& a, cudaStream_t stream) {
   check_quantize_int4_args(a);
-  const int g = a.group_size;
-  if (g == 32 || g == 64 || g == 128 || g == 256 || g == 512) {  // held by lanes: rung 05
+  if (int4_group_held_by_lanes(a.group_size)) {
     quantize_int4_05_next_group_in_flight(a, stream);
     return;
   }

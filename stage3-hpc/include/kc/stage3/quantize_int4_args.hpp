@@ -107,6 +107,13 @@ struct QuantizeInt4Args {
   std::uint8_t* zeros = nullptr;
 };
 
+// Whether a group of `group_size` values is held by the lanes of a warp (G = 32 to 512, the
+// sizes rungs 02-05 keep in registers); the others (384 and multiples of 128 past 512) are the
+// long groups that rung 06 gives a CTA each.
+constexpr bool int4_group_held_by_lanes(int group_size) {
+  return group_size == 32 || group_size == 64 || group_size == 128 || group_size == 256 || group_size == 512;
+}
+
 // Throws kc::Error unless `args` describe a call the rung can run: rows >= 1; K >= 1; a group
 // size of 32, 64 or a multiple of 128 that divides K; x, qweight, scales and zeros non-null; x
 // 16-byte aligned and qweight 4-byte aligned (16-byte at G = 32, where a group's 16 bytes are
