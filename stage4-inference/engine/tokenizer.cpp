@@ -1188,14 +1188,29 @@ void Tokenizer::encode_sentencepiece_piece(std::string_view piece,
 }
 
 namespace {
-// The added token whose pattern starts at `position`, longest first, or nullptr.
-const AddedToken* added_token_at(std::string_view text, std::size_t position,
-                                 const std::array<std::vector<std::size_t>, 256>& by_first_byte,
-                                 const std::vector<std::string>& patterns,
-                                 const std::vector<AddedToken>& added) {
-  for (std::size_t index : by_first_byte[static_cast<unsigned char>(text[position])])
-    if (text.compare(position, patterns[index].size(), patterns[index]) == 0) return &added[index];
-  return nullptr;
+// Walks `text` left to right, finding at each position the added token whose pattern starts there
+// (of those `by_first_byte` lists, longest first): calls piece(begin, end) for the text before each
+// one and token(added) for it, then piece for the rest of the text (pieces may be empty).
+template <typename Piece, typename Token>
+void split_at_added_tokens(std::string_view text, const std::array<std::vector<std::size_t>, 256>& by_first_byte,
+                           const std::vector<std::string>& patterns, const std::vector<AddedToken>& added,
+                           Piece&& piece, Token&& token) {
+  std::size_t begin = 0;
+  for (std::size_t position = 0; position < text.size();) {
+    const std::vector<std::size_t>& candidates = by_first_byte[static_cast<unsigned char>(text[position])];
+    const auto match = std::find_if(candidates.begin(), candidates.end(), [&](std::size_t index) {
+      return text.compare(position, patterns[index].size(), patterns[index]) == 0;
+    });
+    if (match == candidates.end()) {
+      ++position;
+      continue;
+    }
+    piece(begin, position);
+    token(added[*match]);
+    position += patterns[*match].size();
+    begin = position;
+  }
+  piece(begin, text.size());
 }
 }  // namespace
 
@@ -1222,22 +1237,8 @@ void Tokenizer::encode_sentencepiece_segment(std::string_view text, bool starts_
     if (prefix && !starts_with_metaspace(spaced)) spaced.insert(0, kMetaspace);
     encode_sentencepiece_piece(spaced, out);
   };
-  std::size_t begin = 0;
-  for (std::size_t position = 0; position < normalized.size();) {
-    const AddedToken* match =
-        added_token_at(normalized, position, tables_->normalized_added_by_first_byte,
-                       tables_->added_pattern, added_tokens_);
-    if (match == nullptr) {
-      ++position;
-      continue;
-    }
-    encode_piece_at(begin, position);
-    out.push_back(match->id);
-    const auto index = static_cast<std::size_t>(match - added_tokens_.data());
-    position += tables_->added_pattern[index].size();
-    begin = position;
-  }
-  encode_piece_at(begin, normalized.size());
+  split_at_added_tokens(normalized, tables_->normalized_added_by_first_byte, tables_->added_pattern, added_tokens_,
+                        encode_piece_at, [&](const AddedToken& added) { out.push_back(added.id); });
 }
 
 std::vector<TokenId> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
@@ -1251,20 +1252,8 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, bool add_special_t
     else
       encode_ordinary(segment, ids);
   };
-  std::size_t segment_begin = 0;
-  for (std::size_t position = 0; position < text.size();) {
-    const AddedToken* match = added_token_at(text, position, tables_->added_by_first_byte,
-                                             tables_->added_pattern, added_tokens_);
-    if (match == nullptr) {
-      ++position;
-      continue;
-    }
-    encode_segment(segment_begin, position);
-    ids.push_back(match->id);
-    position += match->content.size();
-    segment_begin = position;
-  }
-  encode_segment(segment_begin, text.size());
+  split_at_added_tokens(text, tables_->added_by_first_byte, tables_->added_pattern, added_tokens_, encode_segment,
+                        [&](const AddedToken& added) { ids.push_back(added.id); });
   if (add_special_tokens && add_eos_) ids.push_back(*eos_id_);
   return ids;
 }
