@@ -1420,12 +1420,8 @@ std::vector<TokenId> ModelRunner::execute(const StepBatch& batch) {
     int row = 0;
     for (const ScheduledSequence& s : batch.sequences) {
       if (!s.samples) continue;
-      GpuSamplingRow& p = m.sampling_host[static_cast<std::size_t>(row++)];
-      p.temperature = s.sampling.temperature;
-      p.top_k = s.sampling.top_k;
-      p.top_p = s.sampling.top_p;
-      p.seed = s.sampling.seed;
-      p.index = static_cast<std::uint64_t>(s.output_index);
+      m.sampling_host[static_cast<std::size_t>(row++)] =
+          gpu_sampling_row(s.sampling, static_cast<std::uint64_t>(s.output_index));
     }
     KC_CUDA_CHECK(cudaMemcpyAsync(m.sampling_device.data(), m.sampling_host.data(), samples * sizeof(GpuSamplingRow),
                                   cudaMemcpyHostToDevice, m.stream));

@@ -392,14 +392,8 @@ void register_kernels(Registry& registry) {
         auto found = state->rows.find(p.label());
         if (found == state->rows.end()) {
           std::vector<engine::GpuSamplingRow> rows(static_cast<std::size_t>(p.dims[0]));
-          for (std::size_t r = 0; r < rows.size(); ++r) {
-            const engine::SamplingParams params = sample_params(p, static_cast<std::int64_t>(r));
-            rows[r].temperature = params.temperature;
-            rows[r].top_k = params.top_k;
-            rows[r].top_p = params.top_p;
-            rows[r].seed = params.seed;
-            rows[r].index = r;
-          }
+          for (std::size_t r = 0; r < rows.size(); ++r)
+            rows[r] = engine::gpu_sampling_row(sample_params(p, static_cast<std::int64_t>(r)), r);
           DeviceBuffer<engine::GpuSamplingRow> device(rows.size());
           device.copy_from_host(rows);
           found = state->rows.emplace(p.label(), std::move(device)).first;

@@ -37,6 +37,17 @@ struct GpuSamplingRow {
   std::uint64_t index = 0;  // the token's index in its request's output (the draw's counter)
 };
 
+// A request's sampling parameters as the sampler's row for token number `index` of its output.
+inline GpuSamplingRow gpu_sampling_row(const SamplingParams& params, std::uint64_t index) {
+  GpuSamplingRow row;
+  row.temperature = params.temperature;
+  row.top_k = params.top_k;
+  row.top_p = params.top_p;
+  row.seed = params.seed;
+  row.index = index;
+  return row;
+}
+
 class GpuSampler {
  public:
   // Scratch for `rows_per_pass` rows of `vocab` logits at a time (keys, ids and their sorted
