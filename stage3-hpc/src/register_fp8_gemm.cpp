@@ -1,6 +1,7 @@
 // Files the fp8_gemm op and its ladder with the registry (quant/fp8/: 01 TMA + FP8 WGMMA with FP32
 // promotion per K step, 02 the same on 128 x 192 tiles, 03 + a TMA-store epilogue, 04 + a promotion
-// every four K steps with one scale per tensor, 05 + a tile width chosen per shape).
+// every four K steps with one scale per tensor, 05 + a tile width chosen per shape, 06 + block scales
+// loaded two K steps ahead).
 #include <memory>
 #include <string>
 #include <utility>
@@ -48,6 +49,10 @@ void register_fp8_gemm_kernels(Registry& registry) {
       "rung 04 on 128x192 or 128x128 tiles, whichever fills the last persistent wave better (the launch counts "
       "both widths' waves on the GPU's SMs)",
       &fp8_gemm_05_tile_per_shape);
+  add("06_scales_ahead", 6,
+      "rung 05 loading each K step's block scales two steps ahead of its promotion (across tiles) and "
+      "multiplying them there; one scale per tensor runs rung 05",
+      &fp8_gemm_06_scales_ahead);
 
   // The activations' quantization for block scaling, in the same report (sm_80 and later).
   if (!registry.has_op(kFp8QuantizeOp)) registry.add_op(make_fp8_quantize_op());

@@ -82,11 +82,16 @@ struct Fp8GemmParams {
 // through a buffer of 64 rows x this many columns per consumer and TMA stores of 64 x 64 boxes.
 // kStagesValue: the ring's depth (six stages of 32 KiB at n128, five of 40 KiB at n192; four at
 // n192 when a 48 KiB epilogue buffer must fit beside them).
+// kScaleStepsAheadValue (rung 06): how many K steps ahead of its promotion a consumer loads a
+// step's block scales: 1 (rungs 01-05, the scales of step k + 1 while step k's WGMMAs run, their
+// products taken at once), or 2, the factors alone, loaded along the CTA's whole walk of tiles and
+// K steps, multiplied at the promotion.
 template <int kBlockNValue, int kPromotionIntervalValue = 1, int kStorePassColumnsValue = 0,
-          int kStagesValue = (kBlockNValue == 128 ? 6 : 5)>
+          int kStagesValue = (kBlockNValue == 128 ? 6 : 5), int kScaleStepsAheadValue = 1>
 struct Fp8GemmConfig : ByteOperandGemmShape<kBlockNValue, kStagesValue, Fp8GemmParams> {
   using Shape = ByteOperandGemmShape<kBlockNValue, kStagesValue, Fp8GemmParams>;
   static constexpr int kPromotionInterval = kPromotionIntervalValue;
+  static constexpr int kScaleStepsAhead = kScaleStepsAheadValue;
   static constexpr bool kStoresThroughSmem = kStorePassColumnsValue > 0;
   static constexpr int kStorePassColumns = kStoresThroughSmem ? kStorePassColumnsValue : 64;
   static constexpr int kStoreBox = 64;
@@ -99,6 +104,7 @@ struct Fp8GemmConfig : ByteOperandGemmShape<kBlockNValue, kStagesValue, Fp8GemmP
   static_assert(!kStoresThroughSmem || Shape::kBlockN % kStorePassColumns == 0, "whole passes a tile");
   static_assert(kStorePassColumns % kStoreBox == 0, "whole boxes a pass");
   static_assert(kPromotionInterval >= 1, "promote at least every K step's sum");
+  static_assert(kScaleStepsAhead == 1 || kScaleStepsAhead == 2, "block scales one or two K steps ahead");
   static_assert(Shape::kBlockN == 128 || Shape::kBlockN == 192, "wgmma n128 or n192");
   // A tile's columns span at most two blocks of B's scales (n192 tiles start at a block or in its
   // middle).
@@ -116,30 +122,79 @@ struct Fp8StepScales {
   float top_next = 1.f, bottom_next = 1.f;      // columns in the next block (n192 tiles only)
 };
 
+// The four factors those products are made of, as loaded.
+struct Fp8StepScaleFactors {
+  float a_top = 1.f, a_bottom = 1.f;  // s_A[kb][row], s_A[kb][row + 8]
+  float b = 1.f, b_next = 1.f;        // s_B[nb][kb], s_B[nb + 1][kb]
+};
+
 template <Fp8Scaling kScaling, Fp8Flaw kFlaw>
-__device__ __forceinline__ Fp8StepScales load_step_scales(const Fp8GemmParams& params, int kb, int row_top,
-                                                          int col0) {
-  Fp8StepScales s;
+__device__ __forceinline__ Fp8StepScaleFactors load_step_scale_factors(const Fp8GemmParams& params, int kb,
+                                                                       int row_top, int col0) {
+  Fp8StepScaleFactors f;
   if constexpr (kScaling == Fp8Scaling::block) {
     if constexpr (kFlaw == Fp8Flaw::wrong_scale_block) kb = min(kb + 1, params.k_blocks - 1);
     const float* column = params.scale_a + static_cast<std::size_t>(kb) * params.m;
-    float a_top = __ldg(column + min(row_top, params.m - 1));
-    float a_bottom = __ldg(column + min(row_top + 8, params.m - 1));
+    f.a_top = __ldg(column + min(row_top, params.m - 1));
+    f.a_bottom = __ldg(column + min(row_top + 8, params.m - 1));
     if constexpr (kFlaw == Fp8Flaw::scale_twice) {
-      a_top *= a_top;
-      a_bottom *= a_bottom;
+      f.a_top *= f.a_top;
+      f.a_bottom *= f.a_bottom;
     }
     const int n_block = col0 / kFp8ScaleBlock;
-    const float b = __ldg(params.scale_b + static_cast<std::size_t>(n_block) * params.k_blocks + kb);
-    const float b_next =
+    f.b = __ldg(params.scale_b + static_cast<std::size_t>(n_block) * params.k_blocks + kb);
+    f.b_next =
         __ldg(params.scale_b + static_cast<std::size_t>(min(n_block + 1, params.n_blocks - 1)) * params.k_blocks + kb);
-    s.top = a_top * b;
-    s.bottom = a_bottom * b;
-    s.top_next = a_top * b_next;
-    s.bottom_next = a_bottom * b_next;
   }
+  return f;
+}
+
+__device__ __forceinline__ Fp8StepScales step_scales(const Fp8StepScaleFactors& f) {
+  Fp8StepScales s;
+  s.top = f.a_top * f.b;
+  s.bottom = f.a_bottom * f.b;
+  s.top_next = f.a_top * f.b_next;
+  s.bottom_next = f.a_bottom * f.b_next;
   return s;
 }
+
+template <Fp8Scaling kScaling, Fp8Flaw kFlaw>
+__device__ __forceinline__ Fp8StepScales load_step_scales(const Fp8GemmParams& params, int kb, int row_top,
+                                                          int col0) {
+  if constexpr (kScaling == Fp8Scaling::block)
+    return step_scales(load_step_scale_factors<kScaling, kFlaw>(params, kb, row_top, col0));
+  return Fp8StepScales{};
+}
+
+// Rung 06's lookahead: where the scale loads have got to in the CTA's walk, tile after tile and K
+// step after K step, and the thread's top row and first column in that tile. load() fetches that
+// step's factors (none past the CTA's last tile) and moves one step on.
+template <class Config>
+struct Fp8ScaleLookahead {
+  int linear, kb, row_top, col0;
+
+  __device__ __forceinline__ void enter_tile(const Fp8GemmParams& params, const TileSchedule<Config>& schedule,
+                                             int row_in_tile) {
+    const TileCoord tile = schedule.cta_tile(params, linear);
+    row_top = tile.m * Config::kBlockM + row_in_tile;
+    col0 = tile.n * Config::kBlockN;
+  }
+
+  template <Fp8Flaw kFlaw>
+  __device__ __forceinline__ Fp8StepScaleFactors load(const Fp8GemmParams& params,
+                                                      const TileSchedule<Config>& schedule, int row_in_tile) {
+    Fp8StepScaleFactors f;
+    if (linear < schedule.count) {
+      f = load_step_scale_factors<Fp8Scaling::block, kFlaw>(params, kb, row_top, col0);
+      if (++kb == params.k_blocks) {
+        kb = 0;
+        linear += schedule.step;
+        if (linear < schedule.count) enter_tile(params, schedule, row_in_tile);
+      }
+    }
+    return f;
+  }
+};
 
 // total += partial x scale: the promotion. Accumulator slice j holds rows (top, top, bottom,
 // bottom) of column 8j + 2 (lane % 4) in d[4j .. 4j + 3]; in an n192 tile that starts in the middle
@@ -238,9 +293,20 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __g
   PipelineState<Config::kStages> state;
   float partial[Config::kAccumulators];
   float total[Config::kAccumulators];
+  const int row_in_tile = consumer * kWarpgroupRows + 16 * warp_in_group + lane / 4;
+  // Rung 06: block scales two K steps ahead of their promotion, along the CTA's whole walk (the
+  // first two before its first tile, a tile's first two during the tile before).
+  constexpr bool kScalesAhead = kScaling == Fp8Scaling::block && Config::kScaleStepsAhead == 2;
+  Fp8ScaleLookahead<Config> ahead{schedule.first, 0, 0, 0};
+  Fp8StepScaleFactors factors_now, factors_next;
+  if constexpr (kScalesAhead) {
+    if (ahead.linear < schedule.count) ahead.enter_tile(params, schedule, row_in_tile);
+    factors_now = ahead.template load<kFlaw>(params, schedule, row_in_tile);
+    factors_next = ahead.template load<kFlaw>(params, schedule, row_in_tile);
+  }
   for (int linear = schedule.first; linear < schedule.count; linear += schedule.step) {
     const TileCoord tile = schedule.cta_tile(params, linear);
-    const int row_top = tile.m * Config::kBlockM + consumer * kWarpgroupRows + 16 * warp_in_group + lane / 4;
+    const int row_top = tile.m * Config::kBlockM + row_in_tile;
     const int col0 = tile.n * Config::kBlockN;
 #pragma unroll
     for (int i = 0; i < Config::kAccumulators; ++i) total[i] = 0.f;
@@ -272,7 +338,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __g
         return k_tile % kInterval == 0;
       };
       int previous_stage = -1;  // a stage whose WGMMAs may still run, not yet released
-      Fp8StepScales scales = load_step_scales<kScaling, kFlaw>(params, 0, row_top, col0);
+      Fp8StepScales scales;
+      if constexpr (!kScalesAhead) scales = load_step_scales<kScaling, kFlaw>(params, 0, row_top, col0);
       for (int k_tile = 0; k_tile < k_tiles; ++k_tile) {
         ring.wait_full(state);
         fp8_wgmma_k_step<Config>(partial, smem_u32(ring.tile_a(state.stage)) + consumer * kWarpgroupRows * kTileRowBytes,
@@ -285,18 +352,28 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __g
           state.advance();
           continue;
         }
-        // The next step's scales load while this step's WGMMAs run.
-        const Fp8StepScales next = k_tile + 1 < k_tiles
-                                       ? load_step_scales<kScaling, kFlaw>(params, k_tile + 1, row_top, col0)
-                                       : scales;
+        // Rungs 01-05: the next step's scales load while this step's WGMMAs run. Rung 06: the
+        // factors of the step two ahead (in this tile or the next) load now.
+        Fp8StepScales next;
+        Fp8StepScaleFactors factors_later;
+        if constexpr (kScalesAhead)
+          factors_later = ahead.template load<kFlaw>(params, schedule, row_in_tile);
+        else
+          next = k_tile + 1 < k_tiles ? load_step_scales<kScaling, kFlaw>(params, k_tile + 1, row_top, col0) : scales;
         sm90::wgmma_wait_group<0>();
         sm90::fence_accumulators(partial);
         if (previous_stage >= 0) ring.release(previous_stage, lane);
         previous_stage = -1;
         ring.release(state.stage, lane);
         state.advance();
-        promote<Config>(total, partial, scales, col0);
-        scales = next;
+        if constexpr (kScalesAhead) {
+          promote<Config>(total, partial, step_scales(factors_now), col0);
+          factors_now = factors_next;
+          factors_next = factors_later;
+        } else {
+          promote<Config>(total, partial, scales, col0);
+          scales = next;
+        }
       }
     }
     if constexpr (Config::kStoresThroughSmem) {
