@@ -10,7 +10,7 @@
 //
 // What changed from rung 04: the launch. It counts, for both tile widths, the waves its tiles take
 // on the CTAs that fit the GPU, and estimates each width's time as waves x the time of one of its
-// tiles, a 128-wide tile costing kNarrowFp8TileTime of a 192-wide one (2/3 if the time were in
+// tiles, a 128-wide tile costing kNarrowTileTime of a 192-wide one (2/3 if the time were in
 // proportion to the columns; it is more, because a narrower tile reads more of A from shared memory
 // per multiply-add: rung 02's arithmetic). The narrow tile runs when its estimate is the lower:
 // rung 04's kernel with Fp8GemmConfig<128, ...> (six stages of 32 KiB, the same promotion window
@@ -23,17 +23,47 @@
 //
 // Run just this rung:  kc-bench --filter stage3/fp8_gemm/05_tile_per_shape
 //                      kc-bench --filter 'stage3/fp8_gemm/0[45]' --param scaling=0 --shapes 4096x4096x4096
-#include "fp8_tile_per_shape.cuh"
+#include "fp8_gemm_kernel.cuh"
 
 namespace kc::stage3 {
+namespace {
+
+using WideTiles = Fp8GemmConfig<192, /*promotion interval*/ 4, /*store pass columns*/ 192, /*stages*/ 4>;  // rung 04
+using NarrowTiles = Fp8GemmConfig<128, /*promotion interval*/ 4, /*store pass columns*/ 128, /*stages*/ 6>;
+
+// The time of a 128 x 128 tile in units of a 128 x 192 tile's, both running whole waves
+// (calibrated at 8192³, where both widths fill their waves: stage-3 README).
+constexpr double kNarrowTileTime = 0.70;
+
+// How many waves the tiles of `Config` take on the CTAs of its kernel that fit the GPU at once.
+template <class Config, Fp8Scaling kScaling>
+int persistent_waves(const Fp8GemmArgs& args, HopperLaunchCache& cache) {
+  const void* kernel = reinterpret_cast<const void*>(&fp8_gemm_kernel<Config, kScaling, Fp8Flaw::none>);
+  cache.prepare_kernel(kernel, Config::kSmemBytes);
+  const int resident = cache.resident_blocks(kernel, Config::kThreads, Config::kSmemBytes, 1);
+  const long long tiles =
+      static_cast<long long>(ceil_div(args.m, Config::kBlockM)) * ceil_div(args.n, Config::kBlockN);
+  return static_cast<int>((tiles + resident - 1) / resident);
+}
+
+template <Fp8Scaling kScaling>
+void launch_tile_per_shape(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache) {
+  check_fp8_gemm_args(args);  // before the occupancy queries of the estimate
+  const double wide = persistent_waves<WideTiles, kScaling>(args, cache);
+  const double narrow = persistent_waves<NarrowTiles, kScaling>(args, cache) * kNarrowTileTime;
+  if (narrow < wide)
+    launch_fp8_gemm<NarrowTiles, kScaling, Fp8Flaw::none>(args, stream, cache);
+  else
+    launch_fp8_gemm<WideTiles, kScaling, Fp8Flaw::none>(args, stream, cache);
+}
+
+}  // namespace
 
 void fp8_gemm_05_tile_per_shape(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache) {
-  using WideTiles = Fp8GemmConfig<192, /*promotion interval*/ 4, /*store pass columns*/ 192, /*stages*/ 4>;  // rung 04
-  using NarrowTiles = Fp8GemmConfig<128, /*promotion interval*/ 4, /*store pass columns*/ 128, /*stages*/ 6>;
   if (args.scaling == Fp8Scaling::block)
-    launch_fp8_tile_per_shape<WideTiles, NarrowTiles, Fp8Scaling::block>(args, stream, cache);
+    launch_tile_per_shape<Fp8Scaling::block>(args, stream, cache);
   else
-    launch_fp8_tile_per_shape<WideTiles, NarrowTiles, Fp8Scaling::per_tensor>(args, stream, cache);
+    launch_tile_per_shape<Fp8Scaling::per_tensor>(args, stream, cache);
 }
 
 }  // namespace kc::stage3

@@ -1,4 +1,4 @@
-// fp8_gemm_kernel.cuh — the kernel of the FP8 GEMM's rungs 01-04 (and of its negative controls):
+// fp8_gemm_kernel.cuh — the kernel of the FP8 GEMM's rungs 01-06 (and of its negative controls):
 // the bf16 ladder's warp-specialized persistent kernel (gemm/warp_specialized_gemm.cuh) with FP8
 // operands, 128 x 128 (rung 01) or 128 x 192 (rungs 02-04) tiles, and an FP32 promotion after
 // every 128-deep K step (every four with one scale per tensor in rung 04).
@@ -84,8 +84,7 @@ struct Fp8GemmParams {
 // n192 when a 48 KiB epilogue buffer must fit beside them).
 // kScaleStepsAheadValue (rung 06): how many K steps ahead of its promotion a consumer loads a
 // step's block scales: 1 (rungs 01-05, the scales of step k + 1 while step k's WGMMAs run, their
-// products taken at once), or 2, the factors alone, loaded along the CTA's whole walk of tiles and
-// K steps, multiplied at the promotion.
+// products taken at once), or 2 (block scaling only: consume_with_scales_ahead below).
 template <int kBlockNValue, int kPromotionIntervalValue = 1, int kStorePassColumnsValue = 0,
           int kStagesValue = (kBlockNValue == 128 ? 6 : 5), int kScaleStepsAheadValue = 1>
 struct Fp8GemmConfig : ByteOperandGemmShape<kBlockNValue, kStagesValue, Fp8GemmParams> {
@@ -168,7 +167,8 @@ __device__ __forceinline__ Fp8StepScales load_step_scales(const Fp8GemmParams& p
 
 // Rung 06's lookahead: where the scale loads have got to in the CTA's walk, tile after tile and K
 // step after K step, and the thread's top row and first column in that tile. load() fetches that
-// step's factors (none past the CTA's last tile) and moves one step on.
+// step's factors and moves one step on; past the CTA's last step it fetches that step again (the
+// loads stay unconditional, so a step's factors are always the registers it loaded into).
 template <class Config>
 struct Fp8ScaleLookahead {
   int linear, kb, row_top, col0;
@@ -183,14 +183,13 @@ struct Fp8ScaleLookahead {
   template <Fp8Flaw kFlaw>
   __device__ __forceinline__ Fp8StepScaleFactors load(const Fp8GemmParams& params,
                                                       const TileSchedule<Config>& schedule, int row_in_tile) {
-    Fp8StepScaleFactors f;
-    if (linear < schedule.count) {
-      f = load_step_scale_factors<Fp8Scaling::block, kFlaw>(params, kb, row_top, col0);
-      if (++kb == params.k_blocks) {
-        kb = 0;
-        linear += schedule.step;
-        if (linear < schedule.count) enter_tile(params, schedule, row_in_tile);
-      }
+    const Fp8StepScaleFactors f = load_step_scale_factors<Fp8Scaling::block, kFlaw>(params, kb, row_top, col0);
+    if (kb + 1 < params.k_blocks) {
+      ++kb;
+    } else if (linear + schedule.step < schedule.count) {
+      kb = 0;
+      linear += schedule.step;
+      enter_tile(params, schedule, row_in_tile);
     }
     return f;
   }
@@ -269,6 +268,82 @@ __device__ __forceinline__ void store_fp8_tile_tma(const Fp8GemmParams& params, 
   }
 }
 
+// A tile's results leave: through the consumer's buffer and TMA stores (rungs 03-06, when C's rows
+// are 16-byte multiples), else straight from the registers (a tile row past M's last tile stores
+// nothing).
+template <class Config>
+__device__ __forceinline__ void store_fp8_tile_results(const Fp8GemmParams& params,
+                                                       const float (&total)[Config::kAccumulators],
+                                                       std::uint8_t* smem_raw, int consumer, TileCoord tile,
+                                                       int warp_row0, int col0, float scale) {
+  if constexpr (Config::kStoresThroughSmem) {
+    if (params.use_tma_store) {
+      store_fp8_tile_tma<Config>(params, total,
+                                 aligned_dynamic_smem(smem_raw) + Config::kAfterRingOffset +
+                                     consumer * Config::kEpilogueBytesPerConsumer,
+                                 consumer, tile.m * Config::kBlockM + consumer * kWarpgroupRows, col0, scale);
+      return;
+    }
+  }
+  if (tile.m < params.tiles_m) store_fp8_tile<Config>(params, total, warp_row0, col0, scale);
+}
+
+// Rung 06's consumer with block scales: one walk over the CTA's K steps, tile after tile, two
+// steps a trip, so that each of the two steps has registers of its own for its scale factors.
+// A step promotes with the factors it loaded two steps earlier and then loads, into the same
+// registers, those of the step two ahead (in this tile or the next): no register copies between
+// steps, so nothing waits for a load before the promotion that needs it. (Rotating three sets
+// through one step a trip compiles to register moves at the top of the loop, and a move waits for
+// its load as an FMUL would.)
+template <class Config, Fp8Flaw kFlaw>
+__device__ __forceinline__ void consume_with_scales_ahead(const Fp8GemmParams& params, const StageRing<Config>& ring,
+                                                          const TileSchedule<Config>& schedule,
+                                                          std::uint8_t* smem_raw, int consumer, int lane,
+                                                          int warp_in_group) {
+  int linear = schedule.first;
+  if (linear >= schedule.count) return;
+  const int row_in_tile = consumer * kWarpgroupRows + 16 * warp_in_group + lane / 4;
+  Fp8ScaleLookahead<Config> ahead{linear, 0, 0, 0};
+  ahead.enter_tile(params, schedule, row_in_tile);
+  Fp8StepScaleFactors even = ahead.template load<kFlaw>(params, schedule, row_in_tile);
+  Fp8StepScaleFactors odd = ahead.template load<kFlaw>(params, schedule, row_in_tile);
+
+  PipelineState<Config::kStages> state;
+  float partial[Config::kAccumulators];
+  float total[Config::kAccumulators];
+#pragma unroll
+  for (int i = 0; i < Config::kAccumulators; ++i) total[i] = 0.f;
+  TileCoord tile = schedule.cta_tile(params, linear);
+  int k_tile = 0;
+  // One K step with `factors` (its own); false once the CTA's last tile is stored.
+  const auto step = [&](Fp8StepScaleFactors& factors) -> bool {
+    ring.wait_full(state);
+    fp8_wgmma_k_step<Config>(partial, smem_u32(ring.tile_a(state.stage)) + consumer * kWarpgroupRows * kTileRowBytes,
+                             smem_u32(ring.tile_b(state.stage)), 0u);
+    sm90::wgmma_wait_group<0>();
+    sm90::fence_accumulators(partial);
+    ring.release(state.stage, lane);
+    state.advance();
+    const int col0 = tile.n * Config::kBlockN;
+    promote<Config>(total, partial, step_scales(factors), col0);
+    factors = ahead.template load<kFlaw>(params, schedule, row_in_tile);
+    if (++k_tile < params.k_blocks) return true;
+    store_fp8_tile_results<Config>(params, total, smem_raw, consumer, tile,
+                                   tile.m * Config::kBlockM + row_in_tile - lane / 4, col0, 1.f);
+    linear += schedule.step;
+    if (linear >= schedule.count) return false;
+    tile = schedule.cta_tile(params, linear);
+    k_tile = 0;
+#pragma unroll
+    for (int i = 0; i < Config::kAccumulators; ++i) total[i] = 0.f;
+    return true;
+  };
+  while (step(even) && step(odd)) {
+  }
+  if constexpr (Config::kStoresThroughSmem)
+    if (params.use_tma_store && threadIdx.x % kWarpgroupThreads == 0) sm90::tma_store_wait_all();
+}
+
 template <class Config, Fp8Scaling kScaling, Fp8Flaw kFlaw>
 __global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __grid_constant__ Fp8GemmParams params) {
   extern __shared__ std::uint8_t smem_raw[];
@@ -287,26 +362,19 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __g
   const int consumer = warpgroup - 1;
   const int lane = threadIdx.x % 32;
   const int warp_in_group = (threadIdx.x % kWarpgroupThreads) / 32;
+  if constexpr (kScaling == Fp8Scaling::block && Config::kScaleStepsAhead == 2) {
+    consume_with_scales_ahead<Config, kFlaw>(params, ring, schedule, smem_raw, consumer, lane, warp_in_group);
+    return;
+  }
   float per_tensor_scale = 1.f;
   if constexpr (kScaling == Fp8Scaling::per_tensor) per_tensor_scale = __ldg(params.scale_a) * __ldg(params.scale_b);
 
   PipelineState<Config::kStages> state;
   float partial[Config::kAccumulators];
   float total[Config::kAccumulators];
-  const int row_in_tile = consumer * kWarpgroupRows + 16 * warp_in_group + lane / 4;
-  // Rung 06: block scales two K steps ahead of their promotion, along the CTA's whole walk (the
-  // first two before its first tile, a tile's first two during the tile before).
-  constexpr bool kScalesAhead = kScaling == Fp8Scaling::block && Config::kScaleStepsAhead == 2;
-  Fp8ScaleLookahead<Config> ahead{schedule.first, 0, 0, 0};
-  Fp8StepScaleFactors factors_now, factors_next;
-  if constexpr (kScalesAhead) {
-    if (ahead.linear < schedule.count) ahead.enter_tile(params, schedule, row_in_tile);
-    factors_now = ahead.template load<kFlaw>(params, schedule, row_in_tile);
-    factors_next = ahead.template load<kFlaw>(params, schedule, row_in_tile);
-  }
   for (int linear = schedule.first; linear < schedule.count; linear += schedule.step) {
     const TileCoord tile = schedule.cta_tile(params, linear);
-    const int row_top = tile.m * Config::kBlockM + row_in_tile;
+    const int row_top = tile.m * Config::kBlockM + consumer * kWarpgroupRows + 16 * warp_in_group + lane / 4;
     const int col0 = tile.n * Config::kBlockN;
 #pragma unroll
     for (int i = 0; i < Config::kAccumulators; ++i) total[i] = 0.f;
@@ -338,8 +406,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __g
         return k_tile % kInterval == 0;
       };
       int previous_stage = -1;  // a stage whose WGMMAs may still run, not yet released
-      Fp8StepScales scales;
-      if constexpr (!kScalesAhead) scales = load_step_scales<kScaling, kFlaw>(params, 0, row_top, col0);
+      Fp8StepScales scales = load_step_scales<kScaling, kFlaw>(params, 0, row_top, col0);
       for (int k_tile = 0; k_tile < k_tiles; ++k_tile) {
         ring.wait_full(state);
         fp8_wgmma_k_step<Config>(partial, smem_u32(ring.tile_a(state.stage)) + consumer * kWarpgroupRows * kTileRowBytes,
@@ -352,41 +419,21 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __g
           state.advance();
           continue;
         }
-        // Rungs 01-05: the next step's scales load while this step's WGMMAs run. Rung 06: the
-        // factors of the step two ahead (in this tile or the next) load now.
-        Fp8StepScales next;
-        Fp8StepScaleFactors factors_later;
-        if constexpr (kScalesAhead)
-          factors_later = ahead.template load<kFlaw>(params, schedule, row_in_tile);
-        else
-          next = k_tile + 1 < k_tiles ? load_step_scales<kScaling, kFlaw>(params, k_tile + 1, row_top, col0) : scales;
+        // The next step's scales load while this step's WGMMAs run.
+        const Fp8StepScales next = k_tile + 1 < k_tiles
+                                       ? load_step_scales<kScaling, kFlaw>(params, k_tile + 1, row_top, col0)
+                                       : scales;
         sm90::wgmma_wait_group<0>();
         sm90::fence_accumulators(partial);
         if (previous_stage >= 0) ring.release(previous_stage, lane);
         previous_stage = -1;
         ring.release(state.stage, lane);
         state.advance();
-        if constexpr (kScalesAhead) {
-          promote<Config>(total, partial, step_scales(factors_now), col0);
-          factors_now = factors_next;
-          factors_next = factors_later;
-        } else {
-          promote<Config>(total, partial, scales, col0);
-          scales = next;
-        }
+        promote<Config>(total, partial, scales, col0);
+        scales = next;
       }
     }
-    if constexpr (Config::kStoresThroughSmem) {
-      if (params.use_tma_store) {
-        store_fp8_tile_tma<Config>(params, total,
-                                   aligned_dynamic_smem(smem_raw) + Config::kAfterRingOffset +
-                                       consumer * Config::kEpilogueBytesPerConsumer,
-                                   consumer, tile.m * Config::kBlockM + consumer * kWarpgroupRows, col0,
-                                   per_tensor_scale);
-        continue;
-      }
-    }
-    if (tile.m < params.tiles_m) store_fp8_tile<Config>(params, total, row_top - lane / 4, col0, per_tensor_scale);
+    store_fp8_tile_results<Config>(params, total, smem_raw, consumer, tile, row_top - lane / 4, col0, per_tensor_scale);
   }
   if constexpr (Config::kStoresThroughSmem)
     if (params.use_tma_store && threadIdx.x % kWarpgroupThreads == 0) sm90::tma_store_wait_all();
