@@ -3,6 +3,7 @@
 
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
+#include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_segmented_radix_sort.cuh>
 
 #include "kc/common/error.hpp"
@@ -56,6 +57,45 @@ __global__ void prepare_kernel(const __nv_bfloat16* logits, int vocab, float* ke
   if (threadIdx.x == 0 && nan_seen) tokens[row] = -1;
   if (blockIdx.x == 0 && threadIdx.x == 0 && row == 0)
     for (int r = 0; r <= rows; ++r) offsets[r] = r * vocab;
+}
+
+// one_sort's keys: the row above the logit's bits, the bits turned so that an ascending sort puts
+// the larger logit first: first the float's bits made to order as unsigned integers (the sign bit
+// flipped for a positive value, every bit for a negative one: CUB's own float keys), then all of
+// them inverted. A NaN is recorded as in prepare_kernel.
+__device__ __forceinline__ std::uint32_t descending_bits(float value) {
+  const std::uint32_t bits = __float_as_uint(value);
+  const std::uint32_t ascending = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+  return ~ascending;
+}
+
+__device__ __forceinline__ float from_descending_bits(std::uint32_t key) {
+  const std::uint32_t ascending = ~key;
+  return __uint_as_float((ascending & 0x80000000u) ? (ascending & 0x7fffffffu) : ~ascending);
+}
+
+__global__ void prepare_row_keys_kernel(const __nv_bfloat16* logits, int vocab, std::uint64_t* keys,
+                                        std::int32_t* ids, std::int32_t* tokens) {
+  const int row = blockIdx.y;
+  __shared__ int nan_seen;
+  if (threadIdx.x == 0) nan_seen = 0;
+  __syncthreads();
+  for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < vocab; c += gridDim.x * blockDim.x) {
+    const std::size_t at = static_cast<std::size_t>(row) * vocab + c;
+    const float value = __bfloat162float(logits[at]);
+    if (value != value) nan_seen = 1;
+    keys[at] = (static_cast<std::uint64_t>(row) << 32) | descending_bits(value);
+    ids[at] = c;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0 && nan_seen) tokens[row] = -1;
+}
+
+// The sorted keys as the logits they were, for choose_kernel.
+__global__ void unpack_sorted_kernel(const std::uint64_t* keys, std::size_t n, float* values) {
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+    values[i] = from_descending_bits(static_cast<std::uint32_t>(keys[i]));
 }
 
 // One block a row, on the row sorted largest first: running sums of the weights written over the
@@ -122,22 +162,37 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-GpuSampler::GpuSampler(int vocab, int rows_per_pass)
-    : vocab_(vocab), rows_per_pass_(rows_per_pass) {
+int gpu_sampler_row_bits(int rows) {
+  int bits = 0;
+  while (bits < 31 && (1 << bits) < rows) ++bits;
+  return bits;
+}
+
+GpuSampler::GpuSampler(int vocab, int rows_per_pass, GpuSortMethod method)
+    : vocab_(vocab), rows_per_pass_(rows_per_pass), method_(method) {
   require(vocab >= 1 && rows_per_pass >= 1, "GpuSampler: vocab ({}) and rows_per_pass ({}) must be >= 1", vocab,
           rows_per_pass);
   const std::size_t n = static_cast<std::size_t>(vocab) * rows_per_pass;
   require(n <= static_cast<std::size_t>(INT32_MAX), "GpuSampler: {} rows of {} logits exceed 2^31 - 1 keys",
           rows_per_pass, vocab);
-  keys_ = DeviceBuffer<float>(n);
   sorted_keys_ = DeviceBuffer<float>(n);
   ids_ = DeviceBuffer<std::int32_t>(n);
   sorted_ids_ = DeviceBuffer<std::int32_t>(n);
-  offsets_ = DeviceBuffer<std::int32_t>(static_cast<std::size_t>(rows_per_pass) + 1);
   std::size_t bytes = 0;
-  KC_CUDA_CHECK(cub::DeviceSegmentedRadixSort::SortPairsDescending(
-      nullptr, bytes, keys_.data(), sorted_keys_.data(), ids_.data(), sorted_ids_.data(), static_cast<int>(n),
-      rows_per_pass, offsets_.data(), offsets_.data() + 1));
+  if (method == GpuSortMethod::segmented_per_row) {
+    keys_ = DeviceBuffer<float>(n);
+    offsets_ = DeviceBuffer<std::int32_t>(static_cast<std::size_t>(rows_per_pass) + 1);
+    KC_CUDA_CHECK(cub::DeviceSegmentedRadixSort::SortPairsDescending(
+        nullptr, bytes, keys_.data(), sorted_keys_.data(), ids_.data(), sorted_ids_.data(), static_cast<int>(n),
+        rows_per_pass, offsets_.data(), offsets_.data() + 1));
+  } else {
+    row_keys_ = DeviceBuffer<std::uint64_t>(n);
+    sorted_row_keys_ = DeviceBuffer<std::uint64_t>(n);
+    // The most items and the most bits a pass sorts: CUB's temporary storage grows with both.
+    KC_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, row_keys_.data(), sorted_row_keys_.data(),
+                                                  ids_.data(), sorted_ids_.data(), static_cast<int>(n), 0,
+                                                  32 + gpu_sampler_row_bits(rows_per_pass)));
+  }
   sort_storage_ = DeviceBuffer<std::byte>(bytes > 0 ? bytes : 1);
 }
 
@@ -151,13 +206,26 @@ void GpuSampler::sample(const __nv_bfloat16* logits, int rows, const GpuSampling
     // 0xfefefefe, anything but -1: no NaN seen yet
     KC_CUDA_CHECK(cudaMemsetAsync(tokens + first, 0xfe, count * sizeof(std::int32_t), stream));
     const dim3 grid(static_cast<unsigned>(std::min((vocab_ + 255) / 256, 64)), static_cast<unsigned>(count));
-    prepare_kernel<<<grid, 256, 0, stream>>>(logits + static_cast<std::size_t>(first) * vocab_, vocab_, keys_.data(),
-                                            ids_.data(), offsets_.data(), count, tokens + first);
-    KC_CUDA_CHECK(cudaGetLastError());
+    const __nv_bfloat16* pass_logits = logits + static_cast<std::size_t>(first) * vocab_;
     std::size_t bytes = sort_storage_.size();
-    KC_CUDA_CHECK(cub::DeviceSegmentedRadixSort::SortPairsDescending(
-        sort_storage_.data(), bytes, keys_.data(), sorted_keys_.data(), ids_.data(), sorted_ids_.data(),
-        static_cast<int>(n), count, offsets_.data(), offsets_.data() + 1, 0, 32, stream));
+    if (method_ == GpuSortMethod::segmented_per_row) {
+      prepare_kernel<<<grid, 256, 0, stream>>>(pass_logits, vocab_, keys_.data(), ids_.data(), offsets_.data(), count,
+                                              tokens + first);
+      KC_CUDA_CHECK(cudaGetLastError());
+      KC_CUDA_CHECK(cub::DeviceSegmentedRadixSort::SortPairsDescending(
+          sort_storage_.data(), bytes, keys_.data(), sorted_keys_.data(), ids_.data(), sorted_ids_.data(),
+          static_cast<int>(n), count, offsets_.data(), offsets_.data() + 1, 0, 32, stream));
+    } else {
+      prepare_row_keys_kernel<<<grid, 256, 0, stream>>>(pass_logits, vocab_, row_keys_.data(), ids_.data(),
+                                                       tokens + first);
+      KC_CUDA_CHECK(cudaGetLastError());
+      KC_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(sort_storage_.data(), bytes, row_keys_.data(),
+                                                    sorted_row_keys_.data(), ids_.data(), sorted_ids_.data(),
+                                                    static_cast<int>(n), 0, 32 + gpu_sampler_row_bits(count), stream));
+      const unsigned blocks = static_cast<unsigned>(std::min<std::size_t>((n + 255) / 256, 1024));
+      unpack_sorted_kernel<<<blocks, 256, 0, stream>>>(sorted_row_keys_.data(), n, sorted_keys_.data());
+      KC_CUDA_CHECK(cudaGetLastError());
+    }
     choose_kernel<<<static_cast<unsigned>(count), kThreads, 0, stream>>>(
         sorted_keys_.data(), sorted_ids_.data(), vocab_, params + first, tokens + first);
     KC_CUDA_CHECK(cudaGetLastError());

@@ -381,26 +381,35 @@ void register_kernels(Registry& registry) {
   cluster.min_compute_capability = 90;  // thread block clusters
   registry.add_kernel(std::move(cluster));
   registry.add_op(build_op(sample_rows_config(scratch)));
-  auto state = std::make_shared<SamplerState>();
-  registry.add_kernel(engine_kernel(
-      "sample_rows", "01_radix_sort",
-      "the vocabulary sorted per row by CUB's segmented radix sort, a block scan of the weights, the cuts and "
-      "the draw by binary search (the engine's GpuSampler)",
-      [state](const Problem& p, Operands& o, cudaStream_t stream) {
-        auto& sampler = state->samplers[{p.dims[0], p.dims[1]}];
-        if (!sampler) sampler = std::make_unique<engine::GpuSampler>(static_cast<int>(p.dims[1]));
-        auto found = state->rows.find(p.label());
-        if (found == state->rows.end()) {
-          std::vector<engine::GpuSamplingRow> rows(static_cast<std::size_t>(p.dims[0]));
-          for (std::size_t r = 0; r < rows.size(); ++r)
-            rows[r] = engine::gpu_sampling_row(sample_params(p, static_cast<std::int64_t>(r)), r);
-          DeviceBuffer<engine::GpuSamplingRow> device(rows.size());
-          device.copy_from_host(rows);
-          found = state->rows.emplace(p.label(), std::move(device)).first;
-        }
-        sampler->sample(o["logits"].data<__nv_bfloat16>(), static_cast<int>(p.dims[0]), found->second.data(),
-                        o["out"].data<std::int32_t>(), stream);
-      }));
+  const auto add_sampler = [&registry](const char* name, int rung, const char* idea, engine::GpuSortMethod method) {
+    auto state = std::make_shared<SamplerState>();
+    KernelEntry entry = engine_kernel(
+        "sample_rows", name, idea, [state, method](const Problem& p, Operands& o, cudaStream_t stream) {
+          auto& sampler = state->samplers[{p.dims[0], p.dims[1]}];
+          if (!sampler) sampler = std::make_unique<engine::GpuSampler>(static_cast<int>(p.dims[1]), 32, method);
+          auto found = state->rows.find(p.label());
+          if (found == state->rows.end()) {
+            std::vector<engine::GpuSamplingRow> rows(static_cast<std::size_t>(p.dims[0]));
+            for (std::size_t r = 0; r < rows.size(); ++r)
+              rows[r] = engine::gpu_sampling_row(sample_params(p, static_cast<std::int64_t>(r)), r);
+            DeviceBuffer<engine::GpuSamplingRow> device(rows.size());
+            device.copy_from_host(rows);
+            found = state->rows.emplace(p.label(), std::move(device)).first;
+          }
+          sampler->sample(o["logits"].data<__nv_bfloat16>(), static_cast<int>(p.dims[0]), found->second.data(),
+                          o["out"].data<std::int32_t>(), stream);
+        });
+    entry.rung = rung;
+    registry.add_kernel(std::move(entry));
+  };
+  add_sampler("01_radix_sort", 1,
+              "the vocabulary sorted per row by CUB's segmented radix sort (a thread block a row), a block scan of "
+              "the weights, the cuts and the draw by binary search",
+              engine::GpuSortMethod::segmented_per_row);
+  add_sampler("02_one_sort", 2,
+              "rung 01 with the rows of a pass (32) sorted by one device-wide radix sort, the row above the "
+              "logit's bits in a 64-bit key, so that every SM sorts (the engine's GpuSampler)",
+              engine::GpuSortMethod::one_sort);
 }
 
 }  // namespace kc::stage4

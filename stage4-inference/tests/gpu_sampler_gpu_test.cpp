@@ -50,7 +50,8 @@ struct Row {
 float bf16_value(float value) { return bfloat16_to_float(float_to_bfloat16(value)); }
 
 // The rows' tokens on the GPU.
-std::vector<std::int32_t> sample_on_gpu(const std::vector<Row>& rows, int vocab, int rows_per_pass) {
+std::vector<std::int32_t> sample_on_gpu(const std::vector<Row>& rows, int vocab, int rows_per_pass,
+                                        GpuSortMethod method = GpuSortMethod::one_sort) {
   std::vector<std::uint16_t> bits;
   std::vector<GpuSamplingRow> params;
   for (const Row& row : rows) {
@@ -62,7 +63,8 @@ std::vector<std::int32_t> sample_on_gpu(const std::vector<Row>& rows, int vocab,
   DeviceBuffer<GpuSamplingRow> p(params.size());
   p.copy_from_host(params);
   DeviceBuffer<std::int32_t> tokens(rows.size());
-  GpuSampler sampler(vocab, rows_per_pass);
+  GpuSampler sampler(vocab, rows_per_pass, method);
+  EXPECT_EQ(sampler.method(), method);
   sampler.sample(reinterpret_cast<const __nv_bfloat16*>(logits.data()), static_cast<int>(rows.size()), p.data(),
                  tokens.data(), nullptr);
   return tokens.to_host();
@@ -108,6 +110,9 @@ TEST(GpuSampler, TokensMatchTheReferenceSampler) {
             rows.push_back(row);
           }
     const std::vector<std::int32_t> got = sample_on_gpu(rows, vocab, 7);
+    // The two sorts give the same order, so the same tokens, bit for bit.
+    EXPECT_EQ(sample_on_gpu(rows, vocab, 7, GpuSortMethod::segmented_per_row), got) << "vocab " << vocab;
+    EXPECT_EQ(sample_on_gpu(rows, vocab, 1), got) << "vocab " << vocab << ", one row a pass";
     int exact = 0, boundary = 0;
     for (std::size_t r = 0; r < rows.size(); ++r) {
       const std::int32_t expected =
@@ -160,10 +165,51 @@ TEST(GpuSampler, NanOrMaskedRowsGiveMinusOne) {
   rows[1].logits.assign(vocab, -INFINITY);
   rows[2].logits[42] = 3.f;
   rows[2].params.temperature = 0.f;  // greedy: the argmax
-  const std::vector<std::int32_t> got = sample_on_gpu(rows, vocab, 2);
-  EXPECT_EQ(got[0], -1);
-  EXPECT_EQ(got[1], -1);
-  EXPECT_EQ(got[2], 42);
+  for (const GpuSortMethod method : {GpuSortMethod::one_sort, GpuSortMethod::segmented_per_row}) {
+    const std::vector<std::int32_t> got = sample_on_gpu(rows, vocab, 2, method);
+    EXPECT_EQ(got[0], -1);
+    EXPECT_EQ(got[1], -1);
+    EXPECT_EQ(got[2], 42);
+  }
+}
+
+// one_sort's key puts the row above the logit: the bits it sorts by cover every row index.
+TEST(GpuSamplerRowBits, CoverTheRowIndices) {
+  EXPECT_EQ(gpu_sampler_row_bits(1), 0);
+  EXPECT_EQ(gpu_sampler_row_bits(2), 1);
+  EXPECT_EQ(gpu_sampler_row_bits(3), 2);
+  EXPECT_EQ(gpu_sampler_row_bits(32), 5);
+  EXPECT_EQ(gpu_sampler_row_bits(33), 6);
+}
+
+// Signed zeros, subnormals, infinities and ties in one row of 3 000 (one_sort past a sort's single
+// tile): both sorts agree on every token, greedy and sampled, and a wrong order is seen (the rows
+// themselves differ from row to row, so a key that lost its row bits would mix them).
+TEST(GpuSampler, BothSortsAgreeOnSpecialValues) {
+  KC_SKIP_WITHOUT_GPU();
+  const int vocab = 3000;
+  std::mt19937_64 rng(21);
+  std::normal_distribution<float> normal(0.f, 2.f);
+  std::vector<Row> rows(40);
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    Row& row = rows[r];
+    row.logits.resize(vocab);
+    for (float& v : row.logits) v = bf16_value(normal(rng));
+    row.logits[3] = -0.f;
+    row.logits[4] = 0.f;
+    row.logits[5] = bf16_value(1e-39f);  // subnormal in bf16 too
+    row.logits[6] = -INFINITY;
+    row.logits[7 + r % 50] = 20.f;  // the top differs from row to row (10 sigma above the rest)
+    row.logits[100 + r % 50] = 20.f;
+    row.params.temperature = r % 3 == 0 ? 0.f : 1.f;
+    row.params.top_p = r % 2 == 0 ? 1.f : 0.7f;
+    row.params.seed = rng();
+  }
+  const std::vector<std::int32_t> one = sample_on_gpu(rows, vocab, 32, GpuSortMethod::one_sort);
+  const std::vector<std::int32_t> segmented = sample_on_gpu(rows, vocab, 32, GpuSortMethod::segmented_per_row);
+  EXPECT_EQ(one, segmented);
+  for (std::size_t r = 0; r < rows.size(); r += 3)  // greedy rows: the first of the tied maxima
+    EXPECT_EQ(one[r], static_cast<std::int32_t>(7 + r % 50)) << "row " << r;
 }
 
 }  // namespace

@@ -27,9 +27,12 @@ TEST(SampleRowsOp, IsRegisteredWithItsParametersAndJudgesChoices) {
   const OpSpec& op = r.op("sample_rows");
   EXPECT_TRUE(op.has_param("temperature") && op.has_param("top_k") && op.has_param("top_p"));
   EXPECT_TRUE(static_cast<bool>(op.compare_choice)) << "a token id is judged as a choice";
-  const KernelEntry& kernel = r.kernel("stage4/sample_rows/01_radix_sort");
-  EXPECT_EQ(kernel.op, "sample_rows");
-  EXPECT_EQ(kernel.report_group(), "stage4-kernels");
+  for (const char* id : {"stage4/sample_rows/01_radix_sort", "stage4/sample_rows/02_one_sort"}) {
+    const KernelEntry& kernel = r.kernel(id);
+    EXPECT_EQ(kernel.op, "sample_rows");
+    EXPECT_EQ(kernel.report_group(), "stage4-kernels");
+  }
+  EXPECT_EQ(r.kernel("stage4/sample_rows/02_one_sort").rung, 2);
   EXPECT_EQ(op.supports(op.problem({4, 1000}, DType::bf16)), "");
   EXPECT_NE(op.supports(op.problem({4, 1000}, DType::bf16, {{"top_p", 0.0}})).find("top_p"), std::string::npos);
   EXPECT_NE(op.supports(op.problem({4, 1000}, DType::bf16, {{"temperature", -1.0}})).find("temperature"),
