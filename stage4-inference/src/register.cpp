@@ -408,7 +408,7 @@ void register_kernels(Registry& registry) {
               engine::GpuSortMethod::segmented_per_row);
   add_sampler("02_one_sort", 2,
               "rung 01 with the rows of a pass (32) sorted by one device-wide radix sort, the row above the "
-              "logit's bits in a 64-bit key, so that every SM sorts (the engine's GpuSampler)",
+              "logit's bits in a 64-bit key, so that every SM sorts",
               engine::GpuSortMethod::one_sort);
 }
 
