@@ -1,7 +1,7 @@
 // Files the fp8_gemm op and its ladder with the registry (quant/fp8/: 01 TMA + FP8 WGMMA with FP32
 // promotion per K step, 02 the same on 128 x 192 tiles, 03 + a TMA-store epilogue, 04 + a promotion
 // every four K steps with one scale per tensor, 05 + a tile width chosen per shape, 06 + block scales
-// loaded two K steps ahead).
+// loaded two K steps ahead, 07 + each step promoted while the next runs).
 #include <memory>
 #include <string>
 #include <utility>
@@ -53,6 +53,10 @@ void register_fp8_gemm_kernels(Registry& registry) {
       "rung 05 loading each K step's block scales two steps ahead of its promotion (across tiles) and "
       "multiplying them there; one scale per tensor runs rung 05",
       &fp8_gemm_06_scales_ahead);
+  add("07_promote_behind", 7,
+      "rung 06 with two partial sets: each K step's WGMMAs issued before the step before is promoted "
+      "(wgmma.wait_group 1); one scale per tensor runs rung 05",
+      &fp8_gemm_07_promote_behind);
 
   // The activations' quantization for block scaling, in the same report (sm_80 and later).
   if (!registry.has_op(kFp8QuantizeOp)) registry.add_op(make_fp8_quantize_op());

@@ -85,12 +85,16 @@ struct Fp8GemmParams {
 // kScaleStepsAheadValue (rung 06): how many K steps ahead of its promotion a consumer loads a
 // step's block scales: 1 (rungs 01-05, the scales of step k + 1 while step k's WGMMAs run, their
 // products taken at once), or 2 (block scaling only: consume_with_scales_ahead below).
+// kPromoteBehindValue (rung 07, with two steps ahead): two `partial` sets, a step's WGMMAs issued
+// before the step before it is promoted (consume_promoting_behind below).
 template <int kBlockNValue, int kPromotionIntervalValue = 1, int kStorePassColumnsValue = 0,
-          int kStagesValue = (kBlockNValue == 128 ? 6 : 5), int kScaleStepsAheadValue = 1>
+          int kStagesValue = (kBlockNValue == 128 ? 6 : 5), int kScaleStepsAheadValue = 1,
+          bool kPromoteBehindValue = false>
 struct Fp8GemmConfig : ByteOperandGemmShape<kBlockNValue, kStagesValue, Fp8GemmParams> {
   using Shape = ByteOperandGemmShape<kBlockNValue, kStagesValue, Fp8GemmParams>;
   static constexpr int kPromotionInterval = kPromotionIntervalValue;
   static constexpr int kScaleStepsAhead = kScaleStepsAheadValue;
+  static constexpr bool kPromoteBehind = kPromoteBehindValue;
   static constexpr bool kStoresThroughSmem = kStorePassColumnsValue > 0;
   static constexpr int kStorePassColumns = kStoresThroughSmem ? kStorePassColumnsValue : 64;
   static constexpr int kStoreBox = 64;
@@ -344,6 +348,73 @@ __device__ __forceinline__ void consume_with_scales_ahead(const Fp8GemmParams& p
     if (params.use_tma_store && threadIdx.x % kWarpgroupThreads == 0) sm90::tma_store_wait_all();
 }
 
+// Rung 07's consumer with block scales: rung 06's walk with two `partial` sets, one a copy of the
+// step. A step issues its WGMMAs into its own set, then waits only for the step before
+// (wgmma.wait_group 1) and promotes that one's set while its own WGMMAs run; a tile's last step then
+// waits for its own and promotes it before the epilogue. The scale factors are rung 06's, each set
+// reloaded once its step is promoted.
+template <class Config, Fp8Flaw kFlaw>
+__device__ __forceinline__ void consume_promoting_behind(const Fp8GemmParams& params, const StageRing<Config>& ring,
+                                                         const TileSchedule<Config>& schedule,
+                                                         std::uint8_t* smem_raw, int consumer, int lane,
+                                                         int warp_in_group) {
+  int linear = schedule.first;
+  if (linear >= schedule.count) return;
+  const int row_in_tile = consumer * kWarpgroupRows + 16 * warp_in_group + lane / 4;
+  Fp8ScaleLookahead<Config> ahead{linear, 0, 0, 0};
+  ahead.enter_tile(params, schedule, row_in_tile);
+  Fp8StepScaleFactors even = ahead.template load<kFlaw>(params, schedule, row_in_tile);
+  Fp8StepScaleFactors odd = ahead.template load<kFlaw>(params, schedule, row_in_tile);
+
+  PipelineState<Config::kStages> state;
+  float partial_even[Config::kAccumulators];
+  float partial_odd[Config::kAccumulators];
+  float total[Config::kAccumulators];
+#pragma unroll
+  for (int i = 0; i < Config::kAccumulators; ++i) total[i] = 0.f;
+  TileCoord tile = schedule.cta_tile(params, linear);
+  int k_tile = 0;
+  int previous_stage = 0;
+  using Accumulators = float[Config::kAccumulators];
+  // One K step into `mine` (its factors `my_factors`); the step before is `theirs`. False once the
+  // CTA's last tile is stored.
+  const auto step = [&](Accumulators& mine, Fp8StepScaleFactors& my_factors, Accumulators& theirs,
+                        Fp8StepScaleFactors& their_factors) -> bool {
+    ring.wait_full(state);
+    fp8_wgmma_k_step<Config>(mine, smem_u32(ring.tile_a(state.stage)) + consumer * kWarpgroupRows * kTileRowBytes,
+                             smem_u32(ring.tile_b(state.stage)), 0u);
+    const int col0 = tile.n * Config::kBlockN;
+    if (k_tile > 0) {
+      sm90::wgmma_wait_group<1>();
+      sm90::fence_accumulators(theirs);
+      ring.release(previous_stage, lane);
+      promote<Config>(total, theirs, step_scales(their_factors), col0);
+      their_factors = ahead.template load<kFlaw>(params, schedule, row_in_tile);
+    }
+    previous_stage = state.stage;
+    state.advance();
+    if (++k_tile < params.k_blocks) return true;
+    sm90::wgmma_wait_group<0>();
+    sm90::fence_accumulators(mine);
+    ring.release(previous_stage, lane);
+    promote<Config>(total, mine, step_scales(my_factors), col0);
+    my_factors = ahead.template load<kFlaw>(params, schedule, row_in_tile);
+    store_fp8_tile_results<Config>(params, total, smem_raw, consumer, tile,
+                                   tile.m * Config::kBlockM + row_in_tile - lane / 4, col0, 1.f);
+    linear += schedule.step;
+    if (linear >= schedule.count) return false;
+    tile = schedule.cta_tile(params, linear);
+    k_tile = 0;
+#pragma unroll
+    for (int i = 0; i < Config::kAccumulators; ++i) total[i] = 0.f;
+    return true;
+  };
+  while (step(partial_even, even, partial_odd, odd) && step(partial_odd, odd, partial_even, even)) {
+  }
+  if constexpr (Config::kStoresThroughSmem)
+    if (params.use_tma_store && threadIdx.x % kWarpgroupThreads == 0) sm90::tma_store_wait_all();
+}
+
 template <class Config, Fp8Scaling kScaling, Fp8Flaw kFlaw>
 __global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __grid_constant__ Fp8GemmParams params) {
   extern __shared__ std::uint8_t smem_raw[];
@@ -363,7 +434,10 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __g
   const int lane = threadIdx.x % 32;
   const int warp_in_group = (threadIdx.x % kWarpgroupThreads) / 32;
   if constexpr (kScaling == Fp8Scaling::block && Config::kScaleStepsAhead == 2) {
-    consume_with_scales_ahead<Config, kFlaw>(params, ring, schedule, smem_raw, consumer, lane, warp_in_group);
+    if constexpr (Config::kPromoteBehind)
+      consume_promoting_behind<Config, kFlaw>(params, ring, schedule, smem_raw, consumer, lane, warp_in_group);
+    else
+      consume_with_scales_ahead<Config, kFlaw>(params, ring, schedule, smem_raw, consumer, lane, warp_in_group);
     return;
   }
   float per_tensor_scale = 1.f;

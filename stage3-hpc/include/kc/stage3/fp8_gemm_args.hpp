@@ -96,6 +96,10 @@ void fp8_gemm_05_tile_per_shape(const Fp8GemmArgs& args, cudaStream_t stream, Ho
 // walk of tiles, and multiplied at the promotion (one scale per tensor: rung 05).
 void fp8_gemm_06_scales_ahead(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
 
+// Rung 07: rung 06 with two partial sets, each K step promoted while the next one's WGMMAs run
+// (block scales; one scale per tensor: rung 05).
+void fp8_gemm_07_promote_behind(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
+
 // The activations' side of block scaling: X [M, K] bf16 -> Q [M, K] e4m3 and s_A [ceil(K/128), M]
 // (the layout above), per 1 x 128 piece of a row: s = max |x| / 448 (the largest finite e4m3), or
 // 1 for a piece of zeros, and Q = x / s rounded to nearest e4m3. Memory-bound; K % 16 == 0.
