@@ -31,7 +31,7 @@ namespace kc::stage3 {
 class HopperLaunchCache;
 
 // The ids the entries return (kc-bench's).
-inline constexpr std::string_view kFp8GemmEntryRung = "stage3/fp8_gemm/05_tile_per_shape";
+inline constexpr std::string_view kFp8GemmEntryRung = "stage3/fp8_gemm/06_scales_ahead";
 inline constexpr std::string_view kInt8GemmHopperRung = "stage3/int8_gemm/02_tma_store";
 inline constexpr std::string_view kInt8GemmDequantHopperRung = "stage3/int8_gemm_dequant/02_tma_store";
 inline constexpr std::string_view kInt8GemmAmpereRung = "stage3/int8_gemm/03_mma_sync";

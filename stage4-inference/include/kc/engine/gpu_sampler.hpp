@@ -56,7 +56,7 @@ inline GpuSamplingRow gpu_sampling_row(const SamplingParams& params, std::uint64
 //     the row's index in its high 32 bits above the logit's bits, turned so that an ascending sort
 //     orders a row largest first (-0 below +0, as CUB's float keys). The sort reads only the
 //     bits the row index needs above the 32 of the logit. Then one pass turns the sorted keys
-//     back into floats for the cuts and the draw (rung 02).
+//     back into floats for the cuts and the draw (rung 02, what the engine runs).
 enum class GpuSortMethod { segmented_per_row, one_sort };
 
 class GpuSampler {
@@ -65,7 +65,7 @@ class GpuSampler {
   // keys, the ids and their sorted copies (16 bytes a logit), for one_sort 64-bit keys and their
   // sorted copy, the ids and theirs and the sorted floats (28 bytes a logit); plus CUB's temporary
   // storage. Throws kc::CudaError without memory.
-  GpuSampler(int vocab, int rows_per_pass = 32, GpuSortMethod method = GpuSortMethod::segmented_per_row);
+  GpuSampler(int vocab, int rows_per_pass = 32, GpuSortMethod method = GpuSortMethod::one_sort);
 
   // tokens[r] for r < rows: rows of `logits` ([rows, vocab] bf16), parameters in `params`
   // (device, rows of them, each validated on the host by the caller with
