@@ -5,6 +5,7 @@
 #include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_segmented_radix_sort.cuh>
+#include <type_traits>
 
 #include "kc/common/error.hpp"
 
@@ -38,31 +39,10 @@ __global__ void uniforms_kernel(const std::uint64_t* seeds, const std::uint64_t*
   if (i < n) out[i] = uniform_draw(seeds[i], indices[i]);
 }
 
-// Keys (the logits as floats) and ids of `rows` rows; a NaN anywhere in a row is recorded as
-// tokens[row] = -1 (the caller set every row to another value first).
-__global__ void prepare_kernel(const __nv_bfloat16* logits, int vocab, float* keys, std::int32_t* ids,
-                               std::int32_t* offsets, int rows, std::int32_t* tokens) {
-  const int row = blockIdx.y;
-  __shared__ int nan_seen;
-  if (threadIdx.x == 0) nan_seen = 0;
-  __syncthreads();
-  for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < vocab; c += gridDim.x * blockDim.x) {
-    const std::size_t at = static_cast<std::size_t>(row) * vocab + c;
-    const float value = __bfloat162float(logits[at]);
-    if (value != value) nan_seen = 1;
-    keys[at] = value;
-    ids[at] = c;
-  }
-  __syncthreads();
-  if (threadIdx.x == 0 && nan_seen) tokens[row] = -1;
-  if (blockIdx.x == 0 && threadIdx.x == 0 && row == 0)
-    for (int r = 0; r <= rows; ++r) offsets[r] = r * vocab;
-}
-
 // one_sort's keys: the row above the logit's bits, the bits turned so that an ascending sort puts
 // the larger logit first: first the float's bits made to order as unsigned integers (the sign bit
 // flipped for a positive value, every bit for a negative one: CUB's own float keys), then all of
-// them inverted. A NaN is recorded as in prepare_kernel.
+// them inverted.
 __device__ __forceinline__ std::uint32_t descending_bits(float value) {
   const std::uint32_t bits = __float_as_uint(value);
   const std::uint32_t ascending = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
@@ -74,8 +54,14 @@ __device__ __forceinline__ float from_descending_bits(std::uint32_t key) {
   return __uint_as_float((ascending & 0x80000000u) ? (ascending & 0x7fffffffu) : ~ascending);
 }
 
-__global__ void prepare_row_keys_kernel(const __nv_bfloat16* logits, int vocab, std::uint64_t* keys,
-                                        std::int32_t* ids, std::int32_t* tokens) {
+// The sort's input for `rows` rows: a key and an id a logit, the key the logit as a float
+// (segmented_per_row, which also gets its segments' offsets) or one_sort's 64-bit key. A NaN
+// anywhere in a row is recorded as tokens[row] = -1 (the caller set every row to another value
+// first).
+template <class Key>
+__global__ void prepare_kernel(const __nv_bfloat16* logits, int vocab, Key* keys, std::int32_t* ids,
+                               std::int32_t* offsets, int rows, std::int32_t* tokens) {
+  constexpr bool kRowKeys = std::is_same_v<Key, std::uint64_t>;
   const int row = blockIdx.y;
   __shared__ int nan_seen;
   if (threadIdx.x == 0) nan_seen = 0;
@@ -84,11 +70,17 @@ __global__ void prepare_row_keys_kernel(const __nv_bfloat16* logits, int vocab, 
     const std::size_t at = static_cast<std::size_t>(row) * vocab + c;
     const float value = __bfloat162float(logits[at]);
     if (value != value) nan_seen = 1;
-    keys[at] = (static_cast<std::uint64_t>(row) << 32) | descending_bits(value);
+    if constexpr (kRowKeys)
+      keys[at] = (static_cast<std::uint64_t>(row) << 32) | descending_bits(value);
+    else
+      keys[at] = value;
     ids[at] = c;
   }
   __syncthreads();
   if (threadIdx.x == 0 && nan_seen) tokens[row] = -1;
+  if constexpr (!kRowKeys)
+    if (blockIdx.x == 0 && threadIdx.x == 0 && row == 0)
+      for (int r = 0; r <= rows; ++r) offsets[r] = r * vocab;
 }
 
 // The sorted keys as the logits they were, for choose_kernel.
@@ -216,8 +208,8 @@ void GpuSampler::sample(const __nv_bfloat16* logits, int rows, const GpuSampling
           sort_storage_.data(), bytes, keys_.data(), sorted_keys_.data(), ids_.data(), sorted_ids_.data(),
           static_cast<int>(n), count, offsets_.data(), offsets_.data() + 1, 0, 32, stream));
     } else {
-      prepare_row_keys_kernel<<<grid, 256, 0, stream>>>(pass_logits, vocab_, row_keys_.data(), ids_.data(),
-                                                       tokens + first);
+      prepare_kernel<<<grid, 256, 0, stream>>>(pass_logits, vocab_, row_keys_.data(), ids_.data(), nullptr, count,
+                                              tokens + first);
       KC_CUDA_CHECK(cudaGetLastError());
       KC_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(sort_storage_.data(), bytes, row_keys_.data(),
                                                     sorted_row_keys_.data(), ids_.data(), sorted_ids_.data(),
