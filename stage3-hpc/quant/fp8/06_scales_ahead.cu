@@ -39,7 +39,7 @@ void fp8_gemm_06_scales_ahead(const Fp8GemmArgs& args, cudaStream_t stream, Hopp
     return;
   }
   launch_fp8_gemm<Fp8GemmConfig<128, /*promotion interval*/ 4, /*store pass columns*/ 128, /*stages*/ 6,
-                                /*scale steps ahead*/ 2>,
+                                Fp8BlockScaleWalk::scales_ahead>,
                   Fp8Scaling::block, Fp8Flaw::none>(args, stream, cache);
 }
 

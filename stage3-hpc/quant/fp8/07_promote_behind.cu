@@ -29,7 +29,7 @@ void fp8_gemm_07_promote_behind(const Fp8GemmArgs& args, cudaStream_t stream, Ho
     return;
   }
   launch_fp8_gemm<Fp8GemmConfig<128, /*promotion interval*/ 4, /*store pass columns*/ 128, /*stages*/ 6,
-                                /*scale steps ahead*/ 2, /*promote behind*/ true>,
+                                Fp8BlockScaleWalk::promote_behind>,
                   Fp8Scaling::block, Fp8Flaw::none>(args, stream, cache);
 }
 

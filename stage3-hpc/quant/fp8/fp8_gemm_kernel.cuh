@@ -72,6 +72,16 @@ struct Fp8GemmParams {
   int raster_band;        // grouped raster band height, in tile rows
 };
 
+// How a consumer walks its K steps with block scales (one scale per tensor always walks
+// step_by_step):
+//   step_by_step   (rungs 01-05) the scales of step k + 1 loaded while step k's WGMMAs run, their
+//                  products taken at once; each step waited for and promoted before the next.
+//   scales_ahead   (rung 06) each step's scale factors loaded two steps ahead and multiplied at
+//                  the promotion (consume_with_scales_ahead below).
+//   promote_behind (rung 07) rung 06's loads with two `partial` sets, a step's WGMMAs issued
+//                  before the step before it is promoted (consume_promoting_behind below).
+enum class Fp8BlockScaleWalk { step_by_step, scales_ahead, promote_behind };
+
 // The knobs, in the shape gemm/pipeline.cuh and gemm/tile_scheduler.cuh read them
 // (quant/byte_operand_gemm.cuh). kBlockNValue: the tile's columns, 128 (rung 01) or 192 (rungs
 // 02-04).
@@ -82,19 +92,14 @@ struct Fp8GemmParams {
 // through a buffer of 64 rows x this many columns per consumer and TMA stores of 64 x 64 boxes.
 // kStagesValue: the ring's depth (six stages of 32 KiB at n128, five of 40 KiB at n192; four at
 // n192 when a 48 KiB epilogue buffer must fit beside them).
-// kScaleStepsAheadValue (rung 06): how many K steps ahead of its promotion a consumer loads a
-// step's block scales: 1 (rungs 01-05, the scales of step k + 1 while step k's WGMMAs run, their
-// products taken at once), or 2 (block scaling only: consume_with_scales_ahead below).
-// kPromoteBehindValue (rung 07, with two steps ahead): two `partial` sets, a step's WGMMAs issued
-// before the step before it is promoted (consume_promoting_behind below).
+// kBlockScaleWalkValue: how a consumer walks its K steps with block scales (Fp8BlockScaleWalk).
 template <int kBlockNValue, int kPromotionIntervalValue = 1, int kStorePassColumnsValue = 0,
-          int kStagesValue = (kBlockNValue == 128 ? 6 : 5), int kScaleStepsAheadValue = 1,
-          bool kPromoteBehindValue = false>
+          int kStagesValue = (kBlockNValue == 128 ? 6 : 5),
+          Fp8BlockScaleWalk kBlockScaleWalkValue = Fp8BlockScaleWalk::step_by_step>
 struct Fp8GemmConfig : ByteOperandGemmShape<kBlockNValue, kStagesValue, Fp8GemmParams> {
   using Shape = ByteOperandGemmShape<kBlockNValue, kStagesValue, Fp8GemmParams>;
   static constexpr int kPromotionInterval = kPromotionIntervalValue;
-  static constexpr int kScaleStepsAhead = kScaleStepsAheadValue;
-  static constexpr bool kPromoteBehind = kPromoteBehindValue;
+  static constexpr Fp8BlockScaleWalk kBlockScaleWalk = kBlockScaleWalkValue;
   static constexpr bool kStoresThroughSmem = kStorePassColumnsValue > 0;
   static constexpr int kStorePassColumns = kStoresThroughSmem ? kStorePassColumnsValue : 64;
   static constexpr int kStoreBox = 64;
@@ -107,7 +112,6 @@ struct Fp8GemmConfig : ByteOperandGemmShape<kBlockNValue, kStagesValue, Fp8GemmP
   static_assert(!kStoresThroughSmem || Shape::kBlockN % kStorePassColumns == 0, "whole passes a tile");
   static_assert(kStorePassColumns % kStoreBox == 0, "whole boxes a pass");
   static_assert(kPromotionInterval >= 1, "promote at least every K step's sum");
-  static_assert(kScaleStepsAhead == 1 || kScaleStepsAhead == 2, "block scales one or two K steps ahead");
   static_assert(Shape::kBlockN == 128 || Shape::kBlockN == 192, "wgmma n128 or n192");
   // A tile's columns span at most two blocks of B's scales (n192 tiles start at a block or in its
   // middle).
@@ -292,6 +296,24 @@ __device__ __forceinline__ void store_fp8_tile_results(const Fp8GemmParams& para
   if (tile.m < params.tiles_m) store_fp8_tile<Config>(params, total, warp_row0, col0, scale);
 }
 
+// Rungs 06 and 07: the end of a tile in a consumer's walk (block scales, already applied): its
+// results stored, then the CTA's next tile with its accumulators zeroed; false when there is none.
+template <class Config>
+__device__ __forceinline__ bool finish_tile_of_walk(const Fp8GemmParams& params, const TileSchedule<Config>& schedule,
+                                                    float (&total)[Config::kAccumulators], std::uint8_t* smem_raw,
+                                                    int consumer, int lane, int row_in_tile, int col0, int& linear,
+                                                    TileCoord& tile, int& k_tile) {
+  store_fp8_tile_results<Config>(params, total, smem_raw, consumer, tile,
+                                 tile.m * Config::kBlockM + row_in_tile - lane / 4, col0, 1.f);
+  linear += schedule.step;
+  if (linear >= schedule.count) return false;
+  tile = schedule.cta_tile(params, linear);
+  k_tile = 0;
+#pragma unroll
+  for (int i = 0; i < Config::kAccumulators; ++i) total[i] = 0.f;
+  return true;
+}
+
 // Rung 06's consumer with block scales: one walk over the CTA's K steps, tile after tile, two
 // steps a trip, so that each of the two steps has registers of its own for its scale factors.
 // A step promotes with the factors it loaded two steps earlier and then loads, into the same
@@ -332,15 +354,8 @@ __device__ __forceinline__ void consume_with_scales_ahead(const Fp8GemmParams& p
     promote<Config>(total, partial, step_scales(factors), col0);
     factors = ahead.template load<kFlaw>(params, schedule, row_in_tile);
     if (++k_tile < params.k_blocks) return true;
-    store_fp8_tile_results<Config>(params, total, smem_raw, consumer, tile,
-                                   tile.m * Config::kBlockM + row_in_tile - lane / 4, col0, 1.f);
-    linear += schedule.step;
-    if (linear >= schedule.count) return false;
-    tile = schedule.cta_tile(params, linear);
-    k_tile = 0;
-#pragma unroll
-    for (int i = 0; i < Config::kAccumulators; ++i) total[i] = 0.f;
-    return true;
+    return finish_tile_of_walk<Config>(params, schedule, total, smem_raw, consumer, lane, row_in_tile, col0, linear,
+                                       tile, k_tile);
   };
   while (step(even) && step(odd)) {
   }
@@ -399,15 +414,8 @@ __device__ __forceinline__ void consume_promoting_behind(const Fp8GemmParams& pa
     ring.release(previous_stage, lane);
     promote<Config>(total, mine, step_scales(my_factors), col0);
     my_factors = ahead.template load<kFlaw>(params, schedule, row_in_tile);
-    store_fp8_tile_results<Config>(params, total, smem_raw, consumer, tile,
-                                   tile.m * Config::kBlockM + row_in_tile - lane / 4, col0, 1.f);
-    linear += schedule.step;
-    if (linear >= schedule.count) return false;
-    tile = schedule.cta_tile(params, linear);
-    k_tile = 0;
-#pragma unroll
-    for (int i = 0; i < Config::kAccumulators; ++i) total[i] = 0.f;
-    return true;
+    return finish_tile_of_walk<Config>(params, schedule, total, smem_raw, consumer, lane, row_in_tile, col0, linear,
+                                       tile, k_tile);
   };
   while (step(partial_even, even, partial_odd, odd) && step(partial_odd, odd, partial_even, even)) {
   }
@@ -433,11 +441,12 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __g
   const int consumer = warpgroup - 1;
   const int lane = threadIdx.x % 32;
   const int warp_in_group = (threadIdx.x % kWarpgroupThreads) / 32;
-  if constexpr (kScaling == Fp8Scaling::block && Config::kScaleStepsAhead == 2) {
-    if constexpr (Config::kPromoteBehind)
-      consume_promoting_behind<Config, kFlaw>(params, ring, schedule, smem_raw, consumer, lane, warp_in_group);
-    else
-      consume_with_scales_ahead<Config, kFlaw>(params, ring, schedule, smem_raw, consumer, lane, warp_in_group);
+  if constexpr (kScaling == Fp8Scaling::block && Config::kBlockScaleWalk == Fp8BlockScaleWalk::scales_ahead) {
+    consume_with_scales_ahead<Config, kFlaw>(params, ring, schedule, smem_raw, consumer, lane, warp_in_group);
+    return;
+  }
+  if constexpr (kScaling == Fp8Scaling::block && Config::kBlockScaleWalk == Fp8BlockScaleWalk::promote_behind) {
+    consume_promoting_behind<Config, kFlaw>(params, ring, schedule, smem_raw, consumer, lane, warp_in_group);
     return;
   }
   float per_tensor_scale = 1.f;
