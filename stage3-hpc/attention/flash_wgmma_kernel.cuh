@@ -6,7 +6,8 @@
 // comments of 06_tma_wgmma.cu, 07_fa3_overlap.cu and 08_persistent.cu.
 //
 // A CTA owns 128 query rows of one (batch, query head): consumer warpgroup c (warpgroups 1 and 2)
-// the 64 rows 64c .. 64c + 63, warpgroup 0 the copies (one thread). Shared memory, every tile
+// the 64 rows 64c .. 64c + 63, warpgroup 0 the copies (one thread). Rung 09 runs the same kernel
+// with three consumer warpgroups at D = 64 (192 query rows a CTA; FlashWgmmaShape's kConsumers). Shared memory, every tile
 // 1024-byte aligned and written by TMA with the 128-byte swizzle, in boxes of 64 columns of D
 // (128 bytes a row), D/64 boxes side by side:
 //   Q          128 rows x D, loaded once
@@ -38,10 +39,10 @@
 
 namespace kc::stage3 {
 
-template <int kHeadDim_>
+template <int kHeadDim_, int kConsumers_ = 2>
 struct FlashWgmmaShape {
   static constexpr int kHeadDim = kHeadDim_;
-  static constexpr int kConsumers = 2;        // consumer warpgroups
+  static constexpr int kConsumers = kConsumers_;  // consumer warpgroups
   static constexpr int kWarpgroupRows = 64;   // query rows of a consumer (the M of one WGMMA)
   static constexpr int kBlockRows = kConsumers * kWarpgroupRows;
   static_assert(kBlockRows <= kFlashMaxBlockRows, "attention_forward checks Sq against kFlashMaxBlockRows");
@@ -62,10 +63,13 @@ struct FlashWgmmaShape {
   static constexpr int kKeySlices = kBlockKeys / 16;  // k16 steps of P V
   static constexpr int kDimBlocks = kHeadDim / 8;     // n8 blocks of O
   static constexpr int kDimSteps = kHeadDim / 16;     // k16 steps of Q K^T
-  // 24 + 2 x 240 registers a thread of each warpgroup x 128 threads = 64512 <= 65536.
+  // The register file split between the warpgroups, 128 threads each: 24 + 2 x 240 = 504 or
+  // 24 + 3 x 160 = 504 registers a thread, x 128 = 64512 <= 65536.
   static constexpr int kProducerRegisters = 24;
-  static constexpr int kConsumerRegisters = 240;
+  static constexpr int kConsumerRegisters = kConsumers == 2 ? 240 : 160;
   static_assert(kHeadDim == 64 || kHeadDim == 128, "rung 06 is compiled for D = 64 and 128");
+  // Three consumers hold S, P and O of 64 rows in 160 registers a thread only at D = 64.
+  static_assert(kConsumers == 2 || (kConsumers == 3 && kHeadDim == 64), "3 consumer warpgroups only at D = 64");
 };
 
 // The kernel's parameters: the three tensor maps (Q, K, V as [D, S, H, B]) and the problem.
@@ -140,7 +144,7 @@ template <typename T, class Shape>
 struct FlashWgmmaConsumer {
   FlashWgmmaSmem<Shape> smem;
   const AttentionParams<T>& args;
-  int consumer;                 // 0 or 1: warpgroup 1 or 2
+  int consumer;                 // 0 .. kConsumers - 1: warpgroup 1 + consumer
   int tiles;                    // K/V tiles of the CTA
   int warp_row0;                // this warp's first query row
   int unmasked_end;             // keys below it are seen by every row of the CTA
@@ -254,11 +258,12 @@ struct FlashWgmmaConsumer {
   //   O's rescale by tile t's new row maxima waits for the next iteration: it is applied while
   //   S of tile t + 1 runs, just before P V of tile t is issued (O is then relative to tile t's
   //   maxima, as P of tile t is).
-  //   Between the warpgroups (ping-pong): a consumer issues its WGMMAs only when the other has
-  //   issued its own (named barrier 1 + c: "consumer c may issue"), so one's GEMMs run while the
-  //   other computes its softmax. Consumer 0 goes first (consumer 1 arrives once up front); each
-  //   consumer's tiles + 1 issue phases sync its own barrier and arrive on the other's, except
-  //   consumer 1's last arrival, which nobody would wait for.
+  //   Between the warpgroups (ping-pong): a consumer issues its WGMMAs only when the one before it
+  //   has issued its own (named barrier 1 + c: "consumer c may issue"), so one's GEMMs run while
+  //   the other computes its softmax; with three consumers (rung 09) the turn goes round 0, 1, 2.
+  //   Consumer 0 goes first (the last consumer arrives once up front); each consumer's tiles + 1
+  //   issue phases sync its own barrier and arrive on the next one's, except the last consumer's
+  //   last arrival, which nobody would wait for.
   __device__ void run_overlapped() { run_overlapped_from<false>(0, 0); }
 
   // The same, for the work item whose first K/V tile is the CTA's kv_base-th (the ring's stages
@@ -274,13 +279,18 @@ struct FlashWgmmaConsumer {
       if constexpr (kReleaseQ)
         if (threadIdx.x % 32 == 0) sm90::mbarrier_arrive(smem.q_empty());
     };
-    constexpr int kPingPongThreads = 2 * 128;
+    constexpr int kPingPongThreads = 2 * 128;  // the consumer whose turn it is + the one before it
+    constexpr int kLast = Shape::kConsumers - 1;
     const int my_turn = 1 + consumer;
-    const int other_turn = 2 - consumer;
+    int next_turn;  // the next consumer's barrier
+    if constexpr (Shape::kConsumers == 2)
+      next_turn = 2 - consumer;
+    else
+      next_turn = consumer == kLast ? 1 : consumer + 2;
     const auto issue_phase_done = [&](bool last) {
-      if (!(last && consumer == 1)) sm90::named_barrier_arrive(other_turn, kPingPongThreads);
+      if (!(last && consumer == kLast)) sm90::named_barrier_arrive(next_turn, kPingPongThreads);
     };
-    if (consumer == 1) sm90::named_barrier_arrive(1, kPingPongThreads);
+    if (consumer == kLast) sm90::named_barrier_arrive(1, kPingPongThreads);
     sm90::mbarrier_wait(smem.q_full(), q_parity);
 
     // Tile 0: S alone.
@@ -337,11 +347,11 @@ struct FlashWgmmaConsumer {
 
 namespace {
 
-template <typename T, int kHeadDim, bool kOverlap>
-__global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim>::kThreads, 1)
+template <typename T, int kHeadDim, bool kOverlap, int kConsumers = 2>
+__global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim, kConsumers>::kThreads, 1)
     flash_wgmma_kernel(const __grid_constant__ FlashWgmmaParams<T> params) {
 #if KC_STAGE3_SM90A
-  using Shape = FlashWgmmaShape<kHeadDim>;
+  using Shape = FlashWgmmaShape<kHeadDim, kConsumers>;
   using Smem = FlashWgmmaSmem<Shape>;
   const AttentionParams<T>& args = params.args;
   extern __shared__ std::uint8_t smem_raw[];
@@ -374,7 +384,7 @@ __global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim>::kThreads, 1)
     return;
   }
 
-  // ---- consumers: 64 query rows each ----
+  // ---- consumers: 64 query rows each (kConsumers of them) ----
   sm90::setmaxnreg_increase<Shape::kConsumerRegisters>();
   FlashWgmmaConsumer<T, Shape> consumer(smem, args, warpgroup - 1, tiles, block_row0);
   if constexpr (kOverlap)
@@ -471,9 +481,9 @@ __global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim>::kThreads, 1)
 }  // namespace
 
 // The kernels' parameters: the three tensor maps, built (or found in `cache`), and the problem.
-template <typename T, int kHeadDim>
+template <typename T, int kHeadDim, int kConsumers = 2>
 FlashWgmmaParams<T> flash_wgmma_params(const AttentionArgs<T>& args, HopperLaunchCache& cache) {
-  using Shape = FlashWgmmaShape<kHeadDim>;
+  using Shape = FlashWgmmaShape<kHeadDim, kConsumers>;
   const auto tensor = [&](const T* base, int rows, int heads, std::int64_t row_stride, std::int64_t head_stride,
                           std::int64_t batch_stride, int box_rows) {
     TmaTensor4d t;
@@ -502,13 +512,14 @@ FlashWgmmaParams<T> flash_wgmma_params(const AttentionArgs<T>& args, HopperLaunc
   return params;
 }
 
-// Launches rung 06's (kOverlap false) or rung 07's kernel for D: a CTA per 128 query rows.
-template <typename T, int kHeadDim, bool kOverlap>
+// Launches rung 06's (kOverlap false) or rung 07's kernel for D: a CTA per 128 query rows; with
+// kConsumers = 3 (rung 09, D = 64) a CTA per 192.
+template <typename T, int kHeadDim, bool kOverlap, int kConsumers = 2>
 void launch_flash_wgmma(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache) {
-  using Shape = FlashWgmmaShape<kHeadDim>;
-  const auto kernel = &flash_wgmma_kernel<T, kHeadDim, kOverlap>;
+  using Shape = FlashWgmmaShape<kHeadDim, kConsumers>;
+  const auto kernel = &flash_wgmma_kernel<T, kHeadDim, kOverlap, kConsumers>;
   cache.prepare_kernel(reinterpret_cast<const void*>(kernel), Shape::kSmemBytes);
-  const FlashWgmmaParams<T> params = flash_wgmma_params<T, kHeadDim>(args, cache);
+  const FlashWgmmaParams<T> params = flash_wgmma_params<T, kHeadDim, kConsumers>(args, cache);
   kernel<<<flash_grid(args, Shape::kBlockRows), Shape::kThreads, Shape::kSmemBytes, stream>>>(params);
   KC_CUDA_CHECK(cudaGetLastError());
 }

@@ -222,6 +222,11 @@ void register_attention_kernels(Registry& registry) {
       "rung 07 in persistent CTAs (one an SM) walking the (query tile, head) items heaviest first; the next item's "
       "K/V and Q load while the current one finishes",
       &attention_fwd_08_persistent<__nv_bfloat16>, &attention_fwd_08_persistent<__half>));
+  registry.add_kernel(hopper_flash_entry(
+      "09_three_consumers", 9,
+      "D = 64: rung 07 with three consumer warpgroups, 192 query rows a CTA (24 + 3 x 160 registers), the ping-pong's "
+      "turn going round three; D = 128 runs rung 07",
+      &attention_fwd_09_three_consumers<__nv_bfloat16>, &attention_fwd_09_three_consumers<__half>));
 
   // The packed variable-length form (kc/stage3/attention_varlen.hpp): its op, then its rung.
   if (!registry.has_op(kAttentionVarlenOp)) registry.add_op(make_attention_varlen_op());

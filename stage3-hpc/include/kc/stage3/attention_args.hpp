@@ -81,9 +81,9 @@ bool is_packed(const AttentionArgs<T>& args) {
 inline constexpr int kFlashHeadDims[] = {64, 128};
 
 // The most query rows a CTA of any rung holds (rung 05's two 16-row tiles a warp, the Hopper rungs'
-// two 64-row consumer warpgroups): the bound the public entry checks Sq against before it knows
-// which rung runs. The rungs static_assert that their tiles stay within it.
-inline constexpr int kFlashMaxBlockRows = 128;
+// two 64-row consumer warpgroups, rung 09's three at D = 64): the bound the public entry checks Sq
+// against before it knows which rung runs. The rungs static_assert that their tiles stay within it.
+inline constexpr int kFlashMaxBlockRows = 192;
 
 // Checks an attention launch before it happens, on the host and without any CUDA call (the rungs
 // call it first, and so does attention_forward before it asks which GPU it runs on): kc::Error
@@ -161,5 +161,9 @@ void attention_fwd_07_fa3_overlap(const AttentionArgs<T>& args, cudaStream_t str
 // Rung 08 (sm_90a): rung 07 in persistent CTAs (one an SM) walking the work items heaviest first.
 template <typename T>
 void attention_fwd_08_persistent(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache);
+// Rung 09 (sm_90a): rung 07 with three consumer warpgroups (192 query rows a CTA) at D = 64; D = 128
+// runs rung 07's kernel.
+template <typename T>
+void attention_fwd_09_three_consumers(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache);
 
 }  // namespace kc::stage3
