@@ -46,8 +46,11 @@ HopperAttention& hopper_attention_for_current_device() {
 
 }  // namespace
 
-// On an H100/H200 (sm_90a code built): rung 07, TMA + WGMMA with FlashAttention-3's overlap, the
-// fastest rung of the committed table at every shape. Elsewhere rung 05 at both head dimensions:
+// On an H100/H200 (sm_90a code built): rung 07, TMA + WGMMA with FlashAttention-3's overlap; at
+// D = 64 with at least kThreeConsumersFromRows query rows, rung 09 (rung 07 with three consumer
+// warpgroups), which measured faster than rung 07 at 4k and 16k rows and slower at 1k with the
+// causal mask (stage-3 README, rung 09): the boundary sits between those lengths, at 2048, where
+// it has not been measured. Elsewhere rung 05 at both head dimensions:
 // at D = 64 it runs two 16-row query tiles a warp and measured faster than rung 04; at D = 128 it
 // runs rung 04's kernel (two tiles spill), so the two are the same there
 // (stage3-hpc/attention/05_fa2_two_tiles_per_warp.cu says why).
@@ -66,6 +69,10 @@ std::string_view attention_forward(const AttentionArgs<T>& args, cudaStream_t st
   HopperAttention& hopper = hopper_attention_for_current_device();
   if (hopper.runs) {
     const std::lock_guard<std::mutex> lock(hopper.mutex);
+    if (args.head_dim == 64 && args.q_len >= kThreeConsumersFromRows) {
+      attention_fwd_09_three_consumers(args, stream, hopper.cache);
+      return "stage3/attention_fwd/09_three_consumers";
+    }
     attention_fwd_07_fa3_overlap(args, stream, hopper.cache);
     return "stage3/attention_fwd/07_fa3_overlap";
   }

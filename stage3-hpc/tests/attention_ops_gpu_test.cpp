@@ -132,6 +132,39 @@ TEST(AttentionOpsGpu, ForwardRunsTheFastestRungOnTheEngineLayoutAndMatchesTheRef
   }
 }
 
+
+// From kThreeConsumersFromRows query rows the entry runs rung 09 at D = 64 (rung 07 at D = 128);
+// an odd length past the boundary, so the last 192-row tile is partly empty.
+TEST(AttentionOpsGpu, LongPrefillAtHeadDim64RunsThreeConsumersAndMatchesTheReference) {
+  KC_SKIP_WITHOUT_GPU();
+  Context& context = testing::shared_context();
+  const bool hopper = runs_hopper_rungs(context.device().ordinal);
+  for (const std::int64_t d : {64, 128}) {
+    AttentionShape s;
+    s.batch = 1;
+    s.q_heads = 2;
+    s.kv_heads = 1;
+    s.q_len = kThreeConsumersFromRows + 77;
+    s.kv_len = s.q_len;
+    s.head_dim = d;
+    const std::string_view expected = !hopper   ? "stage3/attention_fwd/05_fa2_two_tiles_per_warp"
+                                      : d == 64 ? "stage3/attention_fwd/09_three_consumers"
+                                                : "stage3/attention_fwd/07_fa3_overlap";
+    const std::vector<double> q = bf16_values(static_cast<std::size_t>(s.q_heads * s.q_len * d), 4);
+    const std::vector<double> k = bf16_values(static_cast<std::size_t>(s.kv_heads * s.kv_len * d), 5);
+    const std::vector<double> v = bf16_values(static_cast<std::size_t>(s.kv_heads * s.kv_len * d), 6);
+    const ForwardRun run = run_forward(s, q, k, v, context.stream());
+    EXPECT_EQ(run.rung, expected) << "D = " << d;
+
+    const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+    std::vector<double> o_ref(q.size()), lse_ref(static_cast<std::size_t>(s.q_heads * s.q_len));
+    attention_reference(s, scale, true, q.data(), k.data(), v.data(), o_ref.data(), lse_ref.data());
+    EXPECT_EQ(mismatches(run, o_ref, lse_ref), 0u) << "D = " << d;
+    std::vector<double> o_open(q.size()), lse_open(lse_ref.size());
+    attention_reference(s, scale, false, q.data(), k.data(), v.data(), o_open.data(), lse_open.data());
+    EXPECT_GT(mismatches(run, o_open, lse_open), 100u) << "D = " << d;
+  }
+}
 TEST(AttentionOpsGpu, ManyChunkLengthsInARowStayCorrect) {
   KC_SKIP_WITHOUT_GPU();
   Context& context = testing::shared_context();

@@ -10,9 +10,9 @@
 //   1. checks its arguments and throws kc::Error naming the argument and the rule before any
 //      CUDA call (the rung's own checks: head dimension 64 or 128, Hq a multiple of Hkv,
 //      16-byte aligned tensors and strides, block size 16/32/64, ...);
-//   2. launches the rung the committed table measured fastest on this GPU
-//      (docs/benchmarks/h200/stage3-attention.md) and returns its kc-bench id
-//      ("stage3/attention_fwd/07_fa3_overlap"), so a caller can report what ran.
+//   2. launches the rung measured fastest on this GPU for the shape (the stage-3 README's
+//      attention chapter) and returns its kc-bench id ("stage3/attention_fwd/07_fa3_overlap"),
+//      so a caller can report what ran.
 // Launches are asynchronous on `stream`; a launch the runtime refuses throws kc::CudaError.
 #pragma once
 
@@ -31,9 +31,14 @@
 
 namespace kc::stage3 {
 
+// The query rows from which attention_forward runs rung 09 (three consumer warpgroups) at D = 64
+// on an H100/H200; below, and at D = 128, rung 07.
+inline constexpr std::int64_t kThreeConsumersFromRows = 2048;
+
 // attention_fwd (prefill): O and LSE from Q, K and V with the strides of `args`. Rung: 07 on
 // compute capability 9.0 with sm_90a code in the build (TMA + WGMMA, FlashAttention-3's overlap;
-// the tensor maps it builds are cached per device, a bounded number of them), 05 elsewhere
+// the tensor maps it builds are cached per device, a bounded number of them), 09 there at D = 64
+// from kThreeConsumersFromRows query rows (rung 07 with three consumer warpgroups), 05 elsewhere
 // (FlashAttention-2 on mma.sync with a cp.async K/V pipeline). T: __nv_bfloat16 or __half.
 // Thread-safe to call; kernels run on `stream` as usual.
 //
