@@ -84,6 +84,7 @@ const char* status_name(Status status) {
     case Status::refused: return "refused";
     case Status::harness_error: return "harness error";
     case Status::skipped: return "skipped";
+    case Status::too_large: return "does not fit";
   }
   return "?";
 }

@@ -24,6 +24,13 @@
 namespace kc::bench {
 namespace {
 
+// The detail of a problem whose buffers the GPU could not allocate (Status::too_large).
+std::string does_not_fit(const CudaError& e, bool with_baseline) {
+  return fmt::format("its buffers do not fit in this GPU's free memory{}: {}",
+                     with_baseline ? " with the baseline's alongside (--solo times the kernel alone)" : "",
+                     e.what());
+}
+
 bool take_flag(const std::string& arg, const std::string& name, std::optional<std::string>& value) {
   if (arg == name) {
     value = std::nullopt;
@@ -478,12 +485,17 @@ void Session::run_item(const Item& item, benchmark::State& state) {
     result.detail = e.what();
     state.SkipWithError(e.what());
   } catch (const CudaError& e) {
-    result.status = Status::harness_error;
-    result.detail = e.what();
-    if (e.is_sticky())
-      context_lost_ = fmt::format("not run: the CUDA context was lost when {} failed ({})",
-                                  result.kernel, e.what());
-    state.SkipWithError(e.what());
+    if (e.code() == cudaErrorMemoryAllocation) {
+      result.status = Status::too_large;
+      result.detail = does_not_fit(e, options_.paired_baseline && !result.is_baseline);
+    } else {
+      result.status = Status::harness_error;
+      result.detail = e.what();
+      if (e.is_sticky())
+        context_lost_ = fmt::format("not run: the CUDA context was lost when {} failed ({})",
+                                    result.kernel, e.what());
+    }
+    state.SkipWithError(result.detail.c_str());
   } catch (const std::exception& e) {
     result.status = Status::harness_error;
     result.detail = e.what();
@@ -535,9 +547,14 @@ void Session::check_all() {
                                                                              : Status::refused;
           }
         } catch (const CudaError& e) {
-          result.status = Status::harness_error;
-          result.detail = e.what();
-          if (e.is_sticky()) context_lost_ = fmt::format("not run: the CUDA context was lost ({})", e.what());
+          if (e.code() == cudaErrorMemoryAllocation) {
+            result.status = Status::too_large;
+            result.detail = does_not_fit(e, false);
+          } else {
+            result.status = Status::harness_error;
+            result.detail = e.what();
+            if (e.is_sticky()) context_lost_ = fmt::format("not run: the CUDA context was lost ({})", e.what());
+          }
         } catch (const std::exception& e) {
           result.status = Status::harness_error;
           result.detail = e.what();

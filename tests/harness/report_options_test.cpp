@@ -94,6 +94,21 @@ TEST(Report, MarkdownIsHeadedByWhereAndWhenAndShowsRatiosAndFailures) {
             std::string::npos) << "a regex filter in the command must not split the table row";
 }
 
+// A problem whose buffers the GPU could not allocate is shown as such, with its reason, and is
+// neither a figure nor a failure.
+TEST(Report, AProblemThatDoesNotFitSaysSoInTheTableAndTheJson) {
+  std::vector<Result> results = sample_results();
+  Result big = row("stage1/sgemm/03_big", false, Status::too_large, 0, 0);
+  big.rung = 3;
+  big.detail = "its buffers do not fit in this GPU's free memory: cudaMalloc(16384.0 MiB) with 14700.2 of 81079.0 MiB free";
+  results.push_back(big);
+  const std::string md = render_markdown(info(), "stage1", results);
+  EXPECT_NE(md.find("| does not fit |"), std::string::npos) << md;
+  EXPECT_NE(md.find("cudaMalloc(16384.0 MiB) with 14700.2"), std::string::npos) << "the reason is in the details";
+  const std::string js = render_json(info(), "stage1", results);
+  EXPECT_NE(js.find("\"status\": \"does not fit\", \"correct\": null"), std::string::npos) << js;
+}
+
 TEST(Report, ShowsTheBaselineTimedAlongsideOnlyWhenItWas) {
   std::vector<Result> results = sample_results();
   results[1].baseline_paired = true;

@@ -28,6 +28,8 @@ enum class Status {
   refused,        // shape not supported by the kernel; the reason says which constraint
   harness_error,  // the measurement is impossible (above peak) or the run broke
   skipped,        // not run (e.g. the CUDA context was lost earlier)
+  too_large,      // its buffers do not fit in the GPU's free memory (the baseline's alongside
+                  // when timed in alternation): a limit of this GPU, not a failure of the kernel
 };
 const char* status_name(Status status);
 
