@@ -50,9 +50,9 @@ template <typename T>
 void attention_fwd_06_tma_wgmma(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache) {
   require_flash_args(args, "attention rung 06", FlashWgmmaShape<128>::kBlockRows);
   if (args.head_dim == 64)
-    launch_flash_wgmma<T, 64, false>(args, stream, cache);
+    launch_flash_wgmma<T, 64, FlashLoop::serial>(args, stream, cache);
   else
-    launch_flash_wgmma<T, 128, false>(args, stream, cache);
+    launch_flash_wgmma<T, 128, FlashLoop::serial>(args, stream, cache);
 }
 
 template void attention_fwd_06_tma_wgmma<__nv_bfloat16>(const AttentionArgs<__nv_bfloat16>&, cudaStream_t,

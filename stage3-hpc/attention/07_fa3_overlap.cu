@@ -43,9 +43,9 @@ template <typename T>
 void attention_fwd_07_fa3_overlap(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache) {
   require_flash_args(args, "attention rung 07", FlashWgmmaShape<128>::kBlockRows);
   if (args.head_dim == 64)
-    launch_flash_wgmma<T, 64, true>(args, stream, cache);
+    launch_flash_wgmma<T, 64, FlashLoop::overlapped>(args, stream, cache);
   else
-    launch_flash_wgmma<T, 128, true>(args, stream, cache);
+    launch_flash_wgmma<T, 128, FlashLoop::overlapped>(args, stream, cache);
 }
 
 template void attention_fwd_07_fa3_overlap<__nv_bfloat16>(const AttentionArgs<__nv_bfloat16>&, cudaStream_t,

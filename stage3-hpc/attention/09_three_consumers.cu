@@ -36,9 +36,9 @@ template <typename T>
 void attention_fwd_09_three_consumers(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache) {
   require_flash_args(args, "attention rung 09", FlashWgmmaShape<64, 3>::kBlockRows);
   if (args.head_dim == 64)
-    launch_flash_wgmma<T, 64, true, 3>(args, stream, cache);
+    launch_flash_wgmma<T, 64, FlashLoop::overlapped, 3>(args, stream, cache);
   else
-    launch_flash_wgmma<T, 128, true>(args, stream, cache);
+    launch_flash_wgmma<T, 128, FlashLoop::overlapped>(args, stream, cache);
 }
 
 template void attention_fwd_09_three_consumers<__nv_bfloat16>(const AttentionArgs<__nv_bfloat16>&, cudaStream_t,

@@ -39,14 +39,22 @@
 
 namespace kc::stage3 {
 
-template <int kHeadDim_, int kConsumers_ = 2>
+// How a consumer walks its K/V tiles: rung 06 one step after the other (serial); rung 07
+// FlashAttention-3's two overlaps, ping-pong between the consumers and S of the next tile under the
+// softmax and P V of the previous (overlapped); rung 10 the ping-pong alone (ping_pong), which
+// never holds S of one tile and P of another at once.
+enum class FlashLoop { serial, overlapped, ping_pong };
+
+template <int kHeadDim_, int kConsumers_ = 2, int kBlockKeys_ = 128>
 struct FlashWgmmaShape {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kConsumers = kConsumers_;  // consumer warpgroups
   static constexpr int kWarpgroupRows = 64;   // query rows of a consumer (the M of one WGMMA)
   static constexpr int kBlockRows = kConsumers * kWarpgroupRows;
   static_assert(kBlockRows <= kFlashMaxBlockRows, "attention_forward checks Sq against kFlashMaxBlockRows");
-  static constexpr int kBlockKeys = 128;      // keys of a K/V tile (the N of S's WGMMA)
+  static constexpr int kBlockKeys = kBlockKeys_;  // keys of a K/V tile (the N of S's WGMMA)
+  static_assert(kBlockKeys == 128 || (kBlockKeys == 256 && kHeadDim == 64 && kConsumers_ == 2),
+                "256-key tiles only at D = 64 with two consumers (rung 10)");
   static constexpr int kThreads = (kConsumers + 1) * 128;
   static constexpr int kBoxCols = 64;         // 128 bytes: a swizzled TMA box row
   static constexpr int kBoxes = kHeadDim / kBoxCols;
@@ -55,8 +63,9 @@ struct FlashWgmmaShape {
   static constexpr int kKvBoxBytes = kBlockKeys * kBoxRowBytes;
   static constexpr int kQBytes = kBoxes * kQBoxBytes;
   static constexpr int kKvTileBytes = kBoxes * kKvBoxBytes;  // one K or one V tile
-  // As many stages as fit (227 KiB a block): 3 at D = 128 (224 KiB of tiles), 4 at D = 64.
-  static constexpr int kStages = kHeadDim == 64 ? 4 : 3;
+  // Stages of the ring: 3 at D = 128 (224 KiB of tiles), 4 at D = 64 with 128-key tiles, 3 with
+  // 256-key tiles (208 KiB).
+  static constexpr int kStages = kHeadDim == 64 && kBlockKeys == 128 ? 4 : 3;
   static constexpr int kBarriers = 2 + 3 * kStages;  // q_full, k_full, v_full, empty, q_empty
   static constexpr int kSmemBytes = kSmemAlignment + kQBytes + 2 * kStages * kKvTileBytes + 8 * kBarriers;
   static constexpr int kKeyBlocks = kBlockKeys / 8;   // n8 blocks of S per warp row tile
@@ -178,7 +187,7 @@ struct FlashWgmmaConsumer {
 
   // S = Q K^T for the tile in `stage`, issued and committed (not waited for): D/16 WGMMAs, each 16
   // columns of D further along the swizzled 128-byte box rows (32 bytes a step; the next box
-  // after 4 steps).
+  // after 4 steps); N = 128 keys, or 256 (rung 10).
   __device__ void issue_scores(int stage) {
     const std::uint32_t keys = smem_u32(smem.k_tile(stage));
     sm90::wgmma_fence();
@@ -186,8 +195,12 @@ struct FlashWgmmaConsumer {
     for (int step = 0; step < Shape::kDimSteps; ++step) {
       const std::uint32_t q_offset = (step / 4) * Shape::kQBoxBytes + (step % 4) * 32;
       const std::uint32_t k_offset = (step / 4) * Shape::kKvBoxBytes + (step % 4) * 32;
-      sm90::wgmma_m64n128k16_ss<T>(s_flat(), sm90::smem_descriptor_sw128(q_rows + q_offset),
-                                   sm90::smem_descriptor_sw128(keys + k_offset), step > 0 ? 1u : 0u);
+      const std::uint64_t q_descriptor = sm90::smem_descriptor_sw128(q_rows + q_offset);
+      const std::uint64_t k_descriptor = sm90::smem_descriptor_sw128(keys + k_offset);
+      if constexpr (Shape::kBlockKeys == 256)
+        sm90::wgmma_m64n256k16_ss<T>(s_flat(), q_descriptor, k_descriptor, step > 0 ? 1u : 0u);
+      else
+        sm90::wgmma_m64n128k16_ss<T>(s_flat(), q_descriptor, k_descriptor, step > 0 ? 1u : 0u);
     }
     sm90::wgmma_commit_group();
     sm90::fence_accumulators(s_flat());
@@ -337,6 +350,44 @@ struct FlashWgmmaConsumer {
     release(last);
   }
 
+  // Rung 10: the ping-pong of rung 07 without its overlap inside the warpgroup. Each tile takes two
+  // turns, one to issue S and one to issue P V; between them the consumer waits for its S and
+  // computes the softmax while the other consumer's WGMMAs run. S is dead once P is rounded, and
+  // the next S is issued only after P V has completed, so S of one tile and P of another are never
+  // live together (what lets a 256-key S fit). Turns as in run_overlapped_from: 2 x tiles a
+  // consumer, the last consumer arriving once up front and skipping its last arrival.
+  __device__ void run_ping_pong() {
+    if (tiles == 0) return;
+    constexpr int kPingPongThreads = 2 * 128;
+    constexpr int kLast = Shape::kConsumers - 1;
+    static_assert(Shape::kConsumers == 2, "rung 10 runs two consumers");
+    const int my_turn = 1 + consumer;
+    const int next_turn = 2 - consumer;
+    if (consumer == kLast) sm90::named_barrier_arrive(1, kPingPongThreads);
+    sm90::mbarrier_wait(smem.q_full(), 0);
+    for (int tile = 0; tile < tiles; ++tile) {
+      const int stage = FlashWgmmaSmem<Shape>::stage_of(tile);
+      const std::uint32_t phase = FlashWgmmaSmem<Shape>::phase_of(tile);
+      sm90::mbarrier_wait(smem.k_full(stage), phase);
+      sm90::named_barrier_sync(my_turn, kPingPongThreads);
+      issue_scores(stage);
+      sm90::named_barrier_arrive(next_turn, kPingPongThreads);
+      sm90::wgmma_wait_group<0>();
+      sm90::fence_accumulators(s_flat());
+      float rescale[2];
+      softmax(tile, rescale);
+      rescale_rows(o, rescale);
+      round_p();
+      sm90::mbarrier_wait(smem.v_full(stage), phase);
+      sm90::named_barrier_sync(my_turn, kPingPongThreads);
+      issue_pv(stage);
+      if (!(tile == tiles - 1 && consumer == kLast)) sm90::named_barrier_arrive(next_turn, kPingPongThreads);
+      sm90::wgmma_wait_group<0>();
+      sm90::fence_accumulators(o_flat());
+      release(stage);
+    }
+  }
+
   __device__ void store() const { store_tile_rows(o, rows, row_ends, HeadView<T>(args), args, warp_row0); }
   __device__ void store(int batch, int head) const {
     store_tile_rows(o, rows, row_ends, HeadView<T>(args, batch, head), args, warp_row0);
@@ -347,11 +398,11 @@ struct FlashWgmmaConsumer {
 
 namespace {
 
-template <typename T, int kHeadDim, bool kOverlap, int kConsumers = 2>
-__global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim, kConsumers>::kThreads, 1)
+template <typename T, int kHeadDim, FlashLoop kLoop, int kConsumers = 2, int kBlockKeys = 128>
+__global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim, kConsumers, kBlockKeys>::kThreads, 1)
     flash_wgmma_kernel(const __grid_constant__ FlashWgmmaParams<T> params) {
 #if KC_STAGE3_SM90A
-  using Shape = FlashWgmmaShape<kHeadDim, kConsumers>;
+  using Shape = FlashWgmmaShape<kHeadDim, kConsumers, kBlockKeys>;
   using Smem = FlashWgmmaSmem<Shape>;
   const AttentionParams<T>& args = params.args;
   extern __shared__ std::uint8_t smem_raw[];
@@ -387,8 +438,10 @@ __global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim, kConsumers>::kThread
   // ---- consumers: 64 query rows each (kConsumers of them) ----
   sm90::setmaxnreg_increase<Shape::kConsumerRegisters>();
   FlashWgmmaConsumer<T, Shape> consumer(smem, args, warpgroup - 1, tiles, block_row0);
-  if constexpr (kOverlap)
+  if constexpr (kLoop == FlashLoop::overlapped)
     consumer.run_overlapped();
+  else if constexpr (kLoop == FlashLoop::ping_pong)
+    consumer.run_ping_pong();
   else
     consumer.run_serial();
   consumer.store();
@@ -481,9 +534,9 @@ __global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim>::kThreads, 1)
 }  // namespace
 
 // The kernels' parameters: the three tensor maps, built (or found in `cache`), and the problem.
-template <typename T, int kHeadDim, int kConsumers = 2>
+template <typename T, int kHeadDim, int kConsumers = 2, int kBlockKeys = 128>
 FlashWgmmaParams<T> flash_wgmma_params(const AttentionArgs<T>& args, HopperLaunchCache& cache) {
-  using Shape = FlashWgmmaShape<kHeadDim, kConsumers>;
+  using Shape = FlashWgmmaShape<kHeadDim, kConsumers, kBlockKeys>;
   const auto tensor = [&](const T* base, int rows, int heads, std::int64_t row_stride, std::int64_t head_stride,
                           std::int64_t batch_stride, int box_rows) {
     TmaTensor4d t;
@@ -512,14 +565,15 @@ FlashWgmmaParams<T> flash_wgmma_params(const AttentionArgs<T>& args, HopperLaunc
   return params;
 }
 
-// Launches rung 06's (kOverlap false) or rung 07's kernel for D: a CTA per 128 query rows; with
-// kConsumers = 3 (rung 09, D = 64) a CTA per 192.
-template <typename T, int kHeadDim, bool kOverlap, int kConsumers = 2>
+// Launches rung 06's (FlashLoop::serial) or rung 07's (overlapped) kernel for D: a CTA per 128
+// query rows; with kConsumers = 3 (rung 09, D = 64) a CTA per 192; kBlockKeys = 256 with
+// FlashLoop::ping_pong: rung 10's kernel (D = 64).
+template <typename T, int kHeadDim, FlashLoop kLoop, int kConsumers = 2, int kBlockKeys = 128>
 void launch_flash_wgmma(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache) {
-  using Shape = FlashWgmmaShape<kHeadDim, kConsumers>;
-  const auto kernel = &flash_wgmma_kernel<T, kHeadDim, kOverlap, kConsumers>;
+  using Shape = FlashWgmmaShape<kHeadDim, kConsumers, kBlockKeys>;
+  const auto kernel = &flash_wgmma_kernel<T, kHeadDim, kLoop, kConsumers, kBlockKeys>;
   cache.prepare_kernel(reinterpret_cast<const void*>(kernel), Shape::kSmemBytes);
-  const FlashWgmmaParams<T> params = flash_wgmma_params<T, kHeadDim, kConsumers>(args, cache);
+  const FlashWgmmaParams<T> params = flash_wgmma_params<T, kHeadDim, kConsumers, kBlockKeys>(args, cache);
   kernel<<<flash_grid(args, Shape::kBlockRows), Shape::kThreads, Shape::kSmemBytes, stream>>>(params);
   KC_CUDA_CHECK(cudaGetLastError());
 }

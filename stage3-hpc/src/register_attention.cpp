@@ -227,6 +227,11 @@ void register_attention_kernels(Registry& registry) {
       "D = 64: rung 07 with three consumer warpgroups, 192 query rows a CTA (24 + 3 x 160 registers), the ping-pong's "
       "turn going round three; D = 128 runs rung 07",
       &attention_fwd_09_three_consumers<__nv_bfloat16>, &attention_fwd_09_three_consumers<__half>));
+  registry.add_kernel(hopper_flash_entry(
+      "10_wide_key_tiles", 10,
+      "D = 64: 256-key K/V tiles (S on m64n256k16) with the ping-pong between two consumers but no overlap inside "
+      "a warpgroup, so S, P and O fit in 240 registers; D = 128 runs rung 07",
+      &attention_fwd_10_wide_key_tiles<__nv_bfloat16>, &attention_fwd_10_wide_key_tiles<__half>));
 
   // The packed variable-length form (kc/stage3/attention_varlen.hpp): its op, then its rung.
   if (!registry.has_op(kAttentionVarlenOp)) registry.add_op(make_attention_varlen_op());

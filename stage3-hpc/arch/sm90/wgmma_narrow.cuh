@@ -183,6 +183,24 @@ __device__ __forceinline__ void wgmma_m64nNk32_e4m3(float (&d)[N / 2], std::uint
   C(d[112]), C(d[113]), C(d[114]), C(d[115]), C(d[116]), C(d[117]), C(d[118]), C(d[119]), \
   C(d[120]), C(d[121]), C(d[122]), C(d[123]), C(d[124]), C(d[125]), C(d[126]), C(d[127])
 
+#define KC_WGMMA_M64N256K16_SS(TYPE)                                                              \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"                                      \
+               "wgmma.mma_async.sync.aligned.m64n256k16.f32." TYPE "." TYPE " {"                  \
+               KC_WGMMA_ACCUMULATOR_REGISTERS_128 "}, %128, %129, p, 1, 1, 0, 0;\n}\n"           \
+               : KC_WGMMA_ACCUMULATOR_OPERANDS_128("+f")                                          \
+               : "l"(descriptor_a), "l"(descriptor_b), "r"(accumulate))
+
+// D(64 x 256) += A(64 x 16) . B(16 x 256), both K-major in shared memory (S = Q K^T over a
+// 256-key tile: attention rung 10 at D = 64). `accumulate` = 0 ignores D's old value.
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n256k16_ss(float (&d)[128], std::uint64_t descriptor_a,
+                                                    std::uint64_t descriptor_b, std::uint32_t accumulate) {
+  if constexpr (std::is_same_v<T, __half>)
+    KC_WGMMA_M64N256K16_SS("f16");
+  else
+    KC_WGMMA_M64N256K16_SS("bf16");
+}
+
 // D(64 x 256, s32) += A(64 x 32) . B(32 x 256), s8 A and B K-major in shared memory (the INT8
 // GEMM, quant/int8/). Integer WGMMA has no scale or transpose immediates: exact 32-bit sums of
 // 8-bit products, nothing lost; `accumulate` = 0 ignores D's old value. Same descriptors (32 bytes
@@ -283,6 +301,7 @@ __device__ __forceinline__ void wgmma_m64nNk16_ss_bf16(float (&d)[N / 2], std::u
 #undef KC_WGMMA_M64N64K16_RS_TRANSPOSED_B
 #undef KC_WGMMA_ACCUMULATOR_REGISTERS_32
 #undef KC_WGMMA_ACCUMULATOR_OPERANDS_32
+#undef KC_WGMMA_M64N256K16_SS
 #undef KC_WGMMA_ACCUMULATOR_REGISTERS_64
 #undef KC_WGMMA_ACCUMULATOR_OPERANDS_64
 #undef KC_WGMMA_ACCUMULATOR_REGISTERS_96

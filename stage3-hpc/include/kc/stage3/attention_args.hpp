@@ -165,5 +165,9 @@ void attention_fwd_08_persistent(const AttentionArgs<T>& args, cudaStream_t stre
 // runs rung 07's kernel.
 template <typename T>
 void attention_fwd_09_three_consumers(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache);
+// Rung 10 (sm_90a): at D = 64, 256-key K/V tiles with the ping-pong alone (no overlap inside a
+// warpgroup); D = 128 runs rung 07's kernel.
+template <typename T>
+void attention_fwd_10_wide_key_tiles(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache);
 
 }  // namespace kc::stage3
