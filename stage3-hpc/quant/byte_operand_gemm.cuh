@@ -14,6 +14,7 @@
 
 #include <cstdint>
 
+#include "arch/sm90/cluster.cuh"
 #include "arch/sm90/mbarrier.cuh"
 #include "arch/sm90/tma_descriptor.hpp"
 #include "arch/sm90/warpgroup.cuh"
@@ -25,14 +26,16 @@
 namespace kc::stage3 {
 
 // The knobs gemm/pipeline.cuh and gemm/tile_scheduler.cuh read, for a tile of 128 rows x
-// kBlockNValue columns, kStagesValue stages, no clusters. kStageReadersValue: how many consumer
+// kBlockNValue columns, kStagesValue stages. kStageReadersValue: how many consumer
 // warpgroups read each stage — 2 when both consumers share a tile (64 rows each: rungs 01-03 of
 // both GEMMs), 1 when each consumer computes whole tiles of its own (the INT8 GEMM's rung 04, whose
 // consumers take turns: a stage is freed by the four warps of the one that read it).
-template <int kBlockNValue, int kStagesValue, class ParamsType, int kStageReadersValue = 2>
+// kClusterMValue: CTAs of a cluster along M sharing each B tile, each loading 1/kClusterM of it by
+// TMA multicast (the bf16 ladder's rung 08 way; the FP8 GEMM's rung 08); 1: no clusters.
+template <int kBlockNValue, int kStagesValue, class ParamsType, int kStageReadersValue = 2, int kClusterMValue = 1>
 struct ByteOperandGemmShape {
   using Params = ParamsType;
-  static constexpr int kClusterM = 1;
+  static constexpr int kClusterM = kClusterMValue;
   static constexpr bool kGrouped = false;
   static constexpr bool kSplitLastWave = false;  // the tile walk of tile_scheduler.cuh, as the BF16 GEMM's
   static constexpr int kConsumers = 2;
@@ -46,8 +49,9 @@ struct ByteOperandGemmShape {
   static constexpr int kTileBytesA = kBlockM * kTileRowBytes;  // 16 KiB
   static constexpr int kTileBytesB = kBlockN * kTileRowBytes;
   static constexpr int kStageBytes = kTileBytesA + kTileBytesB;
-  static constexpr int kBSliceRows = kBlockN;
-  static constexpr int kBSliceBytes = kTileBytesB;
+  static constexpr int kBSliceRows = kBlockN / kClusterM;  // the rows of B a CTA loads
+  static constexpr int kBSliceBytes = kTileBytesB / kClusterM;
+  static_assert(kClusterM == 1 || (kClusterM == 2 && kStageReaders == kConsumers), "clusters of 2 sharing tiles");
   static constexpr int kStages = kStagesValue;
   static constexpr int kRasterBandTileRows = 8;
   static constexpr int kBarrierBytes = 2 * kStages * 8;
@@ -77,7 +81,11 @@ __device__ __forceinline__ StageRing<Config> byte_operand_ring(std::uint8_t* sme
     ring.init_barriers();
     sm90::fence_barrier_init();
   }
-  __syncthreads();
+  // Barriers must be initialised in every CTA before any peer multicasts into it or arrives on it.
+  if constexpr (Config::kClusterM > 1)
+    sm90::cluster_sync();
+  else
+    __syncthreads();
   return ring;
 }
 
@@ -91,7 +99,7 @@ __device__ __forceinline__ void produce_byte_operand_tiles(const StageRing<Confi
   if (threadIdx.x == 0) {
     PipelineState<Config::kStages> state;
     for (int linear = schedule.first; linear < schedule.count; linear += schedule.step)
-      ring.load_tile(params, state, schedule.cta_tile(params, linear), 0, k_tiles);
+      ring.load_tile(params, state, schedule.cta_tile(params, linear), schedule.cta_rank, k_tiles);
   }
 }
 

@@ -57,6 +57,10 @@ void register_fp8_gemm_kernels(Registry& registry) {
       "rung 06 with two partial sets: each K step's WGMMAs issued before the step before is promoted "
       "(wgmma.wait_group 1); one scale per tensor runs rung 05",
       &fp8_gemm_07_promote_behind);
+  add("08_cluster_pairs", 8,
+      "rung 06 in clusters of two CTAs sharing each B tile: each loads half and TMA multicasts it to both (a "
+      "quarter less L2 traffic a step); one scale per tensor runs rung 05",
+      &fp8_gemm_08_cluster_pairs);
 
   // The activations' quantization for block scaling, in the same report (sm_80 and later).
   if (!registry.has_op(kFp8QuantizeOp)) registry.add_op(make_fp8_quantize_op());

@@ -93,11 +93,13 @@ enum class Fp8BlockScaleWalk { step_by_step, scales_ahead, promote_behind };
 // kStagesValue: the ring's depth (six stages of 32 KiB at n128, five of 40 KiB at n192; four at
 // n192 when a 48 KiB epilogue buffer must fit beside them).
 // kBlockScaleWalkValue: how a consumer walks its K steps with block scales (Fp8BlockScaleWalk).
+// kClusterMValue (rung 08): 2, two CTAs of a cluster (tiles m and m + 1 of one column) share each B
+// tile, each loading half of it by TMA multicast; 1, no clusters.
 template <int kBlockNValue, int kPromotionIntervalValue = 1, int kStorePassColumnsValue = 0,
           int kStagesValue = (kBlockNValue == 128 ? 6 : 5),
-          Fp8BlockScaleWalk kBlockScaleWalkValue = Fp8BlockScaleWalk::step_by_step>
-struct Fp8GemmConfig : ByteOperandGemmShape<kBlockNValue, kStagesValue, Fp8GemmParams> {
-  using Shape = ByteOperandGemmShape<kBlockNValue, kStagesValue, Fp8GemmParams>;
+          Fp8BlockScaleWalk kBlockScaleWalkValue = Fp8BlockScaleWalk::step_by_step, int kClusterMValue = 1>
+struct Fp8GemmConfig : ByteOperandGemmShape<kBlockNValue, kStagesValue, Fp8GemmParams, 2, kClusterMValue> {
+  using Shape = ByteOperandGemmShape<kBlockNValue, kStagesValue, Fp8GemmParams, 2, kClusterMValue>;
   static constexpr int kPromotionInterval = kPromotionIntervalValue;
   static constexpr Fp8BlockScaleWalk kBlockScaleWalk = kBlockScaleWalkValue;
   static constexpr bool kStoresThroughSmem = kStorePassColumnsValue > 0;
@@ -286,6 +288,10 @@ __device__ __forceinline__ void store_fp8_tile_results(const Fp8GemmParams& para
                                                        int warp_row0, int col0, float scale) {
   if constexpr (Config::kStoresThroughSmem) {
     if (params.use_tma_store) {
+      // In a cluster the second CTA of the last strip, when the tile rows are odd, holds rows past
+      // M only: it stores nothing.
+      if constexpr (Config::kClusterM > 1)
+        if (tile.m >= params.tiles_m) return;
       store_fp8_tile_tma<Config>(params, total,
                                  aligned_dynamic_smem(smem_raw) + Config::kAfterRingOffset +
                                      consumer * Config::kEpilogueBytesPerConsumer,
@@ -430,6 +436,23 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __g
   const TileSchedule<Config> schedule = tile_schedule<Config>(params);
   const int k_tiles = params.k_blocks;
   const int warpgroup = threadIdx.x / kWarpgroupThreads;
+  if constexpr (Config::kClusterM > 1) {
+    // Rung 08: rung 06's producer and consumers in a cluster. Every thread of both CTAs reaches
+    // the cluster barrier at the end: no CTA may exit while its peer can still multicast into it
+    // or arrive on its barriers.
+    static_assert(kScaling == Fp8Scaling::block && Config::kBlockScaleWalk == Fp8BlockScaleWalk::scales_ahead,
+                  "clusters run rung 06's block-scaled walk");
+    if (warpgroup == 0) {
+      produce_byte_operand_tiles<Config>(ring, params, schedule, k_tiles);
+    } else {
+      sm90::setmaxnreg_increase<Config::kConsumerRegisters>();
+      consume_with_scales_ahead<Config, kFlaw>(params, ring, schedule, smem_raw, warpgroup - 1,
+                                               static_cast<int>(threadIdx.x % 32),
+                                               static_cast<int>((threadIdx.x % kWarpgroupThreads) / 32));
+    }
+    sm90::cluster_sync();
+    return;
+  }
   if (warpgroup == 0) {
     // ---- producer: one thread issues every TMA copy ----
     produce_byte_operand_tiles<Config>(ring, params, schedule, k_tiles);
@@ -537,7 +560,7 @@ void launch_fp8_gemm(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchC
 
   Fp8GemmParams params{};
   params.a = cache.tensor_map(byte_operand_tile_map(args.a, args.m, args.k, Config::kBlockM));
-  params.b = cache.tensor_map(byte_operand_tile_map(args.b, args.n, args.k, Config::kBlockN));
+  params.b = cache.tensor_map(byte_operand_tile_map(args.b, args.n, args.k, Config::kBSliceRows));
   params.c_pointer = args.c;
   params.use_tma_store = Config::kStoresThroughSmem && args.n % 8 == 0;  // TMA needs 16-byte row strides
   if (params.use_tma_store) params.c = cache.tensor_map(tma_store_map(args.c, args.m, args.n, Config::kStoreBox));
@@ -550,10 +573,27 @@ void launch_fp8_gemm(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchC
   params.n_blocks = fp8_n_blocks(args.n);
   params.tiles_m = ceil_div(args.m, Config::kBlockM);
   params.tiles_n = ceil_div(args.n, Config::kBlockN);
-  params.cluster_tiles_m = params.tiles_m;
-  const int ctas = schedule_clusters<Config>(params, Schedule::persistent, Config::kRasterBandTileRows, cache, kernel);
-  fp8_gemm_kernel<Config, kScaling, kFlaw><<<ctas, Config::kThreads, Config::kSmemBytes, stream>>>(params);
-  KC_CUDA_CHECK(cudaGetLastError());
+  params.cluster_tiles_m = ceil_div(params.tiles_m, Config::kClusterM);
+  const int clusters =
+      schedule_clusters<Config>(params, Schedule::persistent, Config::kRasterBandTileRows, cache, kernel);
+  if constexpr (Config::kClusterM == 1) {
+    fp8_gemm_kernel<Config, kScaling, kFlaw><<<clusters, Config::kThreads, Config::kSmemBytes, stream>>>(params);
+    KC_CUDA_CHECK(cudaGetLastError());
+  } else {
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(static_cast<unsigned>(clusters * Config::kClusterM), 1, 1);
+    config.blockDim = dim3(Config::kThreads, 1, 1);
+    config.dynamicSmemBytes = Config::kSmemBytes;
+    config.stream = stream;
+    cudaLaunchAttribute cluster_attribute{};
+    cluster_attribute.id = cudaLaunchAttributeClusterDimension;
+    cluster_attribute.val.clusterDim.x = Config::kClusterM;
+    cluster_attribute.val.clusterDim.y = 1;
+    cluster_attribute.val.clusterDim.z = 1;
+    config.attrs = &cluster_attribute;
+    config.numAttrs = 1;
+    KC_CUDA_CHECK(cudaLaunchKernelEx(&config, fp8_gemm_kernel<Config, kScaling, kFlaw>, params));
+  }
 }
 
 // The scaling is a run-time choice of the caller; each is its own kernel.

@@ -100,6 +100,10 @@ void fp8_gemm_06_scales_ahead(const Fp8GemmArgs& args, cudaStream_t stream, Hopp
 // (block scales; one scale per tensor: rung 05).
 void fp8_gemm_07_promote_behind(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
 
+// Rung 08: rung 06 in clusters of two CTAs (tiles m and m + 1 of a column) that share each B tile,
+// each loading half of it by TMA multicast (block scales; one scale per tensor: rung 05).
+void fp8_gemm_08_cluster_pairs(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
+
 // The activations' side of block scaling: X [M, K] bf16 -> Q [M, K] e4m3 and s_A [ceil(K/128), M]
 // (the layout above), per 1 x 128 piece of a row: s = max |x| / 448 (the largest finite e4m3), or
 // 1 for a piece of zeros, and Q = x / s rounded to nearest e4m3. Memory-bound; K % 16 == 0.
