@@ -17,6 +17,8 @@
 // sequence, which is what keeps their barrier arrivals and waits paired.
 #pragma once
 
+#include <cuda_runtime.h>
+
 #include <algorithm>
 #include <cstdint>
 
@@ -24,6 +26,7 @@
 #include "arch/sm90/sm90a.hpp"
 #include "arch/sm90/tma_descriptor.hpp"
 #include "gemm_layout.hpp"
+#include "kc/common/error.hpp"
 
 namespace kc::stage3 {
 
@@ -48,6 +51,28 @@ int schedule_clusters(typename Config::Params& params, Schedule schedule, int ra
   const int resident = cache.resident_blocks(kernel, Config::kThreads, Config::kSmemBytes,
                                              Config::kClusterM) / Config::kClusterM;
   return std::min(cluster_tiles, resident);
+}
+
+// Host side: launches `kernel` as `clusters` clusters of Config::kClusterM CTAs along x (plain
+// CTAs when it is 1), Config::kThreads threads and Config::kSmemBytes of dynamic shared memory
+// each, on `stream`.
+template <class Config, typename Params>
+void launch_clusters(void (*kernel)(Params), int clusters, cudaStream_t stream, const Params& params) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(clusters * Config::kClusterM), 1, 1);
+  config.blockDim = dim3(Config::kThreads, 1, 1);
+  config.dynamicSmemBytes = Config::kSmemBytes;
+  config.stream = stream;
+  cudaLaunchAttribute cluster_attribute{};
+  cluster_attribute.id = cudaLaunchAttributeClusterDimension;
+  cluster_attribute.val.clusterDim.x = Config::kClusterM;
+  cluster_attribute.val.clusterDim.y = 1;
+  cluster_attribute.val.clusterDim.z = 1;
+  if (Config::kClusterM > 1) {
+    config.attrs = &cluster_attribute;
+    config.numAttrs = 1;
+  }
+  KC_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, params));
 }
 
 #if KC_STAGE3_SM90A

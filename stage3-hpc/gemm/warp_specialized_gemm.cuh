@@ -384,22 +384,7 @@ void launch_warp_specialized(const HgemmArgs& args, const typename Config::Activ
   params.activation = activation;
 
   const int clusters = schedule_clusters<Config>(params, schedule, raster_band, cache, kernel);
-
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(clusters * Config::kClusterM), 1, 1);
-  config.blockDim = dim3(Config::kThreads, 1, 1);
-  config.dynamicSmemBytes = Config::kSmemBytes;
-  config.stream = stream;
-  cudaLaunchAttribute cluster_attribute{};
-  cluster_attribute.id = cudaLaunchAttributeClusterDimension;
-  cluster_attribute.val.clusterDim.x = Config::kClusterM;
-  cluster_attribute.val.clusterDim.y = 1;
-  cluster_attribute.val.clusterDim.z = 1;
-  if (Config::kClusterM > 1) {
-    config.attrs = &cluster_attribute;
-    config.numAttrs = 1;
-  }
-  KC_CUDA_CHECK(cudaLaunchKernelEx(&config, warp_specialized_gemm_kernel<Config>, params));
+  launch_clusters<Config>(warp_specialized_gemm_kernel<Config>, clusters, stream, params);
 }
 
 // The grouped GEMM's launch (rungs 03-07, Config a GroupedConfig): A is tokens x K, B the G

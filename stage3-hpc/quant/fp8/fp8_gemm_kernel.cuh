@@ -580,19 +580,7 @@ void launch_fp8_gemm(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchC
     fp8_gemm_kernel<Config, kScaling, kFlaw><<<clusters, Config::kThreads, Config::kSmemBytes, stream>>>(params);
     KC_CUDA_CHECK(cudaGetLastError());
   } else {
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(static_cast<unsigned>(clusters * Config::kClusterM), 1, 1);
-    config.blockDim = dim3(Config::kThreads, 1, 1);
-    config.dynamicSmemBytes = Config::kSmemBytes;
-    config.stream = stream;
-    cudaLaunchAttribute cluster_attribute{};
-    cluster_attribute.id = cudaLaunchAttributeClusterDimension;
-    cluster_attribute.val.clusterDim.x = Config::kClusterM;
-    cluster_attribute.val.clusterDim.y = 1;
-    cluster_attribute.val.clusterDim.z = 1;
-    config.attrs = &cluster_attribute;
-    config.numAttrs = 1;
-    KC_CUDA_CHECK(cudaLaunchKernelEx(&config, fp8_gemm_kernel<Config, kScaling, kFlaw>, params));
+    launch_clusters<Config>(fp8_gemm_kernel<Config, kScaling, kFlaw>, clusters, stream, params);
   }
 }
 
