@@ -398,7 +398,10 @@ struct FlashWgmmaConsumer {
 
 namespace {
 
-template <typename T, int kHeadDim, FlashLoop kLoop, int kConsumers = 2, int kBlockKeys = 128>
+// kProducerSleeps (rung 11): the producer waits for a free stage asleep (sm90::mbarrier_wait_asleep)
+// instead of polling, so its warp leaves the issue slots of its scheduler to the consumers' warps.
+template <typename T, int kHeadDim, FlashLoop kLoop, int kConsumers = 2, int kBlockKeys = 128,
+          bool kProducerSleeps = false>
 __global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim, kConsumers, kBlockKeys>::kThreads, 1)
     flash_wgmma_kernel(const __grid_constant__ FlashWgmmaParams<T> params) {
 #if KC_STAGE3_SM90A
@@ -428,7 +431,11 @@ __global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim, kConsumers, kBlockKe
       smem.load_q(params, block_row0, head, batch);
       for (int tile = 0; tile < tiles; ++tile) {
         const int stage = Smem::stage_of(tile);
-        sm90::mbarrier_wait(smem.empty(stage), Smem::phase_of(tile) ^ 1);  // the first pass finds every stage free
+        // The first pass finds every stage free.
+        if constexpr (kProducerSleeps)
+          sm90::mbarrier_wait_asleep(smem.empty(stage), Smem::phase_of(tile) ^ 1);
+        else
+          sm90::mbarrier_wait(smem.empty(stage), Smem::phase_of(tile) ^ 1);
         smem.load_kv(params, stage, tile * Shape::kBlockKeys, kv_head, batch);
       }
     }
@@ -567,11 +574,12 @@ FlashWgmmaParams<T> flash_wgmma_params(const AttentionArgs<T>& args, HopperLaunc
 
 // Launches rung 06's (FlashLoop::serial) or rung 07's (overlapped) kernel for D: a CTA per 128
 // query rows; with kConsumers = 3 (rung 09, D = 64) a CTA per 192; kBlockKeys = 256 with
-// FlashLoop::ping_pong: rung 10's kernel (D = 64).
-template <typename T, int kHeadDim, FlashLoop kLoop, int kConsumers = 2, int kBlockKeys = 128>
+// FlashLoop::ping_pong: rung 10's kernel (D = 64); kProducerSleeps: rung 11's producer.
+template <typename T, int kHeadDim, FlashLoop kLoop, int kConsumers = 2, int kBlockKeys = 128,
+          bool kProducerSleeps = false>
 void launch_flash_wgmma(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache) {
   using Shape = FlashWgmmaShape<kHeadDim, kConsumers, kBlockKeys>;
-  const auto kernel = &flash_wgmma_kernel<T, kHeadDim, kLoop, kConsumers, kBlockKeys>;
+  const auto kernel = &flash_wgmma_kernel<T, kHeadDim, kLoop, kConsumers, kBlockKeys, kProducerSleeps>;
   cache.prepare_kernel(reinterpret_cast<const void*>(kernel), Shape::kSmemBytes);
   const FlashWgmmaParams<T> params = flash_wgmma_params<T, kHeadDim, kConsumers, kBlockKeys>(args, cache);
   kernel<<<flash_grid(args, Shape::kBlockRows), Shape::kThreads, Shape::kSmemBytes, stream>>>(params);

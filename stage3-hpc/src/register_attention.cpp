@@ -232,6 +232,11 @@ void register_attention_kernels(Registry& registry) {
       "D = 64: 256-key K/V tiles (S on m64n256k16) with the ping-pong between two consumers but no overlap inside "
       "a warpgroup, so S, P and O fit in 240 registers; D = 128 runs rung 07",
       &attention_fwd_10_wide_key_tiles<__nv_bfloat16>, &attention_fwd_10_wide_key_tiles<__half>));
+  registry.add_kernel(hopper_flash_entry(
+      "11_sleeping_producer", 11,
+      "rung 09's kernels (rung 07's at D = 128) with the producer waiting for a free stage asleep (try_wait with a "
+      "suspend-time hint) instead of polling, leaving its scheduler's issue slots to the consumers",
+      &attention_fwd_11_sleeping_producer<__nv_bfloat16>, &attention_fwd_11_sleeping_producer<__half>));
 
   // The packed variable-length form (kc/stage3/attention_varlen.hpp): its op, then its rung.
   if (!registry.has_op(kAttentionVarlenOp)) registry.add_op(make_attention_varlen_op());

@@ -58,6 +58,34 @@ __device__ __forceinline__ void mbarrier_wait(std::uint64_t* barrier, std::uint3
   }
 }
 
+// The same wait, asleep: try_wait with a suspend-time hint (in nanoseconds) lets the hardware park
+// the thread until the phase completes or the hint's time has passed, instead of returning after
+// its own short limit for the loop to try again. A thread that waits long (a producer waiting for a
+// free stage while the consumers compute) then takes no issue slots from the warps that share its
+// scheduler. The hint is an upper bound on one try, not a delay: the phase's completion wakes the
+// thread. 10 ms, far longer than any wait here.
+inline constexpr std::uint32_t kMbarrierSuspendHintNs = 10'000'000;
+
+__device__ __forceinline__ bool mbarrier_try_wait_asleep(std::uint32_t barrier, std::uint32_t parity) {
+  std::uint32_t done = 0;
+  asm volatile(
+      "{\n"
+      ".reg .pred complete;\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 complete, [%1], %2, %3;\n"
+      "selp.u32 %0, 1, 0, complete;\n"
+      "}\n"
+      : "=r"(done)
+      : "r"(barrier), "r"(parity), "r"(kMbarrierSuspendHintNs)
+      : "memory");
+  return done != 0;
+}
+
+__device__ __forceinline__ void mbarrier_wait_asleep(std::uint64_t* barrier, std::uint32_t parity) {
+  const std::uint32_t address = smem_u32(barrier);
+  while (!mbarrier_try_wait_asleep(address, parity)) {
+  }
+}
+
 // One arrival on a barrier of this CTA.
 __device__ __forceinline__ void mbarrier_arrive(std::uint32_t barrier) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(barrier) : "memory");

@@ -169,5 +169,9 @@ void attention_fwd_09_three_consumers(const AttentionArgs<T>& args, cudaStream_t
 // warpgroup); D = 128 runs rung 07's kernel.
 template <typename T>
 void attention_fwd_10_wide_key_tiles(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache);
+// Rung 11 (sm_90a): rung 09's kernels (rung 07's at D = 128) with the producer waiting for a free
+// stage asleep (a suspend-time hint) instead of polling.
+template <typename T>
+void attention_fwd_11_sleeping_producer(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache);
 
 }  // namespace kc::stage3
