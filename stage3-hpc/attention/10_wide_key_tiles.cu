@@ -12,8 +12,8 @@
 // What changed from rung 07, two things that go together: at D = 64 the K/V tile, 128 -> 256 keys
 // (FlashWgmmaShape<64, 2, 256>: S on wgmma m64n256k16, 4 a tile; P V in 16 k16 steps; a ring of 3
 // stages of 32 KiB K and V tiles, 208 KiB with Q), and the consumer's loop, FlashLoop::ping_pong
-// (FlashWgmmaConsumer::run_ping_pong): rung 07's turns between the two consumers, but not its
-// overlap inside the warpgroup. That overlap issues S of tile t while P V of tile t - 1 still reads
+// (FlashWgmmaConsumer::run_serial<true>: rung 06's loop): rung 07's turns between the two
+// consumers, but not its overlap inside the warpgroup. That overlap issues S of tile t while P V of tile t - 1 still reads
 // P from registers, so it holds S (128 registers a thread at 256 keys), P (64) and O (32) at once;
 // with rung 07's loop ptxas spilled 36 values a thread around the WGMMAs. Without it S is dead once
 // P is rounded, and each tile takes two turns: issue S, let the other consumer issue, wait for S

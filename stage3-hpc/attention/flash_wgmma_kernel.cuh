@@ -242,15 +242,46 @@ struct FlashWgmmaConsumer {
     if (threadIdx.x % 32 == 0) sm90::mbarrier_arrive(smem.empty(stage));
   }
 
-  // Rung 06: each tile's steps one after the other — S, softmax, P V — with the tensor cores
-  // idle during the softmax unless the other consumer happens to fill them.
+  // The ping-pong's turns (rungs 07-11): a consumer issues its WGMMAs only when the one before it
+  // has issued its own (named barrier 1 + c: "consumer c may issue"); with three consumers (rung
+  // 09) the turn goes round 0, 1, 2. Consumer 0 goes first: the last consumer arrives once up front
+  // (open_turns). Each issue phase waits for the consumer's own turn (wait_turn) and then passes it
+  // on (pass_turn), except the last consumer's last pass, which nobody would wait for.
+  static constexpr int kPingPongThreads = 2 * 128;  // the consumer whose turn it is + the one before it
+  static constexpr int kLastConsumer = Shape::kConsumers - 1;
+  __device__ void open_turns() const {
+    if (consumer == kLastConsumer) sm90::named_barrier_arrive(1, kPingPongThreads);
+  }
+  __device__ void wait_turn() const { sm90::named_barrier_sync(1 + consumer, kPingPongThreads); }
+  __device__ int next_turn() const {  // the next consumer's barrier
+    if constexpr (Shape::kConsumers == 2) return 2 - consumer;
+    return consumer == kLastConsumer ? 1 : consumer + 2;
+  }
+  __device__ void pass_turn(int next, bool last_phase) const {
+    if (!(last_phase && consumer == kLastConsumer)) sm90::named_barrier_arrive(next, kPingPongThreads);
+  }
+
+  // Rung 06 (kPingPong false): each tile's steps one after the other — S, softmax, P V — with the
+  // tensor cores idle during the softmax unless the other consumer happens to fill them.
+  // Rung 10 (kPingPong true): the same steps with rung 07's turns between the consumers but not its
+  // overlap inside the warpgroup. Each tile takes two turns, one to issue S and one to issue P V;
+  // between them the consumer waits for its S and computes the softmax while the other consumer's
+  // WGMMAs run. S is dead once P is rounded, and the next S is issued only after P V has
+  // completed, so S of one tile and P of another are never live together (what lets a 256-key S
+  // fit).
+  template <bool kPingPong>
   __device__ void run_serial() {
-    if (tiles > 0) sm90::mbarrier_wait(smem.q_full(), 0);
+    if (tiles > 0) {
+      if constexpr (kPingPong) open_turns();
+      sm90::mbarrier_wait(smem.q_full(), 0);
+    }
     for (int tile = 0; tile < tiles; ++tile) {
       const int stage = FlashWgmmaSmem<Shape>::stage_of(tile);
       const std::uint32_t phase = FlashWgmmaSmem<Shape>::phase_of(tile);
       sm90::mbarrier_wait(smem.k_full(stage), phase);
+      if constexpr (kPingPong) wait_turn();
       issue_scores(stage);
+      if constexpr (kPingPong) pass_turn(next_turn(), false);
       sm90::wgmma_wait_group<0>();
       sm90::fence_accumulators(s_flat());
       float rescale[2];
@@ -258,7 +289,9 @@ struct FlashWgmmaConsumer {
       rescale_rows(o, rescale);
       round_p();
       sm90::mbarrier_wait(smem.v_full(stage), phase);
+      if constexpr (kPingPong) wait_turn();
       issue_pv(stage);
+      if constexpr (kPingPong) pass_turn(next_turn(), tile == tiles - 1);
       sm90::wgmma_wait_group<0>();
       sm90::fence_accumulators(o_flat());
       release(stage);
@@ -271,12 +304,8 @@ struct FlashWgmmaConsumer {
   //   O's rescale by tile t's new row maxima waits for the next iteration: it is applied while
   //   S of tile t + 1 runs, just before P V of tile t is issued (O is then relative to tile t's
   //   maxima, as P of tile t is).
-  //   Between the warpgroups (ping-pong): a consumer issues its WGMMAs only when the one before it
-  //   has issued its own (named barrier 1 + c: "consumer c may issue"), so one's GEMMs run while
-  //   the other computes its softmax; with three consumers (rung 09) the turn goes round 0, 1, 2.
-  //   Consumer 0 goes first (the last consumer arrives once up front); each consumer's tiles + 1
-  //   issue phases sync its own barrier and arrive on the next one's, except the last consumer's
-  //   last arrival, which nobody would wait for.
+  //   Between the warpgroups (ping-pong, the turns above): one's GEMMs run while the other
+  //   computes its softmax; each consumer has tiles + 1 issue phases.
   __device__ void run_overlapped() { run_overlapped_from<false>(0, 0); }
 
   // The same, for the work item whose first K/V tile is the CTA's kv_base-th (the ring's stages
@@ -292,25 +321,15 @@ struct FlashWgmmaConsumer {
       if constexpr (kReleaseQ)
         if (threadIdx.x % 32 == 0) sm90::mbarrier_arrive(smem.q_empty());
     };
-    constexpr int kPingPongThreads = 2 * 128;  // the consumer whose turn it is + the one before it
-    constexpr int kLast = Shape::kConsumers - 1;
-    const int my_turn = 1 + consumer;
-    int next_turn;  // the next consumer's barrier
-    if constexpr (Shape::kConsumers == 2)
-      next_turn = 2 - consumer;
-    else
-      next_turn = consumer == kLast ? 1 : consumer + 2;
-    const auto issue_phase_done = [&](bool last) {
-      if (!(last && consumer == kLast)) sm90::named_barrier_arrive(next_turn, kPingPongThreads);
-    };
-    if (consumer == kLast) sm90::named_barrier_arrive(1, kPingPongThreads);
+    const int next = next_turn();
+    open_turns();
     sm90::mbarrier_wait(smem.q_full(), q_parity);
 
     // Tile 0: S alone.
     sm90::mbarrier_wait(smem.k_full(stage_of(0)), phase_of(0));
-    sm90::named_barrier_sync(my_turn, kPingPongThreads);
+    wait_turn();
     issue_scores(stage_of(0));
-    issue_phase_done(false);
+    pass_turn(next, false);
     sm90::wgmma_wait_group<0>();
     sm90::fence_accumulators(s_flat());
     if (tiles == 1) release_q();
@@ -322,12 +341,12 @@ struct FlashWgmmaConsumer {
       const int stage = stage_of(tile);
       const int previous = stage_of(tile - 1);
       sm90::mbarrier_wait(smem.k_full(stage), phase_of(tile));
-      sm90::named_barrier_sync(my_turn, kPingPongThreads);
+      wait_turn();
       issue_scores(stage);
       rescale_rows(o, rescale);  // to the previous tile's maxima, under S's WGMMAs
       sm90::mbarrier_wait(smem.v_full(previous), phase_of(tile - 1));
       issue_pv(previous);
-      issue_phase_done(false);
+      pass_turn(next, false);
       sm90::wgmma_wait_group<1>();  // S of this tile is done; P V of the previous may still run
       sm90::fence_accumulators(s_flat());
       if (tile == tiles - 1) release_q();
@@ -342,50 +361,12 @@ struct FlashWgmmaConsumer {
     const int last = stage_of(tiles - 1);
     rescale_rows(o, rescale);
     sm90::mbarrier_wait(smem.v_full(last), phase_of(tiles - 1));
-    sm90::named_barrier_sync(my_turn, kPingPongThreads);
+    wait_turn();
     issue_pv(last);
-    issue_phase_done(true);
+    pass_turn(next, true);
     sm90::wgmma_wait_group<0>();
     sm90::fence_accumulators(o_flat());
     release(last);
-  }
-
-  // Rung 10: the ping-pong of rung 07 without its overlap inside the warpgroup. Each tile takes two
-  // turns, one to issue S and one to issue P V; between them the consumer waits for its S and
-  // computes the softmax while the other consumer's WGMMAs run. S is dead once P is rounded, and
-  // the next S is issued only after P V has completed, so S of one tile and P of another are never
-  // live together (what lets a 256-key S fit). Turns as in run_overlapped_from: 2 x tiles a
-  // consumer, the last consumer arriving once up front and skipping its last arrival.
-  __device__ void run_ping_pong() {
-    if (tiles == 0) return;
-    constexpr int kPingPongThreads = 2 * 128;
-    constexpr int kLast = Shape::kConsumers - 1;
-    static_assert(Shape::kConsumers == 2, "rung 10 runs two consumers");
-    const int my_turn = 1 + consumer;
-    const int next_turn = 2 - consumer;
-    if (consumer == kLast) sm90::named_barrier_arrive(1, kPingPongThreads);
-    sm90::mbarrier_wait(smem.q_full(), 0);
-    for (int tile = 0; tile < tiles; ++tile) {
-      const int stage = FlashWgmmaSmem<Shape>::stage_of(tile);
-      const std::uint32_t phase = FlashWgmmaSmem<Shape>::phase_of(tile);
-      sm90::mbarrier_wait(smem.k_full(stage), phase);
-      sm90::named_barrier_sync(my_turn, kPingPongThreads);
-      issue_scores(stage);
-      sm90::named_barrier_arrive(next_turn, kPingPongThreads);
-      sm90::wgmma_wait_group<0>();
-      sm90::fence_accumulators(s_flat());
-      float rescale[2];
-      softmax(tile, rescale);
-      rescale_rows(o, rescale);
-      round_p();
-      sm90::mbarrier_wait(smem.v_full(stage), phase);
-      sm90::named_barrier_sync(my_turn, kPingPongThreads);
-      issue_pv(stage);
-      if (!(tile == tiles - 1 && consumer == kLast)) sm90::named_barrier_arrive(next_turn, kPingPongThreads);
-      sm90::wgmma_wait_group<0>();
-      sm90::fence_accumulators(o_flat());
-      release(stage);
-    }
   }
 
   __device__ void store() const { store_tile_rows(o, rows, row_ends, HeadView<T>(args), args, warp_row0); }
@@ -447,10 +428,8 @@ __global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim, kConsumers, kBlockKe
   FlashWgmmaConsumer<T, Shape> consumer(smem, args, warpgroup - 1, tiles, block_row0);
   if constexpr (kLoop == FlashLoop::overlapped)
     consumer.run_overlapped();
-  else if constexpr (kLoop == FlashLoop::ping_pong)
-    consumer.run_ping_pong();
   else
-    consumer.run_serial();
+    consumer.template run_serial<kLoop == FlashLoop::ping_pong>();
   consumer.store();
 #else
   (void)params;
