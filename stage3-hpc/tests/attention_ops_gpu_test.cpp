@@ -99,6 +99,28 @@ std::size_t mismatches(const ForwardRun& run, const std::vector<double>& o_ref, 
   return bad;
 }
 
+// One causal prefill through attention_forward on fresh values (seeds seed, seed + 1, seed + 2 for
+// Q, K, V): it runs `expected_rung`, matches the reference, and the control — the same output
+// judged against attention without the mask — fails.
+void expect_causal_forward(const AttentionShape& s, std::string_view expected_rung, std::uint64_t seed,
+                           cudaStream_t stream) {
+  const std::int64_t d = s.head_dim;
+  const std::vector<double> q = bf16_values(static_cast<std::size_t>(s.q_heads * s.q_len * d), seed);
+  const std::vector<double> k = bf16_values(static_cast<std::size_t>(s.kv_heads * s.kv_len * d), seed + 1);
+  const std::vector<double> v = bf16_values(static_cast<std::size_t>(s.kv_heads * s.kv_len * d), seed + 2);
+  const ForwardRun run = run_forward(s, q, k, v, stream);
+  EXPECT_EQ(run.rung, expected_rung) << "D = " << d;
+
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  std::vector<double> o_ref(q.size()), lse_ref(static_cast<std::size_t>(s.q_heads * s.q_len));
+  attention_reference(s, scale, true, q.data(), k.data(), v.data(), o_ref.data(), lse_ref.data());
+  EXPECT_EQ(mismatches(run, o_ref, lse_ref), 0u) << "D = " << d;
+
+  std::vector<double> o_open(q.size()), lse_open(lse_ref.size());
+  attention_reference(s, scale, false, q.data(), k.data(), v.data(), o_open.data(), lse_open.data());
+  EXPECT_GT(mismatches(run, o_open, lse_open), 100u) << "D = " << d;
+}
+
 TEST(AttentionOpsGpu, ForwardRunsTheFastestRungOnTheEngineLayoutAndMatchesTheReference) {
   KC_SKIP_WITHOUT_GPU();
   Context& context = testing::shared_context();
@@ -114,24 +136,9 @@ TEST(AttentionOpsGpu, ForwardRunsTheFastestRungOnTheEngineLayoutAndMatchesTheRef
     s.q_len = 150;
     s.kv_len = 333;
     s.head_dim = d;
-    const std::vector<double> q = bf16_values(static_cast<std::size_t>(s.q_heads * s.q_len * d), 1);
-    const std::vector<double> k = bf16_values(static_cast<std::size_t>(s.kv_heads * s.kv_len * d), 2);
-    const std::vector<double> v = bf16_values(static_cast<std::size_t>(s.kv_heads * s.kv_len * d), 3);
-    const ForwardRun run = run_forward(s, q, k, v, context.stream());
-    EXPECT_EQ(run.rung, expected);
-
-    const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-    std::vector<double> o_ref(q.size()), lse_ref(static_cast<std::size_t>(s.q_heads * s.q_len));
-    attention_reference(s, scale, true, q.data(), k.data(), v.data(), o_ref.data(), lse_ref.data());
-    EXPECT_EQ(mismatches(run, o_ref, lse_ref), 0u) << "D = " << d;
-
-    // The control: the same output judged against attention without the mask must fail.
-    std::vector<double> o_open(q.size()), lse_open(lse_ref.size());
-    attention_reference(s, scale, false, q.data(), k.data(), v.data(), o_open.data(), lse_open.data());
-    EXPECT_GT(mismatches(run, o_open, lse_open), 100u) << "D = " << d;
+    expect_causal_forward(s, expected, 1, context.stream());
   }
 }
-
 
 // From kThreeConsumersFromRows query rows the entry runs rung 09 at D = 64 (rung 07 at D = 128);
 // an odd length past the boundary, so the last 192-row tile is partly empty.
@@ -150,21 +157,10 @@ TEST(AttentionOpsGpu, LongPrefillAtHeadDim64RunsThreeConsumersAndMatchesTheRefer
     const std::string_view expected = !hopper   ? "stage3/attention_fwd/05_fa2_two_tiles_per_warp"
                                       : d == 64 ? "stage3/attention_fwd/09_three_consumers"
                                                 : "stage3/attention_fwd/07_fa3_overlap";
-    const std::vector<double> q = bf16_values(static_cast<std::size_t>(s.q_heads * s.q_len * d), 4);
-    const std::vector<double> k = bf16_values(static_cast<std::size_t>(s.kv_heads * s.kv_len * d), 5);
-    const std::vector<double> v = bf16_values(static_cast<std::size_t>(s.kv_heads * s.kv_len * d), 6);
-    const ForwardRun run = run_forward(s, q, k, v, context.stream());
-    EXPECT_EQ(run.rung, expected) << "D = " << d;
-
-    const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-    std::vector<double> o_ref(q.size()), lse_ref(static_cast<std::size_t>(s.q_heads * s.q_len));
-    attention_reference(s, scale, true, q.data(), k.data(), v.data(), o_ref.data(), lse_ref.data());
-    EXPECT_EQ(mismatches(run, o_ref, lse_ref), 0u) << "D = " << d;
-    std::vector<double> o_open(q.size()), lse_open(lse_ref.size());
-    attention_reference(s, scale, false, q.data(), k.data(), v.data(), o_open.data(), lse_open.data());
-    EXPECT_GT(mismatches(run, o_open, lse_open), 100u) << "D = " << d;
+    expect_causal_forward(s, expected, 4, context.stream());
   }
 }
+
 TEST(AttentionOpsGpu, ManyChunkLengthsInARowStayCorrect) {
   KC_SKIP_WITHOUT_GPU();
   Context& context = testing::shared_context();
