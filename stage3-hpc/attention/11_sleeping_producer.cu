@@ -2,11 +2,10 @@
 //
 // Idea: the producer is one thread that issues the TMA copies of the K/V ring and otherwise waits
 // for the consumers to free a stage. sm90::mbarrier_wait polls: mbarrier.try_wait returns after a
-// short, system-dependent time, and the loop tries again. ncu on rung 07 at
-// 4x16x16x4096x4096x128 (stage-3 README, "Where rung 07's time goes") counted 17.2 million
-// executions of that one try_wait and as many branches back to it, 9% of the kernel's 386.5
-// million warp instructions, where cuDNN's kernel executes 1.9 million try_waits in all. The
-// producer's warp shares a scheduler with consumer warps, and a warpgroup's WGMMAs wait for its
+// short, system-dependent time, and the loop tries again. ncu's instruction counts of rung 07 next
+// to cuDNN's kernel (stage-3 README, "Where rung 07's time goes at D = 128") put that one try_wait
+// and the branch back to it among rung 07's most executed instructions, where cuDNN's kernel
+// executes few try_waits in all. The producer's warp shares a scheduler with consumer warps, and a warpgroup's WGMMAs wait for its
 // slowest warp, so every slot the poll takes can delay all four. mbarrier.try_wait takes a
 // suspend-time hint: with one the thread sleeps in the barrier until the phase completes (or the
 // hint's time passes) instead of coming back to poll.
@@ -19,9 +18,9 @@
 // Expected limiter: rung 09's (rung 07's at D = 128), with the consumers' share of the issue slots
 // on the producer's scheduler back.
 //
-// SASS to look for: the producer's SYNCS.PHASECHK.TRANS64.TRYWAIT with a third operand (the hint,
-// a register or an immediate) and its executed count in ncu far below rung 07's; the consumers'
-// code unchanged.
+// SASS to look for: the producer's retry path, SYNCS.PHASECHK.TRANS64.TRYWAIT, then
+// NANOSLEEP.SYNCS with the hint and a blocking SYNCS.PHASECHK.TRANS64, and in ncu its executed
+// count far below rung 07's; the consumers' code unchanged.
 //
 // Run just this rung (sm_90a only):
 //   build/ci/bench/kc-bench --filter 'stage3/attention_fwd/(07|09|11)' --shapes 4x16x16x4096x4096x128

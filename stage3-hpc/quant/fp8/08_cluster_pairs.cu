@@ -6,8 +6,9 @@
 // cores, for 32 KiB, 64 bytes a cycle an SM from L2 — about 13 TB/s over 132 SMs at 1.6 GHz, more
 // than the L2 delivers. With one scale per tensor rung 05 runs wider tiles (128 x 192: 80 bytes per
 // 1.5x the FLOPs); with block scales rungs 06 and 07 are held to 128 x 128 by their registers
-// (two sets of scale factors, and with 07 two partial sums). Rung 07's profile puts the
-// consumers' stalls on their own instructions and one in twenty on the wait for a stage to land.
+// (two sets of scale factors, and with 07 two partial sums). Rung 07's profile (stage-3 README)
+// puts most of the consumers' stalls on their own instructions and a few on the wait for a stage
+// to land.
 // A cluster of two CTAs working on tiles m and m + 1 of the same column needs the same B tile
 // twice: each CTA loads half of it and TMA multicasts that half into both CTAs' shared memory, so
 // the pair reads 16 + 16 + 16 KiB a step instead of 2 x 32 — a quarter less traffic from L2.
