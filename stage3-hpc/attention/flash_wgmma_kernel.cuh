@@ -148,8 +148,11 @@ struct FlashWgmmaSmem {
 };
 
 // One consumer warpgroup: 64 query rows, their O accumulators and softmax state, and the steps
-// of a K/V tile (issue S, softmax, issue P V, release the stage).
-template <typename T, class Shape>
+// of a K/V tile (issue S, softmax, issue P V, release the stage). kDescriptorsAdded (rung 12):
+// the WGMMA descriptors of Q, of stage 0's K and of stage 0's V are made once, here, and every
+// WGMMA's descriptors are those moved by the operand's offset (sm90::advance_descriptor) instead of
+// being built again from its address.
+template <typename T, class Shape, bool kDescriptorsAdded = false>
 struct FlashWgmmaConsumer {
   FlashWgmmaSmem<Shape> smem;
   const AttentionParams<T>& args;
@@ -164,6 +167,7 @@ struct FlashWgmmaConsumer {
   float s[Shape::kKeyBlocks][4] = {};    // S, then P in FP32 (each tile's first WGMMA overwrites it)
   std::uint32_t p[Shape::kKeySlices][4];  // P rounded to T: the A fragments of P V
   RowState rows[2];
+  std::uint64_t q_descriptor0 = 0, k_descriptor0 = 0, v_descriptor0 = 0;  // kDescriptorsAdded only
 
   __device__ FlashWgmmaConsumer(FlashWgmmaSmem<Shape> smem_, const AttentionParams<T>& args_, int consumer_,
                                 int tiles_, int block_row0)
@@ -177,6 +181,16 @@ struct FlashWgmmaConsumer {
     unmasked_end = visible_key_end(args, block_row0);
     scale_log2 = args.scale * kLog2e;
     q_rows = smem_u32(smem.q_tile()) + consumer * Shape::kWarpgroupRows * Shape::kBoxRowBytes;
+    if constexpr (kDescriptorsAdded) {
+      // The consumer index read through a shuffle from lane 0: the compiler then knows it is the
+      // same in every lane, and keeps Q's descriptor in uniform registers, where WGMMA reads it,
+      // instead of moving it there (R2UR) before every WGMMA.
+      const int uniform_consumer = __shfl_sync(0xffffffffu, consumer, 0);
+      q_descriptor0 = sm90::smem_descriptor_sw128(smem_u32(smem.q_tile()) +
+                                                  uniform_consumer * Shape::kWarpgroupRows * Shape::kBoxRowBytes);
+      k_descriptor0 = sm90::smem_descriptor_sw128(smem_u32(smem.k_tile(0)));
+      v_descriptor0 = sm90::smem_descriptor_sw128_mn_major(smem_u32(smem.v_tile(0)), Shape::kKvBoxBytes);
+    }
   }
 
   __device__ float (&s_flat())[Shape::kKeyBlocks * 4] { return reinterpret_cast<float(&)[Shape::kKeyBlocks * 4]>(s); }
@@ -190,13 +204,21 @@ struct FlashWgmmaConsumer {
   // after 4 steps); N = 128 keys, or 256 (rung 10).
   __device__ void issue_scores(int stage) {
     const std::uint32_t keys = smem_u32(smem.k_tile(stage));
+    const std::uint64_t k_stage_descriptor =
+        sm90::advance_descriptor(k_descriptor0, static_cast<std::uint32_t>(stage) * Shape::kKvTileBytes);
     sm90::wgmma_fence();
 #pragma unroll
     for (int step = 0; step < Shape::kDimSteps; ++step) {
       const std::uint32_t q_offset = (step / 4) * Shape::kQBoxBytes + (step % 4) * 32;
       const std::uint32_t k_offset = (step / 4) * Shape::kKvBoxBytes + (step % 4) * 32;
-      const std::uint64_t q_descriptor = sm90::smem_descriptor_sw128(q_rows + q_offset);
-      const std::uint64_t k_descriptor = sm90::smem_descriptor_sw128(keys + k_offset);
+      std::uint64_t q_descriptor, k_descriptor;
+      if constexpr (kDescriptorsAdded) {
+        q_descriptor = sm90::advance_descriptor(q_descriptor0, q_offset);
+        k_descriptor = sm90::advance_descriptor(k_stage_descriptor, k_offset);
+      } else {
+        q_descriptor = sm90::smem_descriptor_sw128(q_rows + q_offset);
+        k_descriptor = sm90::smem_descriptor_sw128(keys + k_offset);
+      }
       if constexpr (Shape::kBlockKeys == 256)
         sm90::wgmma_m64n256k16_ss<T>(s_flat(), q_descriptor, k_descriptor, step > 0 ? 1u : 0u);
       else
@@ -211,12 +233,17 @@ struct FlashWgmmaConsumer {
   // next box.
   __device__ void issue_pv(int stage) {
     const std::uint32_t values = smem_u32(smem.v_tile(stage));
+    const std::uint64_t v_stage_descriptor =
+        sm90::advance_descriptor(v_descriptor0, static_cast<std::uint32_t>(stage) * Shape::kKvTileBytes);
     sm90::wgmma_fence();
 #pragma unroll
-    for (int slice = 0; slice < Shape::kKeySlices; ++slice)
-      sm90::wgmma_m64nNk16_rs_transposed_b<T, Shape::kHeadDim>(
-          o_flat(), p[slice],
-          sm90::smem_descriptor_sw128_mn_major(values + slice * 16 * Shape::kBoxRowBytes, Shape::kKvBoxBytes));
+    for (int slice = 0; slice < Shape::kKeySlices; ++slice) {
+      const std::uint32_t v_offset = slice * 16 * Shape::kBoxRowBytes;
+      const std::uint64_t v_descriptor =
+          kDescriptorsAdded ? sm90::advance_descriptor(v_stage_descriptor, v_offset)
+                            : sm90::smem_descriptor_sw128_mn_major(values + v_offset, Shape::kKvBoxBytes);
+      sm90::wgmma_m64nNk16_rs_transposed_b<T, Shape::kHeadDim>(o_flat(), p[slice], v_descriptor);
+    }
     sm90::wgmma_commit_group();
     sm90::fence_accumulators(o_flat());
     sm90::fence_operands(p_flat());
@@ -381,8 +408,9 @@ namespace {
 
 // kProducerSleeps (rung 11): the producer waits for a free stage asleep (sm90::mbarrier_wait_asleep)
 // instead of polling, so its warp leaves the issue slots of its scheduler to the consumers' warps.
+// kDescriptorsAdded (rung 12): the consumers move descriptors made once (FlashWgmmaConsumer).
 template <typename T, int kHeadDim, FlashLoop kLoop, int kConsumers = 2, int kBlockKeys = 128,
-          bool kProducerSleeps = false>
+          bool kProducerSleeps = false, bool kDescriptorsAdded = false>
 __global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim, kConsumers, kBlockKeys>::kThreads, 1)
     flash_wgmma_kernel(const __grid_constant__ FlashWgmmaParams<T> params) {
 #if KC_STAGE3_SM90A
@@ -425,7 +453,7 @@ __global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim, kConsumers, kBlockKe
 
   // ---- consumers: 64 query rows each (kConsumers of them) ----
   sm90::setmaxnreg_increase<Shape::kConsumerRegisters>();
-  FlashWgmmaConsumer<T, Shape> consumer(smem, args, warpgroup - 1, tiles, block_row0);
+  FlashWgmmaConsumer<T, Shape, kDescriptorsAdded> consumer(smem, args, warpgroup - 1, tiles, block_row0);
   if constexpr (kLoop == FlashLoop::overlapped)
     consumer.run_overlapped();
   else
@@ -553,12 +581,14 @@ FlashWgmmaParams<T> flash_wgmma_params(const AttentionArgs<T>& args, HopperLaunc
 
 // Launches rung 06's (FlashLoop::serial) or rung 07's (overlapped) kernel for D: a CTA per 128
 // query rows; with kConsumers = 3 (rung 09, D = 64) a CTA per 192; kBlockKeys = 256 with
-// FlashLoop::ping_pong: rung 10's kernel (D = 64); kProducerSleeps: rung 11's producer.
+// FlashLoop::ping_pong: rung 10's kernel (D = 64); kProducerSleeps: rung 11's producer;
+// kDescriptorsAdded: rung 12's consumers.
 template <typename T, int kHeadDim, FlashLoop kLoop, int kConsumers = 2, int kBlockKeys = 128,
-          bool kProducerSleeps = false>
+          bool kProducerSleeps = false, bool kDescriptorsAdded = false>
 void launch_flash_wgmma(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache) {
   using Shape = FlashWgmmaShape<kHeadDim, kConsumers, kBlockKeys>;
-  const auto kernel = &flash_wgmma_kernel<T, kHeadDim, kLoop, kConsumers, kBlockKeys, kProducerSleeps>;
+  const auto kernel =
+      &flash_wgmma_kernel<T, kHeadDim, kLoop, kConsumers, kBlockKeys, kProducerSleeps, kDescriptorsAdded>;
   cache.prepare_kernel(reinterpret_cast<const void*>(kernel), Shape::kSmemBytes);
   const FlashWgmmaParams<T> params = flash_wgmma_params<T, kHeadDim, kConsumers, kBlockKeys>(args, cache);
   kernel<<<flash_grid(args, Shape::kBlockRows), Shape::kThreads, Shape::kSmemBytes, stream>>>(params);

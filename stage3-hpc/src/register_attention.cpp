@@ -237,6 +237,11 @@ void register_attention_kernels(Registry& registry) {
       "rung 09's kernels (rung 07's at D = 128) with the producer waiting for a free stage asleep (try_wait with a "
       "suspend-time hint) instead of polling, leaving its scheduler's issue slots to the consumers",
       &attention_fwd_11_sleeping_producer<__nv_bfloat16>, &attention_fwd_11_sleeping_producer<__half>));
+  registry.add_kernel(hopper_flash_entry(
+      "12_added_descriptors", 12,
+      "rung 11 with the consumers' WGMMA descriptors made once and moved by adding each operand's offset, instead "
+      "of built from its address before every WGMMA",
+      &attention_fwd_12_added_descriptors<__nv_bfloat16>, &attention_fwd_12_added_descriptors<__half>));
 
   // The packed variable-length form (kc/stage3/attention_varlen.hpp): its op, then its rung.
   if (!registry.has_op(kAttentionVarlenOp)) registry.add_op(make_attention_varlen_op());

@@ -450,11 +450,12 @@ TEST(VarlenArgs, TheDenseRungsRefuseThePackedForm) {
       error_of([&] { attention_fwd_09_three_consumers(a, nullptr, cache); }),
       error_of([&] { attention_fwd_10_wide_key_tiles(a, nullptr, cache); }),
       error_of([&] { attention_fwd_11_sleeping_producer(a, nullptr, cache); }),
+      error_of([&] { attention_fwd_12_added_descriptors(a, nullptr, cache); }),
   };
   for (std::size_t i = 0; i < errors.size(); ++i)
     EXPECT_TRUE(contains(errors[i], "packed variable-length form") && contains(errors[i], "does not run") &&
                 contains(errors[i], "attention_forward"))
-        << "rung 0" << i + 2 << ": " << errors[i];
+        << "rung " << (i + 2 < 10 ? "0" : "") << i + 2 << ": " << errors[i];
   // One offset array alone is the packed form too (and refused as such).
   AttentionArgs<bf16> half_packed = a;
   half_packed.cu_seqlens_q = nullptr;

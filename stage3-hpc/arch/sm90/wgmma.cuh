@@ -28,6 +28,17 @@ __device__ __forceinline__ std::uint64_t smem_descriptor_sw128(std::uint32_t sme
          (kStrideByteOffset << 32) | (kSwizzle128B << 62);
 }
 
+// The same descriptor `bytes` further on in shared memory. The start address is held as
+// address >> 4 in bits 0-13, so adding bytes >> 4 to the low word moves it: no carry leaves the
+// field while the address stays inside the 256 KiB it spans, and the other fields are untouched.
+// A kernel that makes its descriptors once and moves them this way pays one integer add a WGMMA
+// operand, where building one from an address takes a mask, a shift, an or and moves of the
+// constant fields (attention rung 12).
+__device__ __forceinline__ std::uint64_t advance_descriptor(std::uint64_t descriptor, std::uint32_t bytes) {
+  const std::uint32_t low = static_cast<std::uint32_t>(descriptor) + (bytes >> 4);
+  return (descriptor & 0xFFFFFFFF00000000ull) | low;
+}
+
 // Orders earlier register accesses (e.g. zeroing the accumulators) before the next wgmma.mma_async.
 __device__ __forceinline__ void wgmma_fence() {
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");

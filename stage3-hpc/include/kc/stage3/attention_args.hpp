@@ -173,5 +173,8 @@ void attention_fwd_10_wide_key_tiles(const AttentionArgs<T>& args, cudaStream_t 
 // stage asleep (a suspend-time hint) instead of polling.
 template <typename T>
 void attention_fwd_11_sleeping_producer(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache);
+// Rung 12 (sm_90a): rung 11 with the consumers' WGMMA descriptors made once and moved by addition.
+template <typename T>
+void attention_fwd_12_added_descriptors(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache);
 
 }  // namespace kc::stage3
