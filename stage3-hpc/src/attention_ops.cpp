@@ -46,11 +46,13 @@ HopperAttention& hopper_attention_for_current_device() {
 
 }  // namespace
 
-// On an H100/H200 (sm_90a code built): rung 07, TMA + WGMMA with FlashAttention-3's overlap; at
-// D = 64 with at least kThreeConsumersFromRows query rows, rung 09 (rung 07 with three consumer
-// warpgroups), which measured faster than rung 07 at 4k and 16k rows and slower at 1k with the
-// causal mask (stage-3 README, rung 09): the boundary sits between those lengths, at 2048, where
-// it has not been measured. Elsewhere rung 05 at both head dimensions:
+// On an H100/H200 (sm_90a code built): rung 12 (TMA + WGMMA with FlashAttention-3's overlap, the
+// producer asleep while it waits, descriptors moved by addition), which measured faster than
+// rungs 07 and 09 at every D = 128 shape and at D = 64 from 4k rows (stage-3 README, rung 12). At
+// D = 64 rung 12 runs three consumer warpgroups (rung 09's kernel), which measured slower than
+// rung 07's two at 1k rows with the causal mask: below kThreeConsumersFromRows query rows D = 64
+// runs rung 07; the boundary sits between the measured 1k and 4k, at 2048, where it has not been
+// measured. Elsewhere rung 05 at both head dimensions:
 // at D = 64 it runs two 16-row query tiles a warp and measured faster than rung 04; at D = 128 it
 // runs rung 04's kernel (two tiles spill), so the two are the same there
 // (stage3-hpc/attention/05_fa2_two_tiles_per_warp.cu says why).
@@ -69,12 +71,12 @@ std::string_view attention_forward(const AttentionArgs<T>& args, cudaStream_t st
   HopperAttention& hopper = hopper_attention_for_current_device();
   if (hopper.runs) {
     const std::lock_guard<std::mutex> lock(hopper.mutex);
-    if (args.head_dim == 64 && args.q_len >= kThreeConsumersFromRows) {
-      attention_fwd_09_three_consumers(args, stream, hopper.cache);
-      return "stage3/attention_fwd/09_three_consumers";
+    if (args.head_dim == 64 && args.q_len < kThreeConsumersFromRows) {
+      attention_fwd_07_fa3_overlap(args, stream, hopper.cache);
+      return "stage3/attention_fwd/07_fa3_overlap";
     }
-    attention_fwd_07_fa3_overlap(args, stream, hopper.cache);
-    return "stage3/attention_fwd/07_fa3_overlap";
+    attention_fwd_12_added_descriptors(args, stream, hopper.cache);
+    return "stage3/attention_fwd/12_added_descriptors";
   }
   attention_fwd_05_fa2_two_tiles_per_warp(args, stream);
   return "stage3/attention_fwd/05_fa2_two_tiles_per_warp";

@@ -125,8 +125,6 @@ TEST(AttentionOpsGpu, ForwardRunsTheFastestRungOnTheEngineLayoutAndMatchesTheRef
   KC_SKIP_WITHOUT_GPU();
   Context& context = testing::shared_context();
   const bool hopper = runs_hopper_rungs(context.device().ordinal);
-  const std::string_view expected =
-      hopper ? "stage3/attention_fwd/07_fa3_overlap" : "stage3/attention_fwd/05_fa2_two_tiles_per_warp";
   for (const std::int64_t d : {64, 128}) {
     // A prefill chunk: 150 new queries over 333 keys (183 cached), 8 query heads on 2 kv heads.
     AttentionShape s;
@@ -136,12 +134,16 @@ TEST(AttentionOpsGpu, ForwardRunsTheFastestRungOnTheEngineLayoutAndMatchesTheRef
     s.q_len = 150;
     s.kv_len = 333;
     s.head_dim = d;
+    // Short at D = 64: rung 07's two consumers.
+    const std::string_view expected = !hopper   ? "stage3/attention_fwd/05_fa2_two_tiles_per_warp"
+                                      : d == 64 ? "stage3/attention_fwd/07_fa3_overlap"
+                                                : "stage3/attention_fwd/12_added_descriptors";
     expect_causal_forward(s, expected, 1, context.stream());
   }
 }
 
-// From kThreeConsumersFromRows query rows the entry runs rung 09 at D = 64 (rung 07 at D = 128);
-// an odd length past the boundary, so the last 192-row tile is partly empty.
+// From kThreeConsumersFromRows query rows the entry runs rung 12 at D = 64 too (three consumers,
+// 192-row tiles); an odd length past the boundary, so the last tile is partly empty.
 TEST(AttentionOpsGpu, LongPrefillAtHeadDim64RunsThreeConsumersAndMatchesTheReference) {
   KC_SKIP_WITHOUT_GPU();
   Context& context = testing::shared_context();
@@ -155,8 +157,7 @@ TEST(AttentionOpsGpu, LongPrefillAtHeadDim64RunsThreeConsumersAndMatchesTheRefer
     s.kv_len = s.q_len;
     s.head_dim = d;
     const std::string_view expected = !hopper   ? "stage3/attention_fwd/05_fa2_two_tiles_per_warp"
-                                      : d == 64 ? "stage3/attention_fwd/09_three_consumers"
-                                                : "stage3/attention_fwd/07_fa3_overlap";
+                                                : "stage3/attention_fwd/12_added_descriptors";
     expect_causal_forward(s, expected, 4, context.stream());
   }
 }
