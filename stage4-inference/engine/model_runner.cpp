@@ -1386,10 +1386,13 @@ std::vector<TokenId> ModelRunner::execute(const StepBatch& batch) {
   const nvtx3::scoped_range step_range{batch.num_decodes == static_cast<std::int32_t>(batch.sequences.size())
                                            ? "kc step: decode"
                                            : "kc step: prefill + decode"};
-  // A step of decodes alone, every one greedy, replays the captured graph of its bucket.
+  // A step of decodes alone replays the captured graph of its bucket when every row is greedy, or
+  // when the GPU sampler is on: it then draws the rows from the logits the replay leaves, after
+  // it on the same stream (the graph's own argmax is overwritten). Temperature sampling on the
+  // host needs the eager step's logits of the batch's rows only.
   bool graph_step = m.options.cuda_graphs && batch.num_decodes == static_cast<std::int32_t>(batch.sequences.size());
   for (const ScheduledSequence& s : batch.sequences)
-    graph_step = graph_step && s.samples && s.sampling.temperature == 0.0f;
+    graph_step = graph_step && s.samples && (s.sampling.temperature == 0.0f || m.sampler != nullptr);
   std::optional<GraphBucketChoice> bucket;
   if (graph_step) bucket = choose_graph_bucket(m.buckets, static_cast<std::int32_t>(batch.sequences.size()));
 

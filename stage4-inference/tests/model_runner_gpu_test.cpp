@@ -602,6 +602,47 @@ TEST(ModelRunner, GpuSamplerGivesTheReferenceSamplersTokens) {
   std::printf("GPU sampler: %d of 64 tokens equal to the reference sampler's before any divergence\n", a.equal);
 }
 
+// Decode steps whose rows sample with a temperature replay their bucket's captured graph when the
+// GPU sampler is on, and the sampler draws from the logits the replay leaves: the tokens must be
+// those of the eager steps, up to what rounding explains (the graph runs a bucket's M, the eager
+// step the batch's, as in CudaGraphDecodeStepsMatchTheEagerSteps), and the graph run must replay.
+// A sampler that read the logits before the replay wrote them, or rows of another step, would
+// part every request at its first sampled token.
+TEST(ModelRunner, SamplingDecodeStepsReplayGraphsAndGiveTheEagerTokens) {
+  KC_SKIP_WITHOUT_GPU();
+  const Case& c = kCases[1];
+  std::vector<std::vector<TokenId>> outputs[2];
+  std::int64_t replays[2] = {0, 0};
+  for (int graphs = 0; graphs < 2; ++graphs) {
+    RunnerOptions options = small_runner();
+    options.max_batched_tokens = 64;
+    options.cuda_graphs = graphs == 1;
+    options.gpu_sampler = true;
+    TinyModel m(c, 19, options);
+    Scheduler scheduler(m.runner.scheduler_config());
+    std::vector<GenerationRequest> requests;
+    for (int i = 0; i < 5; ++i) {
+      GenerationRequest request = greedy_request(random_ids(4 + 13 * i, c.vocab, 80 + i), 10 + 2 * i);
+      request.sampling.temperature = i == 4 ? 0.0f : 0.7f + 0.2f * static_cast<float>(i);  // one greedy row
+      request.sampling.top_k = i == 1 ? 20 : 0;
+      request.sampling.top_p = i == 2 ? 0.9f : 1.f;
+      request.sampling.seed = 500 + static_cast<std::uint64_t>(i);
+      requests.push_back(request);
+    }
+    outputs[graphs] = generate(scheduler, m.runner, requests);
+    replays[graphs] = m.runner.graph_replays();
+    EXPECT_EQ(m.runner.kernels_used().at("sampling (temperature > 0)"), "engine GPU sampler");
+  }
+  EXPECT_EQ(replays[0], 0);
+  EXPECT_GT(replays[1], 10) << "the sampling decode steps did not run as graphs";
+  const Agreement a = agreement(outputs[0], outputs[1]);
+  EXPECT_LE(a.parted, 1) << "graph and eager sampling steps part in more requests than rounding explains";
+  EXPECT_GE(a.equal, 40);
+  std::printf("sampling under CUDA graphs: %lld decode steps replayed, %d of 70 tokens equal to the eager run's, "
+              "%d request(s) parted\n",
+              static_cast<long long>(replays[1]), a.equal, a.parted);
+}
+
 // Each request's tokens when it runs alone through a scheduler of the runner's own configuration.
 std::vector<std::vector<TokenId>> solo_runs(ModelRunner& runner, const std::vector<GenerationRequest>& requests) {
   std::vector<std::vector<TokenId>> solo;

@@ -35,13 +35,15 @@
 // model. The KV cache is [layers][K | V][num_blocks][kv_heads][block_size][head_dim] bf16, the
 // layout of kc/stage3/attention_decode.hpp; block ids are the scheduler's (KvBlockManager).
 //
-// CUDA graphs (RunnerOptions::cuda_graphs): a step of decodes alone, all greedy, runs as the
-// captured graph of its batch bucket (graph_buckets.hpp: 1, 2, 4, ... max_running), padded with
+// CUDA graphs (RunnerOptions::cuda_graphs): a step of decodes alone, all greedy (or any sampling
+// when the GPU sampler is on: it draws after the replay, from the logits the graph leaves), runs as
+// the captured graph of its batch bucket (graph_buckets.hpp: 1, 2, 4, ... max_running), padded with
 // rows that have no keys and write nowhere; the graph holds the copy of the step's ints to the
 // device, the whole forward pass and the greedy choice (which writes the tokens into pinned host
 // memory itself), so a step is
 // one cudaGraphLaunch instead of about a dozen launches a layer. A bucket is captured on first
-// use, after one eager run of its shape. Other steps (prefill chunks, temperature > 0) run eagerly.
+// use, after one eager run of its shape. Other steps (prefill chunks, temperature > 0 with the
+// reference sampler on the host) run eagerly.
 //
 // Device memory: everything in the pool, except the decode attention's split workspace and the
 // GPU sampler's sort scratch, which their owners allocate once, at construction, and the random
