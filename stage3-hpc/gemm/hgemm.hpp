@@ -41,6 +41,7 @@ void hgemm_06_warp_specialized(const HgemmArgs& args, cudaStream_t stream, Hoppe
 void hgemm_07_persistent(const HgemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
 void hgemm_08_cluster_multicast(const HgemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
 void hgemm_09_tma_store(const HgemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
+void hgemm_17_unaligned_k_clusters(const HgemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
 void gemm_bias_gelu_10_fused(const BiasGeluArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
 // sm_80 and newer, M <= 64: K split over plan.splits CTAs per column block (plan_small_m_split_k,
 // gemm_layout.hpp); `workspace` holds small_m_split_k_workspace_floats(plan, M, N) floats (may be

@@ -454,6 +454,10 @@ void register_kernels(Registry& registry) {
   registry.add_kernel(small_m_weights_as_a_entry());
   registry.add_kernel(small_m_tma_wgmma_entry());
   registry.add_kernel(small_m_cluster_split_entry());
+  registry.add_kernel(hopper_entry("17_unaligned_k_clusters", 17,
+                                   "rung 09 in clusters of 2 CTAs sharing B tiles through multicast: half the L2 "
+                                   "reads of B where rows of A and B are not 128-byte aligned (K % 64 != 0)",
+                                   &hgemm_17_unaligned_k_clusters));
 }
 
 }  // namespace kc::stage3

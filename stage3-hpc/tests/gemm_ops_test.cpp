@@ -69,13 +69,13 @@ const std::vector<std::string>& expected_refusals(int rung) {
   return hgemm_refusals();
 }
 
-TEST(Stage3Ladder, RegistersFifteenRungsInOrderInTheStage3GemmReport) {
+TEST(Stage3Ladder, RegistersSixteenRungsInOrderInTheStage3GemmReport) {
   const Registry registry = stage3_registry();
   const std::vector<const KernelEntry*> ladder = gemm_ladder(registry);
-  ASSERT_EQ(ladder.size(), 15u);
+  ASSERT_EQ(ladder.size(), 16u);
   for (std::size_t i = 0; i < ladder.size(); ++i) {
     const KernelEntry& k = *ladder[i];
-    // 1..12, then 14, 15 and 16: number 13 is the public entry's row, in its own report
+    // 1..12, then 14 to 17: number 13 is the public entry's row, in its own report
     EXPECT_EQ(k.rung, i < 12 ? static_cast<int>(i) + 1 : static_cast<int>(i) + 2) << k.id;
     EXPECT_EQ(k.report_group(), "stage3-gemm") << k.id;
     EXPECT_EQ(k.dtypes, std::vector<DType>{DType::bf16}) << k.id;
@@ -87,7 +87,8 @@ TEST(Stage3Ladder, RegistersFifteenRungsInOrderInTheStage3GemmReport) {
   EXPECT_EQ(ladder[11]->id, "stage3/hgemm/12_small_m_gemv");
   EXPECT_EQ(ladder[12]->id, "stage3/hgemm/14_small_m_weights_as_a");
   EXPECT_EQ(ladder[13]->id, "stage3/hgemm/15_small_m_tma_wgmma");
-  EXPECT_EQ(ladder.back()->id, "stage3/hgemm/16_small_m_cluster_split");
+  EXPECT_EQ(ladder[14]->id, "stage3/hgemm/16_small_m_cluster_split");
+  EXPECT_EQ(ladder.back()->id, "stage3/hgemm/17_unaligned_k_clusters");
 }
 
 TEST(Stage3Ladder, HopperRungsRunOnSm90OnlyAndTheOthersFromSm80) {
