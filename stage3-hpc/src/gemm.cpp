@@ -178,6 +178,7 @@ std::string_view gemm_kernel_name(GemmKernel kernel) {
     case GemmKernel::hgemm_03_cp_async: return "stage3/hgemm/03_cp_async";
     case GemmKernel::hgemm_12_small_m_gemv: return "stage3/hgemm/12_small_m_gemv";
     case GemmKernel::hgemm_16_small_m_cluster_split: return "stage3/hgemm/16_small_m_cluster_split";
+    case GemmKernel::hgemm_17_unaligned_k_clusters: return "stage3/hgemm/17_unaligned_k_clusters";
     case GemmKernel::cublas_gemm_ex: return "cuBLAS GemmEx";
     case GemmKernel::gemm_bias_gelu_10_fused:
       return "stage3/gemm_bias_gelu/10_fused_bias_gelu";
@@ -205,7 +206,7 @@ std::string_view gemm_fallback_reason(GemmFallback fallback) {
     case GemmFallback::small_output:
       return "output below 2048 x 2048 or narrower than 256 columns, where cuBLAS measured faster";
     case GemmFallback::k_rows_unaligned:
-      return "K % 64 != 0: rows of A and B not 128-byte aligned, where cuBLAS measured faster";
+      return "K % 64 != 0 (rows of A and B not 128-byte aligned) and N % 8 == 0, where cuBLAS measured faster";
     case GemmFallback::no_sm90a_code: return "sm_90 GPU, but this build has no sm_90a code";
     case GemmFallback::shared_memory:
       return "the GPU offers a block less than rung 03's 145 KiB of shared memory";
@@ -279,6 +280,8 @@ GemmPath choose_gemm_path(const GemmProblem& p, const GemmTarget& target) {
   }
   if (target.compute_capability == 90) {
     const GemmFallback why = hopper_fallback(p, target);
+    if (why == GemmFallback::k_rows_unaligned && p.n % kCublasAlignedN != 0)
+      return {GemmKernel::hgemm_17_unaligned_k_clusters, GemmFallback::none};
     if (why != GemmFallback::none) return cublas(why);
     return {GemmKernel::hgemm_09_tma_store, GemmFallback::none};
   }
@@ -414,6 +417,7 @@ GemmPath Gemm::run(const HgemmArgs& args, cudaStream_t stream) {
   require_current_device();
   switch (path.kernel) {
     case GemmKernel::hgemm_09_tma_store: hgemm_09_tma_store(args, stream, *hopper_); break;
+    case GemmKernel::hgemm_17_unaligned_k_clusters: hgemm_17_unaligned_k_clusters(args, stream, *hopper_); break;
     case GemmKernel::hgemm_03_cp_async: hgemm_03_cp_async(args, stream); break;
     case GemmKernel::hgemm_12_small_m_gemv: hgemm_12_small_m_gemv(args, stream); break;
     case GemmKernel::hgemm_16_small_m_cluster_split:

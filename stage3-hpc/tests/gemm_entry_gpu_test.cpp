@@ -257,10 +257,15 @@ TEST(GemmEntryGpu, EachPathMatchesTheReference) {
       {gemm_problem(kHgemmOp, {2048, 2048, 1088}, DType::bf16, 1.5, -0.75),
        GemmKernel::hgemm_09_tma_store,
        GemmFallback::none},
-      // K % 64 != 0: cuBLAS on an H100/H200 (rung 09 measured below it there).
+      // K % 64 != 0: cuBLAS on an H100/H200 (rungs 09 and 17 measured below it there)...
       {gemm_problem(kHgemmOp, {2048, 2048, 1032}, DType::bf16, 1.5, -0.75),
        GemmKernel::cublas_gemm_ex,
        GemmFallback::k_rows_unaligned},
+      // ... unless N % 8 != 0 too: rung 17 (clusters of two, direct stores: rows of C not
+      // 16-byte aligned), with an odd number of tile rows and a K tail.
+      {gemm_problem(kHgemmOp, {2049, 2051, 1032}, DType::bf16, 1.5, -0.75),
+       GemmKernel::hgemm_17_unaligned_k_clusters,
+       GemmFallback::none},
       // N odd: rung 09's direct-store epilogue.
       {gemm_problem(kHgemmOp, {4093, 2049, 192}, DType::bf16, -0.5, 0.25),
        GemmKernel::hgemm_09_tma_store,

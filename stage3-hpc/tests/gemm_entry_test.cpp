@@ -200,6 +200,7 @@ GemmPath cublas(GemmFallback why) { return {GemmKernel::cublas_gemm_ex, why}; }
 constexpr GemmPath kRung09{GemmKernel::hgemm_09_tma_store, GemmFallback::none};
 constexpr GemmPath kRung03{GemmKernel::hgemm_03_cp_async, GemmFallback::none};
 constexpr GemmPath kRung12{GemmKernel::hgemm_12_small_m_gemv, GemmFallback::none};
+constexpr GemmPath kRung17{GemmKernel::hgemm_17_unaligned_k_clusters, GemmFallback::none};
 
 TEST(GemmDispatch, TheMeasuredH200ShapesAndTheDocumentedFallbacks) {
   // docs/benchmarks/h200/stage3-gemm.md: rung 09 at parity or above from 2048³ up, 53% at 1024³.
@@ -210,10 +211,18 @@ TEST(GemmDispatch, TheMeasuredH200ShapesAndTheDocumentedFallbacks) {
   EXPECT_EQ(choose_gemm_path(problem(8192, 14336, 4096), kH200), kRung09);
   EXPECT_EQ(choose_gemm_path(problem(8192, 4096, 14336), kH200), kRung09);
   EXPECT_EQ(choose_gemm_path(problem(4093, 2049, 1088), kH200), kRung09);
-  // docs/notes/2026-12-02-gemm-k-alignment.md: rung 09 well below cuBLAS where K % 64 != 0.
-  EXPECT_EQ(choose_gemm_path(problem(4093, 2049, 1032), kH200), cublas(GemmFallback::k_rows_unaligned));
+  // docs/notes/2026-12-02-gemm-k-alignment.md: rung 09 well below cuBLAS where K % 64 != 0; rung
+  // 17 too where N % 8 == 0, and 1.6-4.9 times cuBLAS where N % 8 != 0 (stage-3 README, rung 17).
+  EXPECT_EQ(choose_gemm_path(problem(4093, 2048, 1032), kH200), cublas(GemmFallback::k_rows_unaligned));
   EXPECT_EQ(choose_gemm_path(problem(4096, 4096, 4104), kH200), cublas(GemmFallback::k_rows_unaligned));
+  EXPECT_EQ(choose_gemm_path(problem(3072, 3072, 3000), kH200), cublas(GemmFallback::k_rows_unaligned));
+  EXPECT_EQ(choose_gemm_path(problem(4093, 2049, 1032), kH200), kRung17);
   EXPECT_EQ(choose_gemm_path(problem(3000, 3000, 3000), kH200), cublas(GemmFallback::k_rows_unaligned));
+  EXPECT_EQ(choose_gemm_path(problem(3000, 3001, 3000), kH200), kRung17);
+  EXPECT_EQ(choose_gemm_path(problem(4096, 4100, 4104), kH200), kRung17);
+  EXPECT_EQ(choose_gemm_path(problem(4096, 4095, 4096), kH200), kRung09);  // K aligned: rung 09
+  EXPECT_EQ(choose_bias_gelu_path(problem(4096, 4100, 4104), kH200),
+            (GemmPath{GemmKernel::cublas_gemm_ex_then_bias_gelu, GemmFallback::k_rows_unaligned}));
   EXPECT_EQ(choose_gemm_path(problem(4096, 4096, 4104), kA100), kRung03);  // the rule is rung 09's
   EXPECT_EQ(choose_gemm_path(problem(4093, 2049, 1031), kH200),
             cublas(GemmFallback::k_not_multiple_of_8));
@@ -256,6 +265,7 @@ TEST(GemmDispatch, PathNamesAreTheKernelIdsOrTheFallbackWithItsReason) {
   EXPECT_EQ(kRung12.name(), "stage3/hgemm/12_small_m_gemv");
   EXPECT_EQ(GemmPath({GemmKernel::hgemm_16_small_m_cluster_split, GemmFallback::none}).name(),
             "stage3/hgemm/16_small_m_cluster_split");
+  EXPECT_EQ(kRung17.name(), "stage3/hgemm/17_unaligned_k_clusters");
   EXPECT_FALSE(kRung12.uses_cublas());
   EXPECT_EQ(GemmPath({GemmKernel::gemm_bias_gelu_10_fused, GemmFallback::none}).name(),
             "stage3/gemm_bias_gelu/10_fused_bias_gelu");
@@ -312,7 +322,7 @@ TEST(GemmDispatch, EveryPointOfTheGridFollowsTheRules) {
                                            GemmTarget{86, 101376, false},
                                            GemmTarget{87, 166912, true}};
   enum class Lds { dense, lda, ldb, ldc };
-  std::size_t points = 0, rung09 = 0, rung03 = 0, rung12 = 0, rung16 = 0, table_cublas = 0, fused = 0;
+  std::size_t points = 0, rung09 = 0, rung03 = 0, rung12 = 0, rung16 = 0, rung17 = 0, table_cublas = 0, fused = 0;
   for (const GemmTarget& target : targets)
     for (const int m : ms)
       for (const int n : ns)
@@ -356,7 +366,7 @@ TEST(GemmDispatch, EveryPointOfTheGridFollowsTheRules) {
                 expected = GemmFallback::no_sm90a_code;
               else if (target.compute_capability == 90 && (outputs < 2048LL * 2048 || n < 256))
                 expected = GemmFallback::small_output;
-              else if (target.compute_capability == 90 && k % 64 != 0)
+              else if (target.compute_capability == 90 && k % 64 != 0 && n % 8 == 0)
                 expected = GemmFallback::k_rows_unaligned;
               else if (target.compute_capability != 90 && target.shared_memory_per_block < 148480)
                 expected = GemmFallback::shared_memory;
@@ -374,6 +384,9 @@ TEST(GemmDispatch, EveryPointOfTheGridFollowsTheRules) {
               } else if (m == 1) {
                 ASSERT_EQ(path.kernel, GemmKernel::hgemm_12_small_m_gemv) << where;
                 ++rung12;
+              } else if (target.compute_capability == 90 && k % 64 != 0) {  // and N % 8 != 0
+                ASSERT_EQ(path.kernel, GemmKernel::hgemm_17_unaligned_k_clusters) << where;
+                ++rung17;
               } else if (target.compute_capability == 90) {
                 ASSERT_EQ(path.kernel, GemmKernel::hgemm_09_tma_store) << where;
                 ++rung09;
@@ -395,9 +408,13 @@ TEST(GemmDispatch, EveryPointOfTheGridFollowsTheRules) {
                 const bool hard = path.fallback == GemmFallback::k_not_multiple_of_8 ||
                                   path.fallback == GemmFallback::leading_dimensions ||
                                   path.fallback == GemmFallback::misaligned;
+                // Rung 17's calls have no fused form: the unfused pair, for rows not 128-byte aligned.
+                const GemmFallback gemm_reason = path.kernel == GemmKernel::hgemm_17_unaligned_k_clusters
+                                                     ? GemmFallback::k_rows_unaligned
+                                                     : path.fallback;
                 const GemmFallback bias_expected = target.compute_capability != 90 ? GemmFallback::not_sm90
                                                    : (m <= 64 && !hard)            ? GemmFallback::small_m
-                                                                                   : path.fallback;
+                                                                                   : gemm_reason;
                 ASSERT_EQ(bias_path.fallback, bias_expected) << where;
               }
             }
@@ -406,6 +423,7 @@ TEST(GemmDispatch, EveryPointOfTheGridFollowsTheRules) {
   EXPECT_GT(rung03, 0u);
   EXPECT_GT(rung12, 0u);
   EXPECT_GT(rung16, 0u);
+  EXPECT_GT(rung17, 0u);
   EXPECT_GT(table_cublas, 0u);
   EXPECT_EQ(fused, rung09);
 }

@@ -78,6 +78,7 @@ enum class GemmKernel {
   hgemm_03_cp_async,              // stage3/hgemm/03_cp_async (sm_80+)
   hgemm_12_small_m_gemv,          // stage3/hgemm/12_small_m_gemv (sm_80+, M = 1; M <= 8 from the small-M table)
   hgemm_16_small_m_cluster_split, // stage3/hgemm/16_small_m_cluster_split (sm_90a, 1 < M <= 64, from the table)
+  hgemm_17_unaligned_k_clusters,  // stage3/hgemm/17_unaligned_k_clusters (sm_90a, K % 64 != 0 and N % 8 != 0)
   cublas_gemm_ex,                 // cublasGemmEx, BF16, CUBLAS_COMPUTE_32F
   gemm_bias_gelu_10_fused,        // stage3/gemm_bias_gelu/10_fused_bias_gelu (sm_90a)
   cublas_gemm_ex_then_bias_gelu,  // cublasGemmEx, then stage 3's bias_gelu_inplace kernel
@@ -97,7 +98,8 @@ enum class GemmFallback {
                         // code; the fused op at any M <= 64)
   small_m_table,        // 1 < M <= 64: the small-M table has cuBLAS fastest at the nearest tuned shape
   small_output,         // sm_90: M x N below 2048 x 2048 or N < 256, where cuBLAS measured faster
-  k_rows_unaligned,     // sm_90: K % 64 != 0, rows not 128-byte aligned, where cuBLAS measured faster
+  k_rows_unaligned,     // sm_90: K % 64 != 0, rows of A and B not 128-byte aligned, and N % 8 == 0,
+                        // where cuBLAS measured faster (N % 8 != 0 runs rung 17)
   no_sm90a_code,        // sm_90 GPU, but this build holds no sm_90a code for the Hopper rungs
   shared_memory,        // rung 03: a block gets less shared memory than its pipeline needs
   grid_limit,           // rung 03: N > 65535 x 256, more column blocks than its grid holds
@@ -158,6 +160,11 @@ inline constexpr int kHopperMinColumns = 256;
 // Rung 09's TMA boxes are 64 bf16 (128 bytes) wide: with K a multiple of this every row of A and B
 // starts 128-byte aligned.
 inline constexpr int kHopperAlignedK = 64;
+// With N a multiple of this every row of C starts 16-byte aligned. Where it is not and K % 64 != 0,
+// cuBLAS ran 1.6 to 4.9 times slower than rung 17 in the stage-3 README's measurement (its kernel
+// for rows of C that are not 16-byte aligned), so gemm() runs rung 17 there; where it is, cuBLAS
+// was the faster.
+inline constexpr int kCublasAlignedN = 8;
 // M at or below this is a decode shape: the plain GEMM takes M <= kGemvMaxM to rung 12 and
 // 1 < M <= kSmallM through the small-M table (sm_90 with sm_90a code) or to cuBLAS; the fused op
 // takes it to cuBLAS.
