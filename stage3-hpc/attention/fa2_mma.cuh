@@ -192,7 +192,11 @@ struct WarpQ<Shape, false> {
 // key) get -inf. Split from the rescale so that the Hopper rung 07 can compute P while the
 // previous tile's P V still runs on the tensor cores, and apply the rescale one iteration later,
 // under the next tile's Q K^T, just before this tile's P V is issued.
-template <bool kMask, int kKeyBlocks>
+// kScaleInExponent (attention rung 13; scale_log2 > 0 only): the maximum is taken over the raw
+// scores and scaled once a row, and each probability is 2^(fma(s, scale_log2, -max)): one FFMA
+// where the scores were first multiplied (FMUL) and then shifted (FADD). The maximum of the scaled
+// scores is the scaled maximum only for a positive scale.
+template <bool kMask, bool kScaleInExponent = false, int kKeyBlocks>
 __device__ __forceinline__ void softmax_probabilities(float (&s)[kKeyBlocks][4], RowState* rows,
                                                       const int* row_ends, float scale_log2, int key0,
                                                       float (&rescale)[2]) {
@@ -208,7 +212,7 @@ __device__ __forceinline__ void softmax_probabilities(float (&s)[kKeyBlocks][4],
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int h = e / 2;
-      float value = s[j][e] * scale_log2;
+      float value = kScaleInExponent ? s[j][e] : s[j][e] * scale_log2;
       if constexpr (kMask) {
         if (8 * j + e % 2 >= first_masked[h]) value = -CUDART_INF_F;
       }
@@ -220,6 +224,7 @@ __device__ __forceinline__ void softmax_probabilities(float (&s)[kKeyBlocks][4],
     RowState& state = rows[h];
     tile_max[h] = core::max_propagate_nan(tile_max[h], core::shuffle_xor(tile_max[h], 1));
     tile_max[h] = core::max_propagate_nan(tile_max[h], core::shuffle_xor(tile_max[h], 2));
+    if constexpr (kScaleInExponent) tile_max[h] *= scale_log2;
     const float new_max = core::max_propagate_nan(state.max, tile_max[h]);
     const float base = exponent_base(new_max);
     rescale[h] = exp2_flush_to_zero(state.max - base);
@@ -229,7 +234,7 @@ __device__ __forceinline__ void softmax_probabilities(float (&s)[kKeyBlocks][4],
     for (int j = 0; j < kKeyBlocks; ++j)
 #pragma unroll
       for (int e = 2 * h; e < 2 * h + 2; ++e) {
-        s[j][e] = exp2_flush_to_zero(s[j][e] - base);
+        s[j][e] = exp2_flush_to_zero(kScaleInExponent ? fmaf(s[j][e], scale_log2, -base) : s[j][e] - base);
         sum += s[j][e];
       }
     state.sum = state.sum * rescale[h] + sum;

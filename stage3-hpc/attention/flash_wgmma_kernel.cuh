@@ -151,8 +151,9 @@ struct FlashWgmmaSmem {
 // of a K/V tile (issue S, softmax, issue P V, release the stage). kDescriptorsAdded (rung 12):
 // the WGMMA descriptors of Q, of stage 0's K and of stage 0's V are made once, here, and every
 // WGMMA's descriptors are those moved by the operand's offset (sm90::advance_descriptor) instead of
-// being built again from its address.
-template <typename T, class Shape, bool kDescriptorsAdded = false>
+// being built again from its address. kScaleInExponent (rung 13): the softmax folds the scale into
+// the exponent's FFMA (softmax_probabilities; the launch passes it only for a positive scale).
+template <typename T, class Shape, bool kDescriptorsAdded = false, bool kScaleInExponent = false>
 struct FlashWgmmaConsumer {
   FlashWgmmaSmem<Shape> smem;
   const AttentionParams<T>& args;
@@ -254,9 +255,9 @@ struct FlashWgmmaConsumer {
   __device__ void softmax(int tile, float (&rescale)[2]) {
     const int key0 = tile * Shape::kBlockKeys;
     if (key0 + Shape::kBlockKeys > unmasked_end)
-      softmax_probabilities<true>(s, rows, row_ends, scale_log2, key0, rescale);
+      softmax_probabilities<true, kScaleInExponent>(s, rows, row_ends, scale_log2, key0, rescale);
     else
-      softmax_probabilities<false>(s, rows, row_ends, scale_log2, key0, rescale);
+      softmax_probabilities<false, kScaleInExponent>(s, rows, row_ends, scale_log2, key0, rescale);
   }
 
   __device__ void round_p() {
@@ -409,8 +410,9 @@ namespace {
 // kProducerSleeps (rung 11): the producer waits for a free stage asleep (sm90::mbarrier_wait_asleep)
 // instead of polling, so its warp leaves the issue slots of its scheduler to the consumers' warps.
 // kDescriptorsAdded (rung 12): the consumers move descriptors made once (FlashWgmmaConsumer).
+// kScaleInExponent (rung 13): the softmax's scale inside the exponent's FFMA (positive scales).
 template <typename T, int kHeadDim, FlashLoop kLoop, int kConsumers = 2, int kBlockKeys = 128,
-          bool kProducerSleeps = false, bool kDescriptorsAdded = false>
+          bool kProducerSleeps = false, bool kDescriptorsAdded = false, bool kScaleInExponent = false>
 __global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim, kConsumers, kBlockKeys>::kThreads, 1)
     flash_wgmma_kernel(const __grid_constant__ FlashWgmmaParams<T> params) {
 #if KC_STAGE3_SM90A
@@ -453,7 +455,8 @@ __global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim, kConsumers, kBlockKe
 
   // ---- consumers: 64 query rows each (kConsumers of them) ----
   sm90::setmaxnreg_increase<Shape::kConsumerRegisters>();
-  FlashWgmmaConsumer<T, Shape, kDescriptorsAdded> consumer(smem, args, warpgroup - 1, tiles, block_row0);
+  FlashWgmmaConsumer<T, Shape, kDescriptorsAdded, kScaleInExponent> consumer(smem, args, warpgroup - 1, tiles,
+                                                                             block_row0);
   if constexpr (kLoop == FlashLoop::overlapped)
     consumer.run_overlapped();
   else
@@ -582,13 +585,13 @@ FlashWgmmaParams<T> flash_wgmma_params(const AttentionArgs<T>& args, HopperLaunc
 // Launches rung 06's (FlashLoop::serial) or rung 07's (overlapped) kernel for D: a CTA per 128
 // query rows; with kConsumers = 3 (rung 09, D = 64) a CTA per 192; kBlockKeys = 256 with
 // FlashLoop::ping_pong: rung 10's kernel (D = 64); kProducerSleeps: rung 11's producer;
-// kDescriptorsAdded: rung 12's consumers.
+// kDescriptorsAdded: rung 12's consumers; kScaleInExponent: rung 13's softmax (positive scales).
 template <typename T, int kHeadDim, FlashLoop kLoop, int kConsumers = 2, int kBlockKeys = 128,
-          bool kProducerSleeps = false, bool kDescriptorsAdded = false>
+          bool kProducerSleeps = false, bool kDescriptorsAdded = false, bool kScaleInExponent = false>
 void launch_flash_wgmma(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache) {
   using Shape = FlashWgmmaShape<kHeadDim, kConsumers, kBlockKeys>;
-  const auto kernel =
-      &flash_wgmma_kernel<T, kHeadDim, kLoop, kConsumers, kBlockKeys, kProducerSleeps, kDescriptorsAdded>;
+  const auto kernel = &flash_wgmma_kernel<T, kHeadDim, kLoop, kConsumers, kBlockKeys, kProducerSleeps,
+                                          kDescriptorsAdded, kScaleInExponent>;
   cache.prepare_kernel(reinterpret_cast<const void*>(kernel), Shape::kSmemBytes);
   const FlashWgmmaParams<T> params = flash_wgmma_params<T, kHeadDim, kConsumers, kBlockKeys>(args, cache);
   kernel<<<flash_grid(args, Shape::kBlockRows), Shape::kThreads, Shape::kSmemBytes, stream>>>(params);

@@ -242,6 +242,11 @@ void register_attention_kernels(Registry& registry) {
       "rung 11 with the consumers' WGMMA descriptors made once and moved by adding each operand's offset, instead "
       "of built from its address before every WGMMA",
       &attention_fwd_12_added_descriptors<__nv_bfloat16>, &attention_fwd_12_added_descriptors<__half>));
+  registry.add_kernel(hopper_flash_entry(
+      "13_scale_in_exponent", 13,
+      "rung 12 with the softmax's maximum taken over the raw scores and the scale folded into the exponent's FFMA "
+      "(one FMUL a score fewer; a scale that is not positive runs rung 12's kernels)",
+      &attention_fwd_13_scale_in_exponent<__nv_bfloat16>, &attention_fwd_13_scale_in_exponent<__half>));
 
   // The packed variable-length form (kc/stage3/attention_varlen.hpp): its op, then its rung.
   if (!registry.has_op(kAttentionVarlenOp)) registry.add_op(make_attention_varlen_op());

@@ -176,5 +176,9 @@ void attention_fwd_11_sleeping_producer(const AttentionArgs<T>& args, cudaStream
 // Rung 12 (sm_90a): rung 11 with the consumers' WGMMA descriptors made once and moved by addition.
 template <typename T>
 void attention_fwd_12_added_descriptors(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache);
+// Rung 13 (sm_90a): rung 12 with the softmax's scale folded into the exponent's FFMA (positive
+// scales; others run rung 12).
+template <typename T>
+void attention_fwd_13_scale_in_exponent(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache);
 
 }  // namespace kc::stage3
