@@ -75,8 +75,8 @@ std::string_view attention_forward(const AttentionArgs<T>& args, cudaStream_t st
       attention_fwd_07_fa3_overlap(args, stream, hopper.cache);
       return "stage3/attention_fwd/07_fa3_overlap";
     }
-    attention_fwd_12_added_descriptors(args, stream, hopper.cache);
-    return "stage3/attention_fwd/12_added_descriptors";
+    attention_fwd_13_scale_in_exponent(args, stream, hopper.cache);
+    return "stage3/attention_fwd/13_scale_in_exponent";
   }
   attention_fwd_05_fa2_two_tiles_per_warp(args, stream);
   return "stage3/attention_fwd/05_fa2_two_tiles_per_warp";

@@ -137,12 +137,12 @@ TEST(AttentionOpsGpu, ForwardRunsTheFastestRungOnTheEngineLayoutAndMatchesTheRef
     // Short at D = 64: rung 07's two consumers.
     const std::string_view expected = !hopper   ? "stage3/attention_fwd/05_fa2_two_tiles_per_warp"
                                       : d == 64 ? "stage3/attention_fwd/07_fa3_overlap"
-                                                : "stage3/attention_fwd/12_added_descriptors";
+                                                : "stage3/attention_fwd/13_scale_in_exponent";
     expect_causal_forward(s, expected, 1, context.stream());
   }
 }
 
-// From kThreeConsumersFromRows query rows the entry runs rung 12 at D = 64 too (three consumers,
+// From kThreeConsumersFromRows query rows the entry runs rung 13 at D = 64 too (three consumers,
 // 192-row tiles); an odd length past the boundary, so the last tile is partly empty.
 TEST(AttentionOpsGpu, LongPrefillAtHeadDim64RunsThreeConsumersAndMatchesTheReference) {
   KC_SKIP_WITHOUT_GPU();
@@ -157,7 +157,7 @@ TEST(AttentionOpsGpu, LongPrefillAtHeadDim64RunsThreeConsumersAndMatchesTheRefer
     s.kv_len = s.q_len;
     s.head_dim = d;
     const std::string_view expected = !hopper   ? "stage3/attention_fwd/05_fa2_two_tiles_per_warp"
-                                                : "stage3/attention_fwd/12_added_descriptors";
+                                                : "stage3/attention_fwd/13_scale_in_exponent";
     expect_causal_forward(s, expected, 4, context.stream());
   }
 }

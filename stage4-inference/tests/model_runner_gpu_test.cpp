@@ -489,35 +489,50 @@ TEST(ModelRunner, GreedyGenerationThroughTheSchedulerMatchesTheDoubleModel) {
   for (const auto& [role, kernel] : m.runner.kernels_used()) std::printf("  %-36s %s\n", role.c_str(), kernel.c_str());
 }
 
-// The captured decode graphs give the tokens the eager steps give: five requests (a bucket of 8
-// with 3 padding rows, then smaller buckets as requests finish), prompts chunked, greedy.
-TEST(ModelRunner, CudaGraphDecodeStepsMatchTheEagerSteps) {
-  KC_SKIP_WITHOUT_GPU();
+// The same requests through tiny models of case 1 (seed `seed`; the GPU sampler on or off), eager
+// (index 0) and with CUDA graphs (index 1); the graph run must replay its decode steps, and the tokens must be the eager
+// run's up to rounding: the graph runs a bucket's M (8, 4, ...) where the eager step runs the
+// batch's (5, 3, ...), cuBLAS may round a row differently at another M, and a near-tie may then go
+// the other way. So: equal tokens until at most one request parts, and most tokens equal.
+// Returns the graph run's kernel for temperature sampling ("" if none sampled so).
+std::string expect_graph_steps_give_the_eager_tokens(std::uint64_t seed, const std::vector<GenerationRequest>& requests,
+                                                     bool gpu_sampler, const char* what) {
   const Case& c = kCases[1];
   std::vector<std::vector<TokenId>> outputs[2];
   std::int64_t replays[2] = {0, 0};
+  std::string sampling_kernel;
   for (int graphs = 0; graphs < 2; ++graphs) {
     RunnerOptions options = small_runner();
     options.max_batched_tokens = 64;
     options.cuda_graphs = graphs == 1;
-    TinyModel m(c, 17, options);
+    options.gpu_sampler = gpu_sampler;
+    TinyModel m(c, seed, options);
     Scheduler scheduler(m.runner.scheduler_config());
-    std::vector<GenerationRequest> requests;
-    for (int i = 0; i < 5; ++i) requests.push_back(greedy_request(random_ids(3 + 19 * i, c.vocab, 30 + i), 6 + 3 * i));
     outputs[graphs] = generate(scheduler, m.runner, requests);
     replays[graphs] = m.runner.graph_replays();
+    const auto used = m.runner.kernels_used().find("sampling (temperature > 0)");
+    if (graphs == 1 && used != m.runner.kernels_used().end()) sampling_kernel = used->second;
   }
-  EXPECT_EQ(replays[0], 0);
-  EXPECT_GT(replays[1], 10) << "the decode steps did not run as graphs";
-  // The graph runs a bucket's M (8, 4, ...) where the eager step runs the batch's (5, 3, ...):
-  // cuBLAS may round a row differently at another M, and a near-tie may then go the other way.
-  // So: equal tokens until at most one request parts, and most tokens equal.
+  EXPECT_EQ(replays[0], 0) << what;
+  EXPECT_GT(replays[1], 10) << what << ": the decode steps did not run as graphs";
   const Agreement a = agreement(outputs[0], outputs[1]);
-  EXPECT_LE(a.parted, 1) << "graph and eager steps part in more requests than rounding explains";
-  EXPECT_GE(a.equal, 40);
-  std::printf("CUDA graphs: %lld decode steps replayed, %d of 60 tokens equal to the eager run's, %d request(s) "
-              "parted\n",
-              static_cast<long long>(replays[1]), a.equal, a.parted);
+  EXPECT_LE(a.parted, 1) << what << ": graph and eager steps part in more requests than rounding explains";
+  EXPECT_GE(a.equal, 40) << what;
+  std::size_t tokens = 0;
+  for (const std::vector<TokenId>& output : outputs[0]) tokens += output.size();
+  std::printf("%s: %lld decode steps replayed, %d of %zu tokens equal to the eager run's, %d request(s) parted\n",
+              what, static_cast<long long>(replays[1]), a.equal, tokens, a.parted);
+  return sampling_kernel;
+}
+
+// The captured decode graphs give the tokens the eager steps give: five requests (a bucket of 8
+// with 3 padding rows, then smaller buckets as requests finish), prompts chunked, greedy.
+TEST(ModelRunner, CudaGraphDecodeStepsMatchTheEagerSteps) {
+  KC_SKIP_WITHOUT_GPU();
+  std::vector<GenerationRequest> requests;
+  for (int i = 0; i < 5; ++i)
+    requests.push_back(greedy_request(random_ids(3 + 19 * i, kCases[1].vocab, 30 + i), 6 + 3 * i));
+  expect_graph_steps_give_the_eager_tokens(17, requests, /*gpu_sampler=*/false, "CUDA graphs");
 }
 
 // Launching the step's kernels as programmatic dependents changes when their blocks start, not
@@ -603,44 +618,23 @@ TEST(ModelRunner, GpuSamplerGivesTheReferenceSamplersTokens) {
 }
 
 // Decode steps whose rows sample with a temperature replay their bucket's captured graph when the
-// GPU sampler is on, and the sampler draws from the logits the replay leaves: the tokens must be
-// those of the eager steps, up to what rounding explains (the graph runs a bucket's M, the eager
-// step the batch's, as in CudaGraphDecodeStepsMatchTheEagerSteps), and the graph run must replay.
-// A sampler that read the logits before the replay wrote them, or rows of another step, would
-// part every request at its first sampled token.
+// GPU sampler is on, and the sampler draws from the logits the replay leaves: the
+// tokens must be those of the eager steps, up to the rounding the helper above allows, and the
+// graph run must replay. A sampler that read the logits before the replay wrote them, or rows of
+// another step, would part every request at its first sampled token.
 TEST(ModelRunner, SamplingDecodeStepsReplayGraphsAndGiveTheEagerTokens) {
   KC_SKIP_WITHOUT_GPU();
-  const Case& c = kCases[1];
-  std::vector<std::vector<TokenId>> outputs[2];
-  std::int64_t replays[2] = {0, 0};
-  for (int graphs = 0; graphs < 2; ++graphs) {
-    RunnerOptions options = small_runner();
-    options.max_batched_tokens = 64;
-    options.cuda_graphs = graphs == 1;
-    options.gpu_sampler = true;
-    TinyModel m(c, 19, options);
-    Scheduler scheduler(m.runner.scheduler_config());
-    std::vector<GenerationRequest> requests;
-    for (int i = 0; i < 5; ++i) {
-      GenerationRequest request = greedy_request(random_ids(4 + 13 * i, c.vocab, 80 + i), 10 + 2 * i);
-      request.sampling.temperature = i == 4 ? 0.0f : 0.7f + 0.2f * static_cast<float>(i);  // one greedy row
-      request.sampling.top_k = i == 1 ? 20 : 0;
-      request.sampling.top_p = i == 2 ? 0.9f : 1.f;
-      request.sampling.seed = 500 + static_cast<std::uint64_t>(i);
-      requests.push_back(request);
-    }
-    outputs[graphs] = generate(scheduler, m.runner, requests);
-    replays[graphs] = m.runner.graph_replays();
-    EXPECT_EQ(m.runner.kernels_used().at("sampling (temperature > 0)"), "engine GPU sampler");
+  std::vector<GenerationRequest> requests;
+  for (int i = 0; i < 5; ++i) {
+    GenerationRequest request = greedy_request(random_ids(4 + 13 * i, kCases[1].vocab, 80 + i), 10 + 2 * i);
+    request.sampling.temperature = i == 4 ? 0.0f : 0.7f + 0.2f * static_cast<float>(i);  // one greedy row
+    request.sampling.top_k = i == 1 ? 20 : 0;
+    request.sampling.top_p = i == 2 ? 0.9f : 1.f;
+    request.sampling.seed = 500 + static_cast<std::uint64_t>(i);
+    requests.push_back(request);
   }
-  EXPECT_EQ(replays[0], 0);
-  EXPECT_GT(replays[1], 10) << "the sampling decode steps did not run as graphs";
-  const Agreement a = agreement(outputs[0], outputs[1]);
-  EXPECT_LE(a.parted, 1) << "graph and eager sampling steps part in more requests than rounding explains";
-  EXPECT_GE(a.equal, 40);
-  std::printf("sampling under CUDA graphs: %lld decode steps replayed, %d of 70 tokens equal to the eager run's, "
-              "%d request(s) parted\n",
-              static_cast<long long>(replays[1]), a.equal, a.parted);
+  EXPECT_EQ(expect_graph_steps_give_the_eager_tokens(19, requests, /*gpu_sampler=*/true, "sampling under CUDA graphs"),
+            "engine GPU sampler");
 }
 
 // Each request's tokens when it runs alone through a scheduler of the runner's own configuration.
