@@ -46,13 +46,14 @@ HopperAttention& hopper_attention_for_current_device() {
 
 }  // namespace
 
-// On an H100/H200 (sm_90a code built): rung 12 (TMA + WGMMA with FlashAttention-3's overlap, the
-// producer asleep while it waits, descriptors moved by addition), which measured faster than
-// rungs 07 and 09 at every D = 128 shape and at D = 64 from 4k rows (stage-3 README, rung 12). At
-// D = 64 rung 12 runs three consumer warpgroups (rung 09's kernel), which measured slower than
-// rung 07's two at 1k rows with the causal mask: below kThreeConsumersFromRows query rows D = 64
-// runs rung 07; the boundary sits between the measured 1k and 4k, at 2048, where it has not been
-// measured. Elsewhere rung 05 at both head dimensions:
+// On an H100/H200 (sm_90a code built): rung 13 (TMA + WGMMA with FlashAttention-3's overlap, the
+// producer asleep while it waits, descriptors moved by addition, the softmax's scale inside the
+// exponent's FFMA), which measured faster than rung 12 at every shape of its table, as rung 12 had
+// against rung 07 at D = 128 and rung 09 at D = 64 (stage-3 README, rungs 12 and 13). At D = 64 it runs three consumer warpgroups (rung 09's kernel), and rung 09
+// measured slower than rung 07's two at 1k rows with the causal mask: below
+// kThreeConsumersFromRows query rows D = 64 still runs rung 07 (the README's later measurement has
+// rung 13 ahead there too; the switch waits for its GPU tests). Elsewhere rung 05 at both head
+// dimensions:
 // at D = 64 it runs two 16-row query tiles a warp and measured faster than rung 04; at D = 128 it
 // runs rung 04's kernel (two tiles spill), so the two are the same there
 // (stage3-hpc/attention/05_fa2_two_tiles_per_warp.cu says why).

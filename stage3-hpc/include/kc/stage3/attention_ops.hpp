@@ -31,13 +31,14 @@
 
 namespace kc::stage3 {
 
-// The query rows from which attention_forward runs rung 12 at D = 64 on an H100/H200 (three consumer
-// warpgroups there); below, rung 07 (two). D = 128 runs rung 12 at every length.
+// The query rows from which attention_forward runs rung 13 at D = 64 on an H100/H200 (three consumer
+// warpgroups there); below, rung 07 (two). D = 128 runs rung 13 at every length.
 inline constexpr std::int64_t kThreeConsumersFromRows = 2048;
 
-// attention_fwd (prefill): O and LSE from Q, K and V with the strides of `args`. Rung: 12 on
+// attention_fwd (prefill): O and LSE from Q, K and V with the strides of `args`. Rung: 13 on
 // compute capability 9.0 with sm_90a code in the build (TMA + WGMMA, FlashAttention-3's overlap,
-// the producer asleep while it waits, descriptors moved by addition; the tensor maps it builds are
+// the producer asleep while it waits, descriptors moved by addition, the scale inside the
+// exponent's FFMA; the tensor maps it builds are
 // cached per device, a bounded number of them), 07 there at D = 64 below kThreeConsumersFromRows
 // query rows, 05 elsewhere (FlashAttention-2 on mma.sync with a cp.async K/V pipeline).
 // T: __nv_bfloat16 or __half.
