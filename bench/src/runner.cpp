@@ -24,11 +24,20 @@
 namespace kc::bench {
 namespace {
 
-// The detail of a problem whose buffers the GPU could not allocate (Status::too_large).
-std::string does_not_fit(const CudaError& e, bool with_baseline) {
-  return fmt::format("its buffers do not fit in this GPU's free memory{}: {}",
-                     with_baseline ? " with the baseline's alongside (--solo times the kernel alone)" : "",
-                     e.what());
+// `result` after a CUDA error while checking or timing it: Status::too_large when the GPU could not
+// allocate the problem's buffers (with_baseline: the baseline's were alongside), a harness error
+// otherwise. Returns whether the error is sticky: the CUDA context is then lost for the session.
+bool record_cuda_error(Result& result, const CudaError& e, bool with_baseline) {
+  if (e.code() == cudaErrorMemoryAllocation) {
+    result.status = Status::too_large;
+    result.detail = fmt::format("its buffers do not fit in this GPU's free memory{}: {}",
+                                with_baseline ? " with the baseline's alongside (--solo times the kernel alone)" : "",
+                                e.what());
+    return false;
+  }
+  result.status = Status::harness_error;
+  result.detail = e.what();
+  return e.is_sticky();
 }
 
 bool take_flag(const std::string& arg, const std::string& name, std::optional<std::string>& value) {
@@ -485,16 +494,9 @@ void Session::run_item(const Item& item, benchmark::State& state) {
     result.detail = e.what();
     state.SkipWithError(e.what());
   } catch (const CudaError& e) {
-    if (e.code() == cudaErrorMemoryAllocation) {
-      result.status = Status::too_large;
-      result.detail = does_not_fit(e, options_.paired_baseline && !result.is_baseline);
-    } else {
-      result.status = Status::harness_error;
-      result.detail = e.what();
-      if (e.is_sticky())
-        context_lost_ = fmt::format("not run: the CUDA context was lost when {} failed ({})",
-                                    result.kernel, e.what());
-    }
+    if (record_cuda_error(result, e, options_.paired_baseline && !result.is_baseline))
+      context_lost_ =
+          fmt::format("not run: the CUDA context was lost when {} failed ({})", result.kernel, e.what());
     state.SkipWithError(result.detail.c_str());
   } catch (const std::exception& e) {
     result.status = Status::harness_error;
@@ -547,14 +549,8 @@ void Session::check_all() {
                                                                              : Status::refused;
           }
         } catch (const CudaError& e) {
-          if (e.code() == cudaErrorMemoryAllocation) {
-            result.status = Status::too_large;
-            result.detail = does_not_fit(e, false);
-          } else {
-            result.status = Status::harness_error;
-            result.detail = e.what();
-            if (e.is_sticky()) context_lost_ = fmt::format("not run: the CUDA context was lost ({})", e.what());
-          }
+          if (record_cuda_error(result, e, /*with_baseline=*/false))
+            context_lost_ = fmt::format("not run: the CUDA context was lost ({})", e.what());
         } catch (const std::exception& e) {
           result.status = Status::harness_error;
           result.detail = e.what();

@@ -576,12 +576,7 @@ void launch_fp8_gemm(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchC
   params.cluster_tiles_m = ceil_div(params.tiles_m, Config::kClusterM);
   const int clusters =
       schedule_clusters<Config>(params, Schedule::persistent, Config::kRasterBandTileRows, cache, kernel);
-  if constexpr (Config::kClusterM == 1) {
-    fp8_gemm_kernel<Config, kScaling, kFlaw><<<clusters, Config::kThreads, Config::kSmemBytes, stream>>>(params);
-    KC_CUDA_CHECK(cudaGetLastError());
-  } else {
-    launch_clusters<Config>(fp8_gemm_kernel<Config, kScaling, kFlaw>, clusters, stream, params);
-  }
+  launch_clusters<Config>(fp8_gemm_kernel<Config, kScaling, kFlaw>, clusters, stream, params);
 }
 
 // The scaling is a run-time choice of the caller; each is its own kernel.
