@@ -212,7 +212,7 @@ TEST(GemmDispatch, TheMeasuredH200ShapesAndTheDocumentedFallbacks) {
   EXPECT_EQ(choose_gemm_path(problem(8192, 4096, 14336), kH200), kRung09);
   EXPECT_EQ(choose_gemm_path(problem(4093, 2049, 1088), kH200), kRung09);
   // docs/notes/2026-12-02-gemm-k-alignment.md: rung 09 well below cuBLAS where K % 64 != 0; rung
-  // 17 too where N % 8 == 0, and 1.6-4.9 times cuBLAS where N % 8 != 0 (stage-3 README, rung 17).
+  // 17 too where N % 8 == 0, and several times cuBLAS where N % 8 != 0 (stage-3 README, rung 17).
   EXPECT_EQ(choose_gemm_path(problem(4093, 2048, 1032), kH200), cublas(GemmFallback::k_rows_unaligned));
   EXPECT_EQ(choose_gemm_path(problem(4096, 4096, 4104), kH200), cublas(GemmFallback::k_rows_unaligned));
   EXPECT_EQ(choose_gemm_path(problem(3072, 3072, 3000), kH200), cublas(GemmFallback::k_rows_unaligned));

@@ -161,9 +161,9 @@ inline constexpr int kHopperMinColumns = 256;
 // starts 128-byte aligned.
 inline constexpr int kHopperAlignedK = 64;
 // With N a multiple of this every row of C starts 16-byte aligned. Where it is not and K % 64 != 0,
-// cuBLAS ran 1.6 to 4.9 times slower than rung 17 in the stage-3 README's measurement (its kernel
-// for rows of C that are not 16-byte aligned), so gemm() runs rung 17 there; where it is, cuBLAS
-// was the faster.
+// cuBLAS measured several times slower than rung 17 (its kernel for rows of C that are not 16-byte
+// aligned; the stage-3 README's rung 17 has the figures), so gemm() runs rung 17 there; where it
+// is, cuBLAS was the faster.
 inline constexpr int kCublasAlignedN = 8;
 // M at or below this is a decode shape: the plain GEMM takes M <= kGemvMaxM to rung 12 and
 // 1 < M <= kSmallM through the small-M table (sm_90 with sm_90a code) or to cuBLAS; the fused op
