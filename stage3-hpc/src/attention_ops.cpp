@@ -49,11 +49,9 @@ HopperAttention& hopper_attention_for_current_device() {
 // On an H100/H200 (sm_90a code built): rung 13 (TMA + WGMMA with FlashAttention-3's overlap, the
 // producer asleep while it waits, descriptors moved by addition, the softmax's scale inside the
 // exponent's FFMA), which measured faster than rung 12 at every shape of its table, as rung 12 had
-// against rung 07 at D = 128 and rung 09 at D = 64 (stage-3 README, rungs 12 and 13). At D = 64 it runs three consumer warpgroups (rung 09's kernel), and rung 09
-// measured slower than rung 07's two at 1k rows with the causal mask: below
-// kThreeConsumersFromRows query rows D = 64 still runs rung 07 (the README's later measurement has
-// rung 13 ahead there too; the switch waits for its GPU tests). Elsewhere rung 05 at both head
-// dimensions:
+// against rung 07 at D = 128 and rung 09 at D = 64, and faster than rung 07 at D = 64 at 1k and 2k
+// query rows with and without the causal mask, where rung 09's three consumers had been slower
+// (stage-3 README, rungs 12 and 13). Elsewhere rung 05 at both head dimensions:
 // at D = 64 it runs two 16-row query tiles a warp and measured faster than rung 04; at D = 128 it
 // runs rung 04's kernel (two tiles spill), so the two are the same there
 // (stage3-hpc/attention/05_fa2_two_tiles_per_warp.cu says why).
@@ -72,10 +70,6 @@ std::string_view attention_forward(const AttentionArgs<T>& args, cudaStream_t st
   HopperAttention& hopper = hopper_attention_for_current_device();
   if (hopper.runs) {
     const std::lock_guard<std::mutex> lock(hopper.mutex);
-    if (args.head_dim == 64 && args.q_len < kThreeConsumersFromRows) {
-      attention_fwd_07_fa3_overlap(args, stream, hopper.cache);
-      return "stage3/attention_fwd/07_fa3_overlap";
-    }
     attention_fwd_13_scale_in_exponent(args, stream, hopper.cache);
     return "stage3/attention_fwd/13_scale_in_exponent";
   }
