@@ -111,15 +111,17 @@ struct FlashWgmmaSmem {
   __device__ std::uint64_t* q_empty() const { return q_full() + 1 + 3 * Shape::kStages; }
   static __device__ int stage_of(int tile) { return tile % Shape::kStages; }
 
-  // By one thread, before the CTA's first barrier; q_empty only where rung 08 uses it.
+  // By one thread, before the CTA's first barrier; q_empty only where rung 08 uses it. A stage is
+  // empty once every warp of the `consumers` that read it has arrived (rung 14: only those with
+  // query rows; every consumer otherwise).
   template <bool kWithQEmpty>
-  __device__ void init_barriers() const {
+  __device__ void init_barriers(int consumers = Shape::kConsumers) const {
     sm90::mbarrier_init(q_full(), 1);
     if constexpr (kWithQEmpty) sm90::mbarrier_init(q_empty(), Shape::kConsumers * 4);
     for (int stage = 0; stage < Shape::kStages; ++stage) {
       sm90::mbarrier_init(k_full(stage), 1);
       sm90::mbarrier_init(v_full(stage), 1);
-      sm90::mbarrier_init(empty(stage), Shape::kConsumers * 4);
+      sm90::mbarrier_init(empty(stage), consumers * 4);
     }
     sm90::fence_barrier_init();
   }
@@ -153,11 +155,15 @@ struct FlashWgmmaSmem {
 // WGMMA's descriptors are those moved by the operand's offset (sm90::advance_descriptor) instead of
 // being built again from its address. kScaleInExponent (rung 13): the softmax folds the scale into
 // the exponent's FFMA (softmax_probabilities; the launch passes it only for a positive scale).
-template <typename T, class Shape, bool kDescriptorsAdded = false, bool kScaleInExponent = false>
+// kRowlessConsumersLeave (rung 14): only the first `working` consumers (those with query rows)
+// take turns; the others have left the kernel.
+template <typename T, class Shape, bool kDescriptorsAdded = false, bool kScaleInExponent = false,
+          bool kRowlessConsumersLeave = false>
 struct FlashWgmmaConsumer {
   FlashWgmmaSmem<Shape> smem;
   const AttentionParams<T>& args;
   int consumer;                 // 0 .. kConsumers - 1: warpgroup 1 + consumer
+  int working;                  // kRowlessConsumersLeave only: the consumers with rows (set by the kernel)
   int tiles;                    // K/V tiles of the CTA
   int warp_row0;                // this warp's first query row
   int unmasked_end;             // keys below it are seen by every row of the CTA
@@ -275,18 +281,33 @@ struct FlashWgmmaConsumer {
   // 09) the turn goes round 0, 1, 2. Consumer 0 goes first: the last consumer arrives once up front
   // (open_turns). Each issue phase waits for the consumer's own turn (wait_turn) and then passes it
   // on (pass_turn), except the last consumer's last pass, which nobody would wait for.
+  // Rung 14: the turn goes round the `working` consumers only, and a consumer working alone takes
+  // no turns at all.
   static constexpr int kPingPongThreads = 2 * 128;  // the consumer whose turn it is + the one before it
   static constexpr int kLastConsumer = Shape::kConsumers - 1;
   __device__ void open_turns() const {
-    if (consumer == kLastConsumer) sm90::named_barrier_arrive(1, kPingPongThreads);
+    if constexpr (kRowlessConsumersLeave) {
+      if (working > 1 && consumer == working - 1) sm90::named_barrier_arrive(1, kPingPongThreads);
+    } else {
+      if (consumer == kLastConsumer) sm90::named_barrier_arrive(1, kPingPongThreads);
+    }
   }
-  __device__ void wait_turn() const { sm90::named_barrier_sync(1 + consumer, kPingPongThreads); }
+  __device__ void wait_turn() const {
+    if constexpr (kRowlessConsumersLeave)
+      if (working == 1) return;  // working alone: no turns to take
+    sm90::named_barrier_sync(1 + consumer, kPingPongThreads);
+  }
   __device__ int next_turn() const {  // the next consumer's barrier
+    if constexpr (kRowlessConsumersLeave) return consumer == working - 1 ? 1 : consumer + 2;
     if constexpr (Shape::kConsumers == 2) return 2 - consumer;
     return consumer == kLastConsumer ? 1 : consumer + 2;
   }
   __device__ void pass_turn(int next, bool last_phase) const {
-    if (!(last_phase && consumer == kLastConsumer)) sm90::named_barrier_arrive(next, kPingPongThreads);
+    if constexpr (kRowlessConsumersLeave) {
+      if (working > 1 && !(last_phase && consumer == working - 1)) sm90::named_barrier_arrive(next, kPingPongThreads);
+    } else {
+      if (!(last_phase && consumer == kLastConsumer)) sm90::named_barrier_arrive(next, kPingPongThreads);
+    }
   }
 
   // Rung 06 (kPingPong false): each tile's steps one after the other — S, softmax, P V — with the
@@ -411,8 +432,12 @@ namespace {
 // instead of polling, so its warp leaves the issue slots of its scheduler to the consumers' warps.
 // kDescriptorsAdded (rung 12): the consumers move descriptors made once (FlashWgmmaConsumer).
 // kScaleInExponent (rung 13): the softmax's scale inside the exponent's FFMA (positive scales).
+// kRowlessConsumersLeave (rung 14): a consumer whose 64 rows all lie past Sq (in the last query
+// tile of a length that is not a multiple of the CTA's rows) leaves at once; the stages' empty
+// barriers count the other consumers' warps, and the turns go round the others.
 template <typename T, int kHeadDim, FlashLoop kLoop, int kConsumers = 2, int kBlockKeys = 128,
-          bool kProducerSleeps = false, bool kDescriptorsAdded = false, bool kScaleInExponent = false>
+          bool kProducerSleeps = false, bool kDescriptorsAdded = false, bool kScaleInExponent = false,
+          bool kRowlessConsumersLeave = false>
 __global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim, kConsumers, kBlockKeys>::kThreads, 1)
     flash_wgmma_kernel(const __grid_constant__ FlashWgmmaParams<T> params) {
 #if KC_STAGE3_SM90A
@@ -430,8 +455,14 @@ __global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim, kConsumers, kBlockKe
   // Keys past key_end are seen by no row of the CTA: their tiles are not loaded.
   const int key_end = block_key_end(args, block_row0, Shape::kBlockRows);
   const int tiles = ceil_div(key_end, Shape::kBlockKeys);
+  // The consumers with at least one query row: all of them but in the last query tile.
+  int working = kConsumers;
+  if constexpr (kRowlessConsumersLeave) {
+    const int rows = args.q_len - block_row0;
+    working = rows >= Shape::kBlockRows ? kConsumers : ceil_div(rows, Shape::kWarpgroupRows);
+  }
 
-  if (threadIdx.x == 0) smem.template init_barriers<false>();
+  if (threadIdx.x == 0) smem.template init_barriers<false>(working);
   __syncthreads();
 
   const int warpgroup = static_cast<int>(threadIdx.x) / 128;
@@ -454,9 +485,12 @@ __global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim, kConsumers, kBlockKe
   }
 
   // ---- consumers: 64 query rows each (kConsumers of them) ----
+  if constexpr (kRowlessConsumersLeave)
+    if (warpgroup - 1 >= working) return;  // no rows: nothing to compute or store
   sm90::setmaxnreg_increase<Shape::kConsumerRegisters>();
-  FlashWgmmaConsumer<T, Shape, kDescriptorsAdded, kScaleInExponent> consumer(smem, args, warpgroup - 1, tiles,
-                                                                             block_row0);
+  FlashWgmmaConsumer<T, Shape, kDescriptorsAdded, kScaleInExponent, kRowlessConsumersLeave> consumer(
+      smem, args, warpgroup - 1, tiles, block_row0);
+  if constexpr (kRowlessConsumersLeave) consumer.working = working;
   if constexpr (kLoop == FlashLoop::overlapped)
     consumer.run_overlapped();
   else
@@ -585,13 +619,15 @@ FlashWgmmaParams<T> flash_wgmma_params(const AttentionArgs<T>& args, HopperLaunc
 // Launches rung 06's (FlashLoop::serial) or rung 07's (overlapped) kernel for D: a CTA per 128
 // query rows; with kConsumers = 3 (rung 09, D = 64) a CTA per 192; kBlockKeys = 256 with
 // FlashLoop::ping_pong: rung 10's kernel (D = 64); kProducerSleeps: rung 11's producer;
-// kDescriptorsAdded: rung 12's consumers; kScaleInExponent: rung 13's softmax (positive scales).
+// kDescriptorsAdded: rung 12's consumers; kScaleInExponent: rung 13's softmax (positive scales);
+// kRowlessConsumersLeave: rung 14's consumers without query rows leave.
 template <typename T, int kHeadDim, FlashLoop kLoop, int kConsumers = 2, int kBlockKeys = 128,
-          bool kProducerSleeps = false, bool kDescriptorsAdded = false, bool kScaleInExponent = false>
+          bool kProducerSleeps = false, bool kDescriptorsAdded = false, bool kScaleInExponent = false,
+          bool kRowlessConsumersLeave = false>
 void launch_flash_wgmma(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache) {
   using Shape = FlashWgmmaShape<kHeadDim, kConsumers, kBlockKeys>;
   const auto kernel = &flash_wgmma_kernel<T, kHeadDim, kLoop, kConsumers, kBlockKeys, kProducerSleeps,
-                                          kDescriptorsAdded, kScaleInExponent>;
+                                          kDescriptorsAdded, kScaleInExponent, kRowlessConsumersLeave>;
   cache.prepare_kernel(reinterpret_cast<const void*>(kernel), Shape::kSmemBytes);
   const FlashWgmmaParams<T> params = flash_wgmma_params<T, kHeadDim, kConsumers, kBlockKeys>(args, cache);
   kernel<<<flash_grid(args, Shape::kBlockRows), Shape::kThreads, Shape::kSmemBytes, stream>>>(params);

@@ -247,6 +247,11 @@ void register_attention_kernels(Registry& registry) {
       "rung 12 with the softmax's maximum taken over the raw scores and the scale folded into the exponent's FFMA "
       "(one FMUL a score fewer; a scale that is not positive runs rung 12's kernels)",
       &attention_fwd_13_scale_in_exponent<__nv_bfloat16>, &attention_fwd_13_scale_in_exponent<__half>));
+  registry.add_kernel(hopper_flash_entry(
+      "14_rowless_consumers_leave", 14,
+      "rung 13 with the consumer warpgroups whose query rows all lie past Sq (the last query tile's) leaving at "
+      "once, the stages' barriers and the ping-pong's turns counting the others",
+      &attention_fwd_14_rowless_consumers_leave<__nv_bfloat16>, &attention_fwd_14_rowless_consumers_leave<__half>));
 
   // The packed variable-length form (kc/stage3/attention_varlen.hpp): its op, then its rung.
   if (!registry.has_op(kAttentionVarlenOp)) registry.add_op(make_attention_varlen_op());

@@ -180,5 +180,9 @@ void attention_fwd_12_added_descriptors(const AttentionArgs<T>& args, cudaStream
 // scales; others run rung 12).
 template <typename T>
 void attention_fwd_13_scale_in_exponent(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache);
+// Rung 14 (sm_90a): rung 13 with the consumers whose query rows all lie past Sq leaving at once.
+template <typename T>
+void attention_fwd_14_rowless_consumers_leave(const AttentionArgs<T>& args, cudaStream_t stream,
+                                              HopperLaunchCache& cache);
 
 }  // namespace kc::stage3
