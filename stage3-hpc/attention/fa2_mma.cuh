@@ -196,7 +196,14 @@ struct WarpQ<Shape, false> {
 // scores and scaled once a row, and each probability is 2^(fma(s, scale_log2, -max)): one FFMA
 // where the scores were first multiplied (FMUL) and then shifted (FADD). The maximum of the scaled
 // scores is the scaled maximum only for a positive scale.
-template <bool kMask, bool kScaleInExponent = false, int kKeyBlocks>
+// kLazyRescale (attention rung 15): a row keeps the exponent base it has (RowState::max is then the
+// base, not the maximum) while the tile's maximum is at most kLazyRescaleLog2 above it, so its
+// probabilities stay below 2^kLazyRescaleLog2 and its rescale factor is exactly 1; only a larger
+// (or a first finite, or a NaN) maximum moves the base, as every tile does without the option.
+// The sum and O are relative to the same base, so O / sum and the LSE (base + log2 sum) are the
+// same numbers; a factor of 1 in every row of a warp lets the caller skip O's multiply.
+inline constexpr float kLazyRescaleLog2 = 8.f;
+template <bool kMask, bool kScaleInExponent = false, int kKeyBlocks, bool kLazyRescale = false>
 __device__ __forceinline__ void softmax_probabilities(float (&s)[kKeyBlocks][4], RowState* rows,
                                                       const int* row_ends, float scale_log2, int key0,
                                                       float (&rescale)[2]) {
@@ -225,9 +232,13 @@ __device__ __forceinline__ void softmax_probabilities(float (&s)[kKeyBlocks][4],
     tile_max[h] = core::max_propagate_nan(tile_max[h], core::shuffle_xor(tile_max[h], 1));
     tile_max[h] = core::max_propagate_nan(tile_max[h], core::shuffle_xor(tile_max[h], 2));
     if constexpr (kScaleInExponent) tile_max[h] *= scale_log2;
-    const float new_max = core::max_propagate_nan(state.max, tile_max[h]);
+    float new_max = core::max_propagate_nan(state.max, tile_max[h]);
+    // Lazy: keep the base where the rise is a finite number of at most kLazyRescaleLog2 (a NaN or
+    // an infinite difference compares false and moves the base, as without the option).
+    const bool keep = kLazyRescale && new_max - state.max <= kLazyRescaleLog2;
+    if (keep) new_max = state.max;
     const float base = exponent_base(new_max);
-    rescale[h] = exp2_flush_to_zero(state.max - base);
+    rescale[h] = keep ? 1.f : exp2_flush_to_zero(state.max - base);
     state.max = new_max;
     float sum = 0.f;
 #pragma unroll

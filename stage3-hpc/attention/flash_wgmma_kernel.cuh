@@ -156,9 +156,11 @@ struct FlashWgmmaSmem {
 // being built again from its address. kScaleInExponent (rung 13): the softmax folds the scale into
 // the exponent's FFMA (softmax_probabilities; the launch passes it only for a positive scale).
 // kRowlessConsumersLeave (rung 14): only the first `working` consumers (those with query rows)
-// take turns; the others have left the kernel.
+// take turns; the others have left the kernel. kLazyRescale (rung 15): a row's exponent base moves
+// only when its maximum rises by more than kLazyRescaleLog2 (softmax_probabilities), and a warp
+// whose rows all kept theirs skips O's rescale.
 template <typename T, class Shape, bool kDescriptorsAdded = false, bool kScaleInExponent = false,
-          bool kRowlessConsumersLeave = false>
+          bool kRowlessConsumersLeave = false, bool kLazyRescale = false>
 struct FlashWgmmaConsumer {
   FlashWgmmaSmem<Shape> smem;
   const AttentionParams<T>& args;
@@ -261,9 +263,20 @@ struct FlashWgmmaConsumer {
   __device__ void softmax(int tile, float (&rescale)[2]) {
     const int key0 = tile * Shape::kBlockKeys;
     if (key0 + Shape::kBlockKeys > unmasked_end)
-      softmax_probabilities<true, kScaleInExponent>(s, rows, row_ends, scale_log2, key0, rescale);
+      softmax_probabilities<true, kScaleInExponent, Shape::kKeyBlocks, kLazyRescale>(s, rows, row_ends, scale_log2,
+                                                                                    key0, rescale);
     else
-      softmax_probabilities<false, kScaleInExponent>(s, rows, row_ends, scale_log2, key0, rescale);
+      softmax_probabilities<false, kScaleInExponent, Shape::kKeyBlocks, kLazyRescale>(s, rows, row_ends, scale_log2,
+                                                                                     key0, rescale);
+  }
+
+  // O times the rows' rescale factors. Rung 15: not at all where every factor of the warp is 1 (a
+  // warp-uniform branch: the multiplies are a third of the softmax's per-score work at D = 128).
+  __device__ void rescale_o(const float (&rescale)[2]) {
+    if constexpr (kLazyRescale) {
+      if (!__any_sync(0xffffffffu, rescale[0] != 1.f || rescale[1] != 1.f)) return;
+    }
+    rescale_rows(o, rescale);
   }
 
   __device__ void round_p() {
@@ -392,7 +405,7 @@ struct FlashWgmmaConsumer {
       sm90::mbarrier_wait(smem.k_full(stage), phase_of(tile));
       wait_turn();
       issue_scores(stage);
-      rescale_rows(o, rescale);  // to the previous tile's maxima, under S's WGMMAs
+      rescale_o(rescale);  // to the previous tile's maxima, under S's WGMMAs
       sm90::mbarrier_wait(smem.v_full(previous), phase_of(tile - 1));
       issue_pv(previous);
       pass_turn(next, false);
@@ -408,7 +421,7 @@ struct FlashWgmmaConsumer {
 
     // The last tile's P V.
     const int last = stage_of(tiles - 1);
-    rescale_rows(o, rescale);
+    rescale_o(rescale);
     sm90::mbarrier_wait(smem.v_full(last), phase_of(tiles - 1));
     wait_turn();
     issue_pv(last);
@@ -435,9 +448,11 @@ namespace {
 // kRowlessConsumersLeave (rung 14): a consumer whose 64 rows all lie past Sq (in the last query
 // tile of a length that is not a multiple of the CTA's rows) leaves at once; the stages' empty
 // barriers count the other consumers' warps, and the turns go round the others.
+// kLazyRescale (rung 15): the softmax's exponent base moves only past a rise of kLazyRescaleLog2,
+// and O's rescale is skipped where a warp's factors are all 1.
 template <typename T, int kHeadDim, FlashLoop kLoop, int kConsumers = 2, int kBlockKeys = 128,
           bool kProducerSleeps = false, bool kDescriptorsAdded = false, bool kScaleInExponent = false,
-          bool kRowlessConsumersLeave = false>
+          bool kRowlessConsumersLeave = false, bool kLazyRescale = false>
 __global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim, kConsumers, kBlockKeys>::kThreads, 1)
     flash_wgmma_kernel(const __grid_constant__ FlashWgmmaParams<T> params) {
 #if KC_STAGE3_SM90A
@@ -488,7 +503,7 @@ __global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim, kConsumers, kBlockKe
   if constexpr (kRowlessConsumersLeave)
     if (warpgroup - 1 >= working) return;  // no rows: nothing to compute or store
   sm90::setmaxnreg_increase<Shape::kConsumerRegisters>();
-  FlashWgmmaConsumer<T, Shape, kDescriptorsAdded, kScaleInExponent, kRowlessConsumersLeave> consumer(
+  FlashWgmmaConsumer<T, Shape, kDescriptorsAdded, kScaleInExponent, kRowlessConsumersLeave, kLazyRescale> consumer(
       smem, args, warpgroup - 1, tiles, block_row0);
   if constexpr (kRowlessConsumersLeave) consumer.working = working;
   if constexpr (kLoop == FlashLoop::overlapped)
@@ -620,14 +635,16 @@ FlashWgmmaParams<T> flash_wgmma_params(const AttentionArgs<T>& args, HopperLaunc
 // query rows; with kConsumers = 3 (rung 09, D = 64) a CTA per 192; kBlockKeys = 256 with
 // FlashLoop::ping_pong: rung 10's kernel (D = 64); kProducerSleeps: rung 11's producer;
 // kDescriptorsAdded: rung 12's consumers; kScaleInExponent: rung 13's softmax (positive scales);
-// kRowlessConsumersLeave: rung 14's consumers without query rows leave.
+// kRowlessConsumersLeave: rung 14's consumers without query rows leave; kLazyRescale: rung 15's
+// softmax base that moves only past a rise of kLazyRescaleLog2.
 template <typename T, int kHeadDim, FlashLoop kLoop, int kConsumers = 2, int kBlockKeys = 128,
           bool kProducerSleeps = false, bool kDescriptorsAdded = false, bool kScaleInExponent = false,
-          bool kRowlessConsumersLeave = false>
+          bool kRowlessConsumersLeave = false, bool kLazyRescale = false>
 void launch_flash_wgmma(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache) {
   using Shape = FlashWgmmaShape<kHeadDim, kConsumers, kBlockKeys>;
   const auto kernel = &flash_wgmma_kernel<T, kHeadDim, kLoop, kConsumers, kBlockKeys, kProducerSleeps,
-                                          kDescriptorsAdded, kScaleInExponent, kRowlessConsumersLeave>;
+                                          kDescriptorsAdded, kScaleInExponent, kRowlessConsumersLeave,
+                                          kLazyRescale>;
   cache.prepare_kernel(reinterpret_cast<const void*>(kernel), Shape::kSmemBytes);
   const FlashWgmmaParams<T> params = flash_wgmma_params<T, kHeadDim, kConsumers, kBlockKeys>(args, cache);
   kernel<<<flash_grid(args, Shape::kBlockRows), Shape::kThreads, Shape::kSmemBytes, stream>>>(params);

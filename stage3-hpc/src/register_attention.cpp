@@ -252,6 +252,11 @@ void register_attention_kernels(Registry& registry) {
       "rung 13 with the consumer warpgroups whose query rows all lie past Sq (the last query tile's) leaving at "
       "once, the stages' barriers and the ping-pong's turns counting the others",
       &attention_fwd_14_rowless_consumers_leave<__nv_bfloat16>, &attention_fwd_14_rowless_consumers_leave<__half>));
+  registry.add_kernel(hopper_flash_entry(
+      "15_lazy_rescale", 15,
+      "rung 14 with each row's softmax base moved only when its maximum rises by more than 8 (log2 units), so "
+      "most tiles' rescale factors are 1 and a warp whose factors all are skips O's multiply",
+      &attention_fwd_15_lazy_rescale<__nv_bfloat16>, &attention_fwd_15_lazy_rescale<__half>));
 
   // The packed variable-length form (kc/stage3/attention_varlen.hpp): its op, then its rung.
   if (!registry.has_op(kAttentionVarlenOp)) registry.add_op(make_attention_varlen_op());

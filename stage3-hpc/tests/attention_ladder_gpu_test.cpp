@@ -1,5 +1,6 @@
 // The FlashAttention ladder on the GPU, beyond what the conformance suite checks (every rung on
-// every conformance problem, tests/conformance): non-finite inputs. A NaN in a key some rows see
+// every conformance problem, tests/conformance): scores whose maxima rise from tile to tile, and
+// non-finite inputs. A NaN in a key some rows see
 // must make exactly those rows NaN (O and LSE), and rows that do not see it must stay what the
 // definition says — the mask must select, not add, and the running maximum must not drop the NaN.
 // Skips without a GPU.
@@ -29,6 +30,7 @@ using testing_support::download;
 
 using testing_support::plant_nan;
 using testing_support::plant_value;
+using testing_support::upload_values;
 
 // `kernel` on `operands` (inputs planted already), then its outputs and the host reference computed
 // from the same inputs (its arithmetic is the definition's, non-finite values included).
@@ -181,6 +183,50 @@ TEST(AttentionLadderGpu, NonFiniteInputsFollowTheDefinition) {
                                  << " rows differ from attention.hpp's definition (the first: row " << first_wrong
                                  << ")";
       }
+}
+
+// Scores that rise along the keys, so the rows' running maxima keep growing from tile to tile:
+// column 0 of every query holds 4 and column 0 of key j holds j x step (the other columns stay
+// random), so a row's score rises by about 4 . step . scale . log2(e) a key. With step 0.08 the
+// rise is 5-8 (log2 units) a 128-key tile: rung 15 keeps a row's base for a tile (its
+// probabilities then reach 2^5-2^8) and moves it on the next; with step 0.5 it is 33-46 a tile and
+// every tile moves the base. Sq = Sk = 300 leaves the last query tile two of rung 14's three
+// consumers at D = 64 and one (working alone) at D = 128. Every rung must match the reference.
+TEST(AttentionLadderGpu, RisingScoresMoveTheSoftmaxBaseCorrectly) {
+  KC_SKIP_WITHOUT_GPU();
+  Context& context = testing::shared_context();
+  const Registry& r = stage3_test_registry();
+  const OpSpec& op = r.op(kAttentionFwdOp);
+  constexpr std::int64_t kS = 300;
+  for (const KernelEntry* kernel : r.select("^stage3/attention_fwd/"))
+    for (const DType dtype : {DType::bf16, DType::f16})
+      for (const std::int64_t d : {64, 128})
+        for (const double step : {0.08, 0.5})
+          for (const bool causal : {false, true}) {
+            const Problem problem = op.problem({1, 1, 1, kS, kS, d}, dtype, {{"causal", causal ? 1.0 : 0.0}});
+            Operands operands = op.make_operands(problem, 31, context);
+            std::vector<double> q = download(operands["Q"], context.stream());
+            std::vector<double> k = download(operands["K"], context.stream());
+            for (std::int64_t i = 0; i < kS; ++i) q[static_cast<std::size_t>(i * d)] = 4.0;
+            for (std::int64_t j = 0; j < kS; ++j) k[static_cast<std::size_t>(j * d)] = static_cast<double>(j) * step;
+            upload_values(operands["Q"], q, context.stream());
+            upload_values(operands["K"], k, context.stream());
+            const LaunchAndReference run = launch_and_reference(*kernel, problem, operands, context.stream());
+
+            int wrong_rows = 0;
+            for (std::int64_t i = 0; i < kS; ++i) {
+              bool row_ok = std::isfinite(run.lse[i]) &&
+                            std::abs(run.lse[i] - run.lse_ref[i]) <= 1e-2 * std::max(1.0, std::abs(run.lse_ref[i]));
+              for (std::int64_t c = 0; c < d; ++c) {
+                const std::size_t at = static_cast<std::size_t>(i * d + c);
+                row_ok = row_ok && std::isfinite(run.o[at]) && std::abs(run.o[at] - run.o_ref[at]) <= 5e-2;
+              }
+              wrong_rows += row_ok ? 0 : 1;
+            }
+            EXPECT_EQ(wrong_rows, 0) << kernel->id << " " << dtype_name(dtype) << " D = " << d << " step " << step
+                                     << (causal ? " causal" : "") << ": " << wrong_rows
+                                     << " rows differ from the reference";
+          }
 }
 
 }  // namespace

@@ -61,6 +61,25 @@ inline void plant_value(Tensor& tensor, std::size_t index, float value, cudaStre
   KC_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
+// Overwrites a bf16 or f16 tensor of the operands with `values` (one per element, rounded to the
+// tensor's type), on `stream` after what is queued there.
+inline void upload_values(Tensor& tensor, const std::vector<double>& values, cudaStream_t stream) {
+  kc::require(values.size() == tensor.count(), "upload_values: {} values for a tensor of {} elements", values.size(),
+              tensor.count());
+  std::vector<std::uint16_t> bits(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const float value = static_cast<float>(values[i]);
+    if (tensor.dtype == DType::bf16) {
+      const __nv_bfloat16 element = __float2bfloat16(value);
+      std::memcpy(&bits[i], &element, sizeof bits[i]);
+    } else {
+      const __half element = __float2half(value);
+      std::memcpy(&bits[i], &element, sizeof bits[i]);
+    }
+  }
+  tensor.upload(bits.data(), bits.size() * sizeof(std::uint16_t), stream);
+}
+
 // attention_fwd as stage 3 registers it (with the baseline this build declares).
 inline const OpSpec& registered_attention_op() {
   static const Registry registry = [] {

@@ -184,5 +184,9 @@ void attention_fwd_13_scale_in_exponent(const AttentionArgs<T>& args, cudaStream
 template <typename T>
 void attention_fwd_14_rowless_consumers_leave(const AttentionArgs<T>& args, cudaStream_t stream,
                                               HopperLaunchCache& cache);
+// Rung 15 (sm_90a): rung 14 with each row's exponent base moved only when its maximum rises by more
+// than 2^8, and O's rescale skipped where a warp's factors are all 1.
+template <typename T>
+void attention_fwd_15_lazy_rescale(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache);
 
 }  // namespace kc::stage3
