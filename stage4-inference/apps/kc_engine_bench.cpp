@@ -27,9 +27,13 @@
 // RunnerOptions::quantize_int4_group_size), and --native-quantized on|off|both runs the decode steps on the
 // blocks (RunnerOptions::native_quantized) or on the dequantized copy, so one run gives both rows of
 // the same weights; --int4-link-rung stage3|04|05|both holds a fused native step's 4-bit groups to
-// stage 3's choice of link rung or to the one named (RunnerOptions::int4_link_rung):
+// stage 3's choice of link rung or to the one named (RunnerOptions::int4_link_rung). Every request
+// decodes greedily unless --temperature T (> 0; with --top-k K and --top-p P, seed --seed plus the
+// request's index) samples its tokens, on the GPU sampler or the host's reference sampler
+// (--gpu-sampler on|off|both, default on as RunnerOptions::gpu_sampler; off and both need a
+// temperature, the only case where the sampler runs):
 //   decode      one request, a prompt of C random tokens, then --decode-tokens tokens; tok/s over
-//               the tokens after the first (greedy, end-of-sequence ignored). Bytes a step: every
+//               the tokens after the first (end-of-sequence ignored). Bytes a step: every
 //               weight once (of the embedding table one row, unless it is also the output
 //               projection; on the blocks, the blocks' bytes in place of the bf16 copy's)
 //               plus the K/V rows read at the mean context; GB/s and % of the copy
@@ -70,6 +74,7 @@
 #include "kc/engine/model_loader.hpp"
 #include "kc/engine/model_runner.hpp"
 #include "kc/engine/published_configs.hpp"
+#include "kc/engine/sampling.hpp"
 #include "kc/engine/scheduler.hpp"
 
 #include <fstream>
@@ -91,6 +96,7 @@ constexpr const char* kUsage =
     "                       [--max-model-len 8448] [--kv-fraction 0.6] [--decode-min-split-keys 128]\n"
     "                       [--quantized q4_0|q4_1|q8_0|int4-gN] [--native-quantized on|off|both]\n"
     "                       [--int4-link-rung stage3,04,05|both]\n"
+    "                       [--temperature 0] [--top-k 0] [--top-p 1] [--gpu-sampler on|off|both]\n"
     "                       [--peers hf.json[,llama.json]]\n"
     "                       [--markdown DIR]\n"
     "  NAME: smollm2-135m, llama-3.2-1b, llama-3.1-8b (published shapes, random weights)\n";
@@ -103,6 +109,9 @@ struct Args {
   std::string quantized;                 // "": bf16 random weights; q4_0, q4_1, q8_0: random blocks; int4-gN
   std::string native_quantized = "off";  // on, off or both (RunnerOptions::native_quantized)
   std::string int4_link_rung = "stage3";  // RunnerOptions::int4_link_rung: stage3, 04, 05 or both
+  double temperature = 0.0, top_p = 1.0;  // every request's sampling (SamplingParams); 0: greedy
+  int top_k = 0;
+  std::string gpu_sampler = "on";  // RunnerOptions::gpu_sampler: on, off or both (a temperature only)
   int decode_min_split_keys = kc::engine::RunnerOptions{}.decode_min_keys_per_split;
   std::uint64_t seed = 1;
   std::vector<int> contexts{128, 2048, 8192}, prefill{512, 2048}, concurrency{1, 8, 64, 256};
@@ -253,6 +262,8 @@ struct ModelResult {
   int int4_link_rung = 0;  // RunnerOptions::int4_link_rung
   std::string block_type;  // the blocks' type where the weights have blocks ("q4_1"), else empty
   int decode_min_split_keys = kc::engine::RunnerOptions{}.decode_min_keys_per_split;
+  kc::engine::SamplingParams sampling;  // its seed is the first request's
+  bool gpu_sampler = true;
   double params = 0, weight_bytes = 0, kv_bytes_per_token = 0, pool_mib = 0;
   double block_bytes = 0;        // quantized blocks in the pool beside the bf16 copy (native rows)
   double weight_bytes_read = 0;  // a decode step reads every weight except the embedding table
@@ -279,8 +290,9 @@ struct Timeline {
   std::vector<std::vector<Clock::time_point>> token_times;
 };
 
+// Request i samples with `sampling` and the seed sampling.seed + i (greedy where the temperature is 0).
 Timeline run_requests(kc::engine::ModelRunner& runner, const std::vector<std::vector<TokenId>>& prompts,
-                      const std::vector<int>& max_tokens) {
+                      const std::vector<int>& max_tokens, const kc::engine::SamplingParams& sampling) {
   kc::engine::Scheduler scheduler(runner.scheduler_config());
   Timeline timeline;
   timeline.token_times.resize(prompts.size());
@@ -289,6 +301,8 @@ Timeline run_requests(kc::engine::ModelRunner& runner, const std::vector<std::ve
     kc::engine::GenerationRequest request;
     request.prompt = prompts[i];
     request.max_tokens = max_tokens[i];
+    request.sampling = sampling;
+    request.sampling.seed = sampling.seed + i;
     request.on_output = [&timeline, i](const kc::engine::StreamEvent&) {
       timeline.token_times[i].push_back(Clock::now());
     };
@@ -317,9 +331,21 @@ class Prompts {
   std::mt19937_64 rng_;
 };
 
+// Every request's sampling: --temperature, --top-k, --top-p, seeded from --seed.
+kc::engine::SamplingParams sampling_of(const Args& args) {
+  kc::engine::SamplingParams sampling;
+  sampling.temperature = static_cast<float>(args.temperature);
+  sampling.top_k = args.top_k;
+  sampling.top_p = static_cast<float>(args.top_p);
+  sampling.seed = args.seed;
+  return sampling;
+}
+
 ModelResult measure(kc::engine::ModelRunner& runner, const kc::engine::ModelConfig& config, const Args& args,
                     double copy_gbps) {
   ModelResult result;
+  const kc::engine::SamplingParams sampling = sampling_of(args);
+  result.sampling = sampling;
   const auto scheduler_config = runner.scheduler_config();
   result.num_blocks = scheduler_config.num_blocks;
   result.block_size = scheduler_config.block_size;
@@ -347,9 +373,9 @@ ModelResult measure(kc::engine::ModelRunner& runner, const kc::engine::ModelConf
       p.push_back(prompts.next(16));
       m.push_back(2 + i);
     }
-    run_requests(runner, p, m);
+    run_requests(runner, p, m, sampling);
     for (int prompt : args.prefill)
-      if (prompt + 2 <= longest) run_requests(runner, {prompts.next(prompt)}, {1});
+      if (prompt + 2 <= longest) run_requests(runner, {prompts.next(prompt)}, {1}, sampling);
   }
 
   for (int context : args.contexts) {
@@ -358,7 +384,7 @@ ModelResult measure(kc::engine::ModelRunner& runner, const kc::engine::ModelConf
                   static_cast<long long>(longest));
       continue;
     }
-    const Timeline t = run_requests(runner, {prompts.next(context)}, {args.decode_tokens + 1});
+    const Timeline t = run_requests(runner, {prompts.next(context)}, {args.decode_tokens + 1}, sampling);
     const auto& times = t.token_times[0];
     DecodeRow row;
     row.context = context;
@@ -376,7 +402,7 @@ ModelResult measure(kc::engine::ModelRunner& runner, const kc::engine::ModelConf
     if (prompt + 2 > longest) continue;
     std::vector<double> ttft;
     for (int repeat = 0; repeat < 3; ++repeat) {
-      const Timeline t = run_requests(runner, {prompts.next(prompt)}, {1});
+      const Timeline t = run_requests(runner, {prompts.next(prompt)}, {1}, sampling);
       ttft.push_back(ms_between(t.submitted, t.token_times[0].front()));
     }
     PrefillRow row{prompt, percentile(ttft, 0.5), 0};
@@ -388,7 +414,7 @@ ModelResult measure(kc::engine::ModelRunner& runner, const kc::engine::ModelConf
     if (requests > scheduler_config.max_running) continue;
     std::vector<std::vector<TokenId>> p;
     for (int i = 0; i < requests; ++i) p.push_back(prompts.next(args.concurrency_prompt));
-    const Timeline t = run_requests(runner, p, std::vector<int>(p.size(), args.concurrency_tokens));
+    const Timeline t = run_requests(runner, p, std::vector<int>(p.size(), args.concurrency_tokens), sampling);
     std::vector<double> ttft;
     Clock::time_point last = t.submitted;
     long long tokens = 0;
@@ -446,6 +472,15 @@ int int4_group_size_of(const std::string& quantized) {
 
 std::string fixed(double value, int digits) { return fmt::format("{:.{}f}", value, digits); }
 
+// ", temperature 0.7, top-p 0.9, GPU sampler": how a row's requests chose their tokens, where not greedily.
+std::string sampling_note(const ModelResult& r) {
+  if (r.sampling.temperature == 0.f) return {};
+  return fmt::format(", temperature {}{}{}, {} sampler", r.sampling.temperature,
+                     r.sampling.top_k > 0 ? fmt::format(", top-k {}", r.sampling.top_k) : std::string(),
+                     r.sampling.top_p < 1.f ? fmt::format(", top-p {}", r.sampling.top_p) : std::string(),
+                     r.gpu_sampler ? "GPU" : "host");
+}
+
 // "eager, unfused kernels", "CUDA graphs, fused kernels", ...: a table section's mode; for quantized
 // weights whether the decode steps ran on the blocks ("q4_1 native") or on their bf16 copy ("q4_1
 // dequantized"); the decode split floor when it is not the engine's default.
@@ -459,7 +494,7 @@ std::string mode_name(const ModelResult& r) {
          (r.rope_in_attention || !r.fuse_kernels ? std::string() : ", RoPE and cache write in their own kernel") +
          (r.one_launch_mlp && r.fuse_kernels ? ", the MLP in one launch" : std::string()) +
          decode_attention_note(r.decode_attention, r.decode_rope_rung, r.rope_in_attention, r.fuse_kernels) +
-         int4_link_note(r.int4_link_rung, r.native_quantized, r.fuse_kernels);
+         int4_link_note(r.int4_link_rung, r.native_quantized, r.fuse_kernels) + sampling_note(r);
 }
 
 // One peer's rates, from bench/peers/hf_engine_peers.py or bench/peers/llama_cpp_peer.py:
@@ -600,7 +635,8 @@ void write_tables(const Args& args, const kc::DeviceInfo& device, double copy_gb
     md += "\n";
     json += fmt::format("{}\n    {{\"name\": {}, \"source\": {}, \"cuda_graphs\": {}, \"fuse_kernels\": {}, \"programmatic_launch\": {}, \"rope_in_attention\": {}, \"decode_rope_rung\": {}, \"one_launch_mlp\": {}, \"decode_attention\": {}, "
                         "\"block_type\": {}, \"native_quantized\": {}, \"int4_link_rung\": {}, "
-                        "\"decode_min_split_keys\": {}, \"params\": {:.0f}, "
+                        "\"decode_min_split_keys\": {}, \"temperature\": {}, \"top_k\": {}, \"top_p\": {}, "
+                        "\"gpu_sampler\": {}, \"params\": {:.0f}, "
                         "\"weight_bytes\": {:.0f}, \"block_bytes\": {:.0f}, \"weight_bytes_read\": {:.0f}, "
                         "\"kv_bytes_per_token\": {:.0f}, \"pool_mib\": {:.1f}, "
                         "\"num_blocks\": {}, \"block_size\": {}, \"graph_replays\": {},\n     \"decode\": [",
@@ -609,8 +645,8 @@ void write_tables(const Args& args, const kc::DeviceInfo& device, double copy_gb
                         r.programmatic_launch ? "true" : "false", r.rope_in_attention ? "true" : "false",
                         kc::json_string(decode_rope_rung_id(r.decode_rope_rung)), r.one_launch_mlp ? "true" : "false", kc::json_string(decode_attention_id(r.decode_attention)),
                         kc::json_string(r.block_type), r.native_quantized ? "true" : "false", r.int4_link_rung,
-                        r.decode_min_split_keys,
-                        r.params, r.weight_bytes, r.block_bytes, r.weight_bytes_read, r.kv_bytes_per_token,
+                        r.decode_min_split_keys, r.sampling.temperature, r.sampling.top_k, r.sampling.top_p,
+                        r.gpu_sampler ? "true" : "false", r.params, r.weight_bytes, r.block_bytes, r.weight_bytes_read, r.kv_bytes_per_token,
                         r.pool_mib, r.num_blocks, r.block_size, r.graph_replays);
     for (std::size_t i = 0; i < r.decode.size(); ++i)
       json += fmt::format("{}{{\"context\": {}, \"tokens\": {}, \"tok_s\": {:.2f}, \"bytes_per_token\": {:.0f}, "
@@ -670,6 +706,10 @@ int run(int argc, char** argv) {
        {"--quantized", [&](const std::string& v) { args.quantized = v; }},
        {"--native-quantized", [&](const std::string& v) { args.native_quantized = v; }},
        {"--peers", [&](const std::string& v) { args.peers = v; }},
+       {"--temperature", [&](const std::string& v) { args.temperature = kc::parse_double("--temperature", v); }},
+       {"--top-k", [&](const std::string& v) { args.top_k = kc::parse_int("--top-k", v); }},
+       {"--top-p", [&](const std::string& v) { args.top_p = kc::parse_double("--top-p", v); }},
+       {"--gpu-sampler", [&](const std::string& v) { args.gpu_sampler = v; }},
        {"--markdown", [&](const std::string& v) { args.markdown = v; }}});
   if (!go) {
     std::cout << kUsage;
@@ -693,6 +733,13 @@ int run(int argc, char** argv) {
               args.quantized);
   kc::require(args.native_quantized == "both" || args.native_quantized == "on" || args.native_quantized == "off",
               "--native-quantized: '{}' is not both, on or off", args.native_quantized);
+  kc::engine::validate_sampling_params(sampling_of(args));  // before any GPU time
+  kc::require(args.gpu_sampler == "both" || args.gpu_sampler == "on" || args.gpu_sampler == "off",
+              "--gpu-sampler: '{}' is not both, on or off", args.gpu_sampler);
+  kc::require(args.gpu_sampler == "on" || args.temperature > 0.0,
+              "--gpu-sampler {}: the sampler runs only for a temperature above 0 (greedy steps take the argmax); "
+              "add --temperature",
+              args.gpu_sampler);
   kc::require(args.decode_tokens >= 2 && args.concurrency_tokens >= 1 && args.concurrency_prompt >= 1,
               "--decode-tokens must be >= 2, --concurrency-prompt and --concurrency-tokens >= 1");
   const std::vector<DecodeRung> decode_modes = parse_decode_attention(args.decode_attention);
@@ -731,6 +778,9 @@ int run(int argc, char** argv) {
   std::vector<bool> native_modes;
   if (args.native_quantized != "on") native_modes.push_back(false);
   if (args.native_quantized != "off") native_modes.push_back(true);
+  std::vector<bool> sampler_modes;
+  if (args.gpu_sampler != "on") sampler_modes.push_back(false);
+  if (args.gpu_sampler != "off") sampler_modes.push_back(true);
   const kc::engine::GgmlType random_type = args.quantized == "q4_0"   ? kc::engine::GgmlType::q4_0
                                            : args.quantized == "q4_1" ? kc::engine::GgmlType::q4_1
                                            : args.quantized == "q8_0" ? kc::engine::GgmlType::q8_0
@@ -760,9 +810,11 @@ int run(int argc, char** argv) {
     for (const RopeRung rope_rung : rope_rungs)
     for (bool one_launch_mlp : mlp_modes)
     for (const int int4_link_rung : int4_link_rungs)
+    for (bool gpu_sampler : sampler_modes)
     for (bool graphs : graph_modes) {
       kc::engine::RunnerOptions options;
       options.cuda_graphs = graphs;
+      options.gpu_sampler = gpu_sampler;
       options.fuse_kernels = fuse;
       options.programmatic_launch = dependent;
       options.decode_attention = decode_rung;
@@ -784,13 +836,16 @@ int run(int argc, char** argv) {
       if (blocks.empty() && loaded && !native) blocks = loaded_block_type(*loaded);
       if (blocks.empty() && int4_group_size > 0) blocks = fmt::format("int4 g{}", int4_group_size);
       const std::string decode_note = decode_attention_note(decode_rung, rope_rung, rope_in, fuse);
-      std::printf("%s, %s%s%s%s%s%s%s%s: %.0f MiB of bf16 weights%s, %.0f MiB read a decode token\n", name.c_str(),
+      std::printf("%s, %s%s%s%s%s%s%s%s%s: %.0f MiB of bf16 weights%s, %.0f MiB read a decode token\n", name.c_str(),
                   graphs ? "CUDA graphs" : "eager", fuse ? ", fused kernels" : "",
                   dependent ? "" : ", ordinary launches", decode_note.c_str(),
                   rope_in || !fuse ? "" : ", RoPE and cache write in their own kernel",
                   one_launch_mlp && fuse ? ", the MLP in one launch" : "",
                   blocks.empty() ? "" : fmt::format(", {} {}", blocks, native ? "native" : "dequantized").c_str(),
                   int4_link_note(int4_link_rung, native, fuse).c_str(),
+                  args.temperature > 0.0
+                      ? fmt::format(", temperature {}, {} sampler", args.temperature, gpu_sampler ? "GPU" : "host").c_str()
+                      : "",
                   static_cast<double>(bytes.bf16) / (1 << 20),
                   bytes.blocks > 0 ? fmt::format(" + {:.0f} MiB of {} blocks", static_cast<double>(bytes.blocks) / (1 << 20),
                                                  bytes.block_type).c_str()
@@ -810,6 +865,7 @@ int run(int argc, char** argv) {
       result.decode_rope_rung = rope_rung;
       result.one_launch_mlp = one_launch_mlp;
       result.decode_min_split_keys = args.decode_min_split_keys;
+      result.gpu_sampler = gpu_sampler;
       results.push_back(std::move(result));
     }
   }

@@ -38,6 +38,10 @@ TEST(EngineBenchCli, RefusesWhatItCannotTakeBeforeTouchingAGpu) {
       {"--synthetic smollm2-135m --decode-rope-rung 05", "--decode-rope-rung: '05' is not 08, 07, 06 or both"},
       {"--synthetic smollm2-135m --decode-rope-rung ,07", "--decode-rope-rung: '' is not 08, 07, 06 or both"},
       {"--synthetic smollm2-135m --int4-link-rung 06", "--int4-link-rung: '06' is not stage3, 04, 05 or both"},
+      {"--synthetic smollm2-135m --temperature -1", "temperature -1 must be finite and >= 0"},
+      {"--synthetic smollm2-135m --temperature 0.7 --top-p 1.5", "top_p 1.5 must be in (0, 1]"},
+      {"--synthetic smollm2-135m --temperature 0.7 --gpu-sampler maybe", "--gpu-sampler: 'maybe' is not both, on or off"},
+      {"--synthetic smollm2-135m --gpu-sampler both", "--gpu-sampler both: the sampler runs only for a temperature"},
       {"--synthetic smollm2-135m --frobnicate 1", "unknown flag '--frobnicate'"},
       {"--synthetic smollm2-135m --peers /nonexistent/peers.json", "--peers: cannot read '/nonexistent/peers.json'"},
       {"--synthetic smollm2-135m --peers " + peers, "is not the output of bench/peers/hf_engine_peers.py"},
@@ -56,6 +60,7 @@ TEST(EngineBenchCli, RefusesWhatItCannotTakeBeforeTouchingAGpu) {
   EXPECT_NE(output.find("--one-launch-mlp"), std::string::npos) << output;
   EXPECT_NE(output.find("--decode-rope-rung"), std::string::npos) << output;
   EXPECT_NE(output.find("--int4-link-rung"), std::string::npos) << output;
+  EXPECT_NE(output.find("--gpu-sampler"), std::string::npos) << output;
 }
 
 }  // namespace
