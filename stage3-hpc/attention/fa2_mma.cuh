@@ -308,7 +308,10 @@ __device__ __forceinline__ void store_tile_rows(const float (&o)[kDimBlocks][4],
 
 // One warp's FlashAttention-2 state and step. Rows: this thread's rows are lane/4 + 8r of the
 // warp's, r < kThreadRows: rows lane/4 (r = 2m) and lane/4 + 8 (r = 2m + 1) of MMA tile m.
-template <typename T, class Shape>
+// kLeanSoftmax (attention rung 16; a positive scale only): the softmax of the Hopper rungs 13 and
+// 15 — the scale inside the exponent's FFMA, each row's base moved only past a rise of
+// kLazyRescaleLog2, and O's rescale skipped where every factor of the warp's tile is 1.
+template <typename T, class Shape, bool kLeanSoftmax = false>
 struct Fa2Warp {
   static constexpr int kTiles = Shape::kTilesPerWarp;
   WarpQ<Shape> q;                                   // Q fragments, or where to read them
@@ -357,8 +360,16 @@ struct Fa2Warp {
   __device__ void softmax(float (&s)[kTiles][Shape::kKeyBlocks][4], float scale_log2, int key0,
                           const int (&row_ends)[Shape::kThreadRows]) {
 #pragma unroll
-    for (int m = 0; m < kTiles; ++m)
-      online_softmax_tile<kMask>(s[m], o[m], row + 2 * m, row_ends + 2 * m, scale_log2, key0);
+    for (int m = 0; m < kTiles; ++m) {
+      if constexpr (kLeanSoftmax) {
+        float rescale[2];
+        softmax_probabilities<kMask, true, Shape::kKeyBlocks, true>(s[m], row + 2 * m, row_ends + 2 * m, scale_log2,
+                                                                    key0, rescale);
+        if (__any_sync(0xffffffffu, rescale[0] != 1.f || rescale[1] != 1.f)) rescale_rows(o[m], rescale);
+      } else {
+        online_softmax_tile<kMask>(s[m], o[m], row + 2 * m, row_ends + 2 * m, scale_log2, key0);
+      }
+    }
   }
 
   // O += P V, P = the softmax'd S rounded to T in registers (accumulator blocks 2s, 2s + 1 are the

@@ -257,6 +257,12 @@ void register_attention_kernels(Registry& registry) {
       "rung 14 with each row's softmax base moved only when its maximum rises by more than 8 (log2 units), so "
       "most tiles' rescale factors are 1 and a warp whose factors all are skips O's multiply",
       &attention_fwd_15_lazy_rescale<__nv_bfloat16>, &attention_fwd_15_lazy_rescale<__half>));
+  registry.add_kernel(flash_entry("16_fa2_lean_softmax", 16,
+                                  "rung 05 on mma.sync with the softmax of rungs 13 and 15: the scale inside the "
+                                  "exponent's FFMA, the base moved only past a rise of 8 (log2 units), O's rescale "
+                                  "skipped where a warp's factors are all 1",
+                                  &attention_fwd_16_fa2_lean_softmax<__nv_bfloat16>,
+                                  &attention_fwd_16_fa2_lean_softmax<__half>));
 
   // The packed variable-length form (kc/stage3/attention_varlen.hpp): its op, then its rung.
   if (!registry.has_op(kAttentionVarlenOp)) registry.add_op(make_attention_varlen_op());

@@ -454,6 +454,7 @@ TEST(VarlenArgs, TheDenseRungsRefuseThePackedForm) {
       error_of([&] { attention_fwd_13_scale_in_exponent(a, nullptr, cache); }),
       error_of([&] { attention_fwd_14_rowless_consumers_leave(a, nullptr, cache); }),
       error_of([&] { attention_fwd_15_lazy_rescale(a, nullptr, cache); }),
+      error_of([&] { attention_fwd_16_fa2_lean_softmax(a, nullptr); }),
   };
   for (std::size_t i = 0; i < errors.size(); ++i)
     EXPECT_TRUE(contains(errors[i], "packed variable-length form") && contains(errors[i], "does not run") &&
