@@ -271,7 +271,8 @@ struct FlashWgmmaConsumer {
   }
 
   // O times the rows' rescale factors. Rung 15: not at all where every factor of the warp is 1 (a
-  // warp-uniform branch: the multiplies are a third of the softmax's per-score work at D = 128).
+  // warp-uniform branch over the multiplies: one for each of O's accumulators, as many as the
+  // thread's scores at D = 128).
   __device__ void rescale_o(const float (&rescale)[2]) {
     if constexpr (kLazyRescale) {
       if (!__any_sync(0xffffffffu, rescale[0] != 1.f || rescale[1] != 1.f)) return;
