@@ -33,8 +33,10 @@ using Fa2KernelArgs = std::conditional_t<kPacked, AttentionArgs<T>, AttentionPar
 // Sq_b) are zero-filled, so no block reads a neighbouring sequence, and rows past Sq_b are not
 // stored. The packed form's lines are the `if constexpr` block and nothing else: the dense kernel
 // compiles to the code it had before the packed form existed.
-// kLeanSoftmax (rung 16): the warp step's softmax of the Hopper rungs 13 and 15 (Fa2Warp).
-template <typename T, int kHeadDim, int kTilesPerWarp, bool kPacked, bool kLeanSoftmax = false>
+// kLeanSoftmax (rung 16): the warp step's softmax of the Hopper rungs 13 and 15 (Fa2Warp);
+// kFlawBaseNeverMoves: its negative control's flaw (16_fa2_lean_softmax_flawed.cu).
+template <typename T, int kHeadDim, int kTilesPerWarp, bool kPacked, bool kLeanSoftmax = false,
+          bool kFlawBaseNeverMoves = false>
 __global__ void __launch_bounds__(Fa2Shape<kHeadDim, kTilesPerWarp>::kThreads)
     fa2_cp_async_kernel(Fa2KernelArgs<T, kPacked> args) {
   using Shape = Fa2Shape<kHeadDim, kTilesPerWarp>;
@@ -65,7 +67,7 @@ __global__ void __launch_bounds__(Fa2Shape<kHeadDim, kTilesPerWarp>::kThreads)
   thread_row_ends(args, warp_row0, row_ends);
   const float scale_log2 = args.scale * kLog2e;
 
-  Fa2Warp<T, Shape, kLeanSoftmax> state;
+  Fa2Warp<T, Shape, kLeanSoftmax, kFlawBaseNeverMoves> state;
   if (tiles > 0) {  // the first group: Q and tile 0
     copy_tile_async<Shape, Shape::kBlockRows>(q_tile, head.q, args.q_row_stride, block_row0, args.q_len);
     copy_tile_async<Shape>(k_tile(0), head.k, args.kv_row_stride, 0, key_end);
@@ -101,12 +103,15 @@ __global__ void __launch_bounds__(Fa2Shape<kHeadDim, kTilesPerWarp>::kThreads)
 // The kernel for one T, D and number of MMA tiles per warp, and the shared memory it takes: the
 // Q tile of the block's rows + 2 x (K, V) tiles of 64 rows.
 // kPacked: the packed variable-length form's kernel (varlen_05_fa2_two_tiles_per_warp.cu);
-// kLeanSoftmax: rung 16's softmax (16_fa2_lean_softmax.cu).
-template <typename T, int kHeadDim, int kTilesPerWarp, bool kPacked = false, bool kLeanSoftmax = false>
+// kLeanSoftmax: rung 16's softmax (16_fa2_lean_softmax.cu); kFlawBaseNeverMoves: its negative
+// control.
+template <typename T, int kHeadDim, int kTilesPerWarp, bool kPacked = false, bool kLeanSoftmax = false,
+          bool kFlawBaseNeverMoves = false>
 struct Fa2CpAsyncRung {
   using Shape = Fa2Shape<kHeadDim, kTilesPerWarp>;
   static constexpr int kSmemBytes = Shape::kQTileBytes + 4 * Shape::kTileBytes;
-  static constexpr auto kKernel = &fa2_cp_async_kernel<T, kHeadDim, kTilesPerWarp, kPacked, kLeanSoftmax>;
+  static constexpr auto kKernel =
+      &fa2_cp_async_kernel<T, kHeadDim, kTilesPerWarp, kPacked, kLeanSoftmax, kFlawBaseNeverMoves>;
 };
 
 // Rung 05's 16-row MMA tiles per warp at each head dimension, which its packed form shares: two at

@@ -202,8 +202,12 @@ struct WarpQ<Shape, false> {
 // (or a first finite, or a NaN) maximum moves the base, as every tile does without the option.
 // The sum and O are relative to the same base, so O / sum and the LSE (base + log2 sum) are the
 // same numbers; a factor of 1 in every row of a warp lets the caller skip O's multiply.
+// kFlawBaseNeverMoves (a negative control's flaw, with kLazyRescale): once a row has a finite
+// base it keeps it whatever the rise, so probabilities overflow where the scores climb far enough
+// (AttentionLadderGpu.RisingScoresMoveTheSoftmaxBaseCorrectly must catch it).
 inline constexpr float kLazyRescaleLog2 = 8.f;
-template <bool kMask, bool kScaleInExponent = false, int kKeyBlocks, bool kLazyRescale = false>
+template <bool kMask, bool kScaleInExponent = false, int kKeyBlocks, bool kLazyRescale = false,
+          bool kFlawBaseNeverMoves = false>
 __device__ __forceinline__ void softmax_probabilities(float (&s)[kKeyBlocks][4], RowState* rows,
                                                       const int* row_ends, float scale_log2, int key0,
                                                       float (&rescale)[2]) {
@@ -235,7 +239,8 @@ __device__ __forceinline__ void softmax_probabilities(float (&s)[kKeyBlocks][4],
     float new_max = core::max_propagate_nan(state.max, tile_max[h]);
     // Lazy: keep the base where the rise is a finite number of at most kLazyRescaleLog2 (a NaN or
     // an infinite difference compares false and moves the base, as without the option).
-    const bool keep = kLazyRescale && new_max - state.max <= kLazyRescaleLog2;
+    const bool keep =
+        kLazyRescale && (kFlawBaseNeverMoves ? state.max != -CUDART_INF_F : new_max - state.max <= kLazyRescaleLog2);
     if (keep) new_max = state.max;
     const float base = exponent_base(new_max);
     rescale[h] = keep ? 1.f : exp2_flush_to_zero(state.max - base);
@@ -311,7 +316,8 @@ __device__ __forceinline__ void store_tile_rows(const float (&o)[kDimBlocks][4],
 // kLeanSoftmax (attention rung 16; a positive scale only): the softmax of the Hopper rungs 13 and
 // 15 — the scale inside the exponent's FFMA, each row's base moved only past a rise of
 // kLazyRescaleLog2, and O's rescale skipped where every factor of the warp's tile is 1.
-template <typename T, class Shape, bool kLeanSoftmax = false>
+// kFlawBaseNeverMoves: the negative control's flaw (softmax_probabilities), with kLeanSoftmax.
+template <typename T, class Shape, bool kLeanSoftmax = false, bool kFlawBaseNeverMoves = false>
 struct Fa2Warp {
   static constexpr int kTiles = Shape::kTilesPerWarp;
   WarpQ<Shape> q;                                   // Q fragments, or where to read them
@@ -363,8 +369,8 @@ struct Fa2Warp {
     for (int m = 0; m < kTiles; ++m) {
       if constexpr (kLeanSoftmax) {
         float rescale[2];
-        softmax_probabilities<kMask, true, Shape::kKeyBlocks, true>(s[m], row + 2 * m, row_ends + 2 * m, scale_log2,
-                                                                    key0, rescale);
+        softmax_probabilities<kMask, true, Shape::kKeyBlocks, true, kFlawBaseNeverMoves>(
+            s[m], row + 2 * m, row_ends + 2 * m, scale_log2, key0, rescale);
         if (__any_sync(0xffffffffu, rescale[0] != 1.f || rescale[1] != 1.f)) rescale_rows(o[m], rescale);
       } else {
         online_softmax_tile<kMask>(s[m], o[m], row + 2 * m, row_ends + 2 * m, scale_log2, key0);

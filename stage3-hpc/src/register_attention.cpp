@@ -185,6 +185,15 @@ const std::vector<std::string>& flash_attention_refusals() {
   return refusals;
 }
 
+LaunchFn attention_16_with_a_base_that_never_moves() {
+  return [](const Problem& problem, Operands& operands, cudaStream_t stream) {
+    if (problem.dtype == DType::bf16)
+      attention_fwd_16_with_a_base_that_never_moves(attention_args<__nv_bfloat16>(problem, operands), stream);
+    else
+      attention_fwd_16_with_a_base_that_never_moves(attention_args<__half>(problem, operands), stream);
+  };
+}
+
 void register_attention_kernels(Registry& registry) {
   KernelEntry unfused = attention_entry(
       "01_naive_unfused", 1, "cuBLAS S = scale.Q.K^T (FP32), masked softmax kernel, cuBLAS O = P.V: S materialized");

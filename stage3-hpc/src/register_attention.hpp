@@ -31,6 +31,11 @@ KernelEntry attention_kernel_entry(const std::string& op, const std::string& nam
 // Rung 01 (attention/01_naive_unfused.cpp): the unfused cuBLAS path as a kernel entry's launch.
 LaunchFn attention_01_naive_unfused();
 
+// A negative control, not registered: rung 16's kernel whose softmax never moves a row's first
+// finite base (attention/16_fa2_lean_softmax_flawed.cu), as a launch on an attention_fwd problem
+// (positive scales). Scores that climb far enough along a row must make it fail.
+LaunchFn attention_16_with_a_base_that_never_moves();
+
 // The conformance problems the fused rungs (02-04) refuse, by label: head dimensions other than
 // 64 and 128.
 const std::vector<std::string>& flash_attention_refusals();

@@ -19,6 +19,7 @@
 #include "kc/common/registry.hpp"
 #include "kc/stage3/attention.hpp"
 #include "kc/stage3/register.hpp"
+#include "src/register_attention.hpp"
 #include "stage3_test_registry.hpp"
 #include "attention_test_support.hpp"
 #include "support/gpu_test.hpp"
@@ -187,46 +188,89 @@ TEST(AttentionLadderGpu, NonFiniteInputsFollowTheDefinition) {
 
 // Scores that rise along the keys, so the rows' running maxima keep growing from tile to tile:
 // column 0 of every query holds 4 and column 0 of key j holds j x step (the other columns stay
-// random), so a row's score rises by about 4 . step . scale . log2(e) a key. With step 0.08 the
-// rise is 5-8 (log2 units) a 128-key tile: rung 15 keeps a row's base for a tile (its
-// probabilities then reach 2^5-2^8) and moves it on the next; with step 0.5 it is 33-46 a tile and
-// every tile moves the base. Sq = Sk = 300 leaves the last query tile two of rung 14's three
-// consumers at D = 64 and one (working alone) at D = 128. Every rung must match the reference.
+// random), so a row's score rises by 4 . step . scale . log2(e) a key: 0.72 step (log2 units) at
+// D = 64, 0.51 step at D = 128. With step 0.08 that is 5-7 a 128-key tile: rung 15 keeps a row's
+// base for a tile (its probabilities then reach 2^5-2^7) and moves it on the next; with step 2 it
+// is 130-184 a tile, every tile moves the base, and past its first 64 keys a row climbs 241-340
+// more, beyond FP32's range (2^128). Sq = Sk = 300 leaves the last query tile two of rung 14's three consumers at
+// D = 64 and one (working alone) at D = 128. Every rung must match the reference.
+//
+// The random inputs of the conformance problems cannot tell a base that moves from one that never
+// does (any base is right while nothing overflows, and random scores settle within a few units of
+// their first maximum). The negative control attention_16_with_a_base_that_never_moves — rung 16
+// keeping each row's first finite base for good — must pass a random problem and fail the climbing
+// one: that is what this test adds to the conformance suite.
+struct RisingCase {
+  DType dtype;
+  std::int64_t head_dim;
+  double step;
+  bool causal;
+};
+constexpr std::int64_t kRisingLength = 300;
+
+// `launch` on the rising problem of `c` (or, `rising` false, on its random inputs as drawn), and
+// the rows whose O or LSE is not finite and within tolerance of the reference.
+int rows_off_the_reference(const LaunchFn& launch, const RisingCase& c, bool rising, Context& context) {
+  const OpSpec& op = stage3_test_registry().op(kAttentionFwdOp);
+  const std::int64_t s = kRisingLength, d = c.head_dim;
+  const Problem problem = op.problem({1, 1, 1, s, s, d}, c.dtype, {{"causal", c.causal ? 1.0 : 0.0}});
+  Operands operands = op.make_operands(problem, 31, context);
+  if (rising) {
+    std::vector<double> q = download(operands["Q"], context.stream());
+    std::vector<double> k = download(operands["K"], context.stream());
+    for (std::int64_t i = 0; i < s; ++i) q[static_cast<std::size_t>(i * d)] = 4.0;
+    for (std::int64_t j = 0; j < s; ++j) k[static_cast<std::size_t>(j * d)] = static_cast<double>(j) * c.step;
+    upload_values(operands["Q"], q, context.stream());
+    upload_values(operands["K"], k, context.stream());
+  }
+  KernelEntry entry;
+  entry.launch = launch;
+  const LaunchAndReference run = launch_and_reference(entry, problem, operands, context.stream());
+  int wrong_rows = 0;
+  for (std::int64_t i = 0; i < s; ++i) {
+    bool row_ok = std::isfinite(run.lse[i]) &&
+                  std::abs(run.lse[i] - run.lse_ref[i]) <= 1e-2 * std::max(1.0, std::abs(run.lse_ref[i]));
+    for (std::int64_t col = 0; col < d; ++col) {
+      const std::size_t at = static_cast<std::size_t>(i * d + col);
+      row_ok = row_ok && std::isfinite(run.o[at]) && std::abs(run.o[at] - run.o_ref[at]) <= 5e-2;
+    }
+    wrong_rows += row_ok ? 0 : 1;
+  }
+  return wrong_rows;
+}
+
+std::vector<RisingCase> rising_cases() {
+  std::vector<RisingCase> cases;
+  for (const DType dtype : {DType::bf16, DType::f16})
+    for (const std::int64_t d : {64, 128})
+      for (const double step : {0.08, 2.0})
+        for (const bool causal : {false, true}) cases.push_back({dtype, d, step, causal});
+  return cases;
+}
+
+std::string describe(const RisingCase& c) {
+  return std::string(dtype_name(c.dtype)) + " D = " + std::to_string(c.head_dim) + " step " + std::to_string(c.step) +
+         (c.causal ? " causal" : "");
+}
+
 TEST(AttentionLadderGpu, RisingScoresMoveTheSoftmaxBaseCorrectly) {
   KC_SKIP_WITHOUT_GPU();
   Context& context = testing::shared_context();
   const Registry& r = stage3_test_registry();
-  const OpSpec& op = r.op(kAttentionFwdOp);
-  constexpr std::int64_t kS = 300;
   for (const KernelEntry* kernel : r.select("^stage3/attention_fwd/"))
-    for (const DType dtype : {DType::bf16, DType::f16})
-      for (const std::int64_t d : {64, 128})
-        for (const double step : {0.08, 0.5})
-          for (const bool causal : {false, true}) {
-            const Problem problem = op.problem({1, 1, 1, kS, kS, d}, dtype, {{"causal", causal ? 1.0 : 0.0}});
-            Operands operands = op.make_operands(problem, 31, context);
-            std::vector<double> q = download(operands["Q"], context.stream());
-            std::vector<double> k = download(operands["K"], context.stream());
-            for (std::int64_t i = 0; i < kS; ++i) q[static_cast<std::size_t>(i * d)] = 4.0;
-            for (std::int64_t j = 0; j < kS; ++j) k[static_cast<std::size_t>(j * d)] = static_cast<double>(j) * step;
-            upload_values(operands["Q"], q, context.stream());
-            upload_values(operands["K"], k, context.stream());
-            const LaunchAndReference run = launch_and_reference(*kernel, problem, operands, context.stream());
+    for (const RisingCase& c : rising_cases())
+      EXPECT_EQ(rows_off_the_reference(kernel->launch, c, true, context), 0)
+          << kernel->id << " " << describe(c) << ": rows differ from the reference";
 
-            int wrong_rows = 0;
-            for (std::int64_t i = 0; i < kS; ++i) {
-              bool row_ok = std::isfinite(run.lse[i]) &&
-                            std::abs(run.lse[i] - run.lse_ref[i]) <= 1e-2 * std::max(1.0, std::abs(run.lse_ref[i]));
-              for (std::int64_t c = 0; c < d; ++c) {
-                const std::size_t at = static_cast<std::size_t>(i * d + c);
-                row_ok = row_ok && std::isfinite(run.o[at]) && std::abs(run.o[at] - run.o_ref[at]) <= 5e-2;
-              }
-              wrong_rows += row_ok ? 0 : 1;
-            }
-            EXPECT_EQ(wrong_rows, 0) << kernel->id << " " << dtype_name(dtype) << " D = " << d << " step " << step
-                                     << (causal ? " causal" : "") << ": " << wrong_rows
-                                     << " rows differ from the reference";
-          }
+  // The negative control: right on random scores, wrong once they climb past FP32's range.
+  const LaunchFn fixed_base = attention_16_with_a_base_that_never_moves();
+  for (const RisingCase& c : rising_cases()) {
+    if (c.step < 2.0) continue;
+    EXPECT_EQ(rows_off_the_reference(fixed_base, c, false, context), 0)
+        << "the control on random scores, " << describe(c) << ": the random problem should not see its flaw";
+    EXPECT_GT(rows_off_the_reference(fixed_base, c, true, context), 0)
+        << "the control on climbing scores, " << describe(c) << ": the rising problem must catch a base that never moves";
+  }
 }
 
 }  // namespace

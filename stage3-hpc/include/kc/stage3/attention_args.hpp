@@ -189,6 +189,10 @@ void attention_fwd_14_rowless_consumers_leave(const AttentionArgs<T>& args, cuda
 // factors are all 1); a scale that is not positive runs rung 05.
 template <typename T>
 void attention_fwd_16_fa2_lean_softmax(const AttentionArgs<T>& args, cudaStream_t stream);
+// Rung 16's kernel with a negative control's flaw: each row keeps its first finite softmax base for
+// good (attention/16_fa2_lean_softmax_flawed.cu; not a rung, not registered; positive scales).
+template <typename T>
+void attention_fwd_16_with_a_base_that_never_moves(const AttentionArgs<T>& args, cudaStream_t stream);
 // Rung 15 (sm_90a): rung 14 with each row's exponent base moved only when its maximum rises by more
 // than 2^8, and O's rescale skipped where a warp's factors are all 1.
 template <typename T>
