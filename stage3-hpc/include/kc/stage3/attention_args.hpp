@@ -184,8 +184,12 @@ void attention_fwd_13_scale_in_exponent(const AttentionArgs<T>& args, cudaStream
 template <typename T>
 void attention_fwd_14_rowless_consumers_leave(const AttentionArgs<T>& args, cudaStream_t stream,
                                               HopperLaunchCache& cache);
+// Rung 15 (sm_90a): rung 14 with each row's exponent base moved only when its maximum rises by more
+// than 8 (log2 units: a factor of 2^8), and O's rescale skipped where a warp's factors are all 1.
+template <typename T>
+void attention_fwd_15_lazy_rescale(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache);
 // Rung 16 (sm_80 and later): rung 05 with the softmax of rungs 13 and 15 (the scale inside the
-// exponent's FFMA, the base moved only past a rise of 2^8, O's rescale skipped where a warp's
+// exponent's FFMA, the base moved only past a factor of 2^8, O's rescale skipped where a warp's
 // factors are all 1); a scale that is not positive runs rung 05.
 template <typename T>
 void attention_fwd_16_fa2_lean_softmax(const AttentionArgs<T>& args, cudaStream_t stream);
@@ -193,9 +197,5 @@ void attention_fwd_16_fa2_lean_softmax(const AttentionArgs<T>& args, cudaStream_
 // good (attention/16_fa2_lean_softmax_flawed.cu; not a rung, not registered; positive scales).
 template <typename T>
 void attention_fwd_16_with_a_base_that_never_moves(const AttentionArgs<T>& args, cudaStream_t stream);
-// Rung 15 (sm_90a): rung 14 with each row's exponent base moved only when its maximum rises by more
-// than 2^8, and O's rescale skipped where a warp's factors are all 1.
-template <typename T>
-void attention_fwd_15_lazy_rescale(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache);
 
 }  // namespace kc::stage3
