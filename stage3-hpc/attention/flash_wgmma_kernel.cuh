@@ -53,8 +53,10 @@ struct FlashWgmmaShape {
   static constexpr int kBlockRows = kConsumers * kWarpgroupRows;
   static_assert(kBlockRows <= kFlashMaxBlockRows, "attention_forward checks Sq against kFlashMaxBlockRows");
   static constexpr int kBlockKeys = kBlockKeys_;  // keys of a K/V tile (the N of S's WGMMA)
-  static_assert(kBlockKeys == 128 || (kBlockKeys == 256 && kHeadDim == 64 && kConsumers_ == 2),
-                "256-key tiles only at D = 64 with two consumers (rung 10)");
+  static_assert(kBlockKeys == 128 || (kBlockKeys == 256 && kHeadDim == 64 && kConsumers_ == 2) ||
+                    (kBlockKeys == 176 && kHeadDim == 128 && kConsumers_ == 2),
+                "256-key tiles only at D = 64 with two consumers (rung 10), 176-key tiles only at D = 128 with "
+                "two (rung 17)");
   static constexpr int kThreads = (kConsumers + 1) * 128;
   static constexpr int kBoxCols = 64;         // 128 bytes: a swizzled TMA box row
   static constexpr int kBoxes = kHeadDim / kBoxCols;
@@ -64,8 +66,8 @@ struct FlashWgmmaShape {
   static constexpr int kQBytes = kBoxes * kQBoxBytes;
   static constexpr int kKvTileBytes = kBoxes * kKvBoxBytes;  // one K or one V tile
   // Stages of the ring: 3 at D = 128 (224 KiB of tiles), 4 at D = 64 with 128-key tiles, 3 with
-  // 256-key tiles (208 KiB).
-  static constexpr int kStages = kHeadDim == 64 && kBlockKeys == 128 ? 4 : 3;
+  // 256-key tiles (208 KiB), 2 with 176-key tiles at D = 128 (208 KiB: three would not fit).
+  static constexpr int kStages = kBlockKeys == 176 ? 2 : kHeadDim == 64 && kBlockKeys == 128 ? 4 : 3;
   static constexpr int kBarriers = 2 + 3 * kStages;  // q_full, k_full, v_full, empty, q_empty
   static constexpr int kSmemBytes = kSmemAlignment + kQBytes + 2 * kStages * kKvTileBytes + 8 * kBarriers;
   static constexpr int kKeyBlocks = kBlockKeys / 8;   // n8 blocks of S per warp row tile
@@ -210,7 +212,7 @@ struct FlashWgmmaConsumer {
 
   // S = Q K^T for the tile in `stage`, issued and committed (not waited for): D/16 WGMMAs, each 16
   // columns of D further along the swizzled 128-byte box rows (32 bytes a step; the next box
-  // after 4 steps); N = 128 keys, or 256 (rung 10).
+  // after 4 steps); N = 128 keys, or 256 (rung 10), or 176 (rung 17).
   __device__ void issue_scores(int stage) {
     const std::uint32_t keys = smem_u32(smem.k_tile(stage));
     const std::uint64_t k_stage_descriptor =
@@ -230,6 +232,8 @@ struct FlashWgmmaConsumer {
       }
       if constexpr (Shape::kBlockKeys == 256)
         sm90::wgmma_m64n256k16_ss<T>(s_flat(), q_descriptor, k_descriptor, step > 0 ? 1u : 0u);
+      else if constexpr (Shape::kBlockKeys == 176)
+        sm90::wgmma_m64n176k16_ss<T>(s_flat(), q_descriptor, k_descriptor, step > 0 ? 1u : 0u);
       else
         sm90::wgmma_m64n128k16_ss<T>(s_flat(), q_descriptor, k_descriptor, step > 0 ? 1u : 0u);
     }

@@ -272,6 +272,11 @@ void register_attention_kernels(Registry& registry) {
                                   "skipped where a warp's factors are all 1",
                                   &attention_fwd_16_fa2_lean_softmax<__nv_bfloat16>,
                                   &attention_fwd_16_fa2_lean_softmax<__half>));
+  registry.add_kernel(hopper_flash_entry(
+      "17_wide_key_tiles_d128", 17,
+      "rung 15 with 176-key K/V tiles at D = 128 without the mask (FlashAttention-3's tile; two stages): a tile's "
+      "fixed work spread over more keys; causal and D = 64 run rung 15",
+      &attention_fwd_17_wide_key_tiles_d128<__nv_bfloat16>, &attention_fwd_17_wide_key_tiles_d128<__half>));
 
   // The packed variable-length form (kc/stage3/attention_varlen.hpp): its op, then its rung.
   if (!registry.has_op(kAttentionVarlenOp)) registry.add_op(make_attention_varlen_op());

@@ -455,6 +455,7 @@ TEST(VarlenArgs, TheDenseRungsRefuseThePackedForm) {
       error_of([&] { attention_fwd_14_rowless_consumers_leave(a, nullptr, cache); }),
       error_of([&] { attention_fwd_15_lazy_rescale(a, nullptr, cache); }),
       error_of([&] { attention_fwd_16_fa2_lean_softmax(a, nullptr); }),
+      error_of([&] { attention_fwd_17_wide_key_tiles_d128(a, nullptr, cache); }),
   };
   for (std::size_t i = 0; i < errors.size(); ++i)
     EXPECT_TRUE(contains(errors[i], "packed variable-length form") && contains(errors[i], "does not run") &&

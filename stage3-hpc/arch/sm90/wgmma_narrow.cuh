@@ -2,7 +2,8 @@
 // FP8 GEMM (the bf16 GEMM ladder uses only m64n256k16, arch/sm90/wgmma.cuh, whose fences and waits
 // these share).
 //
-//   S = Q K^T    m64n128k16, A (Q) and B (K) both K-major in shared memory: 128 keys a tile.
+//   S = Q K^T    m64n128k16, A (Q) and B (K) both K-major in shared memory: 128 keys a tile
+//                (m64n176k16 for rung 17's 176, m64n256k16 for rung 10's 256).
 //   O += P V     m64n{64,128}k16 with A (P) from registers and B (V) MN-major in shared memory:
 //                N = D, the head dimension; K = 16 keys a step.
 //   FP8 GEMM     m64n{128,192}k32, e4m3 A and B both K-major in shared memory: 32 one-byte
@@ -137,6 +138,30 @@ __device__ __forceinline__ void wgmma_m64nNk16_rs_transposed_b(float (&d)[N / 2]
     else
       KC_WGMMA_M64N64K16_RS_TRANSPOSED_B("bf16");
   }
+}
+
+// n176: the 64 registers of n128, then 24 more (FlashAttention-3's key tile at D = 128).
+#define KC_WGMMA_ACCUMULATOR_REGISTERS_88 KC_WGMMA_ACCUMULATOR_REGISTERS_64 ", " \
+  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87"
+#define KC_WGMMA_ACCUMULATOR_OPERANDS_88(C) KC_WGMMA_ACCUMULATOR_OPERANDS_64(C), \
+  C(d[64]), C(d[65]), C(d[66]), C(d[67]), C(d[68]), C(d[69]), C(d[70]), C(d[71]), C(d[72]), C(d[73]), C(d[74]), C(d[75]), C(d[76]), C(d[77]), C(d[78]), C(d[79]), C(d[80]), C(d[81]), C(d[82]), C(d[83]), C(d[84]), C(d[85]), C(d[86]), C(d[87])
+
+#define KC_WGMMA_M64N176K16_SS(TYPE)                                                              \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %90, 0;\n"                                        \
+               "wgmma.mma_async.sync.aligned.m64n176k16.f32." TYPE "." TYPE " {"                  \
+               KC_WGMMA_ACCUMULATOR_REGISTERS_88 "}, %88, %89, p, 1, 1, 0, 0;\n}\n"               \
+               : KC_WGMMA_ACCUMULATOR_OPERANDS_88("+f")                                           \
+               : "l"(descriptor_a), "l"(descriptor_b), "r"(accumulate))
+
+// D(64 x 176) += A(64 x 16) . B(16 x 176), both K-major in shared memory (S = Q K^T over a 176-key
+// tile: attention rung 17 at D = 128). `accumulate` = 0 ignores D's old value.
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n176k16_ss(float (&d)[88], std::uint64_t descriptor_a,
+                                                    std::uint64_t descriptor_b, std::uint32_t accumulate) {
+  if constexpr (std::is_same_v<T, __half>)
+    KC_WGMMA_M64N176K16_SS("f16");
+  else
+    KC_WGMMA_M64N176K16_SS("bf16");
 }
 
 // n192: the 64 registers of n128, then 32 more.
@@ -302,6 +327,9 @@ __device__ __forceinline__ void wgmma_m64nNk16_ss_bf16(float (&d)[N / 2], std::u
 #undef KC_WGMMA_ACCUMULATOR_REGISTERS_32
 #undef KC_WGMMA_ACCUMULATOR_OPERANDS_32
 #undef KC_WGMMA_M64N256K16_SS
+#undef KC_WGMMA_M64N176K16_SS
+#undef KC_WGMMA_ACCUMULATOR_REGISTERS_88
+#undef KC_WGMMA_ACCUMULATOR_OPERANDS_88
 #undef KC_WGMMA_ACCUMULATOR_REGISTERS_64
 #undef KC_WGMMA_ACCUMULATOR_OPERANDS_64
 #undef KC_WGMMA_ACCUMULATOR_REGISTERS_96

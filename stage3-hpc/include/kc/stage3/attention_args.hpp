@@ -188,6 +188,11 @@ void attention_fwd_14_rowless_consumers_leave(const AttentionArgs<T>& args, cuda
 // than 8 (log2 units: a factor of 2^8), and O's rescale skipped where a warp's factors are all 1.
 template <typename T>
 void attention_fwd_15_lazy_rescale(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache);
+// Rung 17 (sm_90a): rung 15 with 176-key K/V tiles at D = 128 without the mask (two stages); with
+// the mask, at D = 64 or for a scale that is not positive it runs rung 15.
+template <typename T>
+void attention_fwd_17_wide_key_tiles_d128(const AttentionArgs<T>& args, cudaStream_t stream,
+                                          HopperLaunchCache& cache);
 // Rung 16 (sm_80 and later): rung 05 with the softmax of rungs 13 and 15 (the scale inside the
 // exponent's FFMA, the base moved only past a factor of 2^8, O's rescale skipped where a warp's
 // factors are all 1); a scale that is not positive runs rung 05.
