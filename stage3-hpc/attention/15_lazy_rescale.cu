@@ -9,9 +9,10 @@
 // overflows. So a row keeps its base while the tile's maximum rises by at most 8 (log2 units):
 // its probabilities then stay below 2^8 = 256 — far inside FP32, BF16 and FP16 (whose rounding of P
 // is relative, so the same) — and its factor is exactly 1. Only a larger rise moves the base.
-// On scores that settle, as attention's do after the first tiles, the base moves in the first
-// tile or two and then almost never, so a warp whose 16 rows all kept theirs skips O's multiply
-// (a vote, one warp-uniform branch). The idea is FlashAttention-4's (on Blackwell, where the
+// On scores that settle after the first tiles (the running maximum of a row of independent random
+// scores grows ever more slowly, like the square root of the log of the keys seen) the base moves
+// in the first tile or two and then seldom, so a warp whose 16 rows all kept theirs skips O's
+// multiply (a vote, one warp-uniform branch). The idea is FlashAttention-4's (on Blackwell, where the
 // rescale sits on the critical path); here it is one more cut in the softmax's instruction count,
 // which limits D = 64 and shares the issue slots with the WGMMAs' neighbours at D = 128.
 //
