@@ -46,12 +46,12 @@ HopperAttention& hopper_attention_for_current_device() {
 
 }  // namespace
 
-// On an H100/H200 (sm_90a code built): rung 13 (TMA + WGMMA with FlashAttention-3's overlap, the
-// producer asleep while it waits, descriptors moved by addition, the softmax's scale inside the
-// exponent's FFMA), which measured faster than rung 12 at every shape of its table, as rung 12 had
-// against rung 07 at D = 128 and rung 09 at D = 64, and faster than rung 07 at D = 64 at 1k and 2k
-// query rows with and without the causal mask, where rung 09's three consumers had been slower
-// (stage-3 README, rungs 12 and 13). Elsewhere rung 05 at both head dimensions:
+// On an H100/H200 (sm_90a code built): rung 15 (TMA + WGMMA with FlashAttention-3's overlap, the
+// producer asleep while it waits, descriptors moved by addition, the scale inside the exponent's
+// FFMA, consumers without rows leaving, the softmax's base moved only when it must), which
+// measured faster than rung 13 at every shape of its tables, at both head dimensions, with and
+// without the mask (stage-3 README, rungs 14 and 15); rung 13 had taken the place of rungs 07, 09
+// and 12 the same way. Elsewhere rung 05 at both head dimensions:
 // at D = 64 it runs two 16-row query tiles a warp and measured faster than rung 04; at D = 128 it
 // runs rung 04's kernel (two tiles spill), so the two are the same there
 // (stage3-hpc/attention/05_fa2_two_tiles_per_warp.cu says why).
@@ -70,8 +70,8 @@ std::string_view attention_forward(const AttentionArgs<T>& args, cudaStream_t st
   HopperAttention& hopper = hopper_attention_for_current_device();
   if (hopper.runs) {
     const std::lock_guard<std::mutex> lock(hopper.mutex);
-    attention_fwd_13_scale_in_exponent(args, stream, hopper.cache);
-    return "stage3/attention_fwd/13_scale_in_exponent";
+    attention_fwd_15_lazy_rescale(args, stream, hopper.cache);
+    return "stage3/attention_fwd/15_lazy_rescale";
   }
   attention_fwd_05_fa2_two_tiles_per_warp(args, stream);
   return "stage3/attention_fwd/05_fa2_two_tiles_per_warp";

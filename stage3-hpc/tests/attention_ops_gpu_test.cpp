@@ -135,12 +135,12 @@ TEST(AttentionOpsGpu, ForwardRunsTheFastestRungOnTheEngineLayoutAndMatchesTheRef
     s.kv_len = 333;
     s.head_dim = d;
     const std::string_view expected = !hopper ? "stage3/attention_fwd/05_fa2_two_tiles_per_warp"
-                                              : "stage3/attention_fwd/13_scale_in_exponent";
+                                              : "stage3/attention_fwd/15_lazy_rescale";
     expect_causal_forward(s, expected, 1, context.stream());
   }
 }
 
-// A long prefill: at D = 64 rung 13 runs three consumer warpgroups (192-row tiles); an odd length,
+// A long prefill: at D = 64 rung 15 runs three consumer warpgroups (192-row tiles); an odd length,
 // so the last tile is partly empty.
 TEST(AttentionOpsGpu, LongPrefillAtHeadDim64RunsThreeConsumersAndMatchesTheReference) {
   KC_SKIP_WITHOUT_GPU();
@@ -155,7 +155,7 @@ TEST(AttentionOpsGpu, LongPrefillAtHeadDim64RunsThreeConsumersAndMatchesTheRefer
     s.kv_len = s.q_len;
     s.head_dim = d;
     const std::string_view expected = !hopper   ? "stage3/attention_fwd/05_fa2_two_tiles_per_warp"
-                                                : "stage3/attention_fwd/13_scale_in_exponent";
+                                                : "stage3/attention_fwd/15_lazy_rescale";
     expect_causal_forward(s, expected, 4, context.stream());
   }
 }

@@ -11,7 +11,7 @@
 //      CUDA call (the rung's own checks: head dimension 64 or 128, Hq a multiple of Hkv,
 //      16-byte aligned tensors and strides, block size 16/32/64, ...);
 //   2. launches the rung measured fastest on this GPU for the shape (the stage-3 README's
-//      attention chapter) and returns its kc-bench id ("stage3/attention_fwd/13_scale_in_exponent"),
+//      attention chapter) and returns its kc-bench id ("stage3/attention_fwd/15_lazy_rescale"),
 //      so a caller can report what ran.
 // Launches are asynchronous on `stream`; a launch the runtime refuses throws kc::CudaError.
 #pragma once
@@ -31,12 +31,12 @@
 
 namespace kc::stage3 {
 
-// attention_fwd (prefill): O and LSE from Q, K and V with the strides of `args`. Rung: 13 on
+// attention_fwd (prefill): O and LSE from Q, K and V with the strides of `args`. Rung: 15 on
 // compute capability 9.0 with sm_90a code in the build (TMA + WGMMA, FlashAttention-3's overlap,
 // the producer asleep while it waits, descriptors moved by addition, the scale inside the
-// exponent's FFMA; the tensor maps it builds are cached per device, a bounded number of them) at
-// both head dimensions and every length, 05 elsewhere (FlashAttention-2 on mma.sync with a
-// cp.async K/V pipeline).
+// exponent's FFMA, consumers without rows leaving, the softmax's base moved only when it must; the
+// tensor maps it builds are cached per device, a bounded number of them) at both head dimensions
+// and every length, 05 elsewhere (FlashAttention-2 on mma.sync with a cp.async K/V pipeline).
 // T: __nv_bfloat16 or __half.
 // Thread-safe to call; kernels run on `stream` as usual.
 //
