@@ -266,14 +266,28 @@ __device__ __forceinline__ void rescale_rows(float (&o)[kDimBlocks][4], const fl
     for (int e = 0; e < 4; ++e) o[n][e] *= rescale[e / 2];
 }
 
-// Both at once: the online softmax step of rungs 03-06.
-template <bool kMask, int kKeyBlocks, int kDimBlocks>
+// rescale_rows, skipped where every factor of the warp's rows is 1: one vote, then a warp-uniform
+// branch over the multiplies (the lazy base's rescale: rungs 15 and 16).
+template <int kDimBlocks>
+__device__ __forceinline__ void rescale_rows_unless_all_one(float (&o)[kDimBlocks][4], const float (&rescale)[2]) {
+  if (__any_sync(0xffffffffu, rescale[0] != 1.f || rescale[1] != 1.f)) rescale_rows(o, rescale);
+}
+
+// Both at once: the online softmax step of rungs 03-06. kScaleInExponent, kLazyRescale and
+// kFlawBaseNeverMoves as softmax_probabilities' (rung 16 and its control); with kLazyRescale the
+// rescale is skipped where the warp's factors are all 1.
+template <bool kMask, bool kScaleInExponent = false, bool kLazyRescale = false, bool kFlawBaseNeverMoves = false,
+          int kKeyBlocks, int kDimBlocks>
 __device__ __forceinline__ void online_softmax_tile(float (&s)[kKeyBlocks][4], float (&o)[kDimBlocks][4],
                                                     RowState* rows, const int* row_ends, float scale_log2,
                                                     int key0) {
   float rescale[2];
-  softmax_probabilities<kMask>(s, rows, row_ends, scale_log2, key0, rescale);
-  rescale_rows(o, rescale);
+  softmax_probabilities<kMask, kScaleInExponent, kKeyBlocks, kLazyRescale, kFlawBaseNeverMoves>(s, rows, row_ends,
+                                                                                               scale_log2, key0, rescale);
+  if constexpr (kLazyRescale)
+    rescale_rows_unless_all_one(o, rescale);
+  else
+    rescale_rows(o, rescale);
 }
 
 // The A fragment of key slice `slice` (keys 16 slice .. + 15) of P = the softmax'd S of one 16-row
@@ -366,16 +380,9 @@ struct Fa2Warp {
   __device__ void softmax(float (&s)[kTiles][Shape::kKeyBlocks][4], float scale_log2, int key0,
                           const int (&row_ends)[Shape::kThreadRows]) {
 #pragma unroll
-    for (int m = 0; m < kTiles; ++m) {
-      if constexpr (kLeanSoftmax) {
-        float rescale[2];
-        softmax_probabilities<kMask, true, Shape::kKeyBlocks, true, kFlawBaseNeverMoves>(
-            s[m], row + 2 * m, row_ends + 2 * m, scale_log2, key0, rescale);
-        if (__any_sync(0xffffffffu, rescale[0] != 1.f || rescale[1] != 1.f)) rescale_rows(o[m], rescale);
-      } else {
-        online_softmax_tile<kMask>(s[m], o[m], row + 2 * m, row_ends + 2 * m, scale_log2, key0);
-      }
-    }
+    for (int m = 0; m < kTiles; ++m)
+      online_softmax_tile<kMask, kLeanSoftmax, kLeanSoftmax, kFlawBaseNeverMoves>(s[m], o[m], row + 2 * m,
+                                                                                  row_ends + 2 * m, scale_log2, key0);
   }
 
   // O += P V, P = the softmax'd S rounded to T in registers (accumulator blocks 2s, 2s + 1 are the

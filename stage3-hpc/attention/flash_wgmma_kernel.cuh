@@ -278,10 +278,10 @@ struct FlashWgmmaConsumer {
   // warp-uniform branch over the multiplies: one for each of O's accumulators, as many as the
   // thread's scores at D = 128).
   __device__ void rescale_o(const float (&rescale)[2]) {
-    if constexpr (kLazyRescale) {
-      if (!__any_sync(0xffffffffu, rescale[0] != 1.f || rescale[1] != 1.f)) return;
-    }
-    rescale_rows(o, rescale);
+    if constexpr (kLazyRescale)
+      rescale_rows_unless_all_one(o, rescale);
+    else
+      rescale_rows(o, rescale);
   }
 
   __device__ void round_p() {
