@@ -109,8 +109,7 @@ struct Args {
   std::string quantized;                 // "": bf16 random weights; q4_0, q4_1, q8_0: random blocks; int4-gN
   std::string native_quantized = "off";  // on, off or both (RunnerOptions::native_quantized)
   std::string int4_link_rung = "stage3";  // RunnerOptions::int4_link_rung: stage3, 04, 05 or both
-  double temperature = 0.0, top_p = 1.0;  // every request's sampling (SamplingParams); 0: greedy
-  int top_k = 0;
+  kc::engine::SamplingParams sampling;  // every request's (its seed: --seed plus the request's index)
   std::string gpu_sampler = "on";  // RunnerOptions::gpu_sampler: on, off or both (a temperature only)
   int decode_min_split_keys = kc::engine::RunnerOptions{}.decode_min_keys_per_split;
   std::uint64_t seed = 1;
@@ -331,20 +330,11 @@ class Prompts {
   std::mt19937_64 rng_;
 };
 
-// Every request's sampling: --temperature, --top-k, --top-p, seeded from --seed.
-kc::engine::SamplingParams sampling_of(const Args& args) {
-  kc::engine::SamplingParams sampling;
-  sampling.temperature = static_cast<float>(args.temperature);
-  sampling.top_k = args.top_k;
-  sampling.top_p = static_cast<float>(args.top_p);
-  sampling.seed = args.seed;
-  return sampling;
-}
-
 ModelResult measure(kc::engine::ModelRunner& runner, const kc::engine::ModelConfig& config, const Args& args,
                     double copy_gbps) {
   ModelResult result;
-  const kc::engine::SamplingParams sampling = sampling_of(args);
+  kc::engine::SamplingParams sampling = args.sampling;
+  sampling.seed = args.seed;
   result.sampling = sampling;
   const auto scheduler_config = runner.scheduler_config();
   result.num_blocks = scheduler_config.num_blocks;
@@ -472,13 +462,13 @@ int int4_group_size_of(const std::string& quantized) {
 
 std::string fixed(double value, int digits) { return fmt::format("{:.{}f}", value, digits); }
 
-// ", temperature 0.7, top-p 0.9, GPU sampler": how a row's requests chose their tokens, where not greedily.
-std::string sampling_note(const ModelResult& r) {
-  if (r.sampling.temperature == 0.f) return {};
-  return fmt::format(", temperature {}{}{}, {} sampler", r.sampling.temperature,
-                     r.sampling.top_k > 0 ? fmt::format(", top-k {}", r.sampling.top_k) : std::string(),
-                     r.sampling.top_p < 1.f ? fmt::format(", top-p {}", r.sampling.top_p) : std::string(),
-                     r.gpu_sampler ? "GPU" : "host");
+// ", temperature 0.7, top-p 0.9, GPU sampler": how requests chose their tokens, where not greedily.
+std::string sampling_note(const kc::engine::SamplingParams& sampling, bool gpu_sampler) {
+  if (sampling.temperature == 0.f) return {};
+  return fmt::format(", temperature {}{}{}, {} sampler", sampling.temperature,
+                     sampling.top_k > 0 ? fmt::format(", top-k {}", sampling.top_k) : std::string(),
+                     sampling.top_p < 1.f ? fmt::format(", top-p {}", sampling.top_p) : std::string(),
+                     gpu_sampler ? "GPU" : "host");
 }
 
 // "eager, unfused kernels", "CUDA graphs, fused kernels", ...: a table section's mode; for quantized
@@ -494,7 +484,8 @@ std::string mode_name(const ModelResult& r) {
          (r.rope_in_attention || !r.fuse_kernels ? std::string() : ", RoPE and cache write in their own kernel") +
          (r.one_launch_mlp && r.fuse_kernels ? ", the MLP in one launch" : std::string()) +
          decode_attention_note(r.decode_attention, r.decode_rope_rung, r.rope_in_attention, r.fuse_kernels) +
-         int4_link_note(r.int4_link_rung, r.native_quantized, r.fuse_kernels) + sampling_note(r);
+         int4_link_note(r.int4_link_rung, r.native_quantized, r.fuse_kernels) +
+         sampling_note(r.sampling, r.gpu_sampler);
 }
 
 // One peer's rates, from bench/peers/hf_engine_peers.py or bench/peers/llama_cpp_peer.py:
@@ -706,9 +697,13 @@ int run(int argc, char** argv) {
        {"--quantized", [&](const std::string& v) { args.quantized = v; }},
        {"--native-quantized", [&](const std::string& v) { args.native_quantized = v; }},
        {"--peers", [&](const std::string& v) { args.peers = v; }},
-       {"--temperature", [&](const std::string& v) { args.temperature = kc::parse_double("--temperature", v); }},
-       {"--top-k", [&](const std::string& v) { args.top_k = kc::parse_int("--top-k", v); }},
-       {"--top-p", [&](const std::string& v) { args.top_p = kc::parse_double("--top-p", v); }},
+       {"--temperature",
+        [&](const std::string& v) {
+          args.sampling.temperature = static_cast<float>(kc::parse_double("--temperature", v));
+        }},
+       {"--top-k", [&](const std::string& v) { args.sampling.top_k = kc::parse_int("--top-k", v); }},
+       {"--top-p",
+        [&](const std::string& v) { args.sampling.top_p = static_cast<float>(kc::parse_double("--top-p", v)); }},
        {"--gpu-sampler", [&](const std::string& v) { args.gpu_sampler = v; }},
        {"--markdown", [&](const std::string& v) { args.markdown = v; }}});
   if (!go) {
@@ -733,10 +728,10 @@ int run(int argc, char** argv) {
               args.quantized);
   kc::require(args.native_quantized == "both" || args.native_quantized == "on" || args.native_quantized == "off",
               "--native-quantized: '{}' is not both, on or off", args.native_quantized);
-  kc::engine::validate_sampling_params(sampling_of(args));  // before any GPU time
+  kc::engine::validate_sampling_params(args.sampling);  // before any GPU time
   kc::require(args.gpu_sampler == "both" || args.gpu_sampler == "on" || args.gpu_sampler == "off",
               "--gpu-sampler: '{}' is not both, on or off", args.gpu_sampler);
-  kc::require(args.gpu_sampler == "on" || args.temperature > 0.0,
+  kc::require(args.gpu_sampler == "on" || args.sampling.temperature > 0.f,
               "--gpu-sampler {}: the sampler runs only for a temperature above 0 (greedy steps take the argmax); "
               "add --temperature",
               args.gpu_sampler);
@@ -843,9 +838,7 @@ int run(int argc, char** argv) {
                   one_launch_mlp && fuse ? ", the MLP in one launch" : "",
                   blocks.empty() ? "" : fmt::format(", {} {}", blocks, native ? "native" : "dequantized").c_str(),
                   int4_link_note(int4_link_rung, native, fuse).c_str(),
-                  args.temperature > 0.0
-                      ? fmt::format(", temperature {}, {} sampler", args.temperature, gpu_sampler ? "GPU" : "host").c_str()
-                      : "",
+                  sampling_note(args.sampling, gpu_sampler).c_str(),
                   static_cast<double>(bytes.bf16) / (1 << 20),
                   bytes.blocks > 0 ? fmt::format(" + {:.0f} MiB of {} blocks", static_cast<double>(bytes.blocks) / (1 << 20),
                                                  bytes.block_type).c_str()
