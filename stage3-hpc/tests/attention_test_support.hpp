@@ -45,17 +45,23 @@ inline void plant_nan(Tensor& tensor, std::size_t index, cudaStream_t stream) {
   KC_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
-// Writes `value` (a NaN or an infinity, or any float) into element `index` of a bf16 or f16 tensor,
-// rounded to the tensor's type.
-inline void plant_value(Tensor& tensor, std::size_t index, float value, cudaStream_t stream) {
+// The bits of `value` rounded to a 16-bit tensor's type (bf16, else f16).
+inline std::uint16_t sixteen_bit_pattern(DType dtype, float value) {
   std::uint16_t bits = 0;
-  if (tensor.dtype == DType::bf16) {
+  if (dtype == DType::bf16) {
     const __nv_bfloat16 element = __float2bfloat16(value);
     std::memcpy(&bits, &element, sizeof bits);
   } else {
     const __half element = __float2half(value);
     std::memcpy(&bits, &element, sizeof bits);
   }
+  return bits;
+}
+
+// Writes `value` (a NaN or an infinity, or any float) into element `index` of a bf16 or f16 tensor,
+// rounded to the tensor's type.
+inline void plant_value(Tensor& tensor, std::size_t index, float value, cudaStream_t stream) {
+  const std::uint16_t bits = sixteen_bit_pattern(tensor.dtype, value);
   KC_CUDA_CHECK(cudaMemcpyAsync(static_cast<std::uint16_t*>(tensor.raw()) + index, &bits, sizeof(bits),
                                 cudaMemcpyHostToDevice, stream));
   KC_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -67,16 +73,8 @@ inline void upload_values(Tensor& tensor, const std::vector<double>& values, cud
   kc::require(values.size() == tensor.count(), "upload_values: {} values for a tensor of {} elements", values.size(),
               tensor.count());
   std::vector<std::uint16_t> bits(values.size());
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    const float value = static_cast<float>(values[i]);
-    if (tensor.dtype == DType::bf16) {
-      const __nv_bfloat16 element = __float2bfloat16(value);
-      std::memcpy(&bits[i], &element, sizeof bits[i]);
-    } else {
-      const __half element = __float2half(value);
-      std::memcpy(&bits[i], &element, sizeof bits[i]);
-    }
-  }
+  for (std::size_t i = 0; i < values.size(); ++i)
+    bits[i] = sixteen_bit_pattern(tensor.dtype, static_cast<float>(values[i]));
   tensor.upload(bits.data(), bits.size() * sizeof(std::uint16_t), stream);
 }
 
