@@ -80,7 +80,7 @@ DEFAULT_OPS = OPS
 # lists them: 16k tokens of hidden size 2048 (16 heads of 128 or 32 of 64), and Llama-3-8B's
 # grouped heads (32 query heads over 8 kv heads).
 ATTENTION_BENCH = [((16384 // s, 2048 // d, 2048 // d, s, s, d), causal)
-                   for d in (128, 64) for s in (1024, 4096, 16384) for causal in (False, True)]
+                   for d in (128, 64) for s in (1024, 2048, 4096, 8192, 16384) for causal in (False, True)]
 ATTENTION_BENCH += [((4, 32, 8, 4096, 4096, 128), causal) for causal in (False, True)]
 ATTENTION_DTYPES = ("bf16", "f16")
 

@@ -109,10 +109,11 @@ References attention_device_reference(const Problem& problem, const Operands& op
 
 std::vector<ProblemSpec> attention_bench_problems() {
   // FlashAttention's setting: batch x sequence = 16k tokens, hidden 2048 (16 heads of 128 or 32 of
-  // 64), causal and not; and Llama-3-8B's grouped heads (32 query heads over 8 kv heads, D = 128).
+  // 64), sequences of 1k to 16k, causal and not; and Llama-3-8B's grouped heads (32 query heads over
+  // 8 kv heads, D = 128).
   std::vector<ProblemSpec> problems;
   for (const std::int64_t d : {128, 64})
-    for (const std::int64_t s : {1024, 4096, 16384})
+    for (const std::int64_t s : {1024, 2048, 4096, 8192, 16384})
       for (const double causal : {0.0, 1.0})
         problems.push_back({{16384 / s, 2048 / d, 2048 / d, s, s, d}, DType::bf16, {{"causal", causal}}});
   for (const double causal : {0.0, 1.0})
