@@ -379,8 +379,13 @@ struct FlashWgmmaConsumer {
   // and phases run on across a persistent CTA's items) and whose Q tile is the CTA's load with
   // phase parity q_parity. kReleaseQ (rung 08): each warp arrives on q_empty once its last S is
   // done, so that the producer can load the next item's Q while P V and the store finish.
-  template <bool kReleaseQ>
-  __device__ void run_overlapped_from(int kv_base, std::uint32_t q_parity) {
+  // kTurnsRunOn (rung 18): the ping-pong's turns run on from one of the CTA's items to the next —
+  // the last consumer opens them before the CTA's first item only (first_item) and passes its last
+  // phase's turn on except in the CTA's last item (last_item) — so the first consumer issues the
+  // next item's first S while the others still run their last P V and store O.
+  template <bool kReleaseQ, bool kTurnsRunOn = false>
+  __device__ void run_overlapped_from(int kv_base, std::uint32_t q_parity, bool first_item = true,
+                                      bool last_item = true) {
     if (tiles == 0) return;
     const auto stage_of = [&](int tile) { return FlashWgmmaSmem<Shape>::stage_of(kv_base + tile); };
     const auto phase_of = [&](int tile) { return FlashWgmmaSmem<Shape>::phase_of(kv_base + tile); };
@@ -389,7 +394,7 @@ struct FlashWgmmaConsumer {
         if (threadIdx.x % 32 == 0) sm90::mbarrier_arrive(smem.q_empty());
     };
     const int next = next_turn();
-    open_turns();
+    if (!kTurnsRunOn || first_item) open_turns();
     sm90::mbarrier_wait(smem.q_full(), q_parity);
 
     // Tile 0: S alone.
@@ -430,7 +435,7 @@ struct FlashWgmmaConsumer {
     sm90::mbarrier_wait(smem.v_full(last), phase_of(tiles - 1));
     wait_turn();
     issue_pv(last);
-    pass_turn(next, true);
+    pass_turn(next, !kTurnsRunOn || last_item);
     sm90::wgmma_wait_group<0>();
     sm90::fence_accumulators(o_flat());
     release(last);
@@ -528,9 +533,18 @@ __global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim, kConsumers, kBlockKe
 struct FlashWorkItem {
   int query_tile, head, batch;
 };
-template <typename T>
+// kPairTilesTogether (rung 19): without the mask, where every item is as heavy as any other, the
+// items put the query tile fastest instead — item i is query tile `query_tiles - 1 - i %
+// query_tiles` of pair i / query_tiles — so the CTAs that run at once share the K and V of a few
+// (batch, head) pairs, as rung 07's grid does; with the mask, the order above.
+template <bool kPairTilesTogether = false, typename T>
 __device__ __forceinline__ FlashWorkItem flash_work_item(const AttentionParams<T>& args, long long item,
                                                          int query_tiles) {
+  if constexpr (kPairTilesTogether)
+    if (!args.causal) {
+      const int pair = static_cast<int>(item / query_tiles);
+      return {query_tiles - 1 - static_cast<int>(item % query_tiles), pair % args.q_heads, pair / args.q_heads};
+    }
   const long long pairs = static_cast<long long>(args.q_heads) * args.batch;
   const int pair = static_cast<int>(item % pairs);
   return {query_tiles - 1 - static_cast<int>(item / pairs), pair % args.q_heads, pair / args.q_heads};
@@ -541,19 +555,32 @@ __device__ __forceinline__ FlashWorkItem flash_work_item(const AttentionParams<T
 // the next (the producer fills the next item's first stages while the consumers finish the
 // current one); the Q tile is reloaded per item once every consumer warp has done its last S
 // with it (q_empty).
-template <typename T, int kHeadDim>
-__global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim>::kThreads, 1)
+// Rung 18: kConsumers (three at D = 64, as rung 09), kLeanConsumers (rung 15's consumers and
+// producer: the producer waits asleep, descriptors moved by addition, the scale inside the
+// exponent, the lazy base; positive scales only) and kTurnsRunOn (the ping-pong's turns run on
+// across the items, FlashWgmmaConsumer::run_overlapped_from). Rung 19: kPairTilesTogether (the
+// items' order without the mask, flash_work_item).
+template <typename T, int kHeadDim, int kConsumers = 2, bool kLeanConsumers = false, bool kTurnsRunOn = false,
+          bool kPairTilesTogether = false>
+__global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim, kConsumers>::kThreads, 1)
     flash_wgmma_persistent_kernel(const __grid_constant__ FlashWgmmaParams<T> params) {
 #if KC_STAGE3_SM90A
-  using Shape = FlashWgmmaShape<kHeadDim>;
+  using Shape = FlashWgmmaShape<kHeadDim, kConsumers>;
   using Smem = FlashWgmmaSmem<Shape>;
   const AttentionParams<T>& args = params.args;
   extern __shared__ std::uint8_t smem_raw[];
   const Smem smem{aligned_dynamic_smem(smem_raw)};
   const int query_tiles = ceil_div(args.q_len, Shape::kBlockRows);
   const long long items = static_cast<long long>(query_tiles) * args.q_heads * args.batch;
+  const auto item_of = [&](long long item) { return flash_work_item<kPairTilesTogether>(args, item, query_tiles); };
   const auto tiles_of = [&](const FlashWorkItem& w) {
     return ceil_div(block_key_end(args, w.query_tile * Shape::kBlockRows, Shape::kBlockRows), Shape::kBlockKeys);
+  };
+  const auto wait_free = [](std::uint64_t* barrier, std::uint32_t parity) {
+    if constexpr (kLeanConsumers)
+      sm90::mbarrier_wait_asleep(barrier, parity);
+    else
+      sm90::mbarrier_wait(barrier, parity);
   };
 
   if (threadIdx.x == 0) smem.template init_barriers<true>();
@@ -565,18 +592,18 @@ __global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim>::kThreads, 1)
     if (threadIdx.x == 0) {
       int kv_count = 0, q_loads = 0;  // K/V tiles and Q tiles this CTA has loaded
       for (long long item = blockIdx.x; item < items; item += gridDim.x) {
-        const FlashWorkItem w = flash_work_item(args, item, query_tiles);
+        const FlashWorkItem w = item_of(item);
         const int tiles = tiles_of(w);
         if (tiles == 0) continue;  // rows that see no key: nothing to load
         const int kv_head = w.head / (args.q_heads / args.kv_heads);
         // The previous item's Q is free once every consumer warp has done its last S (a fresh
         // barrier lets the first load through).
-        sm90::mbarrier_wait(smem.q_empty(), static_cast<std::uint32_t>(q_loads % 2) ^ 1);
+        wait_free(smem.q_empty(), static_cast<std::uint32_t>(q_loads % 2) ^ 1);
         smem.load_q(params, w.query_tile * Shape::kBlockRows, w.head, w.batch);
         ++q_loads;
         for (int tile = 0; tile < tiles; ++tile, ++kv_count) {
           const int stage = Smem::stage_of(kv_count);
-          sm90::mbarrier_wait(smem.empty(stage), Smem::phase_of(kv_count) ^ 1);
+          wait_free(smem.empty(stage), Smem::phase_of(kv_count) ^ 1);
           smem.load_kv(params, stage, tile * Shape::kBlockKeys, kv_head, w.batch);
         }
       }
@@ -587,10 +614,19 @@ __global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim>::kThreads, 1)
   sm90::setmaxnreg_increase<Shape::kConsumerRegisters>();
   int kv_count = 0, q_loads = 0;  // the same counts, as the consumers meet them
   for (long long item = blockIdx.x; item < items; item += gridDim.x) {
-    const FlashWorkItem w = flash_work_item(args, item, query_tiles);
+    const FlashWorkItem w = item_of(item);
     const int tiles = tiles_of(w);
-    FlashWgmmaConsumer<T, Shape> consumer(smem, args, warpgroup - 1, tiles, w.query_tile * Shape::kBlockRows);
-    consumer.template run_overlapped_from<true>(kv_count, static_cast<std::uint32_t>(q_loads % 2));
+    FlashWgmmaConsumer<T, Shape, kLeanConsumers, kLeanConsumers, false, kLeanConsumers> consumer(
+        smem, args, warpgroup - 1, tiles, w.query_tile * Shape::kBlockRows);
+    if constexpr (kTurnsRunOn) {
+      // The CTA's last item with keys to see: no later item of this CTA has any.
+      long long later = item + gridDim.x;
+      while (later < items && tiles_of(item_of(later)) == 0) later += gridDim.x;
+      consumer.template run_overlapped_from<true, true>(kv_count, static_cast<std::uint32_t>(q_loads % 2),
+                                                        q_loads == 0, later >= items);
+    } else {
+      consumer.template run_overlapped_from<true>(kv_count, static_cast<std::uint32_t>(q_loads % 2));
+    }
     if (tiles > 0) {
       kv_count += tiles;
       ++q_loads;
@@ -656,16 +692,18 @@ void launch_flash_wgmma(const AttentionArgs<T>& args, cudaStream_t stream, Hoppe
   KC_CUDA_CHECK(cudaGetLastError());
 }
 
-// Launches rung 08's persistent kernel for D: as many CTAs as are resident at once (one an SM),
-// never more than there are work items.
-template <typename T, int kHeadDim>
+// Launches rung 08's persistent kernel for D (with rung 18's and 19's knobs): as many CTAs as are
+// resident at once (one an SM), never more than there are work items.
+template <typename T, int kHeadDim, int kConsumers = 2, bool kLeanConsumers = false, bool kTurnsRunOn = false,
+          bool kPairTilesTogether = false>
 void launch_flash_wgmma_persistent(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache) {
-  using Shape = FlashWgmmaShape<kHeadDim>;
-  const auto kernel = &flash_wgmma_persistent_kernel<T, kHeadDim>;
+  using Shape = FlashWgmmaShape<kHeadDim, kConsumers>;
+  const auto kernel =
+      &flash_wgmma_persistent_kernel<T, kHeadDim, kConsumers, kLeanConsumers, kTurnsRunOn, kPairTilesTogether>;
   const int resident =
       cache.resident_blocks(reinterpret_cast<const void*>(kernel), Shape::kThreads, Shape::kSmemBytes, 1);
   const long long items = static_cast<long long>(ceil_div(args.q_len, Shape::kBlockRows)) * args.q_heads * args.batch;
-  const FlashWgmmaParams<T> params = flash_wgmma_params<T, kHeadDim>(args, cache);
+  const FlashWgmmaParams<T> params = flash_wgmma_params<T, kHeadDim, kConsumers>(args, cache);
   const auto grid = static_cast<unsigned>(items < resident ? items : resident);
   kernel<<<grid, Shape::kThreads, Shape::kSmemBytes, stream>>>(params);
   KC_CUDA_CHECK(cudaGetLastError());

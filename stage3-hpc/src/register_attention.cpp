@@ -277,6 +277,16 @@ void register_attention_kernels(Registry& registry) {
       "rung 15 with 176-key K/V tiles at D = 128 without the mask (FlashAttention-3's tile; two stages): a tile's "
       "fixed work spread over more keys; causal and D = 64 run rung 15",
       &attention_fwd_17_wide_key_tiles_d128<__nv_bfloat16>, &attention_fwd_17_wide_key_tiles_d128<__half>));
+  registry.add_kernel(hopper_flash_entry(
+      "18_persistent_turns_run_on", 18,
+      "rung 15's consumers in rung 08's persistent CTAs (three at D = 64), the ping-pong's turns running on from one "
+      "item to the next: the first consumer issues the next item's S while the others finish and store",
+      &attention_fwd_18_persistent_turns_run_on<__nv_bfloat16>, &attention_fwd_18_persistent_turns_run_on<__half>));
+  registry.add_kernel(hopper_flash_entry(
+      "19_pair_tiles_together", 19,
+      "rung 18 with the items' query tiles fastest without the mask, so the CTAs that run at once share the K and V "
+      "of a few (batch, head) pairs; with the mask rung 18's heaviest-first order",
+      &attention_fwd_19_pair_tiles_together<__nv_bfloat16>, &attention_fwd_19_pair_tiles_together<__half>));
 
   // The packed variable-length form (kc/stage3/attention_varlen.hpp): its op, then its rung.
   if (!registry.has_op(kAttentionVarlenOp)) registry.add_op(make_attention_varlen_op());

@@ -193,6 +193,17 @@ void attention_fwd_15_lazy_rescale(const AttentionArgs<T>& args, cudaStream_t st
 template <typename T>
 void attention_fwd_17_wide_key_tiles_d128(const AttentionArgs<T>& args, cudaStream_t stream,
                                           HopperLaunchCache& cache);
+// Rung 18 (sm_90a): rung 15's consumers and producer in rung 08's persistent CTAs (three consumers
+// at D = 64), the ping-pong's turns running on from one item to the next; a scale that is not
+// positive runs rung 15.
+template <typename T>
+void attention_fwd_18_persistent_turns_run_on(const AttentionArgs<T>& args, cudaStream_t stream,
+                                              HopperLaunchCache& cache);
+// Rung 19 (sm_90a): rung 18 with the items' query tiles fastest without the mask (the CTAs that run
+// at once share a few pairs' K and V); with the mask rung 18's order.
+template <typename T>
+void attention_fwd_19_pair_tiles_together(const AttentionArgs<T>& args, cudaStream_t stream,
+                                          HopperLaunchCache& cache);
 // Rung 16 (sm_80 and later): rung 05 with the softmax of rungs 13 and 15 (the scale inside the
 // exponent's FFMA, the base moved only past a factor of 2^8, O's rescale skipped where a warp's
 // factors are all 1); a scale that is not positive runs rung 05.
