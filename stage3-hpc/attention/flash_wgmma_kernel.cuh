@@ -537,7 +537,12 @@ struct FlashWorkItem {
 // items put the query tile fastest instead — item i is query tile `query_tiles - 1 - i %
 // query_tiles` of pair i / query_tiles — so the CTAs that run at once share the K and V of a few
 // (batch, head) pairs, as rung 07's grid does; with the mask, the order above.
-template <bool kPairTilesTogether = false, typename T>
+// kCausalPairGroups (rung 20): with the mask, the pairs are taken in groups whose K and V fit in
+// kFlashPairGroupBytes of L2, and inside a group the items run heaviest first with the pair
+// fastest: the CTAs that run at once share a few pairs' K and V, and each still gets a mix of
+// heavy and light items.
+constexpr long long kFlashPairGroupBytes = 16ll << 20;
+template <bool kPairTilesTogether = false, bool kCausalPairGroups = false, typename T>
 __device__ __forceinline__ FlashWorkItem flash_work_item(const AttentionParams<T>& args, long long item,
                                                          int query_tiles) {
   if constexpr (kPairTilesTogether)
@@ -546,6 +551,19 @@ __device__ __forceinline__ FlashWorkItem flash_work_item(const AttentionParams<T
       return {query_tiles - 1 - static_cast<int>(item % query_tiles), pair % args.q_heads, pair / args.q_heads};
     }
   const long long pairs = static_cast<long long>(args.q_heads) * args.batch;
+  if constexpr (kCausalPairGroups) {
+    // K and V of one pair: 2 x Sk x D elements (pairs of one kv head share theirs; counted apart).
+    const long long pair_bytes = 2ll * args.kv_len * args.head_dim * static_cast<long long>(sizeof(T));
+    const long long fit = pair_bytes > 0 ? kFlashPairGroupBytes / pair_bytes : pairs;  // no keys: one group
+    const long long per_group = fit < 1 ? 1 : fit;
+    const long long group_items = per_group * query_tiles;
+    const long long group = item / group_items;
+    const long long in_group = item % group_items;
+    const long long first_pair = group * per_group;
+    const long long group_pairs = pairs - first_pair < per_group ? pairs - first_pair : per_group;
+    const int pair = static_cast<int>(first_pair + in_group % group_pairs);
+    return {query_tiles - 1 - static_cast<int>(in_group / group_pairs), pair % args.q_heads, pair / args.q_heads};
+  }
   const int pair = static_cast<int>(item % pairs);
   return {query_tiles - 1 - static_cast<int>(item / pairs), pair % args.q_heads, pair / args.q_heads};
 }
@@ -559,9 +577,9 @@ __device__ __forceinline__ FlashWorkItem flash_work_item(const AttentionParams<T
 // producer: the producer waits asleep, descriptors moved by addition, the scale inside the
 // exponent, the lazy base; positive scales only) and kTurnsRunOn (the ping-pong's turns run on
 // across the items, FlashWgmmaConsumer::run_overlapped_from). Rung 19: kPairTilesTogether (the
-// items' order without the mask, flash_work_item).
+// items' order without the mask, flash_work_item). Rung 20: kCausalPairGroups (their order with it).
 template <typename T, int kHeadDim, int kConsumers = 2, bool kLeanConsumers = false, bool kTurnsRunOn = false,
-          bool kPairTilesTogether = false>
+          bool kPairTilesTogether = false, bool kCausalPairGroups = false>
 __global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim, kConsumers>::kThreads, 1)
     flash_wgmma_persistent_kernel(const __grid_constant__ FlashWgmmaParams<T> params) {
 #if KC_STAGE3_SM90A
@@ -572,7 +590,9 @@ __global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim, kConsumers>::kThread
   const Smem smem{aligned_dynamic_smem(smem_raw)};
   const int query_tiles = ceil_div(args.q_len, Shape::kBlockRows);
   const long long items = static_cast<long long>(query_tiles) * args.q_heads * args.batch;
-  const auto item_of = [&](long long item) { return flash_work_item<kPairTilesTogether>(args, item, query_tiles); };
+  const auto item_of = [&](long long item) {
+    return flash_work_item<kPairTilesTogether, kCausalPairGroups>(args, item, query_tiles);
+  };
   const auto tiles_of = [&](const FlashWorkItem& w) {
     return ceil_div(block_key_end(args, w.query_tile * Shape::kBlockRows, Shape::kBlockRows), Shape::kBlockKeys);
   };
@@ -692,14 +712,15 @@ void launch_flash_wgmma(const AttentionArgs<T>& args, cudaStream_t stream, Hoppe
   KC_CUDA_CHECK(cudaGetLastError());
 }
 
-// Launches rung 08's persistent kernel for D (with rung 18's and 19's knobs): as many CTAs as are
+// Launches rung 08's persistent kernel for D (with the knobs of rungs 18-20): as many CTAs as are
 // resident at once (one an SM), never more than there are work items.
 template <typename T, int kHeadDim, int kConsumers = 2, bool kLeanConsumers = false, bool kTurnsRunOn = false,
-          bool kPairTilesTogether = false>
+          bool kPairTilesTogether = false, bool kCausalPairGroups = false>
 void launch_flash_wgmma_persistent(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache) {
   using Shape = FlashWgmmaShape<kHeadDim, kConsumers>;
   const auto kernel =
-      &flash_wgmma_persistent_kernel<T, kHeadDim, kConsumers, kLeanConsumers, kTurnsRunOn, kPairTilesTogether>;
+      &flash_wgmma_persistent_kernel<T, kHeadDim, kConsumers, kLeanConsumers, kTurnsRunOn, kPairTilesTogether,
+                                     kCausalPairGroups>;
   const int resident =
       cache.resident_blocks(reinterpret_cast<const void*>(kernel), Shape::kThreads, Shape::kSmemBytes, 1);
   const long long items = static_cast<long long>(ceil_div(args.q_len, Shape::kBlockRows)) * args.q_heads * args.batch;

@@ -46,12 +46,14 @@ HopperAttention& hopper_attention_for_current_device() {
 
 }  // namespace
 
-// On an H100/H200 (sm_90a code built): rung 15 (TMA + WGMMA with FlashAttention-3's overlap, the
-// producer asleep while it waits, descriptors moved by addition, the scale inside the exponent's
-// FFMA, consumers without rows leaving, the softmax's base moved only when it must), which
-// measured faster than rung 13 at every shape of its tables, at both head dimensions, with and
-// without the mask (stage-3 README, rungs 14 and 15); rung 13 had taken the place of rungs 07, 09
-// and 12 the same way. Elsewhere rung 05 at both head dimensions:
+// On an H100/H200 (sm_90a code built), with the causal mask: rung 15 (TMA + WGMMA with
+// FlashAttention-3's overlap, the producer asleep while it waits, descriptors moved by addition,
+// the scale inside the exponent's FFMA, consumers without rows leaving, the softmax's base moved
+// only when it must), which measured faster than rung 13 at every shape of its tables, at both
+// head dimensions (stage-3 README, rungs 14 and 15); rung 13 had taken the place of rungs 07, 09
+// and 12 the same way. Without the mask: rung 19 (rung 15's consumers in persistent CTAs that deal
+// a pair's query tiles together), faster than rung 15 at 1k-2k keys and level from 4k (stage-3
+// README, rungs 18 and 19). Elsewhere rung 05 at both head dimensions:
 // at D = 64 it runs two 16-row query tiles a warp and measured faster than rung 04; at D = 128 it
 // runs rung 04's kernel (two tiles spill), so the two are the same there
 // (stage3-hpc/attention/05_fa2_two_tiles_per_warp.cu says why).
@@ -70,6 +72,10 @@ std::string_view attention_forward(const AttentionArgs<T>& args, cudaStream_t st
   HopperAttention& hopper = hopper_attention_for_current_device();
   if (hopper.runs) {
     const std::lock_guard<std::mutex> lock(hopper.mutex);
+    if (!args.causal) {
+      attention_fwd_19_pair_tiles_together(args, stream, hopper.cache);
+      return "stage3/attention_fwd/19_pair_tiles_together";
+    }
     attention_fwd_15_lazy_rescale(args, stream, hopper.cache);
     return "stage3/attention_fwd/15_lazy_rescale";
   }

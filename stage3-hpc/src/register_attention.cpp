@@ -287,6 +287,11 @@ void register_attention_kernels(Registry& registry) {
       "rung 18 with the items' query tiles fastest without the mask, so the CTAs that run at once share the K and V "
       "of a few (batch, head) pairs; with the mask rung 18's heaviest-first order",
       &attention_fwd_19_pair_tiles_together<__nv_bfloat16>, &attention_fwd_19_pair_tiles_together<__half>));
+  registry.add_kernel(hopper_flash_entry(
+      "20_causal_pair_groups", 20,
+      "rung 19 with the causal items taken in groups of (batch, head) pairs whose K and V fit in 16 MiB of L2, "
+      "heaviest first inside each group; without the mask rung 19",
+      &attention_fwd_20_causal_pair_groups<__nv_bfloat16>, &attention_fwd_20_causal_pair_groups<__half>));
 
   // The packed variable-length form (kc/stage3/attention_varlen.hpp): its op, then its rung.
   if (!registry.has_op(kAttentionVarlenOp)) registry.add_op(make_attention_varlen_op());

@@ -41,7 +41,7 @@ struct ForwardRun {
 // One engine-layout call: q [Hq, Sq, D] and k, v [Hkv, Sk, D] as doubles; Q is uploaded as
 // [Sq, Hq, D] rows, O poisoned with NaN and LSE with 12345.
 ForwardRun run_forward(const AttentionShape& s, const std::vector<double>& q, const std::vector<double>& k,
-                const std::vector<double>& v, cudaStream_t stream) {
+                const std::vector<double>& v, cudaStream_t stream, bool causal = true) {
   const std::int64_t row = s.q_heads * s.head_dim;
   std::vector<double> q_rows(q.size());
   for (std::int64_t h = 0; h < s.q_heads; ++h)
@@ -73,7 +73,7 @@ ForwardRun run_forward(const AttentionShape& s, const std::vector<double>& q, co
   a.kv_head_stride = s.kv_len * s.head_dim;
   a.kv_row_stride = s.head_dim;
   a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
-  a.causal = true;
+  a.causal = causal;
   ForwardRun run;
   run.rung = attention_forward(a, stream);
   KC_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -157,6 +157,36 @@ TEST(AttentionOpsGpu, LongPrefillAtHeadDim64RunsThreeConsumersAndMatchesTheRefer
     const std::string_view expected = !hopper   ? "stage3/attention_fwd/05_fa2_two_tiles_per_warp"
                                                 : "stage3/attention_fwd/15_lazy_rescale";
     expect_causal_forward(s, expected, 4, context.stream());
+  }
+}
+
+// Without the mask the Hopper entry runs rung 19 (persistent CTAs): an odd length, grouped heads,
+// both head dimensions; the control — the same output judged against the causal reference — fails.
+TEST(AttentionOpsGpu, ForwardWithoutTheMaskRunsThePersistentRungAndMatchesTheReference) {
+  KC_SKIP_WITHOUT_GPU();
+  Context& context = testing::shared_context();
+  const bool hopper = runs_hopper_rungs(context.device().ordinal);
+  for (const std::int64_t d : {64, 128}) {
+    AttentionShape s;
+    s.batch = 1;
+    s.q_heads = 8;
+    s.kv_heads = 2;
+    s.q_len = 1000;
+    s.kv_len = 1000;
+    s.head_dim = d;
+    const std::vector<double> q = bf16_values(static_cast<std::size_t>(s.q_heads * s.q_len * d), 40);
+    const std::vector<double> k = bf16_values(static_cast<std::size_t>(s.kv_heads * s.kv_len * d), 41);
+    const std::vector<double> v = bf16_values(static_cast<std::size_t>(s.kv_heads * s.kv_len * d), 42);
+    const ForwardRun run = run_forward(s, q, k, v, context.stream(), false);
+    EXPECT_EQ(run.rung, !hopper ? "stage3/attention_fwd/05_fa2_two_tiles_per_warp"
+                                : "stage3/attention_fwd/19_pair_tiles_together")
+        << "D = " << d;
+    const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+    std::vector<double> o_ref(q.size()), lse_ref(static_cast<std::size_t>(s.q_heads * s.q_len));
+    attention_reference(s, scale, false, q.data(), k.data(), v.data(), o_ref.data(), lse_ref.data());
+    EXPECT_EQ(mismatches(run, o_ref, lse_ref), 0u) << "D = " << d;
+    attention_reference(s, scale, true, q.data(), k.data(), v.data(), o_ref.data(), lse_ref.data());
+    EXPECT_GT(mismatches(run, o_ref, lse_ref), 100u) << "D = " << d;
   }
 }
 

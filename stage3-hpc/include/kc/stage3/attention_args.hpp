@@ -204,6 +204,10 @@ void attention_fwd_18_persistent_turns_run_on(const AttentionArgs<T>& args, cuda
 template <typename T>
 void attention_fwd_19_pair_tiles_together(const AttentionArgs<T>& args, cudaStream_t stream,
                                           HopperLaunchCache& cache);
+// Rung 20 (sm_90a): rung 19 with the causal items taken in groups of pairs whose K and V fit in
+// 16 MiB, heaviest first inside a group; without the mask rung 19.
+template <typename T>
+void attention_fwd_20_causal_pair_groups(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache);
 // Rung 16 (sm_80 and later): rung 05 with the softmax of rungs 13 and 15 (the scale inside the
 // exponent's FFMA, the base moved only past a factor of 2^8, O's rescale skipped where a warp's
 // factors are all 1); a scale that is not positive runs rung 05.
