@@ -99,26 +99,26 @@ std::size_t mismatches(const ForwardRun& run, const std::vector<double>& o_ref, 
   return bad;
 }
 
-// One causal prefill through attention_forward on fresh values (seeds seed, seed + 1, seed + 2 for
-// Q, K, V): it runs `expected_rung`, matches the reference, and the control — the same output
-// judged against attention without the mask — fails.
-void expect_causal_forward(const AttentionShape& s, std::string_view expected_rung, std::uint64_t seed,
-                           cudaStream_t stream) {
+// One prefill through attention_forward on fresh values (seeds seed, seed + 1, seed + 2 for Q, K,
+// V), with the causal mask or without: it runs `expected_rung`, matches the reference, and the
+// control — the same output judged against attention with the other mask — fails.
+void expect_forward(const AttentionShape& s, std::string_view expected_rung, std::uint64_t seed, cudaStream_t stream,
+                    bool causal = true) {
   const std::int64_t d = s.head_dim;
   const std::vector<double> q = bf16_values(static_cast<std::size_t>(s.q_heads * s.q_len * d), seed);
   const std::vector<double> k = bf16_values(static_cast<std::size_t>(s.kv_heads * s.kv_len * d), seed + 1);
   const std::vector<double> v = bf16_values(static_cast<std::size_t>(s.kv_heads * s.kv_len * d), seed + 2);
-  const ForwardRun run = run_forward(s, q, k, v, stream);
+  const ForwardRun run = run_forward(s, q, k, v, stream, causal);
   EXPECT_EQ(run.rung, expected_rung) << "D = " << d;
 
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   std::vector<double> o_ref(q.size()), lse_ref(static_cast<std::size_t>(s.q_heads * s.q_len));
-  attention_reference(s, scale, true, q.data(), k.data(), v.data(), o_ref.data(), lse_ref.data());
+  attention_reference(s, scale, causal, q.data(), k.data(), v.data(), o_ref.data(), lse_ref.data());
   EXPECT_EQ(mismatches(run, o_ref, lse_ref), 0u) << "D = " << d;
 
-  std::vector<double> o_open(q.size()), lse_open(lse_ref.size());
-  attention_reference(s, scale, false, q.data(), k.data(), v.data(), o_open.data(), lse_open.data());
-  EXPECT_GT(mismatches(run, o_open, lse_open), 100u) << "D = " << d;
+  std::vector<double> o_other(q.size()), lse_other(lse_ref.size());
+  attention_reference(s, scale, !causal, q.data(), k.data(), v.data(), o_other.data(), lse_other.data());
+  EXPECT_GT(mismatches(run, o_other, lse_other), 100u) << "D = " << d;
 }
 
 TEST(AttentionOpsGpu, ForwardRunsTheFastestRungOnTheEngineLayoutAndMatchesTheReference) {
@@ -136,7 +136,7 @@ TEST(AttentionOpsGpu, ForwardRunsTheFastestRungOnTheEngineLayoutAndMatchesTheRef
     s.head_dim = d;
     const std::string_view expected = !hopper ? "stage3/attention_fwd/05_fa2_two_tiles_per_warp"
                                               : "stage3/attention_fwd/15_lazy_rescale";
-    expect_causal_forward(s, expected, 1, context.stream());
+    expect_forward(s, expected, 1, context.stream());
   }
 }
 
@@ -156,7 +156,7 @@ TEST(AttentionOpsGpu, LongPrefillAtHeadDim64RunsThreeConsumersAndMatchesTheRefer
     s.head_dim = d;
     const std::string_view expected = !hopper   ? "stage3/attention_fwd/05_fa2_two_tiles_per_warp"
                                                 : "stage3/attention_fwd/15_lazy_rescale";
-    expect_causal_forward(s, expected, 4, context.stream());
+    expect_forward(s, expected, 4, context.stream());
   }
 }
 
@@ -174,19 +174,9 @@ TEST(AttentionOpsGpu, ForwardWithoutTheMaskRunsThePersistentRungAndMatchesTheRef
     s.q_len = 1000;
     s.kv_len = 1000;
     s.head_dim = d;
-    const std::vector<double> q = bf16_values(static_cast<std::size_t>(s.q_heads * s.q_len * d), 40);
-    const std::vector<double> k = bf16_values(static_cast<std::size_t>(s.kv_heads * s.kv_len * d), 41);
-    const std::vector<double> v = bf16_values(static_cast<std::size_t>(s.kv_heads * s.kv_len * d), 42);
-    const ForwardRun run = run_forward(s, q, k, v, context.stream(), false);
-    EXPECT_EQ(run.rung, !hopper ? "stage3/attention_fwd/05_fa2_two_tiles_per_warp"
-                                : "stage3/attention_fwd/19_pair_tiles_together")
-        << "D = " << d;
-    const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-    std::vector<double> o_ref(q.size()), lse_ref(static_cast<std::size_t>(s.q_heads * s.q_len));
-    attention_reference(s, scale, false, q.data(), k.data(), v.data(), o_ref.data(), lse_ref.data());
-    EXPECT_EQ(mismatches(run, o_ref, lse_ref), 0u) << "D = " << d;
-    attention_reference(s, scale, true, q.data(), k.data(), v.data(), o_ref.data(), lse_ref.data());
-    EXPECT_GT(mismatches(run, o_ref, lse_ref), 100u) << "D = " << d;
+    const std::string_view expected = !hopper ? "stage3/attention_fwd/05_fa2_two_tiles_per_warp"
+                                              : "stage3/attention_fwd/19_pair_tiles_together";
+    expect_forward(s, expected, 40, context.stream(), false);
   }
 }
 
