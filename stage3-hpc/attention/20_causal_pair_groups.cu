@@ -3,13 +3,13 @@
 // Idea: rung 19 dealt a pair's query tiles together only without the mask; with it, it kept rung
 // 08's order — every pair's heaviest query tile, then every pair's next — which balances the
 // persistent CTAs' work but puts 132 different pairs in flight where there are more pairs than
-// SMs, so a pair's K and V are read again a round later, after the L2 has let them go. With the
-// mask that order ran rung 19 at 60% of cuDNN at 1k keys and D = 128 (rung 15: 86%). Here the pairs
+// SMs, so a pair's K and V are read again a round later, after the L2 has let them go (the stage-3
+// README's rung 19 section has what that order cost with the mask). Here the pairs
 // are taken in groups whose K and V fit in 16 MiB (32 pairs at 1k keys and D = 128, 2 at 16k), and
 // inside a group the items still run heaviest first with the pair fastest: the CTAs that run at
 // once read a group's K and V, and each CTA, dealt items round-robin across the groups, still gets
-// heavy and light ones. FlashAttention-3's scheduler for the causal case does the same (its L2
-// swizzle of heads).
+// heavy and light ones. FlashAttention-3's scheduler for the causal case does much the same (its
+// L2 swizzle of heads).
 //
 // What changed from rung 19: kCausalPairGroups (flash_work_item in attention/flash_wgmma_kernel.cuh;
 // the group budget kFlashPairGroupBytes); without the mask nothing.
