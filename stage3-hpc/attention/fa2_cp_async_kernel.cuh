@@ -23,6 +23,17 @@ namespace {
 template <typename T, bool kPacked>
 using Fa2KernelArgs = std::conditional_t<kPacked, AttentionArgs<T>, AttentionParams<T>>;
 
+// A tile's cp.async copies: per chunk (rungs 04, 05, 16: copy_tile_async) or with the addresses
+// computed once a call (rung 21: copy_tile_async_lean).
+template <class Shape, int kRows, bool kLeanCopy, typename T>
+__device__ __forceinline__ void copy_fa2_tile(std::uint8_t* tile, const T* matrix, std::int64_t row_stride, int row0,
+                                              int row_end) {
+  if constexpr (kLeanCopy)
+    copy_tile_async_lean<Shape, kRows>(tile, matrix, row_stride, row0, row_end);
+  else
+    copy_tile_async<Shape, kRows>(tile, matrix, row_stride, row0, row_end);
+}
+
 // kPacked false, the dense form: blockIdx.z is the batch, blockIdx.y the query head.
 // kPacked true, the packed variable-length form: blockIdx.z is the sequence, whose offsets and
 // lengths the block reads from cu_seqlens_q/k first. The grid's x covers the longest sequence's
@@ -35,8 +46,10 @@ using Fa2KernelArgs = std::conditional_t<kPacked, AttentionArgs<T>, AttentionPar
 // compiles to the code it had before the packed form existed.
 // kLeanSoftmax (rung 16): the warp step's softmax of the Hopper rungs 13 and 15 (Fa2Warp);
 // kFlawBaseNeverMoves: its negative control's flaw (16_fa2_lean_softmax_flawed.cu).
+// kLeanCopy (rung 21): the tiles' cp.async copies with their addresses computed once a call
+// (copy_tile_async_lean) instead of once a chunk.
 template <typename T, int kHeadDim, int kTilesPerWarp, bool kPacked, bool kLeanSoftmax = false,
-          bool kFlawBaseNeverMoves = false>
+          bool kFlawBaseNeverMoves = false, bool kLeanCopy = false>
 __global__ void __launch_bounds__(Fa2Shape<kHeadDim, kTilesPerWarp>::kThreads)
     fa2_cp_async_kernel(Fa2KernelArgs<T, kPacked> args) {
   using Shape = Fa2Shape<kHeadDim, kTilesPerWarp>;
@@ -63,15 +76,18 @@ __global__ void __launch_bounds__(Fa2Shape<kHeadDim, kTilesPerWarp>::kThreads)
   const int key_end = block_key_end(args, block_row0, Shape::kBlockRows);
   const int unmasked_end = visible_key_end(args, block_row0);
   const int tiles = ceil_div(key_end, Shape::kBlockKeys);  // key_end >= 0
+  // The visible ends of this thread's rows: kept for the whole loop, or (kLeanCopy) computed again
+  // where they are used, in the masked tiles and for the store, so that they hold no registers
+  // across the loop.
   int row_ends[Shape::kThreadRows];
-  thread_row_ends(args, warp_row0, row_ends);
+  if constexpr (!kLeanCopy) thread_row_ends(args, warp_row0, row_ends);
   const float scale_log2 = args.scale * kLog2e;
 
   Fa2Warp<T, Shape, kLeanSoftmax, kFlawBaseNeverMoves> state;
   if (tiles > 0) {  // the first group: Q and tile 0
-    copy_tile_async<Shape, Shape::kBlockRows>(q_tile, head.q, args.q_row_stride, block_row0, args.q_len);
-    copy_tile_async<Shape>(k_tile(0), head.k, args.kv_row_stride, 0, key_end);
-    copy_tile_async<Shape>(v_tile(0), head.v, args.kv_row_stride, 0, key_end);
+    copy_fa2_tile<Shape, Shape::kBlockRows, kLeanCopy>(q_tile, head.q, args.q_row_stride, block_row0, args.q_len);
+    copy_fa2_tile<Shape, Shape::kBlockKeys, kLeanCopy>(k_tile(0), head.k, args.kv_row_stride, 0, key_end);
+    copy_fa2_tile<Shape, Shape::kBlockKeys, kLeanCopy>(v_tile(0), head.v, args.kv_row_stride, 0, key_end);
     sm80::cp_async_commit_group();
   }
   for (int tile = 0; tile < tiles; ++tile) {
@@ -79,8 +95,8 @@ __global__ void __launch_bounds__(Fa2Shape<kHeadDim, kTilesPerWarp>::kThreads)
     const int key0 = tile * Shape::kBlockKeys;
     if (tile + 1 < tiles) {
       // The other buffer was last read in the previous iteration, before its closing barrier.
-      copy_tile_async<Shape>(k_tile(1 - buffer), head.k, args.kv_row_stride, key0 + Shape::kBlockKeys, key_end);
-      copy_tile_async<Shape>(v_tile(1 - buffer), head.v, args.kv_row_stride, key0 + Shape::kBlockKeys, key_end);
+      copy_fa2_tile<Shape, Shape::kBlockKeys, kLeanCopy>(k_tile(1 - buffer), head.k, args.kv_row_stride, key0 + Shape::kBlockKeys, key_end);
+      copy_fa2_tile<Shape, Shape::kBlockKeys, kLeanCopy>(v_tile(1 - buffer), head.v, args.kv_row_stride, key0 + Shape::kBlockKeys, key_end);
       sm80::cp_async_commit_group();
       sm80::cp_async_wait_group<1>();  // this tile's group has landed; the next may be in flight
     } else {
@@ -90,13 +106,16 @@ __global__ void __launch_bounds__(Fa2Shape<kHeadDim, kTilesPerWarp>::kThreads)
     if (tile == 0) state.load_q(smem_u32(q_tile), warp);
     float s[Shape::kTilesPerWarp][Shape::kKeyBlocks][4];
     state.scores(s, smem_u32(k_tile(buffer)));
-    if (key0 + Shape::kBlockKeys > unmasked_end)
+    if (key0 + Shape::kBlockKeys > unmasked_end) {
+      if constexpr (kLeanCopy) thread_row_ends(args, warp_row0, row_ends);
       state.template softmax<true>(s, scale_log2, key0, row_ends);
-    else
+    } else {
       state.template softmax<false>(s, scale_log2, key0, row_ends);
+    }
     state.accumulate_pv(s, smem_u32(v_tile(buffer)));
     __syncthreads();  // every warp is done with this buffer before the next iteration refills it
   }
+  if constexpr (kLeanCopy) thread_row_ends(args, warp_row0, row_ends);
   state.store(head, args, warp_row0, row_ends);
 }
 
@@ -105,13 +124,14 @@ __global__ void __launch_bounds__(Fa2Shape<kHeadDim, kTilesPerWarp>::kThreads)
 // kPacked: the packed variable-length form's kernel (varlen_05_fa2_two_tiles_per_warp.cu);
 // kLeanSoftmax: rung 16's softmax (16_fa2_lean_softmax.cu); kFlawBaseNeverMoves: its negative
 // control.
+// kLeanCopy: rung 21's copies (copy_fa2_tile).
 template <typename T, int kHeadDim, int kTilesPerWarp, bool kPacked = false, bool kLeanSoftmax = false,
-          bool kFlawBaseNeverMoves = false>
+          bool kFlawBaseNeverMoves = false, bool kLeanCopy = false>
 struct Fa2CpAsyncRung {
   using Shape = Fa2Shape<kHeadDim, kTilesPerWarp>;
   static constexpr int kSmemBytes = Shape::kQTileBytes + 4 * Shape::kTileBytes;
   static constexpr auto kKernel =
-      &fa2_cp_async_kernel<T, kHeadDim, kTilesPerWarp, kPacked, kLeanSoftmax, kFlawBaseNeverMoves>;
+      &fa2_cp_async_kernel<T, kHeadDim, kTilesPerWarp, kPacked, kLeanSoftmax, kFlawBaseNeverMoves, kLeanCopy>;
 };
 
 // Rung 05's 16-row MMA tiles per warp at each head dimension, which its packed form shares: two at

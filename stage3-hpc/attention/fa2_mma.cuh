@@ -130,6 +130,31 @@ __device__ __forceinline__ void copy_tile_async(std::uint8_t* tile, const T* mat
   }
 }
 
+// The same copies with the address arithmetic done once a call (attention rung 21). TileCopy's
+// chunk i of a thread is row i . R + tid / C, chunk tid % C (R = kThreads / C rows a pass, C chunks
+// a row): the row's swizzle (row % 8) is the same for every i since R is a multiple of 8, so chunk
+// i lands at the thread's first offset + i . R rows, and comes from its first address + i . R rows
+// of the matrix. One source pointer, one shared offset and one row count a call, where TileCopy's
+// row(i) and chunk(i) are per chunk: with two MMA tiles a warp at D = 128 those per-chunk indices
+// are what ptxas spills (05_fa2_two_tiles_per_warp.cu).
+template <class Shape, int kRows = Shape::kBlockKeys, typename T>
+__device__ __forceinline__ void copy_tile_async_lean(std::uint8_t* tile, const T* matrix, std::int64_t row_stride,
+                                                     int row0, int row_end) {
+  constexpr int kRowsPerPass = Shape::kThreads / Shape::kChunksPerRow;
+  static_assert(kRowsPerPass % 8 == 0 && kRows % kRowsPerPass == 0, "a pass covers whole swizzle periods");
+  const int thread_row = static_cast<int>(threadIdx.x) / Shape::kChunksPerRow;
+  const int thread_chunk = static_cast<int>(threadIdx.x) % Shape::kChunksPerRow;
+  const std::uint32_t first_offset = smem_u32(tile) + swizzled_offset<Shape>(thread_row, thread_chunk);
+  const T* first_source = matrix + (row0 + thread_row) * row_stride + thread_chunk * Shape::kChunkElements;
+  const int rows_left = row_end - row0 - thread_row;  // chunk i exists while i . R < rows_left
+#pragma unroll
+  for (int i = 0; i < kRows / kRowsPerPass; ++i) {
+    const bool valid = i * kRowsPerPass < rows_left;
+    sm80::cp_async_16(first_offset + i * kRowsPerPass * Shape::kRowBytes,
+                      valid ? first_source + i * kRowsPerPass * row_stride : matrix, valid);
+  }
+}
+
 // mma.sync m16n8k16 for the element type: bf16 or f16 inputs, FP32 accumulators.
 template <typename T>
 __device__ __forceinline__ void mma_16816(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,

@@ -292,6 +292,12 @@ void register_attention_kernels(Registry& registry) {
       "rung 19 with the causal items taken in groups of (batch, head) pairs whose K and V fit in 16 MiB of L2, "
       "heaviest first inside each group; without the mask rung 19",
       &attention_fwd_20_causal_pair_groups<__nv_bfloat16>, &attention_fwd_20_causal_pair_groups<__half>));
+  registry.add_kernel(flash_entry("21_fa2_two_tiles_d128", 21,
+                                  "rung 16 with two 16-row MMA tiles a warp at D = 128 as at D = 64 (FlashAttention-2's "
+                                  "128 x 64 block): each K and V fragment feeds two MMAs; Q's fragments read from "
+                                  "shared memory a K/V tile, the copies' addresses computed once a tile",
+                                  &attention_fwd_21_fa2_two_tiles_d128<__nv_bfloat16>,
+                                  &attention_fwd_21_fa2_two_tiles_d128<__half>));
 
   // The packed variable-length form (kc/stage3/attention_varlen.hpp): its op, then its rung.
   if (!registry.has_op(kAttentionVarlenOp)) registry.add_op(make_attention_varlen_op());

@@ -213,6 +213,11 @@ void attention_fwd_20_causal_pair_groups(const AttentionArgs<T>& args, cudaStrea
 // factors are all 1); a scale that is not positive runs rung 05.
 template <typename T>
 void attention_fwd_16_fa2_lean_softmax(const AttentionArgs<T>& args, cudaStream_t stream);
+// Rung 21 (sm_80 and later): rung 16 with two 16-row MMA tiles a warp at D = 128 too (128 query
+// rows a block, Q's fragments read from shared memory for each K/V tile) and the copies' addresses
+// computed once a tile; a scale that is not positive runs rung 05.
+template <typename T>
+void attention_fwd_21_fa2_two_tiles_d128(const AttentionArgs<T>& args, cudaStream_t stream);
 // Rung 16's kernel with a negative control's flaw: each row keeps its first finite softmax base for
 // good (attention/16_fa2_lean_softmax_flawed.cu; not a rung, not registered; positive scales).
 template <typename T>
