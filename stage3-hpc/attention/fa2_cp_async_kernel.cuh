@@ -47,12 +47,13 @@ __device__ __forceinline__ void copy_fa2_tile(std::uint8_t* tile, const T* matri
 // kLeanSoftmax (rung 16): the warp step's softmax of the Hopper rungs 13 and 15 (Fa2Warp);
 // kFlawBaseNeverMoves: its negative control's flaw (16_fa2_lean_softmax_flawed.cu).
 // kLeanCopy (rung 21): the tiles' cp.async copies with their addresses computed once a call
-// (copy_tile_async_lean) instead of once a chunk.
+// (copy_tile_async_lean) instead of once a chunk. kNarrowKeyTiles (rung 22): K/V tiles of 32 keys
+// instead of 64.
 template <typename T, int kHeadDim, int kTilesPerWarp, bool kPacked, bool kLeanSoftmax = false,
-          bool kFlawBaseNeverMoves = false, bool kLeanCopy = false>
+          bool kFlawBaseNeverMoves = false, bool kLeanCopy = false, bool kNarrowKeyTiles = false>
 __global__ void __launch_bounds__(Fa2Shape<kHeadDim, kTilesPerWarp>::kThreads)
     fa2_cp_async_kernel(Fa2KernelArgs<T, kPacked> args) {
-  using Shape = Fa2Shape<kHeadDim, kTilesPerWarp>;
+  using Shape = Fa2Shape<kHeadDim, kTilesPerWarp, kNarrowKeyTiles ? 32 : 64>;
   extern __shared__ __align__(128) std::uint8_t smem[];
   std::uint8_t* q_tile = smem;
   const auto k_tile = [&](int buffer) { return smem + Shape::kQTileBytes + 2 * buffer * Shape::kTileBytes; };
@@ -120,18 +121,19 @@ __global__ void __launch_bounds__(Fa2Shape<kHeadDim, kTilesPerWarp>::kThreads)
 }
 
 // The kernel for one T, D and number of MMA tiles per warp, and the shared memory it takes: the
-// Q tile of the block's rows + 2 x (K, V) tiles of 64 rows.
+// Q tile of the block's rows + 2 x (K, V) tiles of kBlockKeys rows (64; 32 in rung 22).
 // kPacked: the packed variable-length form's kernel (varlen_05_fa2_two_tiles_per_warp.cu);
 // kLeanSoftmax: rung 16's softmax (16_fa2_lean_softmax.cu); kFlawBaseNeverMoves: its negative
 // control.
-// kLeanCopy: rung 21's copies (copy_fa2_tile).
+// kLeanCopy: rung 21's copies (copy_fa2_tile); kNarrowKeyTiles: rung 22's 32-key tiles.
 template <typename T, int kHeadDim, int kTilesPerWarp, bool kPacked = false, bool kLeanSoftmax = false,
-          bool kFlawBaseNeverMoves = false, bool kLeanCopy = false>
+          bool kFlawBaseNeverMoves = false, bool kLeanCopy = false, bool kNarrowKeyTiles = false>
 struct Fa2CpAsyncRung {
-  using Shape = Fa2Shape<kHeadDim, kTilesPerWarp>;
+  using Shape = Fa2Shape<kHeadDim, kTilesPerWarp, kNarrowKeyTiles ? 32 : 64>;
   static constexpr int kSmemBytes = Shape::kQTileBytes + 4 * Shape::kTileBytes;
   static constexpr auto kKernel =
-      &fa2_cp_async_kernel<T, kHeadDim, kTilesPerWarp, kPacked, kLeanSoftmax, kFlawBaseNeverMoves, kLeanCopy>;
+      &fa2_cp_async_kernel<T, kHeadDim, kTilesPerWarp, kPacked, kLeanSoftmax, kFlawBaseNeverMoves, kLeanCopy,
+                           kNarrowKeyTiles>;
 };
 
 // Rung 05's 16-row MMA tiles per warp at each head dimension, which its packed form shares: two at

@@ -43,7 +43,7 @@
 
 namespace kc::stage3 {
 
-template <int kHeadDim_, int kTilesPerWarp_ = 1>
+template <int kHeadDim_, int kTilesPerWarp_ = 1, int kBlockKeys_ = 64>
 struct Fa2Shape {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kTilesPerWarp = kTilesPerWarp_;  // 16-row MMA tiles of query rows per warp
@@ -52,7 +52,7 @@ struct Fa2Shape {
   static constexpr int kWarpRows = 16 * kTilesPerWarp;    // query rows per warp
   static constexpr int kBlockRows = kWarpRows * kWarps;   // query rows per block
   static constexpr int kThreadRows = 2 * kTilesPerWarp;   // query rows per thread: lane/4 + 8r
-  static constexpr int kBlockKeys = 64;                   // keys per K/V tile
+  static constexpr int kBlockKeys = kBlockKeys_;          // keys per K/V tile: 64 (32 in rung 22)
   static constexpr int kChunkElements = 8;                // 16 bytes
   static constexpr int kChunksPerRow = kHeadDim / kChunkElements;
   static constexpr int kRowBytes = kHeadDim * 2;
@@ -63,13 +63,15 @@ struct Fa2Shape {
   static constexpr int kKeySlices = kBlockKeys / 16;  // k16 slices of P V
   static constexpr int kDimBlocks = kHeadDim / 8;     // n8 blocks of O per MMA tile
   // Q's A fragments (D/4 registers per tile) stay in registers for the whole K/V loop when they
-  // fit beside the O accumulators (D/2 per tile) and S (32 per tile) with room for addresses and
-  // the row state under the 255 registers of a thread: everywhere but two tiles at D = 128
-  // (64 + 128 + 64 = 256), where they are read from the Q tile again for each K/V tile.
-  static constexpr int kFragmentRegisters = kTilesPerWarp * (kHeadDim / 4 + kHeadDim / 2 + 32);
+  // fit beside the O accumulators (D/2 per tile) and S (kBlockKeys/2 per tile) with room for
+  // addresses and the row state under the 255 registers of a thread: everywhere but two tiles at
+  // D = 128 (64 + 128 + 64 = 256; with 32-key tiles 224), where they are read from the Q tile
+  // again for each K/V tile.
+  static constexpr int kFragmentRegisters = kTilesPerWarp * (kHeadDim / 4 + kHeadDim / 2 + kBlockKeys / 2);
   static constexpr bool kQInRegisters = kFragmentRegisters <= 192;
   static_assert(kHeadDim == 64 || kHeadDim == 128, "the rungs are compiled for D = 64 and 128");
   static_assert(kTilesPerWarp == 1 || kTilesPerWarp == 2, "a warp owns one or two 16-row MMA tiles");
+  static_assert(kBlockKeys == 32 || kBlockKeys == 64, "K/V tiles of 32 or 64 keys (whole k16 slices of P V)");
 };
 
 // Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled tile.

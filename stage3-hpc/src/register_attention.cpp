@@ -298,6 +298,11 @@ void register_attention_kernels(Registry& registry) {
                                   "shared memory a K/V tile, the copies' addresses computed once a tile",
                                   &attention_fwd_21_fa2_two_tiles_d128<__nv_bfloat16>,
                                   &attention_fwd_21_fa2_two_tiles_d128<__half>));
+  registry.add_kernel(flash_entry("22_fa2_narrow_key_tiles", 22,
+                                  "rung 21 with 32-key K/V tiles: S of both MMA tiles fits beside O without spills, "
+                                  "at twice the tiles' fixed work a key (FlashAttention-2's 128 x 32 block)",
+                                  &attention_fwd_22_fa2_narrow_key_tiles<__nv_bfloat16>,
+                                  &attention_fwd_22_fa2_narrow_key_tiles<__half>));
 
   // The packed variable-length form (kc/stage3/attention_varlen.hpp): its op, then its rung.
   if (!registry.has_op(kAttentionVarlenOp)) registry.add_op(make_attention_varlen_op());

@@ -218,6 +218,10 @@ void attention_fwd_16_fa2_lean_softmax(const AttentionArgs<T>& args, cudaStream_
 // computed once a tile; a scale that is not positive runs rung 05.
 template <typename T>
 void attention_fwd_21_fa2_two_tiles_d128(const AttentionArgs<T>& args, cudaStream_t stream);
+// Rung 22 (sm_80 and later): rung 21 with 32-key K/V tiles (S of both MMA tiles fits beside O
+// without spills); a scale that is not positive runs rung 05.
+template <typename T>
+void attention_fwd_22_fa2_narrow_key_tiles(const AttentionArgs<T>& args, cudaStream_t stream);
 // Rung 16's kernel with a negative control's flaw: each row keeps its first finite softmax base for
 // good (attention/16_fa2_lean_softmax_flawed.cu; not a rung, not registered; positive scales).
 template <typename T>
