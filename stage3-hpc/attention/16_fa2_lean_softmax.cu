@@ -39,13 +39,7 @@ using Rung16 = Fa2CpAsyncRung<T, kHeadDim, rung05_tiles_per_warp(kHeadDim), fals
 
 template <typename T>
 void attention_fwd_16_fa2_lean_softmax(const AttentionArgs<T>& args, cudaStream_t stream) {
-  if (!(args.scale > 0.f)) {  // the maximum over raw scores needs a positive scale: rung 05's kernels
-    require_flash_args(args, "attention rung 16",
-                       std::max(Rung16<T, 64>::Shape::kBlockRows, Rung16<T, 128>::Shape::kBlockRows));
-    attention_fwd_05_fa2_two_tiles_per_warp(args, stream);
-    return;
-  }
-  launch_fa2_rung<Rung16>(args, stream, "attention rung 16");
+  launch_lean_softmax_rung<Rung16>(args, stream, "attention rung 16");  // a scale that is not positive: rung 05
 }
 
 template void attention_fwd_16_fa2_lean_softmax<__nv_bfloat16>(const AttentionArgs<__nv_bfloat16>&, cudaStream_t);

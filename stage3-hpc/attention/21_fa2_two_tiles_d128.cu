@@ -44,13 +44,7 @@ using Rung21 = Fa2CpAsyncRung<T, kHeadDim, 2, false, true, false, true>;
 
 template <typename T>
 void attention_fwd_21_fa2_two_tiles_d128(const AttentionArgs<T>& args, cudaStream_t stream) {
-  if (!(args.scale > 0.f)) {  // the maximum over raw scores needs a positive scale: rung 05's kernels
-    require_flash_args(args, "attention rung 21",
-                       std::max(Rung21<T, 64>::Shape::kBlockRows, Rung21<T, 128>::Shape::kBlockRows));
-    attention_fwd_05_fa2_two_tiles_per_warp(args, stream);
-    return;
-  }
-  launch_fa2_rung<Rung21>(args, stream, "attention rung 21");
+  launch_lean_softmax_rung<Rung21>(args, stream, "attention rung 21");  // a scale that is not positive: rung 05
 }
 
 template void attention_fwd_21_fa2_two_tiles_d128<__nv_bfloat16>(const AttentionArgs<__nv_bfloat16>&, cudaStream_t);

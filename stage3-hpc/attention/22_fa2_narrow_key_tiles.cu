@@ -41,13 +41,7 @@ using Rung22 = Fa2CpAsyncRung<T, kHeadDim, 2, false, true, false, true, true>;
 
 template <typename T>
 void attention_fwd_22_fa2_narrow_key_tiles(const AttentionArgs<T>& args, cudaStream_t stream) {
-  if (!(args.scale > 0.f)) {  // the maximum over raw scores needs a positive scale: rung 05's kernels
-    require_flash_args(args, "attention rung 22",
-                       std::max(Rung22<T, 64>::Shape::kBlockRows, Rung22<T, 128>::Shape::kBlockRows));
-    attention_fwd_05_fa2_two_tiles_per_warp(args, stream);
-    return;
-  }
-  launch_fa2_rung<Rung22>(args, stream, "attention rung 22");
+  launch_lean_softmax_rung<Rung22>(args, stream, "attention rung 22");  // a scale that is not positive: rung 05
 }
 
 template void attention_fwd_22_fa2_narrow_key_tiles<__nv_bfloat16>(const AttentionArgs<__nv_bfloat16>&, cudaStream_t);

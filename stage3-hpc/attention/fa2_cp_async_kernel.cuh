@@ -96,8 +96,11 @@ __global__ void __launch_bounds__(Fa2Shape<kHeadDim, kTilesPerWarp>::kThreads)
     const int key0 = tile * Shape::kBlockKeys;
     if (tile + 1 < tiles) {
       // The other buffer was last read in the previous iteration, before its closing barrier.
-      copy_fa2_tile<Shape, Shape::kBlockKeys, kLeanCopy>(k_tile(1 - buffer), head.k, args.kv_row_stride, key0 + Shape::kBlockKeys, key_end);
-      copy_fa2_tile<Shape, Shape::kBlockKeys, kLeanCopy>(v_tile(1 - buffer), head.v, args.kv_row_stride, key0 + Shape::kBlockKeys, key_end);
+      const int next_key0 = key0 + Shape::kBlockKeys;
+      copy_fa2_tile<Shape, Shape::kBlockKeys, kLeanCopy>(k_tile(1 - buffer), head.k, args.kv_row_stride, next_key0,
+                                                         key_end);
+      copy_fa2_tile<Shape, Shape::kBlockKeys, kLeanCopy>(v_tile(1 - buffer), head.v, args.kv_row_stride, next_key0,
+                                                         key_end);
       sm80::cp_async_commit_group();
       sm80::cp_async_wait_group<1>();  // this tile's group has landed; the next may be in flight
     } else {
@@ -141,6 +144,19 @@ struct Fa2CpAsyncRung {
 // why). Setting kRung05TilesAtHeadDim128 to 2 builds the two-tile D = 128 kernel as it stands.
 inline constexpr int kRung05TilesAtHeadDim128 = 1;
 constexpr int rung05_tiles_per_warp(int head_dim) { return head_dim == 64 ? 2 : kRung05TilesAtHeadDim128; }
+
+// Launches a rung with the lean softmax (16, 21, 22): its maximum is taken over the raw scores,
+// which is the scaled maximum only for a positive scale, so any other scale runs rung 05's kernels
+// (after the same argument checks).
+template <template <typename, int> class Rung, typename T>
+void launch_lean_softmax_rung(const AttentionArgs<T>& args, cudaStream_t stream, const char* rung_name) {
+  if (!(args.scale > 0.f)) {
+    require_flash_args(args, rung_name, std::max(Rung<T, 64>::Shape::kBlockRows, Rung<T, 128>::Shape::kBlockRows));
+    attention_fwd_05_fa2_two_tiles_per_warp(args, stream);
+    return;
+  }
+  launch_fa2_rung<Rung>(args, stream, rung_name);
+}
 
 }  // namespace
 }  // namespace kc::stage3
