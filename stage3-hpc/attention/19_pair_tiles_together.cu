@@ -14,7 +14,7 @@
 // rung 18's order, which balances the CTAs' work.
 //
 // What changed from rung 18: kPairTilesTogether (flash_work_item in
-// attention/flash_wgmma_kernel.cuh); nothing else.
+// attention/flash_work_order.hpp); nothing else.
 //
 // Expected limiter: rung 18's; the difference, if any, without the mask at short sequences with
 // many pairs (where the K/V of the pairs in flight outgrows what the L2 keeps) — this is the

@@ -11,7 +11,7 @@
 // heavy and light ones. FlashAttention-3's scheduler for the causal case does much the same (its
 // L2 swizzle of heads).
 //
-// What changed from rung 19: kCausalPairGroups (flash_work_item in attention/flash_wgmma_kernel.cuh;
+// What changed from rung 19: kCausalPairGroups (flash_work_item in attention/flash_work_order.hpp;
 // the group budget kFlashPairGroupBytes); without the mask nothing.
 //
 // Expected limiter: rung 19's without the mask; with it, the per-item costs rung 18 tried to hide

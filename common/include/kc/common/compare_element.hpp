@@ -4,11 +4,7 @@
 
 #include <cmath>
 
-#ifdef __CUDACC__
-#define KC_HOST_DEVICE __host__ __device__
-#else
-#define KC_HOST_DEVICE
-#endif
+#include "kc/common/host_device.hpp"
 
 namespace kc::detail {
 

@@ -6,13 +6,7 @@
 
 #include <cstdint>
 
-#ifndef KC_HOST_DEVICE
-#ifdef __CUDACC__
-#define KC_HOST_DEVICE __host__ __device__
-#else
-#define KC_HOST_DEVICE
-#endif
-#endif
+#include "kc/common/host_device.hpp"
 
 namespace kc {
 
