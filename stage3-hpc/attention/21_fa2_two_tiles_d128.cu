@@ -26,8 +26,9 @@
 // many bytes; the SASS contract row bounds them).
 //
 // SASS to look for (D = 128): per K/V tile 256 HMMA.16816.F32.BF16, LDSM.16.M88.4 (K and Q) and
-// LDSM.16.MT88.4 (V), LDGSTS.E.BYPASS.128 with one address register a tile and immediate row
-// offsets, FFMA before MUFU.EX2 and a VOTE.ANY (rung 16's softmax).
+// LDSM.16.MT88.4 (V), LDGSTS.E.BYPASS.128 whose shared addresses are one register plus an
+// immediate (+0x800 a chunk at D = 128: 8 rows), FFMA before MUFU.EX2 and a VOTE.ANY (rung 16's
+// softmax).
 //
 // Run just this rung (next to rung 16):
 //   build/ci/bench/kc-bench --filter 'stage3/attention_fwd/(16|21)' --shapes 4x16x16x4096x4096x128

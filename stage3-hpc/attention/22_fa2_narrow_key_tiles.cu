@@ -16,7 +16,7 @@
 // registers allow). A scale that is not positive runs rung 05's kernels.
 //
 // Per warp and K/V tile at D = 128 (analysis): S 2 x 32 HMMA fed by 16 LDSM of K and 16 of Q (Q is
-// re-read every tile, so its share of the LDSM grows), P V 2 x 64 HMMA fed by 16 LDSM.T of V: 48
+// re-read every tile, so its share of the LDSM grows), P V 2 x 32 HMMA fed by 16 LDSM.T of V: 48
 // LDSM for 128 HMMA, 0.375 a HMMA (rung 21: 0.31).
 //
 // Expected limiter: the warp's issue of HMMA, LDSM and softmax in turn, as rung 21, with twice
