@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kc/common/buffer.hpp"
@@ -121,22 +122,19 @@ void expect_forward(const AttentionShape& s, std::string_view expected_rung, std
   EXPECT_GT(mismatches(run, o_other, lse_other), 100u) << "D = " << d;
 }
 
+// The rung attention_forward runs: `hopper_rung` where the Hopper rungs run, rung 05 elsewhere.
+std::string entry_rung(bool hopper, std::string_view hopper_rung) {
+  return "stage3/attention_fwd/" + std::string(hopper ? hopper_rung : "05_fa2_two_tiles_per_warp");
+}
+
 TEST(AttentionOpsGpu, ForwardRunsTheFastestRungOnTheEngineLayoutAndMatchesTheReference) {
   KC_SKIP_WITHOUT_GPU();
   Context& context = testing::shared_context();
   const bool hopper = runs_hopper_rungs(context.device().ordinal);
   for (const std::int64_t d : {64, 128}) {
     // A prefill chunk: 150 new queries over 333 keys (183 cached), 8 query heads on 2 kv heads.
-    AttentionShape s;
-    s.batch = 1;
-    s.q_heads = 8;
-    s.kv_heads = 2;
-    s.q_len = 150;
-    s.kv_len = 333;
-    s.head_dim = d;
-    const std::string_view expected = !hopper ? "stage3/attention_fwd/05_fa2_two_tiles_per_warp"
-                                              : "stage3/attention_fwd/15_lazy_rescale";
-    expect_forward(s, expected, 1, context.stream());
+    const AttentionShape s{/*batch=*/1, /*q_heads=*/8, /*kv_heads=*/2, /*q_len=*/150, /*kv_len=*/333, d};
+    expect_forward(s, entry_rung(hopper, "15_lazy_rescale"), 1, context.stream());
   }
 }
 
@@ -147,16 +145,8 @@ TEST(AttentionOpsGpu, LongPrefillAtHeadDim64RunsThreeConsumersAndMatchesTheRefer
   Context& context = testing::shared_context();
   const bool hopper = runs_hopper_rungs(context.device().ordinal);
   for (const std::int64_t d : {64, 128}) {
-    AttentionShape s;
-    s.batch = 1;
-    s.q_heads = 2;
-    s.kv_heads = 1;
-    s.q_len = 2048 + 77;
-    s.kv_len = s.q_len;
-    s.head_dim = d;
-    const std::string_view expected = !hopper   ? "stage3/attention_fwd/05_fa2_two_tiles_per_warp"
-                                                : "stage3/attention_fwd/15_lazy_rescale";
-    expect_forward(s, expected, 4, context.stream());
+    const AttentionShape s{/*batch=*/1, /*q_heads=*/2, /*kv_heads=*/1, /*q_len=*/2048 + 77, /*kv_len=*/2048 + 77, d};
+    expect_forward(s, entry_rung(hopper, "15_lazy_rescale"), 4, context.stream());
   }
 }
 
@@ -167,16 +157,8 @@ TEST(AttentionOpsGpu, ForwardWithoutTheMaskRunsThePersistentRungAndMatchesTheRef
   Context& context = testing::shared_context();
   const bool hopper = runs_hopper_rungs(context.device().ordinal);
   for (const std::int64_t d : {64, 128}) {
-    AttentionShape s;
-    s.batch = 1;
-    s.q_heads = 8;
-    s.kv_heads = 2;
-    s.q_len = 1000;
-    s.kv_len = 1000;
-    s.head_dim = d;
-    const std::string_view expected = !hopper ? "stage3/attention_fwd/05_fa2_two_tiles_per_warp"
-                                              : "stage3/attention_fwd/19_pair_tiles_together";
-    expect_forward(s, expected, 40, context.stream(), false);
+    const AttentionShape s{/*batch=*/1, /*q_heads=*/8, /*kv_heads=*/2, /*q_len=*/1000, /*kv_len=*/1000, d};
+    expect_forward(s, entry_rung(hopper, "19_pair_tiles_together"), 40, context.stream(), /*causal=*/false);
   }
 }
 
