@@ -48,9 +48,11 @@ __device__ __forceinline__ void copy_fa2_tile(std::uint8_t* tile, const T* matri
 // kFlawBaseNeverMoves: its negative control's flaw (16_fa2_lean_softmax_flawed.cu).
 // kLeanCopy (rung 21): the tiles' cp.async copies with their addresses computed once a call
 // (copy_tile_async_lean) instead of once a chunk. kNarrowKeyTiles (rung 22): K/V tiles of 32 keys
-// instead of 64.
+// instead of 64. kPrefetchFragments (rung 23): the warp step's ldmatrix issued a step ahead of
+// the MMAs that read them (Fa2Warp).
 template <typename T, int kHeadDim, int kTilesPerWarp, bool kPacked, bool kLeanSoftmax = false,
-          bool kFlawBaseNeverMoves = false, bool kLeanCopy = false, bool kNarrowKeyTiles = false>
+          bool kFlawBaseNeverMoves = false, bool kLeanCopy = false, bool kNarrowKeyTiles = false,
+          bool kPrefetchFragments = false>
 __global__ void __launch_bounds__(Fa2Shape<kHeadDim, kTilesPerWarp>::kThreads)
     fa2_cp_async_kernel(Fa2KernelArgs<T, kPacked> args) {
   using Shape = Fa2Shape<kHeadDim, kTilesPerWarp, kNarrowKeyTiles ? 32 : 64>;
@@ -84,7 +86,7 @@ __global__ void __launch_bounds__(Fa2Shape<kHeadDim, kTilesPerWarp>::kThreads)
   if constexpr (!kLeanCopy) thread_row_ends(args, warp_row0, row_ends);
   const float scale_log2 = args.scale * kLog2e;
 
-  Fa2Warp<T, Shape, kLeanSoftmax, kFlawBaseNeverMoves> state;
+  Fa2Warp<T, Shape, kLeanSoftmax, kFlawBaseNeverMoves, kPrefetchFragments> state;
   if (tiles > 0) {  // the first group: Q and tile 0
     copy_fa2_tile<Shape, Shape::kBlockRows, kLeanCopy>(q_tile, head.q, args.q_row_stride, block_row0, args.q_len);
     copy_fa2_tile<Shape, Shape::kBlockKeys, kLeanCopy>(k_tile(0), head.k, args.kv_row_stride, 0, key_end);
@@ -128,15 +130,17 @@ __global__ void __launch_bounds__(Fa2Shape<kHeadDim, kTilesPerWarp>::kThreads)
 // kPacked: the packed variable-length form's kernel (varlen_05_fa2_two_tiles_per_warp.cu);
 // kLeanSoftmax: rung 16's softmax (16_fa2_lean_softmax.cu); kFlawBaseNeverMoves: its negative
 // control.
-// kLeanCopy: rung 21's copies (copy_fa2_tile); kNarrowKeyTiles: rung 22's 32-key tiles.
+// kLeanCopy: rung 21's copies (copy_fa2_tile); kNarrowKeyTiles: rung 22's 32-key tiles;
+// kPrefetchFragments: rung 23's fragments loaded a step ahead.
 template <typename T, int kHeadDim, int kTilesPerWarp, bool kPacked = false, bool kLeanSoftmax = false,
-          bool kFlawBaseNeverMoves = false, bool kLeanCopy = false, bool kNarrowKeyTiles = false>
+          bool kFlawBaseNeverMoves = false, bool kLeanCopy = false, bool kNarrowKeyTiles = false,
+          bool kPrefetchFragments = false>
 struct Fa2CpAsyncRung {
   using Shape = Fa2Shape<kHeadDim, kTilesPerWarp, kNarrowKeyTiles ? 32 : 64>;
   static constexpr int kSmemBytes = Shape::kQTileBytes + 4 * Shape::kTileBytes;
   static constexpr auto kKernel =
       &fa2_cp_async_kernel<T, kHeadDim, kTilesPerWarp, kPacked, kLeanSoftmax, kFlawBaseNeverMoves, kLeanCopy,
-                           kNarrowKeyTiles>;
+                           kNarrowKeyTiles, kPrefetchFragments>;
 };
 
 // Rung 05's 16-row MMA tiles per warp at each head dimension, which its packed form shares: two at

@@ -80,6 +80,16 @@ __device__ __forceinline__ std::uint32_t swizzled_offset(int row, int chunk) {
   return static_cast<std::uint32_t>(row * Shape::kRowBytes + ((chunk ^ (row % 8)) * 16));
 }
 
+// lane_offset ^ (32 i): the offset of slice (or pair of 8-column blocks) i where slice 0 is at
+// lane_offset, for the lane offsets of the ldmatrix reads below, whose swizzled chunk index is
+// below 8 (chunk 0 or 1 of a row XOR row % 8). XOR 32 i flips chunk bits 1-3 with the bits of i;
+// chunk bit 3 is 0 in every lane, so flipping it is adding 128 bytes, and only i % 4 needs the
+// XOR: four offsets a loop, each read at +0 and +128 (an immediate of the LDSM), instead of eight
+// at D = 128 (attention rung 23). i < 4 at D = 64, where bit 7 is already the row's.
+__device__ __forceinline__ std::uint32_t xor_slice_offset(std::uint32_t lane_offset, int i) {
+  return (lane_offset ^ (32u * static_cast<std::uint32_t>(i % 4))) + 128u * static_cast<std::uint32_t>(i / 4);
+}
+
 // The chunks of a kRows-row tile (a K or V tile by default) one thread copies: chunk i of the
 // thread is linear chunk i . kThreads + threadIdx.x, consecutive threads on consecutive chunks of
 // a row (whole 128-byte lines from global memory).
@@ -170,7 +180,7 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const std::uint32_t (&a
 // Q's A fragments of a warp's tiles for one k16 slice of D. Held: loaded once by ldmatrix and kept
 // in registers, D/4 per tile. Matrices (rows 0-7, chunk 2s), (rows 8-15, 2s), (rows 0-7, 2s + 1),
 // (rows 8-15, 2s + 1) of a tile are a0..a3 of slice s.
-template <class Shape, bool kHeld = Shape::kQInRegisters>
+template <class Shape, bool kHeld = Shape::kQInRegisters, bool kSplitXor = false>
 struct WarpQ {
   std::uint32_t fragments[Shape::kTilesPerWarp][Shape::kDimSlices][4];
 
@@ -193,9 +203,10 @@ struct WarpQ {
 // Not held (two tiles at D = 128, which rung 05 builds only on request: they spill): the same
 // ldmatrix, issued for each K/V tile from the Q tile, which stays in shared memory for the loop.
 // Slice s reads chunk 2s + c where slice 0 reads chunk c: the slice-0 offset XOR 32s bytes (see
-// scores()); tile m is 16 rows further, which leaves those bits alone.
-template <class Shape>
-struct WarpQ<Shape, false> {
+// scores()); tile m is 16 rows further, which leaves those bits alone. kSplitXor (rung 23): that
+// XOR as xor_slice_offset computes it.
+template <class Shape, bool kSplitXor>
+struct WarpQ<Shape, false, kSplitXor> {
   std::uint32_t q_tile = 0;
   std::uint32_t lane_offset = 0;
 
@@ -205,7 +216,10 @@ struct WarpQ<Shape, false> {
     lane_offset = swizzled_offset<Shape>(Shape::kWarpRows * warp + lane % 16, lane / 16);
   }
   __device__ void slice(int tile, int s, std::uint32_t (&a)[4]) const {
-    sm80::ldmatrix_x4(a, q_tile + 16 * tile * Shape::kRowBytes + (lane_offset ^ (32 * s)));
+    if constexpr (kSplitXor)
+      sm80::ldmatrix_x4(a, q_tile + 16 * tile * Shape::kRowBytes + xor_slice_offset(lane_offset, s));
+    else
+      sm80::ldmatrix_x4(a, q_tile + 16 * tile * Shape::kRowBytes + (lane_offset ^ (32 * s)));
   }
 };
 
@@ -358,10 +372,14 @@ __device__ __forceinline__ void store_tile_rows(const float (&o)[kDimBlocks][4],
 // 15 — the scale inside the exponent's FFMA, each row's base moved only past a rise of
 // kLazyRescaleLog2, and O's rescale skipped where every factor of the warp's tile is 1.
 // kFlawBaseNeverMoves: the negative control's flaw (softmax_probabilities), with kLeanSoftmax.
-template <typename T, class Shape, bool kLeanSoftmax = false, bool kFlawBaseNeverMoves = false>
+// kPrefetchFragments (attention rung 23): the same MMAs in the same order, each ldmatrix issued one
+// step ahead of the MMAs that read it, into the other of two fragment buffers (scores_prefetched,
+// accumulate_pv_prefetched), and the slices' XOR offsets split as xor_slice_offset does.
+template <typename T, class Shape, bool kLeanSoftmax = false, bool kFlawBaseNeverMoves = false,
+          bool kPrefetchFragments = false>
 struct Fa2Warp {
   static constexpr int kTiles = Shape::kTilesPerWarp;
-  WarpQ<Shape> q;                                   // Q fragments, or where to read them
+  WarpQ<Shape, Shape::kQInRegisters, kPrefetchFragments> q;  // Q fragments, or where to read them
   float o[kTiles][Shape::kDimBlocks][4] = {};       // O accumulators, 16 rows x D per tile
   RowState row[Shape::kThreadRows];                 // rows lane/4 + 8r
 
@@ -370,6 +388,10 @@ struct Fa2Warp {
 
   // S (16 x 64 per tile, this warp's rows against the tile's keys) = Q K^T, unscaled.
   __device__ void scores(float (&s)[kTiles][Shape::kKeyBlocks][4], std::uint32_t k_tile) const {
+    if constexpr (kPrefetchFragments) {
+      scores_prefetched(s, k_tile);
+      return;
+    }
     const int lane = static_cast<int>(threadIdx.x) % 32;
     // Matrices (keys 0-7, chunk 2d), (keys 0-7, 2d + 1), (keys 8-15, 2d), (keys 8-15, 2d + 1) of a
     // 16-key pair of n8 blocks: b0, b1 of block j and b0, b1 of block j + 1. Slice d reads chunk
@@ -400,6 +422,50 @@ struct Fa2Warp {
     }
   }
 
+  // scores() with its fragments loaded a step ahead (rung 23). A step is one 16-key pair of n8
+  // blocks of one k16 slice d of D, in scores()' order (d outer); before the MMAs of step i the
+  // warp issues the ldmatrix of step i + 1's K fragment into the other buffer, and, when step i + 1
+  // opens slice d + 1, that slice's Q fragments (the other Q buffer). Where scores() waits for each
+  // LDSM right after issuing it (ptxas keeps one fragment buffer when S and O fill the registers),
+  // here the LDSM of the next step is under this step's 2 kTiles HMMAs.
+  __device__ void scores_prefetched(float (&s)[kTiles][Shape::kKeyBlocks][4], std::uint32_t k_tile) const {
+    const int lane = static_cast<int>(threadIdx.x) % 32;
+    const std::uint32_t lane_offset = swizzled_offset<Shape>(lane % 8 + 8 * (lane / 16), (lane / 8) % 2);
+    constexpr int kPairs = Shape::kKeyBlocks / 2;
+    constexpr int kSteps = Shape::kDimSlices * kPairs;
+#pragma unroll
+    for (int m = 0; m < kTiles; ++m)
+#pragma unroll
+      for (int j = 0; j < Shape::kKeyBlocks; ++j) s[m][j][0] = s[m][j][1] = s[m][j][2] = s[m][j][3] = 0.f;
+    std::uint32_t a[2][kTiles][4];  // Q: slice d in a[d % 2]
+    std::uint32_t b[2][4];          // K: step i in b[i % 2]
+    const auto load_k = [&](int step, std::uint32_t(&fragment)[4]) {
+      const int d = step / kPairs;
+      const int j = 2 * (step % kPairs);
+      sm80::ldmatrix_x4(fragment, k_tile + xor_slice_offset(lane_offset, d) + 8 * j * Shape::kRowBytes);
+    };
+#pragma unroll
+    for (int m = 0; m < kTiles; ++m) q.slice(m, 0, a[0][m]);
+    load_k(0, b[0]);
+#pragma unroll
+    for (int step = 0; step < kSteps; ++step) {
+      const int d = step / kPairs;
+      const int j = 2 * (step % kPairs);
+      if (step + 1 < kSteps) {
+        if ((step + 1) % kPairs == 0) {
+#pragma unroll
+          for (int m = 0; m < kTiles; ++m) q.slice(m, d + 1, a[(d + 1) % 2][m]);
+        }
+        load_k(step + 1, b[(step + 1) % 2]);
+      }
+#pragma unroll
+      for (int m = 0; m < kTiles; ++m) {
+        mma_16816<T>(s[m][j], a[d % 2][m], b[step % 2][0], b[step % 2][1]);
+        mma_16816<T>(s[m][j + 1], a[d % 2][m], b[step % 2][2], b[step % 2][3]);
+      }
+    }
+  }
+
   // The online softmax on S in place (S becomes 2^(s - max) in log2 units), the rescaling of O
   // and l, one MMA tile after the other (online_softmax_tile). kMask: keys at or past a row's
   // visible end get -inf (row_ends: this thread's rows' visible ends; key0: the tile's first key).
@@ -417,6 +483,10 @@ struct Fa2Warp {
   // (keys 8-15, 2n), (keys 0-7, 2n + 1), (keys 8-15, 2n + 1) are b0, b1 of O block 2n and b0, b1
   // of block 2n + 1.
   __device__ void accumulate_pv(const float (&p)[kTiles][Shape::kKeyBlocks][4], std::uint32_t v_tile) {
+    if constexpr (kPrefetchFragments) {
+      accumulate_pv_prefetched(p, v_tile);
+      return;
+    }
     const int lane = static_cast<int>(threadIdx.x) % 32;
     // O block pair n reads chunk n + c where pair 0 reads chunk c (n even): the pair-0 offset XOR
     // 16n bytes, as for K in scores().
@@ -435,6 +505,39 @@ struct Fa2Warp {
           mma_16816<T>(o[m][n], a[m], b[0], b[1]);
           mma_16816<T>(o[m][n + 1], a[m], b[2], b[3]);
         }
+      }
+    }
+  }
+
+  // accumulate_pv() with its V fragments loaded a step ahead (rung 23): a step is one pair of O's n8
+  // blocks of one key slice s (s outer, as there); the ldmatrix.trans of step i + 1 is issued into
+  // the other buffer before the MMAs of step i. P's fragments are converted where a slice opens.
+  __device__ void accumulate_pv_prefetched(const float (&p)[kTiles][Shape::kKeyBlocks][4], std::uint32_t v_tile) {
+    const int lane = static_cast<int>(threadIdx.x) % 32;
+    const std::uint32_t lane_offset = swizzled_offset<Shape>(lane % 8 + 8 * ((lane / 8) % 2), lane / 16);
+    constexpr int kPairs = Shape::kDimBlocks / 2;
+    constexpr int kSteps = Shape::kKeySlices * kPairs;
+    std::uint32_t b[2][4];  // V: step i in b[i % 2]
+    const auto load_v = [&](int step, std::uint32_t(&fragment)[4]) {
+      const int s = step / kPairs;
+      const int pair = step % kPairs;  // O blocks 2 pair, 2 pair + 1: the pair-0 offset XOR 32 pair
+      sm80::ldmatrix_x4_trans(fragment, v_tile + xor_slice_offset(lane_offset, pair) + 16 * s * Shape::kRowBytes);
+    };
+    load_v(0, b[0]);
+    std::uint32_t a[kTiles][4];
+#pragma unroll
+    for (int step = 0; step < kSteps; ++step) {
+      const int s = step / kPairs;
+      const int n = 2 * (step % kPairs);
+      if (n == 0) {
+#pragma unroll
+        for (int m = 0; m < kTiles; ++m) p_fragment<T>(p[m], s, a[m]);
+      }
+      if (step + 1 < kSteps) load_v(step + 1, b[(step + 1) % 2]);
+#pragma unroll
+      for (int m = 0; m < kTiles; ++m) {
+        mma_16816<T>(o[m][n], a[m], b[step % 2][0], b[step % 2][1]);
+        mma_16816<T>(o[m][n + 1], a[m], b[step % 2][2], b[step % 2][3]);
       }
     }
   }

@@ -303,6 +303,11 @@ void register_attention_kernels(Registry& registry) {
                                   "at twice the tiles' fixed work a key (FlashAttention-2's 128 x 32 block)",
                                   &attention_fwd_22_fa2_narrow_key_tiles<__nv_bfloat16>,
                                   &attention_fwd_22_fa2_narrow_key_tiles<__half>));
+  registry.add_kernel(flash_entry("23_fa2_fragments_ahead", 23,
+                                  "rung 21 with each ldmatrix issued a step ahead of the MMAs that read it (two "
+                                  "fragment buffers, as FlashAttention-2's gemm), the slices' XOR offsets split",
+                                  &attention_fwd_23_fa2_fragments_ahead<__nv_bfloat16>,
+                                  &attention_fwd_23_fa2_fragments_ahead<__half>));
 
   // The packed variable-length form (kc/stage3/attention_varlen.hpp): its op, then its rung.
   if (!registry.has_op(kAttentionVarlenOp)) registry.add_op(make_attention_varlen_op());
