@@ -49,10 +49,12 @@ __device__ __forceinline__ void copy_fa2_tile(std::uint8_t* tile, const T* matri
 // kLeanCopy (rung 21): the tiles' cp.async copies with their addresses computed once a call
 // (copy_tile_async_lean) instead of once a chunk. kNarrowKeyTiles (rung 22): K/V tiles of 32 keys
 // instead of 64. kPrefetchFragments (rung 23): the warp step's ldmatrix issued a step ahead of
-// the MMAs that read them (Fa2Warp).
+// the MMAs that read them (Fa2Warp). kWholeTileCopies (rung 24): a K/V tile whose keys all lie
+// below key_end is copied by copy_whole_tile_async, without the checks of the lean copy; the
+// block's last tile keeps them (and its zeros past key_end).
 template <typename T, int kHeadDim, int kTilesPerWarp, bool kPacked, bool kLeanSoftmax = false,
           bool kFlawBaseNeverMoves = false, bool kLeanCopy = false, bool kNarrowKeyTiles = false,
-          bool kPrefetchFragments = false>
+          bool kPrefetchFragments = false, bool kWholeTileCopies = false>
 __global__ void __launch_bounds__(Fa2Shape<kHeadDim, kTilesPerWarp>::kThreads)
     fa2_cp_async_kernel(Fa2KernelArgs<T, kPacked> args) {
   using Shape = Fa2Shape<kHeadDim, kTilesPerWarp, kNarrowKeyTiles ? 32 : 64>;
@@ -99,10 +101,15 @@ __global__ void __launch_bounds__(Fa2Shape<kHeadDim, kTilesPerWarp>::kThreads)
     if (tile + 1 < tiles) {
       // The other buffer was last read in the previous iteration, before its closing barrier.
       const int next_key0 = key0 + Shape::kBlockKeys;
-      copy_fa2_tile<Shape, Shape::kBlockKeys, kLeanCopy>(k_tile(1 - buffer), head.k, args.kv_row_stride, next_key0,
-                                                         key_end);
-      copy_fa2_tile<Shape, Shape::kBlockKeys, kLeanCopy>(v_tile(1 - buffer), head.v, args.kv_row_stride, next_key0,
-                                                         key_end);
+      if (kWholeTileCopies && next_key0 + Shape::kBlockKeys <= key_end) {
+        copy_whole_tile_async<Shape>(k_tile(1 - buffer), head.k, args.kv_row_stride, next_key0);
+        copy_whole_tile_async<Shape>(v_tile(1 - buffer), head.v, args.kv_row_stride, next_key0);
+      } else {
+        copy_fa2_tile<Shape, Shape::kBlockKeys, kLeanCopy>(k_tile(1 - buffer), head.k, args.kv_row_stride, next_key0,
+                                                           key_end);
+        copy_fa2_tile<Shape, Shape::kBlockKeys, kLeanCopy>(v_tile(1 - buffer), head.v, args.kv_row_stride, next_key0,
+                                                           key_end);
+      }
       sm80::cp_async_commit_group();
       sm80::cp_async_wait_group<1>();  // this tile's group has landed; the next may be in flight
     } else {
@@ -131,16 +138,17 @@ __global__ void __launch_bounds__(Fa2Shape<kHeadDim, kTilesPerWarp>::kThreads)
 // kLeanSoftmax: rung 16's softmax (16_fa2_lean_softmax.cu); kFlawBaseNeverMoves: its negative
 // control.
 // kLeanCopy: rung 21's copies (copy_fa2_tile); kNarrowKeyTiles: rung 22's 32-key tiles;
-// kPrefetchFragments: rung 23's fragments loaded a step ahead.
+// kPrefetchFragments: rung 23's fragments loaded a step ahead; kWholeTileCopies: rung 24's copies of
+// whole tiles.
 template <typename T, int kHeadDim, int kTilesPerWarp, bool kPacked = false, bool kLeanSoftmax = false,
           bool kFlawBaseNeverMoves = false, bool kLeanCopy = false, bool kNarrowKeyTiles = false,
-          bool kPrefetchFragments = false>
+          bool kPrefetchFragments = false, bool kWholeTileCopies = false>
 struct Fa2CpAsyncRung {
   using Shape = Fa2Shape<kHeadDim, kTilesPerWarp, kNarrowKeyTiles ? 32 : 64>;
   static constexpr int kSmemBytes = Shape::kQTileBytes + 4 * Shape::kTileBytes;
   static constexpr auto kKernel =
       &fa2_cp_async_kernel<T, kHeadDim, kTilesPerWarp, kPacked, kLeanSoftmax, kFlawBaseNeverMoves, kLeanCopy,
-                           kNarrowKeyTiles, kPrefetchFragments>;
+                           kNarrowKeyTiles, kPrefetchFragments, kWholeTileCopies>;
 };
 
 // Rung 05's 16-row MMA tiles per warp at each head dimension, which its packed form shares: two at

@@ -308,6 +308,11 @@ void register_attention_kernels(Registry& registry) {
                                   "fragment buffers, as FlashAttention-2's gemm), the slices' XOR offsets split",
                                   &attention_fwd_23_fa2_fragments_ahead<__nv_bfloat16>,
                                   &attention_fwd_23_fa2_fragments_ahead<__half>));
+  registry.add_kernel(flash_entry("24_fa2_whole_tile_copies", 24,
+                                  "rung 23 with the K/V tiles whose keys all exist copied without checks (one pointer "
+                                  "moved a pass of rows a chunk; the block's last tile keeps rung 23's zero-filling copy)",
+                                  &attention_fwd_24_fa2_whole_tile_copies<__nv_bfloat16>,
+                                  &attention_fwd_24_fa2_whole_tile_copies<__half>));
 
   // The packed variable-length form (kc/stage3/attention_varlen.hpp): its op, then its rung.
   if (!registry.has_op(kAttentionVarlenOp)) registry.add_op(make_attention_varlen_op());

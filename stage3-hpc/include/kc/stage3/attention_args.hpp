@@ -226,6 +226,10 @@ void attention_fwd_22_fa2_narrow_key_tiles(const AttentionArgs<T>& args, cudaStr
 // it; a scale that is not positive runs rung 05.
 template <typename T>
 void attention_fwd_23_fa2_fragments_ahead(const AttentionArgs<T>& args, cudaStream_t stream);
+// Rung 24 (sm_80 and later): rung 23 with the K/V tiles whose keys all exist copied without checks;
+// a scale that is not positive runs rung 05.
+template <typename T>
+void attention_fwd_24_fa2_whole_tile_copies(const AttentionArgs<T>& args, cudaStream_t stream);
 // Rung 16's kernel with a negative control's flaw: each row keeps its first finite softmax base for
 // good (attention/16_fa2_lean_softmax_flawed.cu; not a rung, not registered; positive scales).
 template <typename T>
