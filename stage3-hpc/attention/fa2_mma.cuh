@@ -170,7 +170,7 @@ __device__ __forceinline__ void copy_tile_async_lean(std::uint8_t* tile, const T
 // copy_tile_async_lean for a tile whose kRows rows all exist (row0 + kRows <= the matrix's rows):
 // no row count, no zero fill, and no choice between a chunk's address and a stand-in for a missing
 // row; chunk i's source is the thread's first address + i passes of rows (attention rung 24, for
-// every K/V tile but a sequence's last).
+// every K/V tile that ends at or before the block's last visible key).
 template <class Shape, int kRows = Shape::kBlockKeys, typename T>
 __device__ __forceinline__ void copy_whole_tile_async(std::uint8_t* tile, const T* matrix, std::int64_t row_stride,
                                                       int row0) {
