@@ -157,7 +157,7 @@ struct Fa2CpAsyncRung {
 inline constexpr int kRung05TilesAtHeadDim128 = 1;
 constexpr int rung05_tiles_per_warp(int head_dim) { return head_dim == 64 ? 2 : kRung05TilesAtHeadDim128; }
 
-// Launches a rung with the lean softmax (16, 21, 22): its maximum is taken over the raw scores,
+// Launches a rung with the lean softmax (16, 21-24): its maximum is taken over the raw scores,
 // which is the scaled maximum only for a positive scale, so any other scale runs rung 05's kernels
 // (after the same argument checks).
 template <template <typename, int> class Rung, typename T>

@@ -1,6 +1,7 @@
 // fa2_layout.hpp — the block shape and the shared-memory layout of the mma.sync attention rungs
 // (03-05, 16, 21-24 and the decode rungs' tiles): Fa2Shape, the XOR swizzle of a tile's 16-byte
-// chunks (swizzled_offset) and rung 23's split of a slice's XOR offset (xor_slice_offset). Host
+// chunks (swizzled_offset), the lane offsets of the warp step's ldmatrix reads and rung 23's split
+// of a slice's XOR offset (xor_slice_offset). Host
 // and device alike, so that a CPU test (tests/attention_fa2_layout_test.cpp) can check the
 // identities the ldmatrix addressing of fa2_mma.cuh relies on.
 #pragma once
@@ -46,6 +47,25 @@ struct Fa2Shape {
 template <class Shape>
 KC_HOST_DEVICE inline std::uint32_t swizzled_offset(int row, int chunk) {
   return static_cast<std::uint32_t>(row * Shape::kRowBytes + ((chunk ^ (row % 8)) * 16));
+}
+
+// The lane offsets of the warp step's ldmatrix reads (fa2_mma.cuh), each the offset of slice 0
+// (or O block pair 0) in its tile; the slices are at lane_offset ^ (32 i) (xor_slice_offset).
+// K (Fa2Warp::scores): matrices (keys 0-7, chunk 0), (keys 0-7, 1), (keys 8-15, 0), (keys 8-15, 1).
+template <class Shape>
+KC_HOST_DEVICE inline std::uint32_t k_lane_offset(int lane) {
+  return swizzled_offset<Shape>(lane % 8 + 8 * (lane / 16), (lane / 8) % 2);
+}
+// V (Fa2Warp::accumulate_pv, ldmatrix.trans): (keys 0-7, chunk 0), (keys 8-15, 0), (keys 0-7, 1),
+// (keys 8-15, 1).
+template <class Shape>
+KC_HOST_DEVICE inline std::uint32_t v_lane_offset(int lane) {
+  return swizzled_offset<Shape>(lane % 8 + 8 * ((lane / 8) % 2), lane / 16);
+}
+// Q, read from the Q tile (WarpQ, not held): rows 0-15 of the warp's first MMA tile, chunks 0, 1.
+template <class Shape>
+KC_HOST_DEVICE inline std::uint32_t q_lane_offset(int warp, int lane) {
+  return swizzled_offset<Shape>(Shape::kWarpRows * warp + lane % 16, lane / 16);
 }
 
 // lane_offset ^ (32 i): the offset of slice (or pair of 8-column blocks) i where slice 0 is at

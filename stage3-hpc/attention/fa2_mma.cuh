@@ -186,7 +186,7 @@ struct WarpQ<Shape, false, kSplitXor> {
   __device__ void load(std::uint32_t tile, int warp) {
     const int lane = static_cast<int>(threadIdx.x) % 32;
     q_tile = tile;
-    lane_offset = swizzled_offset<Shape>(Shape::kWarpRows * warp + lane % 16, lane / 16);
+    lane_offset = q_lane_offset<Shape>(warp, lane);
   }
   __device__ void slice(int tile, int s, std::uint32_t (&a)[4]) const {
     if constexpr (kSplitXor)
@@ -359,6 +359,14 @@ struct Fa2Warp {
   // Q of this warp's rows from the swizzled Q tile (the fragments, or their address).
   __device__ void load_q(std::uint32_t q_tile, int warp) { q.load(q_tile, warp); }
 
+  // S = 0 before a tile's Q K^T accumulates into it.
+  __device__ static void zero_scores(float (&s)[kTiles][Shape::kKeyBlocks][4]) {
+#pragma unroll
+    for (int m = 0; m < kTiles; ++m)
+#pragma unroll
+      for (int j = 0; j < Shape::kKeyBlocks; ++j) s[m][j][0] = s[m][j][1] = s[m][j][2] = s[m][j][3] = 0.f;
+  }
+
   // S (16 x 64 per tile, this warp's rows against the tile's keys) = Q K^T, unscaled.
   __device__ void scores(float (&s)[kTiles][Shape::kKeyBlocks][4], std::uint32_t k_tile) const {
     if constexpr (kPrefetchFragments) {
@@ -371,11 +379,8 @@ struct Fa2Warp {
     // 2d + c where slice 0 reads chunk c (0 or 1): swizzled, that is the slice-0 offset XOR 32d
     // bytes (2d + c = 2d ^ c, and the swizzle XORs the chunk index); key block j is 8j rows further,
     // which leaves those bits alone. One register per lane, not one per (slice, block).
-    const std::uint32_t lane_offset = swizzled_offset<Shape>(lane % 8 + 8 * (lane / 16), (lane / 8) % 2);
-#pragma unroll
-    for (int m = 0; m < kTiles; ++m)
-#pragma unroll
-      for (int j = 0; j < Shape::kKeyBlocks; ++j) s[m][j][0] = s[m][j][1] = s[m][j][2] = s[m][j][3] = 0.f;
+    const std::uint32_t lane_offset = k_lane_offset<Shape>(lane);
+    zero_scores(s);
 #pragma unroll
     for (int d = 0; d < Shape::kDimSlices; ++d) {
       std::uint32_t a[kTiles][4];
@@ -403,13 +408,10 @@ struct Fa2Warp {
   // here the LDSM of the next step is under this step's 2 kTiles HMMAs.
   __device__ void scores_prefetched(float (&s)[kTiles][Shape::kKeyBlocks][4], std::uint32_t k_tile) const {
     const int lane = static_cast<int>(threadIdx.x) % 32;
-    const std::uint32_t lane_offset = swizzled_offset<Shape>(lane % 8 + 8 * (lane / 16), (lane / 8) % 2);
+    const std::uint32_t lane_offset = k_lane_offset<Shape>(lane);
     constexpr int kPairs = Shape::kKeyBlocks / 2;
     constexpr int kSteps = Shape::kDimSlices * kPairs;
-#pragma unroll
-    for (int m = 0; m < kTiles; ++m)
-#pragma unroll
-      for (int j = 0; j < Shape::kKeyBlocks; ++j) s[m][j][0] = s[m][j][1] = s[m][j][2] = s[m][j][3] = 0.f;
+    zero_scores(s);
     std::uint32_t a[2][kTiles][4];  // Q: slice d in a[d % 2]
     std::uint32_t b[2][4];          // K: step i in b[i % 2]
     const auto load_k = [&](int step, std::uint32_t(&fragment)[4]) {
@@ -463,7 +465,7 @@ struct Fa2Warp {
     const int lane = static_cast<int>(threadIdx.x) % 32;
     // O block pair n reads chunk n + c where pair 0 reads chunk c (n even): the pair-0 offset XOR
     // 16n bytes, as for K in scores().
-    const std::uint32_t lane_offset = swizzled_offset<Shape>(lane % 8 + 8 * ((lane / 8) % 2), lane / 16);
+    const std::uint32_t lane_offset = v_lane_offset<Shape>(lane);
 #pragma unroll
     for (int s = 0; s < Shape::kKeySlices; ++s) {
       std::uint32_t a[kTiles][4];
@@ -487,7 +489,7 @@ struct Fa2Warp {
   // the other buffer before the MMAs of step i. P's fragments are converted where a slice opens.
   __device__ void accumulate_pv_prefetched(const float (&p)[kTiles][Shape::kKeyBlocks][4], std::uint32_t v_tile) {
     const int lane = static_cast<int>(threadIdx.x) % 32;
-    const std::uint32_t lane_offset = swizzled_offset<Shape>(lane % 8 + 8 * ((lane / 8) % 2), lane / 16);
+    const std::uint32_t lane_offset = v_lane_offset<Shape>(lane);
     constexpr int kPairs = Shape::kDimBlocks / 2;
     constexpr int kSteps = Shape::kKeySlices * kPairs;
     std::uint32_t b[2][4];  // V: step i in b[i % 2]

@@ -530,7 +530,7 @@ __global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim, kConsumers, kBlockKe
 // The items' order (FlashWorkItem, flash_work_item): attention/flash_work_order.hpp.
 
 // Rung 08: rung 07's consumers and producer in persistent CTAs, as many as fit on the GPU at once,
-// each walking the work items above. The K/V ring's stages and phases run on from one item to
+// each walking the work items of flash_work_item (flash_work_order.hpp). The K/V ring's stages and phases run on from one item to
 // the next (the producer fills the next item's first stages while the consumers finish the
 // current one); the Q tile is reloaded per item once every consumer warp has done its last S
 // with it (q_empty).

@@ -26,16 +26,15 @@ struct LaneOffsets {
   int slices;
 };
 
-// The lane offsets of Fa2Warp::scores (K), WarpQ (Q, not held) and Fa2Warp::accumulate_pv (V),
-// every lane of every warp.
+// The lane offsets the warp step reads K, Q (not held) and V from (k_lane_offset, q_lane_offset,
+// v_lane_offset: the functions fa2_mma.cuh calls), every lane of every warp.
 template <class Shape>
 std::vector<LaneOffsets> lane_offsets() {
   LaneOffsets k{"K", {}, Shape::kDimSlices}, q{"Q", {}, Shape::kDimSlices}, v{"V", {}, Shape::kDimBlocks / 2};
   for (int lane = 0; lane < 32; ++lane) {
-    k.offsets.push_back(swizzled_offset<Shape>(lane % 8 + 8 * (lane / 16), (lane / 8) % 2));
-    v.offsets.push_back(swizzled_offset<Shape>(lane % 8 + 8 * ((lane / 8) % 2), lane / 16));
-    for (int warp = 0; warp < Shape::kWarps; ++warp)
-      q.offsets.push_back(swizzled_offset<Shape>(Shape::kWarpRows * warp + lane % 16, lane / 16));
+    k.offsets.push_back(k_lane_offset<Shape>(lane));
+    v.offsets.push_back(v_lane_offset<Shape>(lane));
+    for (int warp = 0; warp < Shape::kWarps; ++warp) q.offsets.push_back(q_lane_offset<Shape>(warp, lane));
   }
   return {k, q, v};
 }
