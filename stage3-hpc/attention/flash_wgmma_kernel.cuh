@@ -24,6 +24,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "arch/sm90/mbarrier.cuh"
 #include "arch/sm90/sm90a.hpp"
@@ -91,6 +92,15 @@ struct FlashWgmmaParams {
   CUtensorMap k_map;
   CUtensorMap v_map;
   AttentionParams<T> args;
+};
+
+// Rung 25's parameters: rung 20's and the launch's two work counters (HopperLaunchCache::
+// work_counters: [0] the items handed out past the first one of each CTA, [1] the CTAs that have
+// taken their last item; both zero before a launch, and the kernel leaves them zero). A type of its
+// own, so that the other persistent rungs keep their parameters (and their SASS).
+template <typename T>
+struct FlashWgmmaDynamicParams : FlashWgmmaParams<T> {
+  unsigned* counters = nullptr;
 };
 
 #if KC_STAGE3_SM90A
@@ -527,6 +537,102 @@ __global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim, kConsumers, kBlockKe
 #endif
 }
 
+// Rung 25's walk (flash_wgmma_persistent_kernel with kDynamicItems): rung 20's items in rung 20's
+// order, each CTA taking its next one when its producer is ready for it. A CTA starts on item
+// blockIdx.x; after that its producer takes item gridDim.x + atomicAdd(counters[0], 1) once it has
+// issued the current item's last K/V copy — a few tiles before the consumers finish that item, so
+// the atomic's round trip hides behind their work. Rung 20 dealt item b + k . gridDim.x to CTA b,
+// which leaves one CTA with up to 1.3 times the mean work under the mask (its groups run heavy to
+// light every few hundred items); taken this way, a CTA that finishes early takes more.
+//
+// The hand-over: the producer writes the item into a slot past the barriers before it arrives on
+// q_full for it (release; the consumers' wait on q_full acquires), and writes the next one only
+// once every consumer warp has arrived on q_empty for this one, which each does after reading the
+// slot. So every item passes q_full and q_empty once — an item whose rows see no key too (a plain
+// arrival, no Q load) — and so does the end: the producer hands over `items` (no item), and the
+// consumers stop. The ping-pong's turns run on across the items as in rung 18 (an item without
+// keys takes its turn like any other, with nothing to issue); the end closes them. The producer,
+// done, counts its CTA in counters[1]; the CTA that counts last sets both counters back to zero for
+// the next launch (every CTA's last atomicAdd on counters[0] is ordered before its count by
+// __threadfence).
+struct FlashDynamicHandOver {
+  int item;
+  int unused;  // 8 bytes, as the barriers before it
+};
+#if KC_STAGE3_SM90A
+template <typename T, class Shape, bool kLeanConsumers, typename Params, typename ItemOf, typename TilesOf,
+          typename WaitFree>
+__device__ void flash_persistent_dynamic(const Params& params, const FlashWgmmaSmem<Shape>& smem, int warpgroup,
+                                         int items, const ItemOf& item_of, const TilesOf& tiles_of,
+                                         const WaitFree& wait_free) {
+  const AttentionParams<T>& args = params.args;
+  volatile int* handed_item = &reinterpret_cast<FlashDynamicHandOver*>(smem.q_empty() + 1)->item;
+  if (warpgroup == 0) {
+    sm90::setmaxnreg_decrease<Shape::kProducerRegisters>();
+    if (threadIdx.x == 0) {
+      int kv_count = 0, q_loads = 0;
+      int item = static_cast<int>(blockIdx.x);  // the launch has at most as many CTAs as items
+      for (;; ++q_loads) {
+        wait_free(smem.q_empty(), static_cast<std::uint32_t>(q_loads % 2) ^ 1);
+        *handed_item = item;
+        if (item >= items) {
+          sm90::mbarrier_arrive(smem.q_full());  // the end
+          break;
+        }
+        const FlashWorkItem w = item_of(item);
+        const int tiles = tiles_of(w);
+        if (tiles == 0)
+          sm90::mbarrier_arrive(smem.q_full());  // rows that see no key: nothing to load, the item to hand over
+        else
+          smem.load_q(params, w.query_tile * Shape::kBlockRows, w.head, w.batch);
+        const int kv_head = w.head / (args.q_heads / args.kv_heads);
+        for (int tile = 0; tile < tiles; ++tile, ++kv_count) {
+          const int stage = FlashWgmmaSmem<Shape>::stage_of(kv_count);
+          wait_free(smem.empty(stage), FlashWgmmaSmem<Shape>::phase_of(kv_count) ^ 1);
+          smem.load_kv(params, stage, tile * Shape::kBlockKeys, kv_head, w.batch);
+        }
+        item = static_cast<int>(gridDim.x + atomicAdd(params.counters, 1u));
+      }
+      __threadfence();  // this CTA's last atomicAdd on counters[0] before its count below
+      if (atomicAdd(params.counters + 1, 1u) == gridDim.x - 1) {
+        params.counters[0] = 0;  // every CTA has taken its last item: ready for the next launch
+        params.counters[1] = 0;
+      }
+    }
+    return;
+  }
+
+  sm90::setmaxnreg_increase<Shape::kConsumerRegisters>();
+  using Consumer = FlashWgmmaConsumer<T, Shape, kLeanConsumers, kLeanConsumers, false, kLeanConsumers>;
+  int kv_count = 0;  // the producer's count, as the consumers meet it
+  for (int q_loads = 0;; ++q_loads) {
+    const auto q_parity = static_cast<std::uint32_t>(q_loads % 2);
+    sm90::mbarrier_wait(smem.q_full(), q_parity);
+    const int item = *handed_item;
+    if (item >= items) {  // the end: close the turns the CTA's first item opened
+      const Consumer closing(smem, args, warpgroup - 1, 0, 0);
+      closing.wait_turn();
+      closing.pass_turn(closing.next_turn(), true);
+      break;
+    }
+    const FlashWorkItem w = item_of(item);
+    const int tiles = tiles_of(w);
+    Consumer consumer(smem, args, warpgroup - 1, tiles, w.query_tile * Shape::kBlockRows);
+    if (tiles > 0) {
+      consumer.template run_overlapped_from<true, true>(kv_count, q_parity, q_loads == 0, false);
+    } else {
+      __syncwarp();  // every lane has read the slot
+      if (threadIdx.x % 32 == 0) sm90::mbarrier_arrive(smem.q_empty());
+      if (q_loads == 0) consumer.open_turns();
+      consumer.wait_turn();
+      consumer.pass_turn(consumer.next_turn(), false);
+    }
+    kv_count += tiles;
+    consumer.store(w.batch, w.head);
+  }
+}
+#endif  // KC_STAGE3_SM90A
+
 // The items' order (FlashWorkItem, flash_work_item): attention/flash_work_order.hpp.
 
 // Rung 08: rung 07's consumers and producer in persistent CTAs, as many as fit on the GPU at once,
@@ -539,10 +645,15 @@ __global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim, kConsumers, kBlockKe
 // exponent, the lazy base; positive scales only) and kTurnsRunOn (the ping-pong's turns run on
 // across the items, FlashWgmmaConsumer::run_overlapped_from). Rung 19: kPairTilesTogether (the
 // items' order without the mask, flash_work_item). Rung 20: kCausalPairGroups (their order with it).
+// Rung 25: kDynamicItems — the same order, but a CTA takes its next item when its producer is ready
+// for one (an atomicAdd on params.counters[0]) instead of the item gridDim.x further on; the
+// producer hands each item to the consumers, with the one after it, in FlashDynamicHandOver.
 template <typename T, int kHeadDim, int kConsumers = 2, bool kLeanConsumers = false, bool kTurnsRunOn = false,
-          bool kPairTilesTogether = false, bool kCausalPairGroups = false>
+          bool kPairTilesTogether = false, bool kCausalPairGroups = false, bool kDynamicItems = false>
 __global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim, kConsumers>::kThreads, 1)
-    flash_wgmma_persistent_kernel(const __grid_constant__ FlashWgmmaParams<T> params) {
+    flash_wgmma_persistent_kernel(
+        const __grid_constant__ std::conditional_t<kDynamicItems, FlashWgmmaDynamicParams<T>, FlashWgmmaParams<T>>
+            params) {
 #if KC_STAGE3_SM90A
   using Shape = FlashWgmmaShape<kHeadDim, kConsumers>;
   using Smem = FlashWgmmaSmem<Shape>;
@@ -568,6 +679,11 @@ __global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim, kConsumers>::kThread
   __syncthreads();
 
   const int warpgroup = static_cast<int>(threadIdx.x) / 128;
+  if constexpr (kDynamicItems) {
+    flash_persistent_dynamic<T, Shape, kLeanConsumers>(params, smem, warpgroup, static_cast<int>(items), item_of,
+                                                       tiles_of, wait_free);
+    return;
+  }
   if (warpgroup == 0) {
     sm90::setmaxnreg_decrease<Shape::kProducerRegisters>();
     if (threadIdx.x == 0) {
@@ -675,19 +791,31 @@ void launch_flash_wgmma(const AttentionArgs<T>& args, cudaStream_t stream, Hoppe
 
 // Launches rung 08's persistent kernel for D (with the knobs of rungs 18-20): as many CTAs as are
 // resident at once (one an SM), never more than there are work items.
+// kDynamicItems (rung 25): the items handed out through the cache's work counters, and 8 more
+// bytes of shared memory for the hand-over slot.
 template <typename T, int kHeadDim, int kConsumers = 2, bool kLeanConsumers = false, bool kTurnsRunOn = false,
-          bool kPairTilesTogether = false, bool kCausalPairGroups = false>
+          bool kPairTilesTogether = false, bool kCausalPairGroups = false, bool kDynamicItems = false>
 void launch_flash_wgmma_persistent(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache) {
   using Shape = FlashWgmmaShape<kHeadDim, kConsumers>;
+  constexpr int kSmemBytes = Shape::kSmemBytes + (kDynamicItems ? static_cast<int>(sizeof(FlashDynamicHandOver)) : 0);
   const auto kernel =
       &flash_wgmma_persistent_kernel<T, kHeadDim, kConsumers, kLeanConsumers, kTurnsRunOn, kPairTilesTogether,
-                                     kCausalPairGroups>;
-  const int resident =
-      cache.resident_blocks(reinterpret_cast<const void*>(kernel), Shape::kThreads, Shape::kSmemBytes, 1);
+                                     kCausalPairGroups, kDynamicItems>;
+  const int resident = cache.resident_blocks(reinterpret_cast<const void*>(kernel), Shape::kThreads, kSmemBytes, 1);
   const long long items = static_cast<long long>(ceil_div(args.q_len, Shape::kBlockRows)) * args.q_heads * args.batch;
-  const FlashWgmmaParams<T> params = flash_wgmma_params<T, kHeadDim, kConsumers>(args, cache);
   const auto grid = static_cast<unsigned>(items < resident ? items : resident);
-  kernel<<<grid, Shape::kThreads, Shape::kSmemBytes, stream>>>(params);
+  if constexpr (kDynamicItems) {
+    // The hand-over and the counters hold item numbers in 32 bits.
+    require(items + grid < (1ll << 31), "attention rung 25: {} work items (query tiles x heads x batch); at most 2^31 - {}",
+            items, grid + 1);
+    FlashWgmmaDynamicParams<T> params;
+    static_cast<FlashWgmmaParams<T>&>(params) = flash_wgmma_params<T, kHeadDim, kConsumers>(args, cache);
+    params.counters = cache.work_counters();
+    kernel<<<grid, Shape::kThreads, kSmemBytes, stream>>>(params);
+  } else {
+    const FlashWgmmaParams<T> params = flash_wgmma_params<T, kHeadDim, kConsumers>(args, cache);
+    kernel<<<grid, Shape::kThreads, kSmemBytes, stream>>>(params);
+  }
   KC_CUDA_CHECK(cudaGetLastError());
 }
 

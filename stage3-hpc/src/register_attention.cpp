@@ -292,6 +292,11 @@ void register_attention_kernels(Registry& registry) {
       "rung 19 with the causal items taken in groups of (batch, head) pairs whose K and V fit in 16 MiB of L2, "
       "heaviest first inside each group; without the mask rung 19",
       &attention_fwd_20_causal_pair_groups<__nv_bfloat16>, &attention_fwd_20_causal_pair_groups<__half>));
+  registry.add_kernel(hopper_flash_entry(
+      "25_dynamic_items", 25,
+      "rung 20 with each persistent CTA taking its next item when its producer is ready for one (an atomic counter) "
+      "instead of every gridDim-th: the CTAs' work evens out under the causal mask",
+      &attention_fwd_25_dynamic_items<__nv_bfloat16>, &attention_fwd_25_dynamic_items<__half>));
   registry.add_kernel(flash_entry("21_fa2_two_tiles_d128", 21,
                                   "rung 16 with two 16-row MMA tiles a warp at D = 128 as at D = 64 (FlashAttention-2's "
                                   "128 x 64 block): each K and V fragment feeds two MMAs; Q's fragments read from "

@@ -3,10 +3,15 @@
 // (query tile, head, batch) exactly once, the causal orders must run the heaviest query tiles
 // first (within each group of pairs for rung 20), and rung 20's groups must hold the pairs whose
 // K and V fit the budget. A deliberately wrong order (rung 20's last group taken as full) must fail.
+// And a model of how the CTAs share the work under the mask: dealt a fixed stride apart (rungs 08
+// and 18-20) or taken when a CTA is ready (rung 25).
 #include <cuda_bf16.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
+#include <queue>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -139,6 +144,66 @@ TEST(AttentionWorkOrder, ALastGroupTakenAsFullIsCaught) {
   const AttentionParams<bf16> whole = params(16, 16, 16384, 128, true);
   ASSERT_EQ(pairs_per_group(whole), 2);
   EXPECT_EQ(check_order(flawed, whole, 5, true, pairs_per_group(whole)), "");
+}
+
+// The CTAs' work under the causal mask (Sq = Sk, 128-row query tiles and 128-key K/V tiles: query
+// tile t costs t + 1 K/V tiles), as the busiest CTA's share over the mean, for `ctas` persistent
+// CTAs walking rung 20's order. Dealt (rungs 08, 18-20): CTA b runs items b, b + ctas, ...
+// Taken when ready (rung 25): CTA b starts on item b and takes the next item not yet taken as it
+// finishes one (its producer takes it a few tiles earlier, once it has issued the current item's
+// copies; the model leaves that out).
+struct Balance {
+  double dealt, taken;
+};
+Balance causal_balance(const AttentionParams<bf16>& p, int query_tiles, int ctas) {
+  const long long items = static_cast<long long>(p.batch) * p.q_heads * query_tiles;
+  const auto work = [&](long long item) { return flash_work_item<true, true>(p, item, query_tiles).query_tile + 1.0; };
+  std::vector<double> dealt(static_cast<std::size_t>(ctas), 0.0);
+  double total = 0;
+  for (long long item = 0; item < items; ++item) {
+    dealt[static_cast<std::size_t>(item % ctas)] += work(item);
+    total += work(item);
+  }
+  // (time the CTA finishes its current item, CTA): the first to finish takes the next item.
+  using Finish = std::pair<double, int>;
+  std::priority_queue<Finish, std::vector<Finish>, std::greater<Finish>> finishes;
+  for (int b = 0; b < ctas && b < items; ++b) finishes.push({work(b), b});
+  double last = 0;
+  for (long long item = ctas; item < items; ++item) {
+    const Finish f = finishes.top();
+    finishes.pop();
+    finishes.push({f.first + work(item), f.second});
+  }
+  while (!finishes.empty()) {
+    last = std::max(last, finishes.top().first);
+    finishes.pop();
+  }
+  const double mean = total / ctas;
+  return {*std::max_element(dealt.begin(), dealt.end()) / mean, last / mean};
+}
+
+TEST(AttentionWorkOrder, TakenWhenReadyRung20sCausalItemsEvenOutTheCtasWork) {
+  // The papers' D = 128 shapes (batch x seqlen = 16k, 16 heads) on 132 CTAs (an H100's or H200's SMs).
+  for (const auto& [batch, seqlen] : std::vector<std::pair<int, int>>{{16, 1024}, {8, 2048}, {4, 4096}, {1, 16384}}) {
+    const AttentionParams<bf16> p = params(batch, 16, seqlen, 128, true);
+    const Balance b = causal_balance(p, seqlen / 128, 132);
+    // Dealt a fixed stride apart, rung 20's groups (heavy to light every 16 MiB of K and V) load
+    // the busiest CTA with a fifth or more above the mean ...
+    EXPECT_GT(b.dealt, 1.2) << "seqlen " << seqlen;
+    // ... taken when ready, within a few percent of it.
+    EXPECT_LT(b.taken, 1.03) << "seqlen " << seqlen;
+  }
+  // Rung 08's order (every pair's heaviest tile first, no groups) was already close when dealt.
+  const AttentionParams<bf16> p = params(8, 16, 2048, 128, true);
+  const long long items = 8ll * 16 * 16;
+  std::vector<double> dealt(132, 0.0);
+  double total = 0;
+  for (long long item = 0; item < items; ++item) {
+    const double w = flash_work_item(p, item, 16).query_tile + 1.0;
+    dealt[static_cast<std::size_t>(item % 132)] += w;
+    total += w;
+  }
+  EXPECT_LT(*std::max_element(dealt.begin(), dealt.end()) / (total / 132), 1.07);
 }
 
 }  // namespace

@@ -124,6 +124,23 @@ const CUtensorMap& HopperLaunchCache::tensor_map(const TmaTensor4d& t) {
   return maps_4d_.emplace(key, map).first->second;
 }
 
+HopperLaunchCache::~HopperLaunchCache() {
+  if (work_counters_ != nullptr) cudaFree(work_counters_);  // at exit the runtime may be gone: no check
+}
+
+unsigned* HopperLaunchCache::work_counters() {
+  if (work_counters_ == nullptr) {
+    void* counters = nullptr;
+    KC_CUDA_CHECK(cudaMalloc(&counters, 2 * sizeof(unsigned)));
+    const cudaError_t zeroed = cudaMemset(counters, 0, 2 * sizeof(unsigned));
+    if (zeroed != cudaSuccess) cudaFree(counters);
+    KC_CUDA_CHECK(zeroed);
+    KC_CUDA_CHECK(cudaDeviceSynchronize());  // zero before a launch on any stream reads them (once)
+    work_counters_ = static_cast<unsigned*>(counters);
+  }
+  return work_counters_;
+}
+
 void HopperLaunchCache::prepare_kernel(const void* kernel, int dynamic_smem_bytes) {
   const auto found = prepared_.find(kernel);
   if (found != prepared_.end() && found->second >= dynamic_smem_bytes) return;

@@ -70,6 +70,11 @@ TmaEncoding tma_encoding(const TmaMatrix2d& matrix);
 // Tensor maps, TMA-independent launch facts, and the checks a Hopper launch needs, made once.
 class HopperLaunchCache {
  public:
+  HopperLaunchCache() = default;
+  HopperLaunchCache(const HopperLaunchCache&) = delete;
+  HopperLaunchCache& operator=(const HopperLaunchCache&) = delete;
+  ~HopperLaunchCache();
+
   // The tensor map for `matrix` (bf16, zero fill out of bounds), built on first use.
   const CUtensorMap& tensor_map(const TmaMatrix2d& matrix);
 
@@ -87,6 +92,12 @@ class HopperLaunchCache {
   int resident_blocks(const void* kernel, int block_threads, int dynamic_smem_bytes,
                       int cluster_size);
 
+  // Two 32-bit counters in device memory, zero, for a persistent kernel that hands out its work
+  // items as its CTAs ask for them (attention rung 25: it leaves them zero when it ends).
+  // Allocated on the current device at the first call; one launch at a time may use them, so a
+  // cache serves one stream at a time (as its tensor-map table does).
+  unsigned* work_counters();
+
  private:
   using Key = std::tuple<const void*, std::uint64_t, std::uint64_t, std::uint32_t, std::uint32_t, bool>;
   std::map<Key, CUtensorMap> maps_;
@@ -95,6 +106,7 @@ class HopperLaunchCache {
   std::map<const void*, int> resident_;   // kernel -> resident blocks
   PFN_cuTensorMapEncodeTiled_v12000 encoder();        // encode_, fetched on first use
   PFN_cuTensorMapEncodeTiled_v12000 encode_ = nullptr;
+  unsigned* work_counters_ = nullptr;  // work_counters(), cudaFree'd by the destructor
 };
 
 }  // namespace kc::stage3

@@ -208,6 +208,11 @@ void attention_fwd_19_pair_tiles_together(const AttentionArgs<T>& args, cudaStre
 // 16 MiB, heaviest first inside a group; without the mask rung 19.
 template <typename T>
 void attention_fwd_20_causal_pair_groups(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache);
+// Rung 25 (sm_90a): rung 20 with each CTA taking its next item when its producer is ready for one
+// (an atomic counter in the cache, HopperLaunchCache::work_counters) instead of a fixed stride
+// apart; without the mask rung 19's order, taken the same way.
+template <typename T>
+void attention_fwd_25_dynamic_items(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache);
 // Rung 16 (sm_80 and later): rung 05 with the softmax of rungs 13 and 15 (the scale inside the
 // exponent's FFMA, the base moved only past a factor of 2^8, O's rescale skipped where a warp's
 // factors are all 1); a scale that is not positive runs rung 05.
