@@ -13,21 +13,20 @@
 // finishes early takes more, and the CTAs that run at once still walk one group's K and V.
 //
 // What changed from rung 20: kDynamicItems (flash_wgmma_persistent_kernel →
-// flash_persistent_dynamic in attention/flash_wgmma_kernel.cuh): the producer takes the items (the
-// next one once it has issued the current one's last K/V copy, so the atomic's round trip hides
-// behind the consumers' last tiles) and hands each to the consumers in a slot of shared memory
-// published by its arrival on q_full; every item passes q_full and q_empty, an item whose rows see
-// no key too, and so does the end (no item). The counters live in the launch cache
-// (HopperLaunchCache::work_counters); the last CTA to finish sets them back to zero. Without the
-// mask the same kernel runs rung 19's order.
+// flash_persistent_dynamic in attention/flash_wgmma_kernel.cuh): the producer warp takes the items
+// (the next one once it has issued the current one's last K/V copy, so the atomic's round trip
+// hides behind the consumers' last tiles) and hands each to the consumers through a slot of shared
+// memory between two named barriers (FlashAttention-3's way), the end too (no item). The counters
+// live in the launch cache (HopperLaunchCache::work_counters); the last CTA to finish sets them back
+// to zero. Without the mask the same kernel runs rung 19's order.
 //
 // Expected limiter: with the mask, rung 15's per-tile work again, plus what the persistent CTAs
 // save (the next item's Q and first K/V tiles load under the current item's last tiles); the
 // atomic costs one L2 round trip an item, hidden. Without the mask rung 19's (level with it).
 //
-// SASS to look for: rung 20's, plus two ATOMG.E.ADD (the next item; the finished count) and the
-// hand-over's STS / LDS around the q_full barrier. A few spills per item (the producer's 24
-// registers, the consumers' item state), none in the tile loop.
+// SASS to look for: rung 20's, plus two ATOMG.E.ADD (the next item; the finished count), the
+// SHFL.IDX that gives the producer warp the item, and the hand-over's STS / LDS between BAR.ARV and
+// BAR.SYNC. At D = 64 a few spills per item (the consumers' item state), none in the tile loop.
 //
 // Run just this rung (sm_90a only):
 //   build/ci/bench/kc-bench --filter 'stage3/attention_fwd/(15|20|25)_' --param causal=1 --shapes 8x16x16x2048x2048x128

@@ -545,58 +545,66 @@ __global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim, kConsumers, kBlockKe
 // which leaves one CTA with up to 1.3 times the mean work under the mask (its groups run heavy to
 // light every few hundred items); taken this way, a CTA that finishes early takes more.
 //
-// The hand-over: the producer writes the item into a slot past the barriers before it arrives on
-// q_full for it (release; the consumers' wait on q_full acquires), and writes the next one only
-// once every consumer warp has arrived on q_empty for this one, which each does after reading the
-// slot. So every item passes q_full and q_empty once — an item whose rows see no key too (a plain
-// arrival, no Q load) — and so does the end: the producer hands over `items` (no item), and the
-// consumers stop. The ping-pong's turns run on across the items as in rung 18 (an item without
-// keys takes its turn like any other, with nothing to issue); the end closes them. The producer,
-// done, counts its CTA in counters[1]; the CTA that counts last sets both counters back to zero for
-// the next launch (every CTA's last atomicAdd on counters[0] is ordered before its count by
-// __threadfence).
+// The hand-over, as FlashAttention-3's scheduler does it: the producer warp writes the item into a
+// slot past the barriers and arrives on named barrier kItemFull; the consumers wait there, read
+// the slot and arrive on kItemEmpty, where the producer waits before it writes the next item. The
+// end is handed over the same way, as `items` (no item). Q and the K/V stages keep their mbarriers
+// (an item whose rows see no key loads nothing, as in rung 18). The ping-pong's turns run on across
+// the items as in rung 18 (an item without keys takes its turn like any other, with nothing to
+// issue); the end closes them. The producer, done, counts its CTA in counters[1]; the CTA that
+// counts last sets both counters back to zero for the next launch (every CTA's last atomicAdd on
+// counters[0] is ordered before its count by __threadfence).
 struct FlashDynamicHandOver {
   int item;
   int unused;  // 8 bytes, as the barriers before it
 };
 #if KC_STAGE3_SM90A
+// Named barriers of the hand-over (0 is __syncthreads', 1-3 the ping-pong's turns).
+inline constexpr int kItemFullBarrier = 6;
+inline constexpr int kItemEmptyBarrier = 7;
 template <typename T, class Shape, bool kLeanConsumers, typename Params, typename ItemOf, typename TilesOf,
           typename WaitFree>
 __device__ void flash_persistent_dynamic(const Params& params, const FlashWgmmaSmem<Shape>& smem, int warpgroup,
                                          int items, const ItemOf& item_of, const TilesOf& tiles_of,
                                          const WaitFree& wait_free) {
+  constexpr int kHandOverThreads = 32 + Shape::kConsumers * 128;  // the producer warp and the consumers
   const AttentionParams<T>& args = params.args;
   volatile int* handed_item = &reinterpret_cast<FlashDynamicHandOver*>(smem.q_empty() + 1)->item;
   if (warpgroup == 0) {
     sm90::setmaxnreg_decrease<Shape::kProducerRegisters>();
-    if (threadIdx.x == 0) {
+    if (threadIdx.x < 32) {  // the producer warp: lane 0 issues, every lane takes part in the hand-over
+      const bool issuer = threadIdx.x == 0;
       int kv_count = 0, q_loads = 0;
       int item = static_cast<int>(blockIdx.x);  // the launch has at most as many CTAs as items
-      for (;; ++q_loads) {
-        wait_free(smem.q_empty(), static_cast<std::uint32_t>(q_loads % 2) ^ 1);
-        *handed_item = item;
-        if (item >= items) {
-          sm90::mbarrier_arrive(smem.q_full());  // the end
-          break;
-        }
+      for (bool first = true;; first = false) {
+        if (!first) sm90::named_barrier_sync(kItemEmptyBarrier, kHandOverThreads);  // the last item is read
+        if (issuer) *handed_item = item;
+        sm90::named_barrier_arrive(kItemFullBarrier, kHandOverThreads);
+        if (item >= items) break;  // the end, handed over
         const FlashWorkItem w = item_of(item);
         const int tiles = tiles_of(w);
-        if (tiles == 0)
-          sm90::mbarrier_arrive(smem.q_full());  // rows that see no key: nothing to load, the item to hand over
-        else
-          smem.load_q(params, w.query_tile * Shape::kBlockRows, w.head, w.batch);
-        const int kv_head = w.head / (args.q_heads / args.kv_heads);
-        for (int tile = 0; tile < tiles; ++tile, ++kv_count) {
-          const int stage = FlashWgmmaSmem<Shape>::stage_of(kv_count);
-          wait_free(smem.empty(stage), FlashWgmmaSmem<Shape>::phase_of(kv_count) ^ 1);
-          smem.load_kv(params, stage, tile * Shape::kBlockKeys, kv_head, w.batch);
+        if (tiles > 0) {
+          const int kv_head = w.head / (args.q_heads / args.kv_heads);
+          // The previous item's Q is free once every consumer warp has done its last S with it.
+          wait_free(smem.q_empty(), static_cast<std::uint32_t>(q_loads % 2) ^ 1);
+          if (issuer) smem.load_q(params, w.query_tile * Shape::kBlockRows, w.head, w.batch);
+          ++q_loads;
+          for (int tile = 0; tile < tiles; ++tile, ++kv_count) {
+            const int stage = FlashWgmmaSmem<Shape>::stage_of(kv_count);
+            wait_free(smem.empty(stage), FlashWgmmaSmem<Shape>::phase_of(kv_count) ^ 1);
+            if (issuer) smem.load_kv(params, stage, tile * Shape::kBlockKeys, kv_head, w.batch);
+          }
         }
-        item = static_cast<int>(gridDim.x + atomicAdd(params.counters, 1u));
+        unsigned taken = 0;
+        if (issuer) taken = atomicAdd(params.counters, 1u);
+        item = static_cast<int>(gridDim.x + __shfl_sync(0xffffffffu, taken, 0));
       }
-      __threadfence();  // this CTA's last atomicAdd on counters[0] before its count below
-      if (atomicAdd(params.counters + 1, 1u) == gridDim.x - 1) {
-        params.counters[0] = 0;  // every CTA has taken its last item: ready for the next launch
-        params.counters[1] = 0;
+      if (issuer) {
+        __threadfence();  // this CTA's last atomicAdd on counters[0] before its count below
+        if (atomicAdd(params.counters + 1, 1u) == gridDim.x - 1) {
+          params.counters[0] = 0;  // every CTA has taken its last item: ready for the next launch
+          params.counters[1] = 0;
+        }
       }
     }
     return;
@@ -604,10 +612,9 @@ __device__ void flash_persistent_dynamic(const Params& params, const FlashWgmmaS
 
   sm90::setmaxnreg_increase<Shape::kConsumerRegisters>();
   using Consumer = FlashWgmmaConsumer<T, Shape, kLeanConsumers, kLeanConsumers, false, kLeanConsumers>;
-  int kv_count = 0;  // the producer's count, as the consumers meet it
-  for (int q_loads = 0;; ++q_loads) {
-    const auto q_parity = static_cast<std::uint32_t>(q_loads % 2);
-    sm90::mbarrier_wait(smem.q_full(), q_parity);
+  int kv_count = 0, q_loads = 0;  // the producer's counts, as the consumers meet them
+  for (bool first = true;; first = false) {
+    sm90::named_barrier_sync(kItemFullBarrier, kHandOverThreads);
     const int item = *handed_item;
     if (item >= items) {  // the end: close the turns the CTA's first item opened
       const Consumer closing(smem, args, warpgroup - 1, 0, 0);
@@ -615,19 +622,20 @@ __device__ void flash_persistent_dynamic(const Params& params, const FlashWgmmaS
       closing.pass_turn(closing.next_turn(), true);
       break;
     }
+    sm90::named_barrier_arrive(kItemEmptyBarrier, kHandOverThreads);  // read: the producer may write the next
     const FlashWorkItem w = item_of(item);
     const int tiles = tiles_of(w);
     Consumer consumer(smem, args, warpgroup - 1, tiles, w.query_tile * Shape::kBlockRows);
     if (tiles > 0) {
-      consumer.template run_overlapped_from<true, true>(kv_count, q_parity, q_loads == 0, false);
+      consumer.template run_overlapped_from<true, true>(kv_count, static_cast<std::uint32_t>(q_loads % 2), first,
+                                                        false);
+      kv_count += tiles;
+      ++q_loads;
     } else {
-      __syncwarp();  // every lane has read the slot
-      if (threadIdx.x % 32 == 0) sm90::mbarrier_arrive(smem.q_empty());
-      if (q_loads == 0) consumer.open_turns();
+      if (first) consumer.open_turns();
       consumer.wait_turn();
       consumer.pass_turn(consumer.next_turn(), false);
     }
-    kv_count += tiles;
     consumer.store(w.batch, w.head);
   }
 }
