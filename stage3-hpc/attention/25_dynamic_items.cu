@@ -16,7 +16,7 @@
 // flash_persistent_dynamic in attention/flash_wgmma_kernel.cuh): the producer warp takes the items
 // (the next one once it has issued the current one's last K/V copy, so the atomic's round trip
 // hides behind the consumers' last tiles) and hands each to the consumers through a slot of shared
-// memory between two named barriers (FlashAttention-3's way), the end too (no item). The counters
+// memory with two mbarriers of its own (item_full, item_empty), the end too (no item). The counters
 // live in the launch cache (HopperLaunchCache::work_counters); the last CTA to finish sets them back
 // to zero. Without the mask the same kernel runs rung 19's order.
 //
@@ -25,8 +25,10 @@
 // atomic costs one L2 round trip an item, hidden. Without the mask rung 19's (level with it).
 //
 // SASS to look for: rung 20's, plus two ATOMG.E.ADD (the next item; the finished count), the
-// SHFL.IDX that gives the producer warp the item, and the hand-over's STS / LDS between BAR.ARV and
-// BAR.SYNC. At D = 64 a few spills per item (the consumers' item state), none in the tile loop.
+// SHFL.IDX that gives the producer warp the item, the consumers' REDUX.OR that puts it in a uniform
+// register (read as a plain value, the stages' arithmetic left the uniform datapath: 88 R2UR and
+// 16 BRA.DIV divergence checks before the warpgroup instructions, against rung 20's 30 and 0), and
+// the hand-over's STS / LDS around its two mbarriers. No spills.
 //
 // Run just this rung (sm_90a only):
 //   build/ci/bench/kc-bench --filter 'stage3/attention_fwd/(15|20|25)_' --param causal=1 --shapes 8x16x16x2048x2048x128

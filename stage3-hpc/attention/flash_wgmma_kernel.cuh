@@ -545,41 +545,47 @@ __global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim, kConsumers, kBlockKe
 // which leaves one CTA with up to 1.3 times the mean work under the mask (its groups run heavy to
 // light every few hundred items); taken this way, a CTA that finishes early takes more.
 //
-// The hand-over, as FlashAttention-3's scheduler does it: the producer warp writes the item into a
-// slot past the barriers and arrives on named barrier kItemFull; the consumers wait there, read
-// the slot and arrive on kItemEmpty, where the producer waits before it writes the next item. The
-// end is handed over the same way, as `items` (no item). Q and the K/V stages keep their mbarriers
-// (an item whose rows see no key loads nothing, as in rung 18). The ping-pong's turns run on across
-// the items as in rung 18 (an item without keys takes its turn like any other, with nothing to
-// issue); the end closes them. The producer, done, counts its CTA in counters[1]; the CTA that
-// counts last sets both counters back to zero for the next launch (every CTA's last atomicAdd on
-// counters[0] is ordered before its count by __threadfence).
+// The hand-over: the producer warp's lane 0 writes the item into a slot past the barriers and
+// arrives on the slot's own mbarrier item_full (a release of its write); each consumer warp's lane
+// 0 waits there, reads the slot, gives the item to its warp (__reduce_or_sync: the compiler then
+// knows the item is the same across the warp and keeps the stages' arithmetic in uniform
+// registers) and arrives on item_empty (a release of its read), where the producer waits before it
+// writes the next item. The end is handed over the same way, as `items` (no item). Q and the K/V
+// stages keep their mbarriers (an item whose rows see no key loads nothing, as in rung 18). The
+// ping-pong's turns run on across the items as in rung 18 (an item without keys takes its turn
+// like any other, with nothing to issue); the end closes them. The producer, done, counts its CTA
+// in counters[1]; the CTA that counts last sets both counters back to zero for the next launch
+// (every CTA's last atomicAdd on counters[0] is ordered before its count by __threadfence).
 struct FlashDynamicHandOver {
   int item;
-  int unused;  // 8 bytes, as the barriers before it
+  int unused;                // 8 bytes, as the barriers around it
+  std::uint64_t item_full;   // mbarrier: 1 arrival (the producer's lane 0, after its write)
+  std::uint64_t item_empty;  // mbarrier: one arrival per consumer warp (its lane 0, after its read)
 };
 #if KC_STAGE3_SM90A
-// Named barriers of the hand-over (0 is __syncthreads', 1-3 the ping-pong's turns).
-inline constexpr int kItemFullBarrier = 6;
-inline constexpr int kItemEmptyBarrier = 7;
+template <class Shape>
+__device__ FlashDynamicHandOver* flash_hand_over(const FlashWgmmaSmem<Shape>& smem) {
+  return reinterpret_cast<FlashDynamicHandOver*>(smem.q_empty() + 1);
+}
 template <typename T, class Shape, bool kLeanConsumers, typename Params, typename ItemOf, typename TilesOf,
           typename WaitFree>
 __device__ void flash_persistent_dynamic(const Params& params, const FlashWgmmaSmem<Shape>& smem, int warpgroup,
                                          int items, const ItemOf& item_of, const TilesOf& tiles_of,
                                          const WaitFree& wait_free) {
-  constexpr int kHandOverThreads = 32 + Shape::kConsumers * 128;  // the producer warp and the consumers
   const AttentionParams<T>& args = params.args;
-  volatile int* handed_item = &reinterpret_cast<FlashDynamicHandOver*>(smem.q_empty() + 1)->item;
+  FlashDynamicHandOver* hand_over = flash_hand_over(smem);
+  const bool lane0 = threadIdx.x % 32 == 0;
   if (warpgroup == 0) {
     sm90::setmaxnreg_decrease<Shape::kProducerRegisters>();
-    if (threadIdx.x < 32) {  // the producer warp: lane 0 issues, every lane takes part in the hand-over
-      const bool issuer = threadIdx.x == 0;
+    if (threadIdx.x < 32) {  // the producer warp: lane 0 issues
       int kv_count = 0, q_loads = 0;
       int item = static_cast<int>(blockIdx.x);  // the launch has at most as many CTAs as items
-      for (bool first = true;; first = false) {
-        if (!first) sm90::named_barrier_sync(kItemEmptyBarrier, kHandOverThreads);  // the last item is read
-        if (issuer) *handed_item = item;
-        sm90::named_barrier_arrive(kItemFullBarrier, kHandOverThreads);
+      for (int handed = 0;; ++handed) {
+        if (handed > 0) wait_free(&hand_over->item_empty, static_cast<std::uint32_t>(handed - 1) % 2);
+        if (lane0) {
+          hand_over->item = item;
+          sm90::mbarrier_arrive(&hand_over->item_full);
+        }
         if (item >= items) break;  // the end, handed over
         const FlashWorkItem w = item_of(item);
         const int tiles = tiles_of(w);
@@ -587,19 +593,19 @@ __device__ void flash_persistent_dynamic(const Params& params, const FlashWgmmaS
           const int kv_head = w.head / (args.q_heads / args.kv_heads);
           // The previous item's Q is free once every consumer warp has done its last S with it.
           wait_free(smem.q_empty(), static_cast<std::uint32_t>(q_loads % 2) ^ 1);
-          if (issuer) smem.load_q(params, w.query_tile * Shape::kBlockRows, w.head, w.batch);
+          if (lane0) smem.load_q(params, w.query_tile * Shape::kBlockRows, w.head, w.batch);
           ++q_loads;
           for (int tile = 0; tile < tiles; ++tile, ++kv_count) {
             const int stage = FlashWgmmaSmem<Shape>::stage_of(kv_count);
             wait_free(smem.empty(stage), FlashWgmmaSmem<Shape>::phase_of(kv_count) ^ 1);
-            if (issuer) smem.load_kv(params, stage, tile * Shape::kBlockKeys, kv_head, w.batch);
+            if (lane0) smem.load_kv(params, stage, tile * Shape::kBlockKeys, kv_head, w.batch);
           }
         }
         unsigned taken = 0;
-        if (issuer) taken = atomicAdd(params.counters, 1u);
+        if (lane0) taken = atomicAdd(params.counters, 1u);
         item = static_cast<int>(gridDim.x + __shfl_sync(0xffffffffu, taken, 0));
       }
-      if (issuer) {
+      if (lane0) {
         __threadfence();  // this CTA's last atomicAdd on counters[0] before its count below
         if (atomicAdd(params.counters + 1, 1u) == gridDim.x - 1) {
           params.counters[0] = 0;  // every CTA has taken its last item: ready for the next launch
@@ -613,26 +619,32 @@ __device__ void flash_persistent_dynamic(const Params& params, const FlashWgmmaS
   sm90::setmaxnreg_increase<Shape::kConsumerRegisters>();
   using Consumer = FlashWgmmaConsumer<T, Shape, kLeanConsumers, kLeanConsumers, false, kLeanConsumers>;
   int kv_count = 0, q_loads = 0;  // the producer's counts, as the consumers meet them
-  for (bool first = true;; first = false) {
-    sm90::named_barrier_sync(kItemFullBarrier, kHandOverThreads);
-    const int item = *handed_item;
+  for (int handed = 0;; ++handed) {
+    unsigned read = 0;
+    if (lane0) {
+      sm90::mbarrier_wait(&hand_over->item_full, static_cast<std::uint32_t>(handed) % 2);
+      read = static_cast<unsigned>(hand_over->item);
+    }
+    // The warp's item: lane 0's, the others holding 0. A warp reduction (REDUX) leaves it in a
+    // uniform register, so the stages' and phases' arithmetic stays there as in rung 20.
+    const int item = static_cast<int>(__reduce_or_sync(0xffffffffu, read));
     if (item >= items) {  // the end: close the turns the CTA's first item opened
       const Consumer closing(smem, args, warpgroup - 1, 0, 0);
       closing.wait_turn();
       closing.pass_turn(closing.next_turn(), true);
       break;
     }
-    sm90::named_barrier_arrive(kItemEmptyBarrier, kHandOverThreads);  // read: the producer may write the next
+    if (lane0) sm90::mbarrier_arrive(&hand_over->item_empty);  // read: the producer may write the next
     const FlashWorkItem w = item_of(item);
     const int tiles = tiles_of(w);
     Consumer consumer(smem, args, warpgroup - 1, tiles, w.query_tile * Shape::kBlockRows);
     if (tiles > 0) {
-      consumer.template run_overlapped_from<true, true>(kv_count, static_cast<std::uint32_t>(q_loads % 2), first,
-                                                        false);
+      consumer.template run_overlapped_from<true, true>(kv_count, static_cast<std::uint32_t>(q_loads % 2),
+                                                        handed == 0, false);
       kv_count += tiles;
       ++q_loads;
     } else {
-      if (first) consumer.open_turns();
+      if (handed == 0) consumer.open_turns();
       consumer.wait_turn();
       consumer.pass_turn(consumer.next_turn(), false);
     }
@@ -683,7 +695,14 @@ __global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim, kConsumers>::kThread
       sm90::mbarrier_wait(barrier, parity);
   };
 
-  if (threadIdx.x == 0) smem.template init_barriers<true>();
+  if (threadIdx.x == 0) {
+    smem.template init_barriers<true>();
+    if constexpr (kDynamicItems) {  // rung 25's hand-over
+      sm90::mbarrier_init(&flash_hand_over(smem)->item_full, 1);
+      sm90::mbarrier_init(&flash_hand_over(smem)->item_empty, Shape::kConsumers * 4);
+      sm90::fence_barrier_init();
+    }
+  }
   __syncthreads();
 
   const int warpgroup = static_cast<int>(threadIdx.x) / 128;
