@@ -17,8 +17,8 @@
 // (the next one once it has issued the current one's last K/V copy, so the atomic's round trip
 // hides behind the consumers' last tiles) and hands each to the consumers through a slot of shared
 // memory with two mbarriers of its own (item_full, item_empty), the end too (no item). The counters
-// live in the launch cache (HopperLaunchCache::work_counters); the last CTA to finish sets them back
-// to zero. Without the mask the same kernel runs rung 19's order.
+// live in the launch cache, a pair per stream (HopperLaunchCache::work_counters); the last CTA to
+// finish sets them back to zero. Without the mask the same kernel runs rung 19's order.
 //
 // Expected limiter: with the mask, rung 15's per-tile work again, plus what the persistent CTAs
 // save (the next item's Q and first K/V tiles load under the current item's last tiles); the

@@ -95,8 +95,9 @@ struct FlashWgmmaParams {
 };
 
 // Rung 25's parameters: rung 20's and the launch's two work counters (HopperLaunchCache::
-// work_counters: [0] the items handed out past the first one of each CTA, [1] the CTAs that have
-// taken their last item; both zero before a launch, and the kernel leaves them zero). A type of its
+// work_counters, one pair per stream: [0] the items handed out past the first one of each CTA, [1]
+// the CTAs that have taken their last item; both zero before a launch, and the kernel leaves them
+// zero). A type of its
 // own, so that the other persistent rungs keep their parameters (and their SASS).
 template <typename T>
 struct FlashWgmmaDynamicParams : FlashWgmmaParams<T> {
@@ -837,7 +838,7 @@ void launch_flash_wgmma_persistent(const AttentionArgs<T>& args, cudaStream_t st
             items, grid + 1);
     FlashWgmmaDynamicParams<T> params;
     static_cast<FlashWgmmaParams<T>&>(params) = flash_wgmma_params<T, kHeadDim, kConsumers>(args, cache);
-    params.counters = cache.work_counters();
+    params.counters = cache.work_counters(stream);
     kernel<<<grid, Shape::kThreads, kSmemBytes, stream>>>(params);
   } else {
     const FlashWgmmaParams<T> params = flash_wgmma_params<T, kHeadDim, kConsumers>(args, cache);

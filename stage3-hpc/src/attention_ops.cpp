@@ -53,13 +53,19 @@ HopperAttention& hopper_attention_for_current_device() {
 // head dimensions (stage-3 README, rungs 14 and 15); rung 13 had taken the place of rungs 07, 09
 // and 12 the same way. Without the mask: rung 19 (rung 15's consumers in persistent CTAs that deal
 // a pair's query tiles together), faster than rung 15 at 1k-2k keys and level from 4k (stage-3
-// README, rungs 18 and 19). Elsewhere rung 05 at both head dimensions:
+// README, rungs 18 and 19). With the mask and at most kDynamicItemsMaxKeys keys: rung 25 (rung
+// 20's persistent CTAs taking their items when ready), level with rung 15 at 1k keys and 2-5%
+// faster at 2k at both head dimensions, slower than it from 8k (stage-3 README, rung 25).
+// Elsewhere rung 05 at both head dimensions:
 // at D = 64 it runs two 16-row query tiles a warp and measured faster than rung 04; at D = 128 it
 // runs rung 04's kernel (two tiles spill), so the two are the same there
 // (stage3-hpc/attention/05_fa2_two_tiles_per_warp.cu says why).
 //
 // The packed variable-length form runs rung 05's packed kernel everywhere: the Hopper rungs read Q,
 // K and V through tensor maps of the dense [B, H, S, D] form and refuse it.
+// Causal calls with at most this many keys run rung 25 on Hopper; longer ones rung 15.
+constexpr int kDynamicItemsMaxKeys = 2048;
+
 template <typename T>
 std::string_view attention_forward(const AttentionArgs<T>& args, cudaStream_t stream) {
   if (is_packed(args)) {
@@ -75,6 +81,10 @@ std::string_view attention_forward(const AttentionArgs<T>& args, cudaStream_t st
     if (!args.causal) {
       attention_fwd_19_pair_tiles_together(args, stream, hopper.cache);
       return "stage3/attention_fwd/19_pair_tiles_together";
+    }
+    if (args.kv_len <= kDynamicItemsMaxKeys) {
+      attention_fwd_25_dynamic_items(args, stream, hopper.cache);
+      return "stage3/attention_fwd/25_dynamic_items";
     }
     attention_fwd_15_lazy_rescale(args, stream, hopper.cache);
     return "stage3/attention_fwd/15_lazy_rescale";

@@ -1,10 +1,12 @@
 // The public prefill entry, kc::stage3::attention_forward, as the engine calls it: Q and O with the
 // heads of a token side by side ([S, H, D] rows, the engine's projection output), K and V gathered
 // [Hkv, S, D], a chunk of Sq < Sk queries under the bottom-right causal mask. It must run the rung
-// the committed table measured fastest on this GPU (07 on an H100/H200 with sm_90a code, 05
-// elsewhere), write every element of O and LSE (poisoned first), match the double reference, and
-// the comparison must fail against the reference without the mask (the control). Then many calls
-// with changing lengths, more tensor maps than the Hopper rung's cache keeps. Skips without a GPU.
+// the measured tables chose for this GPU (on an H100/H200 with sm_90a code: with the mask rung 25
+// up to 2048 keys and rung 15 beyond, without it rung 19; rung 05 elsewhere), write every element
+// of O and LSE (poisoned first), match the double reference, and the comparison must fail against
+// the reference without the mask (the control). Then two calls at once on two streams, and many
+// calls with changing lengths, more tensor maps than the Hopper rung's cache keeps. Skips without
+// a GPU.
 #include <gtest/gtest.h>
 
 #include <cuda_bf16.h>
@@ -12,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -134,12 +137,12 @@ TEST(AttentionOpsGpu, ForwardRunsTheFastestRungOnTheEngineLayoutAndMatchesTheRef
   for (const std::int64_t d : {64, 128}) {
     // A prefill chunk: 150 new queries over 333 keys (183 cached), 8 query heads on 2 kv heads.
     const AttentionShape s{/*batch=*/1, /*q_heads=*/8, /*kv_heads=*/2, /*q_len=*/150, /*kv_len=*/333, d};
-    expect_forward(s, entry_rung(hopper, "15_lazy_rescale"), 1, context.stream());
+    expect_forward(s, entry_rung(hopper, "25_dynamic_items"), 1, context.stream());
   }
 }
 
-// A long prefill: at D = 64 rung 15 runs three consumer warpgroups (192-row tiles); an odd length,
-// so the last tile is partly empty.
+// A long prefill (past the 2048 keys up to which the causal entry runs rung 25): at D = 64 rung 15
+// runs three consumer warpgroups (192-row tiles); an odd length, so the last tile is partly empty.
 TEST(AttentionOpsGpu, LongPrefillAtHeadDim64RunsThreeConsumersAndMatchesTheReference) {
   KC_SKIP_WITHOUT_GPU();
   Context& context = testing::shared_context();
@@ -160,6 +163,85 @@ TEST(AttentionOpsGpu, ForwardWithoutTheMaskRunsThePersistentRungAndMatchesTheRef
     const AttentionShape s{/*batch=*/1, /*q_heads=*/8, /*kv_heads=*/2, /*q_len=*/1000, /*kv_len=*/1000, d};
     expect_forward(s, entry_rung(hopper, "19_pair_tiles_together"), 40, context.stream(), /*causal=*/false);
   }
+}
+
+// One causal prefill through attention_forward on its own buffers (Q rows [S, Hq, D], K and V
+// [Hkv, S, D]), launched on `stream` without waiting; O and LSE read back as their bits.
+struct EntryCall {
+  DeviceBuffer<bf16> q, k, v, o;
+  DeviceBuffer<float> lse;
+  AttentionArgs<bf16> a;
+  EntryCall(const AttentionShape& s, std::uint64_t seed)
+      : q(upload(bf16_values(static_cast<std::size_t>(s.q_len * s.q_heads * s.head_dim), seed))),
+        k(upload(bf16_values(static_cast<std::size_t>(s.kv_heads * s.kv_len * s.head_dim), seed + 1))),
+        v(upload(bf16_values(static_cast<std::size_t>(s.kv_heads * s.kv_len * s.head_dim), seed + 2))),
+        o(static_cast<std::size_t>(s.q_len * s.q_heads * s.head_dim)),
+        lse(static_cast<std::size_t>(s.q_heads * s.q_len)) {
+    a.q = q.data();
+    a.k = k.data();
+    a.v = v.data();
+    a.o = o.data();
+    a.lse = lse.data();
+    a.batch = 1;
+    a.q_heads = static_cast<int>(s.q_heads);
+    a.kv_heads = static_cast<int>(s.kv_heads);
+    a.q_len = static_cast<int>(s.q_len);
+    a.kv_len = static_cast<int>(s.kv_len);
+    a.head_dim = static_cast<int>(s.head_dim);
+    a.q_row_stride = s.q_heads * s.head_dim;
+    a.q_head_stride = s.head_dim;
+    a.q_batch_stride = s.q_len * a.q_row_stride;
+    a.kv_row_stride = s.head_dim;
+    a.kv_head_stride = s.kv_len * s.head_dim;
+    a.kv_batch_stride = s.kv_heads * a.kv_head_stride;
+    a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
+    a.causal = true;
+  }
+  void poison() {
+    o.copy_from_host(std::vector<bf16>(o.size(), __float2bfloat16(std::numeric_limits<float>::quiet_NaN())));
+    lse.copy_from_host(std::vector<float>(lse.size(), 12345.f));
+  }
+  std::string_view launch(cudaStream_t stream) { return attention_forward(a, stream); }
+  std::vector<std::uint16_t> bits() const {
+    std::vector<std::uint16_t> out(o.size());
+    const std::vector<bf16> values = o.to_host();
+    std::memcpy(out.data(), values.data(), out.size() * sizeof(std::uint16_t));
+    const std::vector<float> l = lse.to_host();
+    const auto* l_bits = reinterpret_cast<const std::uint16_t*>(l.data());
+    out.insert(out.end(), l_bits, l_bits + 2 * l.size());
+    return out;
+  }
+};
+
+// Two causal prefills at once on two streams: on Hopper rung 25, whose CTAs take their items from
+// a counter (one pair of counters per stream: launches that shared one would take each other's
+// items and leave rows unwritten). 512 query-tile items a call (16 tiles x 32 heads) against 132
+// CTAs, so every CTA takes items from the counter; each call, repeated four times at once with the
+// other, must give the bits it gives alone (every element poisoned before).
+TEST(AttentionOpsGpu, CausalCallsOnTwoStreamsAtOnceGiveTheBitsEachGivesAlone) {
+  KC_SKIP_WITHOUT_GPU();
+  Context& context = testing::shared_context();
+  const bool hopper = runs_hopper_rungs(context.device().ordinal);
+  const AttentionShape s{/*batch=*/1, /*q_heads=*/32, /*kv_heads=*/8, /*q_len=*/2048, /*kv_len=*/2048, 128};
+  cudaStream_t streams[2];
+  for (cudaStream_t& stream : streams) KC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  EntryCall calls[2] = {EntryCall(s, 70), EntryCall(s, 80)};
+  std::vector<std::uint16_t> alone[2];
+  for (int c = 0; c < 2; ++c) {
+    calls[c].poison();
+    EXPECT_EQ(calls[c].launch(streams[c]), entry_rung(hopper, "25_dynamic_items"));
+    KC_CUDA_CHECK(cudaStreamSynchronize(streams[c]));
+    alone[c] = calls[c].bits();
+  }
+  ASSERT_NE(alone[0], alone[1]);  // different inputs, different outputs: the comparison below can fail
+  for (int repeat = 0; repeat < 4; ++repeat) {
+    for (EntryCall& call : calls) call.poison();
+    KC_CUDA_CHECK(cudaDeviceSynchronize());
+    for (int c = 0; c < 2; ++c) calls[c].launch(streams[c]);
+    for (cudaStream_t stream : streams) KC_CUDA_CHECK(cudaStreamSynchronize(stream));
+    for (int c = 0; c < 2; ++c) EXPECT_EQ(calls[c].bits(), alone[c]) << "call " << c << ", repeat " << repeat;
+  }
+  for (cudaStream_t stream : streams) KC_CUDA_CHECK(cudaStreamDestroy(stream));
 }
 
 TEST(AttentionOpsGpu, ManyChunkLengthsInARowStayCorrect) {

@@ -125,20 +125,21 @@ const CUtensorMap& HopperLaunchCache::tensor_map(const TmaTensor4d& t) {
 }
 
 HopperLaunchCache::~HopperLaunchCache() {
-  if (work_counters_ != nullptr) cudaFree(work_counters_);  // at exit the runtime may be gone: no check
+  for (const auto& entry : work_counters_) cudaFree(entry.second);  // at exit the runtime may be gone: no check
 }
 
-unsigned* HopperLaunchCache::work_counters() {
-  if (work_counters_ == nullptr) {
-    void* counters = nullptr;
-    KC_CUDA_CHECK(cudaMalloc(&counters, 2 * sizeof(unsigned)));
-    const cudaError_t zeroed = cudaMemset(counters, 0, 2 * sizeof(unsigned));
-    if (zeroed != cudaSuccess) cudaFree(counters);
+unsigned* HopperLaunchCache::work_counters(cudaStream_t stream) {
+  unsigned*& counters = work_counters_[stream];
+  if (counters == nullptr) {
+    void* allocated = nullptr;
+    KC_CUDA_CHECK(cudaMalloc(&allocated, 2 * sizeof(unsigned)));
+    const cudaError_t zeroed = cudaMemset(allocated, 0, 2 * sizeof(unsigned));
+    if (zeroed != cudaSuccess) cudaFree(allocated);
     KC_CUDA_CHECK(zeroed);
-    KC_CUDA_CHECK(cudaDeviceSynchronize());  // zero before a launch on any stream reads them (once)
-    work_counters_ = static_cast<unsigned*>(counters);
+    KC_CUDA_CHECK(cudaDeviceSynchronize());  // zero before a launch on any stream reads them (once a stream)
+    counters = static_cast<unsigned*>(allocated);
   }
-  return work_counters_;
+  return counters;
 }
 
 void HopperLaunchCache::prepare_kernel(const void* kernel, int dynamic_smem_bytes) {

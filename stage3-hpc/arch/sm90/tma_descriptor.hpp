@@ -92,11 +92,11 @@ class HopperLaunchCache {
   int resident_blocks(const void* kernel, int block_threads, int dynamic_smem_bytes,
                       int cluster_size);
 
-  // Two 32-bit counters in device memory, zero, for a persistent kernel that hands out its work
-  // items as its CTAs ask for them (attention rung 25: it leaves them zero when it ends).
-  // Allocated on the current device at the first call; one launch at a time may use them, so a
-  // cache serves one stream at a time (as its tensor-map table does).
-  unsigned* work_counters();
+  // Two 32-bit counters in device memory, zero, for a persistent kernel launched on `stream` that
+  // hands out its work items as its CTAs ask for them (attention rung 25: it leaves them zero when
+  // it ends). One pair per stream, allocated on the current device at a stream's first call: the
+  // launches of one stream run one after another, and two streams never share counters.
+  unsigned* work_counters(cudaStream_t stream);
 
  private:
   using Key = std::tuple<const void*, std::uint64_t, std::uint64_t, std::uint32_t, std::uint32_t, bool>;
@@ -106,7 +106,7 @@ class HopperLaunchCache {
   std::map<const void*, int> resident_;   // kernel -> resident blocks
   PFN_cuTensorMapEncodeTiled_v12000 encoder();        // encode_, fetched on first use
   PFN_cuTensorMapEncodeTiled_v12000 encode_ = nullptr;
-  unsigned* work_counters_ = nullptr;  // work_counters(), cudaFree'd by the destructor
+  std::map<cudaStream_t, unsigned*> work_counters_;  // work_counters(), cudaFree'd by the destructor
 };
 
 }  // namespace kc::stage3

@@ -33,12 +33,13 @@ namespace kc::stage3 {
 
 // attention_fwd (prefill): O and LSE from Q, K and V with the strides of `args`. Rungs on compute
 // capability 9.0 with sm_90a code in the build (the tensor maps they build are cached per device, a
-// bounded number of them), at both head dimensions and every length: with the causal mask 15 (TMA
-// + WGMMA, FlashAttention-3's overlap, the producer asleep while it waits, descriptors moved by
-// addition, the scale inside the exponent's FFMA, consumers without rows leaving, the softmax's base
-// moved only when it must), without it 19 (rung 15's consumers in persistent CTAs that deal a
-// (batch, head) pair's query tiles together); 05 elsewhere (FlashAttention-2 on mma.sync with a
-// cp.async K/V pipeline).
+// bounded number of them), at both head dimensions: with the causal mask 25 up to 2048 keys (rung
+// 15's consumers in persistent CTAs that take their next (query tile, head) item when they are
+// ready for one, from a counter per stream) and 15 beyond (TMA + WGMMA, FlashAttention-3's overlap,
+// the producer asleep while it waits, descriptors moved by addition, the scale inside the
+// exponent's FFMA, consumers without rows leaving, the softmax's base moved only when it must),
+// without it 19 (rung 15's consumers in persistent CTAs that deal a (batch, head) pair's query
+// tiles together); 05 elsewhere (FlashAttention-2 on mma.sync with a cp.async K/V pipeline).
 // T: __nv_bfloat16 or __half.
 // Thread-safe to call; kernels run on `stream` as usual.
 //
