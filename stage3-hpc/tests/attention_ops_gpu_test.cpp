@@ -42,6 +42,33 @@ struct ForwardRun {
   std::vector<double> lse;  // [Hq, Sq]
 };
 
+// The engine's layout for one sequence of `s`: Q and O rows [Sq, Hq, D], K and V [Hkv, Sk, D], LSE
+// [Hq, Sq]; the scale 1/sqrt(D).
+AttentionArgs<bf16> engine_layout_args(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v, bf16* o,
+                                       float* lse, bool causal) {
+  AttentionArgs<bf16> a;
+  a.q = q;
+  a.k = k;
+  a.v = v;
+  a.o = o;
+  a.lse = lse;
+  a.batch = 1;
+  a.q_heads = static_cast<int>(s.q_heads);
+  a.kv_heads = static_cast<int>(s.kv_heads);
+  a.q_len = static_cast<int>(s.q_len);
+  a.kv_len = static_cast<int>(s.kv_len);
+  a.head_dim = static_cast<int>(s.head_dim);
+  a.q_row_stride = s.q_heads * s.head_dim;
+  a.q_head_stride = s.head_dim;
+  a.q_batch_stride = s.q_len * a.q_row_stride;
+  a.kv_row_stride = s.head_dim;
+  a.kv_head_stride = s.kv_len * s.head_dim;
+  a.kv_batch_stride = s.kv_heads * a.kv_head_stride;
+  a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
+  a.causal = causal;
+  return a;
+}
+
 // One engine-layout call: q [Hq, Sq, D] and k, v [Hkv, Sk, D] as doubles; Q is uploaded as
 // [Sq, Hq, D] rows, O poisoned with NaN and LSE with 12345.
 ForwardRun run_forward(const AttentionShape& s, const std::vector<double>& q, const std::vector<double>& k,
@@ -58,26 +85,8 @@ ForwardRun run_forward(const AttentionShape& s, const std::vector<double>& q, co
   DeviceBuffer<float> lse_device(static_cast<std::size_t>(s.q_heads * s.q_len));
   lse_device.copy_from_host(std::vector<float>(lse_device.size(), 12345.f));
 
-  AttentionArgs<bf16> a;
-  a.q = q_device.data();
-  a.k = k_device.data();
-  a.v = v_device.data();
-  a.o = o_device.data();
-  a.lse = lse_device.data();
-  a.batch = 1;
-  a.q_heads = static_cast<int>(s.q_heads);
-  a.kv_heads = static_cast<int>(s.kv_heads);
-  a.q_len = static_cast<int>(s.q_len);
-  a.kv_len = static_cast<int>(s.kv_len);
-  a.head_dim = static_cast<int>(s.head_dim);
-  a.q_batch_stride = s.q_len * row;
-  a.q_head_stride = s.head_dim;
-  a.q_row_stride = row;
-  a.kv_batch_stride = s.kv_heads * s.kv_len * s.head_dim;
-  a.kv_head_stride = s.kv_len * s.head_dim;
-  a.kv_row_stride = s.head_dim;
-  a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
-  a.causal = causal;
+  const AttentionArgs<bf16> a = engine_layout_args(s, q_device.data(), k_device.data(), v_device.data(),
+                                                   o_device.data(), lse_device.data(), causal);
   ForwardRun run;
   run.rung = attention_forward(a, stream);
   KC_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -176,27 +185,8 @@ struct EntryCall {
         k(upload(bf16_values(static_cast<std::size_t>(s.kv_heads * s.kv_len * s.head_dim), seed + 1))),
         v(upload(bf16_values(static_cast<std::size_t>(s.kv_heads * s.kv_len * s.head_dim), seed + 2))),
         o(static_cast<std::size_t>(s.q_len * s.q_heads * s.head_dim)),
-        lse(static_cast<std::size_t>(s.q_heads * s.q_len)) {
-    a.q = q.data();
-    a.k = k.data();
-    a.v = v.data();
-    a.o = o.data();
-    a.lse = lse.data();
-    a.batch = 1;
-    a.q_heads = static_cast<int>(s.q_heads);
-    a.kv_heads = static_cast<int>(s.kv_heads);
-    a.q_len = static_cast<int>(s.q_len);
-    a.kv_len = static_cast<int>(s.kv_len);
-    a.head_dim = static_cast<int>(s.head_dim);
-    a.q_row_stride = s.q_heads * s.head_dim;
-    a.q_head_stride = s.head_dim;
-    a.q_batch_stride = s.q_len * a.q_row_stride;
-    a.kv_row_stride = s.head_dim;
-    a.kv_head_stride = s.kv_len * s.head_dim;
-    a.kv_batch_stride = s.kv_heads * a.kv_head_stride;
-    a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
-    a.causal = true;
-  }
+        lse(static_cast<std::size_t>(s.q_heads * s.q_len)),
+        a(engine_layout_args(s, q.data(), k.data(), v.data(), o.data(), lse.data(), /*causal=*/true)) {}
   void poison() {
     o.copy_from_host(std::vector<bf16>(o.size(), __float2bfloat16(std::numeric_limits<float>::quiet_NaN())));
     lse.copy_from_host(std::vector<float>(lse.size(), 12345.f));
