@@ -220,8 +220,10 @@ struct WarpQ<Shape, false, kSplitXor> {
 // base it keeps it whatever the rise, so probabilities overflow where the scores climb far enough
 // (AttentionLadderGpu.RisingScoresMoveTheSoftmaxBaseCorrectly must catch it).
 inline constexpr float kLazyRescaleLog2 = 8.f;
+// kFmaExpEvery (attention rung 26; 0: none): the exponentials of every kFmaExpEvery-th block of 8
+// keys (j % kFmaExpEvery == kFmaExpEvery - 1) on the FMA pipe (exp2_on_fma), the others on MUFU.
 template <bool kMask, bool kScaleInExponent = false, int kKeyBlocks, bool kLazyRescale = false,
-          bool kFlawBaseNeverMoves = false>
+          bool kFlawBaseNeverMoves = false, int kFmaExpEvery = 0>
 __device__ __forceinline__ void softmax_probabilities(float (&s)[kKeyBlocks][4], RowState* rows,
                                                       const int* row_ends, float scale_log2, int key0,
                                                       float (&rescale)[2]) {
@@ -264,7 +266,11 @@ __device__ __forceinline__ void softmax_probabilities(float (&s)[kKeyBlocks][4],
     for (int j = 0; j < kKeyBlocks; ++j)
 #pragma unroll
       for (int e = 2 * h; e < 2 * h + 2; ++e) {
-        s[j][e] = exp2_flush_to_zero(kScaleInExponent ? fmaf(s[j][e], scale_log2, -base) : s[j][e] - base);
+        const float exponent = kScaleInExponent ? fmaf(s[j][e], scale_log2, -base) : s[j][e] - base;
+        if constexpr (kFmaExpEvery > 0)
+          s[j][e] = j % kFmaExpEvery == kFmaExpEvery - 1 ? exp2_on_fma(exponent) : exp2_flush_to_zero(exponent);
+        else
+          s[j][e] = exp2_flush_to_zero(exponent);
         sum += s[j][e];
       }
     state.sum = state.sum * rescale[h] + sum;

@@ -32,6 +32,28 @@ __device__ __forceinline__ float exp2_flush_to_zero(float x) {
   return result;
 }
 
+// 2^x on the FMA pipe instead of MUFU (attention rung 26): x = n + f with n = round(x) (the sum
+// with 1.5 . 2^23 rounds it, and leaves n in the low mantissa bits), 2^f for f in [-1/2, 1/2] by a
+// degree-4 polynomial (a minimax fit in relative error, at most 2.7e-6 evaluated in FP32: near
+// MUFU.EX2's own 2^-22, far inside bf16's 2^-9), times 2^n built in the exponent field. Three
+// FADD, four FFMA, one FMUL and an integer shift-add instead of one MUFU.EX2 — worth it only where
+// MUFU, 16 results a clock an SM against the FMA pipe's 128, is what a kernel waits on (the
+// softmax at D = 64). As exp2_flush_to_zero: 0 below 2^-126 and for -inf, NaN stays NaN; valid up
+// to x < 128 (the softmax's arguments stay at or below kLazyRescaleLog2).
+__device__ __forceinline__ float exp2_on_fma(float x) {
+  constexpr float kRound = 12582912.f;  // 1.5 . 2^23: x + kRound has round(x) in its low bits
+  const float shifted = x + kRound;
+  const float f = x - (shifted - kRound);
+  float p = 0.009570102f;
+  p = fmaf(p, f, 0.055917863f);
+  p = fmaf(p, f, 0.24024744f);
+  p = fmaf(p, f, 0.69312179f);
+  p = fmaf(p, f, 0.99999928f);
+  // (bits of shifted) << 23 is n << 23 (1.5 . 2^23's own bits shift out); + 127 << 23: 2^n.
+  const float two_to_n = __int_as_float((__float_as_int(shifted) << 23) + 0x3f800000);
+  return x < -126.f ? 0.f : p * two_to_n;
+}
+
 // One sequence of the packed variable-length form (attention_args.hpp): where its rows start in
 // the packed Q and O (q_start) and K and V (kv_start), and how many it has (Sq_b, Sk_b), from
 // cu_seqlens_q/k[b] and [b + 1].

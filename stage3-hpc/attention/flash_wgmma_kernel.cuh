@@ -174,7 +174,7 @@ struct FlashWgmmaSmem {
 // only when its maximum rises by more than kLazyRescaleLog2 (softmax_probabilities), and a warp
 // whose rows all kept theirs skips O's rescale.
 template <typename T, class Shape, bool kDescriptorsAdded = false, bool kScaleInExponent = false,
-          bool kRowlessConsumersLeave = false, bool kLazyRescale = false>
+          bool kRowlessConsumersLeave = false, bool kLazyRescale = false, int kFmaExpEvery = 0>
 struct FlashWgmmaConsumer {
   FlashWgmmaSmem<Shape> smem;
   const AttentionParams<T>& args;
@@ -279,11 +279,11 @@ struct FlashWgmmaConsumer {
   __device__ void softmax(int tile, float (&rescale)[2]) {
     const int key0 = tile * Shape::kBlockKeys;
     if (key0 + Shape::kBlockKeys > unmasked_end)
-      softmax_probabilities<true, kScaleInExponent, Shape::kKeyBlocks, kLazyRescale>(s, rows, row_ends, scale_log2,
-                                                                                    key0, rescale);
+      softmax_probabilities<true, kScaleInExponent, Shape::kKeyBlocks, kLazyRescale, false, kFmaExpEvery>(
+          s, rows, row_ends, scale_log2, key0, rescale);
     else
-      softmax_probabilities<false, kScaleInExponent, Shape::kKeyBlocks, kLazyRescale>(s, rows, row_ends, scale_log2,
-                                                                                     key0, rescale);
+      softmax_probabilities<false, kScaleInExponent, Shape::kKeyBlocks, kLazyRescale, false, kFmaExpEvery>(
+          s, rows, row_ends, scale_log2, key0, rescale);
   }
 
   // O times the rows' rescale factors. Rung 15: not at all where every factor of the warp is 1 (a
@@ -472,9 +472,11 @@ namespace {
 // barriers count the other consumers' warps, and the turns go round the others.
 // kLazyRescale (rung 15): the softmax's exponent base moves only past a rise of kLazyRescaleLog2,
 // and O's rescale is skipped where a warp's factors are all 1.
+// kFmaExpEvery (rung 26): every kFmaExpEvery-th block of 8 keys takes its exponentials on the FMA
+// pipe (softmax_probabilities, exp2_on_fma).
 template <typename T, int kHeadDim, FlashLoop kLoop, int kConsumers = 2, int kBlockKeys = 128,
           bool kProducerSleeps = false, bool kDescriptorsAdded = false, bool kScaleInExponent = false,
-          bool kRowlessConsumersLeave = false, bool kLazyRescale = false>
+          bool kRowlessConsumersLeave = false, bool kLazyRescale = false, int kFmaExpEvery = 0>
 __global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim, kConsumers, kBlockKeys>::kThreads, 1)
     flash_wgmma_kernel(const __grid_constant__ FlashWgmmaParams<T> params) {
 #if KC_STAGE3_SM90A
@@ -525,8 +527,9 @@ __global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim, kConsumers, kBlockKe
   if constexpr (kRowlessConsumersLeave)
     if (warpgroup - 1 >= working) return;  // no rows: nothing to compute or store
   sm90::setmaxnreg_increase<Shape::kConsumerRegisters>();
-  FlashWgmmaConsumer<T, Shape, kDescriptorsAdded, kScaleInExponent, kRowlessConsumersLeave, kLazyRescale> consumer(
-      smem, args, warpgroup - 1, tiles, block_row0);
+  FlashWgmmaConsumer<T, Shape, kDescriptorsAdded, kScaleInExponent, kRowlessConsumersLeave, kLazyRescale,
+                     kFmaExpEvery>
+      consumer(smem, args, warpgroup - 1, tiles, block_row0);
   if constexpr (kRowlessConsumersLeave) consumer.working = working;
   if constexpr (kLoop == FlashLoop::overlapped)
     consumer.run_overlapped();
@@ -802,15 +805,16 @@ FlashWgmmaParams<T> flash_wgmma_params(const AttentionArgs<T>& args, HopperLaunc
 // FlashLoop::ping_pong: rung 10's kernel (D = 64); kProducerSleeps: rung 11's producer;
 // kDescriptorsAdded: rung 12's consumers; kScaleInExponent: rung 13's softmax (positive scales);
 // kRowlessConsumersLeave: rung 14's consumers without query rows leave; kLazyRescale: rung 15's
-// softmax base that moves only past a rise of kLazyRescaleLog2.
+// softmax base that moves only past a rise of kLazyRescaleLog2; kFmaExpEvery: rung 26's share of
+// the exponentials on the FMA pipe.
 template <typename T, int kHeadDim, FlashLoop kLoop, int kConsumers = 2, int kBlockKeys = 128,
           bool kProducerSleeps = false, bool kDescriptorsAdded = false, bool kScaleInExponent = false,
-          bool kRowlessConsumersLeave = false, bool kLazyRescale = false>
+          bool kRowlessConsumersLeave = false, bool kLazyRescale = false, int kFmaExpEvery = 0>
 void launch_flash_wgmma(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache) {
   using Shape = FlashWgmmaShape<kHeadDim, kConsumers, kBlockKeys>;
   const auto kernel = &flash_wgmma_kernel<T, kHeadDim, kLoop, kConsumers, kBlockKeys, kProducerSleeps,
                                           kDescriptorsAdded, kScaleInExponent, kRowlessConsumersLeave,
-                                          kLazyRescale>;
+                                          kLazyRescale, kFmaExpEvery>;
   cache.prepare_kernel(reinterpret_cast<const void*>(kernel), Shape::kSmemBytes);
   const FlashWgmmaParams<T> params = flash_wgmma_params<T, kHeadDim, kConsumers, kBlockKeys>(args, cache);
   kernel<<<flash_grid(args, Shape::kBlockRows), Shape::kThreads, Shape::kSmemBytes, stream>>>(params);
@@ -819,8 +823,8 @@ void launch_flash_wgmma(const AttentionArgs<T>& args, cudaStream_t stream, Hoppe
 
 // Launches rung 08's persistent kernel for D (with the knobs of rungs 18-20): as many CTAs as are
 // resident at once (one an SM), never more than there are work items.
-// kDynamicItems (rung 25): the items handed out through the cache's work counters, and 8 more
-// bytes of shared memory for the hand-over slot.
+// kDynamicItems (rung 25): the items handed out through the cache's work counters, and 24 more
+// bytes of shared memory for the hand-over (the slot and its two mbarriers).
 template <typename T, int kHeadDim, int kConsumers = 2, bool kLeanConsumers = false, bool kTurnsRunOn = false,
           bool kPairTilesTogether = false, bool kCausalPairGroups = false, bool kDynamicItems = false>
 void launch_flash_wgmma_persistent(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache) {

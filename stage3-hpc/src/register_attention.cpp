@@ -297,6 +297,11 @@ void register_attention_kernels(Registry& registry) {
       "rung 20 with each persistent CTA taking its next item when its producer is ready for one (an atomic counter) "
       "instead of every gridDim-th: the CTAs' work evens out under the causal mask",
       &attention_fwd_25_dynamic_items<__nv_bfloat16>, &attention_fwd_25_dynamic_items<__half>));
+  registry.add_kernel(hopper_flash_entry(
+      "26_exponentials_on_fma", 26,
+      "rung 15 with a quarter of the softmax's exponentials computed on the FMA pipe (a degree-4 polynomial and "
+      "2^n in the exponent bits) instead of MUFU, where at D = 64 they take as long as the MMAs; D = 128 runs rung 15",
+      &attention_fwd_26_exponentials_on_fma<__nv_bfloat16>, &attention_fwd_26_exponentials_on_fma<__half>));
   registry.add_kernel(flash_entry("21_fa2_two_tiles_d128", 21,
                                   "rung 16 with two 16-row MMA tiles a warp at D = 128 as at D = 64 (FlashAttention-2's "
                                   "128 x 64 block): each K and V fragment feeds two MMAs; Q's fragments read from "

@@ -213,6 +213,11 @@ void attention_fwd_20_causal_pair_groups(const AttentionArgs<T>& args, cudaStrea
 // apart; without the mask rung 19's order, taken the same way.
 template <typename T>
 void attention_fwd_25_dynamic_items(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache);
+// Rung 26 (sm_90a): rung 15 with every fourth block of 8 keys taking its softmax exponentials on the
+// FMA pipe (a polynomial) instead of MUFU, at D = 64; rung 15 at D = 128.
+template <typename T>
+void attention_fwd_26_exponentials_on_fma(const AttentionArgs<T>& args, cudaStream_t stream,
+                                          HopperLaunchCache& cache);
 // Rung 16 (sm_80 and later): rung 05 with the softmax of rungs 13 and 15 (the scale inside the
 // exponent's FFMA, the base moved only past a factor of 2^8, O's rescale skipped where a warp's
 // factors are all 1); a scale that is not positive runs rung 05.
