@@ -97,8 +97,8 @@ struct FlashWgmmaParams {
 // Rung 25's parameters: rung 20's and the launch's two work counters (HopperLaunchCache::
 // work_counters, one pair per stream: [0] the items handed out past the first one of each CTA, [1]
 // the CTAs that have taken their last item; both zero before a launch, and the kernel leaves them
-// zero). A type of its
-// own, so that the other persistent rungs keep their parameters (and their SASS).
+// zero). A type of its own, so that the other persistent rungs keep their parameters (and their
+// SASS).
 template <typename T>
 struct FlashWgmmaDynamicParams : FlashWgmmaParams<T> {
   unsigned* counters = nullptr;

@@ -44,6 +44,9 @@ HopperAttention& hopper_attention_for_current_device() {
   return *entry;
 }
 
+// Causal calls with at most this many keys run rung 25 on Hopper; longer ones rung 15.
+constexpr int kDynamicItemsMaxKeys = 2048;
+
 }  // namespace
 
 // On an H100/H200 (sm_90a code built), with the causal mask: rung 15 (TMA + WGMMA with
@@ -54,8 +57,8 @@ HopperAttention& hopper_attention_for_current_device() {
 // and 12 the same way. Without the mask: rung 19 (rung 15's consumers in persistent CTAs that deal
 // a pair's query tiles together), faster than rung 15 at 1k-2k keys and level from 4k (stage-3
 // README, rungs 18 and 19). With the mask and at most kDynamicItemsMaxKeys keys: rung 25 (rung
-// 20's persistent CTAs taking their items when ready), level with rung 15 at 1k keys and 2-5%
-// faster at 2k at both head dimensions, slower than it from 8k (stage-3 README, rung 25).
+// 20's persistent CTAs taking their items when ready), level with rung 15 at 1k keys and faster at
+// 2k at both head dimensions, slower than it from 8k (stage-3 README, rung 25).
 // Elsewhere rung 05 at both head dimensions:
 // at D = 64 it runs two 16-row query tiles a warp and measured faster than rung 04; at D = 128 it
 // runs rung 04's kernel (two tiles spill), so the two are the same there
@@ -63,9 +66,6 @@ HopperAttention& hopper_attention_for_current_device() {
 //
 // The packed variable-length form runs rung 05's packed kernel everywhere: the Hopper rungs read Q,
 // K and V through tensor maps of the dense [B, H, S, D] form and refuse it.
-// Causal calls with at most this many keys run rung 25 on Hopper; longer ones rung 15.
-constexpr int kDynamicItemsMaxKeys = 2048;
-
 template <typename T>
 std::string_view attention_forward(const AttentionArgs<T>& args, cudaStream_t stream) {
   if (is_packed(args)) {
