@@ -365,7 +365,7 @@ struct FlashWgmmaConsumer {
       sm90::fence_accumulators(s_flat());
       float rescale[2];
       softmax(tile, rescale);
-      rescale_rows(o, rescale);
+      rescale_o(rescale);  // rung 27: with kLazyRescale, skipped where the warp's factors are all 1
       round_p();
       sm90::mbarrier_wait(smem.v_full(stage), phase);
       if constexpr (kPingPong) wait_turn();

@@ -302,6 +302,12 @@ void register_attention_kernels(Registry& registry) {
       "rung 15 with a quarter of the softmax's exponentials computed on the FMA pipe (a degree-4 polynomial and "
       "2^n in the exponent bits) instead of MUFU, where at D = 64 they take as long as the MMAs; D = 128 runs rung 15",
       &attention_fwd_26_exponentials_on_fma<__nv_bfloat16>, &attention_fwd_26_exponentials_on_fma<__half>));
+  registry.add_kernel(hopper_flash_entry(
+      "27_wide_tiles_lean_softmax", 27,
+      "rung 10's 256-key tiles at D = 64 (cuDNN's tile there) with rung 15's consumers and producer: each tile's "
+      "fixed work spread over twice the keys, the ping-pong without the overlap inside a warpgroup; D = 128 runs "
+      "rung 15",
+      &attention_fwd_27_wide_tiles_lean_softmax<__nv_bfloat16>, &attention_fwd_27_wide_tiles_lean_softmax<__half>));
   registry.add_kernel(flash_entry("21_fa2_two_tiles_d128", 21,
                                   "rung 16 with two 16-row MMA tiles a warp at D = 128 as at D = 64 (FlashAttention-2's "
                                   "128 x 64 block): each K and V fragment feeds two MMAs; Q's fragments read from "

@@ -28,7 +28,8 @@ const std::vector<std::string> kRungs = {"01_naive_unfused", "02_tiled_online_so
                                          "19_pair_tiles_together",  "20_causal_pair_groups",
                                          "21_fa2_two_tiles_d128",   "22_fa2_narrow_key_tiles",
                                          "23_fa2_fragments_ahead",  "24_fa2_whole_tile_copies",
-                                         "25_dynamic_items",        "26_exponentials_on_fma"};
+                                         "25_dynamic_items",        "26_exponentials_on_fma",
+                                         "27_wide_tiles_lean_softmax"};
 
 TEST(AttentionLadder, EveryRungIsRegisteredInOrderForBothDtypes) {
   const Registry& r = stage3_test_registry();
@@ -38,7 +39,7 @@ TEST(AttentionLadder, EveryRungIsRegisteredInOrderForBothDtypes) {
     EXPECT_EQ(k.rung, static_cast<int>(i) + 1) << k.id;
     EXPECT_TRUE(k.runs_dtype(DType::bf16)) << k.id;
     EXPECT_TRUE(k.runs_dtype(DType::f16)) << k.id;
-    // Rungs 06-15, 17-20, 25 and 26 are sm_90a machine code (TMA, WGMMA): compute capability 9.0
+    // Rungs 06-15, 17-20 and 25-27 are sm_90a machine code (TMA, WGMMA): compute capability 9.0
     // and nothing else; rungs 16 and 21-24 are mma.sync again (sm_80 and later).
     const bool hopper = i >= 5 && i != 15 && (i < 20 || i >= 24);
     EXPECT_EQ(k.min_compute_capability, hopper ? 90 : 80) << k.id;
@@ -59,7 +60,7 @@ TEST(AttentionLadder, FusedRungsRefuseHeadDimensionsTheyAreNotCompiledFor) {
         "15_lazy_rescale", "16_fa2_lean_softmax", "17_wide_key_tiles_d128", "18_persistent_turns_run_on",
         "19_pair_tiles_together", "20_causal_pair_groups", "21_fa2_two_tiles_d128",
         "22_fa2_narrow_key_tiles", "23_fa2_fragments_ahead", "24_fa2_whole_tile_copies", "25_dynamic_items",
-        "26_exponentials_on_fma"}) {
+        "26_exponentials_on_fma", "27_wide_tiles_lean_softmax"}) {
     const KernelEntry& k = r.kernel(std::string("stage3/attention_fwd/") + name);
     for (const std::int64_t d : {64, 128})
       EXPECT_EQ(unsupported_reason(r, k, op.problem({2, 8, 2, 77, 1000, d}, DType::f16, {{"causal", 1.0}}), nullptr),

@@ -465,6 +465,7 @@ TEST(VarlenArgs, TheDenseRungsRefuseThePackedForm) {
       error_of([&] { attention_fwd_24_fa2_whole_tile_copies(a, nullptr); }),
       error_of([&] { attention_fwd_25_dynamic_items(a, nullptr, cache); }),
       error_of([&] { attention_fwd_26_exponentials_on_fma(a, nullptr, cache); }),
+      error_of([&] { attention_fwd_27_wide_tiles_lean_softmax(a, nullptr, cache); }),
   };
   for (std::size_t i = 0; i < errors.size(); ++i)
     EXPECT_TRUE(contains(errors[i], "packed variable-length form") && contains(errors[i], "does not run") &&

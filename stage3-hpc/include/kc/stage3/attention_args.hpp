@@ -218,6 +218,11 @@ void attention_fwd_25_dynamic_items(const AttentionArgs<T>& args, cudaStream_t s
 template <typename T>
 void attention_fwd_26_exponentials_on_fma(const AttentionArgs<T>& args, cudaStream_t stream,
                                           HopperLaunchCache& cache);
+// Rung 27 (sm_90a): rung 10's 256-key tiles at D = 64 (two consumers, the ping-pong without the
+// overlap inside a warpgroup) with rung 15's consumers and producer; rung 15 at D = 128.
+template <typename T>
+void attention_fwd_27_wide_tiles_lean_softmax(const AttentionArgs<T>& args, cudaStream_t stream,
+                                              HopperLaunchCache& cache);
 // Rung 16 (sm_80 and later): rung 05 with the softmax of rungs 13 and 15 (the scale inside the
 // exponent's FFMA, the base moved only past a factor of 2^8, O's rescale skipped where a warp's
 // factors are all 1); a scale that is not positive runs rung 05.
