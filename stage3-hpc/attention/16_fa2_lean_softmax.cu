@@ -33,7 +33,7 @@ namespace kc::stage3 {
 namespace {
 
 template <typename T, int kHeadDim>
-using Rung16 = Fa2CpAsyncRung<T, kHeadDim, rung05_tiles_per_warp(kHeadDim), false, true>;
+using Rung16 = Fa2CpAsyncRung<T, kHeadDim, rung05_tiles_per_warp(kHeadDim), /*kPacked=*/false, /*kLeanSoftmax=*/true>;
 
 }  // namespace
 

@@ -11,7 +11,8 @@ namespace kc::stage3 {
 namespace {
 
 template <typename T, int kHeadDim>
-using Rung16WithAFixedBase = Fa2CpAsyncRung<T, kHeadDim, rung05_tiles_per_warp(kHeadDim), false, true, true>;
+using Rung16WithAFixedBase = Fa2CpAsyncRung<T, kHeadDim, rung05_tiles_per_warp(kHeadDim),
+                                            /*kPacked=*/false, /*kLeanSoftmax=*/true, /*kFlawBaseNeverMoves=*/true>;
 
 }  // namespace
 

@@ -39,7 +39,9 @@ namespace {
 
 // Two tiles a warp at both head dimensions, rung 16's softmax, the lean copies.
 template <typename T, int kHeadDim>
-using Rung21 = Fa2CpAsyncRung<T, kHeadDim, 2, false, true, false, true>;
+using Rung21 = Fa2CpAsyncRung<T, kHeadDim, 2,
+                              /*kPacked=*/false, /*kLeanSoftmax=*/true, /*kFlawBaseNeverMoves=*/false,
+                              /*kLeanCopy=*/true>;
 
 }  // namespace
 

@@ -35,7 +35,9 @@ namespace {
 // Rung 21 (two tiles a warp at both head dimensions, rung 16's softmax, the lean copies) with
 // 32-key K/V tiles.
 template <typename T, int kHeadDim>
-using Rung22 = Fa2CpAsyncRung<T, kHeadDim, 2, false, true, false, true, true>;
+using Rung22 = Fa2CpAsyncRung<T, kHeadDim, 2,
+                              /*kPacked=*/false, /*kLeanSoftmax=*/true, /*kFlawBaseNeverMoves=*/false,
+                              /*kLeanCopy=*/true, /*kNarrowKeyTiles=*/true>;
 
 }  // namespace
 

@@ -35,7 +35,9 @@ namespace {
 // Rung 21 (two tiles a warp, rung 16's softmax, the lean copies, 64-key tiles) with the fragments
 // loaded a step ahead.
 template <typename T, int kHeadDim>
-using Rung23 = Fa2CpAsyncRung<T, kHeadDim, 2, false, true, false, true, false, true>;
+using Rung23 = Fa2CpAsyncRung<T, kHeadDim, 2,
+                              /*kPacked=*/false, /*kLeanSoftmax=*/true, /*kFlawBaseNeverMoves=*/false,
+                              /*kLeanCopy=*/true, /*kNarrowKeyTiles=*/false, /*kPrefetchFragments=*/true>;
 
 }  // namespace
 

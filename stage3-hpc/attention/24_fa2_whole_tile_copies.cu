@@ -30,7 +30,10 @@ namespace {
 // Rung 23 (two tiles a warp, rung 16's softmax, the lean copies, 64-key tiles, fragments a step
 // ahead) with whole tiles copied without checks.
 template <typename T, int kHeadDim>
-using Rung24 = Fa2CpAsyncRung<T, kHeadDim, 2, false, true, false, true, false, true, true>;
+using Rung24 = Fa2CpAsyncRung<T, kHeadDim, 2,
+                              /*kPacked=*/false, /*kLeanSoftmax=*/true, /*kFlawBaseNeverMoves=*/false,
+                              /*kLeanCopy=*/true, /*kNarrowKeyTiles=*/false, /*kPrefetchFragments=*/true,
+                              /*kWholeTileCopies=*/true>;
 
 }  // namespace
 

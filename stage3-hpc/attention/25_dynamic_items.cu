@@ -43,6 +43,7 @@ void attention_fwd_25_dynamic_items(const AttentionArgs<T>& args, cudaStream_t s
     attention_fwd_15_lazy_rescale(args, stream, cache);
     return;
   }
+  // <T, D, consumers, kLeanConsumers, kTurnsRunOn, kPairTilesTogether, kCausalPairGroups, kDynamicItems>
   if (args.head_dim == 64)
     launch_flash_wgmma_persistent<T, 64, 3, true, true, true, true, true>(args, stream, cache);
   else

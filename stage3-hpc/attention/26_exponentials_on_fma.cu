@@ -36,6 +36,8 @@ void attention_fwd_26_exponentials_on_fma(const AttentionArgs<T>& args, cudaStre
     attention_fwd_15_lazy_rescale(args, stream, cache);
     return;
   }
+  // <T, D, loop, consumers, keys a tile, kProducerSleeps, kDescriptorsAdded, kScaleInExponent,
+  //  kRowlessConsumersLeave, kLazyRescale, kFmaExpEvery>: rung 15's D = 64 kernel, kFmaExpEvery = 4
   launch_flash_wgmma<T, 64, FlashLoop::overlapped, 3, 128, true, true, true, true, true, 4>(args, stream, cache);
 }
 

@@ -34,6 +34,8 @@ void attention_fwd_27_wide_tiles_lean_softmax(const AttentionArgs<T>& args, cuda
     attention_fwd_15_lazy_rescale(args, stream, cache);
     return;
   }
+  // <T, D, loop, consumers, keys a tile, kProducerSleeps, kDescriptorsAdded, kScaleInExponent,
+  //  kRowlessConsumersLeave, kLazyRescale>: rung 10's shape with rung 15's five knobs
   launch_flash_wgmma<T, 64, FlashLoop::ping_pong, 2, 256, true, true, true, true, true>(args, stream, cache);
 }
 

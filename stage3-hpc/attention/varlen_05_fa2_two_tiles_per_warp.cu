@@ -48,7 +48,7 @@ namespace {
 
 // Rung 05's configuration (two 16-row MMA tiles per warp at D = 64, one at D = 128), kPacked.
 template <typename T, int kHeadDim>
-using VarlenRung05 = Fa2CpAsyncRung<T, kHeadDim, rung05_tiles_per_warp(kHeadDim), true>;
+using VarlenRung05 = Fa2CpAsyncRung<T, kHeadDim, rung05_tiles_per_warp(kHeadDim), /*kPacked=*/true>;
 
 }  // namespace
 
