@@ -7,8 +7,9 @@
 // register pressure of two MMA tiles at D = 128, ptxas computes those 16 addresses a tile into
 // whatever registers are free and moves each into the one aligned pair every LDGSTS reads, and
 // each move waits until the previous LDGSTS has read that pair. But only a block's last K/V tile
-// can have missing keys. Rung 24 copies every other tile with copy_whole_tile_async: one source
-// pointer a call plus a pass of rows a chunk, no row count, no select, no zero fill.
+// can have missing keys. Rung 24 copies every other tile with copy_tile_async_lean's
+// kAllRowsExist: one source pointer a call plus a pass of rows a chunk, no row count, no select, no
+// zero fill.
 //
 // What changed from rung 23: the kernel's kWholeTileCopies (fa2_cp_async_kernel.cuh): in the loop,
 // a tile that ends at or before key_end is copied whole; the last one (and the first, with Q) by

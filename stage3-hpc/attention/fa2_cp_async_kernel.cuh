@@ -50,8 +50,8 @@ __device__ __forceinline__ void copy_fa2_tile(std::uint8_t* tile, const T* matri
 // (copy_tile_async_lean) instead of once a chunk. kNarrowKeyTiles (rung 22): K/V tiles of 32 keys
 // instead of 64. kPrefetchFragments (rung 23): the warp step's ldmatrix issued a step ahead of
 // the MMAs that read them (Fa2Warp). kWholeTileCopies (rung 24): a K/V tile whose keys all lie
-// below key_end is copied by copy_whole_tile_async, without the checks of the lean copy; the
-// block's last tile keeps them (and its zeros past key_end).
+// below key_end is copied by copy_tile_async_lean with kAllRowsExist, without the checks of the
+// lean copy; the block's last tile keeps them (and its zeros past key_end).
 template <typename T, int kHeadDim, int kTilesPerWarp, bool kPacked, bool kLeanSoftmax = false,
           bool kFlawBaseNeverMoves = false, bool kLeanCopy = false, bool kNarrowKeyTiles = false,
           bool kPrefetchFragments = false, bool kWholeTileCopies = false>
@@ -102,8 +102,10 @@ __global__ void __launch_bounds__(Fa2Shape<kHeadDim, kTilesPerWarp>::kThreads)
       // The other buffer was last read in the previous iteration, before its closing barrier.
       const int next_key0 = key0 + Shape::kBlockKeys;
       if (kWholeTileCopies && next_key0 + Shape::kBlockKeys <= key_end) {
-        copy_whole_tile_async<Shape>(k_tile(1 - buffer), head.k, args.kv_row_stride, next_key0);
-        copy_whole_tile_async<Shape>(v_tile(1 - buffer), head.v, args.kv_row_stride, next_key0);
+        copy_tile_async_lean<Shape, Shape::kBlockKeys, true>(k_tile(1 - buffer), head.k, args.kv_row_stride,
+                                                             next_key0, key_end);
+        copy_tile_async_lean<Shape, Shape::kBlockKeys, true>(v_tile(1 - buffer), head.v, args.kv_row_stride,
+                                                             next_key0, key_end);
       } else {
         copy_fa2_tile<Shape, Shape::kBlockKeys, kLeanCopy>(k_tile(1 - buffer), head.k, args.kv_row_stride, next_key0,
                                                            key_end);

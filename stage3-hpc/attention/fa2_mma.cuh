@@ -104,7 +104,10 @@ __device__ __forceinline__ void copy_tile_async(std::uint8_t* tile, const T* mat
 // of the matrix. One source pointer, one shared offset and one row count a call, where TileCopy's
 // row(i) and chunk(i) are per chunk: with two MMA tiles a warp at D = 128 those per-chunk indices
 // are what ptxas spills (05_fa2_two_tiles_per_warp.cu).
-template <class Shape, int kRows = Shape::kBlockKeys, typename T>
+// kAllRowsExist (attention rung 24, for every K/V tile that ends at or before the block's last
+// visible key): the caller promises row0 + kRows <= row_end, so there is no row count, no zero fill
+// and no choice between a chunk's address and a stand-in for a missing row.
+template <class Shape, int kRows = Shape::kBlockKeys, bool kAllRowsExist = false, typename T>
 __device__ __forceinline__ void copy_tile_async_lean(std::uint8_t* tile, const T* matrix, std::int64_t row_stride,
                                                      int row0, int row_end) {
   constexpr int kRowsPerPass = Shape::kThreads / Shape::kChunksPerRow;
@@ -116,28 +119,15 @@ __device__ __forceinline__ void copy_tile_async_lean(std::uint8_t* tile, const T
   const int rows_left = row_end - row0 - thread_row;  // chunk i exists while i . R < rows_left
 #pragma unroll
   for (int i = 0; i < kRows / kRowsPerPass; ++i) {
-    const bool valid = i * kRowsPerPass < rows_left;
-    sm80::cp_async_16(first_offset + i * kRowsPerPass * Shape::kRowBytes,
-                      valid ? first_source + i * kRowsPerPass * row_stride : matrix, valid);
+    if constexpr (kAllRowsExist) {
+      sm80::cp_async_16(first_offset + i * kRowsPerPass * Shape::kRowBytes,
+                        first_source + i * kRowsPerPass * row_stride);
+    } else {
+      const bool valid = i * kRowsPerPass < rows_left;
+      sm80::cp_async_16(first_offset + i * kRowsPerPass * Shape::kRowBytes,
+                        valid ? first_source + i * kRowsPerPass * row_stride : matrix, valid);
+    }
   }
-}
-
-// copy_tile_async_lean for a tile whose kRows rows all exist (row0 + kRows <= the matrix's rows):
-// no row count, no zero fill, and no choice between a chunk's address and a stand-in for a missing
-// row; chunk i's source is the thread's first address + i passes of rows (attention rung 24, for
-// every K/V tile that ends at or before the block's last visible key).
-template <class Shape, int kRows = Shape::kBlockKeys, typename T>
-__device__ __forceinline__ void copy_whole_tile_async(std::uint8_t* tile, const T* matrix, std::int64_t row_stride,
-                                                      int row0) {
-  constexpr int kRowsPerPass = Shape::kThreads / Shape::kChunksPerRow;
-  static_assert(kRowsPerPass % 8 == 0 && kRows % kRowsPerPass == 0, "a pass covers whole swizzle periods");
-  const int thread_row = static_cast<int>(threadIdx.x) / Shape::kChunksPerRow;
-  const int thread_chunk = static_cast<int>(threadIdx.x) % Shape::kChunksPerRow;
-  const std::uint32_t first_offset = smem_u32(tile) + swizzled_offset<Shape>(thread_row, thread_chunk);
-  const T* source = matrix + (row0 + thread_row) * row_stride + thread_chunk * Shape::kChunkElements;
-#pragma unroll
-  for (int i = 0; i < kRows / kRowsPerPass; ++i)
-    sm80::cp_async_16(first_offset + i * kRowsPerPass * Shape::kRowBytes, source + i * kRowsPerPass * row_stride);
 }
 
 // mma.sync m16n8k16 for the element type: bf16 or f16 inputs, FP32 accumulators.

@@ -38,7 +38,8 @@ __device__ __forceinline__ float exp2_flush_to_zero(float x) {
 // MUFU.EX2's own 2^-22, far inside bf16's 2^-9), times 2^n built in the exponent field. Three
 // FADD, four FFMA, one FMUL and an integer shift-add instead of one MUFU.EX2 — worth it only where
 // MUFU, 16 results a clock an SM against the FMA pipe's 128, is what a kernel waits on (the
-// softmax at D = 64). As exp2_flush_to_zero: 0 below 2^-126 and for -inf, NaN stays NaN; valid up
+// softmax at D = 64). Like exp2_flush_to_zero, 0 for -inf and NaN stays NaN; 0 for every x below
+// -126 (results between 2^-126.5 and 2^-126 come out subnormal, where MUFU flushes them); valid up
 // to x < 128 (the softmax's arguments stay at or below kLazyRescaleLog2).
 __device__ __forceinline__ float exp2_on_fma(float x) {
   constexpr float kRound = 12582912.f;  // 1.5 . 2^23: x + kRound has round(x) in its low bits
