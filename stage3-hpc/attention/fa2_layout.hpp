@@ -1,9 +1,9 @@
 // fa2_layout.hpp — the block shape and the shared-memory layout of the mma.sync attention rungs
 // (03-05, 16, 21-24 and the decode rungs' tiles): Fa2Shape, the XOR swizzle of a tile's 16-byte
 // chunks (swizzled_offset), the lane offsets of the warp step's ldmatrix reads and rung 23's split
-// of a slice's XOR offset (xor_slice_offset). Host
-// and device alike, so that a CPU test (tests/attention_fa2_layout_test.cpp) can check the
-// identities the ldmatrix addressing of fa2_mma.cuh relies on.
+// of a slice's XOR offset (xor_slice_offset). Host and device alike, so that a CPU test
+// (tests/attention_fa2_layout_test.cpp) can check the identities the ldmatrix addressing of
+// fa2_mma.cuh relies on.
 #pragma once
 
 #include <cstdint>
@@ -69,7 +69,7 @@ KC_HOST_DEVICE inline std::uint32_t q_lane_offset(int warp, int lane) {
 }
 
 // lane_offset ^ (32 i): the offset of slice (or pair of 8-column blocks) i where slice 0 is at
-// lane_offset, for the lane offsets of the ldmatrix reads below, whose swizzled chunk index is
+// lane_offset, for the lane offsets of the ldmatrix reads above, whose swizzled chunk index is
 // below 8 (chunk 0 or 1 of a row XOR row % 8). XOR 32 i flips chunk bits 1-3 with the bits of i;
 // chunk bit 3 is 0 in every lane, so flipping it is adding 128 bytes, and only i % 4 needs the
 // XOR: four offsets a loop, each read at +0 and +128 (an immediate of the LDSM), instead of eight
