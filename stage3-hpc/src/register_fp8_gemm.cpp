@@ -1,7 +1,8 @@
 // Files the fp8_gemm op and its ladder with the registry (quant/fp8/: 01 TMA + FP8 WGMMA with FP32
 // promotion per K step, 02 the same on 128 x 192 tiles, 03 + a TMA-store epilogue, 04 + a promotion
 // every four K steps with one scale per tensor, 05 + a tile width chosen per shape, 06 + block scales
-// loaded two K steps ahead, 07 + each step promoted while the next runs).
+// loaded two K steps ahead, 07 + each step promoted while the next runs, 08 rung 06 in cluster pairs
+// sharing B, 09 rung 07 with each step's scales brought into the stage by the producer).
 #include <memory>
 #include <string>
 #include <utility>
@@ -61,6 +62,11 @@ void register_fp8_gemm_kernels(Registry& registry) {
       "rung 06 in clusters of two CTAs sharing each B tile: each loads half and TMA multicasts it to both (a "
       "quarter less L2 traffic a step); one scale per tensor runs rung 05",
       &fp8_gemm_08_cluster_pairs);
+  add("09_scales_in_stage", 9,
+      "rung 07 with each K step's scales brought into the stage by the producer (A's 128 by TMA, B's by its "
+      "thread) on the same full barrier, read by the consumers with LDS; M % 4 != 0 runs rung 07, one scale per "
+      "tensor rung 05",
+      &fp8_gemm_09_scales_in_stage);
 
   // The activations' quantization for block scaling, in the same report (sm_80 and later).
   if (!registry.has_op(kFp8QuantizeOp)) registry.add_op(make_fp8_quantize_op());

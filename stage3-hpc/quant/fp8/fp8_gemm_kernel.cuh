@@ -31,6 +31,8 @@
 // direct stores write half-used 32-byte sectors. Rung 04 lets the tensor cores sum four K steps
 // (512 values of K) before each promotion when there is one scale per tensor: a quarter of the
 // waits and FFMAs, at the cost of a longer sum in the tensor cores' narrower accumulator.
+// Rungs 06-09 walk the K steps with block scales in their own consumers (Fp8BlockScaleWalk below);
+// rung 09's producer also brings each step's scales into the stage (Fp8StageScales).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -70,6 +72,10 @@ struct Fp8GemmParams {
   int tiles_m, tiles_n;   // 128 x kBlockN output tiles
   int cluster_tiles_m;    // tiles_m (no clusters): what the tile scheduler walks
   int raster_band;        // grouped raster band height, in tile rows
+  // Rung 09 only (Fp8BlockScaleWalk::scales_in_stage): s_A [K/128, M] floats seen as K/128 rows of
+  // 2M two-byte elements, in boxes of one row x 256 (one tile's 128 scales, 512 bytes), unswizzled.
+  // Last, so that the other rungs' parameters keep their offsets.
+  CUtensorMap scale_a_rows;
 };
 
 // How a consumer walks its K steps with block scales (one scale per tensor always walks
@@ -80,7 +86,19 @@ struct Fp8GemmParams {
 //                  the promotion (consume_with_scales_ahead below).
 //   promote_behind (rung 07) rung 06's loads with two `partial` sets, a step's WGMMAs issued
 //                  before the step before it is promoted (consume_promoting_behind below).
-enum class Fp8BlockScaleWalk { step_by_step, scales_ahead, promote_behind };
+//   scales_in_stage (rung 09) rung 07's walk, each step's scales brought into its stage by the
+//                  producer (produce_tiles_and_scales below) and read by the consumers with LDS:
+//                  no global loads and no address arithmetic for them in the consumers.
+enum class Fp8BlockScaleWalk { step_by_step, scales_ahead, promote_behind, scales_in_stage };
+
+// Rung 09: one K step's scales, in the stage beside its A and B tiles. A's 128 row scales
+// s_A[kb][row0 .. row0 + 127] arrive by TMA (512 bytes; rows past M read as zeros, and their
+// results are never stored); B's s_B[n block][kb] is written by the producer thread (an n128 tile
+// lies in one block of B's scales). 128-byte aligned, as TMA wants its destination: 640 bytes.
+struct alignas(128) Fp8StageScales {
+  float a[2 * kWarpgroupRows];  // the tile's rows, both consumers'
+  float b;
+};
 
 // The knobs, in the shape gemm/pipeline.cuh and gemm/tile_scheduler.cuh read them
 // (quant/byte_operand_gemm.cuh). kBlockNValue: the tile's columns, 128 (rung 01) or 192 (rungs
@@ -95,6 +113,9 @@ enum class Fp8BlockScaleWalk { step_by_step, scales_ahead, promote_behind };
 // kBlockScaleWalkValue: how a consumer walks its K steps with block scales (Fp8BlockScaleWalk).
 // kClusterMValue (rung 08): 2, two CTAs of a cluster (tiles m and m + 1 of one column) share each B
 // tile, each loading half of it by TMA multicast; 1, no clusters.
+// With Fp8BlockScaleWalk::scales_in_stage (rung 09) the stages' scales (Fp8StageScales, one a
+// stage) lie after the ring's barriers and the epilogue's buffer moves past them, to the next
+// 1024-byte boundary; every other walk keeps the shape's layout.
 template <int kBlockNValue, int kPromotionIntervalValue = 1, int kStorePassColumnsValue = 0,
           int kStagesValue = (kBlockNValue == 128 ? 6 : 5),
           Fp8BlockScaleWalk kBlockScaleWalkValue = Fp8BlockScaleWalk::step_by_step, int kClusterMValue = 1>
@@ -107,10 +128,21 @@ struct Fp8GemmConfig : ByteOperandGemmShape<kBlockNValue, kStagesValue, Fp8GemmP
   static constexpr int kStoreBox = 64;
   static constexpr int kStoreBoxBytes = kStoreBox * kStoreBox * 2;
   static constexpr int kEpilogueBytesPerConsumer = kWarpgroupRows * kStorePassColumns * 2;
+  static constexpr bool kScalesInStage = kBlockScaleWalk == Fp8BlockScaleWalk::scales_in_stage;
+  static constexpr int kStageScalesOffset = Shape::kStages * Shape::kStageBytes + 128;  // past the barriers
+  static constexpr int kStageScalesEnd =
+      kStageScalesOffset + (kScalesInStage ? Shape::kStages * static_cast<int>(sizeof(Fp8StageScales)) : 0);
+  static constexpr int kEpilogueOffset =
+      kScalesInStage ? ceil_div(kStageScalesEnd, 1024) * 1024 : Shape::kAfterRingOffset;
   static constexpr int kSmemBytes =
-      kStoresThroughSmem ? kSmemAlignment + Shape::kAfterRingOffset + Shape::kConsumers * kEpilogueBytesPerConsumer
+      kStoresThroughSmem ? kSmemAlignment + kEpilogueOffset + Shape::kConsumers * kEpilogueBytesPerConsumer
+      : kScalesInStage   ? kSmemAlignment + kStageScalesEnd
                          : Shape::kSmemBytes;
   static_assert(kSmemBytes <= kMaxDynamicSmem, "shared memory over the per-block limit");
+  static_assert(Shape::kBarrierBytes <= 128, "the stages' scales start 128 bytes past the ring");
+  static_assert(!kScalesInStage || (Shape::kBlockN == kFp8ScaleBlock && Shape::kClusterM == 1),
+                "scales in the stage: n128 tiles (one block of B's scales), no clusters");
+  static_assert(sizeof(Fp8StageScales::a) == Shape::kBlockM * sizeof(float), "a scale of A for each row of the tile");
   static_assert(!kStoresThroughSmem || Shape::kBlockN % kStorePassColumns == 0, "whole passes a tile");
   static_assert(kStorePassColumns % kStoreBox == 0, "whole boxes a pass");
   static_assert(kPromotionInterval >= 1, "promote at least every K step's sum");
@@ -293,7 +325,7 @@ __device__ __forceinline__ void store_fp8_tile_results(const Fp8GemmParams& para
       if constexpr (Config::kClusterM > 1)
         if (tile.m >= params.tiles_m) return;
       store_fp8_tile_tma<Config>(params, total,
-                                 aligned_dynamic_smem(smem_raw) + Config::kAfterRingOffset +
+                                 aligned_dynamic_smem(smem_raw) + Config::kEpilogueOffset +
                                      consumer * Config::kEpilogueBytesPerConsumer,
                                  consumer, tile.m * Config::kBlockM + consumer * kWarpgroupRows, col0, scale);
       return;
@@ -318,6 +350,58 @@ __device__ __forceinline__ bool finish_tile_of_walk(const Fp8GemmParams& params,
 #pragma unroll
   for (int i = 0; i < Config::kAccumulators; ++i) total[i] = 0.f;
   return true;
+}
+
+// Rung 09: the stages' scales in the kernel's shared memory (Fp8GemmConfig's kStageScalesOffset).
+template <class Config>
+__device__ __forceinline__ Fp8StageScales* fp8_stage_scales(std::uint8_t* smem_raw) {
+  return reinterpret_cast<Fp8StageScales*>(aligned_dynamic_smem(smem_raw) + Config::kStageScalesOffset);
+}
+
+// Rung 09: a step's scale factors, read from its stage once it has landed: three LDS at offsets
+// fixed for the thread (its rows row_in_tile and + 8, then B's scale). b_next stays unused: an n128
+// tile lies in one block of B's scales.
+__device__ __forceinline__ Fp8StepScaleFactors stage_scale_factors(const Fp8StageScales& scales, int row_in_tile) {
+  Fp8StepScaleFactors f;
+  f.a_top = scales.a[row_in_tile];
+  f.a_bottom = scales.a[row_in_tile + 8];
+  f.b = scales.b;
+  return f;
+}
+
+// Rung 09's producer: the ring's loads of StageRing::load_tile (no clusters here) plus each K step's
+// scales into the stage, on the same full barrier. One thread, per K step: B's scale loaded from
+// global memory before the wait for the free stage (the wait hides the load), written into the
+// stage once it is free and published by the arrive (an mbarrier arrive releases the thread's
+// earlier writes to whoever waits for the phase); the arrive announces the A and B tiles' bytes
+// plus the 512 of A's scales, whose TMA box then lands with the tiles.
+template <class Config>
+__device__ __forceinline__ void produce_tiles_and_scales(const StageRing<Config>& ring, const Fp8GemmParams& params,
+                                                         const TileSchedule<Config>& schedule,
+                                                         Fp8StageScales* stage_scales) {
+  sm90::setmaxnreg_decrease<Config::kProducerRegisters>();
+  if (threadIdx.x != 0) return;
+  constexpr std::uint32_t kStageBytesWithScales = Config::kStageBytes + sizeof(Fp8StageScales::a);
+  PipelineState<Config::kStages> state;
+  for (int linear = schedule.first; linear < schedule.count; linear += schedule.step) {
+    const TileCoord tile = schedule.cta_tile(params, linear);
+    const int a_row = tile.m * Config::kBlockM;  // without clusters a tile starts inside A and B
+    const int b_row = tile.n * Config::kBlockN;
+    const float* b_scales = params.scale_b + static_cast<std::size_t>(tile.n) * params.k_blocks;  // s_B[tile.n]
+    for (int k_tile = 0; k_tile < params.k_blocks; ++k_tile) {
+      const float b_scale = __ldg(b_scales + k_tile);
+      const int stage = state.stage;
+      sm90::mbarrier_wait(&ring.empty[stage], state.phase ^ 1);
+      stage_scales[stage].b = b_scale;
+      sm90::mbarrier_arrive_expect_tx(&ring.full[stage], kStageBytesWithScales);
+      const int k0 = k_tile * kHopperBlockK;
+      sm90::tma_load_2d(ring.tile_a(stage), &params.a, &ring.full[stage], k0, a_row);
+      sm90::tma_load_2d(ring.tile_b(stage), &params.b, &ring.full[stage], k0, b_row);
+      // Row k_tile of s_A, from float a_row on: element 2 a_row of the two-byte view.
+      sm90::tma_load_2d(stage_scales[stage].a, &params.scale_a_rows, &ring.full[stage], 2 * a_row, k_tile);
+      state.advance();
+    }
+  }
 }
 
 // Rung 06's consumer with block scales: one walk over the CTA's K steps, tile after tile, two
@@ -374,6 +458,9 @@ __device__ __forceinline__ void consume_with_scales_ahead(const Fp8GemmParams& p
 // (wgmma.wait_group 1) and promotes that one's set while its own WGMMAs run; a tile's last step then
 // waits for its own and promotes it before the epilogue. The scale factors are rung 06's, each set
 // reloaded once its step is promoted.
+// Rung 09 (Config::kScalesInStage) walks the same way, but a step reads its factors from its stage
+// (stage_scale_factors) right after issuing its WGMMAs, before the stage can be freed, instead of
+// loading them from global memory two steps ahead.
 template <class Config, Fp8Flaw kFlaw>
 __device__ __forceinline__ void consume_promoting_behind(const Fp8GemmParams& params, const StageRing<Config>& ring,
                                                          const TileSchedule<Config>& schedule,
@@ -384,8 +471,18 @@ __device__ __forceinline__ void consume_promoting_behind(const Fp8GemmParams& pa
   const int row_in_tile = consumer * kWarpgroupRows + 16 * warp_in_group + lane / 4;
   Fp8ScaleLookahead<Config> ahead{linear, 0, 0, 0};
   ahead.enter_tile(params, schedule, row_in_tile);
-  Fp8StepScaleFactors even = ahead.template load<kFlaw>(params, schedule, row_in_tile);
-  Fp8StepScaleFactors odd = ahead.template load<kFlaw>(params, schedule, row_in_tile);
+  Fp8StepScaleFactors even, odd;
+  if constexpr (!Config::kScalesInStage) {
+    even = ahead.template load<kFlaw>(params, schedule, row_in_tile);
+    odd = ahead.template load<kFlaw>(params, schedule, row_in_tile);
+  }
+  const Fp8StageScales* const stage_scales = fp8_stage_scales<Config>(smem_raw);
+  // Frees a stage. With the scales in the stage, every lane has read them (LDS) before lane 0's
+  // arrive lets the producer overwrite them.
+  const auto release = [&](int stage) {
+    if constexpr (Config::kScalesInStage) __syncwarp();
+    ring.release(stage, lane);
+  };
 
   PipelineState<Config::kStages> state;
   float partial_even[Config::kAccumulators];
@@ -404,22 +501,24 @@ __device__ __forceinline__ void consume_promoting_behind(const Fp8GemmParams& pa
     ring.wait_full(state);
     fp8_wgmma_k_step<Config>(mine, smem_u32(ring.tile_a(state.stage)) + consumer * kWarpgroupRows * kTileRowBytes,
                              smem_u32(ring.tile_b(state.stage)), 0u);
+    if constexpr (Config::kScalesInStage) my_factors = stage_scale_factors(stage_scales[state.stage], row_in_tile);
     const int col0 = tile.n * Config::kBlockN;
     if (k_tile > 0) {
       sm90::wgmma_wait_group<1>();
       sm90::fence_accumulators(theirs);
-      ring.release(previous_stage, lane);
+      release(previous_stage);
       promote<Config>(total, theirs, step_scales(their_factors), col0);
-      their_factors = ahead.template load<kFlaw>(params, schedule, row_in_tile);
+      if constexpr (!Config::kScalesInStage)
+        their_factors = ahead.template load<kFlaw>(params, schedule, row_in_tile);
     }
     previous_stage = state.stage;
     state.advance();
     if (++k_tile < params.k_blocks) return true;
     sm90::wgmma_wait_group<0>();
     sm90::fence_accumulators(mine);
-    ring.release(previous_stage, lane);
+    release(previous_stage);
     promote<Config>(total, mine, step_scales(my_factors), col0);
-    my_factors = ahead.template load<kFlaw>(params, schedule, row_in_tile);
+    if constexpr (!Config::kScalesInStage) my_factors = ahead.template load<kFlaw>(params, schedule, row_in_tile);
     return finish_tile_of_walk<Config>(params, schedule, total, smem_raw, consumer, lane, row_in_tile, col0, linear,
                                        tile, k_tile);
   };
@@ -453,9 +552,13 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __g
     sm90::cluster_sync();
     return;
   }
+  static_assert(!Config::kScalesInStage || kScaling == Fp8Scaling::block, "scales in the stage: block scales");
   if (warpgroup == 0) {
     // ---- producer: one thread issues every TMA copy ----
-    produce_byte_operand_tiles<Config>(ring, params, schedule, k_tiles);
+    if constexpr (Config::kScalesInStage)
+      produce_tiles_and_scales<Config>(ring, params, schedule, fp8_stage_scales<Config>(smem_raw));
+    else
+      produce_byte_operand_tiles<Config>(ring, params, schedule, k_tiles);
     return;
   }
 
@@ -468,7 +571,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __g
     consume_with_scales_ahead<Config, kFlaw>(params, ring, schedule, smem_raw, consumer, lane, warp_in_group);
     return;
   }
-  if constexpr (kScaling == Fp8Scaling::block && Config::kBlockScaleWalk == Fp8BlockScaleWalk::promote_behind) {
+  if constexpr (kScaling == Fp8Scaling::block && (Config::kBlockScaleWalk == Fp8BlockScaleWalk::promote_behind ||
+                                                  Config::kBlockScaleWalk == Fp8BlockScaleWalk::scales_in_stage)) {
     consume_promoting_behind<Config, kFlaw>(params, ring, schedule, smem_raw, consumer, lane, warp_in_group);
     return;
   }
@@ -552,6 +656,25 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __g
 
 #endif  // KC_STAGE3_SM90A
 
+// Rung 09: s_A [K/128, M] as K/128 rows of 2M two-byte elements (TMA's tensor maps here are of
+// two-byte elements), in boxes of one row x 256: one tile's 128 scales of one K block.
+inline TmaMatrix2d fp8_scale_a_rows_map(const Fp8GemmArgs& args) {
+  TmaMatrix2d map;
+  map.base = args.scale_a;
+  map.rows = static_cast<std::uint64_t>(fp8_k_blocks(args.k));
+  map.cols = 2 * static_cast<std::uint64_t>(args.m);
+  map.box_rows = 1;
+  map.box_cols = 2 * kFp8ScaleBlock;
+  map.swizzle_128b = false;
+  return map;
+}
+
+// Whether TMA can read s_A's rows (rung 09): each must start 16-byte aligned, so s_A itself must and
+// M % 4 == 0 (a row is M floats). Rung 09 runs rung 07 where not.
+inline bool fp8_scale_a_rows_take_tma(const Fp8GemmArgs& args) {
+  return args.m % 4 == 0 && reinterpret_cast<std::uintptr_t>(args.scale_a) % 16 == 0;
+}
+
 template <class Config, Fp8Scaling kScaling, Fp8Flaw kFlaw>
 void launch_fp8_gemm(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache) {
   check_fp8_gemm_args(args);
@@ -566,6 +689,7 @@ void launch_fp8_gemm(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchC
   if (params.use_tma_store) params.c = cache.tensor_map(tma_store_map(args.c, args.m, args.n, Config::kStoreBox));
   params.scale_a = args.scale_a;
   params.scale_b = args.scale_b;
+  if constexpr (Config::kScalesInStage) params.scale_a_rows = cache.tensor_map(fp8_scale_a_rows_map(args));
   params.m = args.m;
   params.n = args.n;
   params.k = args.k;

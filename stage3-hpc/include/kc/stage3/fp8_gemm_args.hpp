@@ -104,6 +104,11 @@ void fp8_gemm_07_promote_behind(const Fp8GemmArgs& args, cudaStream_t stream, Ho
 // each loading half of it by TMA multicast (block scales; one scale per tensor: rung 05).
 void fp8_gemm_08_cluster_pairs(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
 
+// Rung 09: rung 07 with each K step's scales brought into the stage by the producer (A's by TMA, B's
+// by its thread), read by the consumers from shared memory (block scales with M % 4 == 0 and s_A
+// 16-byte aligned; anything else: rung 07).
+void fp8_gemm_09_scales_in_stage(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
+
 // The activations' side of block scaling: X [M, K] bf16 -> Q [M, K] e4m3 and s_A [ceil(K/128), M]
 // (the layout above), per 1 x 128 piece of a row: s = max |x| / 448 (the largest finite e4m3), or
 // 1 for a piece of zeros, and Q = x / s rounded to nearest e4m3. Memory-bound; K % 16 == 0.
