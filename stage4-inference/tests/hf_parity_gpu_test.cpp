@@ -81,6 +81,20 @@ double margin(const float* row, std::int64_t vocab) {
 
 std::int64_t argmax(const float* row, std::int64_t vocab) { return std::max_element(row, row + vocab) - row; }
 
+// Where a greedy run parted: transformers' two best tokens and kc's logits for them (teacher-forced
+// row), each gap in units of transformers' row RMS — whether kc's pick is a tie on its side too.
+std::string parting_detail(const float* expected, const float* got, std::int64_t vocab) {
+  const std::int64_t first = argmax(expected, vocab);
+  std::int64_t second = first == 0 ? 1 : 0;
+  for (std::int64_t i = 0; i < vocab; ++i)
+    if (i != first && expected[i] > expected[second]) second = i;
+  const std::int64_t kc_pick = argmax(got, vocab);
+  const double rms = row_rms(expected, vocab);
+  return fmt::format(" [transformers {} over {} by {:.3f}; kc {} over {} by {:.3f}, kc's pick {}]", first, second,
+                     (expected[first] - expected[second]) / rms, first, second, (got[first] - got[second]) / rms,
+                     kc_pick);
+}
+
 nlohmann::json read_reference(const fs::path& dir) {
   std::ifstream in(dir / "reference.json");
   std::stringstream text;
@@ -118,6 +132,7 @@ void check_case(const fs::path& dir, bool native) {
   const double mean_bound = std::max(kMeanLogitError, 2 * own_mean);
   int judged = 0, agree = 0, greedy_compared = 0;
   std::vector<double> parting_margins;  // transformers' top-2 margin (over the RMS) where a run parted
+  std::string parting_details;          // and the two tokens' logits on both sides (parting_detail)
   std::string runs, own_runs;  // kc against transformers bf16; transformers float32 against its bf16
   double worst = 0.0, error_sum = 0.0;
   std::size_t errors = 0;
@@ -174,8 +189,10 @@ void check_case(const fs::path& dir, bool native) {
     if (same < greedy.size()) {
       // transformers' logits at the position that produced greedy[same] (the teacher-forced ids
       // are the prompt followed by the greedy tokens, the same prefix kc had up to here).
-      const float* e = expected.data() + (prompt_length - 1 + static_cast<std::int64_t>(same)) * vocab;
+      const std::int64_t row = prompt_length - 1 + static_cast<std::int64_t>(same);
+      const float* e = expected.data() + row * vocab;
       parting_margins.push_back(margin(e, vocab));
+      parting_details += parting_detail(e, got.data() + row * vocab, vocab);
     }
   }
   const double mean = error_sum / static_cast<double>(errors);
@@ -184,10 +201,10 @@ void check_case(const fs::path& dir, bool native) {
   std::printf("%s: logit error worst %.4f (bound %.3f), mean %.5f (bound %.4f) of the row RMS; transformers' own "
               "bf16 error worst %.4f mean %.5f; top-1 %d/%d (%.2f%%) of positions with a margin > %.2f; greedy: "
               "identical runs per prompt%s (%d tokens; transformers' float32 against its bf16:%s), transformers' "
-              "top-2 margin where a run parted:%s (ties up to %.3f)\n",
+              "top-2 margin where a run parted:%s (ties up to %.3f)%s\n",
               name.c_str(), worst, worst_bound, mean, mean_bound, own_worst, own_mean, agree, judged,
               100.0 * agree / std::max(judged, 1), kTieMargin, runs.c_str(), greedy_compared, own_runs.c_str(),
-              partings.empty() ? " none" : partings.c_str(), 2 * worst);
+              partings.empty() ? " none" : partings.c_str(), 2 * worst, parting_details.c_str());
   for (const double m : parting_margins)
     EXPECT_LE(m, 2 * worst) << "a greedy run parted from transformers' where its top two logits were " << m
                             << " of the RMS apart, more than twice the worst logit error (" << worst << ")";
