@@ -2,7 +2,8 @@
 // promotion per K step, 02 the same on 128 x 192 tiles, 03 + a TMA-store epilogue, 04 + a promotion
 // every four K steps with one scale per tensor, 05 + a tile width chosen per shape, 06 + block scales
 // loaded two K steps ahead, 07 + each step promoted while the next runs, 08 rung 06 in cluster pairs
-// sharing B, 09 rung 07 with each step's scales brought into the stage by the producer).
+// sharing B, 09 rung 07 with each step's scales brought into the stage by the producer, 10 those
+// scales in the stage on 128 x 192 tiles with one partial set).
 #include <memory>
 #include <string>
 #include <utility>
@@ -67,6 +68,10 @@ void register_fp8_gemm_kernels(Registry& registry) {
       "thread) on the same full barrier, read by the consumers with LDS; M % 4 != 0 runs rung 07, one scale per "
       "tensor rung 05",
       &fp8_gemm_09_scales_in_stage);
+  add("10_wide_scales_in_stage", 10,
+      "rung 09's scales in the stage on 128x192 tiles, with the step-by-step walk (one partial set, each step "
+      "waited for and promoted); M % 4 != 0 runs rung 09's fallback, one scale per tensor rung 05",
+      &fp8_gemm_10_wide_scales_in_stage);
 
   // The activations' quantization for block scaling, in the same report (sm_80 and later).
   if (!registry.has_op(kFp8QuantizeOp)) registry.add_op(make_fp8_quantize_op());

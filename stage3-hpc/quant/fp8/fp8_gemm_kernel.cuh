@@ -89,15 +89,20 @@ struct Fp8GemmParams {
 //   scales_in_stage (rung 09) rung 07's walk, each step's scales brought into its stage by the
 //                  producer (produce_tiles_and_scales below) and read by the consumers with LDS:
 //                  no global loads and no address arithmetic for them in the consumers.
-enum class Fp8BlockScaleWalk { step_by_step, scales_ahead, promote_behind, scales_in_stage };
+//   wide_scales_in_stage (rung 10) the step-by-step walk of rungs 01-05 (one `partial` set, each
+//                  step waited for and promoted) on 128 x 192 tiles, its scales in the stage as in
+//                  rung 09: two partial sets of 192 columns would not fit a consumer's registers.
+enum class Fp8BlockScaleWalk { step_by_step, scales_ahead, promote_behind, scales_in_stage, wide_scales_in_stage };
 
-// Rung 09: one K step's scales, in the stage beside its A and B tiles. A's 128 row scales
+// Rungs 09 and 10: one K step's scales, in the stage beside its A and B tiles. A's 128 row scales
 // s_A[kb][row0 .. row0 + 127] arrive by TMA (512 bytes; rows past M read as zeros, and their
 // results are never stored); B's s_B[n block][kb] is written by the producer thread (an n128 tile
-// lies in one block of B's scales). 128-byte aligned, as TMA wants its destination: 640 bytes.
+// lies in one block of B's scales), and for rung 10's n192 tiles also the next block's, where the
+// tile's last 64 or 128 columns may fall. 128-byte aligned, as TMA wants its destination: 640 bytes.
 struct alignas(128) Fp8StageScales {
   float a[2 * kWarpgroupRows];  // the tile's rows, both consumers'
   float b;
+  float b_next;  // rung 10 only
 };
 
 // The knobs, in the shape gemm/pipeline.cuh and gemm/tile_scheduler.cuh read them
@@ -128,7 +133,8 @@ struct Fp8GemmConfig : ByteOperandGemmShape<kBlockNValue, kStagesValue, Fp8GemmP
   static constexpr int kStoreBox = 64;
   static constexpr int kStoreBoxBytes = kStoreBox * kStoreBox * 2;
   static constexpr int kEpilogueBytesPerConsumer = kWarpgroupRows * kStorePassColumns * 2;
-  static constexpr bool kScalesInStage = kBlockScaleWalk == Fp8BlockScaleWalk::scales_in_stage;
+  static constexpr bool kScalesInStage = kBlockScaleWalk == Fp8BlockScaleWalk::scales_in_stage ||
+                                        kBlockScaleWalk == Fp8BlockScaleWalk::wide_scales_in_stage;
   static constexpr int kStageScalesOffset = Shape::kStages * Shape::kStageBytes + 128;  // past the barriers
   static constexpr int kStageScalesEnd =
       kStageScalesOffset + (kScalesInStage ? Shape::kStages * static_cast<int>(sizeof(Fp8StageScales)) : 0);
@@ -140,8 +146,9 @@ struct Fp8GemmConfig : ByteOperandGemmShape<kBlockNValue, kStagesValue, Fp8GemmP
                          : Shape::kSmemBytes;
   static_assert(kSmemBytes <= kMaxDynamicSmem, "shared memory over the per-block limit");
   static_assert(Shape::kBarrierBytes <= 128, "the stages' scales start 128 bytes past the ring");
-  static_assert(!kScalesInStage || (Shape::kBlockN == kFp8ScaleBlock && Shape::kClusterM == 1),
-                "scales in the stage: n128 tiles (one block of B's scales), no clusters");
+  static_assert(kBlockScaleWalk != Fp8BlockScaleWalk::scales_in_stage || Shape::kBlockN == kFp8ScaleBlock,
+                "rung 09's scales in the stage: n128 tiles (one block of B's scales)");
+  static_assert(!kScalesInStage || Shape::kClusterM == 1, "scales in the stage: no clusters");
   static_assert(sizeof(Fp8StageScales::a) == Shape::kBlockM * sizeof(float), "a scale of A for each row of the tile");
   static_assert(!kStoresThroughSmem || Shape::kBlockN % kStorePassColumns == 0, "whole passes a tile");
   static_assert(kStorePassColumns % kStoreBox == 0, "whole boxes a pass");
@@ -240,10 +247,13 @@ struct Fp8ScaleLookahead {
 // total += partial x scale: the promotion. Accumulator slice j holds rows (top, top, bottom,
 // bottom) of column 8j + 2 (lane % 4) in d[4j .. 4j + 3]; in an n192 tile that starts in the middle
 // of a block of B's scales (col0 % 128 == 64), slices from 8 on lie in the next block.
-template <class Config>
+// kSplitAt (rung 10): the first slice in the next block as a constant, where the caller has
+// branched on col0 % 128; 0 works it out from col0 (rungs 01-09), and there the compiler folds
+// the per-slice choice of scale into a product per slice (two FMUL a slice on n192 tiles).
+template <class Config, int kSplitAt = 0>
 __device__ __forceinline__ void promote(float (&total)[Config::kAccumulators],
                                         const float (&partial)[Config::kAccumulators], Fp8StepScales s, int col0) {
-  const int first_next_slice = (kFp8ScaleBlock - col0 % kFp8ScaleBlock) / 8;  // 16 or 8
+  const int first_next_slice = kSplitAt > 0 ? kSplitAt : (kFp8ScaleBlock - col0 % kFp8ScaleBlock) / 8;  // 16 or 8
 #pragma unroll
   for (int j = 0; j < Config::kAccumulators / 4; ++j) {
     float top = s.top, bottom = s.bottom;
@@ -358,14 +368,16 @@ __device__ __forceinline__ Fp8StageScales* fp8_stage_scales(std::uint8_t* smem_r
   return reinterpret_cast<Fp8StageScales*>(aligned_dynamic_smem(smem_raw) + Config::kStageScalesOffset);
 }
 
-// Rung 09: a step's scale factors, read from its stage once it has landed: three LDS at offsets
-// fixed for the thread (its rows row_in_tile and + 8, then B's scale). b_next stays unused: an n128
-// tile lies in one block of B's scales.
+// Rungs 09 and 10: a step's scale factors, read from its stage once it has landed: LDS at offsets
+// fixed for the thread (its rows row_in_tile and + 8, then B's scale, and on n192 tiles the next
+// block's). On n128 tiles b_next stays unused: the tile lies in one block of B's scales.
+template <class Config>
 __device__ __forceinline__ Fp8StepScaleFactors stage_scale_factors(const Fp8StageScales& scales, int row_in_tile) {
   Fp8StepScaleFactors f;
   f.a_top = scales.a[row_in_tile];
   f.a_bottom = scales.a[row_in_tile + 8];
   f.b = scales.b;
+  if constexpr (Config::kBlockN > kFp8ScaleBlock) f.b_next = scales.b_next;
   return f;
 }
 
@@ -387,12 +399,21 @@ __device__ __forceinline__ void produce_tiles_and_scales(const StageRing<Config>
     const TileCoord tile = schedule.cta_tile(params, linear);
     const int a_row = tile.m * Config::kBlockM;  // without clusters a tile starts inside A and B
     const int b_row = tile.n * Config::kBlockN;
-    const float* b_scales = params.scale_b + static_cast<std::size_t>(tile.n) * params.k_blocks;  // s_B[tile.n]
+    // s_B's row of the block the tile's first column lies in (tile.n on n128 tiles) and, on rung
+    // 10's n192 tiles, of the next block (the last where there is none: its columns are not stored).
+    constexpr bool kTwoBlocks = Config::kBlockN > kFp8ScaleBlock;
+    const int n_block = kTwoBlocks ? b_row / kFp8ScaleBlock : tile.n;
+    const float* b_scales = params.scale_b + static_cast<std::size_t>(n_block) * params.k_blocks;
+    const float* b_scales_next =
+        params.scale_b + static_cast<std::size_t>(min(n_block + 1, params.n_blocks - 1)) * params.k_blocks;
     for (int k_tile = 0; k_tile < params.k_blocks; ++k_tile) {
       const float b_scale = __ldg(b_scales + k_tile);
+      float b_scale_next = 0.f;
+      if constexpr (kTwoBlocks) b_scale_next = __ldg(b_scales_next + k_tile);
       const int stage = state.stage;
       sm90::mbarrier_wait(&ring.empty[stage], state.phase ^ 1);
       stage_scales[stage].b = b_scale;
+      if constexpr (kTwoBlocks) stage_scales[stage].b_next = b_scale_next;
       sm90::mbarrier_arrive_expect_tx(&ring.full[stage], kStageBytesWithScales);
       const int k0 = k_tile * kHopperBlockK;
       sm90::tma_load_2d(ring.tile_a(stage), &params.a, &ring.full[stage], k0, a_row);
@@ -501,7 +522,8 @@ __device__ __forceinline__ void consume_promoting_behind(const Fp8GemmParams& pa
     ring.wait_full(state);
     fp8_wgmma_k_step<Config>(mine, smem_u32(ring.tile_a(state.stage)) + consumer * kWarpgroupRows * kTileRowBytes,
                              smem_u32(ring.tile_b(state.stage)), 0u);
-    if constexpr (Config::kScalesInStage) my_factors = stage_scale_factors(stage_scales[state.stage], row_in_tile);
+    if constexpr (Config::kScalesInStage)
+      my_factors = stage_scale_factors<Config>(stage_scales[state.stage], row_in_tile);
     const int col0 = tile.n * Config::kBlockN;
     if (k_tile > 0) {
       sm90::wgmma_wait_group<1>();
@@ -616,11 +638,16 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __g
         return k_tile % kInterval == 0;
       };
       int previous_stage = -1;  // a stage whose WGMMAs may still run, not yet released
-      Fp8StepScales scales = load_step_scales<kScaling, kFlaw>(params, 0, row_top, col0);
+      Fp8StepScales scales;
+      if constexpr (!Config::kScalesInStage) scales = load_step_scales<kScaling, kFlaw>(params, 0, row_top, col0);
       for (int k_tile = 0; k_tile < k_tiles; ++k_tile) {
         ring.wait_full(state);
         fp8_wgmma_k_step<Config>(partial, smem_u32(ring.tile_a(state.stage)) + consumer * kWarpgroupRows * kTileRowBytes,
                                  smem_u32(ring.tile_b(state.stage)), starts_window(k_tile) ? 0u : 1u);
+        // Rung 10: this step's scales from its stage, read while its WGMMAs run.
+        if constexpr (Config::kScalesInStage)
+          scales = step_scales(stage_scale_factors<Config>(fp8_stage_scales<Config>(smem_raw)[state.stage],
+                                                           row_top - tile.m * Config::kBlockM));
         if (k_tile % kInterval != kInterval - 1 && k_tile + 1 < k_tiles) {
           // Inside the window: wait for the previous step only, and free its stage.
           sm90::wgmma_wait_group<1>();
@@ -629,17 +656,27 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __g
           state.advance();
           continue;
         }
-        // The next step's scales load while this step's WGMMAs run.
-        const Fp8StepScales next = k_tile + 1 < k_tiles
-                                       ? load_step_scales<kScaling, kFlaw>(params, k_tile + 1, row_top, col0)
-                                       : scales;
+        // The next step's scales load while this step's WGMMAs run (rungs 01-05).
+        Fp8StepScales next = scales;
+        if constexpr (!Config::kScalesInStage)
+          if (k_tile + 1 < k_tiles) next = load_step_scales<kScaling, kFlaw>(params, k_tile + 1, row_top, col0);
         sm90::wgmma_wait_group<0>();
         sm90::fence_accumulators(partial);
+        // Rung 10: every lane has read the stage's scales before lane 0's arrive frees it.
+        if constexpr (Config::kScalesInStage) __syncwarp();
         if (previous_stage >= 0) ring.release(previous_stage, lane);
         previous_stage = -1;
         ring.release(state.stage, lane);
         state.advance();
-        promote<Config>(total, partial, scales, col0);
+        if constexpr (Config::kBlockScaleWalk == Fp8BlockScaleWalk::wide_scales_in_stage) {
+          // Rung 10: the tile's split between B's blocks as a constant in each of two copies.
+          if (col0 % kFp8ScaleBlock == 0)
+            promote<Config, kFp8ScaleBlock / 8>(total, partial, scales, col0);
+          else
+            promote<Config, kFp8ScaleBlock / 16>(total, partial, scales, col0);
+        } else {
+          promote<Config>(total, partial, scales, col0);
+        }
         scales = next;
       }
     }

@@ -109,6 +109,10 @@ void fp8_gemm_08_cluster_pairs(const Fp8GemmArgs& args, cudaStream_t stream, Hop
 // 16-byte aligned; anything else: rung 07).
 void fp8_gemm_09_scales_in_stage(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
 
+// Rung 10: rung 09's scales in the stage on 128 x 192 tiles with the step-by-step walk (one partial
+// set) (block scales with M % 4 == 0 and s_A 16-byte aligned; anything else: rung 09).
+void fp8_gemm_10_wide_scales_in_stage(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
+
 // The activations' side of block scaling: X [M, K] bf16 -> Q [M, K] e4m3 and s_A [ceil(K/128), M]
 // (the layout above), per 1 x 128 piece of a row: s = max |x| / 448 (the largest finite e4m3), or
 // 1 for a piece of zeros, and Q = x / s rounded to nearest e4m3. Memory-bound; K % 16 == 0.
