@@ -102,7 +102,8 @@ enum class Fp8BlockScaleWalk { step_by_step, scales_ahead, promote_behind, scale
 struct alignas(128) Fp8StageScales {
   float a[2 * kWarpgroupRows];  // the tile's rows, both consumers'
   float b;
-  float b_next;  // rung 10 only
+  float unused[3];  // keeps b and b_next apart: each written and read by a 4-byte access of its own
+  float b_next;     // rung 10 only
 };
 
 // The knobs, in the shape gemm/pipeline.cuh and gemm/tile_scheduler.cuh read them
@@ -604,11 +605,6 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __g
   PipelineState<Config::kStages> state;
   float partial[Config::kAccumulators];
   float total[Config::kAccumulators];
-  // Rung 10: the stage a step read its scales from, freed after the next step's full-barrier wait
-  // (every lane waits there, so each lane's reads of the scales come before lane 0's arrive also
-  // for compute-sanitizer's racecheck, which does not take __syncwarp for that; rung 09 frees its
-  // stages one step late for its own reasons). The CTA's last step's stage is never needed again.
-  int stage_to_free = -1;
   for (int linear = schedule.first; linear < schedule.count; linear += schedule.step) {
     const TileCoord tile = schedule.cta_tile(params, linear);
     const int row_top = tile.m * Config::kBlockM + consumer * kWarpgroupRows + 16 * warp_in_group + lane / 4;
@@ -647,12 +643,6 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __g
       if constexpr (!Config::kScalesInStage) scales = load_step_scales<kScaling, kFlaw>(params, 0, row_top, col0);
       for (int k_tile = 0; k_tile < k_tiles; ++k_tile) {
         ring.wait_full(state);
-        if constexpr (Config::kScalesInStage) {
-          if (stage_to_free >= 0) {
-            __syncwarp();
-            ring.release(stage_to_free, lane);
-          }
-        }
         fp8_wgmma_k_step<Config>(partial, smem_u32(ring.tile_a(state.stage)) + consumer * kWarpgroupRows * kTileRowBytes,
                                  smem_u32(ring.tile_b(state.stage)), starts_window(k_tile) ? 0u : 1u);
         // Rung 10: this step's scales from its stage, read while its WGMMAs run.
@@ -673,12 +663,11 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __g
           if (k_tile + 1 < k_tiles) next = load_step_scales<kScaling, kFlaw>(params, k_tile + 1, row_top, col0);
         sm90::wgmma_wait_group<0>();
         sm90::fence_accumulators(partial);
+        // Rung 10: every lane has read the stage's scales before lane 0's arrive frees it.
+        if constexpr (Config::kScalesInStage) __syncwarp();
         if (previous_stage >= 0) ring.release(previous_stage, lane);
         previous_stage = -1;
-        if constexpr (Config::kScalesInStage)
-          stage_to_free = state.stage;  // freed after the next step's wait (above)
-        else
-          ring.release(state.stage, lane);
+        ring.release(state.stage, lane);
         state.advance();
         if constexpr (Config::kBlockScaleWalk == Fp8BlockScaleWalk::wide_scales_in_stage) {
           // Rung 10: the tile's split between B's blocks as a constant in each of two copies.
