@@ -15,6 +15,10 @@ changes it needs the kernel timed again.
 
     cmake --build build/ci --target <the rung's object>   # before and after the change, copying
     python3 tests/sass/same_sass.py before.o build/ci/stage3-hpc/CMakeFiles/kc_stage3.dir/quant/06_gemv_gguf_bulk_stream.cu.o
+
+Compile both sides without a compiler cache (the object's command from `ninja -t commands OBJ`
+with the launcher dropped): a build through ccache has returned an object from before an edit to
+a kernel header's device code, and two stale objects compare identical.
 """
 import argparse
 import collections

@@ -372,13 +372,25 @@ __device__ __forceinline__ Fp8StageScales* fp8_stage_scales(std::uint8_t* smem_r
 // Rungs 09 and 10: a step's scale factors, read from its stage once it has landed: LDS at offsets
 // fixed for the thread (its rows row_in_tile and + 8, then B's scale, and on n192 tiles the next
 // block's). On n128 tiles b_next stays unused: the tile lies in one block of B's scales.
+// On n192 tiles (rung 10) B's two scales, the same for the whole warp, are read by lane 0 alone —
+// the lane whose arrive frees the stage (StageRing::release), so its reads come before that arrive
+// in its own program order — and passed to the other lanes by shuffles.
 template <class Config>
 __device__ __forceinline__ Fp8StepScaleFactors stage_scale_factors(const Fp8StageScales& scales, int row_in_tile) {
   Fp8StepScaleFactors f;
   f.a_top = scales.a[row_in_tile];
   f.a_bottom = scales.a[row_in_tile + 8];
-  f.b = scales.b;
-  if constexpr (Config::kBlockN > kFp8ScaleBlock) f.b_next = scales.b_next;
+  if constexpr (Config::kBlockN > kFp8ScaleBlock) {
+    float b = 0.f, b_next = 0.f;
+    if (threadIdx.x % 32 == 0) {
+      b = scales.b;
+      b_next = scales.b_next;
+    }
+    f.b = __shfl_sync(0xffffffffu, b, 0);
+    f.b_next = __shfl_sync(0xffffffffu, b_next, 0);
+  } else {
+    f.b = scales.b;
+  }
   return f;
 }
 
