@@ -65,18 +65,33 @@ double row_rms(const float* row, std::int64_t vocab) {
   return std::sqrt(sum / static_cast<double>(vocab));
 }
 
-// transformers' top-1 margin at a row, in units of the row's RMS.
-double margin(const float* row, std::int64_t vocab) {
+// A row's two largest logits and where they are (the first of equal values; -1 where none is
+// above -inf).
+struct TopTwo {
   float first = -INFINITY, second = -INFINITY;
+  std::int64_t first_at = -1, second_at = -1;
+};
+
+TopTwo top_two(const float* row, std::int64_t vocab) {
+  TopTwo t;
   for (std::int64_t i = 0; i < vocab; ++i) {
-    if (row[i] > first) {
-      second = first;
-      first = row[i];
-    } else if (row[i] > second) {
-      second = row[i];
+    if (row[i] > t.first) {
+      t.second = t.first;
+      t.second_at = t.first_at;
+      t.first = row[i];
+      t.first_at = i;
+    } else if (row[i] > t.second) {
+      t.second = row[i];
+      t.second_at = i;
     }
   }
-  return (first - second) / row_rms(row, vocab);
+  return t;
+}
+
+// transformers' top-1 margin at a row, in units of the row's RMS.
+double margin(const float* row, std::int64_t vocab) {
+  const TopTwo t = top_two(row, vocab);
+  return (t.first - t.second) / row_rms(row, vocab);
 }
 
 std::int64_t argmax(const float* row, std::int64_t vocab) { return std::max_element(row, row + vocab) - row; }
@@ -84,15 +99,11 @@ std::int64_t argmax(const float* row, std::int64_t vocab) { return std::max_elem
 // Where a greedy run parted: transformers' two best tokens and kc's logits for them (teacher-forced
 // row), each gap in units of transformers' row RMS — whether kc's pick is a tie on its side too.
 std::string parting_detail(const float* expected, const float* got, std::int64_t vocab) {
-  const std::int64_t first = argmax(expected, vocab);
-  std::int64_t second = first == 0 ? 1 : 0;
-  for (std::int64_t i = 0; i < vocab; ++i)
-    if (i != first && expected[i] > expected[second]) second = i;
-  const std::int64_t kc_pick = argmax(got, vocab);
+  const TopTwo t = top_two(expected, vocab);
   const double rms = row_rms(expected, vocab);
-  return fmt::format(" [transformers {} over {} by {:.3f}; kc {} over {} by {:.3f}, kc's pick {}]", first, second,
-                     (expected[first] - expected[second]) / rms, first, second, (got[first] - got[second]) / rms,
-                     kc_pick);
+  return fmt::format(" [transformers {} over {} by {:.3f}; kc {} over {} by {:.3f}, kc's pick {}]", t.first_at,
+                     t.second_at, (t.first - t.second) / rms, t.first_at, t.second_at,
+                     (got[t.first_at] - got[t.second_at]) / rms, argmax(got, vocab));
 }
 
 nlohmann::json read_reference(const fs::path& dir) {
