@@ -72,6 +72,10 @@ void register_fp8_gemm_kernels(Registry& registry) {
       "rung 09's scales in the stage on 128x192 tiles, with the step-by-step walk (one partial set, each step "
       "waited for and promoted); M % 4 != 0 runs rung 09's fallback, one scale per tensor rung 05",
       &fp8_gemm_10_wide_scales_in_stage);
+  add("11_scales_in_stage_per_shape", 11,
+      "rung 09's 128x128 kernel or rung 10's 128x192 one, whichever the launch estimates fills the persistent "
+      "waves better (rung 05's count); M % 4 != 0 runs rung 09's fallback, one scale per tensor rung 05",
+      &fp8_gemm_11_scales_in_stage_per_shape);
 
   // The activations' quantization for block scaling, in the same report (sm_80 and later).
   if (!registry.has_op(kFp8QuantizeOp)) registry.add_op(make_fp8_quantize_op());

@@ -126,11 +126,12 @@ TEST(Fp8GemmLadder, RegistersNineRungsForHopperOnlyInTheirOwnReport) {
   EXPECT_EQ(registry.kernel("stage3/fp8_gemm/08_cluster_pairs").rung, 8);
   EXPECT_EQ(registry.kernel("stage3/fp8_gemm/09_scales_in_stage").rung, 9);
   EXPECT_EQ(registry.kernel("stage3/fp8_gemm/10_wide_scales_in_stage").rung, 10);
+  EXPECT_EQ(registry.kernel("stage3/fp8_gemm/11_scales_in_stage_per_shape").rung, 11);
   for (const char* id : {"stage3/fp8_gemm/01_tma_wgmma", "stage3/fp8_gemm/02_wide_tiles", "stage3/fp8_gemm/03_tma_store",
                          "stage3/fp8_gemm/04_promotion_window", "stage3/fp8_gemm/05_tile_per_shape",
                          "stage3/fp8_gemm/06_scales_ahead", "stage3/fp8_gemm/07_promote_behind",
                          "stage3/fp8_gemm/08_cluster_pairs", "stage3/fp8_gemm/09_scales_in_stage",
-                         "stage3/fp8_gemm/10_wide_scales_in_stage"}) {
+                         "stage3/fp8_gemm/10_wide_scales_in_stage", "stage3/fp8_gemm/11_scales_in_stage_per_shape"}) {
   const KernelEntry& rung = registry.kernel(id);
   EXPECT_EQ(rung.report_group(), kFp8GemmReport);
   EXPECT_EQ(rung.dtypes, std::vector<DType>{DType::f8e4m3});
@@ -213,7 +214,7 @@ TEST(Fp8GemmArgs, LaunchChecksNameTheRuleTheArgumentsBreak) {
   for (const auto launch : {fp8_gemm_01_tma_wgmma, fp8_gemm_02_wide_tiles, fp8_gemm_03_tma_store,
                             fp8_gemm_04_promotion_window, fp8_gemm_05_tile_per_shape, fp8_gemm_06_scales_ahead,
                             fp8_gemm_07_promote_behind, fp8_gemm_08_cluster_pairs, fp8_gemm_09_scales_in_stage,
-                            fp8_gemm_10_wide_scales_in_stage})
+                            fp8_gemm_10_wide_scales_in_stage, fp8_gemm_11_scales_in_stage_per_shape})
     expect_refused([&] { launch(bad, nullptr, cache); }, "A and B must start 16-byte aligned");
 }
 

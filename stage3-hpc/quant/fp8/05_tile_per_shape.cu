@@ -35,22 +35,11 @@ using NarrowTiles = Fp8GemmConfig<128, /*promotion interval*/ 4, /*store pass co
 // (calibrated at 8192³, where both widths fill their waves: stage-3 README).
 constexpr double kNarrowTileTime = 0.70;
 
-// How many waves the tiles of `Config` take on the CTAs of its kernel that fit the GPU at once.
-template <class Config, Fp8Scaling kScaling>
-int persistent_waves(const Fp8GemmArgs& args, HopperLaunchCache& cache) {
-  const void* kernel = reinterpret_cast<const void*>(&fp8_gemm_kernel<Config, kScaling, Fp8Flaw::none>);
-  cache.prepare_kernel(kernel, Config::kSmemBytes);
-  const int resident = cache.resident_blocks(kernel, Config::kThreads, Config::kSmemBytes, 1);
-  const long long tiles =
-      static_cast<long long>(ceil_div(args.m, Config::kBlockM)) * ceil_div(args.n, Config::kBlockN);
-  return static_cast<int>((tiles + resident - 1) / resident);
-}
-
 template <Fp8Scaling kScaling>
 void launch_tile_per_shape(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache) {
   check_fp8_gemm_args(args);  // before the occupancy queries of the estimate
-  const double wide = persistent_waves<WideTiles, kScaling>(args, cache);
-  const double narrow = persistent_waves<NarrowTiles, kScaling>(args, cache) * kNarrowTileTime;
+  const double wide = fp8_persistent_waves<WideTiles, kScaling>(args, cache);
+  const double narrow = fp8_persistent_waves<NarrowTiles, kScaling>(args, cache) * kNarrowTileTime;
   if (narrow < wide)
     launch_fp8_gemm<NarrowTiles, kScaling, Fp8Flaw::none>(args, stream, cache);
   else

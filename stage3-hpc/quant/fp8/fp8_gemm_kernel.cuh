@@ -753,6 +753,18 @@ void launch_fp8_gemm(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchC
   launch_clusters<Config>(fp8_gemm_kernel<Config, kScaling, kFlaw>, clusters, stream, params);
 }
 
+// How many waves the tiles of `Config` take on the CTAs of its kernel that fit the GPU at once (rungs
+// 05 and 11 weigh two tile widths by it).
+template <class Config, Fp8Scaling kScaling>
+int fp8_persistent_waves(const Fp8GemmArgs& args, HopperLaunchCache& cache) {
+  const void* kernel = reinterpret_cast<const void*>(&fp8_gemm_kernel<Config, kScaling, Fp8Flaw::none>);
+  cache.prepare_kernel(kernel, Config::kSmemBytes);
+  const int resident = cache.resident_blocks(kernel, Config::kThreads, Config::kSmemBytes, 1);
+  const long long tiles =
+      static_cast<long long>(ceil_div(args.m, Config::kBlockM)) * ceil_div(args.n, Config::kBlockN);
+  return static_cast<int>((tiles + resident - 1) / resident);
+}
+
 // The scaling is a run-time choice of the caller; each is its own kernel.
 template <class Config, Fp8Flaw kFlaw>
 void launch_fp8_gemm_scaled(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache) {

@@ -113,6 +113,10 @@ void fp8_gemm_09_scales_in_stage(const Fp8GemmArgs& args, cudaStream_t stream, H
 // set) (block scales with M % 4 == 0 and s_A 16-byte aligned; anything else: rung 09).
 void fp8_gemm_10_wide_scales_in_stage(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
 
+// Rung 11: rung 09's kernel or rung 10's, whichever tile width the launch estimates fills the
+// persistent waves better (rung 05's count) (block scales as rung 09 takes them; anything else: rung 09).
+void fp8_gemm_11_scales_in_stage_per_shape(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
+
 // The activations' side of block scaling: X [M, K] bf16 -> Q [M, K] e4m3 and s_A [ceil(K/128), M]
 // (the layout above), per 1 x 128 piece of a row: s = max |x| / 448 (the largest finite e4m3), or
 // 1 for a piece of zeros, and Q = x / s rounded to nearest e4m3. Memory-bound; K % 16 == 0.
