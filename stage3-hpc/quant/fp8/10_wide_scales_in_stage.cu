@@ -13,14 +13,16 @@
 // the step-by-step loop in fp8_gemm_kernel.cuh): 128 x 192 tiles in rung 04's layout (four stages
 // of 40 KiB, 192-column store passes); the producer also writes the next block of B's scales
 // (s_B[n block + 1][kb]), since a 192-wide tile's last 64 or 128 columns lie there; a consumer reads
-// its four factors with LDS right after issuing a step's WGMMAs (B's two by lane 0, the lane whose
-// arrive frees the stage, passed to the warp by shuffles) and promotes once they are done.
+// its four factors with LDS once the stage has landed, before issuing the step's WGMMAs (B's two by
+// lane 0, the lane whose arrive frees the stage, passed to the warp by shuffles, which the compiler
+// places among the WGMMAs: read after them, the shuffles waited there for lane 0's loads), and
+// promotes once the WGMMAs are done.
 //
 // Layouts and limits: rung 01's, and rung 09's for s_A (M % 4 == 0 and s_A 16-byte aligned);
 // anything else, and one scale per tensor, runs rung 09 (which runs rung 07, then rung 05).
 // Expected limiter: the tensor cores; the promotion (96 FFMA a thread and step) on the consumer's
 // path between its steps, under the other consumer's WGMMAs. SASS to look for: 4
-// QGMMA.64x192x32.F32.E4M3.E4M3 a step, four LDS of the scales after them (two predicated to lane
+// QGMMA.64x192x32.F32.E4M3.E4M3 a step, four LDS of the scales before them (two predicated to lane
 // 0) and two SHFL.IDX, no LDG in the consumers (the producer's two LDG of B's scales), 96 FFMA a
 // step, no LDL/STL.
 //

@@ -374,23 +374,31 @@ __device__ __forceinline__ Fp8StageScales* fp8_stage_scales(std::uint8_t* smem_r
 // block's). On n128 tiles b_next stays unused: the tile lies in one block of B's scales.
 // On n192 tiles (rung 10) B's two scales, the same for the whole warp, are read by lane 0 alone —
 // the lane whose arrive frees the stage (StageRing::release), so its reads come before that arrive
-// in its own program order — and passed to the other lanes by shuffles.
+// in its own program order — and passed to the other lanes by broadcast_b_scales. The compiler
+// places those shuffles among the step's WGMMAs wherever the source has them, and a shuffle waits
+// for lane 0's LDS: so rung 10 reads the stage before issuing the WGMMAs, not after.
 template <class Config>
 __device__ __forceinline__ Fp8StepScaleFactors stage_scale_factors(const Fp8StageScales& scales, int row_in_tile) {
   Fp8StepScaleFactors f;
   f.a_top = scales.a[row_in_tile];
   f.a_bottom = scales.a[row_in_tile + 8];
   if constexpr (Config::kBlockN > kFp8ScaleBlock) {
-    float b = 0.f, b_next = 0.f;
+    f.b = 0.f;
+    f.b_next = 0.f;
     if (threadIdx.x % 32 == 0) {
-      b = scales.b;
-      b_next = scales.b_next;
+      f.b = scales.b;
+      f.b_next = scales.b_next;
     }
-    f.b = __shfl_sync(0xffffffffu, b, 0);
-    f.b_next = __shfl_sync(0xffffffffu, b_next, 0);
   } else {
     f.b = scales.b;
   }
+  return f;
+}
+
+// Rung 10: lane 0's two scales of B (stage_scale_factors) to the whole warp.
+__device__ __forceinline__ Fp8StepScaleFactors broadcast_b_scales(Fp8StepScaleFactors f) {
+  f.b = __shfl_sync(0xffffffffu, f.b, 0);
+  f.b_next = __shfl_sync(0xffffffffu, f.b_next, 0);
   return f;
 }
 
@@ -655,12 +663,13 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __g
       if constexpr (!Config::kScalesInStage) scales = load_step_scales<kScaling, kFlaw>(params, 0, row_top, col0);
       for (int k_tile = 0; k_tile < k_tiles; ++k_tile) {
         ring.wait_full(state);
+        // Rung 10: this step's scales from its stage, read before its WGMMAs are issued.
+        Fp8StepScaleFactors stage_factors;
+        if constexpr (Config::kScalesInStage)
+          stage_factors = stage_scale_factors<Config>(fp8_stage_scales<Config>(smem_raw)[state.stage],
+                                                      row_top - tile.m * Config::kBlockM);
         fp8_wgmma_k_step<Config>(partial, smem_u32(ring.tile_a(state.stage)) + consumer * kWarpgroupRows * kTileRowBytes,
                                  smem_u32(ring.tile_b(state.stage)), starts_window(k_tile) ? 0u : 1u);
-        // Rung 10: this step's scales from its stage, read while its WGMMAs run.
-        if constexpr (Config::kScalesInStage)
-          scales = step_scales(stage_scale_factors<Config>(fp8_stage_scales<Config>(smem_raw)[state.stage],
-                                                           row_top - tile.m * Config::kBlockM));
         if (k_tile % kInterval != kInterval - 1 && k_tile + 1 < k_tiles) {
           // Inside the window: wait for the previous step only, and free its stage.
           sm90::wgmma_wait_group<1>();
@@ -675,8 +684,12 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __g
           if (k_tile + 1 < k_tiles) next = load_step_scales<kScaling, kFlaw>(params, k_tile + 1, row_top, col0);
         sm90::wgmma_wait_group<0>();
         sm90::fence_accumulators(partial);
-        // Rung 10: every lane has read the stage's scales before lane 0's arrive frees it.
-        if constexpr (Config::kScalesInStage) __syncwarp();
+        // Rung 10: B's scales passed on from lane 0; every lane has read the stage's scales before
+        // lane 0's arrive frees it.
+        if constexpr (Config::kScalesInStage) {
+          scales = step_scales(broadcast_b_scales(stage_factors));
+          __syncwarp();
+        }
         if (previous_stage >= 0) ring.release(previous_stage, lane);
         previous_stage = -1;
         ring.release(state.stage, lane);
