@@ -27,7 +27,7 @@ std::string_view LowPrecisionGemm::fp8_gemm(const Fp8GemmArgs& args, cudaStream_
   require(runs_hopper_rungs(),
           "kc::stage3::LowPrecisionGemm::fp8_gemm: the FP8 GEMM runs on FP8 WGMMA, which needs a GPU of compute "
           "capability 9.0 (H100/H200) and sm_90a code in the build; this GPU or build has none");
-  fp8_gemm_09_scales_in_stage(args, stream, *cache_);
+  fp8_gemm_11_scales_in_stage_per_shape(args, stream, *cache_);
   return kFp8GemmEntryRung;
 }
 

@@ -8,7 +8,8 @@
 //      call (check_fp8_gemm_args, check_int8_gemm_args, check_fp8_quantize_args);
 //   2. launches the rung the committed tables measured fastest on this GPU and returns its kc-bench
 //      id, so a caller can report what ran:
-//        FP8 GEMM   rung 09 (the fastest with block scales in the stage-3 README's H100 runs; it
+//        FP8 GEMM   rung 11 (rung 09's or rung 10's kernel, whichever width fills the waves
+//                   better: the fastest with block scales in the stage-3 README's H100 runs; it
 //                   runs rung 07 where TMA cannot read s_A's rows, M % 4 != 0 or s_A unaligned,
 //                   and rung 05, the fastest of docs/benchmarks/h200/stage3-fp8-gemm.md, with one
 //                   scale a tensor); it needs compute capability 9.0 and sm_90a code in the build,
@@ -33,7 +34,7 @@ namespace kc::stage3 {
 class HopperLaunchCache;
 
 // The ids the entries return (kc-bench's).
-inline constexpr std::string_view kFp8GemmEntryRung = "stage3/fp8_gemm/09_scales_in_stage";
+inline constexpr std::string_view kFp8GemmEntryRung = "stage3/fp8_gemm/11_scales_in_stage_per_shape";
 inline constexpr std::string_view kInt8GemmHopperRung = "stage3/int8_gemm/02_tma_store";
 inline constexpr std::string_view kInt8GemmDequantHopperRung = "stage3/int8_gemm_dequant/02_tma_store";
 inline constexpr std::string_view kInt8GemmAmpereRung = "stage3/int8_gemm/03_mma_sync";
@@ -50,7 +51,7 @@ class LowPrecisionGemm {
   LowPrecisionGemm(LowPrecisionGemm&&) noexcept;
   LowPrecisionGemm& operator=(LowPrecisionGemm&&) noexcept;
 
-  // C = (A s_A)(B s_B)^T in bf16 (fp8_gemm_args.hpp); rung 09 (see above).
+  // C = (A s_A)(B s_B)^T in bf16 (fp8_gemm_args.hpp); rung 11 (see above).
   std::string_view fp8_gemm(const Fp8GemmArgs& args, cudaStream_t stream);
   // C32 = A.B^T, or C = s_A s_B (A.B^T) in bf16 with the scales (int8_gemm_args.hpp).
   std::string_view int8_gemm(const Int8GemmArgs& args, cudaStream_t stream);
