@@ -2,9 +2,10 @@
 //
 // Idea: rung 05's, again. Rungs 09 and 10 bring the block scales into the stage on 128 x 128 and
 // 128 x 192 tiles; neither is faster at every shape. The wide tile spreads each K step's fixed work
-// over more columns, so where both widths fill their last wave it wins; but at 4096³ its 704 tiles
-// leave the sixth wave a third full (132 SMs), while the narrow tile's 1024 fill eight waves to
-// 97%. The launch counts both before it runs, as rung 05 does for rung 04's kernels.
+// over more columns, so where both widths fill their last wave it wins; but at 2048² its 176 tiles
+// take a full wave and a second a third full (132 SMs), while the narrow tile's 256 take two waves
+// 97% full, each of them shorter. The launch counts both before it runs, as rung 05 does for rung
+// 04's kernels.
 //
 // What changed from rungs 09 and 10: only the launch. For block scales that TMA can bring into the
 // stage (M % 4 == 0, s_A 16-byte aligned) it estimates each width's time as its waves x the time of
