@@ -3,7 +3,8 @@
 // every four K steps with one scale per tensor, 05 + a tile width chosen per shape, 06 + block scales
 // loaded two K steps ahead, 07 + each step promoted while the next runs, 08 rung 06 in cluster pairs
 // sharing B, 09 rung 07 with each step's scales brought into the stage by the producer, 10 those
-// scales in the stage on 128 x 192 tiles with one partial set).
+// scales in the stage on 128 x 192 tiles with one partial set, 11 rung 09's or rung 10's kernel by
+// the shape's waves).
 #include <memory>
 #include <string>
 #include <utility>
