@@ -27,6 +27,8 @@
 #include "arch/sm90/tma_descriptor.hpp"
 #include "gemm_layout.hpp"
 #include "kc/common/error.hpp"
+#include "kc/stage3/grouped_gemm_args.hpp"
+#include "split_k_last_cta.cuh"
 
 namespace kc::stage3 {
 
@@ -75,6 +77,32 @@ void launch_clusters(void (*kernel)(Params), int clusters, cudaStream_t stream, 
   KC_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, params));
 }
 
+// Grouped rungs 06-07 and FP8 rung 12: the split of the last wave for `tiles` tiles on `resident`
+// CTAs (plan_grouped_split_last_wave), written into params (whole_tiles, splits, units and, where it
+// splits, the workspace and counters, which must hold what the pieces need); returns the grid.
+template <class Config>
+int plan_split_last_wave(typename Config::Params& params, int tiles, int resident, int k_tiles,
+                         const GroupedSplitWorkspace* workspace, const char* op, const char* rung) {
+  const GroupedSplitPlan plan = plan_grouped_split_last_wave(tiles, resident, k_tiles);
+  const int split_tiles = tiles - plan.whole_tiles;
+  params.whole_tiles = plan.whole_tiles;
+  params.splits = plan.splits;
+  params.units = plan.whole_tiles + split_tiles * plan.splits;
+  if (plan.splits > 1) {
+    const std::size_t vectors =
+        static_cast<std::size_t>(split_tiles) * Config::kConsumers * plan.splits * Config::kSplitSlotVectors;
+    const std::size_t counters = static_cast<std::size_t>(split_tiles) * Config::kConsumers;
+    require(workspace != nullptr && workspace->slots != nullptr && workspace->counters != nullptr &&
+                workspace->slot_vectors >= vectors && workspace->counter_count >= counters,
+            "{} {}: splitting the last {} tiles {} ways needs a workspace of {} float4 slots and {} counters "
+            "(grouped_split_workspace_vectors / _counters)",
+            op, rung, split_tiles, plan.splits, vectors, counters);
+    params.workspace = workspace->slots;
+    params.counters = workspace->counters;
+  }
+  return std::min(params.units, resident);
+}
+
 #if KC_STAGE3_SM90A
 
 // This CTA's walk over the cluster tiles: first, first + step, ... below count.
@@ -110,6 +138,59 @@ __device__ __forceinline__ TileSchedule<Config> tile_schedule(const typename Con
   else
     schedule.count = params.cluster_tiles_m * params.tiles_n;
   return schedule;
+}
+
+// A step of a CTA's walk: a whole tile (tile index `tile` of the walk, K steps 0 .. k_tiles - 1),
+// or, in grouped rungs 06-07 and FP8 rung 12, one of `splits` pieces of a tile past the last whole wave: its K steps
+// k_tile_begin .. k_tile_end - 1, piece `split`. Work unit u goes to CTA u % grid; the whole tiles
+// are a multiple of the grid, so each CTA runs the same number of them, then at most one piece.
+struct WorkUnit {
+  int tile;
+  int k_tile_begin, k_tile_end;
+  int split;  // -1: a whole tile
+};
+
+template <class Config>
+__device__ __forceinline__ WorkUnit work_unit(const typename Config::Params& params, int unit, int k_tiles) {
+  if constexpr (Config::kSplitLastWave) {
+    if (unit >= params.whole_tiles) {
+      const int piece = unit - params.whole_tiles;
+      const int split = piece % params.splits;
+      return {params.whole_tiles + piece / params.splits, split * k_tiles / params.splits,
+              (split + 1) * k_tiles / params.splits, split};
+    }
+  }
+  return {unit, 0, k_tiles, -1};
+}
+
+// Grouped rungs 06-07 and FP8 rung 12: a consumer's sums of one piece of a split tile (its
+// kAccumulatorCount a thread: 128 in the grouped GEMM, FP8's promoted 96) go to its slot of the
+// workspace; the consumer half that arrives last (over all the tile's pieces) adds them in split
+// order into `acc` and returns true — it stores the tile; the others return false. Per consumer
+// warpgroup, on its named barrier: the producer warpgroup is already loading the next work unit.
+// kAddsFirstPieceTwice: the flaw of the grouped GEMM's negative control nc_split_pieces_added_twice.
+template <class Config, bool kAddsFirstPieceTwice = false, int kAccumulatorCount>
+__device__ __forceinline__ bool add_pieces_in_last(const typename Config::Params& params, const WorkUnit& unit,
+                                                   int consumer, float (&acc)[kAccumulatorCount]) {
+  constexpr int kFragments = kAccumulatorCount / 4;
+  split_k::ThreadFragments<kFragments> mine;
+#pragma unroll
+  for (int f = 0; f < kFragments; ++f) mine.value[f] = make_float4(acc[4 * f], acc[4 * f + 1], acc[4 * f + 2], acc[4 * f + 3]);
+  const int half = (unit.tile - params.whole_tiles) * Config::kConsumers + consumer;
+  float4* const slots = params.workspace + static_cast<std::size_t>(half) * params.splits * Config::kSplitSlotVectors;
+  // Four fragments a group; its own piece read back from the L2 like the others, so that the
+  // accumulators are free while the sums are made (kept in registers, the grouped GEMM's spilled).
+  return split_k::reduce_in_last_cta<kFragments, Config::kSplitSlotVectors, kAddsFirstPieceTwice,
+                                     /*kFragmentsAtOnce=*/4, /*kOwnSplitFromRegisters=*/false,
+                                     split_k::WarpgroupTeam>(
+      mine, slots, unit.split, params.splits, params.counters + half,
+      [&](int f, float4 sum) {
+        acc[4 * f] = sum.x;
+        acc[4 * f + 1] = sum.y;
+        acc[4 * f + 2] = sum.z;
+        acc[4 * f + 3] = sum.w;
+      },
+      split_k::WarpgroupTeam{1 + consumer});
 }
 
 #endif  // KC_STAGE3_SM90A

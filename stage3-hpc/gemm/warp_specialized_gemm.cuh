@@ -96,57 +96,6 @@ __device__ __forceinline__ TileCoord consumer_tile(const TileSchedule<Config>& s
   }
 }
 
-// A step of a CTA's walk: a whole tile (tile index `tile` of the walk, K steps 0 .. k_tiles - 1),
-// or, in grouped rungs 06-07, one of `splits` pieces of a tile past the last whole wave: its K steps
-// k_tile_begin .. k_tile_end - 1, piece `split`. Work unit u goes to CTA u % grid; the whole tiles
-// are a multiple of the grid, so each CTA runs the same number of them, then at most one piece.
-struct WorkUnit {
-  int tile;
-  int k_tile_begin, k_tile_end;
-  int split;  // -1: a whole tile
-};
-
-template <class Config>
-__device__ __forceinline__ WorkUnit work_unit(const typename Config::Params& params, int unit, int k_tiles) {
-  if constexpr (Config::kSplitLastWave) {
-    if (unit >= params.whole_tiles) {
-      const int piece = unit - params.whole_tiles;
-      const int split = piece % params.splits;
-      return {params.whole_tiles + piece / params.splits, split * k_tiles / params.splits,
-              (split + 1) * k_tiles / params.splits, split};
-    }
-  }
-  return {unit, 0, k_tiles, -1};
-}
-
-// Grouped rungs 06-07: a consumer's partial sums of one piece of a split tile go to its slot of the
-// workspace; the consumer half that arrives last (over all the tile's pieces) adds them in split
-// order into `acc` and returns true — it stores the tile; the others return false. Per consumer
-// warpgroup, on its named barrier: the producer warpgroup is already loading the next work unit.
-template <class Config>
-__device__ __forceinline__ bool add_pieces_in_last(const typename Config::Params& params, const WorkUnit& unit,
-                                                   int consumer, float (&acc)[kAccumulators]) {
-  constexpr int kFragments = kAccumulators / 4;
-  split_k::ThreadFragments<kFragments> mine;
-#pragma unroll
-  for (int f = 0; f < kFragments; ++f) mine.value[f] = make_float4(acc[4 * f], acc[4 * f + 1], acc[4 * f + 2], acc[4 * f + 3]);
-  const int half = (unit.tile - params.whole_tiles) * Config::kConsumers + consumer;
-  float4* const slots = params.workspace + static_cast<std::size_t>(half) * params.splits * Config::kSplitSlotVectors;
-  // Four fragments a group; its own piece read back from the L2 like the others, so that the 128
-  // accumulators are free while the sums are made (kept in registers, they spilled).
-  return split_k::reduce_in_last_cta<kFragments, Config::kSplitSlotVectors, Config::kAddsFirstPieceTwice,
-                                     /*kFragmentsAtOnce=*/4, /*kOwnSplitFromRegisters=*/false,
-                                     split_k::WarpgroupTeam>(
-      mine, slots, unit.split, params.splits, params.counters + half,
-      [&](int f, float4 sum) {
-        acc[4 * f] = sum.x;
-        acc[4 * f + 1] = sum.y;
-        acc[4 * f + 2] = sum.z;
-        acc[4 * f + 3] = sum.w;
-      },
-      split_k::WarpgroupTeam{1 + consumer});
-}
-
 // The grouped GEMM with TMA stores (rungs 04-07): whether a consumer's 64-row half, starting at
 // row `half_row0` of its expert, may leave through the TMA store. TMA clips at the last row of C
 // (the last token), not at an expert's last row: a half that runs past its expert's rows into the
@@ -296,7 +245,9 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
       if constexpr (Config::kSplitLastWave) {
         // A piece of a split tile: only the consumer half that adds the pieces stores. An empty
         // half is empty in every piece of its tile: none of them writes or counts.
-        if (unit.split >= 0 && (!computes || !add_pieces_in_last<Config>(params, unit, consumer, acc))) continue;
+        if (unit.split >= 0 &&
+            (!computes || !add_pieces_in_last<Config, Config::kAddsFirstPieceTwice>(params, unit, consumer, acc)))
+          continue;
       }
 
       if (tile.m < params.tiles_m) {
@@ -429,26 +380,9 @@ void launch_grouped_warp_specialized(const GroupedGemmArgs& args, cudaStream_t s
 
   const int resident = cache.resident_blocks(kernel, Config::kThreads, Config::kSmemBytes, 1);
   int grid = std::min(args.tiles, resident);
-  if constexpr (Config::kSplitLastWave) {
-    const GroupedSplitPlan plan = plan_grouped_split_last_wave(args.tiles, resident, ceil_div(args.k, kHopperBlockK));
-    const int split_tiles = args.tiles - plan.whole_tiles;
-    params.whole_tiles = plan.whole_tiles;
-    params.splits = plan.splits;
-    params.units = plan.whole_tiles + split_tiles * plan.splits;
-    grid = std::min(params.units, resident);
-    if (plan.splits > 1) {
-      const std::size_t vectors =
-          static_cast<std::size_t>(split_tiles) * Config::kConsumers * plan.splits * Config::kSplitSlotVectors;
-      const std::size_t counters = static_cast<std::size_t>(split_tiles) * Config::kConsumers;
-      require(workspace != nullptr && workspace->slots != nullptr && workspace->counters != nullptr &&
-                  workspace->slot_vectors >= vectors && workspace->counter_count >= counters,
-              "grouped GEMM {}: splitting the last {} tiles {} ways needs a workspace of {} float4 slots and {} "
-              "counters (grouped_split_workspace_vectors / _counters)",
-              rung, split_tiles, plan.splits, vectors, counters);
-      params.workspace = workspace->slots;
-      params.counters = workspace->counters;
-    }
-  }
+  if constexpr (Config::kSplitLastWave)
+    grid = plan_split_last_wave<Config>(params, args.tiles, resident, ceil_div(args.k, kHopperBlockK), workspace,
+                                        "grouped GEMM", rung);
   if constexpr (Config::kHalfATiles)
     params.a_half = cache.tensor_map(operand_tile_map(args.a, args.tokens, args.k, kWarpgroupRows));
   warp_specialized_gemm_kernel<Config><<<grid, Config::kThreads, Config::kSmemBytes, stream>>>(params);

@@ -4,7 +4,7 @@
 // loaded two K steps ahead, 07 + each step promoted while the next runs, 08 rung 06 in cluster pairs
 // sharing B, 09 rung 07 with each step's scales brought into the stage by the producer, 10 those
 // scales in the stage on 128 x 192 tiles with one partial set, 11 rung 09's or rung 10's kernel by
-// the shape's waves).
+// the shape's waves, 12 rung 11 with the last wave's wide tiles split along K).
 #include <memory>
 #include <string>
 #include <utility>
@@ -12,21 +12,39 @@
 #include "arch/sm90/tma_descriptor.hpp"
 #include "kc/stage3/fp8_gemm.hpp"
 #include "kc/stage3/register.hpp"
+#include "split_last_wave_workspace.hpp"
 
 namespace kc::stage3 {
+
+namespace {
+
+// Rung 12 keeps its split's workspace beside its cache (split_last_wave_workspace.hpp).
+struct Fp8SplitLastWave {
+  HopperLaunchCache cache;
+  SplitLastWaveWorkspace workspace;
+  void operator()(const Fp8GemmArgs& args, cudaStream_t stream) {
+    fp8_gemm_12_split_last_wave(args, workspace.reserve(stream), stream, cache);
+  }
+};
+
+}  // namespace
 
 void register_fp8_gemm_kernels(Registry& registry) {
   if (!registry.has_op(kFp8GemmOp)) registry.add_op(make_fp8_gemm_op());
 
   // sm_90a machine code (wgmma, setmaxnreg) runs on compute capability 9.0 only. Each rung owns its
   // cache of tensor maps and launch facts.
-  using Launch = void (*)(const Fp8GemmArgs&, cudaStream_t, HopperLaunchCache&);
-  const auto add = [&registry](const std::string& name, int rung_number, std::string idea, Launch launch) {
+  const auto fp8_rung = [](const std::string& name, int rung_number, std::string idea) {
     KernelEntry rung = rung_entry(kFp8GemmOp, name, rung_number, std::move(idea), {DType::f8e4m3}, kFp8GemmReport, 90);
     rung.max_compute_capability = 90;
     rung.constraints = "K % 16 == 0";
     rung.supports = &fp8_gemm_rung_shape_error;
     rung.refuses = fp8_gemm_rung_refusals();
+    return rung;
+  };
+  using Launch = void (*)(const Fp8GemmArgs&, cudaStream_t, HopperLaunchCache&);
+  const auto add = [&registry, &fp8_rung](const std::string& name, int rung_number, std::string idea, Launch launch) {
+    KernelEntry rung = fp8_rung(name, rung_number, std::move(idea));
     auto cache = std::make_shared<HopperLaunchCache>();
     rung.launch = [cache, launch](const Problem& problem, Operands& operands, cudaStream_t stream) {
       launch(fp8_gemm_args(problem, operands), stream, *cache);
@@ -77,6 +95,19 @@ void register_fp8_gemm_kernels(Registry& registry) {
       "rung 09's 128x128 kernel or rung 10's 128x192 one, whichever the launch estimates fills the persistent "
       "waves better (rung 05's count); M % 4 != 0 runs rung 09's fallback, one scale per tensor rung 05",
       &fp8_gemm_11_scales_in_stage_per_shape);
+  {
+    // Its launch keeps a workspace beside its cache (Fp8SplitLastWave above).
+    KernelEntry rung = fp8_rung("12_split_last_wave", 12,
+                                "rung 11 with the last wave's 128x192 tiles split along K over the idle SMs where it "
+                                "would leave half the grid or more idle (the grouped GEMM's rung 06 plan), the pieces' "
+                                "sums added by the last consumer half; M % 4 != 0 runs rung 09's fallback, one scale "
+                                "per tensor rung 05");
+    auto state = std::make_shared<Fp8SplitLastWave>();
+    rung.launch = [state](const Problem& problem, Operands& operands, cudaStream_t stream) {
+      (*state)(fp8_gemm_args(problem, operands), stream);
+    };
+    registry.add_kernel(std::move(rung));
+  }
 
   // The activations' quantization for block scaling, in the same report (sm_80 and later).
   if (!registry.has_op(kFp8QuantizeOp)) registry.add_op(make_fp8_quantize_op());

@@ -9,9 +9,9 @@
 
 #include "arch/sm90/tma_descriptor.hpp"
 #include "kc/common/buffer.hpp"
-#include "kc/common/device.hpp"
 #include "kc/stage3/grouped_gemm.hpp"
 #include "kc/stage3/register.hpp"
+#include "split_last_wave_workspace.hpp"
 
 namespace kc::stage3 {
 namespace {
@@ -79,24 +79,12 @@ struct HopperOneLaunch {
   void operator()(const GroupedGemmArgs& args, cudaStream_t stream) { Rung(args, stream, cache); }
 };
 
-// Rungs 06-07 also keep their split's workspace: sized for this GPU's SMs (enough for any problem)
-// on the first launch, an untimed warm-up in kc-bench; the counters zeroed then, and by every launch.
+// Rungs 06-07 also keep their split's workspace (split_last_wave_workspace.hpp).
 template <void (*Rung)(const GroupedGemmArgs&, const GroupedSplitWorkspace&, cudaStream_t, HopperLaunchCache&)>
 struct HopperSplitLastWave {
   HopperLaunchCache cache;
-  DeviceScratch slots;
-  DeviceCounters counters;
-  void operator()(const GroupedGemmArgs& args, cudaStream_t stream) {
-    if (sm_count == 0) sm_count = current_device_sm_count();
-    GroupedSplitWorkspace workspace;
-    workspace.slot_vectors = grouped_split_workspace_vectors(sm_count);
-    workspace.counter_count = grouped_split_workspace_counters(sm_count);
-    workspace.slots = reinterpret_cast<float4*>(slots.reserve(workspace.slot_vectors * sizeof(float4)));
-    counters.reserve(workspace.counter_count, stream);
-    workspace.counters = counters.data();
-    Rung(args, workspace, stream, cache);
-  }
-  int sm_count = 0;
+  SplitLastWaveWorkspace workspace;
+  void operator()(const GroupedGemmArgs& args, cudaStream_t stream) { Rung(args, workspace.reserve(stream), stream, cache); }
 };
 
 // sm_90a machine code (wgmma, setmaxnreg) runs on compute capability 9.0 only.

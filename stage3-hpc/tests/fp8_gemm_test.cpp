@@ -12,6 +12,7 @@
 #include "arch/sm90/tma_descriptor.hpp"
 #include "kc/common/error.hpp"
 #include "kc/stage3/fp8_gemm.hpp"
+#include "kc/stage3/grouped_gemm_args.hpp"
 #include "kc/stage3/low_precision_ops.hpp"
 #include "stage3_test_registry.hpp"
 #include "support/refusals.hpp"
@@ -127,11 +128,13 @@ TEST(Fp8GemmLadder, RegistersNineRungsForHopperOnlyInTheirOwnReport) {
   EXPECT_EQ(registry.kernel("stage3/fp8_gemm/09_scales_in_stage").rung, 9);
   EXPECT_EQ(registry.kernel("stage3/fp8_gemm/10_wide_scales_in_stage").rung, 10);
   EXPECT_EQ(registry.kernel("stage3/fp8_gemm/11_scales_in_stage_per_shape").rung, 11);
+  EXPECT_EQ(registry.kernel("stage3/fp8_gemm/12_split_last_wave").rung, 12);
   for (const char* id : {"stage3/fp8_gemm/01_tma_wgmma", "stage3/fp8_gemm/02_wide_tiles", "stage3/fp8_gemm/03_tma_store",
                          "stage3/fp8_gemm/04_promotion_window", "stage3/fp8_gemm/05_tile_per_shape",
                          "stage3/fp8_gemm/06_scales_ahead", "stage3/fp8_gemm/07_promote_behind",
                          "stage3/fp8_gemm/08_cluster_pairs", "stage3/fp8_gemm/09_scales_in_stage",
-                         "stage3/fp8_gemm/10_wide_scales_in_stage", "stage3/fp8_gemm/11_scales_in_stage_per_shape"}) {
+                         "stage3/fp8_gemm/10_wide_scales_in_stage", "stage3/fp8_gemm/11_scales_in_stage_per_shape",
+                         "stage3/fp8_gemm/12_split_last_wave"}) {
   const KernelEntry& rung = registry.kernel(id);
   EXPECT_EQ(rung.report_group(), kFp8GemmReport);
   EXPECT_EQ(rung.dtypes, std::vector<DType>{DType::f8e4m3});
@@ -216,6 +219,8 @@ TEST(Fp8GemmArgs, LaunchChecksNameTheRuleTheArgumentsBreak) {
                             fp8_gemm_07_promote_behind, fp8_gemm_08_cluster_pairs, fp8_gemm_09_scales_in_stage,
                             fp8_gemm_10_wide_scales_in_stage, fp8_gemm_11_scales_in_stage_per_shape})
     expect_refused([&] { launch(bad, nullptr, cache); }, "A and B must start 16-byte aligned");
+  expect_refused([&] { fp8_gemm_12_split_last_wave(bad, GroupedSplitWorkspace{}, nullptr, cache); },
+                 "A and B must start 16-byte aligned");
 }
 
 TEST(Fp8QuantizeArgs, LaunchChecksNameTheRuleTheArgumentsBreak) {

@@ -37,15 +37,19 @@ constexpr double kNarrowTileTime = 0.77;
 
 }  // namespace
 
+bool fp8_scales_in_stage_narrow_tiles_win(const Fp8GemmArgs& args, HopperLaunchCache& cache) {
+  check_fp8_gemm_args(args);  // before the occupancy queries of the estimate
+  const double wide = fp8_persistent_waves<WideTiles, Fp8Scaling::block>(args, cache);
+  const double narrow = fp8_persistent_waves<NarrowTiles, Fp8Scaling::block>(args, cache) * kNarrowTileTime;
+  return narrow < wide;
+}
+
 void fp8_gemm_11_scales_in_stage_per_shape(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache) {
   if (args.scaling != Fp8Scaling::block || !fp8_scale_a_rows_take_tma(args)) {
     fp8_gemm_09_scales_in_stage(args, stream, cache);
     return;
   }
-  check_fp8_gemm_args(args);  // before the occupancy queries of the estimate
-  const double wide = fp8_persistent_waves<WideTiles, Fp8Scaling::block>(args, cache);
-  const double narrow = fp8_persistent_waves<NarrowTiles, Fp8Scaling::block>(args, cache) * kNarrowTileTime;
-  if (narrow < wide)
+  if (fp8_scales_in_stage_narrow_tiles_win(args, cache))
     launch_fp8_gemm<NarrowTiles, Fp8Scaling::block, Fp8Flaw::none>(args, stream, cache);
   else
     launch_fp8_gemm<WideTiles, Fp8Scaling::block, Fp8Flaw::none>(args, stream, cache);

@@ -37,6 +37,7 @@
 
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "arch/sm90/mbarrier.cuh"
@@ -52,6 +53,7 @@
 #include "hopper_common.cuh"
 #include "kc/common/error.hpp"
 #include "kc/stage3/fp8_gemm_args.hpp"
+#include "kc/stage3/grouped_gemm_args.hpp"
 #include "pipeline.cuh"
 #include "quant/byte_operand_gemm.cuh"
 #include "tile_scheduler.cuh"
@@ -76,6 +78,16 @@ struct Fp8GemmParams {
   // 2M two-byte elements, in boxes of one row x 256 (one tile's 128 scales, 512 bytes), unswizzled.
   // Last, so that the other rungs' parameters keep their offsets.
   CUtensorMap scale_a_rows;
+  // Rung 12 only (Config::kSplitLastWave): the grid's first `whole_tiles` work units are whole tiles,
+  // the rest the remaining tiles' K steps in `splits` pieces each (`units` in all; work_unit in
+  // tile_scheduler.cuh). A piece's consumer writes its promoted sums to its slot of `workspace` and
+  // counts itself in `counters` (one per tile and consumer half, zero before and after a launch);
+  // the last to arrive adds the pieces in split order and stores (split_k_last_cta.cuh).
+  int whole_tiles;
+  int splits;
+  int units;
+  float4* workspace;
+  std::uint32_t* counters;
 };
 
 // How a consumer walks its K steps with block scales (one scale per tensor always walks
@@ -122,11 +134,17 @@ struct alignas(128) Fp8StageScales {
 // With Fp8BlockScaleWalk::scales_in_stage (rung 09) the stages' scales (Fp8StageScales, one a
 // stage) lie after the ring's barriers and the epilogue's buffer moves past them, to the next
 // 1024-byte boundary; every other walk keeps the shape's layout.
+// kSplitLastWaveValue (rung 12): the tiles past the last whole wave split along K into pieces
+// (Fp8GemmParams' whole_tiles .. counters), on rung 10's walk only.
 template <int kBlockNValue, int kPromotionIntervalValue = 1, int kStorePassColumnsValue = 0,
           int kStagesValue = (kBlockNValue == 128 ? 6 : 5),
-          Fp8BlockScaleWalk kBlockScaleWalkValue = Fp8BlockScaleWalk::step_by_step, int kClusterMValue = 1>
+          Fp8BlockScaleWalk kBlockScaleWalkValue = Fp8BlockScaleWalk::step_by_step, int kClusterMValue = 1,
+          bool kSplitLastWaveValue = false>
 struct Fp8GemmConfig : ByteOperandGemmShape<kBlockNValue, kStagesValue, Fp8GemmParams, 2, kClusterMValue> {
   using Shape = ByteOperandGemmShape<kBlockNValue, kStagesValue, Fp8GemmParams, 2, kClusterMValue>;
+  static constexpr bool kSplitLastWave = kSplitLastWaveValue;
+  // A piece's slot per consumer half: a thread's promoted sums as float4s (split_k_last_cta.cuh).
+  static constexpr int kSplitSlotVectors = kWarpgroupThreads * Shape::kAccumulators / 4;
   static constexpr int kPromotionInterval = kPromotionIntervalValue;
   static constexpr Fp8BlockScaleWalk kBlockScaleWalk = kBlockScaleWalkValue;
   static constexpr bool kStoresThroughSmem = kStorePassColumnsValue > 0;
@@ -150,6 +168,8 @@ struct Fp8GemmConfig : ByteOperandGemmShape<kBlockNValue, kStagesValue, Fp8GemmP
   static_assert(kBlockScaleWalk != Fp8BlockScaleWalk::scales_in_stage || Shape::kBlockN == kFp8ScaleBlock,
                 "rung 09's scales in the stage: n128 tiles (one block of B's scales)");
   static_assert(!kScalesInStage || Shape::kClusterM == 1, "scales in the stage: no clusters");
+  static_assert(!kSplitLastWave || kBlockScaleWalk == Fp8BlockScaleWalk::wide_scales_in_stage,
+                "the split last wave: rung 10's walk");
   static_assert(sizeof(Fp8StageScales::a) == Shape::kBlockM * sizeof(float), "a scale of A for each row of the tile");
   static_assert(!kStoresThroughSmem || Shape::kBlockN % kStorePassColumns == 0, "whole passes a tile");
   static_assert(kStorePassColumns % kStoreBox == 0, "whole boxes a pass");
@@ -417,7 +437,9 @@ __device__ __forceinline__ void produce_tiles_and_scales(const StageRing<Config>
   constexpr std::uint32_t kStageBytesWithScales = Config::kStageBytes + sizeof(Fp8StageScales::a);
   PipelineState<Config::kStages> state;
   for (int linear = schedule.first; linear < schedule.count; linear += schedule.step) {
-    const TileCoord tile = schedule.cta_tile(params, linear);
+    WorkUnit unit{linear, 0, params.k_blocks, -1};  // a whole tile but in rung 12's last wave
+    if constexpr (Config::kSplitLastWave) unit = work_unit<Config>(params, linear, params.k_blocks);
+    const TileCoord tile = schedule.cta_tile(params, unit.tile);
     const int a_row = tile.m * Config::kBlockM;  // without clusters a tile starts inside A and B
     const int b_row = tile.n * Config::kBlockN;
     // s_B's row of the block the tile's first column lies in (tile.n on n128 tiles) and, on rung
@@ -427,7 +449,7 @@ __device__ __forceinline__ void produce_tiles_and_scales(const StageRing<Config>
     const float* b_scales = params.scale_b + static_cast<std::size_t>(n_block) * params.k_blocks;
     const float* b_scales_next =
         params.scale_b + static_cast<std::size_t>(min(n_block + 1, params.n_blocks - 1)) * params.k_blocks;
-    for (int k_tile = 0; k_tile < params.k_blocks; ++k_tile) {
+    for (int k_tile = unit.k_tile_begin; k_tile < unit.k_tile_end; ++k_tile) {
       const float b_scale = __ldg(b_scales + k_tile);
       float b_scale_next = 0.f;
       if constexpr (kTwoBlocks) b_scale_next = __ldg(b_scales_next + k_tile);
@@ -626,7 +648,9 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __g
   float partial[Config::kAccumulators];
   float total[Config::kAccumulators];
   for (int linear = schedule.first; linear < schedule.count; linear += schedule.step) {
-    const TileCoord tile = schedule.cta_tile(params, linear);
+    WorkUnit unit{linear, 0, k_tiles, -1};  // a whole tile but in rung 12's last wave
+    if constexpr (Config::kSplitLastWave) unit = work_unit<Config>(params, linear, k_tiles);
+    const TileCoord tile = schedule.cta_tile(params, unit.tile);
     const int row_top = tile.m * Config::kBlockM + consumer * kWarpgroupRows + 16 * warp_in_group + lane / 4;
     const int col0 = tile.n * Config::kBlockN;
 #pragma unroll
@@ -661,7 +685,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __g
       int previous_stage = -1;  // a stage whose WGMMAs may still run, not yet released
       Fp8StepScales scales;
       if constexpr (!Config::kScalesInStage) scales = load_step_scales<kScaling, kFlaw>(params, 0, row_top, col0);
-      for (int k_tile = 0; k_tile < k_tiles; ++k_tile) {
+      for (int k_tile = unit.k_tile_begin; k_tile < unit.k_tile_end; ++k_tile) {
         ring.wait_full(state);
         // Rung 10: this step's scales from its stage, read before its WGMMAs are issued.
         Fp8StepScaleFactors stage_factors;
@@ -670,7 +694,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __g
                                                       row_top - tile.m * Config::kBlockM);
         fp8_wgmma_k_step<Config>(partial, smem_u32(ring.tile_a(state.stage)) + consumer * kWarpgroupRows * kTileRowBytes,
                                  smem_u32(ring.tile_b(state.stage)), starts_window(k_tile) ? 0u : 1u);
-        if (k_tile % kInterval != kInterval - 1 && k_tile + 1 < k_tiles) {
+        if (k_tile % kInterval != kInterval - 1 && k_tile + 1 < unit.k_tile_end) {
           // Inside the window: wait for the previous step only, and free its stage.
           sm90::wgmma_wait_group<1>();
           if (previous_stage >= 0) ring.release(previous_stage, lane);
@@ -681,7 +705,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __g
         // The next step's scales load while this step's WGMMAs run (rungs 01-05).
         Fp8StepScales next = scales;
         if constexpr (!Config::kScalesInStage)
-          if (k_tile + 1 < k_tiles) next = load_step_scales<kScaling, kFlaw>(params, k_tile + 1, row_top, col0);
+          if (k_tile + 1 < unit.k_tile_end) next = load_step_scales<kScaling, kFlaw>(params, k_tile + 1, row_top, col0);
         sm90::wgmma_wait_group<0>();
         sm90::fence_accumulators(partial);
         // Rung 10: B's scales passed on from lane 0; every lane has read the stage's scales before
@@ -706,6 +730,9 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __g
         scales = next;
       }
     }
+    // Rung 12: a piece of a split tile; only the consumer half that adds the pieces stores.
+    if constexpr (Config::kSplitLastWave)
+      if (unit.split >= 0 && !add_pieces_in_last<Config>(params, unit, consumer, total)) continue;
     store_fp8_tile_results<Config>(params, total, smem_raw, consumer, tile, row_top - lane / 4, col0, per_tensor_scale);
   }
   if constexpr (Config::kStoresThroughSmem)
@@ -738,8 +765,12 @@ inline bool fp8_scale_a_rows_take_tma(const Fp8GemmArgs& args) {
   return args.m % 4 == 0 && reinterpret_cast<std::uintptr_t>(args.scale_a) % 16 == 0;
 }
 
+// Rung 12 (Config::kSplitLastWave) also takes the workspace of its split (the grouped GEMM's kind:
+// grouped_split_workspace_vectors / _counters for the GPU's SMs are enough, an FP8 piece's slot being
+// smaller than a grouped one's).
 template <class Config, Fp8Scaling kScaling, Fp8Flaw kFlaw>
-void launch_fp8_gemm(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache) {
+void launch_fp8_gemm(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache,
+                     const GroupedSplitWorkspace* workspace = nullptr) {
   check_fp8_gemm_args(args);
   const void* kernel = reinterpret_cast<const void*>(&fp8_gemm_kernel<Config, kScaling, kFlaw>);
   cache.prepare_kernel(kernel, Config::kSmemBytes);
@@ -761,8 +792,14 @@ void launch_fp8_gemm(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchC
   params.tiles_m = ceil_div(args.m, Config::kBlockM);
   params.tiles_n = ceil_div(args.n, Config::kBlockN);
   params.cluster_tiles_m = ceil_div(params.tiles_m, Config::kClusterM);
-  const int clusters =
-      schedule_clusters<Config>(params, Schedule::persistent, Config::kRasterBandTileRows, cache, kernel);
+  int clusters = schedule_clusters<Config>(params, Schedule::persistent, Config::kRasterBandTileRows, cache, kernel);
+  if constexpr (Config::kSplitLastWave) {
+    // Whole tiles in whole waves, then the last wave's tiles in K pieces (plan_grouped_split_last_wave:
+    // only where that wave would leave half the grid or more idle, at least 16 K steps a piece).
+    const int resident = cache.resident_blocks(kernel, Config::kThreads, Config::kSmemBytes, 1);
+    clusters = plan_split_last_wave<Config>(params, params.tiles_m * params.tiles_n, resident, params.k_blocks,
+                                            workspace, "FP8 GEMM", "rung 12");
+  }
   launch_clusters<Config>(fp8_gemm_kernel<Config, kScaling, kFlaw>, clusters, stream, params);
 }
 
@@ -777,6 +814,11 @@ int fp8_persistent_waves(const Fp8GemmArgs& args, HopperLaunchCache& cache) {
       static_cast<long long>(ceil_div(args.m, Config::kBlockM)) * ceil_div(args.n, Config::kBlockN);
   return static_cast<int>((tiles + resident - 1) / resident);
 }
+
+// Rung 11's choice, which rung 12 makes too: whether rung 09's 128 x 128 tiles (true) or rung 10's
+// 128 x 192 ones take the shorter estimated time, by the persistent waves each width's tiles take
+// (11_scales_in_stage_per_shape.cu). Block scales that TMA brings into the stage; checks the arguments.
+bool fp8_scales_in_stage_narrow_tiles_win(const Fp8GemmArgs& args, HopperLaunchCache& cache);
 
 // The scaling is a run-time choice of the caller; each is its own kernel.
 template <class Config, Fp8Flaw kFlaw>

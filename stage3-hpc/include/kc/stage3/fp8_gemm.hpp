@@ -53,7 +53,7 @@ std::string fp8_quantize_shape_error(const Problem& problem);  // K % 16 == 0, 3
 Fp8QuantizeArgs fp8_quantize_args(const Problem& problem, Operands& operands);
 OpSpec make_fp8_quantize_op();
 
-// Adds the ops, their baselines and ladders (stage3/fp8_gemm/01_tma_wgmma … 11_scales_in_stage_per_shape;
+// Adds the ops, their baselines and ladders (stage3/fp8_gemm/01_tma_wgmma … 12_split_last_wave;
 // stage3/fp8_quantize/01_half_warp_per_block), all in the report stage3-fp8-gemm.
 void register_fp8_gemm_kernels(Registry& registry);
 

@@ -72,6 +72,7 @@ __host__ __device__ constexpr Fp8ScaleMap fp8_scale_map_b(Fp8Scaling scaling, in
 void check_fp8_gemm_args(const Fp8GemmArgs& args);
 
 class HopperLaunchCache;  // the tensor maps and launch facts of the Hopper kernels (arch/sm90)
+struct GroupedSplitWorkspace;  // rung 12's split workspace (kc/stage3/grouped_gemm_args.hpp)
 
 // Rung 01: TMA + WGMMA m64n128k32, a producer warp and two consumer warpgroups, persistent CTAs;
 // each 128-deep K step's products summed by the tensor cores, then added into FP32 registers
@@ -116,6 +117,14 @@ void fp8_gemm_10_wide_scales_in_stage(const Fp8GemmArgs& args, cudaStream_t stre
 // Rung 11: rung 09's kernel or rung 10's, whichever tile width the launch estimates fills the
 // persistent waves better (rung 05's count) (block scales as rung 09 takes them; anything else: rung 09).
 void fp8_gemm_11_scales_in_stage_per_shape(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
+
+// Rung 12: rung 11 with the last wave's wide tiles split along K where that wave would leave half
+// the grid or more idle (the grouped GEMM's plan_grouped_split_last_wave). `workspace`: the grouped
+// GEMM's kind of split workspace (grouped_gemm_args.hpp), grouped_split_workspace_vectors(sm_count)
+// float4 slots and grouped_split_workspace_counters(sm_count) counters, zero before the first launch
+// (every launch leaves them at zero); one launch at a time per workspace.
+void fp8_gemm_12_split_last_wave(const Fp8GemmArgs& args, const GroupedSplitWorkspace& workspace,
+                                 cudaStream_t stream, HopperLaunchCache& cache);
 
 // The activations' side of block scaling: X [M, K] bf16 -> Q [M, K] e4m3 and s_A [ceil(K/128), M]
 // (the layout above), per 1 x 128 piece of a row: s = max |x| / 448 (the largest finite e4m3), or
