@@ -115,7 +115,7 @@ TEST(Fp8GemmOp, BenchAndConformanceProblemsCoverBothScalingsAndTheEdges) {
   EXPECT_NE(op.baseline_name.find("cuBLASLt FP8"), std::string::npos) << op.baseline_name;
 }
 
-TEST(Fp8GemmLadder, RegistersNineRungsForHopperOnlyInTheirOwnReport) {
+TEST(Fp8GemmLadder, RegistersEveryRungForHopperOnlyInTheirOwnReport) {
   const Registry& registry = stage3_test_registry();
   EXPECT_EQ(registry.kernel("stage3/fp8_gemm/01_tma_wgmma").rung, 1);
   EXPECT_EQ(registry.kernel("stage3/fp8_gemm/02_wide_tiles").rung, 2);
@@ -145,6 +145,26 @@ TEST(Fp8GemmLadder, RegistersNineRungsForHopperOnlyInTheirOwnReport) {
   EXPECT_NE(unsupported_reason(registry, rung, problem({64, 64, 100}), nullptr).find("multiple of 16"),
             std::string::npos);
   }
+}
+
+// Rung 12 splits with the grouped GEMM's plan, over rung 10's 128 x 192 tiles on 132 SMs and K
+// steps of 128: which of the FP8 tables' shapes it splits, and how.
+TEST(Fp8SplitLastWave, SplitsTheWideTilesLastWaveWhereItLeavesHalfTheGridIdle) {
+  const auto wide_tiles = [](int m, int n) { return ((m + 127) / 128) * ((n + 191) / 192); };
+  // 4096³: 704 tiles = 5 waves + 44; 32 K steps make two pieces of 16.
+  GroupedSplitPlan plan = plan_grouped_split_last_wave(wide_tiles(4096, 4096), 132, 4096 / 128);
+  EXPECT_EQ(plan.whole_tiles, 5 * 132);
+  EXPECT_EQ(plan.splits, 2);
+  // 8192 x 14336 x 4096: 4800 tiles = 36 waves + 48: split in two as well.
+  plan = plan_grouped_split_last_wave(wide_tiles(8192, 14336), 132, 4096 / 128);
+  EXPECT_EQ(plan.whole_tiles, 36 * 132);
+  EXPECT_EQ(plan.splits, 2);
+  // 8192³ (2752 = 20 waves + 112) and 8192 x 4096 x 14336 (1408 = 10 waves + 88): the last wave
+  // fills more than half the grid, no split.
+  EXPECT_EQ(plan_grouped_split_last_wave(wide_tiles(8192, 8192), 132, 8192 / 128).splits, 1);
+  EXPECT_EQ(plan_grouped_split_last_wave(wide_tiles(8192, 4096), 132, 14336 / 128).splits, 1);
+  // K = 1024 (8 steps): too short to split, whatever the wave.
+  EXPECT_EQ(plan_grouped_split_last_wave(wide_tiles(4096, 4096), 132, 1024 / 128).splits, 1);
 }
 
 TEST(Fp8Quantize, DefinesScalesPerPieceAndRefusesKNotAMultipleOf16) {
