@@ -12,7 +12,7 @@
 #include "arch/sm90/tma_descriptor.hpp"
 #include "kc/stage3/fp8_gemm.hpp"
 #include "kc/stage3/register.hpp"
-#include "split_last_wave_workspace.hpp"
+#include "kc/stage3/split_last_wave_workspace.hpp"
 
 namespace kc::stage3 {
 

@@ -11,7 +11,7 @@
 #include "kc/common/buffer.hpp"
 #include "kc/stage3/grouped_gemm.hpp"
 #include "kc/stage3/register.hpp"
-#include "split_last_wave_workspace.hpp"
+#include "kc/stage3/split_last_wave_workspace.hpp"
 
 namespace kc::stage3 {
 namespace {

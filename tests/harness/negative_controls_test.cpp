@@ -279,6 +279,7 @@ TEST(NegativeControlsFp8, EachFlawFailsWhereTheRungPasses) {
       if (scaling == 1.0) {
         controls.push_back("nc_scale_applied_twice");
         controls.push_back("nc_next_blocks_scales");
+        controls.push_back("nc_split_pieces_added_twice");
       }
       for (const char* control : controls) {
         const CheckOutcome o = check_fp8(control, dims, scaling);

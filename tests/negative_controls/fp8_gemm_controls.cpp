@@ -2,13 +2,15 @@
 // flaw each (stage3-hpc/quant/fp8/fp8_gemm_flawed.cu) — the mistakes an FP8 GEMM makes in its
 // bookkeeping, not in its data movement: never promoting the tensor cores' partial sums to FP32,
 // applying a scale twice, reading the next K block's scales, never restarting a promotion window's
-// sum. Hopper only (FP8 WGMMA).
+// sum, adding a split tile's first K piece twice (rung 12's kernel, which shows wherever its plan
+// splits the last wave). Hopper only (FP8 WGMMA).
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "arch/sm90/tma_descriptor.hpp"
 #include "kc/stage3/fp8_gemm.hpp"
+#include "kc/stage3/split_last_wave_workspace.hpp"
 #include "kc/testing/negative_controls.hpp"
 
 namespace kc::testing {
@@ -36,6 +38,9 @@ const Fp8Control kFp8Controls[] = {
      "rung 04, one scale per tensor: each promotion window's sum starts from the last window's, not from zero, "
      "so every earlier window is promoted again",
      stage3::Fp8Flaw::window_not_restarted, Fp8ControlScaling::per_tensor_only},
+    {"nc_split_pieces_added_twice",
+     "rung 12, block scaling: the consumer half that adds a split tile's K pieces adds piece 0 twice",
+     stage3::Fp8Flaw::split_piece_added_twice, Fp8ControlScaling::block_only},
 };
 
 }  // namespace
@@ -65,8 +70,11 @@ void register_fp8_gemm_controls(Registry& registry) {
     };
     const stage3::Fp8Flaw flaw = c.kind;
     auto cache = std::make_shared<stage3::HopperLaunchCache>();
-    entry.launch = [flaw, cache](const Problem& problem, Operands& operands, cudaStream_t stream) {
-      stage3::fp8_gemm_01_with_flaw(stage3::fp8_gemm_args(problem, operands), flaw, stream, *cache);
+    auto workspace = std::make_shared<stage3::SplitLastWaveWorkspace>();  // rung 12's flaw only
+    entry.launch = [flaw, cache, workspace](const Problem& problem, Operands& operands, cudaStream_t stream) {
+      stage3::GroupedSplitWorkspace split;
+      if (flaw == stage3::Fp8Flaw::split_piece_added_twice) split = workspace->reserve(stream);
+      stage3::fp8_gemm_01_with_flaw(stage3::fp8_gemm_args(problem, operands), flaw, stream, *cache, &split);
     };
     registry.add_kernel(std::move(entry));
   }

@@ -732,7 +732,9 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __g
     }
     // Rung 12: a piece of a split tile; only the consumer half that adds the pieces stores.
     if constexpr (Config::kSplitLastWave)
-      if (unit.split >= 0 && !add_pieces_in_last<Config>(params, unit, consumer, total)) continue;
+      if (unit.split >= 0 &&
+          !add_pieces_in_last<Config, kFlaw == Fp8Flaw::split_piece_added_twice>(params, unit, consumer, total))
+        continue;
     store_fp8_tile_results<Config>(params, total, smem_raw, consumer, tile, row_top - lane / 4, col0, per_tensor_scale);
   }
   if constexpr (Config::kStoresThroughSmem)

@@ -156,7 +156,10 @@ enum class Fp8Flaw {
   wrong_scale_block,  // block scaling: K block kb uses the scales of block kb + 1 (the last its own)
   window_not_restarted,  // rung 04, one scale per tensor: each promotion window's sum starts from the
                          // last window's instead of zero, so earlier windows are promoted again
+  split_piece_added_twice,  // rung 12's kernel, block scaling: the consumer half that adds a split
+                            // tile's K pieces adds piece 0 twice (needs `workspace`, rung 12's)
 };
-void fp8_gemm_01_with_flaw(const Fp8GemmArgs& args, Fp8Flaw flaw, cudaStream_t stream, HopperLaunchCache& cache);
+void fp8_gemm_01_with_flaw(const Fp8GemmArgs& args, Fp8Flaw flaw, cudaStream_t stream, HopperLaunchCache& cache,
+                           const GroupedSplitWorkspace* workspace = nullptr);
 
 }  // namespace kc::stage3

@@ -1,4 +1,4 @@
-// split_last_wave_workspace.hpp — the workspace of the rungs that split their last wave along K
+// kc/stage3/split_last_wave_workspace.hpp — the workspace of the rungs that split their last wave along K
 // (grouped GEMM rungs 06-07, FP8 GEMM rung 12), as their registrations keep it between launches:
 // sized for this GPU's SMs (enough for any problem: the pieces never outnumber the grid) on the
 // first launch, an untimed warm-up in kc-bench; the counters zeroed then, and by every launch.
