@@ -84,7 +84,9 @@ template <void (*Rung)(const GroupedGemmArgs&, const GroupedSplitWorkspace&, cud
 struct HopperSplitLastWave {
   HopperLaunchCache cache;
   SplitLastWaveWorkspace workspace;
-  void operator()(const GroupedGemmArgs& args, cudaStream_t stream) { Rung(args, workspace.reserve(stream), stream, cache); }
+  void operator()(const GroupedGemmArgs& args, cudaStream_t stream) {
+    Rung(args, workspace.reserve(stream), stream, cache);
+  }
 };
 
 // sm_90a machine code (wgmma, setmaxnreg) runs on compute capability 9.0 only.

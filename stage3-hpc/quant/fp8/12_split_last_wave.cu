@@ -17,8 +17,8 @@
 // tile_scheduler.cuh, the grouped rung's: split_k::reduce_in_last_cta on the warpgroup's named
 // barrier), and the half that counts last adds the pieces and runs the epilogue. The plan is the
 // grouped rung's (plan_split_last_wave, plan_grouped_split_last_wave): a split only where the last
-// wave would leave half the grid or more idle, pieces of at least 16 K steps. Where rung 11 takes
-// rung 09's narrow tiles, rung 12 does too, unsplit.
+// wave would leave half the grid or more idle, pieces of at least 16 K steps. Everything else —
+// rung 09's narrow tiles, one scale per tensor, M % 4 != 0 — is rung 11's launch, called as it is.
 //
 // Layouts and limits: rung 11's; the workspace (grouped_split_workspace_vectors / _counters for
 // the GPU's SMs) is its caller's, one launch at a time. Expected limiter: as rung 10, with the last
@@ -34,8 +34,6 @@
 namespace kc::stage3 {
 namespace {
 
-using NarrowTiles = Fp8GemmConfig<128, /*promotion interval*/ 4, /*store pass columns*/ 64, /*stages*/ 6,
-                                  Fp8BlockScaleWalk::scales_in_stage>;  // rung 09
 using WideSplitTiles = Fp8GemmConfig<192, /*promotion interval*/ 4, /*store pass columns*/ 192, /*stages*/ 4,
                                      Fp8BlockScaleWalk::wide_scales_in_stage, /*cluster*/ 1,
                                      /*split last wave*/ true>;  // rung 10's, split
@@ -44,14 +42,14 @@ using WideSplitTiles = Fp8GemmConfig<192, /*promotion interval*/ 4, /*store pass
 
 void fp8_gemm_12_split_last_wave(const Fp8GemmArgs& args, const GroupedSplitWorkspace& workspace,
                                  cudaStream_t stream, HopperLaunchCache& cache) {
-  if (args.scaling != Fp8Scaling::block || !fp8_scale_a_rows_take_tma(args)) {
-    fp8_gemm_09_scales_in_stage(args, stream, cache);
+  // Where rung 11 takes rung 10's wide tiles, the same kernel with its last wave split; anything
+  // else is rung 11's (which makes its estimate again: cached occupancy lookups).
+  if (args.scaling == Fp8Scaling::block && fp8_scale_a_rows_take_tma(args) &&
+      !fp8_scales_in_stage_narrow_tiles_win(args, cache)) {
+    launch_fp8_gemm<WideSplitTiles, Fp8Scaling::block, Fp8Flaw::none>(args, stream, cache, &workspace);
     return;
   }
-  if (fp8_scales_in_stage_narrow_tiles_win(args, cache))
-    launch_fp8_gemm<NarrowTiles, Fp8Scaling::block, Fp8Flaw::none>(args, stream, cache);
-  else
-    launch_fp8_gemm<WideSplitTiles, Fp8Scaling::block, Fp8Flaw::none>(args, stream, cache, &workspace);
+  fp8_gemm_11_scales_in_stage_per_shape(args, stream, cache);
 }
 
 }  // namespace kc::stage3

@@ -727,7 +727,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __g
         } else {
           promote<Config>(total, partial, scales, col0);
         }
-        scales = next;
+        if constexpr (!Config::kScalesInStage) scales = next;  // rung 10 reads each step's from its stage
       }
     }
     // Rung 12: a piece of a split tile; only the consumer half that adds the pieces stores.
@@ -810,8 +810,7 @@ void launch_fp8_gemm(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchC
 template <class Config, Fp8Scaling kScaling>
 int fp8_persistent_waves(const Fp8GemmArgs& args, HopperLaunchCache& cache) {
   const void* kernel = reinterpret_cast<const void*>(&fp8_gemm_kernel<Config, kScaling, Fp8Flaw::none>);
-  cache.prepare_kernel(kernel, Config::kSmemBytes);
-  const int resident = cache.resident_blocks(kernel, Config::kThreads, Config::kSmemBytes, 1);
+  const int resident = cache.resident_blocks(kernel, Config::kThreads, Config::kSmemBytes, 1);  // prepares it
   const long long tiles =
       static_cast<long long>(ceil_div(args.m, Config::kBlockM)) * ceil_div(args.n, Config::kBlockN);
   return static_cast<int>((tiles + resident - 1) / resident);
