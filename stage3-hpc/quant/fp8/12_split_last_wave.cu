@@ -23,7 +23,8 @@
 // Layouts and limits: rung 11's; the workspace (grouped_split_workspace_vectors / _counters for
 // the GPU's SMs) is its caller's, one launch at a time. Expected limiter: as rung 10, with the last
 // wave's idle SMs at work; the pieces' sums go through the L2 (at most 2 x 48 KiB an SM). SASS to
-// look for: rung 10's loop (4 QGMMA.64x192x32.F32.E4M3.E4M3 a step, its LDS and SHFL), plus the
+// look for: rung 10's loop (4 QGMMA.64x192x32.F32.E4M3.E4M3 a step, its LDS and SHFL, the stage
+// and descriptor arithmetic in uniform registers: UIADD3, R2UR no more than rung 10's), plus the
 // split's STG.E.128 of the sums, MEMBAR, one ATOMG.E.ADD per consumer half and piece, BAR.RED.OR on
 // the named barrier and the LDG.E.128 of the pieces; no LDL/STL.
 //

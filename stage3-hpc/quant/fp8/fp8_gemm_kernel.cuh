@@ -730,11 +730,17 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __g
         if constexpr (!Config::kScalesInStage) scales = next;  // rung 10 reads each step's from its stage
       }
     }
-    // Rung 12: a piece of a split tile; only the consumer half that adds the pieces stores.
+    // Rung 12: a piece of a split tile; only the consumer half that adds the pieces stores. Whether
+    // this half is the last comes from its named barrier (BAR.RED.OR), the same for all its threads,
+    // which the compiler cannot tell: the warp vote says so. Without it the branch counts as
+    // divergent and the walk's stage and descriptor arithmetic leaves the uniform datapath (the K
+    // loop's SASS: no U* instructions, twice the R2UR of rung 10's, even for whole tiles).
     if constexpr (Config::kSplitLastWave)
-      if (unit.split >= 0 &&
-          !add_pieces_in_last<Config, kFlaw == Fp8Flaw::split_piece_added_twice>(params, unit, consumer, total))
-        continue;
+      if (unit.split >= 0) {
+        const bool stores =
+            add_pieces_in_last<Config, kFlaw == Fp8Flaw::split_piece_added_twice>(params, unit, consumer, total);
+        if (!__all_sync(0xffffffffu, stores)) continue;
+      }
     store_fp8_tile_results<Config>(params, total, smem_raw, consumer, tile, row_top - lane / 4, col0, per_tensor_scale);
   }
   if constexpr (Config::kStoresThroughSmem)
