@@ -17,7 +17,9 @@
 // cache here and put in the tiles from registers), and in whether the first tiles' cached rows are
 // copied into shared memory before the wait (Rope::kPagesBeforeWait: rung 07,
 // decode_07_pages_before_wait.cu), and in how a copy finds its row's address (Rope::kPageWalk:
-// rung 08, decode_08_page_walk.cu, works each thread's addresses out once a CTA).
+// rung 08, decode_08_page_walk.cu, works each thread's addresses out once a CTA), and in the grid's
+// order (Rope::kWorkersFirst: rung 09, decode_09_workers_first.cu, puts the CTAs that hold keys first
+// and lets the others leave before the wait).
 // Unnamed namespace: each rung's file compiles its own instances, no symbol shared between them.
 #pragma once
 
@@ -44,6 +46,7 @@ enum class DecodeMerge { combine_kernel, in_kernel, in_kernel_drops_last_split }
 struct NoRope {
   static constexpr bool kPagesBeforeWait = false;
   static constexpr bool kPageWalk = false;
+  static constexpr bool kWorkersFirst = false;
 };
 
 // Rung 06's: DecodeRopeArgs, and for its negative control a flaw — kPositionOffByOne rotates the
@@ -53,6 +56,7 @@ struct RopeIn : DecodeRopeArgs<T> {
   static constexpr bool kPositionOffByOne = kPositionOffByOne_;
   static constexpr bool kPagesBeforeWait = false;
   static constexpr bool kPageWalk = false;
+  static constexpr bool kWorkersFirst = false;
 };
 
 // Rung 07's: rung 06's rotation and cache write, with every stage of the ring filled with cached
@@ -66,6 +70,7 @@ struct RopePagesFirst : DecodeRopeArgs<T> {
   static constexpr bool kPagesBeforeWait = true;
   static constexpr bool kNewRowsFromCache = kNewRowsFromCache_;
   static constexpr bool kPageWalk = false;
+  static constexpr bool kWorkersFirst = false;
 };
 
 // Rung 08's: rung 07's, with each thread's page addresses worked out once a CTA (PageWalk below)
@@ -77,6 +82,37 @@ struct RopePageWalk : RopePagesFirst<T> {
   static constexpr bool kPageWalk = true;
   static constexpr bool kOnePagePerTile = kOnePagePerTile_;
 };
+
+// Rung 09's: rung 08's, in a grid turned round — the group (kv head and row chunk) the fast index and
+// the split the slow one, so the CTAs of the splits that hold keys (the first ones) come first in
+// the order the GPU starts CTAs — and with a CTA whose split holds no key leaving before the wait
+// for the kernel ahead. For its negative control a flaw — kPartialsInRung08Slots stores a split's
+// partial O and LSE in the slot of the index that is the split in rung 08's grid, the group's
+// (modulo the splits): partials of one split land in another's slot, and the merge adds the wrong
+// ones wherever a sequence's keys span several splits.
+template <typename T, bool kPartialsInRung08Slots_ = false>
+struct RopeWorkersFirst : RopePageWalk<T> {
+  static constexpr bool kWorkersFirst = true;
+  static constexpr bool kPartialsInRung08Slots = kPartialsInRung08Slots_;
+};
+
+// The split a CTA works on, and its group (kv head x row chunk) and the groups in the grid: rungs 02
+// to 08 launch splits x groups x sequences, rung 09 groups x splits x sequences.
+template <class Rope>
+__device__ __forceinline__ int split_index() {
+  if constexpr (Rope::kWorkersFirst) return static_cast<int>(blockIdx.y);
+  return static_cast<int>(blockIdx.x);
+}
+template <class Rope>
+__device__ __forceinline__ unsigned group_index() {
+  if constexpr (Rope::kWorkersFirst) return blockIdx.x;
+  return blockIdx.y;
+}
+template <class Rope>
+__device__ __forceinline__ unsigned group_count() {
+  if constexpr (Rope::kWorkersFirst) return gridDim.x;
+  return gridDim.y;
+}
 
 // The row of cos_sin a new token at `position` is rotated by (the control's flaw, or the position).
 template <class Rope>
@@ -138,7 +174,7 @@ struct MmaSplitKvLayout {
 };
 
 // What one CTA works on (rung 02's grid): split blockIdx.x of sequence blockIdx.z, kv head and row
-// chunk from blockIdx.y.
+// chunk from blockIdx.y (rung 09: the other way round, split_index and group_index).
 struct SplitWork {
   int b, kv_head, row0, rows;  // sequence, kv head, the chunk's first group row and row count
   int length;                  // the sequence's keys
@@ -147,18 +183,18 @@ struct SplitWork {
   int tiles;                   // 64-key tiles of the split
 };
 
-template <typename T>
+template <class Rope, typename T>
 __device__ __forceinline__ SplitWork split_work(const DecodeArgs<T>& args, const DecodeSplitPlan& plan) {
   SplitWork work;
   const int group_rows = args.group_rows();
   work.b = static_cast<int>(blockIdx.z);
-  work.kv_head = static_cast<int>(blockIdx.y) / plan.row_chunks;
-  work.row0 = static_cast<int>(blockIdx.y) % plan.row_chunks * kDecodeMaxRowsPerCta;
+  work.kv_head = static_cast<int>(group_index<Rope>()) / plan.row_chunks;
+  work.row0 = static_cast<int>(group_index<Rope>()) % plan.row_chunks * kDecodeMaxRowsPerCta;
   work.rows = min(kDecodeMaxRowsPerCta, group_rows - work.row0);
   // The group's rows are consecutive in [B, Hq, Sq]: query heads kv_head x group ... on, Sq each.
   work.first_row = (static_cast<std::int64_t>(work.b) * args.kv_heads + work.kv_head) * group_rows + work.row0;
   work.length = args.seq_lens[work.b];
-  work.key_begin = static_cast<int>(blockIdx.x) * plan.keys_per_split;
+  work.key_begin = split_index<Rope>() * plan.keys_per_split;
   work.key_end = min(work.length, work.key_begin + plan.keys_per_split);
   work.tiles = ceil_div(work.key_end - work.key_begin, kTileKeys);
   return work;
@@ -448,12 +484,12 @@ __device__ __forceinline__ void prefetch_first_pages(const DecodeArgs<T>& args, 
 // and sets the counter back to zero for the next launch. Every partial is stored before its
 // thread's fence, and every thread's fence before thread 0 counts (the barrier); the last CTA's
 // reads come after it has seen the count and fenced. No CTA waits for another.
-template <typename T, int kHeadDim, DecodeMerge kMerge>
+template <class Rope, typename T, int kHeadDim, DecodeMerge kMerge>
 __device__ __forceinline__ void merge_if_last(const DecodeArgs<T>& args, const DecodeSplitPlan& plan,
                                               const DecodeSplitWorkspace& workspace, const SplitWork& work,
                                               int used_splits, int warp, int lane) {
   __threadfence();
-  unsigned* arrivals = workspace.arrivals + blockIdx.z * gridDim.y + blockIdx.y;
+  unsigned* arrivals = workspace.arrivals + blockIdx.z * group_count<Rope>() + group_index<Rope>();
   bool last = false;
   if (threadIdx.x == 0) last = atomicAdd(arrivals, 1u) == static_cast<unsigned>(used_splits - 1);
   if (!__syncthreads_or(last)) return;
@@ -594,7 +630,13 @@ __global__ void __launch_bounds__(kThreads)
 
   const int warp = static_cast<int>(threadIdx.x) / core::kWarpSize;
   const int lane = static_cast<int>(threadIdx.x) % core::kWarpSize;
-  const SplitWork work = split_work(args, plan);
+  const SplitWork work = split_work<Rope>(args, plan);
+  if constexpr (Rope::kWorkersFirst) {
+    // Rung 09: a split past the sequence's keys has nothing to read or write (the merge counts the
+    // splits that hold keys only) and leaves now, before the wait, giving its SM back. Split 0 of
+    // a sequence without keys stays: it writes that sequence's rows after the wait, below.
+    if (work.key_begin >= work.length && !(work.length <= 0 && split_index<Rope>() == 0)) return;
+  }
   [[maybe_unused]] const auto walk = page_walk_for<Layout, Rope>(args, work);  // rung 08; empty in the others
   int ids[Layout::kRowsPerThread];
   if constexpr (kPagesFirst) {
@@ -613,7 +655,7 @@ __global__ void __launch_bounds__(kThreads)
   if (work.key_begin >= work.length) {
     // Rung 03: the CTA of the only split; rung 04: split 0 of an empty sequence (no split holds a
     // key, so no merge runs).
-    if (kMergesHere ? (work.length <= 0 && blockIdx.x == 0) : direct) store_empty_rows<T, kHeadDim>(args, work);
+    if (kMergesHere ? (work.length <= 0 && split_index<Rope>() == 0) : direct) store_empty_rows<T, kHeadDim>(args, work);
     return;  // the whole CTA: no barrier is left behind
   }
 
@@ -759,13 +801,16 @@ __global__ void __launch_bounds__(kThreads)
       core::store_floats<T, 4>(args.o + row * kHeadDim + column, o);
       if (column == 0) args.lse[row] = result.lse;
     } else {
-      const std::int64_t slot = row * plan.splits + static_cast<int>(blockIdx.x);
+      int split = split_index<Rope>();
+      if constexpr (Rope::kWorkersFirst)
+        if constexpr (Rope::kPartialsInRung08Slots) split = static_cast<int>(blockIdx.x) % plan.splits;  // the flaw
+      const std::int64_t slot = row * plan.splits + split;
       core::store_floats<float, 4>(workspace.partial_o + slot * kHeadDim + column, o);
       if (column == 0) workspace.partial_lse[slot] = result.lse;
     }
   }
   if constexpr (kMergesHere) {
-    if (!direct) merge_if_last<T, kHeadDim, kMerge>(args, plan, workspace, work, used_splits, warp, lane);
+    if (!direct) merge_if_last<Rope, T, kHeadDim, kMerge>(args, plan, workspace, work, used_splits, warp, lane);
   }
 }
 
@@ -785,7 +830,10 @@ auto prepared_kernel() {
 template <typename T, int kHeadDim, int kRowTiles, DecodeMerge kMerge, bool kEarlyPages, class Rope>
 void launch(const DecodeArgs<T>& args, const DecodeSplitPlan& plan, const DecodeSplitWorkspace& workspace,
             const Rope& rope, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(plan.splits), static_cast<unsigned>(args.kv_heads * plan.row_chunks),
+  const auto splits = static_cast<unsigned>(plan.splits);
+  const auto groups = static_cast<unsigned>(args.kv_heads * plan.row_chunks);
+  // Rung 09 turns the grid round: the groups of split 0 first (split_index, group_index).
+  const dim3 grid(Rope::kWorkersFirst ? groups : splits, Rope::kWorkersFirst ? splits : groups,
                   static_cast<unsigned>(args.batch));
   core::launch_dependent(prepared_kernel<T, kHeadDim, kRowTiles, kMerge, kEarlyPages, Rope>(), grid, dim3(kThreads),
                          MmaSplitKvLayout<kHeadDim, kRowTiles>::kSmemBytes, stream, args, plan, workspace, rope);

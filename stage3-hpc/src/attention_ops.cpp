@@ -138,11 +138,13 @@ DecodeSplitPlan PagedDecodeAttention::plan_for(const DecodeArgs<T>& args, bool r
                                                                                       : 3)
                      : rope_rung_ == RopeRung::rope_in   ? 6
                      : rope_rung_ == RopeRung::page_walk ? 8
-                                                         : 7;
+                     : rope_rung_ == RopeRung::workers_first ? 9
+                                                             : 7;
   int& ctas_per_sm =
       mma_ctas_per_sm_[{number, std::is_same_v<T, __nv_bfloat16>, args.head_dim, args.group_rows()}];
   if (ctas_per_sm == 0)
-    ctas_per_sm = number == 8   ? attention_decode_08_ctas_per_sm(args)
+    ctas_per_sm = number == 9   ? attention_decode_09_ctas_per_sm(args)
+                  : number == 8 ? attention_decode_08_ctas_per_sm(args)
                   : number == 7 ? attention_decode_07_ctas_per_sm(args)
                   : number == 6 ? attention_decode_06_ctas_per_sm(args)
                   : number == 5 ? attention_decode_05_ctas_per_sm(args)
@@ -229,6 +231,7 @@ std::string_view PagedDecodeAttention::run_rope(const DecodeArgs<T>& args, const
     case RopeRung::rope_in: attention_decode_06_rope_in(args, rope, plan, workspace, stream); break;
     case RopeRung::pages_before_wait: attention_decode_07_pages_before_wait(args, rope, plan, workspace, stream); break;
     case RopeRung::page_walk: attention_decode_08_page_walk(args, rope, plan, workspace, stream); break;
+    case RopeRung::workers_first: attention_decode_09_workers_first(args, rope, plan, workspace, stream); break;
   }
   return rope_rung_id(rope_rung_);
 }
@@ -237,6 +240,7 @@ std::string_view PagedDecodeAttention::rope_rung_id(RopeRung rung) {
   switch (rung) {
     case RopeRung::rope_in: return "stage3/attention_decode_paged_rope/06_rope_in";
     case RopeRung::page_walk: return "stage3/attention_decode_paged_rope/08_page_walk";
+    case RopeRung::workers_first: return "stage3/attention_decode_paged_rope/09_workers_first";
     case RopeRung::pages_before_wait: break;
   }
   return "stage3/attention_decode_paged_rope/07_pages_before_wait";

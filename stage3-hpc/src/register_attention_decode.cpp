@@ -198,6 +198,10 @@ void register_attention_decode_rope_kernels(Registry& registry) {
                 "rung 07 with each thread's page addresses worked out once a CTA (its first row, the block's bytes, "
                 "a row offset a copy) instead of from the key for every row it copies",
                 PagedDecodeAttention::RopeRung::page_walk);
+  add_rope_rung("09_workers_first", 9,
+                "rung 08 in a grid turned round (groups x splits: the CTAs that hold keys start first), and a CTA "
+                "whose split holds no key leaving before the wait for the kernel ahead",
+                PagedDecodeAttention::RopeRung::workers_first);
 }
 
 }  // namespace kc::stage3

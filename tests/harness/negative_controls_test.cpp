@@ -515,6 +515,27 @@ TEST(NegativeControlsDecode, OnePagePerTileFailsWhereRung08Passes) {
   }
 }
 
+// Decode rung 09 (a grid of groups x splits, the splits past a sequence's keys leaving before the
+// wait): the rung passes, and its kernel storing each split's partials in the slot of its index in
+// rung 08's grid order fails wherever a sequence spans several of the control's splits — the
+// engine's shapes and a ragged batch (with an empty sequence: split 0 stays to write its rows) —
+// and passes at 64 keys, one split a sequence, where nothing is merged (the rest is right).
+TEST(NegativeControlsDecode, PartialsInRung08sSlotsFailWhereRung09Passes) {
+  KC_SKIP_WITHOUT_GPU();
+  expect_rope_rung_passes_and_control_fails("09_workers_first", "nc_partials_in_rung08_slots",
+                                            {{{1, 9, 3, 1, 128, 64}, {}},
+                                             {{1, 32, 8, 1, 140, 128}, {}},
+                                             {{8, 32, 8, 1, 1024, 128}, {}},
+                                             {{7, 32, 8, 4, 300, 128}, kRaggedLengths}});
+  const Registry& r = registry_with_decode_rungs();
+  for (const DType dtype : {DType::bf16, DType::f16}) {
+    const Problem problem = r.op(stage3::kAttentionDecodeRopeOp).problem({2, 32, 8, 1, 64, 64}, dtype, {});
+    const CheckOutcome o = check_kernel(
+        r, r.kernel("stage3/attention_decode_paged_rope/nc_partials_in_rung08_slots"), problem, 1, shared_context());
+    EXPECT_TRUE(o.passed()) << "64 keys, one split a sequence: " << o.detail;
+  }
+}
+
 // Grouped GEMM: each routing flaw fails at the skewed DeepSeek-like benchmark shape (64 experts,
 // 1024 tokens by Zipf's law) and on six experts with an empty one in the middle; where a flaw
 // cannot show the same control passes, which shows the rest of it is right: one expert (no

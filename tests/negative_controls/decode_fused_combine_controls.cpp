@@ -19,6 +19,11 @@
 // of a 64-key tile from the block of the tile's first key — a page read from the wrong block. O is
 // then wrong wherever a tile spans more than one block (blocks of 16 or 32 keys, past the first
 // block's keys); with blocks of 64 it is right.
+// And decode rung 09's (stage3-hpc/attention/decode_09_workers_first.cu, a grid of groups x splits):
+// its kernel storing each split's partials in the slot that rung 08's grid order would give it —
+// the group's index, modulo the splits. O is then wrong wherever a sequence's keys span several
+// splits (partials overwritten, slots read that no split wrote); where one split holds each
+// sequence nothing is merged and it is right.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -55,6 +60,11 @@ constexpr const char* kPageWalkFlaw =
     "decode rung 08 reading every row of a 64-key tile from the block of the tile's first key (a page read from "
     "the wrong block)";
 
+constexpr const char* kWorkersFirstName = "nc_partials_in_rung08_slots";
+constexpr const char* kWorkersFirstFlaw =
+    "decode rung 09 storing each split's partials in the slot of its index in rung 08's grid order (the group's, "
+    "modulo the splits)";
+
 std::string control_id() { return std::string("stage3/") + stage3::kAttentionDecodeOp + "/" + kName; }
 std::string rope_control_id() { return std::string("stage3/") + stage3::kAttentionDecodeRopeOp + "/" + kRopeName; }
 std::string pages_first_control_id() {
@@ -62,6 +72,9 @@ std::string pages_first_control_id() {
 }
 std::string page_walk_control_id() {
   return std::string("stage3/") + stage3::kAttentionDecodeRopeOp + "/" + kPageWalkName;
+}
+std::string workers_first_control_id() {
+  return std::string("stage3/") + stage3::kAttentionDecodeRopeOp + "/" + kWorkersFirstName;
 }
 
 // A control's split plan (kControlSplits of the table's width) and its workspace: partials grown
@@ -154,7 +167,8 @@ std::vector<NegativeControl> decode_fused_combine_controls() {
   return {{control_id(), kFlaw},
           {rope_control_id(), kRopeFlaw},
           {pages_first_control_id(), kPagesFirstFlaw},
-          {page_walk_control_id(), kPageWalkFlaw}};
+          {page_walk_control_id(), kPageWalkFlaw},
+          {workers_first_control_id(), kWorkersFirstFlaw}};
 }
 
 void register_decode_fused_combine_controls(Registry& registry) {
@@ -178,6 +192,12 @@ void register_decode_fused_combine_controls(Registry& registry) {
   page_walk.launch = launch_control(
       flawed_rope_rung([](const auto&... a) { stage3::attention_decode_08_one_page_per_tile(a...); }));
   registry.add_kernel(std::move(page_walk));
+
+  KernelEntry workers_first =
+      control_entry(workers_first_control_id(), stage3::kAttentionDecodeRopeOp, kWorkersFirstFlaw);
+  workers_first.launch = launch_control(
+      flawed_rope_rung([](const auto&... a) { stage3::attention_decode_09_partials_in_rung08_slots(a...); }));
+  registry.add_kernel(std::move(workers_first));
 }
 
 }  // namespace kc::testing

@@ -126,6 +126,9 @@ class PagedDecodeAttention {
     pages_before_wait,
     // decode_06_rope_in: rung 05 with the new tokens' RoPE and cache write inside.
     rope_in,
+    // decode_09_workers_first: rung 08 in a grid of groups x splits, its CTAs past their
+    // sequence's keys leaving before the wait. Rung 07's contract.
+    workers_first,
   };
 
   // The attention_decode_paged_rope op whatever rung() is: the new tokens' RoPE and cache write

@@ -368,6 +368,24 @@ void attention_decode_08_one_page_per_tile(const DecodeArgs<T>& args, const Deco
                                            const DecodeSplitPlan& plan, const DecodeSplitWorkspace& workspace,
                                            cudaStream_t stream);
 
+// Rung 09: rung 08 in a grid of groups x splits (the CTAs of the first splits, those that hold
+// keys at short contexts, started first) whose CTAs past their sequence's keys leave before the
+// wait for the kernel ahead. Rung 08's plans, workspace, arguments and contract.
+template <typename T>
+void attention_decode_09_workers_first(const DecodeArgs<T>& args, const DecodeRopeArgs<T>& rope,
+                                       const DecodeSplitPlan& plan, const DecodeSplitWorkspace& workspace,
+                                       cudaStream_t stream);
+template <typename T>
+int attention_decode_09_ctas_per_sm(const DecodeArgs<T>& args);
+// Rung 09 with a flaw, for its negative control: each split's partial O and LSE stored in the slot
+// of its group's index (modulo the splits) — the split's index in rung 08's grid order — so the merge
+// adds the wrong partials wherever a sequence's keys span several splits; right where one split
+// holds each sequence (no partials).
+template <typename T>
+void attention_decode_09_partials_in_rung08_slots(const DecodeArgs<T>& args, const DecodeRopeArgs<T>& rope,
+                                               const DecodeSplitPlan& plan, const DecodeSplitWorkspace& workspace,
+                                               cudaStream_t stream);
+
 // Rung 04 with a flaw, for its negative control (tests/negative_controls): the sequence's last
 // used split is left out of the merge. Right where a sequence uses one split, wrong wherever it uses more.
 template <typename T>

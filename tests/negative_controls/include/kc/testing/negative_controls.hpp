@@ -85,7 +85,9 @@ void register_quantize_int4_controls(Registry& registry);
 // copying the new tokens' rows from their pages before the wait
 // (stage3/attention_decode_paged_rope/nc_new_rows_copied_before_wait), and decode rung 08's kernel
 // reading every row of a tile from the block of its first key
-// (stage3/attention_decode_paged_rope/nc_page_walk_one_page_per_tile).
+// (stage3/attention_decode_paged_rope/nc_page_walk_one_page_per_tile), and decode rung 09's kernel
+// storing each split's partials in the slot of its index in rung 08's grid order
+// (stage3/attention_decode_paged_rope/nc_partials_in_rung08_slots).
 std::vector<NegativeControl> decode_fused_combine_controls();
 void register_decode_fused_combine_controls(Registry& registry);
 
