@@ -437,8 +437,8 @@ __device__ __forceinline__ void produce_tiles_and_scales(const StageRing<Config>
   constexpr std::uint32_t kStageBytesWithScales = Config::kStageBytes + sizeof(Fp8StageScales::a);
   PipelineState<Config::kStages> state;
   for (int linear = schedule.first; linear < schedule.count; linear += schedule.step) {
-    WorkUnit unit{linear, 0, params.k_blocks, -1};  // a whole tile but in rung 12's last wave
-    if constexpr (Config::kSplitLastWave) unit = work_unit<Config>(params, linear, params.k_blocks);
+    // A whole tile but in rung 12's last wave (work_unit: always, without Config::kSplitLastWave).
+    const WorkUnit unit = work_unit<Config>(params, linear, params.k_blocks);
     const TileCoord tile = schedule.cta_tile(params, unit.tile);
     const int a_row = tile.m * Config::kBlockM;  // without clusters a tile starts inside A and B
     const int b_row = tile.n * Config::kBlockN;
@@ -648,8 +648,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __g
   float partial[Config::kAccumulators];
   float total[Config::kAccumulators];
   for (int linear = schedule.first; linear < schedule.count; linear += schedule.step) {
-    WorkUnit unit{linear, 0, k_tiles, -1};  // a whole tile but in rung 12's last wave
-    if constexpr (Config::kSplitLastWave) unit = work_unit<Config>(params, linear, k_tiles);
+    const WorkUnit unit = work_unit<Config>(params, linear, k_tiles);  // a whole tile but in rung 12's last wave
     const TileCoord tile = schedule.cta_tile(params, unit.tile);
     const int row_top = tile.m * Config::kBlockM + consumer * kWarpgroupRows + 16 * warp_in_group + lane / 4;
     const int col0 = tile.n * Config::kBlockN;
