@@ -56,6 +56,7 @@
 #include "epilogue_direct_store.cuh"
 #include "epilogue_offloaded_activation.cuh"
 #include "epilogue_tma_store.cuh"
+#include "expert_tile.cuh"
 #include "hopper_common.cuh"
 #include "kc/common/error.hpp"
 #include "kc/stage3/grouped_gemm_args.hpp"
@@ -67,46 +68,6 @@
 namespace kc::stage3 {
 
 #if KC_STAGE3_SM90A
-
-// The grouped GEMM (Config::kGrouped): tile `linear` of the grid is a tile of one expert's output.
-struct ExpertTile {
-  TileCoord tile;     // its tile row and column inside the expert's output
-  int first_row;      // the expert's first row of A and C
-  int rows;           // the expert's rows
-  int weight_row;     // the expert's first row of B viewed as G.N x K
-};
-
-template <class Config>
-__device__ __forceinline__ ExpertTile expert_tile(const typename Config::Params& params, int linear) {
-  const GroupedTile t =
-      grouped_tile_at(linear, params.tile_starts, params.row_starts, params.groups, Config::kBlockM);
-  const int first_row = params.row_starts[t.group];
-  return {{t.m, t.n}, first_row, params.row_starts[t.group + 1] - first_row, t.group * params.n};
-}
-
-// The tile the consumers compute at step `linear` of the walk: the schedule's (rungs 06-10) or
-// the expert's (grouped).
-template <class Config>
-__device__ __forceinline__ TileCoord consumer_tile(const TileSchedule<Config>& schedule,
-                                                   const typename Config::Params& params, int linear) {
-  if constexpr (Config::kGrouped) {
-    return expert_tile<Config>(params, linear).tile;
-  } else {
-    return schedule.cta_tile(params, linear);
-  }
-}
-
-// The grouped GEMM with TMA stores (rungs 04-07): whether a consumer's 64-row half, starting at
-// row `half_row0` of its expert, may leave through the TMA store. TMA clips at the last row of C
-// (the last token), not at an expert's last row: a half that runs past its expert's rows into the
-// next expert's must take the guarded direct stores, unless its expert is the last one with rows.
-template <class Config>
-__device__ __forceinline__ bool half_stored_by_tma(const typename Config::Params& params,
-                                                   const ExpertTile& expert, int half_row0) {
-  const bool inside = half_row0 + kWarpgroupRows <= expert.rows;
-  const bool clipped_at_last_token = expert.first_row + expert.rows == params.m;
-  return params.use_tma_store && half_row0 < expert.rows && (inside || clipped_at_last_token);
-}
 
 template <class Config>
 __global__ void __launch_bounds__(Config::kThreads, 1)

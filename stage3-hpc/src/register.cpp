@@ -11,6 +11,7 @@
 #include "kc/stage3/attention.hpp"
 #include "kc/stage3/attention_decode.hpp"
 #include "kc/stage3/fp8_gemm.hpp"
+#include "kc/stage3/fp8_grouped_gemm.hpp"
 #include "kc/stage3/int8_gemm.hpp"
 #include "kc/stage3/gemv_gguf.hpp"
 #include "kc/stage3/gemv_int4.hpp"
@@ -287,6 +288,8 @@ void register_kernels(Registry& registry) {
 
   // Low precision: the FP8 GEMM (quant/fp8/), its own table.
   register_fp8_gemm_kernels(registry);
+  // Low precision and mixture-of-experts: the FP8 grouped GEMM (quant/fp8/grouped_*), its own table.
+  register_fp8_grouped_gemm_kernels(registry);
   // Low precision: the INT8 GEMM (quant/int8/), its own table.
   register_int8_gemm_kernels(registry);
 

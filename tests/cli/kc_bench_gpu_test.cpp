@@ -51,12 +51,14 @@ TEST(KcBenchGpu, NegativeControlsAreReportedFailedAndNeverTimed) {
   const auto grouped_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_grouped";
   const auto fp8_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_fp8";
   const auto fp8_tensor_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_fp8_tensor";
+  const auto fp8_grouped_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_fp8_grouped";
   const auto int8_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_int8";
   const auto small_m_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_small_m";
   const auto quantize_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_quantize";
   std::filesystem::remove_all(quantize_dir);
   std::filesystem::remove_all(fp8_dir);
   std::filesystem::remove_all(fp8_tensor_dir);
+  std::filesystem::remove_all(fp8_grouped_dir);
   std::filesystem::remove_all(rope_dir);
   std::filesystem::remove_all(int8_dir);
   std::filesystem::remove_all(small_m_dir);
@@ -102,6 +104,13 @@ TEST(KcBenchGpu, NegativeControlsAreReportedFailedAndNeverTimed) {
         "--include-negative-controls --filter 'fp8_gemm/nc_promotion_window' --shapes 256x256x8192 --param scaling=0 "
         "--max-samples 5 --allow-dirty --markdown " + fp8_tensor_dir.string());
     EXPECT_EQ(fp8_tensor.exit_code, 1) << "a failed kernel must fail the run\n" << fp8_tensor.output;
+    // The FP8 grouped GEMM's control on six experts padded to 8, 4, 128, 4, 0 and 16 rows: experts
+    // other than the last have rows, so the neighbour's weight scales show.
+    const ProgramRun fp8_grouped = run_kc_bench(
+        "--include-negative-controls --filter 'fp8_grouped_gemm/nc_' --shapes 6x264x272 --param tokens=150 "
+        "--param skew=3 --param routing_seed=2 --param row_align=4 --max-samples 5 --allow-dirty --markdown " +
+        fp8_grouped_dir.string());
+    EXPECT_EQ(fp8_grouped.exit_code, 1) << "a failed kernel must fail the run\n" << fp8_grouped.output;
   }
   // The small-M controls (rung 14's last CTA adding one split twice; rung 16's cluster adding rank
   // 0's tile twice, Hopper) where K is split: M <= 64 and a K long enough for four splits of the 32
@@ -124,6 +133,7 @@ TEST(KcBenchGpu, NegativeControlsAreReportedFailedAndNeverTimed) {
   EXPECT_EQ(quantize.exit_code, 1) << "a failed kernel must fail the run\n" << quantize.output;
   const std::string fp8_json = hopper ? read_file(fp8_dir / "negative-controls.json") : std::string();
   const std::string fp8_tensor_json = hopper ? read_file(fp8_tensor_dir / "negative-controls.json") : std::string();
+  const std::string fp8_grouped_json = hopper ? read_file(fp8_grouped_dir / "negative-controls.json") : std::string();
   const std::string rope_json = read_file(rope_dir / "negative-controls.json");
   const std::string int8_json = hopper ? read_file(int8_dir / "negative-controls.json") : std::string();
   const std::string small_m_json = read_file(small_m_dir / "negative-controls.json");
@@ -139,13 +149,15 @@ TEST(KcBenchGpu, NegativeControlsAreReportedFailedAndNeverTimed) {
     const bool is_fp8_tensor = control.id.find("/fp8_gemm/nc_promotion_window") != std::string::npos;
     const bool is_grouped = control.id.find("/grouped_gemm/") != std::string::npos;
     const bool is_fp8 = control.id.find("/fp8_gemm/") != std::string::npos;
+    const bool is_fp8_grouped = control.id.find("/fp8_grouped_gemm/") != std::string::npos;
     const bool is_int8 = control.id.find("/int8_gemm") != std::string::npos;
     const bool is_cluster_split = control.id.find("/nc_cluster_split") != std::string::npos;  // rung 16: Hopper
     const bool is_small_m = control.id.find("/nc_split_k_partials") != std::string::npos || is_cluster_split;
     const bool is_quantize = control.id.find("/quantize_gguf/") != std::string::npos;
-    if ((is_fp8 || is_int8 || is_cluster_split) && !hopper) continue;  // WGMMA: compute capability 9.0 only
+    if ((is_fp8 || is_fp8_grouped || is_int8 || is_cluster_split) && !hopper) continue;  // WGMMA: 9.0 only
     const std::string& text = is_fp8_tensor ? fp8_tensor_json
                               : is_fp8 ? fp8_json
+                              : is_fp8_grouped ? fp8_grouped_json
                               : is_rope ? rope_json
                               : is_int8 ? int8_json
                               : is_small_m ? small_m_json
@@ -169,6 +181,7 @@ TEST(KcBenchGpu, NegativeControlsAreReportedFailedAndNeverTimed) {
   std::filesystem::remove_all(grouped_dir);
   std::filesystem::remove_all(fp8_dir);
   std::filesystem::remove_all(fp8_tensor_dir);
+  std::filesystem::remove_all(fp8_grouped_dir);
   std::filesystem::remove_all(rope_dir);
   std::filesystem::remove_all(int8_dir);
   std::filesystem::remove_all(small_m_dir);

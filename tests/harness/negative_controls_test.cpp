@@ -7,6 +7,7 @@
 #include "kc/stage3/attention.hpp"
 #include "kc/stage3/attention_decode.hpp"
 #include "kc/stage3/fp8_gemm.hpp"
+#include "kc/stage3/fp8_grouped_gemm.hpp"
 #include "kc/stage3/int8_gemm.hpp"
 #include "kc/stage3/grouped_gemm.hpp"
 #include "kc/stage3/register.hpp"
@@ -289,6 +290,48 @@ TEST(NegativeControlsFp8, EachFlawFailsWhereTheRungPasses) {
       }
     }
   }
+}
+
+// FP8 grouped GEMM: rung 01 passes, and its kernel scaling each expert with the next expert's
+// weight scales fails, wherever an expert other than the last has rows: the DeepSeek-like and
+// Mixtral-like (14336 -> 4096, long sums) benchmark problems and six experts with an empty one in
+// the middle (padded to 8, 4, 128, 4, 0 and 16 rows); with one expert (the last, its own scales)
+// the control passes, which shows the rest of it is right. Hopper only: elsewhere both are refused.
+const Registry& registry_with_fp8_grouped_rungs() {
+  static const Registry registry = [] {
+    Registry r;
+    stage3::register_kernels(r);
+    testing::register_fp8_grouped_gemm_controls(r);
+    return r;
+  }();
+  return registry;
+}
+
+CheckOutcome check_fp8_grouped(const std::string& name, const std::vector<std::int64_t>& dims,
+                               const ParamValues& params) {
+  const Registry& r = registry_with_fp8_grouped_rungs();
+  const Problem problem = r.op(stage3::kFp8GroupedGemmOp).problem(dims, DType::f8e4m3, params);
+  return check_kernel(r, r.kernel(std::string("stage3/fp8_grouped_gemm/") + name), problem, 1, shared_context());
+}
+
+TEST(NegativeControlsFp8Grouped, NeighboursWeightScalesFailWhereTheRungPasses) {
+  KC_SKIP_WITHOUT_GPU();
+  const std::vector<std::pair<std::vector<std::int64_t>, ParamValues>> problems = {
+      {{64, 1408, 2048}, {{"tokens", 1024}, {"skew", 1}, {"row_align", 4}}},
+      {{8, 4096, 14336}, {{"tokens", 512}, {"row_align", 4}}},
+      {{6, 264, 272}, {{"tokens", 150}, {"skew", 3}, {"routing_seed", 2}, {"row_align", 4}}}};
+  for (const auto& [dims, params] : problems) {
+    const CheckOutcome rung = check_fp8_grouped("01_scales_in_stage", dims, params);
+    if (rung.status == CheckOutcome::Status::unsupported) GTEST_SKIP() << rung.detail;
+    EXPECT_TRUE(rung.passed()) << rung.detail;
+    const CheckOutcome control = check_fp8_grouped("nc_neighbours_weight_scales", dims, params);
+    EXPECT_EQ(control.status, CheckOutcome::Status::failed) << control.detail;
+    std::printf("fp8_grouped_gemm at %lldx%lldx%lld: rung 01 %s; nc_neighbours_weight_scales %s\n",
+                static_cast<long long>(dims[0]), static_cast<long long>(dims[1]), static_cast<long long>(dims[2]),
+                rung.detail.c_str(), control.detail.c_str());
+  }
+  const CheckOutcome one_expert = check_fp8_grouped("nc_neighbours_weight_scales", {1, 257, 144}, {{"tokens", 300}});
+  EXPECT_TRUE(one_expert.passed()) << "one expert takes its own scales: " << one_expert.detail;
 }
 
 // INT8 GEMM: rung 01 passes (exactly, for the s32 op) and each flawed copy of its kernel fails, at

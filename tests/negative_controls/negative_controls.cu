@@ -426,6 +426,7 @@ std::vector<NegativeControl> negative_controls() {
     list.push_back({std::string("stage3/") + stage3::kAttentionDecodeOp + "/" + c.name, c.flaw});
   for (const NegativeControl& c : grouped_gemm_controls()) list.push_back(c);
   for (const NegativeControl& c : fp8_gemm_controls()) list.push_back(c);
+  for (const NegativeControl& c : fp8_grouped_gemm_controls()) list.push_back(c);
   for (const NegativeControl& c : int8_gemm_controls()) list.push_back(c);
   for (const NegativeControl& c : small_m_gemm_controls()) list.push_back(c);
   for (const NegativeControl& c : quantize_gguf_controls()) list.push_back(c);
@@ -465,6 +466,7 @@ void register_negative_controls(Registry& registry) {
   for (const AttentionControl& c : kDecodeControls) add_attention_control(registry, stage3::kAttentionDecodeOp, c);
   register_grouped_gemm_controls(registry);
   register_fp8_gemm_controls(registry);
+  register_fp8_grouped_gemm_controls(registry);
   register_int8_gemm_controls(registry);
   register_small_m_gemm_controls(registry);
   register_quantize_gguf_controls(registry);

@@ -28,6 +28,9 @@ void fp8_gemm_01_with_flaw(const Fp8GemmArgs& args, Fp8Flaw flaw, cudaStream_t s
       launch_fp8_gemm<Fp8GemmConfig<192, 4, 192, 4, Fp8BlockScaleWalk::wide_scales_in_stage, 1, true>,
                       Fp8Scaling::block, Fp8Flaw::split_piece_added_twice>(args, stream, cache, workspace);
       return;
+    case Fp8Flaw::neighbours_weight_scales:
+      throw Error("fp8_gemm_01_with_flaw: neighbours_weight_scales is the FP8 grouped GEMM's flaw "
+                  "(fp8_grouped_gemm_01_neighbours_weight_scales)");
   }
   throw Error("fp8_gemm_01_with_flaw: unknown flaw");
 }

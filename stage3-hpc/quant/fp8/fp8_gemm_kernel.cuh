@@ -50,9 +50,11 @@
 #include "arch/util.hpp"
 #include "epilogue.cuh"
 #include "epilogue_tma_store.cuh"
+#include "expert_tile.cuh"
 #include "hopper_common.cuh"
 #include "kc/common/error.hpp"
 #include "kc/stage3/fp8_gemm_args.hpp"
+#include "kc/stage3/fp8_grouped_gemm_args.hpp"
 #include "kc/stage3/grouped_gemm_args.hpp"
 #include "pipeline.cuh"
 #include "quant/byte_operand_gemm.cuh"
@@ -88,6 +90,13 @@ struct Fp8GemmParams {
   int units;
   float4* workspace;
   std::uint32_t* counters;
+  // The FP8 grouped GEMM only (Config::kGrouped; fp8_grouped_gemm_args.hpp): the tile table. A is
+  // every token (m = tokens), B the G weights as one G.N x K matrix, s_B G experts' blocks one after
+  // another; tiles_m = tiles and tiles_n = 1 (the guard `tile.m < tiles_m` always passes).
+  const int* row_starts;
+  const int* tile_starts;
+  int groups;
+  int tiles;
 };
 
 // How a consumer walks its K steps with block scales (one scale per tensor always walks
@@ -136,13 +145,16 @@ struct alignas(128) Fp8StageScales {
 // 1024-byte boundary; every other walk keeps the shape's layout.
 // kSplitLastWaveValue (rung 12): the tiles past the last whole wave split along K into pieces
 // (Fp8GemmParams' whole_tiles .. counters), on rung 10's walk only.
+// kGroupedValue (the FP8 grouped GEMM): every expert's tiles from the tile table (Fp8GemmParams'
+// row_starts .. tiles), on rung 09's walk only.
 template <int kBlockNValue, int kPromotionIntervalValue = 1, int kStorePassColumnsValue = 0,
           int kStagesValue = (kBlockNValue == 128 ? 6 : 5),
           Fp8BlockScaleWalk kBlockScaleWalkValue = Fp8BlockScaleWalk::step_by_step, int kClusterMValue = 1,
-          bool kSplitLastWaveValue = false>
+          bool kSplitLastWaveValue = false, bool kGroupedValue = false>
 struct Fp8GemmConfig : ByteOperandGemmShape<kBlockNValue, kStagesValue, Fp8GemmParams, 2, kClusterMValue> {
   using Shape = ByteOperandGemmShape<kBlockNValue, kStagesValue, Fp8GemmParams, 2, kClusterMValue>;
   static constexpr bool kSplitLastWave = kSplitLastWaveValue;
+  static constexpr bool kGrouped = kGroupedValue;
   // A piece's slot per consumer half: a thread's promoted sums as float4s (split_k_last_cta.cuh).
   static constexpr int kSplitSlotVectors = kWarpgroupThreads * Shape::kAccumulators / 4;
   static constexpr int kPromotionInterval = kPromotionIntervalValue;
@@ -170,6 +182,9 @@ struct Fp8GemmConfig : ByteOperandGemmShape<kBlockNValue, kStagesValue, Fp8GemmP
   static_assert(!kScalesInStage || Shape::kClusterM == 1, "scales in the stage: no clusters");
   static_assert(!kSplitLastWave || kBlockScaleWalk == Fp8BlockScaleWalk::wide_scales_in_stage,
                 "the split last wave: rung 10's walk");
+  static_assert(!kGrouped || (kBlockScaleWalk == Fp8BlockScaleWalk::scales_in_stage && kStoresThroughSmem &&
+                              Shape::kBlockM == kFp8GroupedTileRows && Shape::kBlockN == kFp8GroupedTileCols),
+                "the grouped walk: rung 09's (n128 tiles, the host's tile table, TMA stores)");
   static_assert(sizeof(Fp8StageScales::a) == Shape::kBlockM * sizeof(float), "a scale of A for each row of the tile");
   static_assert(!kStoresThroughSmem || Shape::kBlockN % kStorePassColumns == 0, "whole passes a tile");
   static_assert(kStorePassColumns % kStoreBox == 0, "whole boxes a pass");
@@ -365,6 +380,35 @@ __device__ __forceinline__ void store_fp8_tile_results(const Fp8GemmParams& para
   if (tile.m < params.tiles_m) store_fp8_tile<Config>(params, total, warp_row0, col0, scale);
 }
 
+// The FP8 grouped GEMM (Config::kGrouped): tile `linear`'s results inside its expert's rows. A
+// 64-row half leaves by TMA store where half_stored_by_tma allows (gemm/expert_tile.cuh: inside the
+// expert, or clipped at the last token); else straight from the registers with the expert's rows as
+// M, so that no store reaches the next expert's. `warp_row0`: the warp's first row in the expert.
+template <class Config>
+__device__ __forceinline__ void store_fp8_expert_tile_results(const Fp8GemmParams& params,
+                                                              const float (&total)[Config::kAccumulators],
+                                                              std::uint8_t* smem_raw, int consumer, int linear,
+                                                              int warp_row0, int col0) {
+  const ExpertTile expert = expert_tile<Config>(params, linear);
+  const int half_row0 = expert.tile.m * Config::kBlockM + consumer * kWarpgroupRows;
+  // The same answer in every thread of the warpgroup (it depends on the tile alone), which the
+  // compiler cannot tell from values loaded from the tile table: the warp vote says so (FP8 rung 12's
+  // lesson: a branch it takes as divergent moves the K walk's arithmetic off the uniform datapath).
+  if (__all_sync(0xffffffffu, half_stored_by_tma<Config>(params, expert, half_row0))) {
+    store_fp8_tile_tma<Config>(params, total,
+                               aligned_dynamic_smem(smem_raw) + Config::kEpilogueOffset +
+                                   consumer * Config::kEpilogueBytesPerConsumer,
+                               consumer, expert.first_row + half_row0, col0, 1.f);
+    return;
+  }
+  bf16* const expert_c = params.c_pointer + static_cast<std::size_t>(expert.first_row) * params.n;
+  const LinearCombination linear_combination{1.f, 0.f, nullptr, params.n};
+#pragma unroll
+  for (int j = 0; j < Config::kAccumulators / 4; ++j)
+    store_fragment_16x8(expert_c, expert.rows, params.n, warp_row0, col0 + 8 * j, &total[4 * j], linear_combination,
+                        Identity{});
+}
+
 // Rungs 06 and 07: the end of a tile in a consumer's walk (block scales, already applied): its
 // results stored, then the CTA's next tile with its accumulators zeroed; false when there is none.
 template <class Config>
@@ -372,11 +416,15 @@ __device__ __forceinline__ bool finish_tile_of_walk(const Fp8GemmParams& params,
                                                     float (&total)[Config::kAccumulators], std::uint8_t* smem_raw,
                                                     int consumer, int lane, int row_in_tile, int col0, int& linear,
                                                     TileCoord& tile, int& k_tile) {
-  store_fp8_tile_results<Config>(params, total, smem_raw, consumer, tile,
-                                 tile.m * Config::kBlockM + row_in_tile - lane / 4, col0, 1.f);
+  if constexpr (Config::kGrouped)
+    store_fp8_expert_tile_results<Config>(params, total, smem_raw, consumer, linear,
+                                          tile.m * Config::kBlockM + row_in_tile - lane / 4, col0);
+  else
+    store_fp8_tile_results<Config>(params, total, smem_raw, consumer, tile,
+                                   tile.m * Config::kBlockM + row_in_tile - lane / 4, col0, 1.f);
   linear += schedule.step;
   if (linear >= schedule.count) return false;
-  tile = schedule.cta_tile(params, linear);
+  tile = consumer_tile<Config>(schedule, params, linear);
   k_tile = 0;
 #pragma unroll
   for (int i = 0; i < Config::kAccumulators; ++i) total[i] = 0.f;
@@ -428,7 +476,10 @@ __device__ __forceinline__ Fp8StepScaleFactors broadcast_b_scales(Fp8StepScaleFa
 // stage once it is free and published by the arrive (an mbarrier arrive releases the thread's
 // earlier writes to whoever waits for the phase); the arrive announces the A and B tiles' bytes
 // plus the 512 of A's scales, whose TMA box then lands with the tiles.
-template <class Config>
+// The FP8 grouped GEMM (Config::kGrouped) walks the experts' tiles: A's rows from the expert's first
+// token, B's from its weight, s_B from its blocks (the next expert's with the flaw
+// neighbours_weight_scales); A's scales are every token's, found at the tile's first token as above.
+template <class Config, Fp8Flaw kFlaw = Fp8Flaw::none>
 __device__ __forceinline__ void produce_tiles_and_scales(const StageRing<Config>& ring, const Fp8GemmParams& params,
                                                          const TileSchedule<Config>& schedule,
                                                          Fp8StageScales* stage_scales) {
@@ -439,16 +490,32 @@ __device__ __forceinline__ void produce_tiles_and_scales(const StageRing<Config>
   for (int linear = schedule.first; linear < schedule.count; linear += schedule.step) {
     // A whole tile but in rung 12's last wave (work_unit: always, without Config::kSplitLastWave).
     const WorkUnit unit = work_unit<Config>(params, linear, params.k_blocks);
-    const TileCoord tile = schedule.cta_tile(params, unit.tile);
-    const int a_row = tile.m * Config::kBlockM;  // without clusters a tile starts inside A and B
-    const int b_row = tile.n * Config::kBlockN;
-    // s_B's row of the block the tile's first column lies in (tile.n on n128 tiles) and, on rung
-    // 10's n192 tiles, of the next block (the last where there is none: its columns are not stored).
     constexpr bool kTwoBlocks = Config::kBlockN > kFp8ScaleBlock;
-    const int n_block = kTwoBlocks ? b_row / kFp8ScaleBlock : tile.n;
-    const float* b_scales = params.scale_b + static_cast<std::size_t>(n_block) * params.k_blocks;
-    const float* b_scales_next =
-        params.scale_b + static_cast<std::size_t>(min(n_block + 1, params.n_blocks - 1)) * params.k_blocks;
+    int a_row, b_row;
+    const float* b_scales;
+    const float* b_scales_next;
+    if constexpr (Config::kGrouped) {
+      // The tile's expert (the table's answer itself: the scales need the expert's index).
+      const GroupedTile tile =
+          grouped_tile_at(unit.tile, params.tile_starts, params.row_starts, params.groups, Config::kBlockM);
+      a_row = params.row_starts[tile.group] + tile.m * Config::kBlockM;
+      b_row = tile.group * params.n + tile.n * Config::kBlockN;
+      const int scale_group =
+          kFlaw == Fp8Flaw::neighbours_weight_scales ? min(tile.group + 1, params.groups - 1) : tile.group;
+      b_scales =
+          params.scale_b + (static_cast<std::size_t>(scale_group) * params.n_blocks + tile.n) * params.k_blocks;
+      b_scales_next = b_scales;  // n128 tiles: one block of B's scales
+    } else {
+      const TileCoord tile = schedule.cta_tile(params, unit.tile);
+      a_row = tile.m * Config::kBlockM;  // without clusters a tile starts inside A and B
+      b_row = tile.n * Config::kBlockN;
+      // s_B's row of the block the tile's first column lies in (tile.n on n128 tiles) and, on rung
+      // 10's n192 tiles, of the next block (the last where there is none: its columns are not stored).
+      const int n_block = kTwoBlocks ? b_row / kFp8ScaleBlock : tile.n;
+      b_scales = params.scale_b + static_cast<std::size_t>(n_block) * params.k_blocks;
+      b_scales_next =
+          params.scale_b + static_cast<std::size_t>(min(n_block + 1, params.n_blocks - 1)) * params.k_blocks;
+    }
     for (int k_tile = unit.k_tile_begin; k_tile < unit.k_tile_end; ++k_tile) {
       const float b_scale = __ldg(b_scales + k_tile);
       float b_scale_next = 0.f;
@@ -554,7 +621,7 @@ __device__ __forceinline__ void consume_promoting_behind(const Fp8GemmParams& pa
   float total[Config::kAccumulators];
 #pragma unroll
   for (int i = 0; i < Config::kAccumulators; ++i) total[i] = 0.f;
-  TileCoord tile = schedule.cta_tile(params, linear);
+  TileCoord tile = consumer_tile<Config>(schedule, params, linear);  // the expert's, grouped
   int k_tile = 0;
   int previous_stage = 0;
   using Accumulators = float[Config::kAccumulators];
@@ -621,7 +688,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __g
   if (warpgroup == 0) {
     // ---- producer: one thread issues every TMA copy ----
     if constexpr (Config::kScalesInStage)
-      produce_tiles_and_scales<Config>(ring, params, schedule, fp8_stage_scales<Config>(smem_raw));
+      produce_tiles_and_scales<Config, kFlaw>(ring, params, schedule, fp8_stage_scales<Config>(smem_raw));
     else
       produce_byte_operand_tiles<Config>(ring, params, schedule, k_tiles);
     return;
@@ -753,17 +820,21 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __g
 
 #endif  // KC_STAGE3_SM90A
 
-// Rung 09: s_A [K/128, M] as K/128 rows of 2M two-byte elements (TMA's tensor maps here are of
-// two-byte elements), in boxes of one row x 256: one tile's 128 scales of one K block.
-inline TmaMatrix2d fp8_scale_a_rows_map(const Fp8GemmArgs& args) {
+// Rung 09: s_A [K/128, row_length] as K/128 rows of 2 row_length two-byte elements (TMA's tensor
+// maps here are of two-byte elements), in boxes of one row x 256: one tile's 128 scales of one K
+// block. row_length: M for the FP8 GEMM, the padded stride for the grouped one.
+inline TmaMatrix2d fp8_scale_a_rows_map(const float* scale_a, int k, int row_length) {
   TmaMatrix2d map;
-  map.base = args.scale_a;
-  map.rows = static_cast<std::uint64_t>(fp8_k_blocks(args.k));
-  map.cols = 2 * static_cast<std::uint64_t>(args.m);
+  map.base = scale_a;
+  map.rows = static_cast<std::uint64_t>(fp8_k_blocks(k));
+  map.cols = 2 * static_cast<std::uint64_t>(row_length);
   map.box_rows = 1;
   map.box_cols = 2 * kFp8ScaleBlock;
   map.swizzle_128b = false;
   return map;
+}
+inline TmaMatrix2d fp8_scale_a_rows_map(const Fp8GemmArgs& args) {
+  return fp8_scale_a_rows_map(args.scale_a, args.k, args.m);
 }
 
 // Whether TMA can read s_A's rows (rung 09): each must start 16-byte aligned, so s_A itself must and
@@ -808,6 +879,46 @@ void launch_fp8_gemm(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchC
                                             workspace, "FP8 GEMM", "rung 12");
   }
   launch_clusters<Config>(fp8_gemm_kernel<Config, kScaling, kFlaw>, clusters, stream, params);
+}
+
+// The FP8 grouped GEMM's launch (Config::kGrouped, block scales; fp8_grouped_gemm_args.hpp): A is
+// every token, B the G weights as one G.N x K matrix, s_A's rows of the padded stride, C's tensor map
+// over every token (TMA stores where rows of C are 16-byte multiples, N % 8 == 0; otherwise every
+// tile stores directly); one persistent CTA per SM at most, walking the tile table.
+template <class Config, Fp8Flaw kFlaw>
+void launch_fp8_grouped_gemm(const Fp8GroupedGemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache) {
+  static_assert(Config::kGrouped, "a grouped configuration");
+  check_fp8_grouped_gemm_args(args);
+  if (args.tiles == 0) return;  // no expert has rows
+  const void* kernel = reinterpret_cast<const void*>(&fp8_gemm_kernel<Config, Fp8Scaling::block, kFlaw>);
+  cache.prepare_kernel(kernel, Config::kSmemBytes);
+
+  Fp8GemmParams params{};
+  params.a = cache.tensor_map(byte_operand_tile_map(args.a, args.tokens, args.k, Config::kBlockM));
+  params.b = cache.tensor_map(byte_operand_tile_map(args.b, args.groups * args.n, args.k, Config::kBSliceRows));
+  params.c_pointer = args.c;
+  params.use_tma_store = args.n % 8 == 0;  // TMA needs 16-byte row strides
+  if (params.use_tma_store) params.c = cache.tensor_map(tma_store_map(args.c, args.tokens, args.n, Config::kStoreBox));
+  params.scale_a = args.scale_a;
+  params.scale_b = args.scale_b;
+  params.scale_a_rows =
+      cache.tensor_map(fp8_scale_a_rows_map(args.scale_a, args.k, fp8_grouped_scale_a_stride(args.tokens)));
+  params.m = args.tokens;
+  params.n = args.n;
+  params.k = args.k;
+  params.k_blocks = fp8_k_blocks(args.k);
+  params.n_blocks = fp8_n_blocks(args.n);
+  params.tiles_m = args.tiles;
+  params.tiles_n = 1;
+  params.cluster_tiles_m = args.tiles;
+  params.raster_band = 1;
+  params.row_starts = args.row_starts;
+  params.tile_starts = args.tile_starts;
+  params.groups = args.groups;
+  params.tiles = args.tiles;
+  const int resident = cache.resident_blocks(kernel, Config::kThreads, Config::kSmemBytes, 1);
+  launch_clusters<Config>(fp8_gemm_kernel<Config, Fp8Scaling::block, kFlaw>, std::min(args.tiles, resident), stream,
+                          params);
 }
 
 // How many waves the tiles of `Config` take on the CTAs of its kernel that fit the GPU at once (rungs

@@ -158,6 +158,8 @@ enum class Fp8Flaw {
                          // last window's instead of zero, so earlier windows are promoted again
   split_piece_added_twice,  // rung 12's kernel, block scaling: the consumer half that adds a split
                             // tile's K pieces adds piece 0 twice (needs `workspace`, rung 12's)
+  neighbours_weight_scales,  // the FP8 grouped GEMM (fp8_grouped_gemm_args.hpp): expert g's products
+                             // take expert g + 1's scales of B (the last expert its own)
 };
 void fp8_gemm_01_with_flaw(const Fp8GemmArgs& args, Fp8Flaw flaw, cudaStream_t stream, HopperLaunchCache& cache,
                            const GroupedSplitWorkspace* workspace = nullptr);

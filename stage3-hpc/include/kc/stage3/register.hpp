@@ -73,8 +73,8 @@ void bias_gelu_reference_inplace(double* c, const double* bias, std::int64_t m, 
 // stage3/hgemm/11_small_m_split_k, stage3/hgemm/12_small_m_gemv,
 // stage3/hgemm/14_small_m_weights_as_a), and the other stage-3 ops with
 // their ladders: attention, paged decode, the grouped GEMM of mixture-of-experts layers
-// (kc/stage3/grouped_gemm.hpp), the GGUF GEMV and the GGUF quantize op that writes its blocks
-// (kc/stage3/quantize_gguf.hpp).
+// (kc/stage3/grouped_gemm.hpp) and its FP8 form (kc/stage3/fp8_grouped_gemm.hpp), the GGUF GEMV
+// and the GGUF quantize op that writes its blocks (kc/stage3/quantize_gguf.hpp).
 void register_kernels(Registry& registry);
 
 }  // namespace kc::stage3

@@ -30,7 +30,7 @@ KernelEntry negative_control_entry(std::string id, std::string op, const std::st
 // attention_decode_paged) if missing, and the controls, in the "negative-controls" report group:
 // FP32 SGEMM kernels with one flaw each, bf16 GEMMs with the flaws the bf16 bounds must catch at the benchmark shapes, and
 // attention kernels (bf16 and f16) with a wrong scale, an off-by-one causal mask, a skipped K/V
-// tile, grouped GEMMs with a routing mistake, FP8 GEMMs with a promotion or scale mistake, INT8 GEMMs with a K step dropped or the scales swapped, and paged decode kernels (bf16 and f16) that take pages as contiguous, read the NaN rows
+// tile, grouped GEMMs with a routing mistake, FP8 GEMMs (plain and grouped) with a promotion or scale mistake, INT8 GEMMs with a K step dropped or the scales swapped, and paged decode kernels (bf16 and f16) that take pages as contiguous, read the NaN rows
 // past a sequence's length, drop the mask among the new tokens, or divide 0 by 0 for an empty row.
 void register_negative_controls(Registry& registry);
 
@@ -45,6 +45,12 @@ void register_grouped_gemm_controls(Registry& registry);
 // (compute capability 9.0 only).
 std::vector<NegativeControl> fp8_gemm_controls();
 void register_fp8_gemm_controls(Registry& registry);
+
+// The FP8 grouped GEMM's control (fp8_grouped_gemm_controls.cpp), part of the two above: its rung
+// 01 kernel scaling each expert's products with the next expert's weight scales
+// (stage3/fp8_grouped_gemm/nc_neighbours_weight_scales; compute capability 9.0 only).
+std::vector<NegativeControl> fp8_grouped_gemm_controls();
+void register_fp8_grouped_gemm_controls(Registry& registry);
 
 // The INT8 GEMM's controls (int8_gemm_controls.cpp), part of the two above: its rung 01 kernel
 // with the last K step dropped (both ops) and with the row and column scales swapped (the

@@ -1,0 +1,89 @@
+// Files the fp8_grouped_gemm op and its ladder with the registry (quant/fp8/grouped_NN_*.cu: 01 the
+// FP8 GEMM's rung 09 kernel walking every expert's 128 x 128 tiles from a tile table).
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "arch/sm90/tma_descriptor.hpp"
+#include "kc/common/buffer.hpp"
+#include "kc/stage3/fp8_grouped_gemm.hpp"
+#include "kc/stage3/grouped_gemm.hpp"
+#include "kc/stage3/register.hpp"
+
+namespace kc::stage3 {
+namespace {
+
+constexpr int kHopper = 90;
+
+// What a rung keeps between launches: its tile table (the experts' first rows, then their first
+// tiles of kFp8GroupedTileRows x kFp8GroupedTileCols: 2 x (G + 1) ints), built on the host from
+// the padded routing and uploaded when the problem changes (in the untimed warm-up launches), so a
+// timed launch is the kernel alone; and its cache of tensor maps and launch facts. `Rung` is the
+// rung's launch function.
+template <void (*Rung)(const Fp8GroupedGemmArgs&, cudaStream_t, HopperLaunchCache&)>
+class Fp8TileTableRung {
+ public:
+  void run(const Problem& problem, Operands& operands, cudaStream_t stream) {
+    const std::string label = problem.label();
+    if (label != label_) {
+      const std::vector<std::int64_t> counts = fp8_grouped_gemm_counts(problem);
+      std::vector<int> table = group_row_starts(counts);
+      const std::vector<int> tile_starts =
+          group_tile_starts(counts, problem.dims[1], kFp8GroupedTileRows, kFp8GroupedTileCols);
+      groups_ = static_cast<int>(counts.size());
+      tokens_ = table.back();
+      tiles_ = tile_starts.back();
+      table.insert(table.end(), tile_starts.begin(), tile_starts.end());
+      if (table_.size() < table.size()) table_ = DeviceBuffer<int>(table.size());
+      table_.copy_from_host(table, stream);
+      label_ = label;
+    }
+    Fp8GroupedGemmArgs args;
+    args.groups = groups_;
+    args.n = static_cast<int>(problem.dims[1]);
+    args.k = static_cast<int>(problem.dims[2]);
+    args.a = operands["A"].data<fp8e4m3>();
+    args.b = operands["B"].data<fp8e4m3>();
+    args.c = operands["C"].data<bf16>();
+    args.scale_a = operands["scale_a"].data<float>();
+    args.scale_b = operands["scale_b"].data<float>();
+    args.row_starts = table_.data();
+    args.tile_starts = table_.data() + groups_ + 1;
+    args.tiles = tiles_;
+    args.tokens = tokens_;
+    Rung(args, stream, cache_);
+  }
+
+ private:
+  std::string label_;
+  int groups_ = 0, tiles_ = 0, tokens_ = 0;
+  DeviceBuffer<int> table_;
+  HopperLaunchCache cache_;
+};
+
+}  // namespace
+
+LaunchFn fp8_grouped_gemm_01_launch_with_neighbours_weight_scales() {
+  return launch_of_rung<Fp8TileTableRung<fp8_grouped_gemm_01_neighbours_weight_scales>>();
+}
+
+void register_fp8_grouped_gemm_kernels(Registry& registry) {
+  if (!registry.has_op(kFp8GroupedGemmOp)) registry.add_op(make_fp8_grouped_gemm_op());
+
+  // sm_90a machine code (wgmma, setmaxnreg) runs on compute capability 9.0 only.
+  KernelEntry scales_in_stage =
+      rung_entry(kFp8GroupedGemmOp, "01_scales_in_stage", 1,
+                 "the FP8 GEMM's rung 09 kernel (128x128 tiles, each K step's block scales in the stage) walking "
+                 "every expert's tiles from the grouped GEMM's tile table; TMA stores where a 64-row half lies inside "
+                 "its expert, guarded stores where not",
+                 {DType::f8e4m3}, kFp8GroupedGemmReport, kHopper);
+  scales_in_stage.max_compute_capability = kHopper;
+  scales_in_stage.constraints = "K % 16 == 0";
+  scales_in_stage.supports = &fp8_grouped_gemm_rung_shape_error;
+  scales_in_stage.refuses = fp8_grouped_gemm_rung_refusals();
+  scales_in_stage.launch = launch_of_rung<Fp8TileTableRung<fp8_grouped_gemm_01_scales_in_stage>>();
+  registry.add_kernel(std::move(scales_in_stage));
+}
+
+}  // namespace kc::stage3
