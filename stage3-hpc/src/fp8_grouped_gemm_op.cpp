@@ -35,6 +35,7 @@ namespace {
 
 constexpr double kLargestIndex = 2147483647.0;  // 2^31 - 1: the kernels index in 32 bits
 constexpr int kBaselineRowMultiple = 4;         // cuBLASLt reads 1 x 128 scales in 16-byte columns
+constexpr int kFp8GroupedRowMultiple = 4;       // the rungs' TMA reads a tile's scales at its first token's
 
 std::int64_t experts_of(const Problem& p) { return p.dims[0]; }
 std::int64_t n_of(const Problem& p) { return p.dims[1]; }
@@ -153,9 +154,9 @@ class Fp8GroupedLtBaseline {
     const float* scale_b = o["scale_b"].data<float>();
     if (weight_scale_pitch_ != scales_per_expert_) {
       const std::size_t expert_bytes = static_cast<std::size_t>(scales_per_expert_) * sizeof(float);
-      KC_CUDA_CHECK(cudaMemcpy2DAsync(weight_scales_.data(), static_cast<std::size_t>(weight_scale_pitch_) * sizeof(float),
-                                      scale_b, expert_bytes, expert_bytes, static_cast<std::size_t>(groups_),
-                                      cudaMemcpyDeviceToDevice, stream));
+      const std::size_t pitch_bytes = static_cast<std::size_t>(weight_scale_pitch_) * sizeof(float);
+      KC_CUDA_CHECK(cudaMemcpy2DAsync(weight_scales_.data(), pitch_bytes, scale_b, expert_bytes, expert_bytes,
+                                      static_cast<std::size_t>(groups_), cudaMemcpyDeviceToDevice, stream));
       scale_b = weight_scales_.data();
     }
     const fp8e4m3* a = o["A"].data<fp8e4m3>();
@@ -291,11 +292,19 @@ std::string fp8_grouped_gemm_rung_shape_error(const Problem& p) {
         "K must be a multiple of {} (got {}): TMA moves rows of A and B in 16-byte pieces, which must start "
         "16-byte aligned",
         kFp8KMultiple, k_of(p));
+  const std::vector<std::int64_t> counts = fp8_grouped_gemm_counts(p);
+  for (std::size_t g = 0; g < counts.size(); ++g)
+    if (counts[g] % kFp8GroupedRowMultiple != 0)
+      return fmt::format(
+          "every expert's rows must be a multiple of {} (expert {} has {}): TMA brings a tile's 1x128 scales of A "
+          "into shared memory from its first token's, which must lie 16-byte aligned in s_A; --param row_align=4 "
+          "pads them so",
+          kFp8GroupedRowMultiple, g, counts[g]);
   return {};
 }
 
 const std::vector<std::string>& fp8_grouped_gemm_rung_refusals() {
-  static const std::vector<std::string> refusals = {"4x100x40 f8e4m3 tokens=50 skew=1",
+  static const std::vector<std::string> refusals = {"3x129x144 f8e4m3 tokens=230", "4x100x40 f8e4m3 tokens=50 skew=1",
                                                     "2x33x8 f8e4m3 tokens=129 row_align=4"};
   return refusals;
 }
@@ -328,7 +337,8 @@ OpSpec make_fp8_grouped_gemm_op() {
   op.dim_names = {"G", "N", "K"};
   op.dtypes = {DType::f8e4m3};
   op.params = {{"tokens", 0.0, "routed tokens before padding (required: a token sent to two experts counts twice)"},
-               {"skew", 0.0, "expert of rank r gets a share ~ (r + 1)^-skew: 0 uniform, 1 Zipf; high skew leaves experts empty"},
+               {"skew", 0.0,
+                "expert of rank r gets a share ~ (r + 1)^-skew: 0 uniform, 1 Zipf; high skew leaves experts empty"},
                {"routing_seed", 0.0, "0: expert 0 gets the largest share, then 1, 2, ...; others shuffle the ranks"},
                {"row_align", 1.0, "each expert's rows padded to a multiple of it (an empty expert stays empty): 4 for "
                                   "cuBLASLt, 128 as DeepGEMM's contiguous layout"}};
@@ -369,18 +379,22 @@ OpSpec make_fp8_grouped_gemm_op() {
   }
   // One expert and up to 16; one token; experts with 0 rows (in the middle too: routing_seed) and
   // with 1-63 and 65-127 rows (a last tile partial at either half); N odd, below 128 and not a
-  // multiple of 128; K tails of 16 inside a 128-deep step and K = 8192 (long sums); row_align 1, 4
-  // and 128; whole tiles. Two with K % 16 != 0 (the rungs refuse them).
+  // multiple of 128; K tails of 16 inside a 128-deep step and K = 8192 (long sums); row_align 1
+  // (where the counts are multiples of 4 anyway), 4 and 128; whole tiles. Three the rungs refuse:
+  // K % 16 != 0, and rows that are not multiples of 4.
   op.conformance = {
       {{1, 257, 144}, std::nullopt, P{{"tokens", 300}}},  // one expert: 128 + 128 + 44 rows
-      {{1, 17, 16}, std::nullopt, P{{"tokens", 1}}},
-      {{4, 129, 272}, std::nullopt, P{{"tokens", 3}}},  // 1, 1, 1, 0 rows
-      {{8, 255, 1040}, std::nullopt, P{{"tokens", 13}, {"skew", 2}, {"routing_seed", 5}}},  // 9, 1, 0, 1, 0, 0, 0, 2
-      {{3, 129, 144}, std::nullopt, P{{"tokens", 230}}},  // 77, 77, 76: each last tile half full
+      {{1, 17, 16}, std::nullopt, P{{"tokens", 1}, {"row_align", 4}}},  // one token, padded to 4 rows
+      {{4, 129, 272}, std::nullopt, P{{"tokens", 3}, {"row_align", 4}}},  // 1, 1, 1, 0 rows padded to 4, 4, 4, 0
+      // 9, 1, 0, 1, 0, 0, 0, 2 rows padded to 12, 4, 0, 4, 0, 0, 0, 4.
+      {{8, 255, 1040}, std::nullopt, P{{"tokens", 13}, {"skew", 2}, {"routing_seed", 5}, {"row_align", 4}}},
+      {{3, 129, 144}, std::nullopt, P{{"tokens", 230}, {"row_align", 4}}},  // 80, 80, 76: last tiles part full
+      {{3, 129, 144}, std::nullopt, P{{"tokens", 230}}},  // 77, 77, 76: refused (rows not multiples of 4)
       // 5, 1, 126, 2, 0, 16 routed, padded to 8, 4, 128, 4, 0, 16.
       {{6, 264, 272}, std::nullopt, P{{"tokens", 150}, {"skew", 3}, {"routing_seed", 2}, {"row_align", 4}}},
       {{5, 100, 144}, std::nullopt, P{{"tokens", 37}, {"skew", 1}, {"routing_seed", 11}, {"row_align", 4}}},
-      {{5, 300, 528}, std::nullopt, P{{"tokens", 700}, {"skew", 1}, {"routing_seed", 3}}},  // 102, 77, 307, 61, 153
+      // 102, 77, 307, 61, 153 rows padded to 104, 80, 308, 64, 156.
+      {{5, 300, 528}, std::nullopt, P{{"tokens", 700}, {"skew", 1}, {"routing_seed", 3}, {"row_align", 4}}},
       {{2, 256, 256}, std::nullopt, P{{"tokens", 512}}},  // two experts of 256 rows: whole tiles
       {{16, 384, 512}, std::nullopt, P{{"tokens", 2000}, {"skew", 1.5}, {"routing_seed", 7}, {"row_align", 4}}},
       // Padded as DeepGEMM's contiguous layout pads: 0, 128, 128, 0, 128 rows, and 128, 128, 128,
@@ -388,7 +402,8 @@ OpSpec make_fp8_grouped_gemm_op() {
       {{5, 200, 1024}, std::nullopt, P{{"tokens", 12}, {"skew", 3}, {"routing_seed", 1}, {"row_align", 128}}},
       {{8, 512, 1024}, std::nullopt, P{{"tokens", 1000}, {"skew", 1}, {"routing_seed", 9}, {"row_align", 128}}},
       {{2, 128, 8192}, std::nullopt, P{{"tokens", 200}, {"row_align", 4}}},  // long sums
-      {{3, 77, 4096}, std::nullopt, P{{"tokens", 100}, {"skew", 1}, {"routing_seed", 4}}},  // 27, 18, 55
+      // 27, 18, 55 rows padded to 28, 20, 56.
+      {{3, 77, 4096}, std::nullopt, P{{"tokens", 100}, {"skew", 1}, {"routing_seed", 4}, {"row_align", 4}}},
       {{4, 100, 40}, std::nullopt, P{{"tokens", 50}, {"skew", 1}}},
       {{2, 33, 8}, std::nullopt, P{{"tokens", 129}, {"row_align", 4}}},
   };
@@ -432,7 +447,8 @@ void check_fp8_grouped_gemm_args(const Fp8GroupedGemmArgs& args) {
       {"B [G, N, K]", static_cast<double>(args.groups) * args.n * args.k},
       {"C [tokens, N]", static_cast<double>(args.tokens) * args.n},
       {"s_A [ceil(K/128), tokens rounded up to 4]", k_blocks * static_cast<double>(scale_a_stride_of(args.tokens))},
-      {"s_B [G, ceil(N/128), ceil(K/128)]", static_cast<double>(args.groups) * static_cast<double>(blocks_of(args.n)) * k_blocks}};
+      {"s_B [G, ceil(N/128), ceil(K/128)]",
+       static_cast<double>(args.groups) * static_cast<double>(blocks_of(args.n)) * k_blocks}};
   for (const auto& [name, elements] : matrices)
     require(elements <= kLargestIndex,
             "FP8 grouped GEMM: {} holds {:g} elements, more than 2^31 - 1 (the kernels index in 32 bits)", name,

@@ -139,7 +139,8 @@ TEST(Fp8GroupedGemmOp, RefusesProblemsItDoesNotDefineWithAnActionableSentence) {
                 .find("routing_seed"),
             std::string::npos);
   for (const double align : {0.0, -4.0, 2.5, 1e10}) {
-    const std::string error = fp8_grouped_gemm_problem_error(problem({8, 64, 64}, {{"tokens", 8}, {"row_align", align}}));
+    const std::string error =
+        fp8_grouped_gemm_problem_error(problem({8, 64, 64}, {{"tokens", 8}, {"row_align", align}}));
     EXPECT_NE(error.find("row_align must be a whole number from 1"), std::string::npos) << align << ": " << error;
     EXPECT_NE(error.find("--param row_align=4"), std::string::npos) << error;
   }
@@ -154,7 +155,7 @@ TEST(Fp8GroupedGemmOp, RefusesProblemsItDoesNotDefineWithAnActionableSentence) {
   EXPECT_NE(padded.find("more than 2^31 - 1"), std::string::npos) << padded;
   EXPECT_NE(padded.find("row_align"), std::string::npos) << padded;
   // The rungs move rows of A and B by TMA in 16-byte pieces.
-  EXPECT_EQ(fp8_grouped_gemm_rung_shape_error(problem({2, 33, 1040}, {{"tokens", 129}})), "");
+  EXPECT_EQ(fp8_grouped_gemm_rung_shape_error(problem({2, 33, 1040}, {{"tokens", 129}, {"row_align", 4}})), "");
   const std::string odd_k = fp8_grouped_gemm_rung_shape_error(problem({2, 33, 1032}, {{"tokens", 129}}));
   EXPECT_NE(odd_k.find("multiple of 16"), std::string::npos) << odd_k;
   EXPECT_NE(odd_k.find("1032"), std::string::npos) << odd_k;
@@ -176,7 +177,8 @@ TEST(Fp8GroupedGemmBaseline, RefusesWhatCublasLtCannotRunSayingWhy) {
   EXPECT_NE(odd_k.find("K % 16 == 0"), std::string::npos) << odd_k;
   const OpSpec op = make_fp8_grouped_gemm_op();
   EXPECT_NE(op.baseline_name.find("cuBLASLt FP8 matmul per expert"), std::string::npos) << op.baseline_name;
-  EXPECT_NE(op.baseline_name.find("gathered"), std::string::npos) << "the gather is timed with it: " << op.baseline_name;
+  EXPECT_NE(op.baseline_name.find("gathered"), std::string::npos)
+      << "the gather is timed with it: " << op.baseline_name;
   EXPECT_TRUE(op.baseline_computes_op);
   EXPECT_TRUE(static_cast<bool>(op.baseline_supports));
 }
@@ -204,7 +206,7 @@ TEST(Fp8GroupedGemmOp, BenchProblemsAreMixtralBothWaysAndDeepSeekAllRunByTheBase
   EXPECT_EQ(labels.size(), 16u);
 }
 
-TEST(Fp8GroupedGemmOp, ConformanceHasTheEdgesAndTheRungsRefuseExactlyKNotAMultipleOf16) {
+TEST(Fp8GroupedGemmOp, ConformanceHasTheEdgesAndTheRungsRefuseKTailsOf8AndRowsNotMultiplesOf4) {
   const OpSpec op = make_fp8_grouped_gemm_op();
   int one_expert = 0, many_experts = 0, one_token = 0, empty_inside = 0, odd_n = 0, narrow_n = 0, k_tail = 0;
   int long_k = 0, k_16 = 0, short_last_tile = 0, long_last_tile = 0, baseline_runs = 0;
@@ -251,7 +253,18 @@ TEST(Fp8GroupedGemmOp, ConformanceHasTheEdgesAndTheRungsRefuseExactlyKNotAMultip
   std::sort(aligns.begin(), aligns.end());
   EXPECT_EQ(aligns, (std::vector<double>{1.0, 4.0, 128.0}));
   EXPECT_EQ(refused, fp8_grouped_gemm_rung_refusals());
-  EXPECT_EQ(refused.size(), 2u);
+  EXPECT_EQ(refused.size(), 3u);
+}
+
+// The rungs read a tile's scales of A by TMA from its first token's: every expert's rows must be a
+// multiple of 4, and the refusal says which expert and how to pad.
+TEST(Fp8GroupedGemmOp, TheRungsRefuseRowsThatAreNotMultiplesOf4AndSayHowToPad) {
+  const std::string error = fp8_grouped_gemm_rung_shape_error(problem({3, 129, 144}, {{"tokens", 230}}));
+  EXPECT_NE(error.find("multiple of 4 (expert 0 has 77)"), std::string::npos) << error;
+  EXPECT_NE(error.find("--param row_align=4"), std::string::npos) << error;
+  EXPECT_EQ(fp8_grouped_gemm_rung_shape_error(problem({3, 129, 144}, {{"tokens", 230}, {"row_align", 4}})), "");
+  EXPECT_EQ(fp8_grouped_gemm_rung_shape_error(problem({2, 256, 256}, {{"tokens", 512}})), "")
+      << "counts that are multiples of 4 need no padding";
 }
 
 TEST(Fp8GroupedGemmTiles, TheRungsTileTableHas128By128TilesAndNoneForAnEmptyExpert) {
@@ -374,7 +387,8 @@ TEST(Fp8GroupedGemmLadder, RegistersRung01ForComputeCapability90OnlyInItsOwnRepo
   EXPECT_EQ(rung.refuses, fp8_grouped_gemm_rung_refusals());
   const Problem odd_k = problem({2, 33, 1032}, {{"tokens", 129}});
   EXPECT_NE(unsupported_reason(registry, rung, odd_k, nullptr).find("multiple of 16"), std::string::npos);
-  EXPECT_EQ(unsupported_reason(registry, rung, problem({2, 33, 1040}, {{"tokens", 129}}), nullptr), "");
+  EXPECT_EQ(
+      unsupported_reason(registry, rung, problem({2, 33, 1040}, {{"tokens", 129}, {"row_align", 4}}), nullptr), "");
 }
 
 }  // namespace

@@ -7,8 +7,8 @@
 //   row_align  every expert's rows rounded up to a multiple of row_align (an expert with none keeps
 //              none), as a token-sorted FP8 layer pads each expert's rows (DeepGEMM's contiguous
 //              layout pads to 128); A and C have the padded rows, their sum. 1: no padding;
-//              4: every expert's rows start 16-byte aligned in s_A, which cuBLASLt's block scales
-//              need (the baseline below).
+//              4: every expert's rows start 16-byte aligned in s_A, which the rungs' TMA and
+//              cuBLASLt's block scales (the baseline below) both need.
 // The counts are expert_token_counts' (grouped_gemm.hpp), then padded: a pure function of the
 // problem, the same for the reference, the baseline and the kernels.
 //
@@ -58,8 +58,9 @@ std::int64_t fp8_grouped_gemm_rows(const Problem& problem);
 // row_align a whole number >= 1, and every operand within 2^31 - 1 elements), otherwise why not.
 std::string fp8_grouped_gemm_problem_error(const Problem& problem);
 
-// The rungs also need K % 16 == 0 (TMA moves rows of A and B in 16-byte pieces): "" or why not,
-// and the conformance problems they refuse.
+// The rungs also need K % 16 == 0 (TMA moves rows of A and B in 16-byte pieces) and every expert's
+// rows a multiple of 4 (TMA reads a tile's scales of A from its first token's, 16-byte aligned in
+// s_A: row_align=4): "" or why not, and the conformance problems they refuse.
 std::string fp8_grouped_gemm_rung_shape_error(const Problem& problem);
 const std::vector<std::string>& fp8_grouped_gemm_rung_refusals();
 

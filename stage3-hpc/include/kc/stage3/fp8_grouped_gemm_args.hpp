@@ -46,6 +46,11 @@ struct Fp8GroupedGemmArgs {
   const float* scale_b = nullptr;  // [G, ceil(N / 128), ceil(K / 128)]
   // Device arrays of G + 1 prefix sums: each expert's first row (row_starts[G] = tokens) and first
   // output tile of kFp8GroupedTileRows x kFp8GroupedTileCols in the launch's grid (tile_starts[G] = tiles).
+  // Every row_starts[g] must be a multiple of 4 (each expert's rows padded to 4, as a token-sorted
+  // FP8 layer pads them: DeepGEMM pads to 128): TMA brings a tile's 128 scales of A in from its first
+  // token's, and a TMA box must start 16-byte aligned in its row. The launch cannot read the device
+  // arrays to check it; the op's rungs refuse such problems, and a launch with one stops the kernel
+  // with an illegal-instruction error.
   const int* row_starts = nullptr;
   const int* tile_starts = nullptr;
   int tiles = 0;   // tile_starts[G], also on the host
