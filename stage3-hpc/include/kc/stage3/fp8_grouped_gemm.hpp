@@ -22,11 +22,11 @@
 // Baseline: cuBLASLt's FP8 block-scaled matmul (the FP8 GEMM's baseline) once per expert that has
 // rows, on A_g, B_g and C_g where they lie; cuBLASLt reads each expert's A scales as a
 // [ceil(K/128), rows_g] array of its own, so the baseline first gathers s_A into that layout with one
-// kernel for all experts, inside the timed call (a few microseconds); and it reads each expert's
-// weight scales from a 16-byte aligned address, so where ceil(N/128) ceil(K/128) is not a multiple
-// of 4 it also copies s_B to a 16-byte pitch per expert (one 2D copy, timed as well; no benchmark
-// problem needs it). It needs K % 16 == 0, N % 4 == 0 and every expert's rows a multiple of 4
-// (row_align=4 gives them), and is refused, saying which, otherwise.
+// kernel for all experts, inside the timed call (a few microseconds). It runs where K % 16 == 0,
+// N and K are multiples of 128 with (N/128)(K/128) a multiple of 4 (each expert's s_B then starts
+// 16-byte aligned; at 6x264x272 cuBLASLt's results disagreed with the reference on an H100 even with
+// s_B copied to a 16-byte pitch per expert, cause unknown), and every expert's rows are a multiple of
+// 4 (row_align=4 gives them); it is refused, saying which, otherwise.
 #pragma once
 
 #ifdef KC_KERNEL_SOURCE
@@ -65,7 +65,8 @@ std::string fp8_grouped_gemm_rung_shape_error(const Problem& problem);
 const std::vector<std::string>& fp8_grouped_gemm_rung_refusals();
 
 // What the baseline needs beyond the op, without asking cuBLASLt (which it also does): K % 16 == 0,
-// N % 4 == 0 and every expert's rows a multiple of 4. "" or why not.
+// N and K multiples of 128 with (N/128)(K/128) % 4 == 0, and every expert's rows a multiple of 4.
+// "" or why not.
 std::string fp8_grouped_gemm_baseline_shape_error(const Problem& problem);
 
 OpSpec make_fp8_grouped_gemm_op();
