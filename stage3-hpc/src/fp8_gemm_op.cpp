@@ -16,6 +16,7 @@
 #include "kc/common/fill.hpp"
 #include "kc/common/gemm.hpp"
 #include "kc/common/op_builder.hpp"
+#include "kc/core/vector_io.hpp"
 
 namespace kc::stage3 {
 
@@ -219,21 +220,15 @@ OpSpec make_fp8_gemm_op() {
   return build_op(std::move(op));
 }
 
-namespace {
-bool aligned_to(const void* pointer, std::uintptr_t bytes) {
-  return reinterpret_cast<std::uintptr_t>(pointer) % bytes == 0;
-}
-}  // namespace
-
 void check_fp8_gemm_args(const Fp8GemmArgs& args) {
   require(args.m >= 1 && args.n >= 1 && args.k >= 1, "FP8 GEMM: empty problem {}x{}x{}", args.m, args.n, args.k);
   require(args.k % kFp8KMultiple == 0,
           "FP8 GEMM: K must be a multiple of {} (got {}): TMA moves rows of A and B in 16-byte pieces",
           kFp8KMultiple, args.k);
   require(args.a != nullptr && args.b != nullptr && args.c != nullptr, "FP8 GEMM: A, B and C must not be null");
-  require(aligned_to(args.a, 16) && aligned_to(args.b, 16),
+  require(core::is_aligned(args.a, 16) && core::is_aligned(args.b, 16),
           "FP8 GEMM: A and B must start 16-byte aligned (TMA reads their rows in 16-byte pieces)");
-  require(aligned_to(args.c, 16), "FP8 GEMM: C must start 16-byte aligned (TMA stores and paired bf16 stores)");
+  require(core::is_aligned(args.c, 16), "FP8 GEMM: C must start 16-byte aligned (TMA stores and paired bf16 stores)");
   require(args.scale_a != nullptr && args.scale_b != nullptr, "FP8 GEMM: both scales are needed");
 }
 
@@ -245,7 +240,7 @@ void check_fp8_quantize_args(const Fp8QuantizeArgs& args) {
           "FP8 quantize: {} x {} is more than 2^31 - 1 values (the kernels index in 32 bits)", args.m, args.k);
   require(args.x != nullptr && args.q != nullptr && args.scales != nullptr,
           "FP8 quantize: x, q and scales must not be null");
-  require(aligned_to(args.x, 16) && aligned_to(args.q, 8) && aligned_to(args.scales, 4),
+  require(core::is_aligned(args.x, 16) && core::is_aligned(args.q, 8) && core::is_aligned(args.scales, 4),
           "FP8 quantize: x must start 16-byte aligned, q 8-byte and scales 4-byte (16-byte loads of x, 8-byte "
           "stores of q)");
 }

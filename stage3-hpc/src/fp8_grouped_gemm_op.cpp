@@ -19,6 +19,7 @@
 #include "kc/common/fill.hpp"
 #include "kc/common/gemm.hpp"
 #include "kc/common/op_builder.hpp"
+#include "kc/core/vector_io.hpp"
 #include "kc/stage3/grouped_gemm.hpp"
 
 namespace kc::stage3 {
@@ -407,12 +408,6 @@ OpSpec make_fp8_grouped_gemm_op() {
   return build_op(std::move(op));
 }
 
-namespace {
-bool aligned_to(const void* pointer, std::uintptr_t bytes) {
-  return reinterpret_cast<std::uintptr_t>(pointer) % bytes == 0;
-}
-}  // namespace
-
 void check_fp8_grouped_gemm_args(const Fp8GroupedGemmArgs& args) {
   require(args.groups >= 1, "FP8 grouped GEMM: G must be >= 1 (got {} experts)", args.groups);
   require(args.n >= 1 && args.k >= 1, "FP8 grouped GEMM: empty experts' weights {} x {} (N and K must be >= 1)",
@@ -426,10 +421,11 @@ void check_fp8_grouped_gemm_args(const Fp8GroupedGemmArgs& args) {
   require(args.scale_a != nullptr && args.scale_b != nullptr, "FP8 grouped GEMM: both scales are needed");
   require(args.row_starts != nullptr && args.tile_starts != nullptr,
           "FP8 grouped GEMM: the row and tile prefix sums (row_starts, tile_starts) must not be null");
-  require(aligned_to(args.a, 16) && aligned_to(args.b, 16),
+  require(core::is_aligned(args.a, 16) && core::is_aligned(args.b, 16),
           "FP8 grouped GEMM: A and B must start 16-byte aligned (TMA reads their rows in 16-byte pieces)");
-  require(aligned_to(args.c, 16), "FP8 grouped GEMM: C must start 16-byte aligned (TMA stores and paired bf16 stores)");
-  require(aligned_to(args.scale_a, 16),
+  require(core::is_aligned(args.c, 16),
+          "FP8 grouped GEMM: C must start 16-byte aligned (TMA stores and paired bf16 stores)");
+  require(core::is_aligned(args.scale_a, 16),
           "FP8 grouped GEMM: s_A must start 16-byte aligned (TMA brings each K block's 128 scales of a tile)");
   const auto k_blocks = static_cast<double>(blocks_of(args.k));
   const std::pair<const char*, double> matrices[] = {
