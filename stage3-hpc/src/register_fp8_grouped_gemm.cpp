@@ -79,7 +79,7 @@ void register_fp8_grouped_gemm_kernels(Registry& registry) {
                  "its expert, guarded stores where not",
                  {DType::f8e4m3}, kFp8GroupedGemmReport, kHopper);
   scales_in_stage.max_compute_capability = kHopper;
-  scales_in_stage.constraints = "K % 16 == 0";
+  scales_in_stage.constraints = "K % 16 == 0, each expert's rows % 4 == 0 (row_align=4)";
   scales_in_stage.supports = &fp8_grouped_gemm_rung_shape_error;
   scales_in_stage.refuses = fp8_grouped_gemm_rung_refusals();
   scales_in_stage.launch = launch_of_rung<Fp8TileTableRung<fp8_grouped_gemm_01_scales_in_stage>>();

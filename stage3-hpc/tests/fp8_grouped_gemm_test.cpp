@@ -389,7 +389,7 @@ TEST(Fp8GroupedGemmLadder, RegistersRung01ForComputeCapability90OnlyInItsOwnRepo
   EXPECT_EQ(rung.dtypes, std::vector<DType>{DType::f8e4m3});
   EXPECT_EQ(rung.min_compute_capability, 90);
   EXPECT_EQ(rung.max_compute_capability, 90);
-  EXPECT_EQ(rung.constraints, "K % 16 == 0");
+  EXPECT_EQ(rung.constraints, "K % 16 == 0, each expert's rows % 4 == 0 (row_align=4)");
   EXPECT_EQ(rung.refuses, fp8_grouped_gemm_rung_refusals());
   const Problem odd_k = problem({2, 33, 1032}, {{"tokens", 129}});
   EXPECT_NE(unsupported_reason(registry, rung, odd_k, nullptr).find("multiple of 16"), std::string::npos);

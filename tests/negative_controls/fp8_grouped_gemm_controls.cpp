@@ -30,7 +30,7 @@ void register_fp8_grouped_gemm_controls(Registry& registry) {
       negative_control_entry(control_id(), stage3::kFp8GroupedGemmOp, kNeighboursScalesFlaw, {DType::f8e4m3});
   entry.min_compute_capability = 90;  // sm_90a code, as the rung
   entry.max_compute_capability = 90;
-  entry.supports = &stage3::fp8_grouped_gemm_rung_shape_error;  // the rung's shapes: K % 16 == 0
+  entry.supports = &stage3::fp8_grouped_gemm_rung_shape_error;  // the rung's: K % 16, rows % 4
   entry.launch = stage3::fp8_grouped_gemm_01_launch_with_neighbours_weight_scales();
   registry.add_kernel(std::move(entry));
 }
