@@ -142,14 +142,17 @@ std::string fp8_gemm_problem_error(const Problem& p) {
   return gemm_index_limit_error({m_of(p), n_of(p), k_of(p)}, p.shape());
 }
 
+std::string fp8_k_multiple_error(std::int64_t k) {
+  if (k % kFp8KMultiple == 0) return {};
+  return fmt::format(
+      "K must be a multiple of {} (got {}): TMA moves rows of A and B in 16-byte pieces, which must start "
+      "16-byte aligned",
+      kFp8KMultiple, k);
+}
+
 std::string fp8_gemm_rung_shape_error(const Problem& p) {
   if (std::string error = fp8_gemm_problem_error(p); !error.empty()) return error;
-  if (k_of(p) % kFp8KMultiple != 0)
-    return fmt::format(
-        "K must be a multiple of {} (got {}): TMA moves rows of A and B in 16-byte pieces, which must start "
-        "16-byte aligned",
-        kFp8KMultiple, k_of(p));
-  return {};
+  return fp8_k_multiple_error(k_of(p));
 }
 
 const std::vector<std::string>& fp8_gemm_rung_refusals() {

@@ -20,6 +20,7 @@
 #include "kc/common/gemm.hpp"
 #include "kc/common/op_builder.hpp"
 #include "kc/core/vector_io.hpp"
+#include "kc/stage3/fp8_gemm.hpp"
 #include "kc/stage3/grouped_gemm.hpp"
 
 namespace kc::stage3 {
@@ -35,14 +36,14 @@ void fp8_grouped_gather_expert_scales(const float* scale_a, int scale_a_stride, 
 namespace {
 
 constexpr double kLargestIndex = 2147483647.0;  // 2^31 - 1: the kernels index in 32 bits
-constexpr int kBaselineRowMultiple = 4;         // cuBLASLt reads 1 x 128 scales in 16-byte columns
-constexpr int kFp8GroupedRowMultiple = 4;       // the rungs' TMA reads a tile's scales at its first token's
+// Rows a multiple of this for every expert: the rungs' TMA reads a tile's scales of A from its first
+// token's, and cuBLASLt reads each expert's in 16-byte columns; both need 16-byte aligned starts.
+constexpr int kRowMultiple = 4;
 
 std::int64_t experts_of(const Problem& p) { return p.dims[0]; }
 std::int64_t n_of(const Problem& p) { return p.dims[1]; }
 std::int64_t k_of(const Problem& p) { return p.dims[2]; }
 std::int64_t blocks_of(std::int64_t extent) { return (extent + kFp8ScaleBlock - 1) / kFp8ScaleBlock; }
-std::int64_t scale_a_stride_of(std::int64_t rows) { return (rows + 3) / 4 * 4; }  // fp8_grouped_scale_a_stride
 
 bool is_whole(double value) { return std::isfinite(value) && std::floor(value) == value; }
 
@@ -54,7 +55,16 @@ std::int64_t rows_or_zero(const Problem& p) {
 
 Shape a_shape(const Problem& p) { return {rows_or_zero(p), k_of(p)}; }
 Shape c_shape(const Problem& p) { return {rows_or_zero(p), n_of(p)}; }
-Shape scale_a_shape(const Problem& p) { return {blocks_of(k_of(p)), scale_a_stride_of(rows_or_zero(p))}; }
+Shape scale_a_shape(const Problem& p) {
+  return {blocks_of(k_of(p)), fp8_grouped_scale_a_stride(rows_or_zero(p))};
+}
+
+// The first expert whose rows are not a multiple of kRowMultiple, or -1.
+int first_expert_off_row_multiple(const std::vector<std::int64_t>& counts) {
+  for (std::size_t g = 0; g < counts.size(); ++g)
+    if (counts[g] % kRowMultiple != 0) return static_cast<int>(g);
+  return -1;
+}
 Shape scale_b_shape(const Problem& p) { return {experts_of(p), blocks_of(n_of(p)), blocks_of(k_of(p))}; }
 
 // Where expert g's operands and scales lie (the layout of kc/stage3/fp8_grouped_gemm_args.hpp).
@@ -68,7 +78,8 @@ struct ExpertLayout {
   explicit ExpertLayout(const Problem& p)
       : counts(fp8_grouped_gemm_counts(p)),
         row_starts(group_row_starts(counts)),
-        scale_a_map(fp8_scale_map_a(Fp8Scaling::block, fp8_grouped_scale_a_stride(row_starts.back()))),
+        scale_a_map(
+            fp8_scale_map_a(Fp8Scaling::block, static_cast<int>(fp8_grouped_scale_a_stride(row_starts.back())))),
         scale_b_map(fp8_scale_map_b(Fp8Scaling::block, static_cast<int>(k_of(p)))),
         scales_per_expert(blocks_of(n_of(p)) * blocks_of(k_of(p))) {}
 };
@@ -148,8 +159,8 @@ class Fp8GroupedLtBaseline {
     prepare(p, context);
     const cudaStream_t stream = context.stream();
     const std::int64_t n = n_of(p), k = k_of(p);
-    fp8_grouped_gather_expert_scales(o["scale_a"].data<float>(), fp8_grouped_scale_a_stride(rows_), k_blocks_,
-                                     row_starts_.data(), groups_, rows_, expert_scales_.data(), stream);
+    fp8_grouped_gather_expert_scales(o["scale_a"].data<float>(), static_cast<int>(fp8_grouped_scale_a_stride(rows_)),
+                                     k_blocks_, row_starts_.data(), groups_, rows_, expert_scales_.data(), stream);
     const float* scale_b = o["scale_b"].data<float>();
     const fp8e4m3* a = o["A"].data<fp8e4m3>();
     const fp8e4m3* b = o["B"].data<fp8e4m3>();
@@ -265,7 +276,7 @@ std::string fp8_grouped_gemm_problem_error(const Problem& p) {
   if (weights > kLargestIndex)
     return fmt::format("{}: B [G, N, K] holds {:g} values, more than 2^31 - 1 (the kernels index in 32 bits)", what,
                        weights);
-  const double scales_a = static_cast<double>(blocks_of(k)) * static_cast<double>(scale_a_stride_of(rows));
+  const double scales_a = static_cast<double>(blocks_of(k)) * static_cast<double>(fp8_grouped_scale_a_stride(rows));
   if (scales_a > kLargestIndex)
     return fmt::format("{}: s_A [ceil(K/128), rows rounded up to 4] holds {:g} scales, more than 2^31 - 1", what,
                        scales_a);
@@ -274,19 +285,14 @@ std::string fp8_grouped_gemm_problem_error(const Problem& p) {
 
 std::string fp8_grouped_gemm_rung_shape_error(const Problem& p) {
   if (std::string error = fp8_grouped_gemm_problem_error(p); !error.empty()) return error;
-  if (k_of(p) % kFp8KMultiple != 0)
-    return fmt::format(
-        "K must be a multiple of {} (got {}): TMA moves rows of A and B in 16-byte pieces, which must start "
-        "16-byte aligned",
-        kFp8KMultiple, k_of(p));
+  if (std::string error = fp8_k_multiple_error(k_of(p)); !error.empty()) return error;
   const std::vector<std::int64_t> counts = fp8_grouped_gemm_counts(p);
-  for (std::size_t g = 0; g < counts.size(); ++g)
-    if (counts[g] % kFp8GroupedRowMultiple != 0)
-      return fmt::format(
-          "every expert's rows must be a multiple of {} (expert {} has {}): TMA brings a tile's 1x128 scales of A "
-          "into shared memory from its first token's, which must lie 16-byte aligned in s_A; --param row_align=4 "
-          "pads them so",
-          kFp8GroupedRowMultiple, g, counts[g]);
+  if (const int g = first_expert_off_row_multiple(counts); g >= 0)
+    return fmt::format(
+        "every expert's rows must be a multiple of {} (expert {} has {}): TMA brings a tile's 1x128 scales of A "
+        "into shared memory from its first token's, which must lie 16-byte aligned in s_A; --param row_align=4 "
+        "pads them so",
+        kRowMultiple, g, counts[static_cast<std::size_t>(g)]);
   return {};
 }
 
@@ -308,12 +314,11 @@ std::string fp8_grouped_gemm_baseline_shape_error(const Problem& p) {
         "H100, even with each expert's s_B copied to a 16-byte pitch, and the cause is not known",
         kFp8ScaleBlock, n_of(p), k_of(p));
   const std::vector<std::int64_t> counts = fp8_grouped_gemm_counts(p);
-  for (std::size_t g = 0; g < counts.size(); ++g)
-    if (counts[g] % kBaselineRowMultiple != 0)
-      return fmt::format(
-          "cuBLASLt reads each expert's 1x128 scales in 16-byte columns of [ceil(K/128), rows]: every expert's rows "
-          "must be a multiple of {} (expert {} has {}); --param row_align=4 pads them so",
-          kBaselineRowMultiple, g, counts[g]);
+  if (const int g = first_expert_off_row_multiple(counts); g >= 0)
+    return fmt::format(
+        "cuBLASLt reads each expert's 1x128 scales in 16-byte columns of [ceil(K/128), rows]: every expert's rows "
+        "must be a multiple of {} (expert {} has {}); --param row_align=4 pads them so",
+        kRowMultiple, g, counts[static_cast<std::size_t>(g)]);
   return {};
 }
 
@@ -432,7 +437,8 @@ void check_fp8_grouped_gemm_args(const Fp8GroupedGemmArgs& args) {
       {"A [tokens, K]", static_cast<double>(args.tokens) * args.k},
       {"B [G, N, K]", static_cast<double>(args.groups) * args.n * args.k},
       {"C [tokens, N]", static_cast<double>(args.tokens) * args.n},
-      {"s_A [ceil(K/128), tokens rounded up to 4]", k_blocks * static_cast<double>(scale_a_stride_of(args.tokens))},
+      {"s_A [ceil(K/128), tokens rounded up to 4]",
+       k_blocks * static_cast<double>(fp8_grouped_scale_a_stride(args.tokens))},
       {"s_B [G, ceil(N/128), ceil(K/128)]",
        static_cast<double>(args.groups) * static_cast<double>(blocks_of(args.n)) * k_blocks}};
   for (const auto& [name, elements] : matrices)

@@ -902,7 +902,8 @@ void launch_fp8_grouped_gemm(const Fp8GroupedGemmArgs& args, cudaStream_t stream
   params.scale_a = args.scale_a;
   params.scale_b = args.scale_b;
   params.scale_a_rows =
-      cache.tensor_map(fp8_scale_a_rows_map(args.scale_a, args.k, fp8_grouped_scale_a_stride(args.tokens)));
+      cache.tensor_map(fp8_scale_a_rows_map(args.scale_a, args.k,
+                                            static_cast<int>(fp8_grouped_scale_a_stride(args.tokens))));
   params.m = args.tokens;
   params.n = args.n;
   params.k = args.k;

@@ -20,6 +20,7 @@
 #error "a kernel (rung) file includes kc/stage3/fp8_gemm.hpp, the op's harness side: kernels include fp8_gemm_args.hpp"
 #endif
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,8 @@ std::string fp8_gemm_problem_error(const Problem& problem);
 // The rungs also need K % 16 == 0 (TMA moves rows of A and B in 16-byte pieces): "" or why not,
 // and the conformance problems they refuse.
 std::string fp8_gemm_rung_shape_error(const Problem& problem);
+// The K part of that rule, which the FP8 grouped GEMM's rungs share: "" or why K is refused.
+std::string fp8_k_multiple_error(std::int64_t k);
 const std::vector<std::string>& fp8_gemm_rung_refusals();
 
 // The kernel arguments of a problem on its operands.

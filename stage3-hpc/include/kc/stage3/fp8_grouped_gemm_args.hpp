@@ -24,6 +24,8 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 #include "kc/stage3/fp8_gemm_args.hpp"
 
 namespace kc::stage3 {
@@ -33,8 +35,11 @@ namespace kc::stage3 {
 inline constexpr int kFp8GroupedTileRows = 128;
 inline constexpr int kFp8GroupedTileCols = 128;
 
-// s_A's row stride for `tokens` rows of A: tokens rounded up to a multiple of 4 (16 bytes of floats).
-__host__ __device__ constexpr int fp8_grouped_scale_a_stride(int tokens) { return (tokens + 3) / 4 * 4; }
+// s_A's row stride for `tokens` rows of A: tokens rounded up to a multiple of 4 (16 bytes of floats);
+// 64-bit, so that the op's and the launch's checks can ask it of any count without overflow.
+__host__ __device__ constexpr std::int64_t fp8_grouped_scale_a_stride(std::int64_t tokens) {
+  return (tokens + 3) / 4 * 4;
+}
 
 struct Fp8GroupedGemmArgs {
   int groups = 0;                  // G, the experts
