@@ -440,9 +440,9 @@ __device__ __forceinline__ Fp8StageScales* fp8_stage_scales(std::uint8_t* smem_r
 // Rungs 09 and 10: a step's scale factors, read from its stage once it has landed: LDS at offsets
 // fixed for the thread (its rows row_in_tile and + 8, then B's scale, and on n192 tiles the next
 // block's). On n128 tiles b_next stays unused: the tile lies in one block of B's scales.
-// On n192 tiles (rung 10) B's two scales, the same for the whole warp, are read by lane 0 alone —
-// the lane whose arrive frees the stage (StageRing::release), so its reads come before that arrive
-// in its own program order — and passed to the other lanes by broadcast_b_scales. The compiler
+// On n192 tiles (rung 10) and in the grouped walk B's scales, the same for the whole warp, are read
+// by lane 0 alone — the lane whose arrive frees the stage (StageRing::release), so its reads come
+// before that arrive in its own program order — and passed to the other lanes by broadcast_b_scales. The compiler
 // places those shuffles among the step's WGMMAs wherever the source has them, and a shuffle waits
 // for lane 0's LDS: so rung 10 reads the stage before issuing the WGMMAs, not after.
 template <class Config>
@@ -450,7 +450,7 @@ __device__ __forceinline__ Fp8StepScaleFactors stage_scale_factors(const Fp8Stag
   Fp8StepScaleFactors f;
   f.a_top = scales.a[row_in_tile];
   f.a_bottom = scales.a[row_in_tile + 8];
-  if constexpr (Config::kBlockN > kFp8ScaleBlock) {
+  if constexpr (Config::kBlockN > kFp8ScaleBlock || Config::kGrouped) {
     f.b = 0.f;
     f.b_next = 0.f;
     if (threadIdx.x % 32 == 0) {
@@ -634,6 +634,11 @@ __device__ __forceinline__ void consume_promoting_behind(const Fp8GemmParams& pa
                              smem_u32(ring.tile_b(state.stage)), 0u);
     if constexpr (Config::kScalesInStage)
       my_factors = stage_scale_factors<Config>(stage_scales[state.stage], row_in_tile);
+    // The grouped walk: lane 0 alone reads B's scale (stage_scale_factors) and passes it on, so that
+    // every read of the producer-written word comes before the same thread's release arrive. With
+    // every lane reading it, as rung 09 does, racecheck reported hazards against the producer's next
+    // write to that stage (the order through __syncwarp and lane 0's arrive is one it does not see).
+    if constexpr (Config::kGrouped) my_factors = broadcast_b_scales(my_factors);
     const int col0 = tile.n * Config::kBlockN;
     if (k_tile > 0) {
       sm90::wgmma_wait_group<1>();
