@@ -1,5 +1,6 @@
 // Files the fp8_grouped_gemm op and its ladder with the registry (quant/fp8/grouped_NN_*.cu: 01 the
-// FP8 GEMM's rung 09 kernel walking every expert's 128 x 128 tiles from a tile table).
+// FP8 GEMM's rung 09 kernel walking every expert's 128 x 128 tiles from a tile table, 02 rung 10's
+// kernel walking 128 x 192 tiles).
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -15,13 +16,15 @@ namespace kc::stage3 {
 namespace {
 
 constexpr int kHopper = 90;
+// What every rung asks of a problem (fp8_grouped_gemm_rung_shape_error says why, for a problem).
+constexpr const char* kRungConstraints = "K % 16 == 0, each expert's rows % 4 == 0 (row_align=4)";
 
 // What a rung keeps between launches: its tile table (the experts' first rows, then their first
-// tiles of kFp8GroupedTileRows x kFp8GroupedTileCols: 2 x (G + 1) ints), built on the host from
-// the padded routing and uploaded when the problem changes (in the untimed warm-up launches), so a
-// timed launch is the kernel alone; and its cache of tensor maps and launch facts. `Rung` is the
-// rung's launch function.
-template <void (*Rung)(const Fp8GroupedGemmArgs&, cudaStream_t, HopperLaunchCache&)>
+// tiles of kFp8GroupedTileRows x kTileCols: 2 x (G + 1) ints), built on the host from the padded
+// routing and uploaded when the problem changes (in the untimed warm-up launches), so a timed launch
+// is the kernel alone; and its cache of tensor maps and launch facts. `Rung` is the rung's launch
+// function, kTileCols its tile's columns.
+template <int kTileCols, void (*Rung)(const Fp8GroupedGemmArgs&, cudaStream_t, HopperLaunchCache&)>
 class Fp8TileTableRung {
  public:
   void run(const Problem& problem, Operands& operands, cudaStream_t stream) {
@@ -30,7 +33,7 @@ class Fp8TileTableRung {
       const std::vector<std::int64_t> counts = fp8_grouped_gemm_counts(problem);
       std::vector<int> table = group_row_starts(counts);
       const std::vector<int> tile_starts =
-          group_tile_starts(counts, problem.dims[1], kFp8GroupedTileRows, kFp8GroupedTileCols);
+          group_tile_starts(counts, problem.dims[1], kFp8GroupedTileRows, kTileCols);
       groups_ = static_cast<int>(counts.size());
       tokens_ = table.back();
       tiles_ = tile_starts.back();
@@ -65,7 +68,7 @@ class Fp8TileTableRung {
 }  // namespace
 
 LaunchFn fp8_grouped_gemm_01_launch_with_neighbours_weight_scales() {
-  return launch_of_rung<Fp8TileTableRung<fp8_grouped_gemm_01_neighbours_weight_scales>>();
+  return launch_of_rung<Fp8TileTableRung<kFp8GroupedTileCols, fp8_grouped_gemm_01_neighbours_weight_scales>>();
 }
 
 void register_fp8_grouped_gemm_kernels(Registry& registry) {
@@ -79,11 +82,24 @@ void register_fp8_grouped_gemm_kernels(Registry& registry) {
                  "its expert, guarded stores where not",
                  {DType::f8e4m3}, kFp8GroupedGemmReport, kHopper);
   scales_in_stage.max_compute_capability = kHopper;
-  scales_in_stage.constraints = "K % 16 == 0, each expert's rows % 4 == 0 (row_align=4)";
+  scales_in_stage.constraints = kRungConstraints;
   scales_in_stage.supports = &fp8_grouped_gemm_rung_shape_error;
   scales_in_stage.refuses = fp8_grouped_gemm_rung_refusals();
-  scales_in_stage.launch = launch_of_rung<Fp8TileTableRung<fp8_grouped_gemm_01_scales_in_stage>>();
+  scales_in_stage.launch =
+      launch_of_rung<Fp8TileTableRung<kFp8GroupedTileCols, fp8_grouped_gemm_01_scales_in_stage>>();
   registry.add_kernel(std::move(scales_in_stage));
+
+  KernelEntry wide_tiles =
+      rung_entry(kFp8GroupedGemmOp, "02_wide_tiles", 2,
+                 "rung 01 on 128x192 tiles: the FP8 GEMM's rung 10 kernel (each K step waited for and promoted, "
+                 "B's two blocks of scales in the stage) walking a tile table of 192-column tiles; rung 01's epilogue",
+                 {DType::f8e4m3}, kFp8GroupedGemmReport, kHopper);
+  wide_tiles.max_compute_capability = kHopper;
+  wide_tiles.constraints = kRungConstraints;
+  wide_tiles.supports = &fp8_grouped_gemm_rung_shape_error;
+  wide_tiles.refuses = fp8_grouped_gemm_rung_refusals();
+  wide_tiles.launch = launch_of_rung<Fp8TileTableRung<kFp8GroupedWideTileCols, fp8_grouped_gemm_02_wide_tiles>>();
+  registry.add_kernel(std::move(wide_tiles));
 }
 
 }  // namespace kc::stage3

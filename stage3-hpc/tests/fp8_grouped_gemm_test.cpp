@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -375,26 +376,31 @@ TEST(Fp8GroupedGemmArgs, LaunchChecksNameTheRuleTheArgumentsBreak) {
   bad = good;
   bad.a = a + 8;
   const std::string message = error_of([&] { check_fp8_grouped_gemm_args(bad); });
-  for (const auto launch : {fp8_grouped_gemm_01_scales_in_stage, fp8_grouped_gemm_01_neighbours_weight_scales})
+  for (const auto launch : {fp8_grouped_gemm_01_scales_in_stage, fp8_grouped_gemm_02_wide_tiles,
+                            fp8_grouped_gemm_01_neighbours_weight_scales})
     EXPECT_EQ(error_of([&] { launch(bad, nullptr, cache); }), message) << "the launch checks the same, first";
 }
 
-TEST(Fp8GroupedGemmLadder, RegistersRung01ForComputeCapability90OnlyInItsOwnReport) {
+TEST(Fp8GroupedGemmLadder, RegistersRungs01And02ForComputeCapability90OnlyInItsOwnReport) {
   const Registry& registry = stage3_test_registry();
-  const KernelEntry& rung = registry.kernel("stage3/fp8_grouped_gemm/01_scales_in_stage");
-  EXPECT_EQ(rung.op, kFp8GroupedGemmOp);
-  EXPECT_EQ(rung.rung, 1);
-  EXPECT_EQ(rung.report_group(), kFp8GroupedGemmReport);
-  EXPECT_EQ(std::string(kFp8GroupedGemmReport), "stage3-fp8-grouped-gemm");
-  EXPECT_EQ(rung.dtypes, std::vector<DType>{DType::f8e4m3});
-  EXPECT_EQ(rung.min_compute_capability, 90);
-  EXPECT_EQ(rung.max_compute_capability, 90);
-  EXPECT_EQ(rung.constraints, "K % 16 == 0, each expert's rows % 4 == 0 (row_align=4)");
-  EXPECT_EQ(rung.refuses, fp8_grouped_gemm_rung_refusals());
-  const Problem odd_k = problem({2, 33, 1032}, {{"tokens", 129}});
-  EXPECT_NE(unsupported_reason(registry, rung, odd_k, nullptr).find("multiple of 16"), std::string::npos);
-  EXPECT_EQ(
-      unsupported_reason(registry, rung, problem({2, 33, 1040}, {{"tokens", 129}, {"row_align", 4}}), nullptr), "");
+  for (const auto& [id, number] : {std::pair<std::string, int>{"stage3/fp8_grouped_gemm/01_scales_in_stage", 1},
+                                   std::pair<std::string, int>{"stage3/fp8_grouped_gemm/02_wide_tiles", 2}}) {
+    SCOPED_TRACE(id);
+    const KernelEntry& rung = registry.kernel(id);
+    EXPECT_EQ(rung.op, kFp8GroupedGemmOp);
+    EXPECT_EQ(rung.rung, number);
+    EXPECT_EQ(rung.report_group(), kFp8GroupedGemmReport);
+    EXPECT_EQ(std::string(kFp8GroupedGemmReport), "stage3-fp8-grouped-gemm");
+    EXPECT_EQ(rung.dtypes, std::vector<DType>{DType::f8e4m3});
+    EXPECT_EQ(rung.min_compute_capability, 90);
+    EXPECT_EQ(rung.max_compute_capability, 90);
+    EXPECT_EQ(rung.constraints, "K % 16 == 0, each expert's rows % 4 == 0 (row_align=4)");
+    EXPECT_EQ(rung.refuses, fp8_grouped_gemm_rung_refusals());
+    const Problem odd_k = problem({2, 33, 1032}, {{"tokens", 129}});
+    EXPECT_NE(unsupported_reason(registry, rung, odd_k, nullptr).find("multiple of 16"), std::string::npos);
+    EXPECT_EQ(unsupported_reason(registry, rung, problem({2, 33, 1040}, {{"tokens", 129}, {"row_align", 4}}), nullptr),
+              "");
+  }
 }
 
 }  // namespace

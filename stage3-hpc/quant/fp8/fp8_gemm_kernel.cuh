@@ -146,7 +146,7 @@ struct alignas(128) Fp8StageScales {
 // kSplitLastWaveValue (rung 12): the tiles past the last whole wave split along K into pieces
 // (Fp8GemmParams' whole_tiles .. counters), on rung 10's walk only.
 // kGroupedValue (the FP8 grouped GEMM): every expert's tiles from the tile table (Fp8GemmParams'
-// row_starts .. tiles), on rung 09's walk only.
+// row_starts .. tiles), on rung 09's walk (grouped rung 01) or rung 10's (grouped rung 02).
 template <int kBlockNValue, int kPromotionIntervalValue = 1, int kStorePassColumnsValue = 0,
           int kStagesValue = (kBlockNValue == 128 ? 6 : 5),
           Fp8BlockScaleWalk kBlockScaleWalkValue = Fp8BlockScaleWalk::step_by_step, int kClusterMValue = 1,
@@ -182,9 +182,13 @@ struct Fp8GemmConfig : ByteOperandGemmShape<kBlockNValue, kStagesValue, Fp8GemmP
   static_assert(!kScalesInStage || Shape::kClusterM == 1, "scales in the stage: no clusters");
   static_assert(!kSplitLastWave || kBlockScaleWalk == Fp8BlockScaleWalk::wide_scales_in_stage,
                 "the split last wave: rung 10's walk");
-  static_assert(!kGrouped || (kBlockScaleWalk == Fp8BlockScaleWalk::scales_in_stage && kStoresThroughSmem &&
-                              Shape::kBlockM == kFp8GroupedTileRows && Shape::kBlockN == kFp8GroupedTileCols),
-                "the grouped walk: rung 09's (n128 tiles, the host's tile table, TMA stores)");
+  static_assert(!kGrouped || (kStoresThroughSmem && Shape::kBlockM == kFp8GroupedTileRows &&
+                              ((kBlockScaleWalk == Fp8BlockScaleWalk::scales_in_stage &&
+                                Shape::kBlockN == kFp8GroupedTileCols) ||
+                               (kBlockScaleWalk == Fp8BlockScaleWalk::wide_scales_in_stage &&
+                                Shape::kBlockN == kFp8GroupedWideTileCols))),
+                "the grouped walk: rung 09's on n128 tiles or rung 10's on n192 (the host's tile table of that "
+                "width), TMA stores");
   static_assert(sizeof(Fp8StageScales::a) == Shape::kBlockM * sizeof(float), "a scale of A for each row of the tile");
   static_assert(!kStoresThroughSmem || Shape::kBlockN % kStorePassColumns == 0, "whole passes a tile");
   static_assert(kStorePassColumns % kStoreBox == 0, "whole boxes a pass");
@@ -502,9 +506,20 @@ __device__ __forceinline__ void produce_tiles_and_scales(const StageRing<Config>
       b_row = tile.group * params.n + tile.n * Config::kBlockN;
       const int scale_group =
           kFlaw == Fp8Flaw::neighbours_weight_scales ? min(tile.group + 1, params.groups - 1) : tile.group;
-      b_scales =
-          params.scale_b + (static_cast<std::size_t>(scale_group) * params.n_blocks + tile.n) * params.k_blocks;
-      b_scales_next = b_scales;  // n128 tiles: one block of B's scales
+      if constexpr (kTwoBlocks) {
+        // Grouped rung 02's n192 tiles: the expert's block of B's scales the tile's first column lies
+        // in and the next (its last where there is none: those columns are not stored), as below.
+        const float* const expert_scales =
+            params.scale_b + static_cast<std::size_t>(scale_group) * params.n_blocks * params.k_blocks;
+        const int n_block = tile.n * Config::kBlockN / kFp8ScaleBlock;
+        b_scales = expert_scales + static_cast<std::size_t>(n_block) * params.k_blocks;
+        b_scales_next =
+            expert_scales + static_cast<std::size_t>(min(n_block + 1, params.n_blocks - 1)) * params.k_blocks;
+      } else {
+        b_scales =
+            params.scale_b + (static_cast<std::size_t>(scale_group) * params.n_blocks + tile.n) * params.k_blocks;
+        b_scales_next = b_scales;  // n128 tiles: one block of B's scales
+      }
     } else {
       const TileCoord tile = schedule.cta_tile(params, unit.tile);
       a_row = tile.m * Config::kBlockM;  // without clusters a tile starts inside A and B
@@ -721,7 +736,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __g
   float total[Config::kAccumulators];
   for (int linear = schedule.first; linear < schedule.count; linear += schedule.step) {
     const WorkUnit unit = work_unit<Config>(params, linear, k_tiles);  // a whole tile but in rung 12's last wave
-    const TileCoord tile = schedule.cta_tile(params, unit.tile);
+    const TileCoord tile = consumer_tile<Config>(schedule, params, unit.tile);  // the expert's, grouped
     const int row_top = tile.m * Config::kBlockM + consumer * kWarpgroupRows + 16 * warp_in_group + lane / 4;
     const int col0 = tile.n * Config::kBlockN;
 #pragma unroll
@@ -812,7 +827,11 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fp8_gemm_kernel(const __g
             add_pieces_in_last<Config, kFlaw == Fp8Flaw::split_piece_added_twice>(params, unit, consumer, total);
         if (!__all_sync(0xffffffffu, stores)) continue;
       }
-    store_fp8_tile_results<Config>(params, total, smem_raw, consumer, tile, row_top - lane / 4, col0, per_tensor_scale);
+    if constexpr (Config::kGrouped)
+      store_fp8_expert_tile_results<Config>(params, total, smem_raw, consumer, unit.tile, row_top - lane / 4, col0);
+    else
+      store_fp8_tile_results<Config>(params, total, smem_raw, consumer, tile, row_top - lane / 4, col0,
+                                     per_tensor_scale);
   }
   if constexpr (Config::kStoresThroughSmem)
     if (params.use_tma_store && threadIdx.x % kWarpgroupThreads == 0) sm90::tma_store_wait_all();

@@ -30,10 +30,12 @@
 
 namespace kc::stage3 {
 
-// The output tile of the FP8 grouped rungs (the FP8 GEMM's rung 09 tile, one block of B's scales
-// wide). The host builds the tile table (group_tile_starts) with these.
+// The output tiles of the FP8 grouped rungs: 128 rows, and 128 columns (rung 01: the FP8 GEMM's
+// rung 09 tile, one block of B's scales wide) or 192 (rung 02: rung 10's). The host builds each
+// rung's tile table (group_tile_starts) with its tile.
 inline constexpr int kFp8GroupedTileRows = 128;
 inline constexpr int kFp8GroupedTileCols = 128;
+inline constexpr int kFp8GroupedWideTileCols = 192;
 
 // s_A's row stride for `tokens` rows of A: tokens rounded up to a multiple of 4 (16 bytes of floats);
 // 64-bit, so that the op's and the launch's checks can ask it of any count without overflow.
@@ -50,7 +52,8 @@ struct Fp8GroupedGemmArgs {
   const float* scale_a = nullptr;  // [ceil(K / 128), fp8_grouped_scale_a_stride(tokens)]
   const float* scale_b = nullptr;  // [G, ceil(N / 128), ceil(K / 128)]
   // Device arrays of G + 1 prefix sums: each expert's first row (row_starts[G] = tokens) and first
-  // output tile of kFp8GroupedTileRows x kFp8GroupedTileCols in the launch's grid (tile_starts[G] = tiles).
+  // output tile in the launch's grid (tile_starts[G] = tiles), tiles of kFp8GroupedTileRows x the
+  // rung's columns (kFp8GroupedTileCols for rung 01, kFp8GroupedWideTileCols for rung 02).
   // Every row_starts[g] must be a multiple of 4 (each expert's rows padded to 4, as a token-sorted
   // FP8 layer pads them: DeepGEMM pads to 128): TMA brings a tile's 128 scales of A in from its first
   // token's, and a TMA box must start 16-byte aligned in its row. The launch cannot read the device
@@ -76,7 +79,12 @@ class HopperLaunchCache;  // the tensor maps and launch facts of the Hopper kern
 // expert, guarded direct stores where not). sm_90a (compute capability 9.0).
 void fp8_grouped_gemm_01_scales_in_stage(const Fp8GroupedGemmArgs& args, cudaStream_t stream,
                                          HopperLaunchCache& cache);
-// The same kernel with Fp8Flaw::neighbours_weight_scales (fp8_gemm_args.hpp), for the negative control
+// Rung 02: the FP8 GEMM's rung 10 kernel (128 x 192 tiles, each K step's block scales in the stage,
+// one partial set, each step waited for and promoted) walking a tile table of 128 x 192 tiles; the
+// epilogue as rung 01's. sm_90a (compute capability 9.0).
+void fp8_grouped_gemm_02_wide_tiles(const Fp8GroupedGemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
+
+// Rung 01's kernel with Fp8Flaw::neighbours_weight_scales (fp8_gemm_args.hpp), for the negative control
 // stage3/fp8_grouped_gemm/nc_neighbours_weight_scales.
 void fp8_grouped_gemm_01_neighbours_weight_scales(const Fp8GroupedGemmArgs& args, cudaStream_t stream,
                                                   HopperLaunchCache& cache);
