@@ -136,8 +136,8 @@ References device_reference(const Problem& p, const Operands& o, Context& contex
 
 // The baseline: cuBLASLt's FP8 block-scaled matmul once per expert that has rows, after one kernel
 // that gathers s_A into the per-expert layout cuBLASLt reads (fp8_grouped_gather_expert_scales).
-// It runs where N and K are multiples of 128 with (N/128)(K/128) a multiple of 4
-// (fp8_grouped_gemm_baseline_shape_error), so each expert's s_B starts 16-byte aligned.
+// It runs where N is a multiple of 128 and K of 512 (fp8_grouped_gemm_baseline_shape_error), so
+// each expert's s_B and each of its rows start 16-byte aligned.
 // What a problem needs is made when the problem changes (in the untimed warm-up launches, or when
 // baseline_supports asks whether cuBLASLt runs it): a plan per expert shape (rows_g, N, K), the row
 // starts on the device and the buffer of the gathered scales, so a timed call is the gather and the
@@ -306,13 +306,13 @@ std::string fp8_grouped_gemm_baseline_shape_error(const Problem& p) {
   if (std::string error = fp8_grouped_gemm_problem_error(p); !error.empty()) return error;
   if (k_of(p) % kFp8KMultiple != 0)
     return fmt::format("cuBLASLt's FP8 matmul needs K % {} == 0 (16-byte rows), got K = {}", kFp8KMultiple, k_of(p));
-  if (n_of(p) % kFp8ScaleBlock != 0 || k_of(p) % kFp8ScaleBlock != 0 ||
-      (n_of(p) / kFp8ScaleBlock) * (k_of(p) / kFp8ScaleBlock) % 4 != 0)
+  if (n_of(p) % kFp8ScaleBlock != 0 || k_of(p) % (4 * kFp8ScaleBlock) != 0)
     return fmt::format(
-        "the baseline runs where N and K are multiples of {0} and each expert's (N/{0})(K/{0}) weight scales a "
-        "multiple of 4 (got N = {1}, K = {2}): at 6x264x272 cuBLASLt's results disagreed with the reference on an "
-        "H100, even with each expert's s_B copied to a 16-byte pitch, and the cause is not known",
-        kFp8ScaleBlock, n_of(p), k_of(p));
+        "the baseline runs where N is a multiple of {0} and K of {1} (whole blocks of {0}, each row of an expert's "
+        "s_B a multiple of 4 floats; got N = {2}, K = {3}): on an H100 cuBLASLt's results disagreed with the "
+        "reference at 2x256x256 and 6x264x272 (K/{0} = 2 and 3) and agreed wherever K/{0} was a multiple of 4; the "
+        "cause is not established",
+        kFp8ScaleBlock, 4 * kFp8ScaleBlock, n_of(p), k_of(p));
   const std::vector<std::int64_t> counts = fp8_grouped_gemm_counts(p);
   if (const int g = first_expert_off_row_multiple(counts); g >= 0)
     return fmt::format(

@@ -65,7 +65,7 @@ TEST(Fp8GroupedGemmGpu, TheBaselinePassesEveryConformanceProblemItRunsAndADeepSe
     EXPECT_TRUE(baseline.passed()) << op.baseline_name << " at " << p.label() << ": " << baseline.detail;
   }
   if (ran == 0) GTEST_SKIP() << "cuBLASLt runs no FP8 block-scaled matmul on this GPU";
-  EXPECT_GE(ran, 7);
+  EXPECT_GE(ran, 4);  // 16x384x512, 8x512x1024, 2x128x8192 and the DeepSeek layer
 }
 
 }  // namespace

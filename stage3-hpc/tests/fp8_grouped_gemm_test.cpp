@@ -163,23 +163,25 @@ TEST(Fp8GroupedGemmOp, RefusesProblemsItDoesNotDefineWithAnActionableSentence) {
 }
 
 // The baseline's static rules: cuBLASLt's 16-byte rows (K % 16), its block scales' 16-byte columns
-// of s_A per expert (every expert's rows a multiple of 4: row_align=4), and N and K whole blocks of
-// 128 with (N/128)(K/128) a multiple of 4 (where its results were checked).
+// of s_A per expert (every expert's rows a multiple of 4: row_align=4), N whole blocks of 128 and K
+// of 512 (K/128 a multiple of 4: where its results were checked; 2x256x256 disagreed on an H100).
 TEST(Fp8GroupedGemmBaseline, RefusesWhatCublasLtCannotRunSayingWhy) {
   EXPECT_EQ(fp8_grouped_gemm_baseline_shape_error(
-                problem({6, 256, 256}, {{"tokens", 150}, {"skew", 3}, {"routing_seed", 2}, {"row_align", 4}})),
+                problem({6, 384, 512}, {{"tokens", 150}, {"skew", 3}, {"routing_seed", 2}, {"row_align", 4}})),
             "");
   const std::string rows = fp8_grouped_gemm_baseline_shape_error(
-      problem({6, 256, 256}, {{"tokens", 150}, {"skew", 3}, {"routing_seed", 2}}));  // 5, 1, 126, 2, 0, 16
+      problem({6, 384, 512}, {{"tokens", 150}, {"skew", 3}, {"routing_seed", 2}}));  // 5, 1, 126, 2, 0, 16
   EXPECT_NE(rows.find("multiple of 4 (expert 0 has 5)"), std::string::npos) << rows;
   EXPECT_NE(rows.find("row_align=4"), std::string::npos) << rows;
   const std::string odd_n = fp8_grouped_gemm_baseline_shape_error(problem({2, 130, 272}, {{"tokens", 8}}));
   EXPECT_NE(odd_n.find("got N = 130, K = 272"), std::string::npos) << odd_n;
   const std::string partial = fp8_grouped_gemm_baseline_shape_error(
       problem({6, 264, 272}, {{"tokens", 150}, {"skew", 3}, {"routing_seed", 2}, {"row_align", 4}}));
-  EXPECT_NE(partial.find("multiples of 128"), std::string::npos) << partial;
+  EXPECT_NE(partial.find("N is a multiple of 128 and K of 512"), std::string::npos) << partial;
   const std::string three_blocks = fp8_grouped_gemm_baseline_shape_error(problem({2, 128, 384}, {{"tokens", 8}}));
-  EXPECT_NE(three_blocks.find("multiple of 4"), std::string::npos) << three_blocks;
+  EXPECT_NE(three_blocks.find("K of 512"), std::string::npos) << three_blocks;
+  const std::string two_blocks = fp8_grouped_gemm_baseline_shape_error(problem({2, 256, 256}, {{"tokens", 512}}));
+  EXPECT_NE(two_blocks.find("got N = 256, K = 256"), std::string::npos) << two_blocks;
   const std::string odd_k = fp8_grouped_gemm_baseline_shape_error(problem({2, 128, 40}, {{"tokens", 8}}));
   EXPECT_NE(odd_k.find("K % 16 == 0"), std::string::npos) << odd_k;
   const OpSpec op = make_fp8_grouped_gemm_op();
@@ -256,7 +258,8 @@ TEST(Fp8GroupedGemmOp, ConformanceHasTheEdgesAndTheRungsRefuseKTailsOf8AndRowsNo
   EXPECT_GE(k_16, 1);
   EXPECT_GE(short_last_tile, 3);
   EXPECT_GE(long_last_tile, 2);
-  EXPECT_GE(baseline_runs, 4) << "the baseline is checked on the GPU where it runs";
+  EXPECT_GE(baseline_runs, 3) << "the baseline is checked on the GPU where it runs (16x384x512, 8x512x1024, "
+                                 "2x128x8192)";
   std::sort(aligns.begin(), aligns.end());
   EXPECT_EQ(aligns, (std::vector<double>{1.0, 4.0, 128.0}));
   EXPECT_EQ(refused, fp8_grouped_gemm_rung_refusals());

@@ -23,10 +23,11 @@
 // rows, on A_g, B_g and C_g where they lie; cuBLASLt reads each expert's A scales as a
 // [ceil(K/128), rows_g] array of its own, so the baseline first gathers s_A into that layout with one
 // kernel for all experts, inside the timed call (a few microseconds). It runs where K % 16 == 0,
-// N and K are multiples of 128 with (N/128)(K/128) a multiple of 4 (each expert's s_B then starts
-// 16-byte aligned; at 6x264x272 cuBLASLt's results disagreed with the reference on an H100 even with
-// s_B copied to a 16-byte pitch per expert, cause unknown), and every expert's rows are a multiple of
-// 4 (row_align=4 gives them); it is refused, saying which, otherwise.
+// N is a multiple of 128 and K of 512 (whole blocks, each row of an expert's s_B a multiple of 4
+// floats: on an H100 cuBLASLt's results disagreed with the reference at 2x256x256 and 6x264x272, where
+// K/128 is 2 and 3, and agreed wherever K/128 was a multiple of 4; the cause is not established), and
+// every expert's rows are a multiple of 4 (row_align=4 gives them); it is refused, saying which,
+// otherwise.
 #pragma once
 
 #ifdef KC_KERNEL_SOURCE
@@ -65,7 +66,7 @@ std::string fp8_grouped_gemm_rung_shape_error(const Problem& problem);
 const std::vector<std::string>& fp8_grouped_gemm_rung_refusals();
 
 // What the baseline needs beyond the op, without asking cuBLASLt (which it also does): K % 16 == 0,
-// N and K multiples of 128 with (N/128)(K/128) % 4 == 0, and every expert's rows a multiple of 4.
+// N % 128 == 0 and K % 512 == 0, and every expert's rows a multiple of 4.
 // "" or why not.
 std::string fp8_grouped_gemm_baseline_shape_error(const Problem& problem);
 
