@@ -71,35 +71,35 @@ LaunchFn fp8_grouped_gemm_01_launch_with_neighbours_weight_scales() {
   return launch_of_rung<Fp8TileTableRung<kFp8GroupedTileCols, fp8_grouped_gemm_01_neighbours_weight_scales>>();
 }
 
+namespace {
+
+// A rung of the ladder: Hopper only (sm_90a machine code: wgmma, setmaxnreg), the op's rules for the
+// rungs, its tile table of kTileCols-wide tiles.
+template <int kTileCols, void (*Rung)(const Fp8GroupedGemmArgs&, cudaStream_t, HopperLaunchCache&)>
+KernelEntry fp8_grouped_rung_entry(const char* name, int number, const char* description) {
+  KernelEntry entry = rung_entry(kFp8GroupedGemmOp, name, number, description, {DType::f8e4m3},
+                                 kFp8GroupedGemmReport, kHopper);
+  entry.max_compute_capability = kHopper;
+  entry.constraints = kRungConstraints;
+  entry.supports = &fp8_grouped_gemm_rung_shape_error;
+  entry.refuses = fp8_grouped_gemm_rung_refusals();
+  entry.launch = launch_of_rung<Fp8TileTableRung<kTileCols, Rung>>();
+  return entry;
+}
+
+}  // namespace
+
 void register_fp8_grouped_gemm_kernels(Registry& registry) {
   if (!registry.has_op(kFp8GroupedGemmOp)) registry.add_op(make_fp8_grouped_gemm_op());
-
-  // sm_90a machine code (wgmma, setmaxnreg) runs on compute capability 9.0 only.
-  KernelEntry scales_in_stage =
-      rung_entry(kFp8GroupedGemmOp, "01_scales_in_stage", 1,
-                 "the FP8 GEMM's rung 09 kernel (128x128 tiles, each K step's block scales in the stage) walking "
-                 "every expert's tiles from the grouped GEMM's tile table; TMA stores where a 64-row half lies inside "
-                 "its expert, guarded stores where not",
-                 {DType::f8e4m3}, kFp8GroupedGemmReport, kHopper);
-  scales_in_stage.max_compute_capability = kHopper;
-  scales_in_stage.constraints = kRungConstraints;
-  scales_in_stage.supports = &fp8_grouped_gemm_rung_shape_error;
-  scales_in_stage.refuses = fp8_grouped_gemm_rung_refusals();
-  scales_in_stage.launch =
-      launch_of_rung<Fp8TileTableRung<kFp8GroupedTileCols, fp8_grouped_gemm_01_scales_in_stage>>();
-  registry.add_kernel(std::move(scales_in_stage));
-
-  KernelEntry wide_tiles =
-      rung_entry(kFp8GroupedGemmOp, "02_wide_tiles", 2,
-                 "rung 01 on 128x192 tiles: the FP8 GEMM's rung 10 kernel (each K step waited for and promoted, "
-                 "B's two blocks of scales in the stage) walking a tile table of 192-column tiles; rung 01's epilogue",
-                 {DType::f8e4m3}, kFp8GroupedGemmReport, kHopper);
-  wide_tiles.max_compute_capability = kHopper;
-  wide_tiles.constraints = kRungConstraints;
-  wide_tiles.supports = &fp8_grouped_gemm_rung_shape_error;
-  wide_tiles.refuses = fp8_grouped_gemm_rung_refusals();
-  wide_tiles.launch = launch_of_rung<Fp8TileTableRung<kFp8GroupedWideTileCols, fp8_grouped_gemm_02_wide_tiles>>();
-  registry.add_kernel(std::move(wide_tiles));
+  registry.add_kernel(fp8_grouped_rung_entry<kFp8GroupedTileCols, fp8_grouped_gemm_01_scales_in_stage>(
+      "01_scales_in_stage", 1,
+      "the FP8 GEMM's rung 09 kernel (128x128 tiles, each K step's block scales in the stage) walking every expert's "
+      "tiles from the grouped GEMM's tile table; TMA stores where a 64-row half lies inside its expert, guarded stores "
+      "where not"));
+  registry.add_kernel(fp8_grouped_rung_entry<kFp8GroupedWideTileCols, fp8_grouped_gemm_02_wide_tiles>(
+      "02_wide_tiles", 2,
+      "rung 01 on 128x192 tiles: the FP8 GEMM's rung 10 kernel (each K step waited for and promoted, B's two blocks "
+      "of scales in the stage) walking a tile table of 192-column tiles; rung 01's epilogue"));
 }
 
 }  // namespace kc::stage3
