@@ -420,12 +420,14 @@ void check_fp8_grouped_gemm_args(const Fp8GroupedGemmArgs& args) {
   require(args.k % kFp8KMultiple == 0,
           "FP8 grouped GEMM: K must be a multiple of {} (got {}): TMA moves rows of A and B in 16-byte pieces",
           kFp8KMultiple, args.k);
-  require(args.tokens >= 0 && args.tiles >= 0, "FP8 grouped GEMM: tokens and tiles must be >= 0 (got {} and {})",
-          args.tokens, args.tiles);
+  require(args.tokens >= 0 && args.tiles >= 0 && args.wide_tiles >= 0,
+          "FP8 grouped GEMM: tokens and tiles must be >= 0 (got {} tokens, {} and {} tiles)", args.tokens, args.tiles,
+          args.wide_tiles);
   require(args.a != nullptr && args.b != nullptr && args.c != nullptr, "FP8 grouped GEMM: A, B and C must not be null");
   require(args.scale_a != nullptr && args.scale_b != nullptr, "FP8 grouped GEMM: both scales are needed");
-  require(args.row_starts != nullptr && args.tile_starts != nullptr,
-          "FP8 grouped GEMM: the row and tile prefix sums (row_starts, tile_starts) must not be null");
+  require(args.row_starts != nullptr && args.tile_starts != nullptr && args.wide_tile_starts != nullptr,
+          "FP8 grouped GEMM: the row and tile prefix sums (row_starts, tile_starts, wide_tile_starts) must not be "
+          "null");
   require(core::is_aligned(args.a, 16) && core::is_aligned(args.b, 16),
           "FP8 grouped GEMM: A and B must start 16-byte aligned (TMA reads their rows in 16-byte pieces)");
   require(core::is_aligned(args.c, 16),

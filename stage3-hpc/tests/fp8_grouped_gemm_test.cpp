@@ -292,7 +292,7 @@ TEST(Fp8GroupedGemmArgs, LaunchChecksNameTheRuleTheArgumentsBreak) {
   alignas(16) static fp8e4m3 a[512], b[512];
   alignas(16) static bf16 c[64];
   alignas(16) static float scales[16];
-  alignas(16) static int starts[8];
+  alignas(16) static int starts[12];
   Fp8GroupedGemmArgs good;
   good.groups = 2;
   good.n = 4;
@@ -303,7 +303,9 @@ TEST(Fp8GroupedGemmArgs, LaunchChecksNameTheRuleTheArgumentsBreak) {
   good.scale_a = good.scale_b = scales;
   good.row_starts = starts;
   good.tile_starts = starts + 3;
+  good.wide_tile_starts = starts + 6;
   good.tiles = 2;
+  good.wide_tiles = 2;
   good.tokens = 5;
   EXPECT_NO_THROW(check_fp8_grouped_gemm_args(good));
   const auto refused = [](const Fp8GroupedGemmArgs& args, const std::string& rule) {
@@ -327,6 +329,9 @@ TEST(Fp8GroupedGemmArgs, LaunchChecksNameTheRuleTheArgumentsBreak) {
   bad = good;
   bad.tiles = -1;
   refused(bad, "tokens and tiles must be >= 0");
+  bad = good;
+  bad.wide_tiles = -1;
+  refused(bad, "tokens and tiles must be >= 0");
   for (const auto clear : {+[](Fp8GroupedGemmArgs& x) { x.a = nullptr; }, +[](Fp8GroupedGemmArgs& x) { x.b = nullptr; },
                            +[](Fp8GroupedGemmArgs& x) { x.c = nullptr; }}) {
     bad = good;
@@ -341,10 +346,13 @@ TEST(Fp8GroupedGemmArgs, LaunchChecksNameTheRuleTheArgumentsBreak) {
   refused(bad, "both scales are needed");
   bad = good;
   bad.row_starts = nullptr;
-  refused(bad, "prefix sums (row_starts, tile_starts) must not be null");
+  refused(bad, "prefix sums (row_starts, tile_starts, wide_tile_starts) must not be null");
   bad = good;
   bad.tile_starts = nullptr;
-  refused(bad, "prefix sums (row_starts, tile_starts) must not be null");
+  refused(bad, "prefix sums (row_starts, tile_starts, wide_tile_starts) must not be null");
+  bad = good;
+  bad.wide_tile_starts = nullptr;
+  refused(bad, "prefix sums (row_starts, tile_starts, wide_tile_starts) must not be null");
   bad = good;
   bad.a = a + 8;
   refused(bad, "A and B must start 16-byte aligned");
@@ -380,14 +388,15 @@ TEST(Fp8GroupedGemmArgs, LaunchChecksNameTheRuleTheArgumentsBreak) {
   bad.a = a + 8;
   const std::string message = error_of([&] { check_fp8_grouped_gemm_args(bad); });
   for (const auto launch : {fp8_grouped_gemm_01_scales_in_stage, fp8_grouped_gemm_02_wide_tiles,
-                            fp8_grouped_gemm_01_neighbours_weight_scales})
+                            fp8_grouped_gemm_03_width_per_layer, fp8_grouped_gemm_01_neighbours_weight_scales})
     EXPECT_EQ(error_of([&] { launch(bad, nullptr, cache); }), message) << "the launch checks the same, first";
 }
 
-TEST(Fp8GroupedGemmLadder, RegistersRungs01And02ForComputeCapability90OnlyInItsOwnReport) {
+TEST(Fp8GroupedGemmLadder, RegistersRungs01To03ForComputeCapability90OnlyInItsOwnReport) {
   const Registry& registry = stage3_test_registry();
   for (const auto& [id, number] : {std::pair<std::string, int>{"stage3/fp8_grouped_gemm/01_scales_in_stage", 1},
-                                   std::pair<std::string, int>{"stage3/fp8_grouped_gemm/02_wide_tiles", 2}}) {
+                                   std::pair<std::string, int>{"stage3/fp8_grouped_gemm/02_wide_tiles", 2},
+                                   std::pair<std::string, int>{"stage3/fp8_grouped_gemm/03_width_per_layer", 3}}) {
     SCOPED_TRACE(id);
     const KernelEntry& rung = registry.kernel(id);
     EXPECT_EQ(rung.op, kFp8GroupedGemmOp);
@@ -404,6 +413,28 @@ TEST(Fp8GroupedGemmLadder, RegistersRungs01And02ForComputeCapability90OnlyInItsO
     EXPECT_EQ(unsupported_reason(registry, rung, problem({2, 33, 1040}, {{"tokens", 129}, {"row_align", 4}}), nullptr),
               "");
   }
+}
+
+// Rung 03's estimate on the benchmark layers, with both kernels' 132 resident CTAs (one a Hopper SM):
+// the narrow tiles where they take as many waves as the wide ones or nearly (eight experts of 64
+// rows with N = 4096: 256 narrow tiles or 176 wide, two waves each; the skewed DeepSeek-like layer
+// at 8192 tokens: 9 waves against 7), the wide ones everywhere else.
+TEST(Fp8GroupedGemmLadder, Rung03ChoosesTheWidthByTheWavesOfEachTileTable) {
+  const OpSpec op = make_fp8_grouped_gemm_op();
+  std::vector<std::string> narrow;
+  for (const Problem& p : op.bench_problems) {
+    const Counts counts = fp8_grouped_gemm_counts(p);
+    const int tiles = group_tile_starts(counts, p.dims[1], kFp8GroupedTileRows, kFp8GroupedTileCols).back();
+    const int wide = group_tile_starts(counts, p.dims[1], kFp8GroupedTileRows, kFp8GroupedWideTileCols).back();
+    if (fp8_grouped_narrow_tiles_win(tiles, wide, 132, 132)) narrow.push_back(p.label());
+  }
+  EXPECT_EQ(narrow, (std::vector<std::string>{"8x4096x14336 f8e4m3 tokens=512 row_align=4",
+                                              "64x1408x2048 f8e4m3 tokens=8192 skew=1 row_align=4"}));
+  const Problem small_experts = problem({8, 4096, 14336}, {{"tokens", 512}, {"row_align", 4}});
+  EXPECT_EQ(group_tile_starts(fp8_grouped_gemm_counts(small_experts), 4096, 128, 128).back(), 256);
+  EXPECT_EQ(group_tile_starts(fp8_grouped_gemm_counts(small_experts), 4096, 128, 192).back(), 176);
+  EXPECT_FALSE(fp8_grouped_narrow_tiles_win(0, 0, 132, 132)) << "no tiles: either kernel, neither launched";
+  EXPECT_THROW(fp8_grouped_narrow_tiles_win(1, 1, 0, 132), Error);
 }
 
 }  // namespace

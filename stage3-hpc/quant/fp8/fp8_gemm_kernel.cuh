@@ -913,7 +913,10 @@ template <class Config, Fp8Flaw kFlaw>
 void launch_fp8_grouped_gemm(const Fp8GroupedGemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache) {
   static_assert(Config::kGrouped, "a grouped configuration");
   check_fp8_grouped_gemm_args(args);
-  if (args.tiles == 0) return;  // no expert has rows
+  // The tile table of the configuration's width (rung 01's 128 columns or rung 02's 192).
+  constexpr bool kWide = Config::kBlockN == kFp8GroupedWideTileCols;
+  const int tiles = kWide ? args.wide_tiles : args.tiles;
+  if (tiles == 0) return;  // no expert has rows
   const void* kernel = reinterpret_cast<const void*>(&fp8_gemm_kernel<Config, Fp8Scaling::block, kFlaw>);
   cache.prepare_kernel(kernel, Config::kSmemBytes);
 
@@ -933,16 +936,16 @@ void launch_fp8_grouped_gemm(const Fp8GroupedGemmArgs& args, cudaStream_t stream
   params.k = args.k;
   params.k_blocks = fp8_k_blocks(args.k);
   params.n_blocks = fp8_n_blocks(args.n);
-  params.tiles_m = args.tiles;
+  params.tiles_m = tiles;
   params.tiles_n = 1;
-  params.cluster_tiles_m = args.tiles;
+  params.cluster_tiles_m = tiles;
   params.raster_band = 1;
   params.row_starts = args.row_starts;
-  params.tile_starts = args.tile_starts;
+  params.tile_starts = kWide ? args.wide_tile_starts : args.tile_starts;
   params.groups = args.groups;
-  params.tiles = args.tiles;
+  params.tiles = tiles;
   const int resident = cache.resident_blocks(kernel, Config::kThreads, Config::kSmemBytes, 1);
-  launch_clusters<Config>(fp8_gemm_kernel<Config, Fp8Scaling::block, kFlaw>, std::min(args.tiles, resident), stream,
+  launch_clusters<Config>(fp8_gemm_kernel<Config, Fp8Scaling::block, kFlaw>, std::min(tiles, resident), stream,
                           params);
 }
 

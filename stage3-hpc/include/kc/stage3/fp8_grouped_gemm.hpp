@@ -72,8 +72,9 @@ std::string fp8_grouped_gemm_baseline_shape_error(const Problem& problem);
 
 OpSpec make_fp8_grouped_gemm_op();
 
-// Adds the op, its baseline and its ladder (stage3/fp8_grouped_gemm/01_scales_in_stage and
-// 02_wide_tiles), in the report stage3-fp8-grouped-gemm. Compute capability 9.0 (sm_90a code).
+// Adds the op, its baseline and its ladder (stage3/fp8_grouped_gemm/01_scales_in_stage,
+// 02_wide_tiles and 03_width_per_layer), in the report stage3-fp8-grouped-gemm. Compute capability
+// 9.0 (sm_90a code).
 void register_fp8_grouped_gemm_kernels(Registry& registry);
 
 // Rung 01's launch with its kernel's flaw (fp8_grouped_gemm_01_neighbours_weight_scales): the same

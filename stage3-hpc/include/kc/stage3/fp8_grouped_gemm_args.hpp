@@ -31,8 +31,8 @@
 namespace kc::stage3 {
 
 // The output tiles of the FP8 grouped rungs: 128 rows, and 128 columns (rung 01: the FP8 GEMM's
-// rung 09 tile, one block of B's scales wide) or 192 (rung 02: rung 10's). The host builds each
-// rung's tile table (group_tile_starts) with its tile.
+// rung 09 tile, one block of B's scales wide) or 192 (rung 02: rung 10's; rung 03 runs either).
+// The host builds a tile table (group_tile_starts) for each width.
 inline constexpr int kFp8GroupedTileRows = 128;
 inline constexpr int kFp8GroupedTileCols = 128;
 inline constexpr int kFp8GroupedWideTileCols = 192;
@@ -52,8 +52,9 @@ struct Fp8GroupedGemmArgs {
   const float* scale_a = nullptr;  // [ceil(K / 128), fp8_grouped_scale_a_stride(tokens)]
   const float* scale_b = nullptr;  // [G, ceil(N / 128), ceil(K / 128)]
   // Device arrays of G + 1 prefix sums: each expert's first row (row_starts[G] = tokens) and first
-  // output tile in the launch's grid (tile_starts[G] = tiles), tiles of kFp8GroupedTileRows x the
-  // rung's columns (kFp8GroupedTileCols for rung 01, kFp8GroupedWideTileCols for rung 02).
+  // output tile in the launch's grid, of tiles kFp8GroupedTileRows x kFp8GroupedTileCols
+  // (tile_starts, tile_starts[G] = tiles: rung 01's grid) and kFp8GroupedTileRows x
+  // kFp8GroupedWideTileCols (wide_tile_starts, wide_tile_starts[G] = wide_tiles: rung 02's).
   // Every row_starts[g] must be a multiple of 4 (each expert's rows padded to 4, as a token-sorted
   // FP8 layer pads them: DeepGEMM pads to 128): TMA brings a tile's 128 scales of A in from its first
   // token's, and a TMA box must start 16-byte aligned in its row. The launch cannot read the device
@@ -61,13 +62,15 @@ struct Fp8GroupedGemmArgs {
   // with an illegal-instruction error.
   const int* row_starts = nullptr;
   const int* tile_starts = nullptr;
-  int tiles = 0;   // tile_starts[G], also on the host
-  int tokens = 0;  // row_starts[G], also on the host
+  const int* wide_tile_starts = nullptr;
+  int tiles = 0;       // tile_starts[G], also on the host
+  int wide_tiles = 0;  // wide_tile_starts[G], also on the host
+  int tokens = 0;      // row_starts[G], also on the host
 };
 
 // What every rung's launch checks before any CUDA call (src/fp8_grouped_gemm_op.cpp): G >= 1,
-// N >= 1, K >= 1 with K % 16 == 0, tokens >= 0 (0: nothing to do), tiles >= 0, A, B, C, both
-// scales and both prefix sums present, A, B, C and s_A 16-byte aligned, every matrix within
+// N >= 1, K >= 1 with K % 16 == 0, tokens >= 0 (0: nothing to do), tiles and wide_tiles >= 0, A, B,
+// C, both scales and the three prefix sums present, A, B, C and s_A 16-byte aligned, every matrix within
 // 2^31 - 1 elements. Throws kc::Error naming the rule.
 void check_fp8_grouped_gemm_args(const Fp8GroupedGemmArgs& args);
 
@@ -83,6 +86,19 @@ void fp8_grouped_gemm_01_scales_in_stage(const Fp8GroupedGemmArgs& args, cudaStr
 // one partial set, each step waited for and promoted) walking a tile table of 128 x 192 tiles; the
 // epilogue as rung 01's. sm_90a (compute capability 9.0).
 void fp8_grouped_gemm_02_wide_tiles(const Fp8GroupedGemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache);
+
+// Rung 03: rung 01's kernel or rung 02's, whichever the estimate says fills its persistent waves
+// in less time (fp8_grouped_narrow_tiles_win). sm_90a (compute capability 9.0).
+void fp8_grouped_gemm_03_width_per_layer(const Fp8GroupedGemmArgs& args, cudaStream_t stream,
+                                         HopperLaunchCache& cache);
+
+// Rung 03's choice: whether `tiles` narrow tiles (128 x 128) on `resident_narrow` persistent CTAs
+// take less estimated time than `wide_tiles` wide ones (128 x 192) on `resident_wide`: the waves
+// each takes, a narrow tile's time counted as kFp8GroupedNarrowTileTime of a wide one's (FP8 rung
+// 11's figure for rungs 09 and 10; the stage-3 README's FP8 grouped rung 03 checks it against the
+// grouped rungs' own times).
+inline constexpr double kFp8GroupedNarrowTileTime = 0.77;
+bool fp8_grouped_narrow_tiles_win(long long tiles, long long wide_tiles, int resident_narrow, int resident_wide);
 
 // Rung 01's kernel with Fp8Flaw::neighbours_weight_scales (fp8_gemm_args.hpp), for the negative control
 // stage3/fp8_grouped_gemm/nc_neighbours_weight_scales.
