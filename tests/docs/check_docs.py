@@ -55,7 +55,8 @@ How a figure is tied to a measurement (the limits of rule `figures`):
     approximations (`~78%`, `about`), thresholds and targets (`≥ 90%`, `targets 95%`), changes
     (`gains 1.0%`, `by 2%`) and other percentages (`84.2% busy`, `% of rung 09`).
   - Another run: a sentence naming a commit or a date other than the committed table's, or a
-    tool other than kc-bench (kc-*-tune, kc-mma-sync-peak, ncu), reports another measurement and
+    tool other than kc-bench (kc-*-tune, kc-mma-sync-peak, ncu), or only GPUs other than the one
+    the committed tables were run on (their folder: `docs/benchmarks/h200/`), reports another measurement and
     is not held to the JSON; nor are the sentences after it in its paragraph or list item, until
     one cites the committed table (a link to it, its commit, or the words "committed table"
     in a sentence that names no other run).
@@ -98,6 +99,8 @@ COMMIT = re.compile(r"`([0-9a-f]{7,12})`|\bcommit\s+([0-9a-f]{7,12})\b")
 DATE = re.compile(r"\b(20\d\d-\d\d-\d\d)\b")
 OTHER_TOOLS = re.compile(r"kc-(?:sgemm|hgemm|mma-sync)-tune|kc-mma-sync-peak|\bncu\b|nsys|"
                          r"compute-sanitizer|cuobjdump|-Xptxas")
+# A GPU named in a sentence; the committed tables' GPU is their folder (docs/benchmarks/h200/).
+GPU_NAME = re.compile(r"\b(H100|H200|H20|GH200|B200|A100|A10G|L40S|L40|L4|RTX \d{4})\b")
 PATH_EXTENSIONS = (".cu", ".cuh", ".hpp", ".cpp", ".h", ".py", ".md", ".json", ".txt", ".sh",
                    ".cmake", ".png", ".yml", ".yaml", ".tsv")
 PLACEHOLDER = re.compile(r"[<>{}$…]|\.\.\.|\bNN_name\b|^[A-Z_]+(/|$)|^stage/")
@@ -651,9 +654,11 @@ class FigureCheck:
                 any(c in self.c.committed_commits for c in commits_in(text)):
             return "committed"
         tables = self.tables_of(stage) or [t for ts in self.c.committed.values() for t in ts]
+        gpus_named = {g.lower().replace(" ", "") for g in GPU_NAME.findall(text)}
         if any(c not in {t.commit[:7] for t in tables} for c in commits_in(text)) or \
                 any(d not in {t.date[:10] for t in tables} for d in DATE.findall(text)) or \
-                OTHER_TOOLS.search(text):
+                OTHER_TOOLS.search(text) or \
+                (gpus_named and not gpus_named & {t.path.parent.name.lower() for t in tables}):
             return "other"
         return "committed" if re.search(r"\bcommitted table\b", text) else "plain"
 
