@@ -34,22 +34,20 @@ using GroupedWideTiles = Fp8GemmConfig<kFp8GroupedWideTileCols, /*promotion inte
                                        /*stages*/ 4, Fp8BlockScaleWalk::wide_scales_in_stage, /*cluster*/ 1,
                                        /*split last wave*/ false, /*grouped*/ true>;
 
+// The CTAs of the configuration's kernel that fit the GPU at once (resident_blocks prepares the kernel).
 template <class Config>
 int grouped_resident_ctas(HopperLaunchCache& cache) {
   const void* kernel = reinterpret_cast<const void*>(&fp8_gemm_kernel<Config, Fp8Scaling::block, Fp8Flaw::none>);
-  cache.prepare_kernel(kernel, Config::kSmemBytes);
   return cache.resident_blocks(kernel, Config::kThreads, Config::kSmemBytes, 1);
 }
 
 }  // namespace
 
-bool fp8_grouped_narrow_tiles_win(long long tiles, long long wide_tiles, int resident_narrow, int resident_wide) {
+bool fp8_grouped_narrow_tiles_win(int tiles, int wide_tiles, int resident_narrow, int resident_wide) {
   require(tiles >= 0 && wide_tiles >= 0 && resident_narrow > 0 && resident_wide > 0,
           "FP8 grouped GEMM rung 03: {} and {} tiles on {} and {} resident CTAs", tiles, wide_tiles, resident_narrow,
           resident_wide);
-  const auto waves = [](long long count, int resident) { return (count + resident - 1) / resident; };
-  return static_cast<double>(waves(tiles, resident_narrow)) * kFp8GroupedNarrowTileTime <
-         static_cast<double>(waves(wide_tiles, resident_wide));
+  return ceil_div(tiles, resident_narrow) * kFp8GroupedNarrowTileTime < ceil_div(wide_tiles, resident_wide);
 }
 
 void fp8_grouped_gemm_03_width_per_layer(const Fp8GroupedGemmArgs& args, cudaStream_t stream,

@@ -98,7 +98,7 @@ void fp8_grouped_gemm_03_width_per_layer(const Fp8GroupedGemmArgs& args, cudaStr
 // 11's figure for rungs 09 and 10; the stage-3 README's FP8 grouped rung 03 checks it against the
 // grouped rungs' own times).
 inline constexpr double kFp8GroupedNarrowTileTime = 0.77;
-bool fp8_grouped_narrow_tiles_win(long long tiles, long long wide_tiles, int resident_narrow, int resident_wide);
+bool fp8_grouped_narrow_tiles_win(int tiles, int wide_tiles, int resident_narrow, int resident_wide);
 
 // Rung 01's kernel with Fp8Flaw::neighbours_weight_scales (fp8_gemm_args.hpp), for the negative control
 // stage3/fp8_grouped_gemm/nc_neighbours_weight_scales.
