@@ -18,7 +18,9 @@
 // then with rung 09, 08, 07 or 06 (--decode-rope-rung: a comma list of 09, 08, 07 and 06, both = 08,07, default 08 as
 // RunnerOptions::decode_rope_rung), with the
 // MLP's two projections in one launch or two (--one-launch-mlp on|off|both, default off as
-// RunnerOptions::one_launch_mlp), after a
+// RunnerOptions::one_launch_mlp), with the L2 warmed before each decode attention or not
+// (--l2-warm-mib: a comma list of budgets in MiB, 0 = no warming link, default as
+// RunnerOptions::l2_warm_bytes), after a
 // warm-up that runs every batch size once. Quantized weights: --quantized q4_0|q4_1|q8_0 draws the published shapes'
 // projections as random blocks of that type (their bf16 copy the blocks' dequantization; a GGUF
 // --model keeps its own blocks), --quantized int4-gN (N = 32, 64 or a multiple of 128) as bf16
@@ -92,7 +94,7 @@ constexpr const char* kUsage =
     "                       [--concurrency-tokens 128] [--cuda-graphs both|on|off] [--fuse-kernels on|off|both]\n"
     "                       [--programmatic-launch on|off|both] [--decode-attention early,fused,mma,cuda-cores|both]\n"
     "                       [--rope-in-attention on|off|both] [--decode-rope-rung 09,08,07,06|both]\n"
-    "                       [--one-launch-mlp off|on|both]\n"
+    "                       [--one-launch-mlp off|on|both] [--l2-warm-mib MIB[,MIB...]]\n"
     "                       [--max-model-len 8448] [--kv-fraction 0.6] [--decode-min-split-keys 128]\n"
     "                       [--quantized q4_0|q4_1|q8_0|int4-gN] [--native-quantized on|off|both]\n"
     "                       [--int4-link-rung stage3,04,05|both]\n"
@@ -112,12 +114,28 @@ struct Args {
   kc::engine::SamplingParams sampling;  // every request's (its seed: --seed plus the request's index)
   std::string gpu_sampler = "on";  // RunnerOptions::gpu_sampler: on, off or both (a temperature only)
   int decode_min_split_keys = kc::engine::RunnerOptions{}.decode_min_keys_per_split;
+  // RunnerOptions::l2_warm_bytes in MiB, one run per value
+  std::vector<int> l2_warm_mib{static_cast<int>(kc::engine::RunnerOptions{}.l2_warm_bytes >> 20)};
   std::uint64_t seed = 1;
   std::vector<int> contexts{128, 2048, 8192}, prefill{512, 2048}, concurrency{1, 8, 64, 256};
   int decode_tokens = 128, concurrency_prompt = 128, concurrency_tokens = 128;
   std::int64_t max_model_len = 8448;
   double kv_fraction = 0.6;
 };
+
+// --l2-warm-mib: budgets in MiB, 0 (no warming link) to 1024.
+std::vector<int> parse_budgets(const std::string& flag, const std::string& text) {
+  std::vector<int> values;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    const int value = kc::parse_int(flag, item);
+    kc::require(value >= 0 && value <= 1024, "{}: {} is not a budget of 0 to 1024 MiB", flag, value);
+    values.push_back(value);
+  }
+  kc::require(!values.empty(), "{} holds no budget", flag);
+  return values;
+}
 
 std::vector<int> parse_list(const std::string& flag, const std::string& text) {
   std::vector<int> values;
@@ -237,6 +255,13 @@ std::string decode_attention_note(DecodeRung rung, RopeRung rope_rung, bool rope
               : fmt::format(", decode attention {}", decode_rope_rung_id(rope_rung)));
 }
 
+// ", L2 warmed with 24 MiB before each attention" (or ", no L2 warming"): where the budget is not the
+// engine's default; only a fused step has the warming link.
+std::string l2_warm_note(int mib, bool fuse) {
+  if (!fuse || mib == static_cast<int>(kc::engine::RunnerOptions{}.l2_warm_bytes >> 20)) return std::string();
+  return mib == 0 ? std::string(", no L2 warming") : fmt::format(", L2 warmed with {} MiB before each attention", mib);
+}
+
 // One measurement row.
 struct DecodeRow {
   int context = 0, tokens = 0;
@@ -263,6 +288,7 @@ struct ModelResult {
   int int4_link_rung = 0;  // RunnerOptions::int4_link_rung
   std::string block_type;  // the blocks' type where the weights have blocks ("q4_1"), else empty
   int decode_min_split_keys = kc::engine::RunnerOptions{}.decode_min_keys_per_split;
+  int l2_warm_mib = static_cast<int>(kc::engine::RunnerOptions{}.l2_warm_bytes >> 20);
   kc::engine::SamplingParams sampling;  // its seed is the first request's
   bool gpu_sampler = true;
   double params = 0, weight_bytes = 0, kv_bytes_per_token = 0, pool_mib = 0;
@@ -485,6 +511,7 @@ std::string mode_name(const ModelResult& r) {
          (r.programmatic_launch ? std::string() : ", ordinary launches") +
          (r.rope_in_attention || !r.fuse_kernels ? std::string() : ", RoPE and cache write in their own kernel") +
          (r.one_launch_mlp && r.fuse_kernels ? ", the MLP in one launch" : std::string()) +
+         l2_warm_note(r.l2_warm_mib, r.fuse_kernels) +
          decode_attention_note(r.decode_attention, r.decode_rope_rung, r.rope_in_attention, r.fuse_kernels) +
          int4_link_note(r.int4_link_rung, r.native_quantized, r.fuse_kernels) +
          sampling_note(r.sampling, r.gpu_sampler);
@@ -626,7 +653,7 @@ void write_tables(const Args& args, const kc::DeviceInfo& device, double copy_gb
                         fixed(c.tok_s, 1), fixed(c.ttft_p50_ms, 1), fixed(c.ttft_p99_ms, 1),
                         peers.cells(r.name, "concurrency", c.requests, c.tok_s));
     md += "\n";
-    json += fmt::format("{}\n    {{\"name\": {}, \"source\": {}, \"cuda_graphs\": {}, \"fuse_kernels\": {}, \"programmatic_launch\": {}, \"rope_in_attention\": {}, \"decode_rope_rung\": {}, \"one_launch_mlp\": {}, \"decode_attention\": {}, "
+    json += fmt::format("{}\n    {{\"name\": {}, \"source\": {}, \"cuda_graphs\": {}, \"fuse_kernels\": {}, \"programmatic_launch\": {}, \"rope_in_attention\": {}, \"decode_rope_rung\": {}, \"one_launch_mlp\": {}, \"l2_warm_mib\": {}, \"decode_attention\": {}, "
                         "\"block_type\": {}, \"native_quantized\": {}, \"int4_link_rung\": {}, "
                         "\"decode_min_split_keys\": {}, \"temperature\": {}, \"top_k\": {}, \"top_p\": {}, "
                         "\"gpu_sampler\": {}, \"params\": {:.0f}, "
@@ -636,7 +663,7 @@ void write_tables(const Args& args, const kc::DeviceInfo& device, double copy_gb
                         m ? "," : "", kc::json_string(r.name), kc::json_string(r.source),
                         r.cuda_graphs ? "true" : "false", r.fuse_kernels ? "true" : "false",
                         r.programmatic_launch ? "true" : "false", r.rope_in_attention ? "true" : "false",
-                        kc::json_string(decode_rope_rung_id(r.decode_rope_rung)), r.one_launch_mlp ? "true" : "false", kc::json_string(decode_attention_id(r.decode_attention)),
+                        kc::json_string(decode_rope_rung_id(r.decode_rope_rung)), r.one_launch_mlp ? "true" : "false", r.l2_warm_mib, kc::json_string(decode_attention_id(r.decode_attention)),
                         kc::json_string(r.block_type), r.native_quantized ? "true" : "false", r.int4_link_rung,
                         r.decode_min_split_keys, r.sampling.temperature, r.sampling.top_k, r.sampling.top_p,
                         r.gpu_sampler ? "true" : "false", r.params, r.weight_bytes, r.block_bytes, r.weight_bytes_read, r.kv_bytes_per_token,
@@ -692,6 +719,7 @@ int run(int argc, char** argv) {
        {"--decode-attention", [&](const std::string& v) { args.decode_attention = v; }},
        {"--decode-rope-rung", [&](const std::string& v) { args.decode_rope_rung = v; }},
        {"--int4-link-rung", [&](const std::string& v) { args.int4_link_rung = v; }},
+       {"--l2-warm-mib", [&](const std::string& v) { args.l2_warm_mib = parse_budgets("--l2-warm-mib", v); }},
        {"--decode-min-split-keys",
         [&](const std::string& v) { args.decode_min_split_keys = kc::parse_int("--decode-min-split-keys", v); }},
        {"--max-model-len", [&](const std::string& v) { args.max_model_len = kc::parse_int("--max-model-len", v); }},
@@ -806,6 +834,7 @@ int run(int argc, char** argv) {
     for (bool rope_in : rope_modes)
     for (const RopeRung rope_rung : rope_rungs)
     for (bool one_launch_mlp : mlp_modes)
+    for (const int l2_warm_mib : args.l2_warm_mib)
     for (const int int4_link_rung : int4_link_rungs)
     for (bool gpu_sampler : sampler_modes)
     for (bool graphs : graph_modes) {
@@ -818,6 +847,7 @@ int run(int argc, char** argv) {
       options.rope_in_attention = rope_in;
       options.decode_rope_rung = rope_rung;
       options.one_launch_mlp = one_launch_mlp;
+      options.l2_warm_bytes = static_cast<std::size_t>(l2_warm_mib) << 20;
       options.native_quantized = native;
       options.int4_link_rung = int4_link_rung;
       options.decode_min_keys_per_split = args.decode_min_split_keys;
@@ -833,11 +863,12 @@ int run(int argc, char** argv) {
       if (blocks.empty() && loaded && !native) blocks = loaded_block_type(*loaded);
       if (blocks.empty() && int4_group_size > 0) blocks = fmt::format("int4 g{}", int4_group_size);
       const std::string decode_note = decode_attention_note(decode_rung, rope_rung, rope_in, fuse);
-      std::printf("%s, %s%s%s%s%s%s%s%s%s: %.0f MiB of bf16 weights%s, %.0f MiB read a decode token\n", name.c_str(),
+      std::printf("%s, %s%s%s%s%s%s%s%s%s%s: %.0f MiB of bf16 weights%s, %.0f MiB read a decode token\n", name.c_str(),
                   graphs ? "CUDA graphs" : "eager", fuse ? ", fused kernels" : "",
                   dependent ? "" : ", ordinary launches", decode_note.c_str(),
                   rope_in || !fuse ? "" : ", RoPE and cache write in their own kernel",
                   one_launch_mlp && fuse ? ", the MLP in one launch" : "",
+                  l2_warm_note(l2_warm_mib, fuse).c_str(),
                   blocks.empty() ? "" : fmt::format(", {} {}", blocks, native ? "native" : "dequantized").c_str(),
                   int4_link_note(int4_link_rung, native, fuse).c_str(),
                   sampling_note(args.sampling, gpu_sampler).c_str(),
@@ -859,6 +890,7 @@ int run(int argc, char** argv) {
       result.rope_in_attention = rope_in;
       result.decode_rope_rung = rope_rung;
       result.one_launch_mlp = one_launch_mlp;
+      result.l2_warm_mib = l2_warm_mib;
       result.decode_min_split_keys = args.decode_min_split_keys;
       result.gpu_sampler = gpu_sampler;
       results.push_back(std::move(result));

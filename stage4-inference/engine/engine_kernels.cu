@@ -10,7 +10,9 @@
 #include <cooperative_groups.h>
 #include <cub/block/block_reduce.cuh>
 
+#include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "kc/common/error.hpp"
 #include "kc/core/dependent_launch.cuh"
@@ -249,6 +251,32 @@ bool cluster_argmax_available() {
   return known;
 }
 
+// The warming link (engine_kernels.hpp, "Warming the L2"): a few warps, one 16 KiB chunk of the
+// ranges a thread per trip, the ranges one after the other in chunk order.
+constexpr int kL2WarmThreads = 128;
+struct L2WarmArgs {
+  const char* begin[kL2WarmMaxRanges];
+  std::size_t bytes[kL2WarmMaxRanges];
+  int count;
+};
+
+__global__ void __launch_bounds__(kL2WarmThreads) warm_l2_kernel(L2WarmArgs args) {
+  core::let_dependent_grids_start();  // the attention's blocks may take their slots now
+  core::wait_for_previous_grids();    // the projection ahead has ended: DRAM is the weights' now
+  const std::size_t threads = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  std::size_t chunk = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (int r = 0; r < args.count; ++r) {
+    const std::size_t chunks = (args.bytes[r] + kL2WarmChunkBytes - 1) / kL2WarmChunkBytes;
+    for (; chunk < chunks; chunk += threads) {
+      const std::size_t offset = chunk * kL2WarmChunkBytes;
+      const std::size_t left = args.bytes[r] - offset;
+      core::prefetch_to_l2(args.begin[r] + offset,
+                           static_cast<std::uint32_t>(left < kL2WarmChunkBytes ? left : kL2WarmChunkBytes));
+    }
+    chunk -= chunks;  // this thread's chunk, counted from the next range's start
+  }
+}
+
 }  // namespace
 
 void write_kv_cache(const bf16* k, const bf16* v, const std::int32_t* slots, int tokens, int kv_heads,
@@ -321,6 +349,40 @@ void argmax_rows_cluster(const bf16* logits, int rows, int cols, std::int32_t* o
   core::launch_dependent_in_clusters(argmax_rows_cluster_kernel, dim3(kArgmaxClusterCtas, static_cast<unsigned>(rows)),
                                      dim3(kArgmaxClusterThreads), kArgmaxClusterCtas, 0, stream, logits, cols, out);
 }
+
+std::vector<L2Range> l2_warm_after_attention(const void* o, std::size_t o_bytes, const void* gate_up,
+                                             std::size_t gate_up_bytes, std::size_t budget) {
+  std::vector<L2Range> ranges;
+  const auto take = [&](const void* begin, std::size_t bytes) {
+    const std::size_t taken = (bytes < budget ? bytes : budget) / 16 * 16;
+    if (begin != nullptr && taken > 0) ranges.push_back({begin, taken});
+    budget -= taken;
+  };
+  take(o, o_bytes);
+  take(gate_up, gate_up_bytes);
+  return ranges;
+}
+
+void warm_l2(const std::vector<L2Range>& ranges, cudaStream_t stream) {
+  require(!ranges.empty() && ranges.size() <= static_cast<std::size_t>(kL2WarmMaxRanges),
+          "warm_l2: {} ranges; one launch takes 1 to {}", ranges.size(), kL2WarmMaxRanges);
+  L2WarmArgs args{};
+  args.count = static_cast<int>(ranges.size());
+  std::size_t chunks = 0;
+  for (std::size_t r = 0; r < ranges.size(); ++r) {
+    require(ranges[r].begin != nullptr && reinterpret_cast<std::uintptr_t>(ranges[r].begin) % 16 == 0 &&
+                ranges[r].bytes > 0 && ranges[r].bytes % 16 == 0,
+            "warm_l2: range {} must start 16-byte aligned (got {}) and hold a positive multiple of 16 bytes (got {})",
+            r, ranges[r].begin, ranges[r].bytes);
+    args.begin[r] = static_cast<const char*>(ranges[r].begin);
+    args.bytes[r] = ranges[r].bytes;
+    chunks += (ranges[r].bytes + kL2WarmChunkBytes - 1) / kL2WarmChunkBytes;
+  }
+  const std::size_t blocks = (chunks + kL2WarmThreads - 1) / kL2WarmThreads;
+  core::launch_dependent(warm_l2_kernel, dim3(static_cast<unsigned>(blocks)), dim3(kL2WarmThreads), 0, stream, args);
+}
+
+bool warm_l2_takes_effect() { return core::programmatic_launch_active(); }
 
 void argmax_rows(const bf16* logits, int rows, int cols, std::int32_t* out, cudaStream_t stream) {
   if (rows <= kArgmaxClusterMaxRows && cluster_argmax_available())

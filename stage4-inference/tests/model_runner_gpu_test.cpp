@@ -348,6 +348,45 @@ TEST(ModelRunner, OneLaunchMlpGivesTheTwoLaunchesBits) {
   }
 }
 
+// RunnerOptions::l2_warm_bytes: the warming link before each decode attention only asks the L2
+// for weights, so decode steps with it give the logits of the steps without it bit for bit, and
+// greedy generation through the scheduler with CUDA graphs the same tokens. On an sm_90 GPU the
+// link is there (kernels_used names it) exactly when a budget is set; elsewhere never.
+TEST(ModelRunner, L2WarmingGivesTheUnwarmedBits) {
+  KC_SKIP_WITHOUT_GPU();
+  int major = 0;
+  KC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+  for (const Case& c : kCases) {
+    const std::vector<std::int32_t> ids = random_ids(95, c.vocab, 40);
+    std::vector<std::vector<float>> logits[2];
+    std::vector<TokenId> generated[2];
+    for (const bool warm : {false, true}) {
+      RunnerOptions options = small_runner();
+      options.fuse_kernels = true;
+      options.l2_warm_bytes = warm ? std::size_t{64} << 20 : 0;  // more than the model's weights
+      TinyModel m(c, 15, options);
+      const std::int32_t stride = table_stride(m.runner);
+      const std::size_t prompt = 9;
+      logits[warm].push_back(m.runner.execute_all_logits(
+          make_step(m.cache, {{1, {ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(prompt)}}}, 0, stride)));
+      for (std::size_t step = 0; step < 12; ++step)
+        logits[warm].push_back(m.runner.execute_all_logits(make_step(m.cache, {{1, {ids[prompt + step]}}}, 1, stride)));
+      EXPECT_EQ(m.runner.kernels_used().count("l2 warm (before the attention)"), warm && major >= 9 ? 1u : 0u)
+          << c.name;
+
+      options.cuda_graphs = true;
+      TinyModel g(c, 15, options);
+      Scheduler scheduler(g.runner.scheduler_config());
+      const std::vector<std::vector<TokenId>> out = generate(scheduler, g.runner, {greedy_request(ids, 24)});
+      ASSERT_EQ(out.size(), 1u);
+      generated[warm] = out[0];
+    }
+    expect_same_bits(logits[0], logits[1], c.name);
+    EXPECT_EQ(generated[0].size(), 24u) << c.name;
+    EXPECT_EQ(generated[0], generated[1]) << c.name;
+  }
+}
+
 // RunnerOptions::fuse_kernels: the residual stream accumulated in place by the o and down
 // projections, RoPE and the cache write in one kernel, and each RMSNorm (and SwiGLU) inside the
 // projection that reads it where rung 12 runs (one token a step). The same chunked prefill (norms

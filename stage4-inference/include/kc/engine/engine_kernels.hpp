@@ -16,7 +16,9 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace kc::engine {
 
@@ -69,5 +71,39 @@ bool argmax_rows_cluster_available();
 // Up to this many rows argmax_rows takes the cluster kernel (8 CTAs a row): a batch of a few
 // sequences, whose rows alone would leave most SMs idle.
 inline constexpr int kArgmaxClusterMaxRows = 16;
+
+// Warming the L2 for the links after the decode attention (RunnerOptions::l2_warm_bytes).
+//
+// At batch 1 a layer's links stream weights from DRAM, all but one: the attention reads a few
+// kilobytes of Q and of the cache at a short context and takes microseconds of latency, and DRAM
+// idles while it runs. The weights of the links after it — the o projection, then gate | up — are
+// written by no kernel, so they can be asked into the L2 then. warm_l2() is a link of its own in
+// the step's chain, placed just before the attention: as a programmatic dependent it waits for the
+// kernel ahead (the q|k|v projection, whose DRAM traffic the prefetches would otherwise slow
+// down), asks the L2 for its ranges in chunks of kL2WarmChunkBytes with cp.async.bulk.prefetch.L2
+// (nothing waits for them, nothing is written), and ends; the attention, its dependent, waits for
+// it, so the chain's order is what it was. On sm_80 the prefetch compiles to nothing (the runner
+// does not launch it there).
+struct L2Range {
+  const void* begin = nullptr;
+  std::size_t bytes = 0;
+};
+inline constexpr std::size_t kL2WarmChunkBytes = std::size_t{16} << 10;
+inline constexpr int kL2WarmMaxRanges = 4;
+
+// The ranges to warm after a layer's attention: `budget` bytes from the start of the o
+// projection's weight, then (what the budget leaves) from the start of gate | up's. Each range is
+// cut to a multiple of 16 bytes; empty ranges are left out. Host code (a CPU test holds it).
+std::vector<L2Range> l2_warm_after_attention(const void* o, std::size_t o_bytes, const void* gate_up,
+                                             std::size_t gate_up_bytes, std::size_t budget);
+
+// Launches the warming link for 1 to kL2WarmMaxRanges ranges (each 16-byte aligned, its bytes a
+// multiple of 16). kc::Error on anything else, before any launch.
+void warm_l2(const std::vector<L2Range>& ranges, cudaStream_t stream);
+
+// Whether a warm_l2() from this thread, now, would do its work: a programmatic dependent (inside a
+// core::ProgrammaticLaunchScope) on a GPU of compute capability 9.0 or newer. Elsewhere its wait
+// would not time the prefetches, and on sm_80 they compile to nothing, so the runner leaves it out.
+bool warm_l2_takes_effect();
 
 }  // namespace kc::engine

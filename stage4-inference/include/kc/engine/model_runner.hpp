@@ -62,6 +62,7 @@
 // sampled tokens.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -143,6 +144,12 @@ struct RunnerOptions {
   // a grid-wide barrier, then down with SwiGLU and the residual add) instead of two — one kernel a
   // layer fewer, the same bits. kc-engine-bench --one-launch-mlp compares both.
   bool one_launch_mlp = false;
+  // > 0: in a fused step of decodes only on an sm_90 GPU with programmatic launches, each layer's
+  // attention follows a warming link (kc/engine/engine_kernels.hpp, warm_l2) that asks the L2 for
+  // this many bytes of the links after it — the o projection's bf16 weight, then gate | up's —
+  // while the attention keeps DRAM idle. 0: no warming link. kc-engine-bench --l2-warm-mib
+  // compares budgets.
+  std::size_t l2_warm_bytes = 0;
   // Native quantized decode steps. Projections that come with their GGUF blocks (a file loaded with
   // WeightLoadOptions::keep_quantized_blocks; random weights drawn as blocks) get the blocks in the
   // pool, prepared at load by kc::stage3::quantized_gemv_prepare ("layer 3 q (q4_1 blocks)" ...; gate
