@@ -1122,9 +1122,10 @@ void ModelRunner::Impl::launch(const StepPlan& plan) {
                                  options.decode_attention == stage3::PagedDecodeAttention::Rung::early_pages &&
                                  plan.prefills.empty();
   // The warming link before each attention (RunnerOptions::l2_warm_bytes): decodes only, fused,
-  // as a programmatic dependent (its wait is what times its prefetches).
-  const bool warm_l2_links = options.l2_warm_bytes > 0 && fused && plan.num_decodes > 0 && plan.prefills.empty() &&
-                             warm_l2_takes_effect();
+  // on the bf16 weights (not a native step's blocks), as a programmatic dependent (its wait is what
+  // times its prefetches).
+  const bool warm_l2_links = options.l2_warm_bytes > 0 && fused && !native && plan.num_decodes > 0 &&
+                             plan.prefills.empty() && warm_l2_takes_effect();
   bf16* x = residual[0];
   for (std::size_t l = 0; l < layers.size(); ++l) {
     const nvtx3::scoped_range layer_range{layer_ranges[l].c_str()};
@@ -1170,7 +1171,7 @@ void ModelRunner::Impl::launch(const StepPlan& plan) {
                      options.block_size, layer.k_cache, layer.v_cache, stream);
     }
 
-    if (warm_l2_links && !(native && layer.o_blocks.quants != nullptr)) {
+    if (warm_l2_links) {
       // the o projection and gate | up into the L2 while the attention runs (engine_kernels.hpp)
       warm_l2(l2_warm_after_attention(layer.o, elements(c.hidden_size, q_width) * sizeof(bf16), layer.gate_up,
                                       elements(2 * c.intermediate_size, c.hidden_size) * sizeof(bf16),
