@@ -251,9 +251,11 @@ bool cluster_argmax_available() {
   return known;
 }
 
-// The warming link (engine_kernels.hpp, "Warming the L2"): a few warps, one 16 KiB chunk of the
-// ranges a thread per trip, the ranges one after the other in chunk order.
-constexpr int kL2WarmThreads = 128;
+// The warming link (engine_kernels.hpp, "Warming the L2"): one warp a CTA, one chunk of the
+// ranges a thread per trip, the ranges one after the other in chunk order. Small CTAs, so that
+// the prefetches leave from many SMs (each SM's copy engine issues its own) and the link takes no
+// slot the attention's blocks would want.
+constexpr int kL2WarmThreads = 32;
 struct L2WarmArgs {
   const char* begin[kL2WarmMaxRanges];
   std::size_t bytes[kL2WarmMaxRanges];

@@ -88,7 +88,7 @@ struct L2Range {
   const void* begin = nullptr;
   std::size_t bytes = 0;
 };
-inline constexpr std::size_t kL2WarmChunkBytes = std::size_t{16} << 10;
+inline constexpr std::size_t kL2WarmChunkBytes = std::size_t{8} << 10;
 inline constexpr int kL2WarmMaxRanges = 4;
 
 // The ranges to warm after a layer's attention: `budget` bytes from the start of the o
