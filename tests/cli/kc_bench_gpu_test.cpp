@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -40,192 +41,110 @@ std::string json_row(const std::string& json, const std::vector<std::string>& fi
   return "";
 }
 
-TEST(KcBenchGpu, NegativeControlsAreReportedFailedAndNeverTimed) {
-  KC_SKIP_WITHOUT_GPU();
-  // Two runs: the GEMM and memory-bound controls on a three-dimensional shape, the attention
-  // controls on an attention problem (six dimensions, causal: the mask control needs the mask).
-  const auto dir = std::filesystem::temp_directory_path() / "kc_bench_negative";
-  const auto attention_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_attention";
-  const auto decode_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_decode";
-  const auto rope_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_decode_rope";
-  const auto grouped_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_grouped";
-  const auto grouped_split_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_grouped_split";
-  const auto int4_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_int4";
-  const auto int4_batch_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_int4_batch";
-  const auto fp8_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_fp8";
-  const auto fp8_tensor_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_fp8_tensor";
-  const auto fp8_grouped_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_fp8_grouped";
-  const auto int8_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_int8";
-  const auto small_m_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_small_m";
-  const auto quantize_dir = std::filesystem::temp_directory_path() / "kc_bench_negative_quantize";
-  std::filesystem::remove_all(quantize_dir);
-  std::filesystem::remove_all(fp8_dir);
-  std::filesystem::remove_all(fp8_tensor_dir);
-  std::filesystem::remove_all(fp8_grouped_dir);
-  std::filesystem::remove_all(rope_dir);
-  std::filesystem::remove_all(int8_dir);
-  std::filesystem::remove_all(small_m_dir);
-  std::filesystem::remove_all(dir);
-  std::filesystem::remove_all(attention_dir);
-  std::filesystem::remove_all(decode_dir);
-  std::filesystem::remove_all(grouped_dir);
-  std::filesystem::remove_all(grouped_split_dir);
-  std::filesystem::remove_all(int4_dir);
-  std::filesystem::remove_all(int4_batch_dir);
-  const ProgramRun r = run_kc_bench("--include-negative-controls --filter 'nc_' --shapes 127x129x131 "
-                             "--max-samples 5 --allow-dirty --markdown " + dir.string());
-  EXPECT_EQ(r.exit_code, 1) << "a failed kernel must fail the run\n" << r.output;
-  const ProgramRun attention = run_kc_bench(
-      "--include-negative-controls --filter 'attention_fwd/nc_' --shapes 2x4x1x77x1000x64 --param causal=1 "
-      "--max-samples 5 --allow-dirty --markdown " + attention_dir.string());
-  EXPECT_EQ(attention.exit_code, 1) << "a failed kernel must fail the run\n" << attention.output;
-  // The paged-decode controls on a ragged batch of 7 sequences (an empty one, lengths 1, 15, 17, 16,
-  // 257: every flaw shows) with four new tokens each.
-  const ProgramRun decode = run_kc_bench(
-      "--include-negative-controls --filter 'attention_decode_paged/nc_' --shapes 7x32x8x4x257x128 "
-      "--param lengths=1 --max-samples 5 --allow-dirty --markdown " + decode_dir.string());
-  EXPECT_EQ(decode.exit_code, 1) << "a failed kernel must fail the run\n" << decode.output;
-  // The controls of the decode op with RoPE and the cache write (rungs 06-08) on a ragged batch with
-  // four new tokens a sequence, as their GPU tests (negative_controls_test.cpp) run them.
-  const ProgramRun rope = run_kc_bench(
-      "--include-negative-controls --filter 'attention_decode_paged_rope/nc_' --shapes 7x32x8x4x300x128 "
-      "--param lengths=1 --max-samples 5 --allow-dirty --markdown " + rope_dir.string());
-  EXPECT_EQ(rope.exit_code, 1) << "a failed kernel must fail the run\n" << rope.output;
-  // The grouped GEMM controls on six experts with 5, 1, 126, 2, 0 and 16 rows (an empty expert
-  // between two with rows: every routing flaw shows).
-  const ProgramRun grouped = run_kc_bench(
-      "--include-negative-controls --filter 'grouped_gemm/nc_' --shapes 6x2049x264 --param tokens=150 "
-      "--param skew=3 --param routing_seed=2 --max-samples 5 --allow-dirty --markdown " + grouped_dir.string());
-  EXPECT_EQ(grouped.exit_code, 1) << "a failed kernel must fail the run\n" << grouped.output;
-  // Rung 07's flawed split shows only where its plan splits the last wave along K (at least 16 K
-  // steps a piece): a dozen tiles and K = 4096 (64 steps) on any GPU of 24 SMs or more.
-  const ProgramRun grouped_split = run_kc_bench(
-      "--include-negative-controls --filter 'grouped_gemm/nc_split_pieces_added_twice' --shapes 6x264x4096 "
-      "--param tokens=150 --param skew=3 --param routing_seed=2 --max-samples 5 --allow-dirty --markdown " +
-      grouped_split_dir.string());
-  EXPECT_EQ(grouped_split.exit_code, 1) << "a failed kernel must fail the run\n" << grouped_split.output;
-  // The int4 GEMV's controls: rung 01's four at G = 32 (a chunk of 128 weights holds four groups, so
-  // the next group's scales exist), the batch rung's at G = 128 on 33 rows (tiles of rows 8 apart).
-  const ProgramRun int4 = run_kc_bench(
-      "--include-negative-controls --filter 'gemv_int4/nc_(swapped_nibbles|next_group_scales|zero_point_ignored|"
-      "scale_applied_twice)' --shapes 4x129x512 --param group_size=32 --max-samples 5 --allow-dirty --markdown " +
-      int4_dir.string());
-  EXPECT_EQ(int4.exit_code, 1) << "a failed kernel must fail the run\n" << int4.output;
-  const ProgramRun int4_batch = run_kc_bench(
-      "--include-negative-controls --filter 'gemv_int4/nc_batch_swapped_zero_points' --shapes 33x129x4224 "
-      "--param group_size=128 --max-samples 5 --allow-dirty --markdown " + int4_batch_dir.string());
-  EXPECT_EQ(int4_batch.exit_code, 1) << "a failed kernel must fail the run\n" << int4_batch.output;
-  // The FP8 GEMM controls (Hopper only) with block scales and K = 8192: long sums for the missed
-  // promotion, several K blocks for the scale mistakes.
-  const bool hopper = kc::query_device().compute_capability() == 90;
-  if (hopper) {
-    const ProgramRun fp8 = run_kc_bench(
-        "--include-negative-controls --filter 'fp8_gemm/nc_' --shapes 256x256x8192 --param scaling=1 "
-        "--max-samples 5 --allow-dirty --markdown " + fp8_dir.string());
-    EXPECT_EQ(fp8.exit_code, 1) << "a failed kernel must fail the run\n" << fp8.output;
-    // The one control of the per-tensor mode (the promotion window not restarted), scaling=0.
-    const ProgramRun fp8_tensor = run_kc_bench(
-        "--include-negative-controls --filter 'fp8_gemm/nc_promotion_window' --shapes 256x256x8192 --param scaling=0 "
-        "--max-samples 5 --allow-dirty --markdown " + fp8_tensor_dir.string());
-    EXPECT_EQ(fp8_tensor.exit_code, 1) << "a failed kernel must fail the run\n" << fp8_tensor.output;
+// One kc-bench run of negative controls: the controls whose id holds `ids` (the first run in
+// kControlRuns whose `ids` a control's id holds is the one that reports it), on a problem where
+// their flaws show.
+struct ControlRun {
+  const char* folder;  // under the temporary directory
+  const char* ids;     // a piece of the controls' ids
+  const char* args;    // kc-bench's arguments besides --include-negative-controls and the output
+  bool hopper_only;    // WGMMA kernels: compute capability 9.0 only
+};
+
+// The most specific pieces first: a control goes to the first run whose piece its id holds.
+const ControlRun kControlRuns[] = {
+    // The one control of the FP8 per-tensor mode (the promotion window not restarted), scaling=0.
+    {"kc_bench_negative_fp8_tensor", "/fp8_gemm/nc_promotion_window",
+     "--filter 'fp8_gemm/nc_promotion_window' --shapes 256x256x8192 --param scaling=0", true},
+    // The FP8 GEMM controls with block scales and K = 8192: long sums for the missed promotion,
+    // several K blocks for the scale mistakes.
+    {"kc_bench_negative_fp8", "/fp8_gemm/", "--filter 'fp8_gemm/nc_' --shapes 256x256x8192 --param scaling=1", true},
     // The FP8 grouped GEMM's control on six experts padded to 8, 4, 128, 4, 0 and 16 rows: experts
     // other than the last have rows, so the neighbour's weight scales show.
-    const ProgramRun fp8_grouped = run_kc_bench(
-        "--include-negative-controls --filter 'fp8_grouped_gemm/nc_' --shapes 6x264x272 --param tokens=150 "
-        "--param skew=3 --param routing_seed=2 --param row_align=4 --max-samples 5 --allow-dirty --markdown " +
-        fp8_grouped_dir.string());
-    EXPECT_EQ(fp8_grouped.exit_code, 1) << "a failed kernel must fail the run\n" << fp8_grouped.output;
+    {"kc_bench_negative_fp8_grouped", "/fp8_grouped_gemm/",
+     "--filter 'fp8_grouped_gemm/nc_' --shapes 6x264x272 --param tokens=150 --param skew=3 --param routing_seed=2 "
+     "--param row_align=4",
+     true},
+    // The controls of the decode op with RoPE and the cache write (rungs 06-09) on a ragged batch
+    // with four new tokens a sequence, as their GPU tests (negative_controls_test.cpp) run them.
+    {"kc_bench_negative_decode_rope", "/attention_decode_paged_rope/",
+     "--filter 'attention_decode_paged_rope/nc_' --shapes 7x32x8x4x300x128 --param lengths=1", false},
+    // The INT8 GEMM controls at K = 8192: the dropped last K step and the swapped scales.
+    {"kc_bench_negative_int8", "/int8_gemm", "--filter 'int8_gemm.*/nc_' --shapes 256x256x8192", true},
+    // The small-M controls where K is split (M <= 64 and a K long enough for four splits of the 32
+    // column blocks of N = 4096): rung 14's last CTA adding one split twice, and rung 16's cluster
+    // adding rank 0's tile twice (Hopper).
+    {"kc_bench_negative_cluster_split", "/nc_cluster_split",
+     "--filter 'hgemm/nc_cluster_split' --shapes 64x4096x4096", true},
+    {"kc_bench_negative_small_m", "/nc_split_k_partials", "--filter 'hgemm/nc_split_k_partials' --shapes 64x4096x4096",
+     false},
+    // The GGUF quantize control (nibbles swapped) on q4_0 blocks, odd rows: a two-dimensional shape.
+    {"kc_bench_negative_quantize", "/quantize_gguf/", "--filter 'quantize_gguf/nc_' --shapes 17x4128 --param ggml_type=2",
+     false},
+    // Rung 07's flawed split shows only where its plan splits the last wave along K (at least 16 K
+    // steps a piece): a dozen tiles and K = 4096 (64 steps) on any GPU of 24 SMs or more.
+    {"kc_bench_negative_grouped_split", "/grouped_gemm/nc_split_pieces_added_twice",
+     "--filter 'grouped_gemm/nc_split_pieces_added_twice' --shapes 6x264x4096 --param tokens=150 --param skew=3 "
+     "--param routing_seed=2",
+     false},
+    // The int4 GEMV's controls: the batch rung's at G = 128 on 33 rows (tiles of rows 8 apart), then
+    // rung 01's four at G = 32 (a chunk of 128 weights holds four groups, so the next group's scales
+    // exist).
+    {"kc_bench_negative_int4_batch", "/gemv_int4/nc_batch_",
+     "--filter 'gemv_int4/nc_batch_swapped_zero_points' --shapes 33x129x4224 --param group_size=128", false},
+    {"kc_bench_negative_int4", "/gemv_int4/",
+     "--filter 'gemv_int4/nc_(swapped_nibbles|next_group_scales|zero_point_ignored|scale_applied_twice)' "
+     "--shapes 4x129x512 --param group_size=32",
+     false},
+    // The grouped GEMM controls on six experts with 5, 1, 126, 2, 0 and 16 rows (an empty expert
+    // between two with rows: every routing flaw shows).
+    {"kc_bench_negative_grouped", "/grouped_gemm/",
+     "--filter 'grouped_gemm/nc_' --shapes 6x2049x264 --param tokens=150 --param skew=3 --param routing_seed=2", false},
+    // The paged-decode controls on a ragged batch of 7 sequences (an empty one, lengths 1, 15, 17,
+    // 16, 257: every flaw shows) with four new tokens each.
+    {"kc_bench_negative_decode", "/attention_decode_paged/",
+     "--filter 'attention_decode_paged/nc_' --shapes 7x32x8x4x257x128 --param lengths=1", false},
+    // The attention controls on an attention problem (six dimensions, causal: the mask control
+    // needs the mask).
+    {"kc_bench_negative_attention", "/attention_fwd/",
+     "--filter 'attention_fwd/nc_' --shapes 2x4x1x77x1000x64 --param causal=1", false},
+    // Everything else (the GEMM and memory-bound controls) on a three-dimensional shape.
+    {"kc_bench_negative", "/", "--filter 'nc_' --shapes 127x129x131", false},
+};
+
+TEST(KcBenchGpu, NegativeControlsAreReportedFailedAndNeverTimed) {
+  KC_SKIP_WITHOUT_GPU();
+  const bool hopper = kc::query_device().compute_capability() == 90;
+  std::vector<std::string> reports(std::size(kControlRuns));  // each run's JSON ("" where not run)
+  for (std::size_t i = 0; i < std::size(kControlRuns); ++i) {
+    const ControlRun& run = kControlRuns[i];
+    if (run.hopper_only && !hopper) continue;
+    const auto folder = std::filesystem::temp_directory_path() / run.folder;
+    std::filesystem::remove_all(folder);
+    const ProgramRun r = run_kc_bench(std::string("--include-negative-controls ") + run.args +
+                                      " --max-samples 5 --allow-dirty --markdown " + folder.string());
+    EXPECT_EQ(r.exit_code, 1) << run.folder << ": a failed kernel must fail the run\n" << r.output;
+    reports[i] = read_file(folder / "negative-controls.json");
+    std::filesystem::remove_all(folder);
   }
-  // The small-M controls (rung 14's last CTA adding one split twice; rung 16's cluster adding rank
-  // 0's tile twice, Hopper) where K is split: M <= 64 and a K long enough for four splits of the 32
-  // column blocks of N = 4096.
-  const ProgramRun small_m = run_kc_bench(
-      "--include-negative-controls --filter 'hgemm/nc_(split_k_partials|cluster_split)' --shapes 64x4096x4096 "
-      "--max-samples 5 --allow-dirty --markdown " + small_m_dir.string());
-  EXPECT_EQ(small_m.exit_code, 1) << "a failed kernel must fail the run\n" << small_m.output;
-  // The INT8 GEMM controls (Hopper only) at K = 8192: the dropped last K step and the swapped scales.
-  if (hopper) {
-    const ProgramRun int8 = run_kc_bench(
-        "--include-negative-controls --filter 'int8_gemm.*/nc_' --shapes 256x256x8192 "
-        "--max-samples 5 --allow-dirty --markdown " + int8_dir.string());
-    EXPECT_EQ(int8.exit_code, 1) << "a failed kernel must fail the run\n" << int8.output;
-  }
-  // The GGUF quantize control (nibbles swapped) on q4_0 blocks, odd rows: a two-dimensional shape.
-  const ProgramRun quantize = run_kc_bench(
-      "--include-negative-controls --filter 'quantize_gguf/nc_' --shapes 17x4128 --param ggml_type=2 "
-      "--max-samples 5 --allow-dirty --markdown " + quantize_dir.string());
-  EXPECT_EQ(quantize.exit_code, 1) << "a failed kernel must fail the run\n" << quantize.output;
-  const std::string fp8_json = hopper ? read_file(fp8_dir / "negative-controls.json") : std::string();
-  const std::string fp8_tensor_json = hopper ? read_file(fp8_tensor_dir / "negative-controls.json") : std::string();
-  const std::string fp8_grouped_json = hopper ? read_file(fp8_grouped_dir / "negative-controls.json") : std::string();
-  const std::string rope_json = read_file(rope_dir / "negative-controls.json");
-  const std::string int8_json = hopper ? read_file(int8_dir / "negative-controls.json") : std::string();
-  const std::string small_m_json = read_file(small_m_dir / "negative-controls.json");
-  const std::string quantize_json = read_file(quantize_dir / "negative-controls.json");
-  const std::string json = read_file(dir / "negative-controls.json");
-  const std::string attention_json = read_file(attention_dir / "negative-controls.json");
-  const std::string decode_json = read_file(decode_dir / "negative-controls.json");
-  const std::string grouped_json = read_file(grouped_dir / "negative-controls.json");
-  const std::string grouped_split_json = read_file(grouped_split_dir / "negative-controls.json");
-  const std::string int4_json = read_file(int4_dir / "negative-controls.json");
-  const std::string int4_batch_json = read_file(int4_batch_dir / "negative-controls.json");
   for (const auto& control : kc::testing::negative_controls()) {
-    const bool is_attention = control.id.find("/attention_fwd/") != std::string::npos;
-    const bool is_decode = control.id.find("/attention_decode_paged/") != std::string::npos;
-    const bool is_rope = control.id.find("/attention_decode_paged_rope/") != std::string::npos;
-    const bool is_fp8_tensor = control.id.find("/fp8_gemm/nc_promotion_window") != std::string::npos;
-    const bool is_grouped = control.id.find("/grouped_gemm/") != std::string::npos;
-    const bool is_fp8 = control.id.find("/fp8_gemm/") != std::string::npos;
-    const bool is_fp8_grouped = control.id.find("/fp8_grouped_gemm/") != std::string::npos;
-    const bool is_int8 = control.id.find("/int8_gemm") != std::string::npos;
-    const bool is_cluster_split = control.id.find("/nc_cluster_split") != std::string::npos;  // rung 16: Hopper
-    const bool is_small_m = control.id.find("/nc_split_k_partials") != std::string::npos || is_cluster_split;
-    const bool is_quantize = control.id.find("/quantize_gguf/") != std::string::npos;
-    const bool is_grouped_split = control.id.find("/grouped_gemm/nc_split_pieces_added_twice") != std::string::npos;
-    const bool is_int4_batch = control.id.find("/gemv_int4/nc_batch_") != std::string::npos;
-    const bool is_int4 = control.id.find("/gemv_int4/") != std::string::npos;
     // The int4 quantize's control differs from the reference only on exact ties of w / scale, which
     // the conformance data plants and random bench operands do not hold: the harness test
     // NegativeControls.EveryControlFailsSomeConformanceProblem shows it failing.
     if (control.id.find("/quantize_int4/nc_without_tie_path") != std::string::npos) continue;
-    if ((is_fp8 || is_fp8_grouped || is_int8 || is_cluster_split) && !hopper) continue;  // WGMMA: 9.0 only
-    const std::string& text = is_fp8_tensor ? fp8_tensor_json
-                              : is_fp8 ? fp8_json
-                              : is_fp8_grouped ? fp8_grouped_json
-                              : is_rope ? rope_json
-                              : is_int8 ? int8_json
-                              : is_small_m ? small_m_json
-                              : is_quantize ? quantize_json
-                              : is_grouped_split ? grouped_split_json
-                              : is_int4_batch ? int4_batch_json
-                              : is_int4 ? int4_json
-                              : is_grouped ? grouped_json
-                              : is_decode  ? decode_json
-                              : is_attention ? attention_json
-                                             : json;
+    std::size_t i = 0;
+    while (control.id.find(kControlRuns[i].ids) == std::string::npos) ++i;  // the last run takes every id
+    if (kControlRuns[i].hopper_only && !hopper) continue;
+    const std::string& text = reports[i];
     const auto at = text.find("\"kernel\": \"" + control.id + "\"");
     if (at == std::string::npos) {  // every control is looked at, each missing one named
-      ADD_FAILURE() << control.id << " missing from\n" << text;
+      ADD_FAILURE() << control.id << " missing from the report of " << kControlRuns[i].folder << "\n" << text;
       continue;
     }
     const std::string row = text.substr(at, text.find('\n', at) - at);
     EXPECT_NE(row.find("\"status\": \"FAILED\""), std::string::npos) << row;
     EXPECT_NE(row.find("\"tflops\": null"), std::string::npos) << "a FAILED kernel was timed: " << row;
   }
-  std::filesystem::remove_all(dir);
-  std::filesystem::remove_all(attention_dir);
-  std::filesystem::remove_all(decode_dir);
-  std::filesystem::remove_all(grouped_dir);
-  std::filesystem::remove_all(grouped_split_dir);
-  std::filesystem::remove_all(int4_dir);
-  std::filesystem::remove_all(int4_batch_dir);
-  std::filesystem::remove_all(fp8_dir);
-  std::filesystem::remove_all(fp8_tensor_dir);
-  std::filesystem::remove_all(fp8_grouped_dir);
-  std::filesystem::remove_all(rope_dir);
-  std::filesystem::remove_all(int8_dir);
-  std::filesystem::remove_all(small_m_dir);
-  std::filesystem::remove_all(quantize_dir);
 }
 
 TEST(KcBenchGpu, NaiveRungProducesTablesAgainstCublas) {
