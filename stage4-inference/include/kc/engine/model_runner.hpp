@@ -147,8 +147,10 @@ struct RunnerOptions {
   // > 0: in a fused step of decodes only on an sm_90 GPU with programmatic launches, each layer's
   // attention follows a warming link (kc/engine/engine_kernels.hpp, warm_l2) that asks the L2 for
   // this many bytes of the links after it — the o projection's bf16 weight, then gate | up's —
-  // while the attention keeps DRAM idle. 0: no warming link. kc-engine-bench --l2-warm-mib
-  // compares budgets.
+  // while the attention keeps DRAM idle. 0: no warming link. Off by default: slower at every
+  // budget measured (the link's own place in the chain costs more than the warmed bytes buy;
+  // stage4-inference/README.md, "The L2 warmed before the attention"). kc-engine-bench
+  // --l2-warm-mib compares budgets.
   std::size_t l2_warm_bytes = 0;
   // Native quantized decode steps. Projections that come with their GGUF blocks (a file loaded with
   // WeightLoadOptions::keep_quantized_blocks; random weights drawn as blocks) get the blocks in the
