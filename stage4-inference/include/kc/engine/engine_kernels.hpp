@@ -1,7 +1,7 @@
 // kc/engine/engine_kernels.hpp — the engine's own small kernels: moving keys and values in and out
-// of the paged KV cache, picking rows, and the greedy choice. Everything else a model step runs
-// comes from stage 2 (kc/stage2/ops.hpp) and stage 3 (kc/stage3/gemm.hpp,
-// kc/stage3/attention_ops.hpp).
+// of the paged KV cache, picking rows, the greedy choice, and warming the L2 (an option, off).
+// Everything else a model step runs comes from stage 2 (kc/stage2/ops.hpp) and stage 3
+// (kc/stage3/gemm.hpp, kc/stage3/attention_ops.hpp).
 //
 // The cache of one layer is two pools, K and V, each [num_blocks, kv_heads, block_size, head_dim]
 // in bf16 (kc/stage3/attention_decode.hpp, the layout the decode kernel reads). A token's slot is
@@ -83,7 +83,9 @@ inline constexpr int kArgmaxClusterMaxRows = 16;
 // down), asks the L2 for its ranges in chunks of kL2WarmChunkBytes with cp.async.bulk.prefetch.L2
 // (nothing waits for them, nothing is written), and ends; the attention, its dependent, waits for
 // it, so the chain's order is what it was. On sm_80 the prefetch compiles to nothing (the runner
-// does not launch it there).
+// does not launch it there). Measured slower than no link at every budget tried (the link's own
+// place in the chain costs more than the warmed bytes buy): stage4-inference/README.md, "The L2
+// warmed before the attention".
 struct L2Range {
   const void* begin = nullptr;
   std::size_t bytes = 0;
