@@ -57,6 +57,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -123,27 +124,15 @@ struct Args {
   double kv_fraction = 0.6;
 };
 
-// --l2-warm-mib: budgets in MiB, 0 (no warming link) to 1024.
-std::vector<int> parse_budgets(const std::string& flag, const std::string& text) {
+// A comma list of integers from `lowest` to `highest` (`what` names the range in the refusal).
+std::vector<int> parse_list(const std::string& flag, const std::string& text, int lowest = 1,
+                            int highest = std::numeric_limits<int>::max(), const char* what = "positive") {
   std::vector<int> values;
   std::stringstream in(text);
   std::string item;
   while (std::getline(in, item, ',')) {
     const int value = kc::parse_int(flag, item);
-    kc::require(value >= 0 && value <= 1024, "{}: {} is not a budget of 0 to 1024 MiB", flag, value);
-    values.push_back(value);
-  }
-  kc::require(!values.empty(), "{} holds no budget", flag);
-  return values;
-}
-
-std::vector<int> parse_list(const std::string& flag, const std::string& text) {
-  std::vector<int> values;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    const int value = kc::parse_int(flag, item);
-    kc::require(value >= 1, "{}: {} is not positive", flag, value);
+    kc::require(value >= lowest && value <= highest, "{}: {} is not {}", flag, value, what);
     values.push_back(value);
   }
   kc::require(!values.empty(), "{} holds no value", flag);
@@ -719,7 +708,10 @@ int run(int argc, char** argv) {
        {"--decode-attention", [&](const std::string& v) { args.decode_attention = v; }},
        {"--decode-rope-rung", [&](const std::string& v) { args.decode_rope_rung = v; }},
        {"--int4-link-rung", [&](const std::string& v) { args.int4_link_rung = v; }},
-       {"--l2-warm-mib", [&](const std::string& v) { args.l2_warm_mib = parse_budgets("--l2-warm-mib", v); }},
+       {"--l2-warm-mib",
+        [&](const std::string& v) {
+          args.l2_warm_mib = parse_list("--l2-warm-mib", v, 0, 1024, "a budget of 0 to 1024 MiB");
+        }},
        {"--decode-min-split-keys",
         [&](const std::string& v) { args.decode_min_split_keys = kc::parse_int("--decode-min-split-keys", v); }},
        {"--max-model-len", [&](const std::string& v) { args.max_model_len = kc::parse_int("--max-model-len", v); }},
