@@ -905,6 +905,16 @@ void launch_fp8_gemm(const Fp8GemmArgs& args, cudaStream_t stream, HopperLaunchC
   launch_clusters<Config>(fp8_gemm_kernel<Config, kScaling, kFlaw>, clusters, stream, params);
 }
 
+// The FP8 grouped rungs' two configurations, one definition each for every rung that launches them:
+// FP8 rung 09's on 128 x 128 tiles (grouped rung 01) and rung 10's on 128 x 192 tiles (grouped rung
+// 02), both walking the tile table; grouped rung 03 runs one or the other.
+using Fp8GroupedNarrowTiles = Fp8GemmConfig<kFp8GroupedTileCols, /*promotion interval*/ 4, /*store pass columns*/ 64,
+                                            /*stages*/ 6, Fp8BlockScaleWalk::scales_in_stage, /*cluster*/ 1,
+                                            /*split last wave*/ false, /*grouped*/ true>;
+using Fp8GroupedWideTiles = Fp8GemmConfig<kFp8GroupedWideTileCols, /*promotion interval*/ 4, /*store pass columns*/ 192,
+                                          /*stages*/ 4, Fp8BlockScaleWalk::wide_scales_in_stage, /*cluster*/ 1,
+                                          /*split last wave*/ false, /*grouped*/ true>;
+
 // The FP8 grouped GEMM's launch (Config::kGrouped, block scales; fp8_grouped_gemm_args.hpp): A is
 // every token, B the G weights as one G.N x K matrix, s_A's rows of the padded stride, C's tensor map
 // over every token (TMA stores where rows of C are 16-byte multiples, N % 8 == 0; otherwise every

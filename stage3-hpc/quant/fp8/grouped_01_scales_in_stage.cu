@@ -32,23 +32,15 @@
 #include "fp8_gemm_kernel.cuh"
 
 namespace kc::stage3 {
-namespace {
-
-// FP8 rung 09's configuration, walking the tile table.
-using GroupedScalesInStage = Fp8GemmConfig<kFp8GroupedTileCols, /*promotion interval*/ 4, /*store pass columns*/ 64,
-                                           /*stages*/ 6, Fp8BlockScaleWalk::scales_in_stage, /*cluster*/ 1,
-                                           /*split last wave*/ false, /*grouped*/ true>;
-
-}  // namespace
 
 void fp8_grouped_gemm_01_scales_in_stage(const Fp8GroupedGemmArgs& args, cudaStream_t stream,
                                          HopperLaunchCache& cache) {
-  launch_fp8_grouped_gemm<GroupedScalesInStage, Fp8Flaw::none>(args, stream, cache);
+  launch_fp8_grouped_gemm<Fp8GroupedNarrowTiles, Fp8Flaw::none>(args, stream, cache);
 }
 
 void fp8_grouped_gemm_01_neighbours_weight_scales(const Fp8GroupedGemmArgs& args, cudaStream_t stream,
                                                   HopperLaunchCache& cache) {
-  launch_fp8_grouped_gemm<GroupedScalesInStage, Fp8Flaw::neighbours_weight_scales>(args, stream, cache);
+  launch_fp8_grouped_gemm<Fp8GroupedNarrowTiles, Fp8Flaw::neighbours_weight_scales>(args, stream, cache);
 }
 
 }  // namespace kc::stage3

@@ -33,17 +33,9 @@
 #include "fp8_gemm_kernel.cuh"
 
 namespace kc::stage3 {
-namespace {
-
-// FP8 rung 10's configuration, walking the tile table of 128 x 192 tiles.
-using GroupedWideTiles = Fp8GemmConfig<kFp8GroupedWideTileCols, /*promotion interval*/ 4, /*store pass columns*/ 192,
-                                       /*stages*/ 4, Fp8BlockScaleWalk::wide_scales_in_stage, /*cluster*/ 1,
-                                       /*split last wave*/ false, /*grouped*/ true>;
-
-}  // namespace
 
 void fp8_grouped_gemm_02_wide_tiles(const Fp8GroupedGemmArgs& args, cudaStream_t stream, HopperLaunchCache& cache) {
-  launch_fp8_grouped_gemm<GroupedWideTiles, Fp8Flaw::none>(args, stream, cache);
+  launch_fp8_grouped_gemm<Fp8GroupedWideTiles, Fp8Flaw::none>(args, stream, cache);
 }
 
 }  // namespace kc::stage3

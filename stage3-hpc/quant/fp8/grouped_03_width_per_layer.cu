@@ -26,14 +26,6 @@
 namespace kc::stage3 {
 namespace {
 
-// Rung 01's and rung 02's configurations (grouped_01_scales_in_stage.cu, grouped_02_wide_tiles.cu).
-using GroupedNarrowTiles = Fp8GemmConfig<kFp8GroupedTileCols, /*promotion interval*/ 4, /*store pass columns*/ 64,
-                                         /*stages*/ 6, Fp8BlockScaleWalk::scales_in_stage, /*cluster*/ 1,
-                                         /*split last wave*/ false, /*grouped*/ true>;
-using GroupedWideTiles = Fp8GemmConfig<kFp8GroupedWideTileCols, /*promotion interval*/ 4, /*store pass columns*/ 192,
-                                       /*stages*/ 4, Fp8BlockScaleWalk::wide_scales_in_stage, /*cluster*/ 1,
-                                       /*split last wave*/ false, /*grouped*/ true>;
-
 // The CTAs of the configuration's kernel that fit the GPU at once (resident_blocks prepares the kernel).
 template <class Config>
 int grouped_resident_ctas(HopperLaunchCache& cache) {
@@ -53,11 +45,11 @@ bool fp8_grouped_narrow_tiles_win(int tiles, int wide_tiles, int resident_narrow
 void fp8_grouped_gemm_03_width_per_layer(const Fp8GroupedGemmArgs& args, cudaStream_t stream,
                                          HopperLaunchCache& cache) {
   check_fp8_grouped_gemm_args(args);  // before the occupancy queries of the estimate
-  if (fp8_grouped_narrow_tiles_win(args.tiles, args.wide_tiles, grouped_resident_ctas<GroupedNarrowTiles>(cache),
-                                   grouped_resident_ctas<GroupedWideTiles>(cache)))
-    launch_fp8_grouped_gemm<GroupedNarrowTiles, Fp8Flaw::none>(args, stream, cache);
+  if (fp8_grouped_narrow_tiles_win(args.tiles, args.wide_tiles, grouped_resident_ctas<Fp8GroupedNarrowTiles>(cache),
+                                   grouped_resident_ctas<Fp8GroupedWideTiles>(cache)))
+    launch_fp8_grouped_gemm<Fp8GroupedNarrowTiles, Fp8Flaw::none>(args, stream, cache);
   else
-    launch_fp8_grouped_gemm<GroupedWideTiles, Fp8Flaw::none>(args, stream, cache);
+    launch_fp8_grouped_gemm<Fp8GroupedWideTiles, Fp8Flaw::none>(args, stream, cache);
 }
 
 }  // namespace kc::stage3
