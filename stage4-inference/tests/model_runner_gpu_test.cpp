@@ -306,45 +306,63 @@ TEST(ModelRunner, RopeInTheAttentionGivesTheSeparateKernelsBits) {
     }
 }
 
-// RunnerOptions::one_launch_mlp: decode steps of one sequence (M = 1, where the GEMM entry runs
-// rung 12) whose MLP runs as one launch of rung 12's two passes with a grid-wide barrier
-// (Gemm::run_rmsnorm_mlp) give the logits of the two launches bit for bit; the prefill chunks keep
-// the two calls. Then greedy generation through the scheduler with CUDA graphs (the barrier's
-// words reused by every layer of every replayed step): the same tokens either way.
+// One sequence through a runner of `options` (fuse_kernels on): a prompt of 9 of `ids`, then 12
+// decode steps of one token (M = 1, where the GEMM entry runs rung 12), every step's logits; the
+// kernels the runner noted; and greedy generation of 24 tokens from `ids` through the scheduler
+// with CUDA graphs, on a runner of its own. The option tests below run it with and without the
+// option they test and compare the two runs bit for bit (expect_same_one_sequence).
+struct OneSequenceRun {
+  std::vector<std::vector<float>> logits;
+  std::map<std::string, std::string, std::less<>> kernels;
+  std::vector<TokenId> generated;
+};
+
+void run_one_sequence(const Case& c, std::uint64_t seed, RunnerOptions options, const std::vector<std::int32_t>& ids,
+                      OneSequenceRun* run) {
+  options.fuse_kernels = true;
+  TinyModel m(c, seed, options);
+  const std::int32_t stride = table_stride(m.runner);
+  const std::size_t prompt = 9;
+  run->logits.push_back(m.runner.execute_all_logits(
+      make_step(m.cache, {{1, {ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(prompt)}}}, 0, stride)));
+  for (std::size_t step = 0; step < 12; ++step)
+    run->logits.push_back(m.runner.execute_all_logits(make_step(m.cache, {{1, {ids[prompt + step]}}}, 1, stride)));
+  run->kernels = m.runner.kernels_used();
+
+  options.cuda_graphs = true;
+  TinyModel g(c, seed, options);
+  Scheduler scheduler(g.runner.scheduler_config());
+  const std::vector<std::vector<TokenId>> out = generate(scheduler, g.runner, {greedy_request(ids, 24)});
+  ASSERT_EQ(out.size(), 1u);
+  run->generated = out[0];
+}
+
+void expect_same_one_sequence(const OneSequenceRun& without, const OneSequenceRun& with, const std::string& name) {
+  expect_same_bits(without.logits, with.logits, name);
+  EXPECT_EQ(without.generated.size(), 24u) << name;
+  EXPECT_EQ(without.generated, with.generated) << name;
+}
+
+// RunnerOptions::one_launch_mlp: decode steps of one sequence whose MLP runs as one launch of rung
+// 12's two passes with a grid-wide barrier (Gemm::run_rmsnorm_mlp) give the logits of the two
+// launches bit for bit; the prefill chunks keep the two calls. Then greedy generation through the
+// scheduler with CUDA graphs (the barrier's words reused by every layer of every replayed step):
+// the same tokens either way.
 TEST(ModelRunner, OneLaunchMlpGivesTheTwoLaunchesBits) {
   KC_SKIP_WITHOUT_GPU();
   for (const Case& c : kCases) {
     const std::vector<std::int32_t> ids = random_ids(90, c.vocab, 40);
-    std::vector<std::vector<float>> logits[2];
-    std::vector<TokenId> generated[2];
+    OneSequenceRun runs[2];
     for (const bool one_launch : {false, true}) {
       RunnerOptions options = small_runner();
-      options.fuse_kernels = true;
       options.one_launch_mlp = one_launch;
-      TinyModel m(c, 14, options);
-      const std::int32_t stride = table_stride(m.runner);
-      const std::size_t prompt = 9;
-      logits[one_launch].push_back(m.runner.execute_all_logits(
-          make_step(m.cache, {{1, {ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(prompt)}}}, 0, stride)));
-      for (std::size_t step = 0; step < 12; ++step)
-        logits[one_launch].push_back(
-            m.runner.execute_all_logits(make_step(m.cache, {{1, {ids[prompt + step]}}}, 1, stride)));
+      ASSERT_NO_FATAL_FAILURE(run_one_sequence(c, 14, options, ids, &runs[one_launch]));
       bool noted = false;
-      for (const auto& [role, kernel] : m.runner.kernels_used())
+      for (const auto& [role, kernel] : runs[one_launch].kernels)
         noted = noted || kernel.find("down in the same launch") != std::string::npos;
       EXPECT_EQ(noted, one_launch) << c.name;
-
-      // Greedy generation through the scheduler with CUDA graphs, on a runner of its own.
-      options.cuda_graphs = true;
-      TinyModel g(c, 14, options);
-      Scheduler scheduler(g.runner.scheduler_config());
-      const std::vector<std::vector<TokenId>> out = generate(scheduler, g.runner, {greedy_request(ids, 24)});
-      ASSERT_EQ(out.size(), 1u);
-      generated[one_launch] = out[0];
     }
-    expect_same_bits(logits[0], logits[1], c.name);
-    EXPECT_EQ(generated[0].size(), 24u) << c.name;
-    EXPECT_EQ(generated[0], generated[1]) << c.name;
+    expect_same_one_sequence(runs[0], runs[1], c.name);
   }
 }
 
@@ -358,32 +376,14 @@ TEST(ModelRunner, L2WarmingGivesTheUnwarmedBits) {
   KC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
   for (const Case& c : kCases) {
     const std::vector<std::int32_t> ids = random_ids(95, c.vocab, 40);
-    std::vector<std::vector<float>> logits[2];
-    std::vector<TokenId> generated[2];
+    OneSequenceRun runs[2];
     for (const bool warm : {false, true}) {
       RunnerOptions options = small_runner();
-      options.fuse_kernels = true;
       options.l2_warm_bytes = warm ? std::size_t{64} << 20 : 0;  // more than the model's weights
-      TinyModel m(c, 15, options);
-      const std::int32_t stride = table_stride(m.runner);
-      const std::size_t prompt = 9;
-      logits[warm].push_back(m.runner.execute_all_logits(
-          make_step(m.cache, {{1, {ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(prompt)}}}, 0, stride)));
-      for (std::size_t step = 0; step < 12; ++step)
-        logits[warm].push_back(m.runner.execute_all_logits(make_step(m.cache, {{1, {ids[prompt + step]}}}, 1, stride)));
-      EXPECT_EQ(m.runner.kernels_used().count("l2 warm (before the attention)"), warm && major >= 9 ? 1u : 0u)
-          << c.name;
-
-      options.cuda_graphs = true;
-      TinyModel g(c, 15, options);
-      Scheduler scheduler(g.runner.scheduler_config());
-      const std::vector<std::vector<TokenId>> out = generate(scheduler, g.runner, {greedy_request(ids, 24)});
-      ASSERT_EQ(out.size(), 1u);
-      generated[warm] = out[0];
+      ASSERT_NO_FATAL_FAILURE(run_one_sequence(c, 15, options, ids, &runs[warm]));
+      EXPECT_EQ(runs[warm].kernels.count("l2 warm (before the attention)"), warm && major >= 9 ? 1u : 0u) << c.name;
     }
-    expect_same_bits(logits[0], logits[1], c.name);
-    EXPECT_EQ(generated[0].size(), 24u) << c.name;
-    EXPECT_EQ(generated[0], generated[1]) << c.name;
+    expect_same_one_sequence(runs[0], runs[1], c.name);
   }
 }
 
