@@ -60,15 +60,18 @@ void register_fp8_gemm_controls(Registry& registry) {
     entry.min_compute_capability = 90;
     entry.max_compute_capability = 90;
     const Fp8ControlScaling scaling = c.scaling;
-    entry.supports = [scaling](const Problem& p) -> std::string {
+    const stage3::Fp8Flaw flaw = c.kind;
+    entry.supports = [scaling, flaw](const Problem& p) -> std::string {
       if (std::string error = stage3::fp8_gemm_rung_shape_error(p); !error.empty()) return error;
       if (scaling == Fp8ControlScaling::block_only && p.param("scaling") != 1.0)
         return "this control's flaw is in the block scales: scaling=1 only";
       if (scaling == Fp8ControlScaling::per_tensor_only && p.param("scaling") != 0.0)
         return "this control's flaw is in the promotion window of one scale per tensor: scaling=0 only";
+      // Rung 12's kernel loads s_A's rows by TMA: 16-byte rows of M floats (its launch refuses the rest).
+      if (flaw == stage3::Fp8Flaw::split_piece_added_twice && p.dims[0] % 4 != 0)
+        return "this control runs rung 12's kernel, which needs M % 4 == 0";
       return {};
     };
-    const stage3::Fp8Flaw flaw = c.kind;
     auto cache = std::make_shared<stage3::HopperLaunchCache>();
     auto workspace = std::make_shared<stage3::SplitLastWaveWorkspace>();  // rung 12's flaw only
     entry.launch = [flaw, cache, workspace](const Problem& problem, Operands& operands, cudaStream_t stream) {
