@@ -220,5 +220,30 @@ TEST(AllStages, NegativeControlsRegisterBesideTheRealKernels) {
   }
 }
 
+// The FP8 control that runs rung 12's kernel refuses, through its supports, the conformance problems
+// that kernel's launch refuses (M % 4 != 0: s_A's rows loaded by TMA), and keeps the one it must
+// fail (256x256x8192 with block scales, every tile split).
+TEST(AllStages, Fp8SplitControlRefusesWhatRung12sLaunchRefuses) {
+  Registry r;
+  register_all_stages(r);
+  testing::register_negative_controls(r);
+  const KernelEntry& control = r.kernel("stage3/fp8_gemm/nc_split_pieces_added_twice");
+  int refused_for_m = 0;
+  bool kept_the_split_problem = false;
+  for (const Problem& p : r.op(control.op).conformance_problems) {
+    if (!p.has_param("scaling") || p.param("scaling") != 1.0 || p.dims[2] % 16 != 0) continue;
+    const std::string reason = unsupported_reason(r, control, p, nullptr);
+    if (p.dims[0] % 4 != 0) {
+      EXPECT_NE(reason.find("M % 4 == 0"), std::string::npos) << p.label() << ": " << reason;
+      ++refused_for_m;
+    } else {
+      EXPECT_EQ(reason, "") << p.label();
+    }
+    if (p.shape() == "256x256x8192") kept_the_split_problem = reason.empty();
+  }
+  EXPECT_GT(refused_for_m, 0);
+  EXPECT_TRUE(kept_the_split_problem);
+}
+
 }  // namespace
 }  // namespace kc
