@@ -2,7 +2,7 @@
 // stored) or, for w prepared, rung 06 at M <= 8 where it runs (Hopper) and rung 05 otherwise; the
 // link (quantized_gemv_link) runs rung 08 for one row of q4_0 or q4_1 whose CTAs take several
 // tiles, rung 07 otherwise (quantized_gemv_link_kernel); and the int4 group format's entry
-// (int4_gemv): the checks, then its rung 02 at M <= 8 on Hopper and rung 01 otherwise.
+// (int4_gemv): the checks, then its rung 01 at every M (int4_gemv_kernel: the measured rule).
 #include "kc/stage3/quantized_gemv.hpp"
 
 #include <fmt/format.h>
