@@ -88,6 +88,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using kc::engine::TokenId;
 
+// The engine's default warming budget (RunnerOptions::l2_warm_bytes), in MiB as --l2-warm-mib takes it.
+const int kDefaultL2WarmMib = static_cast<int>(kc::engine::RunnerOptions{}.l2_warm_bytes >> 20);
+
 constexpr const char* kUsage =
     "usage: kc-engine-bench [--synthetic NAME[,NAME...]] [--model PATH] (at least one) [--seed 1]\n"
     "                       [--contexts 128,2048,8192] [--decode-tokens 128] [--prefill 512,2048]\n"
@@ -115,8 +118,7 @@ struct Args {
   kc::engine::SamplingParams sampling;  // every request's (its seed: --seed plus the request's index)
   std::string gpu_sampler = "on";  // RunnerOptions::gpu_sampler: on, off or both (a temperature only)
   int decode_min_split_keys = kc::engine::RunnerOptions{}.decode_min_keys_per_split;
-  // RunnerOptions::l2_warm_bytes in MiB, one run per value
-  std::vector<int> l2_warm_mib{static_cast<int>(kc::engine::RunnerOptions{}.l2_warm_bytes >> 20)};
+  std::vector<int> l2_warm_mib{kDefaultL2WarmMib};  // RunnerOptions::l2_warm_bytes in MiB, one run per value
   std::uint64_t seed = 1;
   std::vector<int> contexts{128, 2048, 8192}, prefill{512, 2048}, concurrency{1, 8, 64, 256};
   int decode_tokens = 128, concurrency_prompt = 128, concurrency_tokens = 128;
@@ -247,7 +249,7 @@ std::string decode_attention_note(DecodeRung rung, RopeRung rope_rung, bool rope
 // ", L2 warmed with 24 MiB before each attention" (or ", no L2 warming"): where the budget is not the
 // engine's default; only a fused step has the warming link.
 std::string l2_warm_note(int mib, bool fuse) {
-  if (!fuse || mib == static_cast<int>(kc::engine::RunnerOptions{}.l2_warm_bytes >> 20)) return std::string();
+  if (!fuse || mib == kDefaultL2WarmMib) return std::string();
   return mib == 0 ? std::string(", no L2 warming") : fmt::format(", L2 warmed with {} MiB before each attention", mib);
 }
 
@@ -277,7 +279,7 @@ struct ModelResult {
   int int4_link_rung = 0;  // RunnerOptions::int4_link_rung
   std::string block_type;  // the blocks' type where the weights have blocks ("q4_1"), else empty
   int decode_min_split_keys = kc::engine::RunnerOptions{}.decode_min_keys_per_split;
-  int l2_warm_mib = static_cast<int>(kc::engine::RunnerOptions{}.l2_warm_bytes >> 20);
+  int l2_warm_mib = kDefaultL2WarmMib;
   kc::engine::SamplingParams sampling;  // its seed is the first request's
   bool gpu_sampler = true;
   double params = 0, weight_bytes = 0, kv_bytes_per_token = 0, pool_mib = 0;

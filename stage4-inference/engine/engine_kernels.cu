@@ -16,6 +16,7 @@
 
 #include "kc/common/error.hpp"
 #include "kc/core/dependent_launch.cuh"
+#include "kc/core/launch.hpp"
 #include "kc/core/rope.cuh"
 #include "kc/core/vector_io.hpp"
 
@@ -370,7 +371,7 @@ void warm_l2(const std::vector<L2Range>& ranges, cudaStream_t stream) {
           "warm_l2: {} ranges; one launch takes 1 to {}", ranges.size(), kL2WarmMaxRanges);
   L2WarmArgs args{};
   args.count = static_cast<int>(ranges.size());
-  std::size_t chunks = 0;
+  std::int64_t chunks = 0;
   for (std::size_t r = 0; r < ranges.size(); ++r) {
     require(ranges[r].begin != nullptr && reinterpret_cast<std::uintptr_t>(ranges[r].begin) % 16 == 0 &&
                 ranges[r].bytes > 0 && ranges[r].bytes % 16 == 0,
@@ -378,9 +379,9 @@ void warm_l2(const std::vector<L2Range>& ranges, cudaStream_t stream) {
             r, ranges[r].begin, ranges[r].bytes);
     args.begin[r] = static_cast<const char*>(ranges[r].begin);
     args.bytes[r] = ranges[r].bytes;
-    chunks += (ranges[r].bytes + kL2WarmChunkBytes - 1) / kL2WarmChunkBytes;
+    chunks += core::ceil_div(static_cast<std::int64_t>(ranges[r].bytes), kL2WarmChunkBytes);
   }
-  const std::size_t blocks = (chunks + kL2WarmThreads - 1) / kL2WarmThreads;
+  const std::int64_t blocks = core::ceil_div(chunks, kL2WarmThreads);
   core::launch_dependent(warm_l2_kernel, dim3(static_cast<unsigned>(blocks)), dim3(kL2WarmThreads), 0, stream, args);
 }
 

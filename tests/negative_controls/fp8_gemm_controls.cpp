@@ -68,7 +68,8 @@ void register_fp8_gemm_controls(Registry& registry) {
       if (scaling == Fp8ControlScaling::per_tensor_only && p.param("scaling") != 0.0)
         return "this control's flaw is in the promotion window of one scale per tensor: scaling=0 only";
       // Rung 12's kernel loads s_A's rows by TMA: 16-byte rows of M floats (its launch refuses the rest).
-      if (flaw == stage3::Fp8Flaw::split_piece_added_twice && p.dims[0] % 4 != 0)
+      if (flaw == stage3::Fp8Flaw::split_piece_added_twice &&
+          !stage3::fp8_scale_a_rows_fit_tma(static_cast<int>(p.dims[0])))
         return "this control runs rung 12's kernel, which needs M % 4 == 0";
       return {};
     };

@@ -864,7 +864,7 @@ inline TmaMatrix2d fp8_scale_a_rows_map(const Fp8GemmArgs& args) {
 // Whether TMA can read s_A's rows (rung 09): each must start 16-byte aligned, so s_A itself must and
 // M % 4 == 0 (a row is M floats). Rung 09 runs rung 07 where not.
 inline bool fp8_scale_a_rows_take_tma(const Fp8GemmArgs& args) {
-  return args.m % 4 == 0 && reinterpret_cast<std::uintptr_t>(args.scale_a) % 16 == 0;
+  return fp8_scale_a_rows_fit_tma(args.m) && reinterpret_cast<std::uintptr_t>(args.scale_a) % 16 == 0;
 }
 
 // Rung 12 (Config::kSplitLastWave) also takes the workspace of its split (the grouped GEMM's kind:

@@ -60,6 +60,9 @@ struct Fp8ScaleMap {
 __host__ __device__ constexpr Fp8ScaleMap fp8_scale_map_a(Fp8Scaling scaling, int m) {
   return scaling == Fp8Scaling::block ? Fp8ScaleMap{1, 1, m} : Fp8ScaleMap{1, 0, 0};
 }
+// Whether s_A's rows, M floats each, are whole 16-byte pieces (M % 4 == 0): what TMA needs to read
+// them, beside s_A itself starting 16-byte aligned (the rungs that load them so: 09-12).
+constexpr bool fp8_scale_a_rows_fit_tma(int m) { return m % 4 == 0; }
 // B [N, K]: per tensor, index 0; block, s_B[n / 128][kb] = index (n / 128) ceil(K / 128) + kb.
 __host__ __device__ constexpr Fp8ScaleMap fp8_scale_map_b(Fp8Scaling scaling, int k) {
   return scaling == Fp8Scaling::block ? Fp8ScaleMap{kFp8ScaleBlock, fp8_k_blocks(k), 1} : Fp8ScaleMap{1, 0, 0};
