@@ -99,7 +99,7 @@ constexpr const char* kUsage =
     "                       [--programmatic-launch on|off|both] [--decode-attention early,fused,mma,cuda-cores|both]\n"
     "                       [--rope-in-attention on|off|both] [--decode-rope-rung 09,08,07,06|both]\n"
     "                       [--one-launch-mlp off|on|both] [--l2-warm-mib MIB[,MIB...]]\n"
-    "                       [--max-model-len 8448] [--kv-fraction 0.6] [--decode-min-split-keys 128]\n"
+    "                       [--max-model-len 8448] [--kv-fraction 0.6] [--decode-min-split-keys 256]\n"
     "                       [--quantized q4_0|q4_1|q8_0|int4-gN] [--native-quantized on|off|both]\n"
     "                       [--int4-link-rung stage3,04,05|both]\n"
     "                       [--temperature 0] [--top-k 0] [--top-p 1] [--gpu-sampler on|off|both]\n"

@@ -111,11 +111,13 @@ struct RunnerOptions {
   // alike; elsewhere (sm_80, the other kernels) launches are ordinary.
   bool programmatic_launch = true;
   // The shortest context split of the paged decode attention (PagedDecodeAttention::
-  // set_min_keys_per_split, a multiple of 64). Stage 3's default is 256; the engine takes 128, the
-  // fastest of kc-engine-bench --decode-min-split-keys 64/128/256/512 at batch 1 on the H200
-  // (64 tied it, 512 lost; stage4-inference/README.md): a short context is cut into more splits
-  // that run in parallel, and the split rules still cut fewer as the batch fills the SMs.
-  std::int32_t decode_min_keys_per_split = 128;
+  // set_min_keys_per_split, a multiple of 64), stage 3's default of 256 keys. The engine took 128
+  // while its decode attention walked a split's tiles slowly (more, shorter splits won on the
+  // H200); with the current decode rungs 256 is faster at batch 1 on short contexts — one of up to
+  // 256 keys runs in one split and pays no merge — and within 1% at 2048 keys
+  // (stage4-inference/README.md, "The decode attention's split floor"). The split rules still cut
+  // fewer as the batch fills the SMs.
+  std::int32_t decode_min_keys_per_split = 256;
   // The paged decode attention's rung (stage 3's PagedDecodeAttention::Rung): early_pages, decode
   // rung 05 (rung 04 with its first pages asked into L2 before it waits for the kernel ahead: the
   // step's block tables and lengths are copied before its chain of kernels, as that rung's
