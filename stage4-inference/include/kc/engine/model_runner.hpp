@@ -114,9 +114,9 @@ struct RunnerOptions {
   // set_min_keys_per_split, a multiple of 64), stage 3's default of 256 keys. The engine took 128
   // while its decode attention walked a split's tiles slowly (more, shorter splits won on the
   // H200); with the current decode rungs 256 is faster at batch 1 on short contexts — one of up to
-  // 256 keys runs in one split and pays no merge — and within 1% at 2048 keys
-  // (stage4-inference/README.md, "The decode attention's split floor"). The split rules still cut
-  // fewer as the batch fills the SMs.
+  // 256 keys runs in one split and pays no merge — and at 2048 keys faster on the SmolLM2 shape and
+  // a little slower on the 1B's (stage4-inference/README.md, "The decode attention's split floor",
+  // has the measurements). The split rules still cut fewer as the batch fills the SMs.
   std::int32_t decode_min_keys_per_split = 256;
   // The paged decode attention's rung (stage 3's PagedDecodeAttention::Rung): early_pages, decode
   // rung 05 (rung 04 with its first pages asked into L2 before it waits for the kernel ahead: the
