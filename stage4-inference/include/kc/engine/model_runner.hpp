@@ -117,7 +117,7 @@ struct RunnerOptions {
   // 256 keys runs in one split and pays no merge — and at 2048 keys faster on the SmolLM2 shape and
   // a little slower on the 1B's (stage4-inference/README.md, "The decode attention's split floor",
   // has the measurements). The split rules still cut fewer as the batch fills the SMs.
-  std::int32_t decode_min_keys_per_split = 256;
+  std::int32_t decode_min_keys_per_split = kc::stage3::kDecodeMinKeysPerSplit;
   // The paged decode attention's rung (stage 3's PagedDecodeAttention::Rung): early_pages, decode
   // rung 05 (rung 04 with its first pages asked into L2 before it waits for the kernel ahead: the
   // step's block tables and lengths are copied before its chain of kernels, as that rung's
