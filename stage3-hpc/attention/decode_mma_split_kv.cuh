@@ -19,12 +19,16 @@
 // decode_07_pages_before_wait.cu), and in how a copy finds its row's address (Rope::kPageWalk:
 // rung 08, decode_08_page_walk.cu, works each thread's addresses out once a CTA), and in the grid's
 // order (Rope::kWorkersFirst: rung 09, decode_09_workers_first.cu, puts the CTAs that hold keys first
-// and lets the others leave before the wait).
+// and lets the others leave before the wait), and in how a split hands its partials to the merge
+// (Rope::kReleaseAcquireMerge: rung 10, decode_10_release_acquire_merge.cu, one release/acquire
+// count by thread 0 in place of every thread's sequentially consistent fences).
 // Unnamed namespace: each rung's file compiles its own instances, no symbol shared between them.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+#include <cuda/atomic>
 
 #include <cstdint>
 
@@ -47,6 +51,7 @@ struct NoRope {
   static constexpr bool kPagesBeforeWait = false;
   static constexpr bool kPageWalk = false;
   static constexpr bool kWorkersFirst = false;
+  static constexpr bool kReleaseAcquireMerge = false;
 };
 
 // Rung 06's: DecodeRopeArgs, and for its negative control a flaw — kPositionOffByOne rotates the
@@ -57,6 +62,7 @@ struct RopeIn : DecodeRopeArgs<T> {
   static constexpr bool kPagesBeforeWait = false;
   static constexpr bool kPageWalk = false;
   static constexpr bool kWorkersFirst = false;
+  static constexpr bool kReleaseAcquireMerge = false;
 };
 
 // Rung 07's: rung 06's rotation and cache write, with every stage of the ring filled with cached
@@ -71,6 +77,7 @@ struct RopePagesFirst : DecodeRopeArgs<T> {
   static constexpr bool kNewRowsFromCache = kNewRowsFromCache_;
   static constexpr bool kPageWalk = false;
   static constexpr bool kWorkersFirst = false;
+  static constexpr bool kReleaseAcquireMerge = false;
 };
 
 // Rung 08's: rung 07's, with each thread's page addresses worked out once a CTA (PageWalk below)
@@ -94,6 +101,15 @@ template <typename T, bool kPartialsInRung08Slots_ = false>
 struct RopeWorkersFirst : RopePageWalk<T> {
   static constexpr bool kWorkersFirst = true;
   static constexpr bool kPartialsInRung08Slots = kPartialsInRung08Slots_;
+};
+
+// Rung 10's: rung 08's, with the split's hand-over to the merge (merge_if_last) ordered by one
+// atomic with release and acquire semantics, thread 0's, after a barrier, in place of a
+// sequentially consistent fence in every thread before the count and another in the last CTA
+// after it.
+template <typename T>
+struct RopeReleaseAcquireMerge : RopePageWalk<T> {
+  static constexpr bool kReleaseAcquireMerge = true;
 };
 
 // The split a CTA works on, and its group (kv head x row chunk) and the groups in the grid: rungs 02
@@ -484,16 +500,31 @@ __device__ __forceinline__ void prefetch_first_pages(const DecodeArgs<T>& args, 
 // and sets the counter back to zero for the next launch. Every partial is stored before its
 // thread's fence, and every thread's fence before thread 0 counts (the barrier); the last CTA's
 // reads come after it has seen the count and fenced. No CTA waits for another.
+// Rung 10 (Rope::kReleaseAcquireMerge) orders the same hand-over with one atomic: the barrier puts
+// every thread's partial stores before thread 0's count, and that count, an acq_rel read-modify-
+// write at GPU scope, releases them (a release is cumulative: it covers the writes the barrier
+// ordered before it) and, in the last CTA, acquires the other splits' partials, which the threads
+// read after the barrier that passes `last` on. Each count is acq_rel, so the chain of counts
+// carries every split's release to the last one. No thread fences on its own.
 template <class Rope, typename T, int kHeadDim, DecodeMerge kMerge>
 __device__ __forceinline__ void merge_if_last(const DecodeArgs<T>& args, const DecodeSplitPlan& plan,
                                               const DecodeSplitWorkspace& workspace, const SplitWork& work,
                                               int used_splits, int warp, int lane) {
-  __threadfence();
+  if constexpr (!Rope::kReleaseAcquireMerge) __threadfence();
   unsigned* arrivals = workspace.arrivals + blockIdx.z * group_count<Rope>() + group_index<Rope>();
   bool last = false;
-  if (threadIdx.x == 0) last = atomicAdd(arrivals, 1u) == static_cast<unsigned>(used_splits - 1);
+  if constexpr (Rope::kReleaseAcquireMerge) {
+    __syncthreads();  // every thread's partials stored before thread 0's release
+    if (threadIdx.x == 0) {
+      cuda::atomic_ref<unsigned, cuda::thread_scope_device> count(*arrivals);
+      last = count.fetch_add(1u, cuda::memory_order_acq_rel) == static_cast<unsigned>(used_splits - 1);
+    }
+  } else {
+    if (threadIdx.x == 0) last = atomicAdd(arrivals, 1u) == static_cast<unsigned>(used_splits - 1);
+  }
   if (!__syncthreads_or(last)) return;
-  __threadfence();  // the other splits' partials, seen through their count, are read after it
+  // the other splits' partials, seen through their count, are read after it
+  if constexpr (!Rope::kReleaseAcquireMerge) __threadfence();
   if (threadIdx.x == 0) *arrivals = 0;  // every used split of the group has counted
   // The negative control's flaw: the last split's partial is left out of the merge.
   const int merged = kMerge == DecodeMerge::in_kernel_drops_last_split ? used_splits - 1 : used_splits;

@@ -139,11 +139,13 @@ DecodeSplitPlan PagedDecodeAttention::plan_for(const DecodeArgs<T>& args, bool r
                      : rope_rung_ == RopeRung::rope_in   ? 6
                      : rope_rung_ == RopeRung::page_walk ? 8
                      : rope_rung_ == RopeRung::workers_first ? 9
-                                                             : 7;
+                     : rope_rung_ == RopeRung::release_acquire_merge ? 10
+                                                                     : 7;
   int& ctas_per_sm =
       mma_ctas_per_sm_[{number, std::is_same_v<T, __nv_bfloat16>, args.head_dim, args.group_rows()}];
   if (ctas_per_sm == 0)
-    ctas_per_sm = number == 9   ? attention_decode_09_ctas_per_sm(args)
+    ctas_per_sm = number == 10  ? attention_decode_10_ctas_per_sm(args)
+                  : number == 9 ? attention_decode_09_ctas_per_sm(args)
                   : number == 8 ? attention_decode_08_ctas_per_sm(args)
                   : number == 7 ? attention_decode_07_ctas_per_sm(args)
                   : number == 6 ? attention_decode_06_ctas_per_sm(args)
@@ -232,6 +234,9 @@ std::string_view PagedDecodeAttention::run_rope(const DecodeArgs<T>& args, const
     case RopeRung::pages_before_wait: attention_decode_07_pages_before_wait(args, rope, plan, workspace, stream); break;
     case RopeRung::page_walk: attention_decode_08_page_walk(args, rope, plan, workspace, stream); break;
     case RopeRung::workers_first: attention_decode_09_workers_first(args, rope, plan, workspace, stream); break;
+    case RopeRung::release_acquire_merge:
+      attention_decode_10_release_acquire_merge(args, rope, plan, workspace, stream);
+      break;
   }
   return rope_rung_id(rope_rung_);
 }
@@ -241,6 +246,7 @@ std::string_view PagedDecodeAttention::rope_rung_id(RopeRung rung) {
     case RopeRung::rope_in: return "stage3/attention_decode_paged_rope/06_rope_in";
     case RopeRung::page_walk: return "stage3/attention_decode_paged_rope/08_page_walk";
     case RopeRung::workers_first: return "stage3/attention_decode_paged_rope/09_workers_first";
+    case RopeRung::release_acquire_merge: return "stage3/attention_decode_paged_rope/10_release_acquire_merge";
     case RopeRung::pages_before_wait: break;
   }
   return "stage3/attention_decode_paged_rope/07_pages_before_wait";

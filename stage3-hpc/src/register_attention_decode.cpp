@@ -202,6 +202,10 @@ void register_attention_decode_rope_kernels(Registry& registry) {
                 "rung 08 in a grid turned round (groups x splits: the CTAs that hold keys start first), and a CTA "
                 "whose split holds no key leaving before the wait for the kernel ahead",
                 PagedDecodeAttention::RopeRung::workers_first);
+  add_rope_rung("10_release_acquire_merge", 10,
+                "rung 08 with the splits' hand-over to the merge ordered by one release/acquire count a CTA (thread "
+                "0's, after a barrier) instead of a sequentially consistent fence in every thread, twice in the last",
+                PagedDecodeAttention::RopeRung::release_acquire_merge);
 }
 
 }  // namespace kc::stage3

@@ -279,14 +279,15 @@ TEST(AttentionDecodeLadderGpu, Rungs04And05GiveRung03sBitsLaunchAfterLaunch) {
 
 // Rung 07 copies its first tiles' cached rows before its wait and builds the new rows after it;
 // rung 08 is rung 07 with its page addresses worked out once a CTA; rung 09 is rung 08 in a grid of
-// groups x splits whose CTAs past their sequence's keys leave before the wait. The tiles, splits and
-// merge order are rung 06's in all three, so O, LSE and the cache rows written are the same bits. Through the
-// public entry (run_rope set to each rung), three launches in a row on the same operands, at the
+// groups x splits whose CTAs past their sequence's keys leave before the wait; rung 10 is rung 08
+// with the merge's hand-over by a release/acquire count (splits of 128 keys and more here, so the
+// long problems merge). The tiles, splits and merge order are rung 06's in
+// all four, so O, LSE and the cache rows written are the same bits. Through the public entry (run_rope set to each rung), three launches in a row on the same operands, at the
 // engine's shapes — SmolLM2's and Llama-3-8B's heads at short contexts (the whole split in the
 // first tiles) and long ones (tiles streamed after them) — and ragged batches with 2, 4 and 8 new
 // tokens (rows that straddle a tile, a split, and rows past the first tiles), in blocks of 16, 32
 // and 64 keys.
-TEST(AttentionDecodeLadderGpu, Rungs07To09GiveRung06sBitsLaunchAfterLaunch) {
+TEST(AttentionDecodeLadderGpu, Rungs07To10GiveRung06sBitsLaunchAfterLaunch) {
   KC_SKIP_WITHOUT_GPU();
   // Values that differ, a NaN equal to a NaN (the caches' poisoned rows past each length).
   const auto differences = [](const std::vector<double>& a, const std::vector<double>& b) {
@@ -305,10 +306,11 @@ TEST(AttentionDecodeLadderGpu, Rungs07To09GiveRung06sBitsLaunchAfterLaunch) {
       op.problem({5, 8, 2, 4, 300, 64}, DType::bf16, {{"lengths", 1.0}, {"block_size", 32.0}}),
       op.problem({2, 4, 1, 8, 250, 128}, DType::f16, {{"lengths", 1.0}, {"block_size", 64.0}}),
       op.problem({2, 32, 8, 1, 1500, 64}, DType::f16, {{"lengths", 1.0}, {"block_size", 64.0}})};
-  constexpr int kRungs = 4;  // [0] is the reference: rung 06
+  constexpr int kRungs = 5;  // [0] is the reference: rung 06
   const PagedDecodeAttention::RopeRung rungs[kRungs] = {
       PagedDecodeAttention::RopeRung::rope_in, PagedDecodeAttention::RopeRung::pages_before_wait,
-      PagedDecodeAttention::RopeRung::page_walk, PagedDecodeAttention::RopeRung::workers_first};
+      PagedDecodeAttention::RopeRung::page_walk, PagedDecodeAttention::RopeRung::workers_first,
+      PagedDecodeAttention::RopeRung::release_acquire_merge};
   for (const Problem& problem : problems) {
     std::vector<double> outputs[kRungs][4];  // [rung][O, LSE, K_cache, V_cache]
     for (int which = 0; which < kRungs; ++which) {

@@ -379,7 +379,7 @@ TEST(PagedDecodeAttention, RunAndRunRopeCheckTheirArgumentsBeforeAnyGpuCall) {
   rope_refuses(good, r, "pass the same pools");
 }
 
-// The RoPE op's rungs: 06 to 09 registered under attention_decode_paged_rope, rung 08 what the
+// The RoPE op's rungs: 06 to 10 registered under attention_decode_paged_rope, rung 08 what the
 // public entry's run_rope() launches unless told, and each rung's id the registry's.
 TEST(PagedDecodeAttention, RunsRopeRung08UnlessToldAndNamesEachRopeRungAsTheRegistryDoes) {
   const Registry& r = stage3_test_registry();
@@ -389,13 +389,14 @@ TEST(PagedDecodeAttention, RunsRopeRung08UnlessToldAndNamesEachRopeRungAsTheRegi
   EXPECT_EQ(decode.rope_rung(), PagedDecodeAttention::RopeRung::rope_in);
   int number = 6;
   for (const auto rung : {PagedDecodeAttention::RopeRung::rope_in, PagedDecodeAttention::RopeRung::pages_before_wait,
-                          PagedDecodeAttention::RopeRung::page_walk, PagedDecodeAttention::RopeRung::workers_first}) {
+                          PagedDecodeAttention::RopeRung::page_walk, PagedDecodeAttention::RopeRung::workers_first,
+                          PagedDecodeAttention::RopeRung::release_acquire_merge}) {
     const KernelEntry& k = r.kernel(std::string(PagedDecodeAttention::rope_rung_id(rung)));
     EXPECT_EQ(k.op, kAttentionDecodeRopeOp);
     EXPECT_EQ(k.rung, number++) << k.id;
     EXPECT_TRUE(k.runs_dtype(DType::bf16) && k.runs_dtype(DType::f16)) << k.id;
   }
-  EXPECT_EQ(r.select("^stage3/attention_decode_paged_rope/0").size(), 4u);
+  EXPECT_EQ(r.select("^stage3/attention_decode_paged_rope/(0|10)").size(), 5u);
 }
 
 }  // namespace

@@ -258,12 +258,12 @@ TEST(DependentLaunch, DecodeRung05BehindALateCacheWriteGivesTheOrdinaryLaunchesB
   }
 }
 
-// Decode rungs 07, 08 and 09 behind the late writer. Contract kept: the writer copies Q, K_new and
+// Decode rungs 07 to 10 behind the late writer. Contract kept: the writer copies Q, K_new and
 // V_new (the projections' output) late; the rung must give the ordinary launch's O, LSE and caches
 // bit for bit, with no NaN in O. Contract broken: the writer copies Q and the caches late; with
 // ordinary launches nothing changes, with programmatic ones the rung's copies before its wait read
 // the poisoned cache rows, and O must hold NaN.
-TEST(DependentLaunch, DecodeRungs07To09ReadOnlyTheKernelAheadsOutputAfterTheirWait) {
+TEST(DependentLaunch, DecodeRungs07To10ReadOnlyTheKernelAheadsOutputAfterTheirWait) {
   KC_SKIP_WITHOUT_GPU();
   if (!programmatic_launch_available()) GTEST_SKIP() << "programmatic dependent launch needs compute capability 9.0";
   Context& context = testing::shared_context();
@@ -272,7 +272,7 @@ TEST(DependentLaunch, DecodeRungs07To09ReadOnlyTheKernelAheadsOutputAfterTheirWa
   const Problem problem = op.problem({3, 8, 2, 2, 300, 64}, DType::bf16, {{"lengths", 1.0}});
   for (const auto rung :
        {PagedDecodeAttention::RopeRung::pages_before_wait, PagedDecodeAttention::RopeRung::page_walk,
-        PagedDecodeAttention::RopeRung::workers_first}) {
+        PagedDecodeAttention::RopeRung::workers_first, PagedDecodeAttention::RopeRung::release_acquire_merge}) {
     SCOPED_TRACE(std::string(PagedDecodeAttention::rope_rung_id(rung)));
     for (const bool late_cache : {false, true}) {
       std::vector<double> outputs[2][4];  // [ordinary, programmatic][O, LSE, K_cache, V_cache]

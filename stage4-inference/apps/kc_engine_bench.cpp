@@ -15,7 +15,7 @@
 // 05, 04, 03 and 02 — default early as RunnerOptions::decode_attention; both = mma,cuda-cores), with
 // the decode steps' RoPE and cache write inside the attention (stage 3's decode rungs 06 to 08) or in their
 // own kernel (--rope-in-attention on|off|both, default on as RunnerOptions::rope_in_attention), and
-// then with rung 09, 08, 07 or 06 (--decode-rope-rung: a comma list of 09, 08, 07 and 06, both = 08,07, default 08 as
+// then with rung 10, 09, 08, 07 or 06 (--decode-rope-rung: a comma list of 10, 09, 08, 07 and 06, both = 08,07, default 08 as
 // RunnerOptions::decode_rope_rung), with the
 // MLP's two projections in one launch or two (--one-launch-mlp on|off|both, default off as
 // RunnerOptions::one_launch_mlp), with the L2 warmed before each decode attention or not
@@ -97,7 +97,7 @@ constexpr const char* kUsage =
     "                       [--concurrency 1,8,64,256] [--concurrency-prompt 128]\n"
     "                       [--concurrency-tokens 128] [--cuda-graphs both|on|off] [--fuse-kernels on|off|both]\n"
     "                       [--programmatic-launch on|off|both] [--decode-attention early,fused,mma,cuda-cores|both]\n"
-    "                       [--rope-in-attention on|off|both] [--decode-rope-rung 09,08,07,06|both]\n"
+    "                       [--rope-in-attention on|off|both] [--decode-rope-rung 10,09,08,07,06|both]\n"
     "                       [--one-launch-mlp off|on|both] [--l2-warm-mib MIB[,MIB...]]\n"
     "                       [--max-model-len 8448] [--kv-fraction 0.6] [--decode-min-split-keys 256]\n"
     "                       [--quantized q4_0|q4_1|q8_0|int4-gN] [--native-quantized on|off|both]\n"
@@ -111,7 +111,7 @@ struct Args {
   std::string model, synthetic, markdown, peers, graphs = "both", fuse_kernels = "on", command;
   std::string programmatic_launch = "on", rope_in_attention = "on", one_launch_mlp = "off";
   std::string decode_attention = "early";  // RunnerOptions::decode_attention: early, fused, mma, cuda-cores
-  std::string decode_rope_rung = "08";     // RunnerOptions::decode_rope_rung: 09, 08, 07, 06 or both
+  std::string decode_rope_rung = "08";     // RunnerOptions::decode_rope_rung: 10, 09, 08, 07, 06 or both
   std::string quantized;                 // "": bf16 random weights; q4_0, q4_1, q8_0: random blocks; int4-gN
   std::string native_quantized = "off";  // on, off or both (RunnerOptions::native_quantized)
   std::string int4_link_rung = "stage3";  // RunnerOptions::int4_link_rung: stage3, 04, 05 or both
@@ -185,13 +185,15 @@ const char* decode_attention_name(DecodeRung rung) {
 
 using RopeRung = kc::stage3::PagedDecodeAttention::RopeRung;
 
-// --decode-rope-rung's names: 09 (workers first), 08 (the page walk), 07 (pages before the wait), 06 (RoPE inside);
-// "both" is 08,07 (the default and the rung before it).
+// --decode-rope-rung's names: 10 (release/acquire merge), 09 (workers first), 08 (the page walk),
+// 07 (pages before the wait), 06 (RoPE inside); "both" is 08,07 (the default and the rung before it).
 std::vector<RopeRung> parse_decode_rope_rung(const std::string& text) {
   std::vector<RopeRung> rungs;
   std::stringstream in(text == "both" ? std::string("08,07") : text);
   for (std::string item; std::getline(in, item, ',');) {
-    if (item == "09")
+    if (item == "10")
+      rungs.push_back(RopeRung::release_acquire_merge);
+    else if (item == "09")
       rungs.push_back(RopeRung::workers_first);
     else if (item == "08")
       rungs.push_back(RopeRung::page_walk);
@@ -200,7 +202,7 @@ std::vector<RopeRung> parse_decode_rope_rung(const std::string& text) {
     else if (item == "06")
       rungs.push_back(RopeRung::rope_in);
     else
-      kc::require(false, "--decode-rope-rung: '{}' is not 09, 08, 07, 06 or both", item);
+      kc::require(false, "--decode-rope-rung: '{}' is not 10, 09, 08, 07, 06 or both", item);
   }
   kc::require(!rungs.empty(), "--decode-rope-rung holds no rung");
   return rungs;

@@ -129,6 +129,9 @@ class PagedDecodeAttention {
     // decode_09_workers_first: rung 08 in a grid of groups x splits, its CTAs past their
     // sequence's keys leaving before the wait. Rung 07's contract.
     workers_first,
+    // decode_10_release_acquire_merge: rung 08 with the splits' hand-over to the merge ordered by
+    // thread 0's release/acquire count instead of every thread's fences. Rung 07's contract.
+    release_acquire_merge,
   };
 
   // The attention_decode_paged_rope op whatever rung() is: the new tokens' RoPE and cache write

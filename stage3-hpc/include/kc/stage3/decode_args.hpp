@@ -386,6 +386,16 @@ void attention_decode_09_partials_in_rung08_slots(const DecodeArgs<T>& args, con
                                                const DecodeSplitPlan& plan, const DecodeSplitWorkspace& workspace,
                                                cudaStream_t stream);
 
+// Rung 10: rung 08 with the splits' hand-over to the merge in the launch ordered by one
+// release/acquire count a CTA (thread 0's, after a barrier) instead of every thread's fences.
+// Rung 08's plans, workspace, arguments, contract and bits.
+template <typename T>
+void attention_decode_10_release_acquire_merge(const DecodeArgs<T>& args, const DecodeRopeArgs<T>& rope,
+                                               const DecodeSplitPlan& plan, const DecodeSplitWorkspace& workspace,
+                                               cudaStream_t stream);
+template <typename T>
+int attention_decode_10_ctas_per_sm(const DecodeArgs<T>& args);
+
 // Rung 04 with a flaw, for its negative control (tests/negative_controls): the sequence's last
 // used split is left out of the merge. Right where a sequence uses one split, wrong wherever it uses more.
 template <typename T>
