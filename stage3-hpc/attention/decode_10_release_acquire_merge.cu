@@ -13,9 +13,11 @@
 // operation, and a release by thread 0 is cumulative — it makes visible the writes the barrier
 // ordered before it, not only its own. So one fetch_add with memory_order_acq_rel at GPU scope
 // (cuda::atomic_ref, libcu++) after a barrier releases the CTA's partials, and in the CTA that
-// counts last it also acquires those of the splits that counted before it (each count is acq_rel,
-// so the chain of counts carries every release along); the barrier that passes `last` to the
-// CTA orders its threads' reads after that acquire.
+// counts last it also acquires those of the splits that counted before it: it reads the value the
+// earlier counts wrote one after another, and PTX's observation order runs through a chain of
+// atomic read-modify-writes, so that acquire synchronizes with every earlier release. Every count
+// releases (its split's partials) and acquires (any count may turn out to be the last). The
+// barrier that passes `last` to the CTA orders its threads' reads after that acquire.
 //
 // What changed from rung 08: the Rope parameter RopeReleaseAcquireMerge (decode_mma_split_kv.cuh,
 // rung 08's page walk with kReleaseAcquireMerge), which makes merge_if_last a barrier, thread 0's

@@ -504,8 +504,9 @@ __device__ __forceinline__ void prefetch_first_pages(const DecodeArgs<T>& args, 
 // every thread's partial stores before thread 0's count, and that count, an acq_rel read-modify-
 // write at GPU scope, releases them (a release is cumulative: it covers the writes the barrier
 // ordered before it) and, in the last CTA, acquires the other splits' partials, which the threads
-// read after the barrier that passes `last` on. Each count is acq_rel, so the chain of counts
-// carries every split's release to the last one. No thread fences on its own.
+// read after the barrier that passes `last` on: the last count reads what the earlier counts wrote
+// in turn, and observation order runs through atomic read-modify-writes, so its acquire
+// synchronizes with every earlier count's release. No thread fences on its own.
 template <class Rope, typename T, int kHeadDim, DecodeMerge kMerge>
 __device__ __forceinline__ void merge_if_last(const DecodeArgs<T>& args, const DecodeSplitPlan& plan,
                                               const DecodeSplitWorkspace& workspace, const SplitWork& work,
