@@ -113,7 +113,7 @@ struct RopeReleaseAcquireMerge : RopePageWalk<T> {
 };
 
 // The split a CTA works on, and its group (kv head x row chunk) and the groups in the grid: rungs 02
-// to 08 launch splits x groups x sequences, rung 09 groups x splits x sequences.
+// to 08 and 10 launch splits x groups x sequences, rung 09 groups x splits x sequences.
 template <class Rope>
 __device__ __forceinline__ int split_index() {
   if constexpr (Rope::kWorkersFirst) return static_cast<int>(blockIdx.y);
