@@ -511,6 +511,8 @@ template <class Rope, typename T, int kHeadDim, DecodeMerge kMerge>
 __device__ __forceinline__ void merge_if_last(const DecodeArgs<T>& args, const DecodeSplitPlan& plan,
                                               const DecodeSplitWorkspace& workspace, const SplitWork& work,
                                               int used_splits, int warp, int lane) {
+  // Rungs 04-09's fence stays ahead of the counter's address: moved into the branch below it
+  // changes their SASS (their measurements hold for this order).
   if constexpr (!Rope::kReleaseAcquireMerge) __threadfence();
   unsigned* arrivals = workspace.arrivals + blockIdx.z * group_count<Rope>() + group_index<Rope>();
   bool last = false;
