@@ -47,6 +47,47 @@ HopperAttention& hopper_attention_for_current_device() {
 // Causal calls with at most this many keys run rung 25 on Hopper; longer ones rung 15.
 constexpr int kDynamicItemsMaxKeys = 2048;
 
+// One row per rung of the attention_decode_paged_rope op: all that run_rope(), plan_for(),
+// rope_rung_id() and rope_rung_number() know of it. A new rung is one row here (and its enum value,
+// its registry entry).
+template <typename T>
+struct RopeRungRow {
+  PagedDecodeAttention::RopeRung rung;
+  int number;
+  std::string_view id;
+  void (*launch)(const DecodeArgs<T>&, const DecodeRopeArgs<T>&, const DecodeSplitPlan&, const DecodeSplitWorkspace&,
+                 cudaStream_t);
+  // The CTAs an SM holds of the rung's kernel instance for these arguments (the plan's waves).
+  int (*ctas_per_sm)(const DecodeArgs<T>&);
+};
+
+template <typename T>
+constexpr RopeRungRow<T> kRopeRungRows[] = {
+    {PagedDecodeAttention::RopeRung::rope_in, 6, "stage3/attention_decode_paged_rope/06_rope_in",
+     &attention_decode_06_rope_in<T>, &attention_decode_06_ctas_per_sm<T>},
+    {PagedDecodeAttention::RopeRung::pages_before_wait, 7, "stage3/attention_decode_paged_rope/07_pages_before_wait",
+     &attention_decode_07_pages_before_wait<T>, &attention_decode_07_ctas_per_sm<T>},
+    {PagedDecodeAttention::RopeRung::page_walk, 8, "stage3/attention_decode_paged_rope/08_page_walk",
+     &attention_decode_08_page_walk<T>, &attention_decode_08_ctas_per_sm<T>},
+    {PagedDecodeAttention::RopeRung::workers_first, 9, "stage3/attention_decode_paged_rope/09_workers_first",
+     &attention_decode_09_workers_first<T>, &attention_decode_09_ctas_per_sm<T>},
+    {PagedDecodeAttention::RopeRung::release_acquire_merge, 10,
+     "stage3/attention_decode_paged_rope/10_release_acquire_merge", &attention_decode_10_release_acquire_merge<T>,
+     &attention_decode_10_ctas_per_sm<T>},
+};
+
+template <typename T>
+const RopeRungRow<T>& rope_rung_row(PagedDecodeAttention::RopeRung rung) {
+  for (const RopeRungRow<T>& row : kRopeRungRows<T>)
+    if (row.rung == rung) return row;
+  throw Error(fmt::format("PagedDecodeAttention: rope rung {} has no row in kRopeRungRows", static_cast<int>(rung)));
+}
+
+// The names and numbers are the same for both element types.
+const RopeRungRow<__nv_bfloat16>& rope_rung_names(PagedDecodeAttention::RopeRung rung) {
+  return rope_rung_row<__nv_bfloat16>(rung);
+}
+
 }  // namespace
 
 // On an H100/H200 (sm_90a code built), with the causal mask: rung 15 (TMA + WGMMA with
@@ -133,22 +174,14 @@ DecodeSplitPlan PagedDecodeAttention::plan_for(const DecodeArgs<T>& args, bool r
     return plan_decode_splits(args.batch, args.kv_heads, args.group_rows(), args.max_keys(), sm_count_,
                               min_keys_per_split_);
   // The occupancy query once per kernel instance, never inside a captured or timed launch.
-  const int number = !rope                          ? (rung_ == Rung::early_pages     ? 5
-                                                       : rung_ == Rung::fused_combine ? 4
-                                                                                      : 3)
-                     : rope_rung_ == RopeRung::rope_in   ? 6
-                     : rope_rung_ == RopeRung::page_walk ? 8
-                     : rope_rung_ == RopeRung::workers_first ? 9
-                     : rope_rung_ == RopeRung::release_acquire_merge ? 10
-                                                                     : 7;
+  const int number = rope                           ? rope_rung_row<T>(rope_rung_).number
+                     : rung_ == Rung::early_pages   ? 5
+                     : rung_ == Rung::fused_combine ? 4
+                                                    : 3;
   int& ctas_per_sm =
       mma_ctas_per_sm_[{number, std::is_same_v<T, __nv_bfloat16>, args.head_dim, args.group_rows()}];
   if (ctas_per_sm == 0)
-    ctas_per_sm = number == 10  ? attention_decode_10_ctas_per_sm(args)
-                  : number == 9 ? attention_decode_09_ctas_per_sm(args)
-                  : number == 8 ? attention_decode_08_ctas_per_sm(args)
-                  : number == 7 ? attention_decode_07_ctas_per_sm(args)
-                  : number == 6 ? attention_decode_06_ctas_per_sm(args)
+    ctas_per_sm = rope            ? rope_rung_row<T>(rope_rung_).ctas_per_sm(args)
                   : number == 5 ? attention_decode_05_ctas_per_sm(args)
                   : number == 4 ? attention_decode_04_ctas_per_sm(args)
                                 : attention_decode_03_ctas_per_sm(args);
@@ -229,28 +262,14 @@ std::string_view PagedDecodeAttention::run_rope(const DecodeArgs<T>& args, const
   require_rope_args(args, rope, "PagedDecodeAttention::run_rope");
   const DecodeSplitPlan plan = plan_for(args, true);
   const DecodeSplitWorkspace workspace = workspace_on(args, plan, true, stream);
-  switch (rope_rung_) {
-    case RopeRung::rope_in: attention_decode_06_rope_in(args, rope, plan, workspace, stream); break;
-    case RopeRung::pages_before_wait: attention_decode_07_pages_before_wait(args, rope, plan, workspace, stream); break;
-    case RopeRung::page_walk: attention_decode_08_page_walk(args, rope, plan, workspace, stream); break;
-    case RopeRung::workers_first: attention_decode_09_workers_first(args, rope, plan, workspace, stream); break;
-    case RopeRung::release_acquire_merge:
-      attention_decode_10_release_acquire_merge(args, rope, plan, workspace, stream);
-      break;
-  }
-  return rope_rung_id(rope_rung_);
+  const RopeRungRow<T>& row = rope_rung_row<T>(rope_rung_);
+  row.launch(args, rope, plan, workspace, stream);
+  return row.id;
 }
 
-std::string_view PagedDecodeAttention::rope_rung_id(RopeRung rung) {
-  switch (rung) {
-    case RopeRung::rope_in: return "stage3/attention_decode_paged_rope/06_rope_in";
-    case RopeRung::page_walk: return "stage3/attention_decode_paged_rope/08_page_walk";
-    case RopeRung::workers_first: return "stage3/attention_decode_paged_rope/09_workers_first";
-    case RopeRung::release_acquire_merge: return "stage3/attention_decode_paged_rope/10_release_acquire_merge";
-    case RopeRung::pages_before_wait: break;
-  }
-  return "stage3/attention_decode_paged_rope/07_pages_before_wait";
-}
+std::string_view PagedDecodeAttention::rope_rung_id(RopeRung rung) { return rope_rung_names(rung).id; }
+
+int PagedDecodeAttention::rope_rung_number(RopeRung rung) { return rope_rung_names(rung).number; }
 
 std::string_view PagedDecodeAttention::rung_id(Rung rung) {
   switch (rung) {

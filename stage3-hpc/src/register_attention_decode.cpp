@@ -10,6 +10,8 @@
 #include <cuda_fp16.h>
 
 #include <memory>
+#include <string>
+#include <string_view>
 #include <utility>
 
 #include "kc/stage3/attention.hpp"
@@ -177,35 +179,34 @@ void register_attention_decode_kernels(Registry& registry) {
 }
 
 void register_attention_decode_rope_kernels(Registry& registry) {
-  const auto add_rope_rung = [&registry](const char* name, int rung, const char* idea,
-                                         PagedDecodeAttention::RopeRung which) {
-    KernelEntry entry = attention_kernel_entry(kAttentionDecodeRopeOp, name, rung, idea);
+  // The rung's name and number are PagedDecodeAttention's (rope_rung_id, rope_rung_number), so the
+  // registry's id is the one run_rope() returns.
+  const auto add_rope_rung = [&registry](PagedDecodeAttention::RopeRung which, const char* idea) {
+    const std::string_view id = PagedDecodeAttention::rope_rung_id(which);
+    const std::string name(id.substr(id.rfind('/') + 1));
+    KernelEntry entry =
+        attention_kernel_entry(kAttentionDecodeRopeOp, name, PagedDecodeAttention::rope_rung_number(which), idea);
     entry.constraints = kDecodeConstraints;
     entry.supports = &decode_rung_shape_error;
     entry.refuses = decode_rung_refusals();
     entry.launch = launch_for_dtype(std::make_shared<RopeEntryRung>(which));
     registry.add_kernel(std::move(entry));
   };
-  add_rope_rung("06_rope_in", 6,
+  add_rope_rung(PagedDecodeAttention::RopeRung::rope_in,
                 "rung 05 with the new tokens' RoPE and cache write inside: Q rotated into its tile, the new K/V rows "
-                "rotated into the last tile from registers and stored to their page",
-                PagedDecodeAttention::RopeRung::rope_in);
-  add_rope_rung("07_pages_before_wait", 7,
+                "rotated into the last tile from registers and stored to their page");
+  add_rope_rung(PagedDecodeAttention::RopeRung::pages_before_wait,
                 "rung 06 with every stage of its ring filled with cached rows before it waits for the kernel ahead: "
-                "after the wait only Q and the new rows are read, in one round trip",
-                PagedDecodeAttention::RopeRung::pages_before_wait);
-  add_rope_rung("08_page_walk", 8,
+                "after the wait only Q and the new rows are read, in one round trip");
+  add_rope_rung(PagedDecodeAttention::RopeRung::page_walk,
                 "rung 07 with each thread's page addresses worked out once a CTA (its first row, the block's bytes, "
-                "a row offset a copy) instead of from the key for every row it copies",
-                PagedDecodeAttention::RopeRung::page_walk);
-  add_rope_rung("09_workers_first", 9,
+                "a row offset a copy) instead of from the key for every row it copies");
+  add_rope_rung(PagedDecodeAttention::RopeRung::workers_first,
                 "rung 08 in a grid turned round (groups x splits: the CTAs that hold keys start first), and a CTA "
-                "whose split holds no key leaving before the wait for the kernel ahead",
-                PagedDecodeAttention::RopeRung::workers_first);
-  add_rope_rung("10_release_acquire_merge", 10,
+                "whose split holds no key leaving before the wait for the kernel ahead");
+  add_rope_rung(PagedDecodeAttention::RopeRung::release_acquire_merge,
                 "rung 08 with the splits' hand-over to the merge ordered by one release/acquire count a CTA (thread "
-                "0's, after a barrier) instead of a sequentially consistent fence in every thread, twice in the last",
-                PagedDecodeAttention::RopeRung::release_acquire_merge);
+                "0's, after a barrier) instead of a sequentially consistent fence in every thread, twice in the last");
 }
 
 }  // namespace kc::stage3

@@ -6,10 +6,12 @@
 // fills the GPU for a short batch and cuts every context into whole pages, and rung 03's fills
 // whole waves of resident CTAs under the same rules; the public entry (PagedDecodeAttention) runs
 // rung 05 unless told otherwise and refuses a head dimension no rung compiles before touching a GPU.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -387,14 +389,22 @@ TEST(PagedDecodeAttention, RunsRopeRung08UnlessToldAndNamesEachRopeRungAsTheRegi
   EXPECT_EQ(decode.rope_rung(), PagedDecodeAttention::RopeRung::page_walk);
   decode.set_rope_rung(PagedDecodeAttention::RopeRung::rope_in);
   EXPECT_EQ(decode.rope_rung(), PagedDecodeAttention::RopeRung::rope_in);
+  const PagedDecodeAttention::RopeRung ladder[] = {
+      PagedDecodeAttention::RopeRung::rope_in, PagedDecodeAttention::RopeRung::pages_before_wait,
+      PagedDecodeAttention::RopeRung::page_walk, PagedDecodeAttention::RopeRung::workers_first,
+      PagedDecodeAttention::RopeRung::release_acquire_merge};
+  ASSERT_EQ(std::size(PagedDecodeAttention::kRopeRungs), std::size(ladder));
   int number = 6;
-  for (const auto rung : {PagedDecodeAttention::RopeRung::rope_in, PagedDecodeAttention::RopeRung::pages_before_wait,
-                          PagedDecodeAttention::RopeRung::page_walk, PagedDecodeAttention::RopeRung::workers_first,
-                          PagedDecodeAttention::RopeRung::release_acquire_merge}) {
+  for (std::size_t i = 0; i < std::size(ladder); ++i) {
+    const PagedDecodeAttention::RopeRung rung = ladder[i];
+    EXPECT_EQ(PagedDecodeAttention::kRopeRungs[i], rung) << "kRopeRungs out of the ladder's order at " << i;
+    EXPECT_EQ(PagedDecodeAttention::rope_rung_number(rung), number);
     const KernelEntry& k = r.kernel(std::string(PagedDecodeAttention::rope_rung_id(rung)));
     EXPECT_EQ(k.op, kAttentionDecodeRopeOp);
-    EXPECT_EQ(k.rung, number++) << k.id;
+    EXPECT_EQ(k.rung, number) << k.id;
+    EXPECT_EQ(k.id.substr(k.id.rfind('/') + 1, 3), fmt::format("{:02d}_", number)) << k.id;
     EXPECT_TRUE(k.runs_dtype(DType::bf16) && k.runs_dtype(DType::f16)) << k.id;
+    ++number;
   }
   EXPECT_EQ(r.select("^stage3/attention_decode_paged_rope/(0|10)").size(), 5u);
 }

@@ -185,24 +185,22 @@ const char* decode_attention_name(DecodeRung rung) {
 
 using RopeRung = kc::stage3::PagedDecodeAttention::RopeRung;
 
-// --decode-rope-rung's names: 10 (release/acquire merge), 09 (workers first), 08 (the page walk),
-// 07 (pages before the wait), 06 (RoPE inside); "both" is 08,07 (the default and the rung before it).
+// --decode-rope-rung's names: a rung's two digits (PagedDecodeAttention::rope_rung_number: 10 the
+// release/acquire merge, 09 workers first, 08 the page walk, 07 pages before the wait, 06 RoPE
+// inside); "both" is 08,07 (the default and the rung before it).
 std::vector<RopeRung> parse_decode_rope_rung(const std::string& text) {
+  using kc::stage3::PagedDecodeAttention;
+  std::string names;  // "10, 09, 08, 07, 06": the ladder from its top
+  for (const RopeRung rung : PagedDecodeAttention::kRopeRungs)
+    names = fmt::format("{:02d}{}{}", PagedDecodeAttention::rope_rung_number(rung), names.empty() ? "" : ", ", names);
   std::vector<RopeRung> rungs;
   std::stringstream in(text == "both" ? std::string("08,07") : text);
   for (std::string item; std::getline(in, item, ',');) {
-    if (item == "10")
-      rungs.push_back(RopeRung::release_acquire_merge);
-    else if (item == "09")
-      rungs.push_back(RopeRung::workers_first);
-    else if (item == "08")
-      rungs.push_back(RopeRung::page_walk);
-    else if (item == "07")
-      rungs.push_back(RopeRung::pages_before_wait);
-    else if (item == "06")
-      rungs.push_back(RopeRung::rope_in);
-    else
-      kc::require(false, "--decode-rope-rung: '{}' is not 10, 09, 08, 07, 06 or both", item);
+    const RopeRung* named = nullptr;
+    for (const RopeRung& rung : PagedDecodeAttention::kRopeRungs)
+      if (item == fmt::format("{:02d}", PagedDecodeAttention::rope_rung_number(rung))) named = &rung;
+    kc::require(named != nullptr, "--decode-rope-rung: '{}' is not {} or both", item, names);
+    rungs.push_back(*named);
   }
   kc::require(!rungs.empty(), "--decode-rope-rung holds no rung");
   return rungs;

@@ -133,6 +133,9 @@ class PagedDecodeAttention {
     // thread 0's release/acquire count instead of every thread's fences. Rung 07's contract.
     release_acquire_merge,
   };
+  // Every RopeRung, in the ladder's order (06 to 10): what a caller comparing them walks.
+  static constexpr RopeRung kRopeRungs[] = {RopeRung::rope_in, RopeRung::pages_before_wait, RopeRung::page_walk,
+                                            RopeRung::workers_first, RopeRung::release_acquire_merge};
 
   // The attention_decode_paged_rope op whatever rung() is: the new tokens' RoPE and cache write
   // inside the attention (DecodeRopeArgs in decode_args.hpp): Q and `rope.k_new` rotated by their
@@ -145,6 +148,9 @@ class PagedDecodeAttention {
   std::string_view run_rope(const DecodeArgs<T>& args, const DecodeRopeArgs<T>& rope, cudaStream_t stream);
   // The kc-bench id of `rung`: what run_rope() returns.
   static std::string_view rope_rung_id(RopeRung rung);
+  // The rung's number on the ladder (6 for rope_in, ..., 10 for release_acquire_merge): the two
+  // digits of its id, which kc-engine-bench --decode-rope-rung takes.
+  static int rope_rung_number(RopeRung rung);
   // Which rung run_rope() launches (kc-engine-bench --decode-rope-rung compares them). Set it
   // before reserve().
   void set_rope_rung(RopeRung rung) { rope_rung_ = rung; }
