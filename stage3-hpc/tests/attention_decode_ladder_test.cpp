@@ -381,12 +381,12 @@ TEST(PagedDecodeAttention, RunAndRunRopeCheckTheirArgumentsBeforeAnyGpuCall) {
   rope_refuses(good, r, "pass the same pools");
 }
 
-// The RoPE op's rungs: 06 to 10 registered under attention_decode_paged_rope, rung 08 what the
+// The RoPE op's rungs: 06 to 10 registered under attention_decode_paged_rope, rung 10 what the
 // public entry's run_rope() launches unless told, and each rung's id the registry's.
-TEST(PagedDecodeAttention, RunsRopeRung08UnlessToldAndNamesEachRopeRungAsTheRegistryDoes) {
+TEST(PagedDecodeAttention, RunsRopeRung10UnlessToldAndNamesEachRopeRungAsTheRegistryDoes) {
   const Registry& r = stage3_test_registry();
   PagedDecodeAttention decode;
-  EXPECT_EQ(decode.rope_rung(), PagedDecodeAttention::RopeRung::page_walk);
+  EXPECT_EQ(decode.rope_rung(), PagedDecodeAttention::RopeRung::release_acquire_merge);
   decode.set_rope_rung(PagedDecodeAttention::RopeRung::rope_in);
   EXPECT_EQ(decode.rope_rung(), PagedDecodeAttention::RopeRung::rope_in);
   const PagedDecodeAttention::RopeRung ladder[] = {

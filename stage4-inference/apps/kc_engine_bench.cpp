@@ -13,9 +13,9 @@
 // default on as RunnerOptions::programmatic_launch), with the paged decode attention's rung
 // (--decode-attention: a comma list of early, fused, mma and cuda-cores — stage 3's decode rungs
 // 05, 04, 03 and 02 — default early as RunnerOptions::decode_attention; both = mma,cuda-cores), with
-// the decode steps' RoPE and cache write inside the attention (stage 3's decode rungs 06 to 08) or in their
+// the decode steps' RoPE and cache write inside the attention (stage 3's decode rungs 06 to 10) or in their
 // own kernel (--rope-in-attention on|off|both, default on as RunnerOptions::rope_in_attention), and
-// then with rung 10, 09, 08, 07 or 06 (--decode-rope-rung: a comma list of 10, 09, 08, 07 and 06, both = 08,07, default 08 as
+// then with rung 10, 09, 08, 07 or 06 (--decode-rope-rung: a comma list of 10, 09, 08, 07 and 06, both = 08,07, default 10 as
 // RunnerOptions::decode_rope_rung), with the
 // MLP's two projections in one launch or two (--one-launch-mlp on|off|both, default off as
 // RunnerOptions::one_launch_mlp), with the L2 warmed before each decode attention or not
@@ -111,7 +111,7 @@ struct Args {
   std::string model, synthetic, markdown, peers, graphs = "both", fuse_kernels = "on", command;
   std::string programmatic_launch = "on", rope_in_attention = "on", one_launch_mlp = "off";
   std::string decode_attention = "early";  // RunnerOptions::decode_attention: early, fused, mma, cuda-cores
-  std::string decode_rope_rung = "08";     // RunnerOptions::decode_rope_rung: 10, 09, 08, 07, 06 or both
+  std::string decode_rope_rung = "10";     // RunnerOptions::decode_rope_rung: 10, 09, 08, 07, 06 or both
   std::string quantized;                 // "": bf16 random weights; q4_0, q4_1, q8_0: random blocks; int4-gN
   std::string native_quantized = "off";  // on, off or both (RunnerOptions::native_quantized)
   std::string int4_link_rung = "stage3";  // RunnerOptions::int4_link_rung: stage3, 04, 05 or both
@@ -187,7 +187,7 @@ using RopeRung = kc::stage3::PagedDecodeAttention::RopeRung;
 
 // --decode-rope-rung's names: a rung's two digits (PagedDecodeAttention::rope_rung_number: 10 the
 // release/acquire merge, 09 workers first, 08 the page walk, 07 pages before the wait, 06 RoPE
-// inside); "both" is 08,07 (the default and the rung before it).
+// inside); "both" is 08,07 (rung 08, the default before rung 10, and the rung before it).
 std::vector<RopeRung> parse_decode_rope_rung(const std::string& text) {
   using kc::stage3::PagedDecodeAttention;
   std::string names;  // "10, 09, 08, 07, 06": the ladder from its top

@@ -1116,7 +1116,7 @@ void ModelRunner::Impl::launch(const StepPlan& plan) {
   int current = 0;  // residual[current] holds the residual stream (plan.fused: always residual[0])
   const bool fused = plan.fused, native = plan.native;
   // RoPE and the cache write inside the decode attention (the decode rung options.decode_rope_rung
-  // names, rung 08 by default): decodes only (no prefill chunk: prepare() checked that every other
+  // names, rung 10 by default): decodes only (no prefill chunk: prepare() checked that every other
   // row is one token).
   const bool rope_in_attention = options.fuse_kernels && options.rope_in_attention &&
                                  options.decode_attention == stage3::PagedDecodeAttention::Rung::early_pages &&

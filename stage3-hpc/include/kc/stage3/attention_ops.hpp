@@ -115,7 +115,7 @@ class PagedDecodeAttention {
 
   // The rungs of the attention_decode_paged_rope op, which run_rope() launches.
   enum class RopeRung {
-    // decode_08_page_walk (the default): rung 07 with each thread's page addresses worked out once
+    // decode_08_page_walk: rung 07 with each thread's page addresses worked out once
     // a CTA instead of from the key for every row it copies. Rung 07's contract.
     page_walk,
     // decode_07_pages_before_wait: rung 06 with every stage of its ring filled with
@@ -129,8 +129,10 @@ class PagedDecodeAttention {
     // decode_09_workers_first: rung 08 in a grid of groups x splits, its CTAs past their
     // sequence's keys leaving before the wait. Rung 07's contract.
     workers_first,
-    // decode_10_release_acquire_merge: rung 08 with the splits' hand-over to the merge ordered by
-    // thread 0's release/acquire count instead of every thread's fences. Rung 07's contract.
+    // decode_10_release_acquire_merge (the default): rung 08 with the splits' hand-over to the
+    // merge ordered by thread 0's release/acquire count instead of every thread's fences, level
+    // with rung 08 where one split holds each sequence and faster where several do (stage-3
+    // README, decode rung 10). Rung 07's contract.
     release_acquire_merge,
   };
   // Every RopeRung, in the ladder's order (06 to 10): what a caller comparing them walks.
@@ -140,8 +142,8 @@ class PagedDecodeAttention {
   // The attention_decode_paged_rope op whatever rung() is: the new tokens' RoPE and cache write
   // inside the attention (DecodeRopeArgs in decode_args.hpp): Q and `rope.k_new` rotated by their
   // positions, the rotated K and `rope.v_new` written to the caches, then O and LSE — by
-  // rope_rung(), rung 08 unless set. Returns its kc-bench id
-  // ("stage3/attention_decode_paged_rope/08_page_walk"). reserve() with rung()
+  // rope_rung(), rung 10 unless set. Returns its kc-bench id
+  // ("stage3/attention_decode_paged_rope/10_release_acquire_merge"). reserve() with rung()
   // early_pages also reserves what this needs. Checked before any CUDA call as run() is, and the
   // rope arguments (require_rope_args): non-null, aligned, the decode arguments' own caches.
   template <typename T>
@@ -185,7 +187,7 @@ class PagedDecodeAttention {
   bool merges_in_launch() const { return rung_ == Rung::fused_combine || rung_ == Rung::early_pages; }
 
   Rung rung_ = Rung::early_pages;
-  RopeRung rope_rung_ = RopeRung::page_walk;
+  RopeRung rope_rung_ = RopeRung::release_acquire_merge;
   int sm_count_ = 0;
   int min_keys_per_split_ = kDecodeMinKeysPerSplit;
   // The CTAs an SM holds of rung 03's to 08's kernel instance: (the rung's

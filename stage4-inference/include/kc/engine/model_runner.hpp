@@ -134,13 +134,16 @@ struct RunnerOptions {
   // rotated q and the cache). kc-engine-bench --rope-in-attention compares both.
   bool rope_in_attention = true;
   // Which rung of stage 3's attention_decode_paged_rope op those steps run
-  // (PagedDecodeAttention::RopeRung): page_walk, decode rung 08 (rung 07 with each thread's page
+  // (PagedDecodeAttention::RopeRung): release_acquire_merge, decode rung 10 (rung 08 with the
+  // splits' hand-over to the merge by one release/acquire count a CTA instead of every thread's
+  // fences); workers_first, rung 09; page_walk, rung 08 (rung 07 with each thread's page
   // addresses worked out once a CTA); pages_before_wait, rung 07 (rung 06 with the cached rows of
   // its first tiles copied into shared memory before it waits for the kernel ahead: the engine's
   // steps hold its contract, rung 08's too — each step starts once the last has finished, and
   // within a step only this kernel writes cache rows, the new tokens'); rope_in, rung 06.
   // kc-engine-bench --decode-rope-rung compares them.
-  stage3::PagedDecodeAttention::RopeRung decode_rope_rung = stage3::PagedDecodeAttention::RopeRung::page_walk;
+  stage3::PagedDecodeAttention::RopeRung decode_rope_rung =
+      stage3::PagedDecodeAttention::RopeRung::release_acquire_merge;
   // With fuse_kernels, a step where the MLP's two projections both take stage 3's rung 12 (at most
   // 8 tokens) runs them as one launch (kc::stage3::Gemm::run_rmsnorm_mlp: gate | up with the norm,
   // a grid-wide barrier, then down with SwiGLU and the residual add) instead of two — one kernel a
