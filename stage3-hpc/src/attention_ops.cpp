@@ -47,6 +47,41 @@ HopperAttention& hopper_attention_for_current_device() {
 // Causal calls with at most this many keys run rung 25 on Hopper; longer ones rung 15.
 constexpr int kDynamicItemsMaxKeys = 2048;
 
+// One row per rung of the attention_decode_paged op: all that run(), plan_for(), rung_id() and
+// merges_in_launch() know of it.
+template <typename T>
+struct DecodeRungRow {
+  PagedDecodeAttention::Rung rung;
+  int number;
+  std::string_view id;
+  void (*launch)(const DecodeArgs<T>&, const DecodeSplitPlan&, const DecodeSplitWorkspace&, cudaStream_t);
+  // The CTAs an SM holds of the rung's kernel instance (the plan's waves); null for rung 02,
+  // whose plan counts SMs alone (plan_decode_splits).
+  int (*ctas_per_sm)(const DecodeArgs<T>&);
+  // Whether the split that finishes last merges the others in the launch (arrival counters)
+  // rather than a combine kernel after it.
+  bool merges_in_launch;
+};
+
+template <typename T>
+constexpr DecodeRungRow<T> kDecodeRungRows[] = {
+    {PagedDecodeAttention::Rung::split_kv, 2, "stage3/attention_decode_paged/02_split_kv",
+     &attention_decode_02_split_kv<T>, nullptr, false},
+    {PagedDecodeAttention::Rung::mma_split_kv, 3, "stage3/attention_decode_paged/03_mma_split_kv",
+     &attention_decode_03_mma_split_kv<T>, &attention_decode_03_ctas_per_sm<T>, false},
+    {PagedDecodeAttention::Rung::fused_combine, 4, "stage3/attention_decode_paged/04_fused_combine",
+     &attention_decode_04_fused_combine<T>, &attention_decode_04_ctas_per_sm<T>, true},
+    {PagedDecodeAttention::Rung::early_pages, 5, "stage3/attention_decode_paged/05_early_pages",
+     &attention_decode_05_early_pages<T>, &attention_decode_05_ctas_per_sm<T>, true},
+};
+
+template <typename T>
+const DecodeRungRow<T>& decode_rung_row(PagedDecodeAttention::Rung rung) {
+  for (const DecodeRungRow<T>& row : kDecodeRungRows<T>)
+    if (row.rung == rung) return row;
+  throw Error(fmt::format("PagedDecodeAttention: rung {} has no row in kDecodeRungRows", static_cast<int>(rung)));
+}
+
 // One row per rung of the attention_decode_paged_rope op: all that run_rope(), plan_for(),
 // rope_rung_id() and rope_rung_number() know of it. A new rung is one row here (and its enum value,
 // its registry entry).
@@ -83,9 +118,12 @@ const RopeRungRow<T>& rope_rung_row(PagedDecodeAttention::RopeRung rung) {
   throw Error(fmt::format("PagedDecodeAttention: rope rung {} has no row in kRopeRungRows", static_cast<int>(rung)));
 }
 
-// The names and numbers are the same for both element types.
+// The names, numbers and flags are the same for both element types.
 const RopeRungRow<__nv_bfloat16>& rope_rung_names(PagedDecodeAttention::RopeRung rung) {
   return rope_rung_row<__nv_bfloat16>(rung);
+}
+const DecodeRungRow<__nv_bfloat16>& decode_rung_names(PagedDecodeAttention::Rung rung) {
+  return decode_rung_row<__nv_bfloat16>(rung);
 }
 
 }  // namespace
@@ -170,21 +208,16 @@ void validate_cu_seqlens(const std::int32_t* cu_seqlens, std::int64_t batch, std
 template <typename T>
 DecodeSplitPlan PagedDecodeAttention::plan_for(const DecodeArgs<T>& args, bool rope) {
   if (sm_count_ == 0) sm_count_ = current_device_sm_count();
-  if (rung_ == Rung::split_kv && !rope)
+  const int number = rope ? rope_rung_row<T>(rope_rung_).number : decode_rung_row<T>(rung_).number;
+  int (*const occupancy)(const DecodeArgs<T>&) =
+      rope ? rope_rung_row<T>(rope_rung_).ctas_per_sm : decode_rung_row<T>(rung_).ctas_per_sm;
+  if (occupancy == nullptr)
     return plan_decode_splits(args.batch, args.kv_heads, args.group_rows(), args.max_keys(), sm_count_,
                               min_keys_per_split_);
   // The occupancy query once per kernel instance, never inside a captured or timed launch.
-  const int number = rope                           ? rope_rung_row<T>(rope_rung_).number
-                     : rung_ == Rung::early_pages   ? 5
-                     : rung_ == Rung::fused_combine ? 4
-                                                    : 3;
   int& ctas_per_sm =
       mma_ctas_per_sm_[{number, std::is_same_v<T, __nv_bfloat16>, args.head_dim, args.group_rows()}];
-  if (ctas_per_sm == 0)
-    ctas_per_sm = rope            ? rope_rung_row<T>(rope_rung_).ctas_per_sm(args)
-                  : number == 5 ? attention_decode_05_ctas_per_sm(args)
-                  : number == 4 ? attention_decode_04_ctas_per_sm(args)
-                                : attention_decode_03_ctas_per_sm(args);
+  if (ctas_per_sm == 0) ctas_per_sm = occupancy(args);
   return plan_decode_splits_in_waves(args.batch, args.kv_heads, args.group_rows(), args.max_keys(),
                                      ctas_per_sm * sm_count_, min_keys_per_split_);
 }
@@ -246,13 +279,9 @@ std::string_view PagedDecodeAttention::run(const DecodeArgs<T>& args, cudaStream
   require_decode_args(args, "PagedDecodeAttention::run");
   const DecodeSplitPlan plan = plan_for(args);
   const DecodeSplitWorkspace workspace = workspace_on(args, plan, merges_in_launch(), stream);
-  switch (rung_) {
-    case Rung::split_kv: attention_decode_02_split_kv(args, plan, workspace, stream); break;
-    case Rung::mma_split_kv: attention_decode_03_mma_split_kv(args, plan, workspace, stream); break;
-    case Rung::fused_combine: attention_decode_04_fused_combine(args, plan, workspace, stream); break;
-    case Rung::early_pages: attention_decode_05_early_pages(args, plan, workspace, stream); break;
-  }
-  return rung_id(rung_);
+  const DecodeRungRow<T>& row = decode_rung_row<T>(rung_);
+  row.launch(args, plan, workspace, stream);
+  return row.id;
 }
 
 template <typename T>
@@ -271,15 +300,9 @@ std::string_view PagedDecodeAttention::rope_rung_id(RopeRung rung) { return rope
 
 int PagedDecodeAttention::rope_rung_number(RopeRung rung) { return rope_rung_names(rung).number; }
 
-std::string_view PagedDecodeAttention::rung_id(Rung rung) {
-  switch (rung) {
-    case Rung::split_kv: return "stage3/attention_decode_paged/02_split_kv";
-    case Rung::mma_split_kv: return "stage3/attention_decode_paged/03_mma_split_kv";
-    case Rung::fused_combine: return "stage3/attention_decode_paged/04_fused_combine";
-    case Rung::early_pages: return "stage3/attention_decode_paged/05_early_pages";
-  }
-  return "stage3/attention_decode_paged/?";
-}
+std::string_view PagedDecodeAttention::rung_id(Rung rung) { return decode_rung_names(rung).id; }
+
+bool PagedDecodeAttention::merges_in_launch() const { return decode_rung_names(rung_).merges_in_launch; }
 
 #define KC_INSTANTIATE(T)                                                                  \
   template std::string_view attention_forward<T>(const AttentionArgs<T>&, cudaStream_t);   \

@@ -184,13 +184,14 @@ class PagedDecodeAttention {
   // Rungs 04, 05 and 06's arrival counters for `plan` (0 for the other rungs and for one split).
   template <typename T>
   std::size_t arrival_count(const DecodeArgs<T>& args, const DecodeSplitPlan& plan, bool in_launch_merge) const;
-  bool merges_in_launch() const { return rung_ == Rung::fused_combine || rung_ == Rung::early_pages; }
+  // Whether rung() merges its splits in its own launch (rungs 04 and 05: arrival counters).
+  bool merges_in_launch() const;
 
   Rung rung_ = Rung::early_pages;
   RopeRung rope_rung_ = RopeRung::release_acquire_merge;
   int sm_count_ = 0;
   int min_keys_per_split_ = kDecodeMinKeysPerSplit;
-  // The CTAs an SM holds of rung 03's to 08's kernel instance: (the rung's
+  // The CTAs an SM holds of rung 03's to 10's kernel instance: (the rung's
   // number, bf16, D, the group's rows).
   std::map<std::tuple<int, bool, int, int>, int> mma_ctas_per_sm_;
   DeviceScratch workspace_;
