@@ -2,12 +2,13 @@
 // producer warp's bulk-copy ring of quants and scales (the GGUF GEMV's rung 06's), x staged once
 // into shared memory by the consumer warps with an optional RMSNorm or SwiGLU prologue, up to three
 // weights a launch, beta in the store, a programmatic dependent. What the weights are is the
-// kernel's Format: GGUF blocks of one type (GgufChunks: the GGUF GEMV's rungs 07 and 08) or 4-bit
-// groups with zero points (Int4Chunks in quant/int4/04_x_resident.cu: the int4 GEMV's rung 04).
-// The GGUF rungs differ in what x is in shared memory (XStaging): rung 07 keeps bf16 and rung 06's
-// block arithmetic; rung 08 stores x as fp16 scaled by a power of two per row, with the block sums
-// formed once (their headers say why). Each rung's .cu file holds its entry points; this header is
-// included by those three files only.
+// kernel's Format: GGUF blocks of one type (GgufChunks: the GGUF GEMV's rungs 07, 08 and 11) or
+// 4-bit groups with zero points (Int4Chunks in quant/int4/04_x_resident.cu: the int4 GEMV's rung
+// 04). The GGUF rungs differ in what x is in shared memory and when it gets there (XStaging): rung
+// 07 keeps bf16 and rung 06's block arithmetic; rung 08 stores x as fp16 scaled by a power of two
+// per row, with the block sums formed once; rung 11 keeps rung 07's bf16 but stages it slice by
+// slice during the CTA's first tile, each warp its own chunks' (their headers say why). Each rung's
+// .cu file holds its entry points; this header is included by those four files only.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -55,12 +56,14 @@ constexpr int kXPad = 8;  // bf16 after each row of x in shared memory: rows sta
 // a float4 a row and block — {the start of the block's accumulator, its sum of x} twice, the
 // accumulator fragment of a one-row product as it is loaded — and then the
 // rows' largest |x| (a float a consumer warp and row) and their scales' exponents. The store undoes
-// the row's scale.
-enum class XStaging { bf16_as_read, f16_scaled };
+// the row's scale. Rung 11: rung 07's bf16, but not staged up front: during the CTA's first tile each
+// consumer warp stages the slice of x its own chunk multiplies (128 k of every row) one stage ahead
+// of the products, so the weights' stream starts at once; the later tiles read it as rung 07 does.
+enum class XStaging { bf16_as_read, f16_scaled, bf16_in_step };
 
 // Bytes of rung 08's sums, row maxima and exponents after x's rows (none in rung 07).
 inline std::size_t staging_extra_bytes(XStaging staging, int m, int k) {
-  if (staging == XStaging::bf16_as_read) return 0;
+  if (staging != XStaging::f16_scaled) return 0;
   return static_cast<std::size_t>(m) * static_cast<std::size_t>(k / kGgufBlockWeights) * sizeof(float4) +
          static_cast<std::size_t>(kConsumerWarps + 1) * kGgufGemvMaxRows * sizeof(float);
 }
@@ -183,6 +186,32 @@ __device__ __forceinline__ std::uint32_t bf16_word(float low, float high) {
   return word;
 }
 
+// The prologue on one 16-byte piece of x (8 bf16): with RMSNorm x times the norm's weight (`second`),
+// its squares added to row_squares; with SwiGLU silu(gate) . up (`first` the gate, `second` up),
+// stage 2's swiglu rounded to bf16; without one x as read.
+template <GgufGemvPrologue kPrologue>
+__device__ __forceinline__ uint4 apply_prologue(const uint4& first, const uint4& second, float& row_squares) {
+  if constexpr (kPrologue == GgufGemvPrologue::none) {
+    return first;
+  } else {
+    const std::uint32_t a[4] = {first.x, first.y, first.z, first.w};
+    const std::uint32_t b[4] = {second.x, second.y, second.z, second.w};
+    std::uint32_t o[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 va = bf16_pair(a[i]), vb = bf16_pair(b[i]);
+      if constexpr (kPrologue == GgufGemvPrologue::rmsnorm) {
+        row_squares = fmaf(va.x, va.x, row_squares);
+        row_squares = fmaf(va.y, va.y, row_squares);
+        o[i] = bf16_word(va.x * vb.x, va.y * vb.y);
+      } else {
+        o[i] = bf16_word(core::Silu{}(va.x) * vb.x, core::Silu{}(va.y) * vb.y);
+      }
+    }
+    return make_uint4(o[0], o[1], o[2], o[3]);
+  }
+}
+
 // The consumers' staging of x: row after row, each thread 16 bytes (8 k) at a time, kStagePieces
 // loads in flight before the first store. With the RMSNorm prologue each element is multiplied by
 // the norm's weight (rounded to bf16 once) and the row's squares summed (each warp's sum lands in
@@ -213,24 +242,7 @@ __device__ __forceinline__ void stage_x(const Link& g, bf16* x_rows, float (*squ
       for (int u = 0; u < kStagePieces; ++u) {
         const int piece = base + u * kConsumerThreads;
         if (piece >= pieces) break;
-        uint4 out = first[u];
-        if constexpr (kPrologue != GgufGemvPrologue::none) {
-          const std::uint32_t a[4] = {first[u].x, first[u].y, first[u].z, first[u].w};
-          const std::uint32_t b[4] = {second[u].x, second[u].y, second[u].z, second[u].w};
-          std::uint32_t o[4];
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const float2 va = bf16_pair(a[i]), vb = bf16_pair(b[i]);
-            if constexpr (kPrologue == GgufGemvPrologue::rmsnorm) {
-              row_squares = fmaf(va.x, va.x, row_squares);
-              row_squares = fmaf(va.y, va.y, row_squares);
-              o[i] = bf16_word(va.x * vb.x, va.y * vb.y);
-            } else {
-              o[i] = bf16_word(core::Silu{}(va.x) * vb.x, core::Silu{}(va.y) * vb.y);
-            }
-          }
-          out = make_uint4(o[0], o[1], o[2], o[3]);
-        }
+        const uint4 out = apply_prologue<kPrologue>(first[u], second[u], row_squares);
         if constexpr (kRowMax) {
           const std::uint32_t stored[4] = {out.x, out.y, out.z, out.w};
 #pragma unroll
@@ -249,6 +261,60 @@ __device__ __forceinline__ void stage_x(const Link& g, bf16* x_rows, float (*squ
     if constexpr (kRowMax) {
       largest = core::warp_reduce_max(largest);
       if (lane == 0) row_max[warp][row] = largest;
+    }
+  }
+}
+
+// Rung 11's staging, one chunk's slice at a time. A consumer warp's chunk c multiplies x's k in
+// [128 c, 128 c + 128): 16 pieces of 16 bytes in each row. Lanes 0-15 take the pieces of rows 0, 2,
+// 4, ... and lanes 16-31 those of rows 1, 3, 5, ...; a lane holds one piece (and the prologue's
+// second operand: the norm's weight, or up) for each of 4 kRowGroups row pairs (one pair in the
+// M = 1 instances, kOneRow: registers the CTAs an SM would otherwise lose). load_x_slice issues
+// the loads (a stage ahead of their use); store_x_slice applies the prologue exactly as stage_x
+// does, stores the bf16 pieces where rung 07 keeps them and, with the RMSNorm prologue, adds each
+// row's squares over the slice into the warp's squares[row] (the store sums the warps' as in rung
+// 07, so only the order of the squares' additions differs from rung 07's).
+template <int kRowGroups, bool kOneRow>
+struct XSlice {
+  static constexpr int kPairs = kOneRow ? 1 : 4 * kRowGroups;  // 8 kRowGroups rows, two a pass of the warp
+  uint4 first[kPairs], second[kPairs];
+};
+
+template <GgufGemvPrologue kPrologue, int kRowGroups, bool kOneRow>
+__device__ __forceinline__ void load_x_slice(const Link& g, int chunk, int lane, XSlice<kRowGroups, kOneRow>& slice) {
+  const int pieces = g.k / 8, piece = chunk * 16 + (lane & 15);
+  const std::size_t row_stride = static_cast<std::size_t>(kPrologue == GgufGemvPrologue::swiglu ? 2 : 1) * g.k;
+#pragma unroll
+  for (int i = 0; i < XSlice<kRowGroups, kOneRow>::kPairs; ++i) {
+    const int row = 2 * i + (lane >> 4);
+    if (row < g.m && piece < pieces) {
+      const bf16* source = g.x + static_cast<std::size_t>(row) * row_stride;
+      slice.first[i] = __ldg(reinterpret_cast<const uint4*>(source) + piece);
+      if constexpr (kPrologue == GgufGemvPrologue::rmsnorm)
+        slice.second[i] = __ldg(reinterpret_cast<const uint4*>(g.norm_weight) + piece);
+      else if constexpr (kPrologue == GgufGemvPrologue::swiglu)
+        slice.second[i] = __ldg(reinterpret_cast<const uint4*>(source + g.k) + piece);
+    }
+  }
+}
+
+template <GgufGemvPrologue kPrologue, int kRowGroups, bool kOneRow>
+__device__ __forceinline__ void store_x_slice(const Link& g, bf16* x_rows, float* warp_squares, int chunk, int lane,
+                                              const XSlice<kRowGroups, kOneRow>& slice) {
+  const int pieces = g.k / 8, piece = chunk * 16 + (lane & 15), x_stride = g.k + kXPad;
+#pragma unroll
+  for (int i = 0; i < XSlice<kRowGroups, kOneRow>::kPairs; ++i) {
+    const int row = 2 * i + (lane >> 4);
+    float row_squares = 0.f;
+    if (row < g.m && piece < pieces) {
+      const uint4 out = apply_prologue<kPrologue>(slice.first[i], slice.second[i], row_squares);
+      *reinterpret_cast<uint4*>(x_rows + static_cast<std::size_t>(row) * x_stride + piece * 8) = out;
+    }
+    if constexpr (kPrologue == GgufGemvPrologue::rmsnorm) {
+      // The row's squares over the slice: the 16 lanes of each half of the warp.
+#pragma unroll
+      for (int offset = 8; offset >= 1; offset /= 2) row_squares += __shfl_xor_sync(0xFFFFFFFFu, row_squares, offset);
+      if ((lane & 15) == 0 && row < g.m) warp_squares[row] += row_squares;
     }
   }
 }
@@ -319,8 +385,17 @@ __device__ __forceinline__ void convert_x_to_scaled_f16(const Link& g, bf16* x_r
 
 #endif  // KC_STAGE3_SM90A
 
+// Rung 11's one-row instances (M = 1, the decode step's links at batch 1) ask for two CTAs an SM
+// (65536 registers over 2 x 288 threads), as many as rung 07's get there: the staging's registers
+// must not cost them half their CTAs. (Asked of its instances of 2-8 rows, ptxas spilled.)
+template <XStaging kStaging, bool kOneRow>
+constexpr int min_ctas_per_sm() {
+  return kStaging == XStaging::bf16_in_step && kOneRow ? 2 : 1;
+}
+
 template <class Format, int kRowGroups, bool kOneRow, bool kSwapped, GgufGemvPrologue kPrologue, XStaging kStaging>
-__global__ void __launch_bounds__(kThreads, 1) gemv_x_resident_kernel(const Link g) {
+__global__ void __launch_bounds__(kThreads, min_ctas_per_sm<kStaging, kOneRow>())
+    gemv_x_resident_kernel(const Link g) {
 #if KC_STAGE3_SM90A
   constexpr int kQuantArea = kConsumerWarps * Format::kQuants;
   constexpr int kStageBytes = ring_stage_bytes<Format>();
@@ -380,11 +455,18 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_x_resident_kernel(const Link
     row_max = reinterpret_cast<float(*)[kMaxRows]>(block_sums + static_cast<std::size_t>(g.m) * k_blocks);
     exponents = reinterpret_cast<int*>(row_max + kConsumerWarps);
   }
-  stage_x<kPrologue, kF16>(g, x_rows, squares, threadIdx.x, row_max);
-  sm90::named_barrier_sync(kConsumersBarrier, kConsumerThreads);
-  if constexpr (kF16) {
-    convert_x_to_scaled_f16<Format::kBlockType>(g, x_rows, block_sums, row_max, exponents, threadIdx.x);
+  constexpr bool kInStep = kStaging == XStaging::bf16_in_step;
+  if constexpr (kInStep) {
+    // Rung 11: nothing staged yet; the warp's own squares start at zero (only it adds to them).
+    if (lane < g.m) squares[warp][lane] = 0.f;
+    __syncwarp();
+  } else {
+    stage_x<kPrologue, kF16>(g, x_rows, squares, threadIdx.x, row_max);
     sm90::named_barrier_sync(kConsumersBarrier, kConsumerThreads);
+    if constexpr (kF16) {
+      convert_x_to_scaled_f16<Format::kBlockType>(g, x_rows, block_sums, row_max, exponents, threadIdx.x);
+      sm90::named_barrier_sync(kConsumersBarrier, kConsumerThreads);
+    }
   }
 
   // The loop's bookkeeping stays out of the block arithmetic: each row group of a lane reads x
@@ -417,6 +499,11 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_x_resident_kernel(const Link
   constexpr std::uint32_t kBarrierBytes = sizeof(std::uint64_t);
   int slot = 0, buffer = 0;
   std::uint32_t phase = 0;
+  // Rung 11: the slice of the warp's next chunk in flight, during the CTA's first tile only.
+  [[maybe_unused]] XSlice<kRowGroups, kOneRow> slice;
+  [[maybe_unused]] bool first_tile = true;
+  if constexpr (kInStep)
+    if (warp < chunks) load_x_slice<kPrologue, kRowGroups, kOneRow>(g, warp, lane, slice);
   for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, buffer ^= 1) {
     float acc[kRowGroups][4];
 #pragma unroll
@@ -424,6 +511,18 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_x_resident_kernel(const Link
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[r][e] = 0.f;
     for (int t = 0; t < stages; ++t) {
+      if constexpr (kInStep) {
+        // Rung 11, first tile: the slice this stage's chunk multiplies (loaded a stage ago) into
+        // shared memory, then the next one's loads, in flight under this stage's products.
+        if (first_tile) {
+          const int mine = t * kConsumerWarps + warp;
+          if (mine < chunks)
+            store_x_slice<kPrologue, kRowGroups, kOneRow>(g, x_rows, squares[warp], mine, lane, slice);
+          __syncwarp();
+          if (mine + kConsumerWarps < chunks)
+            load_x_slice<kPrologue, kRowGroups, kOneRow>(g, mine + kConsumerWarps, lane, slice);
+        }
+      }
       sm90::mbarrier_wait(full_barriers + slot * kBarrierBytes, phase);
       const int chunk = t * kConsumerWarps + warp;
       const std::uint8_t* stage = ring + static_cast<std::size_t>(slot) * kStageBytes;
@@ -487,6 +586,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_x_resident_kernel(const Link
     }
     // The next tile writes the other buffer; the one after this one's again only past the next
     // tile's barrier, which every consumer reaches after its reads here.
+    if constexpr (kInStep) first_tile = false;  // x is staged: the later tiles read it as rung 07's
   }
 #endif
 }
@@ -498,9 +598,16 @@ inline bool x_fits(GgufBlockType type, int m, int k, XStaging staging) {
   return dynamic_smem_bytes(type, m, k, staging) <= kGgufGemv07MaxDynamicSmem;
 }
 
-// The rung's name in messages: "x resident" (07) or "x as fp16" (08).
+// The rung's name in messages: "x resident" (07), "x as fp16" (08) or "x staged in step" (11).
 constexpr const char* rung_name(XStaging staging) {
-  return staging == XStaging::bf16_as_read ? "x resident" : "x as fp16";
+  return staging == XStaging::bf16_as_read ? "x resident"
+         : staging == XStaging::f16_scaled ? "x as fp16"
+                                           : "x staged in step";
+}
+
+// Its number: "07", "08" or "11".
+constexpr const char* rung_number(XStaging staging) {
+  return staging == XStaging::bf16_as_read ? "07" : staging == XStaging::f16_scaled ? "08" : "11";
 }
 
 // What every link checks and sets whatever its weights are (the caller checks the number of
@@ -631,7 +738,7 @@ void launch(const GgufGemvLinkArgs& a, cudaStream_t stream, bool* several_tiles_
   require(gemv_gguf_06_runs_here(),
           "gemv_gguf rung {} ({}) needs sm_90a code (the copy engine's cp.async.bulk) and a Hopper GPU; "
           "this build or GPU has none: run rung 05, as kc::stage3::quantized_gemv does",
-          kStaging == XStaging::bf16_as_read ? "07" : "08", rung_name(kStaging));
+          rung_number(kStaging), rung_name(kStaging));
   const Link g = make_link(a, kStaging);
   const auto with_prologue = [&](auto type, auto row_groups, auto one_row) {
     launch_for_prologue<GgufChunks<decltype(type)::value>, decltype(row_groups)::value, decltype(one_row)::value,

@@ -355,6 +355,11 @@ void register_kernels(Registry& registry) {
   wgmma.min_compute_capability = kHopper;
   wgmma.max_compute_capability = kHopper;
   registry.add_kernel(std::move(wgmma));
+  registry.add_kernel(gguf_x_resident_entry(
+      "11_x_in_step", 11,
+      "rung 07 with x staged in step with the weights: each consumer warp stages only its own chunks' slice of x, "
+      "a stage ahead of its products, during the CTA's first tile, so the weights' stream never waits for x",
+      &gemv_gguf_11_x_in_step, &gemv_gguf_11_fits, "M x (K + 8) x 2 bytes of x"));
   // Low precision: bf16 rows to the GGUF blocks the GEMV reads (quant/quantize_gguf_*), the same table.
   register_quantize_gguf_kernels(registry);
   // Low precision: the GEMV on 4-bit groups with zero points (GPTQ/AWQ; quant/int4/), a table of its

@@ -1,9 +1,9 @@
-// The GGUF GEMV's negative controls: rungs 01 to 07 with each byte's nibbles read in the wrong
+// The GGUF GEMV's negative controls: rungs 01 to 08 and 11 with each byte's nibbles read in the wrong
 // order must fail the op's check on q4_0 and q4_1 (q8_0 has no nibbles), each on its layout; the
 // repacked operands of a layout=1 problem are repack_gguf_blocks() of its blocks; rung 06 writes
-// rung 05's bits on problems long enough to go round its ring, rung 07 rung 06's (and, as a link
-// of the decode chain, the bits of stage 2's swiglu then rung 06, and the double reference of its
-// RMSNorm prologue and beta within the stated bound). The rungs themselves are checked by the
+// rung 05's bits on problems long enough to go round its ring, rungs 07 and 11 rung 06's (and, as
+// links of the decode chain, the bits of stage 2's swiglu then rung 06, and the double reference of
+// their RMSNorm prologue and beta within the stated bound). The rungs themselves are checked by the
 // conformance tests on every conformance problem. Skips without a GPU.
 //   ctest --test-dir build/ci -R GemvGgufGpu
 #include <fmt/format.h>
@@ -55,11 +55,12 @@ TEST(GemvGgufGpu, SwappedNibblesFailTheCheck) {
                              Rung{2.0, &gemv_gguf_03_mma, &gemv_gguf_03_swapped_nibbles},
                              Rung{2.0, &gemv_gguf_04_cp_async, &gemv_gguf_04_swapped_nibbles},
                              Rung{3.0, &gemv_gguf_05_weights_as_a, &gemv_gguf_05_swapped_nibbles}};
-  // Rungs 06 to 08 need a Hopper GPU (BulkStreamWritesRungFivesBits says so where it is missing).
+  // Rungs 06 to 08 and 11 need a Hopper GPU (BulkStreamWritesRungFivesBits says so where it is missing).
   if (gemv_gguf_06_runs_here()) {
     rungs.push_back(Rung{3.0, &gemv_gguf_06_bulk_stream, &gemv_gguf_06_swapped_nibbles});
     rungs.push_back(Rung{3.0, &gemv_gguf_07_x_resident, &gemv_gguf_07_swapped_nibbles});
     rungs.push_back(Rung{3.0, &gemv_gguf_08_x_f16, &gemv_gguf_08_swapped_nibbles});
+    rungs.push_back(Rung{3.0, &gemv_gguf_11_x_in_step, &gemv_gguf_11_swapped_nibbles});
   }
   for (const Rung& rung : rungs)
     for (const double type : {2.0, 3.0}) {
@@ -205,9 +206,10 @@ void expect_refusal_writes_nothing(Gemv gemv, const GgufGemvArgs& args, Tensor& 
   EXPECT_EQ(bytes_of(y), before) << label << ": a refused call wrote y";
 }
 
-TEST(GemvGgufGpu, XResidentWritesRungSixesBits) {
-  KC_SKIP_WITHOUT_GPU();
-  if (!gemv_gguf_06_runs_here()) GTEST_SKIP() << "rung 07 needs a Hopper GPU and a build with sm_90a code";
+// A rung of the x-resident frame (07, or 11, which stages x in step) in its op form writes rung 06's
+// bits on x_resident_shapes(), or, where x does not fit next to its ring, refuses and writes
+// nothing; returns the number of shapes it ran.
+int expect_rung06_bits(Gemv gemv, bool (*fits)(GgufBlockType, int, int)) {
   Context& context = testing::shared_context();
   const OpSpec op = make_gemv_gguf_op();
   int ran = 0;
@@ -219,21 +221,36 @@ TEST(GemvGgufGpu, XResidentWritesRungSixesBits) {
       KC_CUDA_CHECK(cudaStreamSynchronize(context.stream()));
       const GgufGemvArgs args = gemv_gguf_args(problem, operands);
       Tensor& y = operands["y"];
-      if (!gemv_gguf_07_fits(args.type, args.m, args.k)) {
-        expect_refusal_writes_nothing(&gemv_gguf_07_x_resident, args, y, context, problem.label());
+      if (!fits(args.type, args.m, args.k)) {
+        expect_refusal_writes_nothing(gemv, args, y, context, problem.label());
         continue;
       }
       gemv_gguf_06_bulk_stream(args, context.stream());
       KC_CUDA_CHECK(cudaStreamSynchronize(context.stream()));
       const std::vector<std::uint8_t> expected = bytes_of(y);
       KC_CUDA_CHECK(cudaMemset(y.raw(), 0xFF, y.bytes()));  // bf16 NaN everywhere
-      gemv_gguf_07_x_resident(args, context.stream());
+      gemv(args, context.stream());
       KC_CUDA_CHECK(cudaStreamSynchronize(context.stream()));
       EXPECT_EQ(bytes_of(y), expected) << problem.label();
       ++ran;
     }
+  return ran;
+}
+
+TEST(GemvGgufGpu, XResidentWritesRungSixesBits) {
+  KC_SKIP_WITHOUT_GPU();
+  if (!gemv_gguf_06_runs_here()) GTEST_SKIP() << "rung 07 needs a Hopper GPU and a build with sm_90a code";
   // All but 9x33x9248 in q4_1 and q8_0 (q4_0's smaller ring leaves room for its 9 rows of x).
-  EXPECT_EQ(ran, 25) << "the shapes that fit";
+  EXPECT_EQ(expect_rung06_bits(&gemv_gguf_07_x_resident, &gemv_gguf_07_fits), 25) << "the shapes that fit";
+}
+
+// Rung 11 stages x slice by slice, each warp its own chunks', during the CTA's first tile: the same
+// values in shared memory, the same products, so rung 06's bits too, on the same shapes (its x
+// takes rung 07's shared memory).
+TEST(GemvGgufGpu, XInStepWritesRungSixesBits) {
+  KC_SKIP_WITHOUT_GPU();
+  if (!gemv_gguf_06_runs_here()) GTEST_SKIP() << "rung 11 needs a Hopper GPU and a build with sm_90a code";
+  EXPECT_EQ(expect_rung06_bits(&gemv_gguf_11_x_in_step, &gemv_gguf_11_fits), 25) << "the shapes that fit";
 }
 
 // Random GGUF blocks with sane scales: quants uniform, d in [2^-9, 2^-6) (and m of q4_1 in
@@ -347,9 +364,10 @@ std::vector<std::vector<float>> fill_old_y(std::vector<LinkWeight>& weights) {
 //   - negative control: the same reference without the 1 / RMS must fail that bound;
 //   - the public entry, quantized_gemv_link, runs the rung quantized_gemv_link_kernel names within
 //     the same bound, and refuses what no rung takes.
-TEST(GemvGgufGpu, XResidentLinkMatchesTheUnfusedKernels) {
-  KC_SKIP_WITHOUT_GPU();
-  if (!gemv_gguf_06_runs_here()) GTEST_SKIP() << "rung 07 needs a Hopper GPU and a build with sm_90a code";
+using LinkFn = void (*)(const GgufGemvLinkArgs&, cudaStream_t);
+
+// The checks above on one x-resident link rung; with `public_entry`, the public entry's too.
+void check_x_resident_link(LinkFn run_link, bool public_entry) {
   constexpr int k = 1056;
   const float eps = 1e-5f;
   for (const GgufBlockType type : {GgufBlockType::q4_0, GgufBlockType::q4_1, GgufBlockType::q8_0})
@@ -395,14 +413,14 @@ TEST(GemvGgufGpu, XResidentLinkMatchesTheUnfusedKernels) {
       };
       poison();
       link.x = act.data();
-      gemv_gguf_07_link(link, nullptr);
+      run_link(link, nullptr);
       expect_rung06_bits("no prologue");
 
       // SwiGLU inside: the same bits from [gate | up].
       poison();
       link.x = x.data();
       link.prologue = GgufGemvPrologue::swiglu;
-      gemv_gguf_07_link(link, nullptr);
+      run_link(link, nullptr);
       expect_rung06_bits("SwiGLU inside");
 
       // RMSNorm inside, beta = 1, x the rows' first K of a 2K stride: use a packed copy.
@@ -418,10 +436,11 @@ TEST(GemvGgufGpu, XResidentLinkMatchesTheUnfusedKernels) {
       link.norm_weight = norm.data();
       link.norm_eps = eps;
       link.beta = 1.f;
-      gemv_gguf_07_link(link, nullptr);
+      run_link(link, nullptr);
       KC_CUDA_CHECK(cudaDeviceSynchronize());
       expect_rmsnorm_link_within_bound(type, m, k, eps, weights, rows_host, norm_host, y_old, label);
 
+      if (!public_entry) continue;
       // The public entry: the rung quantized_gemv_link_kernel names, the same bound.
       const std::vector<std::vector<float>> y_old_again = fill_old_y(weights);
       EXPECT_EQ(quantized_gemv_link(link, nullptr), quantized_gemv_link_kernel(link)) << label;
@@ -437,6 +456,20 @@ TEST(GemvGgufGpu, XResidentLinkMatchesTheUnfusedKernels) {
       EXPECT_FALSE(quantized_gemv_link_runs(type, m, link.k));
       EXPECT_THROW(quantized_gemv_link(link, nullptr), Error) << label;
     }
+}
+
+TEST(GemvGgufGpu, XResidentLinkMatchesTheUnfusedKernels) {
+  KC_SKIP_WITHOUT_GPU();
+  if (!gemv_gguf_06_runs_here()) GTEST_SKIP() << "rung 07 needs a Hopper GPU and a build with sm_90a code";
+  check_x_resident_link(&gemv_gguf_07_link, true);
+}
+
+// Rung 11 as a link: the same bits without a prologue and with SwiGLU, the RMSNorm prologue (its
+// squares summed a slice at a time) within the same bound, and the control without 1 / RMS failing it.
+TEST(GemvGgufGpu, XInStepLinkMatchesTheUnfusedKernels) {
+  KC_SKIP_WITHOUT_GPU();
+  if (!gemv_gguf_06_runs_here()) GTEST_SKIP() << "rung 11 needs a Hopper GPU and a build with sm_90a code";
+  check_x_resident_link(&gemv_gguf_11_link, false);
 }
 
 // Rung 08 against the op's double reference (kc::check_run: fresh inputs, y poisoned, guard bytes)
