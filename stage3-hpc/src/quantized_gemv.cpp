@@ -28,6 +28,8 @@ std::string_view quantized_gemv_kernel_name(QuantizedGemvKernel kernel) {
       return "stage3/gemv_gguf/07_x_resident";
     case QuantizedGemvKernel::gemv_gguf_08_x_f16:
       return "stage3/gemv_gguf/08_x_f16";
+    case QuantizedGemvKernel::gemv_gguf_11_x_in_step:
+      return "stage3/gemv_gguf/11_x_in_step";
   }
   return "unknown";
 }
@@ -114,14 +116,60 @@ QuantizedGemvKernel quantized_gemv_link_kernel(const QuantizedGemvLinkArgs& a) {
                                                  : QuantizedGemvKernel::gemv_gguf_07_x_resident;
 }
 
-QuantizedGemvKernel quantized_gemv_link(const QuantizedGemvLinkArgs& a, cudaStream_t stream) {
-  constexpr const char* entry = "kc::stage3::quantized_gemv_link";
+namespace {
+
+// The arguments every link checks before any CUDA call, GGUF blocks or 4-bit groups: the number
+// of weights, the prologue, then each weight's arguments (`check_weight(w)`).
+template <class LinkArgs, class CheckWeight>
+void check_link_args(const LinkArgs& a, const char* entry, CheckWeight check_weight) {
   require(a.weights >= 1 && a.weights <= kGgufGemvLinkMaxWeights, "{}: weights = {} is outside [1, {}]", entry,
           a.weights, kGgufGemvLinkMaxWeights);
   require(a.prologue == GgufGemvPrologue::none || a.prologue == GgufGemvPrologue::rmsnorm ||
               a.prologue == GgufGemvPrologue::swiglu,
           "{}: prologue {} is not none (0), rmsnorm (1) or swiglu (2)", entry, static_cast<int>(a.prologue));
-  for (int w = 0; w < a.weights; ++w) check_quantized_gemv_args(gemv_gguf_link_weight_args(a, w));
+  for (int w = 0; w < a.weights; ++w) check_weight(w);
+}
+
+void check_quantized_gemv_link_args(const QuantizedGemvLinkArgs& a, const char* entry) {
+  check_link_args(a, entry, [&a](int w) { check_quantized_gemv_args(gemv_gguf_link_weight_args(a, w)); });
+}
+
+bool is_link_rung(QuantizedGemvKernel rung) {
+  return rung == QuantizedGemvKernel::gemv_gguf_07_x_resident || rung == QuantizedGemvKernel::gemv_gguf_08_x_f16 ||
+         rung == QuantizedGemvKernel::gemv_gguf_11_x_in_step;
+}
+
+}  // namespace
+
+bool quantized_gemv_link_runs(GgufBlockType type, int m, int k, QuantizedGemvKernel rung) {
+  if (!is_link_rung(rung) || !quantized_gemv_link_runs(type, m, k)) return false;
+  if (rung == QuantizedGemvKernel::gemv_gguf_08_x_f16) return gemv_gguf_08_fits(type, m, k);
+  if (rung == QuantizedGemvKernel::gemv_gguf_11_x_in_step) return gemv_gguf_11_fits(type, m, k);
+  return true;
+}
+
+QuantizedGemvKernel quantized_gemv_link(const QuantizedGemvLinkArgs& a, QuantizedGemvKernel rung,
+                                        cudaStream_t stream) {
+  constexpr const char* entry = "kc::stage3::quantized_gemv_link";
+  require(is_link_rung(rung), "{}: {} is not a link rung (07_x_resident, 08_x_f16 or 11_x_in_step)", entry,
+          quantized_gemv_kernel_name(rung));
+  check_quantized_gemv_link_args(a, entry);
+  require(quantized_gemv_link_runs(a.type, a.m, a.k, rung),
+          "{}: the link cannot run {} rows of K = {} here ({} needs a Hopper GPU, sm_90a code and x in shared "
+          "memory); run the prologue and quantized_gemv instead",
+          entry, a.m, a.k, quantized_gemv_kernel_name(rung));
+  if (rung == QuantizedGemvKernel::gemv_gguf_08_x_f16)
+    gemv_gguf_08_link(a, stream);
+  else if (rung == QuantizedGemvKernel::gemv_gguf_11_x_in_step)
+    gemv_gguf_11_link(a, stream);
+  else
+    gemv_gguf_07_link(a, stream);
+  return rung;
+}
+
+QuantizedGemvKernel quantized_gemv_link(const QuantizedGemvLinkArgs& a, cudaStream_t stream) {
+  constexpr const char* entry = "kc::stage3::quantized_gemv_link";
+  check_quantized_gemv_link_args(a, entry);
   require(quantized_gemv_link_runs(a.type, a.m, a.k),
           "{}: the link cannot run {} rows of K = {} here (rungs 07 and 08 need a Hopper GPU, sm_90a code and x "
           "in shared memory: gemv_gguf_07_fits); run the prologue and quantized_gemv instead",
@@ -224,12 +272,7 @@ Int4GemvKernel int4_gemv_link(const Int4GemvLinkArgs& a, Int4GemvKernel rung, cu
   constexpr const char* entry = "kc::stage3::int4_gemv_link";
   require(rung == Int4GemvKernel::gemv_int4_04_x_resident || rung == Int4GemvKernel::gemv_int4_05_x_f16,
           "{}: {} is not a link rung (04_x_resident or 05_x_f16)", entry, int4_gemv_kernel_name(rung));
-  require(a.weights >= 1 && a.weights <= kGgufGemvLinkMaxWeights, "{}: weights = {} is outside [1, {}]", entry,
-          a.weights, kGgufGemvLinkMaxWeights);
-  require(a.prologue == GgufGemvPrologue::none || a.prologue == GgufGemvPrologue::rmsnorm ||
-              a.prologue == GgufGemvPrologue::swiglu,
-          "{}: prologue {} is not none (0), rmsnorm (1) or swiglu (2)", entry, static_cast<int>(a.prologue));
-  for (int w = 0; w < a.weights; ++w) check_int4_gemv_args(gemv_int4_link_weight_args(a, w));
+  check_link_args(a, entry, [&a](int w) { check_int4_gemv_args(gemv_int4_link_weight_args(a, w)); });
   require(int4_gemv_link_runs(a.m, a.k, a.group_size, rung),
           "{}: the link cannot run {} rows of K = {} here ({} needs a Hopper GPU, sm_90a code and x in shared "
           "memory); run the prologue and int4_gemv instead",

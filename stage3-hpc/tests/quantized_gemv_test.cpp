@@ -103,6 +103,9 @@ TEST(QuantizedGemvEntry, NamesTheRungAndTheTypes) {
             "stage3/gemv_gguf/06_bulk_stream");
   EXPECT_EQ(quantized_gemv_kernel_name(QuantizedGemvKernel::gemv_gguf_07_x_resident),
             "stage3/gemv_gguf/07_x_resident");
+  EXPECT_EQ(quantized_gemv_kernel_name(QuantizedGemvKernel::gemv_gguf_08_x_f16), "stage3/gemv_gguf/08_x_f16");
+  EXPECT_EQ(quantized_gemv_kernel_name(QuantizedGemvKernel::gemv_gguf_11_x_in_step),
+            "stage3/gemv_gguf/11_x_in_step");
   // Rung 06 takes M <= 8 on a Hopper GPU; M > 8 runs rung 05 everywhere, and so does every M
   // without a GPU.
   for (const int m : {9, 16}) EXPECT_EQ(quantized_gemv_prepared_kernel(m), QuantizedGemvKernel::gemv_gguf_05_weights_as_a);
@@ -165,9 +168,30 @@ TEST(QuantizedGemvEntry, LinkRefusesBeforeLaunching) {
   EXPECT_FALSE(gemv_gguf_08_fits(GgufBlockType::q4_1, 1, 0));
   EXPECT_TRUE(gemv_gguf_07_fits(GgufBlockType::q4_0, 9, 9248));
   EXPECT_FALSE(gemv_gguf_08_fits(GgufBlockType::q4_0, 9, 9248));
+  // Rung 11 takes rung 07's shared memory.
+  EXPECT_TRUE(gemv_gguf_11_fits(GgufBlockType::q4_1, 1, 14336));
+  EXPECT_TRUE(gemv_gguf_11_fits(GgufBlockType::q4_0, 9, 9248));
+  EXPECT_FALSE(gemv_gguf_11_fits(GgufBlockType::q4_1, 16, 14336));
+  // The rung named: only the three link rungs, checked before anything else (the same arguments'
+  // refusals as the chosen rung's otherwise).
+  for (const QuantizedGemvKernel not_a_link :
+       {QuantizedGemvKernel::gemv_gguf_05_weights_as_a, QuantizedGemvKernel::gemv_gguf_06_bulk_stream}) {
+    EXPECT_FALSE(quantized_gemv_link_runs(GgufBlockType::q4_1, 1, 4096, not_a_link));
+    expect_refused([&] { quantized_gemv_link(link, not_a_link, nullptr); }, "is not a link rung");
+  }
+  bad = link;
+  bad.weights = 0;
+  expect_refused([&] { quantized_gemv_link(bad, QuantizedGemvKernel::gemv_gguf_11_x_in_step, nullptr); },
+                 "weights = 0");
   if (!has_gpu()) {
     EXPECT_FALSE(quantized_gemv_link_runs(GgufBlockType::q4_1, 1, 4096));
     expect_refused([&] { quantized_gemv_link(link, nullptr); }, "cannot run");
+    for (const QuantizedGemvKernel rung : {QuantizedGemvKernel::gemv_gguf_07_x_resident,
+                                           QuantizedGemvKernel::gemv_gguf_08_x_f16,
+                                           QuantizedGemvKernel::gemv_gguf_11_x_in_step}) {
+      EXPECT_FALSE(quantized_gemv_link_runs(GgufBlockType::q4_1, 1, 4096, rung));
+      expect_refused([&] { quantized_gemv_link(link, rung, nullptr); }, "cannot run");
+    }
   }
 }
 

@@ -29,7 +29,8 @@
 // RunnerOptions::quantize_int4_group_size), and --native-quantized on|off|both runs the decode steps on the
 // blocks (RunnerOptions::native_quantized) or on the dequantized copy, so one run gives both rows of
 // the same weights; --int4-link-rung stage3|04|05|both holds a fused native step's 4-bit groups to
-// stage 3's choice of link rung or to the one named (RunnerOptions::int4_link_rung). Every request
+// stage 3's choice of link rung or to the one named (RunnerOptions::int4_link_rung), and
+// --gguf-link-rung stage3|07|08|11|both its GGUF blocks (RunnerOptions::gguf_link_rung). Every request
 // decodes greedily unless --temperature T (> 0; with --top-k K and --top-p P, seed --seed plus the
 // request's index) samples its tokens, on the GPU sampler or the host's reference sampler
 // (--gpu-sampler on|off|both, default on as RunnerOptions::gpu_sampler; off and both need a
@@ -101,7 +102,7 @@ constexpr const char* kUsage =
     "                       [--one-launch-mlp off|on|both] [--l2-warm-mib MIB[,MIB...]]\n"
     "                       [--max-model-len 8448] [--kv-fraction 0.6] [--decode-min-split-keys 256]\n"
     "                       [--quantized q4_0|q4_1|q8_0|int4-gN] [--native-quantized on|off|both]\n"
-    "                       [--int4-link-rung stage3,04,05|both]\n"
+    "                       [--int4-link-rung stage3,04,05|both] [--gguf-link-rung stage3,07,08,11|both]\n"
     "                       [--temperature 0] [--top-k 0] [--top-p 1] [--gpu-sampler on|off|both]\n"
     "                       [--peers hf.json[,llama.json]]\n"
     "                       [--markdown DIR]\n"
@@ -115,6 +116,7 @@ struct Args {
   std::string quantized;                 // "": bf16 random weights; q4_0, q4_1, q8_0: random blocks; int4-gN
   std::string native_quantized = "off";  // on, off or both (RunnerOptions::native_quantized)
   std::string int4_link_rung = "stage3";  // RunnerOptions::int4_link_rung: stage3, 04, 05 or both
+  std::string gguf_link_rung = "stage3";  // RunnerOptions::gguf_link_rung: stage3, 07, 08, 11 or both
   kc::engine::SamplingParams sampling;  // every request's (its seed: --seed plus the request's index)
   std::string gpu_sampler = "on";  // RunnerOptions::gpu_sampler: on, off or both (a temperature only)
   int decode_min_split_keys = kc::engine::RunnerOptions{}.decode_min_keys_per_split;
@@ -210,28 +212,35 @@ std::string decode_rope_rung_id(RopeRung rung) {
   return rung_name(kc::stage3::PagedDecodeAttention::rope_rung_id(rung));
 }
 
-// --int4-link-rung's names: stage3 (stage 3's choice, RunnerOptions::int4_link_rung 0), 04, 05;
-// "both" is 04,05.
-std::vector<int> parse_int4_link_rung(const std::string& text) {
+// A --*-link-rung list: stage3 (0, stage 3's choice) or the two digits of one of `named`, comma
+// separated; "both" stands for `both_means`. --int4-link-rung takes 04 and 05 (RunnerOptions::
+// int4_link_rung; both = 04,05), --gguf-link-rung 07, 08 and 11 (RunnerOptions::gguf_link_rung;
+// both = stage3,11: the choice against rung 11, which stage 3 does not choose yet).
+std::vector<int> parse_link_rungs(const std::string& text, const char* flag, const std::vector<int>& named,
+                                  const char* both_means) {
+  std::string names = "stage3";
+  for (const int rung : named) names += fmt::format(", {:02d}", rung);
   std::vector<int> rungs;
-  std::stringstream in(text == "both" ? std::string("04,05") : text);
+  std::stringstream in(text == "both" ? std::string(both_means) : text);
   for (std::string item; std::getline(in, item, ',');) {
-    if (item == "stage3")
-      rungs.push_back(0);
-    else if (item == "04")
-      rungs.push_back(4);
-    else if (item == "05")
-      rungs.push_back(5);
-    else
-      kc::require(false, "--int4-link-rung: '{}' is not stage3, 04, 05 or both", item);
+    int rung = -1;
+    if (item == "stage3") rung = 0;
+    for (const int n : named)
+      if (item == fmt::format("{:02d}", n)) rung = n;
+    kc::require(rung >= 0, "{}: '{}' is not {} or both", flag, item, names);
+    rungs.push_back(rung);
   }
-  kc::require(!rungs.empty(), "--int4-link-rung holds no rung");
+  kc::require(!rungs.empty(), "{} holds no rung", flag);
   return rungs;
 }
 
-// ", int4 link rung 05": where a native fused step's 4-bit groups were held to a named link rung.
+// ", int4 link rung 05" / ", GGUF link rung 11": where a native fused step's 4-bit groups or GGUF
+// blocks were held to a named link rung.
 std::string int4_link_note(int rung, bool native, bool fuse) {
   return rung == 0 || !native || !fuse ? std::string() : fmt::format(", int4 link rung {:02d}", rung);
+}
+std::string gguf_link_note(int rung, bool native, bool fuse) {
+  return rung == 0 || !native || !fuse ? std::string() : fmt::format(", GGUF link rung {:02d}", rung);
 }
 
 // The decode attention of a mode where it is not the engine's default (", decode attention rung 04
@@ -277,6 +286,7 @@ struct ModelResult {
   RopeRung decode_rope_rung = kc::engine::RunnerOptions{}.decode_rope_rung;
   bool native_quantized = false;
   int int4_link_rung = 0;  // RunnerOptions::int4_link_rung
+  int gguf_link_rung = 0;  // RunnerOptions::gguf_link_rung
   std::string block_type;  // the blocks' type where the weights have blocks ("q4_1"), else empty
   int decode_min_split_keys = kc::engine::RunnerOptions{}.decode_min_keys_per_split;
   int l2_warm_mib = kDefaultL2WarmMib;
@@ -505,6 +515,7 @@ std::string mode_name(const ModelResult& r) {
          l2_warm_note(r.l2_warm_mib, r.fuse_kernels) +
          decode_attention_note(r.decode_attention, r.decode_rope_rung, r.rope_in_attention, r.fuse_kernels) +
          int4_link_note(r.int4_link_rung, r.native_quantized, r.fuse_kernels) +
+         gguf_link_note(r.gguf_link_rung, r.native_quantized, r.fuse_kernels) +
          sampling_note(r.sampling, r.gpu_sampler);
 }
 
@@ -645,7 +656,7 @@ void write_tables(const Args& args, const kc::DeviceInfo& device, double copy_gb
                         peers.cells(r.name, "concurrency", c.requests, c.tok_s));
     md += "\n";
     json += fmt::format("{}\n    {{\"name\": {}, \"source\": {}, \"cuda_graphs\": {}, \"fuse_kernels\": {}, \"programmatic_launch\": {}, \"rope_in_attention\": {}, \"decode_rope_rung\": {}, \"one_launch_mlp\": {}, \"l2_warm_mib\": {}, \"decode_attention\": {}, "
-                        "\"block_type\": {}, \"native_quantized\": {}, \"int4_link_rung\": {}, "
+                        "\"block_type\": {}, \"native_quantized\": {}, \"int4_link_rung\": {}, \"gguf_link_rung\": {}, "
                         "\"decode_min_split_keys\": {}, \"temperature\": {}, \"top_k\": {}, \"top_p\": {}, "
                         "\"gpu_sampler\": {}, \"params\": {:.0f}, "
                         "\"weight_bytes\": {:.0f}, \"block_bytes\": {:.0f}, \"weight_bytes_read\": {:.0f}, "
@@ -655,7 +666,7 @@ void write_tables(const Args& args, const kc::DeviceInfo& device, double copy_gb
                         r.cuda_graphs ? "true" : "false", r.fuse_kernels ? "true" : "false",
                         r.programmatic_launch ? "true" : "false", r.rope_in_attention ? "true" : "false",
                         kc::json_string(decode_rope_rung_id(r.decode_rope_rung)), r.one_launch_mlp ? "true" : "false", r.l2_warm_mib, kc::json_string(decode_attention_id(r.decode_attention)),
-                        kc::json_string(r.block_type), r.native_quantized ? "true" : "false", r.int4_link_rung,
+                        kc::json_string(r.block_type), r.native_quantized ? "true" : "false", r.int4_link_rung, r.gguf_link_rung,
                         r.decode_min_split_keys, r.sampling.temperature, r.sampling.top_k, r.sampling.top_p,
                         r.gpu_sampler ? "true" : "false", r.params, r.weight_bytes, r.block_bytes, r.weight_bytes_read, r.kv_bytes_per_token,
                         r.pool_mib, r.num_blocks, r.block_size, r.graph_replays);
@@ -710,6 +721,7 @@ int run(int argc, char** argv) {
        {"--decode-attention", [&](const std::string& v) { args.decode_attention = v; }},
        {"--decode-rope-rung", [&](const std::string& v) { args.decode_rope_rung = v; }},
        {"--int4-link-rung", [&](const std::string& v) { args.int4_link_rung = v; }},
+       {"--gguf-link-rung", [&](const std::string& v) { args.gguf_link_rung = v; }},
        {"--l2-warm-mib",
         [&](const std::string& v) {
           args.l2_warm_mib = parse_list("--l2-warm-mib", v, 0, 1024, "a budget of 0 to 1024 MiB");
@@ -763,7 +775,9 @@ int run(int argc, char** argv) {
               "--decode-tokens must be >= 2, --concurrency-prompt and --concurrency-tokens >= 1");
   const std::vector<DecodeRung> decode_modes = parse_decode_attention(args.decode_attention);
   const std::vector<RopeRung> rope_rungs = parse_decode_rope_rung(args.decode_rope_rung);
-  const std::vector<int> int4_link_rungs = parse_int4_link_rung(args.int4_link_rung);
+  const std::vector<int> int4_link_rungs = parse_link_rungs(args.int4_link_rung, "--int4-link-rung", {4, 5}, "04,05");
+  const std::vector<int> gguf_link_rungs =
+      parse_link_rungs(args.gguf_link_rung, "--gguf-link-rung", {7, 8, 11}, "stage3,11");
   if (!args.markdown.empty()) {  // the report's folder first: a run must not end unable to write it
     std::error_code error;
     std::filesystem::create_directories(args.markdown, error);
@@ -830,6 +844,7 @@ int run(int argc, char** argv) {
     for (bool one_launch_mlp : mlp_modes)
     for (const int l2_warm_mib : args.l2_warm_mib)
     for (const int int4_link_rung : int4_link_rungs)
+    for (const int gguf_link_rung : gguf_link_rungs)
     for (bool gpu_sampler : sampler_modes)
     for (bool graphs : graph_modes) {
       kc::engine::RunnerOptions options;
@@ -844,6 +859,7 @@ int run(int argc, char** argv) {
       options.l2_warm_bytes = static_cast<std::size_t>(l2_warm_mib) << 20;
       options.native_quantized = native;
       options.int4_link_rung = int4_link_rung;
+      options.gguf_link_rung = gguf_link_rung;
       options.decode_min_keys_per_split = args.decode_min_split_keys;
       options.kv_memory_fraction = args.kv_fraction;
       if (loaded) options.quantize_int4_group_size = int4_group_size;  // a checkpoint's other projections
@@ -857,7 +873,7 @@ int run(int argc, char** argv) {
       if (blocks.empty() && loaded && !native) blocks = loaded_block_type(*loaded);
       if (blocks.empty() && int4_group_size > 0) blocks = fmt::format("int4 g{}", int4_group_size);
       const std::string decode_note = decode_attention_note(decode_rung, rope_rung, rope_in, fuse);
-      std::printf("%s, %s%s%s%s%s%s%s%s%s%s: %.0f MiB of bf16 weights%s, %.0f MiB read a decode token\n", name.c_str(),
+      std::printf("%s, %s%s%s%s%s%s%s%s%s%s%s: %.0f MiB of bf16 weights%s, %.0f MiB read a decode token\n", name.c_str(),
                   graphs ? "CUDA graphs" : "eager", fuse ? ", fused kernels" : "",
                   dependent ? "" : ", ordinary launches", decode_note.c_str(),
                   rope_in || !fuse ? "" : ", RoPE and cache write in their own kernel",
@@ -865,6 +881,7 @@ int run(int argc, char** argv) {
                   l2_warm_note(l2_warm_mib, fuse).c_str(),
                   blocks.empty() ? "" : fmt::format(", {} {}", blocks, native ? "native" : "dequantized").c_str(),
                   int4_link_note(int4_link_rung, native, fuse).c_str(),
+                  gguf_link_note(gguf_link_rung, native, fuse).c_str(),
                   sampling_note(args.sampling, gpu_sampler).c_str(),
                   static_cast<double>(bytes.bf16) / (1 << 20),
                   bytes.blocks > 0 ? fmt::format(" + {:.0f} MiB of {} blocks", static_cast<double>(bytes.blocks) / (1 << 20),
@@ -874,6 +891,7 @@ int run(int argc, char** argv) {
       ModelResult result = measure(*runner, config, args, copy_gbps);
       result.native_quantized = native;
       result.int4_link_rung = int4_link_rung;
+      result.gguf_link_rung = gguf_link_rung;
       result.block_type = blocks;
       result.name = name;
       result.source = loaded ? "checkpoint, " + loaded->format : "published shape, random weights";

@@ -238,6 +238,12 @@ struct ModelRunner::Impl {
     return options.int4_link_rung == 5 ? stage3::Int4GemvKernel::gemv_int4_05_x_f16
                                        : stage3::Int4GemvKernel::gemv_int4_04_x_resident;
   }
+  // The link rung options.gguf_link_rung names (7, 8 or 11).
+  stage3::QuantizedGemvKernel gguf_link_kernel() const {
+    return options.gguf_link_rung == 8    ? stage3::QuantizedGemvKernel::gemv_gguf_08_x_f16
+           : options.gguf_link_rung == 11 ? stage3::QuantizedGemvKernel::gemv_gguf_11_x_in_step
+                                          : stage3::QuantizedGemvKernel::gemv_gguf_07_x_resident;
+  }
   // native_link_rows[m]: native_links_fit(m), for the row counts of a native step (1..16).
   std::array<bool, stage3::kGgufGemvMaxRows + 1> native_link_rows{};
   // Called for every launch of a step: looks up without allocating, copies on the first time only.
@@ -348,6 +354,9 @@ ModelRunner::Impl::Impl(const ModelConfig& model_config, const ModelWeights* wei
   require(options.num_blocks >= 0, "num_blocks {} is negative", options.num_blocks);
   require(options.int4_link_rung == 0 || options.int4_link_rung == 4 || options.int4_link_rung == 5,
           "int4_link_rung {} is not 0 (stage 3's choice), 4 or 5", options.int4_link_rung);
+  require(options.gguf_link_rung == 0 || options.gguf_link_rung == 7 || options.gguf_link_rung == 8 ||
+              options.gguf_link_rung == 11,
+          "gguf_link_rung {} is not 0 (stage 3's choice), 7, 8 or 11", options.gguf_link_rung);
   require(options.decode_min_keys_per_split >= 64 && options.decode_min_keys_per_split % 64 == 0,
           "decode_min_keys_per_split {} is not a positive multiple of 64 (whole 32-key tiles and pages)",
           options.decode_min_keys_per_split);
@@ -888,7 +897,9 @@ void ModelRunner::Impl::link_project(const char* what, const bf16* x, stage3::Gg
     args.type = first.type;
     for (const LinkOutput& out : outputs)
       args.weight[args.weights++] = {out.blocks->quants, out.blocks->scales, out.y, static_cast<int>(out.n)};
-    kernel_name = stage3::quantized_gemv_kernel_name(stage3::quantized_gemv_link(args, stream));
+    kernel_name = stage3::quantized_gemv_kernel_name(options.gguf_link_rung == 0
+                                                         ? stage3::quantized_gemv_link(args, stream)
+                                                         : stage3::quantized_gemv_link(args, gguf_link_kernel(), stream));
   }
   if (quantized_noted.insert(what).second) {  // formatted once per launch site
     static constexpr const char* kInside[] = {"", "the RMSNorm inside", "SwiGLU inside"};
@@ -906,11 +917,14 @@ void ModelRunner::Impl::link_project(const char* what, const bf16* x, stage3::Gg
 
 bool ModelRunner::Impl::native_links_fit(std::int64_t tokens) const {
   const int m = static_cast<int>(tokens);
-  // GGUF blocks through quantized_gemv_link (rungs 07 and 08), 4-bit groups through int4_gemv_link
-  // (rung 04).
+  // GGUF blocks through quantized_gemv_link (rungs 07 and 08, or the rung gguf_link_rung names),
+  // 4-bit groups through int4_gemv_link (rung 04, or the rung int4_link_rung names).
   const auto fits = [&](const Blocks& blocks, std::int64_t k_dim) {
     if (blocks.quants == nullptr) return true;
-    if (blocks.group_size == 0) return stage3::quantized_gemv_link_runs(blocks.type, m, static_cast<int>(k_dim));
+    if (blocks.group_size == 0)
+      return options.gguf_link_rung == 0
+                 ? stage3::quantized_gemv_link_runs(blocks.type, m, static_cast<int>(k_dim))
+                 : stage3::quantized_gemv_link_runs(blocks.type, m, static_cast<int>(k_dim), gguf_link_kernel());
     return options.int4_link_rung == 0
                ? stage3::int4_gemv_link_runs(m, static_cast<int>(k_dim), blocks.group_size)
                : stage3::int4_gemv_link_runs(m, static_cast<int>(k_dim), blocks.group_size, int4_link_kernel());

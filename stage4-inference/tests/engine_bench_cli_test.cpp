@@ -41,6 +41,8 @@ TEST(EngineBenchCli, RefusesWhatItCannotTakeBeforeTouchingAGpu) {
       {"--synthetic smollm2-135m --l2-warm-mib 8,2000", "--l2-warm-mib: 2000 is not a budget of 0 to 1024 MiB"},
       {"--synthetic smollm2-135m --l2-warm-mib lots", "--l2-warm-mib"},
       {"--synthetic smollm2-135m --int4-link-rung 06", "--int4-link-rung: '06' is not stage3, 04, 05 or both"},
+      {"--synthetic smollm2-135m --gguf-link-rung 09", "--gguf-link-rung: '09' is not stage3, 07, 08, 11 or both"},
+      {"--synthetic smollm2-135m --gguf-link-rung ,11", "--gguf-link-rung: '' is not stage3, 07, 08, 11 or both"},
       {"--synthetic smollm2-135m --temperature -1", "temperature -1 must be finite and >= 0"},
       {"--synthetic smollm2-135m --temperature 0.7 --top-p 1.5", "top_p 1.5 must be in (0, 1]"},
       {"--synthetic smollm2-135m --temperature 0.7 --gpu-sampler maybe", "--gpu-sampler: 'maybe' is not both, on or off"},
@@ -63,6 +65,7 @@ TEST(EngineBenchCli, RefusesWhatItCannotTakeBeforeTouchingAGpu) {
   EXPECT_NE(output.find("--one-launch-mlp"), std::string::npos) << output;
   EXPECT_NE(output.find("--decode-rope-rung"), std::string::npos) << output;
   EXPECT_NE(output.find("--int4-link-rung"), std::string::npos) << output;
+  EXPECT_NE(output.find("--gguf-link-rung"), std::string::npos) << output;
   EXPECT_NE(output.find("--gpu-sampler"), std::string::npos) << output;
   EXPECT_NE(output.find("--l2-warm-mib"), std::string::npos) << output;
 }

@@ -941,6 +941,27 @@ std::vector<float> chunked_then_decoded(ModelRunner& runner, const std::vector<s
   return all;
 }
 
+// `weights` with fused native steps on the link rung the options name: `name_rung(options, false)`
+// names one the runner must refuse, `name_rung(options, true)` the rung under test; then the steps
+// of chunked_then_decoded (chunks of 7, 16 and 20 tokens, then one-token steps) against the double
+// model with the bf16 path's bounds, and `check(runner)` on what ran.
+void expect_link_rung_matches_double(const Case& c, const ModelWeights& weights, const std::vector<std::int32_t>& ids,
+                                     const std::function<void(RunnerOptions&, bool)>& name_rung,
+                                     const std::string& label, const std::function<void(const ModelRunner&)>& check) {
+  RunnerOptions options = small_runner();
+  options.fuse_kernels = true;
+  options.native_quantized = true;
+  name_rung(options, false);
+  EXPECT_THROW(ModelRunner(weights, options), Error) << label;
+  name_rung(options, true);
+  ModelRunner runner(weights, options);
+  const std::vector<float> logits = chunked_then_decoded(runner, ids);
+  Comparison versus_double;
+  compare(logits, reference_logits(weights, ids), c.vocab, static_cast<std::int64_t>(ids.size()), 0, versus_double);
+  expect_close(versus_double, label);
+  check(runner);
+}
+
 // `weights` through chunked_then_decoded with native_quantized off and then on (fused kernels, the
 // default: a native step runs fused where a link takes it), each against the double model;
 // `check(runner, native)` looks at what ran; then the native logits against the dequantized ones.
@@ -1005,6 +1026,32 @@ TEST(ModelRunner, NativeQuantizedStepsMatchTheDequantizedPathAndTheDoubleModel) 
       expect_native_matches_dequantized(c, quantized_case_weights(c, 21, type), random_ids(77, c.vocab, 8), name,
                                         check);
     }
+}
+
+// The GGUF link held to stage 3's rung 11 (RunnerOptions::gguf_link_rung = 11: x staged by each
+// warp in step with the weights) the same way: chunks of 7, 16 and 20 tokens, then 35 one-token
+// steps (the one-row instances), every layer projection on rung 11 where it fits; a rung the option
+// does not name is refused.
+TEST(ModelRunner, NativeQuantizedStepsOnLinkRungElevenMatchTheDoubleModel) {
+  KC_SKIP_WITHOUT_GPU();
+  const Case& c = kCases[1];
+  const auto name_rung = [](RunnerOptions& options, bool valid) { options.gguf_link_rung = valid ? 11 : 9; };
+  const auto check = [&c](const ModelRunner& runner) {
+    const bool linked = kc::stage3::quantized_gemv_link_runs(kc::stage3::GgufBlockType::q4_1, 7,
+                                                             static_cast<int>(c.intermediate),
+                                                             kc::stage3::QuantizedGemvKernel::gemv_gguf_11_x_in_step);
+    const auto& used = runner.kernels_used();
+    for (const char* role : {"q", "gate_up", "down"}) {
+      const std::string key = fmt::format("projection {}, q4_1 blocks (first at M = 7)", role);
+      ASSERT_EQ(used.count(key), 1u) << key;
+      const std::string expected(
+          linked ? kc::stage3::quantized_gemv_kernel_name(kc::stage3::QuantizedGemvKernel::gemv_gguf_11_x_in_step)
+                 : kc::stage3::quantized_gemv_kernel_name(kc::stage3::quantized_gemv_prepared_kernel(7)));
+      EXPECT_EQ(used.at(key).rfind(expected, 0), 0u) << key << " ran " << used.at(key);
+    }
+  };
+  expect_link_rung_matches_double(c, quantized_case_weights(c, 27, GgmlType::q4_1), random_ids(78, c.vocab, 12),
+                                  name_rung, std::string(c.name) + ", q4_1 on GGUF link rung 11", check);
 }
 
 // Greedy generation through the scheduler on the blocks, eager and as captured CUDA graphs (buckets
@@ -1233,29 +1280,21 @@ TEST(ModelRunner, NativeInt4StepsMatchTheDequantizedPathAndTheDoubleModel) {
 TEST(ModelRunner, NativeInt4StepsOnLinkRungFiveMatchTheDoubleModel) {
   KC_SKIP_WITHOUT_GPU();
   const Case& c = kCases[1];
-  const ModelWeights weights = int4_case_weights(c, 26, 128);
-  const std::vector<std::int32_t> ids = random_ids(77, c.vocab, 12);
-  RunnerOptions options = small_runner();
-  options.fuse_kernels = true;
-  options.native_quantized = true;
-  options.int4_link_rung = 7;
-  EXPECT_THROW(ModelRunner(weights, options), Error);
-  options.int4_link_rung = 5;
-  ModelRunner runner(weights, options);
-  const std::vector<float> logits = chunked_then_decoded(runner, ids);
-  Comparison versus_double;
-  compare(logits, reference_logits(weights, ids), c.vocab, static_cast<std::int64_t>(ids.size()), 0, versus_double);
-  expect_close(versus_double, std::string(c.name) + ", int4 g128 on link rung 05");
-  const bool linked = stage3::int4_gemv_link_runs(7, static_cast<int>(c.intermediate), 128,
-                                                  stage3::Int4GemvKernel::gemv_int4_05_x_f16);
-  const auto& used = runner.kernels_used();
-  for (const char* role : {"q", "gate_up", "down"}) {
-    const std::string key = fmt::format("projection {}, int4 g128 groups (first at M = 7)", role);
-    ASSERT_EQ(used.count(key), 1u) << key;
-    const std::string expected(linked ? stage3::int4_gemv_kernel_name(stage3::Int4GemvKernel::gemv_int4_05_x_f16)
-                                      : stage3::int4_gemv_kernel_name(stage3::int4_gemv_kernel(7)));
-    EXPECT_EQ(used.at(key).rfind(expected, 0), 0u) << key << " ran " << used.at(key);
-  }
+  const auto name_rung = [](RunnerOptions& options, bool valid) { options.int4_link_rung = valid ? 5 : 7; };
+  const auto check = [&c](const ModelRunner& runner) {
+    const bool linked = stage3::int4_gemv_link_runs(7, static_cast<int>(c.intermediate), 128,
+                                                    stage3::Int4GemvKernel::gemv_int4_05_x_f16);
+    const auto& used = runner.kernels_used();
+    for (const char* role : {"q", "gate_up", "down"}) {
+      const std::string key = fmt::format("projection {}, int4 g128 groups (first at M = 7)", role);
+      ASSERT_EQ(used.count(key), 1u) << key;
+      const std::string expected(linked ? stage3::int4_gemv_kernel_name(stage3::Int4GemvKernel::gemv_int4_05_x_f16)
+                                        : stage3::int4_gemv_kernel_name(stage3::int4_gemv_kernel(7)));
+      EXPECT_EQ(used.at(key).rfind(expected, 0), 0u) << key << " ran " << used.at(key);
+    }
+  };
+  expect_link_rung_matches_double(c, int4_case_weights(c, 26, 128), random_ids(77, c.vocab, 12), name_rung,
+                                  std::string(c.name) + ", int4 g128 on link rung 05", check);
 }
 
 // The negative control: the down projection's groups with their rows reversed (the bf16 copy left

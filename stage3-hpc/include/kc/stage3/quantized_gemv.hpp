@@ -48,6 +48,7 @@ enum class QuantizedGemvKernel {
   gemv_gguf_06_bulk_stream,      // stage3/gemv_gguf/06_bulk_stream (w prepared by quantized_gemv_prepare, Hopper)
   gemv_gguf_07_x_resident,       // stage3/gemv_gguf/07_x_resident (quantized_gemv_link)
   gemv_gguf_08_x_f16,            // stage3/gemv_gguf/08_x_f16 (quantized_gemv_link)
+  gemv_gguf_11_x_in_step,        // stage3/gemv_gguf/11_x_in_step (quantized_gemv_link with the rung named)
 };
 
 // "stage3/gemv_gguf/01_warp_per_column": the kc-bench id of the rung.
@@ -112,6 +113,15 @@ QuantizedGemvKernel quantized_gemv_link_kernel(const QuantizedGemvLinkArgs& args
 // false: the caller runs the norm or activation and quantized_gemv instead) or for bad arguments
 // (each weight's as check_quantized_gemv_args says; norm_weight for the RMSNorm; beta any float).
 QuantizedGemvKernel quantized_gemv_link(const QuantizedGemvLinkArgs& args, cudaStream_t stream);
+
+// The same with the link rung named instead of chosen — gemv_gguf_07_x_resident, gemv_gguf_08_x_f16
+// or gemv_gguf_11_x_in_step (rung 11: rung 07 with x staged in step with the weights, not chosen by
+// quantized_gemv_link_kernel until it has been measured) — for a caller comparing them
+// (kc-engine-bench --gguf-link-rung). kc::Error for another kernel, and where that rung cannot run
+// the link (the quantized_gemv_link_runs overload below); the rest as above.
+bool quantized_gemv_link_runs(GgufBlockType type, int m, int k, QuantizedGemvKernel rung);
+QuantizedGemvKernel quantized_gemv_link(const QuantizedGemvLinkArgs& args, QuantizedGemvKernel rung,
+                                        cudaStream_t stream);
 
 // ---- 4-bit groups with a scale and a zero point (GPTQ/AWQ; kc/stage3/gemv_int4_args.hpp) ----
 // The same kind of entry for the int4 group format: y = x . w^T for the M <= 16 rows of a decode

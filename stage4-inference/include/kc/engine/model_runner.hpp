@@ -183,6 +183,11 @@ struct RunnerOptions {
   // (kc::stage3::int4_gemv_link_kernel, rung 04); 4 or 5, that rung on every link
   // (stage3/gemv_int4/04_x_resident or 05_x_f16), for measuring one against the other.
   int int4_link_rung = 0;
+  // The link rung a fused native step runs GGUF blocks on: 0, stage 3's choice
+  // (kc::stage3::quantized_gemv_link_kernel: rung 07 or 08); 7, 8 or 11, that rung on every link
+  // (stage3/gemv_gguf/07_x_resident, 08_x_f16, or 11_x_in_step, which stage 3 does not choose yet),
+  // for measuring one against another (kc-engine-bench --gguf-link-rung).
+  int gguf_link_rung = 0;
   // > 0: the layer projections of a weight table that come without blocks or groups (a bf16, f16
   // or f32 checkpoint, or a GGUF file's tensors that are not kept as blocks) are quantized on the
   // GPU at load into 4-bit groups of this size (kc::stage3::quantize_int4_groups: GPTQ's min-max
