@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "arch/sm90/tma_descriptor.hpp"
@@ -208,9 +209,9 @@ void validate_cu_seqlens(const std::int32_t* cu_seqlens, std::int64_t batch, std
 template <typename T>
 DecodeSplitPlan PagedDecodeAttention::plan_for(const DecodeArgs<T>& args, bool rope) {
   if (sm_count_ == 0) sm_count_ = current_device_sm_count();
-  const int number = rope ? rope_rung_row<T>(rope_rung_).number : decode_rung_row<T>(rung_).number;
-  int (*const occupancy)(const DecodeArgs<T>&) =
-      rope ? rope_rung_row<T>(rope_rung_).ctas_per_sm : decode_rung_row<T>(rung_).ctas_per_sm;
+  const auto number_and_occupancy = [](const auto& row) { return std::make_pair(row.number, row.ctas_per_sm); };
+  const auto [number, occupancy] = rope ? number_and_occupancy(rope_rung_row<T>(rope_rung_))
+                                        : number_and_occupancy(decode_rung_row<T>(rung_));
   if (occupancy == nullptr)
     return plan_decode_splits(args.batch, args.kv_heads, args.group_rows(), args.max_keys(), sm_count_,
                               min_keys_per_split_);

@@ -139,6 +139,17 @@ bool is_link_rung(QuantizedGemvKernel rung) {
          rung == QuantizedGemvKernel::gemv_gguf_11_x_in_step;
 }
 
+// Launches link rung `rung` (is_link_rung) on checked arguments; returns it.
+QuantizedGemvKernel launch_link_rung(const QuantizedGemvLinkArgs& a, QuantizedGemvKernel rung, cudaStream_t stream) {
+  if (rung == QuantizedGemvKernel::gemv_gguf_08_x_f16)
+    gemv_gguf_08_link(a, stream);
+  else if (rung == QuantizedGemvKernel::gemv_gguf_11_x_in_step)
+    gemv_gguf_11_link(a, stream);
+  else
+    gemv_gguf_07_link(a, stream);
+  return rung;
+}
+
 }  // namespace
 
 bool quantized_gemv_link_runs(GgufBlockType type, int m, int k, QuantizedGemvKernel rung) {
@@ -158,13 +169,7 @@ QuantizedGemvKernel quantized_gemv_link(const QuantizedGemvLinkArgs& a, Quantize
           "{}: the link cannot run {} rows of K = {} here ({} needs a Hopper GPU, sm_90a code and x in shared "
           "memory); run the prologue and quantized_gemv instead",
           entry, a.m, a.k, quantized_gemv_kernel_name(rung));
-  if (rung == QuantizedGemvKernel::gemv_gguf_08_x_f16)
-    gemv_gguf_08_link(a, stream);
-  else if (rung == QuantizedGemvKernel::gemv_gguf_11_x_in_step)
-    gemv_gguf_11_link(a, stream);
-  else
-    gemv_gguf_07_link(a, stream);
-  return rung;
+  return launch_link_rung(a, rung, stream);
 }
 
 QuantizedGemvKernel quantized_gemv_link(const QuantizedGemvLinkArgs& a, cudaStream_t stream) {
@@ -174,12 +179,7 @@ QuantizedGemvKernel quantized_gemv_link(const QuantizedGemvLinkArgs& a, cudaStre
           "{}: the link cannot run {} rows of K = {} here (rungs 07 and 08 need a Hopper GPU, sm_90a code and x "
           "in shared memory: gemv_gguf_07_fits); run the prologue and quantized_gemv instead",
           entry, a.m, a.k);
-  const QuantizedGemvKernel kernel = quantized_gemv_link_kernel(a);
-  if (kernel == QuantizedGemvKernel::gemv_gguf_08_x_f16)
-    gemv_gguf_08_link(a, stream);
-  else
-    gemv_gguf_07_link(a, stream);
-  return kernel;
+  return launch_link_rung(a, quantized_gemv_link_kernel(a), stream);
 }
 
 std::size_t quantized_gemv_prepared_quant_bytes(GgufBlockType type, int n, int k) {

@@ -187,44 +187,18 @@ const char* decode_attention_name(DecodeRung rung) {
 
 using RopeRung = kc::stage3::PagedDecodeAttention::RopeRung;
 
-// --decode-rope-rung's names: a rung's two digits (PagedDecodeAttention::rope_rung_number: 10 the
-// release/acquire merge, 09 workers first, 08 the page walk, 07 pages before the wait, 06 RoPE
-// inside); "both" is 08,07 (rung 08, the default before rung 10, and the rung before it).
-std::vector<RopeRung> parse_decode_rope_rung(const std::string& text) {
-  using kc::stage3::PagedDecodeAttention;
-  std::string names;  // "10, 09, 08, 07, 06": the ladder from its top
-  for (const RopeRung rung : PagedDecodeAttention::kRopeRungs)
-    names = fmt::format("{:02d}{}{}", PagedDecodeAttention::rope_rung_number(rung), names.empty() ? "" : ", ", names);
-  std::vector<RopeRung> rungs;
-  std::stringstream in(text == "both" ? std::string("08,07") : text);
-  for (std::string item; std::getline(in, item, ',');) {
-    const RopeRung* named = nullptr;
-    for (const RopeRung& rung : PagedDecodeAttention::kRopeRungs)
-      if (item == fmt::format("{:02d}", PagedDecodeAttention::rope_rung_number(rung))) named = &rung;
-    kc::require(named != nullptr, "--decode-rope-rung: '{}' is not {} or both", item, names);
-    rungs.push_back(*named);
-  }
-  kc::require(!rungs.empty(), "--decode-rope-rung holds no rung");
-  return rungs;
-}
-
-std::string decode_rope_rung_id(RopeRung rung) {
-  return rung_name(kc::stage3::PagedDecodeAttention::rope_rung_id(rung));
-}
-
-// A --*-link-rung list: stage3 (0, stage 3's choice) or the two digits of one of `named`, comma
-// separated; "both" stands for `both_means`. --int4-link-rung takes 04 and 05 (RunnerOptions::
-// int4_link_rung; both = 04,05), --gguf-link-rung 07, 08 and 11 (RunnerOptions::gguf_link_rung;
-// both = stage3,11: the choice against rung 11, which stage 3 does not choose yet).
-std::vector<int> parse_link_rungs(const std::string& text, const char* flag, const std::vector<int>& named,
-                                  const char* both_means) {
-  std::string names = "stage3";
-  for (const int rung : named) names += fmt::format(", {:02d}", rung);
+// A comma list of rungs, each given by its two digits and one of `named` (with `takes_stage3`, also
+// the word stage3 for 0: stage 3's own choice); "both" stands for `both_means`. The flags
+// --decode-rope-rung, --int4-link-rung and --gguf-link-rung take their lists through it.
+std::vector<int> parse_rung_list(const std::string& text, const char* flag, const std::vector<int>& named,
+                                 const char* both_means, bool takes_stage3) {
+  std::string names = takes_stage3 ? "stage3" : "";
+  for (const int rung : named) names += fmt::format("{}{:02d}", names.empty() ? "" : ", ", rung);
   std::vector<int> rungs;
   std::stringstream in(text == "both" ? std::string(both_means) : text);
   for (std::string item; std::getline(in, item, ',');) {
     int rung = -1;
-    if (item == "stage3") rung = 0;
+    if (takes_stage3 && item == "stage3") rung = 0;
     for (const int n : named)
       if (item == fmt::format("{:02d}", n)) rung = n;
     kc::require(rung >= 0, "{}: '{}' is not {} or both", flag, item, names);
@@ -234,13 +208,29 @@ std::vector<int> parse_link_rungs(const std::string& text, const char* flag, con
   return rungs;
 }
 
-// ", int4 link rung 05" / ", GGUF link rung 11": where a native fused step's 4-bit groups or GGUF
-// blocks were held to a named link rung.
-std::string int4_link_note(int rung, bool native, bool fuse) {
-  return rung == 0 || !native || !fuse ? std::string() : fmt::format(", int4 link rung {:02d}", rung);
+// --decode-rope-rung's names: a rung's two digits (PagedDecodeAttention::rope_rung_number: 10 the
+// release/acquire merge, 09 workers first, 08 the page walk, 07 pages before the wait, 06 RoPE
+// inside); "both" is 08,07 (rung 08, the default before rung 10, and the rung before it).
+std::vector<RopeRung> parse_decode_rope_rung(const std::string& text) {
+  using kc::stage3::PagedDecodeAttention;
+  std::vector<int> numbers;  // 10, 09, 08, 07, 06: the ladder from its top
+  for (const RopeRung rung : PagedDecodeAttention::kRopeRungs)
+    numbers.insert(numbers.begin(), PagedDecodeAttention::rope_rung_number(rung));
+  std::vector<RopeRung> rungs;
+  for (const int number : parse_rung_list(text, "--decode-rope-rung", numbers, "08,07", false))
+    for (const RopeRung rung : PagedDecodeAttention::kRopeRungs)
+      if (PagedDecodeAttention::rope_rung_number(rung) == number) rungs.push_back(rung);
+  return rungs;
 }
-std::string gguf_link_note(int rung, bool native, bool fuse) {
-  return rung == 0 || !native || !fuse ? std::string() : fmt::format(", GGUF link rung {:02d}", rung);
+
+std::string decode_rope_rung_id(RopeRung rung) {
+  return rung_name(kc::stage3::PagedDecodeAttention::rope_rung_id(rung));
+}
+
+// ", int4 link rung 05" / ", GGUF link rung 11" (`format` "int4" or "GGUF"): where a native fused
+// step's 4-bit groups or GGUF blocks were held to a named link rung.
+std::string link_note(const char* format, int rung, bool native, bool fuse) {
+  return rung == 0 || !native || !fuse ? std::string() : fmt::format(", {} link rung {:02d}", format, rung);
 }
 
 // The decode attention of a mode where it is not the engine's default (", decode attention rung 04
@@ -514,8 +504,8 @@ std::string mode_name(const ModelResult& r) {
          (r.one_launch_mlp && r.fuse_kernels ? ", the MLP in one launch" : std::string()) +
          l2_warm_note(r.l2_warm_mib, r.fuse_kernels) +
          decode_attention_note(r.decode_attention, r.decode_rope_rung, r.rope_in_attention, r.fuse_kernels) +
-         int4_link_note(r.int4_link_rung, r.native_quantized, r.fuse_kernels) +
-         gguf_link_note(r.gguf_link_rung, r.native_quantized, r.fuse_kernels) +
+         link_note("int4", r.int4_link_rung, r.native_quantized, r.fuse_kernels) +
+         link_note("GGUF", r.gguf_link_rung, r.native_quantized, r.fuse_kernels) +
          sampling_note(r.sampling, r.gpu_sampler);
 }
 
@@ -775,9 +765,12 @@ int run(int argc, char** argv) {
               "--decode-tokens must be >= 2, --concurrency-prompt and --concurrency-tokens >= 1");
   const std::vector<DecodeRung> decode_modes = parse_decode_attention(args.decode_attention);
   const std::vector<RopeRung> rope_rungs = parse_decode_rope_rung(args.decode_rope_rung);
-  const std::vector<int> int4_link_rungs = parse_link_rungs(args.int4_link_rung, "--int4-link-rung", {4, 5}, "04,05");
+  // --int4-link-rung takes 04 and 05 (RunnerOptions::int4_link_rung; both = 04,05),
+  // --gguf-link-rung 07, 08 and 11 (RunnerOptions::gguf_link_rung; both = stage3,11: the choice
+  // against rung 11, which stage 3 does not choose yet); stage3 is 0, stage 3's own choice.
+  const std::vector<int> int4_link_rungs = parse_rung_list(args.int4_link_rung, "--int4-link-rung", {4, 5}, "04,05", true);
   const std::vector<int> gguf_link_rungs =
-      parse_link_rungs(args.gguf_link_rung, "--gguf-link-rung", {7, 8, 11}, "stage3,11");
+      parse_rung_list(args.gguf_link_rung, "--gguf-link-rung", {7, 8, 11}, "stage3,11", true);
   if (!args.markdown.empty()) {  // the report's folder first: a run must not end unable to write it
     std::error_code error;
     std::filesystem::create_directories(args.markdown, error);
@@ -880,8 +873,8 @@ int run(int argc, char** argv) {
                   one_launch_mlp && fuse ? ", the MLP in one launch" : "",
                   l2_warm_note(l2_warm_mib, fuse).c_str(),
                   blocks.empty() ? "" : fmt::format(", {} {}", blocks, native ? "native" : "dequantized").c_str(),
-                  int4_link_note(int4_link_rung, native, fuse).c_str(),
-                  gguf_link_note(gguf_link_rung, native, fuse).c_str(),
+                  link_note("int4", int4_link_rung, native, fuse).c_str(),
+                  link_note("GGUF", gguf_link_rung, native, fuse).c_str(),
                   sampling_note(args.sampling, gpu_sampler).c_str(),
                   static_cast<double>(bytes.bf16) / (1 << 20),
                   bytes.blocks > 0 ? fmt::format(" + {:.0f} MiB of {} blocks", static_cast<double>(bytes.blocks) / (1 << 20),
