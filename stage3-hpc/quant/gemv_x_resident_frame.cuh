@@ -13,6 +13,7 @@
 
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -686,8 +687,30 @@ inline int ctas_per_sm(const void* kernel, std::size_t smem) {
   return ctas;
 }
 
+// spread_over_sms: the dynamic shared memory a launch of `kernel` asks for so that an SM holds one
+// of its CTAs and no second — half of what an SM has, or `smem` where that is more (asked once per
+// pair). Only the launch asks for it; the kernel uses `smem` of it.
+inline std::size_t one_cta_an_sm_smem(const void* kernel, std::size_t smem) {
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, std::size_t>, std::size_t> known;
+  const auto key = std::make_pair(kernel, smem);
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    if (const auto found = known.find(key); found != known.end()) return found->second;
+  }
+  int device = 0, per_sm = 0;
+  KC_CUDA_CHECK(cudaGetDevice(&device));
+  KC_CUDA_CHECK(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
+  const std::size_t alone = std::max(smem, static_cast<std::size_t>(per_sm) / 2);
+  require(alone <= kGgufGemv07MaxDynamicSmem && ctas_per_sm(kernel, alone) == 1,
+          "GGUF GEMV (x resident): {} bytes of shared memory do not hold an SM to one CTA of the link", alone);
+  const std::lock_guard<std::mutex> lock(mutex);
+  known.emplace(key, alone);
+  return alone;
+}
+
 template <class Format, int kRowGroups, bool kOneRow, bool kSwapped, GgufGemvPrologue kPrologue, XStaging kStaging>
-void launch_instance(const Link& g, cudaStream_t stream, bool* several_tiles_only) {
+void launch_instance(const Link& g, bool spread_over_sms, cudaStream_t stream, bool* several_tiles_only) {
   const auto kernel = &gemv_x_resident_kernel<Format, kRowGroups, kOneRow, kSwapped, kPrologue, kStaging>;
   static const bool prepared = [kernel] {
     KC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -703,7 +726,10 @@ void launch_instance(const Link& g, cudaStream_t stream, bool* several_tiles_onl
     return;
   }
   const int grid = tiles < resident ? tiles : resident;
-  core::launch_dependent(kernel, dim3(static_cast<unsigned>(grid)), dim3(kThreads), smem, stream, g);
+  // A grid the SMs hold one CTA each may ask for one CTA an SM (spread_over_sms).
+  const bool spread = spread_over_sms && grid <= current_device_sm_count();
+  const std::size_t launch_smem = spread ? one_cta_an_sm_smem(reinterpret_cast<const void*>(kernel), smem) : smem;
+  core::launch_dependent(kernel, dim3(static_cast<unsigned>(grid)), dim3(kThreads), launch_smem, stream, g);
 }
 
 // The link on `stream`; or, with `several_tiles_only`, no launch: whether the link has more tiles
@@ -711,23 +737,25 @@ void launch_instance(const Link& g, cudaStream_t stream, bool* several_tiles_onl
 // launch_instance for the link's prologue, a runtime value (a swapped link has none): what the
 // GGUF and the int4 links' launchers share once they have chosen the Format and the rows.
 template <class Format, int kRowGroups, bool kOneRow, bool kSwapped, XStaging kStaging>
-void launch_for_prologue(const Link& g, GgufGemvPrologue prologue, cudaStream_t stream, bool* several_tiles_only) {
+void launch_for_prologue(const Link& g, GgufGemvPrologue prologue, bool spread_over_sms, cudaStream_t stream,
+                         bool* several_tiles_only) {
+  const auto with = [&](auto prologue_constant, auto swapped) {
+    launch_instance<Format, kRowGroups, kOneRow, decltype(swapped)::value, decltype(prologue_constant)::value,
+                    kStaging>(g, spread_over_sms, stream, several_tiles_only);
+  };
+  using None = std::integral_constant<GgufGemvPrologue, GgufGemvPrologue::none>;
   if constexpr (kSwapped) {
-    launch_instance<Format, kRowGroups, kOneRow, true, GgufGemvPrologue::none, kStaging>(g, stream,
-                                                                                          several_tiles_only);
+    with(None{}, std::true_type{});
   } else {
     switch (prologue) {
       case GgufGemvPrologue::none:
-        launch_instance<Format, kRowGroups, kOneRow, false, GgufGemvPrologue::none, kStaging>(g, stream,
-                                                                                               several_tiles_only);
+        with(None{}, std::false_type{});
         break;
       case GgufGemvPrologue::rmsnorm:
-        launch_instance<Format, kRowGroups, kOneRow, false, GgufGemvPrologue::rmsnorm, kStaging>(g, stream,
-                                                                                                  several_tiles_only);
+        with(std::integral_constant<GgufGemvPrologue, GgufGemvPrologue::rmsnorm>{}, std::false_type{});
         break;
       case GgufGemvPrologue::swiglu:
-        launch_instance<Format, kRowGroups, kOneRow, false, GgufGemvPrologue::swiglu, kStaging>(g, stream,
-                                                                                                 several_tiles_only);
+        with(std::integral_constant<GgufGemvPrologue, GgufGemvPrologue::swiglu>{}, std::false_type{});
         break;
     }
   }
@@ -742,7 +770,7 @@ void launch(const GgufGemvLinkArgs& a, cudaStream_t stream, bool* several_tiles_
   const Link g = make_link(a, kStaging);
   const auto with_prologue = [&](auto type, auto row_groups, auto one_row) {
     launch_for_prologue<GgufChunks<decltype(type)::value>, decltype(row_groups)::value, decltype(one_row)::value,
-                        kSwapped, kStaging>(g, a.prologue, stream, several_tiles_only);
+                        kSwapped, kStaging>(g, a.prologue, a.spread_over_sms, stream, several_tiles_only);
   };
   // The rung-05/06 choices (block type, row groups, the M = 1 instance) on the first weight's
   // arguments; make_link checked every weight.

@@ -415,6 +415,13 @@ void check_x_resident_link(LinkFn run_link, bool public_entry) {
       link.x = act.data();
       run_link(link, nullptr);
       expect_rung06_bits("no prologue");
+      // One CTA an SM (spread_over_sms; the link's 11 tiles are fewer than the SMs): where its CTAs
+      // run changes no bit.
+      poison();
+      link.spread_over_sms = true;
+      run_link(link, nullptr);
+      expect_rung06_bits("no prologue, one CTA an SM");
+      link.spread_over_sms = false;
 
       // SwiGLU inside: the same bits from [gate | up].
       poison();

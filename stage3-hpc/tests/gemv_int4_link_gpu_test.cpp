@@ -255,6 +255,12 @@ TEST(GemvInt4LinkGpu, LinkMatchesTheUnfusedKernels) {
       link.prologue = GgufGemvPrologue::swiglu;
       rung.link(link, nullptr);
       expect_single_bits("SwiGLU inside");
+      // One CTA an SM (spread_over_sms; 11 tiles, fewer than the SMs): the same bits.
+      poison();
+      link.spread_over_sms = true;
+      rung.link(link, nullptr);
+      expect_single_bits("SwiGLU inside, one CTA an SM");
+      link.spread_over_sms = false;
 
       // RMSNorm inside, beta = 1, on the rows' first K (packed).
       std::vector<__nv_bfloat16> rows_host(static_cast<std::size_t>(m) * k);

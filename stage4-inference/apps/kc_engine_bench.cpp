@@ -30,7 +30,9 @@
 // blocks (RunnerOptions::native_quantized) or on the dequantized copy, so one run gives both rows of
 // the same weights; --int4-link-rung stage3|04|05|both holds a fused native step's 4-bit groups to
 // stage 3's choice of link rung or to the one named (RunnerOptions::int4_link_rung), and
-// --gguf-link-rung stage3|07|08|11|both its GGUF blocks (RunnerOptions::gguf_link_rung). Every request
+// --gguf-link-rung stage3|07|08|11|both its GGUF blocks (RunnerOptions::gguf_link_rung), and
+// --spread-links on|off|both launches a native link of no more CTAs than SMs one CTA an SM or as
+// many an SM as fit (default on as RunnerOptions::spread_small_links). Every request
 // decodes greedily unless --temperature T (> 0; with --top-k K and --top-p P, seed --seed plus the
 // request's index) samples its tokens, on the GPU sampler or the host's reference sampler
 // (--gpu-sampler on|off|both, default on as RunnerOptions::gpu_sampler; off and both need a
@@ -103,6 +105,7 @@ constexpr const char* kUsage =
     "                       [--max-model-len 8448] [--kv-fraction 0.6] [--decode-min-split-keys 256]\n"
     "                       [--quantized q4_0|q4_1|q8_0|int4-gN] [--native-quantized on|off|both]\n"
     "                       [--int4-link-rung stage3,04,05|both] [--gguf-link-rung stage3,07,08,11|both]\n"
+    "                       [--spread-links on|off|both]\n"
     "                       [--temperature 0] [--top-k 0] [--top-p 1] [--gpu-sampler on|off|both]\n"
     "                       [--peers hf.json[,llama.json]]\n"
     "                       [--markdown DIR]\n"
@@ -117,6 +120,7 @@ struct Args {
   std::string native_quantized = "off";  // on, off or both (RunnerOptions::native_quantized)
   std::string int4_link_rung = "stage3";  // RunnerOptions::int4_link_rung: stage3, 04, 05 or both
   std::string gguf_link_rung = "stage3";  // RunnerOptions::gguf_link_rung: stage3, 07, 08, 11 or both
+  std::string spread_links = "on";        // RunnerOptions::spread_small_links: on, off or both
   kc::engine::SamplingParams sampling;  // every request's (its seed: --seed plus the request's index)
   std::string gpu_sampler = "on";  // RunnerOptions::gpu_sampler: on, off or both (a temperature only)
   int decode_min_split_keys = kc::engine::RunnerOptions{}.decode_min_keys_per_split;
@@ -277,6 +281,7 @@ struct ModelResult {
   bool native_quantized = false;
   int int4_link_rung = 0;  // RunnerOptions::int4_link_rung
   int gguf_link_rung = 0;  // RunnerOptions::gguf_link_rung
+  bool spread_links = true;  // RunnerOptions::spread_small_links
   std::string block_type;  // the blocks' type where the weights have blocks ("q4_1"), else empty
   int decode_min_split_keys = kc::engine::RunnerOptions{}.decode_min_keys_per_split;
   int l2_warm_mib = kDefaultL2WarmMib;
@@ -490,6 +495,12 @@ std::string sampling_note(const kc::engine::SamplingParams& sampling, bool gpu_s
                      gpu_sampler ? "GPU" : "host");
 }
 
+// ", small links packed" where a fused native step's links of no more CTAs than SMs ran as many
+// an SM as fit (RunnerOptions::spread_small_links off); empty otherwise.
+std::string spread_note(bool spread, bool native, bool fuse) {
+  return !spread && native && fuse ? ", small links packed" : "";
+}
+
 // "eager, unfused kernels", "CUDA graphs, fused kernels", ...: a table section's mode; for quantized
 // weights whether the decode steps ran on the blocks ("q4_1 native") or on their bf16 copy ("q4_1
 // dequantized"); the decode split floor when it is not the engine's default.
@@ -506,7 +517,7 @@ std::string mode_name(const ModelResult& r) {
          decode_attention_note(r.decode_attention, r.decode_rope_rung, r.rope_in_attention, r.fuse_kernels) +
          link_note("int4", r.int4_link_rung, r.native_quantized, r.fuse_kernels) +
          link_note("GGUF", r.gguf_link_rung, r.native_quantized, r.fuse_kernels) +
-         sampling_note(r.sampling, r.gpu_sampler);
+         spread_note(r.spread_links, r.native_quantized, r.fuse_kernels) + sampling_note(r.sampling, r.gpu_sampler);
 }
 
 // One peer's rates, from bench/peers/hf_engine_peers.py or bench/peers/llama_cpp_peer.py:
@@ -646,7 +657,7 @@ void write_tables(const Args& args, const kc::DeviceInfo& device, double copy_gb
                         peers.cells(r.name, "concurrency", c.requests, c.tok_s));
     md += "\n";
     json += fmt::format("{}\n    {{\"name\": {}, \"source\": {}, \"cuda_graphs\": {}, \"fuse_kernels\": {}, \"programmatic_launch\": {}, \"rope_in_attention\": {}, \"decode_rope_rung\": {}, \"one_launch_mlp\": {}, \"l2_warm_mib\": {}, \"decode_attention\": {}, "
-                        "\"block_type\": {}, \"native_quantized\": {}, \"int4_link_rung\": {}, \"gguf_link_rung\": {}, "
+                        "\"block_type\": {}, \"native_quantized\": {}, \"int4_link_rung\": {}, \"gguf_link_rung\": {}, \"spread_links\": {}, "
                         "\"decode_min_split_keys\": {}, \"temperature\": {}, \"top_k\": {}, \"top_p\": {}, "
                         "\"gpu_sampler\": {}, \"params\": {:.0f}, "
                         "\"weight_bytes\": {:.0f}, \"block_bytes\": {:.0f}, \"weight_bytes_read\": {:.0f}, "
@@ -657,7 +668,7 @@ void write_tables(const Args& args, const kc::DeviceInfo& device, double copy_gb
                         r.programmatic_launch ? "true" : "false", r.rope_in_attention ? "true" : "false",
                         kc::json_string(decode_rope_rung_id(r.decode_rope_rung)), r.one_launch_mlp ? "true" : "false", r.l2_warm_mib, kc::json_string(decode_attention_id(r.decode_attention)),
                         kc::json_string(r.block_type), r.native_quantized ? "true" : "false", r.int4_link_rung, r.gguf_link_rung,
-                        r.decode_min_split_keys, r.sampling.temperature, r.sampling.top_k, r.sampling.top_p,
+                        r.spread_links ? "true" : "false", r.decode_min_split_keys, r.sampling.temperature, r.sampling.top_k, r.sampling.top_p,
                         r.gpu_sampler ? "true" : "false", r.params, r.weight_bytes, r.block_bytes, r.weight_bytes_read, r.kv_bytes_per_token,
                         r.pool_mib, r.num_blocks, r.block_size, r.graph_replays);
     for (std::size_t i = 0; i < r.decode.size(); ++i)
@@ -712,6 +723,7 @@ int run(int argc, char** argv) {
        {"--decode-rope-rung", [&](const std::string& v) { args.decode_rope_rung = v; }},
        {"--int4-link-rung", [&](const std::string& v) { args.int4_link_rung = v; }},
        {"--gguf-link-rung", [&](const std::string& v) { args.gguf_link_rung = v; }},
+       {"--spread-links", [&](const std::string& v) { args.spread_links = v; }},
        {"--l2-warm-mib",
         [&](const std::string& v) {
           args.l2_warm_mib = parse_list("--l2-warm-mib", v, 0, 1024, "a budget of 0 to 1024 MiB");
@@ -754,6 +766,8 @@ int run(int argc, char** argv) {
               args.quantized);
   kc::require(args.native_quantized == "both" || args.native_quantized == "on" || args.native_quantized == "off",
               "--native-quantized: '{}' is not both, on or off", args.native_quantized);
+  kc::require(args.spread_links == "both" || args.spread_links == "on" || args.spread_links == "off",
+              "--spread-links: '{}' is not both, on or off", args.spread_links);
   kc::engine::validate_sampling_params(args.sampling);  // before any GPU time
   kc::require(args.gpu_sampler == "both" || args.gpu_sampler == "on" || args.gpu_sampler == "off",
               "--gpu-sampler: '{}' is not both, on or off", args.gpu_sampler);
@@ -804,6 +818,9 @@ int run(int argc, char** argv) {
   std::vector<bool> native_modes;
   if (args.native_quantized != "on") native_modes.push_back(false);
   if (args.native_quantized != "off") native_modes.push_back(true);
+  std::vector<bool> spread_modes;
+  if (args.spread_links != "off") spread_modes.push_back(true);
+  if (args.spread_links != "on") spread_modes.push_back(false);
   std::vector<bool> sampler_modes;
   if (args.gpu_sampler != "on") sampler_modes.push_back(false);
   if (args.gpu_sampler != "off") sampler_modes.push_back(true);
@@ -838,6 +855,7 @@ int run(int argc, char** argv) {
     for (const int l2_warm_mib : args.l2_warm_mib)
     for (const int int4_link_rung : int4_link_rungs)
     for (const int gguf_link_rung : gguf_link_rungs)
+    for (bool spread : spread_modes)
     for (bool gpu_sampler : sampler_modes)
     for (bool graphs : graph_modes) {
       kc::engine::RunnerOptions options;
@@ -853,6 +871,7 @@ int run(int argc, char** argv) {
       options.native_quantized = native;
       options.int4_link_rung = int4_link_rung;
       options.gguf_link_rung = gguf_link_rung;
+      options.spread_small_links = spread;
       options.decode_min_keys_per_split = args.decode_min_split_keys;
       options.kv_memory_fraction = args.kv_fraction;
       if (loaded) options.quantize_int4_group_size = int4_group_size;  // a checkpoint's other projections
@@ -866,7 +885,7 @@ int run(int argc, char** argv) {
       if (blocks.empty() && loaded && !native) blocks = loaded_block_type(*loaded);
       if (blocks.empty() && int4_group_size > 0) blocks = fmt::format("int4 g{}", int4_group_size);
       const std::string decode_note = decode_attention_note(decode_rung, rope_rung, rope_in, fuse);
-      std::printf("%s, %s%s%s%s%s%s%s%s%s%s%s: %.0f MiB of bf16 weights%s, %.0f MiB read a decode token\n", name.c_str(),
+      std::printf("%s, %s%s%s%s%s%s%s%s%s%s%s%s: %.0f MiB of bf16 weights%s, %.0f MiB read a decode token\n", name.c_str(),
                   graphs ? "CUDA graphs" : "eager", fuse ? ", fused kernels" : "",
                   dependent ? "" : ", ordinary launches", decode_note.c_str(),
                   rope_in || !fuse ? "" : ", RoPE and cache write in their own kernel",
@@ -874,7 +893,7 @@ int run(int argc, char** argv) {
                   l2_warm_note(l2_warm_mib, fuse).c_str(),
                   blocks.empty() ? "" : fmt::format(", {} {}", blocks, native ? "native" : "dequantized").c_str(),
                   link_note("int4", int4_link_rung, native, fuse).c_str(),
-                  link_note("GGUF", gguf_link_rung, native, fuse).c_str(),
+                  link_note("GGUF", gguf_link_rung, native, fuse).c_str(), spread_note(spread, native, fuse).c_str(),
                   sampling_note(args.sampling, gpu_sampler).c_str(),
                   static_cast<double>(bytes.bf16) / (1 << 20),
                   bytes.blocks > 0 ? fmt::format(" + {:.0f} MiB of {} blocks", static_cast<double>(bytes.blocks) / (1 << 20),
@@ -885,6 +904,7 @@ int run(int argc, char** argv) {
       result.native_quantized = native;
       result.int4_link_rung = int4_link_rung;
       result.gguf_link_rung = gguf_link_rung;
+      result.spread_links = spread;
       result.block_type = blocks;
       result.name = name;
       result.source = loaded ? "checkpoint, " + loaded->format : "published shape, random weights";

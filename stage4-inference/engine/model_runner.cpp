@@ -878,6 +878,7 @@ void ModelRunner::Impl::link_project(const char* what, const bf16* x, stage3::Gg
     args.norm_weight = norm_weight;
     args.norm_eps = static_cast<float>(config.rms_norm_eps);
     args.beta = beta;
+    args.spread_over_sms = options.spread_small_links;
     args.weights = 0;
   };
   std::string_view kernel_name;

@@ -152,7 +152,7 @@ void launch_int4(const Int4GemvLinkArgs& a, cudaStream_t stream) {
                                       Int4Chunks<kBlocksPerScale>>;
     gguf_mma::dispatch_row_groups(a.m, [&](auto row_groups, auto one_row) {
       launch_for_prologue<Format, decltype(row_groups)::value, decltype(one_row)::value, kSwapped, kStaging>(
-          g, a.prologue, stream, nullptr);
+          g, a.prologue, a.spread_over_sms, stream, nullptr);
     });
   });
   KC_CUDA_CHECK(cudaGetLastError());

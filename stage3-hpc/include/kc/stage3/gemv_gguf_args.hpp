@@ -292,6 +292,11 @@ struct GgufGemvLinkArgs {
   const __nv_bfloat16* norm_weight = nullptr;  // [K], the RMSNorm prologue's; 16-byte aligned
   float norm_eps = 0.f;
   float beta = 0.f;  // y = x . w^T + beta y (0: y is not read)
+  // A link of no more CTAs than SMs (one tile each) launches with the shared memory of one CTA an
+  // SM, so that its CTAs take an SM each; false: as many an SM as fit. As a programmatic dependent
+  // such a grid otherwise packs two CTAs onto each SM the kernel ahead frees first, leaving other
+  // SMs' bandwidth unused (stage 3 README, "One CTA an SM for a small link's grid").
+  bool spread_over_sms = false;
   int weights = 1;
   GgufGemvLinkWeight weight[kGgufGemvLinkMaxWeights];
 };

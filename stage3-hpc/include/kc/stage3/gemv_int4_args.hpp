@@ -191,6 +191,7 @@ struct Int4GemvLinkArgs {
   const __nv_bfloat16* norm_weight = nullptr;  // [K], the RMSNorm prologue's; 16-byte aligned
   float norm_eps = 0.f;
   float beta = 0.f;  // y = x . w^T + beta y (0: y is not read)
+  bool spread_over_sms = false;  // as GgufGemvLinkArgs::spread_over_sms
   int weights = 1;
   Int4GemvLinkWeight weight[kGgufGemvLinkMaxWeights];
 };

@@ -188,6 +188,12 @@ struct RunnerOptions {
   // (stage3/gemv_gguf/07_x_resident, 08_x_f16, or 11_x_in_step, which stage 3 does not choose yet),
   // for measuring one against another (kc-engine-bench --gguf-link-rung).
   int gguf_link_rung = 0;
+  // A native step's link of no more CTAs than SMs (GGUF blocks or 4-bit groups) asks for one CTA an
+  // SM (stage 3's GgufGemvLinkArgs::spread_over_sms): launched while the kernel ahead drains, its
+  // CTAs would otherwise pack two to an SM on the SMs that kernel frees first. On by default; the
+  // measurements, and the shapes where it loses, are in the README ("One CTA an SM for a small
+  // link"). kc-engine-bench --spread-links on|off.
+  bool spread_small_links = true;
   // > 0: the layer projections of a weight table that come without blocks or groups (a bf16, f16
   // or f32 checkpoint, or a GGUF file's tensors that are not kept as blocks) are quantized on the
   // GPU at load into 4-bit groups of this size (kc::stage3::quantize_int4_groups: GPTQ's min-max
