@@ -30,6 +30,10 @@
 // across each first-tile stage, and a load a stage in the first tile for every consumer warp.
 // Where CTAs run several tiles, x is staged during the first of them only.
 //
+// Measured (stage-3 README, "Rung 11"): slower than rung 07. The stall at the staging is real, but
+// the slices add instructions to every first-tile stage — every stage, where CTAs run one tile —
+// and a CTA's ring turns over only as fast as its consumers: the prediction missed the consumers.
+//
 // SASS to look for (sm_90a): rung 07's producer and programmatic launch (UBLKCP.S.G, SYNCS.*,
 // PREEXIT, ACQBULK); in the consumers' loop, the next slice's LDG.E.128.CONSTANT just before the
 // ring's SYNCS.PHASECHK wait, and this slice's stores (ptxas may split a 16-byte store of x into
