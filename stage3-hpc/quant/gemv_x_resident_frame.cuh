@@ -688,24 +688,16 @@ inline int ctas_per_sm(const void* kernel, std::size_t smem) {
 }
 
 // spread_over_sms: the dynamic shared memory a launch of `kernel` asks for so that an SM holds one
-// of its CTAs and no second — half of what an SM has, or `smem` where that is more (asked once per
-// pair). Only the launch asks for it; the kernel uses `smem` of it.
+// of its CTAs and no second — half of what an SM has, or `smem` where that is more (the occupancy
+// query that checks it is ctas_per_sm's, asked once per pair). Only the launch asks for it; the
+// kernel uses `smem` of it.
 inline std::size_t one_cta_an_sm_smem(const void* kernel, std::size_t smem) {
-  static std::mutex mutex;
-  static std::map<std::pair<const void*, std::size_t>, std::size_t> known;
-  const auto key = std::make_pair(kernel, smem);
-  {
-    const std::lock_guard<std::mutex> lock(mutex);
-    if (const auto found = known.find(key); found != known.end()) return found->second;
-  }
   int device = 0, per_sm = 0;
   KC_CUDA_CHECK(cudaGetDevice(&device));
   KC_CUDA_CHECK(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
   const std::size_t alone = std::max(smem, static_cast<std::size_t>(per_sm) / 2);
   require(alone <= kGgufGemv07MaxDynamicSmem && ctas_per_sm(kernel, alone) == 1,
           "GGUF GEMV (x resident): {} bytes of shared memory do not hold an SM to one CTA of the link", alone);
-  const std::lock_guard<std::mutex> lock(mutex);
-  known.emplace(key, alone);
   return alone;
 }
 
@@ -720,14 +712,15 @@ void launch_instance(const Link& g, bool spread_over_sms, cudaStream_t stream, b
   (void)prepared;
   const std::size_t smem = dynamic_smem_bytes(ring_stage_bytes<Format>(), g.m, g.k, kStaging);
   const int tiles = g.tile_begin[g.weights];
-  const int resident = ctas_per_sm(reinterpret_cast<const void*>(kernel), smem) * current_device_sm_count();
+  const int sm_count = current_device_sm_count();
+  const int resident = ctas_per_sm(reinterpret_cast<const void*>(kernel), smem) * sm_count;
   if (several_tiles_only != nullptr) {  // asked whether some CTA would take several tiles, not to launch
     *several_tiles_only = tiles > resident;
     return;
   }
   const int grid = tiles < resident ? tiles : resident;
   // A grid the SMs hold one CTA each may ask for one CTA an SM (spread_over_sms).
-  const bool spread = spread_over_sms && grid <= current_device_sm_count();
+  const bool spread = spread_over_sms && grid <= sm_count;
   const std::size_t launch_smem = spread ? one_cta_an_sm_smem(reinterpret_cast<const void*>(kernel), smem) : smem;
   core::launch_dependent(kernel, dim3(static_cast<unsigned>(grid)), dim3(kThreads), launch_smem, stream, g);
 }
