@@ -191,6 +191,15 @@ const char* decode_attention_name(DecodeRung rung) {
 
 using RopeRung = kc::stage3::PagedDecodeAttention::RopeRung;
 
+// An on|off|both flag's modes, off before on; kc::Error naming `flag` for any other value.
+std::vector<bool> on_off_modes(const std::string& text, const char* flag) {
+  kc::require(text == "both" || text == "on" || text == "off", "{}: '{}' is not both, on or off", flag, text);
+  std::vector<bool> modes;
+  if (text != "on") modes.push_back(false);
+  if (text != "off") modes.push_back(true);
+  return modes;
+}
+
 // A comma list of rungs, each given by its two digits and one of `named` (with `takes_stage3`, also
 // the word stage3 for 0: stage 3's own choice); "both" stands for `both_means`. The flags
 // --decode-rope-rung, --int4-link-rung and --gguf-link-rung take their lists through it.
@@ -749,28 +758,22 @@ int run(int argc, char** argv) {
     return 0;
   }
   kc::require(!args.model.empty() || !args.synthetic.empty(), "give --model, --synthetic or both\n{}", kUsage);
-  kc::require(args.graphs == "both" || args.graphs == "on" || args.graphs == "off",
-              "--cuda-graphs: '{}' is not both, on or off", args.graphs);
-  kc::require(args.fuse_kernels == "both" || args.fuse_kernels == "on" || args.fuse_kernels == "off",
-              "--fuse-kernels: '{}' is not both, on or off", args.fuse_kernels);
-  kc::require(args.programmatic_launch == "both" || args.programmatic_launch == "on" || args.programmatic_launch == "off",
-              "--programmatic-launch: '{}' is not both, on or off", args.programmatic_launch);
-  kc::require(args.rope_in_attention == "both" || args.rope_in_attention == "on" || args.rope_in_attention == "off",
-              "--rope-in-attention: '{}' is not both, on or off", args.rope_in_attention);
-  kc::require(args.one_launch_mlp == "both" || args.one_launch_mlp == "on" || args.one_launch_mlp == "off",
-              "--one-launch-mlp: '{}' is not both, on or off", args.one_launch_mlp);
+  const std::vector<bool> graph_modes = on_off_modes(args.graphs, "--cuda-graphs");
+  const std::vector<bool> fuse_modes = on_off_modes(args.fuse_kernels, "--fuse-kernels");
+  const std::vector<bool> launch_modes = on_off_modes(args.programmatic_launch, "--programmatic-launch");
+  const std::vector<bool> rope_modes = on_off_modes(args.rope_in_attention, "--rope-in-attention");
+  const std::vector<bool> mlp_modes = on_off_modes(args.one_launch_mlp, "--one-launch-mlp");
   const int int4_group_size = int4_group_size_of(args.quantized);
   kc::require(args.quantized.empty() || args.quantized == "q4_0" || args.quantized == "q4_1" ||
                   args.quantized == "q8_0" || int4_group_size > 0,
               "--quantized: '{}' is not q4_0, q4_1, q8_0 or int4-gN (N = 32, 64 or a multiple of 128)",
               args.quantized);
-  kc::require(args.native_quantized == "both" || args.native_quantized == "on" || args.native_quantized == "off",
-              "--native-quantized: '{}' is not both, on or off", args.native_quantized);
-  kc::require(args.spread_links == "both" || args.spread_links == "on" || args.spread_links == "off",
-              "--spread-links: '{}' is not both, on or off", args.spread_links);
+  const std::vector<bool> native_modes = on_off_modes(args.native_quantized, "--native-quantized");
+  // On (the default) before off.
+  const std::vector<bool> spread_on_first = on_off_modes(args.spread_links, "--spread-links");
+  const std::vector<bool> spread_modes(spread_on_first.rbegin(), spread_on_first.rend());
   kc::engine::validate_sampling_params(args.sampling);  // before any GPU time
-  kc::require(args.gpu_sampler == "both" || args.gpu_sampler == "on" || args.gpu_sampler == "off",
-              "--gpu-sampler: '{}' is not both, on or off", args.gpu_sampler);
+  const std::vector<bool> sampler_modes = on_off_modes(args.gpu_sampler, "--gpu-sampler");
   kc::require(args.gpu_sampler == "on" || args.sampling.temperature > 0.f,
               "--gpu-sampler {}: the sampler runs only for a temperature above 0 (greedy steps take the argmax); "
               "add --temperature",
@@ -781,7 +784,7 @@ int run(int argc, char** argv) {
   const std::vector<RopeRung> rope_rungs = parse_decode_rope_rung(args.decode_rope_rung);
   // --int4-link-rung takes 04 and 05 (RunnerOptions::int4_link_rung; both = 04,05),
   // --gguf-link-rung 07, 08 and 11 (RunnerOptions::gguf_link_rung; both = stage3,11: the choice
-  // against rung 11, which stage 3 does not choose yet); stage3 is 0, stage 3's own choice.
+  // against rung 11, which stage 3 does not choose); stage3 is 0, stage 3's own choice.
   const std::vector<int> int4_link_rungs = parse_rung_list(args.int4_link_rung, "--int4-link-rung", {4, 5}, "04,05", true);
   const std::vector<int> gguf_link_rungs =
       parse_rung_list(args.gguf_link_rung, "--gguf-link-rung", {7, 8, 11}, "stage3,11", true);
@@ -800,30 +803,6 @@ int run(int argc, char** argv) {
   KC_CUDA_CHECK(cudaStreamDestroy(stream));
   std::printf("%s\ncopy bandwidth %.0f GB/s\n", device.summary().c_str(), copy_gbps);
 
-  std::vector<bool> graph_modes;
-  if (args.graphs != "on") graph_modes.push_back(false);
-  if (args.graphs != "off") graph_modes.push_back(true);
-  std::vector<bool> fuse_modes;
-  if (args.fuse_kernels != "on") fuse_modes.push_back(false);
-  if (args.fuse_kernels != "off") fuse_modes.push_back(true);
-  std::vector<bool> launch_modes;
-  if (args.programmatic_launch != "on") launch_modes.push_back(false);
-  if (args.programmatic_launch != "off") launch_modes.push_back(true);
-  std::vector<bool> rope_modes;
-  if (args.rope_in_attention != "on") rope_modes.push_back(false);
-  if (args.rope_in_attention != "off") rope_modes.push_back(true);
-  std::vector<bool> mlp_modes;
-  if (args.one_launch_mlp != "on") mlp_modes.push_back(false);
-  if (args.one_launch_mlp != "off") mlp_modes.push_back(true);
-  std::vector<bool> native_modes;
-  if (args.native_quantized != "on") native_modes.push_back(false);
-  if (args.native_quantized != "off") native_modes.push_back(true);
-  std::vector<bool> spread_modes;
-  if (args.spread_links != "off") spread_modes.push_back(true);
-  if (args.spread_links != "on") spread_modes.push_back(false);
-  std::vector<bool> sampler_modes;
-  if (args.gpu_sampler != "on") sampler_modes.push_back(false);
-  if (args.gpu_sampler != "off") sampler_modes.push_back(true);
   const kc::engine::GgmlType random_type = args.quantized == "q4_0"   ? kc::engine::GgmlType::q4_0
                                            : args.quantized == "q4_1" ? kc::engine::GgmlType::q4_1
                                            : args.quantized == "q8_0" ? kc::engine::GgmlType::q8_0
