@@ -115,9 +115,9 @@ QuantizedGemvKernel quantized_gemv_link_kernel(const QuantizedGemvLinkArgs& args
 QuantizedGemvKernel quantized_gemv_link(const QuantizedGemvLinkArgs& args, cudaStream_t stream);
 
 // The same with the link rung named instead of chosen — gemv_gguf_07_x_resident, gemv_gguf_08_x_f16
-// or gemv_gguf_11_x_in_step (rung 11: rung 07 with x staged in step with the weights, not chosen by
-// quantized_gemv_link_kernel until it has been measured) — for a caller comparing them
-// (kc-engine-bench --gguf-link-rung). kc::Error for another kernel, and where that rung cannot run
+// or gemv_gguf_11_x_in_step (rung 11: rung 07 with x staged in step with the weights, which
+// quantized_gemv_link_kernel does not choose: measured slower, stage-3 README) — for a caller
+// comparing them (kc-engine-bench --gguf-link-rung). kc::Error for another kernel, and where that rung cannot run
 // the link (the quantized_gemv_link_runs overload below); the rest as above.
 bool quantized_gemv_link_runs(GgufBlockType type, int m, int k, QuantizedGemvKernel rung);
 QuantizedGemvKernel quantized_gemv_link(const QuantizedGemvLinkArgs& args, QuantizedGemvKernel rung,
