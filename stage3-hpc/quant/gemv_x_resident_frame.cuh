@@ -2,13 +2,15 @@
 // producer warp's bulk-copy ring of quants and scales (the GGUF GEMV's rung 06's), x staged once
 // into shared memory by the consumer warps with an optional RMSNorm or SwiGLU prologue, up to three
 // weights a launch, beta in the store, a programmatic dependent. What the weights are is the
-// kernel's Format: GGUF blocks of one type (GgufChunks: the GGUF GEMV's rungs 07, 08 and 11) or
+// kernel's Format: GGUF blocks of one type (GgufChunks: the GGUF GEMV's rungs 07, 08, 11 and 12) or
 // 4-bit groups with zero points (Int4Chunks in quant/int4/04_x_resident.cu: the int4 GEMV's rung
 // 04). The GGUF rungs differ in what x is in shared memory and when it gets there (XStaging): rung
 // 07 keeps bf16 and rung 06's block arithmetic; rung 08 stores x as fp16 scaled by a power of two
 // per row, with the block sums formed once; rung 11 keeps rung 07's bf16 but stages it slice by
-// slice during the CTA's first tile, each warp its own chunks' (their headers say why). Each rung's
-// .cu file holds its entry points; this header is included by those four files only.
+// slice during the CTA's first tile, each warp its own chunks'; rung 12 keeps rung 07's bf16 and
+// has a cluster of CTAs stage it once, each CTA a part of it into all of their shared memories
+// (their headers say why). Each rung's .cu file holds its entry points; this header is included by
+// those five files only.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -24,6 +26,7 @@
 
 #include <fmt/format.h>
 
+#include "arch/sm90/cluster.cuh"
 #include "arch/sm90/mbarrier.cuh"
 #include "arch/sm90/sm90a.hpp"
 #include "arch/sm90/tma.cuh"
@@ -60,7 +63,12 @@ constexpr int kXPad = 8;  // bf16 after each row of x in shared memory: rows sta
 // the row's scale. Rung 11: rung 07's bf16, but not staged up front: during the CTA's first tile each
 // consumer warp stages the slice of x its own chunk multiplies (128 k of every row) one stage ahead
 // of the products, so the weights' stream starts at once; the later tiles read it as rung 07 does.
-enum class XStaging { bf16_as_read, f16_scaled, bf16_in_step };
+// Rung 12: rung 07's bf16, staged once a cluster of kStagingCluster CTAs: each CTA loads and
+// prologues a kStagingCluster-th of x and stores it into every CTA's shared memory of the cluster.
+enum class XStaging { bf16_as_read, f16_scaled, bf16_in_step, bf16_cluster_shared };
+
+// Rung 12's cluster: the CTAs that share one staging of x (a portable cluster size).
+constexpr int kStagingCluster = 4;
 
 // Bytes of rung 08's sums, row maxima and exponents after x's rows (none in rung 07).
 inline std::size_t staging_extra_bytes(XStaging staging, int m, int k) {
@@ -219,20 +227,32 @@ __device__ __forceinline__ uint4 apply_prologue(const uint4& first, const uint4&
 // squares[warp][row]); with the SwiGLU prologue x is silu(gate) . up of a [gate | up] row of 2K,
 // stage 2's swiglu rounded to bf16. Consumer thread `thread` of kConsumerThreads. kRowMax (rung
 // 08): each warp's largest |x| of a row, as stored, lands in row_max[warp][row] (NaN if any is).
-template <GgufGemvPrologue kPrologue, bool kRowMax = false>
+// kClusterShared (rung 12): only this CTA's share of each row — pieces [rank x share, (rank + 1) x
+// share) of K / 8, share = K / 8 / kStagingCluster rounded up — each result stored at the same
+// place of x_rows in every CTA of the cluster (its own with st.shared, the others' through the
+// cluster window), and a warp's squares over the share into set `rank` of every CTA's
+// kStagingCluster sets of squares (`squares` the first; zero where the share is empty). Every CTA
+// of the cluster must have started (the caller's cluster wait).
+template <GgufGemvPrologue kPrologue, bool kRowMax = false, bool kClusterShared = false>
 __device__ __forceinline__ void stage_x(const Link& g, bf16* x_rows, float (*squares)[kMaxRows], int thread,
-                                        float (*row_max)[kMaxRows] = nullptr) {
+                                        float (*row_max)[kMaxRows] = nullptr, std::uint32_t rank = 0) {
   const int pieces = g.k / 8, x_stride = g.k + kXPad;
+  int begin = 0, end = pieces;
+  if constexpr (kClusterShared) {
+    const int share = (pieces + kStagingCluster - 1) / kStagingCluster;
+    begin = static_cast<int>(rank) * share;
+    end = min(pieces, begin + share);
+  }
   const int lane = thread & 31, warp = thread >> 5;
   for (int row = 0; row < g.m; ++row) {
     float row_squares = 0.f, largest = 0.f;
     const bf16* source = g.x + static_cast<std::size_t>(row) * (kPrologue == GgufGemvPrologue::swiglu ? 2 : 1) * g.k;
-    for (int base = thread; base < pieces; base += kStagePieces * kConsumerThreads) {
+    for (int base = begin + thread; base < end; base += kStagePieces * kConsumerThreads) {
       uint4 first[kStagePieces], second[kStagePieces];  // x (or gate) and the norm's weight (or up)
 #pragma unroll
       for (int u = 0; u < kStagePieces; ++u) {
         const int piece = base + u * kConsumerThreads;
-        if (piece >= pieces) break;
+        if (piece >= end) break;
         first[u] = __ldg(reinterpret_cast<const uint4*>(source) + piece);
         if constexpr (kPrologue == GgufGemvPrologue::rmsnorm)
           second[u] = __ldg(reinterpret_cast<const uint4*>(g.norm_weight) + piece);
@@ -242,7 +262,7 @@ __device__ __forceinline__ void stage_x(const Link& g, bf16* x_rows, float (*squ
 #pragma unroll
       for (int u = 0; u < kStagePieces; ++u) {
         const int piece = base + u * kConsumerThreads;
-        if (piece >= pieces) break;
+        if (piece >= end) break;
         const uint4 out = apply_prologue<kPrologue>(first[u], second[u], row_squares);
         if constexpr (kRowMax) {
           const std::uint32_t stored[4] = {out.x, out.y, out.z, out.w};
@@ -252,12 +272,27 @@ __device__ __forceinline__ void stage_x(const Link& g, bf16* x_rows, float (*squ
             largest = core::max_propagate_nan(largest, core::max_propagate_nan(fabsf(v.x), fabsf(v.y)));
           }
         }
-        *reinterpret_cast<uint4*>(x_rows + static_cast<std::size_t>(row) * x_stride + piece * 8) = out;
+        bf16* where = x_rows + static_cast<std::size_t>(row) * x_stride + piece * 8;
+        *reinterpret_cast<uint4*>(where) = out;
+        if constexpr (kClusterShared) {
+          const std::uint32_t local = smem_u32(where);
+#pragma unroll
+          for (std::uint32_t other = 1; other < kStagingCluster; ++other)
+            sm90::st_shared_cluster_u32x4(local, (rank + other) % kStagingCluster, out);
+        }
       }
     }
     if constexpr (kPrologue == GgufGemvPrologue::rmsnorm) {
       row_squares = core::warp_reduce_sum(row_squares);
-      if (lane == 0) squares[warp][row] = row_squares;
+      if constexpr (kClusterShared) {
+        if (lane == 0) {
+          const std::uint32_t local = smem_u32(&squares[rank * kConsumerWarps + warp][row]);
+#pragma unroll
+          for (std::uint32_t cta = 0; cta < kStagingCluster; ++cta) sm90::st_shared_cluster_f32(local, cta, row_squares);
+        }
+      } else {
+        if (lane == 0) squares[warp][row] = row_squares;
+      }
     }
     if constexpr (kRowMax) {
       largest = core::warp_reduce_max(largest);
@@ -404,7 +439,10 @@ __global__ void __launch_bounds__(kThreads, min_ctas_per_sm<kStaging, kOneRow>()
   extern __shared__ __align__(16) std::uint8_t ring[];  // kStages stages, then x's rows
   __shared__ std::uint64_t full[kStages], empty[kStages];
   __shared__ float partial[2][kPartial];  // a tile's warp sums; two, so one barrier a tile suffices
-  __shared__ float squares[kConsumerWarps][kMaxRows];
+  // The warps' sums of x's squares (RMSNorm); rung 12 keeps one set for each CTA of its cluster.
+  constexpr bool kClusterShared = kStaging == XStaging::bf16_cluster_shared;
+  __shared__ float squares_sets[kClusterShared ? kStagingCluster : 1][kConsumerWarps][kMaxRows];
+  float(*squares)[kMaxRows] = squares_sets[0];
   bf16* x_rows = reinterpret_cast<bf16*>(ring + kStages * kStageBytes);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int k_blocks = g.k / kGgufBlockWeights;
@@ -415,10 +453,23 @@ __global__ void __launch_bounds__(kThreads, min_ctas_per_sm<kStaging, kOneRow>()
   // The next kernel of the chain may start its own weights while this one streams.
   core::let_dependent_grids_start();
   bulk_ring::init<kStages, kConsumerThreads>(full, empty);
+  // Rung 12: every thread says it has started (the cluster barrier's first phase); a CTA waits for
+  // the others' before it writes into their shared memory. The second phase ends the staging.
+  if constexpr (kClusterShared) sm90::cluster_arrive_relaxed();
 
   if (warp == kConsumerWarps) {
     // The producer: the weights only, which no kernel writes — so no wait for the kernel before.
     // Stage s of this CTA (counted across its tiles) into slot s % kStages once it is free.
+    // Rung 12: the producer's threads take part in the cluster barrier's two phases (the second
+    // ends only when the consumers have staged x), lane 0 once the ring is full, before its first
+    // wait for a free slot, or after its last stage; the others at once.
+    [[maybe_unused]] bool joined = false;
+    [[maybe_unused]] const auto join_cluster_staging = [&joined] {
+      sm90::cluster_wait_acquire();
+      sm90::cluster_arrive_relaxed();
+      sm90::cluster_wait_acquire();
+      joined = true;
+    };
     if (lane == 0) {
       int s = 0;
       for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
@@ -428,6 +479,8 @@ __global__ void __launch_bounds__(kThreads, min_ctas_per_sm<kStaging, kOneRow>()
         const std::size_t tile_chunks = static_cast<std::size_t>(place.tile) * chunks;
         for (int t = 0; t < stages; ++t, ++s) {
           const int slot = s % kStages;
+          if constexpr (kClusterShared)
+            if (s == kStages) join_cluster_staging();
           if (s >= kStages) sm90::mbarrier_wait(&empty[slot], ((s / kStages) - 1) & 1);
           const int first_chunk = t * kConsumerWarps;
           const int stage_chunks = min(kConsumerWarps, chunks - first_chunk);
@@ -441,6 +494,8 @@ __global__ void __launch_bounds__(kThreads, min_ctas_per_sm<kStaging, kOneRow>()
         }
       }
     }
+    if constexpr (kClusterShared)
+      if (!joined) join_cluster_staging();
     return;  // the producer writes nothing, and takes no part in the consumers' barriers
   }
 
@@ -461,6 +516,14 @@ __global__ void __launch_bounds__(kThreads, min_ctas_per_sm<kStaging, kOneRow>()
     // Rung 11: nothing staged yet; the warp's own squares start at zero (only it adds to them).
     if (lane < g.m) squares[warp][lane] = 0.f;
     __syncwarp();
+  } else if constexpr (kClusterShared) {
+    // Rung 12: once every CTA of the cluster has started, this CTA's share of x into all of their
+    // shared memories; past the second phase every CTA's share is in this CTA's (release/acquire).
+    const std::uint32_t rank = sm90::cluster_cta_rank();
+    sm90::cluster_wait_acquire();
+    stage_x<kPrologue, false, true>(g, x_rows, squares, threadIdx.x, nullptr, rank);
+    sm90::cluster_arrive_release();
+    sm90::cluster_wait_acquire();
   } else {
     stage_x<kPrologue, kF16>(g, x_rows, squares, threadIdx.x, row_max);
     sm90::named_barrier_sync(kConsumersBarrier, kConsumerThreads);
@@ -577,8 +640,15 @@ __global__ void __launch_bounds__(kThreads, min_ctas_per_sm<kStaging, kOneRow>()
       if constexpr (kF16) sum *= power_of_two(-exponents[row]);  // the row's scale undone
       if constexpr (kPrologue == GgufGemvPrologue::rmsnorm) {
         float row_squares = 0.f;
+        if constexpr (kClusterShared) {
 #pragma unroll
-        for (int w = 0; w < kConsumerWarps; ++w) row_squares += squares[w][row];
+          for (int cta = 0; cta < kStagingCluster; ++cta)
+#pragma unroll
+            for (int w = 0; w < kConsumerWarps; ++w) row_squares += squares_sets[cta][w][row];
+        } else {
+#pragma unroll
+          for (int w = 0; w < kConsumerWarps; ++w) row_squares += squares[w][row];
+        }
         sum *= rsqrtf(row_squares / static_cast<float>(g.k) + g.norm_eps);
       }
       bf16* out = y + static_cast<std::size_t>(row) * n_cols + column;
@@ -599,16 +669,21 @@ inline bool x_fits(GgufBlockType type, int m, int k, XStaging staging) {
   return dynamic_smem_bytes(type, m, k, staging) <= kGgufGemv07MaxDynamicSmem;
 }
 
-// The rung's name in messages: "x resident" (07), "x as fp16" (08) or "x staged in step" (11).
+// The rung's name in messages: "x resident" (07), "x as fp16" (08), "x staged in step" (11) or
+// "x staged once a cluster" (12).
 constexpr const char* rung_name(XStaging staging) {
-  return staging == XStaging::bf16_as_read ? "x resident"
-         : staging == XStaging::f16_scaled ? "x as fp16"
-                                           : "x staged in step";
+  return staging == XStaging::bf16_as_read   ? "x resident"
+         : staging == XStaging::f16_scaled   ? "x as fp16"
+         : staging == XStaging::bf16_in_step ? "x staged in step"
+                                             : "x staged once a cluster";
 }
 
-// Its number: "07", "08" or "11".
+// Its number: "07", "08", "11" or "12".
 constexpr const char* rung_number(XStaging staging) {
-  return staging == XStaging::bf16_as_read ? "07" : staging == XStaging::f16_scaled ? "08" : "11";
+  return staging == XStaging::bf16_as_read   ? "07"
+         : staging == XStaging::f16_scaled   ? "08"
+         : staging == XStaging::bf16_in_step ? "11"
+                                             : "12";
 }
 
 // What every link checks and sets whatever its weights are (the caller checks the number of
@@ -701,6 +776,34 @@ inline std::size_t one_cta_an_sm_smem(const void* kernel, std::size_t smem) {
   return alone;
 }
 
+// Rung 12: clusters of kStagingCluster CTAs of `kernel` with `smem` bytes that fit on the GPU at
+// once (asked once per pair; clusters must fit in a GPC, so this can be fewer than ctas_per_sm
+// allows on every SM).
+inline int staging_clusters_at_once(const void* kernel, std::size_t smem) {
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, std::size_t>, int> known;
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_pair(kernel, smem);
+  if (const auto found = known.find(key); found != known.end()) return found->second;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(kStagingCluster);
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = smem;
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = kStagingCluster;
+  cluster.val.clusterDim.y = 1;
+  cluster.val.clusterDim.z = 1;
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  int clusters = 0;
+  KC_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config));
+  require(clusters >= 1, "GGUF GEMV (x staged once a cluster): no cluster of {} CTAs of {} bytes of shared memory fits",
+          kStagingCluster, smem);
+  known.emplace(key, clusters);
+  return clusters;
+}
+
 template <class Format, int kRowGroups, bool kOneRow, bool kSwapped, GgufGemvPrologue kPrologue, XStaging kStaging>
 void launch_instance(const Link& g, bool spread_over_sms, cudaStream_t stream, bool* several_tiles_only) {
   const auto kernel = &gemv_x_resident_kernel<Format, kRowGroups, kOneRow, kSwapped, kPrologue, kStaging>;
@@ -713,6 +816,29 @@ void launch_instance(const Link& g, bool spread_over_sms, cudaStream_t stream, b
   const std::size_t smem = dynamic_smem_bytes(ring_stage_bytes<Format>(), g.m, g.k, kStaging);
   const int tiles = g.tile_begin[g.weights];
   const int sm_count = current_device_sm_count();
+  if constexpr (kStaging == XStaging::bf16_cluster_shared) {
+    // Rung 12: whole clusters, as many as the tiles ask for (a CTA past the last tile still stages
+    // its share of x) and the GPU holds at once; spread over the SMs one CTA each where the grid
+    // is no larger than the SMs and the clusters of such CTAs fit at once.
+    const void* entry = reinterpret_cast<const void*>(kernel);
+    const int resident = staging_clusters_at_once(entry, smem) * kStagingCluster;
+    if (several_tiles_only != nullptr) {
+      *several_tiles_only = tiles > resident;
+      return;
+    }
+    const int wanted = (tiles + kStagingCluster - 1) / kStagingCluster * kStagingCluster;
+    const int grid = wanted < resident ? wanted : resident;
+    bool spread = spread_over_sms && grid <= sm_count;
+    std::size_t launch_smem = smem;
+    if (spread) {
+      launch_smem = one_cta_an_sm_smem(entry, smem);
+      spread = grid <= staging_clusters_at_once(entry, launch_smem) * kStagingCluster;
+      if (!spread) launch_smem = smem;
+    }
+    core::launch_dependent_in_clusters(kernel, dim3(static_cast<unsigned>(grid)), dim3(kThreads), kStagingCluster,
+                                       launch_smem, stream, g);
+    return;
+  }
   const int resident = ctas_per_sm(reinterpret_cast<const void*>(kernel), smem) * sm_count;
   if (several_tiles_only != nullptr) {  // asked whether some CTA would take several tiles, not to launch
     *several_tiles_only = tiles > resident;

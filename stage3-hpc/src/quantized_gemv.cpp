@@ -30,6 +30,8 @@ std::string_view quantized_gemv_kernel_name(QuantizedGemvKernel kernel) {
       return "stage3/gemv_gguf/08_x_f16";
     case QuantizedGemvKernel::gemv_gguf_11_x_in_step:
       return "stage3/gemv_gguf/11_x_in_step";
+    case QuantizedGemvKernel::gemv_gguf_12_x_cluster_staged:
+      return "stage3/gemv_gguf/12_x_cluster_staged";
   }
   return "unknown";
 }
@@ -136,7 +138,8 @@ void check_quantized_gemv_link_args(const QuantizedGemvLinkArgs& a, const char* 
 
 bool is_link_rung(QuantizedGemvKernel rung) {
   return rung == QuantizedGemvKernel::gemv_gguf_07_x_resident || rung == QuantizedGemvKernel::gemv_gguf_08_x_f16 ||
-         rung == QuantizedGemvKernel::gemv_gguf_11_x_in_step;
+         rung == QuantizedGemvKernel::gemv_gguf_11_x_in_step ||
+         rung == QuantizedGemvKernel::gemv_gguf_12_x_cluster_staged;
 }
 
 // Launches link rung `rung` (is_link_rung) on checked arguments; returns it.
@@ -145,6 +148,8 @@ QuantizedGemvKernel launch_link_rung(const QuantizedGemvLinkArgs& a, QuantizedGe
     gemv_gguf_08_link(a, stream);
   else if (rung == QuantizedGemvKernel::gemv_gguf_11_x_in_step)
     gemv_gguf_11_link(a, stream);
+  else if (rung == QuantizedGemvKernel::gemv_gguf_12_x_cluster_staged)
+    gemv_gguf_12_link(a, stream);
   else
     gemv_gguf_07_link(a, stream);
   return rung;
@@ -156,13 +161,14 @@ bool quantized_gemv_link_runs(GgufBlockType type, int m, int k, QuantizedGemvKer
   if (!is_link_rung(rung) || !quantized_gemv_link_runs(type, m, k)) return false;
   if (rung == QuantizedGemvKernel::gemv_gguf_08_x_f16) return gemv_gguf_08_fits(type, m, k);
   if (rung == QuantizedGemvKernel::gemv_gguf_11_x_in_step) return gemv_gguf_11_fits(type, m, k);
+  if (rung == QuantizedGemvKernel::gemv_gguf_12_x_cluster_staged) return gemv_gguf_12_fits(type, m, k);
   return true;
 }
 
 QuantizedGemvKernel quantized_gemv_link(const QuantizedGemvLinkArgs& a, QuantizedGemvKernel rung,
                                         cudaStream_t stream) {
   constexpr const char* entry = "kc::stage3::quantized_gemv_link";
-  require(is_link_rung(rung), "{}: {} is not a link rung (07_x_resident, 08_x_f16 or 11_x_in_step)", entry,
+  require(is_link_rung(rung), "{}: {} is not a link rung (07_x_resident, 08_x_f16, 11_x_in_step or 12_x_cluster_staged)", entry,
           quantized_gemv_kernel_name(rung));
   check_quantized_gemv_link_args(a, entry);
   require(quantized_gemv_link_runs(a.type, a.m, a.k, rung),

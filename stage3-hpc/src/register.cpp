@@ -248,7 +248,7 @@ KernelEntry gguf_entry(const std::string& name, int rung, std::string idea, Gguf
   return entry;
 }
 
-// A Hopper rung that keeps x in shared memory (07, 08): it also refuses the problems whose x (and
+// A Hopper rung that keeps x in shared memory (07, 08, 11, 12): it also refuses the problems whose x (and
 // what the rung keeps with it, `kept`) does not fit next to its ring (`fits`).
 KernelEntry gguf_x_resident_entry(const std::string& name, int rung, std::string idea,
                                   void (*gemv)(const GgufGemvArgs&, cudaStream_t),
@@ -360,6 +360,11 @@ void register_kernels(Registry& registry) {
       "rung 07 with x staged in step with the weights: each consumer warp stages only its own chunks' slice of x, "
       "a stage ahead of its products, during the CTA's first tile, so the weights' stream never waits for x",
       &gemv_gguf_11_x_in_step, &gemv_gguf_11_fits, "M x (K + 8) x 2 bytes of x"));
+  registry.add_kernel(gguf_x_resident_entry(
+      "12_x_cluster_staged", 12,
+      "rung 07 launched in clusters of 4 CTAs: each CTA stages a quarter of x into the shared memory of all "
+      "four (distributed shared memory), so the L2 serves x a quarter as often",
+      &gemv_gguf_12_x_cluster_staged, &gemv_gguf_12_fits, "M x (K + 8) x 2 bytes of x"));
   // Low precision: bf16 rows to the GGUF blocks the GEMV reads (quant/quantize_gguf_*), the same table.
   register_quantize_gguf_kernels(registry);
   // Low precision: the GEMV on 4-bit groups with zero points (GPTQ/AWQ; quant/int4/), a table of its

@@ -55,12 +55,13 @@ TEST(GemvGgufGpu, SwappedNibblesFailTheCheck) {
                              Rung{2.0, &gemv_gguf_03_mma, &gemv_gguf_03_swapped_nibbles},
                              Rung{2.0, &gemv_gguf_04_cp_async, &gemv_gguf_04_swapped_nibbles},
                              Rung{3.0, &gemv_gguf_05_weights_as_a, &gemv_gguf_05_swapped_nibbles}};
-  // Rungs 06 to 08 and 11 need a Hopper GPU (BulkStreamWritesRungFivesBits says so where it is missing).
+  // Rungs 06 to 08, 11 and 12 need a Hopper GPU (BulkStreamWritesRungFivesBits says so where it is missing).
   if (gemv_gguf_06_runs_here()) {
     rungs.push_back(Rung{3.0, &gemv_gguf_06_bulk_stream, &gemv_gguf_06_swapped_nibbles});
     rungs.push_back(Rung{3.0, &gemv_gguf_07_x_resident, &gemv_gguf_07_swapped_nibbles});
     rungs.push_back(Rung{3.0, &gemv_gguf_08_x_f16, &gemv_gguf_08_swapped_nibbles});
     rungs.push_back(Rung{3.0, &gemv_gguf_11_x_in_step, &gemv_gguf_11_swapped_nibbles});
+    rungs.push_back(Rung{3.0, &gemv_gguf_12_x_cluster_staged, &gemv_gguf_12_swapped_nibbles});
   }
   for (const Rung& rung : rungs)
     for (const double type : {2.0, 3.0}) {
@@ -251,6 +252,16 @@ TEST(GemvGgufGpu, XInStepWritesRungSixesBits) {
   KC_SKIP_WITHOUT_GPU();
   if (!gemv_gguf_06_runs_here()) GTEST_SKIP() << "rung 11 needs a Hopper GPU and a build with sm_90a code";
   EXPECT_EQ(expect_rung06_bits(&gemv_gguf_11_x_in_step, &gemv_gguf_11_fits), 25) << "the shapes that fit";
+}
+
+// Rung 12 stages x once a cluster of 4 CTAs, each CTA a quarter of every row into all four CTAs'
+// shared memory: the same values where rung 07 keeps them, the same products, so rung 06's bits on
+// the same shapes — among them K = 32 (one 16-byte piece of a row a CTA) and links of fewer tiles
+// than a cluster has CTAs (N = 1 and 16: one tile, three CTAs of the cluster only staging).
+TEST(GemvGgufGpu, XClusterStagedWritesRungSixesBits) {
+  KC_SKIP_WITHOUT_GPU();
+  if (!gemv_gguf_06_runs_here()) GTEST_SKIP() << "rung 12 needs a Hopper GPU and a build with sm_90a code";
+  EXPECT_EQ(expect_rung06_bits(&gemv_gguf_12_x_cluster_staged, &gemv_gguf_12_fits), 25) << "the shapes that fit";
 }
 
 // Random GGUF blocks with sane scales: quants uniform, d in [2^-9, 2^-6) (and m of q4_1 in
@@ -477,6 +488,15 @@ TEST(GemvGgufGpu, XInStepLinkMatchesTheUnfusedKernels) {
   KC_SKIP_WITHOUT_GPU();
   if (!gemv_gguf_06_runs_here()) GTEST_SKIP() << "rung 11 needs a Hopper GPU and a build with sm_90a code";
   check_x_resident_link(&gemv_gguf_11_link, false);
+}
+
+// Rung 12 as a link: the same bits without a prologue and with SwiGLU, the RMSNorm prologue (each
+// CTA's share of the squares added in every CTA of the cluster) within the same bound, and the
+// control without 1 / RMS failing it.
+TEST(GemvGgufGpu, XClusterStagedLinkMatchesTheUnfusedKernels) {
+  KC_SKIP_WITHOUT_GPU();
+  if (!gemv_gguf_06_runs_here()) GTEST_SKIP() << "rung 12 needs a Hopper GPU and a build with sm_90a code";
+  check_x_resident_link(&gemv_gguf_12_link, false);
 }
 
 // Rung 08 against the op's double reference (kc::check_run: fresh inputs, y poisoned, guard bytes)

@@ -106,6 +106,8 @@ TEST(QuantizedGemvEntry, NamesTheRungAndTheTypes) {
   EXPECT_EQ(quantized_gemv_kernel_name(QuantizedGemvKernel::gemv_gguf_08_x_f16), "stage3/gemv_gguf/08_x_f16");
   EXPECT_EQ(quantized_gemv_kernel_name(QuantizedGemvKernel::gemv_gguf_11_x_in_step),
             "stage3/gemv_gguf/11_x_in_step");
+  EXPECT_EQ(quantized_gemv_kernel_name(QuantizedGemvKernel::gemv_gguf_12_x_cluster_staged),
+            "stage3/gemv_gguf/12_x_cluster_staged");
   // Rung 06 takes M <= 8 on a Hopper GPU; M > 8 runs rung 05 everywhere, and so does every M
   // without a GPU.
   for (const int m : {9, 16}) EXPECT_EQ(quantized_gemv_prepared_kernel(m), QuantizedGemvKernel::gemv_gguf_05_weights_as_a);
@@ -172,7 +174,7 @@ TEST(QuantizedGemvEntry, LinkRefusesBeforeLaunching) {
   EXPECT_TRUE(gemv_gguf_11_fits(GgufBlockType::q4_1, 1, 14336));
   EXPECT_TRUE(gemv_gguf_11_fits(GgufBlockType::q4_0, 9, 9248));
   EXPECT_FALSE(gemv_gguf_11_fits(GgufBlockType::q4_1, 16, 14336));
-  // The rung named: only the three link rungs, checked before anything else (the same arguments'
+  // The rung named: only the four link rungs, checked before anything else (the same arguments'
   // refusals as the chosen rung's otherwise).
   for (const QuantizedGemvKernel not_a_link :
        {QuantizedGemvKernel::gemv_gguf_05_weights_as_a, QuantizedGemvKernel::gemv_gguf_06_bulk_stream}) {
@@ -188,7 +190,8 @@ TEST(QuantizedGemvEntry, LinkRefusesBeforeLaunching) {
     expect_refused([&] { quantized_gemv_link(link, nullptr); }, "cannot run");
     for (const QuantizedGemvKernel rung : {QuantizedGemvKernel::gemv_gguf_07_x_resident,
                                            QuantizedGemvKernel::gemv_gguf_08_x_f16,
-                                           QuantizedGemvKernel::gemv_gguf_11_x_in_step}) {
+                                           QuantizedGemvKernel::gemv_gguf_11_x_in_step,
+                                           QuantizedGemvKernel::gemv_gguf_12_x_cluster_staged}) {
       EXPECT_FALSE(quantized_gemv_link_runs(GgufBlockType::q4_1, 1, 4096, rung));
       expect_refused([&] { quantized_gemv_link(link, rung, nullptr); }, "cannot run");
     }

@@ -30,7 +30,7 @@
 // blocks (RunnerOptions::native_quantized) or on the dequantized copy, so one run gives both rows of
 // the same weights; --int4-link-rung stage3|04|05|both holds a fused native step's 4-bit groups to
 // stage 3's choice of link rung or to the one named (RunnerOptions::int4_link_rung), and
-// --gguf-link-rung stage3|07|08|11|both its GGUF blocks (RunnerOptions::gguf_link_rung), and
+// --gguf-link-rung stage3|07|08|11|12|both its GGUF blocks (RunnerOptions::gguf_link_rung), and
 // --spread-links on|off|both launches a native link of no more CTAs than SMs one CTA an SM or as
 // many an SM as fit (default on as RunnerOptions::spread_small_links). Every request
 // decodes greedily unless --temperature T (> 0; with --top-k K and --top-p P, seed --seed plus the
@@ -104,7 +104,7 @@ constexpr const char* kUsage =
     "                       [--one-launch-mlp off|on|both] [--l2-warm-mib MIB[,MIB...]]\n"
     "                       [--max-model-len 8448] [--kv-fraction 0.6] [--decode-min-split-keys 256]\n"
     "                       [--quantized q4_0|q4_1|q8_0|int4-gN] [--native-quantized on|off|both]\n"
-    "                       [--int4-link-rung stage3,04,05|both] [--gguf-link-rung stage3,07,08,11|both]\n"
+    "                       [--int4-link-rung stage3,04,05|both] [--gguf-link-rung stage3,07,08,11,12|both]\n"
     "                       [--spread-links on|off|both]\n"
     "                       [--temperature 0] [--top-k 0] [--top-p 1] [--gpu-sampler on|off|both]\n"
     "                       [--peers hf.json[,llama.json]]\n"
@@ -119,7 +119,7 @@ struct Args {
   std::string quantized;                 // "": bf16 random weights; q4_0, q4_1, q8_0: random blocks; int4-gN
   std::string native_quantized = "off";  // on, off or both (RunnerOptions::native_quantized)
   std::string int4_link_rung = "stage3";  // RunnerOptions::int4_link_rung: stage3, 04, 05 or both
-  std::string gguf_link_rung = "stage3";  // RunnerOptions::gguf_link_rung: stage3, 07, 08, 11 or both
+  std::string gguf_link_rung = "stage3";  // RunnerOptions::gguf_link_rung: stage3, 07, 08, 11, 12 or both
   std::string spread_links = "on";        // RunnerOptions::spread_small_links: on, off or both
   kc::engine::SamplingParams sampling;  // every request's (its seed: --seed plus the request's index)
   std::string gpu_sampler = "on";  // RunnerOptions::gpu_sampler: on, off or both (a temperature only)
@@ -783,11 +783,11 @@ int run(int argc, char** argv) {
   const std::vector<DecodeRung> decode_modes = parse_decode_attention(args.decode_attention);
   const std::vector<RopeRung> rope_rungs = parse_decode_rope_rung(args.decode_rope_rung);
   // --int4-link-rung takes 04 and 05 (RunnerOptions::int4_link_rung; both = 04,05),
-  // --gguf-link-rung 07, 08 and 11 (RunnerOptions::gguf_link_rung; both = stage3,11: the choice
-  // against rung 11, which stage 3 does not choose); stage3 is 0, stage 3's own choice.
+  // --gguf-link-rung 07, 08, 11 and 12 (RunnerOptions::gguf_link_rung; both = stage3,11: the
+  // choice against rung 11, which stage 3 does not choose); stage3 is 0, stage 3's own choice.
   const std::vector<int> int4_link_rungs = parse_rung_list(args.int4_link_rung, "--int4-link-rung", {4, 5}, "04,05", true);
   const std::vector<int> gguf_link_rungs =
-      parse_rung_list(args.gguf_link_rung, "--gguf-link-rung", {7, 8, 11}, "stage3,11", true);
+      parse_rung_list(args.gguf_link_rung, "--gguf-link-rung", {7, 8, 11, 12}, "stage3,11", true);
   if (!args.markdown.empty()) {  // the report's folder first: a run must not end unable to write it
     std::error_code error;
     std::filesystem::create_directories(args.markdown, error);

@@ -238,10 +238,11 @@ struct ModelRunner::Impl {
     return options.int4_link_rung == 5 ? stage3::Int4GemvKernel::gemv_int4_05_x_f16
                                        : stage3::Int4GemvKernel::gemv_int4_04_x_resident;
   }
-  // The link rung options.gguf_link_rung names (7, 8 or 11).
+  // The link rung options.gguf_link_rung names (7, 8, 11 or 12).
   stage3::QuantizedGemvKernel gguf_link_kernel() const {
     return options.gguf_link_rung == 8    ? stage3::QuantizedGemvKernel::gemv_gguf_08_x_f16
            : options.gguf_link_rung == 11 ? stage3::QuantizedGemvKernel::gemv_gguf_11_x_in_step
+           : options.gguf_link_rung == 12 ? stage3::QuantizedGemvKernel::gemv_gguf_12_x_cluster_staged
                                           : stage3::QuantizedGemvKernel::gemv_gguf_07_x_resident;
   }
   // native_link_rows[m]: native_links_fit(m), for the row counts of a native step (1..16).
@@ -355,8 +356,8 @@ ModelRunner::Impl::Impl(const ModelConfig& model_config, const ModelWeights* wei
   require(options.int4_link_rung == 0 || options.int4_link_rung == 4 || options.int4_link_rung == 5,
           "int4_link_rung {} is not 0 (stage 3's choice), 4 or 5", options.int4_link_rung);
   require(options.gguf_link_rung == 0 || options.gguf_link_rung == 7 || options.gguf_link_rung == 8 ||
-              options.gguf_link_rung == 11,
-          "gguf_link_rung {} is not 0 (stage 3's choice), 7, 8 or 11", options.gguf_link_rung);
+              options.gguf_link_rung == 11 || options.gguf_link_rung == 12,
+          "gguf_link_rung {} is not 0 (stage 3's choice), 7, 8, 11 or 12", options.gguf_link_rung);
   require(options.decode_min_keys_per_split >= 64 && options.decode_min_keys_per_split % 64 == 0,
           "decode_min_keys_per_split {} is not a positive multiple of 64 (whole 32-key tiles and pages)",
           options.decode_min_keys_per_split);

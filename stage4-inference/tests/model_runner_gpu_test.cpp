@@ -1028,30 +1028,40 @@ TEST(ModelRunner, NativeQuantizedStepsMatchTheDequantizedPathAndTheDoubleModel) 
     }
 }
 
-// The GGUF link held to stage 3's rung 11 (RunnerOptions::gguf_link_rung = 11: x staged by each
-// warp in step with the weights) the same way: chunks of 7, 16 and 20 tokens, then 35 one-token
-// steps (the one-row instances), every layer projection on rung 11 where it fits; a rung the option
-// does not name is refused.
-TEST(ModelRunner, NativeQuantizedStepsOnLinkRungElevenMatchTheDoubleModel) {
-  KC_SKIP_WITHOUT_GPU();
+// The GGUF link held to one of stage 3's link rungs (RunnerOptions::gguf_link_rung = `rung`,
+// kernel `kernel`) the same way: chunks of 7, 16 and 20 tokens, then 35 one-token steps (the
+// one-row instances), every layer projection on that rung where it fits; a rung the option does
+// not name is refused.
+void expect_steps_on_gguf_link_rung(int rung, kc::stage3::QuantizedGemvKernel kernel, std::uint64_t seed) {
   const Case& c = kCases[1];
-  const auto name_rung = [](RunnerOptions& options, bool valid) { options.gguf_link_rung = valid ? 11 : 9; };
-  const auto check = [&c](const ModelRunner& runner) {
+  const auto name_rung = [rung](RunnerOptions& options, bool valid) { options.gguf_link_rung = valid ? rung : 9; };
+  const auto check = [&c, kernel](const ModelRunner& runner) {
     const bool linked = kc::stage3::quantized_gemv_link_runs(kc::stage3::GgufBlockType::q4_1, 7,
-                                                             static_cast<int>(c.intermediate),
-                                                             kc::stage3::QuantizedGemvKernel::gemv_gguf_11_x_in_step);
+                                                             static_cast<int>(c.intermediate), kernel);
     const auto& used = runner.kernels_used();
     for (const char* role : {"q", "gate_up", "down"}) {
       const std::string key = fmt::format("projection {}, q4_1 blocks (first at M = 7)", role);
       ASSERT_EQ(used.count(key), 1u) << key;
       const std::string expected(
-          linked ? kc::stage3::quantized_gemv_kernel_name(kc::stage3::QuantizedGemvKernel::gemv_gguf_11_x_in_step)
+          linked ? kc::stage3::quantized_gemv_kernel_name(kernel)
                  : kc::stage3::quantized_gemv_kernel_name(kc::stage3::quantized_gemv_prepared_kernel(7)));
       EXPECT_EQ(used.at(key).rfind(expected, 0), 0u) << key << " ran " << used.at(key);
     }
   };
-  expect_link_rung_matches_double(c, quantized_case_weights(c, 27, GgmlType::q4_1), random_ids(78, c.vocab, 12),
-                                  name_rung, std::string(c.name) + ", q4_1 on GGUF link rung 11", check);
+  expect_link_rung_matches_double(c, quantized_case_weights(c, seed, GgmlType::q4_1), random_ids(78, c.vocab, 12),
+                                  name_rung, fmt::format("{}, q4_1 on GGUF link rung {}", c.name, rung), check);
+}
+
+// Rung 11: x staged by each warp in step with the weights.
+TEST(ModelRunner, NativeQuantizedStepsOnLinkRungElevenMatchTheDoubleModel) {
+  KC_SKIP_WITHOUT_GPU();
+  expect_steps_on_gguf_link_rung(11, kc::stage3::QuantizedGemvKernel::gemv_gguf_11_x_in_step, 27);
+}
+
+// Rung 12: x staged once a cluster of 4 CTAs (each link launched in clusters).
+TEST(ModelRunner, NativeQuantizedStepsOnLinkRungTwelveMatchTheDoubleModel) {
+  KC_SKIP_WITHOUT_GPU();
+  expect_steps_on_gguf_link_rung(12, kc::stage3::QuantizedGemvKernel::gemv_gguf_12_x_cluster_staged, 27);
 }
 
 // Greedy generation through the scheduler on the blocks, eager and as captured CUDA graphs (buckets

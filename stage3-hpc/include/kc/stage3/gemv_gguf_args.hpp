@@ -341,6 +341,17 @@ void gemv_gguf_11_x_in_step(const GgufGemvArgs& args, cudaStream_t stream);
 void gemv_gguf_11_swapped_nibbles(const GgufGemvArgs& args, cudaStream_t stream);
 // Whether M rows of x of K fit next to rung 11's ring (rung 07's rule). No CUDA call.
 bool gemv_gguf_11_fits(GgufBlockType type, int m, int k);
+
+// Rung 12 (quant/12_gemv_gguf_x_cluster_staged.cu): rung 07 launched in clusters of 4 CTAs, each
+// CTA staging a quarter of x (with the prologue) into the shared memory of all four (its header).
+// The same arguments, prologues, links and shared memory as rung 07; with no prologue and with
+// SwiGLU rung 07's bits.
+void gemv_gguf_12_link(const GgufGemvLinkArgs& args, cudaStream_t stream);
+void gemv_gguf_12_x_cluster_staged(const GgufGemvArgs& args, cudaStream_t stream);
+// For the negative control only: rung 12 with the two nibbles of each pair exchanged.
+void gemv_gguf_12_swapped_nibbles(const GgufGemvArgs& args, cudaStream_t stream);
+// Whether M rows of x of K fit next to rung 12's ring (rung 07's rule). No CUDA call.
+bool gemv_gguf_12_fits(GgufBlockType type, int m, int k);
 bool gemv_gguf_08_fits(GgufBlockType type, int m, int k);
 // Whether this link has more tiles of 16 columns than rung 08 runs CTAs at once on the current GPU
 // (the instance it would launch: its registers and shared memory), so that some CTA takes several

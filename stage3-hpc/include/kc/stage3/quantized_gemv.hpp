@@ -49,6 +49,7 @@ enum class QuantizedGemvKernel {
   gemv_gguf_07_x_resident,       // stage3/gemv_gguf/07_x_resident (quantized_gemv_link)
   gemv_gguf_08_x_f16,            // stage3/gemv_gguf/08_x_f16 (quantized_gemv_link)
   gemv_gguf_11_x_in_step,        // stage3/gemv_gguf/11_x_in_step (quantized_gemv_link with the rung named)
+  gemv_gguf_12_x_cluster_staged,  // stage3/gemv_gguf/12_x_cluster_staged (quantized_gemv_link with the rung named)
 };
 
 // "stage3/gemv_gguf/01_warp_per_column": the kc-bench id of the rung.
@@ -114,9 +115,11 @@ QuantizedGemvKernel quantized_gemv_link_kernel(const QuantizedGemvLinkArgs& args
 // (each weight's as check_quantized_gemv_args says; norm_weight for the RMSNorm; beta any float).
 QuantizedGemvKernel quantized_gemv_link(const QuantizedGemvLinkArgs& args, cudaStream_t stream);
 
-// The same with the link rung named instead of chosen — gemv_gguf_07_x_resident, gemv_gguf_08_x_f16
-// or gemv_gguf_11_x_in_step (rung 11: rung 07 with x staged in step with the weights, which
-// quantized_gemv_link_kernel does not choose: measured slower, stage-3 README) — for a caller
+// The same with the link rung named instead of chosen — gemv_gguf_07_x_resident, gemv_gguf_08_x_f16,
+// gemv_gguf_11_x_in_step (rung 11: rung 07 with x staged in step with the weights, which
+// quantized_gemv_link_kernel does not choose: measured slower, stage-3 README) or
+// gemv_gguf_12_x_cluster_staged (rung 12: rung 07 with x staged once a cluster of 4 CTAs, which
+// quantized_gemv_link_kernel does not choose either) — for a caller
 // comparing them (kc-engine-bench --gguf-link-rung). kc::Error for another kernel, and where that rung cannot run
 // the link (the quantized_gemv_link_runs overload below); the rest as above.
 bool quantized_gemv_link_runs(GgufBlockType type, int m, int k, QuantizedGemvKernel rung);
