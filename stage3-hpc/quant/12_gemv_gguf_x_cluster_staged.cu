@@ -36,6 +36,11 @@
 // cluster-barrier phases, and clusters placed a GPC at a time (fewer CTAs at once than rung 07 if a
 // GPC's SMs do not divide into fours).
 //
+// Measured (stage-3 README, "Rung 12"): slower than rung 07. Clusters of 4 must fit a GPC, so fewer
+// CTAs run at once than rung 07 runs (a second pass over K for some where the tiles were one a
+// CTA); the cluster barrier's release is a GPU-scope fence in every consumer thread; and the
+// staging's L2 reads it removes were a small part of the L2's traffic — the count missed.
+//
 // SASS to look for (sm_90a): rung 07's producer and programmatic launch (UBLKCP.S.G, SYNCS.*,
 // PREEXIT, ACQBULK); UCGABAR_ARV and UCGABAR_WAIT (the cluster barrier's phases); the staging's
 // LDG.E.128.CONSTANT, an STS.128 of each piece and three ST.E.128 — generic stores into the

@@ -119,7 +119,7 @@ QuantizedGemvKernel quantized_gemv_link(const QuantizedGemvLinkArgs& args, cudaS
 // gemv_gguf_11_x_in_step (rung 11: rung 07 with x staged in step with the weights, which
 // quantized_gemv_link_kernel does not choose: measured slower, stage-3 README) or
 // gemv_gguf_12_x_cluster_staged (rung 12: rung 07 with x staged once a cluster of 4 CTAs, which
-// quantized_gemv_link_kernel does not choose either) — for a caller
+// quantized_gemv_link_kernel does not choose either: measured slower) — for a caller
 // comparing them (kc-engine-bench --gguf-link-rung). kc::Error for another kernel, and where that rung cannot run
 // the link (the quantized_gemv_link_runs overload below); the rest as above.
 bool quantized_gemv_link_runs(GgufBlockType type, int m, int k, QuantizedGemvKernel rung);
