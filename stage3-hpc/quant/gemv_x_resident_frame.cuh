@@ -748,18 +748,29 @@ inline Link make_link(const GgufGemvLinkArgs& a, XStaging staging) {
   return g;
 }
 
-// CTAs of `kernel` with `smem` bytes that fit on an SM at once (asked once per pair).
-inline int ctas_per_sm(const void* kernel, std::size_t smem) {
+// `ask(kernel, smem)`'s answer for this pair, asked once: the occupancy queries of a launch, cached
+// per kernel and shared memory, one cache for each query (`Query` tells them apart).
+template <class Query, class Ask>
+int asked_once(const void* kernel, std::size_t smem, Ask ask) {
   static std::mutex mutex;
   static std::map<std::pair<const void*, std::size_t>, int> known;
   const std::lock_guard<std::mutex> lock(mutex);
   const auto key = std::make_pair(kernel, smem);
   if (const auto found = known.find(key); found != known.end()) return found->second;
-  int ctas = 0;
-  KC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, kernel, kThreads, smem));
-  require(ctas >= 1, "GGUF GEMV (x resident): no CTA of {} bytes of shared memory fits on an SM", smem);
-  known.emplace(key, ctas);
-  return ctas;
+  const int answer = ask(kernel, smem);
+  known.emplace(key, answer);
+  return answer;
+}
+
+// CTAs of `kernel` with `smem` bytes that fit on an SM at once (asked once per pair).
+inline int ctas_per_sm(const void* kernel, std::size_t smem) {
+  struct CtasPerSm {};
+  return asked_once<CtasPerSm>(kernel, smem, [](const void* k, std::size_t bytes) {
+    int ctas = 0;
+    KC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, k, kThreads, bytes));
+    require(ctas >= 1, "GGUF GEMV (x resident): no CTA of {} bytes of shared memory fits on an SM", bytes);
+    return ctas;
+  });
 }
 
 // spread_over_sms: the dynamic shared memory a launch of `kernel` asks for so that an SM holds one
@@ -780,28 +791,26 @@ inline std::size_t one_cta_an_sm_smem(const void* kernel, std::size_t smem) {
 // once (asked once per pair; clusters must fit in a GPC, so this can be fewer than ctas_per_sm
 // allows on every SM).
 inline int staging_clusters_at_once(const void* kernel, std::size_t smem) {
-  static std::mutex mutex;
-  static std::map<std::pair<const void*, std::size_t>, int> known;
-  const std::lock_guard<std::mutex> lock(mutex);
-  const auto key = std::make_pair(kernel, smem);
-  if (const auto found = known.find(key); found != known.end()) return found->second;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(kStagingCluster);
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = smem;
-  cudaLaunchAttribute cluster{};
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = kStagingCluster;
-  cluster.val.clusterDim.y = 1;
-  cluster.val.clusterDim.z = 1;
-  config.attrs = &cluster;
-  config.numAttrs = 1;
-  int clusters = 0;
-  KC_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config));
-  require(clusters >= 1, "GGUF GEMV (x staged once a cluster): no cluster of {} CTAs of {} bytes of shared memory fits",
-          kStagingCluster, smem);
-  known.emplace(key, clusters);
-  return clusters;
+  struct ClustersAtOnce {};
+  return asked_once<ClustersAtOnce>(kernel, smem, [](const void* k, std::size_t bytes) {
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(kStagingCluster);
+    config.blockDim = dim3(kThreads);
+    config.dynamicSmemBytes = bytes;
+    cudaLaunchAttribute cluster{};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = kStagingCluster;
+    cluster.val.clusterDim.y = 1;
+    cluster.val.clusterDim.z = 1;
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+    int clusters = 0;
+    KC_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, k, &config));
+    require(clusters >= 1,
+            "GGUF GEMV (x staged once a cluster): no cluster of {} CTAs of {} bytes of shared memory fits",
+            kStagingCluster, bytes);
+    return clusters;
+  });
 }
 
 template <class Format, int kRowGroups, bool kOneRow, bool kSwapped, GgufGemvPrologue kPrologue, XStaging kStaging>
