@@ -30,6 +30,7 @@
 #include "arch/sm90/mbarrier.cuh"
 #include "arch/sm90/sm90a.hpp"
 #include "arch/sm90/tma.cuh"
+#include "arch/sm90/tma_descriptor.hpp"
 #include "arch/sm90/warpgroup.cuh"
 #include "bulk_stream_ring.cuh"
 #include "gemv_gguf_mma.cuh"
@@ -793,19 +794,7 @@ inline std::size_t one_cta_an_sm_smem(const void* kernel, std::size_t smem) {
 inline int staging_clusters_at_once(const void* kernel, std::size_t smem) {
   struct ClustersAtOnce {};
   return asked_once<ClustersAtOnce>(kernel, smem, [](const void* k, std::size_t bytes) {
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(kStagingCluster);
-    config.blockDim = dim3(kThreads);
-    config.dynamicSmemBytes = bytes;
-    cudaLaunchAttribute cluster{};
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = kStagingCluster;
-    cluster.val.clusterDim.y = 1;
-    cluster.val.clusterDim.z = 1;
-    config.attrs = &cluster;
-    config.numAttrs = 1;
-    int clusters = 0;
-    KC_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, k, &config));
+    const int clusters = active_clusters(k, kThreads, bytes, kStagingCluster);
     require(clusters >= 1,
             "GGUF GEMV (x staged once a cluster): no cluster of {} CTAs of {} bytes of shared memory fits",
             kStagingCluster, bytes);

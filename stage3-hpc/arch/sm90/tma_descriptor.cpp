@@ -158,6 +158,23 @@ void HopperLaunchCache::prepare_kernel(const void* kernel, int dynamic_smem_byte
   prepared_[kernel] = dynamic_smem_bytes;
 }
 
+int active_clusters(const void* kernel, int block_threads, std::size_t dynamic_smem_bytes, int cluster_size) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(cluster_size), 1, 1);
+  config.blockDim = dim3(static_cast<unsigned>(block_threads), 1, 1);
+  config.dynamicSmemBytes = dynamic_smem_bytes;
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = static_cast<unsigned>(cluster_size);
+  attribute.val.clusterDim.y = 1;
+  attribute.val.clusterDim.z = 1;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  int clusters = 0;
+  KC_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config));
+  return clusters;
+}
+
 int HopperLaunchCache::resident_blocks(const void* kernel, int block_threads,
                                        int dynamic_smem_bytes, int cluster_size) {
   if (const auto found = resident_.find(kernel); found != resident_.end()) return found->second;
@@ -172,20 +189,8 @@ int HopperLaunchCache::resident_blocks(const void* kernel, int block_threads,
   } else {
     // Clusters must fit inside one GPC; not every SM can always be paired, so ask the runtime how
     // many clusters are resident at once rather than assuming SMs / cluster_size.
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(static_cast<unsigned>(cluster_size), 1, 1);
-    config.blockDim = dim3(static_cast<unsigned>(block_threads), 1, 1);
-    config.dynamicSmemBytes = static_cast<std::size_t>(dynamic_smem_bytes);
-    cudaLaunchAttribute attribute{};
-    attribute.id = cudaLaunchAttributeClusterDimension;
-    attribute.val.clusterDim.x = static_cast<unsigned>(cluster_size);
-    attribute.val.clusterDim.y = 1;
-    attribute.val.clusterDim.z = 1;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-    int clusters = 0;
-    KC_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config));
-    blocks = clusters * cluster_size;
+    blocks = active_clusters(kernel, block_threads, static_cast<std::size_t>(dynamic_smem_bytes), cluster_size) *
+             cluster_size;
   }
   require(blocks > 0, "no block of this kernel fits on the GPU ({} threads, {} bytes of shared memory)",
           block_threads, dynamic_smem_bytes);

@@ -16,11 +16,18 @@
 #include <cuda_runtime.h>
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <tuple>
 
 namespace kc::stage3 {
+
+// How many clusters of `cluster_size` blocks of `kernel` (block_threads threads,
+// dynamic_smem_bytes of shared memory, which the kernel must already allow) fit on the current GPU
+// at once: cudaOccupancyMaxActiveClusters, since a cluster must fit within one GPC and not every
+// SM can always be paired. Asked every call (HopperLaunchCache::resident_blocks keeps its answer).
+int active_clusters(const void* kernel, int block_threads, std::size_t dynamic_smem_bytes, int cluster_size);
 
 // A row-major matrix of 2-byte elements and the box one TMA copy moves.
 struct TmaMatrix2d {
