@@ -136,39 +136,45 @@ void check_quantized_gemv_link_args(const QuantizedGemvLinkArgs& a, const char* 
   check_link_args(a, entry, [&a](int w) { check_quantized_gemv_args(gemv_gguf_link_weight_args(a, w)); });
 }
 
-bool is_link_rung(QuantizedGemvKernel rung) {
-  return rung == QuantizedGemvKernel::gemv_gguf_07_x_resident || rung == QuantizedGemvKernel::gemv_gguf_08_x_f16 ||
-         rung == QuantizedGemvKernel::gemv_gguf_11_x_in_step ||
-         rung == QuantizedGemvKernel::gemv_gguf_12_x_cluster_staged;
+// The rungs quantized_gemv_link runs by name: each one's launch and whether M rows of x of K fit
+// next to its ring (rung 07's rule is quantized_gemv_link_runs' own).
+struct LinkRung {
+  QuantizedGemvKernel kernel;
+  void (*link)(const QuantizedGemvLinkArgs&, cudaStream_t);
+  bool (*fits)(GgufBlockType, int, int);
+};
+constexpr LinkRung kLinkRungs[] = {
+    {QuantizedGemvKernel::gemv_gguf_07_x_resident, &gemv_gguf_07_link, &gemv_gguf_07_fits},
+    {QuantizedGemvKernel::gemv_gguf_08_x_f16, &gemv_gguf_08_link, &gemv_gguf_08_fits},
+    {QuantizedGemvKernel::gemv_gguf_11_x_in_step, &gemv_gguf_11_link, &gemv_gguf_11_fits},
+    {QuantizedGemvKernel::gemv_gguf_12_x_cluster_staged, &gemv_gguf_12_link, &gemv_gguf_12_fits},
+};
+
+// `rung`'s row of kLinkRungs; nullptr where it is not a link rung.
+const LinkRung* find_link_rung(QuantizedGemvKernel rung) {
+  for (const LinkRung& row : kLinkRungs)
+    if (row.kernel == rung) return &row;
+  return nullptr;
 }
 
-// Launches link rung `rung` (is_link_rung) on checked arguments; returns it.
+// Launches link rung `rung` (a row of kLinkRungs) on checked arguments; returns it.
 QuantizedGemvKernel launch_link_rung(const QuantizedGemvLinkArgs& a, QuantizedGemvKernel rung, cudaStream_t stream) {
-  if (rung == QuantizedGemvKernel::gemv_gguf_08_x_f16)
-    gemv_gguf_08_link(a, stream);
-  else if (rung == QuantizedGemvKernel::gemv_gguf_11_x_in_step)
-    gemv_gguf_11_link(a, stream);
-  else if (rung == QuantizedGemvKernel::gemv_gguf_12_x_cluster_staged)
-    gemv_gguf_12_link(a, stream);
-  else
-    gemv_gguf_07_link(a, stream);
+  find_link_rung(rung)->link(a, stream);
   return rung;
 }
 
 }  // namespace
 
 bool quantized_gemv_link_runs(GgufBlockType type, int m, int k, QuantizedGemvKernel rung) {
-  if (!is_link_rung(rung) || !quantized_gemv_link_runs(type, m, k)) return false;
-  if (rung == QuantizedGemvKernel::gemv_gguf_08_x_f16) return gemv_gguf_08_fits(type, m, k);
-  if (rung == QuantizedGemvKernel::gemv_gguf_11_x_in_step) return gemv_gguf_11_fits(type, m, k);
-  if (rung == QuantizedGemvKernel::gemv_gguf_12_x_cluster_staged) return gemv_gguf_12_fits(type, m, k);
-  return true;
+  const LinkRung* row = find_link_rung(rung);
+  return row != nullptr && quantized_gemv_link_runs(type, m, k) && row->fits(type, m, k);
 }
 
 QuantizedGemvKernel quantized_gemv_link(const QuantizedGemvLinkArgs& a, QuantizedGemvKernel rung,
                                         cudaStream_t stream) {
   constexpr const char* entry = "kc::stage3::quantized_gemv_link";
-  require(is_link_rung(rung), "{}: {} is not a link rung (07_x_resident, 08_x_f16, 11_x_in_step or 12_x_cluster_staged)", entry,
+  require(find_link_rung(rung) != nullptr,
+          "{}: {} is not a link rung (07_x_resident, 08_x_f16, 11_x_in_step or 12_x_cluster_staged)", entry,
           quantized_gemv_kernel_name(rung));
   check_quantized_gemv_link_args(a, entry);
   require(quantized_gemv_link_runs(a.type, a.m, a.k, rung),

@@ -186,8 +186,7 @@ struct RunnerOptions {
   // The link rung a fused native step runs GGUF blocks on: 0, stage 3's choice
   // (kc::stage3::quantized_gemv_link_kernel: rung 07 or 08); 7, 8, 11 or 12, that rung on every
   // link (stage3/gemv_gguf/07_x_resident, 08_x_f16, or 11_x_in_step or 12_x_cluster_staged, which
-  // stage 3 does not choose),
-  // for measuring one against another (kc-engine-bench --gguf-link-rung).
+  // stage 3 does not choose), for measuring one against another (kc-engine-bench --gguf-link-rung).
   int gguf_link_rung = 0;
   // A native step's link of no more CTAs than SMs (GGUF blocks or 4-bit groups) asks for one CTA an
   // SM (stage 3's GgufGemvLinkArgs::spread_over_sms): launched while the kernel ahead drains, its
