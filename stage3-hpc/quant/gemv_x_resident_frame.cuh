@@ -814,39 +814,29 @@ void launch_instance(const Link& g, bool spread_over_sms, cudaStream_t stream, b
   const std::size_t smem = dynamic_smem_bytes(ring_stage_bytes<Format>(), g.m, g.k, kStaging);
   const int tiles = g.tile_begin[g.weights];
   const int sm_count = current_device_sm_count();
-  if constexpr (kStaging == XStaging::bf16_cluster_shared) {
-    // Rung 12: whole clusters, as many as the tiles ask for (a CTA past the last tile still stages
-    // its share of x) and the GPU holds at once; spread over the SMs one CTA each where the grid
-    // is no larger than the SMs and the clusters of such CTAs fit at once.
-    const void* entry = reinterpret_cast<const void*>(kernel);
-    const int resident = staging_clusters_at_once(entry, smem) * kStagingCluster;
-    if (several_tiles_only != nullptr) {
-      *several_tiles_only = tiles > resident;
-      return;
-    }
-    const int wanted = (tiles + kStagingCluster - 1) / kStagingCluster * kStagingCluster;
-    const int grid = wanted < resident ? wanted : resident;
-    bool spread = spread_over_sms && grid <= sm_count;
-    std::size_t launch_smem = smem;
-    if (spread) {
-      launch_smem = one_cta_an_sm_smem(entry, smem);
-      spread = grid <= staging_clusters_at_once(entry, launch_smem) * kStagingCluster;
-      if (!spread) launch_smem = smem;
-    }
-    core::launch_dependent_in_clusters(kernel, dim3(static_cast<unsigned>(grid)), dim3(kThreads), kStagingCluster,
-                                       launch_smem, stream, g);
-    return;
-  }
-  const int resident = ctas_per_sm(reinterpret_cast<const void*>(kernel), smem) * sm_count;
+  // Rung 12 launches whole clusters of kStagingCluster CTAs (a CTA past the last tile still stages
+  // its share of x), as many as the GPU holds at once; the other rungs, CTAs of one.
+  constexpr int kCluster = kStaging == XStaging::bf16_cluster_shared ? kStagingCluster : 1;
+  const void* entry = reinterpret_cast<const void*>(kernel);
+  const auto resident_with = [&](std::size_t bytes) {
+    return kCluster > 1 ? staging_clusters_at_once(entry, bytes) * kCluster : ctas_per_sm(entry, bytes) * sm_count;
+  };
+  const int resident = resident_with(smem);
   if (several_tiles_only != nullptr) {  // asked whether some CTA would take several tiles, not to launch
     *several_tiles_only = tiles > resident;
     return;
   }
-  const int grid = tiles < resident ? tiles : resident;
-  // A grid the SMs hold one CTA each may ask for one CTA an SM (spread_over_sms).
-  const bool spread = spread_over_sms && grid <= sm_count;
-  const std::size_t launch_smem = spread ? one_cta_an_sm_smem(reinterpret_cast<const void*>(kernel), smem) : smem;
-  core::launch_dependent(kernel, dim3(static_cast<unsigned>(grid)), dim3(kThreads), launch_smem, stream, g);
+  const int wanted = (tiles + kCluster - 1) / kCluster * kCluster;
+  const int grid = wanted < resident ? wanted : resident;
+  // A grid the SMs hold one CTA each may ask for one CTA an SM (spread_over_sms) — in clusters,
+  // where the clusters of such CTAs still fit at once.
+  std::size_t launch_smem = smem;
+  if (spread_over_sms && grid <= sm_count) {
+    launch_smem = one_cta_an_sm_smem(entry, smem);
+    if (kCluster > 1 && grid > resident_with(launch_smem)) launch_smem = smem;
+  }
+  core::launch_dependent_in_clusters(kernel, dim3(static_cast<unsigned>(grid)), dim3(kThreads),
+                                     static_cast<unsigned>(kCluster), launch_smem, stream, g);
 }
 
 // The link on `stream`; or, with `several_tiles_only`, no launch: whether the link has more tiles
