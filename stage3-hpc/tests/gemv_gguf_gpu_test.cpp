@@ -1,7 +1,7 @@
-// The GGUF GEMV's negative controls: rungs 01 to 08 and 11 with each byte's nibbles read in the wrong
+// The GGUF GEMV's negative controls: rungs 01 to 08, 11 and 12 with each byte's nibbles read in the wrong
 // order must fail the op's check on q4_0 and q4_1 (q8_0 has no nibbles), each on its layout; the
 // repacked operands of a layout=1 problem are repack_gguf_blocks() of its blocks; rung 06 writes
-// rung 05's bits on problems long enough to go round its ring, rungs 07 and 11 rung 06's (and, as
+// rung 05's bits on problems long enough to go round its ring, rungs 07, 11 and 12 rung 06's (and, as
 // links of the decode chain, the bits of stage 2's swiglu then rung 06, and the double reference of
 // their RMSNorm prologue and beta within the stated bound). The rungs themselves are checked by the
 // conformance tests on every conformance problem. Skips without a GPU.
@@ -207,7 +207,7 @@ void expect_refusal_writes_nothing(Gemv gemv, const GgufGemvArgs& args, Tensor& 
   EXPECT_EQ(bytes_of(y), before) << label << ": a refused call wrote y";
 }
 
-// A rung of the x-resident frame (07, or 11, which stages x in step) in its op form writes rung 06's
+// A rung of the x-resident frame (07, 11 or 12, which stage x differently) in its op form writes rung 06's
 // bits on x_resident_shapes(), or, where x does not fit next to its ring, refuses and writes
 // nothing; returns the number of shapes it ran.
 int expect_rung06_bits(Gemv gemv, bool (*fits)(GgufBlockType, int, int)) {
