@@ -31,11 +31,6 @@ __device__ __forceinline__ std::uint32_t cluster_count_x() {
   return count;
 }
 
-// Every thread of every CTA in the cluster arrives and waits (release/acquire at cluster scope).
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
-}
-
 // The cluster barrier's two halves, for threads that arrive early and wait later (GGUF GEMV rung
 // 12): barrier.cluster.wait returns once every non-exited thread of the cluster has arrived, and a
 // thread must wait before it arrives again. The relaxed arrival orders nothing (a "has started"
@@ -49,6 +44,12 @@ __device__ __forceinline__ void cluster_arrive_release() {
 }
 __device__ __forceinline__ void cluster_wait_acquire() {
   asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory");
+}
+
+// Every thread of every CTA in the cluster arrives and waits (release/acquire at cluster scope).
+__device__ __forceinline__ void cluster_sync() {
+  cluster_arrive_release();
+  cluster_wait_acquire();
 }
 
 // The 16 bytes `v` stored at shared-memory address `local` (this CTA's address of the variable)
