@@ -53,7 +53,9 @@ def bodies(text):
 
     for line in text.splitlines():
         found = re.match(r"\s*arch = (\w+)", line)
-        if found:
+        if found:  # a new architecture's listing: the function before it belongs to the old one
+            close()
+            name, lines = None, []
             arch = found.group(1)
         if "Function :" in line:
             close()

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Tests of tests/sass/same_sass.py on saved SASS text (fixtures/): a listing against itself with
 its functions renamed is identical; against a listing that differs by a spill it is not, and the
-exit status says so. No cuobjdump, no build, no GPU.
+exit status says so; each function counts under its own architecture. No cuobjdump, no build, no GPU.
 
 Run: python3 tests/sass/test_same_sass.py   (CTest: kc_sass_same_sass, label sass)
 """
@@ -31,6 +31,27 @@ class SameSass(unittest.TestCase):
         self.assertEqual((n_before, n_after), (2, 2))
         self.assertGreater(only_before, 0)
         self.assertGreater(only_after, 0)
+
+    def test_each_function_counts_under_its_own_architecture(self):
+        # The last function of one architecture's listing belongs to it, not to the next: the same
+        # functions in another order within a section are identical, the same body under another
+        # architecture is not.
+        def listing(sections):
+            lines = []
+            for arch, functions in sections:
+                lines.append(f"arch = {arch}")
+                for name, instructions in functions:
+                    lines.append(f"\t\tFunction : {name}")
+                    lines += [f"        /*{16 * i:04x}*/                   {x} ;" for i, x in enumerate(instructions)]
+            return "\n".join(lines) + "\n"
+
+        f = ("f", ["MOV R1, R2", "EXIT"])
+        g = ("g", ["IADD3 R1, R2, R3, RZ", "EXIT"])
+        first = listing([("sm_80", [f, g]), ("sm_90a", [f])])
+        swapped = listing([("sm_80", [g, f]), ("sm_90a", [f])])
+        self.assertEqual(same_sass.compare(first, swapped), (3, 3, 0, 0))
+        moved = listing([("sm_80", [f]), ("sm_90a", [f, g])])
+        self.assertEqual(same_sass.compare(first, moved), (3, 3, 1, 1))
 
     def test_exit_status(self):
         script = HERE / "same_sass.py"
