@@ -39,7 +39,11 @@
 // latency-bound kernels before it (RoPE, attention) run — ask the L2 for the first bytes of
 // their rows of B with one bulk prefetch each (the grid's share of small_m_gemv_prefetch_budget()),
 // and wait for the previous grid only before they read A. The launch gap and the ramp to full
-// bandwidth then overlap the previous kernel instead of following it. Alone (kc-bench, or outside
+// bandwidth then overlap the previous kernel instead of following it. With
+// set_small_m_gemv_first_trip_before_wait (hgemm.hpp; off by default) each thread also issues the
+// loads of its first trip of the K loop there, into registers (the kFirstTripEarly instances): at
+// the Llama-3.2-1B widths a thread's whole share of the o projection is one trip, so those blocks
+// hold all of their weights before the attention ahead of them ends. Alone (kc-bench, or outside
 // a scope) it launches the ordinary way and prefetches nothing.
 //
 // The device code (what a launch computes, the loads, the per-piece products and one block's work)
@@ -118,11 +122,16 @@ std::atomic<std::size_t> prefetch_budget{kSmallMGemvDefaultPrefetchBudget};
 // How rung 12 at M = 1 walks K (hgemm.hpp); `automatic` unless kc-gemv-chain or a test forces one.
 std::atomic<SmallMGemvTrip> trip_choice{SmallMGemvTrip::automatic};
 
+// Whether a programmatic dependent loads its first trip before the wait (hgemm.hpp).
+std::atomic<bool> first_trip_early{kSmallMGemvDefaultFirstTripBeforeWait};
+
 // One block: kThreads / group_threads groups, each owning kRows consecutive columns of C, all in
 // one weight of `g` (the weight whose block range holds blockIdx.x). kUnroll pieces of each row a
 // thread per trip of the K loop; the one-piece instance asks ptxas for 4 resident blocks an SM
 // (at most 64 registers a thread), the two-piece instance for 2.
-template <int kM, bool kNorm, bool kSwiglu, int kUnroll>
+// kFirstTripEarly (launched only as a programmatic dependent, with first_trip_before_wait): every
+// thread's loads of its first trip of the K loop go out before the wait as well.
+template <int kM, bool kNorm, bool kSwiglu, int kUnroll, bool kFirstTripEarly = false>
 __global__ void __launch_bounds__(kThreads, kUnroll == 1 ? 4 : 2) small_m_gemv_kernel(SmallMGemvLaunch g) {
   const SmallMGemvPlace place = small_m_gemv_place<kM>(g, [] { return static_cast<int>(blockIdx.x); });
   // As a programmatic dependent (a decode step's chain of kernels): let the next kernel's blocks
@@ -130,9 +139,17 @@ __global__ void __launch_bounds__(kThreads, kUnroll == 1 ? 4 : 2) small_m_gemv_k
   // them), and only then wait for the kernel before, whose output A is. Launched the ordinary
   // way, prefetch_bytes is 0 and the wait returns at once.
   core::let_dependent_grids_start();
-  if (g.prefetch_bytes != 0 && threadIdx.x == 0) small_m_gemv_prefetch<kM>(g, place, g.prefetch_bytes);
-  core::wait_for_previous_grids();
-  small_m_gemv_block<kM, kNorm, kSwiglu, /*kCoherentA=*/false, kUnroll>(g, place);
+  if constexpr (kFirstTripEarly) {
+    SmallMGemvFirstTrip<kM, kUnroll> first;
+    load_first_trip<kM, kUnroll>(g, place, first);
+    if (g.prefetch_bytes != 0 && threadIdx.x == 0) small_m_gemv_prefetch<kM>(g, place, g.prefetch_bytes);
+    core::wait_for_previous_grids();
+    small_m_gemv_block<kM, kNorm, kSwiglu, /*kCoherentA=*/false, kUnroll, /*kFirstTripLoaded=*/true>(g, place, &first);
+  } else {
+    if (g.prefetch_bytes != 0 && threadIdx.x == 0) small_m_gemv_prefetch<kM>(g, place, g.prefetch_bytes);
+    core::wait_for_previous_grids();
+    small_m_gemv_block<kM, kNorm, kSwiglu, /*kCoherentA=*/false, kUnroll>(g, place);
+  }
 }
 
 void check_weight(const char* what, int m, int n, int k, const bf16* a, const bf16* b, const bf16* c) {
@@ -147,12 +164,20 @@ void check_weight(const char* what, int m, int n, int k, const bf16* a, const bf
           what, static_cast<const void*>(a), static_cast<const void*>(b));
 }
 
+template <int kM, int kUnroll, bool kFirstTripEarly>
+void launch_instance(const SmallMGemvLaunch& g, int blocks, cudaStream_t stream) {
+  const auto kernel = g.norm_weight != nullptr ? small_m_gemv_kernel<kM, true, false, kUnroll, kFirstTripEarly>
+                      : g.swiglu               ? small_m_gemv_kernel<kM, false, true, kUnroll, kFirstTripEarly>
+                                               : small_m_gemv_kernel<kM, false, false, kUnroll, kFirstTripEarly>;
+  core::launch_dependent(kernel, dim3(blocks), dim3(kThreads), 0, stream, g);
+}
+
 template <int kM, int kUnroll>
 void launch_instance(const SmallMGemvLaunch& g, int blocks, cudaStream_t stream) {
-  const auto kernel = g.norm_weight != nullptr ? small_m_gemv_kernel<kM, true, false, kUnroll>
-                      : g.swiglu               ? small_m_gemv_kernel<kM, false, true, kUnroll>
-                                               : small_m_gemv_kernel<kM, false, false, kUnroll>;
-  core::launch_dependent(kernel, dim3(blocks), dim3(kThreads), 0, stream, g);
+  if (g.first_trip_before_wait)
+    launch_instance<kM, kUnroll, true>(g, blocks, stream);
+  else
+    launch_instance<kM, kUnroll, false>(g, blocks, stream);
 }
 
 // At M = 1 the two-piece instance (launch bounds: 2 blocks an SM) when the whole grid is resident
@@ -196,6 +221,8 @@ void small_m_gemv_launch(const SmallMGemvLaunch& g, int m, int blocks, cudaStrea
 void set_small_m_gemv_prefetch_budget(std::size_t bytes) { prefetch_budget.store(bytes); }
 std::size_t small_m_gemv_prefetch_budget() { return prefetch_budget.load(); }
 void set_small_m_gemv_trip(SmallMGemvTrip trip) { trip_choice.store(trip); }
+void set_small_m_gemv_first_trip_before_wait(bool on) { first_trip_early.store(on); }
+bool small_m_gemv_first_trip_before_wait() { return first_trip_early.load(); }
 SmallMGemvTrip small_m_gemv_trip() { return trip_choice.load(); }
 
 void hgemm_12_small_m_gemv(const HgemmArgs& args, cudaStream_t stream) {
@@ -241,8 +268,10 @@ SmallMGemvLaunch plan_small_m_gemv(int m, int k, float alpha, const bf16* a, con
     g.block_begin[i] = *blocks;
     *blocks += ceil_div(weights[i].n, columns_per_block);
   }
-  if (core::programmatic_launch_active())  // the budget shared by the blocks, 16-byte multiples
+  if (core::programmatic_launch_active()) {  // the budget shared by the blocks, 16-byte multiples
     g.prefetch_bytes = static_cast<std::uint32_t>(prefetch_budget.load() / *blocks / 16 * 16);
+    g.first_trip_before_wait = first_trip_early.load();
+  }
   return g;
 }
 

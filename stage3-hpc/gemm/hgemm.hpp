@@ -109,6 +109,14 @@ enum class SmallMGemvTrip { automatic, two_pieces, one_piece };
 void set_small_m_gemv_trip(SmallMGemvTrip trip);
 SmallMGemvTrip small_m_gemv_trip();
 
+// Launched as a programmatic dependent, whether rung 12's threads also issue the loads of their
+// first trip of the K loop (each its rows' first pieces, into registers) before the wait for the
+// kernel ahead, as well as the L2 prefetch: the first trip then arrives while that kernel runs.
+// Same products in the same order either way (the same bits). Read at launch.
+inline constexpr bool kSmallMGemvDefaultFirstTripBeforeWait = false;
+void set_small_m_gemv_first_trip_before_wait(bool on);
+bool small_m_gemv_first_trip_before_wait();
+
 // sm_80 and newer, M <= 64: rung 11's split of K with the operands of the MMA swapped (B as
 // mma.sync's A, the rows of A as n8 token tiles) and the split-K reduction done by the last CTA of
 // each column block, in the same launch. The plan comes from plan_small_m_weights_as_a

@@ -42,6 +42,9 @@ struct SmallMGemvLaunch {
   // Launched as a programmatic dependent (kc/core/dependent_launch.hpp): the bytes of its rows of
   // B a block asks the L2 for before it waits for the previous kernel (0: none).
   std::uint32_t prefetch_bytes = 0;
+  // ... and whether each thread issues the loads of its first trip of the K loop before that wait
+  // (set_small_m_gemv_first_trip_before_wait, hgemm.hpp): the instances with kFirstTripEarly.
+  bool first_trip_before_wait = false;
 };
 
 // 16 bytes of B through the read-only path, not allocated in L1 (read once), with a 256-byte L2
@@ -191,6 +194,45 @@ __device__ __forceinline__ void small_m_gemv_prefetch(const SmallMGemvLaunch& g,
   core::prefetch_to_l2(p.b + static_cast<std::size_t>(block_col0) * g.k, static_cast<std::uint32_t>(bytes));
 }
 
+// The pieces of B a thread loads in its first trip of the K loop (small_m_gemv_block's loop, the
+// iteration at p0 = lane_in_group), held in registers: as a programmatic dependent the kernel
+// loads them before it waits for the kernel ahead (B is weights, which no kernel writes).
+template <int kM, int kUnroll>
+struct SmallMGemvFirstTrip {
+  uint4 b[kUnroll][small_m_gemv_rows(kM)];
+};
+
+// Row r of the group's rows of B; rows past N read the last row instead (their sums are never
+// stored): no predicate in the loop.
+template <int kM>
+__device__ __forceinline__ const bf16* small_m_gemv_b_row(const SmallMGemvLaunch& g, const SmallMGemvPlace& p, int r) {
+  return p.b + static_cast<std::size_t>(min(p.col0 + r, p.n - 1)) * g.k;
+}
+
+// The loads of one trip of the K loop: pieces p0 + u.group_threads of each of the thread's rows
+// (zeros past the row's end).
+template <int kM, int kUnroll>
+__device__ __forceinline__ void load_trip(const bf16* const (&rows)[small_m_gemv_rows(kM)], int p0, int group_threads,
+                                          int pieces, uint4 (&b)[kUnroll][small_m_gemv_rows(kM)]) {
+  constexpr int kRows = small_m_gemv_rows(kM);
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const int piece = p0 + u * group_threads;
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) b[u][r] = piece < pieces ? load_streaming(rows[r] + piece * 8) : make_uint4(0, 0, 0, 0);
+  }
+}
+
+template <int kM, int kUnroll>
+__device__ __forceinline__ void load_first_trip(const SmallMGemvLaunch& g, const SmallMGemvPlace& p,
+                                                SmallMGemvFirstTrip<kM, kUnroll>& trip) {
+  constexpr int kRows = small_m_gemv_rows(kM);
+  const bf16* rows[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) rows[r] = small_m_gemv_b_row<kM>(g, p, r);
+  load_trip<kM, kUnroll>(rows, p.lane_in_group, p.group_threads, p.pieces, trip.b);
+}
+
 // One block's work: kThreads / group_threads groups, each owning kRows consecutive columns of C in
 // the block's weight; its threads read their rows of B along K and every row of A, then the
 // group's sums meet in shared memory and one thread an output writes alpha.sum + beta.C.
@@ -199,19 +241,19 @@ __device__ __forceinline__ void small_m_gemv_prefetch(const SmallMGemvLaunch& g,
 // kUnroll: the 16-byte pieces of each of its rows a thread loads in one trip of the K loop,
 // before it uses any (12_small_m_gemv.cu's header: two, or one where the grid is larger than the
 // GPU holds at once). The sums are added in the same order either way.
-template <int kM, bool kNorm, bool kSwiglu, bool kCoherentA, int kUnroll>
-__device__ __forceinline__ void small_m_gemv_block(const SmallMGemvLaunch& g, const SmallMGemvPlace& p) {
+// `first` (kFirstTripLoaded): the first trip's pieces, loaded already (load_first_trip).
+template <int kM, bool kNorm, bool kSwiglu, bool kCoherentA, int kUnroll, bool kFirstTripLoaded = false>
+__device__ __forceinline__ void small_m_gemv_block(const SmallMGemvLaunch& g, const SmallMGemvPlace& p,
+                                                   const SmallMGemvFirstTrip<kM, kUnroll>* first = nullptr) {
   constexpr int kRows = small_m_gemv_rows(kM);
   constexpr int kSums = kM * kRows + (kNorm ? kM : 0);  // the products, then each row's squares
   __shared__ float partial[kWarps][kSums];
   const int group_threads = p.group_threads, groups = p.groups, lane_in_group = p.lane_in_group;
-  const int col0 = p.col0, pieces = p.pieces;
+  const int pieces = p.pieces;
 
-  // Rows of B past N read the last row instead (their sums are never stored): no predicate in
-  // the loop.
   const bf16* rows[kRows];
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) rows[r] = p.b + static_cast<std::size_t>(min(col0 + r, p.n - 1)) * g.k;
+  for (int r = 0; r < kRows; ++r) rows[r] = small_m_gemv_b_row<kM>(g, p, r);
 
   float sum[kM][kRows];
   float squares[kM];
@@ -222,21 +264,24 @@ __device__ __forceinline__ void small_m_gemv_block(const SmallMGemvLaunch& g, co
     for (int r = 0; r < kRows; ++r) sum[m][r] = 0.f;
   }
 
-  for (int p0 = lane_in_group; p0 < pieces; p0 += kUnroll * group_threads) {
-    uint4 pieces_of_b[kUnroll][kRows];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int piece = p0 + u * group_threads;
-#pragma unroll
-      for (int r = 0; r < kRows; ++r)
-        pieces_of_b[u][r] = piece < pieces ? load_streaming(rows[r] + piece * 8) : make_uint4(0, 0, 0, 0);
-    }
+  // A trip's products, in the same order whether its pieces were loaded here or before the wait.
+  const auto accumulate_trip = [&](int p0, const uint4(&pieces_of_b)[kUnroll][kRows]) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int piece = p0 + u * group_threads;
       if (piece < pieces)
         accumulate_piece<kM, kRows, kNorm, kSwiglu, kCoherentA>(g.a, g.norm_weight, g.k, piece, pieces_of_b[u], sum, squares);
     }
+  };
+  int p0 = lane_in_group;
+  if constexpr (kFirstTripLoaded) {
+    accumulate_trip(p0, first->b);
+    p0 += kUnroll * group_threads;
+  }
+  for (; p0 < pieces; p0 += kUnroll * group_threads) {
+    uint4 pieces_of_b[kUnroll][kRows];
+    load_trip<kM, kUnroll>(rows, p0, group_threads, pieces, pieces_of_b);
+    accumulate_trip(p0, pieces_of_b);
   }
 
   // A group is one or more whole warps: add within each warp, then across the group's warps.

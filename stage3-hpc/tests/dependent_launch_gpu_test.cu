@@ -8,7 +8,9 @@
 //     it sees the value both times;
 //   - rung 12 (M = 1, the RMSNorm prologue and a beta = 1 residual step among the launches) in a
 //     chain behind the spinning kernel must give, inside the scope, bit for bit what it gives with
-//     ordinary launches, and the first product must match a double-precision reference;
+//     ordinary launches — also when its threads load their first trip of the weights before the
+//     wait (set_small_m_gemv_first_trip_before_wait), with either K loop — and the first product
+//     must match a double-precision reference;
 //   - the paged decode attention's rung 05, which reads lengths and block tables and prefetches
 //     pages before its wait, behind a kernel that writes Q and every K/V row of the cache late
 //     (more than its contract allows: only the new tokens' rows may be written by the kernel
@@ -129,8 +131,24 @@ TEST(DependentLaunch, Rung12ChainedBehindALateInputGivesTheOrdinaryLaunchesBits)
   fill_random(w2, 14, {}, stream.get());
   fill_random(w3, 15, {}, stream.get());
   fill_random(y3_start, 16, {}, stream.get());
-  std::vector<std::uint16_t> results[2][3];
-  for (const bool dependent : {false, true}) {
+  // Launch modes: ordinary; programmatic dependents; programmatic dependents that load their first
+  // trip of B before the wait, with the one-piece and the two-piece K loops.
+  struct Mode {
+    bool dependent, first_trip_before_wait;
+    SmallMGemvTrip trip;
+  };
+  const Mode modes[] = {{false, false, SmallMGemvTrip::automatic},
+                        {true, false, SmallMGemvTrip::automatic},
+                        {true, true, SmallMGemvTrip::one_piece},
+                        {true, true, SmallMGemvTrip::two_pieces}};
+  constexpr int kModes = sizeof modes / sizeof modes[0];
+  const bool default_first_trip = small_m_gemv_first_trip_before_wait();
+  const SmallMGemvTrip default_trip = small_m_gemv_trip();
+  std::vector<std::uint16_t> results[kModes][3];
+  for (int mode = 0; mode < kModes; ++mode) {
+    const bool dependent = modes[mode].dependent;
+    set_small_m_gemv_first_trip_before_wait(modes[mode].first_trip_before_wait);
+    set_small_m_gemv_trip(modes[mode].trip);
     DeviceBuffer<bf16> x(kK), y1(kN), y2(kN), y3(kN);
     poison(x.data(), DType::bf16, kK, stream.get());
     poison(y1.data(), DType::bf16, kN, stream.get());
@@ -147,12 +165,16 @@ TEST(DependentLaunch, Rung12ChainedBehindALateInputGivesTheOrdinaryLaunchesBits)
       const SmallMGemvWeight third{w3.data(), y3.data(), kN};
       hgemm_12_small_m_gemv_shared_a(1, kK, 1.f, y2.data(), &third, 1, 1.f, stream.get());
     }
-    results[dependent][0] = bits_of(y1, stream.get());
-    results[dependent][1] = bits_of(y2, stream.get());
-    results[dependent][2] = bits_of(y3, stream.get());
+    results[mode][0] = bits_of(y1, stream.get());
+    results[mode][1] = bits_of(y2, stream.get());
+    results[mode][2] = bits_of(y3, stream.get());
   }
-  for (int i = 0; i < 3; ++i)
-    EXPECT_EQ(results[0][i], results[1][i]) << "output " << i + 1 << " of the chain differs between launch modes";
+  set_small_m_gemv_first_trip_before_wait(default_first_trip);
+  set_small_m_gemv_trip(default_trip);
+  for (int mode = 1; mode < kModes; ++mode)
+    for (int i = 0; i < 3; ++i)
+      EXPECT_EQ(results[0][i], results[mode][i])
+          << "output " << i + 1 << " of the chain differs between the ordinary launches and mode " << mode;
 
   // The first product against double precision: rmsnorm(x) . W1^T.
   const std::vector<double> x = to_host_double(x_source.data(), DType::bf16, kK, stream.get());
@@ -169,7 +191,7 @@ TEST(DependentLaunch, Rung12ChainedBehindALateInputGivesTheOrdinaryLaunchesBits)
       dot += term;
       magnitude += std::fabs(term);
     }
-    const double got = decode_element(reinterpret_cast<const std::byte*>(results[1][0].data()), DType::bf16,
+    const double got = decode_element(reinterpret_cast<const std::byte*>(results[kModes - 1][0].data()), DType::bf16,
                                       static_cast<std::size_t>(n));
     // bf16 output rounding plus FP32 accumulation over K terms.
     const double bound = std::fabs(dot * inverse_rms) * 0.0079 + magnitude * inverse_rms * 2e-5 + 1e-6;
