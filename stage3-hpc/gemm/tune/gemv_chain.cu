@@ -10,9 +10,10 @@
 // graph, each sample after an L2 scrub, median of the samples (kc::time_launches). Printed: time a
 // layer, the weights' GB/s and their % of the copy bandwidth measured in the same run — the gap
 // between a layer's time and its bytes at the copy rate is what the launches cost. The last two
-// rows force rung 12's two K-loop instances at M = 1 (set_small_m_gemv_trip, hgemm.hpp) with the
-// default 4 MiB prefetch: two pieces of each row a trip, or one; the rows above let the rung
-// choose by the grid.
+// rows but one force rung 12's two K-loop instances at M = 1 (set_small_m_gemv_trip, hgemm.hpp)
+// with the default 4 MiB prefetch: two pieces of each row a trip, or one; the rows above let the
+// rung choose by the grid. The last row loads each thread's first trip of the weights before the
+// wait as well (set_small_m_gemv_first_trip_before_wait).
 //
 //   kc-gemv-chain                                  (Llama-3.1-8B widths, 8 layers)
 //   kc-gemv-chain --hidden 2048 --q 2048 --kv 512 --intermediate 8192 --layers 16   (Llama-3.2-1B)
@@ -120,6 +121,7 @@ int run(int argc, char** argv) {
     bool dependent;
     std::size_t budget;
     SmallMGemvTrip trip;
+    bool first_trip_before_wait = false;
   };
   constexpr std::size_t kMiB = std::size_t{1} << 20;
   const Variant variants[] = {
@@ -129,12 +131,15 @@ int run(int argc, char** argv) {
       {"programmatic dependents, 12 MiB prefetch", true, 12 * kMiB, SmallMGemvTrip::automatic},
       {"programmatic dependents, 32 MiB prefetch", true, 32 * kMiB, SmallMGemvTrip::automatic},
       {"programmatic, 4 MiB, two pieces a trip", true, 4 * kMiB, SmallMGemvTrip::two_pieces},
-      {"programmatic, 4 MiB, one piece a trip", true, 4 * kMiB, SmallMGemvTrip::one_piece}};
+      {"programmatic, 4 MiB, one piece a trip", true, 4 * kMiB, SmallMGemvTrip::one_piece},
+      {"programmatic, 4 MiB, first trip before wait", true, 4 * kMiB, SmallMGemvTrip::automatic, true}};
   const std::size_t default_budget = small_m_gemv_prefetch_budget();
   const SmallMGemvTrip default_trip = small_m_gemv_trip();
+  const bool default_first_trip = small_m_gemv_first_trip_before_wait();
   for (const Variant& v : variants) {
     set_small_m_gemv_prefetch_budget(v.budget);
     set_small_m_gemv_trip(v.trip);
+    set_small_m_gemv_first_trip_before_wait(v.first_trip_before_wait);
     const core::ProgrammaticLaunchScope scope{v.dependent};
     const TimingStats eager = time_launches(chain, stream, &scrubber, config, "gemv chain");
     cudaGraph_t graph = nullptr;
@@ -156,6 +161,7 @@ int run(int argc, char** argv) {
   }
   set_small_m_gemv_prefetch_budget(default_budget);
   set_small_m_gemv_trip(default_trip);
+  set_small_m_gemv_first_trip_before_wait(default_first_trip);
   return 0;
 }
 
