@@ -42,9 +42,11 @@
 // bandwidth then overlap the previous kernel instead of following it. With
 // set_small_m_gemv_first_trip_before_wait (hgemm.hpp; off by default) each thread also issues the
 // loads of its first trip of the K loop there, into registers (the kFirstTripEarly instances): at
-// the Llama-3.2-1B widths a thread's whole share of the o projection is one trip, so those blocks
-// hold all of their weights before the attention ahead of them ends. Alone (kc-bench, or outside
-// a scope) it launches the ordinary way and prefetches nothing.
+// the Llama-3.2-1B widths a thread's whole share of the o projection is one trip, so a block that
+// is resident before the attention ahead of it ends can hold all of its weights by then (not
+// measured yet: docs/notes/2026-12-07-stage4-attention-link-probe-h100-02a82c7.md). The MLP in
+// one launch (12_small_m_gemv_mlp.cu) does not take it. Alone (kc-bench, or outside a scope) it
+// launches the ordinary way and prefetches nothing.
 //
 // The device code (what a launch computes, the loads, the per-piece products and one block's work)
 // is in small_m_gemv.cuh, which the decode MLP in one launch (12_small_m_gemv_mlp.cu) shares.

@@ -204,7 +204,6 @@ struct SmallMGemvFirstTrip {
 
 // Row r of the group's rows of B; rows past N read the last row instead (their sums are never
 // stored): no predicate in the loop.
-template <int kM>
 __device__ __forceinline__ const bf16* small_m_gemv_b_row(const SmallMGemvLaunch& g, const SmallMGemvPlace& p, int r) {
   return p.b + static_cast<std::size_t>(min(p.col0 + r, p.n - 1)) * g.k;
 }
@@ -229,7 +228,7 @@ __device__ __forceinline__ void load_first_trip(const SmallMGemvLaunch& g, const
   constexpr int kRows = small_m_gemv_rows(kM);
   const bf16* rows[kRows];
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) rows[r] = small_m_gemv_b_row<kM>(g, p, r);
+  for (int r = 0; r < kRows; ++r) rows[r] = small_m_gemv_b_row(g, p, r);
   load_trip<kM, kUnroll>(rows, p.lane_in_group, p.group_threads, p.pieces, trip.b);
 }
 
@@ -253,7 +252,7 @@ __device__ __forceinline__ void small_m_gemv_block(const SmallMGemvLaunch& g, co
 
   const bf16* rows[kRows];
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) rows[r] = small_m_gemv_b_row<kM>(g, p, r);
+  for (int r = 0; r < kRows; ++r) rows[r] = small_m_gemv_b_row(g, p, r);
 
   float sum[kM][kRows];
   float squares[kM];
