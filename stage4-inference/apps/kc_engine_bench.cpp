@@ -32,7 +32,11 @@
 // stage 3's choice of link rung or to the one named (RunnerOptions::int4_link_rung), and
 // --gguf-link-rung stage3|07|08|11|12|both its GGUF blocks (RunnerOptions::gguf_link_rung), and
 // --spread-links on|off|both launches a native link of no more CTAs than SMs one CTA an SM or as
-// many an SM as fit (default on as RunnerOptions::spread_small_links). Every request
+// many an SM as fit (default on as RunnerOptions::spread_small_links), and --gemv-first-trip
+// off|on|both has stage 3's rung 12, launched as a programmatic dependent, issue its first trip's
+// loads before the wait for the kernel ahead or after it (kc/stage3/small_m_gemv_knobs.hpp's
+// set_small_m_gemv_first_trip_before_wait, default off; process-wide, so set before each runner is
+// built and its graphs captured, and put back after). Every request
 // decodes greedily unless --temperature T (> 0; with --top-k K and --top-p P, seed --seed plus the
 // request's index) samples its tokens, on the GPU sampler or the host's reference sampler
 // (--gpu-sampler on|off|both, default on as RunnerOptions::gpu_sampler; off and both need a
@@ -82,6 +86,7 @@
 #include "kc/engine/published_configs.hpp"
 #include "kc/engine/sampling.hpp"
 #include "kc/engine/scheduler.hpp"
+#include "kc/stage3/small_m_gemv_knobs.hpp"
 
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -105,7 +110,7 @@ constexpr const char* kUsage =
     "                       [--max-model-len 8448] [--kv-fraction 0.6] [--decode-min-split-keys 256]\n"
     "                       [--quantized q4_0|q4_1|q8_0|int4-gN] [--native-quantized on|off|both]\n"
     "                       [--int4-link-rung stage3,04,05|both] [--gguf-link-rung stage3,07,08,11,12|both]\n"
-    "                       [--spread-links on|off|both]\n"
+    "                       [--spread-links on|off|both] [--gemv-first-trip off|on|both]\n"
     "                       [--temperature 0] [--top-k 0] [--top-p 1] [--gpu-sampler on|off|both]\n"
     "                       [--peers hf.json[,llama.json]]\n"
     "                       [--markdown DIR]\n"
@@ -121,6 +126,7 @@ struct Args {
   std::string int4_link_rung = "stage3";  // RunnerOptions::int4_link_rung: stage3, 04, 05 or both
   std::string gguf_link_rung = "stage3";  // RunnerOptions::gguf_link_rung: stage3, 07, 08, 11, 12 or both
   std::string spread_links = "on";        // RunnerOptions::spread_small_links: on, off or both
+  std::string gemv_first_trip = "off";    // set_small_m_gemv_first_trip_before_wait: off, on or both
   kc::engine::SamplingParams sampling;  // every request's (its seed: --seed plus the request's index)
   std::string gpu_sampler = "on";  // RunnerOptions::gpu_sampler: on, off or both (a temperature only)
   int decode_min_split_keys = kc::engine::RunnerOptions{}.decode_min_keys_per_split;
@@ -291,6 +297,7 @@ struct ModelResult {
   int int4_link_rung = 0;  // RunnerOptions::int4_link_rung
   int gguf_link_rung = 0;  // RunnerOptions::gguf_link_rung
   bool spread_links = true;  // RunnerOptions::spread_small_links
+  bool gemv_first_trip = kc::stage3::kSmallMGemvDefaultFirstTripBeforeWait;  // rung 12's first trip before the wait
   std::string block_type;  // the blocks' type where the weights have blocks ("q4_1"), else empty
   int decode_min_split_keys = kc::engine::RunnerOptions{}.decode_min_keys_per_split;
   int l2_warm_mib = kDefaultL2WarmMib;
@@ -510,6 +517,14 @@ std::string spread_note(bool spread, bool native, bool fuse) {
   return !spread && native && fuse ? ", small links packed" : "";
 }
 
+// ", rung 12's first trip before the wait" where rung 12's launches as programmatic dependents issued
+// their first trip's loads before the wait (not the default); empty otherwise.
+std::string first_trip_note(bool first_trip, bool dependent) {
+  return first_trip != kc::stage3::kSmallMGemvDefaultFirstTripBeforeWait && dependent
+             ? (first_trip ? ", rung 12's first trip before the wait" : ", rung 12's first trip after the wait")
+             : "";
+}
+
 // "eager, unfused kernels", "CUDA graphs, fused kernels", ...: a table section's mode; for quantized
 // weights whether the decode steps ran on the blocks ("q4_1 native") or on their bf16 copy ("q4_1
 // dequantized"); the decode split floor when it is not the engine's default.
@@ -526,7 +541,8 @@ std::string mode_name(const ModelResult& r) {
          decode_attention_note(r.decode_attention, r.decode_rope_rung, r.rope_in_attention, r.fuse_kernels) +
          link_note("int4", r.int4_link_rung, r.native_quantized, r.fuse_kernels) +
          link_note("GGUF", r.gguf_link_rung, r.native_quantized, r.fuse_kernels) +
-         spread_note(r.spread_links, r.native_quantized, r.fuse_kernels) + sampling_note(r.sampling, r.gpu_sampler);
+         spread_note(r.spread_links, r.native_quantized, r.fuse_kernels) +
+         first_trip_note(r.gemv_first_trip, r.programmatic_launch) + sampling_note(r.sampling, r.gpu_sampler);
 }
 
 // One peer's rates, from bench/peers/hf_engine_peers.py or bench/peers/llama_cpp_peer.py:
@@ -666,7 +682,7 @@ void write_tables(const Args& args, const kc::DeviceInfo& device, double copy_gb
                         peers.cells(r.name, "concurrency", c.requests, c.tok_s));
     md += "\n";
     json += fmt::format("{}\n    {{\"name\": {}, \"source\": {}, \"cuda_graphs\": {}, \"fuse_kernels\": {}, \"programmatic_launch\": {}, \"rope_in_attention\": {}, \"decode_rope_rung\": {}, \"one_launch_mlp\": {}, \"l2_warm_mib\": {}, \"decode_attention\": {}, "
-                        "\"block_type\": {}, \"native_quantized\": {}, \"int4_link_rung\": {}, \"gguf_link_rung\": {}, \"spread_links\": {}, "
+                        "\"block_type\": {}, \"native_quantized\": {}, \"int4_link_rung\": {}, \"gguf_link_rung\": {}, \"spread_links\": {}, \"gemv_first_trip\": {}, "
                         "\"decode_min_split_keys\": {}, \"temperature\": {}, \"top_k\": {}, \"top_p\": {}, "
                         "\"gpu_sampler\": {}, \"params\": {:.0f}, "
                         "\"weight_bytes\": {:.0f}, \"block_bytes\": {:.0f}, \"weight_bytes_read\": {:.0f}, "
@@ -677,7 +693,7 @@ void write_tables(const Args& args, const kc::DeviceInfo& device, double copy_gb
                         r.programmatic_launch ? "true" : "false", r.rope_in_attention ? "true" : "false",
                         kc::json_string(decode_rope_rung_id(r.decode_rope_rung)), r.one_launch_mlp ? "true" : "false", r.l2_warm_mib, kc::json_string(decode_attention_id(r.decode_attention)),
                         kc::json_string(r.block_type), r.native_quantized ? "true" : "false", r.int4_link_rung, r.gguf_link_rung,
-                        r.spread_links ? "true" : "false", r.decode_min_split_keys, r.sampling.temperature, r.sampling.top_k, r.sampling.top_p,
+                        r.spread_links ? "true" : "false", r.gemv_first_trip ? "true" : "false", r.decode_min_split_keys, r.sampling.temperature, r.sampling.top_k, r.sampling.top_p,
                         r.gpu_sampler ? "true" : "false", r.params, r.weight_bytes, r.block_bytes, r.weight_bytes_read, r.kv_bytes_per_token,
                         r.pool_mib, r.num_blocks, r.block_size, r.graph_replays);
     for (std::size_t i = 0; i < r.decode.size(); ++i)
@@ -733,6 +749,7 @@ int run(int argc, char** argv) {
        {"--int4-link-rung", [&](const std::string& v) { args.int4_link_rung = v; }},
        {"--gguf-link-rung", [&](const std::string& v) { args.gguf_link_rung = v; }},
        {"--spread-links", [&](const std::string& v) { args.spread_links = v; }},
+       {"--gemv-first-trip", [&](const std::string& v) { args.gemv_first_trip = v; }},
        {"--l2-warm-mib",
         [&](const std::string& v) {
           args.l2_warm_mib = parse_list("--l2-warm-mib", v, 0, 1024, "a budget of 0 to 1024 MiB");
@@ -772,6 +789,7 @@ int run(int argc, char** argv) {
   // On (the default) before off.
   const std::vector<bool> spread_on_first = on_off_modes(args.spread_links, "--spread-links");
   const std::vector<bool> spread_modes(spread_on_first.rbegin(), spread_on_first.rend());
+  const std::vector<bool> first_trip_modes = on_off_modes(args.gemv_first_trip, "--gemv-first-trip");
   kc::engine::validate_sampling_params(args.sampling);  // before any GPU time
   const std::vector<bool> sampler_modes = on_off_modes(args.gpu_sampler, "--gpu-sampler");
   kc::require(args.gpu_sampler == "on" || args.sampling.temperature > 0.f,
@@ -835,6 +853,7 @@ int run(int argc, char** argv) {
     for (const int int4_link_rung : int4_link_rungs)
     for (const int gguf_link_rung : gguf_link_rungs)
     for (bool spread : spread_modes)
+    for (bool first_trip : first_trip_modes)
     for (bool gpu_sampler : sampler_modes)
     for (bool graphs : graph_modes) {
       kc::engine::RunnerOptions options;
@@ -855,6 +874,8 @@ int run(int argc, char** argv) {
       options.kv_memory_fraction = args.kv_fraction;
       if (loaded) options.quantize_int4_group_size = int4_group_size;  // a checkpoint's other projections
       options.max_model_len = std::min(args.max_model_len, config.max_position_embeddings);
+      // Read at launch and at capture: set before the runner is built and kept until it is gone.
+      kc::stage3::set_small_m_gemv_first_trip_before_wait(first_trip);
       std::unique_ptr<kc::engine::ModelRunner> runner =
           loaded ? std::make_unique<kc::engine::ModelRunner>(loaded->weights, options, loaded->rope_freq_factors)
                  : std::make_unique<kc::engine::ModelRunner>(config, options, args.seed, random_type, int4_group_size);
@@ -864,7 +885,7 @@ int run(int argc, char** argv) {
       if (blocks.empty() && loaded && !native) blocks = loaded_block_type(*loaded);
       if (blocks.empty() && int4_group_size > 0) blocks = fmt::format("int4 g{}", int4_group_size);
       const std::string decode_note = decode_attention_note(decode_rung, rope_rung, rope_in, fuse);
-      std::printf("%s, %s%s%s%s%s%s%s%s%s%s%s%s: %.0f MiB of bf16 weights%s, %.0f MiB read a decode token\n", name.c_str(),
+      std::printf("%s, %s%s%s%s%s%s%s%s%s%s%s%s%s: %.0f MiB of bf16 weights%s, %.0f MiB read a decode token\n", name.c_str(),
                   graphs ? "CUDA graphs" : "eager", fuse ? ", fused kernels" : "",
                   dependent ? "" : ", ordinary launches", decode_note.c_str(),
                   rope_in || !fuse ? "" : ", RoPE and cache write in their own kernel",
@@ -873,6 +894,7 @@ int run(int argc, char** argv) {
                   blocks.empty() ? "" : fmt::format(", {} {}", blocks, native ? "native" : "dequantized").c_str(),
                   link_note("int4", int4_link_rung, native, fuse).c_str(),
                   link_note("GGUF", gguf_link_rung, native, fuse).c_str(), spread_note(spread, native, fuse).c_str(),
+                  first_trip_note(first_trip, dependent).c_str(),
                   sampling_note(args.sampling, gpu_sampler).c_str(),
                   static_cast<double>(bytes.bf16) / (1 << 20),
                   bytes.blocks > 0 ? fmt::format(" + {:.0f} MiB of {} blocks", static_cast<double>(bytes.blocks) / (1 << 20),
@@ -884,6 +906,7 @@ int run(int argc, char** argv) {
       result.int4_link_rung = int4_link_rung;
       result.gguf_link_rung = gguf_link_rung;
       result.spread_links = spread;
+      result.gemv_first_trip = first_trip;
       result.block_type = blocks;
       result.name = name;
       result.source = loaded ? "checkpoint, " + loaded->format : "published shape, random weights";
@@ -898,6 +921,8 @@ int run(int argc, char** argv) {
       result.decode_min_split_keys = args.decode_min_split_keys;
       result.gpu_sampler = gpu_sampler;
       results.push_back(std::move(result));
+      runner.reset();
+      kc::stage3::set_small_m_gemv_first_trip_before_wait(kc::stage3::kSmallMGemvDefaultFirstTripBeforeWait);
     }
   }
   if (!args.markdown.empty()) write_tables(args, device, copy_gbps, results, peers);
