@@ -40,7 +40,7 @@
 // their rows of B with one bulk prefetch each (the grid's share of small_m_gemv_prefetch_budget()),
 // and wait for the previous grid only before they read A. The launch gap and the ramp to full
 // bandwidth then overlap the previous kernel instead of following it. With
-// set_small_m_gemv_first_trip_before_wait (hgemm.hpp; off by default) each thread also issues the
+// set_small_m_gemv_first_trip_before_wait (kc/stage3/small_m_gemv_knobs.hpp; off by default) each thread also issues the
 // loads of its first trip of the K loop there, into registers (the kFirstTripEarly instances): at
 // the Llama-3.2-1B widths a thread's whole share of the o projection is one trip, so a block that
 // is resident before the attention ahead of it ends can hold all of its weights by then (not

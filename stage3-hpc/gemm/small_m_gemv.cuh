@@ -43,7 +43,7 @@ struct SmallMGemvLaunch {
   // B a block asks the L2 for before it waits for the previous kernel (0: none).
   std::uint32_t prefetch_bytes = 0;
   // ... and whether each thread issues the loads of its first trip of the K loop before that wait
-  // (set_small_m_gemv_first_trip_before_wait, hgemm.hpp): the instances with kFirstTripEarly.
+  // (set_small_m_gemv_first_trip_before_wait, kc/stage3/small_m_gemv_knobs.hpp): the instances with kFirstTripEarly.
   bool first_trip_before_wait = false;
 };
 

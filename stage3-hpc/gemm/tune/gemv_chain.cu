@@ -10,7 +10,7 @@
 // graph, each sample after an L2 scrub, median of the samples (kc::time_launches). Printed: time a
 // layer, the weights' GB/s and their % of the copy bandwidth measured in the same run — the gap
 // between a layer's time and its bytes at the copy rate is what the launches cost. The last two
-// rows but one force rung 12's two K-loop instances at M = 1 (set_small_m_gemv_trip, hgemm.hpp)
+// rows but one force rung 12's two K-loop instances at M = 1 (set_small_m_gemv_trip, kc/stage3/small_m_gemv_knobs.hpp)
 // with the default 4 MiB prefetch: two pieces of each row a trip, or one; the rows above let the
 // rung choose by the grid. The last row loads each thread's first trip of the weights before the
 // wait as well (set_small_m_gemv_first_trip_before_wait).
