@@ -40,11 +40,11 @@
 // their rows of B with one bulk prefetch each (the grid's share of small_m_gemv_prefetch_budget()),
 // and wait for the previous grid only before they read A. The launch gap and the ramp to full
 // bandwidth then overlap the previous kernel instead of following it. With
-// set_small_m_gemv_first_trip_before_wait (kc/stage3/small_m_gemv_knobs.hpp; off by default) each thread also issues the
+// set_small_m_gemv_first_trip_before_wait (kc/stage3/small_m_gemv_knobs.hpp; on by default) each thread also issues the
 // loads of its first trip of the K loop there, into registers (the kFirstTripEarly instances): at
 // the Llama-3.2-1B widths a thread's whole share of the o projection is one trip, so a block that
-// is resident before the attention ahead of it ends can hold all of its weights by then (not
-// measured yet: docs/notes/2026-12-07-stage4-attention-link-probe-h100-02a82c7.md). The MLP in
+// is resident before the attention ahead of it ends can hold all of its weights by then (the
+// engine's 1B step measured 2.4% faster with it: docs/notes/2026-12-07-stage4-first-trip-h100-a8b1fef.md). The MLP in
 // one launch (12_small_m_gemv_mlp.cu) does not take it. Alone (kc-bench, or outside a scope) it
 // launches the ordinary way and prefetches nothing.
 //
@@ -124,7 +124,7 @@ std::atomic<std::size_t> prefetch_budget{kSmallMGemvDefaultPrefetchBudget};
 // How rung 12 at M = 1 walks K (hgemm.hpp); `automatic` unless kc-gemv-chain or a test forces one.
 std::atomic<SmallMGemvTrip> trip_choice{SmallMGemvTrip::automatic};
 
-// Whether a programmatic dependent loads its first trip before the wait (hgemm.hpp).
+// Whether a programmatic dependent loads its first trip before the wait (small_m_gemv_knobs.hpp).
 std::atomic<bool> first_trip_early{kSmallMGemvDefaultFirstTripBeforeWait};
 
 // One block: kThreads / group_threads groups, each owning kRows consecutive columns of C, all in

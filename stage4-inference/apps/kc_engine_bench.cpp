@@ -33,9 +33,9 @@
 // --gguf-link-rung stage3|07|08|11|12|both its GGUF blocks (RunnerOptions::gguf_link_rung), and
 // --spread-links on|off|both launches a native link of no more CTAs than SMs one CTA an SM or as
 // many an SM as fit (default on as RunnerOptions::spread_small_links), and --gemv-first-trip
-// off|on|both has stage 3's rung 12, launched as a programmatic dependent, issue its first trip's
+// on|off|both has stage 3's rung 12, launched as a programmatic dependent, issue its first trip's
 // loads before the wait for the kernel ahead or after it (kc/stage3/small_m_gemv_knobs.hpp's
-// set_small_m_gemv_first_trip_before_wait, default off; process-wide, so set before each runner is
+// set_small_m_gemv_first_trip_before_wait, default on; process-wide, so set before each runner is
 // built and its graphs captured, and put back after). Every request
 // decodes greedily unless --temperature T (> 0; with --top-k K and --top-p P, seed --seed plus the
 // request's index) samples its tokens, on the GPU sampler or the host's reference sampler
@@ -110,7 +110,7 @@ constexpr const char* kUsage =
     "                       [--max-model-len 8448] [--kv-fraction 0.6] [--decode-min-split-keys 256]\n"
     "                       [--quantized q4_0|q4_1|q8_0|int4-gN] [--native-quantized on|off|both]\n"
     "                       [--int4-link-rung stage3,04,05|both] [--gguf-link-rung stage3,07,08,11,12|both]\n"
-    "                       [--spread-links on|off|both] [--gemv-first-trip off|on|both]\n"
+    "                       [--spread-links on|off|both] [--gemv-first-trip on|off|both]\n"
     "                       [--temperature 0] [--top-k 0] [--top-p 1] [--gpu-sampler on|off|both]\n"
     "                       [--peers hf.json[,llama.json]]\n"
     "                       [--markdown DIR]\n"
@@ -126,7 +126,7 @@ struct Args {
   std::string int4_link_rung = "stage3";  // RunnerOptions::int4_link_rung: stage3, 04, 05 or both
   std::string gguf_link_rung = "stage3";  // RunnerOptions::gguf_link_rung: stage3, 07, 08, 11, 12 or both
   std::string spread_links = "on";        // RunnerOptions::spread_small_links: on, off or both
-  std::string gemv_first_trip = "off";    // set_small_m_gemv_first_trip_before_wait: off, on or both
+  std::string gemv_first_trip = kc::stage3::kSmallMGemvDefaultFirstTripBeforeWait ? "on" : "off";  // on, off or both
   kc::engine::SamplingParams sampling;  // every request's (its seed: --seed plus the request's index)
   std::string gpu_sampler = "on";  // RunnerOptions::gpu_sampler: on, off or both (a temperature only)
   int decode_min_split_keys = kc::engine::RunnerOptions{}.decode_min_keys_per_split;

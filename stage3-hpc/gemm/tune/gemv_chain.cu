@@ -12,8 +12,9 @@
 // between a layer's time and its bytes at the copy rate is what the launches cost. The last two
 // rows but one force rung 12's two K-loop instances at M = 1 (set_small_m_gemv_trip, kc/stage3/small_m_gemv_knobs.hpp)
 // with the default 4 MiB prefetch: two pieces of each row a trip, or one; the rows above let the
-// rung choose by the grid. The last row loads each thread's first trip of the weights before the
-// wait as well (set_small_m_gemv_first_trip_before_wait).
+// rung choose by the grid. Every row but the last loads each thread's first trip of the weights
+// after the wait; the last (the default since it measured faster in the engine) before it as well
+// (set_small_m_gemv_first_trip_before_wait).
 //
 //   kc-gemv-chain                                  (Llama-3.1-8B widths, 8 layers)
 //   kc-gemv-chain --hidden 2048 --q 2048 --kv 512 --intermediate 8192 --layers 16   (Llama-3.2-1B)

@@ -30,8 +30,10 @@ SmallMGemvTrip small_m_gemv_trip();
 // Launched as a programmatic dependent, whether rung 12's threads also issue the loads of their
 // first trip of the K loop (each its rows' first pieces, into registers) before the wait for the
 // kernel ahead, as well as the L2 prefetch: the first trip then arrives while that kernel runs.
-// Same products in the same order either way (the same bits). Read at launch.
-inline constexpr bool kSmallMGemvDefaultFirstTripBeforeWait = false;
+// Same products in the same order either way (the same bits). Read at launch. On by default: the
+// engine's batch-1 steps measured faster with it where a short kernel (the decode attention) runs
+// ahead of rung 12 and no slower elsewhere (docs/notes/2026-12-07-stage4-first-trip-h100-a8b1fef.md).
+inline constexpr bool kSmallMGemvDefaultFirstTripBeforeWait = true;
 void set_small_m_gemv_first_trip_before_wait(bool on);
 bool small_m_gemv_first_trip_before_wait();
 
