@@ -517,8 +517,9 @@ std::string spread_note(bool spread, bool native, bool fuse) {
   return !spread && native && fuse ? ", small links packed" : "";
 }
 
-// ", rung 12's first trip before the wait" where rung 12's launches as programmatic dependents issued
-// their first trip's loads before the wait (not the default); empty otherwise.
+// ", rung 12's first trip after the wait" (or "before") where rung 12, launched as a programmatic
+// dependent, issued its first trip's loads otherwise than by default; empty for the default and
+// for ordinary launches (no wait). The setting is named even where no rung 12 runs (native blocks).
 std::string first_trip_note(bool first_trip, bool dependent) {
   return first_trip != kc::stage3::kSmallMGemvDefaultFirstTripBeforeWait && dependent
              ? (first_trip ? ", rung 12's first trip before the wait" : ", rung 12's first trip after the wait")
