@@ -30,6 +30,7 @@ TEST(EngineBenchCli, RefusesWhatItCannotTakeBeforeTouchingAGpu) {
       {"--synthetic smollm2-135m --rope-in-attention inside", "--rope-in-attention: 'inside' is not both, on or off"},
       {"--synthetic smollm2-135m --one-launch-mlp yes", "--one-launch-mlp: 'yes' is not both, on or off"},
       {"--synthetic smollm2-135m --spread-links yes", "--spread-links: 'yes' is not both, on or off"},
+      {"--synthetic smollm2-135m --gemv-first-trip early", "--gemv-first-trip: 'early' is not both, on or off"},
       {"--synthetic smollm2-135m --native-quantized auto", "--native-quantized: 'auto' is not both, on or off"},
       {"--synthetic smollm2-135m --quantized q5_k", "--quantized: 'q5_k' is not q4_0, q4_1, q8_0 or int4-gN"},
       {"--synthetic smollm2-135m --quantized int4-g100", "--quantized: 'int4-g100' is not q4_0, q4_1, q8_0 or int4-gN"},
@@ -68,6 +69,7 @@ TEST(EngineBenchCli, RefusesWhatItCannotTakeBeforeTouchingAGpu) {
   EXPECT_NE(output.find("--int4-link-rung"), std::string::npos) << output;
   EXPECT_NE(output.find("--gguf-link-rung"), std::string::npos) << output;
   EXPECT_NE(output.find("--spread-links"), std::string::npos) << output;
+  EXPECT_NE(output.find("--gemv-first-trip"), std::string::npos) << output;
   EXPECT_NE(output.find("--gpu-sampler"), std::string::npos) << output;
   EXPECT_NE(output.find("--l2-warm-mib"), std::string::npos) << output;
 }
