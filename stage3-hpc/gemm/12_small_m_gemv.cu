@@ -44,7 +44,7 @@
 // loads of its first trip of the K loop there, into registers (the kFirstTripEarly instances): at
 // the Llama-3.2-1B widths a thread's whole share of the o projection is one trip, so a block that
 // is resident before the attention ahead of it ends can hold all of its weights by then (the
-// engine's 1B step measured 2.4% faster with it: docs/notes/2026-12-07-stage4-first-trip-h100-a8b1fef.md). The MLP in
+// engine's measurement: docs/notes/2026-12-07-stage4-first-trip-h100-a8b1fef.md). The MLP in
 // one launch (12_small_m_gemv_mlp.cu) does not take it. Alone (kc-bench, or outside a scope) it
 // launches the ordinary way and prefetches nothing.
 //
@@ -141,17 +141,12 @@ __global__ void __launch_bounds__(kThreads, kUnroll == 1 ? 4 : 2) small_m_gemv_k
   // them), and only then wait for the kernel before, whose output A is. Launched the ordinary
   // way, prefetch_bytes is 0 and the wait returns at once.
   core::let_dependent_grids_start();
-  if constexpr (kFirstTripEarly) {
-    SmallMGemvFirstTrip<kM, kUnroll> first;
-    load_first_trip<kM, kUnroll>(g, place, first);
-    if (g.prefetch_bytes != 0 && threadIdx.x == 0) small_m_gemv_prefetch<kM>(g, place, g.prefetch_bytes);
-    core::wait_for_previous_grids();
-    small_m_gemv_block<kM, kNorm, kSwiglu, /*kCoherentA=*/false, kUnroll, /*kFirstTripLoaded=*/true>(g, place, &first);
-  } else {
-    if (g.prefetch_bytes != 0 && threadIdx.x == 0) small_m_gemv_prefetch<kM>(g, place, g.prefetch_bytes);
-    core::wait_for_previous_grids();
-    small_m_gemv_block<kM, kNorm, kSwiglu, /*kCoherentA=*/false, kUnroll>(g, place);
-  }
+  SmallMGemvFirstTrip<kM, kUnroll> first;  // kFirstTripEarly only
+  if constexpr (kFirstTripEarly) load_first_trip<kM, kUnroll>(g, place, first);
+  if (g.prefetch_bytes != 0 && threadIdx.x == 0) small_m_gemv_prefetch<kM>(g, place, g.prefetch_bytes);
+  core::wait_for_previous_grids();
+  small_m_gemv_block<kM, kNorm, kSwiglu, /*kCoherentA=*/false, kUnroll, /*kFirstTripLoaded=*/kFirstTripEarly>(
+      g, place, &first);
 }
 
 void check_weight(const char* what, int m, int n, int k, const bf16* a, const bf16* b, const bf16* c) {
