@@ -21,7 +21,9 @@
 // order (Rope::kWorkersFirst: rung 09, decode_09_workers_first.cu, puts the CTAs that hold keys first
 // and lets the others leave before the wait), and in how a split hands its partials to the merge
 // (Rope::kReleaseAcquireMerge: rung 10, decode_10_release_acquire_merge.cu, one release/acquire
-// count by thread 0 in place of every thread's sequentially consistent fences).
+// count by thread 0 in place of every thread's sequentially consistent fences), and in what a CTA
+// waits for (Rope::kHeadsHandedOver: rung 11, decode_11_heads_handed_over.cu, its kv head's count
+// of written q, k and v columns instead of the whole kernel ahead).
 // Unnamed namespace: each rung's file compiles its own instances, no symbol shared between them.
 #pragma once
 
@@ -52,6 +54,7 @@ struct NoRope {
   static constexpr bool kPageWalk = false;
   static constexpr bool kWorkersFirst = false;
   static constexpr bool kReleaseAcquireMerge = false;
+  static constexpr bool kHeadsHandedOver = false;
 };
 
 // Rung 06's: DecodeRopeArgs, and for its negative control a flaw — kPositionOffByOne rotates the
@@ -63,6 +66,7 @@ struct RopeIn : DecodeRopeArgs<T> {
   static constexpr bool kPageWalk = false;
   static constexpr bool kWorkersFirst = false;
   static constexpr bool kReleaseAcquireMerge = false;
+  static constexpr bool kHeadsHandedOver = false;
 };
 
 // Rung 07's: rung 06's rotation and cache write, with every stage of the ring filled with cached
@@ -78,6 +82,7 @@ struct RopePagesFirst : DecodeRopeArgs<T> {
   static constexpr bool kPageWalk = false;
   static constexpr bool kWorkersFirst = false;
   static constexpr bool kReleaseAcquireMerge = false;
+  static constexpr bool kHeadsHandedOver = false;
 };
 
 // Rung 08's: rung 07's, with each thread's page addresses worked out once a CTA (PageWalk below)
@@ -110,6 +115,16 @@ struct RopeWorkersFirst : RopePageWalk<T> {
 template <typename T>
 struct RopeReleaseAcquireMerge : RopePageWalk<T> {
   static constexpr bool kReleaseAcquireMerge = true;
+};
+
+// Rung 11's: rung 10's, with a CTA that, given rope.heads_written, acquires its kv head's count of
+// written q, k and v columns (wait_for_head_rows) in place of the wait for the kernel ahead, and
+// leaves first where its split holds no key. For its negative control a flaw — kWaitsForHeadZero
+// acquires kv head 0's count in every CTA.
+template <typename T, bool kWaitsForHeadZero_ = false>
+struct RopeHeadsHandedOver : RopeReleaseAcquireMerge<T> {
+  static constexpr bool kHeadsHandedOver = true;
+  static constexpr bool kWaitsForHeadZero = kWaitsForHeadZero_;
 };
 
 // The split a CTA works on, and its group (kv head x row chunk) and the groups in the grid: rungs 02
@@ -595,6 +610,31 @@ __device__ __forceinline__ void copy_first_tiles_before_wait(int (&ids)[Layout::
   }
 }
 
+// Rung 11's wait, given the projection's counts (rope.heads_written): thread 0 reads kv head
+// `kv_head`'s count with acquire semantics at GPU scope until it reaches the target, and the
+// barrier after it orders every thread's reads of Q and the new rows after that acquire — which
+// synchronizes with the projection blocks' releases, each made after their outputs were stored
+// (count_written_columns, gemm/small_m_gemv.cuh). Everything else the wait for the kernel ahead
+// guarded is as safe after it: a projection block counts only after its own wait for the kernel
+// ahead of it, which ran after the previous layer's attention and the o projection that read O and
+// the workspace. A count that never arrives (a caller's mistake) traps after about 2^24 reads
+// instead of hanging the GPU. Without counters: the wait for the kernel ahead, as rung 10.
+template <class Rope>
+__device__ __forceinline__ void wait_for_head_rows(const Rope& rope, int kv_head) {
+  if (rope.heads_written == nullptr) {
+    core::wait_for_previous_grids();
+    return;
+  }
+  if (threadIdx.x == 0) {
+    const int head = Rope::kWaitsForHeadZero ? 0 : kv_head;  // the negative control's flaw
+    cuda::atomic_ref<unsigned, cuda::thread_scope_device> written(const_cast<unsigned&>(rope.heads_written[head]));
+    unsigned reads = 0;
+    while (written.load(cuda::memory_order_acquire) < rope.heads_written_target)
+      if (++reads == (1u << 24)) __trap();
+  }
+  __syncthreads();
+}
+
 // Rung 07, after the wait: the rows of the new tokens that fall in the first kStages tiles,
 // rotated and stored into their stage (and to their page by the first row chunk's CTA), and Q
 // rotated into its tile. A thread's first new-row chunk is loaded before Q's rows, so that the two
@@ -671,11 +711,20 @@ __global__ void __launch_bounds__(kThreads)
     // a sequence without keys stays: it writes that sequence's rows after the wait, below.
     if (work.key_begin >= work.length && !(work.length <= 0 && split_index<Rope>() == 0)) return;
   }
+  if constexpr (Rope::kHeadsHandedOver) {
+    // Rung 11, given counts: the same early leave (nothing to wait for), in rung 10's grid.
+    if (rope.heads_written != nullptr && work.key_begin >= work.length &&
+        !(work.length <= 0 && split_index<Rope>() == 0))
+      return;
+  }
   [[maybe_unused]] const auto walk = page_walk_for<Layout, Rope>(args, work);  // rung 08; empty in the others
   int ids[Layout::kRowsPerThread];
   if constexpr (kPagesFirst) {
     copy_first_tiles_before_wait<Layout>(ids, smem, args, work, rope, walk);
-    core::wait_for_previous_grids();  // Q, the new tokens' K/V rows, O and the workspace: after it
+    if constexpr (Rope::kHeadsHandedOver)
+      wait_for_head_rows(rope, work.kv_head);  // rung 11: this kv head's rows written
+    else
+      core::wait_for_previous_grids();  // Q, the new tokens' K/V rows, O and the workspace: after it
   } else if constexpr (kEarlyPages) {
     prefetch_first_pages<kStages>(args, work);
     core::wait_for_previous_grids();  // Q, the new tokens' K/V rows, O and the workspace: after it

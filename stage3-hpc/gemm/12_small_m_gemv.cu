@@ -127,14 +127,10 @@ std::atomic<SmallMGemvTrip> trip_choice{SmallMGemvTrip::automatic};
 // Whether a programmatic dependent loads its first trip before the wait (small_m_gemv_knobs.hpp).
 std::atomic<bool> first_trip_early{kSmallMGemvDefaultFirstTripBeforeWait};
 
-// One block: kThreads / group_threads groups, each owning kRows consecutive columns of C, all in
-// one weight of `g` (the weight whose block range holds blockIdx.x). kUnroll pieces of each row a
-// thread per trip of the K loop; the one-piece instance asks ptxas for 4 resident blocks an SM
-// (at most 64 registers a thread), the two-piece instance for 2.
-// kFirstTripEarly (launched only as a programmatic dependent, with first_trip_before_wait): every
-// thread's loads of its first trip of the K loop go out before the wait as well.
-template <int kM, bool kNorm, bool kSwiglu, int kUnroll, bool kFirstTripEarly = false>
-__global__ void __launch_bounds__(kThreads, kUnroll == 1 ? 4 : 2) small_m_gemv_kernel(SmallMGemvLaunch g) {
+// One block's whole work as small_m_gemv_kernel runs it (the counting kernel below runs it too):
+// returns the block's place.
+template <int kM, bool kNorm, bool kSwiglu, int kUnroll, bool kFirstTripEarly>
+__device__ __forceinline__ SmallMGemvPlace small_m_gemv_run_block(const SmallMGemvLaunch& g) {
   const SmallMGemvPlace place = small_m_gemv_place<kM>(g, [] { return static_cast<int>(blockIdx.x); });
   // As a programmatic dependent (a decode step's chain of kernels): let the next kernel's blocks
   // in, ask the L2 for the first bytes of this block's rows of B (the weights: no kernel writes
@@ -147,6 +143,27 @@ __global__ void __launch_bounds__(kThreads, kUnroll == 1 ? 4 : 2) small_m_gemv_k
   core::wait_for_previous_grids();
   small_m_gemv_block<kM, kNorm, kSwiglu, /*kCoherentA=*/false, kUnroll, /*kFirstTripLoaded=*/kFirstTripEarly>(
       g, place, &first);
+  return place;
+}
+
+// One block: kThreads / group_threads groups, each owning kRows consecutive columns of C, all in
+// one weight of `g` (the weight whose block range holds blockIdx.x). kUnroll pieces of each row a
+// thread per trip of the K loop; the one-piece instance asks ptxas for 4 resident blocks an SM
+// (at most 64 registers a thread), the two-piece instance for 2.
+// kFirstTripEarly (launched only as a programmatic dependent, with first_trip_before_wait): every
+// thread's loads of its first trip of the K loop go out before the wait as well.
+template <int kM, bool kNorm, bool kSwiglu, int kUnroll, bool kFirstTripEarly = false>
+__global__ void __launch_bounds__(kThreads, kUnroll == 1 ? 4 : 2) small_m_gemv_kernel(SmallMGemvLaunch g) {
+  small_m_gemv_run_block<kM, kNorm, kSwiglu, kUnroll, kFirstTripEarly>(g);
+}
+
+// A launch with column counts (Gemm::ColumnCounts; the RMSNorm prologue, a layer's q|k|v): the
+// kNorm kernel's block, then its columns counted into their slices' counters with a release
+// (count_written_columns, small_m_gemv.cuh) for the kernel that reads them beside this one.
+template <int kM, int kUnroll, bool kFirstTripEarly>
+__global__ void __launch_bounds__(kThreads, kUnroll == 1 ? 4 : 2) small_m_gemv_counting_kernel(SmallMGemvLaunch g) {
+  const SmallMGemvPlace place = small_m_gemv_run_block<kM, /*kNorm=*/true, false, kUnroll, kFirstTripEarly>(g);
+  count_written_columns<kM>(g, place);
 }
 
 void check_weight(const char* what, int m, int n, int k, const bf16* a, const bf16* b, const bf16* c) {
@@ -163,6 +180,11 @@ void check_weight(const char* what, int m, int n, int k, const bf16* a, const bf
 
 template <int kM, int kUnroll, bool kFirstTripEarly>
 void launch_instance(const SmallMGemvLaunch& g, int blocks, cudaStream_t stream) {
+  if (g.written != nullptr) {  // column counts: the RMSNorm prologue only (plan_small_m_gemv checks)
+    core::launch_dependent(small_m_gemv_counting_kernel<kM, kUnroll, kFirstTripEarly>, dim3(blocks), dim3(kThreads),
+                           0, stream, g);
+    return;
+  }
   const auto kernel = g.norm_weight != nullptr ? small_m_gemv_kernel<kM, true, false, kUnroll, kFirstTripEarly>
                       : g.swiglu               ? small_m_gemv_kernel<kM, false, true, kUnroll, kFirstTripEarly>
                                                : small_m_gemv_kernel<kM, false, false, kUnroll, kFirstTripEarly>;
@@ -231,7 +253,8 @@ void hgemm_12_small_m_gemv(const HgemmArgs& args, cudaStream_t stream) {
 }
 
 SmallMGemvLaunch plan_small_m_gemv(int m, int k, float alpha, const bf16* a, const SmallMGemvWeight* weights, int count,
-                                   float beta, const bf16* norm_weight, float norm_eps, bool swiglu_a, int* blocks) {
+                                   float beta, const bf16* norm_weight, float norm_eps, bool swiglu_a, int* blocks,
+                                   unsigned* written, const int* slice_columns) {
   require(!(swiglu_a && norm_weight != nullptr), "hgemm rung 12: an RMSNorm and a SwiGLU prologue together");
   require(norm_weight == nullptr || (aligned_16(norm_weight) && std::isfinite(norm_eps) && norm_eps >= 0.f),
           "hgemm rung 12: the RMSNorm weight must be 16-byte aligned (got {}) and eps finite and >= 0 (got {})",
@@ -265,6 +288,22 @@ SmallMGemvLaunch plan_small_m_gemv(int m, int k, float alpha, const bf16* a, con
     g.block_begin[i] = *blocks;
     *blocks += ceil_div(weights[i].n, columns_per_block);
   }
+  if (written != nullptr) {
+    require(norm_weight != nullptr && slice_columns != nullptr,
+            "hgemm rung 12: column counts come with the RMSNorm prologue and a slice width for every weight");
+    require(reinterpret_cast<std::uintptr_t>(written) % alignof(unsigned) == 0,
+            "hgemm rung 12: the column counters must be 4-byte aligned device memory; got {}",
+            static_cast<void*>(written));
+    const int slices = slice_columns[0] >= 1 ? weights[0].n / slice_columns[0] : 0;
+    for (int i = 0; i < count; ++i) {
+      require(slice_columns[i] >= 1 && weights[i].n % slice_columns[i] == 0 && weights[i].n / slice_columns[i] == slices,
+              "hgemm rung 12: weight {} has {} columns, which slices of {} do not cut into the {} whole slices of "
+              "weight 0 (every weight's columns must make the same number of counters)",
+              i, weights[i].n, slice_columns[i], slices);
+      g.slice_columns[i] = slice_columns[i];
+    }
+    g.written = written;
+  }
   if (core::programmatic_launch_active()) {  // the budget shared by the blocks, 16-byte multiples
     g.prefetch_bytes = static_cast<std::uint32_t>(prefetch_budget.load() / *blocks / 16 * 16);
     g.first_trip_before_wait = first_trip_early.load();
@@ -274,10 +313,10 @@ SmallMGemvLaunch plan_small_m_gemv(int m, int k, float alpha, const bf16* a, con
 
 void hgemm_12_small_m_gemv_shared_a(int m, int k, float alpha, const bf16* a, const SmallMGemvWeight* weights,
                                     int count, float beta, cudaStream_t stream, const bf16* norm_weight,
-                                    float norm_eps, bool swiglu_a) {
+                                    float norm_eps, bool swiglu_a, unsigned* written, const int* slice_columns) {
   int blocks = 0;
-  const SmallMGemvLaunch g =
-      plan_small_m_gemv(m, k, alpha, a, weights, count, beta, norm_weight, norm_eps, swiglu_a, &blocks);
+  const SmallMGemvLaunch g = plan_small_m_gemv(m, k, alpha, a, weights, count, beta, norm_weight, norm_eps, swiglu_a,
+                                               &blocks, written, slice_columns);
   small_m_gemv_launch(g, m, blocks, stream);
 }
 

@@ -67,9 +67,13 @@ struct SmallMGemvWeight {
 // With `norm_weight` (K elements), A goes through RMSNorm first, in the same pass:
 // C_i = alpha.rmsnorm(A).B_i^T + beta.C_i, rmsnorm(A)[m] = A[m] . norm_weight / sqrt(mean(A[m]^2) + norm_eps).
 // With `swiglu_a`, A is [gate | up] (M x 2K) and C_i = alpha.(silu(gate) . up).B_i^T + beta.C_i.
+// With `written` (the RMSNorm prologue only): each block, once its outputs are stored, adds its
+// columns of weight i to written[c / slice_columns[i]] with a release at GPU scope, for a kernel
+// that reads them while this launch runs (Gemm::ColumnCounts, kc/stage3/gemm.hpp).
 void hgemm_12_small_m_gemv_shared_a(int m, int k, float alpha, const bf16* a, const SmallMGemvWeight* weights,
                                     int count, float beta, cudaStream_t stream, const bf16* norm_weight = nullptr,
-                                    float norm_eps = 0.f, bool swiglu_a = false);
+                                    float norm_eps = 0.f, bool swiglu_a = false, unsigned* written = nullptr,
+                                    const int* slice_columns = nullptr);
 
 // The MLP of a decode step in one launch of rung 12's two passes (12_small_m_gemv_mlp.cu), with a
 // grid-wide barrier between them:

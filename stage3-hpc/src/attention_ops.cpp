@@ -110,6 +110,8 @@ constexpr RopeRungRow<T> kRopeRungRows[] = {
     {PagedDecodeAttention::RopeRung::release_acquire_merge, 10,
      "stage3/attention_decode_paged_rope/10_release_acquire_merge", &attention_decode_10_release_acquire_merge<T>,
      &attention_decode_10_ctas_per_sm<T>},
+    {PagedDecodeAttention::RopeRung::heads_handed_over, 11, "stage3/attention_decode_paged_rope/11_heads_handed_over",
+     &attention_decode_11_heads_handed_over<T>, &attention_decode_11_ctas_per_sm<T>},
 };
 
 template <typename T>

@@ -160,11 +160,17 @@ GemmTarget query_target(int device) {
 
 // One launch of rung 12 over the weights of a shared-A call, every one of which plan_shared_a
 // found on rung 12; with an RMSNorm (norm_weight) or SwiGLU prologue when asked.
+static_assert(sizeof(Gemm::ColumnCounts::slice_columns) / sizeof(int) == kSmallMGemvMaxWeights,
+              "a slice width for each weight a shared-A launch takes");
+
 void launch_on_rung12(int m, int k, const bf16* a, const Gemm::SharedAWeight* weights, int count, float beta,
-                      cudaStream_t stream, const bf16* norm_weight = nullptr, float eps = 0.f, bool swiglu = false) {
+                      cudaStream_t stream, const bf16* norm_weight = nullptr, float eps = 0.f, bool swiglu = false,
+                      const Gemm::ColumnCounts* counts = nullptr) {
   SmallMGemvWeight fused[kSmallMGemvMaxWeights];
   for (int i = 0; i < count; ++i) fused[i] = {weights[i].b, weights[i].c, weights[i].n};
-  hgemm_12_small_m_gemv_shared_a(m, k, 1.f, a, fused, count, beta, stream, norm_weight, eps, swiglu);
+  hgemm_12_small_m_gemv_shared_a(m, k, 1.f, a, fused, count, beta, stream, norm_weight, eps, swiglu,
+                                 counts != nullptr ? counts->counters : nullptr,
+                                 counts != nullptr ? counts->slice_columns : nullptr);
   KC_CHECK_LAUNCH();
 }
 
@@ -479,8 +485,11 @@ void Gemm::run_shared_a(int m, int k, const bf16* a, const SharedAWeight* weight
 }
 
 bool Gemm::run_rmsnorm_shared_a(int m, int k, const bf16* x, const bf16* norm_weight, float eps,
-                                const SharedAWeight* weights, int count, cudaStream_t stream, GemmPath* paths) {
+                                const SharedAWeight* weights, int count, cudaStream_t stream, GemmPath* paths,
+                                const ColumnCounts* counts) {
   constexpr const char* kEntry = "kc::stage3::Gemm::run_rmsnorm_shared_a";
+  require(counts == nullptr || counts->counters != nullptr, "{}: column counts need their counters (a device pointer)",
+          kEntry);
   require(norm_weight != nullptr && aligned(norm_weight, 16),
           "{}: the RMSNorm weight ({} elements) must be a 16-byte aligned device pointer; got {}", kEntry, k,
           static_cast<const void*>(norm_weight));
@@ -488,7 +497,7 @@ bool Gemm::run_rmsnorm_shared_a(int m, int k, const bf16* x, const bf16* norm_we
   HgemmArgs calls[kSmallMGemvMaxWeights];
   if (!plan_shared_a(kEntry, m, k, x, weights, count, calls, paths)) return false;
   require_current_device();
-  launch_on_rung12(m, k, x, weights, count, 0.f, stream, norm_weight, eps);
+  launch_on_rung12(m, k, x, weights, count, 0.f, stream, norm_weight, eps, /*swiglu=*/false, counts);
   return true;
 }
 

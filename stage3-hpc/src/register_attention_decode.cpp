@@ -39,17 +39,33 @@ void launch_naive(const Problem& problem, Operands& operands, cudaStream_t strea
 
 // Rungs 06 and 07 through the public entry (PagedDecodeAttention::run_rope, set to the rung),
 // which keeps their workspace.
+// Rung 11 alone has no projection ahead of it to hand heads over: its entry passes counters that
+// say every kv head is written already (every byte 0xff, target 1), so that its CTAs take the
+// path with counters — one acquire in place of the wait for the kernel ahead.
 class RopeEntryRung {
  public:
-  explicit RopeEntryRung(PagedDecodeAttention::RopeRung rung) { decode_.set_rope_rung(rung); }
+  explicit RopeEntryRung(PagedDecodeAttention::RopeRung rung) : rung_(rung) { decode_.set_rope_rung(rung); }
 
   template <typename T>
   void run(const Problem& problem, Operands& operands, cudaStream_t stream) {
-    decode_.run_rope(decode_args<T>(problem, operands), decode_rope_args<T>(problem, operands), stream);
+    DecodeRopeArgs<T> rope = decode_rope_args<T>(problem, operands);
+    if (rung_ == PagedDecodeAttention::RopeRung::heads_handed_over) {
+      const auto heads = static_cast<std::size_t>(decode_shape(problem).kv_heads);
+      if (heads_written_.size() < heads) {
+        heads_written_ = DeviceBuffer<unsigned>();
+        heads_written_ = DeviceBuffer<unsigned>(heads);
+        KC_CUDA_CHECK(cudaMemsetAsync(heads_written_.data(), 0xff, heads_written_.bytes(), stream));
+      }
+      rope.heads_written = heads_written_.data();
+      rope.heads_written_target = 1;
+    }
+    decode_.run_rope(decode_args<T>(problem, operands), rope, stream);
   }
 
  private:
+  PagedDecodeAttention::RopeRung rung_;
   PagedDecodeAttention decode_;
+  DeviceBuffer<unsigned> heads_written_;
 };
 
 // What rungs 02-05 keep between launches (the SM count and, for rungs 03-05, the CTAs an SM
@@ -207,6 +223,10 @@ void register_attention_decode_rope_kernels(Registry& registry) {
   add_rope_rung(PagedDecodeAttention::RopeRung::release_acquire_merge,
                 "rung 08 with the splits' hand-over to the merge ordered by one release/acquire count a CTA (thread "
                 "0's, after a barrier) instead of a sequentially consistent fence in every thread, twice in the last");
+  add_rope_rung(PagedDecodeAttention::RopeRung::heads_handed_over,
+                "rung 10 that starts on a kv head once the q|k|v projection ahead has counted its rows written "
+                "(thread 0 acquires the head's count) instead of waiting for the whole projection; alone, its "
+                "counters say every head is written");
 }
 
 }  // namespace kc::stage3

@@ -23,7 +23,9 @@
 
 #include "kc/stage3/decode_args.hpp"
 #include "attention_test_support.hpp"
+#include "kc/common/buffer.hpp"
 #include "kc/common/check.hpp"
+#include "kc/common/error.hpp"
 #include "kc/stage3/attention_decode.hpp"
 #include "kc/stage3/attention_ops.hpp"
 #include "src/register_attention_decode.hpp"
@@ -287,7 +289,9 @@ TEST(AttentionDecodeLadderGpu, Rungs04And05GiveRung03sBitsLaunchAfterLaunch) {
 // first tiles) and long ones (tiles streamed after them) — and ragged batches with 2, 4 and 8 new
 // tokens (rows that straddle a tile, a split, and rows past the first tiles), in blocks of 16, 32
 // and 64 keys.
-TEST(AttentionDecodeLadderGpu, Rungs07To10GiveRung06sBitsLaunchAfterLaunch) {
+// Rung 11 runs twice: without counters (it waits as rung 10) and with counters that say every kv
+// head is written already (each byte 0xff, target 1: its acquire path, as kc-bench's entry runs it).
+TEST(AttentionDecodeLadderGpu, Rungs07To11GiveRung06sBitsLaunchAfterLaunch) {
   KC_SKIP_WITHOUT_GPU();
   // Values that differ, a NaN equal to a NaN (the caches' poisoned rows past each length).
   const auto differences = [](const std::vector<double>& a, const std::vector<double>& b) {
@@ -306,11 +310,15 @@ TEST(AttentionDecodeLadderGpu, Rungs07To10GiveRung06sBitsLaunchAfterLaunch) {
       op.problem({5, 8, 2, 4, 300, 64}, DType::bf16, {{"lengths", 1.0}, {"block_size", 32.0}}),
       op.problem({2, 4, 1, 8, 250, 128}, DType::f16, {{"lengths", 1.0}, {"block_size", 64.0}}),
       op.problem({2, 32, 8, 1, 1500, 64}, DType::f16, {{"lengths", 1.0}, {"block_size", 64.0}})};
-  constexpr int kRungs = 5;  // [0] is the reference: rung 06
+  constexpr int kRungs = 7;  // [0] is the reference: rung 06
   const PagedDecodeAttention::RopeRung rungs[kRungs] = {
       PagedDecodeAttention::RopeRung::rope_in, PagedDecodeAttention::RopeRung::pages_before_wait,
       PagedDecodeAttention::RopeRung::page_walk, PagedDecodeAttention::RopeRung::workers_first,
-      PagedDecodeAttention::RopeRung::release_acquire_merge};
+      PagedDecodeAttention::RopeRung::release_acquire_merge, PagedDecodeAttention::RopeRung::heads_handed_over,
+      PagedDecodeAttention::RopeRung::heads_handed_over};
+  const bool with_counts[kRungs] = {false, false, false, false, false, false, true};
+  DeviceBuffer<unsigned> all_written(8);  // the problems' kv heads: at most 8
+  KC_CUDA_CHECK(cudaMemsetAsync(all_written.data(), 0xff, all_written.bytes(), context.stream()));
   for (const Problem& problem : problems) {
     std::vector<double> outputs[kRungs][4];  // [rung][O, LSE, K_cache, V_cache]
     for (int which = 0; which < kRungs; ++which) {
@@ -321,12 +329,19 @@ TEST(AttentionDecodeLadderGpu, Rungs07To10GiveRung06sBitsLaunchAfterLaunch) {
       Operands operands = op.make_operands(problem, 11, context);
       for (int launch = 0; launch < 3; ++launch) {
         std::string_view ran;
+        const auto counted = [&](auto rope) {
+          if (with_counts[which]) {
+            rope.heads_written = all_written.data();
+            rope.heads_written_target = 1;
+          }
+          return rope;
+        };
         if (problem.dtype == DType::bf16)
           ran = decode.run_rope(decode_args<__nv_bfloat16>(problem, operands),
-                                decode_rope_args<__nv_bfloat16>(problem, operands), context.stream());
+                                counted(decode_rope_args<__nv_bfloat16>(problem, operands)), context.stream());
         else
-          ran = decode.run_rope(decode_args<__half>(problem, operands), decode_rope_args<__half>(problem, operands),
-                                context.stream());
+          ran = decode.run_rope(decode_args<__half>(problem, operands),
+                                counted(decode_rope_args<__half>(problem, operands)), context.stream());
         EXPECT_EQ(ran, id);
         std::vector<double> now[4];
         int t = 0;

@@ -381,7 +381,7 @@ TEST(PagedDecodeAttention, RunAndRunRopeCheckTheirArgumentsBeforeAnyGpuCall) {
   rope_refuses(good, r, "pass the same pools");
 }
 
-// The RoPE op's rungs: 06 to 10 registered under attention_decode_paged_rope, rung 10 what the
+// The RoPE op's rungs: 06 to 11 registered under attention_decode_paged_rope, rung 10 what the
 // public entry's run_rope() launches unless told, and each rung's id the registry's.
 TEST(PagedDecodeAttention, RunsRopeRung10UnlessToldAndNamesEachRopeRungAsTheRegistryDoes) {
   const Registry& r = stage3_test_registry();
@@ -392,7 +392,7 @@ TEST(PagedDecodeAttention, RunsRopeRung10UnlessToldAndNamesEachRopeRungAsTheRegi
   const PagedDecodeAttention::RopeRung ladder[] = {
       PagedDecodeAttention::RopeRung::rope_in, PagedDecodeAttention::RopeRung::pages_before_wait,
       PagedDecodeAttention::RopeRung::page_walk, PagedDecodeAttention::RopeRung::workers_first,
-      PagedDecodeAttention::RopeRung::release_acquire_merge};
+      PagedDecodeAttention::RopeRung::release_acquire_merge, PagedDecodeAttention::RopeRung::heads_handed_over};
   ASSERT_EQ(std::size(PagedDecodeAttention::kRopeRungs), std::size(ladder));
   int number = 6;
   for (std::size_t i = 0; i < std::size(ladder); ++i) {
@@ -406,7 +406,7 @@ TEST(PagedDecodeAttention, RunsRopeRung10UnlessToldAndNamesEachRopeRungAsTheRegi
     EXPECT_TRUE(k.runs_dtype(DType::bf16) && k.runs_dtype(DType::f16)) << k.id;
     ++number;
   }
-  EXPECT_EQ(r.select("^stage3/attention_decode_paged_rope/(0|10)").size(), 5u);
+  EXPECT_EQ(r.select("^stage3/attention_decode_paged_rope/(0|1[01])").size(), 6u);
 }
 
 }  // namespace

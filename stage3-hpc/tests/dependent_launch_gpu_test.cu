@@ -27,6 +27,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cuda/atomic>
+
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -337,6 +339,207 @@ TEST(DependentLaunch, DecodeRungs07To10ReadOnlyTheKernelAheadsOutputAfterTheirWa
       }
     }
   }
+}
+
+// Decode rung 11's hand-over, with a producer the test controls: it lets its dependents start, then
+// for each kv head in turn spins, copies that head's rows of Q (its query heads), K_new and V_new
+// for every sequence, and counts them written (target columns, one release) — so head h's rows
+// exist only kSpinCycles x (h + 1) after the start, and the last head's long after the first's.
+__global__ void write_heads_in_turn(const bf16* q_from, bf16* q_to, const bf16* k_from, bf16* k_to, const bf16* v_from,
+                                    bf16* v_to, unsigned* written, unsigned target, int batch, int q_heads,
+                                    int kv_heads, int head_dim, long long cycles) {
+  core::let_dependent_grids_start();
+  const int group = q_heads / kv_heads;
+  for (int h = 0; h < kv_heads; ++h) {
+    const long long start = clock64();
+    while (clock64() - start < cycles) {
+    }
+    for (int b = 0; b < batch; ++b) {
+      const std::int64_t q0 = (static_cast<std::int64_t>(b) * q_heads + h * group) * head_dim;
+      for (int i = static_cast<int>(threadIdx.x); i < group * head_dim; i += static_cast<int>(blockDim.x))
+        q_to[q0 + i] = q_from[q0 + i];
+      const std::int64_t kv0 = (static_cast<std::int64_t>(b) * kv_heads + h) * head_dim;
+      for (int i = static_cast<int>(threadIdx.x); i < head_dim; i += static_cast<int>(blockDim.x)) {
+        k_to[kv0 + i] = k_from[kv0 + i];
+        v_to[kv0 + i] = v_from[kv0 + i];
+      }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      cuda::atomic_ref<unsigned, cuda::thread_scope_device> count(written[h]);
+      count.fetch_add(target, cuda::memory_order_release);
+    }
+  }
+}
+
+// Decode rung 11 behind write_heads_in_turn (one new token, 3 ragged sequences, 8 query heads over
+// 2 kv heads, D = 64, three splits a sequence). Launched ordinarily, and as a programmatic
+// dependent that acquires its head's count, it must give rung 10's bits (rung 10 launched
+// ordinarily after the same producer), with no NaN in O: it read no head's rows before they were
+// counted. Its negative control — every CTA acquiring head 0's count — read head 1's rows while
+// they still held the poison, and O must hold NaN: proof that rung 11's CTAs really ran before
+// the last head was written, so the first check tests something.
+TEST(DependentLaunch, DecodeRung11ReadsEachKvHeadsRowsOnlyOnceTheyAreCounted) {
+  KC_SKIP_WITHOUT_GPU();
+  if (!programmatic_launch_available()) GTEST_SKIP() << "programmatic dependent launch needs compute capability 9.0";
+  Context& context = testing::shared_context();
+  const cudaStream_t stream = context.stream();
+  const OpSpec& op = stage3_test_registry().op(kAttentionDecodeRopeOp);
+  const Problem problem = op.problem({3, 8, 2, 1, 300, 64}, DType::bf16, {{"lengths", 1.0}});
+  constexpr unsigned kTarget = 384;  // any positive count: the producer adds it whole
+  enum class Run { rung10_ordinary, rung11_ordinary, rung11_dependent, flaw_dependent };
+  std::vector<double> outputs[4][4];  // [run][O, LSE, K_cache, V_cache]
+  for (const Run run : {Run::rung10_ordinary, Run::rung11_ordinary, Run::rung11_dependent, Run::flaw_dependent}) {
+    Operands operands = op.make_operands(problem, 5, context);
+    Tensor &q = operands["Q"], &k_new = operands["K_new"], &v_new = operands["V_new"];
+    DeviceBuffer<bf16> q_source(q.count()), k_source(k_new.count()), v_source(v_new.count());
+    for (auto [tensor, source] : {std::pair{&q, &q_source}, std::pair{&k_new, &k_source}, std::pair{&v_new, &v_source}}) {
+      KC_CUDA_CHECK(cudaMemcpyAsync(source->data(), tensor->raw(), tensor->bytes(), cudaMemcpyDeviceToDevice, stream));
+      poison(tensor->raw(), DType::bf16, tensor->count(), stream);
+    }
+    DeviceBuffer<unsigned> written(2);
+    KC_CUDA_CHECK(cudaMemsetAsync(written.data(), 0, written.bytes(), stream));
+    const DecodeArgs<bf16> args = decode_args<bf16>(problem, operands);
+    DecodeRopeArgs<bf16> rope = decode_rope_args<bf16>(problem, operands);
+    if (run != Run::rung10_ordinary) {
+      rope.heads_written = written.data();
+      rope.heads_written_target = kTarget;
+    }
+    const DecodeSplitPlan plan = decode_plan_with_splits(args.group_rows(), args.max_keys(), 3);
+    ASSERT_TRUE(plan.combines());
+    DeviceScratch partials;
+    const std::size_t floats =
+        decode_split_workspace_floats(args.batch, args.q_heads, args.q_len, args.head_dim, plan);
+    DecodeSplitWorkspace workspace = decode_split_workspace(
+        reinterpret_cast<float*>(partials.reserve(floats * sizeof(float))), args.batch, args.q_heads, args.q_len,
+        args.head_dim, plan);
+    DeviceCounters arrivals;
+    arrivals.reserve(decode_split_arrival_counters(args.batch, args.kv_heads, plan), stream);
+    workspace.arrivals = arrivals.data();
+    const bool dependent = run == Run::rung11_dependent || run == Run::flaw_dependent;
+    // A warm-up round first (a kernel's first launch may load its module, which waits for the
+    // work in flight), then the checked one; the caches' new rows are rewritten each round.
+    for (int round = 0; round < 2; ++round) {
+      if (round == 1) {
+        for (Tensor* tensor : {&q, &k_new, &v_new}) poison(tensor->raw(), DType::bf16, tensor->count(), stream);
+        KC_CUDA_CHECK(cudaMemsetAsync(written.data(), 0, written.bytes(), stream));
+      }
+      const core::ProgrammaticLaunchScope scope{dependent};
+      write_heads_in_turn<<<1, 128, 0, stream>>>(q_source.data(), q.data<bf16>(), k_source.data(),
+                                                 k_new.data<bf16>(), v_source.data(), v_new.data<bf16>(),
+                                                 written.data(), kTarget, args.batch, args.q_heads, args.kv_heads,
+                                                 args.head_dim, kSpinCycles);
+      KC_CHECK_LAUNCH();
+      if (run == Run::rung10_ordinary)
+        attention_decode_10_release_acquire_merge(args, rope, plan, workspace, stream);
+      else if (run == Run::flaw_dependent)
+        attention_decode_11_waits_for_head_zero(args, rope, plan, workspace, stream);
+      else
+        attention_decode_11_heads_handed_over(args, rope, plan, workspace, stream);
+      KC_CUDA_CHECK(cudaStreamSynchronize(stream));
+    }
+    int t = 0;
+    for (const char* name : {"O", "LSE", "K_cache", "V_cache"})
+      outputs[static_cast<int>(run)][t++] = testing_support::download(operands[name], stream);
+  }
+  const auto compare = [&](Run run, const char* what) {
+    std::size_t differ = 0, nan = 0;
+    for (int t = 0; t < 4; ++t)
+      for (std::size_t i = 0; i < outputs[0][t].size(); ++i) {
+        const double a = outputs[0][t][i], b = outputs[static_cast<int>(run)][t][i];
+        differ += (a == b || (std::isnan(a) && std::isnan(b))) ? 0 : 1;
+        if (t == 0) nan += std::isnan(b) ? 1 : 0;
+      }
+    SCOPED_TRACE(what);
+    if (run == Run::flaw_dependent) {
+      EXPECT_GT(nan, 0u) << "the control read head 1's rows after head 0's count and found no poison: rung 11's CTAs "
+                            "did not start before the producer wrote, so the hand-over was not tested";
+    } else {
+      EXPECT_EQ(differ, 0u) << "O, LSE and caches differ from rung 10's in " << differ << " values";
+      EXPECT_EQ(nan, 0u) << "O holds " << nan << " NaN (rows read before their head was counted)";
+    }
+  };
+  std::size_t nan_reference = 0;
+  for (const double value : outputs[0][0]) nan_reference += std::isnan(value) ? 1 : 0;
+  EXPECT_EQ(nan_reference, 0u) << "rung 10 after the producer: O holds NaN";
+  compare(Run::rung11_ordinary, "rung 11, ordinary launches");
+  compare(Run::rung11_dependent, "rung 11, programmatic dependent");
+  compare(Run::flaw_dependent, "rung 11's control, programmatic dependent");
+}
+
+// The engine's pair: rung 12's q|k|v projection (RMSNorm inside, M = 3) counting its columns by kv
+// head (Gemm::ColumnCounts through hgemm_12_small_m_gemv_shared_a) into Q, K_new and V_new, behind
+// a kernel that writes x late, then decode rung 11 acquiring those counts through the public entry
+// (PagedDecodeAttention::run_rope). As programmatic dependents it must give the ordinary launches'
+// bits with no NaN, and every head's count must end at its columns in q, k and v ((4 + 2) x 64).
+TEST(DependentLaunch, Rung12CountsTheColumnsDecodeRung11Acquires) {
+  KC_SKIP_WITHOUT_GPU();
+  if (!programmatic_launch_available()) GTEST_SKIP() << "programmatic dependent launch needs compute capability 9.0";
+  Context& context = testing::shared_context();
+  const cudaStream_t stream = context.stream();
+  const OpSpec& op = stage3_test_registry().op(kAttentionDecodeRopeOp);
+  constexpr int kBatch = 3, kQHeads = 8, kKvHeads = 2, kHeadDim = 64, kHidden = 512;
+  const Problem problem =
+      op.problem({kBatch, kQHeads, kKvHeads, 1, 300, kHeadDim}, DType::bf16, {{"lengths", 1.0}});
+  const unsigned target = (kQHeads / kKvHeads + 2) * kHeadDim;
+  DeviceBuffer<bf16> x_source(std::size_t{kBatch} * kHidden), x(std::size_t{kBatch} * kHidden), norm_weight(kHidden),
+      wq(std::size_t{kQHeads} * kHeadDim * kHidden), wk(std::size_t{kKvHeads} * kHeadDim * kHidden),
+      wv(std::size_t{kKvHeads} * kHeadDim * kHidden);
+  fill_random(x_source, 21, {}, stream);
+  fill_random(norm_weight, 22, {}, stream);
+  fill_random(wq, 23, {}, stream);
+  fill_random(wk, 24, {}, stream);
+  fill_random(wv, 25, {}, stream);
+  std::vector<double> outputs[2][4];  // [ordinary, programmatic][O, LSE, K_cache, V_cache]
+  for (const bool dependent : {false, true}) {
+    Operands operands = op.make_operands(problem, 5, context);
+    Tensor &q = operands["Q"], &k_new = operands["K_new"], &v_new = operands["V_new"];
+    DeviceBuffer<unsigned> written(kKvHeads);
+    PagedDecodeAttention decode;
+    decode.set_min_keys_per_split(64);  // several splits a sequence
+    decode.set_rope_rung(PagedDecodeAttention::RopeRung::heads_handed_over);
+    const DecodeArgs<bf16> args = decode_args<bf16>(problem, operands);
+    DecodeRopeArgs<bf16> rope = decode_rope_args<bf16>(problem, operands);
+    rope.heads_written = written.data();
+    rope.heads_written_target = target;
+    decode.reserve(args);
+    const SmallMGemvWeight weights[3] = {{wq.data(), q.data<bf16>(), kQHeads * kHeadDim},
+                                         {wk.data(), k_new.data<bf16>(), kKvHeads * kHeadDim},
+                                         {wv.data(), v_new.data<bf16>(), kKvHeads * kHeadDim}};
+    const int slices[3] = {kQHeads / kKvHeads * kHeadDim, kHeadDim, kHeadDim};
+    for (int round = 0; round < 2; ++round) {  // a warm-up round (module loading), then the checked one
+      poison(x.data(), DType::bf16, x.size(), stream);
+      for (Tensor* tensor : {&q, &k_new, &v_new}) poison(tensor->raw(), DType::bf16, tensor->count(), stream);
+      KC_CUDA_CHECK(cudaMemsetAsync(written.data(), 0, written.bytes(), stream));
+      const core::ProgrammaticLaunchScope scope{dependent};
+      spin_then_copy<<<1, 256, 0, stream>>>(x_source.data(), x.data(), kBatch * kHidden, kSpinCycles);
+      KC_CHECK_LAUNCH();
+      hgemm_12_small_m_gemv_shared_a(kBatch, kHidden, 1.f, x.data(), weights, 3, 0.f, stream, norm_weight.data(),
+                                     1e-5f, false, written.data(), slices);
+      KC_CHECK_LAUNCH();
+      EXPECT_EQ(decode.run_rope(args, rope, stream),
+                PagedDecodeAttention::rope_rung_id(PagedDecodeAttention::RopeRung::heads_handed_over));
+      KC_CUDA_CHECK(cudaStreamSynchronize(stream));
+    }
+    for (const unsigned count : written.to_host(stream))
+      EXPECT_EQ(count, target) << "a kv head's count is not its columns in q, k and v";
+    int t = 0;
+    for (const char* name : {"O", "LSE", "K_cache", "V_cache"})
+      outputs[dependent][t++] = testing_support::download(operands[name], stream);
+  }
+  std::size_t differ = 0, nan_ordinary = 0, nan_dependent = 0;
+  for (int t = 0; t < 4; ++t)
+    for (std::size_t i = 0; i < outputs[0][t].size(); ++i) {
+      const double a = outputs[0][t][i], b = outputs[1][t][i];
+      differ += (a == b || (std::isnan(a) && std::isnan(b))) ? 0 : 1;
+      if (t == 0) {
+        nan_ordinary += std::isnan(a) ? 1 : 0;
+        nan_dependent += std::isnan(b) ? 1 : 0;
+      }
+    }
+  EXPECT_EQ(nan_ordinary, 0u) << "ordinary launches: O holds " << nan_ordinary << " NaN";
+  EXPECT_EQ(nan_dependent, 0u) << "programmatic: O holds " << nan_dependent << " NaN (rows read before counted)";
+  EXPECT_EQ(differ, 0u) << "O, LSE and caches differ between launch modes in " << differ << " values";
 }
 
 }  // namespace

@@ -13,9 +13,10 @@
 // default on as RunnerOptions::programmatic_launch), with the paged decode attention's rung
 // (--decode-attention: a comma list of early, fused, mma and cuda-cores — stage 3's decode rungs
 // 05, 04, 03 and 02 — default early as RunnerOptions::decode_attention; both = mma,cuda-cores), with
-// the decode steps' RoPE and cache write inside the attention (stage 3's decode rungs 06 to 10) or in their
+// the decode steps' RoPE and cache write inside the attention (stage 3's decode rungs 06 to 11) or in their
 // own kernel (--rope-in-attention on|off|both, default on as RunnerOptions::rope_in_attention), and
-// then with rung 10, 09, 08, 07 or 06 (--decode-rope-rung: a comma list of 10, 09, 08, 07 and 06, both = 08,07, default 10 as
+// then with rung 11, 10, 09, 08, 07 or 06 (--decode-rope-rung: a comma list of 11, 10, 09, 08, 07 and 06, both = 08,07,
+// default 10 as
 // RunnerOptions::decode_rope_rung), with the
 // MLP's two projections in one launch or two (--one-launch-mlp on|off|both, default off as
 // RunnerOptions::one_launch_mlp), with the L2 warmed before each decode attention or not
@@ -105,7 +106,7 @@ constexpr const char* kUsage =
     "                       [--concurrency 1,8,64,256] [--concurrency-prompt 128]\n"
     "                       [--concurrency-tokens 128] [--cuda-graphs both|on|off] [--fuse-kernels on|off|both]\n"
     "                       [--programmatic-launch on|off|both] [--decode-attention early,fused,mma,cuda-cores|both]\n"
-    "                       [--rope-in-attention on|off|both] [--decode-rope-rung 10,09,08,07,06|both]\n"
+    "                       [--rope-in-attention on|off|both] [--decode-rope-rung 11,10,09,08,07,06|both]\n"
     "                       [--one-launch-mlp off|on|both] [--l2-warm-mib MIB[,MIB...]]\n"
     "                       [--max-model-len 8448] [--kv-fraction 0.6] [--decode-min-split-keys 256]\n"
     "                       [--quantized q4_0|q4_1|q8_0|int4-gN] [--native-quantized on|off|both]\n"
@@ -227,12 +228,12 @@ std::vector<int> parse_rung_list(const std::string& text, const char* flag, cons
   return rungs;
 }
 
-// --decode-rope-rung's names: a rung's two digits (PagedDecodeAttention::rope_rung_number: 10 the
-// release/acquire merge, 09 workers first, 08 the page walk, 07 pages before the wait, 06 RoPE
+// --decode-rope-rung's names: a rung's two digits (PagedDecodeAttention::rope_rung_number: 11 the
+// heads handed over by counted columns, 10 the release/acquire merge, 09 workers first, 08 the page walk, 07 pages before the wait, 06 RoPE
 // inside); "both" is 08,07 (rung 08, the default before rung 10, and the rung before it).
 std::vector<RopeRung> parse_decode_rope_rung(const std::string& text) {
   using kc::stage3::PagedDecodeAttention;
-  std::vector<int> numbers;  // 10, 09, 08, 07, 06: the ladder from its top
+  std::vector<int> numbers;  // 11, 10, 09, 08, 07, 06: the ladder from its top
   for (const RopeRung rung : PagedDecodeAttention::kRopeRungs)
     numbers.insert(numbers.begin(), PagedDecodeAttention::rope_rung_number(rung));
   std::vector<RopeRung> rungs;

@@ -166,6 +166,24 @@ struct ModelRunner::Impl {
        *attn = nullptr, *proj = nullptr, *gate_up = nullptr, *act = nullptr, *gathered = nullptr,
        *logits = nullptr, *k_gather = nullptr, *v_gather = nullptr;
   float* lse = nullptr;
+  // Decode rung 11's hand-over (RunnerOptions::decode_rope_rung heads_handed_over): for each layer
+  // and kv head, the q|k|v projection's count of the columns it has written (Gemm::ColumnCounts),
+  // zeroed at the start of every step that counts them.
+  std::uint32_t* qkv_counts = nullptr;
+  // The projection's column counts for layer `l`: q's columns in slices of a kv head's query heads,
+  // k's and v's a head each, so counter h reaches qkv_count_target() once kv head h's rows are written.
+  stage3::Gemm::ColumnCounts qkv_column_counts(std::size_t l) const {
+    stage3::Gemm::ColumnCounts counts;
+    counts.counters = qkv_counts + l * static_cast<std::size_t>(config.num_kv_heads);
+    const auto head_dim = static_cast<int>(config.head_dim);
+    counts.slice_columns[0] = static_cast<int>(config.num_heads / config.num_kv_heads) * head_dim;
+    counts.slice_columns[1] = head_dim;
+    counts.slice_columns[2] = head_dim;
+    return counts;
+  }
+  unsigned qkv_count_target() const {
+    return static_cast<unsigned>((config.num_heads / config.num_kv_heads + 2) * config.head_dim);
+  }
   // The projections that have blocks (a file's kept ones, or random ones of random_type); in the
   // pool with native_quantized.
   std::vector<BlockPiece> block_plan;
@@ -213,8 +231,11 @@ struct ModelRunner::Impl {
   // fuse_kernels: rmsnorm(x) . W^T for the weights (q, k and v; or [gate | up]; or the output
   // projection), the norm inside the projection's launch where the GEMM entry can
   // (Gemm::run_rmsnorm_shared_a), else stage 2's rmsnorm into `normed` and then the GEMMs.
-  void norm_then_project(const char* role, const bf16* x, const bf16* norm_weight, const Layer* layer, const bf16* w,
-                         bf16* c, std::int64_t m, std::int64_t n);
+  // With `counts` (q, k and v only), the one launch also counts the columns it writes (decode rung
+  // 11's hand-over); returns whether it did (false: not one launch, nothing counted).
+  bool norm_then_project(const char* role, const bf16* x, const bf16* norm_weight, const Layer* layer, const bf16* w,
+                         bf16* c, std::int64_t m, std::int64_t n,
+                         const stage3::Gemm::ColumnCounts* counts = nullptr);
   // The fused step on blocks or groups (a native step that fuse_kernels and the link allow): one
   // launch of kc::stage3::quantized_gemv_link, or int4_gemv_link for 4-bit groups (`what` names
   // it), for `outputs` (the role, blocks, y and N of each; they share x and K), with the prologue
@@ -328,6 +349,7 @@ PoolLayout ModelRunner::Impl::layout(std::int64_t num_blocks) const {
   layout.add("gate_up", elements(t, 2 * c.intermediate_size) * b);
   layout.add("swiglu out", elements(t, c.intermediate_size) * b);
   layout.add("lse", elements(t, c.num_heads) * sizeof(float));
+  layout.add("q|k|v column counts", elements(c.num_layers, c.num_kv_heads) * sizeof(std::uint32_t));
   layout.add("gathered rows", elements(rows, c.hidden_size) * b);
   layout.add("logits", elements(rows, c.vocab_size) * b);
   layout.add("prefill K", elements(c.num_kv_heads, max_model_len, c.head_dim) * b);
@@ -782,6 +804,7 @@ void ModelRunner::Impl::upload(const ModelWeights* weights, std::uint64_t seed,
   gate_up = pool.get<bf16>("gate_up");
   act = pool.get<bf16>("swiglu out");
   lse = pool.get<float>("lse");
+  qkv_counts = pool.get<std::uint32_t>("q|k|v column counts");
   gathered = pool.get<bf16>("gathered rows");
   logits = pool.get<bf16>("logits");
   k_gather = pool.get<bf16>("prefill K");
@@ -976,8 +999,9 @@ void ModelRunner::Impl::qkv_into(const bf16* normed_rows, const Layer& layer, st
   for (int i = 0; i < 3; ++i) note_projection(kQkvRoles[i], m, paths[i], fused ? "q, k and v in one launch" : "");
 }
 
-void ModelRunner::Impl::norm_then_project(const char* role, const bf16* x, const bf16* norm_weight, const Layer* layer,
-                                          const bf16* w, bf16* c, std::int64_t m, std::int64_t n) {
+bool ModelRunner::Impl::norm_then_project(const char* role, const bf16* x, const bf16* norm_weight, const Layer* layer,
+                                          const bf16* w, bf16* c, std::int64_t m, std::int64_t n,
+                                          const stage3::Gemm::ColumnCounts* counts) {
   const int H = static_cast<int>(config.hidden_size);
   const float eps = static_cast<float>(config.rms_norm_eps);
   std::array<stage3::Gemm::SharedAWeight, 3> weights{};
@@ -989,11 +1013,14 @@ void ModelRunner::Impl::norm_then_project(const char* role, const bf16* x, const
     weights[0] = {w, c, static_cast<int>(n)};
   }
   stage3::GemmPath paths[3];
-  if (gemm.run_rmsnorm_shared_a(static_cast<int>(m), H, x, norm_weight, eps, weights.data(), count, stream, paths)) {
+  if (gemm.run_rmsnorm_shared_a(static_cast<int>(m), H, x, norm_weight, eps, weights.data(), count, stream, paths,
+                                layer != nullptr ? counts : nullptr)) {
     note("rmsnorm (fused)", "in the projection that reads it: stage3/hgemm/12_small_m_gemv");
     for (int i = 0; i < count; ++i)
-      note_projection(layer != nullptr ? kQkvRoles[i] : role, m, paths[i], "RMSNorm in the same pass");
-    return;
+      note_projection(layer != nullptr ? kQkvRoles[i] : role, m, paths[i],
+                      layer != nullptr && counts != nullptr ? "RMSNorm in the same pass; columns counted by kv head"
+                                                            : "RMSNorm in the same pass");
+    return layer != nullptr && counts != nullptr;
   }
   stage2::RmsNormArgs<bf16> norm{static_cast<int>(m), H, x, norm_weight, normed, eps};
   note("rmsnorm", stage2::rmsnorm(norm, stream));
@@ -1001,6 +1028,7 @@ void ModelRunner::Impl::norm_then_project(const char* role, const bf16* x, const
     qkv_into(normed, *layer, m);
   else
     gemm_into(role, normed, w, c, m, n, H);
+  return false;
 }
 
 ModelRunner::Impl::StepPlan ModelRunner::Impl::prepare(const StepBatch& batch, std::int64_t padded_rows) {
@@ -1142,10 +1170,21 @@ void ModelRunner::Impl::launch(const StepPlan& plan) {
   // times its prefetches).
   const bool warm_l2_links = options.l2_warm_bytes > 0 && fused && !native && plan.num_decodes > 0 &&
                              plan.prefills.empty() && warm_l2_takes_effect();
+  // Decode rung 11's hand-over: where the attention is rung 11 in a fused step on the bf16 weights,
+  // the q|k|v projection counts its columns by kv head and each attention CTA starts once its
+  // head's are counted. The counts start from zero every step (a memset in the step, and in its
+  // graph); a layer whose projection could not count them (not one launch) passes none, and rung
+  // 11 waits for the projection as rung 10 does.
+  const bool hand_over = rope_in_attention && fused && !native &&
+                         decode.rope_rung() == stage3::PagedDecodeAttention::RopeRung::heads_handed_over;
+  if (hand_over)
+    KC_CUDA_CHECK(cudaMemsetAsync(qkv_counts, 0, layers.size() * static_cast<std::size_t>(c.num_kv_heads) *
+                                                     sizeof(std::uint32_t), stream));
   bf16* x = residual[0];
   for (std::size_t l = 0; l < layers.size(); ++l) {
     const nvtx3::scoped_range layer_range{layer_ranges[l].c_str()};
     const Layer& layer = layers[l];
+    bool counted = false;  // the q|k|v projection counted its columns (hand_over)
     if (fused && native && layer.q_blocks.quants != nullptr) {  // native_links_fit: k and v have blocks too
       link_project("q|k|v", x, stage3::GgufGemvPrologue::rmsnorm, layer.attn_norm,
                    {{"q", &layer.q_blocks, q, q_width},
@@ -1153,7 +1192,8 @@ void ModelRunner::Impl::launch(const StepPlan& plan) {
                     {"v", &layer.v_blocks, v, kv_width}},
                    T, H, 0.f);
     } else if (fused) {
-      norm_then_project("q", x, layer.attn_norm, &layer, nullptr, nullptr, T, 0);
+      const stage3::Gemm::ColumnCounts counts = qkv_column_counts(l);
+      counted = norm_then_project("q", x, layer.attn_norm, &layer, nullptr, nullptr, T, 0, hand_over ? &counts : nullptr);
     } else if (l == 0) {
       stage2::RmsNormArgs<bf16> norm{T, H, residual[0], layer.attn_norm, normed, eps};
       note("rmsnorm", stage2::rmsnorm(norm, stream));
@@ -1221,6 +1261,11 @@ void ModelRunner::Impl::launch(const StepPlan& plan) {
         rope.positions = static_cast<int>(max_model_len);
         rope.k_cache = layer.k_cache;
         rope.v_cache = layer.v_cache;
+        if (counted) {
+          rope.heads_written = qkv_counts + l * static_cast<std::size_t>(c.num_kv_heads);
+          rope.heads_written_target = qkv_count_target();
+          note("q|k|v to attention", "by kv head, counted columns (decode rung 11)");
+        }
         const std::string_view rung = decode.run_rope(d, rope, stream);
         note("attention (decode)", rung);
         note("rope + cache write (in the decode attention)", rung);

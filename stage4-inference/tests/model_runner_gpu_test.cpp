@@ -366,6 +366,26 @@ TEST(ModelRunner, OneLaunchMlpGivesTheTwoLaunchesBits) {
   }
 }
 
+// RunnerOptions::decode_rope_rung heads_handed_over: decode rung 11 behind a q|k|v projection that
+// counts its columns by kv head gives rung 10's logits bit for bit, step by step, and the same
+// greedy tokens through the scheduler with CUDA graphs (the counts zeroed by every replayed step);
+// the runner notes the hand-over exactly when rung 11 runs.
+TEST(ModelRunner, DecodeRung11GivesRung10sBits) {
+  KC_SKIP_WITHOUT_GPU();
+  for (const Case& c : kCases) {
+    const std::vector<std::int32_t> ids = random_ids(97, c.vocab, 40);
+    OneSequenceRun runs[2];
+    for (const bool handed_over : {false, true}) {
+      RunnerOptions options = small_runner();
+      options.decode_rope_rung = handed_over ? stage3::PagedDecodeAttention::RopeRung::heads_handed_over
+                                             : stage3::PagedDecodeAttention::RopeRung::release_acquire_merge;
+      ASSERT_NO_FATAL_FAILURE(run_one_sequence(c, 16, options, ids, &runs[handed_over]));
+      EXPECT_EQ(runs[handed_over].kernels.count("q|k|v to attention"), handed_over ? 1u : 0u) << c.name;
+    }
+    expect_same_one_sequence(runs[0], runs[1], c.name);
+  }
+}
+
 // RunnerOptions::l2_warm_bytes: the warming link before each decode attention only asks the L2
 // for weights, so decode steps with it give the logits of the steps without it bit for bit, and
 // greedy generation through the scheduler with CUDA graphs the same tokens. On an sm_90 GPU the

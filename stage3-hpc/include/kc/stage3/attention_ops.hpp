@@ -134,10 +134,16 @@ class PagedDecodeAttention {
     // with rung 08 where one split holds each sequence and faster where several do (stage-3
     // README, decode rung 10). Rung 07's contract.
     release_acquire_merge,
+    // decode_11_heads_handed_over: rung 10 that, given DecodeRopeArgs::heads_written (the q|k|v
+    // projection's counts of the columns it has written, Gemm::ColumnCounts), starts on a kv head
+    // once its rows are counted instead of waiting for the whole projection; without counters it is
+    // rung 10. Rung 07's contract.
+    heads_handed_over,
   };
-  // Every RopeRung, in the ladder's order (06 to 10): what a caller comparing them walks.
-  static constexpr RopeRung kRopeRungs[] = {RopeRung::rope_in, RopeRung::pages_before_wait, RopeRung::page_walk,
-                                            RopeRung::workers_first, RopeRung::release_acquire_merge};
+  // Every RopeRung, in the ladder's order (06 to 11): what a caller comparing them walks.
+  static constexpr RopeRung kRopeRungs[] = {RopeRung::rope_in,       RopeRung::pages_before_wait,
+                                            RopeRung::page_walk,     RopeRung::workers_first,
+                                            RopeRung::release_acquire_merge, RopeRung::heads_handed_over};
 
   // The attention_decode_paged_rope op whatever rung() is: the new tokens' RoPE and cache write
   // inside the attention (DecodeRopeArgs in decode_args.hpp): Q and `rope.k_new` rotated by their

@@ -295,6 +295,14 @@ struct DecodeRopeArgs {
   int positions = 0;
   T* k_cache = nullptr;
   T* v_cache = nullptr;
+  // Decode rung 11 only (rungs 06-10 ignore them): where the kernel ahead — the layer's q|k|v
+  // projection, launched with Gemm::ColumnCounts (kc/stage3/gemm.hpp) — counts the columns it has
+  // written for each kv head: heads_written[h] reaches heads_written_target once kv head h's
+  // query heads' rows of Q and its rows of k_new and v_new are all stored (in the engine the target
+  // is (q_heads / kv_heads + 2) x head_dim). Rung 11's CTAs acquire their kv head's count instead of
+  // waiting for the whole kernel ahead. Null: rung 11 waits for the kernel ahead as rung 10 does.
+  const unsigned* heads_written = nullptr;  // [kv_heads]
+  unsigned heads_written_target = 0;
 };
 
 // The checks of the rope rungs' (06-08) arguments, beside require_decode_args'.
@@ -395,6 +403,25 @@ void attention_decode_10_release_acquire_merge(const DecodeArgs<T>& args, const 
                                                cudaStream_t stream);
 template <typename T>
 int attention_decode_10_ctas_per_sm(const DecodeArgs<T>& args);
+
+// Rung 11: rung 10 that, given rope.heads_written, starts on a kv head's rows once the q|k|v
+// projection ahead of it has counted them written (thread 0 acquires the head's count) instead of
+// waiting for that whole kernel, and whose CTAs past their sequence's keys leave without waiting.
+// Without counters it is rung 10. Rung 10's plans, workspace, contract and bits; the counters are
+// the caller's and are only read.
+template <typename T>
+void attention_decode_11_heads_handed_over(const DecodeArgs<T>& args, const DecodeRopeArgs<T>& rope,
+                                           const DecodeSplitPlan& plan, const DecodeSplitWorkspace& workspace,
+                                           cudaStream_t stream);
+template <typename T>
+int attention_decode_11_ctas_per_sm(const DecodeArgs<T>& args);
+// Rung 11 with a flaw, for its negative control: every CTA acquires kv head 0's count, whatever
+// its own head — rows of the other heads read before they are written, wherever the projection
+// finishes head 0 first.
+template <typename T>
+void attention_decode_11_waits_for_head_zero(const DecodeArgs<T>& args, const DecodeRopeArgs<T>& rope,
+                                             const DecodeSplitPlan& plan, const DecodeSplitWorkspace& workspace,
+                                             cudaStream_t stream);
 
 // Rung 04 with a flaw, for its negative control (tests/negative_controls): the sequence's last
 // used split is left out of the merge. Right where a sequence uses one split, wrong wherever it uses more.

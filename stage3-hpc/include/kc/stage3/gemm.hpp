@@ -280,8 +280,23 @@ class Gemm {
   // returns false, and the caller runs the norm (kc::stage2::rmsnorm) and run_shared_a. The
   // arguments are checked as run_shared_a checks them, plus norm_weight (K elements, 16-byte
   // aligned) and eps (finite, >= 0). `paths` as in run_shared_a.
+  //
+  // `counts` (not null): the launch also tells a kernel running beside it which columns are written.
+  // Weight i's columns are cut into slices of counts->slice_columns[i] (every weight into the same
+  // number of slices, else kc::Error), and slice s of every weight counts into counters[s]: each
+  // block of the launch, once its outputs are stored, adds its columns of the slice with a release
+  // at GPU scope. So counters[s] reaches the sum of the slice widths once slice s of every weight is
+  // written, and a reader that acquires that value sees those outputs (decode rung 11,
+  // kc/stage3/decode_args.hpp, reads a kv head's q, k and v rows this way: the slices are its query
+  // heads' columns of q and its columns of k and v). The counters hold zero before the launch (the
+  // caller's; nothing resets them). Counted only where the call fuses (returns true).
+  struct ColumnCounts {
+    unsigned* counters = nullptr;
+    int slice_columns[3] = {};
+  };
   bool run_rmsnorm_shared_a(int m, int k, const bf16* x, const bf16* norm_weight, float eps,
-                            const SharedAWeight* weights, int count, cudaStream_t stream, GemmPath* paths = nullptr);
+                            const SharedAWeight* weights, int count, cudaStream_t stream, GemmPath* paths = nullptr,
+                            const ColumnCounts* counts = nullptr);
   // C = (silu(gate) . up).B^T + beta.C with gate_up = [gate | up], M x 2K (an MLP's down
   // projection after its fused gate/up projection), the activation (stage 2's swiglu) done inside
   // rung 12's launch as it reads A. Only where run() would take rung 12 for the M x N x K product

@@ -134,7 +134,10 @@ struct RunnerOptions {
   // rotated q and the cache). kc-engine-bench --rope-in-attention compares both.
   bool rope_in_attention = true;
   // Which rung of stage 3's attention_decode_paged_rope op those steps run
-  // (PagedDecodeAttention::RopeRung): release_acquire_merge, decode rung 10 (rung 08 with the
+  // (PagedDecodeAttention::RopeRung): heads_handed_over, decode rung 11 (rung 10 started on each kv
+  // head once the fused q|k|v projection has counted that head's columns written, instead of
+  // after the whole projection: the projection counts them only then, in fused steps on the bf16
+  // weights, and the step zeroes the counts first); release_acquire_merge, decode rung 10 (rung 08 with the
   // splits' hand-over to the merge by one release/acquire count a CTA instead of every thread's
   // fences); workers_first, rung 09; page_walk, rung 08 (rung 07 with each thread's page
   // addresses worked out once a CTA); pages_before_wait, rung 07 (rung 06 with the cached rows of
