@@ -127,10 +127,14 @@ std::atomic<SmallMGemvTrip> trip_choice{SmallMGemvTrip::automatic};
 // Whether a programmatic dependent loads its first trip before the wait (small_m_gemv_knobs.hpp).
 std::atomic<bool> first_trip_early{kSmallMGemvDefaultFirstTripBeforeWait};
 
-// One block's whole work as small_m_gemv_kernel runs it (the counting kernel below runs it too):
-// returns the block's place.
-template <int kM, bool kNorm, bool kSwiglu, int kUnroll, bool kFirstTripEarly>
-__device__ __forceinline__ SmallMGemvPlace small_m_gemv_run_block(const SmallMGemvLaunch& g) {
+// One block: kThreads / group_threads groups, each owning kRows consecutive columns of C, all in
+// one weight of `g` (the weight whose block range holds blockIdx.x). kUnroll pieces of each row a
+// thread per trip of the K loop; the one-piece instance asks ptxas for 4 resident blocks an SM
+// (at most 64 registers a thread), the two-piece instance for 2.
+// kFirstTripEarly (launched only as a programmatic dependent, with first_trip_before_wait): every
+// thread's loads of its first trip of the K loop go out before the wait as well.
+template <int kM, bool kNorm, bool kSwiglu, int kUnroll, bool kFirstTripEarly = false>
+__global__ void __launch_bounds__(kThreads, kUnroll == 1 ? 4 : 2) small_m_gemv_kernel(SmallMGemvLaunch g) {
   const SmallMGemvPlace place = small_m_gemv_place<kM>(g, [] { return static_cast<int>(blockIdx.x); });
   // As a programmatic dependent (a decode step's chain of kernels): let the next kernel's blocks
   // in, ask the L2 for the first bytes of this block's rows of B (the weights: no kernel writes
@@ -143,27 +147,24 @@ __device__ __forceinline__ SmallMGemvPlace small_m_gemv_run_block(const SmallMGe
   core::wait_for_previous_grids();
   small_m_gemv_block<kM, kNorm, kSwiglu, /*kCoherentA=*/false, kUnroll, /*kFirstTripLoaded=*/kFirstTripEarly>(
       g, place, &first);
-  return place;
-}
-
-// One block: kThreads / group_threads groups, each owning kRows consecutive columns of C, all in
-// one weight of `g` (the weight whose block range holds blockIdx.x). kUnroll pieces of each row a
-// thread per trip of the K loop; the one-piece instance asks ptxas for 4 resident blocks an SM
-// (at most 64 registers a thread), the two-piece instance for 2.
-// kFirstTripEarly (launched only as a programmatic dependent, with first_trip_before_wait): every
-// thread's loads of its first trip of the K loop go out before the wait as well.
-template <int kM, bool kNorm, bool kSwiglu, int kUnroll, bool kFirstTripEarly = false>
-__global__ void __launch_bounds__(kThreads, kUnroll == 1 ? 4 : 2) small_m_gemv_kernel(SmallMGemvLaunch g) {
-  small_m_gemv_run_block<kM, kNorm, kSwiglu, kUnroll, kFirstTripEarly>(g);
 }
 
 // A launch with column counts (Gemm::ColumnCounts; the RMSNorm prologue, a layer's q|k|v): the
-// kNorm kernel's block, then its columns counted into their slices' counters with a release
-// (count_written_columns, small_m_gemv.cuh) for the kernel that reads them beside this one.
+// kNorm instance's start and block, line for line, then its columns counted into their slices'
+// counters with a release (count_written_columns, small_m_gemv.cuh) for the kernel that reads them
+// beside this one. (Its own kernel, so that the others' instances keep their names and code.)
 template <int kM, int kUnroll, bool kFirstTripEarly>
-__global__ void __launch_bounds__(kThreads, kUnroll == 1 ? 4 : 2) small_m_gemv_counting_kernel(SmallMGemvLaunch g) {
-  const SmallMGemvPlace place = small_m_gemv_run_block<kM, /*kNorm=*/true, false, kUnroll, kFirstTripEarly>(g);
-  count_written_columns<kM>(g, place);
+__global__ void __launch_bounds__(kThreads, kUnroll == 1 ? 4 : 2)
+    small_m_gemv_counting_kernel(SmallMGemvLaunch g, SmallMGemvColumnCounts counts) {
+  const SmallMGemvPlace place = small_m_gemv_place<kM>(g, [] { return static_cast<int>(blockIdx.x); });
+  core::let_dependent_grids_start();
+  SmallMGemvFirstTrip<kM, kUnroll> first;  // kFirstTripEarly only
+  if constexpr (kFirstTripEarly) load_first_trip<kM, kUnroll>(g, place, first);
+  if (g.prefetch_bytes != 0 && threadIdx.x == 0) small_m_gemv_prefetch<kM>(g, place, g.prefetch_bytes);
+  core::wait_for_previous_grids();
+  small_m_gemv_block<kM, /*kNorm=*/true, /*kSwiglu=*/false, /*kCoherentA=*/false, kUnroll,
+                     /*kFirstTripLoaded=*/kFirstTripEarly>(g, place, &first);
+  count_written_columns<kM>(g, place, counts);
 }
 
 void check_weight(const char* what, int m, int n, int k, const bf16* a, const bf16* b, const bf16* c) {
@@ -179,10 +180,10 @@ void check_weight(const char* what, int m, int n, int k, const bf16* a, const bf
 }
 
 template <int kM, int kUnroll, bool kFirstTripEarly>
-void launch_instance(const SmallMGemvLaunch& g, int blocks, cudaStream_t stream) {
-  if (g.written != nullptr) {  // column counts: the RMSNorm prologue only (plan_small_m_gemv checks)
+void launch_instance(const SmallMGemvLaunch& g, int blocks, cudaStream_t stream, const SmallMGemvColumnCounts* counts) {
+  if (counts != nullptr) {  // the RMSNorm prologue only (check_column_counts)
     core::launch_dependent(small_m_gemv_counting_kernel<kM, kUnroll, kFirstTripEarly>, dim3(blocks), dim3(kThreads),
-                           0, stream, g);
+                           0, stream, g, *counts);
     return;
   }
   const auto kernel = g.norm_weight != nullptr ? small_m_gemv_kernel<kM, true, false, kUnroll, kFirstTripEarly>
@@ -192,11 +193,11 @@ void launch_instance(const SmallMGemvLaunch& g, int blocks, cudaStream_t stream)
 }
 
 template <int kM, int kUnroll>
-void launch_instance(const SmallMGemvLaunch& g, int blocks, cudaStream_t stream) {
+void launch_instance(const SmallMGemvLaunch& g, int blocks, cudaStream_t stream, const SmallMGemvColumnCounts* counts) {
   if (g.first_trip_before_wait)
-    launch_instance<kM, kUnroll, true>(g, blocks, stream);
+    launch_instance<kM, kUnroll, true>(g, blocks, stream, counts);
   else
-    launch_instance<kM, kUnroll, false>(g, blocks, stream);
+    launch_instance<kM, kUnroll, false>(g, blocks, stream, counts);
 }
 
 // At M = 1 the two-piece instance (launch bounds: 2 blocks an SM) when the whole grid is resident
@@ -212,27 +213,50 @@ bool one_piece_trips(int blocks) {
 }
 
 template <int kM>
-void launch_kernel(const SmallMGemvLaunch& g, int blocks, cudaStream_t stream) {
+void launch_kernel(const SmallMGemvLaunch& g, int blocks, cudaStream_t stream, const SmallMGemvColumnCounts* counts) {
   if constexpr (kM == 1) {
     if (one_piece_trips(blocks)) {
-      launch_instance<kM, 1>(g, blocks, stream);
+      launch_instance<kM, 1>(g, blocks, stream, counts);
       return;
     }
   }
-  launch_instance<kM, 2>(g, blocks, stream);
+  launch_instance<kM, 2>(g, blocks, stream, counts);
 }
 
-void small_m_gemv_launch(const SmallMGemvLaunch& g, int m, int blocks, cudaStream_t stream) {
+void small_m_gemv_launch(const SmallMGemvLaunch& g, int m, int blocks, cudaStream_t stream,
+                         const SmallMGemvColumnCounts* counts) {
   switch (m) {
-    case 1: launch_kernel<1>(g, blocks, stream); break;
-    case 2: launch_kernel<2>(g, blocks, stream); break;
-    case 3: launch_kernel<3>(g, blocks, stream); break;
-    case 4: launch_kernel<4>(g, blocks, stream); break;
-    case 5: launch_kernel<5>(g, blocks, stream); break;
-    case 6: launch_kernel<6>(g, blocks, stream); break;
-    case 7: launch_kernel<7>(g, blocks, stream); break;
-    default: launch_kernel<8>(g, blocks, stream); break;
+    case 1: launch_kernel<1>(g, blocks, stream, counts); break;
+    case 2: launch_kernel<2>(g, blocks, stream, counts); break;
+    case 3: launch_kernel<3>(g, blocks, stream, counts); break;
+    case 4: launch_kernel<4>(g, blocks, stream, counts); break;
+    case 5: launch_kernel<5>(g, blocks, stream, counts); break;
+    case 6: launch_kernel<6>(g, blocks, stream, counts); break;
+    case 7: launch_kernel<7>(g, blocks, stream, counts); break;
+    default: launch_kernel<8>(g, blocks, stream, counts); break;
   }
+}
+
+// The column counts' arguments (hgemm_12_small_m_gemv_shared_a): the RMSNorm prologue, aligned
+// counters, and every weight's columns cut into the same number of whole slices.
+SmallMGemvColumnCounts check_column_counts(const SmallMGemvWeight* weights, int count, const bf16* norm_weight,
+                                           unsigned* written, const int* slice_columns) {
+  require(norm_weight != nullptr && slice_columns != nullptr,
+          "hgemm rung 12: column counts come with the RMSNorm prologue and a slice width for every weight");
+  require(reinterpret_cast<std::uintptr_t>(written) % alignof(unsigned) == 0,
+          "hgemm rung 12: the column counters must be 4-byte aligned device memory; got {}",
+          static_cast<void*>(written));
+  SmallMGemvColumnCounts counts;
+  counts.written = written;
+  const int slices = slice_columns[0] >= 1 ? weights[0].n / slice_columns[0] : 0;
+  for (int i = 0; i < count; ++i) {
+    require(slice_columns[i] >= 1 && weights[i].n % slice_columns[i] == 0 && weights[i].n / slice_columns[i] == slices,
+            "hgemm rung 12: weight {} has {} columns, which slices of {} do not cut into the {} whole slices of "
+            "weight 0 (every weight's columns must make the same number of counters)",
+            i, weights[i].n, slice_columns[i], slices);
+    counts.slice_columns[i] = slice_columns[i];
+  }
+  return counts;
 }
 
 }  // namespace
@@ -253,8 +277,7 @@ void hgemm_12_small_m_gemv(const HgemmArgs& args, cudaStream_t stream) {
 }
 
 SmallMGemvLaunch plan_small_m_gemv(int m, int k, float alpha, const bf16* a, const SmallMGemvWeight* weights, int count,
-                                   float beta, const bf16* norm_weight, float norm_eps, bool swiglu_a, int* blocks,
-                                   unsigned* written, const int* slice_columns) {
+                                   float beta, const bf16* norm_weight, float norm_eps, bool swiglu_a, int* blocks) {
   require(!(swiglu_a && norm_weight != nullptr), "hgemm rung 12: an RMSNorm and a SwiGLU prologue together");
   require(norm_weight == nullptr || (aligned_16(norm_weight) && std::isfinite(norm_eps) && norm_eps >= 0.f),
           "hgemm rung 12: the RMSNorm weight must be 16-byte aligned (got {}) and eps finite and >= 0 (got {})",
@@ -288,22 +311,6 @@ SmallMGemvLaunch plan_small_m_gemv(int m, int k, float alpha, const bf16* a, con
     g.block_begin[i] = *blocks;
     *blocks += ceil_div(weights[i].n, columns_per_block);
   }
-  if (written != nullptr) {
-    require(norm_weight != nullptr && slice_columns != nullptr,
-            "hgemm rung 12: column counts come with the RMSNorm prologue and a slice width for every weight");
-    require(reinterpret_cast<std::uintptr_t>(written) % alignof(unsigned) == 0,
-            "hgemm rung 12: the column counters must be 4-byte aligned device memory; got {}",
-            static_cast<void*>(written));
-    const int slices = slice_columns[0] >= 1 ? weights[0].n / slice_columns[0] : 0;
-    for (int i = 0; i < count; ++i) {
-      require(slice_columns[i] >= 1 && weights[i].n % slice_columns[i] == 0 && weights[i].n / slice_columns[i] == slices,
-              "hgemm rung 12: weight {} has {} columns, which slices of {} do not cut into the {} whole slices of "
-              "weight 0 (every weight's columns must make the same number of counters)",
-              i, weights[i].n, slice_columns[i], slices);
-      g.slice_columns[i] = slice_columns[i];
-    }
-    g.written = written;
-  }
   if (core::programmatic_launch_active()) {  // the budget shared by the blocks, 16-byte multiples
     g.prefetch_bytes = static_cast<std::uint32_t>(prefetch_budget.load() / *blocks / 16 * 16);
     g.first_trip_before_wait = first_trip_early.load();
@@ -315,9 +322,14 @@ void hgemm_12_small_m_gemv_shared_a(int m, int k, float alpha, const bf16* a, co
                                     int count, float beta, cudaStream_t stream, const bf16* norm_weight,
                                     float norm_eps, bool swiglu_a, unsigned* written, const int* slice_columns) {
   int blocks = 0;
-  const SmallMGemvLaunch g = plan_small_m_gemv(m, k, alpha, a, weights, count, beta, norm_weight, norm_eps, swiglu_a,
-                                               &blocks, written, slice_columns);
-  small_m_gemv_launch(g, m, blocks, stream);
+  const SmallMGemvLaunch g =
+      plan_small_m_gemv(m, k, alpha, a, weights, count, beta, norm_weight, norm_eps, swiglu_a, &blocks);
+  if (written != nullptr) {
+    const SmallMGemvColumnCounts counts = check_column_counts(weights, count, norm_weight, written, slice_columns);
+    small_m_gemv_launch(g, m, blocks, stream, &counts);
+  } else {
+    small_m_gemv_launch(g, m, blocks, stream, nullptr);
+  }
 }
 
 }  // namespace kc::stage3

@@ -47,11 +47,14 @@ struct SmallMGemvLaunch {
   // ... and whether each thread issues the loads of its first trip of the K loop before that wait
   // (set_small_m_gemv_first_trip_before_wait, kc/stage3/small_m_gemv_knobs.hpp): the instances with kFirstTripEarly.
   bool first_trip_before_wait = false;
-  // Column counts for a reader running beside the launch (the kCountColumns instances;
-  // Gemm::ColumnCounts, kc/stage3/gemm.hpp): column c of weight w counts into
-  // written[c / slice_columns[w]], each block adding its columns with a release once they are
-  // stored. Null: none. Last in the struct, so that the other instances' parameters keep their
-  // offsets.
+};
+
+// Column counts for a reader running beside a launch (small_m_gemv_counting_kernel,
+// 12_small_m_gemv.cu; Gemm::ColumnCounts, kc/stage3/gemm.hpp): column c of weight w counts into
+// written[c / slice_columns[w]], each block adding its columns with a release once they are
+// stored. A parameter of its own beside SmallMGemvLaunch: a field there would change every
+// instance's code.
+struct SmallMGemvColumnCounts {
   unsigned* written = nullptr;
   int slice_columns[kSmallMGemvMaxWeights] = {};
 };
@@ -159,7 +162,6 @@ struct SmallMGemvPlace {
   int group_threads = 0, groups = 0, lane_in_group = 0;
   int col0 = 0;    // the group's first column
   int pieces = 0;  // 16-byte pieces of a row of K
-  int slice_columns = 0;  // the weight's columns a counter (count_written_columns)
 };
 
 // `index()` names the block: blockIdx.x for rung 12's own grid (read where it is compared, as the
@@ -169,7 +171,7 @@ __device__ __forceinline__ SmallMGemvPlace small_m_gemv_place(const SmallMGemvLa
   constexpr int kRows = small_m_gemv_rows(kM);
   const bf16* b = g.b[0];
   bf16* c_weight = g.c[0];
-  int n = g.n[0], first_block = 0, slice_columns = g.slice_columns[0];
+  int n = g.n[0], first_block = 0;
 #pragma unroll
   for (int i = 1; i < kSmallMGemvMaxWeights; ++i)
     if (i < g.weights && index() >= g.block_begin[i]) {
@@ -177,7 +179,6 @@ __device__ __forceinline__ SmallMGemvPlace small_m_gemv_place(const SmallMGemvLa
       c_weight = g.c[i];
       n = g.n[i];
       first_block = g.block_begin[i];
-      slice_columns = g.slice_columns[i];
     }
   SmallMGemvPlace p;
   p.block = index() - first_block;
@@ -190,7 +191,6 @@ __device__ __forceinline__ SmallMGemvPlace small_m_gemv_place(const SmallMGemvLa
   p.lane_in_group = threadIdx.x % p.group_threads;
   p.col0 = (p.block * p.groups + group) * kRows;
   p.pieces = g.k / 8;
-  p.slice_columns = slice_columns;
   return p;
 }
 
@@ -342,18 +342,23 @@ __device__ __forceinline__ void small_m_gemv_block(const SmallMGemvLaunch& g, co
 // slices' counters, so that a kernel already running beside this one (a decode attention that
 // acquires its kv head's counter: decode rung 11) may read them. The barrier puts every thread's
 // stores of C before thread 0's counts; each count is a release at GPU scope, cumulative over what
-// the barrier ordered before it. A block's columns lie in one weight and may span slices.
+// the barrier ordered before it. A block's columns lie in one weight (found as small_m_gemv_place
+// finds it, from blockIdx.x) and may span slices.
 template <int kM>
-__device__ __forceinline__ void count_written_columns(const SmallMGemvLaunch& g, const SmallMGemvPlace& p) {
+__device__ __forceinline__ void count_written_columns(const SmallMGemvLaunch& g, const SmallMGemvPlace& p,
+                                                      const SmallMGemvColumnCounts& counts) {
   constexpr int kRows = small_m_gemv_rows(kM);
   __syncthreads();
   if (threadIdx.x != 0) return;
+  int slice = counts.slice_columns[0];
+#pragma unroll
+  for (int i = 1; i < kSmallMGemvMaxWeights; ++i)
+    if (i < g.weights && static_cast<int>(blockIdx.x) >= g.block_begin[i]) slice = counts.slice_columns[i];
   const int begin = p.block * p.groups * kRows;
   const int end = min(begin + p.groups * kRows, p.n);
-  const int slice = p.slice_columns;
   for (int s = begin / slice; s * slice < end; ++s) {
     const int columns = min(end, (s + 1) * slice) - max(begin, s * slice);
-    cuda::atomic_ref<unsigned, cuda::thread_scope_device> count(g.written[s]);
+    cuda::atomic_ref<unsigned, cuda::thread_scope_device> count(counts.written[s]);
     count.fetch_add(static_cast<unsigned>(columns), cuda::memory_order_release);
   }
 }
@@ -365,11 +370,9 @@ namespace kc::stage3 {
 // Checks rung 12's arguments and builds its launch (12_small_m_gemv.cu): the group rule, each
 // weight's blocks (`blocks` receives the grid) and, as a programmatic dependent, each block's
 // share of the prefetch budget.
-// `written` and `slice_columns`: hgemm_12_small_m_gemv_shared_a's column counts (null: none).
 small_m_gemv_detail::SmallMGemvLaunch plan_small_m_gemv(int m, int k, float alpha, const bf16* a,
                                                         const SmallMGemvWeight* weights, int count, float beta,
                                                         const bf16* norm_weight, float norm_eps, bool swiglu_a,
-                                                        int* blocks, unsigned* written = nullptr,
-                                                        const int* slice_columns = nullptr);
+                                                        int* blocks);
 
 }  // namespace kc::stage3
