@@ -282,6 +282,28 @@ TEST(DependentLaunch, DecodeRung05BehindALateCacheWriteGivesTheOrdinaryLaunchesB
   }
 }
 
+// A decode rung's outputs, downloaded: O, LSE, K_cache and V_cache.
+using DecodeOutputs = std::vector<double>[4];
+
+// How two runs' outputs compare: values that differ (a NaN equals a NaN: the caches' poisoned
+// rows past each length), and the NaN in each run's O.
+struct DecodeComparison {
+  std::size_t differ = 0, nan_first = 0, nan_second = 0;
+};
+DecodeComparison compare_decode_outputs(const DecodeOutputs& first, const DecodeOutputs& second) {
+  DecodeComparison c;
+  for (int t = 0; t < 4; ++t)
+    for (std::size_t i = 0; i < first[t].size(); ++i) {
+      const double a = first[t][i], b = second[t][i];
+      c.differ += (a == b || (std::isnan(a) && std::isnan(b))) ? 0 : 1;
+      if (t == 0) {
+        c.nan_first += std::isnan(a) ? 1 : 0;
+        c.nan_second += std::isnan(b) ? 1 : 0;
+      }
+    }
+  return c;
+}
+
 // Decode rungs 07 to 10 behind the late writer. Contract kept: the writer copies Q, K_new and
 // V_new (the projections' output) late; the rung must give the ordinary launch's O, LSE and caches
 // bit for bit, with no NaN in O. Contract broken: the writer copies Q and the caches late; with
@@ -319,16 +341,7 @@ TEST(DependentLaunch, DecodeRungs07To10ReadOnlyTheKernelAheadsOutputAfterTheirWa
         for (const char* name : {"O", "LSE", "K_cache", "V_cache"})
           outputs[dependent][t++] = testing_support::download(operands[name], context.stream());
       }
-      std::size_t differ = 0, nan_ordinary = 0, nan_dependent = 0;
-      for (int t = 0; t < 4; ++t)
-        for (std::size_t i = 0; i < outputs[0][t].size(); ++i) {
-          const double a = outputs[0][t][i], b = outputs[1][t][i];
-          differ += (a == b || (std::isnan(a) && std::isnan(b))) ? 0 : 1;
-          if (t == 0) {
-            nan_ordinary += std::isnan(a) ? 1 : 0;
-            nan_dependent += std::isnan(b) ? 1 : 0;
-          }
-        }
+      const auto [differ, nan_ordinary, nan_dependent] = compare_decode_outputs(outputs[0], outputs[1]);
       EXPECT_EQ(nan_ordinary, 0u) << "ordinary launches: O holds " << nan_ordinary << " NaN";
       if (!late_cache) {
         EXPECT_EQ(differ, 0u) << "O, LSE and caches differ between launch modes in " << differ << " values";
@@ -388,7 +401,7 @@ TEST(DependentLaunch, DecodeRung11ReadsEachKvHeadsRowsOnlyOnceTheyAreCounted) {
   const Problem problem = op.problem({3, 8, 2, 1, 300, 64}, DType::bf16, {{"lengths", 1.0}});
   constexpr unsigned kTarget = 384;  // any positive count: the producer adds it whole
   enum class Run { rung10_ordinary, rung11_ordinary, rung11_dependent, flaw_dependent };
-  std::vector<double> outputs[4][4];  // [run][O, LSE, K_cache, V_cache]
+  DecodeOutputs outputs[4];  // by run
   for (const Run run : {Run::rung10_ordinary, Run::rung11_ordinary, Run::rung11_dependent, Run::flaw_dependent}) {
     Operands operands = op.make_operands(problem, 5, context);
     Tensor &q = operands["Q"], &k_new = operands["K_new"], &v_new = operands["V_new"];
@@ -443,13 +456,8 @@ TEST(DependentLaunch, DecodeRung11ReadsEachKvHeadsRowsOnlyOnceTheyAreCounted) {
       outputs[static_cast<int>(run)][t++] = testing_support::download(operands[name], stream);
   }
   const auto compare = [&](Run run, const char* what) {
-    std::size_t differ = 0, nan = 0;
-    for (int t = 0; t < 4; ++t)
-      for (std::size_t i = 0; i < outputs[0][t].size(); ++i) {
-        const double a = outputs[0][t][i], b = outputs[static_cast<int>(run)][t][i];
-        differ += (a == b || (std::isnan(a) && std::isnan(b))) ? 0 : 1;
-        if (t == 0) nan += std::isnan(b) ? 1 : 0;
-      }
+    const DecodeComparison c = compare_decode_outputs(outputs[0], outputs[static_cast<int>(run)]);
+    const std::size_t differ = c.differ, nan = c.nan_second;
     SCOPED_TRACE(what);
     if (run == Run::flaw_dependent) {
       EXPECT_GT(nan, 0u) << "the control read head 1's rows after head 0's count and found no poison: rung 11's CTAs "
@@ -459,9 +467,7 @@ TEST(DependentLaunch, DecodeRung11ReadsEachKvHeadsRowsOnlyOnceTheyAreCounted) {
       EXPECT_EQ(nan, 0u) << "O holds " << nan << " NaN (rows read before their head was counted)";
     }
   };
-  std::size_t nan_reference = 0;
-  for (const double value : outputs[0][0]) nan_reference += std::isnan(value) ? 1 : 0;
-  EXPECT_EQ(nan_reference, 0u) << "rung 10 after the producer: O holds NaN";
+  EXPECT_EQ(compare_decode_outputs(outputs[0], outputs[0]).nan_first, 0u) << "rung 10 after the producer: O holds NaN";
   compare(Run::rung11_ordinary, "rung 11, ordinary launches");
   compare(Run::rung11_dependent, "rung 11, programmatic dependent");
   compare(Run::flaw_dependent, "rung 11's control, programmatic dependent");
@@ -527,16 +533,7 @@ TEST(DependentLaunch, Rung12CountsTheColumnsDecodeRung11Acquires) {
     for (const char* name : {"O", "LSE", "K_cache", "V_cache"})
       outputs[dependent][t++] = testing_support::download(operands[name], stream);
   }
-  std::size_t differ = 0, nan_ordinary = 0, nan_dependent = 0;
-  for (int t = 0; t < 4; ++t)
-    for (std::size_t i = 0; i < outputs[0][t].size(); ++i) {
-      const double a = outputs[0][t][i], b = outputs[1][t][i];
-      differ += (a == b || (std::isnan(a) && std::isnan(b))) ? 0 : 1;
-      if (t == 0) {
-        nan_ordinary += std::isnan(a) ? 1 : 0;
-        nan_dependent += std::isnan(b) ? 1 : 0;
-      }
-    }
+  const auto [differ, nan_ordinary, nan_dependent] = compare_decode_outputs(outputs[0], outputs[1]);
   EXPECT_EQ(nan_ordinary, 0u) << "ordinary launches: O holds " << nan_ordinary << " NaN";
   EXPECT_EQ(nan_dependent, 0u) << "programmatic: O holds " << nan_dependent << " NaN (rows read before counted)";
   EXPECT_EQ(differ, 0u) << "O, LSE and caches differ between launch modes in " << differ << " values";
