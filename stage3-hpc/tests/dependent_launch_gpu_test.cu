@@ -144,9 +144,8 @@ TEST(DependentLaunch, Rung12ChainedBehindALateInputGivesTheOrdinaryLaunchesBits)
                         {true, true, SmallMGemvTrip::one_piece},
                         {true, true, SmallMGemvTrip::two_pieces}};
   constexpr int kModes = sizeof modes / sizeof modes[0];
-  const bool default_first_trip = small_m_gemv_first_trip_before_wait();
-  const SmallMGemvTrip default_trip = small_m_gemv_trip();
   std::vector<std::uint16_t> results[kModes][3];
+  const SmallMGemvKnobsRestorer restore_knobs;  // the modes set them; the process's after the test
   for (int mode = 0; mode < kModes; ++mode) {
     const bool dependent = modes[mode].dependent;
     set_small_m_gemv_first_trip_before_wait(modes[mode].first_trip_before_wait);
@@ -171,8 +170,6 @@ TEST(DependentLaunch, Rung12ChainedBehindALateInputGivesTheOrdinaryLaunchesBits)
     results[mode][1] = bits_of(y2, stream.get());
     results[mode][2] = bits_of(y3, stream.get());
   }
-  set_small_m_gemv_first_trip_before_wait(default_first_trip);
-  set_small_m_gemv_trip(default_trip);
   for (int mode = 1; mode < kModes; ++mode)
     for (int i = 0; i < 3; ++i)
       EXPECT_EQ(results[0][i], results[mode][i])

@@ -781,13 +781,11 @@ TEST(GemmEntryGpu, TheMlpInOneLaunchIsTheTwoLaunchesBitForBit) {
 // once (777 and 2048 outputs of K = 1032: a partial last trip) and a larger one (3 x 4104 outputs
 // of K = 2056), each instance forced in turn and then the automatic choice: the same bits
 // everywhere (both add in the same order), no element left with its NaN poison, and the plain
-// product within the bf16 bound of a double reference. The forced choice goes back to automatic
+// product within the bf16 bound of a double reference. The forced choice goes back to what it was
 // even when a check fails.
 TEST(GemmEntryGpu, RungTwelvesOneAndTwoPieceTripsGiveTheSameBits) {
   KC_SKIP_WITHOUT_GPU();
-  struct RestoreTrip {
-    ~RestoreTrip() { set_small_m_gemv_trip(SmallMGemvTrip::automatic); }
-  } restore;
+  const SmallMGemvKnobsRestorer restore_knobs;
   Gemm gemm(0);
   const cudaStream_t stream = ::kc::testing::shared_context().stream();
   struct Shape {

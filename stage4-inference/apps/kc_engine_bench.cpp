@@ -876,7 +876,9 @@ int run(int argc, char** argv) {
       options.kv_memory_fraction = args.kv_fraction;
       if (loaded) options.quantize_int4_group_size = int4_group_size;  // a checkpoint's other projections
       options.max_model_len = std::min(args.max_model_len, config.max_position_embeddings);
-      // Read at launch and at capture: set before the runner is built and kept until it is gone.
+      // Read at launch and at capture: set before the runner is built and kept until it is gone
+      // (the restorer, made before the runner, goes after it).
+      const kc::stage3::SmallMGemvKnobsRestorer restore_knobs;
       kc::stage3::set_small_m_gemv_first_trip_before_wait(first_trip);
       std::unique_ptr<kc::engine::ModelRunner> runner =
           loaded ? std::make_unique<kc::engine::ModelRunner>(loaded->weights, options, loaded->rope_freq_factors)
@@ -924,7 +926,6 @@ int run(int argc, char** argv) {
       result.gpu_sampler = gpu_sampler;
       results.push_back(std::move(result));
       runner.reset();
-      kc::stage3::set_small_m_gemv_first_trip_before_wait(kc::stage3::kSmallMGemvDefaultFirstTripBeforeWait);
     }
   }
   if (!args.markdown.empty()) write_tables(args, device, copy_gbps, results, peers);

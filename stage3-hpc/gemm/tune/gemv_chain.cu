@@ -134,9 +134,7 @@ int run(int argc, char** argv) {
       {"programmatic, 4 MiB, two pieces a trip", true, 4 * kMiB, SmallMGemvTrip::two_pieces},
       {"programmatic, 4 MiB, one piece a trip", true, 4 * kMiB, SmallMGemvTrip::one_piece},
       {"programmatic, 4 MiB, first trip before wait", true, 4 * kMiB, SmallMGemvTrip::automatic, true}};
-  const std::size_t default_budget = small_m_gemv_prefetch_budget();
-  const SmallMGemvTrip default_trip = small_m_gemv_trip();
-  const bool default_first_trip = small_m_gemv_first_trip_before_wait();
+  const SmallMGemvKnobsRestorer restore_knobs;  // the variants set them; the process's afterwards
   for (const Variant& v : variants) {
     set_small_m_gemv_prefetch_budget(v.budget);
     set_small_m_gemv_trip(v.trip);
@@ -160,9 +158,6 @@ int run(int argc, char** argv) {
                   100.0 * gbps / copy_gbps);
     }
   }
-  set_small_m_gemv_prefetch_budget(default_budget);
-  set_small_m_gemv_trip(default_trip);
-  set_small_m_gemv_first_trip_before_wait(default_first_trip);
   return 0;
 }
 

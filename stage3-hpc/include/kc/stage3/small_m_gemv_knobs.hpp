@@ -37,4 +37,26 @@ inline constexpr bool kSmallMGemvDefaultFirstTripBeforeWait = true;
 void set_small_m_gemv_first_trip_before_wait(bool on);
 bool small_m_gemv_first_trip_before_wait();
 
+// The three knobs as they are when it is made, put back when it goes: for a caller that sets them
+// to compare (a test, a benchmark) and must leave the process as it found it, also when a check
+// throws or returns early.
+class SmallMGemvKnobsRestorer {
+ public:
+  SmallMGemvKnobsRestorer()
+      : budget_(small_m_gemv_prefetch_budget()), trip_(small_m_gemv_trip()),
+        first_trip_before_wait_(small_m_gemv_first_trip_before_wait()) {}
+  ~SmallMGemvKnobsRestorer() {
+    set_small_m_gemv_prefetch_budget(budget_);
+    set_small_m_gemv_trip(trip_);
+    set_small_m_gemv_first_trip_before_wait(first_trip_before_wait_);
+  }
+  SmallMGemvKnobsRestorer(const SmallMGemvKnobsRestorer&) = delete;
+  SmallMGemvKnobsRestorer& operator=(const SmallMGemvKnobsRestorer&) = delete;
+
+ private:
+  std::size_t budget_;
+  SmallMGemvTrip trip_;
+  bool first_trip_before_wait_;
+};
+
 }  // namespace kc::stage3
