@@ -32,7 +32,9 @@
 // Expected limiter: what the wait costs in a decode step — measured for Llama-3.2-1B at 128 keys in
 // docs/notes/2026-12-07-stage4-attention-link-breakdown-h100-5fe1a70.md — shrinks to the time
 // between a head's last column and the step's last column, plus one L2 round trip; the
-// projection's time and the attention's own work are unchanged. Alone (kc-bench) there is no
+// projection's time and the attention's own work are unchanged. In the engine it measured slower
+// than rung 10, and the early leave is most of why (stage-3 README, decode rung 11; the note
+// docs/notes/2026-12-07-stage4-decode-rung11-h100-2fa8b22.md): not the default. Alone (kc-bench) there is no
 // projection to hand over: its entry passes counters that say every head is written already, so
 // what it measures is rung 10 with one acquire in place of the grid wait.
 //
