@@ -21,8 +21,12 @@
 // Everything else the grid wait guarded — the attention's output O and the splits' workspace,
 // which the previous layer's o projection and attention read — is free too: a projection block
 // counts only after its own wait for the kernel ahead of it, and that chain runs back through the
-// previous layer's o projection. The counters are the caller's: zero before the projection (the
-// engine zeroes a step's counters once, before its first layer), and never reset by the kernels.
+// previous layer's o projection. And the kernel after the attention, which waits for the attention
+// alone, may overwrite what the projection read (the o projection adds into the residual stream):
+// every projection block counts as its last act, every kv head has a CTA that waits for its count
+// (split 0 of each sequence), so no attention grid ends before every projection block is past its
+// reads. The counters are the caller's: zero before the projection (the engine zeroes a step's
+// counters once, before its first layer), and never reset by the kernels.
 //
 // What changed from rung 10: the Rope parameter RopeHeadsHandedOver (kHeadsHandedOver), which
 // swaps the wait after the first tiles' copies for wait_for_head_rows and lets a CTA without keys
