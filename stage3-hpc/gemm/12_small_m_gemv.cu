@@ -133,8 +133,8 @@ std::atomic<bool> first_trip_early{kSmallMGemvDefaultFirstTripBeforeWait};
 // (at most 64 registers a thread), the two-piece instance for 2.
 // kFirstTripEarly (launched only as a programmatic dependent, with first_trip_before_wait): every
 // thread's loads of its first trip of the K loop go out before the wait as well.
-template <int kM, bool kNorm, bool kSwiglu, int kUnroll, bool kFirstTripEarly = false>
-__global__ void __launch_bounds__(kThreads, kUnroll == 1 ? 4 : 2) small_m_gemv_kernel(SmallMGemvLaunch g) {
+template <int kM, bool kNorm, bool kSwiglu, int kUnroll, bool kFirstTripEarly>
+__device__ __forceinline__ SmallMGemvPlace small_m_gemv_run_block(const SmallMGemvLaunch& g) {
   const SmallMGemvPlace place = small_m_gemv_place<kM>(g, [] { return static_cast<int>(blockIdx.x); });
   // As a programmatic dependent (a decode step's chain of kernels): let the next kernel's blocks
   // in, ask the L2 for the first bytes of this block's rows of B (the weights: no kernel writes
@@ -147,23 +147,23 @@ __global__ void __launch_bounds__(kThreads, kUnroll == 1 ? 4 : 2) small_m_gemv_k
   core::wait_for_previous_grids();
   small_m_gemv_block<kM, kNorm, kSwiglu, /*kCoherentA=*/false, kUnroll, /*kFirstTripLoaded=*/kFirstTripEarly>(
       g, place, &first);
+  return place;
+}
+
+template <int kM, bool kNorm, bool kSwiglu, int kUnroll, bool kFirstTripEarly = false>
+__global__ void __launch_bounds__(kThreads, kUnroll == 1 ? 4 : 2) small_m_gemv_kernel(SmallMGemvLaunch g) {
+  small_m_gemv_run_block<kM, kNorm, kSwiglu, kUnroll, kFirstTripEarly>(g);
 }
 
 // A launch with column counts (Gemm::ColumnCounts; the RMSNorm prologue, a layer's q|k|v): the
-// kNorm instance's start and block, line for line, then its columns counted into their slices'
-// counters with a release (count_written_columns, small_m_gemv.cuh) for the kernel that reads them
-// beside this one. (Its own kernel, so that the others' instances keep their names and code.)
+// kNorm instance's block, then its columns counted into their slices' counters with a release
+// (count_written_columns, small_m_gemv.cuh) for the kernel that reads them beside this one. (Its
+// own kernel, so that the others' instances keep their names and code.)
 template <int kM, int kUnroll, bool kFirstTripEarly>
 __global__ void __launch_bounds__(kThreads, kUnroll == 1 ? 4 : 2)
     small_m_gemv_counting_kernel(SmallMGemvLaunch g, SmallMGemvColumnCounts counts) {
-  const SmallMGemvPlace place = small_m_gemv_place<kM>(g, [] { return static_cast<int>(blockIdx.x); });
-  core::let_dependent_grids_start();
-  SmallMGemvFirstTrip<kM, kUnroll> first;  // kFirstTripEarly only
-  if constexpr (kFirstTripEarly) load_first_trip<kM, kUnroll>(g, place, first);
-  if (g.prefetch_bytes != 0 && threadIdx.x == 0) small_m_gemv_prefetch<kM>(g, place, g.prefetch_bytes);
-  core::wait_for_previous_grids();
-  small_m_gemv_block<kM, /*kNorm=*/true, /*kSwiglu=*/false, /*kCoherentA=*/false, kUnroll,
-                     /*kFirstTripLoaded=*/kFirstTripEarly>(g, place, &first);
+  const SmallMGemvPlace place = small_m_gemv_run_block<kM, /*kNorm=*/true, /*kSwiglu=*/false, kUnroll,
+                                                       kFirstTripEarly>(g);
   count_written_columns<kM>(g, place, counts);
 }
 
