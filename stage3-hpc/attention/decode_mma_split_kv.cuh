@@ -705,17 +705,13 @@ __global__ void __launch_bounds__(kThreads)
   const int warp = static_cast<int>(threadIdx.x) / core::kWarpSize;
   const int lane = static_cast<int>(threadIdx.x) % core::kWarpSize;
   const SplitWork work = split_work<Rope>(args, plan);
-  if constexpr (Rope::kWorkersFirst) {
-    // Rung 09: a split past the sequence's keys has nothing to read or write (the merge counts the
-    // splits that hold keys only) and leaves now, before the wait, giving its SM back. Split 0 of
-    // a sequence without keys stays: it writes that sequence's rows after the wait, below.
-    if (work.key_begin >= work.length && !(work.length <= 0 && split_index<Rope>() == 0)) return;
-  }
-  if constexpr (Rope::kHeadsHandedOver) {
-    // Rung 11, given counts: the same early leave (nothing to wait for), in rung 10's grid.
-    if (rope.heads_written != nullptr && work.key_begin >= work.length &&
-        !(work.length <= 0 && split_index<Rope>() == 0))
-      return;
+  if constexpr (Rope::kWorkersFirst || Rope::kHeadsHandedOver) {
+    // Rung 09, and rung 11 given counts (in rung 10's grid): a split past the sequence's keys has
+    // nothing to read or write (the merge counts the splits that hold keys only) and leaves now,
+    // before the wait, giving its SM back. Split 0 of a sequence without keys stays: it writes
+    // that sequence's rows after the wait, below.
+    const bool leaves_early = Rope::kWorkersFirst || rope.heads_written != nullptr;
+    if (leaves_early && work.key_begin >= work.length && !(work.length <= 0 && split_index<Rope>() == 0)) return;
   }
   [[maybe_unused]] const auto walk = page_walk_for<Layout, Rope>(args, work);  // rung 08; empty in the others
   int ids[Layout::kRowsPerThread];

@@ -338,12 +338,13 @@ __device__ __forceinline__ void small_m_gemv_block(const SmallMGemvLaunch& g, co
   }
 }
 
-// After small_m_gemv_block (the kCountColumns instances): the block's columns counted into their
-// slices' counters, so that a kernel already running beside this one (a decode attention that
-// acquires its kv head's counter: decode rung 11) may read them. The barrier puts every thread's
-// stores of C before thread 0's counts; each count is a release at GPU scope, cumulative over what
-// the barrier ordered before it. A block's columns lie in one weight (found as small_m_gemv_place
-// finds it, from blockIdx.x) and may span slices.
+// After small_m_gemv_block (small_m_gemv_counting_kernel, 12_small_m_gemv.cu): the block's
+// columns counted into their slices' counters, so that a kernel already running beside this one (a
+// decode attention that acquires its kv head's counter: decode rung 11) may read them. The barrier
+// puts every thread's stores of C before thread 0's counts; each count is a release at GPU scope,
+// cumulative over what the barrier ordered before it. A block's columns lie in one weight (found
+// as small_m_gemv_place finds it, from blockIdx.x: a slice width in SmallMGemvPlace changed the
+// other instances' code) and may span slices.
 template <int kM>
 __device__ __forceinline__ void count_written_columns(const SmallMGemvLaunch& g, const SmallMGemvPlace& p,
                                                       const SmallMGemvColumnCounts& counts) {

@@ -158,11 +158,12 @@ GemmTarget query_target(int device) {
   return {major * 10 + minor, shared, built_with_sm90a_code()};
 }
 
-// One launch of rung 12 over the weights of a shared-A call, every one of which plan_shared_a
-// found on rung 12; with an RMSNorm (norm_weight) or SwiGLU prologue when asked.
 static_assert(sizeof(Gemm::ColumnCounts::slice_columns) / sizeof(int) == kSmallMGemvMaxWeights,
               "a slice width for each weight a shared-A launch takes");
 
+// One launch of rung 12 over the weights of a shared-A call, every one of which plan_shared_a
+// found on rung 12; with an RMSNorm (norm_weight) or SwiGLU prologue when asked, and column counts
+// (Gemm::ColumnCounts) when given.
 void launch_on_rung12(int m, int k, const bf16* a, const Gemm::SharedAWeight* weights, int count, float beta,
                       cudaStream_t stream, const bf16* norm_weight = nullptr, float eps = 0.f, bool swiglu = false,
                       const Gemm::ColumnCounts* counts = nullptr) {

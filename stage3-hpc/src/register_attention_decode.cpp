@@ -9,11 +9,13 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
 
+#include "kc/common/buffer.hpp"
 #include "kc/stage3/attention.hpp"
 #include "kc/stage3/attention_decode.hpp"
 #include "kc/stage3/attention_ops.hpp"
@@ -37,11 +39,10 @@ void launch_naive(const Problem& problem, Operands& operands, cudaStream_t strea
   attention_decode_01_naive(decode_args<T>(problem, operands), stream);
 }
 
-// Rungs 06 and 07 through the public entry (PagedDecodeAttention::run_rope, set to the rung),
-// which keeps their workspace.
-// Rung 11 alone has no projection ahead of it to hand heads over: its entry passes counters that
-// say every kv head is written already (every byte 0xff, target 1), so that its CTAs take the
-// path with counters — one acquire in place of the wait for the kernel ahead.
+// Rungs 06 to 11 through the public entry (PagedDecodeAttention::run_rope, set to the rung),
+// which keeps their workspace. Rung 11 alone has no projection ahead of it to hand heads over: its
+// entry passes counters that say every kv head is written already (every byte 0xff, target 1), so
+// that its CTAs take the path with counters — one acquire in place of the wait for the kernel ahead.
 class RopeEntryRung {
  public:
   explicit RopeEntryRung(PagedDecodeAttention::RopeRung rung) : rung_(rung) { decode_.set_rope_rung(rung); }
@@ -51,11 +52,8 @@ class RopeEntryRung {
     DecodeRopeArgs<T> rope = decode_rope_args<T>(problem, operands);
     if (rung_ == PagedDecodeAttention::RopeRung::heads_handed_over) {
       const auto heads = static_cast<std::size_t>(decode_shape(problem).kv_heads);
-      if (heads_written_.size() < heads) {
-        heads_written_ = DeviceBuffer<unsigned>();
-        heads_written_ = DeviceBuffer<unsigned>(heads);
-        KC_CUDA_CHECK(cudaMemsetAsync(heads_written_.data(), 0xff, heads_written_.bytes(), stream));
-      }
+      if (heads_written_.reserve(heads, stream))  // grown (and zeroed on `stream`): all written
+        KC_CUDA_CHECK(cudaMemsetAsync(heads_written_.data(), 0xff, heads * sizeof(std::uint32_t), stream));
       rope.heads_written = heads_written_.data();
       rope.heads_written_target = 1;
     }
@@ -65,7 +63,7 @@ class RopeEntryRung {
  private:
   PagedDecodeAttention::RopeRung rung_;
   PagedDecodeAttention decode_;
-  DeviceBuffer<unsigned> heads_written_;
+  DeviceCounters heads_written_;  // rung 11's
 };
 
 // What rungs 02-05 keep between launches (the SM count and, for rungs 03-05, the CTAs an SM
