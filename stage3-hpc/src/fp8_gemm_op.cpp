@@ -4,10 +4,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <random>
 #include <tuple>
 #include <utility>
 
@@ -17,6 +19,7 @@
 #include "kc/common/gemm.hpp"
 #include "kc/common/op_builder.hpp"
 #include "kc/core/vector_io.hpp"
+#include "src/fp8_gemm_edges.hpp"
 
 namespace kc::stage3 {
 
@@ -41,6 +44,35 @@ Shape scale_a_shape(const Problem& p) {
 Shape scale_b_shape(const Problem& p) {
   if (scaling_of(p) == Fp8Scaling::per_tensor) return {1};
   return {fp8_n_blocks(static_cast<int>(n_of(p))), fp8_k_blocks(static_cast<int>(k_of(p)))};
+}
+
+// A or B: the plain uniform draw, then with edges one element NaN (e4m3 0x7F).
+OperandSpec fp8_operand(const char* name, ShapeFn shape, bool of_a) {
+  OperandSpec operand = input(name, std::move(shape));
+  const FillSpec fill = operand.fill;
+  operand.initialize = [fill, of_a](const Problem& p, Tensor& tensor, std::uint64_t seed, cudaStream_t stream) {
+    fill_random(tensor.raw(), tensor.dtype, tensor.count(), seed, fill, stream);
+    if (const auto element = fp8_gemm_nan_element(p, of_a)) {
+      const std::size_t index = static_cast<std::size_t>(element->first * k_of(p) + element->second);
+      KC_CUDA_CHECK(cudaMemsetAsync(static_cast<std::uint8_t*>(tensor.raw()) + index, 0x7F, 1, stream));
+    }
+  };
+  return operand;
+}
+
+// s_A or s_B: uniform in [0.25, 4], or the edge cases' scales.
+OperandSpec fp8_scales(const char* name, ShapeFn shape, bool of_a) {
+  const FillSpec fill = FillSpec::uniform(0.25, 4.0);
+  OperandSpec operand = input(name, std::move(shape), fill, DType::f32);
+  operand.initialize = [fill, of_a](const Problem& p, Tensor& tensor, std::uint64_t seed, cudaStream_t stream) {
+    if (fp8_gemm_edges(p) == Fp8GemmEdges::none) {
+      fill_random(tensor.raw(), tensor.dtype, tensor.count(), seed, fill, stream);
+      return;
+    }
+    const std::vector<float> scales = fp8_gemm_edge_scales(p, of_a, seed);
+    tensor.upload(scales.data(), scales.size() * sizeof(float), stream);
+  };
+  return operand;
 }
 
 // rows x cols values times their scales, on the host.
@@ -135,10 +167,50 @@ std::string cublaslt_refusal(Fp8LtPlans& plans, const Problem& p, Context& conte
 
 }  // namespace
 
+Fp8GemmEdges fp8_gemm_edges(const Problem& p) { return static_cast<Fp8GemmEdges>(static_cast<int>(p.param("edges"))); }
+
+std::optional<std::pair<std::int64_t, std::int64_t>> fp8_gemm_nan_element(const Problem& p, bool of_a) {
+  const std::int64_t rows = of_a ? m_of(p) : n_of(p);
+  if (fp8_gemm_edges(p) == Fp8GemmEdges::none || rows < 2) return std::nullopt;
+  return std::make_pair(rows / 2, of_a ? k_of(p) / 2 : k_of(p) / 3);
+}
+
+std::vector<float> fp8_gemm_edge_scales(const Problem& p, bool of_a, std::uint64_t seed) {
+  const Fp8GemmEdges edges = fp8_gemm_edges(p);
+  const Shape shape = of_a ? scale_a_shape(p) : scale_b_shape(p);
+  std::size_t count = 1;
+  for (const std::int64_t d : shape) count *= static_cast<std::size_t>(d);
+  std::mt19937_64 random(seed);
+  std::uniform_real_distribution<float> plain(0.25f, 4.0f), mantissa(1.0f, 2.0f);
+  std::vector<float> scales(count);
+  for (float& s : scales) s = plain(random);
+  if (edges == Fp8GemmEdges::zero_scale_b) {
+    if (!of_a) std::fill(scales.begin(), scales.end(), 0.0f);
+    return scales;
+  }
+  if (edges != Fp8GemmEdges::small_scales) return scales;
+  if (scaling_of(p) == Fp8Scaling::per_tensor) {
+    if (of_a) scales[0] = std::ldexp(1.5f, -130);
+    return scales;
+  }
+  const std::size_t period = of_a ? 7 : 5, zero_at = of_a ? 3 : 2, subnormal_at = of_a ? 5 : 4;
+  const int exponent = of_a ? -128 : -127;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (i % period == zero_at) scales[i] = 0.0f;
+    if (i % period == subnormal_at) scales[i] = std::ldexp(mantissa(random), exponent);
+  }
+  return scales;
+}
+
 std::string fp8_gemm_problem_error(const Problem& p) {
   const double scaling = p.param("scaling");
   if (scaling != 0.0 && scaling != 1.0)
     return fmt::format("scaling must be 0 (per tensor) or 1 (1x128 / 128x128 blocks), got {:g}", scaling);
+  const double edges = p.param("edges");
+  if (edges != 0.0 && edges != 1.0 && edges != 2.0)
+    return fmt::format("edges must be 0 (plain draws), 1 (NaN elements, zero and subnormal scales) or 2 (NaN "
+                       "elements, s_B zero), got {:g}",
+                       edges);
   return gemm_index_limit_error({m_of(p), n_of(p), k_of(p)}, p.shape());
 }
 
@@ -182,12 +254,14 @@ OpSpec make_fp8_gemm_op() {
       "per tensor, scaling=1 per 1x128 piece of A's rows and per 128x128 block of B";
   op.dim_names = {"M", "N", "K"};
   op.dtypes = {DType::f8e4m3};
-  op.params = {{"scaling", 0.0, "0: a scale per tensor; 1: per 1x128 piece of A's rows and 128x128 block of B"}};
+  op.params = {{"scaling", 0.0, "0: a scale per tensor; 1: per 1x128 piece of A's rows and 128x128 block of B"},
+               {"edges", 0.0,
+                "0: plain draws; 1: a NaN in A and in B, zero and subnormal scales; 2: a NaN in A and in B, s_B "
+                "zero (src/fp8_gemm_edges.hpp)"}};
   op.bound = Bound::compute;
   op.math = MathUnit::fp8_tensor;
-  const FillSpec scales = FillSpec::uniform(0.25, 4.0);
-  op.operands = {input("A", dims_at({0, 2})), input("B", dims_at({1, 2})),
-                 input("scale_a", &scale_a_shape, scales, DType::f32), input("scale_b", &scale_b_shape, scales, DType::f32),
+  op.operands = {fp8_operand("A", dims_at({0, 2}), true), fp8_operand("B", dims_at({1, 2}), false),
+                 fp8_scales("scale_a", &scale_a_shape, true), fp8_scales("scale_b", &scale_b_shape, false),
                  output("C", dims_at({0, 1}), DType::bf16)};
   op.host_reference = &host_reference;
   op.device_reference = &device_reference;
@@ -212,6 +286,12 @@ OpSpec make_fp8_gemm_op() {
                                                 {256, 384, 512}, {1000, 17, 656}, {4093, 1000, 1024},
                                                 {300, 2049, 2064}, {256, 256, 8192}})
       op.conformance.push_back({dims, std::nullopt, P{{"scaling", scaling}}});
+  }
+  // The edge cases (src/fp8_gemm_edges.hpp): NaN elements, zero and subnormal scales, s_B zero.
+  for (const double scaling : {0.0, 1.0}) {
+    for (const Shape& dims : std::vector<Shape>{{65, 129, 272}, {128, 128, 128}, {1000, 17, 656}, {256, 256, 8192}})
+      op.conformance.push_back({dims, std::nullopt, P{{"scaling", scaling}, {"edges", 1.0}}});
+    op.conformance.push_back({{200, 300, 400}, std::nullopt, P{{"scaling", scaling}, {"edges", 2.0}}});
   }
   op.conformance.push_back({{64, 64, 100}, std::nullopt, P{}});
   op.conformance.push_back({{33, 17, 8}, std::nullopt, P{{"scaling", 1.0}}});

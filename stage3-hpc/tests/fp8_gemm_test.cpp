@@ -3,9 +3,14 @@
 // FLOP and byte counts, and the ladder's registration. The kernels' conformance and the negative
 // controls run on an H100/H200 (tests/conformance, tests/harness: ctest -R fp8_gemm).
 //   ctest --test-dir build/ci -R Fp8Gemm
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -14,6 +19,9 @@
 #include "kc/stage3/fp8_gemm.hpp"
 #include "kc/stage3/grouped_gemm_args.hpp"
 #include "kc/stage3/low_precision_ops.hpp"
+#include "kc/common/compare.hpp"
+#include "src/fp8_gemm_edges.hpp"
+#include "src/fp8_quantize_edges.hpp"
 #include "stage3_test_registry.hpp"
 #include "support/refusals.hpp"
 
@@ -111,8 +119,64 @@ TEST(Fp8GemmOp, BenchAndConformanceProblemsCoverBothScalingsAndTheEdges) {
   EXPECT_GE(k_tail, 8);
   EXPECT_GE(long_k, 2);
   EXPECT_GE(below_a_tile, 4);
+  int with_edges[2][3] = {};  // [scaling][edges]
+  for (const Problem& p : op.conformance_problems)
+    ++with_edges[static_cast<int>(p.param("scaling"))][static_cast<int>(p.param("edges"))];
+  for (const int scaling : {0, 1}) {
+    EXPECT_GE(with_edges[scaling][1], 3) << "scaling=" << scaling;
+    EXPECT_GE(with_edges[scaling][2], 1) << "scaling=" << scaling;
+  }
+  for (const Problem& p : op.bench_problems) EXPECT_EQ(p.param("edges"), 0.0) << p.label();
   EXPECT_EQ(refused, fp8_gemm_rung_refusals());
   EXPECT_NE(op.baseline_name.find("cuBLASLt FP8"), std::string::npos) << op.baseline_name;
+}
+
+// The edge cases of src/fp8_gemm_edges.hpp: where the NaN elements lie, and which scales are 0 or
+// FP32 subnormals, per scaling and edges value.
+TEST(Fp8GemmOp, EdgeCasesPutNaNsZerosAndSubnormalsWhereTheHeaderSays) {
+  const auto count = [](const std::vector<float>& v, auto&& predicate) {
+    return std::count_if(v.begin(), v.end(), predicate);
+  };
+  const auto is_zero = [](float s) { return s == 0.0f; };
+  const auto is_subnormal = [](float s) { return std::fpclassify(s) == FP_SUBNORMAL; };
+  const auto is_plain = [](float s) { return s >= 0.25f && s < 4.0f; };
+
+  const Problem plain = problem({65, 129, 272}, {{"scaling", 1}});
+  EXPECT_EQ(fp8_gemm_edges(plain), Fp8GemmEdges::none);
+  EXPECT_FALSE(fp8_gemm_nan_element(plain, true).has_value());
+
+  // Block scales: s_A is [3, 65] (every 7th from the 4th zero, from the 6th subnormal), s_B [2, 3].
+  const Problem block = problem({65, 129, 272}, {{"scaling", 1}, {"edges", 1}});
+  EXPECT_EQ(fp8_gemm_nan_element(block, true), std::make_pair(std::int64_t{32}, std::int64_t{136}));
+  EXPECT_EQ(fp8_gemm_nan_element(block, false), std::make_pair(std::int64_t{64}, std::int64_t{90}));
+  const std::vector<float> a = fp8_gemm_edge_scales(block, true, 7), b = fp8_gemm_edge_scales(block, false, 8);
+  ASSERT_EQ(a.size(), 3u * 65);
+  ASSERT_EQ(b.size(), 2u * 3);
+  EXPECT_EQ(a[3], 0.0f);
+  EXPECT_TRUE(is_subnormal(a[5]));
+  EXPECT_EQ(count(a, is_zero), 28);
+  EXPECT_EQ(count(a, is_subnormal), 28);
+  EXPECT_EQ(count(a, is_plain), 195 - 56);
+  EXPECT_EQ(b[2], 0.0f);
+  EXPECT_TRUE(is_subnormal(b[4]));
+  EXPECT_EQ(count(b, is_plain), 4);
+  EXPECT_EQ(a, fp8_gemm_edge_scales(block, true, 7)) << "the same seed draws the same scales";
+
+  // A scale per tensor: s_A an FP32 subnormal, s_B plain; with edges=2 s_B zero.
+  const Problem tensor = problem({1000, 17, 656}, {{"scaling", 0}, {"edges", 1}});
+  EXPECT_TRUE(is_subnormal(fp8_gemm_edge_scales(tensor, true, 1).at(0)));
+  EXPECT_TRUE(is_plain(fp8_gemm_edge_scales(tensor, false, 2).at(0)));
+  for (const double scaling : {0.0, 1.0}) {
+    const Problem zero_b = problem({200, 300, 400}, {{"scaling", scaling}, {"edges", 2}});
+    const std::vector<float> sb = fp8_gemm_edge_scales(zero_b, false, 3), sa = fp8_gemm_edge_scales(zero_b, true, 4);
+    EXPECT_EQ(count(sb, is_zero), static_cast<long>(sb.size()));
+    EXPECT_EQ(count(sa, is_plain), static_cast<long>(sa.size()));
+  }
+
+  // One row of C NaN needs two rows of A: a single row keeps its values.
+  EXPECT_FALSE(fp8_gemm_nan_element(problem({1, 257, 144}, {{"edges", 1}}), true).has_value());
+  EXPECT_TRUE(fp8_gemm_nan_element(problem({1, 257, 144}, {{"edges", 1}}), false).has_value());
+  EXPECT_NE(fp8_gemm_problem_error(problem({64, 64, 64}, {{"edges", 3}})).find("edges must be"), std::string::npos);
 }
 
 TEST(Fp8GemmLadder, RegistersEveryRungForHopperOnlyInTheirOwnReport) {
@@ -185,6 +249,151 @@ TEST(Fp8Quantize, DefinesScalesPerPieceAndRefusesKNotAMultipleOf16) {
   EXPECT_EQ(rung.refuses, refused);
   EXPECT_EQ(rung.min_compute_capability, 80);
   EXPECT_EQ(rung.max_compute_capability, 0);
+}
+
+// The fp8_quantize op's edge-case pieces (src/fp8_quantize_edges.hpp): every conformance problem
+// it runs holds them, no bench problem does, each piece's values are of its kind, and the same seed
+// draws the same bits.
+TEST(Fp8QuantizeEdges, ConformanceProblemsHoldEveryPieceKindAndBenchProblemsNone) {
+  using Piece = Fp8QuantizePiece;
+  const OpSpec op = make_fp8_quantize_op();
+  for (const Problem& p : op.bench_problems) {
+    EXPECT_GT(p.dims[0] * p.dims[1], std::int64_t{1} << 22) << p.label();
+    EXPECT_FALSE(fp8_quantize_has_edges(p)) << p.label();
+    for (std::int64_t row = 0; row < p.dims[0]; ++row)
+      for (std::int64_t kb = 0; kb < fp8_k_blocks(static_cast<int>(p.dims[1])); ++kb)
+        ASSERT_EQ(fp8_quantize_piece(p, row, kb), Piece::plain) << p.label();
+  }
+  int seen[8] = {};
+  for (const Problem& p : op.conformance_problems) {
+    if (!fp8_quantize_shape_error(p).empty()) continue;
+    EXPECT_TRUE(fp8_quantize_has_edges(p)) << p.label();
+    const std::int64_t m = p.dims[0], k = p.dims[1], k_blocks = fp8_k_blocks(static_cast<int>(k));
+    const std::vector<__nv_bfloat16> x = fp8_quantize_x(p, 9);
+    ASSERT_EQ(static_cast<std::int64_t>(x.size()), m * k);
+    const std::vector<__nv_bfloat16> again = fp8_quantize_x(p, 9);
+    EXPECT_EQ(std::memcmp(again.data(), x.data(), x.size() * sizeof(__nv_bfloat16)), 0) << p.label();
+    for (std::int64_t row = 0; row < m; ++row)
+      for (std::int64_t kb = 0; kb < k_blocks; ++kb) {
+        const Piece kind = fp8_quantize_piece(p, row, kb);
+        ++seen[static_cast<int>(kind)];
+        int nans = 0, infs = 0, nonzero = 0, above_subnormal = 0;
+        float amax = 0.f;
+        for (std::int64_t c = kb * kFp8ScaleBlock; c < std::min(k, (kb + 1) * kFp8ScaleBlock); ++c) {
+          const float v = __bfloat162float(x[static_cast<std::size_t>(row * k + c)]);
+          nans += std::isnan(v);
+          infs += std::isinf(v);
+          nonzero += v != 0.f;
+          above_subnormal += std::fabs(v) >= std::ldexp(1.f, -126);
+          if (std::isfinite(v)) amax = std::max(amax, std::fabs(v));
+        }
+        SCOPED_TRACE(::testing::Message() << p.label() << ", row " << row << ", piece " << kb << ", kind "
+                                          << static_cast<int>(kind) << ", max |x| " << amax);
+        EXPECT_EQ(nans, kind == Piece::nan ? 1 : 0);
+        EXPECT_EQ(infs, kind == Piece::infinite ? 1 : 0);
+        if (kind == Piece::zeros) {
+          EXPECT_EQ(nonzero, 0);
+        }
+        if (kind == Piece::lone) {
+          EXPECT_LE(nonzero, 1);
+        }
+        if (kind == Piece::subnormal_scale) {
+          EXPECT_EQ(std::fpclassify(amax / kE4m3Max), FP_SUBNORMAL);
+        }
+        if (kind == Piece::bf16_subnormals) {
+          EXPECT_EQ(above_subnormal, 0);
+        }
+        if (kind == Piece::near_max) {
+          EXPECT_GT(amax, std::ldexp(1.f, 120));
+        }
+        if (kind == Piece::plain || kind == Piece::nan || kind == Piece::infinite) {
+          EXPECT_LE(amax, 8.f);
+        }
+      }
+  }
+  for (int kind = 0; kind < 8; ++kind) EXPECT_GE(seen[kind], 1) << "piece kind " << kind;
+}
+
+// The rung's arithmetic (quant/fp8/quantize_01_half_warp_per_block.cu) in FP32 on the CPU: max |x|
+// by fmaxf (NaN dropped), s = amax / 448 (1 for zeros), a subnormal s taken through 2^64, q = x
+// times 1 / s rounded to e4m3 with saturation to +-448 (NaN stays NaN).
+HostTensors emulated_quantize(const Problem& p, const std::vector<__nv_bfloat16>& x) {
+  const std::int64_t m = p.dims[0], k = p.dims[1], k_blocks = fp8_k_blocks(static_cast<int>(k));
+  HostTensors out{{"q", std::vector<double>(x.size())}, {"scales", std::vector<double>(static_cast<std::size_t>(m * k_blocks))}};
+  for (std::int64_t row = 0; row < m; ++row)
+    for (std::int64_t kb = 0; kb < k_blocks; ++kb) {
+      const std::int64_t begin = kb * kFp8ScaleBlock, end = std::min(k, begin + kFp8ScaleBlock);
+      float amax = 0.f;
+      for (std::int64_t c = begin; c < end; ++c)
+        amax = fmaxf(amax, fabsf(__bfloat162float(x[static_cast<std::size_t>(row * k + c)])));
+      const float scale = amax > 0.f ? amax / kE4m3Max : 1.f;
+      const bool subnormal = scale < 0x1p-126f;
+      const float inverse = subnormal ? 1.f / (scale * 0x1p64f) : 1.f / scale;
+      for (std::int64_t c = begin; c < end; ++c) {
+        const auto i = static_cast<std::size_t>(row * k + c);
+        const float v = __bfloat162float(x[i]) * (subnormal ? 0x1p64f : 1.f);
+        __nv_fp8_e4m3 q;
+        q.__x = __nv_cvt_float_to_fp8(v * inverse, __NV_SATFINITE, __NV_E4M3);
+        out["q"][i] = static_cast<double>(static_cast<float>(q));
+      }
+      out["scales"][static_cast<std::size_t>(kb * m + row)] = scale;
+    }
+  return out;
+}
+
+// What the op gives for a NaN and an infinite piece, and that the rung's arithmetic gives the
+// reference's values (classes exactly, finite values within the tolerance) on every conformance
+// problem, each piece kind included.
+TEST(Fp8QuantizeEdges, TheRungsArithmeticMatchesTheReferenceOnEveryPieceKind) {
+  const OpSpec op = make_fp8_quantize_op();
+  int nan_pieces = 0, infinite_pieces = 0;
+  for (const Problem& p : op.conformance_problems) {
+    if (!fp8_quantize_shape_error(p).empty()) continue;
+    const std::vector<__nv_bfloat16> x = fp8_quantize_x(p, 21);
+    HostTensors in{{"x", std::vector<double>(x.size())}};
+    for (std::size_t i = 0; i < x.size(); ++i) in["x"][i] = __bfloat162float(x[i]);
+    const HostTensors ref = fp8_quantize_host_reference(p, in);
+    const HostTensors kernel = emulated_quantize(p, x);
+    for (const auto& [name, dtype] : {std::pair<std::string, DType>{"q", DType::f8e4m3}, {"scales", DType::f32}}) {
+      Accuracy accuracy;  // the op's: one rounding to the output type
+      accuracy.output = dtype;
+      const CompareResult result =
+          compare(kernel.at(name).data(), ref.at(name).data(), ref.at(name).size(), accuracy);
+      EXPECT_TRUE(result.passed) << p.label() << " " << name << ": " << result.summary();
+    }
+    // The definition, piece by piece, on the reference.
+    const std::int64_t m = p.dims[0], k = p.dims[1], k_blocks = fp8_k_blocks(static_cast<int>(k));
+    for (std::int64_t row = 0; row < m; ++row)
+      for (std::int64_t kb = 0; kb < k_blocks; ++kb) {
+        const Fp8QuantizePiece kind = fp8_quantize_piece(p, row, kb);
+        if (kind != Fp8QuantizePiece::nan && kind != Fp8QuantizePiece::infinite) continue;
+        const double scale = ref.at("scales")[static_cast<std::size_t>(kb * m + row)];
+        double finite_max = 0.0;
+        for (std::int64_t c = kb * kFp8ScaleBlock; c < std::min(k, (kb + 1) * kFp8ScaleBlock); ++c) {
+          const auto i = static_cast<std::size_t>(row * k + c);
+          const double v = in["x"][i], q = ref.at("q")[i];
+          if (std::isfinite(v)) finite_max = std::max(finite_max, std::fabs(v));
+          if (!std::isfinite(v)) {
+            EXPECT_TRUE(std::isnan(q)) << p.label() << ": x " << v << " -> q " << q;
+          }
+          if (std::isfinite(v) && kind == Fp8QuantizePiece::infinite) {
+            EXPECT_EQ(q, 0.0) << p.label();
+          }
+          if (std::isfinite(v) && kind == Fp8QuantizePiece::nan) {
+            EXPECT_DOUBLE_EQ(q, v / scale) << p.label();
+          }
+        }
+        if (kind == Fp8QuantizePiece::nan) {
+          EXPECT_DOUBLE_EQ(scale, finite_max / kE4m3Max) << p.label() << ": the scale of the values beside the NaN";
+          ++nan_pieces;
+        } else {
+          EXPECT_EQ(scale, HUGE_VAL) << p.label();
+          ++infinite_pieces;
+        }
+      }
+  }
+  EXPECT_GE(nan_pieces, 10);
+  EXPECT_GE(infinite_pieces, 10);
 }
 
 // Every FP8 GEMM rung's launch checks its arguments first (check_fp8_gemm_args): a bad argument is a

@@ -1,9 +1,11 @@
 // kc/stage3/fp8_gemm.hpp — the fp8_gemm op: C = (A . s_A)(B . s_B)^T with FP8 e4m3 A [M, K] and
 // B [N, K], bf16 C [M, N], FP32 accumulation, and the scales of kc/stage3/fp8_gemm_args.hpp.
 //
-// Problem dimensions M, N, K ("4096x4096x4096 f8e4m3"), one parameter:
+// Problem dimensions M, N, K ("4096x4096x4096 f8e4m3"), two parameters:
 //   scaling  0: one scale per tensor; 1: block scales (1 x 128 pieces of A's rows, 128 x 128
 //            blocks of B), DeepSeek-V3's recipe.
+//   edges    0: plain draws (below); 1 and 2: the conformance edge cases, a NaN element in A and
+//            in B, zero and FP32-subnormal scales, or s_B zero (src/fp8_gemm_edges.hpp).
 // Operands: A and B e4m3 ~ uniform(-1, 1) rounded to e4m3 (3 mantissa bits: the values the format
 // can hold), scale_a and scale_b FP32 ~ uniform(0.25, 4) in the shapes the scaling gives them,
 // C bf16 (poisoned). Reference: the dequantized product in double (A and B times their scales,
