@@ -4,9 +4,12 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
+#include <random>
 #include <tuple>
 #include <utility>
 
@@ -16,6 +19,7 @@
 #include "kc/common/gemm.hpp"
 #include "kc/common/op_builder.hpp"
 #include "kc/stage3/fp8_gemm_args.hpp"
+#include "src/int8_gemm_edges.hpp"
 
 namespace kc::stage3 {
 
@@ -36,41 +40,54 @@ bool dequantizes(const Problem& p) { return p.op == kInt8GemmDequantOp; }
 // One scale per row of the operand: scale[row], whatever the column.
 constexpr Fp8ScaleMap kPerRow{1, 1, 0};
 
-HostTensors host_reference(const Problem& p, const HostTensors& in) {
-  const std::int64_t m = m_of(p), n = n_of(p), k = k_of(p);
-  std::vector<double> a = in.at("A"), b = in.at("B");
-  if (dequantizes(p)) {
-    const std::vector<double>& sa = in.at("scale_a");
-    const std::vector<double>& sb = in.at("scale_b");
-    for (std::int64_t r = 0; r < m; ++r)
-      for (std::int64_t c = 0; c < k; ++c) a[static_cast<std::size_t>(r * k + c)] *= sa[static_cast<std::size_t>(r)];
-    for (std::int64_t r = 0; r < n; ++r)
-      for (std::int64_t c = 0; c < k; ++c) b[static_cast<std::size_t>(r * k + c)] *= sb[static_cast<std::size_t>(r)];
-  }
-  std::vector<double> c(static_cast<std::size_t>(m * n));
-  gemm_reference({m, n, k}, 1.0, a.data(), b.data(), BLayout::n_by_k, 0.0, nullptr, c.data());
-  return HostTensors{{dequantizes(p) ? "C" : "C32", std::move(c)}};
-}
+Shape rows_of_a(const Problem& p) { return {m_of(p)}; }
+Shape rows_of_b(const Problem& p) { return {n_of(p)}; }
 
-// The operands in double on the GPU (integers: exact), scaled by row for the dequantized op, then
-// cuBLAS DGEMM: integer sums below 2^53 are exact in double.
+// The integer product in double on the GPU (cuBLAS DGEMM: sums below 2^53 are exact), then for the
+// dequantized op each sum times s_A[row] (per-row kernel) and that times s_B[col] (cuBLAS dgmm):
+// the host reference's arithmetic, value for value, Inf and NaN included (src/int8_gemm_edges.hpp).
 References device_reference(const Problem& p, const Operands& o, Context& context) {
   const std::int64_t m = m_of(p), n = n_of(p), k = k_of(p);
   const cudaStream_t stream = context.stream();
-  const Tensor& a = o["A"];
-  const Tensor& b = o["B"];
   const char* output = dequantizes(p) ? "C" : "C32";
-  DeviceBuffer<double> a64(a.count()), b64(b.count()), c64(o[output].count());
-  convert_to_double(a.raw(), a.dtype, a.count(), a64.data(), stream);
-  convert_to_double(b.raw(), b.dtype, b.count(), b64.data(), stream);
-  if (dequantizes(p)) {
-    fp8_dequantize_reference(a64.data(), m, k, o["scale_a"].data<float>(), kPerRow, stream);
-    fp8_dequantize_reference(b64.data(), n, k, o["scale_b"].data<float>(), kPerRow, stream);
+  DeviceBuffer<double> c64(o[output].count());
+  {
+    const Tensor& a = o["A"];
+    const Tensor& b = o["B"];
+    DeviceBuffer<double> a64(a.count()), b64(b.count());
+    convert_to_double(a.raw(), a.dtype, a.count(), a64.data(), stream);
+    convert_to_double(b.raw(), b.dtype, b.count(), b64.data(), stream);
+    cublas_dgemm(context.cublas(), stream, {m, n, k}, 1.0, a64.data(), b64.data(), BLayout::n_by_k, 0.0,
+                 c64.data());
+    // a64 and b64 are freed here (cudaFree waits for the GEMM), before the dequantized copy is allocated.
   }
-  cublas_dgemm(context.cublas(), stream, {m, n, k}, 1.0, a64.data(), b64.data(), BLayout::n_by_k, 0.0, c64.data());
   References references;
-  references.emplace(output, std::move(c64));
+  if (!dequantizes(p)) {
+    references.emplace(output, std::move(c64));
+    return references;
+  }
+  fp8_dequantize_reference(c64.data(), m, n, o["scale_a"].data<float>(), kPerRow, stream);
+  const Tensor& scale_b = o["scale_b"];
+  DeviceBuffer<double> sb64(scale_b.count()), c(c64.size());
+  convert_to_double(scale_b.raw(), scale_b.dtype, scale_b.count(), sb64.data(), stream);
+  // Row-major C [M, N] is column-major N x M: diag(s_B) from the left scales its column col by s_B[col].
+  cublasHandle_t handle = context.cublas();
+  KC_CUBLAS_CHECK(cublasSetStream(handle, stream));
+  KC_CUBLAS_CHECK(cublasDdgmm(handle, CUBLAS_SIDE_LEFT, static_cast<int>(n), static_cast<int>(m), c64.data(),
+                              static_cast<int>(n), sb64.data(), 1, c.data(), static_cast<int>(n)));
+  references.emplace(output, std::move(c));
   return references;
+}
+
+// s_A or s_B: uniform in [0.25, 4), with the edge cases of src/int8_gemm_edges.hpp in the
+// conformance problems.
+OperandSpec scale_operand(const char* name, Shape (*shape)(const Problem&), bool of_a) {
+  OperandSpec scales = input(name, shape, FillSpec{}, DType::f32);
+  scales.initialize = [of_a](const Problem& p, Tensor& tensor, std::uint64_t seed, cudaStream_t stream) {
+    const std::vector<float> values = int8_gemm_scales(p, of_a, seed);
+    tensor.upload(values.data(), values.size() * sizeof(float), stream);
+  };
+  return scales;
 }
 
 // cuBLASLt INT8 plans, one per shape, made on first use (in the untimed warm-up launches, or when
@@ -119,14 +136,13 @@ std::string cublaslt_refusal(Int8LtPlans& plans, const Problem& p, Context& cont
   return {};
 }
 
-Shape rows_of_a(const Problem& p) { return {m_of(p)}; }
-Shape rows_of_b(const Problem& p) { return {n_of(p)}; }
-
 OpSpec make_op(bool dequantize) {
   OpConfig op;
   op.name = dequantize ? kInt8GemmDequantOp : kInt8GemmOp;
-  op.description = dequantize ? "C = s_A[m] s_B[n] (A.B^T)[m,n]: A [M,K] and B [N,K] s8, exact s32 sums, "
-                                "per-row (token) and per-column (channel) FP32 scales, C [M,N] bf16"
+  op.description = dequantize ? "C = ((A.B^T)[m,n] s_A[m]) s_B[n]: A [M,K] and B [N,K] s8, exact s32 sums, "
+                                "per-row (token) and per-column (channel) FP32 scales, C [M,N] bf16; IEEE products: "
+                                "a NaN scale gives NaN, a +Inf one +-Inf where the sum and the other scale are "
+                                "nonzero and NaN where either is 0 (src/int8_gemm_edges.hpp)"
                               : "C32 = A.B^T: A [M,K] and B [N,K] s8, C32 [M,N] s32, exact";
   op.dim_names = {"M", "N", "K"};
   op.dtypes = {DType::i8};
@@ -135,14 +151,13 @@ OpSpec make_op(bool dequantize) {
   const FillSpec values = FillSpec::uniform(-127.0, 127.0);
   op.operands = {input("A", dims_at({0, 2}), values), input("B", dims_at({1, 2}), values)};
   if (dequantize) {
-    const FillSpec scales = FillSpec::uniform(0.25, 4.0);
-    op.operands.push_back(input("scale_a", &rows_of_a, scales, DType::f32));
-    op.operands.push_back(input("scale_b", &rows_of_b, scales, DType::f32));
+    op.operands.push_back(scale_operand("scale_a", &rows_of_a, true));
+    op.operands.push_back(scale_operand("scale_b", &rows_of_b, false));
     op.operands.push_back(output("C", dims_at({0, 1}), DType::bf16));
   } else {
     op.operands.push_back(output("C32", dims_at({0, 1}), DType::i32));
   }
-  op.host_reference = &host_reference;
+  op.host_reference = &int8_gemm_host_reference;
   op.device_reference = &device_reference;
   // Integer outputs are held to exact equality (compare.hpp); the bf16 one to one rounding.
   set_gemm_accounting(op, [](const Problem& p) { return GemmShape{m_of(p), n_of(p), k_of(p)}; });
@@ -154,7 +169,8 @@ OpSpec make_op(bool dequantize) {
     op.bench.push_back({dims});
   // Smaller than a tile, edges in M and N, N odd (scalar stores), K tails of 16 inside a
   // 128-deep step, whole tiles, several persistent waves, and a long K (large exact sums); one
-  // refused (K not a multiple of 16).
+  // refused (K not a multiple of 16). The dequantizing op's scales hold their edge cases in all of
+  // them (M N <= 2^23) and in none of the bench shapes (src/int8_gemm_edges.hpp).
   for (const Shape& dims : std::vector<Shape>{{1, 1, 16}, {17, 1, 32}, {1, 257, 144}, {65, 129, 272},
                                               {127, 255, 1040}, {200, 300, 400}, {128, 256, 128}, {256, 512, 512},
                                               {1000, 17, 656}, {4093, 1000, 1024}, {300, 2049, 2064},
@@ -171,6 +187,56 @@ OpSpec make_op(bool dequantize) {
 }
 
 }  // namespace
+
+bool int8_scales_have_edges(const Problem& p) { return m_of(p) * n_of(p) <= (std::int64_t{1} << 23); }
+
+Int8ScaleKind int8_scale_kind(const Problem& p, bool of_a, std::int64_t index) {
+  if (!int8_scales_have_edges(p)) return Int8ScaleKind::plain;
+  const std::int64_t count = of_a ? m_of(p) : n_of(p);
+  if (count >= 4 && index == count / 2) return Int8ScaleKind::infinite;
+  if (count >= 4 && index == count - 1) return Int8ScaleKind::nan;
+  if (index % 8 == (of_a ? 1 : 2)) return Int8ScaleKind::zero;
+  if (index % 8 == (of_a ? 3 : 5)) return Int8ScaleKind::subnormal;
+  return Int8ScaleKind::plain;
+}
+
+std::vector<float> int8_gemm_scales(const Problem& p, bool of_a, std::uint64_t seed) {
+  const std::int64_t count = of_a ? m_of(p) : n_of(p);
+  std::mt19937_64 random(seed);
+  std::uniform_real_distribution<float> plain(0.25f, 4.0f), mantissa(1.0f, 7.5f);  // 7.5: stays below 2^-127
+  std::vector<float> scales(static_cast<std::size_t>(count));
+  for (std::int64_t i = 0; i < count; ++i) {
+    float& s = scales[static_cast<std::size_t>(i)];
+    s = plain(random);
+    switch (int8_scale_kind(p, of_a, i)) {
+      case Int8ScaleKind::plain: break;
+      case Int8ScaleKind::zero: s = 0.0f; break;
+      case Int8ScaleKind::subnormal: s = std::ldexp(mantissa(random), -130); break;
+      case Int8ScaleKind::infinite: s = std::numeric_limits<float>::infinity(); break;
+      case Int8ScaleKind::nan: s = std::numeric_limits<float>::quiet_NaN(); break;
+    }
+  }
+  return scales;
+}
+
+// The exact integer sums first (double: exact below 2^53), then for the dequantized op each sum
+// times s_A[row], that times s_B[col], in double: the order of the kernels' epilogue (in FP32
+// there), and one whose Inf/NaN classes every order shares (src/int8_gemm_edges.hpp). Scaling A
+// and B before the product instead would turn an infinite scale into Inf - Inf = NaN sums.
+HostTensors int8_gemm_host_reference(const Problem& p, const HostTensors& in) {
+  const std::int64_t m = m_of(p), n = n_of(p), k = k_of(p);
+  std::vector<double> c(static_cast<std::size_t>(m * n));
+  gemm_reference({m, n, k}, 1.0, in.at("A").data(), in.at("B").data(), BLayout::n_by_k, 0.0, nullptr, c.data());
+  if (!dequantizes(p)) return HostTensors{{"C32", std::move(c)}};
+  const std::vector<double>& sa = in.at("scale_a");
+  const std::vector<double>& sb = in.at("scale_b");
+  for (std::int64_t r = 0; r < m; ++r)
+    for (std::int64_t col = 0; col < n; ++col) {
+      double& value = c[static_cast<std::size_t>(r * n + col)];
+      value = value * sa[static_cast<std::size_t>(r)] * sb[static_cast<std::size_t>(col)];
+    }
+  return HostTensors{{"C", std::move(c)}};
+}
 
 std::string int8_gemm_problem_error(const Problem& p) {
   if (k_of(p) > kInt8MaxK)

@@ -5,14 +5,15 @@
 //                      (in double, exact below 2^53), and every element must equal it.
 //                      Baseline: cuBLASLt's INT8 matmul (s8 x s8 -> s32, CUBLAS_COMPUTE_32I).
 //   int8_gemm_dequant  C [M, N] bf16 = s_A[m] s_B[n] (A . B^T)[m, n], s_A [M] and s_B [N] FP32
-//                      (per token, per output channel). Reference: the dequantized product in
-//                      double; tolerance: one rounding to bf16. Baseline: what a caller of
+//                      (per token, per output channel). Reference: the exact integer product,
+//                      times s_A[m], times s_B[n], in double; tolerance: one rounding to bf16. Baseline: what a caller of
 //                      cuBLASLt has to do, which has no epilogue for two scale vectors: its s32
 //                      matmul into a scratch matrix, then a kernel that dequantizes it
 //                      (s32 x s_A x s_B -> bf16), both timed.
 //
 // Problem dimensions M, N, K ("4096x4096x4096 i8"), no parameters. Operands: A and B ~ uniform
-// integers in [-127, 127], the scales ~ uniform(0.25, 4). FLOPs 2 M N K (a multiply-add is two
+// integers in [-127, 127], the scales ~ uniform(0.25, 4), with zero, subnormal, +Inf and NaN scales
+// in the conformance problems (src/int8_gemm_edges.hpp). FLOPs 2 M N K (a multiply-add is two
 // integer operations). The kernels also need K % 16 == 0 (TMA) and K <= 131071 (32-bit sums).
 #pragma once
 
