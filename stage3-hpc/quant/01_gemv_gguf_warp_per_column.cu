@@ -36,6 +36,11 @@ __device__ float half_at(const std::uint8_t* p) {  // p 2-byte aligned
   return __half2float(*reinterpret_cast<const __half*>(p));
 }
 
+// The negative controls' mistakes (none in the rung itself): each byte's nibbles read in the wrong
+// order (gemv_gguf_01_swapped_nibbles), or each block scaled by the d (and m) of the next block of
+// its row, the last by the first's (gemv_gguf_01_next_block_scales: a block index off by one).
+enum class Flaw { none, swapped_nibbles, next_block_scales };
+
 // Weight i of a block of nibbles: element i < 16 in the low nibble of qs[i], i >= 16 in the high
 // nibble of qs[i - 16] (kSwapped: the negative control's wrong order).
 template <bool kSwapped>
@@ -45,7 +50,7 @@ __device__ int nibble(const std::uint8_t* qs, int i) {
   return static_cast<int>(high ? byte >> 4 : byte & 15u);
 }
 
-template <GgufBlockType kType, bool kSwapped>
+template <GgufBlockType kType, Flaw kFlaw>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     gemv_kernel(int m_rows, int n_cols, int k_len, const __nv_bfloat16* __restrict__ x,
                 const std::uint8_t* __restrict__ w, __nv_bfloat16* __restrict__ y) {
@@ -61,19 +66,21 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
 
   for (int b = lane; b < blocks; b += 32) {
     const std::uint8_t* block = row + static_cast<std::size_t>(b) * kBytes;
+    const std::uint8_t* scales =
+        kFlaw == Flaw::next_block_scales ? row + static_cast<std::size_t>(b + 1 < blocks ? b + 1 : 0) * kBytes : block;
     float weight[kGgufBlockWeights];
     if constexpr (kType == GgufBlockType::q8_0) {
-      const float d = half_at(block);
+      const float d = half_at(scales);
       const std::int8_t* q = reinterpret_cast<const std::int8_t*>(block + 2);
 #pragma unroll
       for (int i = 0; i < kGgufBlockWeights; ++i) weight[i] = d * static_cast<float>(q[i]);
     } else {
-      const float d = half_at(block);
-      const float offset = kType == GgufBlockType::q4_1 ? half_at(block + 2) : -8.f * d;
+      const float d = half_at(scales);
+      const float offset = kType == GgufBlockType::q4_1 ? half_at(scales + 2) : -8.f * d;
       const std::uint8_t* qs = block + (kType == GgufBlockType::q4_1 ? 4 : 2);
 #pragma unroll
       for (int i = 0; i < kGgufBlockWeights; ++i)
-        weight[i] = d * static_cast<float>(nibble<kSwapped>(qs, i)) + offset;
+        weight[i] = d * static_cast<float>(nibble<kFlaw == Flaw::swapped_nibbles>(qs, i)) + offset;
     }
     const int k0 = b * kGgufBlockWeights;
 #pragma unroll
@@ -99,7 +106,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   }
 }
 
-template <bool kSwapped>
+template <Flaw kFlaw>
 void launch(const GgufGemvArgs& a, cudaStream_t stream) {
   require(a.m >= 1 && a.m <= kGgufGemvMaxRows && a.n >= 1 && a.k >= kGgufBlockWeights &&
               a.k % kGgufBlockWeights == 0,
@@ -112,13 +119,13 @@ void launch(const GgufGemvArgs& a, cudaStream_t stream) {
   const dim3 block(kWarpsPerBlock * 32);
   switch (a.type) {
     case GgufBlockType::q4_0:
-      gemv_kernel<GgufBlockType::q4_0, kSwapped><<<grid, block, 0, stream>>>(a.m, a.n, a.k, a.x, a.w, a.y);
+      gemv_kernel<GgufBlockType::q4_0, kFlaw><<<grid, block, 0, stream>>>(a.m, a.n, a.k, a.x, a.w, a.y);
       break;
     case GgufBlockType::q4_1:
-      gemv_kernel<GgufBlockType::q4_1, kSwapped><<<grid, block, 0, stream>>>(a.m, a.n, a.k, a.x, a.w, a.y);
+      gemv_kernel<GgufBlockType::q4_1, kFlaw><<<grid, block, 0, stream>>>(a.m, a.n, a.k, a.x, a.w, a.y);
       break;
     case GgufBlockType::q8_0:
-      gemv_kernel<GgufBlockType::q8_0, kSwapped><<<grid, block, 0, stream>>>(a.m, a.n, a.k, a.x, a.w, a.y);
+      gemv_kernel<GgufBlockType::q8_0, kFlaw><<<grid, block, 0, stream>>>(a.m, a.n, a.k, a.x, a.w, a.y);
       break;
     default:
       throw Error(fmt::format("GGUF GEMV: ggml type {} is not q4_0 (2), q4_1 (3) or q8_0 (8)", static_cast<int>(a.type)));
@@ -128,8 +135,15 @@ void launch(const GgufGemvArgs& a, cudaStream_t stream) {
 
 }  // namespace
 
-void gemv_gguf_01_warp_per_column(const GgufGemvArgs& args, cudaStream_t stream) { launch<false>(args, stream); }
+void gemv_gguf_01_warp_per_column(const GgufGemvArgs& args, cudaStream_t stream) { launch<Flaw::none>(args, stream); }
 
-void gemv_gguf_01_swapped_nibbles(const GgufGemvArgs& args, cudaStream_t stream) { launch<true>(args, stream); }
+void gemv_gguf_01_swapped_nibbles(const GgufGemvArgs& args, cudaStream_t stream) {
+  launch<Flaw::swapped_nibbles>(args, stream);
+}
+
+// Declared in src/gemv_gguf_edges.hpp (the op's private header: no kernel file includes it).
+void gemv_gguf_01_next_block_scales(const GgufGemvArgs& args, cudaStream_t stream) {
+  launch<Flaw::next_block_scales>(args, stream);
+}
 
 }  // namespace kc::stage3

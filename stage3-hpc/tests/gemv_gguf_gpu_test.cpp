@@ -1,5 +1,6 @@
 // The GGUF GEMV's negative controls: rungs 01 to 08, 11 and 12 with each byte's nibbles read in the wrong
-// order must fail the op's check on q4_0 and q4_1 (q8_0 has no nibbles), each on its layout; the
+// order must fail the op's check on q4_0 and q4_1 (q8_0 has no nibbles), each on its layout, and rung 01
+// with each block scaled by the next block's d (and m) in every type; the
 // repacked operands of a layout=1 problem are repack_gguf_blocks() of its blocks; rung 06 writes
 // rung 05's bits on problems long enough to go round its ring, rungs 07, 11 and 12 rung 06's (and, as
 // links of the decode chain, the bits of stage 2's swiglu then rung 06, and the double reference of
@@ -28,6 +29,7 @@
 #include "kc/stage2/ops.hpp"
 #include "kc/stage3/gemv_gguf.hpp"
 #include "kc/stage3/quantized_gemv.hpp"
+#include "src/gemv_gguf_edges.hpp"
 #include "src/gguf_batch_rung.hpp"
 #include "support/device_bytes.hpp"
 #include "support/gpu_test.hpp"
@@ -70,6 +72,31 @@ TEST(GemvGgufGpu, SwappedNibblesFailTheCheck) {
       const CheckOutcome wrong = check_run(op, launch_with(rung.swapped), problem, 5, context);
       EXPECT_FALSE(wrong.passed()) << problem.label() << ": the swapped nibble order went unnoticed";
     }
+}
+
+// Rung 01 scaling each block with the next block's d (and m in q4_1) of its row of w, the last with
+// the first's — a block index off by one — must fail the check in every type, on problems of several
+// blocks a row carrying the edge cases (src/gemv_gguf_edges.hpp: the NaN-d rows stay NaN in the
+// flawed kernel, which shows in the finite columns). On rows of one block it reads each block's own
+// scales and must pass: the flaw is the index and nothing else.
+TEST(GemvGgufGpu, NextBlockScalesFailTheCheck) {
+  KC_SKIP_WITHOUT_GPU();
+  Context& context = testing::shared_context();
+  const OpSpec op = make_gemv_gguf_op();
+  for (const double type : {2.0, 3.0, 8.0}) {
+    for (const std::vector<std::int64_t>& dims :
+         std::vector<std::vector<std::int64_t>>{{4, 129, 256}, {7, 100, 1024}}) {
+      const Problem problem = op.problem(dims, DType::bf16, {{"ggml_type", type}, {"layout", 0.0}});
+      ASSERT_TRUE(gemv_gguf_has_edge_cases(problem)) << problem.label();
+      EXPECT_TRUE(check_run(op, launch_with(&gemv_gguf_01_warp_per_column), problem, 5, context).passed())
+          << problem.label();
+      const CheckOutcome wrong = check_run(op, launch_with(&gemv_gguf_01_next_block_scales), problem, 5, context);
+      EXPECT_FALSE(wrong.passed()) << problem.label() << ": the next block's scales went unnoticed";
+    }
+    const Problem one_block = op.problem({3, 37, 32}, DType::bf16, {{"ggml_type", type}, {"layout", 0.0}});
+    EXPECT_TRUE(check_run(op, launch_with(&gemv_gguf_01_next_block_scales), one_block, 5, context).passed())
+        << one_block.label() << ": a row of one block has no other block to read";
+  }
 }
 
 // Rungs 09 and 10 the same way, on problems of more than 16 rows whose K is split over several CTAs

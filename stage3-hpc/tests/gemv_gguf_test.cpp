@@ -8,13 +8,18 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <random>
+#include <set>
+#include <tuple>
 #include <vector>
 
 #include "kc/common/error.hpp"
 #include "kc/stage3/gemv_gguf.hpp"
+#include "src/gemv_gguf_edges.hpp"
 #include "support/refusals.hpp"
 
 namespace kc::stage3 {
@@ -426,6 +431,177 @@ TEST(GemvGguf, DeviceRepacksCheckTheirBuffersBeforeTheLaunch) {
     expect_refused([&] { repack(GgufBlockType::q8_0, blocks, 2, 96, quants, scales + 2, nullptr); }, "16-byte aligned");
     expect_refused([&] { repack(GgufBlockType::q8_0, nullptr, 2, 96, quants, scales, nullptr); }, "must be non-null");
     expect_refused([&] { repack(GgufBlockType::q8_0, blocks, 2, 80, quants, scales, nullptr); }, "multiple of 32");
+  }
+}
+
+// What a block's scale is, by its half's bits: the edge cases of src/gemv_gguf_edges.hpp or normal.
+enum class HalfKind { plus_zero, minus_zero, subnormal, nan, infinite, normal };
+
+HalfKind half_kind(const std::uint8_t* p) {
+  std::uint16_t bits;
+  std::memcpy(&bits, p, sizeof bits);
+  const int exponent = (bits >> 10) & 0x1f, mantissa = bits & 0x3ff;
+  if (exponent == 0x1f) return mantissa != 0 ? HalfKind::nan : HalfKind::infinite;
+  if (exponent != 0) return HalfKind::normal;
+  if (mantissa != 0) return HalfKind::subnormal;
+  return (bits & 0x8000) != 0 ? HalfKind::minus_zero : HalfKind::plus_zero;
+}
+
+// Every conformance problem draws each edge case the op defines (src/gemv_gguf_edges.hpp): d = +0
+// (q4_1: with m = 0), d = -0 (q4_1: with its drawn m, nonzero), subnormal d, q4_1 subnormal m, and in
+// problems of 16 rows of w or more 1 + N / 256 rows with one NaN d each; at M >= 2 one NaN in x. No
+// block has an Inf. The blocks that are no edge case keep the plain draw's normal scales, and the
+// bench problems (which time the plain draws) have no edge case at all.
+TEST(GemvGguf, ConformanceProblemsDrawEveryEdgeCaseAndBenchProblemsNone) {
+  const OpSpec op = make_gemv_gguf_op();
+  std::map<GgufBlockType, std::set<std::string>> seen;  // the kinds drawn, over a type's problems
+  for (const Problem& problem : op.conformance_problems) {
+    ASSERT_TRUE(gemv_gguf_has_edge_cases(problem)) << problem.label();
+    const GgufBlockType type = gguf_block_type(problem);
+    const bool with_min = type == GgufBlockType::q4_1;
+    const std::int64_t m = problem.dims[0], n = problem.dims[1], k = problem.dims[2], per_row = k / 32;
+    const auto size = static_cast<std::size_t>(gguf_block_bytes(type));
+    for (const std::uint64_t seed : {1u, 17u, 2026u}) {
+      const std::vector<std::uint8_t> blocks = gemv_gguf_draw_blocks(problem, seed);
+      ASSERT_EQ(blocks.size(), static_cast<std::size_t>(n * per_row) * size) << problem.label();
+      EXPECT_EQ(gemv_gguf_draw_blocks(problem, seed), blocks) << problem.label() << ": not deterministic";
+      std::set<std::int64_t> nan_rows;
+      for (std::size_t b = 0; b < blocks.size() / size; ++b) {
+        const std::uint8_t* block = blocks.data() + b * size;
+        const HalfKind d = half_kind(block), offset = with_min ? half_kind(block + 2) : HalfKind::normal;
+        const std::string where =
+            problem.label() + ", seed " + std::to_string(seed) + ", block " + std::to_string(b);
+        ASSERT_NE(d, HalfKind::infinite) << where;
+        ASSERT_NE(offset, HalfKind::infinite) << where;
+        ASSERT_NE(offset, HalfKind::nan) << where;
+        if (d == HalfKind::nan) {
+          nan_rows.insert(static_cast<std::int64_t>(b) / per_row);
+          seen[type].insert("nan d");
+          continue;
+        }
+        switch (b % 8) {
+          case 1:
+            EXPECT_EQ(d, HalfKind::plus_zero) << where;
+            if (with_min) {
+              EXPECT_EQ(offset, HalfKind::plus_zero) << where;
+            }
+            seen[type].insert("+0 d");
+            break;
+          case 3:
+            EXPECT_EQ(d, HalfKind::minus_zero) << where;
+            if (with_min) {
+              EXPECT_EQ(offset, HalfKind::normal) << where << ": d = 0 with m nonzero";
+            }
+            seen[type].insert("-0 d");
+            break;
+          case 5:
+            EXPECT_EQ(d, HalfKind::subnormal) << where;
+            EXPECT_EQ(offset, HalfKind::normal) << where;
+            seen[type].insert("subnormal d");
+            break;
+          case 6:
+            EXPECT_EQ(d, HalfKind::normal) << where;
+            if (with_min) {
+              EXPECT_EQ(offset, HalfKind::subnormal) << where;
+              seen[type].insert("subnormal m");
+            }
+            break;
+          default:
+            EXPECT_EQ(d, HalfKind::normal) << where;
+            EXPECT_EQ(offset, HalfKind::normal) << where;
+        }
+      }
+      EXPECT_EQ(nan_rows.size(), n >= 16 ? static_cast<std::size_t>(1 + n / 256) : 0u) << problem.label();
+      const std::int64_t nan_x = gemv_gguf_nan_x_index(problem, seed);
+      if (m >= 2) {
+        EXPECT_GE(nan_x, 0) << problem.label();
+        EXPECT_LT(nan_x, m * k) << problem.label();
+        seen[type].insert("nan x");
+      } else {
+        EXPECT_EQ(nan_x, -1) << problem.label();
+      }
+    }
+  }
+  for (const GgufBlockType type : kTypes) {
+    std::set<std::string> expected = {"+0 d", "-0 d", "subnormal d", "nan d", "nan x"};
+    if (type == GgufBlockType::q4_1) expected.insert("subnormal m");
+    EXPECT_EQ(seen[type], expected) << "ggml type " << static_cast<int>(type);
+  }
+
+  // The bench problems: plain draws only (one draw of each type and weight; the layouts share it).
+  std::set<std::tuple<GgufBlockType, std::int64_t, std::int64_t>> drawn;
+  for (const Problem& problem : op.bench_problems) {
+    EXPECT_FALSE(gemv_gguf_has_edge_cases(problem)) << problem.label();
+    EXPECT_EQ(gemv_gguf_nan_x_index(problem, 16), -1) << problem.label();
+    const GgufBlockType type = gguf_block_type(problem);
+    if (!drawn.insert({type, problem.dims[1], problem.dims[2]}).second) continue;
+    const std::vector<std::uint8_t> blocks = gemv_gguf_draw_blocks(problem, 17);
+    const auto size = static_cast<std::size_t>(gguf_block_bytes(type));
+    std::size_t not_normal = 0;
+    for (std::size_t b = 0; b < blocks.size() / size; ++b) {
+      not_normal += half_kind(blocks.data() + b * size) != HalfKind::normal;
+      if (type == GgufBlockType::q4_1)
+        not_normal += half_kind(blocks.data() + b * size + 2) != HalfKind::normal;
+    }
+    EXPECT_EQ(not_normal, 0u) << problem.label();
+  }
+  EXPECT_EQ(drawn.size(), 5u) << "q4_0 at three weights, q4_1 and q8_0 at one";
+}
+
+// The op's reference decode on the edge cases: a block of d = 0 decodes to zeros (q4_0, q8_0; q4_1
+// with m = 0) or to m (q4_1), a subnormal d to d q exactly, a NaN d to NaN weights; so y (the
+// decoded weights times x, summed in double as the reference sums them) is NaN exactly in the
+// columns of the NaN-d rows of w and in the row of x's NaN, finite everywhere else.
+TEST(GemvGguf, ReferenceDecodesTheEdgeCasesAndYIsNanOnlyWhereItMustBe) {
+  const OpSpec op = make_gemv_gguf_op();
+  for (const GgufBlockType type : kTypes) {
+    const Problem problem =
+        op.problem({7, 100, 1024}, DType::bf16, {{"ggml_type", static_cast<double>(static_cast<int>(type))}});
+    const std::int64_t m = problem.dims[0], n = problem.dims[1], k = problem.dims[2], per_row = k / 32;
+    const auto size = static_cast<std::size_t>(gguf_block_bytes(type));
+    const std::vector<std::uint8_t> blocks = gemv_gguf_draw_blocks(problem, 33);
+    const std::vector<double> w = decode_gguf_blocks(type, blocks.data(), static_cast<std::size_t>(n * per_row));
+    std::set<std::int64_t> nan_columns;
+    for (std::size_t b = 0; b < static_cast<std::size_t>(n * per_row); ++b) {
+      const std::uint8_t* block = blocks.data() + b * size;
+      const double* weights = w.data() + b * kGgufBlockWeights;
+      const HalfKind d = half_kind(block);
+      for (int i = 0; i < kGgufBlockWeights; ++i) {
+        if (d == HalfKind::nan) {
+          ASSERT_TRUE(std::isnan(weights[i])) << "block " << b;
+        } else if (d == HalfKind::plus_zero || d == HalfKind::minus_zero) {
+          ASSERT_EQ(weights[i], type == GgufBlockType::q4_1 ? half_value(block + 2) : 0.0) << "block " << b;
+        } else {
+          ASSERT_TRUE(std::isfinite(weights[i])) << "block " << b;
+        }
+      }
+      if (d == HalfKind::subnormal && type == GgufBlockType::q8_0) {
+        // d q for the signed byte q: d itself a multiple of 2^-24 below 2^-14.
+        const double scale = half_value(block);
+        EXPECT_LT(std::fabs(scale), std::ldexp(1.0, -14));
+        EXPECT_EQ(weights[0], scale * static_cast<std::int8_t>(block[2])) << "block " << b;
+      }
+      if (d == HalfKind::nan) nan_columns.insert(static_cast<std::int64_t>(b) / per_row);
+    }
+    ASSERT_EQ(nan_columns.size(), 1u);
+    std::vector<double> x(static_cast<std::size_t>(m * k));
+    std::mt19937_64 rng(5);
+    std::uniform_real_distribution<double> uniform(-1.0, 1.0);
+    for (double& v : x) v = uniform(rng);
+    const std::int64_t nan_x = gemv_gguf_nan_x_index(problem, 32);
+    ASSERT_GE(nan_x, 0);
+    x[static_cast<std::size_t>(nan_x)] = std::nan("");
+    for (std::int64_t row = 0; row < m; ++row)
+      for (std::int64_t column = 0; column < n; ++column) {
+        double sum = 0.0;
+        for (std::int64_t i = 0; i < k; ++i)
+          sum += x[static_cast<std::size_t>(row * k + i)] * w[static_cast<std::size_t>(column * k + i)];
+        const bool nan_expected = row == nan_x / k || nan_columns.count(column) == 1;
+        EXPECT_EQ(std::isnan(sum), nan_expected) << "y[" << row << "][" << column << "]";
+        if (!nan_expected) {
+          EXPECT_TRUE(std::isfinite(sum)) << "y[" << row << "][" << column << "]";
+        }
+      }
   }
 }
 

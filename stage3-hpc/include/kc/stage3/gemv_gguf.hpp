@@ -11,7 +11,9 @@
 // refuses the other. Operands: x bf16 ~ uniform(-1, 1); w the blocks as bytes (an i8 tensor
 // [N, K / 32 x block bytes]), at both layouts: d of either sign with a magnitude in [2^-10, 2^-4] (a
 // normal half; llama.cpp writes negative q4_0 scales), m for q4_1
-// of either sign with a magnitude in [2^-10, 2^-2], the quants uniform over their range;
+// of either sign with a magnitude in [2^-10, 2^-2], the quants uniform over their range (in the
+// conformance problems, N K <= 2^22, also zero, subnormal and a few NaN scales, and x one NaN:
+// src/gemv_gguf_edges.hpp);
 // w_quants (i8) and w_scales (f16) the repack of those same blocks at layout=1 (allocated and
 // poisoned at layout=0, where nothing may read them); y bf16. Reference: the blocks of w decoded
 // on the host (an implementation of its own, not the kernels', and never the repack's output),
