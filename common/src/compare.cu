@@ -192,11 +192,12 @@ Tolerance tolerance_for(const Accuracy& accuracy, double rms) {
   const double allowance = precision_floor(accuracy.output) + accuracy.approximation;
   Tolerance t;
   t.rtol = accuracy.roundings * u + sum_error + allowance;
-  t.atol = std::max((u + sum_error + allowance) * rms + accuracy.intermediate_error,
-                    subnormal_half_spacing(accuracy.output));
-  // Outputs in the subnormal range round with an absolute error up to half their spacing: relative
-  // to the reference's size, that adds s / rms(ref) (nothing for references of ordinary size).
+  // Outputs in the subnormal range round with an absolute error up to half their spacing, on top of
+  // the error of the FP32 value being rounded: the two add (an FP32 sum a little off a reference
+  // just past half a spacing rounds to the other side, a whole spacing away). Relative to the
+  // reference's size that adds s / rms(ref) (nothing for references of ordinary size).
   const double absolute = subnormal_half_spacing(accuracy.output) + accuracy.intermediate_error;
+  t.atol = (u + sum_error + allowance) * rms + absolute;
   t.max_rel_frobenius = accuracy.roundings * u + sum_error / 4.0 + allowance + (rms > 0.0 ? absolute / rms : 0.0);
   return t;
 }

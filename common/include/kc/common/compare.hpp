@@ -52,8 +52,8 @@ struct Accuracy {
 // type (1e-5 for f32 and tf32, whose kernels may use fast intrinsics and any summation order; 0
 // below 32 bits, where the output rounding dwarfs both):
 //   rtol = R u + a + f + approximation
-//   atol = (u + a + f + approximation) * rms(ref) + intermediate_error, at least half the output
-//          type's subnormal spacing
+//   atol = (u + a + f + approximation) * rms(ref) + intermediate_error + half the output type's
+//          subnormal spacing (added: a subnormal output's rounding error and its FP32 error add)
 //   max_rel_frobenius = R u + a / 4 + f + approximation
 //                       (+ (half the subnormal spacing + intermediate_error) / rms(ref))
 // For bf16 that is 2^-8 |ref| + 2^-8 rms(ref) per element and 3.9e-3 for the whole: a correct
