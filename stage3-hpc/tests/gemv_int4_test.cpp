@@ -3,7 +3,10 @@
 // reference marking those groups instead), the dequantizer on a hand case, the prepared layout
 // read back by a decoder of its own (every weight, scale and zero point where gemv_int4_args.hpp
 // says, zeros in the padding), the group sizes and shapes they refuse, and the rungs' and the
-// quantize entry's argument checks, which throw before any CUDA call.
+// quantize entry's argument checks, which throw before any CUDA call; and the op's edge cases
+// (src/gemv_int4_edges.hpp): where the conformance problems hold NaN scales and a NaN in x, that the
+// reference and the prepared layout carry them, that the bench problems hold none, and that a
+// model of each negative control still fails a conformance problem outside the NaN outputs.
 //   ctest --test-dir build/ci -R GemvInt4
 #include <gtest/gtest.h>
 
@@ -13,13 +16,19 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <set>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
+#include "kc/common/compare.hpp"
 #include "kc/common/error.hpp"
+#include "kc/common/gemm.hpp"
 #include "kc/stage3/gemv_gguf.hpp"
 #include "kc/stage3/gemv_int4.hpp"
 #include "kc/stage3/quantize_int4.hpp"
+#include "src/gemv_int4_edges.hpp"
 #include "stage3_test_registry.hpp"
 #include "support/int4_checkpoint_packing.hpp"
 
@@ -680,6 +689,237 @@ TEST(GemvInt4, CheckpointConversionRefusesWhatTheFormCannotHold) {
   refused(Int4CheckpointFormat::awq, t, "multiple of 8");
   t = packed.tensors(192, 16, 128);
   refused(Int4CheckpointFormat::gptq_v2, t, "divide K = 192");
+}
+
+// The edge cases of src/gemv_int4_edges.hpp. The seeds of one run's operands: build_op seeds
+// operand i of run r with 16 r + i (x is 0, w_qweight 1, w_scales 2, w_zeros 3, w_quants 4).
+constexpr std::uint64_t kRunSeeds[] = {1, 17, 2026};
+std::uint64_t operand_seed(std::uint64_t run, std::uint64_t operand) { return 16 * run + operand; }
+
+bool half_is_nan(std::uint16_t bits) { return (bits & 0x7c00) == 0x7c00 && (bits & 0x3ff) != 0; }
+bool half_is_infinite(std::uint16_t bits) { return (bits & 0x7fff) == 0x7c00; }
+
+// Every conformance problem holds the edge cases: 1 + N / 256 groups of scale NaN where N >= 16,
+// each in a row of its own (none where N < 16), and one NaN in x where M >= 2; no Inf anywhere;
+// the zero and subnormal groups of the plain draw still there. The prepared operands (drawn again
+// from the stored operands' seeds) carry the same scales, the NaN entries in every chunk of their
+// group. The bench problems hold no NaN.
+TEST(GemvInt4, ConformanceProblemsHoldNanScalesAndANanInXAndBenchProblemsNone) {
+  const OpSpec op = make_gemv_int4_op();
+  std::set<std::string> seen;
+  for (const Problem& problem : op.conformance_problems) {
+    ASSERT_TRUE(gemv_int4_has_edge_cases(problem)) << problem.label();
+    const std::int64_t m = problem.dims[0], n = problem.dims[1], k = problem.dims[2];
+    const int group_size = gemv_int4_group_size(problem);
+    const std::int64_t groups = k / group_size;
+    for (const std::uint64_t run : kRunSeeds) {
+      const std::string where = problem.label() + ", run " + std::to_string(run);
+      const std::vector<std::uint16_t> scales = gemv_int4_draw_scales(problem, operand_seed(run, 2));
+      ASSERT_EQ(scales.size(), static_cast<std::size_t>(n * groups)) << where;
+      EXPECT_EQ(gemv_int4_draw_scales(problem, operand_seed(run, 2)), scales) << where << ": not deterministic";
+      std::set<std::int64_t> nan_rows;
+      std::size_t nan_groups = 0;
+      for (std::size_t e = 0; e < scales.size(); ++e) {
+        ASSERT_FALSE(half_is_infinite(scales[e])) << where << ", group " << e;
+        if (half_is_nan(scales[e])) {
+          ++nan_groups;
+          nan_rows.insert(static_cast<std::int64_t>(e) / groups);
+          seen.insert("nan scale");
+        } else if (scales[e] == 0) {
+          seen.insert("zero scale");
+        } else if ((scales[e] & 0x7c00) == 0) {
+          seen.insert("subnormal scale");
+        }
+      }
+      const std::size_t expected_rows = n >= 16 ? static_cast<std::size_t>(1 + n / 256) : 0u;
+      EXPECT_EQ(nan_rows.size(), expected_rows) << where;
+      EXPECT_EQ(nan_groups, expected_rows) << where << ": one NaN group a row";
+      EXPECT_LE(2 * nan_rows.size(), static_cast<std::size_t>(n)) << where << ": NaN in most columns of y";
+
+      // Each operand of the prepared weight draws the stored one again: the same scales, and the
+      // prepared entries hold them (a group of G > 128 in each of its chunks).
+      const Int4GroupHost w = gemv_int4_draw_weight(problem, operand_seed(run, 4));
+      ASSERT_EQ(w.scales, scales) << where;
+      EXPECT_EQ(gemv_int4_draw_weight(problem, operand_seed(run, 5)).scales, scales) << where;
+      const Int4Prepared prepared = prepare_int4_groups(w.view());
+      std::size_t prepared_nan = 0;
+      for (const std::uint32_t entry : prepared.scales) prepared_nan += half_is_nan(static_cast<std::uint16_t>(entry));
+      const std::size_t chunks_per_group = static_cast<std::size_t>(group_size > 128 ? group_size / 128 : 1);
+      EXPECT_EQ(prepared_nan, nan_groups * chunks_per_group) << where;
+      for (const std::int64_t row : nan_rows)
+        for (std::int64_t u = 0; u < groups; ++u) {
+          const std::uint16_t stored = scales[static_cast<std::size_t>(row * groups + u)];
+          for (std::int64_t c = 0; c < static_cast<std::int64_t>(chunks_per_group); ++c) {
+            const PreparedEntry got = read_prepared(prepared, static_cast<int>(n), static_cast<int>(k), group_size,
+                                                    static_cast<int>(row), static_cast<int>(u * group_size + 128 * c));
+            EXPECT_EQ(got.scale, stored) << where << ": row " << row << ", group " << u;
+          }
+        }
+
+      const std::int64_t nan_x = gemv_int4_nan_x_index(problem, operand_seed(run, 0));
+      if (m >= 2) {
+        EXPECT_GE(nan_x, 0) << where;
+        EXPECT_LT(nan_x, m * k) << where;
+        seen.insert("nan x");
+      } else {
+        EXPECT_EQ(nan_x, -1) << where;
+      }
+    }
+  }
+  EXPECT_EQ(seen, (std::set<std::string>{"nan scale", "zero scale", "subnormal scale", "nan x"}));
+
+  // The bench problems: the plain draws only (one draw a weight shape and group size).
+  std::set<std::tuple<std::int64_t, std::int64_t, int>> drawn;
+  for (const Problem& problem : op.bench_problems) {
+    EXPECT_FALSE(gemv_int4_has_edge_cases(problem)) << problem.label();
+    EXPECT_EQ(gemv_int4_nan_x_index(problem, operand_seed(1, 0)), -1) << problem.label();
+    if (!drawn.insert({problem.dims[1], problem.dims[2], gemv_int4_group_size(problem)}).second) continue;
+    std::size_t non_finite = 0;
+    for (const std::uint16_t bits : gemv_int4_draw_scales(problem, operand_seed(1, 2)))
+      non_finite += (bits & 0x7c00) == 0x7c00;
+    EXPECT_EQ(non_finite, 0u) << problem.label();
+  }
+  EXPECT_EQ(drawn.size(), 6u) << "three weights at G = 128, and 4096 x 4096 at G = 32, 64 and 4096";
+}
+
+// The inputs of the op's host reference as the harness hands them over (every operand decoded to
+// double: the i8 operands signed, the scales' halves, NaN included), with x uniform in [-1, 1]
+// and the NaN of the edge cases.
+HostTensors reference_inputs(const Problem& problem, std::uint64_t run) {
+  const std::int64_t m = problem.dims[0], k = problem.dims[2];
+  const Int4GroupHost w = gemv_int4_draw_weight(problem, operand_seed(run, 1));
+  HostTensors in;
+  for (const std::uint8_t b : w.qweight) in["w_qweight"].push_back(static_cast<double>(static_cast<std::int8_t>(b)));
+  for (const std::uint16_t bits : w.scales) in["w_scales"].push_back(static_cast<double>(half_value(bits)));
+  for (const std::uint8_t z : w.zeros) in["w_zeros"].push_back(static_cast<double>(static_cast<std::int8_t>(z)));
+  std::vector<double>& x = in["x"];
+  std::mt19937_64 rng(run);
+  std::uniform_real_distribution<double> uniform(-1.0, 1.0);
+  x.resize(static_cast<std::size_t>(m * k));
+  for (double& v : x) v = uniform(rng);
+  const std::int64_t nan_x = gemv_int4_nan_x_index(problem, operand_seed(run, 0));
+  if (nan_x >= 0) x[static_cast<std::size_t>(nan_x)] = std::nan("");
+  return in;
+}
+
+// The reference is NaN exactly in the columns of the rows of w with a NaN scale and in the row of
+// x's NaN (its NaN half survives the double-to-half step), finite everywhere else.
+TEST(GemvInt4, ReferenceIsNanExactlyInTheNanColumnsAndTheNanRow) {
+  const OpSpec op = make_gemv_int4_op();
+  for (const auto& [dims, group_size] : std::vector<std::pair<Shape, double>>{
+           {{7, 100, 1024}, 32.0}, {{3, 40, 512}, 256.0}, {{24, 100, 1152}, 64.0}, {{1, 17, 64}, 64.0}}) {
+    const Problem problem = op.problem(dims, DType::bf16, {{"group_size", group_size}});
+    const std::int64_t m = problem.dims[0], n = problem.dims[1], k = problem.dims[2];
+    const std::int64_t groups = k / gemv_int4_group_size(problem);
+    const HostTensors in = reference_inputs(problem, 3);
+    std::set<std::int64_t> nan_columns;
+    const std::vector<std::uint16_t> scales = gemv_int4_draw_scales(problem, operand_seed(3, 2));
+    for (std::size_t e = 0; e < scales.size(); ++e)
+      if (half_is_nan(scales[e])) nan_columns.insert(static_cast<std::int64_t>(e) / groups);
+    ASSERT_EQ(nan_columns.size(), static_cast<std::size_t>(1 + n / 256)) << problem.label();
+    const std::int64_t nan_x = gemv_int4_nan_x_index(problem, operand_seed(3, 0));
+    ASSERT_EQ(nan_x >= 0, m >= 2) << problem.label();
+    const std::vector<double> y = gemv_int4_host_reference(problem, in).at("y");
+    ASSERT_EQ(y.size(), static_cast<std::size_t>(m * n));
+    for (std::int64_t row = 0; row < m; ++row)
+      for (std::int64_t column = 0; column < n; ++column) {
+        const double v = y[static_cast<std::size_t>(row * n + column)];
+        const bool nan_expected = (nan_x >= 0 && row == nan_x / k) || nan_columns.count(column) == 1;
+        EXPECT_EQ(std::isnan(v), nan_expected) << problem.label() << ": y[" << row << "][" << column << "]";
+        if (!nan_expected) {
+          EXPECT_TRUE(std::isfinite(v)) << problem.label() << ": y[" << row << "][" << column << "]";
+        }
+      }
+  }
+}
+
+// A model of what each negative control (tests/negative_controls/gemv_int4_controls.cpp) computes:
+// the stored weight read with the control's one mistake, in double. Rung 01's flaws as
+// gemv_int4_args.hpp says (nibbles of each pair exchanged; the next group's entry of its chunk, a
+// padding entry (0, 0) past K; every zero point 8; s twice), rung 03's zero point of the row 8
+// apart in its 16-row tile (0, the padding's, past N).
+enum class ControlModel { none, swapped_nibbles, next_group_scales, zero_point_ignored, scale_applied_twice,
+                          swapped_zero_points };
+
+std::vector<double> control_weights(const Int4GroupHost& w, ControlModel flaw) {
+  const int groups = w.k / w.group_size;
+  const int groups_per_chunk = int4_groups_per_chunk(w.group_size);
+  std::vector<double> out(static_cast<std::size_t>(w.n) * static_cast<std::size_t>(w.k));
+  for (int row = 0; row < w.n; ++row)
+    for (int kk = 0; kk < w.k; ++kk) {
+      const int q = stored_q(w, row, flaw == ControlModel::swapped_nibbles ? kk ^ 1 : kk);
+      int u = kk / w.group_size;
+      if (flaw == ControlModel::next_group_scales) {
+        const int chunk = kk / 128, u_in_chunk = (kk % 128) / w.group_size;
+        u = chunk * groups_per_chunk + (u_in_chunk + 1) % groups_per_chunk;
+      }
+      double s = 0.0;
+      int z = 0;
+      if (u < groups) {
+        const std::size_t e =
+            static_cast<std::size_t>(row) * static_cast<std::size_t>(groups) + static_cast<std::size_t>(u);
+        s = half_value(w.scales[e]);
+        z = w.zeros[e];
+      }
+      if (flaw == ControlModel::zero_point_ignored) z = 8;
+      if (flaw == ControlModel::scale_applied_twice) s *= s;
+      if (flaw == ControlModel::swapped_zero_points) {
+        const int partner = row % 16 < 8 ? row + 8 : row - 8;
+        z = partner < w.n ? w.zeros[static_cast<std::size_t>(partner) * static_cast<std::size_t>(groups) +
+                                    static_cast<std::size_t>(u)]
+                          : 0;
+      }
+      out[static_cast<std::size_t>(row) * static_cast<std::size_t>(w.k) + static_cast<std::size_t>(kk)] =
+          s * static_cast<double>(q - z);
+    }
+  return out;
+}
+
+// The edge cases must not hide a negative control: on the conformance problems each control runs
+// (rung 01's: M <= 16, the next-group one G < 128; rung 03's: G >= 128), its model, rounded to bf16,
+// fails the op's tolerance on at least one problem in every run — with outputs off where the
+// reference is finite, not only in the NaN rows and columns — while the model without a flaw
+// passes every problem.
+TEST(GemvInt4, EachNegativeControlStillFailsAConformanceProblemOutsideTheNanOutputs) {
+  const OpSpec op = make_gemv_int4_op();
+  const auto runs = [](ControlModel flaw, const Problem& p) {
+    const int g = gemv_int4_group_size(p);
+    if (flaw == ControlModel::swapped_zero_points) return g >= 128;
+    if (p.dims[0] > kInt4GemvMaxRows) return false;
+    return flaw != ControlModel::next_group_scales || g < 128;
+  };
+  const auto check = [&](ControlModel flaw, const Problem& p, std::uint64_t run) {
+    const std::int64_t m = p.dims[0], n = p.dims[1], k = p.dims[2];
+    const HostTensors in = reference_inputs(p, run);
+    const std::vector<double> ref = gemv_int4_host_reference(p, in).at("y");
+    const std::vector<double> weights = control_weights(gemv_int4_draw_weight(p, operand_seed(run, 1)), flaw);
+    std::vector<double> out(ref.size());
+    gemm_reference(GemmShape{m, n, k}, 1.0, in.at("x").data(), weights.data(), BLayout::n_by_k, 0.0, nullptr,
+                   out.data());
+    for (double& v : out) v = round_to(DType::bf16, v);
+    Accuracy accuracy;
+    accuracy.output = DType::bf16;
+    accuracy.terms = static_cast<double>(k);
+    return compare(out.data(), ref.data(), out.size(), accuracy);
+  };
+  for (const std::uint64_t run : kRunSeeds) {
+    for (const Problem& p : op.conformance_problems) {
+      const CompareResult right = check(ControlModel::none, p, run);
+      EXPECT_TRUE(right.passed) << p.label() << ", run " << run << ": " << right.summary();
+    }
+    for (const ControlModel flaw : {ControlModel::swapped_nibbles, ControlModel::next_group_scales,
+                                    ControlModel::zero_point_ignored, ControlModel::scale_applied_twice,
+                                    ControlModel::swapped_zero_points}) {
+      int caught = 0;
+      for (const Problem& p : op.conformance_problems) {
+        if (!runs(flaw, p)) continue;
+        const CompareResult wrong = check(flaw, p, run);
+        caught += wrong.mismatches > wrong.nonfinite_mismatches;
+      }
+      EXPECT_GE(caught, 1) << "control " << static_cast<int>(flaw) << ", run " << run
+                           << ": no conformance problem shows it outside the NaN outputs";
+    }
+  }
 }
 
 }  // namespace
