@@ -3,6 +3,11 @@
 
     python3 stage3-hpc/tools/plot_grouped_gemm.py docs/benchmarks/h200/stage3-grouped-gemm-sweep/*.json \
         --output docs/benchmarks/h200/stage3-grouped-gemm.png
+    python3 stage3-hpc/tools/plot_grouped_gemm.py docs/benchmarks/h200/stage3-fp8-grouped-gemm.json \
+        --op fp8_grouped_gemm --output docs/benchmarks/h200/stage3-fp8-grouped-gemm.png
+
+With --op fp8_grouped_gemm the same panels for the FP8 grouped GEMM (block scales): its rungs (01, 02
+and 03 by default) and its baseline, cuBLASLt once per expert; it has no peers.
 
 Each JSON is one kc-bench --markdown run of the grouped_gemm op on one layer shape (G x N x K) and
 one token count (the sweep's command is in the stage-3 README). TFLOPS against tokens per expert
@@ -20,12 +25,18 @@ import sys
 
 from bench_report import read_report, save_figure
 
-OP = "grouped_gemm"
+# op -> (default rungs, the baseline's label, the figure's title)
+OPS = {
+    "grouped_gemm": ("1,3,5,7", "cuBLAS, the faster path (kc's baseline, own run)", "Grouped GEMM (grouped_gemm, bf16)"),
+    "fp8_grouped_gemm": ("1,2,3", "cuBLASLt per expert, block scales (kc's baseline, own run)",
+                         "Grouped GEMM (fp8_grouped_gemm, e4m3, 1x128 / 128x128 block scales)"),
+}
 PEER_STYLES = {  # peer row name prefix -> (label, colour, line style)
     "cuBLAS GemmGroupedBatchedEx": ("cuBLAS GemmGroupedBatchedEx (one call)", "tab:gray", ":"),
     "cuBLAS GemmEx per expert": ("cuBLAS GemmEx per expert (a loop)", "tab:brown", ":"),
 }
 LAYER_NAMES = {"8x14336x4096": "Mixtral-like, 8 experts of 4096 -> 14336",
+               "8x4096x14336": "Mixtral-like down, 8 experts of 14336 -> 4096",
                "64x1408x2048": "DeepSeek-like, 64 experts of 2048 -> 1408"}
 
 
@@ -40,18 +51,20 @@ def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("reports", nargs="+", help="stage3-grouped-gemm.json files written by kc-bench --markdown")
     parser.add_argument("--output", required=True, help="image to write (.svg or .png)")
-    parser.add_argument("--rungs", default="1,3,5,7", help="kc rungs to draw (default 1,3,5,7)")
+    parser.add_argument("--op", default="grouped_gemm", choices=sorted(OPS), help="the op (default grouped_gemm)")
+    parser.add_argument("--rungs", help="kc rungs to draw (default 1,3,5,7; 1,2,3 for fp8_grouped_gemm)")
     args = parser.parse_args(argv)
-    rungs = [int(r) for r in args.rungs.split(",")]
+    default_rungs, baseline_label, title = OPS[args.op]
+    rungs = [int(r) for r in (args.rungs or default_rungs).split(",")]
 
     reports = [read_report(path, "plot_grouped_gemm") for path in args.reports]
     runs = {(r["gpu"], r["commit"]) for r in reports}
     if len(runs) != 1:
         sys.exit(f"plot_grouped_gemm: the runs come from {len(runs)} (GPU, commit) pairs; plot one at a time")
     rows = [row for report in reports for row in report["results"]
-            if row.get("status") == "ok" and row.get("op") == OP and row.get("tflops")]
+            if row.get("status") == "ok" and row.get("op") == args.op and row.get("tflops")]
     if not rows:
-        sys.exit("plot_grouped_gemm: no timed rows of grouped_gemm in these files")
+        sys.exit(f"plot_grouped_gemm: no timed rows of {args.op} in these files")
 
     import matplotlib
 
@@ -63,7 +76,7 @@ def main(argv):
     def series_of(row):
         """(order, label, colour, line style) of the line a row belongs to, or None."""
         if row.get("is_baseline"):
-            return (0, "cuBLAS, the faster path (kc's baseline, own run)", "black", "-")
+            return (0, baseline_label, "black", "-")
         if row.get("is_peer"):
             found = peer_style(row["kernel"])
             return (1 + found[0],) + found[1] if found else None
@@ -111,9 +124,10 @@ def main(argv):
             axes.set_ylim(bottom=0)
     handles, labels = all_axes[0][0].get_legend_handles_labels()
     all_axes[0][-1].legend(handles, labels, fontsize="small", loc="upper left", bbox_to_anchor=(1.03, 1.0))
-    save_figure(figure, reports[0], f"Grouped GEMM ({OP}, bf16)",
-                "TFLOPS against tokens per expert (kc rungs, cuBLAS's two paths, the baseline in its own run), and % of the baseline timed alongside",
-                args.output)
+    contents = ("kc rungs, cuBLAS's two paths, the baseline in its own run" if args.op == "grouped_gemm"
+                else "kc rungs, the baseline in its own run")
+    save_figure(figure, reports[0], title,
+                f"TFLOPS against tokens per expert ({contents}), and % of the baseline timed alongside", args.output)
 
 
 if __name__ == "__main__":
