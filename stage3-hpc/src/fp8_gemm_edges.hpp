@@ -5,8 +5,8 @@
 //            problems, and most conformance problems)
 //   edges=1  one element of A NaN (row M / 2, when M >= 2) and one of B (row N / 2, when N >= 2), so
 //            one row and one column of C are NaN in any order of summation and scaling; with a
-//            scale per tensor s_A an FP32 subnormal (1.5 x 2^-130: every C is below FP32's normal
-//            range before the bf16 rounding, and a kernel that flushes it to zero shows); with block
+//            scale per tensor s_A an FP32 subnormal (1.5 x 2^-130: C lies around FP32's smallest
+//            normals and below, and a kernel that flushes the scale to zero shows); with block
 //            scales every 7th scale of A (index kb M + m, from the 4th) 0 and every 7th (from the
 //            6th) a subnormal in [2^-128, 2^-127), and of B's blocks (index (n / 128) ceil(K / 128) +
 //            kb) every 5th from the 3rd 0 and every 5th from the 5th a subnormal in [2^-127, 2^-126)
