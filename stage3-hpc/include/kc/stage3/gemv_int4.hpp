@@ -8,7 +8,8 @@
 // `group_size` (G, default 128): 32, 64 or a multiple of 128 that divides K. Operands: x bf16 ~
 // uniform(-1, 1); the stored weight — w_qweight (i8 [N, K / 2], the nibbles uniform over 0..15),
 // w_scales (f16 [N, K / G]: positive normal halves in [2^-10, 2^-4], with one group in 32 of scale
-// 0 and one in 32 a subnormal half) and w_zeros (i8 [N, K / G], uniform over 0..15); w_quants and
+// 0 and one in 32 a subnormal half; in the conformance problems also a few NaN groups, and one NaN
+// in x: src/gemv_int4_edges.hpp) and w_zeros (i8 [N, K / G], uniform over 0..15); w_quants and
 // w_group_scales, the prepared layout of that same weight (prepare_int4_groups on the host, drawn
 // again from the stored operands' seeds), which the rungs read; y bf16. Reference: the stored
 // weight dequantized on the host in double (dequantize_int4_groups, never the prepared bytes),
