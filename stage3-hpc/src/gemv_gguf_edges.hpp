@@ -39,19 +39,17 @@
 
 #include "kc/common/problem.hpp"
 #include "kc/stage3/gemv_gguf_args.hpp"
+#include "src/weight_only_gemv_edges.hpp"
 
 namespace kc::stage3 {
 
-// Whether `problem`'s operands carry the edge cases above (N K <= 2^22).
-bool gemv_gguf_has_edge_cases(const Problem& problem);
+// Which problems carry the edge cases above (weight_only_gemv_has_edge_cases), the NaN in x
+// (weight_only_gemv_nan_x_index) and the rows of the NaN scales: src/weight_only_gemv_edges.hpp,
+// shared with the int4 GEMV.
 
 // The blocks of w (N rows of K / 32 blocks of the problem's type, row after row) that the op's fill
 // draws from w's operand seed `seed`, edge cases included where the problem has them.
 std::vector<std::uint8_t> gemv_gguf_draw_blocks(const Problem& problem, std::uint64_t seed);
-
-// The index in x (row K + k) of the element the fill makes NaN for x's operand seed `seed`, or -1
-// where it makes none (no edge cases, or M = 1).
-std::int64_t gemv_gguf_nan_x_index(const Problem& problem, std::uint64_t seed);
 
 // For the negative control only: rung 01 scaling each block with the d (and m for q4_1) of the next
 // block of its row of w, the row's last block with its first's (a block index off by one, as the

@@ -15,6 +15,7 @@
 #include "kc/common/gemm.hpp"
 #include "kc/common/op_builder.hpp"
 #include "src/gemv_gguf_edges.hpp"
+#include "src/weight_only_gemv_edges.hpp"
 
 namespace kc::stage3 {
 namespace {
@@ -35,12 +36,7 @@ void put_half_bits(std::uint8_t* block, int field, std::uint16_t bits) {
   std::memcpy(block + 2 * field, &bits, sizeof bits);
 }
 
-// The edge cases of src/gemv_gguf_edges.hpp: in problems of at most kEdgeCaseWeights weights, from
-// a generator of their own (the plain draws keep their bytes); NaN columns where N >= kNanColumnsMinN.
-constexpr std::int64_t kEdgeCaseWeights = std::int64_t{1} << 22;
-constexpr std::int64_t kNanColumnsMinN = 16;
-constexpr std::uint64_t kEdgeCaseStream = 0x9E3779B97F4A7C15ull;
-constexpr std::uint16_t kHalfPlusZero = 0x0000, kHalfMinusZero = 0x8000, kHalfNan = 0x7E00;
+constexpr std::uint16_t kHalfPlusZero = 0x0000, kHalfMinusZero = 0x8000;
 
 // A subnormal half of either sign: +-j 2^-24 with j in [1, 1023] (exact in a float and a half).
 double subnormal_half(std::mt19937_64& rng) {
@@ -95,12 +91,13 @@ Shape scales_shape(const Problem& p) {
 }
 
 // The edge cases of src/gemv_gguf_edges.hpp written over `blocks` (the problem's plain draw from
-// `seed`): zero and subnormal scales by block index modulo 8, then NaN d in a few rows.
+// `seed`): zero and subnormal scales by block index modulo 8, then NaN d in a few rows
+// (weight_only_gemv_nan_scales), all from the edge cases' generator.
 void add_edge_cases(const Problem& p, std::vector<std::uint8_t>& blocks, std::uint64_t seed) {
   const GgufBlockType type = gguf_block_type(p);
   const bool with_min = type == GgufBlockType::q4_1;
   const auto bytes = static_cast<std::size_t>(gguf_block_bytes(type));
-  std::mt19937_64 rng(seed ^ kEdgeCaseStream);
+  std::mt19937_64 rng = weight_only_gemv_edge_generator(seed);
   for (std::size_t b = 0; b < blocks.size() / bytes; ++b) {
     std::uint8_t* block = blocks.data() + b * bytes;
     switch (b % 8) {
@@ -121,15 +118,8 @@ void add_edge_cases(const Problem& p, std::vector<std::uint8_t>& blocks, std::ui
         break;
     }
   }
-  const std::int64_t n = p.dims[1], per_row = blocks_per_row(p);
-  if (n < kNanColumnsMinN) return;
-  const std::int64_t nan_rows = 1 + n / 256;
-  const auto first_row = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n));
-  for (std::int64_t i = 0; i < nan_rows; ++i) {
-    const std::int64_t row = (first_row + i * (n / nan_rows)) % n;
-    const auto block = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(per_row));
-    put_half_bits(blocks.data() + static_cast<std::size_t>(row * per_row + block) * bytes, 0, kHalfNan);
-  }
+  for (const std::int64_t block : weight_only_gemv_nan_scales(p, blocks_per_row(p), rng))
+    put_half_bits(blocks.data() + static_cast<std::size_t>(block) * bytes, 0, kHalfNanBits);
 }
 
 // Random valid blocks, one row of w after another, from the seed; with the edge cases of
@@ -156,22 +146,8 @@ std::vector<std::uint8_t> draw_blocks(const Problem& p, std::uint64_t seed) {
     }
     for (int i = first; i < bytes; ++i) block[i] = static_cast<std::uint8_t>(byte(rng));
   }
-  if (gemv_gguf_has_edge_cases(p)) add_edge_cases(p, out, seed);
+  if (weight_only_gemv_has_edge_cases(p)) add_edge_cases(p, out, seed);
   return out;
-}
-
-// x: the plain uniform draw, then in the problems with edge cases and M >= 2 one element NaN.
-OperandSpec x_operand() {
-  OperandSpec x = input("x", dims_at({0, 2}));
-  const FillSpec fill = x.fill;
-  x.initialize = [fill](const Problem& p, Tensor& tensor, std::uint64_t seed, cudaStream_t stream) {
-    fill_random(tensor.raw(), tensor.dtype, tensor.count(), seed, fill, stream);
-    const std::int64_t nan_at = gemv_gguf_nan_x_index(p, seed);
-    if (nan_at >= 0)
-      poison(static_cast<std::byte*>(tensor.raw()) + dtype_bytes(tensor.dtype, static_cast<std::size_t>(nan_at)),
-             tensor.dtype, 1, stream);
-  };
-  return x;
 }
 
 void fill_blocks(const Problem& p, Tensor& tensor, std::uint64_t seed, cudaStream_t stream) {
@@ -204,21 +180,8 @@ OperandSpec repacked_operand(const char* name, ShapeFn shape, DType dtype, bool 
 
 }  // namespace
 
-bool gemv_gguf_has_edge_cases(const Problem& problem) {
-  return problem.dims[1] * problem.dims[2] <= kEdgeCaseWeights;
-}
-
 std::vector<std::uint8_t> gemv_gguf_draw_blocks(const Problem& problem, std::uint64_t seed) {
   return draw_blocks(problem, seed);
-}
-
-std::int64_t gemv_gguf_nan_x_index(const Problem& problem, std::uint64_t seed) {
-  const std::int64_t m = problem.dims[0], k = problem.dims[2];
-  if (!gemv_gguf_has_edge_cases(problem) || m < 2) return -1;
-  std::mt19937_64 rng(seed ^ kEdgeCaseStream);
-  const auto row = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(m));
-  const auto column = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(k));
-  return row * k + column;
 }
 
 GgufBlockType gguf_block_type(const Problem& problem) {
@@ -426,7 +389,7 @@ OpSpec make_gemv_gguf_op() {
   OperandSpec w = input("w", &w_shape, FillSpec{}, DType::i8);
   w.initialize = &fill_blocks;
   // w stays operand kBlocksOperand: the repacked operands draw its blocks again from its seed.
-  op.operands = {x_operand(), w, repacked_operand("w_quants", &quants_shape, DType::i8, true),
+  op.operands = {weight_only_gemv_x(), w, repacked_operand("w_quants", &quants_shape, DType::i8, true),
                  repacked_operand("w_scales", &scales_shape, DType::f16, false), output("y", dims_at({0, 1}))};
   op.host_reference = [](const Problem& p, const HostTensors& in) {
     const std::int64_t m_rows = p.dims[0], n_cols = p.dims[1], k_len = p.dims[2];

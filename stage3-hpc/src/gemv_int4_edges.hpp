@@ -37,11 +37,13 @@
 
 #include "kc/common/op_builder.hpp"
 #include "kc/stage3/int4_groups.hpp"
+#include "src/weight_only_gemv_edges.hpp"
 
 namespace kc::stage3 {
 
-// Whether `problem`'s operands carry the non-finite edge cases above (N K <= 2^22).
-bool gemv_int4_has_edge_cases(const Problem& problem);
+// Which problems carry the non-finite edge cases above (weight_only_gemv_has_edge_cases), the NaN
+// in x (weight_only_gemv_nan_x_index) and the rows of the NaN groups: src/weight_only_gemv_edges.hpp,
+// shared with the GGUF GEMV.
 
 // w_scales ([N, K / G] IEEE half bits) as the op's fill draws them from that operand's seed:
 // zero and subnormal groups always, NaN groups where the problem has edge cases.
@@ -51,10 +53,6 @@ std::vector<std::uint16_t> gemv_int4_draw_scales(const Problem& problem, std::ui
 // operands (build_op seeds operand i of a run with run x 16 + i): what its prepared operands
 // prepare.
 Int4GroupHost gemv_int4_draw_weight(const Problem& problem, std::uint64_t operand_seed);
-
-// The index in x (row K + k) of the element the fill makes NaN for x's operand seed `seed`, or -1
-// where it makes none (no edge cases, or M = 1).
-std::int64_t gemv_int4_nan_x_index(const Problem& problem, std::uint64_t seed);
 
 // The op's host reference: the stored weight (w_qweight, w_scales, w_zeros, as doubles) dequantized
 // in double (a NaN scale to NaN weights), times x, summed in double: y.

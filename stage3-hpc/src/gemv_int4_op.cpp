@@ -19,6 +19,7 @@
 #include "kc/common/op_builder.hpp"
 #include "kc/stage3/quantize_int4_args.hpp"
 #include "src/gemv_int4_edges.hpp"
+#include "src/weight_only_gemv_edges.hpp"
 
 namespace kc::stage3 {
 
@@ -83,16 +84,9 @@ std::vector<std::uint8_t> draw_qweight(const Problem& p, std::uint64_t seed) {
   return out;
 }
 
-// The edge cases of src/gemv_int4_edges.hpp: in problems of at most kEdgeCaseWeights weights, from
-// a generator of their own (the plain draws keep their bytes); NaN columns where N >= kNanColumnsMinN.
-constexpr std::int64_t kEdgeCaseWeights = std::int64_t{1} << 22;
-constexpr std::int64_t kNanColumnsMinN = 16;
-constexpr std::uint64_t kEdgeCaseStream = 0x9E3779B97F4A7C15ull;
-constexpr std::uint16_t kHalfNan = 0x7E00;
-
 // Positive scales: normal halves in [2^-10, 2^-4], one group in 32 of scale 0 and one in 32 a
-// subnormal half (below 2^-14); then, in the problems with edge cases and N >= kNanColumnsMinN,
-// 1 + N / 256 groups of scale NaN, each in its own row of w (rows spread over N from a random one).
+// subnormal half (below 2^-14); then, in the problems with edge cases, the NaN groups of
+// weight_only_gemv_nan_scales (src/weight_only_gemv_edges.hpp), from the edge cases' generator.
 std::vector<std::uint16_t> draw_scales(const Problem& p, std::uint64_t seed) {
   std::vector<std::uint16_t> out(static_cast<std::size_t>(dim(p, 1)) * static_cast<std::size_t>(groups_per_row(p)));
   std::mt19937_64 rng(seed);
@@ -104,16 +98,10 @@ std::vector<std::uint16_t> draw_scales(const Problem& p, std::uint64_t seed) {
     const __half h = __float2half_rn(static_cast<float>(value));
     std::memcpy(&bits, &h, sizeof bits);
   }
-  const std::int64_t n = p.dims[1], per_row = groups_per_row(p);
-  if (!gemv_int4_has_edge_cases(p) || n < kNanColumnsMinN) return out;
-  std::mt19937_64 edges(seed ^ kEdgeCaseStream);
-  const std::int64_t nan_rows = 1 + n / 256;
-  const auto first_row = static_cast<std::int64_t>(edges() % static_cast<std::uint64_t>(n));
-  for (std::int64_t i = 0; i < nan_rows; ++i) {
-    const std::int64_t row = (first_row + i * (n / nan_rows)) % n;
-    const auto group = static_cast<std::int64_t>(edges() % static_cast<std::uint64_t>(per_row));
-    out[static_cast<std::size_t>(row * per_row + group)] = kHalfNan;
-  }
+  if (!weight_only_gemv_has_edge_cases(p)) return out;
+  std::mt19937_64 edges = weight_only_gemv_edge_generator(seed);
+  for (const std::int64_t group : weight_only_gemv_nan_scales(p, groups_per_row(p), edges))
+    out[static_cast<std::size_t>(group)] = kHalfNanBits;
   return out;
 }
 
@@ -159,23 +147,12 @@ double prepared_bytes(const Problem& p) {
 
 }  // namespace
 
-bool gemv_int4_has_edge_cases(const Problem& problem) { return problem.dims[1] * problem.dims[2] <= kEdgeCaseWeights; }
-
 std::vector<std::uint16_t> gemv_int4_draw_scales(const Problem& problem, std::uint64_t seed) {
   return draw_scales(problem, seed);
 }
 
 Int4GroupHost gemv_int4_draw_weight(const Problem& problem, std::uint64_t operand_seed) {
   return draw_weight(problem, operand_seed);
-}
-
-std::int64_t gemv_int4_nan_x_index(const Problem& problem, std::uint64_t seed) {
-  const std::int64_t m = problem.dims[0], k = problem.dims[2];
-  if (!gemv_int4_has_edge_cases(problem) || m < 2) return -1;
-  std::mt19937_64 rng(seed ^ kEdgeCaseStream);
-  const auto row = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(m));
-  const auto column = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(k));
-  return row * k + column;
 }
 
 HostTensors gemv_int4_host_reference(const Problem& p, const HostTensors& in) {
@@ -248,16 +225,8 @@ OpSpec make_gemv_int4_op() {
   group_scales.initialize = [](const Problem& p, Tensor& t, std::uint64_t seed, cudaStream_t s) {
     upload(t, prepare_int4_groups(draw_weight(p, seed).view()).scales, s);
   };
-  // x: the plain uniform draw, then in the problems with edge cases and M >= 2 one element NaN.
-  OperandSpec x = input("x", dims_at({0, 2}));
-  x.initialize = [fill = x.fill](const Problem& p, Tensor& t, std::uint64_t seed, cudaStream_t s) {
-    fill_random(t.raw(), t.dtype, t.count(), seed, fill, s);
-    const std::int64_t nan_at = gemv_int4_nan_x_index(p, seed);
-    if (nan_at >= 0)
-      poison(static_cast<std::byte*>(t.raw()) + dtype_bytes(t.dtype, static_cast<std::size_t>(nan_at)), t.dtype, 1, s);
-  };
   // The stored operands stay operands kQweightOperand..kZerosOperand: the prepared ones draw them again.
-  op.operands = {x, qweight, scales, zeros, quants, group_scales, output("y", dims_at({0, 1}))};
+  op.operands = {weight_only_gemv_x(), qweight, scales, zeros, quants, group_scales, output("y", dims_at({0, 1}))};
   op.host_reference = &gemv_int4_host_reference;
   // K products summed in FP32, one rounding to bf16; 2 M N K FLOPs (the reference's work, M N K,
   // matters only to ops with a device reference too).

@@ -87,7 +87,7 @@ TEST(GemvGgufGpu, NextBlockScalesFailTheCheck) {
     for (const std::vector<std::int64_t>& dims :
          std::vector<std::vector<std::int64_t>>{{4, 129, 256}, {7, 100, 1024}}) {
       const Problem problem = op.problem(dims, DType::bf16, {{"ggml_type", type}, {"layout", 0.0}});
-      ASSERT_TRUE(gemv_gguf_has_edge_cases(problem)) << problem.label();
+      ASSERT_TRUE(weight_only_gemv_has_edge_cases(problem)) << problem.label();
       EXPECT_TRUE(check_run(op, launch_with(&gemv_gguf_01_warp_per_column), problem, 5, context).passed())
           << problem.label();
       const CheckOutcome wrong = check_run(op, launch_with(&gemv_gguf_01_next_block_scales), problem, 5, context);

@@ -456,7 +456,7 @@ TEST(GemvGguf, ConformanceProblemsDrawEveryEdgeCaseAndBenchProblemsNone) {
   const OpSpec op = make_gemv_gguf_op();
   std::map<GgufBlockType, std::set<std::string>> seen;  // the kinds drawn, over a type's problems
   for (const Problem& problem : op.conformance_problems) {
-    ASSERT_TRUE(gemv_gguf_has_edge_cases(problem)) << problem.label();
+    ASSERT_TRUE(weight_only_gemv_has_edge_cases(problem)) << problem.label();
     const GgufBlockType type = gguf_block_type(problem);
     const bool with_min = type == GgufBlockType::q4_1;
     const std::int64_t m = problem.dims[0], n = problem.dims[1], k = problem.dims[2], per_row = k / 32;
@@ -512,7 +512,7 @@ TEST(GemvGguf, ConformanceProblemsDrawEveryEdgeCaseAndBenchProblemsNone) {
         }
       }
       EXPECT_EQ(nan_rows.size(), n >= 16 ? static_cast<std::size_t>(1 + n / 256) : 0u) << problem.label();
-      const std::int64_t nan_x = gemv_gguf_nan_x_index(problem, seed);
+      const std::int64_t nan_x = weight_only_gemv_nan_x_index(problem, seed);
       if (m >= 2) {
         EXPECT_GE(nan_x, 0) << problem.label();
         EXPECT_LT(nan_x, m * k) << problem.label();
@@ -531,8 +531,8 @@ TEST(GemvGguf, ConformanceProblemsDrawEveryEdgeCaseAndBenchProblemsNone) {
   // The bench problems: plain draws only (one draw of each type and weight; the layouts share it).
   std::set<std::tuple<GgufBlockType, std::int64_t, std::int64_t>> drawn;
   for (const Problem& problem : op.bench_problems) {
-    EXPECT_FALSE(gemv_gguf_has_edge_cases(problem)) << problem.label();
-    EXPECT_EQ(gemv_gguf_nan_x_index(problem, 16), -1) << problem.label();
+    EXPECT_FALSE(weight_only_gemv_has_edge_cases(problem)) << problem.label();
+    EXPECT_EQ(weight_only_gemv_nan_x_index(problem, 16), -1) << problem.label();
     const GgufBlockType type = gguf_block_type(problem);
     if (!drawn.insert({type, problem.dims[1], problem.dims[2]}).second) continue;
     const std::vector<std::uint8_t> blocks = gemv_gguf_draw_blocks(problem, 17);
@@ -588,7 +588,7 @@ TEST(GemvGguf, ReferenceDecodesTheEdgeCasesAndYIsNanOnlyWhereItMustBe) {
     std::mt19937_64 rng(5);
     std::uniform_real_distribution<double> uniform(-1.0, 1.0);
     for (double& v : x) v = uniform(rng);
-    const std::int64_t nan_x = gemv_gguf_nan_x_index(problem, 32);
+    const std::int64_t nan_x = weight_only_gemv_nan_x_index(problem, 32);
     ASSERT_GE(nan_x, 0);
     x[static_cast<std::size_t>(nan_x)] = std::nan("");
     for (std::int64_t row = 0; row < m; ++row)

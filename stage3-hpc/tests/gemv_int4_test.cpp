@@ -708,7 +708,7 @@ TEST(GemvInt4, ConformanceProblemsHoldNanScalesAndANanInXAndBenchProblemsNone) {
   const OpSpec op = make_gemv_int4_op();
   std::set<std::string> seen;
   for (const Problem& problem : op.conformance_problems) {
-    ASSERT_TRUE(gemv_int4_has_edge_cases(problem)) << problem.label();
+    ASSERT_TRUE(weight_only_gemv_has_edge_cases(problem)) << problem.label();
     const std::int64_t m = problem.dims[0], n = problem.dims[1], k = problem.dims[2];
     const int group_size = gemv_int4_group_size(problem);
     const std::int64_t groups = k / group_size;
@@ -756,7 +756,7 @@ TEST(GemvInt4, ConformanceProblemsHoldNanScalesAndANanInXAndBenchProblemsNone) {
           }
         }
 
-      const std::int64_t nan_x = gemv_int4_nan_x_index(problem, operand_seed(run, 0));
+      const std::int64_t nan_x = weight_only_gemv_nan_x_index(problem, operand_seed(run, 0));
       if (m >= 2) {
         EXPECT_GE(nan_x, 0) << where;
         EXPECT_LT(nan_x, m * k) << where;
@@ -771,8 +771,8 @@ TEST(GemvInt4, ConformanceProblemsHoldNanScalesAndANanInXAndBenchProblemsNone) {
   // The bench problems: the plain draws only (one draw a weight shape and group size).
   std::set<std::tuple<std::int64_t, std::int64_t, int>> drawn;
   for (const Problem& problem : op.bench_problems) {
-    EXPECT_FALSE(gemv_int4_has_edge_cases(problem)) << problem.label();
-    EXPECT_EQ(gemv_int4_nan_x_index(problem, operand_seed(1, 0)), -1) << problem.label();
+    EXPECT_FALSE(weight_only_gemv_has_edge_cases(problem)) << problem.label();
+    EXPECT_EQ(weight_only_gemv_nan_x_index(problem, operand_seed(1, 0)), -1) << problem.label();
     if (!drawn.insert({problem.dims[1], problem.dims[2], gemv_int4_group_size(problem)}).second) continue;
     std::size_t non_finite = 0;
     for (const std::uint16_t bits : gemv_int4_draw_scales(problem, operand_seed(1, 2)))
@@ -797,7 +797,7 @@ HostTensors reference_inputs(const Problem& problem, std::uint64_t run) {
   std::uniform_real_distribution<double> uniform(-1.0, 1.0);
   x.resize(static_cast<std::size_t>(m * k));
   for (double& v : x) v = uniform(rng);
-  const std::int64_t nan_x = gemv_int4_nan_x_index(problem, operand_seed(run, 0));
+  const std::int64_t nan_x = weight_only_gemv_nan_x_index(problem, operand_seed(run, 0));
   if (nan_x >= 0) x[static_cast<std::size_t>(nan_x)] = std::nan("");
   return in;
 }
@@ -817,7 +817,7 @@ TEST(GemvInt4, ReferenceIsNanExactlyInTheNanColumnsAndTheNanRow) {
     for (std::size_t e = 0; e < scales.size(); ++e)
       if (half_is_nan(scales[e])) nan_columns.insert(static_cast<std::int64_t>(e) / groups);
     ASSERT_EQ(nan_columns.size(), static_cast<std::size_t>(1 + n / 256)) << problem.label();
-    const std::int64_t nan_x = gemv_int4_nan_x_index(problem, operand_seed(3, 0));
+    const std::int64_t nan_x = weight_only_gemv_nan_x_index(problem, operand_seed(3, 0));
     ASSERT_EQ(nan_x >= 0, m >= 2) << problem.label();
     const std::vector<double> y = gemv_int4_host_reference(problem, in).at("y");
     ASSERT_EQ(y.size(), static_cast<std::size_t>(m * n));
