@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -46,7 +47,7 @@ Shape scale_b_shape(const Problem& p) {
   return {fp8_n_blocks(static_cast<int>(n_of(p))), fp8_k_blocks(static_cast<int>(k_of(p)))};
 }
 
-// A or B: the plain uniform draw, then with edges one element NaN (e4m3 0x7F).
+// A or B: the plain uniform draw, then with edges one element NaN (poison's e4m3 NaN, 0x7F).
 OperandSpec fp8_operand(const char* name, ShapeFn shape, bool of_a) {
   OperandSpec operand = input(name, std::move(shape));
   const FillSpec fill = operand.fill;
@@ -54,7 +55,7 @@ OperandSpec fp8_operand(const char* name, ShapeFn shape, bool of_a) {
     fill_random(tensor.raw(), tensor.dtype, tensor.count(), seed, fill, stream);
     if (const auto element = fp8_gemm_nan_element(p, of_a)) {
       const std::size_t index = static_cast<std::size_t>(element->first * k_of(p) + element->second);
-      KC_CUDA_CHECK(cudaMemsetAsync(static_cast<std::uint8_t*>(tensor.raw()) + index, 0x7F, 1, stream));
+      poison(static_cast<std::byte*>(tensor.raw()) + index, tensor.dtype, 1, stream);  // one byte an element
     }
   };
   return operand;
