@@ -1,6 +1,6 @@
 // Files the FlashAttention ladder (stage3-hpc/attention/) with the registry: rung 01, the unfused
 // cuBLAS path, then the fused rungs, each for bf16 and f16 and D = 64 or 128; then the packed
-// variable-length form's op (attention_fwd_varlen) and its rung.
+// variable-length form's op (attention_fwd_varlen) and its rungs (05, and 15 on Hopper).
 #include "register_attention.hpp"
 
 #include <fmt/format.h>
@@ -117,6 +117,29 @@ KernelEntry varlen_entry() {
       attention_fwd_varlen_05_fa2_two_tiles_per_warp(varlen_attention_args<__nv_bfloat16>(problem, operands), stream);
     else
       attention_fwd_varlen_05_fa2_two_tiles_per_warp(varlen_attention_args<__half>(problem, operands), stream);
+  };
+  return entry;
+}
+
+// attention_fwd_varlen's rung 15: rung 15's CTA on the packed form (attention/varlen_15_*.cu),
+// compute capability 9.0 only, with its own cache of tensor maps.
+KernelEntry varlen_hopper_entry() {
+  KernelEntry entry = attention_kernel_entry(
+      kAttentionVarlenOp, "15_lazy_rescale", 15,
+      "rung 15's CTA (TMA + WGMMA, FlashAttention-3's overlap) on the packed form: each CTA reads its sequence's "
+      "offsets; the tiles wholly inside a sequence come by TMA, its partial last Q and K/V tiles are copied by the "
+      "producer warp with zeros past the sequence's end; one launch for the batch");
+  entry.constraints = kFlashConstraints;
+  entry.supports = &flash_attention_shape_error;
+  entry.refuses = varlen_attention_refusals();
+  entry.min_compute_capability = kHopper;
+  entry.max_compute_capability = kHopper;
+  auto cache = std::make_shared<HopperLaunchCache>();
+  entry.launch = [cache](const Problem& problem, Operands& operands, cudaStream_t stream) {
+    if (problem.dtype == DType::bf16)
+      attention_fwd_varlen_15_lazy_rescale(varlen_attention_args<__nv_bfloat16>(problem, operands), stream, *cache);
+    else
+      attention_fwd_varlen_15_lazy_rescale(varlen_attention_args<__half>(problem, operands), stream, *cache);
   };
   return entry;
 }
@@ -333,6 +356,7 @@ void register_attention_kernels(Registry& registry) {
   // The packed variable-length form (kc/stage3/attention_varlen.hpp): its op, then its rung.
   if (!registry.has_op(kAttentionVarlenOp)) registry.add_op(make_attention_varlen_op());
   registry.add_kernel(varlen_entry());
+  registry.add_kernel(varlen_hopper_entry());
 }
 
 }  // namespace kc::stage3

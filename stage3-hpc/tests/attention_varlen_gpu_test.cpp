@@ -4,9 +4,11 @@
 // passes the check; the check rejects the rung run with a wrong scale or without the mask, and the
 // dense entry run over the packed tensors as one sequence (attention across sequences); the public
 // entry runs rung 05's packed kernel on a hand-made ragged batch (poisoned outputs, an empty
-// sequence, one with no keys, Sq_b != Sk_b) and matches the reference; and no sequence reads its
-// neighbour's keys (NaN planted in the next sequence's first key and value stays there). Skips
-// without a GPU.
+// sequence, one with no keys, Sq_b != Sk_b) and matches the reference, and so does the Hopper rung
+// 15 on its own (on an H100/H200); and no sequence reads its neighbour's keys (NaN planted in the
+// next sequence's first key and value stays there) — in rung 05, in rung 15, and, as the negative
+// control, not in rung 15's kernel with its partial tiles loaded by TMA. Skips without a GPU (the
+// rung-15 parts without a Hopper GPU and sm_90a code).
 #include <gtest/gtest.h>
 
 #include <cuda_bf16.h>
@@ -15,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -25,6 +28,8 @@
 #include "kc/stage3/attention.hpp"
 #include "kc/stage3/attention_ops.hpp"
 #include "kc/stage3/attention_varlen.hpp"
+#include "kc/stage3/gemm.hpp"
+#include "arch/sm90/tma_descriptor.hpp"
 #include "attention_test_support.hpp"
 #include "src/register_attention.hpp"
 #include "stage3_test_registry.hpp"
@@ -36,6 +41,14 @@ namespace {
 using bf16 = __nv_bfloat16;
 
 constexpr const char* kRung = "stage3/attention_fwd_varlen/05_fa2_two_tiles_per_warp";
+constexpr const char* kHopperRung = "stage3/attention_fwd_varlen/15_lazy_rescale";
+
+// Whether this GPU runs the Hopper rung (compute capability 9.0 and sm_90a code in the build).
+bool hopper_here() {
+  int device = 0;
+  KC_CUDA_CHECK(cudaGetDevice(&device));
+  return runs_hopper_rungs(device);
+}
 
 const OpSpec& varlen_op() { return stage3_test_registry().op(kAttentionVarlenOp); }
 
@@ -79,16 +92,20 @@ TEST(AttentionVarlenGpu, TheCheckRejectsAWrongScaleAMissingMaskAndCrossSequenceA
   Context& context = testing::shared_context();
   const Registry& r = stage3_test_registry();
   const OpSpec& op = varlen_op();
-  const KernelEntry& rung = r.kernel(kRung);
+  std::vector<const char*> rungs = {kRung};
+  if (hopper_here()) rungs.push_back(kHopperRung);
   for (const DType dtype : {DType::bf16, DType::f16}) {
     const Problem problem = op.problem({9, 8, 2, 300, 500, 128}, dtype, {{"causal", 1.0}, {"lengths", 1.0}});
-    ASSERT_TRUE(check_kernel(r, rung, problem, 5, context).passed()) << problem.label();
-    for (const Problem& wrong : testing_support::wrongly_parameterized(problem)) {
-      const CheckOutcome outcome = check_run(
-          op, [&](const Problem&, Operands& operands, Context& c) { rung.launch(wrong, operands, c.stream()); },
-          problem, 5, context);
-      EXPECT_FALSE(outcome.passed()) << problem.label() << " computed as " << wrong.label()
-                                     << " passed: " << outcome.detail;
+    for (const char* name : rungs) {
+      const KernelEntry& rung = r.kernel(name);
+      ASSERT_TRUE(check_kernel(r, rung, problem, 5, context).passed()) << name << " " << problem.label();
+      for (const Problem& wrong : testing_support::wrongly_parameterized(problem)) {
+        const CheckOutcome outcome = check_run(
+            op, [&](const Problem&, Operands& operands, Context& c) { rung.launch(wrong, operands, c.stream()); },
+            problem, 5, context);
+        EXPECT_FALSE(outcome.passed()) << name << " " << problem.label() << " computed as " << wrong.label()
+                                       << " passed: " << outcome.detail;
+      }
     }
     if (dtype != DType::bf16) continue;
     const auto across_sequences = [](const Problem& p, Operands& operands, Context& c) {
@@ -143,9 +160,25 @@ struct PackedRun {
   std::vector<double> o, lse;
 };
 
-// attention_forward on the packed batch (bf16), O poisoned with NaN and LSE with 12345 first.
-PackedRun run_packed(const PackedBatch& batch, bool causal, float scale, cudaStream_t stream) {
-  const DeviceBuffer<bf16> q = upload(batch.q), k = upload(batch.k), v = upload(batch.v);
+// A launch of the packed form other than the public entry (a rung called directly).
+using PackedLaunch = std::function<void(const AttentionArgs<bf16>&, cudaStream_t)>;
+
+// `values` in a device buffer of at least `rows` rows of `row` elements (zeros after them): room
+// for the flawed rung 15, whose TMA reads go as far as B x max_seqlen rows.
+DeviceBuffer<bf16> upload_padded(const std::vector<double>& values, std::int64_t rows, std::int64_t row) {
+  std::vector<double> padded = values;
+  padded.resize(std::max(values.size(), static_cast<std::size_t>(rows * row)), 0.0);
+  return upload(padded);
+}
+
+// attention_forward (or `launch`) on the packed batch (bf16), O poisoned with NaN and LSE with
+// 12345 first; Q, K and V in buffers of B x max_seqlen rows.
+PackedRun run_packed(const PackedBatch& batch, bool causal, float scale, cudaStream_t stream,
+                     const PackedLaunch& launch = {}) {
+  const std::int64_t sequences = batch.batch();
+  const DeviceBuffer<bf16> q = upload_padded(batch.q, sequences * batch.max_q(), batch.q_heads * batch.head_dim);
+  const DeviceBuffer<bf16> k = upload_padded(batch.k, sequences * batch.max_kv(), batch.kv_heads * batch.head_dim);
+  const DeviceBuffer<bf16> v = upload_padded(batch.v, sequences * batch.max_kv(), batch.kv_heads * batch.head_dim);
   DeviceBuffer<bf16> o(batch.q.size());
   o.copy_from_host(std::vector<bf16>(o.size(), __float2bfloat16(std::numeric_limits<float>::quiet_NaN())));
   DeviceBuffer<float> lse(static_cast<std::size_t>(batch.cu_q.back() * batch.q_heads));
@@ -175,7 +208,10 @@ PackedRun run_packed(const PackedBatch& batch, bool causal, float scale, cudaStr
   a.scale = scale;
   a.causal = causal;
   PackedRun run;
-  run.rung = attention_forward(a, stream);
+  if (launch)
+    launch(a, stream);
+  else
+    run.rung = attention_forward(a, stream);
   KC_CUDA_CHECK(cudaStreamSynchronize(stream));
   const std::vector<bf16> o_host = o.to_host();
   run.o.resize(o_host.size());
@@ -233,16 +269,64 @@ TEST(AttentionVarlenGpu, TheEntryRunsRung05OnARaggedBatchAndMatchesTheReference)
   }
 }
 
-// Sequence 0 has 100 queries over 130 keys: its last 64-key tile holds keys 128-129 and would run
-// into sequence 1's keys; its last Q tile into sequence 1's rows. NaN in sequence 1's first key
-// and value (which every row of sequence 1 sees) must make exactly sequence 1's rows NaN and leave
-// sequence 0 as the reference has it: a kernel that loaded sequence 1's rows into sequence 0's
-// tile would multiply that NaN value by P = 0 and spread it.
+// Rung 15 on the packed form, called directly, on the entry test's ragged batch: its partial Q
+// and K/V tiles are the producer warp's copies, the others TMA's; a sequence of exactly two tiles
+// of keys (256) has no partial tile, one of 129 keys a partial tile of one key. A scale that is not
+// positive runs the packed rung 05 and must give the same answers.
+TEST(AttentionVarlenGpu, TheHopperRungMatchesTheReferenceOnARaggedBatch) {
+  KC_SKIP_WITHOUT_GPU();
+  if (!hopper_here()) GTEST_SKIP() << "rung 15 needs a Hopper GPU and a build with sm_90a code";
+  Context& context = testing::shared_context();
+  HopperLaunchCache cache;
+  const PackedLaunch rung15 = [&](const AttentionArgs<bf16>& a, cudaStream_t s) {
+    attention_fwd_varlen_15_lazy_rescale(a, s, cache);
+  };
+  for (const std::int64_t d : {64, 128}) {
+    const PackedBatch batch({150, 1, 0, 37, 200, 256, 193}, {333, 1000, 5, 0, 129, 256, 64}, d, 200 + d);
+    for (const bool causal : {true, false})
+      for (const double scale : {1.0 / std::sqrt(static_cast<double>(d)), -0.3}) {
+        const PackedRun run = run_packed(batch, causal, static_cast<float>(scale), context.stream(), rung15);
+        const Reference ref = reference_of(batch, causal, scale);
+        EXPECT_EQ(mismatches(run, ref.o, ref.lse), 0u) << "D = " << d << (causal ? ", causal" : "") << ", scale "
+                                                       << scale;
+        const Reference other = reference_of(batch, !causal, scale);
+        EXPECT_GT(mismatches(run, other.o, other.lse), 100u) << "D = " << d << ", scale " << scale;
+      }
+  }
+}
+
+// Sequence 0 has 100 queries over 130 keys: its last K/V tile (64 keys in rung 05 at D = 64, 128 in
+// rung 15) holds keys 128-129 and would run into sequence 1's keys; its last Q tile into sequence
+// 1's rows. NaN in sequence 1's first key and value (which every row of sequence 1 sees) must make
+// exactly sequence 1's rows NaN and leave sequence 0 as the reference has it: a kernel that loaded
+// sequence 1's rows into sequence 0's tile would multiply that NaN value by P = 0 and spread it —
+// as rung 15's kernel with its partial tiles by TMA does (the negative control, which must fail).
 TEST(AttentionVarlenGpu, NoSequenceReadsItsNeighboursKeys) {
   KC_SKIP_WITHOUT_GPU();
   Context& context = testing::shared_context();
+  HopperLaunchCache cache;
+  struct Candidate {
+    const char* name;
+    PackedLaunch launch;  // empty: the public entry
+    bool flawed;
+  };
+  std::vector<Candidate> candidates = {{"the entry", {}, false}};
+  if (hopper_here()) {
+    candidates.push_back({"rung 15",
+                          [&](const AttentionArgs<bf16>& a, cudaStream_t s) {
+                            attention_fwd_varlen_15_lazy_rescale(a, s, cache);
+                          },
+                          false});
+    candidates.push_back({"rung 15 with its partial tiles by TMA (negative control)",
+                          [&](const AttentionArgs<bf16>& a, cudaStream_t s) {
+                            attention_fwd_varlen_15_with_whole_tiles_by_tma(a, s, cache);
+                          },
+                          true});
+  }
+  for (const Candidate& candidate : candidates)
+  for (const std::int64_t d : {64, 128})
   for (const bool causal : {false, true}) {
-    PackedBatch batch({100, 50}, {130, 70}, 64, 7);
+    PackedBatch batch({100, 50}, {130, 70}, d, 7);
     const double scale = 0.125;
     const Reference clean = reference_of(batch, causal, scale);
     const std::int64_t key_row = batch.cu_k[1] * batch.kv_heads * batch.head_dim;  // sequence 1's key 0
@@ -250,7 +334,7 @@ TEST(AttentionVarlenGpu, NoSequenceReadsItsNeighboursKeys) {
       batch.k[static_cast<std::size_t>(key_row + e)] = std::numeric_limits<double>::quiet_NaN();
       batch.v[static_cast<std::size_t>(key_row + e)] = std::numeric_limits<double>::quiet_NaN();
     }
-    const PackedRun run = run_packed(batch, causal, static_cast<float>(scale), context.stream());
+    const PackedRun run = run_packed(batch, causal, static_cast<float>(scale), context.stream(), candidate.launch);
     const std::int64_t row = batch.q_heads * batch.head_dim;
     std::size_t wrong = 0;
     for (std::int64_t t = 0; t < batch.cu_q.back(); ++t) {
@@ -266,8 +350,12 @@ TEST(AttentionVarlenGpu, NoSequenceReadsItsNeighboursKeys) {
       wrong += second ? (std::isnan(run.lse[i]) ? 0 : 1)
                       : (std::abs(run.lse[i] - clean.lse[i]) <= 1e-2 * std::max(1.0, std::abs(clean.lse[i])) ? 0 : 1);
     }
-    EXPECT_EQ(wrong, 0u) << (causal ? "causal" : "no mask")
-                         << ": elements differ (sequence 0 as the reference, sequence 1 all NaN)";
+    if (candidate.flawed)
+      EXPECT_GT(wrong, 0u) << candidate.name << ", D = " << d << (causal ? ", causal" : ", no mask")
+                           << ": the neighbour's NaN did not reach sequence 0, so the test could not catch it";
+    else
+      EXPECT_EQ(wrong, 0u) << candidate.name << ", D = " << d << (causal ? ", causal" : ", no mask")
+                           << ": elements differ (sequence 0 as the reference, sequence 1 all NaN)";
   }
 }
 

@@ -306,7 +306,7 @@ TEST(VarlenLadder, Rung05IsRegisteredAndRefusesWhatItIsNotCompiledFor) {
   EXPECT_EQ(k.min_compute_capability, 80);
   EXPECT_EQ(k.max_compute_capability, 0);
   EXPECT_EQ(k.report_group(), "stage3-attention");
-  EXPECT_EQ(r.select("^stage3/attention_fwd_varlen/").size(), 1u);
+  EXPECT_EQ(r.select("^stage3/attention_fwd_varlen/").size(), 2u);  // rungs 05 and 15
   const OpSpec& op = varlen_op();
   for (const std::int64_t d : {64, 128})
     EXPECT_EQ(unsupported_reason(r, k, op.problem({9, 8, 2, 300, 500, d}, DType::f16, {{"lengths", 1.0}}), nullptr),
@@ -320,6 +320,26 @@ TEST(VarlenLadder, Rung05IsRegisteredAndRefusesWhatItIsNotCompiledFor) {
                                    [&](const Problem& p) { return p.label() == label; });
     EXPECT_TRUE(found) << label << " is not a conformance problem of attention_fwd_varlen";
   }
+}
+
+TEST(VarlenLadder, Rung15IsRegisteredForHopperOnly) {
+  const Registry& r = stage3_test_registry();
+  const KernelEntry& k = r.kernel("stage3/attention_fwd_varlen/15_lazy_rescale");
+  EXPECT_EQ(k.op, kAttentionVarlenOp);
+  EXPECT_EQ(k.rung, 15);
+  EXPECT_TRUE(k.runs_dtype(DType::bf16));
+  EXPECT_TRUE(k.runs_dtype(DType::f16));
+  EXPECT_EQ(k.min_compute_capability, 90);
+  EXPECT_EQ(k.max_compute_capability, 90);
+  EXPECT_EQ(k.report_group(), "stage3-attention");
+  const OpSpec& op = varlen_op();
+  for (const std::int64_t d : {64, 128})
+    EXPECT_EQ(unsupported_reason(r, k, op.problem({9, 8, 2, 300, 500, d}, DType::bf16, {{"lengths", 1.0}}), nullptr),
+              "")
+        << d;
+  const std::string reason = unsupported_reason(r, k, op.problem({6, 2, 1, 33, 45, 80}, DType::f16), nullptr);
+  EXPECT_TRUE(contains(reason, "D = 80")) << reason;
+  EXPECT_EQ(k.refuses, varlen_attention_refusals());
 }
 
 // Packed arguments that pass every check but the one a test breaks. The pointers are never
@@ -389,6 +409,17 @@ TEST(VarlenArgs, TheEntryChecksThePackedFormBeforeAnyCudaCall) {
   h.cu_seqlens_q = nullptr;
   EXPECT_TRUE(contains(error_of([&] { attention_fwd_varlen_05_fa2_two_tiles_per_warp(h, nullptr); }),
                        "cu_seqlens_q is null"));
+  // And so does the Hopper rung (before it asks for a tensor map or a launch).
+  HopperLaunchCache cache;
+  const std::string hopper_null = error_of([&] { attention_fwd_varlen_15_lazy_rescale(h, nullptr, cache); });
+  EXPECT_TRUE(contains(hopper_null, "cu_seqlens_q is null") && contains(hopper_null, "rung 15")) << hopper_null;
+  h = packed_args<__half>();
+  h.kv_batch_stride = 500 * 2 * 128;
+  EXPECT_TRUE(contains(error_of([&] { attention_fwd_varlen_15_lazy_rescale(h, nullptr, cache); }),
+                       "set q_batch_stride and kv_batch_stride to 0"));
+  h = packed_args<__half>();
+  h.head_dim = 96;
+  EXPECT_TRUE(contains(error_of([&] { attention_fwd_varlen_15_lazy_rescale(h, nullptr, cache); }), "D = 96"));
 }
 
 // The dense form through the same entry: every refusal is a kc::Error naming the entry and the

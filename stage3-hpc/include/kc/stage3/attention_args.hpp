@@ -61,8 +61,9 @@ struct AttentionParams {
 //   q_batch_stride, kv_batch_stride  0: a sequence is found by its offsets, not by a stride
 // The offsets live on the device (the host may not have them without a copy), so they alone are
 // not checked before a launch: that they start at 0, never decrease and stay within the bounds
-// and the tensors is the caller's promise. Rung 05 (attention_fwd_varlen_05_fa2_two_tiles_per_warp)
-// and the public entry attention_forward run this form; the other rungs refuse it.
+// and the tensors is the caller's promise. Rung 05 (attention_fwd_varlen_05_fa2_two_tiles_per_warp),
+// rung 15's packed kernel (attention_fwd_varlen_15_lazy_rescale, sm_90a) and the public entry
+// attention_forward run this form; the other rungs refuse it.
 template <typename T>
 struct AttentionArgs : AttentionParams<T> {
   const std::int32_t* cu_seqlens_q = nullptr;
@@ -249,5 +250,17 @@ void attention_fwd_24_fa2_whole_tile_copies(const AttentionArgs<T>& args, cudaSt
 // good (attention/16_fa2_lean_softmax_flawed.cu; not a rung, not registered; positive scales).
 template <typename T>
 void attention_fwd_16_with_a_base_that_never_moves(const AttentionArgs<T>& args, cudaStream_t stream);
+// Rung 15 on the packed variable-length form (sm_90a; cu_seqlens_q/k set): rung 15's CTA on each
+// sequence's rows, the tiles wholly inside a sequence by TMA, its partial last Q and K/V tiles
+// copied by the producer warp with zeros past the sequence's end; a scale that is not positive
+// runs the packed rung 05.
+template <typename T>
+void attention_fwd_varlen_15_lazy_rescale(const AttentionArgs<T>& args, cudaStream_t stream, HopperLaunchCache& cache);
+// Its kernel with a negative control's flaw: the partial tiles by TMA too, so a sequence's last
+// K/V tile holds its neighbour's keys (attention/varlen_15_lazy_rescale_flawed.cu; not a rung, not
+// registered; positive scales; the tensors must hold B x max_seqlen rows).
+template <typename T>
+void attention_fwd_varlen_15_with_whole_tiles_by_tma(const AttentionArgs<T>& args, cudaStream_t stream,
+                                                     HopperLaunchCache& cache);
 
 }  // namespace kc::stage3
