@@ -18,6 +18,7 @@
 
 #include "arch/sm80/cp_async.cuh"
 #include "attention/flash_wgmma_kernel.cuh"
+#include "gemm_layout.hpp"  // swizzle_128b_offset: the pattern TMA's 128-byte swizzle writes
 
 namespace kc::stage3 {
 
@@ -37,14 +38,14 @@ enum class VarlenTileFlaw { none, whole_tiles_by_tma };
 
 // The producer warp's copy of one tile of kRows rows (D = kHeadDim) whose first `valid` rows exist:
 // rows from `first_row` on, `row_stride` elements apart, into `tile` in the layout TMA writes with
-// the 128-byte swizzle (kHeadDim / 64 boxes of kRows rows of 128 bytes; the 16-byte chunk c of row
-// r of a box at chunk position c ^ (r % 8)); rows past `valid` zeros. Returns once this lane's
-// copies have landed and are ordered before the async proxy's reads; the warp then agrees.
+// the 128-byte swizzle (kHeadDim / 64 boxes of kRows rows of 128 bytes, each laid out as
+// swizzle_128b_offset says: the 16-byte chunk c of row r at chunk position c ^ (r % 8)); rows past
+// `valid` zeros. Returns once this lane's copies have landed and are ordered before the async
+// proxy's reads; the warp then agrees.
 template <int kRows, int kHeadDim, typename T>
 __device__ __forceinline__ void copy_partial_tile(std::uint8_t* tile, const T* first_row, std::int64_t row_stride,
                                                   int valid, int lane) {
   constexpr int kChunksPerRow = kHeadDim / 8;  // 16 bytes of 2-byte elements
-  constexpr int kBoxRowBytes = 128;
   const std::uint32_t base = smem_u32(tile);
 #pragma unroll 4
   for (int i = lane; i < kRows * kChunksPerRow; i += 32) {
@@ -52,7 +53,7 @@ __device__ __forceinline__ void copy_partial_tile(std::uint8_t* tile, const T* f
     const int chunk = i % kChunksPerRow;
     const int box = chunk / 8, in_box = chunk % 8;
     const std::uint32_t destination =
-        base + static_cast<std::uint32_t>(box * kRows * kBoxRowBytes + row * kBoxRowBytes + ((in_box ^ (row % 8)) * 16));
+        base + static_cast<std::uint32_t>(box * kRows * kSwizzleRowBytes + swizzle_128b_offset(row, in_box));
     const bool exists = row < valid;
     // src-size 0 reads nothing, but the address must still be a valid one: row 0's.
     sm80::cp_async_16(destination, first_row + (exists ? row : 0) * row_stride + chunk * 8, exists);
