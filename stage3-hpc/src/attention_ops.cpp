@@ -146,11 +146,23 @@ const DecodeRungRow<__nv_bfloat16>& decode_rung_names(PagedDecodeAttention::Rung
 // runs rung 04's kernel (two tiles spill), so the two are the same there
 // (stage3-hpc/attention/05_fa2_two_tiles_per_warp.cu says why).
 //
-// The packed variable-length form runs rung 05's packed kernel everywhere: the Hopper rungs read Q,
-// K and V through tensor maps of the dense [B, H, S, D] form and refuse it.
+// The packed variable-length form: on an H100/H200 (sm_90a code built) with a positive scale rung
+// 15's packed kernel (attention/varlen_15_lazy_rescale.cu), which measured faster than the packed
+// rung 05 at every point of the op's table (stage-3 README, "The packed form on Hopper"); rung
+// 05's packed kernel elsewhere. Both
+// forms' checks come first, on the host, so that a refused call makes no CUDA call.
 template <typename T>
 std::string_view attention_forward(const AttentionArgs<T>& args, cudaStream_t stream) {
   if (is_packed(args)) {
+    require_flash_args(args, "attention_forward", kFlashMaxBlockRows, /*packed=*/true);
+    if (args.scale > 0.f) {  // the packed rung 15's consumers take a positive scale
+      HopperAttention& hopper = hopper_attention_for_current_device();
+      if (hopper.runs) {
+        const std::lock_guard<std::mutex> lock(hopper.mutex);
+        attention_fwd_varlen_15_lazy_rescale(args, stream, hopper.cache);
+        return "stage3/attention_fwd_varlen/15_lazy_rescale";
+      }
+    }
     attention_fwd_varlen_05_fa2_two_tiles_per_warp(args, stream);
     return "stage3/attention_fwd_varlen/05_fa2_two_tiles_per_warp";
   }

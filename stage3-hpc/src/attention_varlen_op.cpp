@@ -440,7 +440,8 @@ OpSpec make_attention_varlen_op() {
   op.bench = varlen_bench_problems();
   op.conformance = varlen_conformance_problems();
   op.baseline_name =
-      "the dense entry attention_forward once per sequence (B launches: rung 07 on an H100/H200, 05 elsewhere)";
+      "the dense entry attention_forward once per sequence (B launches: rungs 19, 25 or 15 on an H100/H200, 05 "
+      "elsewhere)";
   auto baseline = std::make_shared<PerSequenceBaseline>();
   op.baseline = [baseline](const Problem& p, Operands& o, Context& context) { baseline->run(p, o, context); };
   op.baseline_supports = [](const Problem& p, Context&) -> std::string {

@@ -3,9 +3,9 @@
 // reference agrees with its host reference; its baseline (the dense entry once per sequence)
 // passes the check; the check rejects the rung run with a wrong scale or without the mask, and the
 // dense entry run over the packed tensors as one sequence (attention across sequences); the public
-// entry runs rung 05's packed kernel on a hand-made ragged batch (poisoned outputs, an empty
-// sequence, one with no keys, Sq_b != Sk_b) and matches the reference, and so does the Hopper rung
-// 15 on its own (on an H100/H200); and no sequence reads its neighbour's keys (NaN planted in the
+// entry runs its packed rung (15 on an H100/H200, 05 elsewhere) on a hand-made ragged batch
+// (poisoned outputs, an empty sequence, one with no keys, Sq_b != Sk_b) and matches the reference,
+// and so does the Hopper rung 15 called on its own, negative scales included; and no sequence reads its neighbour's keys (NaN planted in the
 // next sequence's first key and value stays there) — in rung 05, in rung 15, and, as the negative
 // control, not in rung 15's kernel with its partial tiles loaded by TMA. Skips without a GPU (the
 // rung-15 parts without a Hopper GPU and sm_90a code).
@@ -249,7 +249,8 @@ Reference reference_of(const PackedBatch& batch, bool causal, double scale) {
   return r;
 }
 
-TEST(AttentionVarlenGpu, TheEntryRunsRung05OnARaggedBatchAndMatchesTheReference) {
+// The entry runs the packed rung 15 on an H100/H200 (sm_90a code built) and rung 05 elsewhere.
+TEST(AttentionVarlenGpu, TheEntryRunsItsPackedRungOnARaggedBatchAndMatchesTheReference) {
   KC_SKIP_WITHOUT_GPU();
   Context& context = testing::shared_context();
   for (const std::int64_t d : {64, 128}) {
@@ -259,7 +260,7 @@ TEST(AttentionVarlenGpu, TheEntryRunsRung05OnARaggedBatchAndMatchesTheReference)
     for (const bool causal : {true, false}) {
       const double scale = 1.0 / std::sqrt(static_cast<double>(d));
       const PackedRun run = run_packed(batch, causal, static_cast<float>(scale), context.stream());
-      EXPECT_EQ(run.rung, kRung);
+      EXPECT_EQ(run.rung, hopper_here() ? kHopperRung : kRung);
       const Reference ref = reference_of(batch, causal, scale);
       EXPECT_EQ(mismatches(run, ref.o, ref.lse), 0u) << "D = " << d << (causal ? ", causal" : "");
       // The control: the same output judged against the other mask must fail.
@@ -269,10 +270,10 @@ TEST(AttentionVarlenGpu, TheEntryRunsRung05OnARaggedBatchAndMatchesTheReference)
   }
 }
 
-// Rung 15 on the packed form, called directly, on the entry test's ragged batch: its partial Q
-// and K/V tiles are the producer warp's copies, the others TMA's; a sequence of exactly two tiles
-// of keys (256) has no partial tile, one of 129 keys a partial tile of one key. A scale that is not
-// positive runs the packed rung 05 and must give the same answers.
+// Rung 15 on the packed form, called directly, on the entry test's ragged batch and one more
+// sequence: its partial Q and K/V tiles are the producer warp's copies, the others TMA's; a
+// sequence of exactly two tiles of keys (256) has no partial tile, one of 129 keys a partial tile
+// of one key. A scale that is not positive runs the packed rung 05 and must give the same answers.
 TEST(AttentionVarlenGpu, TheHopperRungMatchesTheReferenceOnARaggedBatch) {
   KC_SKIP_WITHOUT_GPU();
   if (!hopper_here()) GTEST_SKIP() << "rung 15 needs a Hopper GPU and a build with sm_90a code";

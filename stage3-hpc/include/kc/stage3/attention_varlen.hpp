@@ -88,8 +88,8 @@ void attention_varlen_reference(const VarlenShape& shape, double scale, bool cau
 // and attention_fwd's FP64 device reference. FLOPs: 4 D per visible (query, key) pair, summed over
 // the sequences (exact under the causal mask), as attention_fwd counts them. Baseline: the dense
 // public entry attention_forward (kc/stage3/attention_ops.hpp) called once per sequence on its
-// rows of the packed tensors — what a runtime without the packed form does, B launches (rung 07
-// on an H100/H200, rung 05 elsewhere); a sequence with Sq_b > 0 and Sk_b = 0 gets its O = 0 and
+// rows of the packed tensors — what a runtime without the packed form does, B launches (the Hopper
+// rung it picks on an H100/H200, rung 05 elsewhere); a sequence with Sq_b > 0 and Sk_b = 0 gets its O = 0 and
 // LSE = -inf by copies.
 OpSpec make_attention_varlen_op();
 
