@@ -16,6 +16,8 @@
 // and announced on the tile's full barrier with a plain arrive.
 #pragma once
 
+#include <cstdint>
+
 #include "arch/sm80/cp_async.cuh"
 #include "attention/flash_wgmma_kernel.cuh"
 #include "gemm_layout.hpp"  // swizzle_128b_offset: the pattern TMA's 128-byte swizzle writes
@@ -153,37 +155,26 @@ __global__ void __launch_bounds__(FlashWgmmaShape<kHeadDim, kConsumers>::kThread
 
 }  // namespace
 
-// The packed kernel's parameters: tensor maps over the packed Q [total_q, Hq, D] and K, V
-// [total_k, Hkv, D] as the dense kernels' [D, S, H, B] view with one batch, S the bound
-// B x max_seqlen on the rows (the host does not know the totals); the kernel reads by TMA only
-// the tiles that lie wholly inside a sequence, so never past the tensors' ends.
+// The packed kernel's parameters: the dense kernels' tensor maps (flash_wgmma_params) over the packed
+// Q [total_q, Hq, D] and K, V [total_k, Hkv, D] seen as one batch of B x max_seqlen rows — the bound
+// the host knows (it does not know the totals; at most 2^31 - 1, as the totals are) — and the
+// offsets. The kernel reads by TMA only the tiles that lie wholly inside a sequence, so never past
+// the tensors' ends.
 template <typename T, int kHeadDim, int kConsumers>
 FlashWgmmaVarlenParams<T> flash_wgmma_varlen_params(const AttentionArgs<T>& args, HopperLaunchCache& cache) {
-  using Shape = FlashWgmmaShape<kHeadDim, kConsumers>;
-  const auto tensor = [&](const T* base, int max_len, int heads, std::int64_t row_stride, std::int64_t head_stride,
-                          int box_rows) {
-    constexpr std::uint64_t kMaxRows = std::uint64_t{1} << 32;  // TMA's largest dimension
-    const std::uint64_t rows = static_cast<std::uint64_t>(args.batch) * static_cast<std::uint64_t>(max_len);
-    TmaTensor4d t;
-    t.base = base;
-    t.dims[0] = static_cast<std::uint64_t>(kHeadDim);
-    t.dims[1] = rows < kMaxRows ? rows : kMaxRows;
-    t.dims[2] = static_cast<std::uint64_t>(heads);
-    t.dims[3] = 1;
-    t.strides_bytes[0] = static_cast<std::uint64_t>(row_stride) * sizeof(T);
-    t.strides_bytes[1] = static_cast<std::uint64_t>(head_stride) * sizeof(T);
-    t.strides_bytes[2] = t.strides_bytes[0];  // one batch: any legal stride
-    t.box[0] = Shape::kBoxCols;
-    t.box[1] = static_cast<std::uint32_t>(box_rows);
-    t.box[2] = 1;
-    t.box[3] = 1;
-    return cache.tensor_map(t);
+  const auto bound = [&](int max_len) {
+    const std::int64_t rows = std::int64_t{args.batch} * max_len;
+    return static_cast<int>(rows < INT32_MAX ? rows : INT32_MAX);
   };
+  AttentionArgs<T> one_batch = args;
+  one_batch.batch = 1;
+  one_batch.q_len = bound(args.q_len);
+  one_batch.kv_len = bound(args.kv_len);
+  one_batch.q_batch_stride = args.q_row_stride;  // one batch: any legal stride
+  one_batch.kv_batch_stride = args.kv_row_stride;
   FlashWgmmaVarlenParams<T> params;
-  params.q_map = tensor(args.q, args.q_len, args.q_heads, args.q_row_stride, args.q_head_stride, Shape::kBlockRows);
-  params.k_map = tensor(args.k, args.kv_len, args.kv_heads, args.kv_row_stride, args.kv_head_stride, Shape::kBlockKeys);
-  params.v_map = tensor(args.v, args.kv_len, args.kv_heads, args.kv_row_stride, args.kv_head_stride, Shape::kBlockKeys);
-  params.args = args;
+  static_cast<FlashWgmmaParams<T>&>(params) = flash_wgmma_params<T, kHeadDim, kConsumers>(one_batch, cache);
+  params.args = args;  // the longest lengths: the kernel puts each sequence's own in their place
   params.cu_seqlens_q = args.cu_seqlens_q;
   params.cu_seqlens_k = args.cu_seqlens_k;
   return params;
