@@ -149,8 +149,8 @@ const DecodeRungRow<__nv_bfloat16>& decode_rung_names(PagedDecodeAttention::Rung
 // The packed variable-length form: on an H100/H200 (sm_90a code built) with a positive scale rung
 // 15's packed kernel (attention/varlen_15_lazy_rescale.cu), which measured faster than the packed
 // rung 05 at every point of the op's table (stage-3 README, "The packed form on Hopper"); rung
-// 05's packed kernel elsewhere. Both
-// forms' checks come first, on the host, so that a refused call makes no CUDA call.
+// 05's packed kernel elsewhere. Both forms' checks come first, on the host, so that a refused call
+// makes no CUDA call.
 template <typename T>
 std::string_view attention_forward(const AttentionArgs<T>& args, cudaStream_t stream) {
   if (is_packed(args)) {

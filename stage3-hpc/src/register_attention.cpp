@@ -353,7 +353,7 @@ void register_attention_kernels(Registry& registry) {
                                   &attention_fwd_24_fa2_whole_tile_copies<__nv_bfloat16>,
                                   &attention_fwd_24_fa2_whole_tile_copies<__half>));
 
-  // The packed variable-length form (kc/stage3/attention_varlen.hpp): its op, then its rung.
+  // The packed variable-length form (kc/stage3/attention_varlen.hpp): its op, then its rungs.
   if (!registry.has_op(kAttentionVarlenOp)) registry.add_op(make_attention_varlen_op());
   registry.add_kernel(varlen_entry());
   registry.add_kernel(varlen_hopper_entry());

@@ -47,11 +47,11 @@ namespace kc::stage3 {
 // kc/stage3/attention_args.hpp and attention.hpp): many sequences of their own lengths in one
 // launch, q_len and kv_len the longest (max_seqlen_q, max_seqlen_k). Rung: 15's packed kernel on
 // Hopper with sm_90a code and a positive scale ("stage3/attention_fwd_varlen/15_lazy_rescale"),
-// 05's elsewhere ("stage3/attention_fwd_varlen/05_fa2_two_tiles_per_warp"). Checked before any CUDA call: both
-// offset arrays set, B >= 1, the longest lengths >= 1, Hq a multiple of Hkv, D 64 or 128, the
-// batch strides 0, the alignment of tensors and strides. Not checked (the offsets are on the
-// device): that they start at 0, never decrease, give no sequence more than q_len / kv_len rows
-// and stay within the tensors — validate_cu_seqlens below checks a host copy.
+// 05's elsewhere ("stage3/attention_fwd_varlen/05_fa2_two_tiles_per_warp"). Checked before any
+// CUDA call: both offset arrays set, B >= 1, the longest lengths >= 1, Hq a multiple of Hkv, D 64
+// or 128, the batch strides 0, the alignment of tensors and strides. Not checked (the offsets are
+// on the device): that they start at 0, never decrease, give no sequence more than q_len / kv_len
+// rows and stay within the tensors — validate_cu_seqlens below checks a host copy.
 template <typename T>
 std::string_view attention_forward(const AttentionArgs<T>& args, cudaStream_t stream);
 
