@@ -296,24 +296,35 @@ TEST(VarlenOp, ConformanceProblemsCoverTheEdgeCases) {
   EXPECT_TRUE(dtypes[0] && dtypes[1]);
 }
 
-TEST(VarlenLadder, Rung05IsRegisteredAndRefusesWhatItIsNotCompiledFor) {
+// A packed rung's registration: its op, number, dtypes, compute capabilities and report group; the
+// ragged problem at D = 64 and 128 supported (in dtype `supported`), D = 80 refused (in `refused`)
+// with a reason that names it; its refusals the op's.
+void expect_packed_rung_registered(const std::string& id, int rung, int min_cc, int max_cc, DType supported,
+                                   DType refused) {
   const Registry& r = stage3_test_registry();
-  const KernelEntry& k = r.kernel("stage3/attention_fwd_varlen/05_fa2_two_tiles_per_warp");
-  EXPECT_EQ(k.op, kAttentionVarlenOp);
-  EXPECT_EQ(k.rung, 5);
-  EXPECT_TRUE(k.runs_dtype(DType::bf16));
-  EXPECT_TRUE(k.runs_dtype(DType::f16));
-  EXPECT_EQ(k.min_compute_capability, 80);
-  EXPECT_EQ(k.max_compute_capability, 0);
-  EXPECT_EQ(k.report_group(), "stage3-attention");
-  EXPECT_EQ(r.select("^stage3/attention_fwd_varlen/").size(), 2u);  // rungs 05 and 15
+  const KernelEntry& k = r.kernel(id);
+  EXPECT_EQ(k.op, kAttentionVarlenOp) << id;
+  EXPECT_EQ(k.rung, rung) << id;
+  EXPECT_TRUE(k.runs_dtype(DType::bf16)) << id;
+  EXPECT_TRUE(k.runs_dtype(DType::f16)) << id;
+  EXPECT_EQ(k.min_compute_capability, min_cc) << id;
+  EXPECT_EQ(k.max_compute_capability, max_cc) << id;
+  EXPECT_EQ(k.report_group(), "stage3-attention") << id;
   const OpSpec& op = varlen_op();
   for (const std::int64_t d : {64, 128})
-    EXPECT_EQ(unsupported_reason(r, k, op.problem({9, 8, 2, 300, 500, d}, DType::f16, {{"lengths", 1.0}}), nullptr),
+    EXPECT_EQ(unsupported_reason(r, k, op.problem({9, 8, 2, 300, 500, d}, supported, {{"lengths", 1.0}}), nullptr),
               "")
-        << d;
-  const std::string reason = unsupported_reason(r, k, op.problem({6, 2, 1, 33, 45, 80}, DType::bf16), nullptr);
-  EXPECT_TRUE(contains(reason, "D = 80")) << reason;
+        << id << ", D = " << d;
+  const std::string reason = unsupported_reason(r, k, op.problem({6, 2, 1, 33, 45, 80}, refused), nullptr);
+  EXPECT_TRUE(contains(reason, "D = 80")) << id << ": " << reason;
+  EXPECT_EQ(k.refuses, varlen_attention_refusals()) << id;
+}
+
+TEST(VarlenLadder, Rung05IsRegisteredAndRefusesWhatItIsNotCompiledFor) {
+  expect_packed_rung_registered("stage3/attention_fwd_varlen/05_fa2_two_tiles_per_warp", 5, 80, 0, DType::f16,
+                                DType::bf16);
+  EXPECT_EQ(stage3_test_registry().select("^stage3/attention_fwd_varlen/").size(), 2u);  // rungs 05 and 15
+  const OpSpec& op = varlen_op();
   ASSERT_FALSE(varlen_attention_refusals().empty());
   for (const std::string& label : varlen_attention_refusals()) {
     const bool found = std::any_of(op.conformance_problems.begin(), op.conformance_problems.end(),
@@ -323,23 +334,7 @@ TEST(VarlenLadder, Rung05IsRegisteredAndRefusesWhatItIsNotCompiledFor) {
 }
 
 TEST(VarlenLadder, Rung15IsRegisteredForHopperOnly) {
-  const Registry& r = stage3_test_registry();
-  const KernelEntry& k = r.kernel("stage3/attention_fwd_varlen/15_lazy_rescale");
-  EXPECT_EQ(k.op, kAttentionVarlenOp);
-  EXPECT_EQ(k.rung, 15);
-  EXPECT_TRUE(k.runs_dtype(DType::bf16));
-  EXPECT_TRUE(k.runs_dtype(DType::f16));
-  EXPECT_EQ(k.min_compute_capability, 90);
-  EXPECT_EQ(k.max_compute_capability, 90);
-  EXPECT_EQ(k.report_group(), "stage3-attention");
-  const OpSpec& op = varlen_op();
-  for (const std::int64_t d : {64, 128})
-    EXPECT_EQ(unsupported_reason(r, k, op.problem({9, 8, 2, 300, 500, d}, DType::bf16, {{"lengths", 1.0}}), nullptr),
-              "")
-        << d;
-  const std::string reason = unsupported_reason(r, k, op.problem({6, 2, 1, 33, 45, 80}, DType::f16), nullptr);
-  EXPECT_TRUE(contains(reason, "D = 80")) << reason;
-  EXPECT_EQ(k.refuses, varlen_attention_refusals());
+  expect_packed_rung_registered("stage3/attention_fwd_varlen/15_lazy_rescale", 15, 90, 90, DType::bf16, DType::f16);
 }
 
 // Packed arguments that pass every check but the one a test breaks. The pointers are never
